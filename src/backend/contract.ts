@@ -1,0 +1,214 @@
+/**
+ * The backend contract: everything the runtime, the CLI and the HTTP service need from a store.
+ *
+ * Rules every implementation follows (the conformance suite in test/conformance checks them):
+ * - Every state change of a job is ONE atomic step in the store (a transaction, a statement, a Lua
+ *   script). No read-modify-write across round trips.
+ * - Time comes from the backend's clock (`now()`): the database's, Redis's, or the injected test
+ *   clock — never the worker's wall clock.
+ * - `complete`, `fail`, `release` and `progress` apply only while the job is `active` under the
+ *   exact lease token presented. A stale token is refused (reported, never applied).
+ * - Maintenance calls (`rescueExpired`, `promoteDue`, `prune`) are safe to run from many processes
+ *   at once.
+ * - Batch calls return one result per input, in input order.
+ */
+import type { Json } from "../core/json.js";
+import type {
+  ErrorInfo,
+  JobRecord,
+  JobSpec,
+  JobState,
+  Lease,
+  WorkerIdentity,
+} from "../core/job.js";
+import type { LeaseLossReason } from "../core/errors.js";
+
+/** What a backend can do; callers branch on these, never on a backend's name. */
+export interface Capabilities {
+  /** `enqueue(specs, { tx })` joins the caller's own database transaction. */
+  transactionalEnqueue: boolean;
+  /** `subscribe` wakes workers in other processes, not only in this one. */
+  crossProcessWakeups: boolean;
+  /** Several OS processes may share the store. (False for an in-memory SQLite database.) */
+  multiProcess: boolean;
+}
+
+export interface EnqueueOptions {
+  /** The caller's transaction handle, for backends with `transactionalEnqueue`. */
+  tx?: unknown;
+}
+
+export interface EnqueueResult {
+  id: string;
+  /** True when a job with this id already existed; nothing was written for this spec. */
+  duplicate: boolean;
+}
+
+export interface ClaimRequest {
+  /** Queues to take from. */
+  queues: readonly string[];
+  /** Only jobs with one of these names are claimed (the names this worker has handlers for). */
+  names: readonly string[];
+  worker: WorkerIdentity;
+  /** Maximum jobs to claim, >= 1. */
+  limit: number;
+  /** Lease length in milliseconds from the store's now. */
+  leaseMs: number;
+}
+
+/** A claimed job: the record plus the lease every settle call must present. */
+export interface ClaimedJob {
+  job: JobRecord;
+  lease: Lease;
+  /** When the lease expires, store clock, ms since epoch. */
+  leaseExpiresAt: number;
+}
+
+export interface HeartbeatResult {
+  /** Leases that were NOT extended, with why. The runtime aborts those handlers. */
+  lost: Array<{ lease: Lease; reason: LeaseLossReason }>;
+}
+
+export interface Completion {
+  lease: Lease;
+  result: Json;
+}
+
+export interface Failure {
+  lease: Lease;
+  error: ErrorInfo;
+  /** Delay before the next attempt in ms (state `scheduled`), or null to make the job `dead`. */
+  retryDelayMs: number | null;
+}
+
+/** Per-item answer of a fenced call: applied, or refused because the lease was stale. */
+export type SettleResult = "applied" | "stale";
+
+export interface RescueOptions {
+  /**
+   * Lease expiries in a row after which the job is quarantined in `dead` instead of retried
+   * (it keeps killing its workers). Default 3.
+   */
+  maxStalls?: number;
+  /** Maximum jobs to rescue in one call. Default 1000. */
+  limit?: number;
+}
+
+export interface RescuedJob {
+  id: string;
+  queue: string;
+  name: string;
+  /** `waiting` when it will run again, `dead` when attempts or `maxStalls` ran out. */
+  state: "waiting" | "dead";
+  attempt: number;
+  workerId: string | null;
+}
+
+export interface PrunePolicy {
+  /** Keep at most this many completed (and cancelled) jobs per queue; older ones go. Default 1000. */
+  maxCompletedPerQueue?: number;
+  /** Keep at most this many dead jobs per queue. Default 10000. */
+  maxDeadPerQueue?: number;
+  /** Maximum rows deleted in one call, so one prune never holds the store for long. Default 5000. */
+  limit?: number;
+}
+
+export interface PruneResult {
+  /** Jobs deleted. */
+  jobs: number;
+  /** Expired idempotency keys deleted. */
+  idempotencyKeys: number;
+}
+
+export interface ListFilter {
+  queue?: string;
+  /** `waiting` includes due `scheduled` jobs; `scheduled` only future ones. */
+  state?: JobState;
+  name?: string;
+}
+
+export interface Page {
+  /** Default 50, at most 1000. */
+  limit?: number;
+  /** Rows to skip. Default 0. */
+  offset?: number;
+}
+
+export interface QueueStats {
+  queue: string;
+  paused: boolean;
+  counts: Record<JobState, number>;
+  /** Age in ms of the job that has waited longest since it became due, or null when none waits. */
+  oldestWaitingAgeMs: number | null;
+}
+
+export type CancelResult = "cancelled" | "not-found" | "already-finished";
+export type ReplayResult = "replayed" | "not-found" | "not-dead";
+
+/** Called when jobs may be claimable on `queue`. Wake-ups are hints: polling stays the fallback. */
+export type WakeListener = (queue: string) => void;
+
+/** The processed-keys store for idempotent consumers. */
+export interface IdempotencyStore {
+  /**
+   * Records `key` for `ttlMs` milliseconds. True the first time (go ahead), false while the key is
+   * already recorded (this work was done, or is being done, elsewhere).
+   */
+  once(key: string, ttlMs: number): Promise<boolean>;
+}
+
+export interface Backend {
+  /** A short label for logs and the CLI, e.g. "sqlite:/var/lib/app/jobs.db". */
+  readonly description: string;
+  readonly capabilities: Capabilities;
+  readonly idempotency: IdempotencyStore;
+
+  /** Creates or upgrades the schema. Safe to call many times and from many processes. */
+  migrate(): Promise<void>;
+  /** Releases connections and watchers. */
+  close(): Promise<void>;
+  /** The store's clock, ms since epoch. */
+  now(): Promise<number>;
+
+  /** Inserts jobs atomically as one batch; a spec whose id exists is reported as a duplicate. */
+  enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]>;
+  /**
+   * Moves up to `limit` runnable jobs (due, queue not paused, name handled) to `active`: lowest
+   * priority number first, then earliest run_at, then insertion order. Each gets attempt + 1 and
+   * a new lease token.
+   */
+  claim(request: ClaimRequest): Promise<ClaimedJob[]>;
+  /** Extends every lease still held by `leaseMs` from now; reports the ones that were lost. */
+  heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult>;
+  /** Marks jobs completed with their results (fenced). */
+  complete(items: readonly Completion[]): Promise<SettleResult[]>;
+  /** Records failed attempts: to `scheduled` after the delay, or `dead` (fenced). */
+  fail(items: readonly Failure[]): Promise<SettleResult[]>;
+  /** Returns jobs to `waiting` without using an attempt (shutdown). Fenced. */
+  release(leases: readonly Lease[]): Promise<SettleResult[]>;
+  /** Stores a progress report for a running job (fenced). */
+  progress(lease: Lease, progress: Json): Promise<SettleResult>;
+
+  /** Active jobs whose lease expired: the attempt fails with "lease expired". */
+  rescueExpired(options?: RescueOptions): Promise<RescuedJob[]>;
+  /** Relabels due `scheduled` jobs as `waiting`; returns how many. */
+  promoteDue(): Promise<number>;
+  /** Deletes finished jobs past their retention or beyond the per-queue counts, and expired keys. */
+  prune(policy?: PrunePolicy): Promise<PruneResult>;
+
+  get(id: string): Promise<JobRecord | null>;
+  list(filter?: ListFilter, page?: Page): Promise<JobRecord[]>;
+  /** Per-queue statistics; every known queue when `queue` is omitted. */
+  stats(queue?: string): Promise<QueueStats[]>;
+  /**
+   * Cancels a job. Waiting and scheduled jobs never run; an active job is marked cancelled and its
+   * worker learns at its next heartbeat (its result is then refused).
+   */
+  cancel(id: string): Promise<CancelResult>;
+  /** Moves a dead job back to `waiting` with a fresh set of attempts; its history is kept. */
+  replay(id: string): Promise<ReplayResult>;
+  pause(queue: string): Promise<void>;
+  resume(queue: string): Promise<void>;
+  /** Registers a wake-up listener; returns the function that removes it. */
+  subscribe(listener: WakeListener): () => void;
+}

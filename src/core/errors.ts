@@ -1,0 +1,109 @@
+/**
+ * Errors are values with names. Handlers throw the first three to steer what happens next; the
+ * runtime raises the others. Every message says what to do about it.
+ */
+
+/** Base class of every error Conveyor raises itself. */
+export class ConveyorError extends Error {
+  override name = "ConveyorError";
+}
+
+/**
+ * Throw from a handler when retrying cannot help (validation failure, "user not found", a 4xx):
+ * the job goes straight to the dead-letter state with this error, whatever attempts remain.
+ */
+export class UnrecoverableError extends ConveyorError {
+  override name = "UnrecoverableError";
+}
+
+/**
+ * Throw from a handler to retry after a delay you choose (a rate limit's Retry-After, say) instead
+ * of the job's backoff. The attempt still counts, so a job cannot postpone itself forever.
+ */
+export class RetryLater extends ConveyorError {
+  override name = "RetryLater";
+  constructor(
+    /** Delay before the next attempt, in milliseconds. */
+    readonly delayMs: number,
+    message = `retry requested in ${delayMs} ms`,
+  ) {
+    super(message);
+  }
+}
+
+/** The handler ran longer than the job's `timeoutMs`. Counts as a failed attempt and is retried. */
+export class JobTimeoutError extends ConveyorError {
+  override name = "JobTimeoutError";
+  constructor(readonly timeoutMs: number) {
+    super(
+      `the handler ran longer than its timeout of ${timeoutMs} ms; raise timeoutMs for this job ` +
+        `or make the handler honour ctx.signal and finish sooner`,
+    );
+  }
+}
+
+/**
+ * This worker no longer holds the job's lease (it expired, the job was cancelled, or another
+ * worker took it over). The handler's signal is aborted with it and its result is discarded.
+ */
+export class LeaseLostError extends ConveyorError {
+  override name = "LeaseLostError";
+  constructor(
+    readonly jobId: string,
+    readonly reason: LeaseLossReason,
+  ) {
+    super(
+      reason === "cancelled"
+        ? `job ${jobId} was cancelled while running; its result will be discarded`
+        : `lost the lease on job ${jobId} (${reason}); another worker may run it — keep handlers ` +
+            `idempotent and heartbeats faster than leaseMs`,
+    );
+  }
+}
+
+export type LeaseLossReason = "cancelled" | "expired" | "gone";
+
+/** The lease of a job that was still running when its worker shut down and was released. */
+export class ShutdownError extends ConveyorError {
+  override name = "ShutdownError";
+  constructor() {
+    super("the worker is shutting down; the job is released back to waiting without using an attempt");
+  }
+}
+
+/** A job's payload failed its schema, at enqueue (thrown to the caller) or at run time (dead). */
+export class PayloadValidationError extends UnrecoverableError {
+  override name = "PayloadValidationError";
+  constructor(
+    readonly jobName: string,
+    readonly issues: readonly ValidationIssue[],
+  ) {
+    super(
+      `invalid payload for job "${jobName}": ` +
+        issues.map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`).join("; "),
+    );
+  }
+}
+
+export interface ValidationIssue {
+  path: (string | number)[];
+  message: string;
+}
+
+/** Bad input to the producer or the CLI: an unknown option, a wrong type, an oversize payload. */
+export class InvalidInputError extends ConveyorError {
+  override name = "InvalidInputError";
+}
+
+/** The lease the worker expected was not honoured by the store (its late ack was refused). */
+export class StaleLeaseError extends ConveyorError {
+  override name = "StaleLeaseError";
+}
+
+/** The job was quarantined: its lease expired too many times in a row (it keeps killing workers). */
+export class LeaseExpiredError extends ConveyorError {
+  override name = "LeaseExpiredError";
+  constructor(message = "the lease expired before the worker settled the job (worker crashed, stalled or was partitioned)") {
+    super(message);
+  }
+}

@@ -1,0 +1,46 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+
+const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"; // Crockford base32, lower case
+
+let lastMs = 0;
+let counter = 0;
+
+/**
+ * A job id that sorts by creation time: 10 chars of milliseconds, 4 of a per-millisecond counter,
+ * 8 random. Ids made in one process are strictly increasing, which keeps index inserts at the
+ * right-hand edge of the B-tree.
+ */
+export function newJobId(now: number = Date.now()): string {
+  if (now > lastMs) {
+    lastMs = now;
+    counter = 0;
+  } else {
+    counter++;
+    if (counter >= 32 ** 4) {
+      lastMs++;
+      counter = 0;
+    }
+  }
+  let out = "";
+  let t = lastMs;
+  for (let i = 0; i < 10; i++) {
+    out = ALPHABET[t % 32]! + out;
+    t = Math.floor(t / 32);
+  }
+  let c = counter;
+  let cs = "";
+  for (let i = 0; i < 4; i++) {
+    cs = ALPHABET[c % 32]! + cs;
+    c = Math.floor(c / 32);
+  }
+  const rand = randomBytes(5);
+  let r = "";
+  for (let i = 0; i < 8; i++) r += ALPHABET[(rand[i % 5]! >> (i < 5 ? 0 : 3)) & 31]!;
+  return out + cs + r;
+}
+
+/** A worker id unique across hosts and restarts: host, pid and a random suffix. */
+export function newWorkerId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+}

@@ -1,0 +1,142 @@
+import type { Json } from "./json.js";
+
+/**
+ * The life of a job:
+ *
+ *   scheduled ──(run_at reached)──> waiting ──claim──> active ──> completed
+ *                                                         ├──> scheduled   failed, retried after a backoff
+ *                                                         ├──> dead        attempts exhausted or UnrecoverableError
+ *                                                         ├──> waiting     released on shutdown (no attempt used)
+ *                                                         └──> cancelled
+ *
+ * A `scheduled` job whose run_at has passed is claimable exactly like a `waiting` one; backends
+ * report it as `waiting` (see `effectiveState`).
+ */
+export type JobState = "scheduled" | "waiting" | "active" | "completed" | "dead" | "cancelled";
+
+export const JOB_STATES: readonly JobState[] = ["scheduled", "waiting", "active", "completed", "dead", "cancelled"];
+export const TERMINAL_STATES: readonly JobState[] = ["completed", "dead", "cancelled"];
+
+/** How long to wait before the next attempt. Persisted with the job, so it is plain data. */
+export type BackoffSpec =
+  | {
+      /** Full jitter: random(0, min(maxDelayMs, delayMs * 2^retryIndex)). */
+      type: "exponential";
+      /** Base delay in milliseconds. */
+      delayMs: number;
+      /** Ceiling in milliseconds. */
+      maxDelayMs: number;
+    }
+  | {
+      /** The same delay before every retry. */
+      type: "fixed";
+      /** Delay in milliseconds. */
+      delayMs: number;
+    };
+
+/**
+ * How long a finished job is kept before the pruner deletes it, in milliseconds.
+ * `0` deletes it as it finishes; `null` keeps it until removed by hand (it is also exempt from the
+ * queue's count limit).
+ */
+export type RetentionMs = number | null;
+
+/** A job as the producer hands it to a backend: validated, defaults applied, payload serialised. */
+export interface JobSpec {
+  /** Unique id. When the caller gave one it is also the dedup key. */
+  id: string;
+  queue: string;
+  name: string;
+  /** The payload, already serialised as JSON text (validated and size-checked). */
+  payload: string;
+  /** Lower runs first. */
+  priority: number;
+  /** Absolute time to become runnable, ms since epoch; `null` means "now + delayMs" on the store clock. */
+  runAt: number | null;
+  /** Used only when `runAt` is null: delay from the store's now, in milliseconds. */
+  delayMs: number;
+  /** Total attempts allowed, including the first. */
+  maxAttempts: number;
+  backoff: BackoffSpec;
+  /** Per-attempt time limit in milliseconds, or null for none. */
+  timeoutMs: number | null;
+  /** Retention once completed or cancelled. */
+  retainCompletedMs: RetentionMs;
+  /** Retention once dead. */
+  retainDeadMs: RetentionMs;
+}
+
+/** An error as stored: enough to debug without the process that raised it. */
+export interface ErrorInfo {
+  name: string;
+  message: string;
+  stack: string | null;
+}
+
+export type AttemptOutcome = "completed" | "failed" | "dead" | "released" | "lease-expired" | "cancelled";
+
+/** One attempt in a job's history. */
+export interface AttemptRecord {
+  attempt: number;
+  workerId: string;
+  host: string;
+  pid: number;
+  /** ms since epoch, store clock. */
+  startedAt: number;
+  finishedAt: number;
+  outcome: AttemptOutcome;
+  error: ErrorInfo | null;
+}
+
+/** Identifies one claim of one job. Every settle call must present it; a stale token is refused. */
+export interface Lease {
+  jobId: string;
+  /** Fencing token: grows by one on every claim of this job. */
+  token: number;
+}
+
+/** Who is running a job. */
+export interface WorkerIdentity {
+  id: string;
+  host: string;
+  pid: number;
+}
+
+/** A job as stored, returned by `get`, `list` and `claim`. */
+export interface JobRecord {
+  id: string;
+  queue: string;
+  name: string;
+  data: Json;
+  state: JobState;
+  priority: number;
+  /** Attempts started so far (1 while the first attempt runs). */
+  attempt: number;
+  maxAttempts: number;
+  backoff: BackoffSpec;
+  timeoutMs: number | null;
+  /** When the job is (or was) due, ms since epoch. */
+  runAt: number;
+  createdAt: number;
+  /** Start of the current or last attempt. */
+  startedAt: number | null;
+  /** When it reached completed / dead / cancelled. */
+  finishedAt: number | null;
+  /** Current lease while active. */
+  lease: (Lease & { expiresAt: number; worker: WorkerIdentity }) | null;
+  progress: Json | null;
+  result: Json | null;
+  /** The last attempt's error, if it failed. */
+  error: ErrorInfo | null;
+  /** Every finished attempt, oldest first. */
+  history: AttemptRecord[];
+  /** Lease expiries in a row (reset by any normal settle); a quarantine counter. */
+  stalls: number;
+  /** Times this job was replayed out of the dead-letter state. */
+  replays: number;
+}
+
+/** `scheduled` jobs that are due are reported as `waiting`. */
+export function effectiveState(state: JobState, runAt: number, now: number): JobState {
+  return state === "scheduled" && runAt <= now ? "waiting" : state;
+}

@@ -1,0 +1,48 @@
+import type { BackoffSpec } from "./job.js";
+
+/** The default backoff: full jitter over 1 s doubling up to 60 s. */
+export const DEFAULT_BACKOFF: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 60_000 };
+
+/** A backoff computed in code; lives with the handler because functions cannot be stored. */
+export type BackoffFunction = (attempt: number, error: Error) => number;
+
+/**
+ * Delay before the next attempt after attempt number `attempt` (1-based) failed.
+ *
+ * Exponential uses full jitter, random(0, min(max, base * 2^retryIndex)) with retryIndex = attempt-1,
+ * so 1,000 workers failing together spread their retries over the whole window instead of
+ * returning in lock-step.
+ */
+export function backoffDelay(spec: BackoffSpec, attempt: number, random: () => number = Math.random): number {
+  if (spec.type === "fixed") return spec.delayMs;
+  const retryIndex = Math.max(0, attempt - 1);
+  // 2^retryIndex overflows to Infinity past ~1000; min() with the cap keeps it finite.
+  const cap = Math.min(spec.maxDelayMs, spec.delayMs * 2 ** retryIndex);
+  return Math.floor(random() * cap);
+}
+
+/** What a failed attempt leads to. */
+export type RetryDecision = { kind: "retry"; delayMs: number } | { kind: "dead" };
+
+/**
+ * Pure decision: retry after a delay, or dead. `unrecoverable` errors and exhausted attempts are dead.
+ */
+export function decideRetry(input: {
+  attempt: number;
+  maxAttempts: number;
+  unrecoverable: boolean;
+  backoff: BackoffSpec;
+  backoffFn?: BackoffFunction | undefined;
+  error: Error;
+  /** A delay the handler asked for (RetryLater), which wins over the backoff. */
+  requestedDelayMs?: number | undefined;
+  random?: () => number;
+}): RetryDecision {
+  if (input.unrecoverable || input.attempt >= input.maxAttempts) return { kind: "dead" };
+  let delayMs: number;
+  if (input.requestedDelayMs !== undefined) delayMs = input.requestedDelayMs;
+  else if (input.backoffFn) delayMs = input.backoffFn(input.attempt, input.error);
+  else delayMs = backoffDelay(input.backoff, input.attempt, input.random);
+  if (!Number.isFinite(delayMs) || delayMs < 0) delayMs = 0;
+  return { kind: "retry", delayMs: Math.floor(delayMs) };
+}

@@ -1,0 +1,214 @@
+import { InvalidInputError } from "./errors.js";
+import type { BackoffSpec, JobSpec, RetentionMs } from "./job.js";
+import { newJobId } from "./ids.js";
+import { DEFAULT_BACKOFF } from "./retry.js";
+
+/** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
+export type RetentionOption = boolean | { ageMs: number };
+
+/** Options of one job, as `queue.add` takes them. Every field is optional. */
+export interface JobOptions {
+  /**
+   * Your id for the job. Also the dedup key: adding an id that still exists (in any state, until
+   * pruned) adds nothing and is reported as a duplicate. Default: a generated, time-sortable id.
+   */
+  jobId?: string;
+  /** Run no earlier than this many milliseconds from now (store clock). Default 0. */
+  delayMs?: number;
+  /** Run no earlier than this time (Date or ms since epoch). Overrides `delayMs`. */
+  runAt?: Date | number;
+  /** Lower numbers run first, like BullMQ and River. Integer, default 0. */
+  priority?: number;
+  /** Total attempts including the first. Default 3. */
+  attempts?: number;
+  /** Delay between attempts. Default exponential full jitter, 1 s base, 60 s cap. */
+  backoff?: BackoffOption;
+  /** Per-attempt time limit in milliseconds. Default: none (the lease still catches dead workers). */
+  timeoutMs?: number;
+  /** Retention once completed or cancelled. Default `{ ageMs: 86_400_000 }` (24 h), max 1000 per queue. */
+  removeOnComplete?: RetentionOption;
+  /** Retention once dead. Default `{ ageMs: 604_800_000 }` (7 days), max 10000 per queue. */
+  removeOnFail?: RetentionOption;
+}
+
+/** `exponential` (full jitter) or `fixed`; `delayMs` in ms, `maxDelayMs` caps exponential (default 60 000). */
+export type BackoffOption =
+  | { type: "exponential"; delayMs?: number; maxDelayMs?: number }
+  | { type: "fixed"; delayMs: number };
+
+export const DEFAULT_ATTEMPTS = 3;
+export const DEFAULT_RETAIN_COMPLETED_MS = 24 * 60 * 60 * 1000;
+export const DEFAULT_RETAIN_DEAD_MS = 7 * 24 * 60 * 60 * 1000;
+/** Default payload limit: 256 KiB of JSON. Payloads should carry ids, not documents. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+
+const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:\-/]{0,127}$/;
+const KNOWN_OPTIONS = new Set([
+  "jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail",
+]);
+
+export function checkName(kind: "queue" | "job", value: unknown): string {
+  if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
+    throw new InvalidInputError(
+      `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` +
+        `or digit; got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+function checkInt(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
+
+function normalizeBackoff(value: unknown): BackoffSpec {
+  if (value === undefined) return DEFAULT_BACKOFF;
+  if (typeof value === "function") {
+    throw new InvalidInputError(
+      "option backoff cannot be a function on queue.add (functions cannot be stored with the job); " +
+        "give the function to defineJob(..., { backoff }) or the worker's handler definition instead",
+    );
+  }
+  if (typeof value !== "object" || value === null) {
+    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`);
+  }
+  const b = value as Record<string, unknown>;
+  if (b.type === "exponential") {
+    const delayMs = b.delayMs === undefined ? DEFAULT_BACKOFF.delayMs : checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY);
+    const maxDelayMs =
+      b.maxDelayMs === undefined ? Math.max(60_000, delayMs) : checkInt("backoff.maxDelayMs", b.maxDelayMs, 0, MAX_DELAY);
+    return { type: "exponential", delayMs, maxDelayMs };
+  }
+  if (b.type === "fixed") {
+    return { type: "fixed", delayMs: checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY) };
+  }
+  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${JSON.stringify(b.type)}`);
+}
+
+function normalizeRetention(field: string, value: unknown, fallback: number): RetentionMs {
+  if (value === undefined) return fallback;
+  if (value === true) return 0;
+  if (value === false) return null;
+  if (typeof value === "object" && value !== null && "ageMs" in value) {
+    return checkInt(`${field}.ageMs`, (value).ageMs, 0, MAX_DELAY);
+  }
+  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`);
+}
+
+/**
+ * Serialises a payload, refusing what JSON would silently change (undefined, functions, NaN,
+ * Infinity, BigInt, cycles, class instances other than Date) and what exceeds `maxBytes`.
+ */
+export function serializePayload(jobName: string, data: unknown, maxBytes: number): string {
+  const problem = findNonJson(data, "data", new Set());
+  if (problem) throw new InvalidInputError(`payload of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`);
+  const text = JSON.stringify(data === undefined ? null : data);
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > maxBytes) {
+    throw new InvalidInputError(
+      `payload of job "${jobName}" is ${bytes} bytes, over the limit of ${maxBytes}; enqueue ids and load the ` +
+        `data in the worker, or raise maxPayloadBytes on the Queue`,
+    );
+  }
+  return text;
+}
+
+function findNonJson(value: unknown, path: string, seen: Set<object>): string | null {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return null;
+    case "number":
+      return Number.isFinite(value) ? null : `${path} is ${value}, which JSON cannot represent`;
+    case "undefined":
+      return path === "data" ? null : `${path} is undefined`;
+    case "bigint":
+      return `${path} is a BigInt; send it as a string`;
+    case "function":
+    case "symbol":
+      return `${path} is a ${typeof value}`;
+  }
+  if (value === null) return null;
+  const obj = value as object;
+  if (seen.has(obj)) return `${path} contains a cycle`;
+  if (obj instanceof Date) return null;
+  seen.add(obj);
+  try {
+    if (Array.isArray(obj)) {
+      for (let i = 0; i < obj.length; i++) {
+        const p = findNonJson(obj[i], `${path}[${i}]`, seen);
+        if (p) return p;
+      }
+      return null;
+    }
+    const proto = Object.getPrototypeOf(obj) as unknown;
+    if (proto !== Object.prototype && proto !== null) {
+      return `${path} is an instance of ${(obj.constructor as { name?: string } | undefined)?.name ?? "a class"}; send plain objects`;
+    }
+    for (const [k, v] of Object.entries(obj)) {
+      if (v === undefined) continue; // JSON drops undefined properties; that is what users expect
+      const p = findNonJson(v, `${path}.${k}`, seen);
+      if (p) return p;
+    }
+    return null;
+  } finally {
+    seen.delete(obj);
+  }
+}
+
+/** Defaults a Queue applies to every job it adds, overridden per job. */
+export type JobDefaults = Omit<JobOptions, "jobId" | "runAt">;
+
+/** Validates one job and turns it into a spec. Throws InvalidInputError naming the field. */
+export function buildJobSpec(input: {
+  queue: string;
+  name: string;
+  data: unknown;
+  options?: JobOptions | undefined;
+  defaults?: JobDefaults | undefined;
+  maxPayloadBytes?: number | undefined;
+}): JobSpec {
+  const queue = checkName("queue", input.queue);
+  const name = checkName("job", input.name);
+  const given = input.options ?? {};
+  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`);
+  for (const key of Object.keys(given)) {
+    if (!KNOWN_OPTIONS.has(key)) {
+      throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`);
+    }
+  }
+  const o: JobOptions = { ...input.defaults, ...given };
+  let id: string;
+  if (o.jobId === undefined) id = newJobId();
+  else if (typeof o.jobId === "string" && o.jobId.length > 0 && o.jobId.length <= 255) id = o.jobId;
+  else throw new InvalidInputError(`option jobId must be a non-empty string of at most 255 characters; got ${JSON.stringify(o.jobId)}`);
+
+  let runAt: number | null = null;
+  if (o.runAt !== undefined) {
+    const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
+    if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
+      throw new InvalidInputError(`option runAt must be a Date or milliseconds since the epoch; got ${JSON.stringify(o.runAt)}`);
+    }
+    runAt = Math.floor(t);
+  }
+  const delayMs = o.delayMs === undefined ? 0 : checkInt("delayMs", o.delayMs, 0, MAX_DELAY);
+  return {
+    id,
+    queue,
+    name,
+    payload: serializePayload(name, input.data, input.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES),
+    priority: o.priority === undefined ? 0 : checkInt("priority", o.priority, -1_000_000, 1_000_000),
+    runAt,
+    delayMs,
+    maxAttempts: o.attempts === undefined ? DEFAULT_ATTEMPTS : checkInt("attempts", o.attempts, 1, 1_000_000),
+    backoff: normalizeBackoff(o.backoff),
+    timeoutMs: o.timeoutMs === undefined ? null : checkInt("timeoutMs", o.timeoutMs, 1, MAX_DELAY),
+    retainCompletedMs: normalizeRetention("removeOnComplete", o.removeOnComplete, DEFAULT_RETAIN_COMPLETED_MS),
+    retainDeadMs: normalizeRetention("removeOnFail", o.removeOnFail, DEFAULT_RETAIN_DEAD_MS),
+  };
+}
