@@ -1,0 +1,77 @@
+import type { Backend, PrunePolicy, RescuedJob } from "../backend/contract.js";
+
+export interface MaintenanceSettings {
+  /** How often to look for expired leases, ms. Default 5 000. */
+  rescueIntervalMs?: number;
+  /** Lease expiries in a row before a job is quarantined in `dead`. Default 3. */
+  maxStalls?: number;
+  /** How often to prune finished jobs and expired idempotency keys, ms. Default 60 000. */
+  pruneIntervalMs?: number;
+  /** Count limits for finished jobs per queue. */
+  retention?: PrunePolicy;
+  onRescued?: (job: RescuedJob) => void;
+  onError?: (error: unknown, during: string) => void;
+}
+
+/**
+ * The small timers that keep a store healthy: the rescuer (expired leases back to waiting, or
+ * quarantined), the promoter (due scheduled jobs relabelled waiting) and the pruner (retention).
+ * Every backend call is atomic and idempotent, so any number of processes may run these at once;
+ * intervals are jittered so a fleet does not fire together.
+ */
+export class Maintenance {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private busy = new Set<Promise<unknown>>();
+  private stopped = true;
+
+  constructor(
+    private readonly backend: Backend,
+    private readonly settings: MaintenanceSettings = {},
+  ) {}
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.every(this.settings.rescueIntervalMs ?? 5_000, () => this.rescueOnce(), "rescuing expired leases");
+    this.every(this.settings.pruneIntervalMs ?? 60_000, () => this.pruneOnce(), "pruning finished jobs");
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+    await Promise.allSettled([...this.busy]);
+  }
+
+  /** One rescue pass (and a promotion pass); returns the rescued jobs. */
+  async rescueOnce(): Promise<RescuedJob[]> {
+    const rescued = await this.backend.rescueExpired({ maxStalls: this.settings.maxStalls ?? 3 });
+    for (const job of rescued) this.settings.onRescued?.(job);
+    await this.backend.promoteDue();
+    return rescued;
+  }
+
+  async pruneOnce(): Promise<void> {
+    await this.backend.prune(this.settings.retention);
+  }
+
+  private every(intervalMs: number, task: () => Promise<unknown>, during: string): void {
+    const tick = () => {
+      if (this.stopped) return;
+      const run = task()
+        .catch((error: unknown) => this.settings.onError?.(error, during))
+        .finally(() => {
+          this.busy.delete(run);
+          if (!this.stopped) schedule();
+        });
+      this.busy.add(run);
+    };
+    const schedule = () => {
+      const timer = setTimeout(tick, Math.round(intervalMs * (0.8 + 0.4 * Math.random())));
+      // Maintenance alone never keeps a process alive.
+      timer.unref();
+      this.timers.set(during, timer);
+    };
+    schedule();
+  }
+}

@@ -1,0 +1,144 @@
+import type { Backend, CancelResult, EnqueueResult, ListFilter, Page, QueueStats, ReplayResult } from "../backend/contract.js";
+import type { JobDefinition } from "../core/define.js";
+import { validatePayload } from "../core/define.js";
+import { InvalidInputError } from "../core/errors.js";
+import type { JobRecord, JobSpec } from "../core/job.js";
+import type { Json } from "../core/json.js";
+import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
+
+export interface QueueOptions {
+  /** Where jobs are stored. */
+  backend: Backend;
+  /** Options applied to every job added through this queue, overridden per job. Default: none. */
+  defaults?: JobDefaults;
+  /** Largest payload accepted, in bytes of JSON. Default 262 144 (256 KiB). */
+  maxPayloadBytes?: number;
+}
+
+/** Options of one `add`: the job's options plus, where the backend supports it, a transaction. */
+export interface AddOptions extends JobOptions {
+  /**
+   * Your database transaction handle; the job commits or rolls back with it. Only for backends
+   * whose `capabilities.transactionalEnqueue` is true.
+   */
+  tx?: unknown;
+}
+
+/** One job of `addBulk`. */
+export interface BulkJob {
+  name: string | JobDefinition<unknown>;
+  data?: unknown;
+  options?: JobOptions;
+}
+
+export type AddResult = EnqueueResult;
+
+/**
+ * The producer side of one named queue.
+ *
+ * ```ts
+ * const email = new Queue("email", { backend });
+ * await email.add("welcome", { userId: "u_1" }, { jobId: "welcome:u_1", attempts: 5 });
+ * ```
+ */
+export class Queue {
+  readonly name: string;
+  private readonly backend: Backend;
+  private readonly defaults: JobDefaults;
+  private readonly maxPayloadBytes: number;
+
+  constructor(name: string, options: QueueOptions) {
+    this.name = checkName("queue", name);
+    if (!options?.backend) throw new InvalidInputError(`new Queue("${name}") needs { backend }, e.g. new SqliteBackend({ path: "jobs.db" })`);
+    this.backend = options.backend;
+    this.defaults = options.defaults ?? {};
+    this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  }
+
+  /**
+   * Adds one job. With a definition the payload is type-checked and validated against its schema.
+   * Resolves to the job id and whether it was a duplicate of an existing `jobId`.
+   */
+  add<T>(job: JobDefinition<T>, data: T, options?: AddOptions): Promise<AddResult>;
+  add(name: string, data?: Json, options?: AddOptions): Promise<AddResult>;
+  async add(job: string | JobDefinition<unknown>, data?: unknown, options: AddOptions = {}): Promise<AddResult> {
+    const { tx, ...jobOptions } = options;
+    const spec = this.toSpec({ name: job, data, options: jobOptions });
+    const [result] = await this.enqueue([spec], tx);
+    return result!;
+  }
+
+  /** Adds many jobs in one atomic batch: all are stored, or (on invalid input) none. */
+  async addBulk(jobs: readonly BulkJob[], options: { tx?: unknown } = {}): Promise<AddResult[]> {
+    if (!Array.isArray(jobs)) throw new InvalidInputError("addBulk takes an array of { name, data, options }");
+    if (jobs.length === 0) return [];
+    // Validate everything before the store sees anything, so a bad job leaves nothing behind.
+    const specs = jobs.map((j, i) => {
+      try {
+        return this.toSpec(j);
+      } catch (error) {
+        if (error instanceof Error) error.message = `job #${i} of addBulk: ${error.message}`;
+        throw error;
+      }
+    });
+    return this.enqueue(specs, options.tx);
+  }
+
+  private toSpec(job: BulkJob): JobSpec {
+    if (typeof job.name === "string") {
+      return buildJobSpec({ queue: this.name, name: job.name, data: job.data, options: job.options, defaults: this.defaults, maxPayloadBytes: this.maxPayloadBytes });
+    }
+    const def = job.name;
+    const data = validatePayload(def.name, def.schema, job.data);
+    return buildJobSpec({
+      queue: this.name,
+      name: def.name,
+      data,
+      options: job.options,
+      defaults: { ...this.defaults, ...def.defaults },
+      maxPayloadBytes: this.maxPayloadBytes,
+    });
+  }
+
+  private enqueue(specs: JobSpec[], tx: unknown): Promise<EnqueueResult[]> {
+    if (tx !== undefined && !this.backend.capabilities.transactionalEnqueue) {
+      throw new InvalidInputError(
+        `${this.backend.description} cannot enqueue inside your transaction (no transactionalEnqueue capability); ` +
+          `drop the tx option or use the PostgreSQL backend`,
+      );
+    }
+    return this.backend.enqueue(specs, tx === undefined ? undefined : { tx });
+  }
+
+  /** The job, or null when unknown (or pruned). */
+  getJob(id: string): Promise<JobRecord | null> {
+    return this.backend.get(id);
+  }
+
+  /** Jobs of this queue, newest first. */
+  list(filter: Omit<ListFilter, "queue"> = {}, page?: Page): Promise<JobRecord[]> {
+    return this.backend.list({ ...filter, queue: this.name }, page);
+  }
+
+  async stats(): Promise<QueueStats> {
+    const [stats] = await this.backend.stats(this.name);
+    return stats!;
+  }
+
+  cancel(id: string): Promise<CancelResult> {
+    return this.backend.cancel(id);
+  }
+
+  replay(id: string): Promise<ReplayResult> {
+    return this.backend.replay(id);
+  }
+
+  /** Stops workers from claiming this queue's jobs; adding still works. */
+  pause(): Promise<void> {
+    return this.backend.pause(this.name);
+  }
+
+  resume(): Promise<void> {
+    return this.backend.resume(this.name);
+  }
+}

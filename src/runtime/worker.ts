@@ -1,0 +1,575 @@
+import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Backend, ClaimedJob, PrunePolicy } from "../backend/contract.js";
+import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
+import { validatePayload } from "../core/define.js";
+import {
+  InvalidInputError,
+  JobTimeoutError,
+  LeaseLostError,
+  RetryLater,
+  ShutdownError,
+  UnrecoverableError,
+  type LeaseLossReason,
+} from "../core/errors.js";
+import { TypedEmitter, type WorkerEvents } from "../core/events.js";
+import { newWorkerId } from "../core/ids.js";
+import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
+import type { Json } from "../core/json.js";
+import { consoleLogger, type Logger } from "../core/logger.js";
+import { decideRetry } from "../core/retry.js";
+import { checkName } from "../core/spec.js";
+import { Maintenance } from "../maintenance/maintenance.js";
+import { Settler } from "./settler.js";
+import { installShutdownSignals } from "./shutdown.js";
+
+/** Handlers by job name, or handlers bound to definitions (`def.handle(fn)`). */
+export type Handlers = Record<string, Handler | BoundHandler<unknown>> | ReadonlyArray<BoundHandler<unknown>>;
+
+export interface WorkerOptions {
+  /** Where jobs are stored. */
+  backend: Backend;
+  /** Queue name or names to take jobs from. */
+  queues: string | readonly string[];
+  /**
+   * Job handlers. A worker claims only jobs whose name it has a handler for: a job nobody handles
+   * stays `waiting` (never lost, never dropped) until a worker that knows it comes along, and shows
+   * up as a growing oldest-waiting age. That keeps rolling deploys safe when producers are newer
+   * than workers.
+   */
+  handlers: Handlers;
+  /** Jobs run at once by this worker. Default 10. */
+  concurrency?: number;
+  /** Lease length in milliseconds; a worker silent for this long loses its jobs. Default 30 000. */
+  leaseMs?: number;
+  /** Heartbeat period in milliseconds (all leases in one call). Default leaseMs / 3. */
+  heartbeatIntervalMs?: number;
+  /**
+   * Poll period in milliseconds when idle. Wake-ups from the store usually start jobs sooner;
+   * polling is the fallback when one is missed. Default 1000.
+   */
+  pollIntervalMs?: number;
+  /** On close or SIGTERM, how long in-flight jobs may run before they are aborted and released, ms. Default 25 000. */
+  shutdownGraceMs?: number;
+  /**
+   * Run the rescuer (expired leases), promoter and pruner in this process. Safe in every process at
+   * once. Default true.
+   */
+  maintenance?: boolean | MaintenanceOptions;
+  /** Install SIGTERM/SIGINT handlers that close the worker and exit (0 drained, 1 released). Default false. */
+  handleSignals?: boolean;
+  /** This worker's id in leases and attempt history. Default `host:pid:random`. */
+  workerId?: string;
+  /** Where warnings and errors go. Default JSON lines on stderr, warnings and errors only. */
+  logger?: Logger;
+  /** Start claiming at once. Default true; with false call `run()`. */
+  autostart?: boolean;
+  /** Random source for backoff jitter, in [0, 1). Default Math.random. */
+  random?: () => number;
+}
+
+export interface MaintenanceOptions {
+  /** How often to look for expired leases, ms. Default 5 000. */
+  rescueIntervalMs?: number;
+  /** Lease expiries in a row before a job is quarantined in `dead`. Default 3. */
+  maxStalls?: number;
+  /** How often to prune finished jobs, ms. Default 60 000. */
+  pruneIntervalMs?: number;
+  /** Count limits for finished jobs per queue (ages are per job). */
+  retention?: PrunePolicy;
+}
+
+export interface CloseOptions {
+  /** Overrides `shutdownGraceMs` for this close, ms. */
+  graceMs?: number;
+  /** Abort and release in-flight jobs now instead of waiting. */
+  force?: boolean;
+  /** Why, for the log and the shutdown event. Default "close()". */
+  reason?: string;
+}
+
+export interface CloseResult {
+  /** True when every in-flight job finished within the grace period. */
+  drained: boolean;
+  /** Jobs handed back to `waiting` (no attempt used) because they did not finish in time. */
+  releasedJobIds: string[];
+}
+
+interface Running {
+  claimed: ClaimedJob;
+  job: Job<unknown>;
+  handler: BoundHandler<unknown>;
+  controller: AbortController;
+  /** Set once an outcome was decided; later outcomes (a late handler result) are ignored. */
+  done: boolean;
+  startedAt: number;
+  /** Local monotonic deadline by which the store will consider the lease expired. */
+  leaseDeadline: number;
+  timer: NodeJS.Timeout | null;
+  settled: Promise<void>;
+  resolveSettled: () => void;
+}
+
+/**
+ * Runs handlers for jobs claimed from a backend: claim -> run -> settle.
+ *
+ * Claims in batches up to its free slots, heartbeats every lease in one call, aborts a handler's
+ * signal when its lease is lost, it times out, or the worker shuts down, and settles results in
+ * batches. At-least-once: a job whose worker dies runs again after its lease expires.
+ */
+export class Worker extends TypedEmitter<WorkerEvents> {
+  readonly id: string;
+  readonly identity: WorkerIdentity;
+  private readonly backend: Backend;
+  private readonly queues: string[];
+  private readonly handlers = new Map<string, BoundHandler<unknown>>();
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly heartbeatIntervalMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly shutdownGraceMs: number;
+  private readonly logger: Logger;
+  private readonly random: () => number;
+  private readonly settler: Settler;
+  private readonly maintenance: Maintenance | null;
+  private readonly running = new Map<string, Running>();
+
+  private started = false;
+  private stopping = false;
+  private claiming = false;
+  private claimAgain = false;
+  private fillScheduled = false;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private heartbeating = false;
+  private unsubscribe: (() => void) | null = null;
+  private closing: Promise<CloseResult> | null = null;
+  private forceNow: (() => void) | null = null;
+  private removeSignalHandlers: (() => void) | null = null;
+
+  constructor(options: WorkerOptions) {
+    super();
+    if (!options?.backend) throw new InvalidInputError("new Worker() needs { backend, queues, handlers }");
+    this.backend = options.backend;
+    const queues = typeof options.queues === "string" ? [options.queues] : [...(options.queues ?? [])];
+    if (queues.length === 0) throw new InvalidInputError("new Worker() needs at least one queue name in { queues }");
+    this.queues = queues.map((q) => checkName("queue", q));
+    this.registerHandlers(options.handlers);
+    this.concurrency = positiveInt("concurrency", options.concurrency ?? 10);
+    this.leaseMs = positiveInt("leaseMs", options.leaseMs ?? 30_000);
+    this.heartbeatIntervalMs = positiveInt("heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
+    if (this.heartbeatIntervalMs >= this.leaseMs) {
+      throw new InvalidInputError(`heartbeatIntervalMs (${this.heartbeatIntervalMs}) must be shorter than leaseMs (${this.leaseMs}); leave it unset for leaseMs / 3`);
+    }
+    this.pollIntervalMs = positiveInt("pollIntervalMs", options.pollIntervalMs ?? 1_000);
+    this.shutdownGraceMs = nonNegativeInt("shutdownGraceMs", options.shutdownGraceMs ?? 25_000);
+    this.logger = options.logger ?? consoleLogger();
+    this.random = options.random ?? Math.random;
+    this.id = options.workerId ?? newWorkerId();
+    this.identity = { id: this.id, host: hostname(), pid: process.pid };
+    this.settler = new Settler(this.backend);
+    const m = options.maintenance ?? true;
+    this.maintenance =
+      m === false
+        ? null
+        : new Maintenance(this.backend, {
+            ...(m === true ? {} : m),
+            onRescued: (rescued) => this.emit("job:stalled-rescued", { rescued }),
+            onError: (error, during) => this.reportError(error, during),
+          });
+    if (options.handleSignals) this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger });
+    if (options.autostart ?? true) this.run();
+  }
+
+  private registerHandlers(handlers: Handlers): void {
+    if (!handlers || typeof handlers !== "object") {
+      throw new InvalidInputError("new Worker() needs { handlers }: an object of job name -> async (job, ctx) => result, or [definition.handle(fn)]");
+    }
+    const entries: BoundHandler<unknown>[] = Array.isArray(handlers)
+      ? (handlers as ReadonlyArray<BoundHandler<unknown>>).slice()
+      : Object.entries(handlers as Record<string, Handler | BoundHandler>).map(([name, h]) =>
+          typeof h === "function" ? ({ name, schema: null, run: h } as BoundHandler<unknown>) : ({ ...h, name } as BoundHandler<unknown>),
+        );
+    for (const h of entries) {
+      checkName("job", h.name);
+      if (typeof h.run !== "function") throw new InvalidInputError(`handler for job "${h.name}" must be a function`);
+      if (this.handlers.has(h.name)) throw new InvalidInputError(`two handlers for job "${h.name}"; keep one`);
+      this.handlers.set(h.name, h);
+    }
+  }
+
+  /** Job names this worker runs. */
+  get jobNames(): string[] {
+    return [...this.handlers.keys()];
+  }
+
+  /** Jobs currently held (running or settling). */
+  get activeCount(): number {
+    return this.running.size;
+  }
+
+  /** Starts claiming (only needed with `autostart: false`). */
+  run(): void {
+    if (this.started || this.stopping) return;
+    this.started = true;
+    this.unsubscribe = this.backend.subscribe((queue) => {
+      if (queue === "*" || this.queues.includes(queue)) this.scheduleFill();
+    });
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatIntervalMs);
+    this.maintenance?.start();
+    this.schedulePoll();
+    this.scheduleFill();
+  }
+
+  // ---------------------------------------------------------------- claiming
+
+  private scheduleFill(): void {
+    if (this.fillScheduled || this.stopping) return;
+    this.fillScheduled = true;
+    // Coalesce: a burst of wake-ups and finished jobs in one tick becomes one claim.
+    setImmediate(() => {
+      this.fillScheduled = false;
+      void this.fill();
+    });
+  }
+
+  private schedulePoll(): void {
+    if (this.stopping) return;
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    // A little jitter so a fleet started together does not poll in lock-step.
+    const delay = Math.round(this.pollIntervalMs * (0.9 + 0.2 * Math.random()));
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = null;
+      this.scheduleFill();
+      this.schedulePoll();
+    }, delay);
+  }
+
+  private async fill(): Promise<void> {
+    if (this.claiming) {
+      this.claimAgain = true;
+      return;
+    }
+    this.claiming = true;
+    try {
+      do {
+        this.claimAgain = false;
+        const free = this.concurrency - this.running.size;
+        if (this.stopping || free <= 0) break;
+        const claimed = await this.backend.claim({
+          queues: this.queues,
+          names: this.jobNames,
+          worker: this.identity,
+          limit: free,
+          leaseMs: this.leaseMs,
+        });
+        const requestStartedAt = performance.now();
+        if (this.stopping) {
+          // The claim raced with shutdown: hand the jobs straight back, unstarted.
+          await this.backend.release(claimed.map((c) => c.lease)).catch((e: unknown) => this.reportError(e, "releasing jobs claimed during shutdown"));
+          break;
+        }
+        for (const c of claimed) this.start(c, requestStartedAt);
+        // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
+        if (claimed.length === free) this.claimAgain = true;
+      } while (this.claimAgain && !this.stopping);
+    } catch (error) {
+      this.reportError(error, "claiming jobs");
+      // The store is unreachable: polling will try again; no tight loop.
+    } finally {
+      this.claiming = false;
+    }
+  }
+
+  // ---------------------------------------------------------------- running
+
+  private start(claimed: ClaimedJob, claimedAt: number): void {
+    const handler = this.handlers.get(claimed.job.name);
+    const controller = new AbortController();
+    let resolveSettled!: () => void;
+    const settled = new Promise<void>((r) => (resolveSettled = r));
+    const job = claimed.job as Job<unknown>;
+    const r: Running = {
+      claimed,
+      job,
+      handler: handler!,
+      controller,
+      done: false,
+      startedAt: performance.now(),
+      leaseDeadline: claimedAt + this.leaseMs,
+      timer: null,
+      settled,
+      resolveSettled,
+    };
+    this.running.set(claimed.job.id, r);
+    this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });
+
+    if (!handler) {
+      // Cannot happen while claims filter by name; fail safe rather than drop the job.
+      void this.finishFailure(r, new UnrecoverableError(`no handler for job "${claimed.job.name}" in worker ${this.id}`));
+      return;
+    }
+    const timeoutMs = claimed.job.timeoutMs ?? handler.timeoutMs ?? null;
+    if (timeoutMs !== null) {
+      r.timer = setTimeout(() => {
+        const error = new JobTimeoutError(timeoutMs);
+        controller.abort(error);
+        void this.finishFailure(r, error);
+      }, timeoutMs);
+    }
+    const ctx: JobContext = {
+      signal: controller.signal,
+      progress: (value) => this.reportProgress(r, value),
+      once: (key, ttlMs = 24 * 60 * 60 * 1000) => this.backend.idempotency.once(key, ttlMs),
+    };
+    void (async () => {
+      let result: unknown;
+      try {
+        if (handler.schema) job.data = validatePayload(job.name, handler.schema, job.data);
+        result = await handler.run(job, ctx);
+      } catch (error) {
+        await this.finishFailure(r, toError(error));
+        return;
+      }
+      await this.finishSuccess(r, result);
+    })();
+  }
+
+  private async reportProgress(r: Running, value: Json): Promise<void> {
+    if (r.done) return;
+    const outcome = await this.backend.progress(r.claimed.lease, value);
+    if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "progress" });
+    else this.emit("job:progress", { job: r.job as JobRecord, progress: value });
+  }
+
+  private takeOutcome(r: Running): boolean {
+    if (r.done) return false;
+    r.done = true;
+    if (r.timer) clearTimeout(r.timer);
+    return true;
+  }
+
+  private async finishSuccess(r: Running, value: unknown): Promise<void> {
+    if (!this.takeOutcome(r)) return;
+    const durationMs = performance.now() - r.startedAt;
+    let result: Json;
+    try {
+      result = value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
+    } catch (error) {
+      // A result that cannot be stored is the handler's bug; record it rather than lose the job.
+      r.done = false;
+      await this.finishFailure(r, new UnrecoverableError(`the handler's result is not JSON: ${toError(error).message}`));
+      return;
+    }
+    const outcome = await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }));
+    if (outcome === "applied") this.emit("job:completed", { job: r.job as JobRecord, result, durationMs });
+    else if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "complete" });
+    this.finished(r);
+  }
+
+  private async finishFailure(r: Running, error: Error): Promise<void> {
+    if (!this.takeOutcome(r)) return;
+    const durationMs = performance.now() - r.startedAt;
+    const job = r.job as JobRecord;
+    const unrecoverable = error instanceof UnrecoverableError;
+    const decision = decideRetry({
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      unrecoverable,
+      backoff: job.backoff,
+      backoffFn: r.handler?.backoff,
+      error,
+      requestedDelayMs: error instanceof RetryLater ? error.delayMs : undefined,
+      random: this.random,
+    });
+    const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
+    const outcome = await this.settle(r, () => this.settler.fail({ lease: r.claimed.lease, error: errorInfo(error), retryDelayMs }));
+    if (outcome === "applied") {
+      this.emit("job:failed", { job, error, durationMs, retryDelayMs });
+      if (retryDelayMs === null) {
+        this.emit("job:dead", { job, error, reason: unrecoverable ? "unrecoverable" : "attempts-exhausted" });
+      } else {
+        this.emit("job:retry-scheduled", { job, error, delayMs: retryDelayMs, nextAttempt: job.attempt + 1 });
+      }
+    } else if (outcome === "stale") {
+      this.emit("job:settle-refused", { job, operation: "fail" });
+    }
+    this.finished(r);
+  }
+
+  /**
+   * Sends a settle to the store, retrying while the store is unreachable and the lease is still
+   * ours: giving up early would make the job run again after its lease expires.
+   */
+  private async settle(r: Running, send: () => Promise<"applied" | "stale">): Promise<"applied" | "stale" | "abandoned"> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await send();
+      } catch (error) {
+        this.reportError(error, `settling job ${r.job.id}`);
+        if (performance.now() > r.leaseDeadline || !this.running.has(r.job.id)) return "abandoned";
+        await sleep(Math.min(5_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2));
+      }
+    }
+  }
+
+  private finished(r: Running): void {
+    if (this.running.get(r.job.id) === r) this.running.delete(r.job.id);
+    r.resolveSettled();
+    this.scheduleFill();
+  }
+
+  /** The lease is gone: abort the handler and forget the job; the store will refuse its result. */
+  private loseLease(r: Running, reason: LeaseLossReason): void {
+    if (!this.takeOutcome(r)) return;
+    r.controller.abort(new LeaseLostError(r.job.id, reason));
+    this.emit("job:lease-lost", { job: r.job as JobRecord, reason });
+    this.logger.warn({ jobId: r.job.id, reason, workerId: this.id }, "lease lost; aborted the handler, its result will be discarded");
+    this.finished(r);
+  }
+
+  // ---------------------------------------------------------------- heartbeats
+
+  private async heartbeat(): Promise<void> {
+    if (this.heartbeating) return;
+    // Jobs still settling are included: their lease must outlive the acknowledgement.
+    const held = [...this.running.values()];
+    if (held.length === 0) return;
+    this.heartbeating = true;
+    const sentAt = performance.now();
+    try {
+      const { lost } = await this.backend.heartbeat(held.map((r) => r.claimed.lease), this.leaseMs);
+      const lostIds = new Set<string>();
+      for (const { lease, reason } of lost) {
+        lostIds.add(lease.jobId);
+        const r = this.running.get(lease.jobId);
+        if (r && r.claimed.lease.token === lease.token) this.loseLease(r, reason);
+      }
+      for (const r of held) if (!lostIds.has(r.job.id)) r.leaseDeadline = sentAt + this.leaseMs;
+    } catch (error) {
+      this.reportError(error, "renewing leases");
+      // Cannot reach the store: once a lease has surely expired there, another worker may already
+      // run the job, so stop ours rather than run it twice at once.
+      const now = performance.now();
+      for (const r of held) if (now > r.leaseDeadline) this.loseLease(r, "expired");
+    } finally {
+      this.heartbeating = false;
+    }
+  }
+
+  // ---------------------------------------------------------------- shutdown
+
+  /**
+   * Graceful shutdown: stop claiming at once, let in-flight jobs finish within the grace period,
+   * then abort the rest and release them to `waiting` (no attempt used). Safe to call twice; a
+   * second call with `force` cuts the grace period short.
+   */
+  close(options: CloseOptions = {}): Promise<CloseResult> {
+    if (this.closing) {
+      if (options.force) this.forceNow?.();
+      return this.closing;
+    }
+    this.closing = this.shutdown(options);
+    return this.closing;
+  }
+
+  private async shutdown(options: CloseOptions): Promise<CloseResult> {
+    this.stopping = true;
+    const graceMs = options.graceMs ?? this.shutdownGraceMs;
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = null;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    await this.maintenance?.stop();
+    const activeJobIds = [...this.running.keys()];
+    this.emit("worker:shutdown", { reason: options.reason ?? "close()", activeJobIds, graceMs });
+    if (activeJobIds.length > 0) {
+      this.logger.info({ workerId: this.id, activeJobIds, graceMs }, "shutting down: no more claims, draining in-flight jobs");
+    }
+    // Wait for a claim that was already on its way so its jobs are counted (or released).
+    while (this.claiming) await sleep(1);
+
+    if (!options.force && this.running.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const forced = new Promise<void>((resolve) => {
+        this.forceNow = resolve;
+        timer = setTimeout(resolve, graceMs);
+      });
+      await Promise.race([Promise.all([...this.running.values()].map((r) => r.settled)), forced]);
+      clearTimeout(timer);
+    }
+
+    const leftover = [...this.running.values()].filter((r) => !r.done);
+    const releasedJobIds: string[] = [];
+    if (leftover.length > 0) {
+      for (const r of leftover) {
+        r.done = true;
+        if (r.timer) clearTimeout(r.timer);
+        r.controller.abort(new ShutdownError());
+      }
+      const results = await Promise.all(
+        leftover.map((r) =>
+          this.settler.release(r.claimed.lease).catch((error: unknown) => {
+            this.reportError(error, `releasing job ${r.job.id}`);
+            return "failed" as const;
+          }),
+        ),
+      );
+      leftover.forEach((r, i) => {
+        if (results[i] === "applied") releasedJobIds.push(r.job.id);
+        this.running.delete(r.job.id);
+        r.resolveSettled();
+      });
+      if (releasedJobIds.length) this.emit("job:released", { jobIds: releasedJobIds });
+      this.logger.warn(
+        { workerId: this.id, releasedJobIds, unreleasedJobIds: leftover.map((r) => r.job.id).filter((id) => !releasedJobIds.includes(id)) },
+        "shutdown grace period over: aborted and released unfinished jobs; they will run again elsewhere",
+      );
+    }
+    // Jobs still settling (a completion on its way) get to finish: their outcome is decided.
+    await Promise.all([...this.running.values()].map((r) => r.settled));
+    await this.settler.drain();
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = null;
+    this.removeSignalHandlers?.();
+    const result: CloseResult = { drained: leftover.length === 0, releasedJobIds };
+    this.emit("worker:closed", result);
+    return result;
+  }
+
+  private reportError(error: unknown, during: string): void {
+    const e = toError(error);
+    this.logger.error({ workerId: this.id, during, err: errorInfo(e) }, `worker error while ${during}`);
+    this.emit("worker:error", { error: e, during });
+  }
+}
+
+export function toError(value: unknown): Error {
+  if (value instanceof Error) return value;
+  return new Error(typeof value === "string" ? value : `non-Error thrown: ${safeString(value)}`);
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+const MAX_STACK_CHARS = 16_384;
+
+export function errorInfo(error: Error): ErrorInfo {
+  const stack = typeof error.stack === "string" ? error.stack.slice(0, MAX_STACK_CHARS) : null;
+  return { name: error.name || "Error", message: String(error.message ?? ""), stack };
+}
+
+function positiveInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`option ${name} must be a positive integer; got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function nonNegativeInt(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0) throw new InvalidInputError(`option ${name} must be an integer >= 0; got ${JSON.stringify(value)}`);
+  return value;
+}
