@@ -1,0 +1,119 @@
+import type { Backend } from "../backend/contract.js";
+import { JOB_STATES, type JobRecord, type JobState } from "../core/job.js";
+import { intOption, parse, UsageError, withBackend } from "./args.js";
+import { duration, printJson, table, time } from "./format.js";
+
+export const help = `conveyor jobs ls --db URL [--queue Q] [--state S] [--name N] [--limit N] [--offset N] [--json]
+conveyor jobs show ID --db URL [--json]
+conveyor jobs cancel ID --db URL
+
+States: ${JOB_STATES.join(", ")}.`;
+
+export function listTable(jobs: JobRecord[], now: number): string {
+  return table(
+    ["id", "queue", "name", "state", "attempt", "age", "last error"],
+    jobs.map((j) => [
+      j.id,
+      j.queue,
+      j.name,
+      j.state,
+      `${j.attempt}/${j.maxAttempts}`,
+      duration(now - j.createdAt),
+      j.error ? `${j.error.name}: ${j.error.message}`.slice(0, 60) : null,
+    ]),
+  );
+}
+
+export function showJob(job: JobRecord): string {
+  const lines = [
+    `id           ${job.id}`,
+    `queue/name   ${job.queue} / ${job.name}`,
+    `state        ${job.state}`,
+    `attempt      ${job.attempt} of ${job.maxAttempts}   (replays: ${job.replays}, lease expiries in a row: ${job.stalls})`,
+    `priority     ${job.priority}`,
+    `created      ${time(job.createdAt)}`,
+    `run at       ${time(job.runAt)}`,
+    `started      ${time(job.startedAt)}`,
+    `finished     ${time(job.finishedAt)}`,
+    `payload      ${JSON.stringify(job.data)}`,
+  ];
+  if (job.lease) lines.push(`lease        token ${job.lease.token} held by ${job.lease.worker.id} until ${time(job.lease.expiresAt)}`);
+  if (job.progress !== null) lines.push(`progress     ${JSON.stringify(job.progress)}`);
+  if (job.result !== null) lines.push(`result       ${JSON.stringify(job.result)}`);
+  if (job.error) {
+    lines.push(`error        ${job.error.name}: ${job.error.message}`);
+    if (job.error.stack) lines.push(...job.error.stack.split("\n").map((l) => `             ${l}`));
+  }
+  if (job.history.length) {
+    lines.push("history");
+    lines.push(
+      table(
+        ["#", "outcome", "worker", "host", "pid", "started", "took", "error"],
+        job.history.map((a) => [
+          a.attempt,
+          a.outcome,
+          a.workerId,
+          a.host,
+          a.pid,
+          time(a.startedAt),
+          duration(a.finishedAt - a.startedAt),
+          a.error ? `${a.error.name}: ${a.error.message}`.slice(0, 60) : null,
+        ]),
+      )
+        .split("\n")
+        .map((l) => `  ${l}`)
+        .join("\n"),
+    );
+  }
+  return lines.join("\n");
+}
+
+export async function showOne(backend: Backend, id: string | undefined, json: boolean): Promise<number> {
+  if (!id) throw new UsageError("which job? conveyor jobs show ID");
+  const job = await backend.get(id);
+  if (!job) {
+    console.error(`no job ${id} (unknown, or pruned after its retention)`);
+    return 1;
+  }
+  if (json) printJson(job);
+  else console.log(showJob(job));
+  return 0;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  const { values, positionals } = parse(rest, {
+    queue: { type: "string" },
+    state: { type: "string" },
+    name: { type: "string" },
+    limit: { type: "string" },
+    offset: { type: "string" },
+  });
+  if (values.help || !sub) {
+    console.log(help);
+    return sub ? 0 : 2;
+  }
+  return withBackend(values.db, async (backend) => {
+    if (sub === "ls") {
+      const state = values.state as string | undefined;
+      if (state !== undefined && !JOB_STATES.includes(state as JobState)) throw new UsageError(`--state must be one of ${JOB_STATES.join(", ")}`);
+      const jobs = await backend.list(
+        { queue: values.queue as string | undefined, state: state as JobState | undefined, name: values.name as string | undefined },
+        { limit: intOption("limit", values.limit, 1) ?? 50, offset: intOption("offset", values.offset) ?? 0 },
+      );
+      if (values.json) printJson(jobs);
+      else console.log(jobs.length ? listTable(jobs, await backend.now()) : "no jobs match");
+      return 0;
+    }
+    if (sub === "show") return showOne(backend, positionals[0], values.json === true);
+    if (sub === "cancel") {
+      const id = positionals[0];
+      if (!id) throw new UsageError("which job? conveyor jobs cancel ID");
+      const outcome = await backend.cancel(id);
+      if (values.json) printJson({ id, outcome });
+      else console.log(`${id}: ${outcome}`);
+      return outcome === "cancelled" ? 0 : 1;
+    }
+    throw new UsageError(`unknown subcommand "jobs ${sub}"; use ls, show or cancel`);
+  });
+}

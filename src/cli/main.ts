@@ -1,0 +1,48 @@
+import { ConveyorError } from "../core/errors.js";
+import { UsageError } from "./args.js";
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number>; help: string }> }> = {
+  worker: { summary: "run jobs until SIGTERM", load: () => import("./worker.js") },
+  enqueue: { summary: "add one job or many", load: () => import("./enqueue.js") },
+  stats: { summary: "jobs per state and oldest waiting age, per queue", load: () => import("./stats.js") },
+  jobs: { summary: "list, show or cancel jobs", load: () => import("./jobs.js") },
+  dlq: { summary: "inspect and replay dead jobs", load: () => import("./dlq.js") },
+  migrate: { summary: "create or upgrade the schema", load: () => import("./migrate.js") },
+};
+
+const USAGE = `conveyor — durable background jobs
+
+Usage: conveyor <command> [options]     (conveyor <command> --help for details)
+
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(9)} ${c.summary}`)
+  .join("\n")}
+
+--db takes sqlite:PATH (default: the CONVEYOR_DB environment variable).`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "--help" || name === "-h" || name === "help") {
+    console.log(USAGE);
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    console.error(`unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  const mod = await command.load();
+  try {
+    return await mod.run(rest);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`conveyor ${name}: ${error.message}\n\n${mod.help}`);
+      return 2;
+    }
+    if (error instanceof ConveyorError) {
+      console.error(`conveyor ${name}: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,94 @@
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { openBackend } from "../backend/open.js";
+import { consoleLogger } from "../core/logger.js";
+import { installShutdownSignals } from "../runtime/shutdown.js";
+import { Worker, type Handlers } from "../runtime/worker.js";
+import { dbUrl, intOption, listOption, parse, requiredString, UsageError } from "./args.js";
+
+export const help = `conveyor worker --db URL --queue NAME[,NAME] --handlers MODULE [options]
+
+Runs jobs until SIGTERM/SIGINT. MODULE's default export maps job names to
+async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal, ctx.progress()).
+
+  --concurrency N        jobs at once (default 10)
+  --lease-ms N           lease length in ms (default 30000)
+  --shutdown-grace-ms N  drain time on SIGTERM before releasing jobs, ms (default 25000)
+  --poll-interval-ms N   idle poll period, ms (default 1000)
+  --verbose              log every job event
+
+Exit code: 0 when shutdown drained every job, 1 when unfinished jobs were released.`;
+
+export async function loadHandlers(modulePath: string): Promise<Handlers> {
+  const path = resolve(modulePath);
+  if (!existsSync(path)) throw new UsageError(`--handlers: no such file ${path}`);
+  let mod: { default?: unknown };
+  try {
+    mod = (await import(pathToFileURL(path).href)) as { default?: unknown };
+  } catch (error) {
+    if (/\.[cm]?ts$/.test(path) && /Unknown file extension/.test(String(error))) {
+      // A TypeScript handlers file under plain node: load tsx's hook if the project has it.
+      const api = (await import("tsx/esm/api").catch(() => null)) as { register?: () => void } | null;
+      if (!api?.register) throw new UsageError(`--handlers ${modulePath} is TypeScript: compile it, or install tsx so conveyor can load it`);
+      api.register();
+      mod = (await import(pathToFileURL(path).href)) as { default?: unknown };
+    } else {
+      throw error;
+    }
+  }
+  const handlers = mod.default;
+  if (!handlers || typeof handlers !== "object") {
+    throw new UsageError(`--handlers ${modulePath} must have a default export mapping job names to async (job, ctx) => result`);
+  }
+  return handlers as Handlers;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    queue: { type: "string" },
+    handlers: { type: "string" },
+    concurrency: { type: "string" },
+    "lease-ms": { type: "string" },
+    "shutdown-grace-ms": { type: "string" },
+    "poll-interval-ms": { type: "string" },
+    verbose: { type: "boolean", default: false },
+  });
+  if (values.help) {
+    console.log(help);
+    return 0;
+  }
+  const url = dbUrl(values.db);
+  const queues = listOption("queue", values.queue);
+  const handlers = await loadHandlers(requiredString("handlers", values.handlers));
+  const logger = consoleLogger({ verbose: values.verbose === true });
+  const backend = await openBackend(url);
+  const worker = new Worker({
+    backend,
+    queues,
+    handlers,
+    concurrency: intOption("concurrency", values.concurrency, 1),
+    leaseMs: intOption("lease-ms", values["lease-ms"], 1),
+    shutdownGraceMs: intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0),
+    pollIntervalMs: intOption("poll-interval-ms", values["poll-interval-ms"], 1),
+    logger,
+    autostart: false,
+  });
+  if (values.verbose) {
+    worker.on("job:completed", ({ job, durationMs }) => logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, durationMs }, "completed"));
+    worker.on("job:retry-scheduled", ({ job, error, delayMs }) => logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, delayMs, error: error.message }, "retry scheduled"));
+  }
+  worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
+  worker.on("job:stalled-rescued", ({ rescued }) => logger.warn({ ...rescued }, "rescued a job whose lease expired"));
+
+  return new Promise<number>((resolveExit) => {
+    installShutdownSignals([worker], {
+      logger,
+      afterClose: () => backend.close(),
+      exit: resolveExit,
+    });
+    worker.run();
+    logger.info({ workerId: worker.id, queues, jobs: worker.jobNames, db: backend.description }, "worker started");
+    process.stderr.write(`conveyor worker ${worker.id} on ${backend.description}, queues ${queues.join(",")}, jobs ${worker.jobNames.join(",")}\n`);
+  });
+}
