@@ -1,0 +1,328 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  defineJob,
+  JobTimeoutError,
+  LeaseLostError,
+  Queue,
+  RetryLater,
+  silentLogger,
+  UnrecoverableError,
+  Worker,
+  type Backend,
+  type WorkerOptions,
+} from "../../src/index.js";
+import { createTestBackend } from "../../src/testing/index.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+let backend: Backend;
+let queue: Queue;
+const workers: Worker[] = [];
+
+function worker(options: Partial<WorkerOptions> & Pick<WorkerOptions, "handlers">): Worker {
+  const w = new Worker({ backend, queues: "q", logger: silentLogger, pollIntervalMs: 20, ...options });
+  workers.push(w);
+  return w;
+}
+
+async function state(id: string) {
+  return (await backend.get(id))?.state;
+}
+
+beforeEach(() => {
+  backend = createTestBackend();
+  queue = new Queue("q", { backend });
+});
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+  await backend.close();
+});
+
+describe("worker runtime", () => {
+  it("runs jobs, stores results, and never exceeds its concurrency", async () => {
+    let running = 0;
+    let peak = 0;
+    const w = worker({
+      concurrency: 3,
+      handlers: {
+        square: async (job) => {
+          running++;
+          peak = Math.max(peak, running);
+          await new Promise((r) => setTimeout(r, 15));
+          running--;
+          return { square: (job.data as { n: number }).n ** 2 };
+        },
+      },
+    });
+    const ids = await queue.addBulk(Array.from({ length: 20 }, (_, n) => ({ name: "square", data: { n } })));
+    await waitFor(async () => (await queue.stats()).counts.completed === 20, { description: "20 completed" });
+    expect(peak).toBeLessThanOrEqual(3);
+    expect(peak).toBeGreaterThan(1);
+    const job = await backend.get(ids[7]!.id);
+    expect(job?.result).toEqual({ square: 49 });
+    expect(job?.history).toHaveLength(1);
+    expect(job?.history[0]).toMatchObject({ outcome: "completed", workerId: w.id, pid: process.pid });
+  });
+
+  it("retries a failing job with backoff, then completes it", async () => {
+    let calls = 0;
+    worker({
+      handlers: {
+        flaky: () => {
+          calls++;
+          if (calls < 3) throw new Error(`transient ${calls}`);
+          return "ok";
+        },
+      },
+    });
+    const { id } = await queue.add("flaky", {}, { attempts: 5, backoff: { type: "fixed", delayMs: 10 } });
+    await waitFor(async () => (await state(id)) === "completed", { description: "completed after retries" });
+    const job = (await backend.get(id))!;
+    expect(job.attempt).toBe(3);
+    expect(job.history.map((a) => a.outcome)).toEqual(["failed", "failed", "completed"]);
+    expect(job.history[0]!.error?.message).toBe("transient 1");
+  });
+
+  it("sends UnrecoverableError straight to dead, whatever attempts remain", async () => {
+    const dead: string[] = [];
+    const w = worker({
+      handlers: {
+        charge: () => {
+          throw new UnrecoverableError("card declined");
+        },
+      },
+    });
+    w.on("job:dead", ({ job, reason }) => dead.push(`${job.id}:${reason}`));
+    const { id } = await queue.add("charge", { orderId: 1 }, { attempts: 5 });
+    await waitFor(async () => (await state(id)) === "dead");
+    const job = (await backend.get(id))!;
+    expect(job.attempt).toBe(1);
+    expect(job.error).toMatchObject({ name: "UnrecoverableError", message: "card declined" });
+    expect(job.error?.stack).toContain("worker.test.ts");
+    expect(dead).toEqual([`${id}:unrecoverable`]);
+  });
+
+  it("keeps full forensics when attempts run out", async () => {
+    worker({
+      handlers: {
+        poison: () => {
+          throw new TypeError("cannot read properties of undefined");
+        },
+      },
+    });
+    const { id } = await queue.add("poison", { orderId: 42 }, { attempts: 3, backoff: { type: "fixed", delayMs: 5 } });
+    await waitFor(async () => (await state(id)) === "dead");
+    const job = (await backend.get(id))!;
+    expect(job.data).toEqual({ orderId: 42 });
+    expect(job.attempt).toBe(3);
+    expect(job.finishedAt).not.toBeNull();
+    expect(job.error).toMatchObject({ name: "TypeError", message: "cannot read properties of undefined" });
+    expect(job.history.map((a) => a.outcome)).toEqual(["failed", "failed", "dead"]);
+    for (const a of job.history) expect(a).toMatchObject({ pid: process.pid, host: expect.any(String) as string });
+  });
+
+  it("uses the delay a handler asks for with RetryLater", async () => {
+    let first = true;
+    worker({
+      handlers: {
+        limited: () => {
+          if (first) {
+            first = false;
+            throw new RetryLater(60_000);
+          }
+        },
+      },
+    });
+    const { id } = await queue.add("limited", {});
+    await waitFor(async () => (await state(id)) === "scheduled");
+    const job = (await backend.get(id))!;
+    const now = await backend.now();
+    expect(job.runAt - now).toBeGreaterThan(50_000);
+    expect(job.runAt - now).toBeLessThanOrEqual(60_000);
+  });
+
+  it("aborts a handler at its timeout and retries it", async () => {
+    const reasons: unknown[] = [];
+    worker({
+      handlers: {
+        slow: async (_job, ctx) => {
+          await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+          reasons.push(ctx.signal.reason);
+        },
+      },
+    });
+    const { id } = await queue.add("slow", {}, { timeoutMs: 30, attempts: 2, backoff: { type: "fixed", delayMs: 0 } });
+    await waitFor(async () => (await state(id)) === "dead", { description: "dead after two timeouts" });
+    const job = (await backend.get(id))!;
+    expect(job.history.map((a) => a.error?.name)).toEqual(["JobTimeoutError", "JobTimeoutError"]);
+    expect(reasons).toHaveLength(2);
+    expect(reasons[0]).toBeInstanceOf(JobTimeoutError);
+  });
+
+  it("validates a defined job's payload at run time: invalid goes dead without retries", async () => {
+    const email = defineJob("email", z.object({ to: z.string().email() }));
+    let ran = 0;
+    worker({ handlers: [email.handle(() => void ran++)] });
+    // Bypass enqueue-time validation, as an older producer or a hand-written row would.
+    const { id } = await queue.add("email", { to: "not an address" }, { attempts: 5 });
+    await waitFor(async () => (await state(id)) === "dead");
+    const job = (await backend.get(id))!;
+    expect(ran).toBe(0);
+    expect(job.attempt).toBe(1);
+    expect(job.error?.name).toBe("PayloadValidationError");
+    expect(job.error?.message).toContain("to:");
+  });
+
+  it("validates a defined job's payload at enqueue and stores nothing when invalid", async () => {
+    const email = defineJob("email", z.object({ to: z.string().email() }));
+    await expect(queue.add(email, { to: "nope" })).rejects.toThrow(/invalid payload for job "email": to:/);
+    expect((await queue.stats()).counts.waiting).toBe(0);
+  });
+
+  it("leaves jobs it has no handler for waiting, never lost", async () => {
+    worker({ handlers: { known: () => "done" } });
+    const unknown = await queue.add("unknown", {});
+    const known = await queue.add("known", {});
+    await waitFor(async () => (await state(known.id)) === "completed");
+    expect(await state(unknown.id)).toBe("waiting");
+  });
+
+  it("aborts the handler when its job is cancelled, and discards its late result", async () => {
+    let reason: unknown;
+    const w = worker({
+      leaseMs: 300,
+      handlers: {
+        long: async (_job, ctx) => {
+          await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+          reason = ctx.signal.reason;
+          return "late result";
+        },
+      },
+    });
+    const lost: string[] = [];
+    w.on("job:lease-lost", ({ reason: r }) => lost.push(r));
+    const { id } = await queue.add("long", {});
+    await waitFor(async () => (await state(id)) === "active");
+    expect(await backend.cancel(id)).toBe("cancelled");
+    await waitFor(() => reason !== undefined, { description: "handler aborted at the next heartbeat" });
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect(lost).toEqual(["cancelled"]);
+    const job = (await backend.get(id))!;
+    expect(job.state).toBe("cancelled");
+    expect(job.result).toBeNull();
+  });
+
+  it("keeps a long job alive with heartbeats while the rescuer runs", async () => {
+    const w = worker({
+      leaseMs: 150,
+      maintenance: { rescueIntervalMs: 20 },
+      handlers: { long: () => new Promise((r) => setTimeout(() => r("done"), 600)) },
+    });
+    const rescued: string[] = [];
+    w.on("job:stalled-rescued", ({ rescued: j }) => rescued.push(j.id));
+    const { id } = await queue.add("long", {});
+    await waitFor(async () => (await state(id)) === "completed", { timeoutMs: 5_000 });
+    expect(rescued).toEqual([]);
+    expect((await backend.get(id))!.attempt).toBe(1);
+  });
+
+  it("refuses a stale worker's late acknowledgement after another took the job over", async () => {
+    // Worker A's heartbeats never reach the store (a partition, a long GC pause): its lease runs out.
+    const partitioned = new Proxy(backend, {
+      get(target, prop) {
+        if (prop === "heartbeat") return async () => ({ lost: [] });
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    let releaseA!: () => void;
+    const gateA = new Promise<void>((r) => (releaseA = r));
+    const a = worker({
+      backend: partitioned,
+      workerId: "A",
+      concurrency: 1, // its one slot stays busy, so A cannot take the rescued job back itself
+      leaseMs: 100,
+      maintenance: false,
+      handlers: { job: () => gateA.then(() => "from A") },
+    });
+    const refused: string[] = [];
+    a.on("job:settle-refused", ({ operation }) => refused.push(operation));
+    const { id } = await queue.add("job", {});
+    await waitFor(async () => (await backend.rescueExpired()).length === 1, { description: "A's lease expired and was rescued" });
+    worker({ workerId: "B", handlers: { job: () => "from B" } });
+    await waitFor(async () => (await state(id)) === "completed");
+    releaseA();
+    await waitFor(() => refused.length === 1, { description: "A's late completion refused" });
+    expect(refused).toEqual(["complete"]);
+    const job = (await backend.get(id))!;
+    expect(job.result).toBe("from B");
+    expect(job.history.map((h) => `${h.workerId}:${h.outcome}`)).toEqual(["A:lease-expired", "B:completed"]);
+  });
+
+  it("records progress and offers an idempotency guard", async () => {
+    const firsts: boolean[] = [];
+    worker({
+      handlers: {
+        step: async (job, ctx) => {
+          await ctx.progress({ pct: 50 });
+          firsts.push(await ctx.once(`charge:${(job.data as { order: string }).order}`));
+        },
+      },
+    });
+    const a = await queue.add("step", { order: "o1" });
+    const b = await queue.add("step", { order: "o1" });
+    await waitFor(async () => (await state(a.id)) === "completed" && (await state(b.id)) === "completed");
+    expect((await backend.get(a.id))!.progress).toEqual({ pct: 50 });
+    expect(firsts.sort()).toEqual([false, true]);
+  });
+
+  it("starts a job promptly from an in-process wake-up, not the poll", async () => {
+    const started: number[] = [];
+    worker({ pollIntervalMs: 60_000, handlers: { now: () => void started.push(Date.now()) } });
+    await new Promise((r) => setTimeout(r, 50)); // let the first (empty) claim pass
+    const t0 = Date.now();
+    await queue.add("now", {});
+    await waitFor(() => started.length === 1, { timeoutMs: 2_000, description: "started well before the 60 s poll" });
+    expect(started[0]! - t0).toBeLessThan(1_000);
+  });
+
+  describe("close()", () => {
+    it("drains in-flight jobs within the grace period", async () => {
+      const w = worker({ handlers: { work: () => new Promise((r) => setTimeout(() => r("done"), 100)) } });
+      const ids = await queue.addBulk(Array.from({ length: 5 }, () => ({ name: "work", data: {} })));
+      await waitFor(() => w.activeCount === 5);
+      const result = await w.close({ graceMs: 5_000 });
+      expect(result).toEqual({ drained: true, releasedJobIds: [] });
+      for (const { id } of ids) expect(await state(id)).toBe("completed");
+    });
+
+    it("stops claiming at once, then aborts and releases what did not finish, without using an attempt", async () => {
+      const aborted: unknown[] = [];
+      const w = worker({
+        concurrency: 2,
+        handlers: {
+          stuck: (_job, ctx) =>
+            new Promise((resolve) =>
+              ctx.signal.addEventListener("abort", () => {
+                aborted.push(ctx.signal.reason);
+                resolve("too late");
+              }),
+            ),
+        },
+      });
+      const ids = await queue.addBulk(Array.from({ length: 4 }, () => ({ name: "stuck", data: {} })));
+      await waitFor(() => w.activeCount === 2);
+      const result = await w.close({ graceMs: 50 });
+      expect(result.drained).toBe(false);
+      expect(result.releasedJobIds).toHaveLength(2);
+      expect(aborted).toHaveLength(2);
+      const stats = await queue.stats();
+      expect(stats.counts.waiting).toBe(4);
+      expect(stats.counts.active).toBe(0);
+      for (const { id } of ids) expect((await backend.get(id))!.attempt).toBe(0);
+      const released = (await backend.get(result.releasedJobIds[0]!))!;
+      expect(released.history.map((h) => h.outcome)).toEqual(["released"]);
+    });
+  });
+});
