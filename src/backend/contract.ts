@@ -31,6 +31,26 @@ export interface Capabilities {
   crossProcessWakeups: boolean;
   /** Several OS processes may share the store. (False for an in-memory SQLite database.) */
   multiProcess: boolean;
+  /** `beginCompletion` exists: a handler's own writes commit atomically with the job's completion. */
+  transactionalCompletion: boolean;
+}
+
+/** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
+export interface SqlClient {
+  query(text: string, params?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * A database transaction opened for a running job. The handler writes through `client`; `commit`
+ * then completes the job in the same transaction, fenced by the lease: if the lease is stale the
+ * whole transaction rolls back, so the handler's writes are never applied twice.
+ */
+export interface CompletionTransaction {
+  readonly client: SqlClient;
+  /** Completes the job (fenced) and commits everything; "stale" means it all rolled back. */
+  commit(result: Json): Promise<SettleResult>;
+  /** Rolls the handler's writes back (the job is then failed or released the usual way). */
+  rollback(): Promise<void>;
 }
 
 export interface EnqueueOptions {
@@ -211,4 +231,7 @@ export interface Backend {
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
+
+  /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
+  beginCompletion?(lease: Lease): Promise<CompletionTransaction>;
 }

@@ -1,6 +1,7 @@
 import { PayloadValidationError, type ValidationIssue } from "./errors.js";
 import type { JobRecord } from "./job.js";
 import type { Json } from "./json.js";
+import type { SqlClient } from "../backend/contract.js";
 import type { BackoffFunction } from "./retry.js";
 import type { BackoffOption, JobDefaults } from "./spec.js";
 
@@ -33,6 +34,14 @@ export interface JobContext {
    * false after. Mark the key in the same place you make the side effect, as late as possible.
    */
   once(key: string, ttlMs?: number): Promise<boolean>;
+  /**
+   * A database client inside a transaction that also completes this job: when the handler returns,
+   * the completion is written with your writes and committed, fenced by the lease. If the lease
+   * was lost meanwhile, everything rolls back, so database-local effects apply exactly once. If
+   * the handler throws, your writes roll back. Only on backends with `transactionalCompletion`
+   * (PostgreSQL); elsewhere it throws.
+   */
+  tx(): Promise<SqlClient>;
 }
 
 /**

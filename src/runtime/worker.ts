@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Backend, ClaimedJob, PrunePolicy } from "../backend/contract.js";
+import type { Backend, ClaimedJob, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
 import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
 import {
@@ -20,6 +20,7 @@ import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetry } from "../core/retry.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
+import { failpoint } from "./failpoints.js";
 import { Settler } from "./settler.js";
 import { installShutdownSignals } from "./shutdown.js";
 
@@ -106,6 +107,8 @@ interface Running {
   /** Local monotonic deadline by which the store will consider the lease expired. */
   leaseDeadline: number;
   timer: NodeJS.Timeout | null;
+  /** Opened when the handler asks for `ctx.tx()`; the completion commits inside it. */
+  completionTx: Promise<CompletionTransaction> | null;
   settled: Promise<void>;
   resolveSettled: () => void;
 }
@@ -269,6 +272,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           await this.backend.release(claimed.map((c) => c.lease)).catch((e: unknown) => this.reportError(e, "releasing jobs claimed during shutdown"));
           break;
         }
+        if (claimed.length) failpoint("after-claim");
         for (const c of claimed) this.start(c, requestStartedAt);
         // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
         if (claimed.length === free) this.claimAgain = true;
@@ -298,6 +302,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       startedAt: performance.now(),
       leaseDeadline: claimedAt + this.leaseMs,
       timer: null,
+      completionTx: null,
       settled,
       resolveSettled,
     };
@@ -321,6 +326,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       signal: controller.signal,
       progress: (value) => this.reportProgress(r, value),
       once: (key, ttlMs = 24 * 60 * 60 * 1000) => this.backend.idempotency.once(key, ttlMs),
+      tx: () => this.openCompletionTx(r),
     };
     void (async () => {
       let result: unknown;
@@ -333,6 +339,28 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       }
       await this.finishSuccess(r, result);
     })();
+  }
+
+  private async openCompletionTx(r: Running): Promise<CompletionTransaction["client"]> {
+    const begin = this.backend.beginCompletion?.bind(this.backend);
+    if (!this.backend.capabilities.transactionalCompletion || !begin) {
+      throw new InvalidInputError(`ctx.tx() needs a backend with transactional completion (PostgreSQL); ${this.backend.description} has none`);
+    }
+    if (r.done) throw new LeaseLostError(r.job.id, "gone");
+    r.completionTx ??= begin(r.claimed.lease);
+    return (await r.completionTx).client;
+  }
+
+  /** Rolls back a handler's transaction that will not complete the job. */
+  private async abandonCompletionTx(r: Running): Promise<void> {
+    const tx = r.completionTx;
+    r.completionTx = null;
+    if (!tx) return;
+    try {
+      await (await tx).rollback();
+    } catch (error) {
+      this.reportError(error, `rolling back the transaction of job ${r.job.id}`);
+    }
   }
 
   private async reportProgress(r: Running, value: Json): Promise<void> {
@@ -361,14 +389,32 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       await this.finishFailure(r, new UnrecoverableError(`the handler's result is not JSON: ${toError(error).message}`));
       return;
     }
-    const outcome = await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }));
+    failpoint("after-handler");
+    const tx = r.completionTx;
+    const outcome = tx
+      ? await this.commitCompletionTx(r, tx, result)
+      : await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }));
+    if (outcome !== "abandoned") failpoint("after-ack");
     if (outcome === "applied") this.emit("job:completed", { job: r.job as JobRecord, result, durationMs });
     else if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "complete" });
     this.finished(r);
   }
 
+  /** The handler's transaction carries the completion; if it fails we cannot retry it elsewhere. */
+  private async commitCompletionTx(r: Running, tx: Promise<CompletionTransaction>, result: Json): Promise<SettleResult | "abandoned"> {
+    try {
+      return await (await tx).commit(result);
+    } catch (error) {
+      // Unknown whether it committed: the fenced completion either landed or the lease will expire
+      // and the job run again, with the handler's writes rolled back together with it.
+      this.reportError(error, `committing the transaction of job ${r.job.id}`);
+      return "abandoned";
+    }
+  }
+
   private async finishFailure(r: Running, error: Error): Promise<void> {
     if (!this.takeOutcome(r)) return;
+    await this.abandonCompletionTx(r);
     const durationMs = performance.now() - r.startedAt;
     const job = r.job as JobRecord;
     const unrecoverable = error instanceof UnrecoverableError;
@@ -423,6 +469,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private loseLease(r: Running, reason: LeaseLossReason): void {
     if (!this.takeOutcome(r)) return;
     r.controller.abort(new LeaseLostError(r.job.id, reason));
+    void this.abandonCompletionTx(r);
     this.emit("job:lease-lost", { job: r.job as JobRecord, reason });
     this.logger.warn({ jobId: r.job.id, reason, workerId: this.id }, "lease lost; aborted the handler, its result will be discarded");
     this.finished(r);
@@ -507,6 +554,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         if (r.timer) clearTimeout(r.timer);
         r.controller.abort(new ShutdownError());
       }
+      await Promise.all(leftover.map((r) => this.abandonCompletionTx(r)));
       const results = await Promise.all(
         leftover.map((r) =>
           this.settler.release(r.claimed.lease).catch((error: unknown) => {
