@@ -64,6 +64,8 @@ export interface JobSpec {
   retainCompletedMs: RetentionMs;
   /** Retention once dead. */
   retainDeadMs: RetentionMs;
+  /** Metadata kept beside the payload (trace context, callback URL), serialised JSON object, or null. */
+  meta: string | null;
 }
 
 /** An error as stored: enough to debug without the process that raised it. */
@@ -134,6 +136,8 @@ export interface JobRecord {
   stalls: number;
   /** Times this job was replayed out of the dead-letter state. */
   replays: number;
+  /** Metadata given at enqueue (`options.meta`), or null. */
+  meta: { [key: string]: Json } | null;
 }
 
 /** `scheduled` jobs that are due are reported as `waiting`. */

@@ -1,6 +1,7 @@
 import { InvalidInputError } from "./errors.js";
 import type { BackoffSpec, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
+import type { Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
 
 /** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
@@ -29,6 +30,11 @@ export interface JobOptions {
   removeOnComplete?: RetentionOption;
   /** Retention once dead. Default `{ ageMs: 604_800_000 }` (7 days), max 10000 per queue. */
   removeOnFail?: RetentionOption;
+  /**
+   * Metadata kept with the job but not passed as its data: trace context, a callback URL, who
+   * asked for it. A plain JSON object; counts towards the payload size limit. Default none.
+   */
+  meta?: { [key: string]: Json };
 }
 
 /** `exponential` (full jitter) or `fixed`; `delayMs` in ms, `maxDelayMs` caps exponential (default 60 000). */
@@ -44,7 +50,7 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:\-/]{0,127}$/;
 const KNOWN_OPTIONS = new Set([
-  "jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail",
+  "jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail", "meta",
 ]);
 
 export function checkName(kind: "queue" | "job", value: unknown): string {
@@ -197,6 +203,13 @@ export function buildJobSpec(input: {
     runAt = Math.floor(t);
   }
   const delayMs = o.delayMs === undefined ? 0 : checkInt("delayMs", o.delayMs, 0, MAX_DELAY);
+  let meta: string | null = null;
+  if (o.meta !== undefined) {
+    if (typeof o.meta !== "object" || o.meta === null || Array.isArray(o.meta)) {
+      throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`);
+    }
+    meta = serializePayload(`${name} (meta)`, o.meta, input.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
+  }
   return {
     id,
     queue,
@@ -210,5 +223,6 @@ export function buildJobSpec(input: {
     timeoutMs: o.timeoutMs === undefined ? null : checkInt("timeoutMs", o.timeoutMs, 1, MAX_DELAY),
     retainCompletedMs: normalizeRetention("removeOnComplete", o.removeOnComplete, DEFAULT_RETAIN_COMPLETED_MS),
     retainDeadMs: normalizeRetention("removeOnFail", o.removeOnFail, DEFAULT_RETAIN_DEAD_MS),
+    meta,
   };
 }
