@@ -165,7 +165,11 @@ export interface QueueStats {
 export type CancelResult = "cancelled" | "not-found" | "already-finished";
 export type ReplayResult = "replayed" | "not-found" | "not-dead";
 
-/** Called when jobs may be claimable on `queue`. Wake-ups are hints: polling stays the fallback. */
+/**
+ * Called when jobs may be claimable on `queue`, or on any queue when `queue` is "*" (a backend
+ * that only learns "something changed", e.g. from a file watch). Wake-ups are hints: polling
+ * stays the fallback.
+ */
 export type WakeListener = (queue: string) => void;
 
 /** The processed-keys store for idempotent consumers. */

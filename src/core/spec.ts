@@ -110,18 +110,22 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
  * Serialises a payload, refusing what JSON would silently change (undefined, functions, NaN,
  * Infinity, BigInt, cycles, class instances other than Date) and what exceeds `maxBytes`.
  */
-export function serializePayload(jobName: string, data: unknown, maxBytes: number): string {
-  const problem = findNonJson(data, "data", new Set());
-  if (problem) throw new InvalidInputError(`payload of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`);
+export function serializePayload(jobName: string, data: unknown, maxBytes: number, field: "data" | "meta" = "data"): string {
+  const what = field === "data" ? "payload" : "meta";
+  const problem = findNonJson(data, field, new Set());
+  if (problem) throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`);
   const text = JSON.stringify(data === undefined ? null : data);
-  const bytes = Buffer.byteLength(text, "utf8");
+  checkSize(jobName, Buffer.byteLength(text, "utf8"), maxBytes);
+  return text;
+}
+
+function checkSize(jobName: string, bytes: number, maxBytes: number): void {
   if (bytes > maxBytes) {
     throw new InvalidInputError(
-      `payload of job "${jobName}" is ${bytes} bytes, over the limit of ${maxBytes}; enqueue ids and load the ` +
-        `data in the worker, or raise maxPayloadBytes on the Queue`,
+      `payload of job "${jobName}" (with its meta) is ${bytes} bytes, over the limit of ${maxBytes}; enqueue ids ` +
+        `and load the data in the worker, or raise maxPayloadBytes on the Queue`,
     );
   }
-  return text;
 }
 
 function findNonJson(value: unknown, path: string, seen: Set<object>): string | null {
@@ -132,7 +136,7 @@ function findNonJson(value: unknown, path: string, seen: Set<object>): string | 
     case "number":
       return Number.isFinite(value) ? null : `${path} is ${value}, which JSON cannot represent`;
     case "undefined":
-      return path === "data" ? null : `${path} is undefined`;
+      return path === "data" || path === "meta" ? null : `${path} is undefined`;
     case "bigint":
       return `${path} is a BigInt; send it as a string`;
     case "function":
@@ -203,18 +207,21 @@ export function buildJobSpec(input: {
     runAt = Math.floor(t);
   }
   const delayMs = o.delayMs === undefined ? 0 : checkInt("delayMs", o.delayMs, 0, MAX_DELAY);
+  const maxBytes = input.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  const payload = serializePayload(name, input.data, maxBytes);
   let meta: string | null = null;
   if (o.meta !== undefined) {
     if (typeof o.meta !== "object" || o.meta === null || Array.isArray(o.meta)) {
       throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`);
     }
-    meta = serializePayload(`${name} (meta)`, o.meta, input.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES);
+    meta = serializePayload(name, o.meta, maxBytes, "meta");
+    checkSize(name, Buffer.byteLength(payload, "utf8") + Buffer.byteLength(meta, "utf8"), maxBytes);
   }
   return {
     id,
     queue,
     name,
-    payload: serializePayload(name, input.data, input.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES),
+    payload,
     priority: o.priority === undefined ? 0 : checkInt("priority", o.priority, -1_000_000, 1_000_000),
     runAt,
     delayMs,
