@@ -1,0 +1,39 @@
+import { afterAll } from "vitest";
+import { SqliteBackend } from "../../src/backend/sqlite/backend.js";
+import { backendSuite } from "../conformance/suite.js";
+import { TempDirs } from "../helpers/temp.js";
+
+const temp = new TempDirs("conveyor-sqlite-");
+afterAll(() => temp.removeAll());
+
+// The file the last `make` created, so `openSecond` can open another connection to it.
+let lastPath: string | undefined;
+
+backendSuite("sqlite file", {
+  capabilities: {
+    transactionalEnqueue: false,
+    transactionalCompletion: false,
+    crossProcessWakeups: true,
+    multiProcess: true,
+  },
+  async make(clock) {
+    lastPath = await temp.file("jobs.db");
+    return new SqliteBackend({ path: lastPath, clock });
+  },
+  async openSecond(clock) {
+    if (!lastPath) throw new Error("openSecond called before make");
+    return new SqliteBackend({ path: lastPath, clock });
+  },
+});
+
+backendSuite("sqlite :memory:", {
+  capabilities: {
+    transactionalEnqueue: false,
+    transactionalCompletion: false,
+    crossProcessWakeups: false,
+    multiProcess: false,
+  },
+  async make(clock) {
+    return new SqliteBackend({ path: ":memory:", clock });
+  },
+});

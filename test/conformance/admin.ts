@@ -1,0 +1,265 @@
+import { describe, expect, it } from "vitest";
+import type { QueueStats } from "../../src/backend/contract.js";
+import {
+  B,
+  claim,
+  claimOne,
+  counts,
+  enqueueMany,
+  enqueueOne,
+  errorInfo,
+  mustGet,
+  one,
+  type SuiteContext,
+} from "./fixtures.js";
+
+export function adminTests(t: SuiteContext): void {
+  /** Enqueues a job with one attempt and fails it dead; returns its id. */
+  async function deadJob(input: { jobId?: string; data?: unknown } = {}): Promise<string> {
+    const id = await enqueueOne(t.b, { ...input, attempts: 1 });
+    const c = await claimOne(t.b);
+    expect(c.job.id).toBe(id);
+    await t.b.fail([{ lease: c.lease, error: errorInfo("it broke"), retryDelayMs: null }]);
+    return id;
+  }
+
+  describe("replay", () => {
+    it("moves a dead job to waiting with a fresh set of attempts, keeping its history and counting the replay", async () => {
+      const id = await deadJob({ data: { keep: "me" } });
+      const before = await mustGet(t.b, id);
+      expect(before.state).toBe("dead");
+      t.clock.advance(5_000);
+      expect(await t.b.replay(id)).toBe("replayed");
+      const job = await mustGet(t.b, id);
+      expect(job).toMatchObject({ state: "waiting", attempt: 0, replays: 1, data: { keep: "me" }, lease: null, maxAttempts: 1 });
+      expect(job.history.length).toBeGreaterThanOrEqual(before.history.length);
+      expect(job.history.slice(0, before.history.length)).toEqual(before.history);
+
+      const c = await claimOne(t.b, { worker: B });
+      expect(c.job).toMatchObject({ id, attempt: 1 });
+      await t.b.fail([{ lease: c.lease, error: errorInfo("again"), retryDelayMs: null }]);
+      const dead = await mustGet(t.b, id);
+      expect(dead).toMatchObject({ state: "dead", attempt: 1, replays: 1 });
+      expect(dead.history.length).toBeGreaterThan(job.history.length);
+      expect(dead.history.at(-1)).toMatchObject({ attempt: 1, workerId: B.id, error: errorInfo("again") });
+      expect(await t.b.replay(id)).toBe("replayed");
+      expect((await mustGet(t.b, id)).replays).toBe(2);
+    });
+
+    it("refuses jobs that are not dead, and reports unknown ids", async () => {
+      const active = await enqueueOne(t.b);
+      await claimOne(t.b);
+      const completed = await enqueueOne(t.b);
+      await t.b.complete([{ lease: (await claimOne(t.b)).lease, result: "ok" }]);
+      const waiting = await enqueueOne(t.b);
+      const scheduled = await enqueueOne(t.b, { delayMs: 60_000 });
+      const cancelled = await enqueueOne(t.b, { delayMs: 60_000 });
+      await t.b.cancel(cancelled);
+      for (const id of [active, completed, waiting, scheduled, cancelled]) expect(await t.b.replay(id)).toBe("not-dead");
+      expect(await t.b.replay("no-such-job")).toBe("not-found");
+      expect(await mustGet(t.b, completed)).toMatchObject({ state: "completed", result: "ok", replays: 0 });
+      expect(await mustGet(t.b, active)).toMatchObject({ state: "active", attempt: 1, replays: 0 });
+      expect((await mustGet(t.b, cancelled)).state).toBe("cancelled");
+    });
+  });
+
+  describe("cancel", () => {
+    it("cancels a waiting job: cancelled, finishedAt = now, never claimed", async () => {
+      const id = await enqueueOne(t.b);
+      t.clock.advance(700);
+      expect(await t.b.cancel(id)).toBe("cancelled");
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "cancelled", finishedAt: t.clock.now(), lease: null });
+      expect(await claim(t.b, { limit: 10 })).toEqual([]);
+    });
+
+    it("cancels a scheduled job: it never runs, even once due", async () => {
+      const id = await enqueueOne(t.b, { delayMs: 1_000 });
+      expect(await t.b.cancel(id)).toBe("cancelled");
+      t.clock.advance(2_000);
+      expect(await t.b.promoteDue()).toBe(0);
+      expect(await claim(t.b, { limit: 10 })).toEqual([]);
+      expect((await mustGet(t.b, id)).state).toBe("cancelled");
+    });
+
+    it("cancels an active job: its heartbeat reports cancelled and its late complete is stale", async () => {
+      const id = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      expect(await t.b.cancel(id)).toBe("cancelled");
+      expect((await mustGet(t.b, id)).state).toBe("cancelled");
+      expect((await t.b.heartbeat([c.lease], 10_000)).lost).toEqual([{ lease: c.lease, reason: "cancelled" }]);
+      expect(await t.b.complete([{ lease: c.lease, result: "late" }])).toEqual(["stale"]);
+      expect(await t.b.fail([{ lease: c.lease, error: errorInfo("late"), retryDelayMs: 0 }])).toEqual(["stale"]);
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "cancelled", result: null });
+      t.clock.advance(60_000);
+      expect(await t.b.rescueExpired()).toEqual([]);
+      expect((await mustGet(t.b, id)).state).toBe("cancelled");
+    });
+
+    it("reports already-finished for completed, dead and cancelled jobs and changes nothing", async () => {
+      const done = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      await t.b.complete([{ lease: c.lease, result: "ok" }]);
+      const dead = await deadJob();
+      const cancelled = await enqueueOne(t.b);
+      await t.b.cancel(cancelled);
+      expect(await t.b.cancel(done)).toBe("already-finished");
+      expect(await t.b.cancel(dead)).toBe("already-finished");
+      expect(await t.b.cancel(cancelled)).toBe("already-finished");
+      expect(await mustGet(t.b, done)).toMatchObject({ state: "completed", result: "ok" });
+      expect((await mustGet(t.b, dead)).state).toBe("dead");
+    });
+
+    it("reports not-found for an unknown id", async () => {
+      expect(await t.b.cancel("no-such-job")).toBe("not-found");
+    });
+  });
+
+  describe("pause, resume and stats", () => {
+    it("counts jobs per state", async () => {
+      await enqueueOne(t.b, { jobId: "active" });
+      await claimOne(t.b);
+      await enqueueOne(t.b, { jobId: "completed" });
+      await t.b.complete([{ lease: (await claimOne(t.b)).lease, result: null }]);
+      await deadJob({ jobId: "dead" });
+      await enqueueOne(t.b, { jobId: "cancelled" });
+      await t.b.cancel("cancelled");
+      await enqueueOne(t.b, { jobId: "scheduled", delayMs: 60_000 });
+      await enqueueMany(t.b, 2, (i) => ({ jobId: `waiting-${i}` }));
+      await enqueueOne(t.b, { jobId: "elsewhere", queue: "other" });
+      const stats = one(await t.b.stats("q"));
+      expect(stats).toMatchObject({ queue: "q", paused: false });
+      expect(stats.counts).toEqual(counts({ active: 1, completed: 1, dead: 1, cancelled: 1, scheduled: 1, waiting: 2 }));
+    });
+
+    it("counts a scheduled job whose run_at has passed as waiting", async () => {
+      await enqueueOne(t.b, { delayMs: 1_000 });
+      expect(one(await t.b.stats("q")).counts).toEqual(counts({ scheduled: 1 }));
+      t.clock.advance(1_000);
+      expect(one(await t.b.stats("q")).counts).toEqual(counts({ waiting: 1 }));
+    });
+
+    it("reports the paused flag, and pause/resume are idempotent", async () => {
+      await enqueueOne(t.b);
+      await t.b.pause("q");
+      await t.b.pause("q");
+      expect(one(await t.b.stats("q")).paused).toBe(true);
+      expect(await claim(t.b)).toEqual([]);
+      await t.b.resume("q");
+      await t.b.resume("q");
+      expect(one(await t.b.stats("q")).paused).toBe(false);
+      expect(await claim(t.b)).toHaveLength(1);
+    });
+
+    it("pausing a queue keeps its jobs waiting and counted", async () => {
+      await enqueueMany(t.b, 3);
+      await t.b.pause("q");
+      expect(one(await t.b.stats("q"))).toMatchObject({ paused: true, counts: counts({ waiting: 3 }) });
+    });
+
+    it("oldestWaitingAgeMs: age of the longest-waiting job since it became due; null when none waits", async () => {
+      await enqueueOne(t.b, { jobId: "future", delayMs: 60_000 });
+      expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBeNull();
+      await enqueueOne(t.b, { jobId: "old" });
+      t.clock.advance(2_000);
+      await enqueueOne(t.b, { jobId: "young" });
+      t.clock.advance(3_000);
+      expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBe(5_000);
+      await claim(t.b, { limit: 2 });
+      expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBeNull();
+    });
+
+    it("oldestWaitingAgeMs counts a delayed job from its run_at, not its creation", async () => {
+      await enqueueOne(t.b, { delayMs: 1_000 });
+      expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBeNull();
+      t.clock.advance(6_000);
+      expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBe(5_000);
+    });
+
+    it("stats() without a queue lists every queue that has been used", async () => {
+      await enqueueOne(t.b, { queue: "emails" });
+      await enqueueOne(t.b, { queue: "images", delayMs: 10_000 });
+      await enqueueOne(t.b, { queue: "reports" });
+      await claimOne(t.b, { queues: ["reports"] });
+      await t.b.pause("emails");
+      const all = await t.b.stats();
+      const byQueue = new Map<string, QueueStats>(all.map((s) => [s.queue, s]));
+      expect([...byQueue.keys()].sort()).toEqual(["emails", "images", "reports"]);
+      expect(byQueue.get("emails")).toMatchObject({ paused: true, counts: counts({ waiting: 1 }) });
+      expect(byQueue.get("images")).toMatchObject({ paused: false, counts: counts({ scheduled: 1 }), oldestWaitingAgeMs: null });
+      expect(byQueue.get("reports")).toMatchObject({ paused: false, counts: counts({ active: 1 }) });
+    });
+
+    it("stats(queue) reports only that queue", async () => {
+      await enqueueOne(t.b, { queue: "one" });
+      await enqueueMany(t.b, 2, () => ({ queue: "two" }));
+      expect(await t.b.stats("two")).toEqual([
+        { queue: "two", paused: false, counts: counts({ waiting: 2 }), oldestWaitingAgeMs: 0 },
+      ]);
+    });
+  });
+
+  describe("list", () => {
+    /** Jobs across two queues and two names, one ms apart so "newest first" is well defined. */
+    async function fixture(): Promise<void> {
+      const plan: Array<[string, string, string]> = [
+        ["q1-n1-a", "q1", "n1"],
+        ["q1-n2-a", "q1", "n2"],
+        ["q2-n1-a", "q2", "n1"],
+        ["q1-n1-b", "q1", "n1"],
+        ["q2-n2-a", "q2", "n2"],
+        ["q1-n2-b", "q1", "n2"],
+      ];
+      for (const [jobId, queue, name] of plan) {
+        await enqueueOne(t.b, { jobId, queue, name });
+        t.clock.advance(1);
+      }
+    }
+
+    it("lists every job, newest first", async () => {
+      await fixture();
+      expect((await t.b.list()).map((j) => j.id)).toEqual(["q1-n2-b", "q2-n2-a", "q1-n1-b", "q2-n1-a", "q1-n2-a", "q1-n1-a"]);
+    });
+
+    it("filters by queue, by name, by state, and by several at once", async () => {
+      await fixture();
+      const c = await claimOne(t.b, { queues: ["q1"], names: ["n1"] });
+      expect(c.job.id).toBe("q1-n1-a");
+      expect((await t.b.list({ queue: "q2" })).map((j) => j.id)).toEqual(["q2-n2-a", "q2-n1-a"]);
+      expect((await t.b.list({ name: "n2" })).map((j) => j.id)).toEqual(["q1-n2-b", "q2-n2-a", "q1-n2-a"]);
+      expect((await t.b.list({ state: "active" })).map((j) => j.id)).toEqual(["q1-n1-a"]);
+      expect((await t.b.list({ queue: "q1", name: "n1", state: "waiting" })).map((j) => j.id)).toEqual(["q1-n1-b"]);
+      expect(await t.b.list({ queue: "q3" })).toEqual([]);
+    });
+
+    it("state waiting includes due scheduled jobs (reported as waiting); state scheduled only future ones", async () => {
+      await enqueueOne(t.b, { jobId: "due", delayMs: 1_000 });
+      t.clock.advance(1);
+      await enqueueOne(t.b, { jobId: "future", delayMs: 60_000 });
+      t.clock.advance(1_000);
+      const waiting = await t.b.list({ state: "waiting" });
+      expect(waiting.map((j) => [j.id, j.state])).toEqual([["due", "waiting"]]);
+      expect((await t.b.list({ state: "scheduled" })).map((j) => j.id)).toEqual(["future"]);
+    });
+
+    it("pages with limit and offset", async () => {
+      await fixture();
+      const all = (await t.b.list()).map((j) => j.id);
+      expect((await t.b.list({}, { limit: 2 })).map((j) => j.id)).toEqual(all.slice(0, 2));
+      expect((await t.b.list({}, { limit: 2, offset: 2 })).map((j) => j.id)).toEqual(all.slice(2, 4));
+      expect((await t.b.list({}, { limit: 4, offset: 4 })).map((j) => j.id)).toEqual(all.slice(4));
+      expect(await t.b.list({}, { offset: 6 })).toEqual([]);
+      expect((await t.b.list({ queue: "q1" }, { limit: 1, offset: 1 })).map((j) => j.id)).toEqual(["q1-n1-b"]);
+    });
+
+    it("returns at most 50 jobs by default", async () => {
+      await enqueueMany(t.b, 60);
+      expect(await t.b.list()).toHaveLength(50);
+      expect(await t.b.list({}, { limit: 60 })).toHaveLength(60);
+    });
+
+    it("returns full records, the same as get", async () => {
+      const id = await enqueueOne(t.b, { data: { x: [1, 2] }, priority: 3 });
+      expect(one(await t.b.list())).toEqual(await mustGet(t.b, id));
+    });
+  });
+}

@@ -1,0 +1,147 @@
+import { describe, expect, it } from "vitest";
+import type { Backend, ClaimedJob } from "../../src/backend/contract.js";
+import {
+  B,
+  LEASE_MS,
+  QUEUE,
+  claim,
+  claimOne,
+  enqueueMany,
+  enqueueOne,
+  errorInfo,
+  mustGet,
+  spec,
+  worker,
+  type SuiteContext,
+} from "./fixtures.js";
+
+export function claimTests(t: SuiteContext): void {
+  describe("claim", () => {
+    it("returns [] when nothing is due", async () => {
+      await enqueueOne(t.b, { delayMs: 1_000 });
+      expect(await claim(t.b, { limit: 10 })).toEqual([]);
+    });
+
+    it("respects limit", async () => {
+      await enqueueMany(t.b, 5);
+      expect(await claim(t.b, { limit: 3 })).toHaveLength(3);
+      expect(await claim(t.b, { limit: 3 })).toHaveLength(2);
+      expect(await claim(t.b, { limit: 3 })).toHaveLength(0);
+    });
+
+    it("takes only from the listed queues", async () => {
+      await t.b.enqueue([
+        ...["a1", "a2"].map((jobId) => spec({ jobId, queue: "alpha" })),
+        ...["b1", "b2"].map((jobId) => spec({ jobId, queue: "beta" })),
+        ...["g1", "g2"].map((jobId) => spec({ jobId, queue: "gamma" })),
+      ]);
+      const got = await claim(t.b, { queues: ["alpha", "gamma"], limit: 10 });
+      expect(got.map((c) => c.job.id).sort()).toEqual(["a1", "a2", "g1", "g2"]);
+      expect((await mustGet(t.b, "b1")).state).toBe("waiting");
+      expect((await claim(t.b, { queues: ["beta"], limit: 10 })).map((c) => c.job.id).sort()).toEqual(["b1", "b2"]);
+    });
+
+    it("claims only jobs whose name is in `names`; others are never claimed and stay waiting", async () => {
+      await enqueueOne(t.b, { jobId: "unknown-name", name: "resize-image", priority: -5 });
+      await enqueueOne(t.b, { jobId: "mine", name: "send-email" });
+      const got = await claim(t.b, { names: ["send-email", "charge-card"], limit: 10 });
+      expect(got.map((c) => c.job.id)).toEqual(["mine"]);
+      expect(await claim(t.b, { names: ["send-email", "charge-card"], limit: 10 })).toEqual([]);
+      expect(await mustGet(t.b, "unknown-name")).toMatchObject({ state: "waiting", attempt: 0, lease: null });
+      expect((await claimOne(t.b, { names: ["resize-image"] })).job.id).toBe("unknown-name");
+    });
+
+    it("does not claim from a paused queue; resume makes its jobs claimable; other queues are unaffected", async () => {
+      await enqueueOne(t.b, { jobId: "held" });
+      await enqueueOne(t.b, { jobId: "free", queue: "other" });
+      await t.b.pause(QUEUE);
+      expect((await claim(t.b, { queues: [QUEUE, "other"], limit: 10 })).map((c) => c.job.id)).toEqual(["free"]);
+      expect((await mustGet(t.b, "held")).state).toBe("waiting");
+      await t.b.resume(QUEUE);
+      expect((await claimOne(t.b)).job.id).toBe("held");
+    });
+
+    it("marks the job active with attempt 1, startedAt = now, and a lease that expires at now + leaseMs", async () => {
+      const id = await enqueueOne(t.b);
+      t.clock.advance(2_000);
+      const now = t.clock.now();
+      const c = await claimOne(t.b, { worker: B, leaseMs: 12_345 });
+      expect(c.leaseExpiresAt).toBe(now + 12_345);
+      expect(c.lease.jobId).toBe(id);
+      expect(c.job).toMatchObject({ id, state: "active", attempt: 1, startedAt: now });
+      expect(c.job.lease).toEqual({ jobId: id, token: c.lease.token, expiresAt: now + 12_345, worker: B });
+      const stored = await mustGet(t.b, id);
+      expect(stored).toMatchObject({ state: "active", attempt: 1, startedAt: now, finishedAt: null });
+      expect(stored.lease).toEqual({ jobId: id, token: c.lease.token, expiresAt: now + 12_345, worker: B });
+    });
+
+    it("increments attempt on every claim", async () => {
+      const id = await enqueueOne(t.b, { attempts: 5 });
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const c = await claimOne(t.b);
+        expect(c.job.attempt).toBe(attempt);
+        await t.b.fail([{ lease: c.lease, error: errorInfo(`fail ${attempt}`), retryDelayMs: 0 }]);
+      }
+      expect((await mustGet(t.b, id)).attempt).toBe(3);
+    });
+
+    it("gives a lease token one greater on every claim of the same job (release, retry and rescue alike)", async () => {
+      await enqueueOne(t.b, { attempts: 10 });
+      const first = await claimOne(t.b, { leaseMs: 1_000 });
+      await t.b.release([first.lease]);
+      const second = await claimOne(t.b, { leaseMs: 1_000 });
+      await t.b.fail([{ lease: second.lease, error: errorInfo("x"), retryDelayMs: 0 }]);
+      const third = await claimOne(t.b, { leaseMs: 1_000 });
+      t.clock.advance(1_001);
+      expect(await t.b.rescueExpired()).toHaveLength(1);
+      const fourth = await claimOne(t.b, { leaseMs: 1_000 });
+      expect([second, third, fourth].map((c) => c.lease.token - first.lease.token)).toEqual([1, 2, 3]);
+    });
+  });
+
+  describe("claim exclusivity", () => {
+    it("20 interleaved claimers over 500 jobs: every job claimed exactly once", async () => {
+      const ids = await enqueueMany(t.b, 500);
+      const claimed = await drainConcurrently([t.b], 20, 7);
+      expectEachOnce(claimed, ids);
+    });
+
+    it.skipIf(!t.factory.openSecond)(
+      "claimers on two connections over 500 jobs: every job claimed exactly once [needs factory.openSecond]",
+      async () => {
+        const ids = await enqueueMany(t.b, 500);
+        const other = await t.second();
+        const claimed = await drainConcurrently([t.b, other], 20, 7);
+        expectEachOnce(claimed, ids);
+        // Both connections see the same final state.
+        expect((await mustGet(other, ids[0]!)).state).toBe("active");
+      },
+    );
+  });
+}
+
+/** Runs rounds of `claimers` concurrent claim calls spread over `backends` until a round gets nothing. */
+async function drainConcurrently(backends: readonly Backend[], claimers: number, limit: number): Promise<ClaimedJob[]> {
+  const all: ClaimedJob[] = [];
+  for (let round = 0; round < 1_000; round++) {
+    const batches = await Promise.all(
+      Array.from({ length: claimers }, (_, i) =>
+        claim(backends[i % backends.length]!, { worker: worker(`c${i}`), limit, leaseMs: LEASE_MS }),
+      ),
+    );
+    const got = batches.flat();
+    if (got.length === 0) return all;
+    all.push(...got);
+  }
+  throw new Error("claimers did not drain the queue in 1000 rounds");
+}
+
+function expectEachOnce(claimed: readonly ClaimedJob[], ids: readonly string[]): void {
+  const seen = new Map<string, number>();
+  for (const c of claimed) seen.set(c.job.id, (seen.get(c.job.id) ?? 0) + 1);
+  const twice = [...seen].filter(([, n]) => n > 1).map(([id]) => id);
+  expect(twice, "jobs claimed more than once").toEqual([]);
+  expect([...seen.keys()].sort()).toEqual([...ids].sort());
+  // Every claim carries a distinct token, and one per job.
+  expect(new Set(claimed.map((c) => `${c.lease.jobId}#${c.lease.token}`)).size).toBe(claimed.length);
+}

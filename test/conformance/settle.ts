@@ -1,0 +1,283 @@
+import { describe, expect, it } from "vitest";
+import type { BackoffSpec } from "../../src/core/job.js";
+import { backoffDelay, decideRetry } from "../../src/core/retry.js";
+import {
+  A,
+  B,
+  C,
+  claim,
+  claimOne,
+  counts,
+  countsOf,
+  enqueueOne,
+  errorInfo,
+  mustGet,
+  type SuiteContext,
+} from "./fixtures.js";
+
+export function settleTests(t: SuiteContext): void {
+  describe("complete", () => {
+    it("marks the job completed with its result, finishedAt, no lease, and one history record", async () => {
+      const id = await enqueueOne(t.b, { data: { n: 1 } });
+      t.clock.advance(500);
+      const startedAt = t.clock.now();
+      const c = await claimOne(t.b, { worker: B });
+      t.clock.advance(1_500);
+      const result = { receipt: "r-1", lines: [1, 2, 3] };
+      expect(await t.b.complete([{ lease: c.lease, result }])).toEqual(["applied"]);
+      const job = await mustGet(t.b, id);
+      expect(job).toMatchObject({
+        state: "completed",
+        result,
+        data: { n: 1 },
+        attempt: 1,
+        startedAt,
+        finishedAt: t.clock.now(),
+        lease: null,
+        error: null,
+      });
+      expect(job.history).toEqual([
+        {
+          attempt: 1,
+          workerId: B.id,
+          host: B.host,
+          pid: B.pid,
+          startedAt,
+          finishedAt: t.clock.now(),
+          outcome: "completed",
+          error: null,
+        },
+      ]);
+      expect(await countsOf(t.b)).toEqual(counts({ completed: 1 }));
+    });
+
+    it("stores a null result", async () => {
+      const id = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      await t.b.progress(c.lease, { pct: 10 });
+      await t.b.complete([{ lease: c.lease, result: null }]);
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "completed", result: null });
+    });
+
+    it("with retainCompletedMs 0 (removeOnComplete: true) the job is gone once completed", async () => {
+      const id = await enqueueOne(t.b, { removeOnComplete: true });
+      const c = await claimOne(t.b);
+      expect(await t.b.complete([{ lease: c.lease, result: "x" }])).toEqual(["applied"]);
+      expect(await t.b.get(id)).toBeNull();
+      expect(await t.b.list()).toEqual([]);
+    });
+
+    it("a completed job is never claimed again", async () => {
+      await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      await t.b.complete([{ lease: c.lease, result: null }]);
+      t.clock.advance(86_400_000);
+      expect(await claim(t.b, { limit: 10 })).toEqual([]);
+    });
+  });
+
+  describe("progress", () => {
+    it("stores the latest progress report of a running job", async () => {
+      const id = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      expect(await t.b.progress(c.lease, { pct: 10 })).toBe("applied");
+      expect(await t.b.progress(c.lease, { pct: 60, note: "half" })).toBe("applied");
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "active", progress: { pct: 60, note: "half" } });
+    });
+  });
+
+  describe("fail", () => {
+    it("with retryDelayMs: scheduled at now + delay, error stored, history records the failed attempt", async () => {
+      const id = await enqueueOne(t.b, { attempts: 3 });
+      const startedAt = t.clock.now();
+      const c = await claimOne(t.b, { worker: A });
+      t.clock.advance(250);
+      const error = errorInfo("connection refused", "NetworkError");
+      expect(await t.b.fail([{ lease: c.lease, error, retryDelayMs: 4_000 }])).toEqual(["applied"]);
+      const job = await mustGet(t.b, id);
+      expect(job).toMatchObject({
+        state: "scheduled",
+        runAt: t.clock.now() + 4_000,
+        attempt: 1,
+        error,
+        lease: null,
+        finishedAt: null,
+        stalls: 0,
+      });
+      expect(job.history).toEqual([
+        { attempt: 1, workerId: A.id, host: A.host, pid: A.pid, startedAt, finishedAt: t.clock.now(), outcome: "failed", error },
+      ]);
+      expect(await claim(t.b)).toEqual([]);
+      t.clock.advance(4_000);
+      expect((await mustGet(t.b, id)).state).toBe("waiting");
+      expect((await claimOne(t.b)).job.attempt).toBe(2);
+    });
+
+    it("with null: dead, keeping payload, error, finishedAt, total attempts and every attempt's worker in order", async () => {
+      const data = { orderId: "o-77", amount: 1999 };
+      const id = await enqueueOne(t.b, { data, attempts: 3 });
+      const workers = [A, B, C];
+      const errors = [errorInfo("first", "TypeError"), errorInfo("second", "RangeError"), errorInfo("third", "PaymentDeclined")];
+      const times: Array<{ startedAt: number; finishedAt: number }> = [];
+      for (let i = 0; i < 3; i++) {
+        const startedAt = t.clock.now();
+        const c = await claimOne(t.b, { worker: workers[i] });
+        expect(c.job.attempt).toBe(i + 1);
+        t.clock.advance(100 * (i + 1));
+        const last = i === 2;
+        expect(await t.b.fail([{ lease: c.lease, error: errors[i]!, retryDelayMs: last ? null : 1_000 }])).toEqual(["applied"]);
+        times.push({ startedAt, finishedAt: t.clock.now() });
+        if (!last) t.clock.advance(1_000);
+      }
+      const job = await mustGet(t.b, id);
+      expect(job).toMatchObject({
+        state: "dead",
+        data,
+        error: errors[2],
+        finishedAt: times[2]!.finishedAt,
+        attempt: 3,
+        maxAttempts: 3,
+        lease: null,
+        result: null,
+      });
+      expect(job.error?.stack).toContain("PaymentDeclined: third");
+      expect(job.history).toEqual(
+        workers.map((w, i) => ({
+          attempt: i + 1,
+          workerId: w.id,
+          host: w.host,
+          pid: w.pid,
+          startedAt: times[i]!.startedAt,
+          finishedAt: times[i]!.finishedAt,
+          outcome: i === 2 ? "dead" : "failed",
+          error: errors[i],
+        })),
+      );
+      expect(await claim(t.b, { limit: 10 })).toEqual([]);
+      expect(await countsOf(t.b)).toEqual(counts({ dead: 1 }));
+    });
+
+    it("with null on the first attempt (unrecoverable): dead at once although attempts remain", async () => {
+      const id = await enqueueOne(t.b, { attempts: 5 });
+      const c = await claimOne(t.b);
+      const error = errorInfo("user 9 not found", "UnrecoverableError");
+      await t.b.fail([{ lease: c.lease, error, retryDelayMs: null }]);
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "dead", attempt: 1, maxAttempts: 5, error });
+    });
+
+    it("retry schedule: each run_at is now + the backoffDelay draw, within [now, now + min(max, base * 2^(attempt-1))]", async () => {
+      const backoff: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 };
+      const id = await enqueueOne(t.b, { attempts: 6, backoff: { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 } });
+      for (let attempt = 1; ; attempt++) {
+        const c = await claimOne(t.b);
+        expect(c.job.attempt).toBe(attempt);
+        expect(c.job.backoff).toEqual(backoff);
+        const decision = decideRetry({
+          attempt,
+          maxAttempts: c.job.maxAttempts,
+          unrecoverable: false,
+          backoff: c.job.backoff,
+          error: new Error(`attempt ${attempt}`),
+        });
+        const now = t.clock.now();
+        if (decision.kind === "dead") {
+          expect(attempt).toBe(6);
+          await t.b.fail([{ lease: c.lease, error: errorInfo(`attempt ${attempt}`), retryDelayMs: null }]);
+          break;
+        }
+        await t.b.fail([{ lease: c.lease, error: errorInfo(`attempt ${attempt}`), retryDelayMs: decision.delayMs }]);
+        const job = await mustGet(t.b, id);
+        const cap = Math.min(5_000, 1_000 * 2 ** (attempt - 1));
+        expect(job.runAt).toBe(now + decision.delayMs);
+        expect(job.runAt).toBeGreaterThanOrEqual(now);
+        expect(job.runAt).toBeLessThanOrEqual(now + cap);
+        t.clock.advance(job.runAt - now);
+      }
+      const dead = await mustGet(t.b, id);
+      expect(dead.state).toBe("dead");
+      expect(dead.history.map((h) => h.outcome)).toEqual(["failed", "failed", "failed", "failed", "failed", "dead"]);
+    });
+  });
+
+  describe("release", () => {
+    it("returns the job to waiting without using an attempt; it is claimable again at once", async () => {
+      const id = await enqueueOne(t.b, { attempts: 1 });
+      const first = await claimOne(t.b, { worker: A });
+      expect(first.job.attempt).toBe(1);
+      expect(await t.b.release([first.lease])).toEqual(["applied"]);
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "waiting", attempt: 0, lease: null, finishedAt: null });
+      // The released attempt did not count: the next claim is attempt 1 again, by a new token.
+      const again = await claimOne(t.b, { worker: B });
+      expect(again.job).toMatchObject({ id, attempt: 1, maxAttempts: 1, lease: { worker: B } });
+      expect(again.lease.token).toBe(first.lease.token + 1);
+    });
+
+    it("releases a batch, one result per lease in input order", async () => {
+      await enqueueOne(t.b, { jobId: "r1" });
+      await enqueueOne(t.b, { jobId: "r2" });
+      const claimed = await claim(t.b, { limit: 2 });
+      const leases = claimed.map((c) => c.lease);
+      expect(await t.b.release([leases[0]!, { jobId: "nope", token: 3 }, leases[1]!])).toEqual(["applied", "stale", "applied"]);
+      expect(await countsOf(t.b)).toEqual(counts({ waiting: 2 }));
+    });
+  });
+}
+
+/** The pure retry policy the runtime feeds into `fail`; backend-independent. */
+export function retryPolicyTests(): void {
+  describe("retry policy (pure)", () => {
+    const exp: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 60_000 };
+
+    it("backoffDelay (exponential, full jitter): integer in [0, min(max, base * 2^(attempt-1))) over many draws", () => {
+      for (let attempt = 1; attempt <= 12; attempt++) {
+        const cap = Math.min(exp.maxDelayMs, exp.delayMs * 2 ** (attempt - 1));
+        let highest = 0;
+        for (let i = 0; i < 2_000; i++) {
+          const d = backoffDelay(exp, attempt);
+          expect(Number.isInteger(d)).toBe(true);
+          expect(d).toBeGreaterThanOrEqual(0);
+          expect(d).toBeLessThan(cap);
+          highest = Math.max(highest, d);
+        }
+        // Full jitter spreads over the whole window (the chance of missing its top tenth is 0.9^2000).
+        expect(highest).toBeGreaterThan(cap * 0.9);
+      }
+    });
+
+    it("backoffDelay edges: random 0 gives 0, random near 1 gives just under the cap, huge attempts stay at the cap", () => {
+      expect(backoffDelay(exp, 1, () => 0)).toBe(0);
+      expect(backoffDelay(exp, 3, () => 0.999_999)).toBe(3_999);
+      expect(backoffDelay(exp, 10, () => 0.999_999)).toBe(59_999);
+      expect(backoffDelay(exp, 5_000, () => 0.5)).toBe(30_000);
+      expect(backoffDelay(exp, 0, () => 0.5)).toBe(500);
+    });
+
+    it("backoffDelay (fixed): always the fixed delay", () => {
+      for (const attempt of [1, 2, 7, 100]) expect(backoffDelay({ type: "fixed", delayMs: 750 }, attempt)).toBe(750);
+    });
+
+    it("decideRetry: dead when unrecoverable or attempts are used up; otherwise a bounded retry", () => {
+      const base = { backoff: exp, error: new Error("x") };
+      expect(decideRetry({ ...base, attempt: 1, maxAttempts: 5, unrecoverable: true })).toEqual({ kind: "dead" });
+      expect(decideRetry({ ...base, attempt: 5, maxAttempts: 5, unrecoverable: false })).toEqual({ kind: "dead" });
+      expect(decideRetry({ ...base, attempt: 6, maxAttempts: 5, unrecoverable: false })).toEqual({ kind: "dead" });
+      expect(decideRetry({ ...base, attempt: 1, maxAttempts: 1, unrecoverable: false })).toEqual({ kind: "dead" });
+      for (let i = 0; i < 1_000; i++) {
+        const attempt = 1 + Math.floor(Math.random() * 8);
+        const d = decideRetry({ ...base, attempt, maxAttempts: 9, unrecoverable: false });
+        if (d.kind !== "retry") throw new Error(`expected a retry at attempt ${attempt}, got dead`);
+        expect(d.delayMs).toBeGreaterThanOrEqual(0);
+        expect(d.delayMs).toBeLessThanOrEqual(Math.min(60_000, 1_000 * 2 ** (attempt - 1)));
+      }
+    });
+
+    it("decideRetry: a requested delay wins over the backoff, a backoff function is used, bad delays become 0", () => {
+      const base = { attempt: 1, maxAttempts: 3, unrecoverable: false, backoff: exp, error: new Error("x") };
+      expect(decideRetry({ ...base, requestedDelayMs: 123_456 })).toEqual({ kind: "retry", delayMs: 123_456 });
+      expect(decideRetry({ ...base, backoffFn: (attempt) => attempt * 1_000 + 0.7 })).toEqual({ kind: "retry", delayMs: 1_000 });
+      expect(decideRetry({ ...base, backoffFn: () => -5 })).toEqual({ kind: "retry", delayMs: 0 });
+      expect(decideRetry({ ...base, backoffFn: () => Number.NaN })).toEqual({ kind: "retry", delayMs: 0 });
+      expect(decideRetry({ ...base, backoff: { type: "fixed", delayMs: 42 } })).toEqual({ kind: "retry", delayMs: 42 });
+    });
+  });
+}

@@ -1,0 +1,72 @@
+/**
+ * The backend conformance suite: ONE set of tests every backend runs, through the `Backend`
+ * interface only. Time moves with a FakeClock (never sleeps); each test gets its own store.
+ *
+ * Usage, in test/backends/<name>.test.ts:
+ *
+ *   backendSuite("sqlite file", { capabilities, make: (clock) => ..., openSecond: (clock) => ... });
+ *
+ * Tests that need something a backend may lack (a second connection, cross-process wake-ups,
+ * transactional completion) are skipped by name with the reason in their title, never silently.
+ */
+import { afterEach, beforeEach, describe } from "vitest";
+import type { Backend } from "../../src/backend/contract.js";
+import { FakeClock } from "../../src/core/clock.js";
+import { adminTests } from "./admin.js";
+import { claimTests } from "./claim.js";
+import { enqueueTests } from "./enqueue.js";
+import type { BackendFactory, SuiteContext } from "./fixtures.js";
+import { leaseTests } from "./leases.js";
+import { maintenanceTests } from "./maintenance.js";
+import { miscTests } from "./misc.js";
+import { retryPolicyTests, settleTests } from "./settle.js";
+import { transactionalCompletionTests } from "./transactional.js";
+
+export type { BackendFactory } from "./fixtures.js";
+
+export function backendSuite(name: string, factory: BackendFactory): void {
+  describe(`conformance: ${name}`, () => {
+    let clock: FakeClock | undefined;
+    let backend: Backend | undefined;
+    const extra: Backend[] = [];
+
+    beforeEach(async () => {
+      clock = new FakeClock();
+      backend = await factory.make(clock);
+    });
+
+    afterEach(async () => {
+      const open = [...extra.splice(0), backend];
+      backend = undefined;
+      for (const b of open) await b?.close();
+    });
+
+    const context: SuiteContext = {
+      get b() {
+        if (!backend) throw new Error("no backend: the suite's beforeEach did not run or failed");
+        return backend;
+      },
+      get clock() {
+        if (!clock) throw new Error("no clock: the suite's beforeEach did not run");
+        return clock;
+      },
+      factory,
+      async second() {
+        if (!factory.openSecond) throw new Error("this test needs factory.openSecond; guard it with it.skipIf");
+        const b = await factory.openSecond(context.clock);
+        extra.push(b);
+        return b;
+      },
+    };
+
+    enqueueTests(context);
+    claimTests(context);
+    leaseTests(context);
+    settleTests(context);
+    maintenanceTests(context);
+    adminTests(context);
+    miscTests(context);
+    transactionalCompletionTests(context);
+    retryPolicyTests();
+  });
+}
