@@ -28,7 +28,7 @@ const { values: args } = parseArgs({
 });
 const trafficSeconds = Number(args.seconds);
 const ordersPerSecond = Number(args.rate);
-const dbPath = args.db!;
+const dbPath = args.db;
 
 mkdirSync(join(dbPath, ".."), { recursive: true });
 for (const suffix of ["", "-wal", "-shm"]) rmSync(dbPath + suffix, { force: true });

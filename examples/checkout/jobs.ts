@@ -2,19 +2,12 @@
  * The checkout from the seeds, moved out of the request: charge the card, render the invoice,
  * send the email — each a job with its own queue, latency and ways to fail.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { defineJob, RetryLater, UnrecoverableError, type Queue } from "../../src/index.js";
 
 /** Downstream "services" with realistic latency and failure rates (scaled down ~5x). */
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(t);
-      reject(signal.reason as Error);
-    }, { once: true });
-  });
-
+const sleep = (ms: number, signal: AbortSignal) => delay(ms, undefined, { signal });
 const jitter = (base: number) => Math.round(base * (0.6 + Math.random() * 0.8));
 
 export class PaymentGatewayUnavailable extends Error {

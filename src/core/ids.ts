@@ -34,10 +34,20 @@ export function newJobId(now: number = Date.now()): string {
     cs = ALPHABET[c % 32]! + cs;
     c = Math.floor(c / 32);
   }
-  const rand = randomBytes(5);
   let r = "";
-  for (let i = 0; i < 8; i++) r += ALPHABET[(rand[i % 5]! >> (i < 5 ? 0 : 3)) & 31]!;
+  for (let i = 0; i < 8; i++) r += ALPHABET[nextRandomByte() & 31]!;
   return out + cs + r;
+}
+
+// randomBytes per id costs more than the rest of an enqueue; draw them in blocks instead.
+let pool = Buffer.alloc(0);
+let poolOffset = 0;
+function nextRandomByte(): number {
+  if (poolOffset >= pool.length) {
+    pool = randomBytes(4096);
+    poolOffset = 0;
+  }
+  return pool[poolOffset++]!;
 }
 
 /** A worker id unique across hosts and restarts: host, pid and a random suffix. */

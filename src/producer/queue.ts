@@ -71,9 +71,10 @@ export class Queue {
   /** Adds many jobs in one atomic batch: all are stored, or (on invalid input) none. */
   async addBulk(jobs: readonly BulkJob[], options: { tx?: unknown } = {}): Promise<AddResult[]> {
     if (!Array.isArray(jobs)) throw new InvalidInputError("addBulk takes an array of { name, data, options }");
-    if (jobs.length === 0) return [];
+    const list: readonly BulkJob[] = jobs;
+    if (list.length === 0) return [];
     // Validate everything before the store sees anything, so a bad job leaves nothing behind.
-    const specs = jobs.map((j, i) => {
+    const specs = list.map((j, i) => {
       try {
         return this.toSpec(j);
       } catch (error) {

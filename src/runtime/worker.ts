@@ -191,7 +191,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const entries: BoundHandler<unknown>[] = Array.isArray(handlers)
       ? (handlers as ReadonlyArray<BoundHandler<unknown>>).slice()
       : Object.entries(handlers as Record<string, Handler | BoundHandler>).map(([name, h]) =>
-          typeof h === "function" ? ({ name, schema: null, run: h } as BoundHandler<unknown>) : ({ ...h, name } as BoundHandler<unknown>),
+          typeof h === "function" ? ({ name, schema: null, run: h }) : ({ ...h, name }),
         );
     for (const h of entries) {
       checkName("job", h.name);

@@ -10,7 +10,7 @@
  */
 import type { Backend } from "../backend/contract.js";
 import { SqliteBackend } from "../backend/sqlite/backend.js";
-import { FakeClock, type Clock } from "../core/clock.js";
+import type { Clock } from "../core/clock.js";
 import { silentLogger } from "../core/logger.js";
 import { Worker, type Handlers } from "../runtime/worker.js";
 

@@ -119,7 +119,7 @@ export function miscTests(t: SuiteContext): void {
       ["a NaN runAt", { runAt: Number.NaN }, /option runAt must be a Date or milliseconds/],
       ["a bad removeOnComplete", { removeOnComplete: "yes" } as unknown as JobOptions, /option removeOnComplete must be true, false or \{ ageMs \}/],
       ["meta that is an array", { meta: [1, 2] } as unknown as JobOptions, /option meta must be a plain JSON object/],
-      ["meta holding a BigInt", { meta: { id: 1n } } as unknown as JobOptions, /meta\)" is not JSON: data\.id is a BigInt/],
+      ["meta holding a BigInt", { meta: { id: 1n } } as unknown as JobOptions, /meta of job "job" is not JSON: meta\.id is a BigInt/],
     ];
     for (const [what, options, message] of badOptions) {
       it(`refuses ${what}`, () => {

@@ -20,8 +20,8 @@ export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}): Spawned {
   });
   let out = "";
   let err = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
   const exited = new Promise<number | string>((resolve) => child.on("exit", (code, signal) => resolve(code ?? signal ?? -1)));
   return { child, stdout: () => out, stderr: () => err, exited };
 }
