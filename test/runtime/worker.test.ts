@@ -279,8 +279,16 @@ describe("worker runtime", () => {
 
   it("starts a job promptly from an in-process wake-up, not the poll", async () => {
     const started: number[] = [];
-    worker({ pollIntervalMs: 60_000, handlers: { now: () => void started.push(Date.now()) } });
-    await new Promise((r) => setTimeout(r, 50)); // let the first (empty) claim pass
+    let claims = 0;
+    const counting = new Proxy(backend, {
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop, target);
+        if (prop === "claim") return (...args: Parameters<Backend["claim"]>) => target.claim(...args).finally(() => claims++);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    worker({ backend: counting, pollIntervalMs: 60_000, handlers: { now: () => void started.push(Date.now()) } });
+    await waitFor(() => claims >= 1, { description: "the worker's first (empty) claim" });
     const t0 = Date.now();
     await queue.add("now", {});
     await waitFor(() => started.length === 1, { timeoutMs: 2_000, description: "started well before the 60 s poll" });
