@@ -16,6 +16,10 @@ async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal,
   --lease-ms N           lease length in ms (default 30000)
   --shutdown-grace-ms N  drain time on SIGTERM before releasing jobs, ms (default 25000)
   --poll-interval-ms N   idle poll period, ms (default 1000)
+  --sandbox              run each handler in a child process, killed at its timeout and
+                         replaced (survives handlers that block or call process.exit)
+  --watchdog-ms N        kill this process when its event loop is blocked longer than N ms,
+                         so it gets restarted (default: the lease length; 0 turns it off)
   --verbose              log every job event
 
 Exit code: 0 when shutdown drained every job, 1 when unfinished jobs were released.`;
@@ -52,6 +56,8 @@ export async function run(argv: string[]): Promise<number> {
     "lease-ms": { type: "string" },
     "shutdown-grace-ms": { type: "string" },
     "poll-interval-ms": { type: "string" },
+    sandbox: { type: "boolean", default: false },
+    "watchdog-ms": { type: "string" },
     verbose: { type: "boolean", default: false },
   });
   if (values.help) {
@@ -60,15 +66,20 @@ export async function run(argv: string[]): Promise<number> {
   }
   const url = dbUrl(values.db);
   const queues = listOption("queue", values.queue);
-  const handlers = await loadHandlers(requiredString("handlers", values.handlers));
+  const handlersPath = requiredString("handlers", values.handlers);
+  // In a sandbox the module is loaded only by the child processes.
+  const handlers = values.sandbox ? undefined : await loadHandlers(handlersPath);
   const logger = consoleLogger({ verbose: values.verbose === true });
+  const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
+  const watchdogMs = intOption("watchdog-ms", values["watchdog-ms"], 0) ?? leaseMs;
   const backend = await openBackend(url);
   const worker = new Worker({
     backend,
     queues,
-    handlers,
+    ...(handlers ? { handlers } : { sandbox: { module: handlersPath } }),
+    ...(watchdogMs > 0 ? { watchdog: { stallMs: watchdogMs } } : {}),
     concurrency: intOption("concurrency", values.concurrency, 1),
-    leaseMs: intOption("lease-ms", values["lease-ms"], 1),
+    leaseMs,
     shutdownGraceMs: intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0),
     pollIntervalMs: intOption("poll-interval-ms", values["poll-interval-ms"], 1),
     logger,

@@ -21,6 +21,8 @@ import { decideRetry } from "../core/retry.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
 import { failpoint } from "./failpoints.js";
+import { SandboxPool, type SandboxOptions } from "./sandbox.js";
+import { startWatchdog } from "./watchdog.js";
 import { Settler } from "./settler.js";
 import { installShutdownSignals } from "./shutdown.js";
 
@@ -36,9 +38,22 @@ export interface WorkerOptions {
    * Job handlers. A worker claims only jobs whose name it has a handler for: a job nobody handles
    * stays `waiting` (never lost, never dropped) until a worker that knows it comes along, and shows
    * up as a growing oldest-waiting age. That keeps rolling deploys safe when producers are newer
-   * than workers.
+   * than workers. Leave out when `sandbox` is given: the sandbox module provides the handlers.
    */
-  handlers: Handlers;
+  handlers?: Handlers;
+  /**
+   * Run handlers in child processes instead of this one (one job per process at a time, up to
+   * `concurrency` processes). A handler that blocks its event loop or calls process.exit then
+   * only loses its own process, which is killed at the job's timeout and replaced. Costs a
+   * process per slot and an IPC round trip per job. Default: handlers run in this process.
+   */
+  sandbox?: SandboxOptions;
+  /**
+   * Kill this process when its event loop stays blocked longer than `stallMs` (a handler stuck
+   * in synchronous code), so an orchestrator restarts it; its jobs are rescued after their leases.
+   * Default: off (the CLI turns it on with stallMs = leaseMs).
+   */
+  watchdog?: { stallMs: number };
   /** Jobs run at once by this worker. Default 10. */
   concurrency?: number;
   /** Lease length in milliseconds; a worker silent for this long loses its jobs. Default 30 000. */
@@ -136,6 +151,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly settler: Settler;
   private readonly maintenance: Maintenance | null;
   private readonly running = new Map<string, Running>();
+  private readonly sandbox: SandboxPool | null;
+  private readonly watchdogOptions: { stallMs: number } | null;
+  private stopWatchdog: (() => Promise<void>) | null = null;
+  /** False until a sandbox has told which job names it handles. */
+  private handlersReady: boolean;
 
   private started = false;
   private stopping = false;
@@ -157,7 +177,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const queues = typeof options.queues === "string" ? [options.queues] : [...(options.queues ?? [])];
     if (queues.length === 0) throw new InvalidInputError("new Worker() needs at least one queue name in { queues }");
     this.queues = queues.map((q) => checkName("queue", q));
-    this.registerHandlers(options.handlers);
+    this.sandbox = options.sandbox ? new SandboxPool(options.sandbox) : null;
+    if (options.handlers !== undefined) this.registerHandlers(options.handlers);
+    else if (!this.sandbox) throw new InvalidInputError("new Worker() needs { handlers } (or { sandbox: { module } })");
+    this.handlersReady = !this.sandbox;
+    this.watchdogOptions = options.watchdog ?? null;
     this.concurrency = positiveInt("concurrency", options.concurrency ?? 10);
     this.leaseMs = positiveInt("leaseMs", options.leaseMs ?? 30_000);
     this.heartbeatIntervalMs = positiveInt("heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
@@ -220,7 +244,21 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     });
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatIntervalMs);
     this.maintenance?.start();
+    if (this.watchdogOptions) this.stopWatchdog = startWatchdog(this.watchdogOptions);
     this.schedulePoll();
+    if (this.sandbox) {
+      const pool = this.sandbox;
+      pool.names.then(
+        (names) => {
+          for (const name of names) {
+            if (!this.handlers.has(name)) this.handlers.set(name, { name, schema: null, run: (job, ctx) => pool.run(job as JobRecord, ctx) });
+          }
+          this.handlersReady = true;
+          this.scheduleFill();
+        },
+        (error: unknown) => this.reportError(error, "loading the sandbox handlers module; this worker will claim nothing"),
+      );
+    }
     this.scheduleFill();
   }
 
@@ -258,7 +296,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       do {
         this.claimAgain = false;
         const free = this.concurrency - this.running.size;
-        if (this.stopping || free <= 0) break;
+        if (this.stopping || free <= 0 || !this.handlersReady) break;
         const claimed = await this.backend.claim({
           queues: this.queues,
           names: this.jobNames,
@@ -579,6 +617,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     await this.settler.drain();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = null;
+    this.sandbox?.close();
+    await this.stopWatchdog?.();
     this.removeSignalHandlers?.();
     const result: CloseResult = { drained: leftover.length === 0, releasedJobIds };
     this.emit("worker:closed", result);

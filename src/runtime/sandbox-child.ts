@@ -1,0 +1,103 @@
+/**
+ * The process a sandboxed handler runs in. Loads the handlers module (argv[2]), then runs one job
+ * at a time for its parent Worker. Whatever the handler does — block the event loop, call
+ * process.exit, leak memory — only this process suffers; the parent kills and replaces it.
+ */
+import { pathToFileURL } from "node:url";
+import { validatePayload, type BoundHandler, type Handler, type Job, type JobContext } from "../core/define.js";
+import { RetryLater, UnrecoverableError } from "../core/errors.js";
+import type { ErrorInfo } from "../core/job.js";
+import type { Json } from "../core/json.js";
+import type { FromSandbox, ToSandbox } from "./sandbox-protocol.js";
+
+const send = (message: FromSandbox) => process.send!(message);
+
+function info(error: unknown): ErrorInfo {
+  const e = error instanceof Error ? error : new Error(String(error));
+  return { name: e.name, message: e.message, stack: e.stack ?? null };
+}
+
+async function load(path: string): Promise<Map<string, BoundHandler<unknown>>> {
+  const mod = (await import(path.startsWith("file:") ? path : pathToFileURL(path).href)) as { default?: unknown };
+  const exported = mod.default;
+  if (!exported || typeof exported !== "object") throw new Error(`sandbox module ${path} must default-export its handlers`);
+  const list: BoundHandler<unknown>[] = Array.isArray(exported)
+    ? (exported as BoundHandler<unknown>[])
+    : Object.entries(exported as Record<string, Handler | BoundHandler<unknown>>).map(([name, h]) =>
+        typeof h === "function" ? { name, schema: null, run: h } : { ...h, name },
+      );
+  return new Map(list.map((h) => [h.name, h]));
+}
+
+let current: AbortController | null = null;
+let nextRequest = 1;
+const pending = new Map<number, { resolve: (v: boolean) => void; reject: (e: Error) => void }>();
+
+async function run(handlers: Map<string, BoundHandler<unknown>>, job: Job<unknown>): Promise<void> {
+  const controller = new AbortController();
+  current = controller;
+  const ctx: JobContext = {
+    signal: controller.signal,
+    progress: async (value: Json) => {
+      send({ type: "progress", value });
+    },
+    once: (key, ttlMs = 86_400_000) =>
+      new Promise<boolean>((resolve, reject) => {
+        const requestId = nextRequest++;
+        pending.set(requestId, { resolve, reject });
+        send({ type: "once", requestId, key, ttlMs });
+      }),
+    tx: () => Promise.reject(new Error("ctx.tx() is not available inside a sandbox")),
+  };
+  try {
+    const handler = handlers.get(job.name);
+    if (!handler) throw new UnrecoverableError(`the sandbox module has no handler for job "${job.name}"`);
+    if (handler.schema) job.data = validatePayload(job.name, handler.schema, job.data);
+    const value = await handler.run(job, ctx);
+    send({ type: "done", result: value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json) });
+  } catch (error) {
+    send({
+      type: "failed",
+      error: info(error),
+      unrecoverable: error instanceof UnrecoverableError,
+      retryDelayMs: error instanceof RetryLater ? error.delayMs : null,
+    });
+  } finally {
+    current = null;
+  }
+}
+
+const handlersReady = load(process.argv[2]!).then(
+  (handlers) => {
+    send({ type: "ready", names: [...handlers.keys()] });
+    return handlers;
+  },
+  (error: unknown) => {
+    send({ type: "load-error", error: info(error) });
+    process.exitCode = 1;
+    return null;
+  },
+);
+
+process.on("message", (message: ToSandbox) => {
+  switch (message.type) {
+    case "run":
+      void handlersReady.then((handlers) => handlers && run(handlers, message.job as Job<unknown>));
+      break;
+    case "abort": {
+      const reason = Object.assign(new Error(message.reason.message), { name: message.reason.name });
+      current?.abort(reason);
+      break;
+    }
+    case "once-result":
+      pending.get(message.requestId)?.resolve(message.value);
+      pending.delete(message.requestId);
+      break;
+    case "call-error":
+      pending.get(message.requestId)?.reject(new Error(message.message));
+      pending.delete(message.requestId);
+      break;
+  }
+});
+// The parent went away: nothing here may outlive it.
+process.on("disconnect", () => process.exit(0));

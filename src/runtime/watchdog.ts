@@ -1,0 +1,57 @@
+import { Worker as Thread } from "node:worker_threads";
+
+/**
+ * Notices when this process's event loop stops (a handler stuck in a synchronous loop, a
+ * pathological regex) and kills the process, so the orchestrator restarts it instead of leaving a
+ * worker that holds jobs and does nothing, forever.
+ *
+ * Why kill: a blocked loop cannot run heartbeats, so its leases expire and the jobs run elsewhere
+ * anyway; keeping the process would only let it finish a job twice. The job that blocked is
+ * quarantined in `dead` after it stalls `maxStalls` times in a row.
+ *
+ * The check runs on a separate thread (a blocked main thread cannot watch itself) and shares one
+ * Int32 cell with the main thread: the main thread stamps it, the thread reads it.
+ */
+export interface WatchdogOptions {
+  /** How long the event loop may stay blocked before the process is killed, ms. */
+  stallMs: number;
+  /** How often the main thread stamps the shared cell, ms. Default 100. */
+  tickMs?: number;
+  /** Signal sent to the process. Default SIGKILL (nothing in a stuck process can be trusted to clean up). */
+  signal?: NodeJS.Signals;
+}
+
+const THREAD_SOURCE = `
+const { workerData } = require("node:worker_threads");
+const cell = new Int32Array(workerData.buffer);
+let last = Atomics.load(cell, 0);
+let lastChange = Date.now();
+setInterval(() => {
+  const now = Date.now();
+  const v = Atomics.load(cell, 0);
+  if (v !== last) { last = v; lastChange = now; return; }
+  if (now - lastChange > workerData.stallMs) {
+    require("node:fs").writeSync(2, JSON.stringify({ time: new Date().toISOString(), level: "error",
+      msg: "event loop blocked for " + (now - lastChange) + " ms (watchdog limit " + workerData.stallMs +
+        " ms): killing the process so it can be restarted; its jobs will be rescued", pid: process.pid }) + "\\n");
+    process.kill(process.pid, workerData.signal);
+  }
+}, Math.max(10, Math.min(250, Math.floor(workerData.stallMs / 4))));
+`;
+
+/** Starts the watchdog; the returned function stops it. */
+export function startWatchdog(options: WatchdogOptions): () => Promise<void> {
+  const buffer = new SharedArrayBuffer(4);
+  const cell = new Int32Array(buffer);
+  const thread = new Thread(THREAD_SOURCE, {
+    eval: true,
+    workerData: { buffer, stallMs: options.stallMs, signal: options.signal ?? "SIGKILL" },
+  });
+  thread.unref();
+  const stamp = setInterval(() => Atomics.add(cell, 0, 1), options.tickMs ?? 100);
+  stamp.unref();
+  return async () => {
+    clearInterval(stamp);
+    await thread.terminate();
+  };
+}

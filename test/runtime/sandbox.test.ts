@@ -1,0 +1,97 @@
+/**
+ * Poison pills: handlers that kill or block their process. In a sandbox they lose only a child
+ * process; the watchdog turns a blocked in-process worker into a restartable crash.
+ */
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { Queue, silentLogger, Worker } from "../../src/index.js";
+import { spawnCli } from "../helpers/cli.js";
+import { TempDirs } from "../helpers/temp.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const temp = new TempDirs();
+let backend: SqliteBackend;
+let dbPath: string;
+let queue: Queue;
+const workers: Worker[] = [];
+
+beforeEach(async () => {
+  dbPath = await temp.file("pills.db");
+  backend = new SqliteBackend({ path: dbPath });
+  queue = new Queue("q", { backend });
+});
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+  await backend.close();
+});
+
+afterAll(() => temp.removeAll());
+
+function sandboxed(concurrency = 2): Worker {
+  const w = new Worker({
+    backend,
+    queues: "q",
+    concurrency,
+    pollIntervalMs: 20,
+    logger: silentLogger,
+    sandbox: { module: "test/fixtures/pills.ts" },
+  });
+  workers.push(w);
+  return w;
+}
+
+const state = async (id: string) => (await backend.get(id))?.state;
+
+describe("sandbox", () => {
+  it("runs handlers in another process and returns their results", async () => {
+    sandboxed();
+    const { id } = await queue.add("ok", { n: 1 });
+    await waitFor(async () => (await state(id)) === "completed", { timeoutMs: 15_000 });
+    const job = (await backend.get(id))!;
+    expect(job.result).toMatchObject({ echo: { n: 1 } });
+    expect((job.result as { pid: number }).pid).not.toBe(process.pid);
+  });
+
+  it("a handler calling process.exit fails its attempts and goes dead; the worker keeps going", async () => {
+    sandboxed();
+    const pill = await queue.add("exit", {}, { attempts: 2, backoff: { type: "fixed", delayMs: 0 } });
+    await waitFor(async () => (await state(pill.id)) === "dead", { timeoutMs: 20_000 });
+    const dead = (await backend.get(pill.id))!;
+    expect(dead.history.map((h) => h.error?.name)).toEqual(["SandboxCrashError", "SandboxCrashError"]);
+    const healthy = await queue.add("ok", {});
+    await waitFor(async () => (await state(healthy.id)) === "completed", { timeoutMs: 15_000 });
+  });
+
+  it("a handler blocking its event loop is killed at its timeout; healthy jobs still run meanwhile", async () => {
+    sandboxed(2);
+    const pill = await queue.add("block", {}, { timeoutMs: 300, attempts: 2, backoff: { type: "fixed", delayMs: 0 } });
+    const healthy = await queue.addBulk(Array.from({ length: 5 }, (_, n) => ({ name: "ok", data: { n } })));
+    await waitFor(async () => (await state(pill.id)) === "dead", { timeoutMs: 20_000 });
+    expect((await backend.get(pill.id))!.history.map((h) => h.error?.name)).toEqual(["JobTimeoutError", "JobTimeoutError"]);
+    for (const { id } of healthy) await waitFor(async () => (await state(id)) === "completed", { timeoutMs: 15_000 });
+  });
+
+  it("keeps error classes, progress and the idempotency guard across the process boundary", async () => {
+    sandboxed();
+    const bad = await queue.add("unrecoverable", {}, { attempts: 5 });
+    const chatty = await queue.add("chatty", {});
+    await waitFor(async () => (await state(bad.id)) === "dead" && (await state(chatty.id)) === "completed", { timeoutMs: 15_000 });
+    expect((await backend.get(bad.id))!.attempt).toBe(1);
+    const job = (await backend.get(chatty.id))!;
+    expect(job.result).toEqual({ first: true, second: false });
+    expect(job.progress).toEqual({ step: 1 });
+  });
+});
+
+describe("watchdog", () => {
+  it("kills a worker process whose event loop is blocked, so it can be restarted", async () => {
+    await queue.add("block", {});
+    const w = spawnCli([
+      "worker", "--db", `sqlite:${dbPath}`, "--queue", "q", "--handlers", "test/fixtures/pills.ts",
+      "--lease-ms", "2000", "--watchdog-ms", "500",
+    ]);
+    expect(await w.exited).toBe("SIGKILL");
+    expect(w.stderr()).toContain("event loop blocked");
+  });
+});
