@@ -118,6 +118,8 @@ interface Running {
   controller: AbortController;
   /** Set once an outcome was decided; later outcomes (a late handler result) are ignored. */
   done: boolean;
+  /** Counts against `concurrency` until the handler's outcome is decided (not until it is acknowledged). */
+  slotHeld: boolean;
   startedAt: number;
   /** Local monotonic deadline by which the store will consider the lease expired. */
   leaseDeadline: number;
@@ -151,6 +153,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly settler: Settler;
   private readonly maintenance: Maintenance | null;
   private readonly running = new Map<string, Running>();
+  /** Jobs whose handler is still running: what `concurrency` limits. Settling jobs do not count. */
+  private busySlots = 0;
   private readonly sandbox: SandboxPool | null;
   private readonly watchdogOptions: { stallMs: number } | null;
   private stopWatchdog: (() => Promise<void>) | null = null;
@@ -295,7 +299,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     try {
       do {
         this.claimAgain = false;
-        const free = this.concurrency - this.running.size;
+        const free = this.concurrency - this.busySlots;
         if (this.stopping || free <= 0 || !this.handlersReady) break;
         const claimed = await this.backend.claim({
           queues: this.queues,
@@ -337,6 +341,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       handler: handler!,
       controller,
       done: false,
+      slotHeld: true,
       startedAt: performance.now(),
       leaseDeadline: claimedAt + this.leaseMs,
       timer: null,
@@ -345,6 +350,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       resolveSettled,
     };
     this.running.set(claimed.job.id, r);
+    this.busySlots++;
     this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });
 
     if (!handler) {
@@ -412,7 +418,20 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (r.done) return false;
     r.done = true;
     if (r.timer) clearTimeout(r.timer);
+    this.freeSlot(r);
     return true;
+  }
+
+  /**
+   * The handler is done: its slot can take the next job while the acknowledgement is still on its
+   * way, so claiming overlaps settling instead of waiting for it. The job stays in `running` (and
+   * heartbeated) until the store has the outcome.
+   */
+  private freeSlot(r: Running): void {
+    if (!r.slotHeld) return;
+    r.slotHeld = false;
+    this.busySlots--;
+    this.scheduleFill();
   }
 
   private async finishSuccess(r: Running, value: unknown): Promise<void> {
@@ -589,6 +608,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (leftover.length > 0) {
       for (const r of leftover) {
         r.done = true;
+        this.freeSlot(r);
         if (r.timer) clearTimeout(r.timer);
         r.controller.abort(new ShutdownError());
       }
