@@ -1,0 +1,989 @@
+/**
+ * The production backend: PostgreSQL through node-postgres (`pg`).
+ *
+ * Every transition is one SQL statement (queries/*.sql, each with a header naming its parameters
+ * and results), so each is atomic without an explicit transaction and costs one round trip:
+ * claiming is `UPDATE … WHERE seq = ANY(… FOR UPDATE SKIP LOCKED LIMIT n) RETURNING …`, and
+ * complete, fail, heartbeat and release take whole batches as parallel arrays (`unnest`) and are
+ * fenced by the lease token in their WHERE clause. Times are bigint ms from the database clock,
+ * or from the injected test clock passed as `$1` into every statement that reads "now".
+ *
+ * Wake-ups: statements that make jobs runnable send `pg_notify(channel, queue)`, which PostgreSQL
+ * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
+ * connection (listener.ts) while anyone subscribes.
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import type { CustomTypesConfig, Pool, QueryConfig, QueryResultRow } from "pg";
+import type {
+  Backend,
+  CancelResult,
+  Capabilities,
+  ClaimedJob,
+  ClaimRequest,
+  Completion,
+  CompletionTransaction,
+  EnqueueOptions,
+  EnqueueResult,
+  Failure,
+  HeartbeatResult,
+  IdempotencyStore,
+  ListFilter,
+  Page,
+  PrunePolicy,
+  PruneResult,
+  QueueStats,
+  ReplayResult,
+  RescuedJob,
+  RescueOptions,
+  SettleResult,
+  SqlClient,
+  WakeListener,
+} from "../contract.js";
+import { systemClock, type Clock } from "../../core/clock.js";
+import { ConveyorError, InvalidInputError, LeaseExpiredError, type LeaseLossReason } from "../../core/errors.js";
+import type { Json } from "../../core/json.js";
+import {
+  effectiveState,
+  JOB_STATES,
+  type AttemptRecord,
+  type BackoffSpec,
+  type ErrorInfo,
+  type JobRecord,
+  type JobSpec,
+  type JobState,
+  type Lease,
+} from "../../core/job.js";
+import { consoleLogger, type Logger } from "../../core/logger.js";
+import { integerArray, jsonTextArray, textArray } from "./arrays.js";
+import { NotificationListener } from "./listener.js";
+import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
+
+/** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
+export interface PostgresBackendOptions {
+  /**
+   * `postgres://user:password@host:5432/database`: Conveyor creates, owns and closes a pool of
+   * `poolSize + 1` connections (one is reserved for LISTEN while workers subscribe).
+   */
+  connectionString?: string;
+  /**
+   * Your own `pg.Pool` instead of a connection string. Conveyor never ends it; `close()` only
+   * returns the connections it holds. While anything subscribes to wake-ups (every running
+   * Worker does), one of its connections is held for LISTEN. Attach `pool.on("error", …)`:
+   * node-postgres emits errors of idle connections there (a server restart, say), and an
+   * EventEmitter error nobody listens to ends the process.
+   */
+  pool?: Pool;
+  /**
+   * Schema holding Conveyor's tables, created by `migrate()`: lower-case letters, digits and `_`,
+   * not starting with a digit, at most 50 characters. Default `"conveyor"`.
+   */
+  schema?: string;
+  /**
+   * Source of "now" (ms since the epoch) for leases, run_at, created_at and retention.
+   * Default: the database's clock (`statement_timestamp()`), the one clock every process shares.
+   * Inject a `FakeClock` to test time-dependent behaviour.
+   */
+  clock?: Clock;
+  /**
+   * Connections of the pool created from `connectionString`, not counting the LISTEN one.
+   * Ignored with `pool`. Default 10. A handler using `ctx.tx()` holds one connection for as long
+   * as it runs: with such handlers, make this larger than the worker's concurrency, or claims
+   * and heartbeats queue behind them.
+   */
+  poolSize?: number;
+  /**
+   * Send the hot statements (claim, settle, heartbeat, enqueue …) as named prepared statements,
+   * parsed and planned once per connection. Default `true`. Set `false` behind a connection
+   * pooler that does not keep prepared statements across transactions (PgBouncer in transaction
+   * mode before 1.21).
+   */
+  preparedStatements?: boolean;
+  /**
+   * Where connection losses and reconnects are reported. Default JSON lines on stderr, warnings
+   * and errors only.
+   */
+  logger?: Logger;
+  /** `application_name` of the connections Conveyor opens, shown in pg_stat_activity. Default `"conveyor"`. */
+  applicationName?: string;
+}
+
+const DEFAULT_SCHEMA = "conveyor";
+const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,49}$/;
+const DEFAULT_POOL_SIZE = 10;
+const DEFAULT_MAX_STALLS = 3;
+const DEFAULT_RESCUE_LIMIT = 1_000;
+const DEFAULT_MAX_COMPLETED_PER_QUEUE = 1_000;
+const DEFAULT_MAX_DEAD_PER_QUEUE = 10_000;
+const DEFAULT_PRUNE_LIMIT = 5_000;
+const DEFAULT_PAGE_LIMIT = 50;
+const MAX_PAGE_LIMIT = 1_000;
+/** Due scheduled jobs relabelled per statement: one promote never holds many row locks for long. */
+const PROMOTE_BATCH = 5_000;
+
+const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
+const QUARANTINE_MESSAGE =
+  "quarantined after {stalls} lease expiries in a row: the job keeps crashing or stalling its workers. " +
+  "Inspect its payload and history, fix the handler, then replay it";
+
+/**
+ * Columns every job-returning statement selects, by name rather than `*`: a prepared statement
+ * whose result shape changed under it (a later migration adding a column while this process
+ * runs) would fail with "cached plan must not change result type".
+ */
+const JOB_COLUMNS = [
+  "seq", "id", "queue", "name", "payload", "meta", "state", "priority", "run_at", "created_at", "attempt", "max_attempts",
+  "backoff", "timeout_ms", "lease_token", "lease_expires_at", "worker_id", "worker_host", "worker_pid", "started_at",
+  "finished_at", "stalls", "replays", "progress", "result", "error", "history",
+].map((c) => `j.${c}`).join(", ");
+
+/** The statements in queries/, by file name. */
+const QUERY_FILES = [
+  "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
+  "get", "list", "stats", "cancel", "replay", "pause", "once", "now", "runnable-queues",
+] as const;
+type QueryName = (typeof QUERY_FILES)[number];
+
+/**
+ * Not prepared: their filters are optional parameters, and planned with the actual values
+ * PostgreSQL folds the absent ones away and picks the index the others need; a generic plan
+ * could not.
+ */
+const UNPREPARED = new Set<QueryName>(["list", "stats"]);
+
+/** bigint (int8) columns arrive as JS numbers: every one holds ms or a counter far below 2^53. */
+const INT8_OID = 20;
+const TYPES: CustomTypesConfig = {
+  getTypeParser: (oid: number, format?: "text" | "binary"): unknown =>
+    oid === INT8_OID && format !== "binary" ? parseInt8 : (pg.types.getTypeParser(oid, format) as unknown),
+};
+
+function parseInt8(value: string): number {
+  return Number(value);
+}
+
+/** One row of the jobs table as the statements return it (JSON columns already parsed). */
+interface JobRow {
+  seq: number;
+  id: string;
+  queue: string;
+  name: string;
+  payload: Json;
+  meta: { [key: string]: Json } | null;
+  state: JobState;
+  priority: number;
+  run_at: number;
+  created_at: number;
+  attempt: number;
+  max_attempts: number;
+  backoff: BackoffSpec;
+  timeout_ms: number | null;
+  lease_token: number;
+  lease_expires_at: number | null;
+  worker_id: string | null;
+  worker_host: string | null;
+  worker_pid: number | null;
+  started_at: number | null;
+  finished_at: number | null;
+  stalls: number;
+  replays: number;
+  progress: Json | null;
+  result: Json | null;
+  error: ErrorInfo | null;
+  history: AttemptRecord[];
+}
+
+interface ObservedJobRow extends JobRow {
+  observed_at: number;
+}
+
+interface SettledRow {
+  id: string;
+  lease_token: number;
+  /** Set by statements that made the job runnable again: the queue to wake. */
+  queue?: string | null;
+}
+
+interface LostRow {
+  id: string;
+  token: number;
+  state: JobState | null;
+  current_token: number | null;
+}
+
+interface StatsRow {
+  queue: string;
+  paused: boolean;
+  scheduled: number;
+  waiting: number;
+  active: number;
+  completed: number;
+  dead: number;
+  cancelled: number;
+  oldest_due_at: number | null;
+  observed_at: number;
+}
+
+/** Something statements can run on: the pool, one of its clients, or the caller's transaction. */
+interface Queryable {
+  query<R extends QueryResultRow>(config: QueryConfig): Promise<{ rows: R[] }>;
+}
+
+let cachedQueryFiles: Record<QueryName, string> | null = null;
+
+/** Reads queries/*.sql once per process (the build copies the folder next to backend.js). */
+function queryFiles(): Record<QueryName, string> {
+  if (cachedQueryFiles !== null) return cachedQueryFiles;
+  const dir = new URL("./queries/", import.meta.url);
+  const files = {} as Record<QueryName, string>;
+  for (const name of QUERY_FILES) {
+    try {
+      files[name] = readFileSync(new URL(`${name}.sql`, dir), "utf8");
+    } catch (error) {
+      throw new ConveyorError(
+        `Conveyor's PostgreSQL query ${name}.sql is missing from ${fileURLToPath(dir)}; the package build must copy ` +
+          `src/backend/postgres/queries next to backend.js`,
+        { cause: error },
+      );
+    }
+  }
+  cachedQueryFiles = files;
+  return files;
+}
+
+/**
+ * Conveyor's PostgreSQL backend. Call `migrate()` once at startup (safe from every process at
+ * once); until the schema is current every call fails with a message that says so.
+ *
+ * ```ts
+ * const backend = new PostgresBackend({ connectionString: process.env.DATABASE_URL });
+ * await backend.migrate();
+ * ```
+ */
+export class PostgresBackend implements Backend {
+  readonly description: string;
+  readonly capabilities: Capabilities = Object.freeze({
+    transactionalEnqueue: true,
+    crossProcessWakeups: true,
+    multiProcess: true,
+    transactionalCompletion: true,
+  });
+  readonly idempotency: IdempotencyStore;
+  /** The schema holding Conveyor's tables. */
+  readonly schema: string;
+
+  private readonly pool: Pool;
+  private readonly ownsPool: boolean;
+  private readonly clock: Clock | null;
+  private readonly logger: Logger;
+  private readonly prepared: boolean;
+  private readonly quotedSchema: string;
+  private readonly channel: string;
+  private readonly sql: Record<QueryName, string>;
+  private readonly statementPrefix: string;
+  private readonly listeners = new Set<{ listener: WakeListener }>();
+  private readonly notifications: NotificationListener;
+  private schemaReady = false;
+  private schemaCheck: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(options: PostgresBackendOptions) {
+    const given = options ?? {};
+    if ((given.connectionString === undefined) === (given.pool === undefined)) {
+      throw new InvalidInputError("PostgresBackend needs exactly one of { connectionString } or { pool }");
+    }
+    const schema = given.schema ?? DEFAULT_SCHEMA;
+    if (!SCHEMA_PATTERN.test(schema)) {
+      throw new InvalidInputError(
+        `schema must be 1-50 lower-case letters, digits and _, not starting with a digit; got ${JSON.stringify(schema)}`,
+      );
+    }
+    const poolSize = given.poolSize ?? DEFAULT_POOL_SIZE;
+    if (!Number.isInteger(poolSize) || poolSize < 1) {
+      throw new InvalidInputError(`poolSize must be an integer >= 1; got ${JSON.stringify(poolSize)}`);
+    }
+    this.schema = schema;
+    this.quotedSchema = pg.escapeIdentifier(schema);
+    this.channel = `${schema}_wake`;
+    this.clock = given.clock ?? null;
+    this.logger = given.logger ?? consoleLogger();
+    this.prepared = given.preparedStatements ?? true;
+    this.statementPrefix = `conveyor.${schema}.`;
+
+    if (given.pool !== undefined) {
+      this.pool = given.pool;
+      this.ownsPool = false;
+      this.description = `postgres:${describePool(given.pool)} schema=${schema}`;
+    } else {
+      const connectionString = given.connectionString!;
+      this.description = `postgres:${describeUrl(connectionString)} schema=${schema}`;
+      this.pool = new pg.Pool({
+        connectionString,
+        max: poolSize + 1,
+        // Notice a peer that vanished (network partition, failover) instead of waiting on its
+        // socket for ever: TCP keepalive probes from 10 s of silence on.
+        keepAlive: true,
+        keepAliveInitialDelayMillis: 10_000,
+        // A database that does not answer a connection attempt (or a pool exhausted for this
+        // long) is an error the worker reports and retries, not a call that hangs.
+        connectionTimeoutMillis: 30_000,
+        idleTimeoutMillis: 30_000,
+        application_name: given.applicationName ?? "conveyor",
+      });
+      this.ownsPool = true;
+      // An idle connection dying (server restart, pg_terminate_backend) is routine: the pool
+      // drops it and opens another on demand. Unhandled, the pool's "error" event would end the
+      // process.
+      this.pool.on("error", (error) => {
+        this.logger.warn({ backend: this.description, error: error.message }, "an idle PostgreSQL connection failed; the pool replaces it");
+      });
+    }
+
+    const quotedChannel = pg.escapeLiteral(this.channel);
+    const files = queryFiles();
+    this.sql = {} as Record<QueryName, string>;
+    for (const name of QUERY_FILES) {
+      this.sql[name] = files[name]
+        .replaceAll("{{schema}}", this.quotedSchema)
+        .replaceAll("{{channel}}", quotedChannel)
+        .replaceAll("{{job_columns}}", JOB_COLUMNS);
+    }
+    this.notifications = new NotificationListener({
+      pool: this.pool,
+      channel: this.channel,
+      description: this.description,
+      logger: this.logger,
+      onNotify: (queue) => this.wake(queue),
+      onListening: () => void this.wakeRunnableQueues(),
+    });
+    this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
+  }
+
+  // ── lifecycle ────────────────────────────────────────────────────────────────────────────
+
+  /** Creates or upgrades the schema; each migration once, however many processes call this at once. */
+  async migrate(): Promise<void> {
+    this.assertOpen();
+    await migrate(this.pool, this.schema, this.quotedSchema);
+    this.schemaReady = true;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.listeners.clear();
+    await this.notifications.stop();
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  async now(): Promise<number> {
+    if (this.clock !== null) return Math.floor(this.clock.now());
+    const [row] = await this.query<{ now: number }>("now", []);
+    return row!.now;
+  }
+
+  // ── producing and claiming ───────────────────────────────────────────────────────────────
+
+  /**
+   * With `{ tx }` the jobs are inserted through that client, inside the caller's open
+   * transaction: they appear (and wake workers) when it commits, and vanish if it rolls back.
+   */
+  async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+    const tx = options?.tx;
+    if (tx !== undefined && !isSqlClient(tx)) {
+      throw new InvalidInputError(
+        "enqueue { tx } must be a client inside your open transaction with a query(text, params) method: a pg " +
+          "PoolClient/Client, or an adapter for your driver (see the conveyor/postgres module docs)",
+      );
+    }
+    if (specs.length === 0) return [];
+    // Each id goes to the database once; a repeat within the batch is a duplicate of its first
+    // occurrence, decided here.
+    const batch: JobSpec[] = [];
+    const inBatch = new Set<string>();
+    for (const spec of specs) {
+      if (inBatch.has(spec.id)) continue;
+      inBatch.add(spec.id);
+      batch.push(spec);
+    }
+    const n = batch.length;
+    const ids = new Array<string>(n);
+    const queues = new Array<string>(n);
+    const names = new Array<string>(n);
+    const payloads = new Array<string>(n);
+    const priorities = new Array<number>(n);
+    const runAts = new Array<number | null>(n);
+    const delays = new Array<number>(n);
+    const maxAttempts = new Array<number>(n);
+    const backoffs = new Array<string>(n);
+    const timeouts = new Array<number | null>(n);
+    const retainCompleted = new Array<number | null>(n);
+    const retainDead = new Array<number | null>(n);
+    const metas = new Array<string | null>(n);
+    // Specs built from one set of defaults share their backoff object: serialise it once.
+    let lastBackoff: BackoffSpec | null = null;
+    let lastBackoffText = "";
+    for (let i = 0; i < n; i++) {
+      const spec = batch[i]!;
+      if (spec.backoff !== lastBackoff) {
+        lastBackoff = spec.backoff;
+        lastBackoffText = JSON.stringify(spec.backoff);
+      }
+      ids[i] = spec.id;
+      queues[i] = spec.queue;
+      names[i] = spec.name;
+      payloads[i] = spec.payload;
+      priorities[i] = spec.priority;
+      runAts[i] = spec.runAt;
+      delays[i] = spec.delayMs;
+      maxAttempts[i] = spec.maxAttempts;
+      backoffs[i] = lastBackoffText;
+      timeouts[i] = spec.timeoutMs;
+      retainCompleted[i] = spec.retainCompletedMs;
+      retainDead[i] = spec.retainDeadMs;
+      metas[i] = spec.meta ?? null;
+    }
+    const values = [
+      this.nowParam(),
+      textArray(ids),
+      textArray(queues),
+      textArray(names),
+      jsonTextArray(payloads),
+      integerArray(priorities),
+      integerArray(runAts),
+      integerArray(delays),
+      integerArray(maxAttempts),
+      jsonTextArray(backoffs),
+      integerArray(timeouts),
+      integerArray(retainCompleted),
+      integerArray(retainDead),
+      jsonTextArray(metas),
+      textArray([...new Set(queues)]),
+    ];
+    const rows =
+      tx === undefined
+        ? await this.query<{ id: string | null }>("enqueue", values)
+        : await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+    const existed = new Set<string>();
+    for (const row of rows) if (row.id !== null) existed.add(row.id);
+    const stored = new Set<string>();
+    const woken = new Set<string>();
+    const results = specs.map((spec): EnqueueResult => {
+      const fresh = !existed.has(spec.id) && !stored.has(spec.id);
+      if (fresh) {
+        stored.add(spec.id);
+        // Only for the local fallback wake-up, a hint: the NOTIFY decides by the store's clock.
+        if (spec.runAt === null ? spec.delayMs <= 0 : spec.runAt <= (this.clock ?? systemClock).now()) woken.add(spec.queue);
+      }
+      return { id: spec.id, duplicate: !fresh };
+    });
+    if (tx === undefined) this.wakeLocally(woken);
+    return results;
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
+    const limit = Math.floor(request.limit);
+    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
+    const leaseMs = positiveMs("leaseMs", request.leaseMs);
+    const { id, host, pid } = request.worker;
+    const rows = await this.query<JobRow>("claim", [
+      this.nowParam(),
+      textArray(request.queues),
+      textArray(request.names),
+      limit,
+      leaseMs,
+      id,
+      host,
+      pid,
+    ]);
+    // RETURNING yields rows in no particular order.
+    rows.sort(byClaimOrder);
+    return rows.map((row) => ({
+      job: toRecord(row, row.started_at!),
+      lease: { jobId: row.id, token: row.lease_token },
+      leaseExpiresAt: row.lease_expires_at!,
+    }));
+  }
+
+  // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
+
+  async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
+    if (leases.length === 0) return { lost: [] };
+    const rows = await this.query<LostRow>("heartbeat", [
+      this.nowParam(),
+      textArray(leases.map((l) => l.jobId)),
+      integerArray(leases.map((l) => l.token)),
+      positiveMs("leaseMs", leaseMs),
+    ]);
+    const lost = new Map<string, LeaseLossReason>();
+    for (const row of rows) {
+      const reason: LeaseLossReason =
+        row.state === null ? "gone"
+        : row.state === "cancelled" && row.current_token === row.token ? "cancelled"
+        : "expired";
+      lost.set(leaseKey(row.id, row.token), reason);
+    }
+    const result: HeartbeatResult["lost"] = [];
+    for (const lease of leases) {
+      const reason = lost.get(leaseKey(lease.jobId, lease.token));
+      if (reason !== undefined) result.push({ lease, reason });
+    }
+    return { lost: result };
+  }
+
+  async complete(items: readonly Completion[]): Promise<SettleResult[]> {
+    if (items.length === 0) return [];
+    const rows = await this.query<SettledRow>("complete", [
+      this.nowParam(),
+      textArray(items.map((i) => i.lease.jobId)),
+      integerArray(items.map((i) => i.lease.token)),
+      jsonTextArray(items.map((i) => JSON.stringify(i.result ?? null))),
+    ]);
+    return settleResults(items.map((i) => i.lease), rows);
+  }
+
+  async fail(items: readonly Failure[]): Promise<SettleResult[]> {
+    if (items.length === 0) return [];
+    const rows = await this.query<SettledRow>("fail", [
+      this.nowParam(),
+      textArray(items.map((i) => i.lease.jobId)),
+      integerArray(items.map((i) => i.lease.token)),
+      jsonTextArray(items.map((i) => serializeError(i.error))),
+      integerArray(items.map((i) => (i.retryDelayMs === null ? null : Math.max(0, Math.floor(i.retryDelayMs))))),
+    ]);
+    this.wakeLocally(queuesOf(rows));
+    return settleResults(items.map((i) => i.lease), rows);
+  }
+
+  async release(leases: readonly Lease[]): Promise<SettleResult[]> {
+    if (leases.length === 0) return [];
+    const rows = await this.query<SettledRow>("release", [
+      this.nowParam(),
+      textArray(leases.map((l) => l.jobId)),
+      integerArray(leases.map((l) => l.token)),
+    ]);
+    this.wakeLocally(queuesOf(rows));
+    return settleResults(leases, rows);
+  }
+
+  async progress(lease: Lease, progress: Json): Promise<SettleResult> {
+    const rows = await this.query("progress", [lease.jobId, lease.token, JSON.stringify(progress ?? null)]);
+    return rows.length === 1 ? "applied" : "stale";
+  }
+
+  /**
+   * Opens a transaction on a connection of its own for a running job. The handler writes through
+   * `client`; `commit(result)` adds the fenced completion to the same transaction and commits
+   * when the lease still holds, or rolls everything back and answers "stale". The job row is not
+   * locked meanwhile (heartbeats must go on), so keep these transactions short: an open
+   * transaction that has written holds back VACUUM for the whole database.
+   */
+  async beginCompletion(lease: Lease): Promise<CompletionTransaction> {
+    this.assertOpen();
+    if (!this.schemaReady) await this.checkSchema();
+    const client = await this.pool.connect();
+    let released = false;
+    // A connection dying while the handler holds it must not crash the process; the next query
+    // on it fails and says so.
+    const onError = () => {};
+    client.on("error", onError);
+    const release = (error?: Error) => {
+      if (released) return;
+      released = true;
+      client.off("error", onError);
+      // Released with an error, the pool discards the connection, and with it whatever
+      // transaction state it was in (the server rolls back an open transaction on disconnect).
+      client.release(error);
+    };
+    try {
+      await client.query("BEGIN");
+    } catch (error) {
+      release(toError(error));
+      throw error;
+    }
+    let finished = false;
+    const finish = (what: string) => {
+      if (finished) throw new ConveyorError(`the transaction of job ${lease.jobId} is already finished; ${what} came too late`);
+      finished = true;
+    };
+    const guarded: SqlClient = {
+      query: (text: string, params?: unknown[]) => {
+        if (finished) {
+          return Promise.reject(
+            new ConveyorError(
+              `the transaction of job ${lease.jobId} is already finished (committed with the job, or rolled back); ` +
+                `do every write of ctx.tx() before the handler returns`,
+            ),
+          );
+        }
+        return client.query(text, params);
+      },
+    };
+    return {
+      client: guarded,
+      commit: async (result: Json): Promise<SettleResult> => {
+        finish("commit()");
+        try {
+          const rows = await this.query<SettledRow>(
+            "complete",
+            [this.nowParam(), textArray([lease.jobId]), integerArray([lease.token]), jsonTextArray([JSON.stringify(result ?? null)])],
+            client,
+          );
+          const applied = rows.length === 1;
+          await client.query(applied ? "COMMIT" : "ROLLBACK");
+          release();
+          return applied ? "applied" : "stale";
+        } catch (error) {
+          release(toError(error));
+          throw error;
+        }
+      },
+      rollback: async (): Promise<void> => {
+        if (finished) return;
+        finished = true;
+        try {
+          await client.query("ROLLBACK");
+          release();
+        } catch (error) {
+          release(toError(error));
+          throw error;
+        }
+      },
+    };
+  }
+
+  // ── maintenance ──────────────────────────────────────────────────────────────────────────
+
+  async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
+    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
+    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    const rows = await this.query<{
+      id: string;
+      queue: string;
+      name: string;
+      state: "waiting" | "dead";
+      attempt: number;
+      worker_id: string | null;
+    }>("rescue", [this.nowParam(), maxStalls, limit, LEASE_EXPIRED_TEXT, QUARANTINE_MESSAGE]);
+    this.wakeLocally(new Set(rows.filter((r) => r.state === "waiting").map((r) => r.queue)));
+    return rows.map((r) => ({ id: r.id, queue: r.queue, name: r.name, state: r.state, attempt: r.attempt, workerId: r.worker_id }));
+  }
+
+  async promoteDue(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const [row] = await this.query<{ promoted: number; queues: string[] }>("promote", [this.nowParam(), PROMOTE_BATCH]);
+      const promoted = row?.promoted ?? 0;
+      total += promoted;
+      this.wakeLocally(new Set(row?.queues ?? []));
+      if (promoted < PROMOTE_BATCH) break;
+    }
+    return total;
+  }
+
+  async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
+    const [row] = await this.query<{ jobs: number; idempotency_keys: number }>("prune", [
+      this.nowParam(),
+      nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE),
+      nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
+      positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
+    ]);
+    return { jobs: row?.jobs ?? 0, idempotencyKeys: row?.idempotency_keys ?? 0 };
+  }
+
+  // ── inspection ───────────────────────────────────────────────────────────────────────────
+
+  async get(id: string): Promise<JobRecord | null> {
+    const [row] = await this.query<ObservedJobRow>("get", [this.nowParam(), id]);
+    return row === undefined ? null : toRecord(row, row.observed_at);
+  }
+
+  async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
+    const limit = Math.min(MAX_PAGE_LIMIT, positiveInt("page.limit", page.limit ?? DEFAULT_PAGE_LIMIT));
+    const offset = nonNegativeInt("page.offset", page.offset ?? 0);
+    if (filter.state !== undefined && !JOB_STATES.includes(filter.state)) {
+      throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
+    }
+    const rows = await this.query<ObservedJobRow>("list", [
+      this.nowParam(),
+      filter.queue ?? null,
+      filter.name ?? null,
+      filter.state ?? null,
+      limit,
+      offset,
+    ]);
+    return rows.map((row) => toRecord(row, row.observed_at));
+  }
+
+  async stats(queue?: string): Promise<QueueStats[]> {
+    const rows = await this.query<StatsRow>("stats", [this.nowParam(), queue ?? null]);
+    if (queue !== undefined && rows.length === 0) {
+      return [{ queue, paused: false, counts: zeroCounts(), oldestWaitingAgeMs: null }];
+    }
+    return rows.map((r) => ({
+      queue: r.queue,
+      paused: r.paused,
+      counts: { scheduled: r.scheduled, waiting: r.waiting, active: r.active, completed: r.completed, dead: r.dead, cancelled: r.cancelled },
+      oldestWaitingAgeMs: r.oldest_due_at === null ? null : Math.max(0, r.observed_at - r.oldest_due_at),
+    }));
+  }
+
+  // ── administration ───────────────────────────────────────────────────────────────────────
+
+  async cancel(id: string): Promise<CancelResult> {
+    const [row] = await this.query<{ state: JobState }>("cancel", [this.nowParam(), id]);
+    if (row === undefined) return "not-found";
+    return row.state === "completed" || row.state === "dead" || row.state === "cancelled" ? "already-finished" : "cancelled";
+  }
+
+  async replay(id: string): Promise<ReplayResult> {
+    const [row] = await this.query<{ queue: string | null; found: boolean }>("replay", [this.nowParam(), id]);
+    if (row?.queue) {
+      this.wakeLocally(new Set([row.queue]));
+      return "replayed";
+    }
+    return row?.found ? "not-dead" : "not-found";
+  }
+
+  async pause(queue: string): Promise<void> {
+    await this.query("pause", [queue, true]);
+  }
+
+  async resume(queue: string): Promise<void> {
+    await this.query("pause", [queue, false]);
+    this.wakeLocally(new Set([queue]));
+  }
+
+  private async once(key: string, ttlMs: number): Promise<boolean> {
+    const rows = await this.query("once", [this.nowParam(), key, positiveMs("ttlMs", ttlMs)]);
+    return rows.length === 1;
+  }
+
+  // ── wake-ups ─────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * The first subscriber starts the LISTEN connection, the last one to leave stops it. Listeners
+   * hear the queue of every notification, from this process and every other.
+   */
+  subscribe(listener: WakeListener): () => void {
+    this.assertOpen();
+    const entry = { listener };
+    this.listeners.add(entry);
+    this.notifications.start();
+    return () => {
+      if (!this.listeners.delete(entry)) return;
+      if (this.listeners.size === 0) void this.notifications.stop();
+    };
+  }
+
+  /** Calls every listener; a throwing listener must not break the caller or the others. */
+  private wake(queue: string): void {
+    for (const { listener } of [...this.listeners]) {
+      try {
+        const returned: unknown = listener(queue);
+        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
+      } catch (error) {
+        warnListenerFailed(error);
+      }
+    }
+  }
+
+  /**
+   * Wakes this process's listeners directly, but only while the LISTEN connection is down:
+   * while it is up, the NOTIFY sent by the same statement reaches them anyway (and usually no
+   * later than this would), and waking twice would cost every worker a second, empty claim.
+   */
+  private wakeLocally(queues: ReadonlySet<string>): void {
+    if (queues.size === 0 || this.listeners.size === 0 || this.notifications.listening) return;
+    for (const queue of queues) this.wake(queue);
+  }
+
+  /** After LISTEN (re)connects: wake the queues that have work, since their NOTIFYs may be lost. */
+  private async wakeRunnableQueues(): Promise<void> {
+    try {
+      const rows = await this.query<{ name: string }>("runnable-queues", [this.nowParam()]);
+      for (const row of rows) this.wake(row.name);
+    } catch (error) {
+      if (this.closed) return;
+      this.logger.warn({ backend: this.description, error: toError(error).message }, "could not look for runnable queues after (re)connecting LISTEN; workers will find them by polling");
+    }
+  }
+
+  // ── plumbing ─────────────────────────────────────────────────────────────────────────────
+
+  /** The `$1` of every statement that reads "now": the injected clock's value, or NULL for the database's. */
+  private nowParam(): number | null {
+    return this.clock === null ? null : Math.floor(this.clock.now());
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new ConveyorError(`${this.description} is closed; create a new PostgresBackend`);
+  }
+
+  /** Runs one of the statements in queries/ on the pool (or on `on`) and returns its rows. */
+  private async query<R extends QueryResultRow>(name: QueryName, values: unknown[], on?: Queryable): Promise<R[]> {
+    this.assertOpen();
+    if (!this.schemaReady) await this.checkSchema();
+    const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
+    if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
+    const result = await (on ?? this.pool).query<R>(config);
+    return result.rows;
+  }
+
+  /** Runs a statement on the caller's own client (`{ tx }`): plain text and parameters only. */
+  private async queryCallerTx<R extends QueryResultRow>(tx: SqlClient, name: QueryName, values: unknown[]): Promise<R[]> {
+    this.assertOpen();
+    if (!this.schemaReady) await this.checkSchema();
+    return rowsOf<R>(await tx.query(this.sql[name], values));
+  }
+
+  /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
+  private checkSchema(): Promise<void> {
+    this.schemaCheck ??= (async () => {
+      const current = await schemaVersion(this.pool, this.quotedSchema);
+      const latest = latestVersion();
+      if (current > latest) throw new SchemaTooNewError(this.schema, current, latest);
+      if (current < latest) throw new SchemaOutdatedError(this.schema, current, latest);
+      this.schemaReady = true;
+    })().finally(() => {
+      // Check again next time unless it passed (the schema may be migrated meanwhile).
+      this.schemaCheck = null;
+    });
+    return this.schemaCheck;
+  }
+}
+
+// ── helpers ──────────────────────────────────────────────────────────────────────────────────
+
+function toRecord(row: JobRow, now: number): JobRecord {
+  return {
+    id: row.id,
+    queue: row.queue,
+    name: row.name,
+    data: row.payload,
+    state: effectiveState(row.state, row.run_at, now),
+    priority: row.priority,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    backoff: row.backoff,
+    timeoutMs: row.timeout_ms,
+    runAt: row.run_at,
+    createdAt: row.created_at,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    // An active row always has its lease columns set: claim writes them all in one statement.
+    lease:
+      row.state === "active"
+        ? {
+            jobId: row.id,
+            token: row.lease_token,
+            expiresAt: row.lease_expires_at!,
+            worker: { id: row.worker_id!, host: row.worker_host!, pid: row.worker_pid! },
+          }
+        : null,
+    progress: row.progress,
+    result: row.result,
+    error: row.error,
+    history: row.history,
+    stalls: row.stalls,
+    replays: row.replays,
+    meta: row.meta,
+  };
+}
+
+function byClaimOrder(a: JobRow, b: JobRow): number {
+  return a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq;
+}
+
+function leaseKey(jobId: string, token: number): string {
+  return `${token}:${jobId}`;
+}
+
+/**
+ * One answer per lease, in input order, from the (id, token) pairs a statement applied. A lease
+ * repeated within one batch is applied once: its first occurrence gets "applied".
+ */
+function settleResults(leases: readonly Lease[], applied: readonly SettledRow[]): SettleResult[] {
+  const remaining = new Set(applied.map((r) => leaseKey(r.id, r.lease_token)));
+  return leases.map((lease) => (remaining.delete(leaseKey(lease.jobId, lease.token)) ? "applied" : "stale"));
+}
+
+function queuesOf(rows: readonly SettledRow[]): Set<string> {
+  const queues = new Set<string>();
+  for (const row of rows) if (row.queue) queues.add(row.queue);
+  return queues;
+}
+
+function zeroCounts(): Record<JobState, number> {
+  return { scheduled: 0, waiting: 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
+}
+
+/** Exactly the ErrorInfo fields, whatever else the caller's object carries. */
+function serializeError(error: ErrorInfo): string {
+  return JSON.stringify({ name: error.name, message: error.message, stack: error.stack ?? null });
+}
+
+function isSqlClient(value: unknown): value is SqlClient {
+  return typeof value === "object" && value !== null && typeof (value as { query?: unknown }).query === "function";
+}
+
+/** pg, and most drivers, answer `{ rows }`; some adapters answer the row array itself. */
+function rowsOf<R>(result: unknown): R[] {
+  if (Array.isArray(result)) return result as R[];
+  const rows = typeof result === "object" && result !== null ? (result as { rows?: unknown }).rows : undefined;
+  if (Array.isArray(rows)) return rows as R[];
+  throw new InvalidInputError(
+    "the { tx } client's query(text, params) resolved to neither an array of rows nor an object with a `rows` array; " +
+      "wrap your driver so it returns one of them",
+  );
+}
+
+/** `host:port/database`, never the password. */
+function describeUrl(connectionString: string): string {
+  try {
+    const url = new URL(connectionString);
+    return `//${url.username ? `${decodeURIComponent(url.username)}@` : ""}${url.host}${url.pathname}`;
+  } catch {
+    return "(connection string)";
+  }
+}
+
+function describePool(pool: Pool): string {
+  const o = (pool as { options?: { host?: unknown; port?: unknown; database?: unknown; connectionString?: unknown } }).options ?? {};
+  if (typeof o.connectionString === "string") return describeUrl(o.connectionString);
+  const host = typeof o.host === "string" ? o.host : "";
+  const port = typeof o.port === "number" || typeof o.port === "string" ? `:${o.port}` : "";
+  const database = typeof o.database === "string" ? `/${o.database}` : "";
+  return host || database ? `//${host}${port}${database}` : "(your pool)";
+}
+
+function warnListenerFailed(error: unknown): void {
+  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
+}
+
+function toError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+function positiveInt(field: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new InvalidInputError(`${field} must be an integer >= 1; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function nonNegativeInt(field: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0) {
+    throw new InvalidInputError(`${field} must be an integer >= 0; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+/** A duration in ms: positive and finite; fractions are dropped (time columns hold integers). */
+function positiveMs(field: string, value: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 1) {
+    throw new InvalidInputError(`${field} must be a number of milliseconds >= 1; got ${JSON.stringify(value)}`);
+  }
+  return Math.floor(value);
+}

@@ -1,0 +1,39 @@
+-- complete: marks a batch of jobs completed, each only under the exact lease it presents.
+--
+-- $1 now: bigint ms, NULL = the database clock    $2 job ids text[]    $3 lease tokens bigint[]
+-- $4 results text[] (JSON)
+--
+-- Returns (id, lease_token) of every completion applied; a lease missing from the result was
+-- stale (the job was rescued, re-claimed, cancelled, settled already, or never had that token).
+--
+-- The fence is `lease_token = token AND state = 'active'`. Under READ COMMITTED, a row changed by
+-- a concurrent rescue or cancel is re-checked against it after that change commits, so a stale
+-- worker's late acknowledgement can never land. A job kept for 0 ms (removeOnComplete: true) is
+-- deleted instead of updated; the two CTEs touch disjoint rows.
+WITH input AS (
+  SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[]) AS i(id, token, result)
+),
+removed AS (
+  DELETE FROM {{schema}}.jobs AS j
+  USING input i
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms = 0
+  RETURNING j.id, j.lease_token
+),
+completed AS (
+  UPDATE {{schema}}.jobs AS j
+  SET state = 'completed',
+      result = i.result::json,
+      error = NULL,
+      finished_at = {{schema}}.now_ms($1),
+      lease_expires_at = NULL,
+      stalls = 0,
+      expires_at = {{schema}}.now_ms($1) + j.retain_completed_ms,
+      history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
+                                                      j.started_at, {{schema}}.now_ms($1), 'completed', NULL)
+  FROM input i
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms IS DISTINCT FROM 0
+  RETURNING j.id, j.lease_token
+)
+SELECT id, lease_token FROM removed
+UNION ALL
+SELECT id, lease_token FROM completed

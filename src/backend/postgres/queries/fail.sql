@@ -1,0 +1,58 @@
+-- fail: records a batch of failed attempts (fenced like complete.sql): each job is retried after
+-- its delay, or buried in `dead` when its delay is NULL.
+--
+-- $1 now: bigint ms, NULL = the database clock    $2 job ids text[]    $3 lease tokens bigint[]
+-- $4 errors text[] (JSON ErrorInfo)    $5 retry delays bigint[] (ms; NULL = dead)
+--
+-- Returns (id, lease_token, queue) of every failure applied, queue set only for a job that is
+-- runnable again right away; leases missing from the result were stale.
+--
+-- A retry due at once goes straight to `waiting` (and wakes its queue); a later one waits in
+-- `scheduled` until run_at. A dead job kept for 0 ms (removeOnFail: true) is deleted.
+WITH input AS (
+  SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(id, token, error, delay_ms)
+),
+retried AS (
+  UPDATE {{schema}}.jobs AS j
+  SET state = CASE WHEN i.delay_ms > 0 THEN 'scheduled' ELSE 'waiting' END,
+      run_at = {{schema}}.now_ms($1) + i.delay_ms,
+      error = i.error::jsonb,
+      lease_expires_at = NULL,
+      stalls = 0,
+      history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
+                                                      j.started_at, {{schema}}.now_ms($1), 'failed', i.error::jsonb)
+  FROM input i
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NOT NULL
+  RETURNING j.id, j.lease_token, j.queue, j.state
+),
+removed AS (
+  DELETE FROM {{schema}}.jobs AS j
+  USING input i
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NULL
+    AND j.retain_dead_ms = 0
+  RETURNING j.id, j.lease_token
+),
+buried AS (
+  UPDATE {{schema}}.jobs AS j
+  SET state = 'dead',
+      error = i.error::jsonb,
+      finished_at = {{schema}}.now_ms($1),
+      lease_expires_at = NULL,
+      stalls = 0,
+      expires_at = {{schema}}.now_ms($1) + j.retain_dead_ms,
+      history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
+                                                      j.started_at, {{schema}}.now_ms($1), 'dead', i.error::jsonb)
+  FROM input i
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NULL
+    AND j.retain_dead_ms IS DISTINCT FROM 0
+  RETURNING j.id, j.lease_token
+),
+woken AS (
+  SELECT count(pg_notify({{channel}}, queue)) AS n
+  FROM (SELECT DISTINCT queue FROM retried WHERE state = 'waiting') AS q
+)
+SELECT id, lease_token, CASE WHEN state = 'waiting' THEN queue END AS queue FROM retried, woken
+UNION ALL
+SELECT id, lease_token, NULL FROM removed
+UNION ALL
+SELECT id, lease_token, NULL FROM buried

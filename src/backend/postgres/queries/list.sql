@@ -1,0 +1,22 @@
+-- list: jobs newest first, optionally filtered by queue, name and state, one page at a time.
+--
+-- $1 now: bigint ms, NULL = the database clock    $2 queue text (NULL = any)
+-- $3 name text (NULL = any)    $4 state text (NULL = any)    $5 limit int    $6 offset int
+--
+-- Returns rows like get.sql. State `waiting` includes due `scheduled` jobs; `scheduled` only
+-- future ones. Sent unprepared on purpose: PostgreSQL then plans it with the actual parameters,
+-- folds the filters that are NULL away, and picks the index the remaining ones need.
+--
+-- "Newest first" is a top-N sort on seq over the matching rows, with no index on seq: list is
+-- an operator's call, and retention keeps the finished rows bounded, whereas an index on seq
+-- would tax every insert and state change of the hot path.
+SELECT {{job_columns}}, {{schema}}.now_ms($1) AS observed_at
+FROM {{schema}}.jobs AS j
+WHERE ($2::text IS NULL OR j.queue = $2)
+  AND ($3::text IS NULL OR j.name = $3)
+  AND ($4::text IS NULL
+       OR ($4 = 'waiting' AND (j.state = 'waiting' OR (j.state = 'scheduled' AND j.run_at <= {{schema}}.now_ms($1))))
+       OR ($4 = 'scheduled' AND j.state = 'scheduled' AND j.run_at > {{schema}}.now_ms($1))
+       OR ($4 NOT IN ('waiting', 'scheduled') AND j.state = $4))
+ORDER BY j.seq DESC
+LIMIT $5 OFFSET $6

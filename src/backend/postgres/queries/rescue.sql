@@ -1,0 +1,70 @@
+-- rescue: fails the attempt of every running job whose lease expired ("lease expired"), at most
+-- $3 per call, oldest expiry first.
+--
+-- $1 now: bigint ms, NULL = the database clock    $2 max_stalls int    $3 limit int
+-- $4 the lease-expired error, text (JSON ErrorInfo)
+-- $5 the quarantine message, text, with {stalls} standing for the number of expiries in a row
+--
+-- Returns (id, queue, name, state, attempt, worker_id) per job rescued; state is `waiting` when it
+-- will run again, `dead` when its attempts ran out or it was quarantined (its lease expired
+-- max_stalls times in a row: it keeps killing its workers).
+--
+-- FOR UPDATE SKIP LOCKED: any number of rescuers can run at once, each job is rescued by one,
+-- and a rescuer never waits behind a heartbeat that is extending the very lease it looks at.
+WITH expired AS MATERIALIZED (
+  SELECT id,
+         stalls + 1 >= $2 AS quarantined,
+         stalls + 1 >= $2 OR attempt >= max_attempts AS dead,
+         -- Retention 0 deletes it; NULL (kept forever) must not make this NULL.
+         retain_dead_ms IS NOT DISTINCT FROM 0 AS drop_when_dead
+  FROM {{schema}}.jobs
+  WHERE state = 'active' AND lease_expires_at <= {{schema}}.now_ms($1)
+  ORDER BY lease_expires_at
+  LIMIT $3
+  FOR UPDATE SKIP LOCKED
+),
+requeued AS (
+  UPDATE {{schema}}.jobs AS j
+  SET state = 'waiting',
+      run_at = {{schema}}.now_ms($1),
+      error = $4::jsonb,
+      lease_expires_at = NULL,
+      stalls = j.stalls + 1,
+      history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
+                                                      j.started_at, {{schema}}.now_ms($1), 'lease-expired', $4::jsonb)
+  FROM expired e
+  WHERE j.id = e.id AND NOT e.dead
+  RETURNING j.id, j.queue, j.name, j.state, j.attempt, j.worker_id
+),
+buried AS (
+  UPDATE {{schema}}.jobs AS j
+  SET state = 'dead',
+      error = CASE WHEN e.quarantined
+                   THEN jsonb_build_object('name', 'LeaseExpiredError',
+                                           'message', replace($5::text, '{stalls}', (j.stalls + 1)::text),
+                                           'stack', NULL)
+                   ELSE $4::jsonb END,
+      finished_at = {{schema}}.now_ms($1),
+      lease_expires_at = NULL,
+      stalls = j.stalls + 1,
+      expires_at = {{schema}}.now_ms($1) + j.retain_dead_ms,
+      history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
+                                                      j.started_at, {{schema}}.now_ms($1), 'lease-expired', $4::jsonb)
+  FROM expired e
+  WHERE j.id = e.id AND e.dead AND NOT e.drop_when_dead
+  RETURNING j.id, j.queue, j.name, j.state, j.attempt, j.worker_id
+),
+removed AS (
+  DELETE FROM {{schema}}.jobs AS j
+  USING expired e
+  WHERE j.id = e.id AND e.dead AND e.drop_when_dead
+  RETURNING j.id, j.queue, j.name, 'dead'::text AS state, j.attempt, j.worker_id
+),
+woken AS (
+  SELECT count(pg_notify({{channel}}, queue)) AS n FROM (SELECT DISTINCT queue FROM requeued) AS q
+)
+SELECT id, queue, name, state, attempt, worker_id FROM requeued, woken
+UNION ALL
+SELECT id, queue, name, state, attempt, worker_id FROM buried
+UNION ALL
+SELECT id, queue, name, state, attempt, worker_id FROM removed
