@@ -1,0 +1,1071 @@
+/**
+ * The Redis backend: every transition of a job is one Lua script (lua/*.lua), run atomically by
+ * Redis on the keys of one queue. See keys.ts for the data layout and README.md for memory,
+ * durability and cluster notes.
+ *
+ * Round trips decide throughput, so every call is one round trip where it can be: a batch
+ * (enqueue, heartbeat, complete, fail, release) is one script call per queue it touches, and the
+ * calls for several queues go out together (ioredis writes commands without waiting for earlier
+ * replies, so N concurrent calls cost one round trip of latency). One script per batch rather
+ * than one per job: Redis parses one command instead of N, the script's setup runs once, and the
+ * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
+ * worker's concurrency, so no script holds Redis for long.
+ */
+import { randomBytes } from "node:crypto";
+import type {
+  Backend,
+  CancelResult,
+  Capabilities,
+  ClaimedJob,
+  ClaimRequest,
+  Completion,
+  EnqueueOptions,
+  EnqueueResult,
+  Failure,
+  HeartbeatResult,
+  IdempotencyStore,
+  ListFilter,
+  Page,
+  PrunePolicy,
+  PruneResult,
+  QueueStats,
+  ReplayResult,
+  RescuedJob,
+  RescueOptions,
+  SettleResult,
+  WakeListener,
+} from "../contract.js";
+import type { Clock } from "../../core/clock.js";
+import { ConveyorError, InvalidInputError, LeaseExpiredError, type LeaseLossReason } from "../../core/errors.js";
+import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
+import type { Json } from "../../core/json.js";
+import { consoleLogger, type Logger } from "../../core/logger.js";
+import { checkName } from "../../core/spec.js";
+import {
+  encodeError,
+  encodeOptions,
+  encodeWorker,
+  fieldsFromPacked,
+  toRecord,
+  workerIdOf,
+  type JobFields,
+} from "./codec.js";
+import { connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
+import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
+import { ScriptRunner, type ScriptArg } from "./scripts.js";
+
+/** Options of {@link RedisBackend}. */
+export interface RedisBackendOptions {
+  /**
+   * Which Redis: a URL (`redis://[user:password@]host[:port][/db]`, `rediss://` for TLS), ioredis
+   * options, or an ioredis client (`Redis`, or `Cluster` for Redis Cluster). A client you pass in
+   * stays yours: `close()` leaves it connected. Required.
+   */
+  connection: ConnectionOption;
+  /**
+   * First segment of every key and of the wake-up channel, so several applications (or test runs)
+   * can share one Redis. Letters, digits and `_ - . :`. Default `"conveyor"`.
+   */
+  prefix?: string;
+  /**
+   * Source of "now" (ms since the epoch) for leases, run_at and retention. Default: Redis' own
+   * clock (`TIME`, read inside each script), so workers on machines with skewed clocks still agree.
+   * Inject a `FakeClock` to test time-dependent behaviour.
+   */
+  clock?: Clock;
+  /**
+   * Refuse to work with a Redis whose `maxmemory-policy` is not `noeviction`: any other policy lets
+   * Redis silently delete job data when memory runs short. Default `true`; set `false` only when
+   * the risk is understood (e.g. a Redis with no maxmemory at all that reports another policy).
+   */
+  checkEvictionPolicy?: boolean;
+  /**
+   * Most due scheduled jobs one claim moves into the waiting lanes (earliest first), bounding how
+   * long one claim can hold Redis after a large batch of delayed jobs comes due. Default 1000.
+   */
+  promoteBatch?: number;
+  /** Where connection loss and recovery are reported. Default: JSON lines on stderr (warnings and errors). */
+  logger?: Logger;
+}
+
+const DEFAULT_PREFIX = "conveyor";
+const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+const DEFAULT_PROMOTE_BATCH = 1_000;
+const DEFAULT_MAX_STALLS = 3;
+const DEFAULT_RESCUE_LIMIT = 1_000;
+const DEFAULT_MAX_COMPLETED_PER_QUEUE = 1_000;
+const DEFAULT_MAX_DEAD_PER_QUEUE = 10_000;
+const DEFAULT_PRUNE_LIMIT = 5_000;
+const DEFAULT_PAGE_LIMIT = 50;
+const MAX_PAGE_LIMIT = 1_000;
+/** Oldest Redis with script effects replication (TIME before writes), which every script needs. */
+const MIN_REDIS_VERSION = [5, 0] as const;
+/** Longest a due-time wake-up timer is set for; the claim it triggers arms the next one. */
+const MAX_WAKE_TIMER_MS = 60_000;
+/** Lease-to-queue entries kept before claims sweep ones whose lease is long over (at most once a minute). */
+const LEASE_CACHE_SWEEP_AT = 10_000;
+const LEASE_SWEEP_INTERVAL_MS = 60_000;
+/** A lost connection is reported at most this often per connection, in ms. */
+const ERROR_LOG_INTERVAL_MS = 10_000;
+
+const LEASE_EXPIRED_ERROR = encodeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
+const QUARANTINE_ERROR = encodeError({
+  name: "LeaseExpiredError",
+  message:
+    "quarantined after __STALLS__ lease expiries in a row: the job keeps crashing or stalling its workers. " +
+    "Inspect its payload and history, fix the handler, then replay it",
+  stack: null,
+});
+
+/** Where a lease issued by this backend lives, so settles need no lookup. */
+interface LeaseHome {
+  queue: string;
+  token: number;
+  /** Local estimate of the lease expiry (ms since epoch), for sweeping forgotten entries. */
+  expiresAt: number;
+}
+
+interface ListenerEntry {
+  listener: WakeListener;
+}
+
+/** A job read for list(): its record and its insertion number within its queue. */
+interface Listed {
+  record: JobRecord;
+  seq: number;
+}
+
+/**
+ * Conveyor's Redis backend.
+ *
+ * ```ts
+ * const backend = new RedisBackend({ connection: "redis://localhost:6379" });
+ * ```
+ *
+ * The constructor does no I/O; the first call checks the server (version, eviction policy, data
+ * layout) and loads the scripts, and rejects with the reason if the server does not qualify.
+ * `await backend.migrate()` runs those checks up front.
+ */
+export class RedisBackend implements Backend {
+  readonly description: string;
+  readonly capabilities: Capabilities = Object.freeze({
+    transactionalEnqueue: false,
+    crossProcessWakeups: true,
+    multiProcess: true,
+    transactionalCompletion: false,
+  });
+  readonly idempotency: IdempotencyStore;
+
+  private readonly client: Client;
+  private readonly ownsClient: boolean;
+  private readonly inFlight: InFlight;
+  private readonly scripts: ScriptRunner;
+  private readonly keys: PrefixKeys;
+  private readonly clock: Clock | null;
+  private readonly checkEvictionPolicy: boolean;
+  private readonly promoteBatch: number;
+  private readonly logger: Logger;
+  private readonly queueKeys = new Map<string, QueueKeys>();
+  /** Queues this process has put in the registry since its connection (re)opened. */
+  private readonly registered = new Set<string>();
+  private readonly leases = new Map<string, LeaseHome>();
+  private readonly listeners = new Set<ListenerEntry>();
+  private readonly wakeTimers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private subscriber: Client | null = null;
+  private readonly onReconnect = () => this.registered.clear();
+  private preparing: Promise<void> | null = null;
+  private claimRotation = 0;
+  private lastSweepAt = 0;
+  /** The last connection error ioredis reported, for a clearer message when Redis is unreachable. */
+  private lastConnectionError = "";
+  private closed = false;
+
+  constructor(options: RedisBackendOptions) {
+    if (options?.connection === undefined || options.connection === null) {
+      throw new InvalidInputError(`RedisBackend needs { connection }: a redis:// URL, ioredis options or an ioredis client`);
+    }
+    const prefix = options.prefix ?? DEFAULT_PREFIX;
+    if (!PREFIX_PATTERN.test(prefix)) {
+      throw new InvalidInputError(
+        `prefix must be 1-64 letters, digits and _ - . : (no braces: they would break the cluster hash tags); ` +
+          `got ${JSON.stringify(prefix)}`,
+      );
+    }
+    this.keys = new PrefixKeys(prefix);
+    this.clock = options.clock ?? null;
+    this.checkEvictionPolicy = options.checkEvictionPolicy ?? true;
+    this.promoteBatch = positiveInt("promoteBatch", options.promoteBatch ?? DEFAULT_PROMOTE_BATCH);
+    this.logger = options.logger ?? consoleLogger();
+    this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
+
+    const { client, owned } = connect(options.connection, prefix);
+    this.client = client;
+    this.ownsClient = owned;
+    if (owned) this.reportConnection(client, "commands");
+    this.inFlight = new InFlight(client);
+    // After a reconnect Redis may be a different server (a restart, a failover): register the
+    // queues again on next use instead of trusting what this process wrote before.
+    this.client.on("ready", this.onReconnect);
+    this.description = `${describe(options.connection)} (prefix ${prefix})`;
+    this.scripts = new ScriptRunner((command, args) => this.send((c) => c.call(command, args)), isCluster(client));
+  }
+
+  // ── lifecycle ────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * Checks the server and the stored data layout and loads the scripts. Nothing to create: Redis
+   * keys come into being with their first job. Safe to call many times and from many processes.
+   */
+  async migrate(): Promise<void> {
+    this.preparing = null;
+    await this.ready();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.listeners.clear();
+    for (const { timer } of this.wakeTimers.values()) clearTimeout(timer);
+    this.wakeTimers.clear();
+    await this.stopSubscriber();
+    // A client passed in may serve many backends over its life: leave no listener behind.
+    this.client.off("ready", this.onReconnect);
+    this.inFlight.detach();
+    if (this.ownsClient) await quit(this.client);
+  }
+
+  async now(): Promise<number> {
+    if (this.clock !== null) return Math.floor(this.clock.now());
+    const [seconds, micros] = await this.send((c) => c.time());
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
+  // ── producing and claiming ───────────────────────────────────────────────────────────────
+
+  async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+    if (options?.tx !== undefined) {
+      throw new InvalidInputError(
+        "the Redis backend cannot join your transaction (capabilities.transactionalEnqueue is false); " +
+          "enqueue without { tx }, or use the PostgreSQL backend for transactional enqueue",
+      );
+    }
+    if (specs.length === 0) return [];
+    const byQueue = new Map<string, number[]>();
+    specs.forEach((spec, i) => {
+      checkSpec(spec);
+      const positions = byQueue.get(spec.queue);
+      if (positions === undefined) byQueue.set(spec.queue, [i]);
+      else positions.push(i);
+    });
+    await this.ready();
+    const now = this.nowArg();
+    const results = new Array<EnqueueResult>(specs.length);
+    // Options text is the same for every job built from one set of defaults: encode it once.
+    let lastSpec: JobSpec | null = null;
+    let lastOptions = "";
+    await Promise.all([
+      this.register([...byQueue.keys()]),
+      ...[...byQueue].map(async ([queue, positions]) => {
+        const k = this.queue(queue);
+        const args: ScriptArg[] = [now, this.keys.channel, queue];
+        for (const i of positions) {
+          const spec = specs[i]!;
+          const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
+          lastSpec = spec;
+          lastOptions = options;
+          args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "");
+        }
+        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as number[];
+        positions.forEach((i, j) => {
+          results[i] = { id: specs[i]!.id, duplicate: duplicates[j] === 1 };
+        });
+      }),
+    ]);
+    return results;
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
+    const limit = Math.floor(request.limit);
+    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
+    const leaseMs = positiveMs("leaseMs", request.leaseMs);
+    const names = [...new Set(request.names)].map((name) => checkName("job", name));
+    const queues = [...new Set(request.queues)].map((queue) => checkName("queue", queue));
+    const worker = encodeWorker(request.worker);
+    await this.ready();
+    // Queues are tried in turn, starting one further each call, so a busy first queue cannot
+    // starve the others. Claim order (priority, run_at, insertion) holds within each queue.
+    const start = this.claimRotation++ % queues.length;
+    const claimed: ClaimedJob[] = [];
+    for (let n = 0; n < queues.length && claimed.length < limit; n++) {
+      const queue = queues[(start + n) % queues.length]!;
+      const k = this.queue(queue);
+      const now = this.nowArg();
+      const reply = (await this.scripts.run("claim", [k.meta, k.sched, k.active, k.idx], [
+        now,
+        leaseMs,
+        limit - claimed.length,
+        worker,
+        this.promoteBatch,
+        ...names,
+      ])) as unknown[];
+      if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
+      for (let i = 1; i + 1 < reply.length; i += 2) {
+        const id = String(reply[i]);
+        const fields = fieldsFromPacked(String(reply[i + 1]));
+        // `now` only decides whether a scheduled job reads as waiting; a claimed job is active.
+        const job = toRecord(id, queue, fields, 0);
+        const lease = job.lease!;
+        claimed.push({ job, lease: { jobId: id, token: lease.token }, leaseExpiresAt: lease.expiresAt });
+        this.leases.set(id, { queue, token: lease.token, expiresAt: Date.now() + leaseMs });
+      }
+    }
+    if (this.leases.size > LEASE_CACHE_SWEEP_AT && Date.now() - this.lastSweepAt > LEASE_SWEEP_INTERVAL_MS) this.sweepLeases();
+    return claimed;
+  }
+
+  // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
+
+  async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
+    if (leases.length === 0) return { lost: [] };
+    const ms = positiveMs("leaseMs", leaseMs);
+    await this.ready();
+    const reasons = new Array<LeaseLossReason | null>(leases.length).fill(null);
+    const { byQueue, unknown } = await this.groupByQueue(leases);
+    for (const i of unknown) reasons[i] = "gone";
+    const now = this.nowArg();
+    await Promise.all(
+      [...byQueue].map(async ([queue, positions]) => {
+        const k = this.queue(queue);
+        const reply = (await this.scripts.run("heartbeat", [k.meta, k.active], [
+          now,
+          ms,
+          ...positions.flatMap((i) => [leases[i]!.jobId, leases[i]!.token]),
+        ])) as unknown[];
+        for (let j = 0; j + 1 < reply.length; j += 2) reasons[positions[Number(reply[j]) - 1]!] = String(reply[j + 1]) as LeaseLossReason;
+        for (const i of positions) {
+          if (reasons[i] === null) this.touchLease(leases[i]!, ms);
+          else this.forgetLease(leases[i]!);
+        }
+      }),
+    );
+    const lost: HeartbeatResult["lost"] = [];
+    reasons.forEach((reason, i) => {
+      if (reason !== null) lost.push({ lease: leases[i]!, reason });
+    });
+    return { lost };
+  }
+
+  async complete(items: readonly Completion[]): Promise<SettleResult[]> {
+    if (items.length === 0) return [];
+    return this.settle("complete", items, (item) => [item.lease.jobId, item.lease.token, JSON.stringify(item.result ?? null)]);
+  }
+
+  async fail(items: readonly Failure[]): Promise<SettleResult[]> {
+    if (items.length === 0) return [];
+    return this.settle("fail", items, (item) => [
+      item.lease.jobId,
+      item.lease.token,
+      encodeError(item.error),
+      item.retryDelayMs === null ? "" : Math.max(0, Math.floor(item.retryDelayMs)),
+    ]);
+  }
+
+  async release(leases: readonly Lease[]): Promise<SettleResult[]> {
+    if (leases.length === 0) return [];
+    return this.settle("release", leases.map((lease) => ({ lease })), (item) => [item.lease.jobId, item.lease.token]);
+  }
+
+  async progress(lease: Lease, progress: Json): Promise<SettleResult> {
+    await this.ready();
+    const [queue] = (await this.groupByQueue([lease])).byQueue.keys();
+    if (queue === undefined) return "stale";
+    const applied = await this.scripts.run("progress", [this.queue(queue).job(lease.jobId)], [
+      lease.token,
+      JSON.stringify(progress ?? null),
+    ]);
+    return applied === 1 ? "applied" : "stale";
+  }
+
+  /** complete, fail and release: one script call per queue, results back in input order. */
+  private async settle<T extends { lease: Lease }>(
+    kind: "complete" | "fail" | "release",
+    items: readonly T[],
+    encode: (item: T) => ScriptArg[],
+  ): Promise<SettleResult[]> {
+    await this.ready();
+    const results = new Array<SettleResult>(items.length).fill("stale");
+    const { byQueue } = await this.groupByQueue(items.map((item) => item.lease));
+    const now = this.nowArg();
+    await Promise.all(
+      [...byQueue].map(async ([queue, positions]) => {
+        const k = this.queue(queue);
+        const args = positions.flatMap((i) => encode(items[i]!));
+        let flags: unknown[];
+        if (kind === "complete") {
+          flags = (await this.scripts.run("complete", [k.meta, k.active, k.completed, k.expiry], [now, ...args])) as unknown[];
+        } else if (kind === "release") {
+          flags = (await this.scripts.run("release", [k.meta, k.active], [now, this.keys.channel, queue, ...args])) as unknown[];
+        } else {
+          const reply = (await this.scripts.run("fail", [k.meta, k.active, k.sched, k.dead, k.expiry], [
+            now,
+            this.keys.channel,
+            queue,
+            ...args,
+          ])) as unknown[];
+          flags = reply[0] as unknown[];
+          if (reply[1] !== null && reply[1] !== undefined) this.wakeAfter(queue, Number(reply[1]));
+        }
+        positions.forEach((i, j) => {
+          results[i] = flags[j] === 1 ? "applied" : "stale";
+          // Settled or refused, this lease is over either way.
+          this.forgetLease(items[i]!.lease);
+        });
+      }),
+    );
+    return results;
+  }
+
+  // ── maintenance ──────────────────────────────────────────────────────────────────────────
+
+  async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
+    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
+    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    await this.ready();
+    const [queues, now] = await Promise.all([this.knownQueues(), this.now()]);
+    // One cheap read per queue first, so the scripts run only where a lease has expired.
+    const earliest = await Promise.all(queues.map((queue) => this.send((c) => c.zrange(this.queue(queue).active, 0, 0, "WITHSCORES"))));
+    const rescued: RescuedJob[] = [];
+    for (const [i, queue] of queues.entries()) {
+      const first = earliest[i]!;
+      if (rescued.length >= limit) break;
+      if (first.length < 2 || Number(first[1]) > now) continue;
+      const k = this.queue(queue);
+      const reply = (await this.scripts.run("rescue", [k.meta, k.active, k.dead, k.expiry, k.idx], [
+        this.nowArg(),
+        this.keys.channel,
+        queue,
+        maxStalls,
+        limit - rescued.length,
+        LEASE_EXPIRED_ERROR,
+        QUARANTINE_ERROR,
+      ])) as unknown[];
+      for (let j = 0; j + 4 < reply.length; j += 5) {
+        rescued.push({
+          id: String(reply[j]),
+          queue,
+          name: String(reply[j + 1]),
+          state: String(reply[j + 2]) === "dead" ? "dead" : "waiting",
+          attempt: Number(reply[j + 3]),
+          workerId: workerIdOf(reply[j + 4] as string | null),
+        });
+      }
+    }
+    return rescued;
+  }
+
+  async promoteDue(): Promise<number> {
+    await this.ready();
+    const queues = await this.knownQueues();
+    const counts = await Promise.all(
+      queues.map(async (queue) => {
+        const k = this.queue(queue);
+        let total = 0;
+        for (;;) {
+          const moved = Number(
+            await this.scripts.run("promote", [k.meta, k.sched], [this.nowArg(), this.promoteBatch, this.keys.channel, queue]),
+          );
+          total += moved;
+          if (moved < this.promoteBatch) return total;
+        }
+      }),
+    );
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
+    const maxCompleted = nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE);
+    const maxDead = nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE);
+    const limit = positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT);
+    await this.ready();
+    let jobs = 0;
+    for (const queue of await this.knownQueues()) {
+      if (jobs >= limit) break;
+      const k = this.queue(queue);
+      jobs += Number(
+        await this.scripts.run("prune", [k.meta, k.completed, k.cancelled, k.dead, k.expiry, k.idx], [
+          this.nowArg(),
+          maxCompleted,
+          maxDead,
+          limit - jobs,
+        ]),
+      );
+    }
+    // On Redis' clock idempotency keys carry a TTL and Redis deletes them itself.
+    const idempotencyKeys =
+      this.clock === null ? 0 : Number(await this.scripts.run("prune-keys", [this.keys.onceIndex], [this.nowArg(), limit]));
+    return { jobs, idempotencyKeys };
+  }
+
+  // ── inspection ───────────────────────────────────────────────────────────────────────────
+
+  async get(id: string): Promise<JobRecord | null> {
+    await this.ready();
+    const found = await this.find(id);
+    return found === null ? null : toRecord(id, found.queue, found.fields, await this.now());
+  }
+
+  /**
+   * Jobs newest first (by insertion within a queue; across queues by creation time). Reads in
+   * pages outside any script, so a long scan never blocks Redis; jobs that move while it reads
+   * may be missed or seen in their newer state.
+   */
+  async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
+    const limit = Math.min(MAX_PAGE_LIMIT, positiveInt("page.limit", page.limit ?? DEFAULT_PAGE_LIMIT));
+    const offset = nonNegativeInt("page.offset", page.offset ?? 0);
+    if (filter.state !== undefined && !JOB_STATES.includes(filter.state)) {
+      throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
+    }
+    await this.ready();
+    const [queues, now] = await Promise.all([
+      filter.queue !== undefined ? Promise.resolve([filter.queue]) : this.knownQueues(),
+      this.now(),
+    ]);
+    const perQueue = await Promise.all(queues.map((queue) => this.listQueue(queue, filter, offset + limit, now)));
+    // Each queue's jobs already come newest first by insertion; only a merge across queues needs
+    // another key, and creation time is the one they share.
+    const merged = perQueue.length === 1 ? perQueue[0]! : perQueue.flat().sort((a, b) => b.record.createdAt - a.record.createdAt || b.seq - a.seq);
+    return merged.slice(offset, offset + limit).map((listed) => listed.record);
+  }
+
+  async stats(queue?: string): Promise<QueueStats[]> {
+    await this.ready();
+    const queues = queue === undefined ? await this.knownQueues() : [checkName("queue", queue)];
+    return Promise.all(
+      queues.map(async (name): Promise<QueueStats> => {
+        const k = this.queue(name);
+        const r = (await this.scripts.run("stats", [k.meta, k.sched, k.active, k.completed, k.cancelled, k.dead, k.names], [
+          this.nowArg(),
+        ])) as unknown[];
+        const n = (i: number) => Number(r[i]);
+        return {
+          queue: name,
+          paused: n(0) === 1,
+          counts: { waiting: n(1), scheduled: n(2), active: n(3), completed: n(4), cancelled: n(5), dead: n(6) },
+          oldestWaitingAgeMs: r[7] === null || r[7] === undefined ? null : Math.max(0, n(8) - n(7)),
+        };
+      }),
+    );
+  }
+
+  // ── administration ───────────────────────────────────────────────────────────────────────
+
+  async cancel(id: string): Promise<CancelResult> {
+    await this.ready();
+    const found = await this.find(id, (fields) => !["c", "d", "x"].includes(fields.st ?? ""));
+    if (found === null) return "not-found";
+    const k = this.queue(found.queue);
+    const result = await this.scripts.run("cancel", [k.meta, k.sched, k.active, k.cancelled, k.expiry, k.idx], [this.nowArg(), id]);
+    return String(result) as CancelResult;
+  }
+
+  async replay(id: string): Promise<ReplayResult> {
+    await this.ready();
+    const found = await this.find(id, (fields) => fields.st === "d");
+    if (found === null) return "not-found";
+    const k = this.queue(found.queue);
+    const result = await this.scripts.run("replay", [k.meta, k.dead, k.expiry, k.names], [
+      this.nowArg(),
+      id,
+      this.keys.channel,
+      found.queue,
+    ]);
+    return String(result) as ReplayResult;
+  }
+
+  async pause(queue: string): Promise<void> {
+    await this.setPaused(queue, true);
+  }
+
+  async resume(queue: string): Promise<void> {
+    await this.setPaused(queue, false);
+  }
+
+  private async setPaused(queue: string, paused: boolean): Promise<void> {
+    checkName("queue", queue);
+    await this.ready();
+    await Promise.all([
+      this.register([queue]),
+      this.scripts.run("pause", [this.queue(queue).meta], [paused ? "1" : "0", this.keys.channel, queue]),
+    ]);
+  }
+
+  private async once(key: string, ttlMs: number): Promise<boolean> {
+    if (typeof key !== "string" || key === "") throw new InvalidInputError(`an idempotency key must be a non-empty string`);
+    const ttl = positiveMs("ttlMs", ttlMs);
+    await this.ready();
+    if (this.clock === null) {
+      // The value is this call's own token: a client that resends commands after a reconnect
+      // (ioredis' default) may deliver this SET twice, and the second must not read as "taken".
+      const token = randomBytes(8).toString("hex");
+      const onceKey = this.keys.onceKey(key);
+      if ((await this.send((c) => c.set(onceKey, token, "PX", ttl, "NX"))) === "OK") return true;
+      return (await this.send((c) => c.get(onceKey))) === token;
+    }
+    const recorded = await this.scripts.run("once", [this.keys.onceKeyWithIndex(key), this.keys.onceIndex], [this.nowArg(), ttl]);
+    return recorded === 1;
+  }
+
+  // ── wake-ups ─────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * Wake-ups arrive over Redis pub/sub on a dedicated connection (a subscribed connection can run
+   * nothing else). A message published before the subscription is in place is lost, so once it is
+   * (at first, and again after every reconnect, when ioredis resubscribes) every known queue is
+   * woken once: a listener misses nothing that happened while it was not yet, or no longer,
+   * listening. A connection that dies silently only delays jobs until the worker's next poll.
+   */
+  subscribe(listener: WakeListener): () => void {
+    const entry: ListenerEntry = { listener };
+    this.listeners.add(entry);
+    this.startSubscriber();
+    return () => {
+      if (!this.listeners.delete(entry)) return;
+      if (this.listeners.size === 0) void this.stopSubscriber();
+    };
+  }
+
+  private startSubscriber(): void {
+    if (this.subscriber !== null || this.closed) return;
+    // SUBSCRIBE may be sent again after a reconnect (ioredis resubscribes anyway): unlike the
+    // command connection, this one resends what it had in flight.
+    const subscriber = isCluster(this.client) ? this.client.duplicate() : this.client.duplicate({ autoResendUnfulfilledCommands: true });
+    this.subscriber = subscriber;
+    this.reportConnection(subscriber, "wake-ups");
+    let subscribedBefore = false;
+    subscriber.on("ready", () => {
+      // ioredis resubscribes by itself on reconnect; what was published meanwhile is gone.
+      if (subscribedBefore) void this.catchUp();
+    });
+    subscriber.on("message", (_channel: string, message: string) => {
+      // "<queue>": claimable now; "<queue> <ms>": a scheduled job comes due in <ms>.
+      const [queue = "", dueIn] = message.split(" ");
+      if (dueIn === undefined) this.wake(queue);
+      else this.wakeAfter(queue, Number(dueIn));
+    });
+    subscriber
+      .subscribe(this.keys.channel)
+      .then(() => {
+        subscribedBefore = true;
+        return this.catchUp();
+      })
+      .catch((error: unknown) => {
+        // Polling still finds the jobs; a reconnect subscribes again.
+        this.logger.warn({ backend: this.description, err: String(error) }, "could not subscribe to Conveyor wake-ups; polling only");
+      });
+  }
+
+  /** Wakes listeners for every known queue (wake-ups may have been missed). */
+  private async catchUp(): Promise<void> {
+    try {
+      for (const queue of await this.knownQueues()) this.wake(queue);
+    } catch {
+      // Redis is unreachable: the poll after it comes back finds the jobs.
+    }
+  }
+
+  private async stopSubscriber(): Promise<void> {
+    const subscriber = this.subscriber;
+    this.subscriber = null;
+    if (subscriber !== null) await quit(subscriber);
+  }
+
+  /** Calls every listener; a throwing listener must not break the caller or the others. */
+  private wake(queue: string): void {
+    for (const { listener } of [...this.listeners]) {
+      try {
+        const returned: unknown = listener(queue);
+        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
+      } catch (error) {
+        warnListenerFailed(error);
+      }
+    }
+  }
+
+  /**
+   * Wakes this process's listeners when a scheduled job of `queue` comes due, in `delayMs`, so
+   * delayed jobs and retries start on time instead of at the next poll; the claim that follows
+   * promotes them. Delays come from Redis (claim and fail replies, wake-up messages) as durations,
+   * so a skewed local clock shifts nothing.
+   */
+  private wakeAfter(queue: string, delayMs: number): void {
+    if (this.listeners.size === 0 || this.closed || !Number.isFinite(delayMs)) return;
+    const delay = Math.min(MAX_WAKE_TIMER_MS, Math.max(0, delayMs));
+    const at = performance.now() + delay;
+    const existing = this.wakeTimers.get(queue);
+    if (existing !== undefined && existing.at <= at) return;
+    if (existing !== undefined) clearTimeout(existing.timer);
+    const timer = setTimeout(() => {
+      this.wakeTimers.delete(queue);
+      this.wake(queue);
+    }, delay);
+    timer.unref();
+    this.wakeTimers.set(queue, { at, timer });
+  }
+
+  // ── helpers ──────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * Runs once before the first call (again after a failure): the server must be recent enough and
+   * must not evict keys, and the stored layout must be one this code knows.
+   */
+  private ready(): Promise<void> {
+    if (this.closed) return Promise.reject(new ConveyorError(`${this.description} is closed`));
+    this.preparing ??= this.prepare().catch((error: unknown) => {
+      this.preparing = null;
+      // ioredis gives up with "Reached the max retries per request limit": say what failed.
+      if (error instanceof Error && error.name === "MaxRetriesPerRequestError") {
+        throw new ConveyorError(
+          `could not reach Redis at ${this.description}: ${this.lastConnectionError || error.message}; ` +
+            `check the URL and that Redis is running`,
+          { cause: error },
+        );
+      }
+      throw error;
+    });
+    return this.preparing;
+  }
+
+  private async prepare(): Promise<void> {
+    const server = await this.send((c) => c.info("server"));
+    // On a cluster every master holds jobs, so each must refuse to evict (the first command above
+    // made the cluster client discover its nodes).
+    const nodes: Client[] = isCluster(this.client) ? this.client.nodes("master") : [this.client];
+    const policies = await Promise.all(
+      nodes.map(async (node) => infoField(await this.inFlight.run(() => node.info("memory")), "maxmemory_policy")),
+    );
+    const version = infoField(server, "redis_version");
+    const [major = 0, minor = 0] = (version ?? "0.0").split(".").map(Number);
+    if (major < MIN_REDIS_VERSION[0] || (major === MIN_REDIS_VERSION[0] && minor < MIN_REDIS_VERSION[1])) {
+      throw new ConveyorError(
+        `${this.description} runs Redis ${version ?? "(unknown version)"}; Conveyor needs Redis ${MIN_REDIS_VERSION.join(".")} or newer`,
+      );
+    }
+    const policy = policies.find((p) => p !== undefined && p !== "noeviction");
+    if (this.checkEvictionPolicy && policy !== undefined) {
+      throw new ConveyorError(
+        `${this.description} runs with maxmemory-policy ${policy}: when memory runs short Redis would silently ` +
+          `delete job data. Set "maxmemory-policy noeviction" in redis.conf (and CONFIG SET maxmemory-policy ` +
+          `noeviction to apply it now), or pass checkEvictionPolicy: false to RedisBackend to accept the risk`,
+      );
+    }
+    if (this.checkEvictionPolicy && policies.some((p) => p === undefined)) {
+      this.logger.warn({ backend: this.description }, "could not read maxmemory-policy from INFO; make sure it is noeviction");
+    }
+    await this.send((c) => c.set(this.keys.layout, String(LAYOUT_VERSION), "NX"));
+    const layout = Number(await this.send((c) => c.get(this.keys.layout)));
+    if (layout > LAYOUT_VERSION) {
+      throw new ConveyorError(
+        `the data under prefix "${this.keys.prefix}" has layout version ${layout}, newer than this Conveyor ` +
+          `(knows up to ${LAYOUT_VERSION}); upgrade conveyor`,
+      );
+    }
+    this.scripts.flagged = major >= 7;
+    await this.scripts.loadAll();
+  }
+
+  /** Sends commands on the command connection; they fail rather than hang if it drops. */
+  private send<T>(command: (client: Client) => Promise<T>): Promise<T> {
+    return this.inFlight.run(() => command(this.client));
+  }
+
+  /** ARGV[1] of every script: the injected clock's now, or '' to use Redis TIME inside. */
+  private nowArg(): string {
+    return this.clock === null ? "" : String(Math.floor(this.clock.now()));
+  }
+
+  private queue(name: string): QueueKeys {
+    let keys = this.queueKeys.get(name);
+    if (keys === undefined) {
+      keys = new QueueKeys(this.keys.prefix, name);
+      this.queueKeys.set(name, keys);
+    }
+    return keys;
+  }
+
+  /** Adds queues to the registry unless this connection already did. */
+  private async register(queues: readonly string[]): Promise<void> {
+    const missing = queues.filter((queue) => !this.registered.has(queue));
+    if (missing.length === 0) return;
+    await this.send((c) => c.sadd(this.keys.queues, ...missing));
+    for (const queue of missing) this.registered.add(queue);
+  }
+
+  private async knownQueues(): Promise<string[]> {
+    return (await this.send((c) => c.smembers(this.keys.queues))).sort();
+  }
+
+  /**
+   * Finds a job by id. Job ids are unique per queue; the id alone does not say which queue, so
+   * every known queue is asked at once (one round trip). When several queues hold the id, the
+   * first (by name) that satisfies `prefer` wins, else the first that holds it.
+   */
+  private async find(id: string, prefer?: (fields: JobFields) => boolean): Promise<{ queue: string; fields: JobFields } | null> {
+    const queues = await this.knownQueues();
+    const hashes = await Promise.all(queues.map((queue) => this.send((c) => c.hgetall(this.queue(queue).job(id)))));
+    let first: { queue: string; fields: JobFields } | null = null;
+    for (const [i, queue] of queues.entries()) {
+      const fields = hashes[i]!;
+      if (Object.keys(fields).length === 0) continue;
+      if (prefer === undefined || prefer(fields)) return { queue, fields };
+      first ??= { queue, fields };
+    }
+    return first;
+  }
+
+  /**
+   * The queue of each lease. Leases this backend issued are remembered; any other (another
+   * process's, or a forged one) is looked up in every known queue, preferring the queue where the
+   * job is held under that very token. Returns input positions grouped by queue, and the positions
+   * of leases whose job exists nowhere.
+   */
+  private async groupByQueue(leases: readonly Lease[]): Promise<{ byQueue: Map<string, number[]>; unknown: number[] }> {
+    const byQueue = new Map<string, number[]>();
+    const unknown: number[] = [];
+    const add = (queue: string, i: number) => {
+      const group = byQueue.get(queue);
+      if (group === undefined) byQueue.set(queue, [i]);
+      else group.push(i);
+    };
+    const missing: number[] = [];
+    leases.forEach((lease, i) => {
+      const home = this.leases.get(lease.jobId);
+      if (home !== undefined && home.token === lease.token) add(home.queue, i);
+      else missing.push(i);
+    });
+    if (missing.length > 0) {
+      const queues = await this.knownQueues();
+      const states = await Promise.all(
+        missing.map((i) =>
+          Promise.all(queues.map((queue) => this.send((c) => c.hmget(this.queue(queue).job(leases[i]!.jobId), "st", "k")))),
+        ),
+      );
+      missing.forEach((i, m) => {
+        const found = states[m]!;
+        const holder = found.findIndex(([state, token]) => state !== null && Number(token) === leases[i]!.token);
+        const at = holder >= 0 ? holder : found.findIndex(([state]) => state !== null);
+        if (at >= 0) add(queues[at]!, i);
+        else unknown.push(i);
+      });
+    }
+    return { byQueue, unknown };
+  }
+
+  private forgetLease(lease: Lease): void {
+    if (this.leases.get(lease.jobId)?.token === lease.token) this.leases.delete(lease.jobId);
+  }
+
+  private touchLease(lease: Lease, leaseMs: number): void {
+    const home = this.leases.get(lease.jobId);
+    if (home !== undefined && home.token === lease.token) home.expiresAt = Date.now() + leaseMs;
+  }
+
+  /**
+   * Drops remembered leases that ended long ago without a settle (their worker lost them): a
+   * forgotten lease only costs a lookup, a remembered one costs memory forever.
+   */
+  private sweepLeases(): void {
+    this.lastSweepAt = Date.now();
+    const cutoff = Date.now() - 3_600_000;
+    for (const [id, home] of this.leases) if (home.expiresAt < cutoff) this.leases.delete(id);
+  }
+
+  /** One queue's jobs matching `filter`, newest first, at most `want`. */
+  private async listQueue(queue: string, filter: ListFilter, want: number, now: number): Promise<Listed[]> {
+    const k = this.queue(queue);
+    const chunk = Math.min(500, Math.max(32, want));
+    // Fast lanes hold only waiting jobs; everything else is in idx.
+    const withLanes = filter.state === undefined || filter.state === "waiting";
+    const names = !withLanes ? [] : filter.name !== undefined ? [filter.name] : await this.send((c) => c.smembers(k.names));
+    const sources = [
+      new ListSource(chunk, async (from, to) => {
+        const ids = await this.send((c) => c.zrevrange(k.idx, from, to));
+        return this.readJobs(queue, ids, now);
+      }),
+      ...names.map(
+        (name) =>
+          new ListSource(chunk, async (from, to) => {
+            // A fast lane is oldest first: read it from the tail.
+            const ids = await this.send((c) => c.lrange(k.fastLane(name), -(to + 1), -(from + 1)));
+            return this.readJobs(queue, ids.reverse(), now);
+          }),
+      ),
+    ];
+    const out: Listed[] = [];
+    const seen = new Set<string>();
+    while (out.length < want) {
+      await Promise.all(sources.map((source) => source.fill()));
+      let best: ListSource | null = null;
+      for (const source of sources) {
+        const head = source.peek();
+        if (head !== undefined && (best === null || head.seq > best.peek()!.seq)) best = source;
+      }
+      if (best === null) break;
+      const next = best.take();
+      // A job claimed while this runs moves from its lane into idx and may be read twice.
+      if (seen.has(next.record.id)) continue;
+      seen.add(next.record.id);
+      if (filter.name !== undefined && next.record.name !== filter.name) continue;
+      if (filter.state !== undefined && next.record.state !== filter.state) continue;
+      out.push(next);
+    }
+    return out;
+  }
+
+  private async readJobs(queue: string, ids: readonly string[], now: number): Promise<Listed[]> {
+    const hashes = await Promise.all(ids.map((id) => this.send((c) => c.hgetall(this.queue(queue).job(id)))));
+    const listed: Listed[] = [];
+    ids.forEach((id, i) => {
+      const fields = hashes[i]!;
+      // Deleted (pruned, or finished with retention 0) since the index was read.
+      if (Object.keys(fields).length > 0) listed.push({ record: toRecord(id, queue, fields, now), seq: Number(fields.s) });
+    });
+    return listed;
+  }
+
+  /**
+   * Logs a connection's loss (throttled: ioredis retries every few seconds while Redis is down)
+   * and its recovery. Commands meanwhile wait in ioredis' offline queue, or fail to their caller.
+   */
+  private reportConnection(connection: Client, role: string): void {
+    let lastError = "";
+    let lastLoggedAt = 0;
+    let lost = false;
+    connection.on("error", (error: Error) => {
+      lastError = error.message;
+      this.lastConnectionError = error.message;
+    });
+    connection.on("reconnecting", () => {
+      lost = true;
+      if (Date.now() - lastLoggedAt < ERROR_LOG_INTERVAL_MS) return;
+      lastLoggedAt = Date.now();
+      this.logger.warn(
+        { backend: this.description, connection: role, err: lastError || "connection closed" },
+        "Redis connection lost; reconnecting",
+      );
+    });
+    connection.on("ready", () => {
+      if (!lost) return;
+      lost = false;
+      lastError = "";
+      lastLoggedAt = 0;
+      this.logger.warn({ backend: this.description, connection: role }, "Redis connection restored");
+    });
+  }
+}
+
+/** Reads a job index page by page (positions `from`..`to`, newest first). */
+class ListSource {
+  private buffer: Listed[] = [];
+  private offset = 0;
+  private done = false;
+
+  constructor(
+    private readonly chunk: number,
+    private readonly read: (from: number, to: number) => Promise<Listed[]>,
+  ) {}
+
+  async fill(): Promise<void> {
+    while (this.buffer.length === 0 && !this.done) {
+      const from = this.offset;
+      this.offset += this.chunk;
+      const page = await this.read(from, from + this.chunk - 1);
+      // Pages are read by position; a short page (or an empty one) is the end of the index.
+      if (page.length === 0) this.done = true;
+      this.buffer = page;
+    }
+  }
+
+  peek(): Listed | undefined {
+    return this.buffer[0];
+  }
+
+  take(): Listed {
+    return this.buffer.shift()!;
+  }
+}
+
+function infoField(info: string, field: string): string | undefined {
+  const match = new RegExp(`^${field}:(.*)$`, "m").exec(info);
+  return match?.[1]?.trim();
+}
+
+function sameOptions(a: JobSpec, b: JobSpec): boolean {
+  return (
+    a.maxAttempts === b.maxAttempts &&
+    a.retainCompletedMs === b.retainCompletedMs &&
+    a.retainDeadMs === b.retainDeadMs &&
+    a.timeoutMs === b.timeoutMs &&
+    a.backoff === b.backoff
+  );
+}
+
+/**
+ * What the scripts rely on: names that cannot break a hash tag, integers where they parse
+ * integers. Specs from buildJobSpec always pass; this guards hand-made ones.
+ */
+function checkSpec(spec: JobSpec): void {
+  checkName("queue", spec.queue);
+  checkName("job", spec.name);
+  const bad = (field: string, value: unknown) =>
+    new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} is invalid (${JSON.stringify(value)}); build specs with buildJobSpec`);
+  if (typeof spec.id !== "string" || spec.id === "") throw bad("id", spec.id);
+  // Scripts pack hashes with NUL separators (claim-4.lua); JSON text never holds a raw NUL.
+  if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw bad("payload", spec.payload);
+  if (spec.meta !== null && spec.meta !== undefined && (typeof spec.meta !== "string" || spec.meta.includes("\0"))) {
+    throw bad("meta", spec.meta);
+  }
+  if (!Number.isSafeInteger(spec.priority)) throw bad("priority", spec.priority);
+  if (spec.runAt !== null && !(Number.isSafeInteger(spec.runAt) && spec.runAt >= 0)) throw bad("runAt", spec.runAt);
+  if (!(Number.isSafeInteger(spec.delayMs) && spec.delayMs >= 0)) throw bad("delayMs", spec.delayMs);
+  if (!(Number.isSafeInteger(spec.maxAttempts) && spec.maxAttempts >= 1)) throw bad("maxAttempts", spec.maxAttempts);
+  for (const [field, value] of [
+    ["retainCompletedMs", spec.retainCompletedMs],
+    ["retainDeadMs", spec.retainDeadMs],
+    ["timeoutMs", spec.timeoutMs],
+  ] as const) {
+    if (value !== null && !(Number.isSafeInteger(value) && value >= 0)) throw bad(field, value);
+  }
+  const b = spec.backoff;
+  const okBackoff =
+    b?.type === "fixed"
+      ? Number.isSafeInteger(b.delayMs)
+      : b?.type === "exponential" && Number.isSafeInteger(b.delayMs) && Number.isSafeInteger(b.maxDelayMs);
+  if (!okBackoff) throw bad("backoff", b);
+}
+
+function warnListenerFailed(error: unknown): void {
+  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
+}
+
+function positiveInt(field: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new InvalidInputError(`${field} must be an integer >= 1; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function nonNegativeInt(field: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0) {
+    throw new InvalidInputError(`${field} must be an integer >= 0; got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+/** A duration in ms: positive and finite; fractions are dropped. */
+function positiveMs(field: string, value: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 1) {
+    throw new InvalidInputError(`${field} must be a number of milliseconds >= 1; got ${JSON.stringify(value)}`);
+  }
+  return Math.floor(value);
+}
+

@@ -1,0 +1,9 @@
+/**
+ * `conveyor/redis`: the Redis backend (ioredis, an optional peer dependency).
+ *
+ * ```ts
+ * import { RedisBackend } from "conveyor/redis";
+ * const backend = new RedisBackend({ connection: process.env.REDIS_URL });
+ * ```
+ */
+export { RedisBackend, type RedisBackendOptions } from "./backend.js";

@@ -1,0 +1,112 @@
+/**
+ * Where Conveyor keeps things in Redis. Every key starts with the backend's prefix.
+ *
+ * Per queue, every key carries the hash tag `{queue}`: `<prefix>:{<queue>}:<suffix>`. Redis
+ * Cluster places keys by the hash of their tag, so all of one queue's keys live in one slot and
+ * every Lua script, which only ever touches one queue, runs on one node. Job and lane keys are
+ * built inside the scripts from the same base, so they share the slot too.
+ *
+ *   meta          HASH  paused ("1" while paused), seq (insertion counter), fw (fast-lane watermark)
+ *   j:<id>        HASH  one job, fields below
+ *   f:<name>      LIST  fast lane: waiting jobs of priority 0 in claim order (see enqueue-4.lua)
+ *   z:<name>      ZSET  slow lane: every other waiting job; score priority, member
+ *                       run_at(13 digits) + seq(12 digits) + id, so member order is claim order
+ *   names         SET   job names that have lanes in this queue
+ *   sched         ZSET  scheduled jobs (delayed, or waiting out a retry) by run_at
+ *   active        ZSET  active jobs by lease expiry (the rescuer's index)
+ *   completed     ZSET  completed jobs by finished_at; + 2^50 for jobs kept forever
+ *   cancelled     ZSET  the same for cancelled jobs
+ *   dead          ZSET  the same for dead jobs
+ *   expiry        ZSET  finished jobs that have a retention deadline, by that deadline
+ *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
+ *                       order) it lets list() walk jobs newest first without a per-job entry for
+ *                       the bulk of a backlog
+ *
+ * Job hash fields (absent means the default in brackets):
+ *   n name, d payload JSON, p priority, r run_at, c created_at, s seq,
+ *   o options "maxAttempts|retainCompletedMs|retainDeadMs|timeoutMs|backoff" (empty = null),
+ *   st state: w waiting, s scheduled, a active, c completed, d dead, x cancelled,
+ *   a attempt [0], k lease token [0], le lease expiry (of the current or last lease; read only
+ *   while active), w worker JSON, sa started_at,
+ *   f finished_at, sl stalls [0], rp replays [0], pg progress JSON, rs result JSON,
+ *   e error JSON, h history JSON array of {a, w, s, f, o, e}, m meta JSON [null].
+ *
+ * Cross-queue keys, each read or written on its own, never inside a queue's script:
+ *   <prefix>:queues        SET of every queue name used (stats(), maintenance, lookups by id).
+ *                          Added to in the same round trip as, and just before, a queue's first
+ *                          enqueue or pause by this process; it is discovery only, so a name in
+ *                          it with no jobs is harmless.
+ *   <prefix>:layout        the data layout version, so an older Conveyor refuses newer data.
+ *   <prefix>:idem:<key>    idempotency keys on Redis' clock (SET NX PX; Redis expires them).
+ *   {<prefix>:idem}:k:<key>, {<prefix>:idem}:exp
+ *                          idempotency keys and their deadline index on an injected clock.
+ * The wake-up channel `<prefix>:wake` is a pub/sub channel, not a key.
+ */
+
+/** Version of the data layout above; bump it (and migrate) whenever the layout changes. */
+export const LAYOUT_VERSION = 1;
+
+/** Key names of one queue. */
+export class QueueKeys {
+  /** `<prefix>:{<queue>}:`, the start of every key of this queue. */
+  readonly base: string;
+  readonly meta: string;
+  readonly sched: string;
+  readonly active: string;
+  readonly completed: string;
+  readonly cancelled: string;
+  readonly dead: string;
+  readonly expiry: string;
+  readonly idx: string;
+  readonly names: string;
+
+  constructor(
+    prefix: string,
+    readonly queue: string,
+  ) {
+    this.base = `${prefix}:{${queue}}:`;
+    this.meta = `${this.base}meta`;
+    this.sched = `${this.base}sched`;
+    this.active = `${this.base}active`;
+    this.completed = `${this.base}completed`;
+    this.cancelled = `${this.base}cancelled`;
+    this.dead = `${this.base}dead`;
+    this.expiry = `${this.base}expiry`;
+    this.idx = `${this.base}idx`;
+    this.names = `${this.base}names`;
+  }
+
+  job(id: string): string {
+    return `${this.base}j:${id}`;
+  }
+
+  fastLane(name: string): string {
+    return `${this.base}f:${name}`;
+  }
+}
+
+/** The keys and channel shared by every queue under one prefix. */
+export class PrefixKeys {
+  readonly queues: string;
+  readonly layout: string;
+  readonly channel: string;
+  /** Deadline index of idempotency keys on an injected clock. */
+  readonly onceIndex: string;
+
+  constructor(readonly prefix: string) {
+    this.queues = `${prefix}:queues`;
+    this.layout = `${prefix}:layout`;
+    this.channel = `${prefix}:wake`;
+    this.onceIndex = `{${prefix}:idem}:exp`;
+  }
+
+  /** An idempotency key on Redis' clock: no hash tag, so a cluster spreads them over its nodes. */
+  onceKey(key: string): string {
+    return `${this.prefix}:idem:${key}`;
+  }
+
+  /** An idempotency key on an injected clock: in the slot of its deadline index. */
+  onceKeyWithIndex(key: string): string {
+    return `{${this.prefix}:idem}:k:${key}`;
+  }
+}

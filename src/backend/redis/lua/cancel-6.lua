@@ -1,0 +1,53 @@
+--[[
+  cancel: cancels one job. A waiting or scheduled job leaves its lane or the scheduled set and
+  never runs. An active job is marked cancelled and keeps its lease token, so its worker's next
+  heartbeat learns "cancelled" and its late settle is refused; it is kept at least until its
+  lease would have expired, even with retention 0, so that heartbeat can still find it.
+
+  KEYS[1] meta       <base>meta
+  KEYS[2] sched      <base>sched
+  KEYS[3] active     <base>active
+  KEYS[4] cancelled  <base>cancelled
+  KEYS[5] expiry     <base>expiry
+  KEYS[6] idx        <base>idx
+  ARGV[1] now in ms, or '' for Redis TIME
+  ARGV[2] job id
+  Returns 'cancelled', 'not-found' or 'already-finished'.
+]]
+local meta, sched, active, idx = KEYS[1], KEYS[2], KEYS[3], KEYS[6]
+local base = string.sub(meta, 1, -5)
+local now = now_ms(ARGV[1])
+local id = ARGV[2]
+local key = base .. 'j:' .. id
+local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'o', 'a', 'w', 'sa', 'h', 'le')
+local state = v[1]
+if not state then return 'not-found' end
+if state == 'c' or state == 'd' or state == 'x' then return 'already-finished' end
+local _, retain = parse_options(v[6])
+
+if state == 'a' then
+  redis.call('ZREM', active, id)
+  redis.call('HSET', key, 'st', 'x', 'f', int(now), 'h', history_with(v[10], v[7], v[8], v[9], now, 'cancelled', nil))
+  redis.call('HDEL', key, 'le')
+  local deadline = nil
+  if retain then deadline = math.max(now + retain, num(v[11], now)) end
+  add_finished(base, 'cancelled', id, now, deadline)
+  return 'cancelled'
+end
+
+-- Waiting (in one of its name's lanes) or scheduled (in the scheduled set, due or not).
+if redis.call('ZREM', sched, id) == 0 then
+  local member = lane_member(tonumber(v[4]), tonumber(v[5]), id)
+  if redis.call('ZREM', base .. 'z:' .. v[2], member) == 0 then
+    -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
+    redis.call('LREM', base .. 'f:' .. v[2], 1, id)
+  end
+end
+if retain == 0 then
+  delete_job(base, id, nil)
+else
+  redis.call('HSET', key, 'st', 'x', 'f', int(now))
+  redis.call('ZADD', idx, v[5], id)
+  add_finished(base, 'cancelled', id, now, retain and now + retain)
+end
+return 'cancelled'

@@ -1,0 +1,160 @@
+--[[
+  claim: moves up to `limit` runnable jobs of one queue to active, in claim order (lowest
+  priority, then earliest run_at, then insertion order), each with attempt + 1 and a lease token
+  one greater than its last.
+
+  First promotes due scheduled jobs (earliest first, at most ARGV[5] per call) into their slow
+  lanes, so delayed and retried jobs need no separate timer that could fall behind. Then merges
+  the fast and slow lanes of the requested names only: jobs with other names are never read,
+  so a worker skips (never drops) jobs it has no handler for, at no cost per skipped job.
+
+  KEYS[1] meta     <base>meta
+  KEYS[2] sched    <base>sched
+  KEYS[3] active   <base>active
+  KEYS[4] idx      <base>idx
+  ARGV[1] now in ms, or '' for Redis TIME
+  ARGV[2] lease length in ms
+  ARGV[3] limit, >= 1
+  ARGV[4] worker identity as JSON {"id","host","pid"}
+  ARGV[5] most due scheduled jobs to promote in this call
+  ARGV[6..] job names to claim
+  Returns { nextDueIn, id1, fields1, id2, fields2, ... }: each claimed job's id and its hash after
+  the claim as one string, field and value alternating, separated by NUL bytes (one bulk string
+  costs Redis and the client far less than two dozen; no field holds a NUL: JSON escapes it), in
+  claim order; nextDueIn is how many ms until the earliest
+  job still scheduled comes due, or false when there is none (the caller may wake itself up then:
+  a delay, not a time, so the caller's clock need not agree with Redis').
+  A paused queue returns { false } and changes nothing.
+]]
+local meta, sched, active, idx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local base = string.sub(meta, 1, -5)
+local now = now_ms(ARGV[1])
+if redis.call('HEXISTS', meta, 'paused') == 1 then return { false } end
+local leaseMs, limit, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+
+promote_due(base, sched, now, tonumber(ARGV[5]))
+
+-- One source per non-empty lane, with its first `limit` entries: no more can be taken from it.
+local sources = {}
+for i = 6, #ARGV do
+  local fastKey = base .. 'f:' .. ARGV[i]
+  local ids = redis.call('LRANGE', fastKey, 0, limit - 1)
+  if #ids > 0 then sources[#sources + 1] = { fast = true, key = fastKey, items = ids, pos = 1 } end
+  local slowKey = base .. 'z:' .. ARGV[i]
+  local withScores = redis.call('ZRANGE', slowKey, 0, limit - 1, 'WITHSCORES')
+  if #withScores > 0 then
+    local members, priorities = {}, {}
+    for j = 1, #withScores, 2 do
+      members[#members + 1] = withScores[j]
+      priorities[#priorities + 1] = tonumber(withScores[j + 1])
+    end
+    sources[#sources + 1] = { fast = false, key = slowKey, items = members, priorities = priorities, pos = 1 }
+  end
+end
+
+-- The claim-order key {priority, run_at, seq, id} of a source's current entry. A fast lane holds
+-- priority 0 only; its run_at and seq live in the job hash.
+local function head(src)
+  if src.headPos ~= src.pos then
+    local entry = src.items[src.pos]
+    if src.fast then
+      local v = redis.call('HMGET', base .. 'j:' .. entry, 'r', 's')
+      src.head = { 0, num(v[1], 0), num(v[2], 0), entry }
+    else
+      src.head = { src.priorities[src.pos], tonumber(string.sub(entry, 1, 13)), tonumber(string.sub(entry, 14, 25)),
+        string.sub(entry, 26) }
+    end
+    src.headPos = src.pos
+  end
+  return src.head
+end
+
+local function before(x, y)
+  if x[1] ~= y[1] then return x[1] < y[1] end
+  if x[2] ~= y[2] then return x[2] < y[2] end
+  return x[3] < y[3]
+end
+
+-- taken: { id, from a fast lane? }, in claim order.
+local taken = {}
+if #sources == 1 then
+  -- One lane (the common case): it is already in claim order.
+  local src = sources[1]
+  for j = 1, math.min(limit, #src.items) do
+    taken[j] = { src.fast and src.items[j] or string.sub(src.items[j], 26), src.fast }
+  end
+  src.pos = #taken + 1
+else
+  while #taken < limit do
+    local best, bestKey
+    for _, src in ipairs(sources) do
+      if src.pos <= #src.items then
+        local key = head(src)
+        if not best or before(key, bestKey) then best, bestKey = src, key end
+      end
+    end
+    if not best then break end
+    taken[#taken + 1] = { bestKey[4], best.fast }
+    best.pos = best.pos + 1
+  end
+end
+
+for _, src in ipairs(sources) do
+  local consumed = src.pos - 1
+  if consumed > 0 then
+    if src.fast then
+      redis.call('LTRIM', src.key, consumed, -1)
+    else
+      redis.call('ZREMRANGEBYRANK', src.key, 0, consumed - 1)
+    end
+  end
+end
+
+local expires = int(now + leaseMs)
+local nowText = int(now)
+local reply = { false }
+local activeArgs, idxArgs = {}, {}
+for _, t in ipairs(taken) do
+  local id, fromFast = t[1], t[2]
+  local key = base .. 'j:' .. id
+  local fields = redis.call('HGETALL', key)
+  local at = {}
+  for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+  -- Every script keeps lanes and hashes in step, so a lane entry always names a waiting job;
+  -- should one not, it is dropped from the lane above and never claimed.
+  if at.st and fields[at.st] == 'w' then
+    local updates = {
+      'st', 'a',
+      'a', int(num(fields[at.a], 0) + 1),
+      'k', int(num(fields[at.k], 0) + 1),
+      'le', expires,
+      'w', worker,
+      'sa', nowText,
+    }
+    redis.call('HSET', key, unpack(updates))
+    -- The reply is the hash as it is now: patch the copy read above instead of reading it again.
+    for j = 1, #updates, 2 do
+      local pos = at[updates[j]]
+      if pos then
+        fields[pos] = updates[j + 1]
+      else
+        fields[#fields + 1] = updates[j]
+        fields[#fields + 1] = updates[j + 1]
+      end
+    end
+    activeArgs[#activeArgs + 1] = expires
+    activeArgs[#activeArgs + 1] = id
+    if fromFast then
+      idxArgs[#idxArgs + 1] = fields[at.s]
+      idxArgs[#idxArgs + 1] = id
+    end
+    reply[#reply + 1] = id
+    reply[#reply + 1] = table.concat(fields, '\0')
+  end
+end
+if #activeArgs > 0 then call_chunked('ZADD', active, activeArgs, 2) end
+if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
+
+local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
+if first[2] then reply[1] = int(math.max(0, tonumber(first[2]) - now)) end
+return reply

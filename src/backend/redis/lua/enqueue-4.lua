@@ -1,0 +1,95 @@
+--[[
+  enqueue: inserts a batch of jobs into one queue, atomically. A job whose id already exists in
+  the queue (in any state) is a duplicate and nothing is written for it.
+
+  Where a new job goes:
+  - due now, priority 0, and run_at not before the fast-lane watermark: appended to the fast
+    lane of its name (a LIST: the cheapest structure, ~25 bytes per job). The watermark is the
+    latest run_at ever appended to a fast lane of this queue, so every fast lane stays sorted by
+    (run_at, seq) and claim order can read it front to back;
+  - due now otherwise (a priority, or an explicit run_at in the past): its slow lane (ZSET);
+  - not due yet: the scheduled set, by run_at; claim promotes it once due.
+
+  KEYS[1] meta     <base>meta
+  KEYS[2] sched    <base>sched
+  KEYS[3] idx      <base>idx
+  KEYS[4] names    <base>names
+  ARGV[1] now in ms, or '' for Redis TIME
+  ARGV[2] wake-up channel, or '' for none
+  ARGV[3] queue name (the wake-up message: "<queue>" when jobs are claimable now, and
+          "<queue> <ms>" when the earliest new scheduled job comes due in <ms>)
+  ARGV[4..] 8 values per job: id, name, payload JSON, priority, run_at ms or '' (then
+            now + delay), delay ms, options ("maxAttempts|retainCompleted|retainDead|timeout|backoff"),
+            meta JSON or '' for none
+  Returns one integer per job, in input order: 0 inserted, 1 duplicate.
+]]
+local meta, sched, idx, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local base = string.sub(meta, 1, -5)
+local now = now_ms(ARGV[1])
+local count = (#ARGV - 3) / 8
+
+local seq = redis.call('HINCRBY', meta, 'seq', count) - count
+local watermark = num(redis.call('HGET', meta, 'fw'), 0)
+local startWatermark = watermark
+local nowText = int(now)
+local fast = {}      -- name -> ids to append to its fast lane, in order
+local fastNames = {}
+local newNames = {}
+local schedArgs, idxArgs = {}, {}
+local result = {}
+local due = false
+local firstRunAt = nil -- earliest run_at among the new scheduled jobs
+
+for i = 0, count - 1 do
+  local a = 4 + i * 8
+  local id, name = ARGV[a], ARGV[a + 1]
+  local key = base .. 'j:' .. id
+  if redis.call('EXISTS', key) == 1 then
+    result[i + 1] = 1
+  else
+    result[i + 1] = 0
+    seq = seq + 1
+    local priority = tonumber(ARGV[a + 3])
+    local runAt = ARGV[a + 4] ~= '' and tonumber(ARGV[a + 4]) or now + tonumber(ARGV[a + 5])
+    local state = 'w'
+    if runAt > now then
+      state = 's'
+      if not firstRunAt or runAt < firstRunAt then firstRunAt = runAt end
+      schedArgs[#schedArgs + 1] = int(runAt)
+      schedArgs[#schedArgs + 1] = id
+      idxArgs[#idxArgs + 1] = seq
+      idxArgs[#idxArgs + 1] = id
+    else
+      due = true
+      if priority == 0 and runAt >= watermark then
+        watermark = runAt
+        local lane = fast[name]
+        if not lane then
+          lane = {}
+          fast[name] = lane
+          fastNames[#fastNames + 1] = name
+        end
+        lane[#lane + 1] = id
+      else
+        to_slow_lane(base, id, name, priority, runAt, seq)
+        idxArgs[#idxArgs + 1] = seq
+        idxArgs[#idxArgs + 1] = id
+      end
+    end
+    redis.call('HSET', key, 'n', name, 'd', ARGV[a + 2], 'p', ARGV[a + 3], 'r', int(runAt), 'c', nowText,
+      's', int(seq), 'o', ARGV[a + 6], 'st', state)
+    if ARGV[a + 7] ~= '' then redis.call('HSET', key, 'm', ARGV[a + 7]) end
+    newNames[name] = true
+  end
+end
+
+for _, name in ipairs(fastNames) do call_chunked('RPUSH', base .. 'f:' .. name, fast[name], 1) end
+if #schedArgs > 0 then call_chunked('ZADD', sched, schedArgs, 2) end
+if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
+if watermark ~= startWatermark then redis.call('HSET', meta, 'fw', int(watermark)) end
+local nameList = {}
+for name in pairs(newNames) do nameList[#nameList + 1] = name end
+if #nameList > 0 then call_chunked('SADD', names, nameList, 1) end
+if due then wake(ARGV[2], ARGV[3]) end
+if firstRunAt then wake(ARGV[2], ARGV[3] .. ' ' .. int(firstRunAt - now)) end
+return result

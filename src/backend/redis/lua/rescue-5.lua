@@ -1,0 +1,67 @@
+--[[
+  rescue: fails the attempts of active jobs whose lease expired (the worker crashed, stalled or
+  was cut off), earliest expiry first. Each such job goes back to waiting with run_at = now, or
+  to dead when its attempts are used up or its lease expired `maxStalls` times in a row
+  (quarantine: it keeps killing its workers). Safe to run from many processes at once: a job
+  leaves the active set in the same step that rescues it.
+
+  KEYS[1] meta     <base>meta
+  KEYS[2] active   <base>active
+  KEYS[3] dead     <base>dead
+  KEYS[4] expiry   <base>expiry
+  KEYS[5] idx      <base>idx
+  ARGV[1] now in ms, or '' for Redis TIME
+  ARGV[2] wake-up channel, or '' for none
+  ARGV[3] queue name (the wake-up message)
+  ARGV[4] maxStalls
+  ARGV[5] most jobs to rescue
+  ARGV[6] the "lease expired" error JSON
+  ARGV[7] the quarantine error JSON, with __STALLS__ where the number of expiries goes
+  Returns a flat array of 5 values per rescued job: id, name, 'waiting' or 'dead', attempt,
+  worker JSON.
+]]
+local meta, active = KEYS[1], KEYS[2]
+local base = string.sub(meta, 1, -5)
+local now = now_ms(ARGV[1])
+local maxStalls = tonumber(ARGV[4])
+local expiredError = ARGV[6]
+local ids = redis.call('ZRANGEBYSCORE', active, '-inf', int(now), 'LIMIT', 0, tonumber(ARGV[5]))
+local out = {}
+local requeued = false
+for _, id in ipairs(ids) do
+  local key = base .. 'j:' .. id
+  redis.call('ZREM', active, id)
+  local v = redis.call('HMGET', key, 'st', 'n', 'a', 'o', 'sl', 'w', 'sa', 'h', 'p', 's')
+  if v[1] == 'a' then
+    local attempt = num(v[3], 0)
+    local stalls = num(v[5], 0) + 1
+    local maxAttempts, _, retainDead = parse_options(v[4])
+    local quarantined = stalls >= maxStalls
+    local history = history_with(v[8], v[3], v[6], v[7], now, 'lease-expired', expiredError)
+    local state = 'waiting'
+    if not quarantined and attempt < maxAttempts then
+      redis.call('HSET', key, 'st', 'w', 'r', int(now), 'e', expiredError, 'sl', int(stalls), 'h', history)
+      redis.call('HDEL', key, 'le')
+      to_slow_lane(base, id, v[2], v[9], now, tonumber(v[10]))
+      requeued = true
+    else
+      state = 'dead'
+      if retainDead == 0 then
+        delete_job(base, id, nil)
+      else
+        local err = expiredError
+        if quarantined then err = string.gsub(ARGV[7], '__STALLS__', int(stalls)) end
+        redis.call('HSET', key, 'st', 'd', 'e', err, 'f', int(now), 'sl', int(stalls), 'h', history)
+        redis.call('HDEL', key, 'le')
+        add_finished(base, 'dead', id, now, retainDead and now + retainDead)
+      end
+    end
+    out[#out + 1] = id
+    out[#out + 1] = v[2]
+    out[#out + 1] = state
+    out[#out + 1] = int(attempt)
+    out[#out + 1] = v[6]
+  end
+end
+if requeued then wake(ARGV[2], ARGV[3]) end
+return out

@@ -1,0 +1,184 @@
+/**
+ * The Lua scripts, one per atomic transition (lua/<name>-<number of keys>.lua), and how they are
+ * called: by SHA (EVALSHA), so a call sends a 40-byte hash instead of the script. A Redis that
+ * restarted or ran SCRIPT FLUSH answers NOSCRIPT; the call is then sent once more with the source
+ * (EVAL), which also puts the script back in Redis' cache, so the next call by SHA works again.
+ * Nothing ran when Redis answered NOSCRIPT, so sending the call again is safe.
+ *
+ * Each script is known by a versioned name, `conveyor.<name>.v<layout>`, used in errors. Its
+ * identity in Redis is its SHA: two Conveyor versions sharing one Redis run their own scripts
+ * side by side and never call each other's.
+ *
+ * On Redis 7 and newer every script starts with a `#!lua` shebang, which makes Redis check two
+ * things the scripts rely on: in cluster mode it refuses any key outside the slot of the
+ * script's first key (so a key-layout mistake fails loudly instead of half-working), and when
+ * memory is full it refuses a writing script before it starts, rather than at its first write,
+ * which would leave a transition half applied. Read-only scripts are flagged `no-writes`, so they
+ * still run then. Older servers get the same scripts without the shebang, which they cannot parse.
+ */
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { ConveyorError } from "../../core/errors.js";
+import { LAYOUT_VERSION } from "./keys.js";
+
+export type ScriptName =
+  | "enqueue"
+  | "claim"
+  | "heartbeat"
+  | "complete"
+  | "fail"
+  | "release"
+  | "progress"
+  | "rescue"
+  | "promote"
+  | "prune"
+  | "cancel"
+  | "replay"
+  | "pause"
+  | "stats"
+  | "once"
+  | "prune-keys";
+
+/** One way of sending a script: its text and the SHA Redis knows it by. */
+export interface ScriptText {
+  readonly source: string;
+  readonly sha: string;
+}
+
+export interface Script {
+  /** `conveyor.<name>.v<layout>`, for messages. */
+  readonly fullName: string;
+  readonly numberOfKeys: number;
+  /** The helpers of `_common.lua` followed by the script's own file, for any Redis. */
+  readonly plain: ScriptText;
+  /** The same behind a `#!lua` shebang with the script's flags, for Redis 7 and newer. */
+  readonly flagged: ScriptText;
+}
+
+/** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
+const READ_ONLY: ReadonlySet<string> = new Set(["stats"]);
+
+/** A value Redis accepts as a script argument. */
+export type ScriptArg = string | number;
+
+let cache: ReadonlyMap<ScriptName, Script> | null = null;
+
+/**
+ * Reads the scripts next to this module (once per process). The package build copies the lua
+ * folder next to the compiled backend, so source and build read the same files.
+ */
+export function loadScripts(): ReadonlyMap<ScriptName, Script> {
+  if (cache !== null) return cache;
+  const dir = new URL("./lua/", import.meta.url);
+  let files: string[];
+  let common: string;
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith(".lua") && !f.startsWith("_"));
+    common = readFileSync(new URL("_common.lua", dir), "utf8");
+  } catch (error) {
+    throw new ConveyorError(
+      `Conveyor's Redis scripts are missing from ${fileURLToPath(dir)}; the package build must copy ` +
+        `src/backend/redis/lua next to backend.js`,
+      { cause: error },
+    );
+  }
+  const scripts = new Map<ScriptName, Script>();
+  for (const file of files) {
+    const match = /^([a-z-]+?)-(\d+)\.lua$/.exec(file);
+    if (match === null) {
+      throw new ConveyorError(`unexpected file ${file} in ${fileURLToPath(dir)}; scripts are named <name>-<keys>.lua`);
+    }
+    const name = match[1]!;
+    const source = `${common}\n${readFileSync(new URL(file, dir), "utf8")}`;
+    scripts.set(name as ScriptName, {
+      fullName: `conveyor.${name}.v${LAYOUT_VERSION}`,
+      numberOfKeys: Number(match[2]),
+      plain: text(source),
+      flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source}`),
+    });
+  }
+  cache = scripts;
+  return scripts;
+}
+
+function text(source: string): ScriptText {
+  return { source, sha: createHash("sha1").update(source).digest("hex") };
+}
+
+/** Sends one command (EVALSHA, EVAL or SCRIPT) with its arguments and returns Redis' reply. */
+export type SendCommand = (command: "EVALSHA" | "EVAL" | "SCRIPT", args: ScriptArg[]) => Promise<unknown>;
+
+/** Calls scripts by SHA, recovering from NOSCRIPT. */
+export class ScriptRunner {
+  /** Send the `#!lua` variants (Redis 7+); set once the server's version is known. */
+  flagged = false;
+
+  /**
+   * @param send how commands reach Redis (the backend routes them through its connection guard)
+   * @param cluster true for Redis Cluster, where SCRIPT LOAD would reach one node only
+   */
+  constructor(
+    private readonly send: SendCommand,
+    private readonly cluster: boolean,
+    private readonly scripts: ReadonlyMap<ScriptName, Script> = loadScripts(),
+  ) {}
+
+  /** Runs a script; `keys` must match its key count (a programming error otherwise). */
+  async run(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+    const script = this.scripts.get(name);
+    if (script === undefined) throw new ConveyorError(`no Redis script named ${name}; the lua folder is incomplete`);
+    if (keys.length !== script.numberOfKeys) {
+      throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
+    }
+    const { sha, source } = this.flagged ? script.flagged : script.plain;
+    // One array, never spread into a call: a bulk enqueue has far more arguments than a JS call
+    // stack can take.
+    const rest = [script.numberOfKeys, ...keys, ...args];
+    try {
+      try {
+        return await this.send("EVALSHA", [sha, ...rest]);
+      } catch (error) {
+        if (!isNoScript(error)) throw error;
+        return await this.send("EVAL", [source, ...rest]);
+      }
+    } catch (error) {
+      throw explain(error, script);
+    }
+  }
+
+  /**
+   * Puts every script into Redis' cache ahead of the first call. Only on a single server: on a
+   * cluster SCRIPT LOAD reaches one node, and the NOSCRIPT fallback loads each node on first use.
+   */
+  async loadAll(): Promise<void> {
+    if (this.cluster) return;
+    await Promise.all(
+      [...this.scripts.values()].map(async (script) => {
+        const { sha, source } = this.flagged ? script.flagged : script.plain;
+        const loaded = await this.send("SCRIPT", ["LOAD", source]);
+        if (loaded !== sha) throw new ConveyorError(`Redis hashed ${script.fullName} to ${String(loaded)}, expected ${sha}`);
+      }),
+    );
+  }
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith("NOSCRIPT");
+}
+
+/**
+ * Errors Redis reported about a script get its name and, where there is one, advice. Connection
+ * errors pass through untouched: callers (the worker runtime) retry those.
+ */
+function explain(error: unknown, script: Script): unknown {
+  if (!(error instanceof Error) || error.name !== "ReplyError") return error;
+  if (error.message.startsWith("OOM")) {
+    return new ConveyorError(
+      `Redis refused ${script.fullName}: it is out of memory (${error.message}). Raise maxmemory, or keep fewer ` +
+        `finished jobs (removeOnComplete / removeOnFail, prune retention)`,
+      { cause: error },
+    );
+  }
+  return new ConveyorError(`Redis script ${script.fullName} failed: ${error.message}`, { cause: error });
+}

@@ -1,0 +1,416 @@
+/**
+ * What the conformance suite cannot see on Redis: script loading and recovery, the server checks,
+ * Redis' own clock, the key layout, wake-ups over pub/sub, and faults (connections killed, Redis
+ * restarted or SIGKILLed mid-run) with the real worker runtime on top.
+ *
+ * Tests that kill, restart or reconfigure a server run their own (test/helpers/redis.ts); the
+ * others share the suite's server, each under its own key prefix.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { openBackend } from "../../src/backend/open.js";
+import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
+import { loadScripts } from "../../src/backend/redis/scripts.js";
+import { FakeClock, Queue, silentLogger, Worker, type Backend, type Logger, type WorkerOptions } from "../../src/index.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import { deletePrefix, requireRedis, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
+const admin = new Redis(url);
+
+const prefixes: string[] = [];
+const backends: Backend[] = [];
+const workers: Worker[] = [];
+const servers: ThrowawayRedis[] = [];
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+  await Promise.all(backends.splice(0).map((b) => b.close()));
+  await Promise.all(servers.splice(0).map((s) => s.stop()));
+});
+
+afterAll(async () => {
+  for (const prefix of prefixes) await deletePrefix(url, prefix);
+  await admin.quit();
+});
+
+/** A backend on the shared server (or `connection`) under a fresh prefix, closed after the test. */
+function backend(options: Partial<RedisBackendOptions> = {}): RedisBackend {
+  const prefix = options.prefix ?? testPrefix("spec");
+  prefixes.push(prefix);
+  const b = new RedisBackend({ connection: url, logger: silentLogger, ...options, prefix });
+  backends.push(b);
+  return b;
+}
+
+function worker(options: WorkerOptions): Worker {
+  const w = new Worker({ logger: silentLogger, ...options });
+  workers.push(w);
+  return w;
+}
+
+async function server(options: Parameters<typeof startThrowawayRedis>[0] = {}): Promise<ThrowawayRedis> {
+  const s = await startThrowawayRedis(options);
+  servers.push(s);
+  return s;
+}
+
+/** A logger that keeps every message, to check what a fault was reported as. */
+function recordingLogger(): Logger & { messages: string[] } {
+  const messages: string[] = [];
+  const keep = (_fields: object, message: string) => void messages.push(message);
+  return { messages, info: keep, warn: keep, error: keep };
+}
+
+const spec = (input: { jobId?: string; queue?: string; name?: string; data?: unknown; delayMs?: number } = {}) =>
+  buildJobSpec({
+    queue: input.queue ?? "q",
+    name: input.name ?? "job",
+    data: input.data ?? {},
+    options: { ...(input.jobId ? { jobId: input.jobId } : {}), ...(input.delayMs ? { delayMs: input.delayMs } : {}) },
+  });
+
+const WORKER = { id: "w1", host: "h", pid: 1 };
+
+describe("scripts", () => {
+  it("every script file opens with a header documenting its KEYS, ARGV and return value", () => {
+    const dir = new URL("../../src/backend/redis/lua/", import.meta.url);
+    const files = readdirSync(dir).filter((f) => f.endsWith(".lua") && !f.startsWith("_"));
+    expect(files.length).toBeGreaterThanOrEqual(16);
+    for (const file of files) {
+      const text = readFileSync(new URL(file, dir), "utf8");
+      const header = text.slice(0, text.indexOf("]]"));
+      const keys = Number(/-(\d+)\.lua$/.exec(file)![1]);
+      expect(text.startsWith("--[["), file).toBe(true);
+      for (let k = 1; k <= keys; k++) expect(header, `${file} documents KEYS[${k}]`).toContain(`KEYS[${k}]`);
+      expect(header, `${file} documents no more keys than its name says`).not.toContain(`KEYS[${keys + 1}]`);
+      expect(header, `${file} documents ARGV`).toMatch(/ARGV\[1\]/);
+      expect(header, `${file} documents its return value`).toMatch(/Returns/);
+    }
+  });
+
+  it("survives SCRIPT FLUSH: the next call sends the script again and later calls go by SHA", async () => {
+    const b = backend({ clock: new FakeClock() });
+    await b.enqueue([spec({ jobId: "before" })]);
+    await admin.script("FLUSH");
+    await b.enqueue([spec({ jobId: "after" })]);
+    const claimed = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 5, leaseMs: 1_000 });
+    expect(claimed.map((c) => c.job.id)).toEqual(["before", "after"]);
+    expect(await b.complete(claimed.map((c) => ({ lease: c.lease, result: null })))).toEqual(["applied", "applied"]);
+    // The scripts used are back in Redis' cache (the server is Redis 7: the `#!lua` variants).
+    const scripts = loadScripts();
+    const shas = ["enqueue", "claim", "complete"].map((name) => scripts.get(name as "claim")!.flagged.sha);
+    expect(await admin.script("EXISTS", ...shas)).toEqual([1, 1, 1]);
+  });
+
+  it("names the script in the errors Redis reports for it", async () => {
+    const prefix = testPrefix("broken");
+    const b = backend({ prefix, clock: new FakeClock() });
+    await b.enqueue([spec({ jobId: "j" })]);
+    const [c] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 1_000 });
+    // Another program scribbles over the job's options.
+    await admin.hdel(`${prefix}:{q}:j:j`, "o");
+    await expect(b.complete([{ lease: c!.lease, result: null }])).rejects.toThrow(/Redis script conveyor\.complete\.v1 failed/);
+  });
+});
+
+describe("server checks", () => {
+  it("refuses a Redis that may evict keys, saying how to fix it; checkEvictionPolicy: false overrides", async () => {
+    const lru = await server({ args: ["--maxmemory-policy", "allkeys-lru"] });
+    const strict = backend({ connection: lru.url });
+    await expect(strict.migrate()).rejects.toThrow(/maxmemory-policy allkeys-lru/);
+    await expect(strict.enqueue([spec()])).rejects.toThrow(/noeviction.*checkEvictionPolicy: false/s);
+    const lenient = backend({ connection: lru.url, checkEvictionPolicy: false });
+    await lenient.migrate();
+    expect(await lenient.enqueue([spec({ jobId: "ok" })])).toEqual([{ id: "ok", duplicate: false }]);
+  });
+
+  it("refuses data written in a newer layout", async () => {
+    const prefix = testPrefix("layout");
+    prefixes.push(prefix);
+    await admin.set(`${prefix}:layout`, "99");
+    await expect(backend({ prefix }).migrate()).rejects.toThrow(/layout version 99, newer than this Conveyor/);
+  });
+
+  it("leaves a client it was given connected when closed", async () => {
+    const client = new Redis(url);
+    try {
+      const b = new RedisBackend({ connection: client, prefix: testPrefix("own"), logger: silentLogger });
+      await b.enqueue([spec()]);
+      await b.close();
+      expect(await client.ping()).toBe("PONG");
+      expect(client.listenerCount("ready")).toBe(0);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe("Redis' own clock (no injected clock)", () => {
+  it("now() and leases come from Redis TIME", async () => {
+    const b = backend();
+    const now = await b.now();
+    // The same host's clock; the margin only absorbs a slow machine, it times nothing.
+    expect(Math.abs(now - Date.now())).toBeLessThan(60_000);
+    await b.enqueue([spec({ jobId: "j" })]);
+    const [c] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 4_321 });
+    expect(c!.leaseExpiresAt - c!.job.startedAt!).toBe(4_321);
+    expect(c!.job.startedAt!).toBeGreaterThanOrEqual(now);
+  });
+
+  it("idempotency keys are SET NX PX keys that Redis expires itself", async () => {
+    const prefix = testPrefix("once");
+    const b = backend({ prefix });
+    expect(await b.idempotency.once("charge:1", 60_000)).toBe(true);
+    expect(await b.idempotency.once("charge:1", 60_000)).toBe(false);
+    const ttl = await admin.pttl(`${prefix}:idem:charge:1`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    expect((await b.prune()).idempotencyKeys).toBe(0);
+  });
+});
+
+describe("key layout", () => {
+  it("every key of a queue carries that queue's hash tag; the rest are the documented per-prefix keys", async () => {
+    const prefix = testPrefix("layout");
+    const clock = new FakeClock();
+    const b = backend({ prefix, clock });
+    await b.enqueue([spec({ jobId: "a1", queue: "alpha" }), spec({ jobId: "a2", queue: "alpha", delayMs: 5_000 })]);
+    await b.enqueue([spec({ jobId: "b1", queue: "beta", name: "other" }), spec({ jobId: "b2", queue: "beta" })]);
+    const [a] = await b.claim({ queues: ["alpha"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 1_000 });
+    await b.progress(a!.lease, { pct: 5 });
+    await b.fail([{ lease: a!.lease, error: { name: "E", message: "m", stack: null }, retryDelayMs: null }]);
+    await b.replay("a1");
+    const [b2] = await b.claim({ queues: ["beta"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 1_000 });
+    await b.complete([{ lease: b2!.lease, result: 1 }]);
+    await b.cancel("b1");
+    await b.pause("beta");
+    await b.idempotency.once("k", 1_000);
+    clock.advance(10_000);
+    await b.rescueExpired();
+    await b.promoteDue();
+    await b.prune();
+    expect(await b.list()).not.toEqual([]);
+
+    const keys: string[] = [];
+    for (const pattern of [`${prefix}:*`, `{${prefix}:*`]) {
+      let cursor = "0";
+      do {
+        const [next, page] = await admin.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+        cursor = next;
+        keys.push(...page);
+      } while (cursor !== "0");
+    }
+    const perPrefix = new Set([`${prefix}:queues`, `${prefix}:layout`, `{${prefix}:idem}:exp`, `{${prefix}:idem}:k:k`]);
+    const byTag = new Map<string, string[]>();
+    for (const key of keys) {
+      if (perPrefix.has(key)) continue;
+      const tag = /\{([^}]*)\}/.exec(key)?.[1];
+      expect(["alpha", "beta"], `${key} carries a queue's hash tag`).toContain(tag);
+      expect(key.startsWith(`${prefix}:{${tag}}:`), key).toBe(true);
+      byTag.set(tag!, [...(byTag.get(tag!) ?? []), key]);
+    }
+    expect(byTag.get("alpha")?.length).toBeGreaterThan(3);
+    expect(byTag.get("beta")?.length).toBeGreaterThan(3);
+  });
+
+  it("job ids are unique per queue: the same id in two queues is two jobs (get prefers the first queue by name)", async () => {
+    const b = backend({ clock: new FakeClock() });
+    expect(await b.enqueue([spec({ jobId: "same", queue: "zeta", data: 1 })])).toEqual([{ id: "same", duplicate: false }]);
+    expect(await b.enqueue([spec({ jobId: "same", queue: "eta", data: 2 })])).toEqual([{ id: "same", duplicate: false }]);
+    expect(await b.get("same")).toMatchObject({ queue: "eta", data: 2 });
+    // A cancel goes to the copy that can still be cancelled.
+    const [c] = await b.claim({ queues: ["eta"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 1_000 });
+    await b.complete([{ lease: c!.lease, result: null }]);
+    expect(await b.cancel("same")).toBe("cancelled");
+    expect((await b.list({ queue: "zeta" }))[0]?.state).toBe("cancelled");
+  });
+
+  it("a waiting job with a small payload costs under 300 bytes of Redis memory (hash, key and lane entry)", async () => {
+    const prefix = testPrefix("mem");
+    const b = backend({ prefix });
+    const specs = Array.from({ length: 200 }, (_, i) => spec({ data: { i } }));
+    await b.enqueue(specs);
+    const usage = Number(await admin.call("MEMORY", "USAGE", `${prefix}:{q}:j:${specs[100]!.id}`));
+    // A regression guard, measured at ~200 on Redis 7.0 (listpack hash); the lane entry adds ~25.
+    expect(usage).toBeLessThan(300);
+  });
+});
+
+describe("openBackend", () => {
+  it("opens redis:// URLs with ?prefix=, checked and ready", async () => {
+    const prefix = testPrefix("open");
+    prefixes.push(prefix);
+    const b = await openBackend(`${url}/0?prefix=${prefix}`);
+    backends.push(b);
+    await b.enqueue([spec({ jobId: "via-url" })]);
+    expect(await admin.exists(`${prefix}:{q}:j:via-url`)).toBe(1);
+    expect(b.description).toContain(`prefix ${prefix}`);
+  });
+
+  it("never shows the password in its description", async () => {
+    const b = backend({ connection: "redis://:s3cret@127.0.0.1:1/0" });
+    expect(b.description).not.toContain("s3cret");
+    expect(b.description).toContain("127.0.0.1:1");
+  });
+});
+
+describe("wake-ups", () => {
+  it("an idle worker starts a job within moments of its enqueue, also after its subscriber connection was killed", async () => {
+    const s = await server();
+    const prefix = testPrefix("wake");
+    const b = backend({ connection: s.url, prefix });
+    const producer = backend({ connection: s.url, prefix });
+    const started: string[] = [];
+    // Polling every minute: only a wake-up can start these jobs in time.
+    worker({ backend: b, queues: "q", pollIntervalMs: 60_000, handlers: { job: async (job) => void started.push(job.id) } });
+    const sAdmin = new Redis(s.url);
+    try {
+      await waitFor(async () => String(await sAdmin.call("CLIENT", ["LIST", "TYPE", "pubsub"])).includes("sub=1"), { description: "subscribed" });
+      await producer.enqueue([spec({ jobId: "first" })]);
+      await waitFor(() => started.includes("first"), { description: "first job started by a wake-up" });
+
+      await sAdmin.call("CLIENT", ["KILL", "TYPE", "pubsub"]);
+      await waitFor(async () => String(await sAdmin.call("CLIENT", ["LIST", "TYPE", "pubsub"])).includes("sub=1"), { description: "resubscribed" });
+      await producer.enqueue([spec({ jobId: "second" })]);
+      await waitFor(() => started.includes("second"), { description: "second job started by a wake-up after the reconnect" });
+    } finally {
+      sAdmin.disconnect();
+    }
+  });
+
+  it("an idle worker starts a delayed job when it comes due, without waiting for its next poll", async () => {
+    const b = backend();
+    const started: string[] = [];
+    worker({ backend: b, queues: "q", pollIntervalMs: 60_000, handlers: { job: async (job) => void started.push(job.id) } });
+    // A claim (here: the worker's first) learns when the next scheduled job is due.
+    await waitFor(() => workers[0]!.activeCount === 0);
+    await b.enqueue([spec({ jobId: "later", delayMs: 300 })]);
+    await waitFor(() => started.includes("later"), { description: "delayed job started on time" });
+  });
+});
+
+describe("faults, with the worker runtime", () => {
+  /**
+   * Runs `total` jobs through a worker while `fault` strikes once `strikeAfter` have finished.
+   * Returns the ids every handler run saw and what the backend logged.
+   */
+  async function runThrough(s: ThrowawayRedis, total: number, strikeAfter: number, fault: () => Promise<void>) {
+    const prefix = testPrefix("fault");
+    const logger = recordingLogger();
+    const b = backend({ connection: s.url, prefix, logger });
+    const queue = new Queue("q", { backend: b });
+    const ids = (await queue.addBulk(Array.from({ length: total }, (_, i) => ({ name: "job", data: { i } })))).map((r) => r.id);
+    const seen = new Set<string>();
+    worker({
+      backend: b,
+      queues: "q",
+      concurrency: 10,
+      leaseMs: 2_000,
+      pollIntervalMs: 50,
+      maintenance: { rescueIntervalMs: 200 },
+      handlers: {
+        job: async (job) => {
+          await sleep(1);
+          seen.add(job.id);
+        },
+      },
+    });
+    await waitFor(() => seen.size >= strikeAfter, { timeoutMs: 20_000, description: `${strikeAfter} jobs done` });
+    await fault();
+    await waitFor(
+      async () => {
+        const [stats] = await b.stats("q");
+        return stats!.counts.completed === total && stats!.counts.active === 0 && stats!.counts.waiting === 0;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, description: "every job completed, none active or waiting" },
+    );
+    return { ids, seen, logger, backend: b };
+  }
+
+  it("CLIENT KILL of the backend's connections mid-run: the worker reconnects and finishes every job", async () => {
+    const s = await server();
+    const killer = new Redis(s.url);
+    try {
+      const { ids, seen, logger } = await runThrough(s, 600, 150, async () => {
+        const clients = String(await killer.client("LIST"))
+          .split("\n")
+          .filter((line) => / name=cvt-fault-\S+-conveyor /.test(line));
+        expect(clients.length).toBeGreaterThanOrEqual(2); // commands and wake-ups
+        for (const line of clients) await killer.client("KILL", "ID", /\bid=(\d+)/.exec(line)![1]!);
+      });
+      expect(ids.every((id) => seen.has(id))).toBe(true);
+      expect(logger.messages).toContain("Redis connection lost; reconnecting");
+      expect(logger.messages).toContain("Redis connection restored");
+    } finally {
+      killer.disconnect();
+    }
+  });
+
+  it("Redis restarted mid-run: the worker logs, reconnects, reloads its scripts and finishes every job", async () => {
+    const s = await server({ persistence: "everysec" });
+    const { ids, seen, logger } = await runThrough(s, 600, 150, async () => {
+      await s.terminate();
+      await s.start();
+    });
+    expect(ids.every((id) => seen.has(id))).toBe(true);
+    expect(logger.messages).toContain("Redis connection lost; reconnecting");
+    expect(logger.messages).toContain("Redis connection restored");
+  });
+
+  it("SIGKILL under appendfsync always mid-run: every acknowledged enqueue is processed, nothing stays active", async () => {
+    const s = await server({ persistence: "always" });
+    const prefix = testPrefix("crash");
+    const b = backend({ connection: s.url, prefix, logger: recordingLogger() });
+    const producer = backend({ connection: s.url, prefix, logger: recordingLogger() });
+    const seen = new Set<string>();
+    worker({
+      backend: b,
+      queues: "q",
+      concurrency: 8,
+      leaseMs: 1_500,
+      pollIntervalMs: 50,
+      maintenance: { rescueIntervalMs: 200 },
+      handlers: { job: async (job) => void seen.add(job.id) },
+    });
+    const acknowledged: string[] = [];
+    let producing = true;
+    const producer$ = (async () => {
+      for (let i = 0; producing; i++) {
+        try {
+          const [result] = await producer.enqueue([spec({ jobId: `job-${i}` })]);
+          acknowledged.push(result!.id);
+        } catch {
+          // Not acknowledged: the crash took the reply (or the request) with it. It may or may
+          // not exist; only acknowledged jobs are promised.
+          await sleep(5);
+        }
+      }
+    })();
+    await waitFor(() => seen.size >= 100, { timeoutMs: 20_000, description: "100 jobs done before the crash" });
+    await s.kill();
+    const beforeRestart = acknowledged.length;
+    await s.start();
+    await waitFor(() => acknowledged.length >= beforeRestart + 100, { timeoutMs: 20_000, description: "enqueues resumed" });
+    producing = false;
+    await producer$;
+
+    await waitFor(() => acknowledged.every((id) => seen.has(id)), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+      description: "every acknowledged job processed",
+    });
+    await waitFor(
+      async () => {
+        const [stats] = await b.stats("q");
+        return stats!.counts.active === 0 && stats!.counts.waiting === 0 && stats!.counts.scheduled === 0;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, description: "nothing left active or waiting" },
+    );
+    for (const id of acknowledged) expect((await b.get(id))?.state, id).toBe("completed");
+  });
+});
