@@ -7,5 +7,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Two cores: files run in parallel forks; each test file uses its own database.
     pool: "forks",
+    // Start throwaway servers unless DATABASE_URL / REDIS_URL name them; tests get the URLs via inject().
+    globalSetup: ["test/setup/postgres.ts", "test/setup/redis.ts"],
   },
 });

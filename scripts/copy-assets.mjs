@@ -6,7 +6,7 @@ function walk(dir) {
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
     if (statSync(path).isDirectory()) {
-      if (name === "migrations" || name === "lua") cpSync(path, join("dist", path), { recursive: true });
+      if (name === "migrations" || name === "lua" || name === "queries") cpSync(path, join("dist", path), { recursive: true });
       else walk(path);
     }
   }

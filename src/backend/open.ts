@@ -2,7 +2,7 @@
  * Turns a backend URL (the CLI's `--db`, `CONVEYOR_DB`) into a Backend.
  *
  * Backends are imported on demand, so a user who never opens SQLite never needs better-sqlite3
- * installed (it is an optional peer dependency).
+ * installed, nor pg without PostgreSQL (both are optional peer dependencies).
  */
 import type { Backend } from "./contract.js";
 import type { Clock } from "../core/clock.js";
@@ -16,17 +16,24 @@ export interface OpenBackendOptions {
 
 const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
-  "or a file path ending in .db, .sqlite or .sqlite3";
+  "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
+  "or redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS)";
 
 /**
  * Opens the backend a URL names:
  * - `sqlite:PATH`: a SQLite file, created and migrated if missing;
  * - `sqlite::memory:`: a private in-memory SQLite store (this process only);
- * - a bare path ending in `.db`, `.sqlite` or `.sqlite3`: the same as `sqlite:PATH`.
+ * - a bare path ending in `.db`, `.sqlite` or `.sqlite3`: the same as `sqlite:PATH`;
+ * - `postgres://…` or `postgresql://…`: a PostgreSQL database, its schema (`?schema=NAME`,
+ *   default "conveyor") created and migrated if missing;
+ * - `redis://…` or `rediss://…` (TLS): a Redis server, keys under `?prefix=NAME` (default
+ *   "conveyor"); it must run with maxmemory-policy noeviction.
  *
  * Throws InvalidInputError for anything else.
  */
 export async function openBackend(url: string, options: OpenBackendOptions = {}): Promise<Backend> {
+  if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
+  if (typeof url === "string" && /^rediss?:\/\//i.test(url)) return openRedis(url, options);
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
   try {
@@ -63,12 +70,7 @@ function sqlitePath(url: string): string {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1]?.toLowerCase();
   if (scheme !== undefined) {
     // Only the scheme goes into the message: the rest of a server URL may hold a password.
-    const later = ["postgres", "postgresql", "redis", "rediss"].includes(scheme);
-    throw new InvalidInputError(
-      later
-        ? `${scheme}:// backends are not available in this build yet (Postgres and Redis backends are planned); ${SUPPORTED}`
-        : `unsupported backend URL scheme "${scheme}://"; ${SUPPORTED}`,
-    );
+    throw new InvalidInputError(`unsupported backend URL scheme "${scheme}://"; ${SUPPORTED}`);
   }
   if (/\.(?:db|sqlite3?)$/i.test(url)) return url;
   throw new InvalidInputError(`cannot tell which backend ${JSON.stringify(url)} names; ${SUPPORTED}`);
@@ -83,6 +85,105 @@ async function importSqlite(): Promise<typeof import("./sqlite/index.js")> {
       throw new ConveyorError(
         "the SQLite backend needs the better-sqlite3 package, an optional peer dependency of Conveyor: " +
           "install better-sqlite3@12 (npm install better-sqlite3@12)",
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * A PostgreSQL backend for `postgres://…`, migrated. `?schema=NAME` picks the schema and is taken
+ * out of the URL before node-postgres reads it; every other parameter (sslmode, …) is pg's.
+ */
+async function openPostgres(url: string, options: OpenBackendOptions): Promise<Backend> {
+  let connectionString = url;
+  let schema: string | undefined;
+  try {
+    const parsed = new URL(url);
+    const given = parsed.searchParams.get("schema");
+    if (given !== null) {
+      schema = given;
+      parsed.searchParams.delete("schema");
+      connectionString = parsed.toString();
+    }
+  } catch {
+    // Not a WHATWG URL (e.g. a unix socket path as host): pg parses it itself.
+  }
+  const { PostgresBackend } = await importPostgres();
+  const backend = new PostgresBackend({
+    connectionString,
+    ...(schema !== undefined ? { schema } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  try {
+    await backend.migrate();
+  } catch (error) {
+    await backend.close();
+    throw error;
+  }
+  return backend;
+}
+
+async function importPostgres(): Promise<typeof import("./postgres/index.js")> {
+  try {
+    return await import("./postgres/index.js");
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && /['"]pg['"]/.test(error.message)) {
+      throw new ConveyorError(
+        "the PostgreSQL backend needs the pg package, an optional peer dependency of Conveyor: " +
+          "install pg@8 (npm install pg@8)",
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * A Redis backend for `redis://…` or `rediss://…`, checked (server version, eviction policy) before
+ * it is returned. `?prefix=NAME` picks the key prefix and is taken out of the URL before ioredis
+ * reads it; every other part of the URL is ioredis'.
+ */
+async function openRedis(url: string, options: OpenBackendOptions): Promise<Backend> {
+  let connection = url;
+  let prefix: string | undefined;
+  try {
+    const parsed = new URL(url);
+    const given = parsed.searchParams.get("prefix");
+    if (given !== null) {
+      prefix = given;
+      parsed.searchParams.delete("prefix");
+      connection = parsed.toString();
+    }
+  } catch {
+    // Not a WHATWG URL: ioredis parses it itself (and reports what is wrong with it).
+  }
+  const { RedisBackend } = await importRedis();
+  const backend = new RedisBackend({
+    connection,
+    ...(prefix !== undefined ? { prefix } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  try {
+    await backend.migrate();
+  } catch (error) {
+    await backend.close();
+    throw error;
+  }
+  return backend;
+}
+
+async function importRedis(): Promise<typeof import("./redis/index.js")> {
+  try {
+    return await import("./redis/index.js");
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && /['"]ioredis['"]/.test(error.message)) {
+      throw new ConveyorError(
+        "the Redis backend needs the ioredis package, an optional peer dependency of Conveyor: " +
+          "install ioredis@5 (npm install ioredis@5)",
         { cause: error },
       );
     }
