@@ -3,6 +3,7 @@ import { UsageError } from "./args.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number>; help: string }> }> = {
   worker: { summary: "run jobs until SIGTERM", load: () => import("./worker.js") },
+  serve: { summary: "HTTP API (202 enqueue, status, SSE, webhooks); --handlers also runs jobs", load: () => import("./serve.js") },
   enqueue: { summary: "add one job or many", load: () => import("./enqueue.js") },
   stats: { summary: "jobs per state and oldest waiting age, per queue", load: () => import("./stats.js") },
   jobs: { summary: "list, show or cancel jobs", load: () => import("./jobs.js") },

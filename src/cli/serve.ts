@@ -1,0 +1,212 @@
+import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
+import { openBackend } from "../backend/open.js";
+import { InvalidInputError } from "../core/errors.js";
+import { consoleLogger } from "../core/logger.js";
+import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
+import { Worker } from "../runtime/worker.js";
+import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
+import { loadHandlers } from "./worker.js";
+
+export const help = `conveyor serve --db URL [options]
+
+Runs the HTTP API (202 Accepted enqueue, status, Server-Sent Events, cancel, queue operations,
+dead letters; OpenAPI at <base-path>/openapi.json). With --handlers it also runs a worker in the
+same process, for small deployments.
+
+  --port N               port to listen on (default 3000)
+  --host HOST            interface to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
+  --base-path PATH       path prefix of the API (default /v1)
+  --api-key SPEC         an accepted key, ID:SCOPE[,SCOPE]:SHA256HEX (repeatable); scopes are
+                         enqueue, read, admin. Also read from CONVEYOR_API_KEYS (SPEC;SPEC).
+                         Only the SHA-256 of a key is configured, never the key itself.
+  --new-key ID:SCOPES    print a new random key and its --api-key SPEC, then exit
+  --no-auth              run without API keys (every request may do everything): only behind
+                         your own authentication or on a loopback interface
+  --handlers MODULE      also run jobs: MODULE's default export maps job names to handlers
+  --queue NAME[,NAME]    queues the in-process worker takes from (with --handlers)
+  --concurrency N        jobs at once in the in-process worker (default 10)
+  --cors ORIGIN[,ORIGIN] let browsers on these origins call the API ("*" for any)
+  --max-body-bytes N     largest enqueue body, bytes (default 262144)
+  --webhooks FILE        webhook configuration, JSON: { "subscriptions": [{ "id", "url",
+                         "queues"?, "names"?, "events"? }], "allow": ["host", "10.0.0.0/8"],
+                         "allowHttp": false }. Signing secrets come from CONVEYOR_WEBHOOK_SECRETS
+                         (whsec_..., comma-separated, newest first); setting it enables
+                         callbackUrl and runs deliveries in this process.
+  --stream-token-secret-env NAME
+                         environment variable holding the secret that signs event-stream tokens
+                         (default: random per process; set one when several instances serve
+                         behind one load balancer)
+  --log-level LEVEL      fatal, error, warn, info, debug (default info)
+
+SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker, exit
+0 (or 1 when jobs had to be released).`;
+
+/** Builds the `--api-key` line for a freshly generated key. */
+async function printNewKey(spec: string): Promise<number> {
+  const { generateApiKey, hashApiKey } = await import("../http/auth.js");
+  const [id, scopes] = spec.split(":");
+  if (!id || !scopes) throw new UsageError("--new-key takes ID:SCOPES, e.g. web:enqueue,read");
+  const key = generateApiKey();
+  console.log(`key (give it to the client; it is not stored anywhere): ${key}`);
+  console.log(`server flag:  --api-key ${id}:${scopes}:${hashApiKey(key)}`);
+  return 0;
+}
+
+interface WebhookFile {
+  subscriptions?: unknown;
+  allow?: unknown;
+  allowHttp?: unknown;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values } = parse(argv, {
+    port: { type: "string" },
+    host: { type: "string" },
+    "base-path": { type: "string" },
+    "api-key": { type: "string", multiple: true },
+    "new-key": { type: "string" },
+    "no-auth": { type: "boolean", default: false },
+    handlers: { type: "string" },
+    queue: { type: "string" },
+    concurrency: { type: "string" },
+    cors: { type: "string" },
+    "max-body-bytes": { type: "string" },
+    webhooks: { type: "string" },
+    "stream-token-secret-env": { type: "string" },
+    "log-level": { type: "string" },
+  });
+  if (values.help) {
+    console.log(help);
+    return 0;
+  }
+  if (typeof values["new-key"] === "string") return printNewKey(values["new-key"]);
+
+  // fastify is an optional peer dependency: load the HTTP layer only now.
+  let http: typeof import("../http/index.js");
+  try {
+    http = await import("../http/index.js");
+  } catch (error) {
+    if ((error as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND" && String(error).includes("fastify")) {
+      throw new UsageError("conveyor serve needs fastify@5, an optional peer dependency: npm install fastify@5");
+    }
+    throw error;
+  }
+
+  const url = dbUrl(values.db);
+  const port = intOption("port", values.port, 0) ?? 3000;
+  const host = typeof values.host === "string" ? values.host : "127.0.0.1";
+  const specs = [...((values["api-key"] as string[] | undefined) ?? []), ...(process.env.CONVEYOR_API_KEYS ?? "").split(";").map((s) => s.trim()).filter(Boolean)];
+  const noAuth = values["no-auth"] === true;
+  if (specs.length === 0 && !noAuth) {
+    throw new UsageError("no API keys: pass --api-key ID:SCOPES:SHA256 (conveyor serve --new-key web:enqueue,read makes one), or --no-auth to run without authentication");
+  }
+  if (specs.length > 0 && noAuth) throw new UsageError("--no-auth and --api-key contradict each other; pick one");
+  let apiKeys: ReturnType<typeof http.parseApiKeySpec>[] | false = false;
+  try {
+    apiKeys = noAuth ? false : specs.map(http.parseApiKeySpec);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const logLevel = typeof values["log-level"] === "string" ? values["log-level"] : "info";
+  if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) throw new UsageError(`--log-level must be fatal, error, warn, info, debug or silent; got ${logLevel}`);
+  const logger = consoleLogger({ verbose: logLevel === "info" || logLevel === "debug" || logLevel === "trace" });
+
+  const loopback = host === "localhost" || (isIP(host) !== 0 && http.deniedReason(host)?.startsWith("loopback") === true);
+  if (noAuth && !loopback) {
+    logger.warn({ host }, "running WITHOUT authentication on a non-loopback interface: anyone who can reach it can enqueue, cancel and read jobs");
+  }
+
+  let streamTokenSecret: string | undefined;
+  if (typeof values["stream-token-secret-env"] === "string") {
+    streamTokenSecret = process.env[values["stream-token-secret-env"]];
+    if (!streamTokenSecret) throw new UsageError(`--stream-token-secret-env ${values["stream-token-secret-env"]}: that environment variable is empty`);
+  }
+
+  const handlersPath = typeof values.handlers === "string" ? values.handlers : null;
+  if (handlersPath === null && values.queue !== undefined) throw new UsageError("--queue needs --handlers (the in-process worker's job handlers)");
+  const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
+  const queues = handlers ? listOption("queue", values.queue) : [];
+
+  const backend = await openBackend(url);
+  const closeables: Closeable[] = [];
+  let worker: Worker | null = null;
+  let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
+  try {
+    const secrets = (process.env.CONVEYOR_WEBHOOK_SECRETS ?? "").split(/[,\s]+/).filter(Boolean);
+    if (secrets.length > 0 || typeof values.webhooks === "string") {
+      let config: WebhookFile = {};
+      if (typeof values.webhooks === "string") {
+        try {
+          config = JSON.parse(readFileSync(values.webhooks, "utf8")) as WebhookFile;
+        } catch (error) {
+          throw new UsageError(`--webhooks ${values.webhooks}: ${(error as Error).message}`);
+        }
+      }
+      if (secrets.length === 0) throw new UsageError("--webhooks needs signing secrets in CONVEYOR_WEBHOOK_SECRETS (whsec_...)");
+      webhooks = new http.WebhookDispatcher({
+        backend,
+        secrets,
+        subscriptions: (config.subscriptions ?? []) as never,
+        allow: (config.allow ?? []) as string[],
+        allowHttp: config.allowHttp === true,
+        logger,
+      });
+    }
+
+    if (handlers) {
+      worker = new Worker({
+        backend,
+        queues,
+        handlers,
+        concurrency: intOption("concurrency", values.concurrency, 1),
+        logger,
+        autostart: false,
+      });
+      worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
+      webhooks?.attach(worker);
+    }
+
+    const app = await http.createServer({
+      backend,
+      apiKeys,
+      basePath: typeof values["base-path"] === "string" ? values["base-path"] : "/v1",
+      ...(typeof values.cors === "string" ? { cors: { origins: values.cors.trim() === "*" ? "*" : listOption("cors", values.cors) } } : {}),
+      ...(values["max-body-bytes"] !== undefined ? { maxBodyBytes: intOption("max-body-bytes", values["max-body-bytes"], 1) } : {}),
+      ...(webhooks ? { webhooks } : {}),
+      ...(streamTokenSecret ? { streamTokenSecret } : {}),
+      logger: logLevel === "silent" ? false : { level: logLevel },
+    });
+    closeables.push({
+      close: async () => {
+        await app.close();
+        return { drained: true, releasedJobIds: [] };
+      },
+    });
+    if (worker) closeables.push(worker);
+    if (webhooks) {
+      const dispatcher = webhooks;
+      // One process, one set of maintenance timers: the job worker's when there is one.
+      dispatcher.start({ maintenance: worker === null });
+      closeables.push({ close: (o) => dispatcher.close(o) });
+    }
+    await app.listen({ port, host });
+    const address = app.server.address();
+    const shown = typeof address === "object" && address ? `${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}` : String(address);
+    return await new Promise<number>((resolveExit) => {
+      installShutdownSignals(closeables, { logger, afterClose: () => backend.close(), exit: resolveExit });
+      worker?.run();
+      process.stderr.write(
+        `conveyor serve on http://${shown}${typeof values["base-path"] === "string" ? values["base-path"] : "/v1"} (${backend.description}); ` +
+          `${apiKeys === false ? "NO authentication" : `${apiKeys.length} API key(s)`}` +
+          `${worker ? `; worker on ${queues.join(",")} (${worker.jobNames.join(",")})` : ""}` +
+          `${webhooks ? "; webhooks on" : ""}\n`,
+      );
+    });
+  } catch (error) {
+    await Promise.all(closeables.map((c) => c.close({ force: true }).catch(() => undefined)));
+    await backend.close();
+    if (error instanceof InvalidInputError) throw new UsageError(error.message);
+    throw error;
+  }
+}

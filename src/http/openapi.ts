@@ -1,0 +1,100 @@
+/**
+ * The OpenAPI 3.1 document, generated from the route table: the same schema objects the
+ * validator checks requests against, so documentation and behaviour cannot disagree.
+ */
+import type { RouteSpec } from "./context.js";
+import type { JsonSchema } from "./schema.js";
+
+export interface OpenApiInfo {
+  title?: string;
+  version?: string;
+  description?: string;
+}
+
+type Json = Record<string, unknown>;
+
+function parameters(route: RouteSpec): Json[] {
+  const out: Json[] = [];
+  const add = (where: "path" | "query" | "header", schema: JsonSchema | undefined) => {
+    if (!schema?.properties) return;
+    const required = new Set(schema.required ?? []);
+    for (const [name, s] of Object.entries(schema.properties)) {
+      out.push({
+        name: where === "header" ? headerCase(name) : name,
+        in: where,
+        required: where === "path" || required.has(name),
+        ...(s.description ? { description: s.description } : {}),
+        schema: s,
+      });
+    }
+  };
+  add("path", route.schema.params);
+  add("query", route.schema.querystring);
+  add("header", route.schema.headers);
+  return out;
+}
+
+function headerCase(name: string): string {
+  return name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
+}
+
+/** Builds the document. `servers` default to the base path on the current origin. */
+export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, info: OpenApiInfo = {}): Json {
+  const paths: Record<string, Json> = {};
+  for (const route of routes) {
+    const path = route.url.replace(/:([A-Za-z_]+)/g, "{$1}");
+    const item = (paths[path] ??= {});
+    const security =
+      route.access === "public"
+        ? []
+        : route.access === "events"
+          ? [{ apiKey: ["read"] }, { streamToken: [] }]
+          : [{ apiKey: [route.access] }];
+    const responses: Json = {};
+    for (const [code, r] of Object.entries(route.responses)) {
+      responses[code] = {
+        description: r.description,
+        ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, v]) => [h, { description: v.description, schema: v.schema }])) } : {}),
+        ...(r.schema ? { content: { [r.contentType ?? "application/json"]: { schema: r.schema } } } : {}),
+      };
+    }
+    item[route.method.toLowerCase()] = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: route.tags,
+      security,
+      ...(parameters(route).length ? { parameters: parameters(route) } : {}),
+      ...(route.schema.body ? { requestBody: { required: true, content: { "application/json": { schema: route.schema.body } } } } : {}),
+      responses,
+      ...(route.access !== "public" && route.access !== "events" ? { "x-required-scope": route.access } : {}),
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: info.title ?? "Conveyor",
+      version: info.version ?? "1",
+      description:
+        info.description ??
+        "Durable background jobs over HTTP: enqueue answers 202 Accepted with where to follow the job (poll or Server-Sent Events); optional signed webhooks when it finishes.",
+    },
+    servers: [{ url: basePath || "/" }],
+    components: {
+      securitySchemes: {
+        apiKey: {
+          type: "http",
+          scheme: "bearer",
+          description: "An API key: Authorization: Bearer <key> (X-API-Key also works). Scopes: enqueue, read, admin (admin includes the others).",
+        },
+        streamToken: {
+          type: "apiKey",
+          in: "query",
+          name: "access_token",
+          description: "A job-scoped token from POST /jobs/{id}/events/token, for the events stream only (browsers' EventSource cannot send headers).",
+        },
+      },
+    },
+    paths,
+  };
+}

@@ -1,0 +1,348 @@
+/**
+ * `conveyorHttp`: the Fastify plugin. Mount it in your own Fastify app:
+ *
+ * ```ts
+ * import Fastify from "fastify";
+ * import { conveyorHttp } from "conveyor/http";
+ * const app = Fastify({ logger: true });
+ * await app.register(conveyorHttp, { backend, apiKeys: [{ id: "web", sha256: "…", scopes: ["enqueue", "read"] }] });
+ * await app.listen({ port: 3000 });
+ * ```
+ *
+ * Everything the plugin installs — validator, error and not-found handlers, authentication and
+ * CORS hooks — lives in its own encapsulated scope under `basePath`: your other routes are not
+ * affected.
+ */
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { Backend } from "../backend/contract.js";
+import type { JobDefinition } from "../core/define.js";
+import { InvalidInputError } from "../core/errors.js";
+import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
+import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
+import { EnqueueBatcher } from "./batcher.js";
+import { DurationEstimator, type EstimatorOptions } from "./estimate.js";
+import { buildOpenApi, type OpenApiInfo } from "./openapi.js";
+import { HttpProblem, problem, sendProblem } from "./problem.js";
+import { enqueueRoutes } from "./routes/enqueue.js";
+import { jobRoutes } from "./routes/jobs.js";
+import { queueRoutes } from "./routes/queues.js";
+import { compileValidator, RequestValidationError } from "./schema.js";
+import { problemResponse } from "./schemas.js";
+import { JobWatcher, type OpenStream } from "./sse.js";
+import type { WebhookDispatcher } from "./webhooks.js";
+
+export interface CorsOptions {
+  /**
+   * Origins allowed to call the API from a browser: exact origins such as
+   * "https://app.example.com", or "*" for any origin. No default: CORS is off unless given.
+   * Credentials (cookies) are never allowed: the API authenticates with bearer keys and tokens.
+   */
+  origins: readonly string[] | "*";
+  /** How long browsers may cache a preflight answer, in seconds. Default 600. */
+  maxAgeSeconds?: number;
+}
+
+export interface EventStreamOptions {
+  /** How often open streams look at their job, ms (one store read per watched job per poll). Default 200. */
+  pollIntervalMs?: number;
+  /** Comment lines this often keep proxies from closing idle streams, ms. Default 15 000. */
+  heartbeatMs?: number;
+  /** Reconnect delay advertised to EventSource clients, ms. Default 2 000. */
+  retryMs?: number;
+  /** Streams open at once on this server; more are refused with 503. Default 1 000. */
+  maxStreams?: number;
+}
+
+export interface ConveyorHttpOptions {
+  /** Where jobs are stored. */
+  backend: Backend;
+  /**
+   * API keys with their scopes; see `auth.ts`. `false` turns authentication off (every request
+   * may do everything): only behind your own authentication, or on a loopback interface.
+   * Required, so that running without keys is a decision.
+   */
+  apiKeys: readonly ApiKeyConfig[] | false;
+  /**
+   * Job definitions (`defineJob`) whose payload schemas validate enqueued data (422 with field
+   * errors) and whose default options apply. Default none.
+   */
+  jobs?: readonly JobDefinition<unknown>[];
+  /**
+   * Accept job names that are not in `jobs`. Default: true when `jobs` is empty, false otherwise
+   * (a registry is a whitelist).
+   */
+  allowUnregisteredJobs?: boolean;
+  /** Path prefix of every route. Default "/v1". */
+  basePath?: string;
+  /** Largest enqueue body, in bytes; larger ones get 413. Also the payload limit. Default 262 144 (256 KiB). */
+  maxBodyBytes?: number;
+  /** Largest bulk enqueue body, in bytes. Default 4 194 304 (4 MiB). */
+  maxBulkBodyBytes?: number;
+  /** Most jobs in one bulk request. Default 1 000. */
+  maxBulkJobs?: number;
+  /** Browser access. Default off. */
+  cors?: CorsOptions | false;
+  /**
+   * Enables `options.callbackUrl` at enqueue (validated by its SSRF guard). The plugin does not
+   * start it: call `webhooks.start()` in the process that should deliver.
+   */
+  webhooks?: WebhookDispatcher;
+  /**
+   * Secret that signs event-stream tokens, at least 32 bytes. Default: random per process, so a
+   * token only works on the instance that made it; set the same secret on every instance behind
+   * a load balancer.
+   */
+  streamTokenSecret?: string;
+  /** Lifetime of event-stream tokens, ms. Default 600 000 (10 min). */
+  streamTokenTtlMs?: number;
+  /** Server-Sent Events tuning. */
+  events?: EventStreamOptions;
+  /**
+   * Group commit: store the jobs of concurrent enqueue requests with one backend call (see
+   * `batcher.ts`); each request is still answered only once its jobs are committed. Default true.
+   */
+  batchEnqueues?: boolean;
+  /** Duration estimate tuning (`estimatedDurationSeconds`). */
+  estimate?: EstimatorOptions;
+  /** Title and version of the OpenAPI document. */
+  openapi?: OpenApiInfo;
+}
+
+const EXPOSED_HEADERS = "Location, Retry-After, Idempotent-Replayed";
+const ALLOWED_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-API-Key";
+const OTHER_BODY_LIMIT = 1024 * 1024;
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`conveyorHttp option ${name} must be a positive integer; got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function normalizeBasePath(value: string | undefined): string {
+  const p = value ?? "/v1";
+  if (p === "" || p === "/") return "";
+  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p)) throw new InvalidInputError(`basePath must start with "/" and not end with one, e.g. "/v1"; got ${JSON.stringify(value)}`);
+  return p;
+}
+
+/** Strips stream tokens from URLs before they reach a log line. */
+export function redactUrl(url: string): string {
+  return url.replace(/([?&]access_token=)[^&#]*/gi, "$1[redacted]");
+}
+
+/** Request serializer for logs: never headers, never tokens in URLs. */
+export function safeRequestSerializer(req: FastifyRequest): Record<string, unknown> {
+  return { method: req.method, url: redactUrl(req.url), remoteAddress: req.ip };
+}
+
+export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fastify, options) => {
+  if (!options?.backend) throw new InvalidInputError("conveyorHttp needs { backend, apiKeys }");
+  if (options.apiKeys === undefined) {
+    throw new InvalidInputError("conveyorHttp needs apiKeys: a list of { id, sha256, scopes } (see hashApiKey), or false to run without authentication");
+  }
+  const keyring = options.apiKeys === false ? null : new KeyRing(options.apiKeys);
+  const basePath = normalizeBasePath(options.basePath);
+  const jobs = new Map<string, JobDefinition<unknown>>();
+  for (const def of options.jobs ?? []) {
+    if (jobs.has(def.name)) throw new InvalidInputError(`two job definitions named "${def.name}" in conveyorHttp's jobs; keep one`);
+    jobs.set(def.name, def);
+  }
+  const cors = options.cors ? options.cors : null;
+  const events = options.events ?? {};
+  const principals = new WeakMap<FastifyRequest, Principal>();
+  const streams = new Set<OpenStream>();
+
+  await fastify.register(
+    async (scope: FastifyInstance) => {
+      const batcher = options.batchEnqueues === false ? null : new EnqueueBatcher(options.backend);
+      const ctx: HttpContext = {
+        backend: options.backend,
+        enqueue: (specs) => (batcher ? batcher.enqueue(specs) : options.backend.enqueue(specs)),
+        basePath: scope.prefix,
+        jobs,
+        strictJobNames: !(options.allowUnregisteredJobs ?? jobs.size === 0),
+        estimator: new DurationEstimator(options.backend, options.estimate),
+        maxBodyBytes: positive("maxBodyBytes", options.maxBodyBytes, 256 * 1024),
+        maxBulkBodyBytes: positive("maxBulkBodyBytes", options.maxBulkBodyBytes, 4 * 1024 * 1024),
+        maxBulkJobs: positive("maxBulkJobs", options.maxBulkJobs, 1_000),
+        webhooks: options.webhooks ?? null,
+        tokens: new StreamTokens(options.streamTokenSecret),
+        streamTokenTtlMs: positive("streamTokenTtlMs", options.streamTokenTtlMs, 600_000),
+        watcher: new JobWatcher(options.backend, positive("events.pollIntervalMs", events.pollIntervalMs, 200), (error) =>
+          scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor: polling a job for its event stream failed; retrying"),
+        ),
+        streams,
+        sse: {
+          heartbeatMs: positive("events.heartbeatMs", events.heartbeatMs, 15_000),
+          retryMs: positive("events.retryMs", events.retryMs, 2_000),
+          maxStreams: positive("events.maxStreams", events.maxStreams, 1_000),
+        },
+        principal: (request) => principals.get(request) ?? (keyring ? { id: "nobody", scopes: new Set() } : ANONYMOUS),
+      };
+
+      scope.setValidatorCompiler(compileValidator);
+      // The API speaks JSON only: anything else (Fastify also parses text/plain) is a 415.
+      if (scope.hasContentTypeParser("text/plain")) scope.removeContentTypeParser("text/plain");
+
+      scope.setErrorHandler(answerError);
+
+      scope.setNotFoundHandler((request, reply) => {
+        const path = redactUrl(request.url.split("?")[0] ?? "").slice(0, 200);
+        return sendProblem(reply, problem(404, "no-route", `no route ${request.method} ${path}; the API is described at ${ctx.basePath}/openapi.json`));
+      });
+
+      // CORS first, so that even a 401 is readable by the browser that made the request.
+      if (cors) {
+        const allowAll = cors.origins === "*";
+        const allowed = new Set(allowAll ? [] : cors.origins);
+        const originOk = (origin: string | undefined): origin is string => typeof origin === "string" && (allowAll || allowed.has(origin));
+        scope.addHook("onRequest", async (request, reply) => {
+          const origin = request.headers.origin;
+          if (!originOk(origin)) return;
+          void reply.header("access-control-allow-origin", allowAll ? "*" : origin);
+          if (!allowAll) void reply.header("vary", "Origin");
+          void reply.header("access-control-expose-headers", EXPOSED_HEADERS);
+        });
+        scope.options("/*", { config: { conveyorAccess: "public" } }, async (request, reply) => {
+          if (originOk(request.headers.origin)) {
+            void reply
+              .header("access-control-allow-methods", "GET, POST, DELETE")
+              .header("access-control-allow-headers", ALLOWED_HEADERS)
+              .header("access-control-max-age", String(cors.maxAgeSeconds ?? 600));
+          }
+          return reply.code(204).send();
+        });
+      }
+
+      scope.addHook("onRequest", async (request, reply) => {
+        const access = (request.routeOptions.config as { conveyorAccess?: RouteAccess } | undefined)?.conveyorAccess;
+        if (access === undefined || access === "public") return;
+        if (!keyring) {
+          principals.set(request, ANONYMOUS);
+          return;
+        }
+        let principal: Principal | null = null;
+        const key = presentedKey(request.headers);
+        if (key !== null) {
+          principal = keyring.authenticate(key);
+          if (!principal) return unauthorized(reply, "the API key is not valid; check it, or ask for a new one");
+        } else if (access === "events") {
+          const token = (request.query as { access_token?: unknown }).access_token;
+          const id = (request.params as { id?: unknown }).id;
+          if (typeof token === "string" && typeof id === "string") {
+            principal = ctx.tokens.verify(token, id);
+            if (!principal) return unauthorized(reply, "the access_token is not valid for this job, or it expired; get a new one from POST /jobs/{id}/events/token");
+          }
+        }
+        if (!principal) {
+          return unauthorized(reply, access === "events"
+            ? "send Authorization: Bearer <API key>, or ?access_token= from POST /jobs/{id}/events/token (for browsers)"
+            : "send Authorization: Bearer <API key>");
+        }
+        const needed = access === "events" ? "read" : access;
+        if (!principal.scopes.has(needed)) {
+          return sendProblem(reply, problem(403, "forbidden", `API key "${principal.id}" lacks the "${needed}" scope this route needs`));
+        }
+        principals.set(request, principal);
+      });
+
+      scope.addHook("preClose", async () => {
+        // Open event streams would keep the server from closing.
+        for (const s of [...streams]) s.close();
+        ctx.watcher.close();
+      });
+
+      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx)];
+      routes.push(
+        {
+          method: "GET",
+          url: "/health",
+          operationId: "health",
+          summary: "Liveness and store reachability",
+          tags: ["meta"],
+          access: "public",
+          schema: {},
+          responses: {
+            200: { description: "Up, and the store answers.", schema: { type: "object", properties: { status: { const: "ok" } } } },
+            503: problemResponse("The store does not answer."),
+          },
+          handler: async (_request, reply) => {
+            try {
+              await options.backend.now();
+            } catch {
+              throw new HttpProblem(503, "store-unavailable", "the job store does not answer; see the server log", { headers: { "retry-after": "5" } });
+            }
+            return reply.header("cache-control", "no-store").send({ status: "ok" });
+          },
+        },
+        {
+          method: "GET",
+          url: "/openapi.json",
+          operationId: "openapi",
+          summary: "This document",
+          tags: ["meta"],
+          access: "public",
+          schema: {},
+          responses: { 200: { description: "OpenAPI 3.1." } },
+          handler: async (_request, reply) => reply.send(openapi),
+        },
+      );
+      const openapi = buildOpenApi(routes, ctx.basePath, options.openapi);
+
+      for (const route of routes) {
+        scope.route({
+          method: route.method,
+          url: route.url,
+          schema: route.schema,
+          bodyLimit: route.bodyLimit ?? OTHER_BODY_LIMIT,
+          config: { conveyorAccess: route.access },
+          // The events stream is long-lived; a HEAD request must not open one.
+          exposeHeadRoute: route.operationId !== "streamJobEvents",
+          logSerializers: { req: safeRequestSerializer },
+          handler: (request, reply) => route.handler(request, reply),
+        });
+      }
+    },
+    { prefix: basePath },
+  );
+};
+
+/**
+ * The error handler of the API (and of `createServer`'s root): every error becomes a problem
+ * document; 4xx keep their status; anything else is logged (without headers or tokens) and
+ * answered 500, or 503 when the store is busy or unreachable.
+ */
+export function answerError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error instanceof HttpProblem) return sendProblem(reply, error.toJSON(), error.headers);
+  if (error instanceof RequestValidationError) {
+    return sendProblem(reply, problem(400, "invalid-request", error.message, [...error.issues]));
+  }
+  if (error instanceof InvalidInputError) return sendProblem(reply, problem(422, "invalid-input", error.message));
+  const status = typeof error.statusCode === "number" ? error.statusCode : 500;
+  if (status >= 400 && status < 500) {
+    switch (error.code) {
+      case "FST_ERR_CTP_BODY_TOO_LARGE": {
+        const limit = request.routeOptions.bodyLimit;
+        return sendProblem(reply, problem(413, "body-too-large", `the body is larger than this route's limit of ${limit} bytes; send ids and load documents in the worker, or split a bulk request`));
+      }
+      case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+        return sendProblem(reply, problem(415, "unsupported-media-type", "send the body as JSON with Content-Type: application/json"));
+      case "FST_ERR_CTP_EMPTY_JSON_BODY":
+        return sendProblem(reply, problem(400, "invalid-json", "the body is empty; send a JSON object"));
+      case "FST_ERR_CTP_INVALID_JSON_BODY":
+        return sendProblem(reply, problem(400, "invalid-json", `the body is not valid JSON: ${error.message}`));
+    }
+    if (error instanceof SyntaxError) return sendProblem(reply, problem(400, "invalid-json", `the body is not valid JSON: ${error.message}`));
+    return sendProblem(reply, problem(status, "bad-request", error.message));
+  }
+  // Log the error, never the request's headers or tokens.
+  request.log.error({ err: { name: error.name, message: error.message, stack: error.stack }, reqId: request.id, url: redactUrl(request.url) }, "conveyor: request failed");
+  if (/SQLITE_BUSY|database is locked|ECONNREFUSED|too many clients/i.test(`${error.code ?? ""} ${error.message}`)) {
+    return sendProblem(reply, problem(503, "store-unavailable", "the job store is busy or unreachable; retry shortly"), { "retry-after": "1" });
+  }
+  return sendProblem(reply, problem(500, "internal", `the server failed to handle the request (request id ${request.id}); its log has the details`));
+}
+
+function unauthorized(reply: FastifyReply, detail: string): FastifyReply {
+  return sendProblem(reply, problem(401, "unauthorized", detail), { "www-authenticate": 'Bearer realm="conveyor"' });
+}

@@ -1,0 +1,420 @@
+/**
+ * `POST /queues/{queue}/jobs` and `POST /queues/{queue}/jobs/bulk`: the 202 Accepted contract.
+ *
+ * Validation, in order: the body's shape against the route schema (400 with field errors), then
+ * the payload against the job's registered schema and Conveyor's own option rules (422 with
+ * field errors). Nothing is stored unless every job of the request is valid.
+ *
+ * Idempotency (draft-ietf-httpapi-idempotency-key-header). With an `Idempotency-Key` header the
+ * job id is derived from (API key id, queue, key), and a fingerprint of the request body is kept
+ * in the job's metadata. Retrying the request returns the same answer for the same job and
+ * stores nothing new (`Idempotent-Replayed: true`); reusing the key with a different body is
+ * refused with 422. A key lives as long as its job: until the job is pruned (by default 24 h
+ * after it completes).
+ */
+import { createHash } from "node:crypto";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { JobDefinition } from "../../core/define.js";
+import { InvalidInputError } from "../../core/errors.js";
+import type { JobRecord, JobSpec } from "../../core/job.js";
+import type { Json } from "../../core/json.js";
+import { buildJobSpec, type JobOptions } from "../../core/spec.js";
+import type { Principal } from "../auth.js";
+import type { HttpContext, RouteSpec } from "../context.js";
+import { HttpProblem, type FieldError } from "../problem.js";
+import type { JsonSchema } from "../schema.js";
+import { authResponses, canonicalJson, JOB_ID_SCHEMA, NAME_SCHEMA, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { jobLinks } from "../views.js";
+
+const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
+
+const retention: JsonSchema = {
+  anyOf: [
+    { type: "boolean", description: "true deletes the job as it finishes; false keeps it until deleted by hand." },
+    {
+      type: "object",
+      required: ["ageMs"],
+      additionalProperties: false,
+      properties: { ageMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS } },
+    },
+  ],
+};
+
+export const jobOptionsSchema: JsonSchema = {
+  title: "JobOptions",
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    jobId: { ...JOB_ID_SCHEMA, description: "Your id for the job; also its dedup key. Not with Idempotency-Key." },
+    delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS, description: "Run no earlier than this many ms from now." },
+    runAt: {
+      anyOf: [
+        { type: "string", format: "date-time" },
+        { type: "integer", minimum: 0, description: "ms since the epoch" },
+      ],
+      description: "Run no earlier than this time; overrides delayMs.",
+    },
+    priority: { type: "integer", minimum: -1_000_000, maximum: 1_000_000, description: "Lower runs first. Default 0." },
+    attempts: { type: "integer", minimum: 1, maximum: 1_000_000, description: "Total attempts including the first. Default 3." },
+    backoff: {
+      anyOf: [
+        {
+          type: "object",
+          required: ["type"],
+          additionalProperties: false,
+          properties: {
+            type: { const: "exponential" },
+            delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS },
+            maxDelayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS },
+          },
+        },
+        {
+          type: "object",
+          required: ["type", "delayMs"],
+          additionalProperties: false,
+          properties: { type: { const: "fixed" }, delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS } },
+        },
+      ],
+      description: "Default exponential full jitter, 1 s base, 60 s cap.",
+    },
+    timeoutMs: { type: "integer", minimum: 1, maximum: MAX_DELAY_MS, description: "Per-attempt time limit in ms." },
+    removeOnComplete: { ...retention, description: "Retention once completed. Default { ageMs: 86400000 }." },
+    removeOnFail: { ...retention, description: "Retention once dead. Default { ageMs: 604800000 }." },
+    callbackUrl: {
+      type: "string",
+      format: "uri",
+      maxLength: 2048,
+      description: "Receives a signed webhook (Standard Webhooks) when the job completes or dies. Needs webhooks enabled on the server.",
+    },
+    meta: {
+      type: "object",
+      maxProperties: 64,
+      description: "Your metadata, kept with the job (trace context, who asked). The key `conveyor` is reserved.",
+    },
+  },
+};
+
+export const jobRequestSchema: JsonSchema = {
+  title: "JobRequest",
+  type: "object",
+  required: ["name"],
+  additionalProperties: false,
+  properties: {
+    name: { ...NAME_SCHEMA, description: "The job's name: which handler runs it." },
+    data: { description: "The payload: any JSON, validated against the job's registered schema. Default null." },
+    options: jobOptionsSchema,
+  },
+};
+
+export const acceptedSchema: JsonSchema = {
+  title: "Accepted",
+  type: "object",
+  required: ["status", "jobId", "pollUrl", "eventsUrl", "estimatedDurationSeconds"],
+  properties: {
+    status: { type: "string", enum: ["queued", "duplicate"], description: "duplicate: a job with this options.jobId already existed; nothing was added." },
+    jobId: { type: "string" },
+    pollUrl: { type: "string", description: "GET it for the job's status (also the Location header)." },
+    eventsUrl: { type: "string", description: "Server-Sent Events of the job." },
+    estimatedDurationSeconds: {
+      type: ["number", "null"],
+      description: "Expected seconds until finished: delay + the queue's current head-of-line wait + the median run time of the last 50 completed jobs of this name. null when no job of this name has completed yet.",
+    },
+  },
+};
+
+const enqueueHeaders: JsonSchema = {
+  type: "object",
+  properties: {
+    "idempotency-key": {
+      type: "string",
+      minLength: 1,
+      maxLength: 255,
+      description: "Makes retries safe: the same key and body return the same job; a different body is refused (422).",
+    },
+  },
+};
+
+const acceptedHeaders = {
+  Location: { description: "The job's status URL.", schema: { type: "string" } as JsonSchema },
+  "Retry-After": { description: "Seconds to wait before polling: the estimate rounded up, between 1 and 60.", schema: { type: "integer" } as JsonSchema },
+};
+
+interface RequestJob {
+  name: string;
+  data?: Json;
+  options?: HttpJobOptions;
+}
+
+type HttpJobOptions = Omit<JobOptions, "runAt"> & { runAt?: string | number; callbackUrl?: string };
+
+/** A job ready to store, plus what the answer needs. */
+interface Prepared {
+  spec: JobSpec;
+  delayMs: number;
+}
+
+/** Seconds for Retry-After: when polling is worth it. */
+function retryAfter(estimate: number | null): number {
+  return estimate === null ? 1 : Math.min(60, Math.max(1, Math.ceil(estimate)));
+}
+
+/** Where InvalidInputError messages of core/spec.ts point, as a JSON Pointer. */
+function pointerOf(message: string): string {
+  const option = /^option ([A-Za-z]+(?:\.[A-Za-z]+)?)/.exec(message);
+  if (option) return `/options/${option[1]!.replace(".", "/")}`;
+  if (/^unknown job option "([^"]+)"/.test(message)) return `/options/${/"([^"]+)"/.exec(message)![1]}`;
+  if (message.startsWith("payload of job") && message.includes("(meta)")) return "/options/meta";
+  if (message.startsWith("payload of job")) return "/data";
+  if (message.startsWith("job name")) return "/name";
+  return "";
+}
+
+function hash(text: string): string {
+  return createHash("sha256").update(text).digest("base64url");
+}
+
+export function idempotentJobId(principal: Principal, queue: string, key: string, index: number | null): string {
+  return `idem_${hash(`${principal.id}\u0000${queue}\u0000${key}${index === null ? "" : `\u0000${index}`}`).slice(0, 32)}`;
+}
+
+interface ConveyorMeta {
+  principal?: string;
+  callbackUrl?: string;
+  requestHash?: string;
+  estimate?: number | null;
+}
+
+function conveyorMetaOf(job: JobRecord): ConveyorMeta {
+  const c = job.meta?.conveyor;
+  return c && typeof c === "object" && !Array.isArray(c) ? c : {};
+}
+
+export function principalOf(job: JobRecord): string | null {
+  return conveyorMetaOf(job).principal ?? null;
+}
+
+/** Validates one job of a request; throws HttpProblem(422) with field errors. */
+function prepare(
+  ctx: HttpContext,
+  queue: string,
+  input: RequestJob,
+  at: string,
+  extra: { principal: Principal; jobId?: string; requestHash?: string; estimateSlot?: boolean },
+): Prepared {
+  const fail = (pointer: string, detail: string): never => {
+    throw new HttpProblem(422, "invalid-job", `${at ? `${at}: ` : ""}${detail}`, { errors: [{ in: "body", pointer: `${at}${pointer}`, detail }] });
+  };
+  const def: JobDefinition<unknown> | undefined = ctx.jobs.get(input.name);
+  if (!def && ctx.strictJobNames) {
+    fail("/name", `job "${input.name}" is not registered on this server; registered: ${[...ctx.jobs.keys()].join(", ") || "(none)"}`);
+  }
+  let data: unknown = input.data ?? null;
+  if (def) {
+    const parsed = def.schema.safeParse(data);
+    if (!parsed.success) {
+      const errors: FieldError[] = parsed.error.issues.slice(0, 20).map((i) => ({
+        in: "body",
+        pointer: `${at}/data${i.path.map((p) => `/${String(p).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("")}`,
+        detail: i.message,
+      }));
+      throw new HttpProblem(422, "invalid-payload", `the payload of job "${input.name}" does not match its schema: ${errors.map((e) => `${e.pointer}: ${e.detail}`).join("; ")}`, { errors });
+    }
+    data = parsed.data;
+  }
+  const { callbackUrl, runAt, meta: userMeta, ...rest } = input.options ?? {};
+  if (extra.jobId !== undefined && rest.jobId !== undefined) {
+    fail("/options/jobId", "give options.jobId or an Idempotency-Key header, not both: the key derives the job id");
+  }
+  if (userMeta && Object.hasOwn(userMeta, "conveyor")) fail("/options/meta/conveyor", 'the meta key "conveyor" is reserved; use another key');
+  const conveyor: ConveyorMeta = { principal: extra.principal.id };
+  if (callbackUrl !== undefined) {
+    if (!ctx.webhooks) fail("/options/callbackUrl", "callbacks are not enabled on this server (no webhook signing secret configured)");
+    try {
+      conveyor.callbackUrl = ctx.webhooks!.checkCallbackUrl(callbackUrl);
+    } catch (error) {
+      fail("/options/callbackUrl", (error as Error).message);
+    }
+  }
+  if (extra.requestHash !== undefined) conveyor.requestHash = extra.requestHash;
+  const options: JobOptions = {
+    ...rest,
+    ...(runAt !== undefined ? { runAt: typeof runAt === "string" ? Date.parse(runAt) : runAt } : {}),
+    ...(extra.jobId !== undefined ? { jobId: extra.jobId } : {}),
+    meta: { ...(userMeta ?? {}), conveyor: conveyor as { [key: string]: Json } },
+  };
+  let spec: JobSpec;
+  try {
+    spec = buildJobSpec({ queue, name: input.name, data, options, defaults: def?.defaults, maxPayloadBytes: ctx.maxBodyBytes });
+  } catch (error) {
+    if (error instanceof InvalidInputError) fail(pointerOf(error.message), error.message);
+    throw error;
+  }
+  const delayMs = spec.runAt !== null ? Math.max(0, spec.runAt - Date.now()) : spec.delayMs;
+  return { spec, delayMs };
+}
+
+/** Stores the estimate in the job's metadata, so an idempotent replay answers identically. */
+function withEstimate(spec: JobSpec, estimate: number | null): JobSpec {
+  const meta = JSON.parse(spec.meta!) as { conveyor: ConveyorMeta };
+  meta.conveyor.estimate = estimate;
+  return { ...spec, meta: JSON.stringify(meta) };
+}
+
+function checkQueue(queue: string): void {
+  // The webhook delivery queue (and any future internal one) is not for clients: a forged
+  // delivery would make the server sign a body of the client's choosing.
+  if (queue.startsWith("conveyor.")) {
+    throw new HttpProblem(403, "reserved-queue", `queue "${queue}" is reserved for Conveyor itself (names starting with "conveyor."); use another queue name`);
+  }
+}
+
+function idempotencyKeyOf(request: FastifyRequest): string | null {
+  const v = request.headers["idempotency-key"];
+  return typeof v === "string" ? v : null;
+}
+
+export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
+  const accepted = (jobId: string, status: "queued" | "duplicate", estimate: number | null) => {
+    const links = jobLinks(ctx.basePath, jobId);
+    return { status, jobId, pollUrl: links.self, eventsUrl: links.events, estimatedDurationSeconds: estimate };
+  };
+
+  async function enqueueOne(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    checkQueue(queue);
+    const body = request.body as RequestJob;
+    const principal = ctx.principal(request);
+    const key = idempotencyKeyOf(request);
+    const requestHash = key === null ? undefined : hash(canonicalJson({ queue, body }));
+    const jobId = key === null ? undefined : idempotentJobId(principal, queue, key, null);
+    const prepared = prepare(ctx, queue, body, "", { principal, ...(jobId ? { jobId } : {}), ...(requestHash ? { requestHash } : {}) });
+    const estimate = await ctx.estimator.estimateSeconds(queue, prepared.spec.name, prepared.delayMs);
+    const spec = key === null ? prepared.spec : withEstimate(prepared.spec, estimate);
+    const [result] = await ctx.enqueue([spec]);
+    const id = result!.id;
+    let answer = accepted(id, "queued", estimate);
+    let code = 202;
+    if (result!.duplicate) {
+      if (key !== null) {
+        const existing = await ctx.backend.get(id);
+        if (!existing) throw new HttpProblem(409, "idempotency-conflict", "the job of this Idempotency-Key was deleted while this request ran; retry the request");
+        const meta = conveyorMetaOf(existing);
+        if (meta.requestHash !== requestHash) {
+          throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
+        }
+        answer = accepted(id, "queued", meta.estimate ?? null);
+        void reply.header("idempotent-replayed", "true");
+      } else {
+        answer = accepted(id, "duplicate", estimate);
+        code = 200;
+      }
+    }
+    return reply
+      .code(code)
+      .header("location", answer.pollUrl)
+      .header("retry-after", String(retryAfter(answer.estimatedDurationSeconds)))
+      .send(answer);
+  }
+
+  async function enqueueBulk(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    checkQueue(queue);
+    const body = request.body as { jobs: RequestJob[] };
+    const principal = ctx.principal(request);
+    const key = idempotencyKeyOf(request);
+    const requestHash = key === null ? undefined : hash(canonicalJson({ queue, body }));
+    const prepared = body.jobs.map((job, i) =>
+      prepare(ctx, queue, job, `/jobs/${i}`, {
+        principal,
+        ...(key !== null ? { jobId: idempotentJobId(principal, queue, key, i) } : {}),
+        ...(requestHash ? { requestHash } : {}),
+      }),
+    );
+    const estimates = await Promise.all(prepared.map((p) => ctx.estimator.estimateSeconds(queue, p.spec.name, p.delayMs)));
+    const specs = prepared.map((p, i) => (key === null ? p.spec : withEstimate(p.spec, estimates[i]!)));
+    const results = await ctx.enqueue(specs);
+    let replayed = false;
+    if (key !== null && results.some((r) => r.duplicate)) {
+      const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id)));
+      if (existing.some((e) => e !== null && conveyorMetaOf(e).requestHash !== requestHash)) {
+        throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
+      }
+      replayed = results.every((r) => r.duplicate);
+      const byId = new Map(existing.filter((e): e is JobRecord => e !== null).map((e) => [e.id, e]));
+      results.forEach((r, i) => {
+        const e = byId.get(r.id);
+        if (e) estimates[i] = conveyorMetaOf(e).estimate ?? null;
+      });
+    }
+    const jobs = results.map((r, i) => ({
+      ...accepted(r.id, r.duplicate && key === null ? "duplicate" : "queued", estimates[i]!),
+    }));
+    const known = estimates.filter((e): e is number => e !== null);
+    const longest = known.length === estimates.length && known.length > 0 ? Math.max(...known) : null;
+    if (replayed) void reply.header("idempotent-replayed", "true");
+    return reply.code(202).header("retry-after", String(retryAfter(longest))).send({ status: "queued", count: jobs.length, jobs });
+  }
+
+  const errors = {
+    400: problemResponse("The body is not JSON, or does not have the documented shape; `errors` lists the fields."),
+    ...authResponses(),
+    413: problemResponse("The body is larger than the server's limit."),
+    415: problemResponse("The body is not application/json."),
+    422: problemResponse("A job is invalid: its payload fails the job's registered schema, an option is out of range, the callback URL is refused, or the Idempotency-Key was used with a different body."),
+  };
+
+  return [
+    {
+      method: "POST",
+      url: "/queues/:queue/jobs",
+      operationId: "enqueueJob",
+      summary: "Add a job; answers 202 Accepted at once",
+      description:
+        "Stores the job and answers 202 with where to follow it: pollUrl (also Location), eventsUrl (Server-Sent Events) and an estimate. Send Idempotency-Key to make retries safe.",
+      tags: ["jobs"],
+      access: "enqueue",
+      schema: { params: QUEUE_PARAMS, body: jobRequestSchema, headers: enqueueHeaders },
+      bodyLimit: ctx.maxBodyBytes,
+      responses: {
+        202: { description: "Queued.", schema: acceptedSchema, headers: { ...acceptedHeaders, "Idempotent-Replayed": { description: "true when this answers a retried request.", schema: { type: "string" } } } },
+        200: { description: "A job with this options.jobId already exists; nothing was added.", schema: acceptedSchema, headers: acceptedHeaders },
+        ...errors,
+        409: problemResponse("The job of this Idempotency-Key was deleted while the request ran; retry."),
+      },
+      handler: enqueueOne,
+    },
+    {
+      method: "POST",
+      url: "/queues/:queue/jobs/bulk",
+      operationId: "enqueueJobs",
+      summary: "Add many jobs in one atomic batch",
+      description: "All jobs are stored, or (when one is invalid) none. With Idempotency-Key the whole batch is idempotent.",
+      tags: ["jobs"],
+      access: "enqueue",
+      schema: {
+        params: QUEUE_PARAMS,
+        headers: enqueueHeaders,
+        body: {
+          type: "object",
+          required: ["jobs"],
+          additionalProperties: false,
+          properties: { jobs: { type: "array", minItems: 1, maxItems: ctx.maxBulkJobs, items: jobRequestSchema } },
+        },
+      },
+      bodyLimit: ctx.maxBulkBodyBytes,
+      responses: {
+        202: {
+          description: "Queued; one entry per job, in request order.",
+          schema: {
+            type: "object",
+            required: ["status", "count", "jobs"],
+            properties: { status: { const: "queued" }, count: { type: "integer" }, jobs: { type: "array", items: acceptedSchema } },
+          },
+          headers: { "Retry-After": acceptedHeaders["Retry-After"] },
+        },
+        ...errors,
+      },
+      handler: enqueueBulk,
+    },
+  ];
+}

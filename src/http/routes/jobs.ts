@@ -1,0 +1,226 @@
+/** One job: status, events (SSE), stream tokens, cancel and replay. */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { TERMINAL_STATES } from "../../core/job.js";
+import type { HttpContext, RouteSpec } from "../context.js";
+import { HttpProblem } from "../problem.js";
+import { authResponses, JOB_PARAMS, problemResponse } from "../schemas.js";
+import { EventCursor, runEventStream, type OpenStream } from "../sse.js";
+import { jobLinks, jobStateSchema, jobViewSchema, toJobView } from "../views.js";
+import { principalOf } from "./enqueue.js";
+
+function notFound(id: string): HttpProblem {
+  return new HttpProblem(404, "job-not-found", `no job with id ${JSON.stringify(id)}: it never existed, or it was deleted after its retention period`);
+}
+
+export function jobRoutes(ctx: HttpContext): RouteSpec[] {
+  async function status(request: FastifyRequest, reply: FastifyReply) {
+    const { id } = request.params as { id: string };
+    const job = await ctx.backend.get(id);
+    if (!job) throw notFound(id);
+    return reply.header("cache-control", "no-store").send(toJobView(job, ctx.basePath));
+  }
+
+  async function events(request: FastifyRequest, reply: FastifyReply) {
+    const { id } = request.params as { id: string };
+    const job = await ctx.backend.get(id);
+    if (!job) throw notFound(id);
+    const query = request.query as { lastEventId?: string };
+    const lastEventId = typeof request.headers["last-event-id"] === "string" ? request.headers["last-event-id"] : (query.lastEventId ?? null);
+    const cursor = new EventCursor(lastEventId);
+    // A client that already saw the end (EventSource reconnects after every close): 204 tells
+    // it to stop reconnecting.
+    if (TERMINAL_STATES.includes(job.state) && lastEventId !== null) {
+      const probe = new EventCursor(lastEventId);
+      if (probe.advance(job).events.length === 0) return reply.code(204).send();
+    }
+    if (ctx.streams.size >= ctx.sse.maxStreams) {
+      throw new HttpProblem(503, "too-many-streams", `this server already serves ${ctx.sse.maxStreams} event streams; poll ${jobLinks(ctx.basePath, id).self} instead, or retry later`, {
+        headers: { "retry-after": "5" },
+      });
+    }
+    // Headers set by hooks (CORS) must go out with the hijacked response.
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = String(v);
+    reply.hijack();
+    let stream: OpenStream | null = null;
+    stream = runEventStream({
+      req: request.raw,
+      res: reply.raw,
+      headers,
+      job,
+      cursor,
+      watcher: ctx.watcher,
+      settings: ctx.sse,
+      onEnd: () => {
+        if (stream) ctx.streams.delete(stream);
+      },
+    });
+    // A job that was already finished got its events and the stream ended at once.
+    if (!stream.ended) ctx.streams.add(stream);
+    return reply;
+  }
+
+  async function token(request: FastifyRequest, reply: FastifyReply) {
+    const { id } = request.params as { id: string };
+    const job = await ctx.backend.get(id);
+    if (!job) throw notFound(id);
+    const { token, expiresAt } = ctx.tokens.issue(id, ctx.principal(request).id, ctx.streamTokenTtlMs);
+    const events = jobLinks(ctx.basePath, id).events;
+    return reply
+      .header("cache-control", "no-store")
+      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}?access_token=${encodeURIComponent(token)}` });
+  }
+
+  async function cancel(request: FastifyRequest, reply: FastifyReply) {
+    const { id } = request.params as { id: string };
+    const principal = ctx.principal(request);
+    const job = await ctx.backend.get(id);
+    if (!job) throw notFound(id);
+    if (!principal.scopes.has("admin") && principalOf(job) !== principal.id) {
+      throw new HttpProblem(403, "forbidden", "only an admin key, or the key that added the job, may cancel it");
+    }
+    const outcome = await ctx.backend.cancel(id);
+    if (outcome === "not-found") throw notFound(id);
+    if (outcome === "already-finished") {
+      const now = await ctx.backend.get(id);
+      throw new HttpProblem(409, "job-finished", `job ${id} already finished (${now?.state ?? job.state}); there is nothing to cancel`, {
+        extensions: { state: now?.state ?? job.state },
+      });
+    }
+    return reply.send({
+      jobId: id,
+      state: "cancelled",
+      previousState: job.state,
+      detail:
+        job.state === "active"
+          ? "the job was running: its worker aborts the handler's signal at its next heartbeat, and any result it reports is refused"
+          : "the job will not run",
+    });
+  }
+
+  async function replay(request: FastifyRequest, reply: FastifyReply) {
+    const { id } = request.params as { id: string };
+    const outcome = await ctx.backend.replay(id);
+    if (outcome === "not-found") throw notFound(id);
+    if (outcome === "not-dead") {
+      const job = await ctx.backend.get(id);
+      throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job?.state ?? "not dead"}; only dead jobs can be replayed`, { extensions: { state: job?.state ?? null } });
+    }
+    return reply.send({ jobId: id, state: "waiting", links: jobLinks(ctx.basePath, id) });
+  }
+
+  const jobNotFound = problemResponse("No such job (never existed, or deleted after its retention period).");
+
+  return [
+    {
+      method: "GET",
+      url: "/jobs/:id",
+      operationId: "getJob",
+      summary: "A job's status: state, progress, result, error, attempts, timings",
+      tags: ["jobs"],
+      access: "read",
+      schema: { params: JOB_PARAMS },
+      responses: { 200: { description: "The job.", schema: jobViewSchema }, ...authResponses(), 404: jobNotFound },
+      handler: status,
+    },
+    {
+      method: "GET",
+      url: "/jobs/:id/events",
+      operationId: "streamJobEvents",
+      summary: "Server-Sent Events of a job's state changes and progress",
+      description:
+        "Events: `state` (data: { jobId, seq, state, reason, attempt, at, error?, result? }) for every state change, `progress` (data: { jobId, attempt, progress }), `gone` when the job was deleted. " +
+        "Resumable: send Last-Event-ID (EventSource does) or ?lastEventId=. Heartbeat comments every 15 s. The stream ends after a terminal state; reconnecting after that answers 204. " +
+        "Authenticate with Authorization: Bearer <key> (read scope), or — for browsers, whose EventSource cannot send headers — with ?access_token= from POST /jobs/{id}/events/token.",
+      tags: ["jobs"],
+      access: "events",
+      schema: {
+        params: JOB_PARAMS,
+        querystring: {
+          type: "object",
+          properties: {
+            access_token: { type: "string", maxLength: 2048, description: "A stream token for this job." },
+            lastEventId: { type: "string", maxLength: 64, description: "Same as the Last-Event-ID header." },
+          },
+        },
+        headers: { type: "object", properties: { "last-event-id": { type: "string", maxLength: 64 } } },
+      },
+      responses: {
+        200: { description: "The event stream.", contentType: "text/event-stream", schema: { type: "string" } },
+        204: { description: "The job finished and the client has seen every event: stop reconnecting." },
+        ...authResponses(),
+        404: jobNotFound,
+        503: problemResponse("Too many open streams on this server; poll instead."),
+      },
+      handler: events,
+    },
+    {
+      method: "POST",
+      url: "/jobs/:id/events/token",
+      operationId: "createStreamToken",
+      summary: "A short-lived token that lets a browser open this job's event stream",
+      description: "Call it from your backend (read scope) and give the browser eventsUrl: new EventSource(eventsUrl). The token is valid for this job only.",
+      tags: ["jobs"],
+      access: "read",
+      schema: { params: JOB_PARAMS },
+      responses: {
+        200: {
+          description: "The token.",
+          schema: {
+            type: "object",
+            required: ["token", "expiresAt", "eventsUrl"],
+            properties: { token: { type: "string" }, expiresAt: { type: "string", format: "date-time" }, eventsUrl: { type: "string" } },
+          },
+        },
+        ...authResponses(),
+        404: jobNotFound,
+      },
+      handler: token,
+    },
+    {
+      method: "DELETE",
+      url: "/jobs/:id",
+      operationId: "cancelJob",
+      summary: "Cancel a job",
+      description:
+        "A waiting or scheduled job never runs. A running job is marked cancelled at once; the AbortSignal of its handler fires in whichever worker process holds it, at that worker's next heartbeat, and its result is refused. Needs admin, or enqueue for jobs added with the same key.",
+      tags: ["jobs"],
+      access: "enqueue",
+      schema: { params: JOB_PARAMS },
+      responses: {
+        200: {
+          description: "Cancelled.",
+          schema: {
+            type: "object",
+            required: ["jobId", "state", "previousState", "detail"],
+            properties: { jobId: { type: "string" }, state: { const: "cancelled" }, previousState: jobStateSchema, detail: { type: "string" } },
+          },
+        },
+        ...authResponses(),
+        404: jobNotFound,
+        409: problemResponse("The job already finished."),
+      },
+      handler: cancel,
+    },
+    {
+      method: "POST",
+      url: "/jobs/:id/replay",
+      operationId: "replayJob",
+      summary: "Replay a dead job",
+      description: "Moves a dead job back to waiting with a fresh set of attempts; its history is kept.",
+      tags: ["dead letters"],
+      access: "admin",
+      schema: { params: JOB_PARAMS },
+      responses: {
+        200: {
+          description: "Replayed.",
+          schema: { type: "object", properties: { jobId: { type: "string" }, state: { const: "waiting" }, links: { type: "object" } } },
+        },
+        ...authResponses(),
+        404: jobNotFound,
+        409: problemResponse("The job is not dead."),
+      },
+      handler: replay,
+    },
+  ];
+}

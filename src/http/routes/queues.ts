@@ -1,0 +1,264 @@
+/** Operations on queues: statistics, listings, pause/resume, dead letters (list, replay, delete). */
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Backend } from "../../backend/contract.js";
+import { JOB_STATES, type JobState } from "../../core/job.js";
+import type { HttpContext, RouteSpec } from "../context.js";
+import { HttpProblem } from "../problem.js";
+import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { deadJobViewSchema, jobViewSchema, queueViewSchema, toDeadJobView, toJobView, toQueueView } from "../views.js";
+
+const JOB_STATES_SCHEMA = { type: "string" as const, enum: JOB_STATES };
+
+/**
+ * Backends may offer deleting a single job. The backend contract has no such call yet, so the
+ * delete route answers 501 on backends without it.
+ */
+interface JobRemover {
+  remove(id: string): Promise<"removed" | "not-found" | "not-finished">;
+}
+
+function remover(backend: Backend): JobRemover | null {
+  const candidate = backend as Backend & Partial<JobRemover>;
+  return typeof candidate.remove === "function" ? (candidate as Backend & JobRemover) : null;
+}
+
+export function queueRoutes(ctx: HttpContext): RouteSpec[] {
+  async function listQueues(_request: FastifyRequest, reply: FastifyReply) {
+    const stats = await ctx.backend.stats();
+    return reply.send({ queues: stats.map(toQueueView) });
+  }
+
+  async function getQueue(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    const [stats] = await ctx.backend.stats(queue);
+    return reply.send(toQueueView(stats!));
+  }
+
+  async function listJobs(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    const q = request.query as { state?: JobState; name?: string; limit?: number; offset?: number };
+    const limit = q.limit ?? 50;
+    const offset = q.offset ?? 0;
+    const jobs = await ctx.backend.list(
+      { queue, ...(q.state ? { state: q.state } : {}), ...(q.name ? { name: q.name } : {}) },
+      { limit, offset },
+    );
+    return reply.send({ jobs: jobs.map((j) => toJobView(j, ctx.basePath)), limit, offset });
+  }
+
+  const setPaused = (paused: boolean) =>
+    async function (request: FastifyRequest, reply: FastifyReply) {
+      const { queue } = request.params as { queue: string };
+      if (paused) await ctx.backend.pause(queue);
+      else await ctx.backend.resume(queue);
+      const [stats] = await ctx.backend.stats(queue);
+      return reply.send(toQueueView(stats!));
+    };
+
+  async function listDead(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    const q = request.query as { name?: string; limit?: number; offset?: number };
+    const limit = q.limit ?? 50;
+    const offset = q.offset ?? 0;
+    const jobs = await ctx.backend.list({ queue, state: "dead", ...(q.name ? { name: q.name } : {}) }, { limit, offset });
+    return reply.send({ jobs: jobs.map((j) => toDeadJobView(j, ctx.basePath)), limit, offset });
+  }
+
+  async function replayDead(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    const body = request.body as { ids?: string[]; all?: boolean; name?: string; limit?: number };
+    if ((body.ids === undefined) === (body.all !== true)) {
+      throw new HttpProblem(422, "invalid-selection", 'give either "ids" (the dead jobs to replay) or "all": true (every dead job of the queue, up to "limit")', {
+        errors: [{ in: "body", pointer: "", detail: 'give exactly one of "ids" or "all": true' }],
+      });
+    }
+    let ids: string[];
+    if (body.ids) {
+      ids = [...new Set(body.ids)];
+    } else {
+      const dead = await ctx.backend.list({ queue, state: "dead", ...(body.name ? { name: body.name } : {}) }, { limit: body.limit ?? 100 });
+      ids = dead.map((j) => j.id);
+    }
+    const replayed: string[] = [];
+    const notDead: string[] = [];
+    const notFound: string[] = [];
+    for (const id of ids) {
+      // Ids of another queue are reported as not found here: this route acts on one queue.
+      const job = await ctx.backend.get(id);
+      if (!job || job.queue !== queue) {
+        notFound.push(id);
+        continue;
+      }
+      const outcome = await ctx.backend.replay(id);
+      (outcome === "replayed" ? replayed : outcome === "not-dead" ? notDead : notFound).push(id);
+    }
+    return reply.send({ replayed, notDead, notFound });
+  }
+
+  async function deleteDead(request: FastifyRequest, reply: FastifyReply) {
+    const { queue, id } = request.params as { queue: string; id: string };
+    const r = remover(ctx.backend);
+    if (!r) {
+      throw new HttpProblem(501, "not-supported", `${ctx.backend.description} cannot delete single jobs; dead jobs are deleted by the pruner after their retention (removeOnFail)`);
+    }
+    const job = await ctx.backend.get(id);
+    if (!job || job.queue !== queue) throw new HttpProblem(404, "job-not-found", `no job ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
+    if (job.state !== "dead") throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job.state}; this route deletes dead jobs only`, { extensions: { state: job.state } });
+    const outcome = await r.remove(id);
+    if (outcome === "not-found") throw new HttpProblem(404, "job-not-found", `job ${id} was already deleted`);
+    if (outcome === "not-finished") throw new HttpProblem(409, "job-not-dead", `job ${id} is no longer dead (replayed meanwhile)`);
+    return reply.code(204).send();
+  }
+
+  const queueView = { description: "The queue.", schema: queueViewSchema };
+  const pageQuery = {
+    type: "object" as const,
+    additionalProperties: false,
+    properties: { name: { ...NAME_SCHEMA, description: "Only jobs of this name." }, ...PAGE_QUERY_PROPERTIES },
+  };
+
+  return [
+    {
+      method: "GET",
+      url: "/queues",
+      operationId: "listQueues",
+      summary: "Every queue with its counts per state, paused flag and oldest waiting age",
+      tags: ["queues"],
+      access: "read",
+      schema: {},
+      responses: {
+        200: { description: "The queues.", schema: { type: "object", required: ["queues"], properties: { queues: { type: "array", items: queueViewSchema } } } },
+        ...authResponses(),
+      },
+      handler: listQueues,
+    },
+    {
+      method: "GET",
+      url: "/queues/:queue",
+      operationId: "getQueue",
+      summary: "One queue's statistics",
+      tags: ["queues"],
+      access: "read",
+      schema: { params: QUEUE_PARAMS },
+      responses: { 200: queueView, ...authResponses() },
+      handler: getQueue,
+    },
+    {
+      method: "GET",
+      url: "/queues/:queue/jobs",
+      operationId: "listJobs",
+      summary: "A queue's jobs, newest first (status views, no payloads)",
+      tags: ["queues"],
+      access: "read",
+      schema: {
+        params: QUEUE_PARAMS,
+        querystring: { ...pageQuery, properties: { ...pageQuery.properties, state: { ...JOB_STATES_SCHEMA, description: "Only jobs in this state." } } },
+      },
+      responses: {
+        200: {
+          description: "A page of jobs.",
+          schema: { type: "object", required: ["jobs", "limit", "offset"], properties: { jobs: { type: "array", items: jobViewSchema }, limit: { type: "integer" }, offset: { type: "integer" } } },
+        },
+        400: problemResponse("A query parameter is invalid."),
+        ...authResponses(),
+      },
+      handler: listJobs,
+    },
+    {
+      method: "POST",
+      url: "/queues/:queue/pause",
+      operationId: "pauseQueue",
+      summary: "Stop workers from claiming the queue's jobs (adding still works)",
+      tags: ["queues"],
+      access: "admin",
+      schema: { params: QUEUE_PARAMS },
+      responses: { 200: queueView, ...authResponses() },
+      handler: setPaused(true),
+    },
+    {
+      method: "POST",
+      url: "/queues/:queue/resume",
+      operationId: "resumeQueue",
+      summary: "Let workers claim the queue's jobs again",
+      tags: ["queues"],
+      access: "admin",
+      schema: { params: QUEUE_PARAMS },
+      responses: { 200: queueView, ...authResponses() },
+      handler: setPaused(false),
+    },
+    {
+      method: "GET",
+      url: "/queues/:queue/dead",
+      operationId: "listDeadJobs",
+      summary: "Dead letters with their forensics: payload, error and stack, every attempt",
+      tags: ["dead letters"],
+      access: "admin",
+      schema: { params: QUEUE_PARAMS, querystring: pageQuery },
+      responses: {
+        200: {
+          description: "A page of dead jobs, newest first.",
+          schema: { type: "object", required: ["jobs", "limit", "offset"], properties: { jobs: { type: "array", items: deadJobViewSchema }, limit: { type: "integer" }, offset: { type: "integer" } } },
+        },
+        400: problemResponse("A query parameter is invalid."),
+        ...authResponses(),
+      },
+      handler: listDead,
+    },
+    {
+      method: "POST",
+      url: "/queues/:queue/dead/replay",
+      operationId: "replayDeadJobs",
+      summary: "Replay several dead jobs: by id, or all of the queue (optionally of one name)",
+      tags: ["dead letters"],
+      access: "admin",
+      schema: {
+        params: QUEUE_PARAMS,
+        body: {
+          type: "object",
+          additionalProperties: false,
+          properties: {
+            ids: { type: "array", minItems: 1, maxItems: 1000, items: JOB_ID_SCHEMA, description: "The dead jobs to replay." },
+            all: { type: "boolean", description: "Replay every dead job of the queue (up to limit)." },
+            name: { ...NAME_SCHEMA, description: "With all: only jobs of this name." },
+            limit: { type: "integer", minimum: 1, maximum: 1000, description: "With all: at most this many (default 100)." },
+          },
+        },
+      },
+      responses: {
+        200: {
+          description: "What happened to each id.",
+          schema: {
+            type: "object",
+            required: ["replayed", "notDead", "notFound"],
+            properties: {
+              replayed: { type: "array", items: { type: "string" } },
+              notDead: { type: "array", items: { type: "string" } },
+              notFound: { type: "array", items: { type: "string" } },
+            },
+          },
+        },
+        400: problemResponse("The body does not have the documented shape."),
+        ...authResponses(),
+        422: problemResponse('Neither or both of "ids" and "all" were given.'),
+      },
+      handler: replayDead,
+    },
+    {
+      method: "DELETE",
+      url: "/queues/:queue/dead/:id",
+      operationId: "deleteDeadJob",
+      summary: "Delete a dead job for good",
+      tags: ["dead letters"],
+      access: "admin",
+      schema: { params: { type: "object", required: ["queue", "id"], properties: { queue: NAME_SCHEMA, id: JOB_ID_SCHEMA } } },
+      responses: {
+        204: { description: "Deleted." },
+        ...authResponses(),
+        404: problemResponse("No such job in this queue."),
+        409: problemResponse("The job is not dead."),
+        501: problemResponse("This backend cannot delete single jobs."),
+      },
+      handler: deleteDead,
+    },
+  ];
+}

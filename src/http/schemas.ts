@@ -1,0 +1,81 @@
+/** Request schemas shared by several routes, and the error document. */
+import type { ResponseSpec } from "./context.js";
+import type { JsonSchema } from "./schema.js";
+
+/**
+ * Queue and job names: 1-128 characters of letters, digits and `. _ : - /`, starting with a
+ * letter or digit (the rule of `checkName` in core/spec.ts, which still has the last word).
+ */
+export const NAME_SCHEMA: JsonSchema = {
+  type: "string",
+  pattern: "^[A-Za-z0-9][A-Za-z0-9._:\\-/]{0,127}$",
+  description: "1-128 characters of letters, digits and . _ : - /, starting with a letter or digit.",
+};
+
+export const JOB_ID_SCHEMA: JsonSchema = { type: "string", minLength: 1, maxLength: 255 };
+
+export const QUEUE_PARAMS: JsonSchema = {
+  type: "object",
+  required: ["queue"],
+  properties: { queue: NAME_SCHEMA },
+};
+
+export const JOB_PARAMS: JsonSchema = {
+  type: "object",
+  required: ["id"],
+  properties: { id: JOB_ID_SCHEMA },
+};
+
+export const PAGE_QUERY_PROPERTIES: Record<string, JsonSchema> = {
+  limit: { type: "integer", minimum: 1, maximum: 1000, default: 50, description: "Jobs per page (default 50)." },
+  offset: { type: "integer", minimum: 0, maximum: 1_000_000, default: 0, description: "Jobs to skip (default 0)." },
+};
+
+export const problemSchema: JsonSchema = {
+  title: "Problem",
+  description: "RFC 9457 problem details.",
+  type: "object",
+  required: ["type", "title", "status", "detail"],
+  properties: {
+    type: { type: "string", description: "urn:conveyor:problem:<slug>, stable for clients to branch on." },
+    title: { type: "string" },
+    status: { type: "integer" },
+    detail: { type: "string", description: "What went wrong and what to do about it." },
+    errors: {
+      type: "array",
+      items: {
+        type: "object",
+        required: ["in", "pointer", "detail"],
+        properties: {
+          in: { type: "string", enum: ["body", "querystring", "params", "headers"] },
+          pointer: { type: "string", description: "JSON Pointer into that part of the request." },
+          detail: { type: "string" },
+        },
+      },
+    },
+  },
+};
+
+export function problemResponse(description: string): ResponseSpec {
+  return { description, schema: problemSchema, contentType: "application/problem+json" };
+}
+
+/** Answers every authenticated route may give. */
+export function authResponses(): Record<number, ResponseSpec> {
+  return {
+    401: problemResponse("No API key, or an unknown one. Send Authorization: Bearer <key>."),
+    403: problemResponse("The key lacks the scope this route needs."),
+  };
+}
+
+/** Sorted-keys JSON: the same value always gives the same text (request fingerprints). */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const obj = value as Record<string, unknown>;
+  return `{${Object.keys(obj)
+    .sort()
+    .filter((k) => obj[k] !== undefined)
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`)
+    .join(",")}}`;
+}

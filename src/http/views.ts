@@ -1,0 +1,210 @@
+/**
+ * What the API shows of jobs and queues, each next to its JSON Schema (published in the OpenAPI
+ * document) so the two cannot drift apart.
+ *
+ * The status view (`read` scope) holds no payload, metadata or stack trace: it is what the
+ * client that asked for the work needs. The dead-letter view (`admin` scope) adds the forensic
+ * details: payload, metadata, stacks, every attempt.
+ */
+import type { QueueStats } from "../backend/contract.js";
+import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type JobRecord, type JobState } from "../core/job.js";
+import type { Json } from "../core/json.js";
+import type { JsonSchema } from "./schema.js";
+
+/** Links are relative to the server's origin and include the API's base path. */
+export interface JobLinks {
+  self: string;
+  events: string;
+}
+
+export interface JobView {
+  id: string;
+  queue: string;
+  name: string;
+  state: JobState;
+  /** True for completed, dead and cancelled. */
+  finished: boolean;
+  progress: Json | null;
+  result: Json | null;
+  /** The last failed attempt's error, without its stack. */
+  error: { name: string; message: string } | null;
+  attempts: { made: number; max: number };
+  priority: number;
+  timings: {
+    createdAt: string;
+    runAt: string;
+    startedAt: string | null;
+    finishedAt: string | null;
+    /** From creation to the first attempt's start, ms; null before it starts. */
+    waitMs: number | null;
+    /** Run time of the last attempt, ms; null until it ends. */
+    runMs: number | null;
+  };
+  links: JobLinks;
+}
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+export function jobLinks(basePath: string, id: string): JobLinks {
+  const self = `${basePath}/jobs/${encodeURIComponent(id)}`;
+  return { self, events: `${self}/events` };
+}
+
+export function toJobView(job: JobRecord, basePath: string): JobView {
+  const firstStart = job.history[0]?.startedAt ?? job.startedAt;
+  return {
+    id: job.id,
+    queue: job.queue,
+    name: job.name,
+    state: job.state,
+    finished: TERMINAL_STATES.includes(job.state),
+    progress: job.progress,
+    result: job.result,
+    error: job.error ? { name: job.error.name, message: job.error.message } : null,
+    attempts: { made: job.attempt, max: job.maxAttempts },
+    priority: job.priority,
+    timings: {
+      createdAt: new Date(job.createdAt).toISOString(),
+      runAt: new Date(job.runAt).toISOString(),
+      startedAt: iso(job.startedAt),
+      finishedAt: iso(job.finishedAt),
+      waitMs: firstStart === null ? null : Math.max(0, firstStart - job.createdAt),
+      runMs: job.startedAt !== null && job.finishedAt !== null ? Math.max(0, job.finishedAt - job.startedAt) : null,
+    },
+    links: jobLinks(basePath, job.id),
+  };
+}
+
+export interface DeadJobView extends JobView {
+  data: Json;
+  meta: { [key: string]: Json } | null;
+  /** The error that killed the job, with its stack. */
+  failure: { name: string; message: string; stack: string | null } | null;
+  history: Array<Omit<AttemptRecord, "startedAt" | "finishedAt"> & { startedAt: string; finishedAt: string }>;
+  replays: number;
+  stalls: number;
+}
+
+export function toDeadJobView(job: JobRecord, basePath: string): DeadJobView {
+  return {
+    ...toJobView(job, basePath),
+    data: job.data,
+    meta: job.meta ?? null,
+    failure: job.error,
+    history: job.history.map((h) => ({ ...h, startedAt: new Date(h.startedAt).toISOString(), finishedAt: new Date(h.finishedAt).toISOString() })),
+    replays: job.replays,
+    stalls: job.stalls,
+  };
+}
+
+export interface QueueView {
+  name: string;
+  paused: boolean;
+  counts: Record<JobState, number>;
+  oldestWaitingAgeMs: number | null;
+}
+
+export function toQueueView(stats: QueueStats): QueueView {
+  return { name: stats.queue, paused: stats.paused, counts: stats.counts, oldestWaitingAgeMs: stats.oldestWaitingAgeMs };
+}
+
+// ---------------------------------------------------------------- schemas
+
+const anyJson: JsonSchema = { description: "Any JSON value." };
+const timestamp: JsonSchema = { type: "string", format: "date-time" };
+const nullableTimestamp: JsonSchema = { type: ["string", "null"], format: "date-time" };
+const errorSummary: JsonSchema = {
+  type: ["object", "null"],
+  properties: { name: { type: "string" }, message: { type: "string" } },
+  required: ["name", "message"],
+};
+
+export const jobStateSchema: JsonSchema = { type: "string", enum: JOB_STATES };
+
+export const jobViewSchema: JsonSchema = {
+  title: "Job",
+  type: "object",
+  required: ["id", "queue", "name", "state", "finished", "progress", "result", "error", "attempts", "priority", "timings", "links"],
+  properties: {
+    id: { type: "string" },
+    queue: { type: "string" },
+    name: { type: "string" },
+    state: jobStateSchema,
+    finished: { type: "boolean", description: "True for completed, dead and cancelled." },
+    progress: { ...anyJson, description: "The latest progress report of the handler (ctx.progress), or null." },
+    result: { ...anyJson, description: "The handler's return value once completed, or null." },
+    error: { ...errorSummary, description: "The last failed attempt's error, or null." },
+    attempts: {
+      type: "object",
+      required: ["made", "max"],
+      properties: { made: { type: "integer", description: "Attempts started so far." }, max: { type: "integer" } },
+    },
+    priority: { type: "integer" },
+    timings: {
+      type: "object",
+      required: ["createdAt", "runAt", "startedAt", "finishedAt", "waitMs", "runMs"],
+      properties: {
+        createdAt: timestamp,
+        runAt: { ...timestamp, description: "When the job is (or was) due." },
+        startedAt: { ...nullableTimestamp, description: "Start of the current or last attempt." },
+        finishedAt: nullableTimestamp,
+        waitMs: { type: ["integer", "null"], description: "From creation to the first attempt's start." },
+        runMs: { type: ["integer", "null"], description: "Run time of the last attempt." },
+      },
+    },
+    links: {
+      type: "object",
+      required: ["self", "events"],
+      properties: { self: { type: "string" }, events: { type: "string" } },
+    },
+  },
+};
+
+export const deadJobViewSchema: JsonSchema = {
+  title: "DeadJob",
+  type: "object",
+  required: [...(jobViewSchema.required ?? []), "data", "meta", "failure", "history", "replays", "stalls"],
+  properties: {
+    ...jobViewSchema.properties,
+    data: { ...anyJson, description: "The original payload." },
+    meta: { type: ["object", "null"], description: "Metadata given at enqueue." },
+    failure: {
+      type: ["object", "null"],
+      properties: { name: { type: "string" }, message: { type: "string" }, stack: { type: ["string", "null"] } },
+    },
+    history: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          attempt: { type: "integer" },
+          workerId: { type: "string" },
+          host: { type: "string" },
+          pid: { type: "integer" },
+          startedAt: timestamp,
+          finishedAt: timestamp,
+          outcome: { type: "string", enum: ["completed", "failed", "dead", "released", "lease-expired", "cancelled"] },
+          error: { type: ["object", "null"] },
+        },
+      },
+    },
+    replays: { type: "integer" },
+    stalls: { type: "integer" },
+  },
+};
+
+export const queueViewSchema: JsonSchema = {
+  title: "Queue",
+  type: "object",
+  required: ["name", "paused", "counts", "oldestWaitingAgeMs"],
+  properties: {
+    name: { type: "string" },
+    paused: { type: "boolean" },
+    counts: {
+      type: "object",
+      required: [...JOB_STATES],
+      properties: Object.fromEntries(JOB_STATES.map((s) => [s, { type: "integer" } satisfies JsonSchema])),
+    },
+    oldestWaitingAgeMs: { type: ["integer", "null"], description: "How long the oldest due job has waited, ms; null when none waits." },
+  },
+};
