@@ -1,14 +1,21 @@
 /**
- * `npm start`: the checkout from the seeds on embedded SQLite.
+ * `npm start`: the checkout from the seeds on embedded SQLite, with the HTTP API.
  *
- * Orders arrive like requests to POST /checkout; each handler answers at once (202-style) after
- * enqueueing "charge-payment". Workers charge, render the invoice and send the email, with
+ * Orders arrive as real HTTP requests to the Conveyor API (POST /v1/queues/payments/jobs with an
+ * Idempotency-Key), answered at once with 202 Accepted, a job id and a poll URL. Workers charge, render the invoice and send the email, with
  * realistic latency, transient failures (503s, 429s: retried with backoff) and permanent ones
  * (declined cards: dead at once). The terminal shows live what is waiting, running, retrying and
  * dead. Ctrl-C shuts down gracefully; a second Ctrl-C stops at once.
  *
  *   npm start                         # 20 seconds of traffic, then drain and a summary
- *   npm start -- --seconds 60 --rate 20
+ *   npm start -- --seconds 60 --rate 20 --port 3000
+ *
+ * While it runs, the API is yours too (no API keys: it listens on 127.0.0.1 only):
+ *   curl -s localhost:3000/v1/queues
+ *   curl -s -XPOST localhost:3000/v1/queues/payments/jobs -H 'content-type: application/json' \
+ *        -H 'idempotency-key: my-order-1' \
+ *        -d '{"name":"charge-payment","data":{"orderId":"my-1","amountCents":1200,"card":"4242424242424242"}}'
+ *   curl -s localhost:3000/v1/jobs/<jobId>            curl -N localhost:3000/v1/jobs/<jobId>/events
  */
 import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -17,13 +24,15 @@ import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { showJob } from "../../src/cli/jobs.js";
 import { duration, table } from "../../src/cli/format.js";
 import { installShutdownSignals, Queue, silentLogger, Worker, type JobRecord, type QueueStats } from "../../src/index.js";
-import { chargePayment, checkoutHandlers } from "./jobs.js";
+import { createServer } from "../../src/http/index.js";
+import { chargePayment, checkoutHandlers, renderInvoice, sendEmail } from "./jobs.js";
 
 const { values: args } = parseArgs({
   options: {
     seconds: { type: "string", default: "20" },
     rate: { type: "string", default: "8" },
     db: { type: "string", default: resolve(".tmp/demo/checkout.db") },
+    port: { type: "string", default: "3000" },
   },
 });
 const trafficSeconds = Number(args.seconds);
@@ -34,7 +43,6 @@ mkdirSync(join(dbPath, ".."), { recursive: true });
 for (const suffix of ["", "-wal", "-shm"]) rmSync(dbPath + suffix, { force: true });
 
 const backend = new SqliteBackend({ path: dbPath });
-const payments = new Queue("payments", { backend });
 const documents = new Queue("documents", { backend });
 const email = new Queue("email", { backend });
 const handlers = checkoutHandlers({ documents, email });
@@ -64,14 +72,37 @@ for (const w of workers) {
   });
 }
 
-// The web tier: answer each checkout at once with a job id; the work happens out of band.
+// The API: the 202 contract, status, SSE. Payloads are validated against the job schemas (422).
+const api = await createServer({ backend, apiKeys: false, jobs: [chargePayment, renderInvoice, sendEmail], logger: false });
+let apiUrl: string;
+try {
+  apiUrl = await api.listen({ host: "127.0.0.1", port: Number(args.port) });
+} catch {
+  apiUrl = await api.listen({ host: "127.0.0.1", port: 0 }); // the port is taken: any free one
+}
+
+// The web tier: each checkout is one POST answered with 202 Accepted and a job id; the work
+// happens out of band. The Idempotency-Key makes a retried request return the same job.
 let orderSeq = 0;
+let lastAccepted = "";
 const traffic = setInterval(() => {
   const orderId = `ord_${String(++orderSeq).padStart(5, "0")}`;
   const card = Math.random() < 0.05 ? "4000000000000002" : "4242424242424242";
-  void payments
-    .add(chargePayment, { orderId, amountCents: 1_000 + Math.floor(Math.random() * 20_000), card }, { jobId: `charge:${orderId}` })
-    .then(() => totals.orders++);
+  void fetch(`${apiUrl}/v1/queues/payments/jobs`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "idempotency-key": `checkout-${orderId}` },
+    body: JSON.stringify({ name: "charge-payment", data: { orderId, amountCents: 1_000 + Math.floor(Math.random() * 20_000), card } }),
+  })
+    .then(async (response) => {
+      if (response.status === 202) {
+        totals.orders++;
+        const body = (await response.json()) as { pollUrl: string };
+        lastAccepted = `202 Accepted, poll ${body.pollUrl}`;
+      } else {
+        note(`HTTP ${response.status} for ${orderId}: ${await response.text()}`);
+      }
+    })
+    .catch((error: unknown) => note(`POST failed: ${String(error)}`));
 }, 1000 / ordersPerSecond);
 
 const started = Date.now();
@@ -91,6 +122,7 @@ async function render(final = false): Promise<void> {
     process.stdout.write(
       "\x1b[H\x1b[2J" +
         `Conveyor checkout demo — ${elapsed} — ${totals.orders} orders accepted (202) — sqlite:${dbPath}\n` +
+        `API ${apiUrl}/v1 (try: curl -s ${apiUrl}/v1/queues) — last: ${lastAccepted}\n` +
         `${trafficOn ? "traffic on" : "traffic stopped, draining"}; Ctrl-C shuts down gracefully\n\n` +
         statsTable +
         "\n\nrunning now\n" +
@@ -126,6 +158,7 @@ async function finish(reason: string, drainFirst: boolean): Promise<number> {
     await new Promise((r) => setTimeout(r, 200));
   }
   clearInterval(screen);
+  await api.close();
   const closed = await Promise.all(workers.map((w) => w.close({ reason })));
   await render(true);
   const stats = await backend.stats();
@@ -139,6 +172,7 @@ async function finish(reason: string, drainFirst: boolean): Promise<number> {
     console.log("\nA dead letter keeps its forensics (conveyor dlq show):\n");
     console.log(showJob(dead).split("\n").filter((l) => !l.startsWith("             at ")).join("\n"));
   }
+  console.log(`\nThe API ran at ${apiUrl}/v1 (README: the curl walkthrough).`);
   console.log(`\nInspect it yourself:\n  npx tsx src/cli/bin.ts stats --db sqlite:${dbPath}\n  npx tsx src/cli/bin.ts dlq ls --db sqlite:${dbPath}`);
   await backend.close();
   const released = closed.flatMap((c) => c.releasedJobIds);
