@@ -163,6 +163,7 @@ export interface QueueStats {
 }
 
 export type CancelResult = "cancelled" | "not-found" | "already-finished";
+export type RemoveResult = "removed" | "not-found" | "not-finished";
 export type ReplayResult = "replayed" | "not-found" | "not-dead";
 
 /**
@@ -231,6 +232,11 @@ export interface Backend {
   cancel(id: string): Promise<CancelResult>;
   /** Moves a dead job back to `waiting` with a fresh set of attempts; its history is kept. */
   replay(id: string): Promise<ReplayResult>;
+  /**
+   * Deletes a finished job (completed, dead or cancelled) before its retention runs out, e.g. a
+   * dead letter an operator has dealt with. Unfinished jobs are refused: cancel them first.
+   */
+  remove(id: string): Promise<RemoveResult>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */

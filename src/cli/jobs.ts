@@ -6,6 +6,7 @@ import { duration, printJson, table, time } from "./format.js";
 export const help = `conveyor jobs ls --db URL [--queue Q] [--state S] [--name N] [--limit N] [--offset N] [--json]
 conveyor jobs show ID --db URL [--json]
 conveyor jobs cancel ID --db URL
+conveyor jobs rm ID --db URL          delete a finished (completed, dead, cancelled) job now
 
 States: ${JOB_STATES.join(", ")}.`;
 
@@ -114,6 +115,14 @@ export async function run(argv: string[]): Promise<number> {
       else console.log(`${id}: ${outcome}`);
       return outcome === "cancelled" ? 0 : 1;
     }
-    throw new UsageError(`unknown subcommand "jobs ${sub}"; use ls, show or cancel`);
+    if (sub === "rm") {
+      const id = positionals[0];
+      if (!id) throw new UsageError("which job? conveyor jobs rm ID");
+      const outcome = await backend.remove(id);
+      if (values.json) printJson({ id, outcome });
+      else console.log(`${id}: ${outcome}${outcome === "not-finished" ? " (cancel it first)" : ""}`);
+      return outcome === "removed" ? 0 : 1;
+    }
+    throw new UsageError(`unknown subcommand "jobs ${sub}"; use ls, show, cancel or rm`);
   });
 }

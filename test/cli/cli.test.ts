@@ -81,6 +81,12 @@ describe("conveyor CLI", () => {
     expect(replay.code).toBe(0);
     expect(replay.stdout).toContain("welcome:u1: replayed");
     expect((await runCli(["dlq", "ls", "--db", db])).stdout).toContain("the dead-letter queue is empty");
+    const rm = await runCli(["jobs", "rm", "welcome:u1", "--db", db]);
+    expect(rm.code).toBe(1);
+    expect(rm.stdout).toContain("welcome:u1: not-finished (cancel it first)");
+    expect((await runCli(["jobs", "cancel", "welcome:u1", "--db", db])).code).toBe(0);
+    expect((await runCli(["jobs", "rm", "welcome:u1", "--db", db])).stdout).toContain("welcome:u1: removed");
+    expect((await runCli(["jobs", "show", "welcome:u1", "--db", db])).code).toBe(1);
   });
 
   it("usage mistakes exit 2 and say what to do", async () => {

@@ -5,6 +5,7 @@ import {
   claim,
   claimOne,
   counts,
+  countsOf,
   enqueueMany,
   enqueueOne,
   errorInfo,
@@ -60,6 +61,35 @@ export function adminTests(t: SuiteContext): void {
       expect(await mustGet(t.b, completed)).toMatchObject({ state: "completed", result: "ok", replays: 0 });
       expect(await mustGet(t.b, active)).toMatchObject({ state: "active", attempt: 1, replays: 0 });
       expect((await mustGet(t.b, cancelled)).state).toBe("cancelled");
+    });
+  });
+
+  describe("remove", () => {
+    it("deletes finished jobs of every kind: dead, completed, cancelled", async () => {
+      const dead = await deadJob();
+      const done = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      await t.b.complete([{ lease: c.lease, result: null }]);
+      const cancelled = await enqueueOne(t.b);
+      expect(await t.b.cancel(cancelled)).toBe("cancelled");
+      for (const id of [dead, done, cancelled]) {
+        expect(await t.b.remove(id)).toBe("removed");
+        expect(await t.b.get(id)).toBeNull();
+        expect(await t.b.remove(id)).toBe("not-found");
+      }
+      expect(await countsOf(t.b)).toEqual(counts());
+    });
+
+    it("refuses unfinished jobs and leaves them alone", async () => {
+      const waiting = await enqueueOne(t.b);
+      const active = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      expect(c.job.id).toBe(waiting);
+      expect(await t.b.remove(waiting)).toBe("not-finished");
+      expect(await t.b.remove(active)).toBe("not-finished");
+      expect((await mustGet(t.b, waiting)).state).toBe("active");
+      expect((await mustGet(t.b, active)).state).toBe("waiting");
+      expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["applied"]);
     });
   });
 

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { defineJob, silentLogger, type Backend } from "../../src/index.js";
+import { defineJob, silentLogger } from "../../src/index.js";
 import { generateWebhookSecret, hashApiKey, WebhookDispatcher } from "../../src/http/index.js";
 import { TempDirs } from "../helpers/temp.js";
 import { startServer, type Harness } from "./harness.js";
@@ -33,16 +33,6 @@ beforeAll(async () => {
       events: { pollIntervalMs: 50 },
     },
     {
-      // The backend contract has no single-job delete yet (the route answers 501 without one);
-      // a stand-in lets the property cover the delete route too.
-      wrap: (backend) => {
-        const removed = new Set<string>();
-        return Object.assign(Object.create(backend) as Backend, {
-          get: async (id: string) => (removed.has(id) ? null : backend.get(id)),
-          list: async (...args: Parameters<Backend["list"]>) => (await backend.list(...args)).filter((j) => !removed.has(j.id)),
-          remove: async (id: string) => (removed.has(id) ? "not-found" : (removed.add(id), "removed")),
-        });
-      },
       configure: (backend) => ({
         webhooks: new WebhookDispatcher({ backend, secrets: [generateWebhookSecret()], allow: ["127.0.0.1"], logger: silentLogger }),
       }),

@@ -34,6 +34,7 @@ import type {
   PrunePolicy,
   PruneResult,
   QueueStats,
+  RemoveResult,
   ReplayResult,
   RescuedJob,
   RescueOptions,
@@ -141,7 +142,7 @@ const JOB_COLUMNS = [
 /** The statements in queries/, by file name. */
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
-  "get", "list", "stats", "cancel", "replay", "pause", "once", "now", "runnable-queues",
+  "get", "list", "stats", "cancel", "replay", "remove", "pause", "once", "now", "runnable-queues",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -744,6 +745,12 @@ export class PostgresBackend implements Backend {
       return "replayed";
     }
     return row?.found ? "not-dead" : "not-found";
+  }
+
+  async remove(id: string): Promise<RemoveResult> {
+    const [row] = await this.query<{ removed: boolean }>("remove", [id]);
+    if (row === undefined) return "not-found";
+    return row.removed ? "removed" : "not-finished";
   }
 
   async pause(queue: string): Promise<void> {

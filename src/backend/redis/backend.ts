@@ -29,6 +29,7 @@ import type {
   PrunePolicy,
   PruneResult,
   QueueStats,
+  RemoveResult,
   ReplayResult,
   RescuedJob,
   RescueOptions,
@@ -580,6 +581,16 @@ export class RedisBackend implements Backend {
       found.queue,
     ]);
     return String(result) as ReplayResult;
+  }
+
+  async remove(id: string): Promise<RemoveResult> {
+    await this.ready();
+    // Prefer the copy that can be removed when the id exists in several queues (ids are per queue).
+    const found = await this.find(id, (fields) => ["c", "d", "x"].includes(fields.st ?? ""));
+    if (found === null) return "not-found";
+    const k = this.queue(found.queue);
+    const result = await this.scripts.run("remove", [k.meta, k.completed, k.cancelled, k.dead, k.expiry, k.idx], [id]);
+    return String(result) as RemoveResult;
   }
 
   async pause(queue: string): Promise<void> {

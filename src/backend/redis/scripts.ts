@@ -35,6 +35,7 @@ export type ScriptName =
   | "prune"
   | "cancel"
   | "replay"
+  | "remove"
   | "pause"
   | "stats"
   | "once"

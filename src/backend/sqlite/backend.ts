@@ -38,6 +38,7 @@ import type {
   PrunePolicy,
   PruneResult,
   QueueStats,
+  RemoveResult,
   ReplayResult,
   RescuedJob,
   RescueOptions,
@@ -429,6 +430,10 @@ export class SqliteBackend implements Backend {
     return result;
   }
 
+  async remove(id: string): Promise<RemoveResult> {
+    return this.tx.remove.immediate(id);
+  }
+
   async pause(queue: string): Promise<void> {
     this.tx.pause.immediate(queue);
   }
@@ -810,6 +815,9 @@ export class SqliteBackend implements Backend {
          WHERE id = ? AND state = 'dead'
          RETURNING queue`,
       ).pluck(),
+      removeFinished: db.prepare<[string]>(
+        `DELETE FROM ${jobs} WHERE id = ? AND state IN ('completed', 'dead', 'cancelled')`,
+      ),
       jobState: db.prepare<[string], JobState>(`SELECT state FROM ${jobs} WHERE id = ?`).pluck(),
 
       deleteKeyIfExpired: db.prepare<[string, number]>(`DELETE FROM ${keys} WHERE key = ? AND expires_at <= ?`),
@@ -1031,6 +1039,11 @@ export class SqliteBackend implements Backend {
       return "cancelled";
     });
 
+    const remove = db.transaction((id: string): RemoveResult => {
+      if (s.removeFinished.run(id).changes === 1) return "removed";
+      return s.jobState.get(id) === undefined ? "not-found" : "not-finished";
+    });
+
     const replay = db.transaction((id: string): { result: ReplayResult; marks: WakeMarks } => {
       const queue = s.replayJob.get(this.nowMs(), id);
       if (queue !== undefined) return { result: "replayed", marks: signal([queue]) };
@@ -1052,7 +1065,7 @@ export class SqliteBackend implements Backend {
       return s.insertKey.run(key, now + ttlMs).changes === 1;
     });
 
-    return { enqueue, claim, heartbeat, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, pause, resume, once };
+    return { enqueue, claim, heartbeat, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once };
   }
 
   /**

@@ -1,6 +1,5 @@
 /** Operations on queues: statistics, listings, pause/resume, dead letters (list, replay, delete). */
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Backend } from "../../backend/contract.js";
 import { JOB_STATES, type JobState } from "../../core/job.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
@@ -8,19 +7,6 @@ import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, probl
 import { deadJobViewSchema, jobViewSchema, queueViewSchema, toDeadJobView, toJobView, toQueueView } from "../views.js";
 
 const JOB_STATES_SCHEMA = { type: "string" as const, enum: JOB_STATES };
-
-/**
- * Backends may offer deleting a single job. The backend contract has no such call yet, so the
- * delete route answers 501 on backends without it.
- */
-interface JobRemover {
-  remove(id: string): Promise<"removed" | "not-found" | "not-finished">;
-}
-
-function remover(backend: Backend): JobRemover | null {
-  const candidate = backend as Backend & Partial<JobRemover>;
-  return typeof candidate.remove === "function" ? (candidate as Backend & JobRemover) : null;
-}
 
 export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   async function listQueues(_request: FastifyRequest, reply: FastifyReply) {
@@ -97,14 +83,10 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function deleteDead(request: FastifyRequest, reply: FastifyReply) {
     const { queue, id } = request.params as { queue: string; id: string };
-    const r = remover(ctx.backend);
-    if (!r) {
-      throw new HttpProblem(501, "not-supported", `${ctx.backend.description} cannot delete single jobs; dead jobs are deleted by the pruner after their retention (removeOnFail)`);
-    }
     const job = await ctx.backend.get(id);
     if (!job || job.queue !== queue) throw new HttpProblem(404, "job-not-found", `no job ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
     if (job.state !== "dead") throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job.state}; this route deletes dead jobs only`, { extensions: { state: job.state } });
-    const outcome = await r.remove(id);
+    const outcome = await ctx.backend.remove(id);
     if (outcome === "not-found") throw new HttpProblem(404, "job-not-found", `job ${id} was already deleted`);
     if (outcome === "not-finished") throw new HttpProblem(409, "job-not-dead", `job ${id} is no longer dead (replayed meanwhile)`);
     return reply.code(204).send();
