@@ -1,17 +1,14 @@
 /**
- * `npm run bench [-- --backend sqlite] [--jobs 20000] [--runs 3]`
+ * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs N]`
  *
- * Throughput and latency of Conveyor on one backend, one process, no-op jobs. Each figure is the
- * median of `--runs` runs, each on a fresh database. Not part of `npm test`: timings belong here,
- * never in assertions.
+ * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
+ * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
+ * one server, and prints the ratio Conveyor/peer per figure. Each figure is the median of `--runs`
+ * runs (default 3 for sqlite as before, 1 for the side-by-side ones, which take minutes per run).
+ * Not part of `npm test`: timings belong here, never in assertions.
  */
-import { fork } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { SqliteBackend } from "../src/backend/sqlite/index.js";
-import { Queue, silentLogger, Worker } from "../src/index.js";
+import type { BenchSizes } from "./lib.js";
 
 const { values } = parseArgs({
   options: {
@@ -19,134 +16,25 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "20000" },
     single: { type: "string", default: "2000" },
     samples: { type: "string", default: "300" },
-    runs: { type: "string", default: "3" },
+    runs: { type: "string" },
   },
 });
-if (values.backend !== "sqlite") {
-  console.error(`--backend ${values.backend}: only sqlite is available in this build`);
+
+// Imported lazily so each backend only loads its own drivers (and peers).
+const backends: Record<string, () => Promise<{ main(sizes: BenchSizes): Promise<void> }>> = {
+  sqlite: () => import("./sqlite.js"),
+  postgres: () => import("./postgres.js"),
+  redis: () => import("./redis.js"),
+};
+const load = backends[values.backend];
+if (load === undefined) {
+  console.error(`--backend ${values.backend}: expected one of ${Object.keys(backends).join(", ")}`);
   process.exit(2);
 }
-const JOBS = Number(values.jobs);
-const SINGLE = Number(values.single);
-const SAMPLES = Number(values.samples);
-const RUNS = Number(values.runs);
-
-const dirs: string[] = [];
-function freshBackend(): { backend: SqliteBackend; path: string } {
-  const dir = mkdtempSync(join(tmpdir(), "conveyor-bench-"));
-  dirs.push(dir);
-  const path = join(dir, "bench.db");
-  return { backend: new SqliteBackend({ path }), path };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-
-async function bulkEnqueue(): Promise<number> {
-  const { backend } = freshBackend();
-  const q = new Queue("bench", { backend });
-  const jobs = Array.from({ length: JOBS }, (_, i) => ({ name: "noop", data: { i } }));
-  const t0 = performance.now();
-  await q.addBulk(jobs);
-  const rate = JOBS / ((performance.now() - t0) / 1000);
-  await backend.close();
-  return rate;
-}
-
-async function singleEnqueue(): Promise<number> {
-  const { backend } = freshBackend();
-  const q = new Queue("bench", { backend });
-  const t0 = performance.now();
-  for (let i = 0; i < SINGLE; i++) await q.add("noop", { i });
-  const rate = SINGLE / ((performance.now() - t0) / 1000);
-  await backend.close();
-  return rate;
-}
-
-async function processing(concurrency: number): Promise<number> {
-  const { backend } = freshBackend();
-  const q = new Queue("bench", { backend });
-  for (let i = 0; i < JOBS; i += 5000) await q.addBulk(Array.from({ length: Math.min(5000, JOBS - i) }, (_, k) => ({ name: "noop", data: { i: i + k } })));
-  let done = 0;
-  let resolveDone!: () => void;
-  const finished = new Promise<void>((r) => (resolveDone = r));
-  const t0 = performance.now();
-  const worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
-  worker.on("job:completed", () => {
-    if (++done === JOBS) resolveDone();
-  });
-  await finished;
-  const rate = JOBS / ((performance.now() - t0) / 1000);
-  await worker.close();
-  await backend.close();
-  return rate;
-}
-
-/** Enqueue one job into an idle worker, wait for its start; repeat. In-process wake-ups. */
-async function latencyInProcess(): Promise<number[]> {
-  const { backend } = freshBackend();
-  const q = new Queue("bench", { backend });
-  let onStart: (() => void) | null = null;
-  const worker = new Worker({
-    backend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false, pollIntervalMs: 5_000,
-    handlers: { noop: () => void onStart?.() },
-  });
-  const samples: number[] = [];
-  for (let i = 0; i < SAMPLES; i++) {
-    const started = new Promise<void>((r) => (onStart = r));
-    const t0 = performance.now();
-    await q.add("noop", { i });
-    await started;
-    samples.push(performance.now() - t0);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  await worker.close();
-  await backend.close();
-  return samples;
-}
-
-/** The same with the worker in another process: wake-ups cross processes (file watch on the WAL). */
-async function latencyCrossProcess(): Promise<number[]> {
-  const { backend, path } = freshBackend();
-  const q = new Queue("bench", { backend });
-  const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
-  await new Promise<void>((r) => child.once("message", () => r()));
-  const samples: number[] = [];
-  for (let i = 0; i < SAMPLES; i++) {
-    const started = new Promise<number>((r) => child.once("message", (m) => r(m as number)));
-    // Wall-clock time with sub-millisecond precision, comparable across the two processes.
-    const t0 = performance.timeOrigin + performance.now();
-    await q.add("noop", { i });
-    samples.push((await started) - t0);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  child.kill("SIGTERM");
-  await backend.close();
-  return samples;
-}
-
-function fmt(n: number): string {
-  return n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(2);
-}
-
-async function main(): Promise<void> {
-  console.log(`Conveyor benchmark: backend ${values.backend}, ${JOBS} jobs, medians of ${RUNS} runs, node ${process.version}\n`);
-  const run = async (label: string, unit: string, fn: () => Promise<number>) => {
-    const xs: number[] = [];
-    for (let i = 0; i < RUNS; i++) xs.push(await fn());
-    console.log(`  ${label.padEnd(42)} ${fmt(median(xs))} ${unit}`);
-  };
-  await run(`bulk enqueue (${JOBS} in one addBulk)`, "jobs/s", bulkEnqueue);
-  await run(`single enqueue (${SINGLE} sequential add)`, "jobs/s", singleEnqueue);
-  await run(`processing, concurrency 10`, "jobs/s", () => processing(10));
-  await run(`processing, concurrency 50`, "jobs/s", () => processing(50));
-  for (const [label, fn] of [["latency in-process", latencyInProcess], ["latency cross-process", latencyCrossProcess]] as const) {
-    const all: number[][] = [];
-    for (let i = 0; i < RUNS; i++) all.push(await fn());
-    const p = (q: number) => median(all.map((s) => pct(s, q)));
-    const line = `p50 ${fmt(p(50))} ms  p95 ${fmt(p(95))} ms  p99 ${fmt(p(99))} ms`;
-    console.log(`  ${`${label} (enqueue -> start)`.padEnd(42)} ${line}`);
-  }
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-}
-await main();
+const sizes: BenchSizes = {
+  jobs: Number(values.jobs),
+  single: Number(values.single),
+  samples: Number(values.samples),
+  runs: Number(values.runs ?? (values.backend === "sqlite" ? 3 : 1)),
+};
+await (await load()).main(sizes);

@@ -1,4 +1,4 @@
-/** Child process of bench/run.ts: an idle worker on the given SQLite file reporting each start time. */
+/** Child process of bench/sqlite.ts: an idle worker on the given SQLite file reporting each start time. */
 import { SqliteBackend } from "../src/backend/sqlite/index.js";
 import { silentLogger, Worker } from "../src/index.js";
 

@@ -1,0 +1,250 @@
+/**
+ * Redis: Conveyor and BullMQ side by side on one Redis (a throwaway one without persistence from
+ * test/helpers/redis.ts, or REDIS_URL). Every measurement uses a key prefix of its own, deleted
+ * afterwards, so neither system sees the other's keys and a shared server is left as found.
+ */
+import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
+import { Redis } from "ioredis";
+import { RedisBackend } from "../src/backend/redis/index.js";
+import { Queue, silentLogger, Worker } from "../src/index.js";
+import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { type BenchSizes, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+
+/** Jobs per enqueue call when filling a queue before a processing or memory run. */
+const FILL_CHUNK = 5_000;
+
+const noopJobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
+
+/** Key prefixes, one per measurement, deleted after it. */
+class Prefixes {
+  private n = 0;
+
+  constructor(private readonly url: string) {}
+
+  /** Runs `fn` with a fresh prefix and deletes every key under it afterwards. */
+  async with<T>(label: string, fn: (prefix: string) => Promise<T>): Promise<T> {
+    const prefix = `bench-${label}-${process.pid}-${this.n++}`;
+    try {
+      return await fn(prefix);
+    } finally {
+      await deletePrefix(this.url, prefix);
+    }
+  }
+}
+
+/** `used_memory` from INFO memory: what the server holds in all. */
+async function usedMemory(admin: Redis): Promise<number> {
+  return Number(/used_memory:(\d+)/.exec(await admin.info("memory"))?.[1] ?? NaN);
+}
+
+/** Sum of MEMORY USAGE (exact: SAMPLES 0) over every key under `prefix`. */
+async function keyBytes(admin: Redis, prefix: string): Promise<number> {
+  let total = 0;
+  for (const pattern of [`${prefix}:*`, `{${prefix}:*`]) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await admin.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+      cursor = next;
+      const pipeline = admin.pipeline();
+      for (const key of keys) pipeline.call("MEMORY", "USAGE", key, "SAMPLES", "0");
+      for (const [error, bytes] of (await pipeline.exec()) ?? []) if (!error) total += Number(bytes);
+    } while (cursor !== "0");
+  }
+  return total;
+}
+
+/**
+ * Bytes per waiting job: enqueue one job first (so the queue's fixed keys exist), then `jobs`
+ * more, and divide the growth by `jobs`, by two measures: INFO used_memory (everything the server
+ * allocated, allocator overhead included) and the sum of MEMORY USAGE over the prefix's keys.
+ */
+async function memoryPerJob(admin: Redis, prefix: string, jobs: number, enqueue: (start: number, n: number) => Promise<unknown>): Promise<Record<string, number>> {
+  await enqueue(0, 1);
+  const used0 = await usedMemory(admin);
+  const keys0 = await keyBytes(admin, prefix);
+  for (let i = 0; i < jobs; i += FILL_CHUNK) await enqueue(1 + i, Math.min(FILL_CHUNK, jobs - i));
+  const used1 = await usedMemory(admin);
+  const keys1 = await keyBytes(admin, prefix);
+  return { "INFO used_memory delta": (used1 - used0) / jobs, "MEMORY USAGE sum": (keys1 - keys0) / jobs };
+}
+
+function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
+  const backendFor = async (prefix: string) => {
+    const backend = new RedisBackend({ connection: url, prefix, logger: silentLogger });
+    await backend.migrate();
+    return backend;
+  };
+  return {
+    name: "Conveyor",
+    bulk: (n) =>
+      prefixes.with("conveyor", async (prefix) => {
+        const backend = await backendFor(prefix);
+        const q = new Queue("bench", { backend });
+        const all = noopJobs(0, n);
+        const r = await rate(n, () => q.addBulk(all));
+        await backend.close();
+        return r;
+      }),
+    single: (n) =>
+      prefixes.with("conveyor", async (prefix) => {
+        const backend = await backendFor(prefix);
+        const q = new Queue("bench", { backend });
+        const r = await rate(n, async () => {
+          for (let i = 0; i < n; i++) await q.add("noop", { i });
+        });
+        await backend.close();
+        return r;
+      }),
+    processing: (n, concurrency) =>
+      prefixes.with("conveyor", async (prefix) => {
+        const backend = await backendFor(prefix);
+        const q = new Queue("bench", { backend });
+        for (let i = 0; i < n; i += FILL_CHUNK) await q.addBulk(noopJobs(i, Math.min(FILL_CHUNK, n - i)));
+        const done = deferred();
+        let completed = 0;
+        let worker: Worker | undefined;
+        const r = await rate(n, async () => {
+          worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+          worker.on("job:completed", () => {
+            if (++completed === n) done.resolve();
+          });
+          await done.promise;
+        });
+        await worker?.close();
+        await backend.close();
+        return r;
+      }),
+    latency: (samples) =>
+      prefixes.with("conveyor", async (prefix) => {
+        // Producer and worker on separate backends (separate connections), so the wake-up goes
+        // through Redis pub/sub as it would between processes, as BullMQ's does.
+        const workerBackend = await backendFor(prefix);
+        const producer = new RedisBackend({ connection: url, prefix, logger: silentLogger });
+        const q = new Queue("bench", { backend: producer });
+        let onStart: (() => void) | null = null;
+        const worker = new Worker({
+          backend: workerBackend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false,
+          // Long poll interval: starts must come from wake-ups, not from a lucky poll.
+          pollIntervalMs: 5_000,
+          handlers: { noop: () => void onStart?.() },
+        });
+        await sleep(200);
+        const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
+        await worker.close();
+        await producer.close();
+        await workerBackend.close();
+        return out;
+      }),
+    memory: (jobs) =>
+      prefixes.with("conveyor", async (prefix) => {
+        const backend = await backendFor(prefix);
+        const q = new Queue("bench", { backend });
+        const out = await memoryPerJob(admin, prefix, jobs, (start, n) => q.addBulk(noopJobs(start, n)));
+        await backend.close();
+        return out;
+      }),
+  };
+}
+
+/**
+ * BullMQ with its defaults (completed jobs kept, events stream capped at 10,000), which is what
+ * its docs start from; `maxRetriesPerRequest: null` is required for its workers.
+ */
+function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
+  const parsed = new URL(url);
+  const connection: ConnectionOptions = {
+    host: parsed.hostname,
+    port: Number(parsed.port || 6379),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    maxRetriesPerRequest: null,
+  };
+  const queueFor = async (prefix: string) => {
+    const q = new BullQueue("bench", { connection, prefix });
+    await q.waitUntilReady();
+    return q;
+  };
+  return {
+    name: "BullMQ",
+    bulk: (n) =>
+      prefixes.with("bullmq", async (prefix) => {
+        const q = await queueFor(prefix);
+        const all = noopJobs(0, n);
+        const r = await rate(n, () => q.addBulk(all));
+        await q.close();
+        return r;
+      }),
+    single: (n) =>
+      prefixes.with("bullmq", async (prefix) => {
+        const q = await queueFor(prefix);
+        const r = await rate(n, async () => {
+          for (let i = 0; i < n; i++) await q.add("noop", { i });
+        });
+        await q.close();
+        return r;
+      }),
+    processing: (n, concurrency) =>
+      prefixes.with("bullmq", async (prefix) => {
+        const q = await queueFor(prefix);
+        for (let i = 0; i < n; i += FILL_CHUNK) await q.addBulk(noopJobs(i, Math.min(FILL_CHUNK, n - i)));
+        const done = deferred();
+        let completed = 0;
+        let worker: BullWorker | undefined;
+        // "completed" fires once the job has been moved to completed in Redis.
+        const r = await rate(n, async () => {
+          worker = new BullWorker("bench", async () => undefined, { connection, prefix, concurrency });
+          worker.on("completed", () => {
+            if (++completed === n) done.resolve();
+          });
+          await done.promise;
+        });
+        await worker?.close();
+        await q.close();
+        return r;
+      }),
+    latency: (samples) =>
+      prefixes.with("bullmq", async (prefix) => {
+        const q = await queueFor(prefix);
+        let onStart: (() => void) | null = null;
+        const worker = new BullWorker("bench", async () => void onStart?.(), { connection, prefix, concurrency: 10 });
+        await worker.waitUntilReady();
+        await sleep(200);
+        const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
+        await worker.close();
+        await q.close();
+        return out;
+      }),
+    memory: (jobs) =>
+      prefixes.with("bullmq", async (prefix) => {
+        const q = await queueFor(prefix);
+        const out = await memoryPerJob(admin, prefix, jobs, (start, n) => q.addBulk(noopJobs(start, n)));
+        await q.close();
+        return out;
+      }),
+  };
+}
+
+export async function main(sizes: BenchSizes): Promise<void> {
+  let server: ThrowawayRedis | null = null;
+  let url = process.env.REDIS_URL;
+  if (!url) {
+    server = await startThrowawayRedis({ persistence: "none" });
+    url = server.url;
+  }
+  const admin = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    const version = /redis_version:(\S+)/.exec(await admin.info("server"))?.[1];
+    console.log(
+      `Redis ${version} (${server ? "throwaway server, no persistence" : "REDIS_URL"}), ${sizes.jobs} jobs, ` +
+        `${sizes.runs === 1 ? "1 run" : `medians of ${sizes.runs} runs`}, node ${process.version}\n`,
+    );
+    const prefixes = new Prefixes(url);
+    const subjects = [conveyor(url, prefixes, admin), bullmq(url, prefixes, admin)];
+    const table = await runSideBySide(subjects, sizes);
+    console.log("");
+    printTable(subjects, table);
+  } finally {
+    admin.disconnect();
+    await server?.stop();
+  }
+}
