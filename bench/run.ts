@@ -1,5 +1,6 @@
 /**
  * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs N]`
+ * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
@@ -9,6 +10,13 @@
  */
 import { parseArgs } from "node:util";
 import type { BenchSizes } from "./lib.js";
+
+// The HTTP benchmark has options of its own: hand it the command line without --http.
+if (process.argv.includes("--http")) {
+  process.argv = process.argv.filter((a) => a !== "--http");
+  await import("./http.js");
+  process.exit(process.exitCode ?? 0);
+}
 
 const { values } = parseArgs({
   options: {
