@@ -18,6 +18,7 @@ import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetry } from "../core/retry.js";
+import { nonNegativeInt, positiveInt } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
 import { failpoint } from "./failpoints.js";
@@ -186,14 +187,14 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     else if (!this.sandbox) throw new InvalidInputError("new Worker() needs { handlers } (or { sandbox: { module } })");
     this.handlersReady = !this.sandbox;
     this.watchdogOptions = options.watchdog ?? null;
-    this.concurrency = positiveInt("concurrency", options.concurrency ?? 10);
-    this.leaseMs = positiveInt("leaseMs", options.leaseMs ?? 30_000);
-    this.heartbeatIntervalMs = positiveInt("heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
+    this.concurrency = positiveInt("option concurrency", options.concurrency ?? 10);
+    this.leaseMs = positiveInt("option leaseMs", options.leaseMs ?? 30_000);
+    this.heartbeatIntervalMs = positiveInt("option heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
     if (this.heartbeatIntervalMs >= this.leaseMs) {
       throw new InvalidInputError(`heartbeatIntervalMs (${this.heartbeatIntervalMs}) must be shorter than leaseMs (${this.leaseMs}); leave it unset for leaseMs / 3`);
     }
-    this.pollIntervalMs = positiveInt("pollIntervalMs", options.pollIntervalMs ?? 1_000);
-    this.shutdownGraceMs = nonNegativeInt("shutdownGraceMs", options.shutdownGraceMs ?? 25_000);
+    this.pollIntervalMs = positiveInt("option pollIntervalMs", options.pollIntervalMs ?? 1_000);
+    this.shutdownGraceMs = nonNegativeInt("option shutdownGraceMs", options.shutdownGraceMs ?? 25_000);
     this.logger = options.logger ?? consoleLogger();
     this.random = options.random ?? Math.random;
     this.id = options.workerId ?? newWorkerId();
@@ -652,7 +653,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 }
 
-export function toError(value: unknown): Error {
+/** Anything thrown, as an Error; a non-Error value is described in the message. */
+function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === "string" ? value : `non-Error thrown: ${safeString(value)}`);
 }
@@ -670,14 +672,4 @@ const MAX_STACK_CHARS = 16_384;
 export function errorInfo(error: Error): ErrorInfo {
   const stack = typeof error.stack === "string" ? error.stack.slice(0, MAX_STACK_CHARS) : null;
   return { name: error.name || "Error", message: String(error.message ?? ""), stack };
-}
-
-function positiveInt(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`option ${name} must be a positive integer; got ${JSON.stringify(value)}`);
-  return value;
-}
-
-function nonNegativeInt(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) throw new InvalidInputError(`option ${name} must be an integer >= 0; got ${JSON.stringify(value)}`);
-  return value;
 }

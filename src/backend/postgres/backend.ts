@@ -12,6 +12,7 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { nonNegativeInt, positiveInt, positiveMs, toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
@@ -969,28 +970,6 @@ function warnListenerFailed(error: unknown): void {
   process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
 }
 
-function toError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
-}
 
-function positiveInt(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) {
-    throw new InvalidInputError(`${field} must be an integer >= 1; got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
-function nonNegativeInt(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) {
-    throw new InvalidInputError(`${field} must be an integer >= 0; got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
-/** A duration in ms: positive and finite; fractions are dropped (time columns hold integers). */
-function positiveMs(field: string, value: number): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 1) {
-    throw new InvalidInputError(`${field} must be a number of milliseconds >= 1; got ${JSON.stringify(value)}`);
-  }
-  return Math.floor(value);
-}

@@ -9,6 +9,7 @@
  * jobs enqueued while it was connecting — `onListening` lets the backend look for work that is
  * already there.
  */
+import { toError } from "../../core/checks.js";
 import type { Notification, Pool, PoolClient } from "pg";
 import pg from "pg";
 import type { Logger } from "../../core/logger.js";
@@ -185,6 +186,3 @@ export class NotificationListener {
 
 function ignore(): void {}
 
-function toError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
-}

@@ -11,6 +11,7 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
+import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
@@ -1058,25 +1059,6 @@ function warnListenerFailed(error: unknown): void {
   process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
 }
 
-function positiveInt(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) {
-    throw new InvalidInputError(`${field} must be an integer >= 1; got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
-function nonNegativeInt(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) {
-    throw new InvalidInputError(`${field} must be an integer >= 0; got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
-/** A duration in ms: positive and finite; fractions are dropped. */
-function positiveMs(field: string, value: number): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 1) {
-    throw new InvalidInputError(`${field} must be a number of milliseconds >= 1; got ${JSON.stringify(value)}`);
-  }
-  return Math.floor(value);
-}
 

@@ -17,6 +17,7 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
+import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
 import { readdirSync, readFileSync, watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -1176,27 +1177,8 @@ function warnListenerFailed(error: unknown): void {
   process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
 }
 
-function positiveInt(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) {
-    throw new InvalidInputError(`${field} must be an integer >= 1; got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
-function nonNegativeInt(field: string, value: number): number {
-  if (!Number.isInteger(value) || value < 0) {
-    throw new InvalidInputError(`${field} must be an integer >= 0; got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
 
-/** A duration in ms: positive and finite; fractions are dropped (time columns hold integers). */
-function positiveMs(field: string, value: number): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 1) {
-    throw new InvalidInputError(`${field} must be a number of milliseconds >= 1; got ${JSON.stringify(value)}`);
-  }
-  return Math.floor(value);
-}
 
 /**
  * Reads the numbered migrations next to this module (`migrations/0001_init.sql`, …). The build
