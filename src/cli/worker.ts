@@ -16,6 +16,7 @@ async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal,
   --lease-ms N           lease length in ms (default 30000)
   --shutdown-grace-ms N  drain time on SIGTERM before releasing jobs, ms (default 25000)
   --poll-interval-ms N   idle poll period, ms (default 1000)
+  --rescue-interval-ms N how often this worker looks for expired leases, ms (default 5000)
   --sandbox              run each handler in a child process, killed at its timeout and
                          replaced (survives handlers that block or call process.exit)
   --watchdog-ms N        kill this process when its event loop is blocked longer than N ms,
@@ -56,6 +57,7 @@ export async function run(argv: string[]): Promise<number> {
     "lease-ms": { type: "string" },
     "shutdown-grace-ms": { type: "string" },
     "poll-interval-ms": { type: "string" },
+    "rescue-interval-ms": { type: "string" },
     sandbox: { type: "boolean", default: false },
     "watchdog-ms": { type: "string" },
     verbose: { type: "boolean", default: false },
@@ -72,6 +74,7 @@ export async function run(argv: string[]): Promise<number> {
   const logger = consoleLogger({ verbose: values.verbose === true });
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
   const watchdogMs = intOption("watchdog-ms", values["watchdog-ms"], 0) ?? leaseMs;
+  const rescueIntervalMs = intOption("rescue-interval-ms", values["rescue-interval-ms"], 1);
   const backend = await openBackend(url);
   const worker = new Worker({
     backend,
@@ -82,6 +85,7 @@ export async function run(argv: string[]): Promise<number> {
     leaseMs,
     shutdownGraceMs: intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0),
     pollIntervalMs: intOption("poll-interval-ms", values["poll-interval-ms"], 1),
+    ...(rescueIntervalMs !== undefined ? { maintenance: { rescueIntervalMs } } : {}),
     logger,
     autostart: false,
   });
@@ -90,6 +94,9 @@ export async function run(argv: string[]): Promise<number> {
     worker.on("job:retry-scheduled", ({ job, error, delayMs }) => logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, delayMs, error: error.message }, "retry scheduled"));
   }
   worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
+  worker.on("job:settle-refused", ({ job, operation }) =>
+    logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, token: job.lease?.token ?? null, operation }, "settle refused: the lease is stale (fencing token); nothing was applied"),
+  );
   worker.on("job:stalled-rescued", ({ rescued }) => logger.warn({ ...rescued }, "rescued a job whose lease expired"));
 
   return new Promise<number>((resolveExit) => {

@@ -4,6 +4,7 @@
  * process.exit, leak memory — only this process suffers; the parent kills and replaces it.
  */
 import { pathToFileURL } from "node:url";
+import { Worker as Thread } from "node:worker_threads";
 import { validatePayload, type BoundHandler, type Handler, type Job, type JobContext } from "../core/define.js";
 import { RetryLater, UnrecoverableError } from "../core/errors.js";
 import type { ErrorInfo } from "../core/job.js";
@@ -101,3 +102,14 @@ process.on("message", (message: ToSandbox) => {
 });
 // The parent went away: nothing here may outlive it.
 process.on("disconnect", () => process.exit(0));
+
+// …but a handler blocking the event loop keeps "disconnect" from ever running, and a parent that
+// was SIGKILLed cannot kill us at the job's timeout any more: the process would spin on, orphaned,
+// for good. A thread keeps running while the loop is blocked; when this process has been handed to
+// another parent (ours died), it kills the process.
+const orphanWatch = new Thread(
+  `const { workerData } = require("node:worker_threads");
+   setInterval(() => { if (process.ppid !== workerData.parent) process.kill(process.pid, "SIGKILL"); }, 500);`,
+  { eval: true, workerData: { parent: process.ppid } },
+);
+orphanWatch.unref();

@@ -64,6 +64,8 @@ class Sandbox {
   readonly child: ChildProcess;
   readonly ready: Promise<string[]>;
   exited = false;
+  /** The handlers module loaded: this process could run jobs. */
+  loaded = false;
   private onMessage: ((m: FromSandbox) => void) | null = null;
   private onExit: ((code: number | null, signal: NodeJS.Signals | null) => void) | null = null;
 
@@ -76,7 +78,10 @@ class Sandbox {
       };
       this.onExit = (code, signal) => reject(new SandboxCrashError(`sandbox exited (${signal ?? `code ${code}`}) before loading ${module}`));
     });
-    this.ready.catch(() => {});
+    this.ready.then(
+      () => (this.loaded = true),
+      () => {},
+    );
     this.child.on("message", (m: FromSandbox) => this.onMessage?.(m));
     this.child.on("exit", (code, signal) => {
       this.exited = true;
@@ -157,6 +162,8 @@ class Sandbox {
 export class SandboxPool {
   private readonly idle: Sandbox[] = [];
   private readonly all = new Set<Sandbox>();
+  /** Replacements still starting up, not yet given to a job. */
+  private readonly warming = new Set<Sandbox>();
   private readonly module: string;
   private readonly abortGraceMs: number;
   private closed = false;
@@ -178,16 +185,40 @@ export class SandboxPool {
     this.all.add(sandbox);
     sandbox.child.on("exit", () => {
       this.all.delete(sandbox);
+      this.warming.delete(sandbox);
       const i = this.idle.indexOf(sandbox);
       if (i >= 0) this.idle.splice(i, 1);
+      // Replace a process that was killed or died (a pill's timeout, a crash) right away, so the
+      // next job does not wait for a cold start. Only one that had loaded the module: one that
+      // could not load it would be replaced by another that cannot, forever.
+      if (sandbox.loaded && !this.closed) this.replace();
     });
     return sandbox;
+  }
+
+  private replace(): void {
+    const fresh = this.spawn();
+    this.warming.add(fresh);
+    fresh.ready.then(
+      () => {
+        if (this.warming.delete(fresh) && !this.closed && !fresh.exited) this.idle.push(fresh);
+      },
+      () => this.warming.delete(fresh),
+    );
   }
 
   async run(job: JobRecord, ctx: JobContext): Promise<Json> {
     if (this.closed) throw new ShutdownError();
     let sandbox = this.idle.pop();
     while (sandbox?.exited) sandbox = this.idle.pop();
+    if (!sandbox) {
+      // A replacement already starting up is ready sooner than a new one.
+      const [warm] = this.warming;
+      if (warm) {
+        this.warming.delete(warm);
+        sandbox = warm;
+      }
+    }
     sandbox ??= this.spawn();
     await sandbox.ready;
     try {
@@ -202,6 +233,7 @@ export class SandboxPool {
     this.closed = true;
     for (const s of this.all) s.kill();
     this.all.clear();
+    this.warming.clear();
     this.idle.length = 0;
   }
 }

@@ -26,10 +26,16 @@ const { workerData } = require("node:worker_threads");
 const cell = new Int32Array(workerData.buffer);
 let last = Atomics.load(cell, 0);
 let lastChange = Date.now();
+let lastTick = lastChange;
 setInterval(() => {
   const now = Date.now();
+  // This thread itself did not run for a long while: the whole process was suspended (SIGSTOP,
+  // a frozen container or VM) or the clock jumped. That is not a blocked event loop: measure anew,
+  // or the main thread, resumed at the same instant, is killed before it can stamp the cell.
+  const suspended = now - lastTick > workerData.stallMs / 2;
+  lastTick = now;
   const v = Atomics.load(cell, 0);
-  if (v !== last) { last = v; lastChange = now; return; }
+  if (v !== last || suspended) { last = v; lastChange = now; return; }
   if (now - lastChange > workerData.stallMs) {
     require("node:fs").writeSync(2, JSON.stringify({ time: new Date().toISOString(), level: "error",
       msg: "event loop blocked for " + (now - lastChange) + " ms (watchdog limit " + workerData.stallMs +
