@@ -1,0 +1,639 @@
+/**
+ * The chaos checker: a pure function from what was written down (the producer's and handlers'
+ * ledgers, the runner's fault log, the monitor's samples, the store's final contents, the worker
+ * logs) to the report's numbers and its bounds. No I/O here, so it is unit-tested with planted
+ * faults (test/chaos/checker.test.ts): a checker that cannot fail proves nothing.
+ *
+ * Categories follow Jepsen's queue checker: enqueued ok, lost, unexpected, recovered, duplicated.
+ */
+import { HEALTHY_KINDS } from "./jobs.js";
+import type { EnqueueRecord, FaultEvent, FinalJob, JobKind, LogFacts, Observation, RunRecord, TermObservation } from "./records.js";
+
+export interface CheckConfig {
+  leaseMs: number;
+  rescueIntervalMs: number;
+  pollIntervalMs: number;
+  shutdownGraceMs: number;
+  /** Allowance on top of lease + rescue interval for the recovery bound (timer jitter, scheduling). */
+  recoveryToleranceMs: number;
+  /** Allowance on top of the grace period for a SIGTERMed worker to exit (release, close, exit). */
+  termToleranceMs: number;
+  /** Worker pids that ran handlers in a sandbox (their ledger start times lag the claim). */
+  sandboxedPids: readonly number[];
+}
+
+export interface ScenarioChecks {
+  /** Assert the SIGTERM bounds (claims after the signal, drain time, exit code). */
+  sigterm: boolean;
+  /** Assert the poison-pill bounds (dead within limits, no crash loop, healthy jobs not delayed). */
+  poison: boolean;
+  /** Healthy jobs untouched by faults must start within this many ms of their enqueue (poison). */
+  healthyDelayLimitMs: number | null;
+  /** Fault kinds that must have happened at least once, or the scenario proved nothing. */
+  mustExercise: readonly ExercisedKind[];
+}
+
+export type ExercisedKind = "killed" | "failpoint" | "stop" | "outage" | "cut" | "term" | "pill";
+
+export interface CheckInput {
+  enqueues: EnqueueRecord[];
+  runs: RunRecord[];
+  faults: FaultEvent[];
+  observations: Observation[];
+  /** Every job in the store at the end (after the drain). */
+  final: FinalJob[];
+  terms: TermObservation[];
+  /**
+   * When each worker process was up and able to work (spawned and not yet dead, not stopped,
+   * not shutting down). Recovery time counts only time when some worker was, and the store too:
+   * jobs cannot run again while the whole fleet is down, which is the orchestrator's business.
+   */
+  available: Array<{ wpid: number; from: number; to: number }>;
+  logs: LogFacts;
+  /** Unparsable ledger lines (torn writes). */
+  torn: number;
+  config: CheckConfig;
+  checks: ScenarioChecks;
+}
+
+export interface Bound {
+  name: string;
+  limit: string;
+  value: number;
+  ok: boolean;
+  /** Examples of what broke it, for the report and the investigation. */
+  examples: string[];
+}
+
+export interface CheckResult {
+  metrics: {
+    attempted: number;
+    enqueuedOk: number;
+    enqueueFailed: number;
+    enqueueUnknown: number;
+    lost: number;
+    stranded: number;
+    unexpected: number;
+    recovered: number;
+    duplicated: number;
+    executions: number;
+    maxExecutions: number;
+    maxExecutionsJob: string | null;
+    deadLettered: number;
+    healthyDead: number;
+    /** Why healthy jobs ended dead (quarantined after stalls in a row, attempts used up): examples. */
+    healthyDeadWhy: string[];
+    staleRefused: number;
+    leaseLost: number;
+    staleApplied: number;
+    phantomCompletions: number;
+    regressions: number;
+    execBoundBroken: number;
+    maxRecoveryMs: number | null;
+    /** The same, in wall-clock time (including stretches when no worker or no store was up). */
+    maxRecoveryWallMs: number | null;
+    /** Death to running again (working time): adds the wait for a free slot. Reported, not bounded. */
+    maxRunAgainMs: number | null;
+    recoveryBoundMs: number;
+    recoveries: number;
+    faults: Record<ExercisedKind | "died-other" | "start-failed", number>;
+    claimsAfterSigterm: number;
+    /** Exit codes of the judged SIGTERMs: how many 0 (drained) and 1 (released). */
+    termExits: { zero: number; one: number };
+    /** Jobs running on the worker when it got SIGTERM, fewest and most (full load = concurrency). */
+    termInFlight: { min: number; max: number } | null;
+    failpointKills: Record<string, number>;
+    slowDrains: number;
+    wrongExitCodes: number;
+    terms: number;
+    pills: number;
+    pillsNotDead: number;
+    pillDeaths: number;
+    maxHealthyWaitMs: number | null;
+    idCollisions: number;
+    tornLines: number;
+  };
+  bounds: Bound[];
+  ok: boolean;
+}
+
+interface Run {
+  id: string;
+  attempt: number;
+  token: number | null;
+  pid: number;
+  wpid: number;
+  start: number;
+  end: number | null;
+  ok: boolean | null;
+}
+
+interface Window {
+  from: number;
+  to: number;
+  /** A worker pid, or null when the fault hit every process (the store). */
+  wpid: number | null;
+  label: string;
+}
+
+const TERMINAL = new Set(["completed", "dead", "cancelled"]);
+const EXAMPLES = 5;
+
+function pushExample(list: string[], text: string): void {
+  if (list.length < EXAMPLES) list.push(text);
+}
+
+/** Pairs `start` and `end` records into runs. */
+export function pairRuns(records: readonly RunRecord[]): Run[] {
+  const ends = new Map<string, Extract<RunRecord, { t: "end" }>>();
+  for (const r of records) if (r.t === "end") ends.set(`${r.id}|${r.pid}|${r.attempt}|${r.token}`, r);
+  const runs: Run[] = [];
+  for (const r of records) {
+    if (r.t !== "start") continue;
+    const end = ends.get(`${r.id}|${r.pid}|${r.attempt}|${r.token}`);
+    runs.push({ id: r.id, attempt: r.attempt, token: r.token, pid: r.pid, wpid: r.wpid, start: r.at, end: end?.at ?? null, ok: end ? end.ok : null });
+  }
+  return runs.sort((a, b) => a.start - b.start);
+}
+
+/** The fault windows: when each fault could interrupt a run, and whose runs. */
+function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] {
+  return faults.map((f): Window => {
+    switch (f.t) {
+      case "death":
+        // A watchdog kill ends an event loop that was already blocked for longer than its limit
+        // (the lease, the CLI default): the worker was as good as dead from then on, and a run
+        // that finished just before the block could not send its acknowledgement. Two leases
+        // cover the limit plus the watchdog's check interval on a loaded machine.
+        return {
+          from: f.cause === "watchdog" ? f.at - 2 * leaseMs : f.at,
+          to: f.at,
+          wpid: f.wpid,
+          label: `death(${f.cause}) of ${f.slot}/${f.wpid} at ${f.at}`,
+        };
+      case "stop":
+        return { from: f.from, to: f.to, wpid: f.wpid, label: `SIGSTOP of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
+      case "term":
+        return { from: f.from, to: f.to, wpid: f.wpid, label: `SIGTERM of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
+      case "outage":
+        return { from: f.from, to: f.to, wpid: null, label: `store outage ${f.from}..${f.to}` };
+      case "cut":
+        return { from: f.at, to: f.at, wpid: null, label: `connections cut at ${f.at}` };
+    }
+  });
+}
+
+/**
+ * A run is exposed to faults from its start until its acknowledgement could still be pending:
+ * the ack follows the handler's end, and the worker keeps trying it for at most a lease.
+ */
+function hits(run: Run, w: Window, leaseMs: number): boolean {
+  if (w.wpid !== null && w.wpid !== run.wpid) return false;
+  const exposedUntil = (run.end ?? Infinity) + leaseMs;
+  return w.from <= exposedUntil && w.to >= run.start;
+}
+
+/**
+ * A function giving, for [from, to], how long some worker was available while the store was up.
+ */
+export function workingTime(
+  available: ReadonlyArray<{ from: number; to: number }>,
+  outages: ReadonlyArray<{ from: number; to: number }>,
+): (from: number, to: number) => number {
+  // Merge the availability intervals, then cut the outages out.
+  const merged: Array<[number, number]> = [];
+  for (const a of [...available].sort((x, y) => x.from - y.from)) {
+    const last = merged[merged.length - 1];
+    if (last && a.from <= last[1]) last[1] = Math.max(last[1], a.to);
+    else merged.push([a.from, a.to]);
+  }
+  let pieces = merged;
+  for (const o of outages) {
+    const next: Array<[number, number]> = [];
+    for (const [a, b] of pieces) {
+      if (o.to <= a || o.from >= b) next.push([a, b]);
+      else {
+        if (o.from > a) next.push([a, o.from]);
+        if (o.to < b) next.push([o.to, b]);
+      }
+    }
+    pieces = next;
+  }
+  return (from, to) => {
+    let total = 0;
+    for (const [a, b] of pieces) total += Math.max(0, Math.min(b, to) - Math.max(a, from));
+    return total;
+  };
+}
+
+export function check(input: CheckInput): CheckResult {
+  const { config, checks } = input;
+
+  // ---- the producer's ledger
+  const invokes = new Map<string, Extract<EnqueueRecord, { t: "invoke" }>>();
+  const outcome = new Map<string, "ok" | "fail" | "unknown">();
+  let idCollisions = 0;
+  const collisionExamples: string[] = [];
+  for (const e of input.enqueues) {
+    if (e.t === "invoke") {
+      if (invokes.has(e.id)) {
+        idCollisions++;
+        pushExample(collisionExamples, `${e.id} invoked twice`);
+      }
+      invokes.set(e.id, e);
+    } else {
+      outcome.set(e.id, e.t);
+      if (e.t === "ok" && e.duplicate) {
+        idCollisions++;
+        pushExample(collisionExamples, `${e.id}: the store said the id already existed`);
+      }
+    }
+  }
+  // An invoke with no outcome: the producer died during the call.
+  for (const id of invokes.keys()) if (!outcome.has(id)) outcome.set(id, "unknown");
+  const kindOf = (id: string): JobKind | null => invokes.get(id)?.kind ?? null;
+  const designedOf = (id: string): number => invokes.get(id)?.designed ?? 1;
+
+  // ---- runs, final states
+  const runs = pairRuns(input.runs);
+  const runsByJob = new Map<string, Run[]>();
+  for (const r of runs) {
+    const list = runsByJob.get(r.id) ?? [];
+    list.push(r);
+    runsByJob.set(r.id, list);
+  }
+  const final = new Map(input.final.map((j) => [j.id, j]));
+  const windows = faultWindows(input.faults, config.leaseMs);
+
+  // ---- lost, stranded, unexpected, recovered
+  const lostEx: string[] = [];
+  let lost = 0;
+  let enqueuedOk = 0;
+  let enqueueFailed = 0;
+  let enqueueUnknown = 0;
+  let recovered = 0;
+  for (const [id, o] of outcome) {
+    if (!invokes.has(id)) continue;
+    const f = final.get(id);
+    if (o === "ok") {
+      enqueuedOk++;
+      if (!f || (f.state !== "completed" && f.state !== "dead")) {
+        lost++;
+        pushExample(lostEx, `${id} (${kindOf(id)}): ${f ? `state ${f.state}, attempt ${f.attempt}` : "not in the store"}, ${runsByJob.get(id)?.length ?? 0} run(s)`);
+      }
+    } else if (o === "fail") {
+      enqueueFailed++;
+    } else {
+      enqueueUnknown++;
+      if (f || runsByJob.has(id)) recovered++;
+    }
+  }
+  const strandedEx: string[] = [];
+  let stranded = 0;
+  for (const f of input.final) {
+    if (!TERMINAL.has(f.state)) {
+      stranded++;
+      pushExample(strandedEx, `${f.id}: ${f.state}, attempt ${f.attempt}`);
+    }
+  }
+  const unexpectedIds = new Set<string>();
+  const unexpectedEx: string[] = [];
+  const seenIds = new Set<string>([...runsByJob.keys(), ...final.keys()]);
+  for (const id of seenIds) {
+    const o = invokes.has(id) ? outcome.get(id) : undefined;
+    if (o === undefined || o === "fail") {
+      unexpectedIds.add(id);
+      pushExample(unexpectedEx, `${id}: ${o === "fail" ? "its enqueue failed definitely" : "never enqueued"}, yet ${runsByJob.has(id) ? "it ran" : "it is in the store"}`);
+    }
+  }
+
+  // ---- executions against the faults that hit each job
+  let executions = 0;
+  let maxExecutions = 0;
+  let maxExecutionsJob: string | null = null;
+  let duplicated = 0;
+  let execBoundBroken = 0;
+  const execEx: string[] = [];
+  const hitCount = new Map<string, number>();
+  for (const [id, list] of runsByJob) {
+    executions += list.length;
+    if (list.length > maxExecutions) {
+      maxExecutions = list.length;
+      maxExecutionsJob = id;
+    }
+    const designed = designedOf(id);
+    if (list.length > designed) duplicated++;
+    const hitting = windows.filter((w) => list.some((r) => hits(r, w, config.leaseMs)));
+    hitCount.set(id, hitting.length);
+    if (list.length > designed + hitting.length) {
+      execBoundBroken++;
+      pushExample(
+        execEx,
+        `${id} (${kindOf(id)}): ${list.length} runs > ${designed} designed + ${hitting.length} fault(s) [` +
+          list.map((r) => `attempt ${r.attempt} pid ${r.pid}/${r.wpid} ${r.start}..${r.end ?? "?"}`).join("; ") +
+          `]${hitting.length ? ` hit by ${hitting.map((w) => w.label).join(", ")}` : ""}`,
+      );
+    }
+  }
+
+  // ---- dead letters, stale acknowledgements, phantom completions
+  let deadLettered = 0;
+  let healthyDead = 0;
+  const healthyDeadWhy: string[] = [];
+  let staleApplied = 0;
+  let phantom = 0;
+  const staleEx: string[] = [];
+  const phantomEx: string[] = [];
+  for (const f of input.final) {
+    if (f.state === "dead") {
+      deadLettered++;
+      const k = kindOf(f.id);
+      if (k !== null && HEALTHY_KINDS.includes(k)) {
+        healthyDead++;
+        pushExample(healthyDeadWhy, `${f.id} (${k}) after ${f.attempt} attempt(s) [${f.history.map((h) => h.outcome).join(", ")}]: ${f.error ?? "no error"}`);
+      }
+    }
+    if (f.state !== "completed") continue;
+    const result = f.result;
+    const resultAttempt = result && typeof result === "object" && "attempt" in result ? result.attempt : undefined;
+    const expired = f.history.find((h) => h.attempt === f.attempt && (h.outcome === "lease-expired" || h.outcome === "failed" || h.outcome === "dead"));
+    if ((typeof resultAttempt === "number" && resultAttempt !== f.attempt) || expired) {
+      staleApplied++;
+      pushExample(
+        staleEx,
+        `${f.id}: completed at attempt ${f.attempt} by the result of attempt ${String(resultAttempt)}${expired ? `; attempt ${f.attempt} is also recorded as ${expired.outcome}` : ""}`,
+      );
+    }
+    const completedRun = (runsByJob.get(f.id) ?? []).find((r) => r.attempt === f.attempt && r.ok === true);
+    if (!completedRun) {
+      phantom++;
+      pushExample(phantomEx, `${f.id}: completed at attempt ${f.attempt}, but no handler finished that attempt`);
+    }
+  }
+
+  // ---- terminal-state regressions
+  const regressionIds = new Set<string>();
+  const regressionEx: string[] = [];
+  const firstTerminal = new Map<string, Observation>();
+  const byTime = [...input.observations].sort((a, b) => a.at - b.at);
+  for (const o of byTime) {
+    const t = firstTerminal.get(o.id);
+    if (TERMINAL.has(o.state)) {
+      if (!t) firstTerminal.set(o.id, o);
+    } else if (t && o.at > t.at) {
+      if (!regressionIds.has(o.id)) pushExample(regressionEx, `${o.id}: seen ${t.state} (attempt ${t.attempt}) at ${t.at}, then ${o.state} (attempt ${o.attempt}) at ${o.at}`);
+      regressionIds.add(o.id);
+    }
+  }
+  // A claim after the job was seen finished shows as a run with a higher attempt number.
+  for (const [id, t] of firstTerminal) {
+    const later = (runsByJob.get(id) ?? []).find((r) => r.attempt > t.attempt);
+    if (later && !regressionIds.has(id)) {
+      regressionIds.add(id);
+      pushExample(regressionEx, `${id}: seen ${t.state} at attempt ${t.attempt} (${t.at}), then ran attempt ${later.attempt} at ${later.start}`);
+    }
+  }
+
+  // ---- recovery: from a worker's death (or SIGSTOP) to its jobs being taken back
+  //
+  // A held job is taken back when the rescuer hands it back (its expired attempt is closed, store
+  // clock): that is the mechanism the bound (lease + rescue interval) is about. Running again may
+  // also wait for a free slot when the surviving workers are busy; that is reported, not bounded.
+  // Time counts only while some worker had started (and was not stopped) and the store was up.
+  const recoveryBoundMs = config.leaseMs + config.rescueIntervalMs + config.recoveryToleranceMs;
+  const outages = input.faults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
+  const workingMs = workingTime(input.available, outages);
+  // The jobs a worker held when it died (or was stopped) are exactly those whose attempt under
+  // that worker ended "lease-expired" after that moment; the rescue closed it (finishedAt).
+  const expiredOn = new Map<number, Array<{ id: string; startedAt: number; rescuedAt: number }>>();
+  for (const f of input.final) {
+    for (const h of f.history) {
+      if (h.outcome !== "lease-expired") continue;
+      const list = expiredOn.get(h.pid) ?? [];
+      list.push({ id: f.id, startedAt: h.startedAt, rescuedAt: h.finishedAt });
+      expiredOn.set(h.pid, list);
+    }
+  }
+  let maxRecoveryMs: number | null = null;
+  let maxRecoveryWallMs: number | null = null;
+  let maxRunAgainMs: number | null = null;
+  let recoveries = 0;
+  const recoveryEx: string[] = [];
+  let slowRecoveries = 0;
+  for (const f of input.faults) {
+    if (f.t !== "death" && f.t !== "stop") continue;
+    const wpid = f.wpid;
+    const at = f.t === "death" ? f.at : f.from;
+    for (const e of expiredOn.get(wpid) ?? []) {
+      if (e.startedAt > at || e.rescuedAt < at) continue;
+      const starts = (runsByJob.get(e.id) ?? []).map((r) => r.start).filter((t) => t > at);
+      const runAgain = starts.length ? Math.min(...starts) : null;
+      const back = Math.min(e.rescuedAt, runAgain ?? Infinity);
+      const wall = back - at;
+      const ms = Math.round(workingMs(at, back));
+      recoveries++;
+      if (maxRecoveryMs === null || ms > maxRecoveryMs) maxRecoveryMs = ms;
+      if (maxRecoveryWallMs === null || wall > maxRecoveryWallMs) maxRecoveryWallMs = wall;
+      if (runAgain !== null) {
+        const again = Math.round(workingMs(at, runAgain));
+        if (maxRunAgainMs === null || again > maxRunAgainMs) maxRunAgainMs = again;
+      }
+      if (ms > recoveryBoundMs) {
+        slowRecoveries++;
+        pushExample(
+          recoveryEx,
+          `${e.id}: taken back ${ms} ms (working time; ${wall} ms wall) after ${f.t === "death" ? `the death (${f.cause})` : "the SIGSTOP"} of ${f.slot}/${wpid} at ${at}`,
+        );
+      }
+    }
+  }
+
+  // ---- SIGTERM: no claims after the signal, drained in time, documented exit code
+  let claimsAfterSigterm = 0;
+  let slowDrains = 0;
+  let wrongExitCodes = 0;
+  const claimEx: string[] = [];
+  const drainEx: string[] = [];
+  const exitEx: string[] = [];
+  const sandboxed = new Set(config.sandboxedPids);
+  const termExits = { zero: 0, one: 0 };
+  let termInFlight: { min: number; max: number } | null = null;
+  for (const t of input.terms) {
+    const received = t.receivedAt;
+    if (t.code === 0) termExits.zero++;
+    if (t.code === 1) termExits.one++;
+    // Jobs the worker held at the signal, by the store's record of their attempts.
+    const signalAt = received ?? t.sentAt;
+    let inFlight = 0;
+    for (const f of input.final) for (const h of f.history) if (h.pid === t.wpid && h.startedAt <= signalAt && h.finishedAt >= signalAt) inFlight++;
+    termInFlight = termInFlight === null ? { min: inFlight, max: inFlight } : { min: Math.min(termInFlight.min, inFlight), max: Math.max(termInFlight.max, inFlight) };
+    if (received !== null) {
+      // The worker's own clock for its handlers (in-process only: a sandbox starts later)…
+      if (!sandboxed.has(t.wpid)) {
+        for (const r of runs) {
+          if (r.wpid === t.wpid && r.start > received) {
+            claimsAfterSigterm++;
+            pushExample(claimEx, `${t.slot}/${t.wpid}: ${r.id} started at ${r.start}, after SIGTERM at ${received}`);
+          }
+        }
+      }
+      // …and the store's record of claims (a claim that raced the signal is released unstarted).
+      for (const f of input.final) {
+        for (const h of f.history) {
+          if (h.pid === t.wpid && h.startedAt > received + 50 && h.outcome !== "released") {
+            claimsAfterSigterm++;
+            pushExample(claimEx, `${t.slot}/${t.wpid}: claimed ${f.id} at ${h.startedAt} (store clock), after SIGTERM at ${received}`);
+          }
+        }
+      }
+    }
+    const took = t.exitAt === null ? null : t.exitAt - t.sentAt;
+    // With the store down or its connections cut meanwhile, acknowledgements wait for it: the
+    // worker keeps trying them until their leases run out, so the limit grows by a lease.
+    const end = t.exitAt ?? Infinity;
+    const storeTrouble = input.faults.some(
+      (f) => (f.t === "outage" && f.from <= end && f.to >= t.sentAt) || (f.t === "cut" && f.at >= t.sentAt && f.at <= end),
+    );
+    const limit = config.shutdownGraceMs + config.termToleranceMs + (storeTrouble ? config.leaseMs : 0);
+    if (t.forced || took === null || took > limit) {
+      slowDrains++;
+      pushExample(
+        drainEx,
+        `${t.slot}/${t.wpid}: ${t.forced ? "did not exit, SIGKILLed" : `exited ${took} ms after SIGTERM`} (limit ${limit} ms${storeTrouble ? ", store trouble meanwhile" : ""})`,
+      );
+    }
+    const expected = t.loggedDrained === null ? null : t.loggedDrained ? 0 : 1;
+    if (!t.forced && (t.code === null || expected === null || t.code !== expected)) {
+      wrongExitCodes++;
+      pushExample(exitEx, `${t.slot}/${t.wpid}: exit ${t.code ?? t.signal}, log said ${t.loggedDrained === null ? "nothing" : t.loggedDrained ? "drained (0)" : "released (1)"}`);
+    }
+  }
+
+  // ---- poison pills
+  let pills = 0;
+  let pillsNotDead = 0;
+  const pillEx: string[] = [];
+  for (const [id, inv] of invokes) {
+    if (!inv.kind.startsWith("pill-") || outcome.get(id) !== "ok") continue;
+    pills++;
+    const f = final.get(id);
+    if (!f || f.state !== "dead" || f.attempt > inv.maxAttempts) {
+      pillsNotDead++;
+      pushExample(pillEx, `${id} (${inv.kind}): ${f ? `${f.state} after ${f.attempt} attempt(s), limit ${inv.maxAttempts}` : "missing"}`);
+    }
+  }
+  const pillDeaths = input.faults.filter((f) => f.t === "death" && (f.cause === "watchdog" || f.cause === "exited")).length;
+  // Each run of a blocking or exiting pill in a worker's own process may take that process down
+  // once; in a sandbox, never. More deaths than that is a crash loop.
+  const inProcessPillRuns = runs.filter((r) => {
+    const k = kindOf(r.id);
+    return (k === "pill-block" || k === "pill-exit") && r.pid === r.wpid;
+  }).length;
+  const sandboxedPillDeaths = input.faults.filter((f) => f.t === "death" && (f.cause === "watchdog" || f.cause === "exited") && sandboxed.has(f.wpid)).length;
+  let maxHealthyWaitMs: number | null = null;
+  const waitEx: string[] = [];
+  let slowHealthy = 0;
+  for (const [id, list] of runsByJob) {
+    const inv = invokes.get(id);
+    if (!inv || !HEALTHY_KINDS.includes(inv.kind) || (hitCount.get(id) ?? 0) > 0) continue;
+    // Claimed by a worker that went down before starting it (e.g. behind a pill that blocked
+    // the loop in the same claim batch): a fault hit it even though it never ran there.
+    const f = final.get(id);
+    if (f && f.history.some((h) => h.outcome === "lease-expired" || h.outcome === "released")) continue;
+    const wait = Math.max(0, list[0]!.start - inv.at);
+    if (maxHealthyWaitMs === null || wait > maxHealthyWaitMs) maxHealthyWaitMs = wait;
+    if (checks.healthyDelayLimitMs !== null && wait > checks.healthyDelayLimitMs) {
+      slowHealthy++;
+      pushExample(waitEx, `${id} (${inv.kind}) waited ${wait} ms to start`);
+    }
+  }
+
+  // ---- what actually happened
+  const faults: CheckResult["metrics"]["faults"] = { killed: 0, failpoint: 0, stop: 0, outage: 0, cut: 0, term: 0, pill: pills, "died-other": 0, "start-failed": 0 };
+  for (const f of input.faults) {
+    if (f.t === "death") {
+      // Deaths in a SQLite store crash are counted by its outage event.
+      if (f.cause === "killed") faults.killed++;
+      else if (f.cause === "failpoint") faults.failpoint++;
+      else if (f.cause === "start-failed") faults["start-failed"]++;
+      else if (f.cause !== "store-crash") faults["died-other"]++;
+    } else if (f.t === "stop") faults.stop++;
+    else if (f.t === "term") faults.term++;
+    else if (f.t === "outage") faults.outage++;
+    else faults.cut++;
+  }
+
+  const bounds: Bound[] = [];
+  const bound = (name: string, limit: string, value: number, ok: boolean, examples: string[] = []) => bounds.push({ name, limit, value, ok, examples });
+  bound("lost", "= 0", lost, lost === 0, lostEx);
+  bound("stranded (not finished after the drain)", "= 0", stranded, stranded === 0, strandedEx);
+  bound("unexpected", "= 0", unexpectedIds.size, unexpectedIds.size === 0, unexpectedEx);
+  bound("terminal-state regressions", "= 0", regressionIds.size, regressionIds.size === 0, regressionEx);
+  bound("stale acknowledgements applied", "= 0", staleApplied, staleApplied === 0, staleEx);
+  bound("completions without a finished run", "= 0", phantom, phantom === 0, phantomEx);
+  bound("jobs over 'executions <= designed + faults that hit it'", "= 0", execBoundBroken, execBoundBroken === 0, execEx);
+  bound("recoveries slower than lease + rescue interval + tolerance", `= 0 (bound ${recoveryBoundMs} ms)`, slowRecoveries, slowRecoveries === 0, recoveryEx);
+  bound("job id collisions", "= 0", idCollisions, idCollisions === 0, collisionExamples);
+  bound("torn ledger lines", "= 0", input.torn, input.torn === 0);
+  if (checks.sigterm) {
+    bound("claims after SIGTERM", "= 0", claimsAfterSigterm, claimsAfterSigterm === 0, claimEx);
+    bound("drains over grace + tolerance", `= 0 (grace ${config.shutdownGraceMs} + ${config.termToleranceMs} ms)`, slowDrains, slowDrains === 0, drainEx);
+    bound("exit codes not as documented (0 drained, 1 released)", "= 0", wrongExitCodes, wrongExitCodes === 0, exitEx);
+  }
+  if (checks.poison) {
+    bound("pills not dead within their attempts", "= 0", pillsNotDead, pillsNotDead === 0, pillEx);
+    bound("worker deaths caused by pills", `<= ${inProcessPillRuns} (in-process pill runs; 0 in sandboxes)`, pillDeaths, pillDeaths <= inProcessPillRuns && sandboxedPillDeaths === 0);
+    if (checks.healthyDelayLimitMs !== null) {
+      bound("healthy jobs (no fault hit) delayed over a lease", `= 0 (limit ${checks.healthyDelayLimitMs} ms)`, slowHealthy, slowHealthy === 0, waitEx);
+    }
+  }
+  const missing = checks.mustExercise.filter((k) => faults[k] === 0);
+  bound("fault kinds that never happened", `= 0 (needs ${checks.mustExercise.join(", ") || "none"})`, missing.length, missing.length === 0, missing);
+
+  return {
+    metrics: {
+      attempted: invokes.size,
+      enqueuedOk,
+      enqueueFailed,
+      enqueueUnknown,
+      lost,
+      stranded,
+      unexpected: unexpectedIds.size,
+      recovered,
+      duplicated,
+      executions,
+      maxExecutions,
+      maxExecutionsJob,
+      deadLettered,
+      healthyDead,
+      healthyDeadWhy,
+      staleRefused: input.logs.settleRefused,
+      leaseLost: input.logs.leaseLost,
+      staleApplied,
+      phantomCompletions: phantom,
+      regressions: regressionIds.size,
+      execBoundBroken,
+      maxRecoveryMs,
+      maxRecoveryWallMs,
+      maxRunAgainMs,
+      recoveryBoundMs,
+      recoveries,
+      faults,
+      claimsAfterSigterm,
+      termExits,
+      termInFlight,
+      failpointKills: input.logs.failpointKills,
+      slowDrains,
+      wrongExitCodes,
+      terms: input.terms.length,
+      pills,
+      pillsNotDead,
+      pillDeaths,
+      maxHealthyWaitMs,
+      idCollisions,
+      tornLines: input.torn,
+    },
+    bounds,
+    ok: bounds.every((b) => b.ok),
+  };
+}

@@ -1,0 +1,311 @@
+/**
+ * One chaos scenario from start to verdict: start the fleet (three CLI workers and a producer)
+ * on a store, inject the scheduled faults, stop the faults and the producer, let the workers
+ * drain, stop them, read the store's final contents and every ledger and log, and check.
+ */
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { openBackend } from "../src/backend/open.js";
+import { Queue, type Backend } from "../src/index.js";
+import { check, type Bound, type CheckInput, type CheckResult } from "./checker.js";
+import { Fleet, leftovers, TERM_TOLERANCE_MS } from "./fleet.js";
+import { CHAOS_QUEUE } from "./jobs.js";
+import { AppendLog, readLogs } from "./ledger.js";
+import { addFacts, emptyFacts, readWorkerLog } from "./logs.js";
+import { finalJobs, Monitor, unfinished } from "./monitor.js";
+import { Prng } from "./prng.js";
+import type { EnqueueRecord, RunRecord } from "./records.js";
+import { notApplicable, planFaults, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
+import type { BackendKind, Store } from "./stores.js";
+
+/**
+ * Allowance on top of lease + rescue interval in the recovery bound: the rescuer's timer jitter
+ * (+20 % of its interval) and scheduling on a loaded two-core machine. Process start-up is not in
+ * it: recovery time counts only while some worker had started (see CheckInput.available).
+ */
+export const RECOVERY_TOLERANCE_MS = 3_000;
+/**
+ * How long the drain after the fault phase may take before unfinished jobs count as stranded:
+ * 90 s, or twice the fault phase when that is longer (a saturating scenario builds a backlog).
+ */
+const drainTimeoutMs = (seconds: number) => Math.max(90_000, 2 * seconds * 1000);
+
+export interface ScenarioOptions {
+  backend: BackendKind;
+  scenario: ScenarioName;
+  /** Length of the fault phase, s. */
+  seconds: number;
+  seed: number;
+  store: Store;
+  /** Each scenario gets a directory below this one (ledgers, logs, report.json). */
+  rootDir: string;
+  /** Progress lines. */
+  log?: (line: string) => void;
+}
+
+export interface ScenarioResult {
+  backend: BackendKind;
+  scenario: ScenarioName;
+  seed: number;
+  seconds: number;
+  dir: string;
+  /** Why the scenario did not run, or null. */
+  notRun: string | null;
+  plan: PlannedFault[];
+  skippedFaults: number;
+  check: CheckResult | null;
+  restarts: number;
+  drainMs: number | null;
+  leftoverProcesses: number;
+  monitorTicks: number;
+  monitorFailedTicks: number;
+  workerErrors: number;
+  ok: boolean;
+}
+
+export async function runScenario(options: ScenarioOptions): Promise<ScenarioResult> {
+  const { backend, scenario, seconds, seed, store } = options;
+  const log = options.log ?? (() => {});
+  const dir = join(options.rootDir, scenario);
+  const base: ScenarioResult = {
+    backend,
+    scenario,
+    seed,
+    seconds,
+    dir,
+    notRun: null,
+    plan: [],
+    skippedFaults: 0,
+    check: null,
+    restarts: 0,
+    drainMs: null,
+    leftoverProcesses: 0,
+    monitorTicks: 0,
+    monitorFailedTicks: 0,
+    workerErrors: 0,
+    ok: false,
+  };
+  const na = notApplicable(scenario, backend);
+  if (na) return { ...base, notRun: `n/a: ${na}`, ok: true };
+
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const def = scenarioFor(scenario, backend);
+  // The schedule depends on the scenario and the seed only, so every backend gets the same one.
+  const prng = new Prng(seed).fork(scenario);
+  const durationMs = Math.round(seconds * 1000);
+  const plan = planFaults(def, durationMs, prng.fork("faults"));
+  writeFileSync(join(dir, "plan.json"), JSON.stringify({ backend, scenario, seed, seconds, worker: WORKER, plan }, null, 2));
+  const url = store.urlFor(`${scenario}_${seed}`, dir);
+  const events = new AppendLog(join(dir, "events.jsonl"));
+
+  // The runner's own connection: creates the schema before any worker starts, then samples.
+  const monitorBackend: Backend = await openBackend(url);
+  const queue = new Queue(CHAOS_QUEUE, { backend: monitorBackend });
+  const fleet = new Fleet({
+    dir,
+    url,
+    def,
+    prng: prng.fork("failpoints"),
+    events,
+    producer: {
+      seed: prng.fork("producer").seed,
+      ratePerSec: def.ratePerSec,
+      mix: def.mix,
+      ...(def.bursts ? { bursts: def.bursts } : {}),
+      ...(def.pills ? { pills: def.pills } : {}),
+      maxInFlight: 64,
+    },
+  });
+  const monitor = new Monitor(queue, 500);
+  const left: number[] = [];
+  log(`${backend}/${scenario}: seed ${seed}, ${seconds} s, ${plan.length} timed fault(s), dir ${dir}`);
+  /** The fault phase, the drain, the final stop and read: resolves with what the store ended with. */
+  const phases = async () => {
+    const t0 = Date.now();
+
+    // ---- the fault phase
+    let skipped = 0;
+    const skip = (f: PlannedFault, why: string) => {
+      skipped++;
+      events.append({ t: "skipped", fault: f, why, at: Date.now() });
+    };
+    const execute = async (f: PlannedFault): Promise<void> => {
+      switch (f.kind) {
+        case "kill": {
+          const slot = fleet.target(f.slot);
+          if (slot) fleet.kill(slot);
+          else skip(f, "no worker up");
+          return;
+        }
+        case "stop": {
+          const slot = fleet.target(f.slot);
+          if (slot) fleet.stop(slot, f.forMs);
+          else skip(f, "no worker up");
+          return;
+        }
+        case "term": {
+          const slot = fleet.target(f.slot, true);
+          if (slot) fleet.term(slot);
+          else skip(f, "no worker up");
+          return;
+        }
+        case "conn-cut": {
+          if (!store.cut) return skip(f, "the store has no connections to cut");
+          try {
+            const killed = await store.cut();
+            fleet.record({ t: "cut", at: Date.now(), killed });
+          } catch (error) {
+            skip(f, `cut failed: ${String(error)}`);
+          }
+          return;
+        }
+        case "store-crash": {
+          if (store.crashMode === "processes") {
+            const w = fleet.crashAll(f.downMs);
+            fleet.record({ t: "outage", from: w.from, to: w.to, how: store.crashHow });
+            await sleep(f.downMs);
+            return;
+          }
+          const from = Date.now();
+          events.append({ t: "store-crash", at: from });
+          try {
+            await store.crash();
+          } catch (error) {
+            events.append({ t: "store-crash-failed", error: String(error), at: Date.now() });
+          }
+          await sleep(f.downMs);
+          for (let attempt = 1; ; attempt++) {
+            try {
+              await store.restart();
+              break;
+            } catch (error) {
+              events.append({ t: "store-restart-failed", attempt, error: String(error), at: Date.now() });
+              if (attempt >= 5) throw error;
+              await sleep(1_000);
+            }
+          }
+          fleet.record({ t: "outage", from, to: Date.now(), how: store.crashHow });
+          return;
+        }
+      }
+    };
+    for (const f of plan) {
+      const wait = t0 + f.atMs - Date.now();
+      if (wait > 0) await sleep(wait);
+      events.append({ t: "fault", fault: f, at: Date.now() });
+      await execute(f);
+    }
+    const rest = t0 + durationMs - Date.now();
+    if (rest > 0) await sleep(rest);
+
+    // ---- calm: no more faults, no more jobs; every worker back; drain
+    log(`${backend}/${scenario}: fault phase over, draining`);
+    fleet.calm();
+    await fleet.stopProducer();
+    const drainStart = Date.now();
+    let drainMs: number | null = null;
+    let zeroes = 0;
+    while (Date.now() - drainStart < drainTimeoutMs(seconds)) {
+      const n = await unfinished(queue);
+      zeroes = n === 0 ? zeroes + 1 : 0;
+      if (zeroes >= 2) {
+        drainMs = Date.now() - drainStart;
+        break;
+      }
+      await sleep(500);
+    }
+    await monitor.stop();
+    const exits = await fleet.shutdown();
+    events.append({ t: "shutdown", exits, at: Date.now() });
+    const final = await finalJobs(queue);
+    return { final, drainMs, skipped };
+  };
+
+  fleet.start();
+  monitor.start();
+  let outcome: Awaited<ReturnType<typeof phases>>;
+  try {
+    outcome = await phases();
+  } catch (error) {
+    // A run that broke (a store that would not restart): leave nothing running behind it.
+    await monitor.stop().catch(() => undefined);
+    await fleet.shutdown().catch(() => undefined);
+    throw error;
+  } finally {
+    await monitorBackend.close().catch(() => undefined);
+    events.close();
+    // Anything of this run still alive now was orphaned (all workers have exited).
+    left.push(...leftovers(dir));
+    for (const pid of left) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+  }
+  const { final, drainMs, skipped } = outcome;
+
+  // ---- the evidence
+  const enqueues = readLogs<EnqueueRecord>(dir, /^enqueues-\d+\.jsonl$/);
+  const runs = readLogs<RunRecord>(dir, /^runs-\d+\.jsonl$/);
+  const facts = emptyFacts();
+  for (const path of fleet.workerLogs) addFacts(facts, readWorkerLog(path));
+  const input: CheckInput = {
+    enqueues: enqueues.records,
+    runs: runs.records,
+    faults: fleet.faults,
+    observations: monitor.observations,
+    final,
+    terms: fleet.terms,
+    available: fleet.available,
+    logs: facts,
+    torn: enqueues.torn + runs.torn,
+    config: {
+      leaseMs: WORKER.leaseMs,
+      rescueIntervalMs: WORKER.rescueIntervalMs,
+      pollIntervalMs: WORKER.pollIntervalMs,
+      shutdownGraceMs: WORKER.shutdownGraceMs,
+      recoveryToleranceMs: RECOVERY_TOLERANCE_MS,
+      termToleranceMs: TERM_TOLERANCE_MS,
+      sandboxedPids: fleet.sandboxedPids,
+    },
+    checks: {
+      sigterm: def.sigtermChecks,
+      poison: def.poisonChecks,
+      healthyDelayLimitMs: scenario === "poison" ? WORKER.leaseMs : null,
+      mustExercise: def.mustExercise,
+    },
+  };
+  // Everything the verdict rests on, so it can be checked again offline (chaos/recheck.ts).
+  writeFileSync(join(dir, "check-input.json"), JSON.stringify(input));
+  const result = check(input);
+  const extra: Bound = {
+    name: "processes left behind after the workers exited",
+    limit: "= 0",
+    value: left.length,
+    ok: left.length === 0,
+    examples: left.map((pid) => `pid ${pid}`),
+  };
+  result.bounds.push(extra);
+  result.ok = result.ok && extra.ok;
+
+  const out: ScenarioResult = {
+    ...base,
+    plan,
+    skippedFaults: skipped,
+    check: result,
+    restarts: fleet.restarts,
+    drainMs,
+    leftoverProcesses: left.length,
+    monitorTicks: monitor.ticks,
+    monitorFailedTicks: monitor.failedTicks,
+    workerErrors: facts.workerErrors,
+    ok: result.ok,
+  };
+  writeFileSync(join(dir, "report.json"), JSON.stringify(out, null, 2));
+  log(`${backend}/${scenario}: ${result.ok ? "all bounds hold" : "BOUNDS BROKEN"}`);
+  return out;
+}

@@ -1,0 +1,70 @@
+/**
+ * What the chaos runner reads from a worker's log (its stderr: JSON lines from the CLI's logger,
+ * plus a few plain lines from the failpoints and the watchdog).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import type { LogFacts } from "./records.js";
+
+export interface WorkerLog extends LogFacts {
+  /** Time of "received SIGTERM" (the worker's clock), or null. */
+  sigtermAt: number | null;
+  /** True after "exiting 0", false after "exiting 1", null when neither was logged. */
+  drained: boolean | null;
+  /** How the process said it died, when it did: "failpoint" or "watchdog". */
+  selfKill: "failpoint" | "watchdog" | null;
+}
+
+export function emptyFacts(): LogFacts {
+  return { settleRefused: 0, leaseLost: 0, watchdogKills: 0, failpointKills: {}, workerErrors: 0 };
+}
+
+export function addFacts(into: LogFacts, from: LogFacts): void {
+  into.settleRefused += from.settleRefused;
+  into.leaseLost += from.leaseLost;
+  into.watchdogKills += from.watchdogKills;
+  for (const [name, n] of Object.entries(from.failpointKills)) into.failpointKills[name] = (into.failpointKills[name] ?? 0) + n;
+  into.workerErrors += from.workerErrors;
+}
+
+interface Line {
+  time?: string;
+  level?: string;
+  msg?: string;
+}
+
+export function readWorkerLog(path: string): WorkerLog {
+  const out: WorkerLog = { ...emptyFacts(), sigtermAt: null, drained: null, selfKill: null };
+  if (!existsSync(path)) return out;
+  let drainedLogged = false;
+  let releasedLogged = false;
+  for (const text of readFileSync(path, "utf8").split("\n")) {
+    const failpoint = /failpoint (\S+) reached, killing process/.exec(text);
+    if (failpoint) {
+      out.failpointKills[failpoint[1]!] = (out.failpointKills[failpoint[1]!] ?? 0) + 1;
+      out.selfKill = "failpoint";
+      continue;
+    }
+    if (!text.startsWith("{")) continue;
+    let line: Line;
+    try {
+      line = JSON.parse(text) as Line;
+    } catch {
+      continue;
+    }
+    const msg = line.msg ?? "";
+    if (msg.startsWith("settle refused")) out.settleRefused++;
+    else if (msg.startsWith("lease lost")) out.leaseLost++;
+    else if (msg.includes("watchdog limit")) {
+      out.watchdogKills++;
+      out.selfKill = "watchdog";
+    } else if (msg.startsWith("received SIGTERM") && out.sigtermAt === null) out.sigtermAt = line.time ? Date.parse(line.time) : null;
+    else if (msg.endsWith("exiting 0")) drainedLogged = true;
+    else if (msg.endsWith("exiting 1")) releasedLogged = true;
+    if (line.level === "error") out.workerErrors++;
+  }
+  // "exiting 0" is an info line, printed only with --verbose; "exiting 1" is a warning. So after
+  // a SIGTERM, silence means drained.
+  if (out.sigtermAt !== null) out.drained = releasedLogged ? false : true;
+  else if (drainedLogged || releasedLogged) out.drained = !releasedLogged;
+  return out;
+}

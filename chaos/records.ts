@@ -1,0 +1,136 @@
+/**
+ * What the chaos processes write down, and what the checker reads. Times are ms since the epoch
+ * from `Date.now()` in the process that wrote them (all on one host, as the store's clock is).
+ */
+import type { AttemptOutcome, JobState } from "../src/index.js";
+
+/** Kinds of chaos jobs; each kind's handler lives in chaos/handlers.ts. */
+export type JobKind = "work" | "flaky" | "slow" | "pill-throw" | "pill-exit" | "pill-block" | "pill-timeout";
+
+export const PILL_KINDS: readonly JobKind[] = ["pill-throw", "pill-exit", "pill-block", "pill-timeout"];
+
+/** The producer's ledger (enqueues.jsonl): one `invoke` before each add, then its outcome. */
+export type EnqueueRecord =
+  | {
+      t: "invoke";
+      id: string;
+      kind: JobKind;
+      /** Executions the job needs by design when nothing fails around it (a flaky job: 2). */
+      designed: number;
+      /** Attempts the job is allowed (its maxAttempts). */
+      maxAttempts: number;
+      at: number;
+      incarnation: number;
+    }
+  /** The store acknowledged the job. `duplicate`: the id already existed (never expected). */
+  | { t: "ok"; id: string; at: number; duplicate: boolean }
+  /** Definitely not stored (refused before anything was written). */
+  | { t: "fail"; id: string; at: number; error: string }
+  /** The call failed in a way that leaves it open whether the job was stored. */
+  | { t: "unknown"; id: string; at: number; error: string };
+
+/** A handler's ledger (runs-PID.jsonl): a record when a run starts and one when it ends. */
+export type RunRecord =
+  | {
+      t: "start";
+      id: string;
+      name: string;
+      attempt: number;
+      /** The lease's fencing token (`job.lease?.token`). */
+      token: number | null;
+      /** The process running the handler (a sandbox child in sandbox mode). */
+      pid: number;
+      /** The worker process that claimed the job (= pid unless sandboxed). */
+      wpid: number;
+      slot: string;
+      at: number;
+    }
+  | {
+      t: "end";
+      id: string;
+      attempt: number;
+      token: number | null;
+      pid: number;
+      wpid: number;
+      at: number;
+      ok: boolean;
+      error?: string;
+    };
+
+/** A fault as it actually happened, recorded by the runner (events.jsonl). */
+export type FaultEvent =
+  /** A worker process died (anything but a clean exit 0 or 1 after a SIGTERM). */
+  | { t: "death"; slot: string; wpid: number; at: number; cause: DeathCause; code: number | null; signal: string | null }
+  /** A worker was SIGSTOPped at `from` and SIGCONTed at `to`. */
+  | { t: "stop"; slot: string; wpid: number; from: number; to: number }
+  /** A worker was sent SIGTERM at `from` and exited at `to`. */
+  | { t: "term"; slot: string; wpid: number; from: number; to: number; code: number | null; signal: string | null }
+  /** The store was down (crashed) from `from` until it answered again at `to`. */
+  | { t: "outage"; from: number; to: number; how: string }
+  /** Every client connection to the store was cut at `at`. */
+  | { t: "cut"; at: number; killed: number };
+
+/**
+ * killed: by the harness. failpoint, watchdog: the process said so. store-crash: SQLite's store
+ * crash. start-failed: exited before it had started (the CLI cannot open a store that is down).
+ * exited: exited by itself after starting (a pill calling process.exit). unknown: anything else.
+ */
+export type DeathCause = "killed" | "failpoint" | "watchdog" | "store-crash" | "start-failed" | "exited" | "unknown";
+
+/** A sample of one job's state, taken by the runner's monitor from the store. */
+export interface Observation {
+  id: string;
+  state: JobState;
+  attempt: number;
+  at: number;
+}
+
+/** One attempt of a job's stored history, as the checker needs it. */
+export interface HistoryEntry {
+  attempt: number;
+  pid: number;
+  startedAt: number;
+  finishedAt: number;
+  outcome: AttemptOutcome;
+}
+
+/** A job as stored at the end of the run. */
+export interface FinalJob {
+  id: string;
+  name: string;
+  state: JobState;
+  attempt: number;
+  maxAttempts: number;
+  result: unknown;
+  /** The last error, "Name: message", or null. */
+  error: string | null;
+  history: HistoryEntry[];
+}
+
+/** What the runner saw of one SIGTERM. */
+export interface TermObservation {
+  slot: string;
+  wpid: number;
+  /** When the runner sent the signal. */
+  sentAt: number;
+  /** The worker's own log time of "received SIGTERM", or null if it never logged it. */
+  receivedAt: number | null;
+  /** When the process exited (null: it had to be SIGKILLed, see `forced`). */
+  exitAt: number | null;
+  code: number | null;
+  signal: string | null;
+  /** What the worker's log said: true "exiting 0" (drained), false "exiting 1" (released), null nothing. */
+  loggedDrained: boolean | null;
+  /** The process did not exit within its grace period + tolerance and was SIGKILLed. */
+  forced: boolean;
+}
+
+/** Counts taken from the worker logs. */
+export interface LogFacts {
+  settleRefused: number;
+  leaseLost: number;
+  watchdogKills: number;
+  /** Failpoint kills by point: after-claim, after-handler, after-ack. */
+  failpointKills: Record<string, number>;
+  workerErrors: number;
+}

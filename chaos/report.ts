@@ -1,0 +1,105 @@
+/**
+ * The chaos report: one table per backend, a column per scenario, a row per category; bounds
+ * that broke are marked and explained below the table.
+ */
+import type { ScenarioResult } from "./harness.js";
+
+type Row = [label: string, cell: (r: ScenarioResult) => string, bound?: string];
+
+const n = (v: number | null | undefined) => (v === null || v === undefined ? "-" : String(v));
+
+const ROWS: Row[] = [
+  ["enqueue attempts", (r) => n(r.check?.metrics.attempted)],
+  ["enqueued ok", (r) => n(r.check?.metrics.enqueuedOk)],
+  ["enqueue failed / unknown", (r) => (r.check ? `${r.check.metrics.enqueueFailed} / ${r.check.metrics.enqueueUnknown}` : "-")],
+  ["lost", (r) => n(r.check?.metrics.lost), "lost"],
+  ["stranded after drain", (r) => n(r.check?.metrics.stranded), "stranded (not finished after the drain)"],
+  ["unexpected", (r) => n(r.check?.metrics.unexpected), "unexpected"],
+  ["recovered (unknown enqueue, ran)", (r) => n(r.check?.metrics.recovered)],
+  ["duplicated (ran > designed)", (r) => n(r.check?.metrics.duplicated)],
+  ["executions", (r) => n(r.check?.metrics.executions)],
+  ["max executions of one job", (r) => n(r.check?.metrics.maxExecutions)],
+  ["over 1 + faults that hit it", (r) => n(r.check?.metrics.execBoundBroken), "jobs over 'executions <= designed + faults that hit it'"],
+  ["dead-lettered (healthy)", (r) => (r.check ? `${r.check.metrics.deadLettered} (${r.check.metrics.healthyDead})` : "-")],
+  ["stale acks refused", (r) => n(r.check?.metrics.staleRefused)],
+  ["leases lost (handler aborted)", (r) => n(r.check?.metrics.leaseLost)],
+  ["stale acks applied", (r) => n(r.check?.metrics.staleApplied), "stale acknowledgements applied"],
+  ["completions without a run", (r) => n(r.check?.metrics.phantomCompletions), "completions without a finished run"],
+  ["terminal-state regressions", (r) => n(r.check?.metrics.regressions), "terminal-state regressions"],
+  [
+    "max death->taken back, ms *",
+    (r) => (r.check ? `${n(r.check.metrics.maxRecoveryMs)} (<= ${r.check.metrics.recoveryBoundMs})` : "-"),
+    "recoveries slower than lease + rescue interval + tolerance",
+  ],
+  ["  same, wall clock, ms", (r) => n(r.check?.metrics.maxRecoveryWallMs)],
+  ["max death->running again, ms *", (r) => n(r.check?.metrics.maxRunAgainMs)],
+  ["recoveries measured", (r) => n(r.check?.metrics.recoveries)],
+  ["faults: SIGKILL", (r) => n(r.check?.metrics.faults.killed)],
+  ["faults: failpoint kills", (r) => n(r.check?.metrics.faults.failpoint)],
+  [
+    "  after claim / handler / ack",
+    (r) => {
+      const k = r.check?.metrics.failpointKills;
+      return k ? `${k["after-claim"] ?? 0} / ${k["after-handler"] ?? 0} / ${k["after-ack"] ?? 0}` : "-";
+    },
+  ],
+  ["faults: SIGSTOP > lease", (r) => n(r.check?.metrics.faults.stop)],
+  ["faults: store crashes", (r) => n(r.check?.metrics.faults.outage)],
+  ["faults: connection cuts", (r) => n(r.check?.metrics.faults.cut)],
+  ["faults: SIGTERM", (r) => n(r.check?.metrics.faults.term)],
+  ["faults: pills enqueued", (r) => n(r.check?.metrics.faults.pill)],
+  ["worker deaths, other causes (pills)", (r) => n(r.check?.metrics.faults["died-other"]), "worker deaths caused by pills"],
+  ["worker starts failed (store down)", (r) => n(r.check?.metrics.faults["start-failed"])],
+  ["worker restarts", (r) => n(r.restarts)],
+  ["SIGTERM: jobs in flight (min-max)", (r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-")],
+  ["SIGTERM: exit 0 / exit 1", (r) => (r.check ? `${r.check.metrics.termExits.zero} / ${r.check.metrics.termExits.one}` : "-")],
+  ["SIGTERM: claims after signal", (r) => n(r.check?.metrics.claimsAfterSigterm), "claims after SIGTERM"],
+  ["SIGTERM: drains over grace", (r) => n(r.check?.metrics.slowDrains), "drains over grace + tolerance"],
+  ["SIGTERM: wrong exit codes", (r) => n(r.check?.metrics.wrongExitCodes), "exit codes not as documented (0 drained, 1 released)"],
+  ["pills not dead in limits", (r) => n(r.check?.metrics.pillsNotDead), "pills not dead within their attempts"],
+  ["max healthy wait (no fault), ms", (r) => n(r.check?.metrics.maxHealthyWaitMs), "healthy jobs (no fault hit) delayed over a lease"],
+  ["drain after faults, ms", (r) => n(r.drainMs)],
+  ["processes left behind", (r) => n(r.leftoverProcesses), "processes left behind after the workers exited"],
+  ["fault kinds never exercised", (r) => n(r.check?.bounds.find((b) => b.name === "fault kinds that never happened")?.value), "fault kinds that never happened"],
+  ["torn ledger lines", (r) => n(r.check?.metrics.tornLines), "torn ledger lines"],
+];
+
+function broken(r: ScenarioResult, bound: string | undefined): boolean {
+  if (!bound || !r.check) return false;
+  return r.check.bounds.some((b) => b.name === bound && !b.ok);
+}
+
+export function formatTable(results: readonly ScenarioResult[]): string {
+  if (results.length === 0) return "";
+  const header = ["", ...results.map((r) => r.scenario)];
+  const body: string[][] = [];
+  for (const [label, cell, bound] of ROWS) {
+    body.push([label, ...results.map((r) => (r.notRun ? "" : cell(r) + (broken(r, bound) ? " ✗" : "")))]);
+  }
+  body.push(["verdict", ...results.map((r) => (r.notRun ? "n/a" : r.ok ? "PASS" : "FAIL"))]);
+  const widths = header.map((_, i) => Math.max(...[header, ...body].map((row) => (row[i] ?? "").length)));
+  const line = (row: string[]) => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const first = results[0]!;
+  const out = [
+    `Conveyor chaos: backend ${first.backend}, seed ${first.seed}, ${first.seconds} s fault phase per scenario`,
+    line(header),
+    widths.map((w) => "-".repeat(w)).join("  "),
+    ...body.map(line),
+  ];
+  const notes: string[] = [];
+  for (const r of results) {
+    if (r.notRun) notes.push(`${r.scenario}: not run (${r.notRun})`);
+    for (const why of r.check?.metrics.healthyDeadWhy ?? []) notes.push(`${r.scenario}: healthy job dead-lettered: ${why}`);
+    for (const b of r.check?.bounds ?? []) {
+      if (b.ok) continue;
+      notes.push(`${r.scenario}: BROKEN ${b.name} ${b.limit}: ${b.value}`);
+      for (const e of b.examples) notes.push(`    ${e}`);
+    }
+  }
+  out.push(
+    "* counting only time when some worker and the store were up. Taken back: rescued or running again,",
+    "  whichever came first (bounded); running again adds the wait for a free slot (not bounded).",
+  );
+  if (notes.length) out.push("", ...notes);
+  return out.join("\n");
+}

@@ -1,0 +1,236 @@
+/**
+ * The scenarios, one per fault kind plus "mixed", and the fault schedule each draws from the
+ * seed. The schedule is a pure function of (scenario, backend, seconds, seed): printing it again
+ * from the same seed gives the same faults at the same offsets.
+ */
+import type { ExercisedKind } from "./checker.js";
+import type { Mix } from "./jobs.js";
+import { Prng } from "./prng.js";
+import type { BackendKind } from "./stores.js";
+
+export type ScenarioName = "kill" | "failpoints" | "stop" | "store-crash" | "conn-cut" | "poison" | "sigterm" | "mixed";
+export const SCENARIOS: readonly ScenarioName[] = ["kill", "failpoints", "stop", "store-crash", "conn-cut", "poison", "sigterm", "mixed"];
+
+export type FaultKind = "kill" | "stop" | "term" | "store-crash" | "conn-cut";
+
+export type PlannedFault =
+  | { kind: "kill"; atMs: number; slot: number }
+  | { kind: "stop"; atMs: number; slot: number; forMs: number }
+  | { kind: "term"; atMs: number; slot: number }
+  | { kind: "store-crash"; atMs: number; downMs: number }
+  | { kind: "conn-cut"; atMs: number };
+
+/** The worker settings every scenario runs with (CLI flags of `conveyor worker`). */
+export const WORKER = {
+  slots: 3,
+  concurrency: 4,
+  leaseMs: 3_000,
+  rescueIntervalMs: 1_000,
+  pollIntervalMs: 250,
+  shutdownGraceMs: 2_000,
+} as const;
+
+export interface ScenarioDef {
+  name: ScenarioName;
+  summary: string;
+  /** Timed faults drawn for this scenario (round-robin over a shuffled list in "mixed"). */
+  faults: readonly FaultKind[];
+  /** Mean time between two timed faults, ms. */
+  meanGapMs: number;
+  /** Probability that a worker (re)start is armed with a failpoint. */
+  failpointChance: number;
+  /** Range of the failpoint's n (the n-th time the point is reached). */
+  failpointNth: readonly [number, number];
+  mix: Mix;
+  ratePerSec: number;
+  bursts?: { everyMs: number; size: number };
+  /** One poison pill every `everyMs` (the four kinds in turns). */
+  pills?: { everyMs: number };
+  /** Worker slots that run handlers in a sandbox (--sandbox). */
+  sandboxSlots: readonly number[];
+  mustExercise: readonly ExercisedKind[];
+  sigtermChecks: boolean;
+  poisonChecks: boolean;
+}
+
+const HEALTHY: Mix = { work: 85, flaky: 15 };
+
+export const SCENARIO_DEFS: Readonly<Record<ScenarioName, ScenarioDef>> = {
+  kill: {
+    name: "kill",
+    summary: "SIGKILL a random worker at random times",
+    faults: ["kill"],
+    meanGapMs: 3_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["killed"],
+    sigtermChecks: false,
+    poisonChecks: false,
+  },
+  failpoints: {
+    name: "failpoints",
+    summary: "every worker start armed with a failpoint: SIGKILL just after a claim, after the handler, or after the ack",
+    faults: [],
+    meanGapMs: 0,
+    failpointChance: 1,
+    failpointNth: [3, 60],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["failpoint"],
+    sigtermChecks: false,
+    poisonChecks: false,
+  },
+  stop: {
+    name: "stop",
+    summary: "SIGSTOP a random worker for 1.5-2.5 leases, then SIGCONT: its late acks must be refused",
+    faults: ["stop"],
+    meanGapMs: 6_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["stop"],
+    sigtermChecks: false,
+    poisonChecks: false,
+  },
+  "store-crash": {
+    name: "store-crash",
+    summary: "the store crashes and comes back (PostgreSQL immediate stop, Redis SIGKILL, SQLite: every writer SIGKILLed)",
+    faults: ["store-crash"],
+    meanGapMs: 9_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["outage"],
+    sigtermChecks: false,
+    poisonChecks: false,
+  },
+  "conn-cut": {
+    name: "conn-cut",
+    summary: "every client connection cut (pg_terminate_backend, Redis CLIENT KILL)",
+    faults: ["conn-cut"],
+    meanGapMs: 2_500,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["cut"],
+    sigtermChecks: false,
+    poisonChecks: false,
+  },
+  poison: {
+    name: "poison",
+    summary: "poison pills (throws, process.exit, blocks the event loop, exceeds its timeout); w0 and w1 sandboxed, w2 in-process with the watchdog",
+    faults: [],
+    meanGapMs: 0,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 15,
+    pills: { everyMs: 4_000 },
+    sandboxSlots: [0, 1],
+    mustExercise: ["pill"],
+    sigtermChecks: false,
+    poisonChecks: true,
+  },
+  sigterm: {
+    name: "sigterm",
+    summary: "SIGTERM a random worker at full load: no claims after it, drain within the grace period, exit 0/1",
+    faults: ["term"],
+    meanGapMs: 4_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: { work: 80, flaky: 10, slow: 10 },
+    ratePerSec: 15,
+    bursts: { everyMs: 4_000, size: 60 },
+    sandboxSlots: [],
+    mustExercise: ["term"],
+    sigtermChecks: true,
+    poisonChecks: false,
+  },
+  mixed: {
+    name: "mixed",
+    summary: "all of the above at once",
+    faults: ["kill", "stop", "term", "store-crash", "conn-cut"],
+    meanGapMs: 3_000,
+    failpointChance: 0.5,
+    failpointNth: [10, 120],
+    mix: { work: 80, flaky: 12, slow: 8 },
+    ratePerSec: 15,
+    pills: { everyMs: 6_000 },
+    sandboxSlots: [0, 1],
+    mustExercise: ["killed", "stop", "term", "outage", "cut", "pill"],
+    sigtermChecks: true,
+    poisonChecks: true,
+  },
+};
+
+/** Why a scenario does not apply to a backend, or null when it does. */
+export function notApplicable(scenario: ScenarioName, backend: BackendKind): string | null {
+  if (scenario === "conn-cut" && backend === "sqlite") return "SQLite is embedded: there are no connections to cut";
+  return null;
+}
+
+/** The definition as it applies to `backend` (mixed drops what the backend cannot suffer). */
+export function scenarioFor(name: ScenarioName, backend: BackendKind): ScenarioDef {
+  const def = SCENARIO_DEFS[name];
+  if (backend !== "sqlite" || name !== "mixed") return def;
+  return { ...def, faults: def.faults.filter((f) => f !== "conn-cut"), mustExercise: def.mustExercise.filter((k) => k !== "cut") };
+}
+
+/** Quiet time at the start (workers starting) and at the end of the fault phase, ms. */
+export const WARMUP_MS = 3_000;
+export const QUIET_TAIL_MS = 1_500;
+
+/** The timed faults of one run, in order. */
+export function planFaults(def: ScenarioDef, durationMs: number, prng: Prng): PlannedFault[] {
+  const out: PlannedFault[] = [];
+  if (def.faults.length === 0) return out;
+  let bag: FaultKind[] = [];
+  let t = WARMUP_MS + prng.between(0, def.meanGapMs / 2);
+  while (t < durationMs - QUIET_TAIL_MS) {
+    if (bag.length === 0) bag = prng.shuffle(def.faults);
+    const kind = bag.shift()!;
+    const atMs = Math.round(t);
+    let busyMs = 0;
+    switch (kind) {
+      case "kill":
+        out.push({ kind, atMs, slot: prng.int(0, WORKER.slots - 1) });
+        break;
+      case "stop": {
+        const forMs = Math.round(WORKER.leaseMs * prng.between(1.5, 2.5));
+        out.push({ kind, atMs, slot: prng.int(0, WORKER.slots - 1), forMs });
+        break;
+      }
+      case "term":
+        out.push({ kind, atMs, slot: prng.int(0, WORKER.slots - 1) });
+        break;
+      case "store-crash": {
+        const downMs = prng.int(500, 3_000);
+        out.push({ kind, atMs, downMs });
+        busyMs = downMs;
+        break;
+      }
+      case "conn-cut":
+        out.push({ kind, atMs });
+        break;
+    }
+    t += busyMs + def.meanGapMs * prng.between(0.5, 1.5);
+  }
+  return out;
+}
+
+/** The failpoint a worker start gets (CONVEYOR_FAILPOINTS), or null. */
+export function failpointFor(def: ScenarioDef, prng: Prng): string | null {
+  if (!prng.chance(def.failpointChance)) return null;
+  const name = prng.pick(["after-claim", "after-handler", "after-ack"] as const);
+  return `${name}:${prng.int(def.failpointNth[0], def.failpointNth[1])}`;
+}

@@ -1,0 +1,144 @@
+/**
+ * The store under test, as the chaos runner controls it: a URL per scenario, and the faults the
+ * store itself can suffer (crash and restart, connections cut).
+ *
+ * PostgreSQL and Redis run as throwaway servers started with the test helpers
+ * (test/helpers/postgres.ts, test/helpers/redis.ts): the runner owns them, so it may crash them.
+ * SQLite has no server: its "crash" is every process that has the file open (the writers) being
+ * SIGKILLed at once, which the runner does itself (crashMode "processes").
+ */
+import { execFile } from "node:child_process";
+import { dirname, join } from "node:path";
+import { userInfo } from "node:os";
+import { promisify } from "node:util";
+import pg from "pg";
+import { Redis } from "ioredis";
+import { findPostgresBin, startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { findRedisServer, startThrowawayRedis, waitForPing, type ThrowawayRedis } from "../test/helpers/redis.js";
+
+const exec = promisify(execFile);
+
+export type BackendKind = "sqlite" | "postgres" | "redis";
+export const BACKENDS: readonly BackendKind[] = ["sqlite", "postgres", "redis"];
+
+export interface Store {
+  readonly kind: BackendKind;
+  /**
+   * The URL one scenario's processes use: a database file (in `dir`, the scenario's fresh
+   * directory), a schema or a key prefix of its own.
+   */
+  urlFor(label: string, dir: string): string;
+  /** How this store crashes, for the report. */
+  readonly crashHow: string;
+  /** "server": crash() and restart() act on the server. "processes": the runner kills every client. */
+  readonly crashMode: "server" | "processes";
+  /** Crashes the server without a clean shutdown. */
+  crash(): Promise<void>;
+  /** Starts it again; resolves once it accepts connections. */
+  restart(): Promise<void>;
+  /** Cuts every client connection; resolves with how many. Null: not possible here. */
+  readonly cut: (() => Promise<number>) | null;
+  close(): Promise<void>;
+}
+
+/** Why a backend cannot be used on this machine, or null when it can. */
+export async function unavailable(kind: BackendKind): Promise<string | null> {
+  if (kind === "postgres" && (await findPostgresBin()) === null) return "no PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql-15)";
+  if (kind === "redis" && findRedisServer() === null) return "no redis-server on PATH (apt-get install redis-server)";
+  return null;
+}
+
+export async function openStore(kind: BackendKind): Promise<Store> {
+  switch (kind) {
+    case "sqlite":
+      return sqliteStore();
+    case "postgres":
+      return postgresStore();
+    case "redis":
+      return redisStore();
+  }
+}
+
+function label(text: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40);
+}
+
+function sqliteStore(): Store {
+  return {
+    kind: "sqlite",
+    urlFor: (name, dir) => `sqlite:${join(dir, `${label(name)}.db`)}`,
+    crashHow: "SIGKILL of every process with the database open (producer and workers) at once",
+    crashMode: "processes",
+    crash: async () => {},
+    restart: async () => {},
+    cut: null,
+    close: async () => {},
+  };
+}
+
+async function postgresStore(): Promise<Store> {
+  const bin = await findPostgresBin();
+  if (bin === null) throw new Error("no PostgreSQL installed");
+  const server: ThrowawayPostgres = await startThrowawayPostgres({ database: "chaos", bin });
+  const asRoot = userInfo().uid === 0;
+  const pgCtl = async (args: string[]) => {
+    const file = join(bin, "pg_ctl");
+    const [cmd, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", file, ...args]] : [file, args];
+    await exec(cmd, argv, { timeout: 120_000 });
+  };
+  const admin = () => new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 5_000 });
+  return {
+    kind: "postgres",
+    urlFor: (name) => `${server.url}?schema=chaos_${label(name)}`,
+    crashHow: "pg_ctl stop -m immediate (no checkpoint, crash recovery on restart), then pg_ctl restart",
+    crashMode: "server",
+    crash: () => pgCtl(["-D", server.dataDir, "-m", "immediate", "-w", "stop"]),
+    // With the server stopped, `pg_ctl restart` starts it with the options it last ran with
+    // (postmaster.opts): same port, socket directory and settings as the helper chose.
+    restart: () => pgCtl(["-D", server.dataDir, "-l", join(dirname(server.dataDir), "server.log"), "-w", "-t", "60", "restart"]),
+    cut: async () => {
+      const client = admin();
+      await client.connect();
+      try {
+        const r = await client.query<{ n: string }>(
+          `SELECT count(pg_terminate_backend(pid))::text AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+        );
+        return Number(r.rows[0]?.n ?? 0);
+      } finally {
+        await client.end();
+      }
+    },
+    close: () => server.stop(),
+  };
+}
+
+async function redisStore(): Promise<Store> {
+  // appendfsync always: every write is on disk before Redis replies, so a SIGKILL loses nothing
+  // that was acknowledged.
+  const server: ThrowawayRedis = await startThrowawayRedis({ persistence: "always" });
+  return {
+    kind: "redis",
+    urlFor: (name) => `${server.url}?prefix=chaos-${label(name)}`,
+    crashHow: "SIGKILL of redis-server (appendonly yes, appendfsync always), then a restart on the same AOF",
+    crashMode: "server",
+    crash: () => server.kill(),
+    restart: async () => {
+      await server.start();
+      await waitForPing(server.port, 30_000);
+    },
+    cut: async () => {
+      const admin = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: true });
+      try {
+        await admin.connect();
+        // SKIPME yes (the default) spares this connection; normal and pub/sub clients both go.
+        const normal = Number(await admin.call("CLIENT", ["KILL", "TYPE", "normal"]));
+        const pubsub = Number(await admin.call("CLIENT", ["KILL", "TYPE", "pubsub"]));
+        return normal + pubsub;
+      } finally {
+        admin.disconnect();
+      }
+    },
+    close: () => server.stop(),
+  };
+}

@@ -1,0 +1,395 @@
+/**
+ * The chaos checker must be able to fail: each test plants one kind of bug in otherwise clean
+ * evidence (a lost job, an unexpected one, a duplicate no fault explains, a regression, a stale
+ * acknowledgement applied, a slow recovery, a claim after SIGTERM…) and expects exactly that bound
+ * to break.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { check, workingTime, type CheckInput, type CheckResult } from "../../chaos/checker.js";
+import { readLog } from "../../chaos/ledger.js";
+import { emptyFacts } from "../../chaos/logs.js";
+import { Prng } from "../../chaos/prng.js";
+import type { EnqueueRecord, FinalJob, HistoryEntry, JobKind, RunRecord } from "../../chaos/records.js";
+import { planFaults, SCENARIO_DEFS } from "../../chaos/scenarios.js";
+
+const LEASE = 3_000;
+const W1 = 101;
+const W2 = 102;
+
+/** Evidence of a clean run: three jobs, each enqueued, run once by worker W1 and completed. */
+function clean(): CheckInput {
+  const enqueues: EnqueueRecord[] = [];
+  const runs: RunRecord[] = [];
+  const final: FinalJob[] = [];
+  ["j1", "j2", "j3"].forEach((id, i) => {
+    const t = 1_000 + i * 100;
+    enqueues.push({ t: "invoke", id, kind: "work", designed: 1, maxAttempts: 10, at: t, incarnation: 1 });
+    enqueues.push({ t: "ok", id, at: t + 2, duplicate: false });
+    runs.push({ t: "start", id, name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: t + 10 });
+    runs.push({ t: "end", id, attempt: 1, token: 1, pid: W1, wpid: W1, at: t + 50, ok: true });
+    final.push({
+      id,
+      name: "work",
+      state: "completed",
+      attempt: 1,
+      maxAttempts: 10,
+      result: { attempt: 1 },
+      error: null,
+      history: [{ attempt: 1, pid: W1, startedAt: t + 9, finishedAt: t + 51, outcome: "completed" }],
+    });
+  });
+  return {
+    enqueues,
+    runs,
+    faults: [],
+    observations: [],
+    final,
+    terms: [],
+    available: [{ wpid: W1, from: 0, to: 100_000 }],
+    logs: emptyFacts(),
+    torn: 0,
+    config: {
+      leaseMs: LEASE,
+      rescueIntervalMs: 1_000,
+      pollIntervalMs: 250,
+      shutdownGraceMs: 2_000,
+      recoveryToleranceMs: 3_000,
+      termToleranceMs: 5_000,
+      sandboxedPids: [],
+    },
+    checks: { sigterm: true, poison: true, healthyDelayLimitMs: LEASE, mustExercise: [] },
+  };
+}
+
+const job = (input: CheckInput, id: string) => input.final.find((j) => j.id === id)!;
+const broken = (r: CheckResult) => r.bounds.filter((b) => !b.ok).map((b) => b.name);
+
+describe("chaos checker", () => {
+  it("passes clean evidence", () => {
+    const r = check(clean());
+    expect(broken(r)).toEqual([]);
+    expect(r.ok).toBe(true);
+    expect(r.metrics).toMatchObject({ enqueuedOk: 3, lost: 0, unexpected: 0, duplicated: 0, executions: 3, maxExecutions: 1, regressions: 0 });
+  });
+
+  it("catches a lost job: acknowledged, then neither completed nor dead", () => {
+    const input = clean();
+    job(input, "j2").state = "waiting";
+    const r = check(input);
+    expect(r.metrics.lost).toBe(1);
+    expect(broken(r)).toEqual(["lost", "stranded (not finished after the drain)"]);
+  });
+
+  it("catches a lost job the store forgot altogether", () => {
+    const input = clean();
+    input.final = input.final.filter((j) => j.id !== "j3");
+    const r = check(input);
+    expect(r.metrics.lost).toBe(1);
+    expect(broken(r)).toContain("lost");
+  });
+
+  it("does not count an unknown enqueue that never landed as lost, and counts one that ran as recovered", () => {
+    const input = clean();
+    input.enqueues.push({ t: "invoke", id: "u1", kind: "work", designed: 1, maxAttempts: 10, at: 2_000, incarnation: 1 });
+    input.enqueues.push({ t: "invoke", id: "u2", kind: "work", designed: 1, maxAttempts: 10, at: 2_001, incarnation: 1 });
+    input.enqueues.push({ t: "unknown", id: "u2", at: 2_100, error: "connection terminated" });
+    input.runs.push({ t: "start", id: "u2", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 2_200 });
+    input.runs.push({ t: "end", id: "u2", attempt: 1, token: 1, pid: W1, wpid: W1, at: 2_250, ok: true });
+    input.final.push({ id: "u2", name: "work", state: "completed", attempt: 1, maxAttempts: 10, result: { attempt: 1 }, error: null, history: [] });
+    const r = check(input);
+    expect(r.metrics).toMatchObject({ enqueueUnknown: 2, recovered: 1, lost: 0, unexpected: 0 });
+    expect(r.ok).toBe(true);
+  });
+
+  it("catches an unexpected job: it ran but was never enqueued", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "ghost", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 5_000 });
+    const r = check(input);
+    expect(r.metrics.unexpected).toBe(1);
+    expect(broken(r)).toEqual(["unexpected"]);
+  });
+
+  it("catches a job that ran although its enqueue failed definitely", () => {
+    const input = clean();
+    input.enqueues.push({ t: "invoke", id: "f1", kind: "work", designed: 1, maxAttempts: 10, at: 2_000, incarnation: 1 });
+    input.enqueues.push({ t: "fail", id: "f1", at: 2_001, error: "InvalidInputError" });
+    input.runs.push({ t: "start", id: "f1", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 2_100 });
+    expect(broken(check(input))).toEqual(["unexpected"]);
+  });
+
+  it("catches a duplicate execution that no fault explains, and accepts one a fault explains", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+    input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+    const r = check(input);
+    expect(r.metrics).toMatchObject({ duplicated: 1, maxExecutions: 2, maxExecutionsJob: "j2", execBoundBroken: 1 });
+    expect(broken(r)).toEqual(["jobs over 'executions <= designed + faults that hit it'"]);
+
+    // The worker that ran j2 first died before its acknowledgement could land: one extra run is allowed.
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_170, cause: "failpoint", code: null, signal: "SIGKILL" });
+    const explained = check(input);
+    expect(explained.metrics.duplicated).toBe(1);
+    expect(explained.metrics.execBoundBroken).toBe(0);
+  });
+
+  it("lets a watchdog kill explain a duplicate: the loop was blocked before the ack could leave", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+    input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+    // j2's first run ended at 1_150; a pill then blocked W1's loop until the watchdog killed it.
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_150 + LEASE + 1_500, cause: "watchdog", code: null, signal: "SIGKILL" });
+    expect(check(input).metrics.execBoundBroken).toBe(0);
+    // The same death by a plain SIGKILL that late does not explain it.
+    input.faults[0] = { t: "death", slot: "w0", wpid: W1, at: 1_150 + LEASE + 1_500, cause: "killed", code: null, signal: "SIGKILL" };
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+  });
+
+  it("does not let a fault on another worker, or long after the run, explain a duplicate", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+    input.faults.push({ t: "death", slot: "w1", wpid: 999, at: 1_120, cause: "killed", code: null, signal: "SIGKILL" });
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_150 + LEASE + 1_000, cause: "killed", code: null, signal: "SIGKILL" });
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+  });
+
+  it("catches a terminal-state regression seen by the monitor", () => {
+    const input = clean();
+    input.observations.push({ id: "j1", state: "completed", attempt: 1, at: 2_000 });
+    input.observations.push({ id: "j1", state: "active", attempt: 1, at: 2_500 });
+    const r = check(input);
+    expect(r.metrics.regressions).toBe(1);
+    expect(broken(r)).toEqual(["terminal-state regressions"]);
+  });
+
+  it("catches a job claimed again after it was seen finished (a run with a later attempt)", () => {
+    const input = clean();
+    input.observations.push({ id: "j3", state: "dead", attempt: 1, at: 2_000 });
+    input.runs.push({ t: "start", id: "j3", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 3_000 });
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_230, cause: "killed", code: null, signal: "SIGKILL" });
+    const r = check(input);
+    expect(r.metrics.regressions).toBe(1);
+    expect(broken(r)).toContain("terminal-state regressions");
+  });
+
+  it("catches a stale acknowledgement that was applied", () => {
+    const input = clean();
+    const j = job(input, "j1");
+    j.attempt = 2;
+    j.history = [
+      { attempt: 1, pid: W1, startedAt: 1_009, finishedAt: 5_000, outcome: "lease-expired" },
+      { attempt: 2, pid: W2, startedAt: 5_100, finishedAt: 5_300, outcome: "completed" },
+    ];
+    // The result is attempt 1's: the stopped worker's late completion won over attempt 2.
+    j.result = { attempt: 1 };
+    input.runs.push({ t: "start", id: "j1", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 5_110 });
+    input.runs.push({ t: "end", id: "j1", attempt: 2, token: 2, pid: W2, wpid: W2, at: 5_290, ok: true });
+    input.faults.push({ t: "stop", slot: "w0", wpid: W1, from: 1_020, to: 8_000 });
+    const r = check(input);
+    expect(r.metrics.staleApplied).toBe(1);
+    expect(broken(r)).toEqual(["stale acknowledgements applied"]);
+  });
+
+  it("catches a completion of an attempt whose lease had expired, even with a matching result", () => {
+    const input = clean();
+    const j = job(input, "j2");
+    j.history = [{ attempt: 1, pid: W1, startedAt: 1_109, finishedAt: 5_000, outcome: "lease-expired" }, ...j.history];
+    expect(broken(check(input))).toContain("stale acknowledgements applied");
+  });
+
+  it("catches a completion no handler finished", () => {
+    const input = clean();
+    input.runs = input.runs.filter((r) => !(r.id === "j3" && r.t === "end"));
+    const r = check(input);
+    expect(r.metrics.phantomCompletions).toBe(1);
+    expect(broken(r)).toEqual(["completions without a finished run"]);
+  });
+
+  describe("recovery time", () => {
+    /** j1 held by W1, which died at 10 000; the rescuer took it back at `rescuedAt`. */
+    function died(rescuedAt: number): CheckInput {
+      const input = clean();
+      const j = job(input, "j1");
+      j.attempt = 2;
+      j.history = [
+        { attempt: 1, pid: W1, startedAt: 9_000, finishedAt: rescuedAt, outcome: "lease-expired" },
+        { attempt: 2, pid: W2, startedAt: rescuedAt + 100, finishedAt: rescuedAt + 200, outcome: "completed" },
+      ];
+      j.result = { attempt: 2 };
+      input.runs = input.runs.filter((r) => r.id !== "j1");
+      input.runs.push({ t: "start", id: "j1", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 9_010 });
+      input.runs.push({ t: "start", id: "j1", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: rescuedAt + 110 });
+      input.runs.push({ t: "end", id: "j1", attempt: 2, token: 2, pid: W2, wpid: W2, at: rescuedAt + 190, ok: true });
+      input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 10_000, cause: "killed", code: null, signal: "SIGKILL" });
+      input.available = [
+        { wpid: W1, from: 0, to: 10_000 },
+        { wpid: W2, from: 0, to: 100_000 },
+      ];
+      return input;
+    }
+
+    it("measures death -> taken back, and accepts it within lease + rescue interval + tolerance", () => {
+      const r = check(died(14_000));
+      expect(r.metrics.maxRecoveryMs).toBe(4_000);
+      expect(r.metrics.recoveries).toBe(1);
+      expect(r.ok).toBe(true);
+    });
+
+    it("catches a recovery slower than the bound", () => {
+      const r = check(died(18_000));
+      expect(r.metrics.maxRecoveryMs).toBe(8_000);
+      expect(broken(r)).toEqual(["recoveries slower than lease + rescue interval + tolerance"]);
+    });
+
+    it("does not count time when the store was down or no worker was up", () => {
+      const outage = died(18_000);
+      outage.faults.push({ t: "outage", from: 11_000, to: 14_000, how: "test" });
+      expect(check(outage).metrics.maxRecoveryMs).toBe(5_000);
+      const nobody = died(18_000);
+      nobody.available = [
+        { wpid: W1, from: 0, to: 10_000 },
+        { wpid: W2, from: 0, to: 11_000 },
+        { wpid: 103, from: 15_000, to: 100_000 },
+      ];
+      const r = check(nobody);
+      expect(r.metrics.maxRecoveryMs).toBe(4_000);
+      expect(r.metrics.maxRecoveryWallMs).toBe(8_000);
+      expect(r.ok).toBe(true);
+    });
+  });
+
+  describe("SIGTERM", () => {
+    function termed(): CheckInput {
+      const input = clean();
+      input.terms.push({ slot: "w0", wpid: W1, sentAt: 1_240, receivedAt: 1_245, exitAt: 2_000, code: 0, signal: null, loggedDrained: true, forced: false });
+      input.faults.push({ t: "term", slot: "w0", wpid: W1, from: 1_240, to: 2_000, code: 0, signal: null });
+      return input;
+    }
+
+    it("accepts a drained exit 0", () => {
+      expect(check(termed()).ok).toBe(true);
+    });
+
+    it("catches a claim after the signal", () => {
+      const input = termed();
+      input.enqueues.push({ t: "invoke", id: "late", kind: "work", designed: 1, maxAttempts: 10, at: 1_100, incarnation: 1 });
+      input.enqueues.push({ t: "ok", id: "late", at: 1_101, duplicate: false });
+      input.runs.push({ t: "start", id: "late", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 1_300 });
+      input.runs.push({ t: "end", id: "late", attempt: 1, token: 1, pid: W1, wpid: W1, at: 1_350, ok: true });
+      input.final.push({ id: "late", name: "work", state: "completed", attempt: 1, maxAttempts: 10, result: { attempt: 1 }, error: null, history: [{ attempt: 1, pid: W1, startedAt: 1_299, finishedAt: 1_351, outcome: "completed" }] });
+      const r = check(input);
+      expect(r.metrics.claimsAfterSigterm).toBeGreaterThan(0);
+      expect(broken(r)).toEqual(["claims after SIGTERM"]);
+    });
+
+    it("catches a slow drain and an exit code that contradicts the log", () => {
+      const slow = termed();
+      slow.terms[0]!.exitAt = 1_240 + 2_000 + 5_001;
+      expect(broken(check(slow))).toEqual(["drains over grace + tolerance"]);
+      const wrong = termed();
+      wrong.terms[0]!.loggedDrained = false;
+      expect(broken(check(wrong))).toEqual(["exit codes not as documented (0 drained, 1 released)"]);
+    });
+  });
+
+  describe("poison pills", () => {
+    function withPill(kind: JobKind, state: FinalJob["state"], attempt: number, history: HistoryEntry[] = []): CheckInput {
+      const input = clean();
+      input.enqueues.push({ t: "invoke", id: "p1", kind, designed: 3, maxAttempts: 3, at: 1_500, incarnation: 1 });
+      input.enqueues.push({ t: "ok", id: "p1", at: 1_501, duplicate: false });
+      input.final.push({ id: "p1", name: kind, state, attempt, maxAttempts: 3, result: null, error: null, history });
+      return input;
+    }
+
+    it("accepts a pill that ended dead within its attempts", () => {
+      expect(check(withPill("pill-throw", "dead", 3)).ok).toBe(true);
+    });
+
+    it("catches a pill that is not dead, or went past its attempts", () => {
+      expect(broken(check(withPill("pill-block", "waiting", 2)))).toContain("pills not dead within their attempts");
+      expect(broken(check(withPill("pill-exit", "dead", 5)))).toContain("pills not dead within their attempts");
+    });
+
+    it("catches a crash loop: a sandboxed worker killed by a pill", () => {
+      const input = withPill("pill-block", "dead", 3);
+      input.config.sandboxedPids = [W2];
+      input.faults.push({ t: "death", slot: "w1", wpid: W2, at: 1_600, cause: "watchdog", code: null, signal: "SIGKILL" });
+      expect(broken(check(input))).toContain("worker deaths caused by pills");
+    });
+
+    it("does not blame pills for workers that could not start (the store was down)", () => {
+      const input = withPill("pill-throw", "dead", 3);
+      input.faults.push({ t: "death", slot: "w2", wpid: 777, at: 1_600, cause: "start-failed", code: 1, signal: null });
+      const r = check(input);
+      expect(r.ok).toBe(true);
+      expect(r.metrics.faults["start-failed"]).toBe(1);
+      expect(r.metrics.pillDeaths).toBe(0);
+    });
+
+    it("catches a healthy job delayed more than a lease", () => {
+      const input = clean();
+      const start = input.runs.find((r) => r.id === "j2" && r.t === "start")!;
+      start.at += LEASE + 1;
+      const end = input.runs.find((r) => r.id === "j2" && r.t === "end")!;
+      end.at += LEASE + 1;
+      expect(broken(check(input))).toEqual(["healthy jobs (no fault hit) delayed over a lease"]);
+    });
+  });
+
+  it("fails a scenario whose fault never happened", () => {
+    const input = clean();
+    input.checks.mustExercise = ["stop", "killed"];
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 50_000, cause: "killed", code: null, signal: "SIGKILL" });
+    const r = check(input);
+    expect(broken(r)).toEqual(["fault kinds that never happened"]);
+    expect(r.bounds.find((b) => !b.ok)!.examples).toEqual(["stop"]);
+  });
+
+  it("flags id collisions and torn ledger lines", () => {
+    const input = clean();
+    input.enqueues.push({ t: "ok", id: "j1", at: 1_003, duplicate: true });
+    input.torn = 1;
+    expect(broken(check(input))).toEqual(["job id collisions", "torn ledger lines"]);
+  });
+});
+
+describe("chaos building blocks", () => {
+  it("working time skips outages and stretches with no worker", () => {
+    const w = workingTime(
+      [
+        { from: 0, to: 10 },
+        { from: 5, to: 20 },
+        { from: 30, to: 40 },
+      ],
+      [{ from: 8, to: 12 }],
+    );
+    expect(w(0, 50)).toBe(8 + 8 + 10);
+    expect(w(25, 35)).toBe(5);
+  });
+
+  it("reads a ledger and counts a torn last line instead of dropping it silently", () => {
+    const dir = mkdtempSync(join(tmpdir(), "chaos-ledger-"));
+    try {
+      const path = join(dir, "runs.jsonl");
+      writeFileSync(path, '{"t":"start","id":"a"}\n{"t":"end","id":"a"}\n{"t":"sta');
+      const r = readLog<{ t: string }>(path);
+      expect(r.records.map((x) => x.t)).toEqual(["start", "end"]);
+      expect(r.torn).toBe(1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("draws the same fault schedule from the same seed, and another from another seed", () => {
+    const def = SCENARIO_DEFS.mixed;
+    const a = planFaults(def, 60_000, new Prng(42).fork("mixed").fork("faults"));
+    const b = planFaults(def, 60_000, new Prng(42).fork("mixed").fork("faults"));
+    const c = planFaults(def, 60_000, new Prng(43).fork("mixed").fork("faults"));
+    expect(a).toEqual(b);
+    expect(a).not.toEqual(c);
+    // Mixed takes every fault kind in turns, so a minute holds each of them.
+    expect(new Set(a.map((f) => f.kind))).toEqual(new Set(def.faults));
+  });
+});
