@@ -77,14 +77,22 @@ function sqlitePath(url: string): string {
 }
 
 async function importSqlite(): Promise<typeof import("./sqlite/index.js")> {
+  return importDriver(() => import("./sqlite/index.js"), /better-sqlite3/, "the SQLite backend", "better-sqlite3@12");
+}
+
+/**
+ * Imports a backend module, turning "its driver is not installed" (drivers are optional peer
+ * dependencies) into an error that says which package to install.
+ */
+async function importDriver<T>(load: () => Promise<T>, driver: RegExp, what: string, install: string): Promise<T> {
   try {
-    return await import("./sqlite/index.js");
+    return await load();
   } catch (error) {
     const code = (error as { code?: unknown } | null)?.code;
-    if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && error.message.includes("better-sqlite3")) {
+    if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && driver.test(error.message)) {
+      const name = install.replace(/@[^@]*$/, "");
       throw new ConveyorError(
-        "the SQLite backend needs the better-sqlite3 package, an optional peer dependency of Conveyor: " +
-          "install better-sqlite3@12 (npm install better-sqlite3@12)",
+        `${what} needs the ${name} package, an optional peer dependency of Conveyor: install ${install} (npm install ${install})`,
         { cause: error },
       );
     }
@@ -93,29 +101,23 @@ async function importSqlite(): Promise<typeof import("./sqlite/index.js")> {
 }
 
 /**
- * A PostgreSQL backend for `postgres://…`, migrated. `?schema=NAME` picks the schema and is taken
- * out of the URL before node-postgres reads it; every other parameter (sslmode, …) is pg's.
+ * Takes `?name=value` out of a server URL, so the driver never sees a parameter that is ours.
+ * A string that is not a WHATWG URL (a unix socket path as host, say) is left to the driver.
  */
-async function openPostgres(url: string, options: OpenBackendOptions): Promise<Backend> {
-  let connectionString = url;
-  let schema: string | undefined;
+function takeParam(url: string, name: string): { url: string; value: string | undefined } {
   try {
     const parsed = new URL(url);
-    const given = parsed.searchParams.get("schema");
-    if (given !== null) {
-      schema = given;
-      parsed.searchParams.delete("schema");
-      connectionString = parsed.toString();
-    }
+    const value = parsed.searchParams.get(name);
+    if (value === null) return { url, value: undefined };
+    parsed.searchParams.delete(name);
+    return { url: parsed.toString(), value };
   } catch {
-    // Not a WHATWG URL (e.g. a unix socket path as host): pg parses it itself.
+    return { url, value: undefined };
   }
-  const { PostgresBackend } = await importPostgres();
-  const backend = new PostgresBackend({
-    connectionString,
-    ...(schema !== undefined ? { schema } : {}),
-    ...(options.clock ? { clock: options.clock } : {}),
-  });
+}
+
+/** Migrates (and checks) a new backend; closes it when that fails, so no connection leaks. */
+async function migrated(backend: Backend): Promise<Backend> {
   try {
     await backend.migrate();
   } catch (error) {
@@ -125,20 +127,20 @@ async function openPostgres(url: string, options: OpenBackendOptions): Promise<B
   return backend;
 }
 
-async function importPostgres(): Promise<typeof import("./postgres/index.js")> {
-  try {
-    return await import("./postgres/index.js");
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && /['"]pg['"]/.test(error.message)) {
-      throw new ConveyorError(
-        "the PostgreSQL backend needs the pg package, an optional peer dependency of Conveyor: " +
-          "install pg@8 (npm install pg@8)",
-        { cause: error },
-      );
-    }
-    throw error;
-  }
+/**
+ * A PostgreSQL backend for `postgres://…`, migrated. `?schema=NAME` picks the schema and is taken
+ * out of the URL before node-postgres reads it; every other parameter (sslmode, …) is pg's.
+ */
+async function openPostgres(url: string, options: OpenBackendOptions): Promise<Backend> {
+  const { url: connectionString, value: schema } = takeParam(url, "schema");
+  const { PostgresBackend } = await importDriver(() => import("./postgres/index.js"), /['"]pg['"]/, "the PostgreSQL backend", "pg@8");
+  return migrated(
+    new PostgresBackend({
+      connectionString,
+      ...(schema !== undefined ? { schema } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+    }),
+  );
 }
 
 /**
@@ -147,46 +149,13 @@ async function importPostgres(): Promise<typeof import("./postgres/index.js")> {
  * reads it; every other part of the URL is ioredis'.
  */
 async function openRedis(url: string, options: OpenBackendOptions): Promise<Backend> {
-  let connection = url;
-  let prefix: string | undefined;
-  try {
-    const parsed = new URL(url);
-    const given = parsed.searchParams.get("prefix");
-    if (given !== null) {
-      prefix = given;
-      parsed.searchParams.delete("prefix");
-      connection = parsed.toString();
-    }
-  } catch {
-    // Not a WHATWG URL: ioredis parses it itself (and reports what is wrong with it).
-  }
-  const { RedisBackend } = await importRedis();
-  const backend = new RedisBackend({
-    connection,
-    ...(prefix !== undefined ? { prefix } : {}),
-    ...(options.clock ? { clock: options.clock } : {}),
-  });
-  try {
-    await backend.migrate();
-  } catch (error) {
-    await backend.close();
-    throw error;
-  }
-  return backend;
-}
-
-async function importRedis(): Promise<typeof import("./redis/index.js")> {
-  try {
-    return await import("./redis/index.js");
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && /['"]ioredis['"]/.test(error.message)) {
-      throw new ConveyorError(
-        "the Redis backend needs the ioredis package, an optional peer dependency of Conveyor: " +
-          "install ioredis@5 (npm install ioredis@5)",
-        { cause: error },
-      );
-    }
-    throw error;
-  }
+  const { url: connection, value: prefix } = takeParam(url, "prefix");
+  const { RedisBackend } = await importDriver(() => import("./redis/index.js"), /['"]ioredis['"]/, "the Redis backend", "ioredis@5");
+  return migrated(
+    new RedisBackend({
+      connection,
+      ...(prefix !== undefined ? { prefix } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+    }),
+  );
 }
