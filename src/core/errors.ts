@@ -100,6 +100,17 @@ export class StaleLeaseError extends ConveyorError {
   override name = "StaleLeaseError";
 }
 
+/**
+ * The error message of a job quarantined in `dead` after `stalls` lease expiries in a row. Backends
+ * that build it inside the store pass a placeholder ("{stalls}", "__STALLS__") and substitute there.
+ */
+export function quarantineMessage(stalls: number | string): string {
+  return (
+    `quarantined after ${stalls} lease expiries in a row: the job keeps crashing or stalling its workers. ` +
+    `Inspect its payload and history, fix the handler, then replay it`
+  );
+}
+
 /** The job was quarantined: its lease expired too many times in a row (it keeps killing workers). */
 export class LeaseExpiredError extends ConveyorError {
   override name = "LeaseExpiredError";

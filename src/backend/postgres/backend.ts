@@ -44,7 +44,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
-import { ConveyorError, InvalidInputError, LeaseExpiredError, type LeaseLossReason } from "../../core/errors.js";
+import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
 import {
   effectiveState,
@@ -125,9 +125,7 @@ const MAX_PAGE_LIMIT = 1_000;
 const PROMOTE_BATCH = 5_000;
 
 const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
-const QUARANTINE_MESSAGE =
-  "quarantined after {stalls} lease expiries in a row: the job keeps crashing or stalling its workers. " +
-  "Inspect its payload and history, fix the handler, then replay it";
+const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
 
 /**
  * Columns every job-returning statement selects, by name rather than `*`: a prepared statement

@@ -38,7 +38,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
-import { ConveyorError, InvalidInputError, LeaseExpiredError, type LeaseLossReason } from "../../core/errors.js";
+import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
@@ -113,9 +113,7 @@ const ERROR_LOG_INTERVAL_MS = 10_000;
 const LEASE_EXPIRED_ERROR = encodeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
 const QUARANTINE_ERROR = encodeError({
   name: "LeaseExpiredError",
-  message:
-    "quarantined after __STALLS__ lease expiries in a row: the job keeps crashing or stalling its workers. " +
-    "Inspect its payload and history, fix the handler, then replay it",
+  message: quarantineMessage("__STALLS__"),
   stack: null,
 });
 

@@ -47,7 +47,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
-import { ConveyorError, InvalidInputError, LeaseExpiredError, type LeaseLossReason } from "../../core/errors.js";
+import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
 import {
   effectiveState,
@@ -1166,9 +1166,7 @@ function serializeError(error: ErrorInfo): string {
 function quarantineError(stalls: number): ErrorInfo {
   return {
     name: "LeaseExpiredError",
-    message:
-      `quarantined after ${stalls} lease expiries in a row: the job keeps crashing or stalling its workers. ` +
-      `Inspect its payload and history, fix the handler, then replay it`,
+    message: quarantineMessage(stalls),
     stack: null,
   };
 }
