@@ -7,8 +7,7 @@
  * lock, and each re-reads the version under it. A process whose code knows fewer migrations than
  * the database has refuses to run rather than misread a schema it does not know.
  */
-import { readdirSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { readMigrationFiles, type MigrationFile } from "../migration-files.js";
 import type { Pool, PoolClient } from "pg";
 import { ConveyorError } from "../../core/errors.js";
 
@@ -53,41 +52,12 @@ export class SchemaOutdatedError extends ConveyorError {
   }
 }
 
-let cachedFiles: Array<{ version: number; file: string; text: string }> | null = null;
+let cachedFiles: MigrationFile[] | null = null;
 
-/**
- * Reads the migration files next to this module once per process. The build copies the folder
- * to dist, so source and compiled code read the same files.
- */
-function migrationFiles(): Array<{ version: number; file: string; text: string }> {
-  if (cachedFiles !== null) return cachedFiles;
-  const dir = new URL("./migrations/", import.meta.url);
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((f) => f.endsWith(".sql"));
-  } catch (error) {
-    throw new ConveyorError(
-      `Conveyor's PostgreSQL migrations are missing from ${fileURLToPath(dir)}; the package build must copy ` +
-        `src/backend/postgres/migrations next to migrate.js`,
-      { cause: error },
-    );
-  }
-  const files = names
-    .map((file) => {
-      const match = /^(\d+)_[\w-]+\.sql$/.exec(file);
-      if (match === null) {
-        throw new ConveyorError(`unexpected file ${file} in ${fileURLToPath(dir)}; migrations are named NNNN_name.sql`);
-      }
-      return { version: Number(match[1]), file, text: readFileSync(new URL(file, dir), "utf8") };
-    })
-    .sort((a, b) => a.version - b.version);
-  files.forEach((m, i) => {
-    if (m.version !== i + 1) {
-      throw new ConveyorError(`PostgreSQL migrations must be numbered 1, 2, 3… without gaps; found ${m.file} at position ${i + 1}`);
-    }
-  });
-  cachedFiles = files;
-  return files;
+/** The migration files next to this module, read once per process. */
+function migrationFiles(): MigrationFile[] {
+  cachedFiles ??= readMigrationFiles(new URL("./migrations/", import.meta.url), "PostgreSQL", "postgres/");
+  return cachedFiles;
 }
 
 /** The migrations for `quotedSchema` (an already quoted identifier). */

@@ -18,9 +18,9 @@
  * data_version), wakes exactly the queues whose counter moved.
  */
 import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
-import { readdirSync, readFileSync, watch, type FSWatcher } from "node:fs";
+import { readMigrationFiles } from "../migration-files.js";
+import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import type {
   Backend,
@@ -1183,31 +1183,9 @@ function warnListenerFailed(error: unknown): void {
  * copies the folder to dist, so source and compiled code read the same files.
  */
 function loadMigrations(prefix: string): Migration[] {
-  const dir = new URL("./migrations/", import.meta.url);
-  let files: string[];
-  try {
-    files = readdirSync(dir).filter((f) => f.endsWith(".sql"));
-  } catch (error) {
-    throw new ConveyorError(
-      `Conveyor's SQLite migrations are missing from ${fileURLToPath(dir)}; the package build must copy ` +
-        `src/backend/sqlite/migrations next to backend.js`,
-      { cause: error },
-    );
-  }
-  const migrations = files
-    .map((file): Migration => {
-      const match = /^(\d+)_[\w-]+\.sql$/.exec(file);
-      if (match === null) {
-        throw new ConveyorError(`unexpected file ${file} in ${fileURLToPath(dir)}; migrations are named NNNN_name.sql`);
-      }
-      const sql = readFileSync(new URL(file, dir), "utf8").replaceAll("{{prefix}}", prefix);
-      return { version: Number(match[1]), file, sql };
-    })
-    .sort((a, b) => a.version - b.version);
-  migrations.forEach((m, i) => {
-    if (m.version !== i + 1) {
-      throw new ConveyorError(`SQLite migrations must be numbered 1, 2, 3… without gaps; found ${m.file} at position ${i + 1}`);
-    }
-  });
-  return migrations;
+  return readMigrationFiles(new URL("./migrations/", import.meta.url), "SQLite", "sqlite/").map((m) => ({
+    version: m.version,
+    file: m.file,
+    sql: m.text.replaceAll("{{prefix}}", prefix),
+  }));
 }
