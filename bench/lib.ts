@@ -1,7 +1,9 @@
 /**
  * Small helpers shared by the benchmarks (bench/sqlite.ts, bench/postgres.ts, bench/redis.ts):
- * statistics, rate timing, and the side-by-side table with Conveyor/peer ratios.
+ * statistics, rate timing, Conveyor's processing run, and the side-by-side table with
+ * Conveyor/peer ratios.
  */
+import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 
 export const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -160,4 +162,31 @@ export function printTable(subjects: readonly Subject[], rows: readonly Row[]): 
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const cells of body) console.log(line(cells));
   console.log(`\nRatios are ${names[0]} divided by the peer: above 1 is better for jobs/s, below 1 is better for ms and bytes.`);
+}
+
+/** Jobs per enqueue call when filling a queue before a processing run. */
+export const FILL_CHUNK = 5_000;
+
+/**
+ * Conveyor's processing figure, the same on every backend: fills queue "bench" with `n` no-op
+ * jobs, then times one Worker at `concurrency` until every completion is committed
+ * (`job:completed` fires after the store accepted it). Closes the worker, not the backend.
+ */
+export async function conveyorProcessing(backend: Backend, n: number, concurrency: number): Promise<number> {
+  const q = new Queue("bench", { backend });
+  for (let i = 0; i < n; i += FILL_CHUNK) {
+    await q.addBulk(Array.from({ length: Math.min(FILL_CHUNK, n - i) }, (_, k) => ({ name: "noop", data: { i: i + k } })));
+  }
+  const done = deferred();
+  let completed = 0;
+  let worker: Worker | undefined;
+  const r = await rate(n, async () => {
+    worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+    worker.on("job:completed", () => {
+      if (++completed === n) done.resolve();
+    });
+    await done.promise;
+  });
+  await worker?.close();
+  return r;
 }

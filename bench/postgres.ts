@@ -10,7 +10,7 @@ import PgBoss from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
-import { type BenchSizes, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import { type BenchSizes, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
 /** Jobs per enqueue call when filling a queue before a processing run. */
 const FILL_CHUNK = 5_000;
@@ -106,20 +106,7 @@ function conveyor(dbs: Databases): Subject {
     },
     async processing(n, concurrency) {
       const backend = await fresh();
-      const q = new Queue("bench", { backend });
-      for (const [start, len] of chunks(n, FILL_CHUNK)) await q.addBulk(jobs(start, len));
-      const done = deferred();
-      let completed = 0;
-      let worker: Worker | undefined;
-      // job:completed fires once the completion is committed, so no settling wait is needed.
-      const r = await rate(n, async () => {
-        worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
-        worker.on("job:completed", () => {
-          if (++completed === n) done.resolve();
-        });
-        await done.promise;
-      });
-      await worker?.close();
+      const r = await conveyorProcessing(backend, n, concurrency);
       await backend.close();
       return r;
     },

@@ -8,7 +8,7 @@ import { Redis } from "ioredis";
 import { RedisBackend } from "../src/backend/redis/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
-import { type BenchSizes, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import { type BenchSizes, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
 /** Jobs per enqueue call when filling a queue before a processing or memory run. */
 const FILL_CHUNK = 5_000;
@@ -98,19 +98,7 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
     processing: (n, concurrency) =>
       prefixes.with("conveyor", async (prefix) => {
         const backend = await backendFor(prefix);
-        const q = new Queue("bench", { backend });
-        for (let i = 0; i < n; i += FILL_CHUNK) await q.addBulk(noopJobs(i, Math.min(FILL_CHUNK, n - i)));
-        const done = deferred();
-        let completed = 0;
-        let worker: Worker | undefined;
-        const r = await rate(n, async () => {
-          worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
-          worker.on("job:completed", () => {
-            if (++completed === n) done.resolve();
-          });
-          await done.promise;
-        });
-        await worker?.close();
+        const r = await conveyorProcessing(backend, n, concurrency);
         await backend.close();
         return r;
       }),

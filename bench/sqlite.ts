@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SqliteBackend } from "../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { type BenchSizes, fmt, median, percentile } from "./lib.js";
+import { type BenchSizes, conveyorProcessing, fmt, median, percentile } from "./lib.js";
 
 // Set by main() from the command line; module-level so the figure functions below stay as they were.
 let JOBS = 0;
@@ -47,19 +47,7 @@ async function singleEnqueue(): Promise<number> {
 
 async function processing(concurrency: number): Promise<number> {
   const { backend } = freshBackend();
-  const q = new Queue("bench", { backend });
-  for (let i = 0; i < JOBS; i += 5000) await q.addBulk(Array.from({ length: Math.min(5000, JOBS - i) }, (_, k) => ({ name: "noop", data: { i: i + k } })));
-  let done = 0;
-  let resolveDone!: () => void;
-  const finished = new Promise<void>((r) => (resolveDone = r));
-  const t0 = performance.now();
-  const worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
-  worker.on("job:completed", () => {
-    if (++done === JOBS) resolveDone();
-  });
-  await finished;
-  const rate = JOBS / ((performance.now() - t0) / 1000);
-  await worker.close();
+  const rate = await conveyorProcessing(backend, JOBS, concurrency);
   await backend.close();
   return rate;
 }
