@@ -517,10 +517,10 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }
   }
 
+  /** The store has the outcome (or it was abandoned): stop heartbeating the job. Its slot was freed earlier. */
   private finished(r: Running): void {
     if (this.running.get(r.job.id) === r) this.running.delete(r.job.id);
     r.resolveSettled();
-    this.scheduleFill();
   }
 
   /** The lease is gone: abort the handler and forget the job; the store will refuse its result. */
