@@ -630,3 +630,29 @@ describe("PostgresBackend", () => {
     expect(first?.job.data).toEqual({ i: 0 });
   });
 });
+
+describe("heartbeat racing a cancel", () => {
+  it("reports cancelled, not expired, when the cancel commits while the heartbeat waits on the row", async () => {
+    const schema = schemas.create();
+    const b = await backend({ schema });
+    await b.enqueue([buildJobSpec({ queue: "q", name: "n", data: {} })]);
+    const [claimed] = await b.claim({ queues: ["q"], names: ["n"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
+    // A transaction cancels the job and holds the row lock; the heartbeat queues behind it, and
+    // its statement snapshot predates the cancel.
+    const client = await admin.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(`UPDATE "${schema}".jobs SET state = 'cancelled', lease_expires_at = NULL WHERE id = $1`, [claimed!.job.id]);
+      const heartbeat = b.heartbeat([claimed!.lease], 60_000);
+      await waitFor(
+        async () =>
+          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rows[0]?.n ?? "0") !== "0",
+        { description: "the heartbeat waiting on the row lock" },
+      );
+      await client.query("COMMIT");
+      expect(await heartbeat).toEqual({ lost: [{ lease: claimed!.lease, reason: "cancelled" }] });
+    } finally {
+      client.release();
+    }
+  });
+});

@@ -141,7 +141,7 @@ const JOB_COLUMNS = [
 /** The statements in queries/, by file name. */
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
-  "get", "list", "stats", "cancel", "replay", "remove", "pause", "once", "now", "runnable-queues",
+  "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -516,6 +516,19 @@ export class PostgresBackend implements Backend {
       integerArray(leases.map((l) => l.token)),
       positiveMs("leaseMs", leaseMs),
     ]);
+    // A lease still "active under its token" in the statement's own snapshot was changed by a
+    // transaction that committed while the heartbeat ran (see lease-state.sql): look again.
+    const stale = rows.filter((r) => r.state === "active" && String(r.current_token) === String(r.token));
+    if (stale.length > 0) {
+      const fresh = new Map(
+        (await this.query<Omit<LostRow, "token">>("lease-state", [textArray(stale.map((r) => r.id))])).map((r) => [r.id, r]),
+      );
+      for (const row of stale) {
+        const now = fresh.get(row.id);
+        row.state = now?.state ?? null;
+        row.current_token = now?.current_token ?? null;
+      }
+    }
     const lost = new Map<string, LeaseLossReason>();
     for (const row of rows) {
       const reason: LeaseLossReason =
