@@ -13,6 +13,9 @@ export interface MaintenanceSettings {
   onError?: (error: unknown, during: string) => void;
 }
 
+/** The backends' default for `PrunePolicy.limit`: rows deleted per prune call. */
+const DEFAULT_PRUNE_LIMIT = 5_000;
+
 /**
  * The small timers that keep a store healthy: the rescuer (expired leases back to waiting, or
  * quarantined), the promoter (due scheduled jobs relabelled waiting) and the pruner (retention).
@@ -23,6 +26,8 @@ export class Maintenance {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private busy = new Set<Promise<unknown>>();
   private stopped = true;
+  /** Set by stop(): a prune loop in progress ends after its current call. */
+  private stopRequested = false;
 
   constructor(
     private readonly backend: Backend,
@@ -32,12 +37,14 @@ export class Maintenance {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
+    this.stopRequested = false;
     this.every(this.settings.rescueIntervalMs ?? 5_000, () => this.rescueOnce(), "rescuing expired leases");
     this.every(this.settings.pruneIntervalMs ?? 60_000, () => this.pruneOnce(), "pruning finished jobs");
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopRequested = true;
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
     await Promise.allSettled([...this.busy]);
@@ -51,8 +58,17 @@ export class Maintenance {
     return rescued;
   }
 
+  /**
+   * Prunes until the backlog is gone: one call deletes at most `retention.limit` rows (one short
+   * transaction), so a busy queue that finishes more jobs per interval than that gets several
+   * calls, not one, or its table would grow without bound.
+   */
   async pruneOnce(): Promise<void> {
-    await this.backend.prune(this.settings.retention);
+    const limit = this.settings.retention?.limit ?? DEFAULT_PRUNE_LIMIT;
+    for (;;) {
+      const { jobs, idempotencyKeys } = await this.backend.prune(this.settings.retention);
+      if ((jobs < limit && idempotencyKeys < limit) || this.stopRequested) return;
+    }
   }
 
   private every(intervalMs: number, task: () => Promise<unknown>, during: string): void {
