@@ -13,6 +13,8 @@ Runs jobs until SIGTERM/SIGINT. MODULE's default export maps job names to
 async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal, ctx.progress()).
 
   --concurrency N        jobs at once (default 10)
+  --prefetch N           jobs claimed ahead of free slots and held locally, so slots refill
+                         without a round trip; for many short jobs (default 0)
   --lease-ms N           lease length in ms (default 30000)
   --shutdown-grace-ms N  drain time on SIGTERM before releasing jobs, ms (default 25000)
   --poll-interval-ms N   idle poll period, ms (default 1000)
@@ -54,6 +56,7 @@ export async function run(argv: string[]): Promise<number> {
     queue: { type: "string" },
     handlers: { type: "string" },
     concurrency: { type: "string" },
+    prefetch: { type: "string" },
     "lease-ms": { type: "string" },
     "shutdown-grace-ms": { type: "string" },
     "poll-interval-ms": { type: "string" },
@@ -82,6 +85,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(handlers ? { handlers } : { sandbox: { module: handlersPath } }),
     ...(watchdogMs > 0 ? { watchdog: { stallMs: watchdogMs } } : {}),
     concurrency: intOption("concurrency", values.concurrency, 1),
+    prefetch: intOption("prefetch", values.prefetch, 0),
     leaseMs,
     shutdownGraceMs: intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0),
     pollIntervalMs: intOption("poll-interval-ms", values["poll-interval-ms"], 1),

@@ -333,4 +333,124 @@ describe("worker runtime", () => {
       expect(released.history.map((h) => h.outcome)).toEqual(["released"]);
     });
   });
+
+  describe("prefetch (jobs claimed ahead of free slots)", () => {
+    /** The test backend, counting claim calls. */
+    function countingClaims(): { backend: Backend; claims: number[] } {
+      const claims: number[] = [];
+      const counted = new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "claim") {
+            return async (request: Parameters<Backend["claim"]>[0]) => {
+              const out = await target.claim(request);
+              claims.push(out.length);
+              return out;
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      return { backend: counted, claims };
+    }
+
+    it("claims many jobs per call, starts them as slots free up, and never exceeds its concurrency", async () => {
+      const { backend: counted, claims } = countingClaims();
+      await queue.addBulk(Array.from({ length: 100 }, (_, n) => ({ name: "job", data: { n } })));
+      let running = 0;
+      let peak = 0;
+      let peakBuffered = 0;
+      const w = worker({
+        backend: counted,
+        concurrency: 2,
+        prefetch: 20,
+        handlers: {
+          job: async () => {
+            running++;
+            peak = Math.max(peak, running);
+            peakBuffered = Math.max(peakBuffered, w.bufferedCount);
+            await new Promise((r) => setTimeout(r, 1));
+            running--;
+          },
+        },
+      });
+      await waitFor(async () => (await queue.stats()).counts.completed === 100, { description: "100 completed" });
+      expect(peak).toBe(2);
+      expect(peakBuffered).toBeGreaterThan(10);
+      // 100 jobs through 2 slots one claim per free slot would take ~50 claims; ahead of time, a handful.
+      expect(claims.filter((n) => n > 0).length).toBeLessThanOrEqual(12);
+      expect(Math.max(...claims)).toBe(22);
+    });
+
+    it("keeps buffered jobs' leases alive while they wait for a slot", async () => {
+      const w = worker({
+        concurrency: 1,
+        prefetch: 5,
+        leaseMs: 150,
+        maintenance: { rescueIntervalMs: 20 },
+        handlers: { slow: () => new Promise((r) => setTimeout(r, 100)) },
+      });
+      const rescued: string[] = [];
+      w.on("job:stalled-rescued", ({ rescued: j }) => rescued.push(j.id));
+      const ids = await queue.addBulk(Array.from({ length: 6 }, () => ({ name: "slow", data: {} })));
+      // Six jobs one after another take ~600 ms: four leases' worth for the last one in the buffer.
+      await waitFor(async () => (await queue.stats()).counts.completed === 6, { timeoutMs: 5_000 });
+      expect(rescued).toEqual([]);
+      for (const { id } of ids) expect((await backend.get(id))!.attempt).toBe(1);
+    });
+
+    it("hands buffered jobs back unstarted as soon as shutdown begins, while the running one drains", async () => {
+      let finish!: () => void;
+      const gate = new Promise<void>((r) => (finish = r));
+      const w = worker({ concurrency: 1, prefetch: 4, handlers: { job: () => gate } });
+      const released: string[] = [];
+      w.on("job:released", ({ jobIds }) => released.push(...jobIds));
+      const ids = await queue.addBulk(Array.from({ length: 5 }, () => ({ name: "job", data: {} })));
+      await waitFor(() => w.activeCount === 1 && w.bufferedCount === 4);
+      const closing = w.close({ graceMs: 5_000 });
+      await waitFor(() => released.length === 4, { description: "buffered jobs released before the running one finished" });
+      const stats = await queue.stats();
+      expect(stats.counts.waiting).toBe(4);
+      expect(stats.counts.active).toBe(1);
+      for (const id of released) expect((await backend.get(id))!.attempt).toBe(0);
+      finish();
+      const result = await closing;
+      expect(result).toEqual({ drained: true, releasedJobIds: [] });
+      expect(ids.map((j) => j.id).filter((id) => !released.includes(id))).toHaveLength(1);
+    });
+
+    it("drops a buffered job whose lease is lost (cancelled) without running it", async () => {
+      let finish!: () => void;
+      const gate = new Promise<void>((r) => (finish = r));
+      const ran: string[] = [];
+      const w = worker({
+        concurrency: 1,
+        prefetch: 3,
+        leaseMs: 300,
+        handlers: {
+          job: async (job) => {
+            ran.push(job.id);
+            await gate;
+          },
+        },
+      });
+      const lost: Array<{ id: string; reason: string }> = [];
+      w.on("job:lease-lost", ({ job, reason }) => lost.push({ id: job.id, reason }));
+      const ids = (await queue.addBulk(Array.from({ length: 4 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
+      await waitFor(() => w.activeCount === 1 && w.bufferedCount === 3);
+      const victim = ids.find((id) => !ran.includes(id))!;
+      expect(await backend.cancel(victim)).toBe("cancelled");
+      await waitFor(() => lost.length === 1, { description: "the next heartbeat reports the buffered lease lost" });
+      expect(lost).toEqual([{ id: victim, reason: "cancelled" }]);
+      expect(w.bufferedCount).toBe(2);
+      finish();
+      await waitFor(async () => (await queue.stats()).counts.completed === 3);
+      expect(ran).not.toContain(victim);
+      expect(await state(victim)).toBe("cancelled");
+    });
+
+    it("refuses a negative prefetch with a clear error", () => {
+      expect(() => worker({ prefetch: -1, handlers: { job: () => null } })).toThrow(/prefetch/);
+    });
+  });
 });
