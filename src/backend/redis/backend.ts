@@ -213,8 +213,9 @@ export class RedisBackend implements Backend {
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
 
   /**
-   * Checks the server and the stored data layout and loads the scripts. Nothing to create: Redis
-   * keys come into being with their first job. Safe to call many times and from many processes.
+   * Checks the server and the stored data layout (upgrading an older layout in place: see
+   * LAYOUT_VERSION in keys.ts) and loads the scripts. Nothing to create: Redis keys come into being
+   * with their first job. Safe to call many times and from many processes.
    */
   async migrate(): Promise<void> {
     this.preparing = null;
@@ -726,7 +727,8 @@ export class RedisBackend implements Backend {
 
   /**
    * Runs once before the first call (again after a failure): the server must be recent enough and
-   * must not evict keys, and the stored layout must be one this code knows.
+   * must not evict keys, and the stored layout must be one this code knows (or an older one, which
+   * it upgrades).
    */
   private ready(): Promise<void> {
     if (this.closed) return Promise.reject(new ConveyorError(`${this.description} is closed`));
@@ -771,16 +773,24 @@ export class RedisBackend implements Backend {
     if (this.checkEvictionPolicy && policies.some((p) => p === undefined)) {
       this.logger.warn({ backend: this.description }, "could not read maxmemory-policy from INFO; make sure it is noeviction");
     }
-    await this.send((c) => c.set(this.keys.layout, String(LAYOUT_VERSION), "NX"));
-    const layout = Number(await this.send((c) => c.get(this.keys.layout)));
+    this.scripts.flagged = major >= 7;
+    await this.scripts.loadAll();
+    // Records this layout, or upgrades an older one in place (each older layout is valid data of
+    // this one: see LAYOUT_VERSION); a newer one is left as it is and refused.
+    const layout = Number(await this.scripts.run("layout", [this.keys.layout], [LAYOUT_VERSION]));
     if (layout > LAYOUT_VERSION) {
       throw new ConveyorError(
         `the data under prefix "${this.keys.prefix}" has layout version ${layout}, newer than this Conveyor ` +
           `(knows up to ${LAYOUT_VERSION}); upgrade conveyor`,
       );
     }
-    this.scripts.flagged = major >= 7;
-    await this.scripts.loadAll();
+    if (layout !== 0 && layout < LAYOUT_VERSION) {
+      this.logger.warn(
+        { backend: this.description, from: layout, to: LAYOUT_VERSION },
+        "upgraded the Redis data layout in place (nothing rewritten); processes running an older Conveyor on this " +
+          "prefix must be stopped: they cannot read jobs stored in the new layout",
+      );
+    }
   }
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */
@@ -821,11 +831,11 @@ export class RedisBackend implements Backend {
    */
   private async find(id: string, prefer?: (fields: JobFields) => boolean): Promise<{ queue: string; fields: JobFields } | null> {
     const queues = await this.knownQueues();
-    const hashes = await Promise.all(queues.map((queue) => this.send((c) => c.hgetall(this.queue(queue).job(id)))));
+    const hashes = await Promise.all(queues.map(async (queue) => (await this.read(queue, [id]))[0]!));
     let first: { queue: string; fields: JobFields } | null = null;
     for (const [i, queue] of queues.entries()) {
       const fields = hashes[i]!;
-      if (Object.keys(fields).length === 0) continue;
+      if (fields === null) continue;
       if (prefer === undefined || prefer(fields)) return { queue, fields };
       first ??= { queue, fields };
     }
@@ -854,15 +864,12 @@ export class RedisBackend implements Backend {
     });
     if (missing.length > 0) {
       const queues = await this.knownQueues();
-      const states = await Promise.all(
-        missing.map((i) =>
-          Promise.all(queues.map((queue) => this.send((c) => c.hmget(this.queue(queue).job(leases[i]!.jobId), "st", "k")))),
-        ),
-      );
+      // Per queue, the job of every missing lease (null where the queue has no such job).
+      const jobs = await Promise.all(queues.map((queue) => this.read(queue, missing.map((i) => leases[i]!.jobId))));
       missing.forEach((i, m) => {
-        const found = states[m]!;
-        const holder = found.findIndex(([state, token]) => state !== null && Number(token) === leases[i]!.token);
-        const at = holder >= 0 ? holder : found.findIndex(([state]) => state !== null);
+        const found = jobs.map((perQueue) => perQueue[m]!);
+        const holder = found.findIndex((fields) => fields !== null && Number(fields.k ?? 0) === leases[i]!.token);
+        const at = holder >= 0 ? holder : found.findIndex((fields) => fields !== null);
         if (at >= 0) add(queues[at]!, i);
         else unknown.push(i);
       });
@@ -932,14 +939,25 @@ export class RedisBackend implements Backend {
   }
 
   private async readJobs(queue: string, ids: readonly string[], now: number): Promise<Listed[]> {
-    const hashes = await Promise.all(ids.map((id) => this.send((c) => c.hgetall(this.queue(queue).job(id)))));
+    const hashes = await this.read(queue, ids);
     const listed: Listed[] = [];
     ids.forEach((id, i) => {
       const fields = hashes[i]!;
       // Deleted (pruned, or finished with retention 0) since the index was read.
-      if (Object.keys(fields).length > 0) listed.push({ record: toRecord(id, queue, fields, now), seq: Number(fields.s) });
+      if (fields !== null) listed.push({ record: toRecord(id, queue, fields, now), seq: Number(fields.s) });
     });
     return listed;
+  }
+
+  /**
+   * Jobs of one queue by id, null where it has none, in one snapshot: a waiting job may be a
+   * compact record in a bucket rather than a hash of its own (see keys.ts), which only a script
+   * can resolve atomically.
+   */
+  private async read(queue: string, ids: readonly string[]): Promise<(JobFields | null)[]> {
+    if (ids.length === 0) return [];
+    const reply = (await this.scripts.run("read", [this.queue(queue).meta], ids)) as (string | null)[];
+    return reply.map((packed) => (packed === null ? null : fieldsFromPacked(packed)));
   }
 
   /**

@@ -6,8 +6,14 @@
  * every Lua script, which only ever touches one queue, runs on one node. Job and lane keys are
  * built inside the scripts from the same base, so they share the slot too.
  *
- *   meta          HASH  paused ("1" while paused), seq (insertion counter), fw (fast-lane watermark)
+ *   meta          HASH  paused ("1" while paused), seq (insertion counter), fw (fast-lane watermark),
+ *                       wb (buckets in the table of compact jobs [1]), wn (compact jobs [0]),
+ *                       do (default options text: the first compact job's; compact records
+ *                       with the same options leave them out)
  *   j:<id>        HASH  one job, fields below
+ *   w:<b>         HASH  bucket b of the compact jobs (below): job id -> packed record
+ *   codes         HASH  short codes of job names in packed records: name -> code, "#<code>" ->
+ *                       name, "#" -> the last code given
  *   f:<name>      LIST  fast lane: waiting jobs of priority 0 in claim order (see enqueue-4.lua)
  *   z:<name>      ZSET  slow lane: every other waiting job; score priority, member
  *                       run_at(13 digits) + seq(12 digits) + id, so member order is claim order
@@ -21,6 +27,21 @@
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
  *                       order) it lets list() walk jobs newest first without a per-job entry for
  *                       the bulk of a backlog
+ *
+ * Compact jobs. A job appended to a fast lane at enqueue (due now, priority 0: the bulk of any
+ * backlog) has, while it waits there, no hash of its own: it is one field of a bucket hash,
+ * `w:<b>`, job id -> "<seq> <created_at> <run_at> <options> <name code> <payload>" (numbers in
+ * base 36; run_at empty when equal to created_at, options empty when equal to meta `do`). A
+ * top-level key costs ~100 bytes of Redis memory before it holds anything; a field in a small
+ * hash costs its bytes plus ~3. Its full hash is written when it leaves the fast lane: claimed,
+ * or cancelled. A job with meta, an id or record over 64 bytes, or a full bucket gets its hash at
+ * once, as every other job does; so does a compact job a shrinking table has no room for. Every
+ * script that looks a job up by id asks both places; a job is in exactly one.
+ * The buckets are a linear hash table (bucket of an id: the first 32 bits of its SHA-1, modulo
+ * the table's size in the usual way): it grows by one bucket (splitting one) whenever the queue
+ * holds more than 40 compact jobs per bucket and shrinks as they leave, so a bucket holds about
+ * 40 at any depth and stays within Redis' limits for the compact listpack encoding
+ * (hash-max-listpack-entries 128, hash-max-listpack-value 64, the defaults). See _common.lua.
  *
  * Job hash fields (absent means the default in brackets):
  *   n name, d payload JSON, p priority, r run_at, c created_at, s seq,
@@ -43,8 +64,14 @@
  * The wake-up channel `<prefix>:wake` is a pub/sub channel, not a key.
  */
 
-/** Version of the data layout above; bump it (and migrate) whenever the layout changes. */
-export const LAYOUT_VERSION = 1;
+/**
+ * Version of the data layout above; bump it (and migrate) whenever the layout changes.
+ *   1  every job is a hash of its own
+ *   2  waiting jobs of the fast lanes are compact records in bucket hashes. Layout 1 data is
+ *      valid layout 2 data (every job in the fallback form, an empty table), so the upgrade only
+ *      rewrites the version (lua/layout-1.lua); a Conveyor of layout 1 refuses layout 2 data.
+ */
+export const LAYOUT_VERSION = 2;
 
 /** Key names of one queue. */
 export class QueueKeys {

@@ -38,8 +38,10 @@ export type ScriptName =
   | "remove"
   | "pause"
   | "stats"
+  | "read"
   | "once"
-  | "prune-keys";
+  | "prune-keys"
+  | "layout";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
 export interface ScriptText {
@@ -58,7 +60,7 @@ export interface Script {
 }
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
-const READ_ONLY: ReadonlySet<string> = new Set(["stats"]);
+const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read"]);
 
 /** A value Redis accepts as a script argument. */
 export type ScriptArg = string | number;

@@ -122,6 +122,207 @@ local function promote_due(base, sched, now, max)
   return #due
 end
 
+-- ── Compact waiting jobs ──────────────────────────────────────────────────────────────────
+-- A job enqueue appends to a fast lane is kept, while it waits, as one field of a bucket hash
+-- (<base>w:<b>: job id -> packed record) instead of a hash of its own: a key costs ~100 bytes
+-- before it holds anything, a field in a listpack-encoded hash costs its bytes plus ~3. Its full
+-- hash (j:<id>) is written when it leaves the fast lane: claimed, cancelled, or (rarely) when a
+-- shrinking table has no room for it. A job that does not fit (see compact_add) gets its full
+-- hash at once. Every script that looks a job up by id asks both places (a job is in exactly one).
+--
+-- Buckets form a linear hash table (Litwin) that grows and shrinks one bucket at a time with the
+-- number of compact jobs, so buckets hold about BUCKET_LOAD jobs at any depth and stay far below
+-- Redis' listpack limits; meta holds its size (wb, absent = 1) and its job count (wn, absent = 0).
+
+-- Mean jobs per bucket the table grows to keep. Buckets not yet split in the current round hold up
+-- to twice that; BUCKET_MAX is then about five standard deviations away.
+local BUCKET_LOAD = 40
+-- Redis keeps a hash listpack-encoded up to hash-max-listpack-entries fields (128 by default) each
+-- at most hash-max-listpack-value bytes (64): a job that would cross either limit is not compacted,
+-- so no bucket is ever converted to the (far larger) hashtable encoding.
+local BUCKET_MAX = 128
+local PACKED_MAX = 64
+
+local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+local function base36(n)
+  local out = ''
+  repeat
+    local d = n % 36
+    out = string.sub(B36, d + 1, d + 1) .. out
+    n = (n - d) / 36
+  until n == 0
+  return out
+end
+
+-- Largest power of two <= n (n >= 1): the table's current round.
+local function round_of(n)
+  local low = 1
+  while low * 2 <= n do low = low * 2 end
+  return low
+end
+
+local function id_hash(id)
+  return tonumber(string.sub(redis.sha1hex(id), 1, 8), 16)
+end
+
+-- The bucket table of the queue at `base`, read from meta; scripts that change it call
+-- buckets_close before they return. `options` is the queue's default options text (meta `do`:
+-- the first compact job's), which compact jobs with the same options leave out.
+local function buckets_open(base)
+  local v = redis.call('HMGET', base .. 'meta', 'wb', 'wn', 'do')
+  return { base = base, n = num(v[1], 1), count = num(v[2], 0), options = v[3], dirty = false, names = {}, codes = {} }
+end
+
+local function buckets_close(t)
+  if t.dirty then redis.call('HSET', t.base .. 'meta', 'wb', int(t.n), 'wn', int(t.count)) end
+end
+
+local function bucket_key(t, id)
+  local low = round_of(t.n)
+  local h = id_hash(id)
+  local b = h % low
+  if b < t.n - low then b = h % (low * 2) end
+  return t.base .. 'w:' .. b
+end
+
+-- Job names are stored in compact records as short codes: <base>codes maps name -> code and
+-- '#<code>' -> name ('#' holds the last code given; names never start with '#').
+local function name_code(t, name)
+  local code = t.codes[name]
+  if code then return code end
+  local key = t.base .. 'codes'
+  code = redis.call('HGET', key, name)
+  if not code then
+    code = base36(redis.call('HINCRBY', key, '#', 1))
+    redis.call('HSET', key, name, code, '#' .. code, name)
+  end
+  t.codes[name] = code
+  return code
+end
+
+local function name_of(t, code)
+  local name = t.names[code]
+  if name then return name end
+  name = redis.call('HGET', t.base .. 'codes', '#' .. code)
+  t.names[code] = name
+  return name
+end
+
+-- Packed record: "<seq> <created_at> <run_at> <options> <name code> <payload>", numbers in base
+-- 36; run_at is empty when it equals created_at and options when they equal the queue default.
+-- The payload is last and taken whole, so it needs no escaping.
+local function compact_pack(t, seq, created, runAt, options, name, payload)
+  -- A batch shares one created_at: encode it once.
+  if t.created ~= created then t.created, t.createdText = created, base36(created) end
+  return base36(seq) .. ' ' .. t.createdText .. ' ' .. (runAt == created and '' or base36(runAt)) .. ' ' ..
+    (options == t.options and '' or options) .. ' ' .. name_code(t, name) .. ' ' .. payload
+end
+
+-- A packed record as the job hash fields it stands for (a waiting job of priority 0), as a flat
+-- field, value list in the order of HSET's arguments.
+local function compact_fields(t, packed)
+  local seq, created, runAt, options, code, payload = string.match(packed, '^(%w+) (%w+) (%w*) ([^ ]*) (%w+) (.*)$')
+  created = int(tonumber(created, 36))
+  return {
+    'n', name_of(t, code),
+    'd', payload,
+    'p', '0',
+    'r', runAt == '' and created or int(tonumber(runAt, 36)),
+    'c', created,
+    's', int(tonumber(seq, 36)),
+    'o', options == '' and t.options or options,
+    'st', 'w',
+  }
+end
+
+-- The packed record of a compact job, or false; and, when the table is not empty, the key of the
+-- bucket the id belongs in (compact_add takes it, to hash the id once).
+local function compact_get(t, id)
+  if t.count == 0 then return false end
+  local key = bucket_key(t, id)
+  return redis.call('HGET', key, id), key
+end
+
+-- Splits the next bucket of the round: its jobs whose hash says so move to a new last bucket.
+local function buckets_split(t)
+  local low = round_of(t.n)
+  local from = t.n - low
+  local to = from + low
+  local fromKey = t.base .. 'w:' .. from
+  local entries = redis.call('HGETALL', fromKey)
+  local moved, ids = {}, {}
+  for i = 1, #entries, 2 do
+    if id_hash(entries[i]) % (low * 2) == to then
+      moved[#moved + 1] = entries[i]
+      moved[#moved + 1] = entries[i + 1]
+      ids[#ids + 1] = entries[i]
+    end
+  end
+  if #ids > 0 then
+    redis.call('HSET', t.base .. 'w:' .. to, unpack(moved))
+    redis.call('HDEL', fromKey, unpack(ids))
+  end
+  t.n = t.n + 1
+  t.dirty = true
+end
+
+-- Folds the last bucket back into the one it was split from. Jobs the target has no room for get
+-- their full hash (still waiting in their fast lane).
+local function buckets_merge(t)
+  local last = t.n - 1
+  t.n = last
+  t.dirty = true
+  local lastKey = t.base .. 'w:' .. last
+  local entries = redis.call('HGETALL', lastKey)
+  if #entries == 0 then return end
+  local intoKey = t.base .. 'w:' .. (last - round_of(last))
+  local room = BUCKET_MAX - redis.call('HLEN', intoKey)
+  local kept = {}
+  for i = 1, #entries, 2 do
+    if room > 0 then
+      kept[#kept + 1] = entries[i]
+      kept[#kept + 1] = entries[i + 1]
+      room = room - 1
+    else
+      redis.call('HSET', t.base .. 'j:' .. entries[i], unpack(compact_fields(t, entries[i + 1])))
+      t.count = t.count - 1
+    end
+  end
+  if #kept > 0 then redis.call('HSET', intoKey, unpack(kept)) end
+  redis.call('DEL', lastKey)
+end
+
+-- Stores a new waiting job compactly when it fits: its id and packed record within
+-- hash-max-listpack-value, and its bucket below hash-max-listpack-entries. Returns false when it
+-- does not fit (the caller writes its full hash instead). `key`: its bucket, if known.
+local function compact_add(t, id, packed, key)
+  if #id > PACKED_MAX or #packed > PACKED_MAX then return false end
+  key = key or bucket_key(t, id)
+  if redis.call('HLEN', key) >= BUCKET_MAX then return false end
+  redis.call('HSET', key, id, packed)
+  t.count = t.count + 1
+  t.dirty = true
+  while t.count > t.n * BUCKET_LOAD do buckets_split(t) end
+  return true
+end
+
+-- Forgets a compact job (it is being claimed, cancelled or deleted). The table shrinks with its
+-- jobs: at most two merges per job once it is below a quarter of its load, and back to one
+-- bucket when the last compact job leaves (every bucket is empty then, so nothing moves).
+local function compact_remove(t, id)
+  redis.call('HDEL', bucket_key(t, id), id)
+  t.count = t.count - 1
+  t.dirty = true
+  if t.count <= 0 then
+    t.count = 0
+    t.n = 1
+    return
+  end
+  for _ = 1, 2 do
+    if t.n > 1 and t.count * 4 < t.n * BUCKET_LOAD then buckets_merge(t) end
+  end
+end
+
 -- Tells subscribed workers that `queue` has claimable jobs (channel '' = wake-ups disabled).
 local function wake(channel, queue)
   if channel ~= '' then redis.call('PUBLISH', channel, queue) end

@@ -2,7 +2,9 @@
   cancel: cancels one job. A waiting or scheduled job leaves its lane or the scheduled set and
   never runs. An active job is marked cancelled and keeps its lease token, so its worker's next
   heartbeat learns "cancelled" and its late settle is refused; it is kept at least until its
-  lease would have expired, even with retention 0, so that heartbeat can still find it.
+  lease would have expired, even with retention 0, so that heartbeat can still find it. A waiting
+  job kept as a compact record (see keys.ts) leaves its bucket; kept after cancelling, it gets its
+  full hash.
 
   KEYS[1] meta       <base>meta
   KEYS[2] sched      <base>sched
@@ -19,6 +21,27 @@ local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
 local id = ARGV[2]
 local key = base .. 'j:' .. id
+
+-- A compact job waits in its fast lane; cancelled, it gets its full hash (unless kept 0 ms).
+local buckets = buckets_open(base)
+local packed = compact_get(buckets, id)
+if packed then
+  local fields = compact_fields(buckets, packed)
+  local name, seq, options = fields[2], fields[12], fields[14]
+  -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
+  redis.call('LREM', base .. 'f:' .. name, 1, id)
+  compact_remove(buckets, id)
+  buckets_close(buckets)
+  local _, retain = parse_options(options)
+  if retain ~= 0 then
+    fields[16] = 'x'
+    redis.call('HSET', key, 'f', int(now), unpack(fields))
+    redis.call('ZADD', idx, seq, id)
+    add_finished(base, 'cancelled', id, now, retain and now + retain)
+  end
+  return 'cancelled'
+end
+
 local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'o', 'a', 'w', 'sa', 'h', 'le')
 local state = v[1]
 if not state then return 'not-found' end

@@ -7,6 +7,8 @@
   lanes, so delayed and retried jobs need no separate timer that could fall behind. Then merges
   the fast and slow lanes of the requested names only: jobs with other names are never read,
   so a worker skips (never drops) jobs it has no handler for, at no cost per skipped job.
+  A claimed job that waited as a compact record (see keys.ts) leaves its bucket and gets its full
+  hash here.
 
   KEYS[1] meta     <base>meta
   KEYS[2] sched    <base>sched
@@ -33,6 +35,7 @@ if redis.call('HEXISTS', meta, 'paused') == 1 then return { false } end
 local leaseMs, limit, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 promote_due(base, sched, now, tonumber(ARGV[5]))
+local buckets = buckets_open(base)
 
 -- One source per non-empty lane, with its first `limit` entries: no more can be taken from it.
 local sources = {}
@@ -53,12 +56,19 @@ for i = 6, #ARGV do
 end
 
 -- The claim-order key {priority, run_at, seq, id} of a source's current entry. A fast lane holds
--- priority 0 only; its run_at and seq live in the job hash.
+-- priority 0 only; its run_at and seq live in the job's compact record or hash.
 local function head(src)
   if src.headPos ~= src.pos then
     local entry = src.items[src.pos]
     if src.fast then
-      local v = redis.call('HMGET', base .. 'j:' .. entry, 'r', 's')
+      local packed = compact_get(buckets, entry)
+      local v
+      if packed then
+        local f = compact_fields(buckets, packed)
+        v = { f[8], f[12] }
+      else
+        v = redis.call('HMGET', base .. 'j:' .. entry, 'r', 's')
+      end
       src.head = { 0, num(v[1], 0), num(v[2], 0), entry }
     else
       src.head = { src.priorities[src.pos], tonumber(string.sub(entry, 1, 13)), tonumber(string.sub(entry, 14, 25)),
@@ -114,10 +124,18 @@ local expires = int(now + leaseMs)
 local nowText = int(now)
 local reply = { false }
 local activeArgs, idxArgs = {}, {}
-for _, t in ipairs(taken) do
-  local id, fromFast = t[1], t[2]
+for _, pick in ipairs(taken) do
+  local id, fromFast = pick[1], pick[2]
   local key = base .. 'j:' .. id
-  local fields = redis.call('HGETALL', key)
+  -- A job from a fast lane may be compact: its full hash is written below, with the claim.
+  local packed = fromFast and compact_get(buckets, id)
+  local fields
+  if packed then
+    fields = compact_fields(buckets, packed)
+    compact_remove(buckets, id)
+  else
+    fields = redis.call('HGETALL', key)
+  end
   local at = {}
   for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
   -- Every script keeps lanes and hashes in step, so a lane entry always names a waiting job;
@@ -131,7 +149,6 @@ for _, t in ipairs(taken) do
       'w', worker,
       'sa', nowText,
     }
-    redis.call('HSET', key, unpack(updates))
     -- The reply is the hash as it is now: patch the copy read above instead of reading it again.
     for j = 1, #updates, 2 do
       local pos = at[updates[j]]
@@ -142,6 +159,7 @@ for _, t in ipairs(taken) do
         fields[#fields + 1] = updates[j + 1]
       end
     end
+    redis.call('HSET', key, unpack(packed and fields or updates))
     activeArgs[#activeArgs + 1] = expires
     activeArgs[#activeArgs + 1] = id
     if fromFast then
@@ -152,6 +170,7 @@ for _, t in ipairs(taken) do
     reply[#reply + 1] = table.concat(fields, '\0')
   end
 end
+buckets_close(buckets)
 if #activeArgs > 0 then call_chunked('ZADD', active, activeArgs, 2) end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
 

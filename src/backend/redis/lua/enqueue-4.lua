@@ -6,7 +6,9 @@
   - due now, priority 0, and run_at not before the fast-lane watermark: appended to the fast
     lane of its name (a LIST: the cheapest structure, ~25 bytes per job). The watermark is the
     latest run_at ever appended to a fast lane of this queue, so every fast lane stays sorted by
-    (run_at, seq) and claim order can read it front to back;
+    (run_at, seq) and claim order can read it front to back. Such a job is stored compactly, as
+    one field of a bucket hash (see compact_add in _common.lua), unless it carries meta or does
+    not fit; then, like every other job, it gets a hash of its own (j:<id>);
   - due now otherwise (a priority, or an explicit run_at in the past): its slow lane (ZSET);
   - not due yet: the scheduled set, by run_at; claim promotes it once due.
 
@@ -36,6 +38,7 @@ local fast = {}      -- name -> ids to append to its fast lane, in order
 local fastNames = {}
 local newNames = {}
 local schedArgs, idxArgs = {}, {}
+local buckets = buckets_open(base)
 local result = {}
 local due = false
 local firstRunAt = nil -- earliest run_at among the new scheduled jobs
@@ -44,7 +47,8 @@ for i = 0, count - 1 do
   local a = 4 + i * 8
   local id, name = ARGV[a], ARGV[a + 1]
   local key = base .. 'j:' .. id
-  if redis.call('EXISTS', key) == 1 then
+  local packed, bucket = compact_get(buckets, id)
+  if packed or redis.call('EXISTS', key) == 1 then
     result[i + 1] = 1
   else
     result[i + 1] = 0
@@ -52,6 +56,7 @@ for i = 0, count - 1 do
     local priority = tonumber(ARGV[a + 3])
     local runAt = ARGV[a + 4] ~= '' and tonumber(ARGV[a + 4]) or now + tonumber(ARGV[a + 5])
     local state = 'w'
+    local compact = false
     if runAt > now then
       state = 's'
       if not firstRunAt or runAt < firstRunAt then firstRunAt = runAt end
@@ -70,15 +75,26 @@ for i = 0, count - 1 do
           fastNames[#fastNames + 1] = name
         end
         lane[#lane + 1] = id
+        if ARGV[a + 7] == '' then
+          local options = ARGV[a + 6]
+          if not buckets.options then
+            -- The first compact job's options become the queue's default (never changed after).
+            buckets.options = options
+            redis.call('HSET', meta, 'do', options)
+          end
+          compact = compact_add(buckets, id, compact_pack(buckets, seq, now, runAt, options, name, ARGV[a + 2]), bucket)
+        end
       else
         to_slow_lane(base, id, name, priority, runAt, seq)
         idxArgs[#idxArgs + 1] = seq
         idxArgs[#idxArgs + 1] = id
       end
     end
-    redis.call('HSET', key, 'n', name, 'd', ARGV[a + 2], 'p', ARGV[a + 3], 'r', int(runAt), 'c', nowText,
-      's', int(seq), 'o', ARGV[a + 6], 'st', state)
-    if ARGV[a + 7] ~= '' then redis.call('HSET', key, 'm', ARGV[a + 7]) end
+    if not compact then
+      redis.call('HSET', key, 'n', name, 'd', ARGV[a + 2], 'p', ARGV[a + 3], 'r', int(runAt), 'c', nowText,
+        's', int(seq), 'o', ARGV[a + 6], 'st', state)
+      if ARGV[a + 7] ~= '' then redis.call('HSET', key, 'm', ARGV[a + 7]) end
+    end
     newNames[name] = true
   end
 end
@@ -86,6 +102,7 @@ end
 for _, name in ipairs(fastNames) do call_chunked('RPUSH', base .. 'f:' .. name, fast[name], 1) end
 if #schedArgs > 0 then call_chunked('ZADD', sched, schedArgs, 2) end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
+buckets_close(buckets)
 if watermark ~= startWatermark then redis.call('HSET', meta, 'fw', int(watermark)) end
 local nameList = {}
 for name in pairs(newNames) do nameList[#nameList + 1] = name end

@@ -28,7 +28,8 @@ for i = 3, #ARGV, 2 do
     extended[#extended + 1] = id
   else
     local reason = 'expired'
-    if not v[1] then
+    -- A compact job is waiting (never claimed): it exists, so a lease on it has expired.
+    if not v[1] and not compact_get(buckets_open(base), id) then
       reason = 'gone'
     elseif v[1] == 'x' and num(v[2], 0) == token then
       reason = 'cancelled'

@@ -14,7 +14,11 @@
 local base = string.sub(KEYS[1], 1, -5)
 local id = ARGV[1]
 local state = redis.call('HGET', base .. 'j:' .. id, 'st')
-if not state then return 'not-found' end
+if not state then
+  -- A compact job is waiting.
+  if compact_get(buckets_open(base), id) then return 'not-finished' end
+  return 'not-found'
+end
 local setOf = { c = 'completed', x = 'cancelled', d = 'dead' }
 local set = setOf[state]
 if not set then return 'not-finished' end

@@ -18,7 +18,11 @@ local now = now_ms(ARGV[1])
 local id = ARGV[2]
 local key = base .. 'j:' .. id
 local v = redis.call('HMGET', key, 'st', 'n', 'p', 's', 'rp')
-if not v[1] then return 'not-found' end
+if not v[1] then
+  -- A compact job is waiting.
+  if compact_get(buckets_open(base), id) then return 'not-dead' end
+  return 'not-found'
+end
 if v[1] ~= 'd' then return 'not-dead' end
 redis.call('ZREM', dead, id)
 redis.call('ZREM', expiry, id)

@@ -25,6 +25,7 @@ end
 -- Most priority levels visited per slow lane for the oldest run_at; a lane with more levels
 -- than this reports the oldest among its first ones.
 local MAX_LEVELS = 100
+local buckets = buckets_open(base)
 
 for _, name in ipairs(redis.call('SMEMBERS', KEYS[7])) do
   local fastKey = base .. 'f:' .. name
@@ -33,7 +34,12 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[7])) do
     waiting = waiting + n
     -- A fast lane is sorted by run_at: its head is its oldest job.
     local head = redis.call('LINDEX', fastKey, 0)
-    seen(num(redis.call('HGET', base .. 'j:' .. head, 'r'), nil))
+    local packed = compact_get(buckets, head)
+    if packed then
+      seen(tonumber(compact_fields(buckets, packed)[8]))
+    else
+      seen(num(redis.call('HGET', base .. 'j:' .. head, 'r'), nil))
+    end
   end
   local slowKey = base .. 'z:' .. name
   n = redis.call('ZCARD', slowKey)
