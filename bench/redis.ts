@@ -8,7 +8,7 @@ import { Redis } from "ioredis";
 import { RedisBackend } from "../src/backend/redis/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
-import { type BenchSizes, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import { type BenchSizes, conveyorProcessing, deferred, latencySamples, median, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
 /** Jobs per enqueue call when filling a queue before a processing or memory run. */
 const FILL_CHUNK = 5_000;
@@ -212,7 +212,22 @@ function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
   };
 }
 
-export async function main(sizes: BenchSizes): Promise<void> {
+/**
+ * Only the memory figure (bench/redis-memory.ts): bytes per waiting job, measured as in the full run
+ * (same jobs, same measures, median of `runs`), in seconds instead of minutes.
+ */
+async function memoryRows(subjects: readonly Subject[], sizes: BenchSizes): Promise<{ label: string; unit: string; values: number[] }[]> {
+  const perSubject: Record<string, number>[] = [];
+  for (const s of subjects) {
+    const all: Record<string, number>[] = [];
+    for (let i = 0; i < sizes.runs; i++) all.push((await s.memory?.(sizes.jobs)) ?? {});
+    perSubject.push(Object.fromEntries(Object.keys(all[0]!).map((k) => [k, median(all.map((m) => m[k] ?? NaN))])));
+  }
+  const keys = [...new Set(perSubject.flatMap((m) => Object.keys(m)))];
+  return keys.map((k) => ({ label: `memory per waiting job (${k})`, unit: "bytes", values: perSubject.map((m) => m[k] ?? NaN) }));
+}
+
+export async function main(sizes: BenchSizes, options: { memoryOnly?: boolean } = {}): Promise<void> {
   let server: ThrowawayRedis | null = null;
   let url = process.env.REDIS_URL;
   if (!url) {
@@ -228,7 +243,7 @@ export async function main(sizes: BenchSizes): Promise<void> {
     );
     const prefixes = new Prefixes(url);
     const subjects = [conveyor(url, prefixes, admin), bullmq(url, prefixes, admin)];
-    const table = await runSideBySide(subjects, sizes);
+    const table = options.memoryOnly ? await memoryRows(subjects, sizes) : await runSideBySide(subjects, sizes);
     console.log("");
     printTable(subjects, table);
   } finally {
