@@ -172,7 +172,7 @@ export const FILL_CHUNK = 5_000;
  * jobs, then times one Worker at `concurrency` until every completion is committed
  * (`job:completed` fires after the store accepted it). Closes the worker, not the backend.
  */
-export async function conveyorProcessing(backend: Backend, n: number, concurrency: number): Promise<number> {
+export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const q = new Queue("bench", { backend });
   for (let i = 0; i < n; i += FILL_CHUNK) {
     await q.addBulk(Array.from({ length: Math.min(FILL_CHUNK, n - i) }, (_, k) => ({ name: "noop", data: { i: i + k } })));
@@ -181,7 +181,7 @@ export async function conveyorProcessing(backend: Backend, n: number, concurrenc
   let completed = 0;
   let worker: Worker | undefined;
   const r = await rate(n, async () => {
-    worker = new Worker({ backend, queues: "bench", concurrency, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+    worker = new Worker({ backend, queues: "bench", concurrency, prefetch, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
     worker.on("job:completed", () => {
       if (++completed === n) done.resolve();
     });

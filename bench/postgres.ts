@@ -12,6 +12,9 @@ import { Queue, silentLogger, Worker } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
 import { type BenchSizes, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
+/** Conveyor's `prefetch` in processing runs: the same 500 as graphile-worker's local queue. */
+const PREFETCH = 500;
+
 /** Jobs per enqueue call when filling a queue before a processing run. */
 const FILL_CHUNK = 5_000;
 
@@ -106,7 +109,8 @@ function conveyor(dbs: Databases): Subject {
     },
     async processing(n, concurrency) {
       const backend = await fresh();
-      const r = await conveyorProcessing(backend, n, concurrency);
+      // Its documented setting for many short jobs, like graphile-worker's local queue below.
+      const r = await conveyorProcessing(backend, n, concurrency, PREFETCH);
       await backend.close();
       return r;
     },

@@ -1,6 +1,7 @@
 /**
  * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs N]`
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
+ * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
@@ -25,8 +26,21 @@ const { values } = parseArgs({
     single: { type: "string", default: "2000" },
     samples: { type: "string", default: "300" },
     runs: { type: "string" },
+    soak: { type: "boolean", default: false },
+    minutes: { type: "string", default: "10" },
+    rate: { type: "string", default: "2000" },
   },
 });
+
+if (values.soak) {
+  if (values.backend !== "postgres") {
+    console.error("--soak measures PostgreSQL table bloat: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-soak.js");
+  await main({ minutes: Number(values.minutes), rate: Number(values.rate) });
+  process.exit(process.exitCode ?? 0);
+}
 
 // Imported lazily so each backend only loads its own drivers (and peers).
 const backends: Record<string, () => Promise<{ main(sizes: BenchSizes): Promise<void> }>> = {

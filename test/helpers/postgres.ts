@@ -51,7 +51,9 @@ export async function findPostgresBin(): Promise<string | null> {
  * settings are left at their defaults (fsync and synchronous_commit on), so what tests and
  * benchmarks measure is what production gets.
  */
-export async function startThrowawayPostgres(options: { database?: string; bin?: string } = {}): Promise<ThrowawayPostgres> {
+export async function startThrowawayPostgres(
+  options: { database?: string; bin?: string; /** Extra server settings, e.g. { autovacuum_naptime: "1s" }. */ settings?: Record<string, string> } = {},
+): Promise<ThrowawayPostgres> {
   const bin = options.bin ?? (await findPostgresBin());
   if (bin === null) {
     throw new Error(
@@ -93,6 +95,7 @@ export async function startThrowawayPostgres(options: { database?: string; bin?:
       "-c max_connections=400",
       // Tests drop and create hundreds of schemas; keep the server quiet about it.
       "-c log_min_messages=warning",
+      ...Object.entries(options.settings ?? {}).map(([k, v]) => `-c ${k}=${v}`),
     ].join(" ");
     await run("pg_ctl", ["-D", dataDir, "-l", logFile, "-o", serverOptions, "-w", "-t", "60", "start"]);
   };

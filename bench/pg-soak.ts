@@ -1,0 +1,178 @@
+/**
+ * PostgreSQL bloat soak: `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]`
+ *
+ * A long run of churn on one queue: a producer enqueues `rate` jobs/s in small batches, a worker
+ * processes them (no-op handlers), and the pruner keeps the default retention (1,000 completed
+ * jobs per queue). Every job row is inserted, updated twice and deleted, so the jobs table makes
+ * dead tuples as fast as the queue moves. Every sample reads `pg_stat_user_tables` and the
+ * relation sizes; at the end the run says whether they stayed bounded: a table whose size keeps
+ * growing while the number of live jobs does not is bloat (autovacuum falling behind).
+ *
+ * Verdict: bounded when, over the second half of the run, the total size (heap + indexes + TOAST)
+ * never exceeds 1.5x the largest size seen in the first half, and dead tuples never exceed
+ * 2x the first half's peak plus the autovacuum threshold. Exit code 1 otherwise.
+ */
+import pg from "pg";
+import { PostgresBackend } from "../src/backend/postgres/index.js";
+import { Queue, silentLogger, Worker } from "../src/index.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { fmt, sleep } from "./lib.js";
+
+export interface SoakOptions {
+  /** Connection string of the server to use (a schema of its own is created and dropped). */
+  url: string;
+  /** Length of the run, ms. */
+  durationMs: number;
+  /** Jobs enqueued per second. */
+  ratePerSecond: number;
+  /** Time between samples, ms. */
+  sampleEveryMs: number;
+  /** Called with each sample as it is taken. */
+  onSample?: (sample: SoakSample) => void;
+}
+
+export interface SoakSample {
+  /** Seconds since the start. */
+  atS: number;
+  /** Jobs completed so far. */
+  processed: number;
+  /** Rows in the jobs table by pg_stat (live) and dead tuples not yet vacuumed. */
+  liveTuples: number;
+  deadTuples: number;
+  /** Bytes: the heap alone, and heap + indexes + TOAST. */
+  heapBytes: number;
+  totalBytes: number;
+  /** Autovacuum runs on the jobs table so far. */
+  autovacuums: number;
+}
+
+export interface SoakResult {
+  samples: SoakSample[];
+  bounded: boolean;
+  /** Why the verdict is what it is, in one line. */
+  reason: string;
+}
+
+/** The autovacuum threshold the jobs table is created with (migrations/001): dead tuples allowed before a run. */
+const AUTOVACUUM_THRESHOLD = 5_000;
+
+export async function runSoak(options: SoakOptions): Promise<SoakResult> {
+  const schema = `soak_${process.pid}`;
+  const backend = new PostgresBackend({ connectionString: options.url, schema, logger: silentLogger });
+  const admin = new pg.Client({ connectionString: options.url });
+  await admin.connect();
+  const samples: SoakSample[] = [];
+  let worker: Worker | undefined;
+  try {
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await backend.migrate();
+    const queue = new Queue("soak", { backend });
+    let processed = 0;
+    worker = new Worker({
+      backend,
+      queues: "soak",
+      concurrency: 20,
+      prefetch: 100,
+      logger: silentLogger,
+      // The pruner at a soak's pace: every 5 s, default retention (1,000 completed per queue).
+      maintenance: { pruneIntervalMs: 5_000, rescueIntervalMs: 5_000 },
+      handlers: { churn: () => null },
+    });
+    worker.on("job:completed", () => processed++);
+
+    const started = performance.now();
+    const deadline = started + options.durationMs;
+    // Producer: a batch every 50 ms, sized so the average rate is `ratePerSecond`.
+    const batch = Math.max(1, Math.round(options.ratePerSecond / 20));
+    let sent = 0;
+    const producer = (async () => {
+      while (performance.now() < deadline) {
+        const due = ((performance.now() - started) / 1000) * options.ratePerSecond;
+        if (sent < due) {
+          await queue.addBulk(Array.from({ length: batch }, (_, k) => ({ name: "churn", data: { n: sent + k } })));
+          sent += batch;
+        } else {
+          await sleep(50);
+        }
+      }
+    })();
+
+    const sample = async (): Promise<void> => {
+      const { rows } = await admin.query<{ live: string; dead: string; heap: string; total: string; av: string }>(
+        `SELECT n_live_tup AS live, n_dead_tup AS dead, pg_relation_size(relid) AS heap,
+                pg_total_relation_size(relid) AS total, autovacuum_count AS av
+           FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
+        [schema],
+      );
+      const r = rows[0]!;
+      const s: SoakSample = {
+        atS: Math.round((performance.now() - started) / 1000),
+        processed,
+        liveTuples: Number(r.live),
+        deadTuples: Number(r.dead),
+        heapBytes: Number(r.heap),
+        totalBytes: Number(r.total),
+        autovacuums: Number(r.av),
+      };
+      samples.push(s);
+      options.onSample?.(s);
+    };
+    while (performance.now() < deadline) {
+      await sleep(Math.min(options.sampleEveryMs, Math.max(0, deadline - performance.now())));
+      await sample();
+    }
+    await producer;
+  } finally {
+    await worker?.close({ graceMs: 5_000 });
+    await backend.close();
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await admin.end();
+  }
+  return { samples, ...verdict(samples) };
+}
+
+/** Bounded: the second half never outgrows the first half's peaks (see the file comment). */
+export function verdict(samples: readonly SoakSample[]): { bounded: boolean; reason: string } {
+  if (samples.length < 4) return { bounded: false, reason: `only ${samples.length} samples; run longer` };
+  const half = Math.floor(samples.length / 2);
+  const first = samples.slice(0, half);
+  const second = samples.slice(half);
+  const peak = (xs: readonly SoakSample[], f: (s: SoakSample) => number) => Math.max(...xs.map(f));
+  const sizeLimit = 1.5 * peak(first, (s) => s.totalBytes);
+  const deadLimit = 2 * peak(first, (s) => s.deadTuples) + AUTOVACUUM_THRESHOLD;
+  const size = peak(second, (s) => s.totalBytes);
+  const dead = peak(second, (s) => s.deadTuples);
+  if (size > sizeLimit) return { bounded: false, reason: `table size grew to ${mb(size)} in the second half (limit ${mb(sizeLimit)})` };
+  if (dead > deadLimit) return { bounded: false, reason: `dead tuples reached ${fmt(dead)} in the second half (limit ${fmt(deadLimit)})` };
+  return { bounded: true, reason: `second half peaks ${mb(size)} (limit ${mb(sizeLimit)}), ${fmt(dead)} dead tuples (limit ${fmt(deadLimit)})` };
+}
+
+const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+export async function main(args: { minutes: number; rate: number }): Promise<void> {
+  let server: ThrowawayPostgres | null = null;
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    server = await startThrowawayPostgres({ database: "soak" });
+    url = server.url;
+  }
+  try {
+    console.log(`PostgreSQL bloat soak: ${args.minutes} min, ${args.rate} jobs/s, server defaults for autovacuum (naptime 60 s)${server ? ", throwaway server" : ", DATABASE_URL"}\n`);
+    console.log("    t  processed   live rows   dead tuples      heap     total  autovacuums");
+    const result = await runSoak({
+      url,
+      durationMs: args.minutes * 60_000,
+      ratePerSecond: args.rate,
+      sampleEveryMs: Math.max(5_000, Math.round((args.minutes * 60_000) / 30)),
+      onSample: (s) =>
+        console.log(
+          `${String(s.atS).padStart(5)}s ${fmt(s.processed).padStart(10)} ${fmt(s.liveTuples).padStart(11)} ${fmt(s.deadTuples).padStart(13)} ` +
+            `${mb(s.heapBytes).padStart(9)} ${mb(s.totalBytes).padStart(9)} ${String(s.autovacuums).padStart(12)}`,
+        ),
+    });
+    console.log(`\n${result.bounded ? "BOUNDED" : "NOT BOUNDED"}: ${result.reason}`);
+    if (!result.bounded) process.exitCode = 1;
+  } finally {
+    await server?.stop();
+  }
+}
