@@ -25,7 +25,11 @@ async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal,
                          so it gets restarted (default: the lease length; 0 turns it off)
   --verbose              log every job event
 
-Exit code: 0 when shutdown drained every job, 1 when unfinished jobs were released.`;
+A store that is down at startup is waited for (retried with backoff up to 30 s, logged);
+a wrong URL, password or schema version fails at once.
+
+Exit code: 0 when shutdown drained every job (or SIGTERM came before it started), 1 when
+unfinished jobs were released.`;
 
 export async function loadHandlers(modulePath: string): Promise<Handlers> {
   const path = resolve(modulePath);
@@ -78,7 +82,52 @@ export async function run(argv: string[]): Promise<number> {
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
   const watchdogMs = intOption("watchdog-ms", values["watchdog-ms"], 0) ?? leaseMs;
   const rescueIntervalMs = intOption("rescue-interval-ms", values["rescue-interval-ms"], 1);
-  const backend = await openBackend(url);
+  // Until the worker exists nothing is claimed, so a stop request then simply ends the process
+  // with 0 (rather than letting the signal kill it, or waiting out a store that is down).
+  let stopSignal: NodeJS.Signals | null = null;
+  let wakeRetry: (() => void) | null = null;
+  const onEarlySignal = (signal: NodeJS.Signals) => {
+    stopSignal = signal;
+    wakeRetry?.();
+  };
+  process.on("SIGTERM", onEarlySignal);
+  process.on("SIGINT", onEarlySignal);
+  const removeEarlySignals = () => {
+    process.off("SIGTERM", onEarlySignal);
+    process.off("SIGINT", onEarlySignal);
+  };
+  let backend: Awaited<ReturnType<typeof openBackend>> | null = null;
+  try {
+    // A store that is down (being restarted, not up yet) is waited for, not a crash: exiting
+    // would only make the orchestrator restart us into the same outage. Anything else (a bad
+    // URL, wrong password, a schema newer than this code) fails at once.
+    for (let attempt = 0; backend === null && stopSignal === null; attempt++) {
+      try {
+        backend = await openBackend(url);
+      } catch (error) {
+        if (!isStoreUnreachable(error)) throw error;
+        const delayMs = Math.round(Math.min(30_000, 500 * 2 ** attempt) * (0.5 + Math.random() / 2));
+        logger.warn({ err: error instanceof Error ? error.message : String(error), retryInMs: delayMs }, "the store is unreachable; retrying");
+        await new Promise<void>((resolveWait) => {
+          const timer = setTimeout(resolveWait, delayMs);
+          wakeRetry = () => {
+            clearTimeout(timer);
+            resolveWait();
+          };
+        });
+        wakeRetry = null;
+      }
+    }
+  } catch (error) {
+    removeEarlySignals();
+    throw error;
+  }
+  if (stopSignal !== null || backend === null) {
+    removeEarlySignals();
+    await backend?.close();
+    logger.warn({ signal: stopSignal }, "stopped before the worker started; nothing was claimed; exiting 0");
+    return 0;
+  }
   const worker = new Worker({
     backend,
     queues,
@@ -103,14 +152,32 @@ export async function run(argv: string[]): Promise<number> {
   );
   worker.on("job:stalled-rescued", ({ rescued }) => logger.warn({ ...rescued }, "rescued a job whose lease expired"));
 
+  const store = backend;
   return new Promise<number>((resolveExit) => {
     installShutdownSignals([worker], {
       logger,
-      afterClose: () => backend.close(),
+      afterClose: () => store.close(),
       exit: resolveExit,
     });
+    // Synchronous since the check above: no signal can have arrived in between.
+    removeEarlySignals();
     worker.run();
     logger.info({ workerId: worker.id, queues, jobs: worker.jobNames, db: backend.description }, "worker started");
     process.stderr.write(`conveyor worker ${worker.id} on ${backend.description}, queues ${queues.join(",")}, jobs ${worker.jobNames.join(",")}\n`);
   });
+}
+
+/** Socket-level failures and "server not ready" answers: the store may come back, so wait for it. */
+const UNREACHABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "EPIPE", "57P03"]);
+const UNREACHABLE_MESSAGE = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|Connection terminated|could not reach|the database system is (?:starting up|shutting down|in recovery)|LOADING Redis is loading/;
+
+export function isStoreUnreachable(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
+    const { code, message, errors } = e as { code?: unknown; message?: unknown; errors?: unknown };
+    if (typeof code === "string" && UNREACHABLE_CODES.has(code)) return true;
+    if (typeof message === "string" && UNREACHABLE_MESSAGE.test(message)) return true;
+    if (Array.isArray(errors) && errors.some((x) => isStoreUnreachable(x))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }

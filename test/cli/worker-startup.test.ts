@@ -1,0 +1,93 @@
+/**
+ * `conveyor worker` starting while its store is down: it waits for the store (an orchestrator
+ * restarting it would only crash-loop through the outage) and a stop request meanwhile exits 0.
+ * The store is PostgreSQL behind a TCP relay this test opens and closes.
+ */
+import { createServer, connect, type Server, type Socket } from "node:net";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { PostgresBackend } from "../../src/backend/postgres/index.js";
+import { Queue, silentLogger } from "../../src/index.js";
+import { isStoreUnreachable } from "../../src/cli/worker.js";
+import { spawnCli, type Spawned } from "../helpers/cli.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+const schemas = new TestSchemas(url);
+const children: Spawned[] = [];
+const servers: Server[] = [];
+
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.child.exitCode === null) c.child.kill("SIGKILL");
+  for (const s of servers.splice(0)) s.close();
+});
+afterAll(() => schemas.dropAll());
+
+/** A port nothing listens on (yet). */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+/** Starts relaying `port` to the test server. */
+async function relay(port: number): Promise<void> {
+  const target = new URL(url);
+  const server = createServer((client: Socket) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    client.pipe(upstream).pipe(client);
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+}
+
+function startWorker(port: number, schema: string): Spawned {
+  const through = new URL(url);
+  through.port = String(port);
+  through.searchParams.set("schema", schema);
+  const s = spawnCli(["worker", "--db", through.toString(), "--queue", "q", "--handlers", "test/fixtures/handlers.ts", "--poll-interval-ms", "100"]);
+  children.push(s);
+  return s;
+}
+
+describe("conveyor worker while the store is down", () => {
+  it("waits for the store instead of exiting, then runs jobs once it is up", async () => {
+    const port = await freePort();
+    const schema = schemas.create();
+    const w = startWorker(port, schema);
+    await waitFor(() => /the store is unreachable; retrying/.test(w.stderr()), { timeoutMs: 20_000, description: "the worker reports the outage" });
+    expect(w.child.exitCode).toBeNull();
+
+    await relay(port);
+    const backend = new PostgresBackend({ connectionString: url, schema, logger: silentLogger });
+    try {
+      await backend.migrate();
+      const { id } = await new Queue("q", { backend }).add("sleep", { ms: 1 });
+      await waitFor(async () => (await backend.get(id))?.state === "completed", { timeoutMs: 30_000, description: "the job ran once the store came up" });
+    } finally {
+      await backend.close();
+    }
+    w.child.kill("SIGTERM");
+    expect(await w.exited).toBe(0);
+  }, 60_000);
+
+  it("exits 0 at once on SIGTERM while still waiting for the store", async () => {
+    const w = startWorker(await freePort(), schemas.create());
+    await waitFor(() => /the store is unreachable; retrying/.test(w.stderr()), { timeoutMs: 20_000 });
+    w.child.kill("SIGTERM");
+    expect(await w.exited).toBe(0);
+    expect(w.stderr()).toMatch(/stopped before the worker started; nothing was claimed/);
+  }, 30_000);
+
+  it("tells an outage from a mistake: only the first is waited for", () => {
+    expect(isStoreUnreachable(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" }))).toBe(true);
+    expect(isStoreUnreachable(Object.assign(new Error("the database system is starting up"), { code: "57P03" }))).toBe(true);
+    expect(isStoreUnreachable(new Error("wrapped", { cause: Object.assign(new Error("x"), { code: "ETIMEDOUT" }) }))).toBe(true);
+    expect(isStoreUnreachable(Object.assign(new Error('password authentication failed for user "x"'), { code: "28P01" }))).toBe(false);
+    expect(isStoreUnreachable(new Error("the schema is newer than this code"))).toBe(false);
+  });
+});
