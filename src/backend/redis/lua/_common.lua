@@ -309,8 +309,9 @@ end
 -- Forgets a compact job (it is being claimed, cancelled or deleted). The table shrinks with its
 -- jobs: at most two merges per job once it is below a quarter of its load, and back to one
 -- bucket when the last compact job leaves (every bucket is empty then, so nothing moves).
-local function compact_remove(t, id)
-  redis.call('HDEL', bucket_key(t, id), id)
+-- `key`: its bucket as compact_get gave it (the table has not changed since).
+local function compact_remove(t, id, key)
+  redis.call('HDEL', key, id)
   t.count = t.count - 1
   t.dirty = true
   if t.count <= 0 then

@@ -24,13 +24,13 @@ local key = base .. 'j:' .. id
 
 -- A compact job waits in its fast lane; cancelled, it gets its full hash (unless kept 0 ms).
 local buckets = buckets_open(base)
-local packed = compact_get(buckets, id)
+local packed, bucket = compact_get(buckets, id)
 if packed then
   local fields = compact_fields(buckets, packed)
   local name, seq, options = fields[2], fields[12], fields[14]
   -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
   redis.call('LREM', base .. 'f:' .. name, 1, id)
-  compact_remove(buckets, id)
+  compact_remove(buckets, id, bucket)
   buckets_close(buckets)
   local _, retain = parse_options(options)
   if retain ~= 0 then

@@ -128,11 +128,12 @@ for _, pick in ipairs(taken) do
   local id, fromFast = pick[1], pick[2]
   local key = base .. 'j:' .. id
   -- A job from a fast lane may be compact: its full hash is written below, with the claim.
-  local packed = fromFast and compact_get(buckets, id)
+  local packed, bucket = false, nil
+  if fromFast then packed, bucket = compact_get(buckets, id) end
   local fields
   if packed then
     fields = compact_fields(buckets, packed)
-    compact_remove(buckets, id)
+    compact_remove(buckets, id, bucket)
   else
     fields = redis.call('HGETALL', key)
   end
