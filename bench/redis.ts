@@ -10,6 +10,9 @@ import { Queue, silentLogger, Worker } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
 import { type BenchSizes, conveyorProcessing, deferred, latencySamples, median, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
+/** Conveyor's `prefetch` in processing runs (jobs claimed ahead of free slots). */
+const PREFETCH = 100;
+
 /** Jobs per enqueue call when filling a queue before a processing or memory run. */
 const FILL_CHUNK = 5_000;
 
@@ -98,7 +101,9 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
     processing: (n, concurrency) =>
       prefixes.with("conveyor", async (prefix) => {
         const backend = await backendFor(prefix);
-        const r = await conveyorProcessing(backend, n, concurrency);
+        // Conveyor's documented setting for many short jobs (`prefetch`); BullMQ has none to set:
+        // its worker already fetches the next job in the script that completes the last one.
+        const r = await conveyorProcessing(backend, n, concurrency, PREFETCH);
         await backend.close();
         return r;
       }),
