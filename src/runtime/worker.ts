@@ -373,6 +373,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     try {
       while (this.busySlots < this.concurrency && this.buffer.length > 0) {
         const b = this.buffer.shift()!;
+        // A lease that ran out while the job waited here (this process was stopped, or its
+        // heartbeats failed) may already belong to another worker: never start it.
+        if (performance.now() >= b.leaseDeadline) {
+          this.reportBufferedLoss(b, "expired");
+          continue;
+        }
         this.start(b.claimed, b.leaseDeadline);
       }
     } finally {
@@ -633,8 +639,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const i = this.buffer.findIndex((b) => b.claimed.lease.jobId === jobId && b.claimed.lease.token === token);
     if (i < 0) return;
     const [b] = this.buffer.splice(i, 1);
-    this.emit("job:lease-lost", { job: b!.claimed.job, reason });
-    this.logger.warn({ jobId, reason, workerId: this.id }, "lease lost on a buffered job before it started; it was not run here");
+    this.reportBufferedLoss(b!, reason);
+  }
+
+  private reportBufferedLoss(b: Buffered, reason: LeaseLossReason): void {
+    this.emit("job:lease-lost", { job: b.claimed.job, reason });
+    this.logger.warn({ jobId: b.claimed.job.id, reason, workerId: this.id }, "lease lost on a buffered job before it started; it was not run here");
   }
 
   // ---------------------------------------------------------------- shutdown

@@ -449,6 +449,43 @@ describe("worker runtime", () => {
       expect(await state(victim)).toBe("cancelled");
     });
 
+    it("never starts a buffered job whose lease ran out while it waited (the process was stopped, heartbeats stuck)", async () => {
+      // Heartbeats that never answer: nothing renews or reports the buffered lease, as when the
+      // whole process was SIGSTOPped past its leases.
+      const stuck = new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "heartbeat") return () => new Promise(() => undefined);
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const runs: Array<{ id: string; attempt: number }> = [];
+      const w = worker({
+        backend: stuck,
+        concurrency: 1,
+        prefetch: 1,
+        leaseMs: 100,
+        maintenance: false,
+        handlers: {
+          job: async (job) => {
+            runs.push({ id: job.id, attempt: job.attempt });
+            if (runs.length === 1) await new Promise((r) => setTimeout(r, 250));
+          },
+        },
+      });
+      const lost: string[] = [];
+      w.on("job:lease-lost", ({ job, reason }) => lost.push(`${job.id}:${reason}`));
+      const [a, b] = (await queue.addBulk([{ name: "job", data: {} }, { name: "job", data: {} }])).map((j) => j.id);
+      await waitFor(() => runs.length === 1 && w.bufferedCount === 1);
+      await waitFor(() => lost.length === 1, { description: "the buffered job dropped when its slot came free" });
+      expect(lost).toEqual([`${b}:expired`]);
+      expect(runs).toEqual([{ id: a, attempt: 1 }]);
+      // The store takes it back after its lease, and it runs then: once, under a fresh lease.
+      await waitFor(async () => (await backend.rescueExpired()).some((r) => r.id === b));
+      await waitFor(async () => (await state(b!)) === "completed");
+      expect(runs.filter((r) => r.id === b)).toEqual([{ id: b, attempt: 2 }]);
+    });
+
     it("refuses a negative prefetch with a clear error", () => {
       expect(() => worker({ prefetch: -1, handlers: { job: () => null } })).toThrow(/prefetch/);
     });
