@@ -185,6 +185,9 @@ export class Fleet {
       "--poll-interval-ms", String(WORKER.pollIntervalMs),
       "--shutdown-grace-ms", String(WORKER.shutdownGraceMs),
       ...(slot.sandbox ? ["--sandbox"] : []),
+      // One worker claims ahead of its free slots, so every fault also hits jobs that are held
+      // by a worker but not started (rescued after their lease, released on SIGTERM).
+      ...(slot.index === WORKER.prefetchSlot ? ["--prefetch", String(WORKER.prefetch)] : []),
     ];
     const fd = openSync(slot.logPath, "a");
     const child = spawn(process.execPath, args, {

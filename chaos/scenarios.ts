@@ -28,6 +28,9 @@ export const WORKER = {
   rescueIntervalMs: 1_000,
   pollIntervalMs: 250,
   shutdownGraceMs: 2_000,
+  /** The worker slot that runs with `--prefetch`, and how many jobs it claims ahead. */
+  prefetchSlot: 2,
+  prefetch: 8,
 } as const;
 
 export interface ScenarioDef {
