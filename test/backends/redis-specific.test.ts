@@ -333,6 +333,25 @@ describe("compact waiting jobs", () => {
     expect(await admin.hmget(`${prefix}:{q}:meta`, "wb", "wn")).toEqual(["1", "0"]);
   });
 
+  it("the queue's default options follow its jobs: an unusual first job does not stop later ones from being compact", async () => {
+    const prefix = testPrefix("defaults");
+    const b = backend({ prefix, clock: new FakeClock() });
+    await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: "unusual", attempts: 7, timeoutMs: 123_456, removeOnComplete: { ageMs: 3_600_000 } } })]);
+    const [first] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 60_000 });
+    expect(first!.job).toMatchObject({ id: "unusual", maxAttempts: 7, timeoutMs: 123_456 });
+    const ids = (await b.enqueue(Array.from({ length: 50 }, (_, i) => spec({ data: { i } })))).map((r) => r.id);
+    const withHash = (await Promise.all(ids.map((id) => admin.exists(`${prefix}:{q}:j:${id}`)))).filter((n) => n === 1);
+    expect(withHash).toEqual([]);
+    // The common options are the default now, so the records leave them out.
+    expect(await admin.hget(`${prefix}:{q}:meta`, "do")).not.toContain("123456");
+    // Mixed with a job of other options while compact ones exist: each keeps its own.
+    await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: "other", attempts: 2 } })]);
+    const claimed = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 100, leaseMs: 60_000 });
+    expect(claimed.map((c) => c.job.id)).toEqual([...ids, "other"]);
+    expect(claimed.slice(0, 50).every((c) => c.job.maxAttempts === 3 && c.job.timeoutMs === null)).toBe(true);
+    expect(claimed[50]!.job.maxAttempts).toBe(2);
+  });
+
   it("a job whose bucket is full gets a hash of its own", async () => {
     const prefix = testPrefix("full");
     const b = backend({ prefix, clock: new FakeClock() });

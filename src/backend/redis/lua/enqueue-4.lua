@@ -77,8 +77,10 @@ for i = 0, count - 1 do
         lane[#lane + 1] = id
         if ARGV[a + 7] == '' then
           local options = ARGV[a + 6]
-          if not buckets.options then
-            -- The first compact job's options become the queue's default (never changed after).
+          if buckets.options ~= options and (not buckets.options or buckets.count == 0) then
+            -- The queue's default options (stored once, left out of records that share them):
+            -- those of the first compact job while no compact job exists, so a queue whose first
+            -- job was unusual takes its common options up again once that job has left.
             buckets.options = options
             redis.call('HSET', meta, 'do', options)
           end
