@@ -215,15 +215,7 @@ describe("key layout", () => {
     await b.prune();
     expect(await b.list()).not.toEqual([]);
 
-    const keys: string[] = [];
-    for (const pattern of [`${prefix}:*`, `{${prefix}:*`]) {
-      let cursor = "0";
-      do {
-        const [next, page] = await admin.scan(cursor, "MATCH", pattern, "COUNT", 1000);
-        cursor = next;
-        keys.push(...page);
-      } while (cursor !== "0");
-    }
+    const keys = [...(await scanKeys(`${prefix}:*`)), ...(await scanKeys(`{${prefix}:*`))];
     const perPrefix = new Set([`${prefix}:queues`, `${prefix}:layout`, `{${prefix}:idem}:exp`, `{${prefix}:idem}:k:k`]);
     const byTag = new Map<string, string[]>();
     for (const key of keys) {
