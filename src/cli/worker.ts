@@ -76,8 +76,6 @@ export async function run(argv: string[]): Promise<number> {
   const url = dbUrl(values.db);
   const queues = listOption("queue", values.queue);
   const handlersPath = requiredString("handlers", values.handlers);
-  // In a sandbox the module is loaded only by the child processes.
-  const handlers = values.sandbox ? undefined : await loadHandlers(handlersPath);
   const logger = consoleLogger({ verbose: values.verbose === true });
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
   const watchdogMs = intOption("watchdog-ms", values["watchdog-ms"], 0) ?? leaseMs;
@@ -96,8 +94,11 @@ export async function run(argv: string[]): Promise<number> {
     process.off("SIGTERM", onEarlySignal);
     process.off("SIGINT", onEarlySignal);
   };
+  let handlers: Handlers | undefined;
   let backend: Awaited<ReturnType<typeof openBackend>> | null = null;
   try {
+    // In a sandbox the module is loaded only by the child processes.
+    handlers = values.sandbox ? undefined : await loadHandlers(handlersPath);
     // A store that is down (being restarted, not up yet) is waited for, not a crash: exiting
     // would only make the orchestrator restart us into the same outage. Anything else (a bad
     // URL, wrong password, a schema newer than this code) fails at once.
