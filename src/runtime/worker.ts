@@ -194,6 +194,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private unsubscribe: (() => void) | null = null;
   private closing: Promise<CloseResult> | null = null;
   private forceNow: (() => void) | null = null;
+  private forceRequested = false;
   private removeSignalHandlers: (() => void) | null = null;
 
   constructor(options: WorkerOptions) {
@@ -377,6 +378,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         // heartbeats failed) may already belong to another worker: never start it.
         if (performance.now() >= b.leaseDeadline) {
           this.reportBufferedLoss(b, "expired");
+          // If the store has not rescued it yet, hand it back unstarted (no attempt used) rather
+          // than let it wait out the lease and count as a stall; fenced, so harmless otherwise.
+          this.settler.release(b.claimed.lease).catch((error: unknown) => this.reportError(error, `releasing buffered job ${b.claimed.job.id}`));
           continue;
         }
         this.start(b.claimed, b.leaseDeadline);
@@ -608,12 +612,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       const leases = held.map((r) => r.claimed.lease).concat(buffered.map((b) => b.claimed.lease));
       const { lost } = await this.backend.heartbeat(leases, this.leaseMs);
       const lostTokens = new Map<string, number>();
+      const lostRunning: Array<{ r: Running; reason: LeaseLossReason }> = [];
       for (const { lease, reason } of lost) {
         lostTokens.set(lease.jobId, lease.token);
         const r = this.running.get(lease.jobId);
-        if (r && r.claimed.lease.token === lease.token) this.loseLease(r, reason);
+        if (r && r.claimed.lease.token === lease.token) lostRunning.push({ r, reason });
         else this.dropBuffered(lease.jobId, lease.token, reason);
       }
+      // Only now: aborting a running job frees its slot, which starts the next buffered job, and
+      // that must not be one whose lease this same answer reported lost.
+      for (const { r, reason } of lostRunning) this.loseLease(r, reason);
       const renewed = (lease: { jobId: string; token: number }) => lostTokens.get(lease.jobId) !== lease.token;
       for (const r of held) if (renewed(r.claimed.lease)) r.leaseDeadline = sentAt + this.leaseMs;
       for (const b of buffered) if (renewed(b.claimed.lease)) b.leaseDeadline = sentAt + this.leaseMs;
@@ -656,7 +664,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
    */
   close(options: CloseOptions = {}): Promise<CloseResult> {
     if (this.closing) {
-      if (options.force) this.forceNow?.();
+      if (options.force) {
+        // Remembered for a shutdown that has not reached its grace period yet.
+        this.forceRequested = true;
+        this.forceNow?.();
+      }
       return this.closing;
     }
     this.closing = this.shutdown(options);
@@ -682,7 +694,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     // this one drains.
     await this.releaseBuffered();
 
-    if (!options.force && this.running.size > 0) {
+    if (!options.force && !this.forceRequested && this.running.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       const forced = new Promise<void>((resolve) => {
         this.forceNow = resolve;

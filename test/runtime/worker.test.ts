@@ -459,7 +459,7 @@ describe("worker runtime", () => {
           return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
         },
       });
-      const runs: Array<{ id: string; attempt: number }> = [];
+      const runs: Array<{ id: string; attempt: number; token: number | undefined }> = [];
       const w = worker({
         backend: stuck,
         concurrency: 1,
@@ -468,7 +468,7 @@ describe("worker runtime", () => {
         maintenance: false,
         handlers: {
           job: async (job) => {
-            runs.push({ id: job.id, attempt: job.attempt });
+            runs.push({ id: job.id, attempt: job.attempt, token: job.lease?.token });
             if (runs.length === 1) await new Promise((r) => setTimeout(r, 250));
           },
         },
@@ -479,11 +479,77 @@ describe("worker runtime", () => {
       await waitFor(() => runs.length === 1 && w.bufferedCount === 1);
       await waitFor(() => lost.length === 1, { description: "the buffered job dropped when its slot came free" });
       expect(lost).toEqual([`${b}:expired`]);
-      expect(runs).toEqual([{ id: a, attempt: 1 }]);
-      // The store takes it back after its lease, and it runs then: once, under a fresh lease.
-      await waitFor(async () => (await backend.rescueExpired()).some((r) => r.id === b));
+      // Handed back unstarted (the store had not rescued it yet), so no attempt is used up: it
+      // runs once, as attempt 1, under a fresh lease (token 2), never under the stale one.
       await waitFor(async () => (await state(b!)) === "completed");
-      expect(runs.filter((r) => r.id === b)).toEqual([{ id: b, attempt: 2 }]);
+      expect(runs).toEqual([
+        { id: a, attempt: 1, token: 1 },
+        { id: b, attempt: 1, token: 2 },
+      ]);
+      expect((await backend.get(b!))!.history.map((h) => h.outcome)).toEqual(["released", "completed"]);
+    });
+
+    it("never starts a buffered job reported lost in the same heartbeat that aborts the running one", async () => {
+      let finish!: () => void;
+      const gate = new Promise<void>((r) => (finish = r));
+      const ran: string[] = [];
+      const w = worker({
+        concurrency: 1,
+        prefetch: 2,
+        leaseMs: 300,
+        handlers: {
+          job: async (job) => {
+            ran.push(job.id);
+            await gate;
+          },
+        },
+      });
+      const lost: string[] = [];
+      w.on("job:lease-lost", ({ job }) => lost.push(job.id));
+      const ids = (await queue.addBulk(Array.from({ length: 3 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
+      await waitFor(() => w.activeCount === 1 && w.bufferedCount === 2);
+      const running = ran[0]!;
+      const [nextBuffered, lastBuffered] = ids.filter((id) => id !== running);
+      // Cancel the running job and the buffered job that would take its slot, together.
+      expect(await backend.cancel(running)).toBe("cancelled");
+      expect(await backend.cancel(nextBuffered!)).toBe("cancelled");
+      await waitFor(() => lost.length === 2, { description: "one heartbeat reports both leases lost" });
+      await waitFor(() => ran.length === 2, { description: "the freed slot starts the job that is still ours" });
+      expect(ran).toEqual([running, lastBuffered]);
+      finish();
+      await waitFor(async () => (await state(lastBuffered!)) === "completed");
+      expect(ran).not.toContain(nextBuffered);
+    });
+
+    it("a forced close during the release of buffered jobs cuts the grace period short", async () => {
+      // A slow store answer to the release of the buffer: the force arrives while it is out.
+      const slowRelease = new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "release") {
+            return async (leases: Parameters<Backend["release"]>[0]) => {
+              await new Promise((r) => setTimeout(r, 300));
+              return target.release(leases);
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const w = worker({
+        backend: slowRelease,
+        concurrency: 1,
+        prefetch: 2,
+        handlers: { stuck: (_job, ctx) => new Promise((resolve) => ctx.signal.addEventListener("abort", () => resolve("aborted"))) },
+      });
+      await queue.addBulk(Array.from({ length: 3 }, () => ({ name: "stuck", data: {} })));
+      await waitFor(() => w.activeCount === 1 && w.bufferedCount === 2);
+      const closing = w.close({ graceMs: 60_000 });
+      await new Promise((r) => setTimeout(r, 50));
+      void w.close({ force: true });
+      const result = await Promise.race([closing, new Promise<"still waiting">((r) => setTimeout(() => r("still waiting"), 10_000))]);
+      expect(result).not.toBe("still waiting");
+      expect(result).toMatchObject({ drained: false });
+      expect((result as { releasedJobIds: string[] }).releasedJobIds).toHaveLength(1);
     });
 
     it("refuses a negative prefetch with a clear error", () => {
