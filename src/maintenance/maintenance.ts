@@ -1,3 +1,4 @@
+import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import type { Backend, PrunePolicy, RescuedJob } from "../backend/contract.js";
 
 export interface MaintenanceSettings {
@@ -68,6 +69,9 @@ export class Maintenance {
     for (;;) {
       const { jobs, idempotencyKeys } = await this.backend.prune(this.settings.retention);
       if ((jobs < limit && idempotencyKeys < limit) || this.stopRequested) return;
+      // SQLite prunes synchronously: let timers (heartbeats, settles) run between batches, or a
+      // large backlog would hold the event loop past the leases.
+      await yieldToEventLoop();
     }
   }
 
