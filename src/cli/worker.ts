@@ -80,11 +80,21 @@ export async function run(argv: string[]): Promise<number> {
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
   const watchdogMs = intOption("watchdog-ms", values["watchdog-ms"], 0) ?? leaseMs;
   const rescueIntervalMs = intOption("rescue-interval-ms", values["rescue-interval-ms"], 1);
+  // Every option is checked before the store is waited for: a usage mistake fails at once.
+  const concurrency = intOption("concurrency", values.concurrency, 1);
+  const prefetch = intOption("prefetch", values.prefetch, 0);
+  const shutdownGraceMs = intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0);
+  const pollIntervalMs = intOption("poll-interval-ms", values["poll-interval-ms"], 1);
   // Until the worker exists nothing is claimed, so a stop request then simply ends the process
   // with 0 (rather than letting the signal kill it, or waiting out a store that is down).
   let stopSignal: NodeJS.Signals | null = null;
   let wakeRetry: (() => void) | null = null;
   const onEarlySignal = (signal: NodeJS.Signals) => {
+    if (stopSignal !== null) {
+      // A second signal while something still holds start-up (a handlers module that never
+      // finishes loading, a connect attempt): nothing was claimed, so leave now.
+      process.exit(0);
+    }
     stopSignal = signal;
     wakeRetry?.();
   };
@@ -107,6 +117,7 @@ export async function run(argv: string[]): Promise<number> {
         backend = await openBackend(url);
       } catch (error) {
         if (!isStoreUnreachable(error)) throw error;
+        if (stopSignal !== null) break;
         const delayMs = Math.round(Math.min(30_000, 500 * 2 ** attempt) * (0.5 + Math.random() / 2));
         logger.warn({ err: error instanceof Error ? error.message : String(error), retryInMs: delayMs }, "the store is unreachable; retrying");
         await new Promise<void>((resolveWait) => {
@@ -134,11 +145,11 @@ export async function run(argv: string[]): Promise<number> {
     queues,
     ...(handlers ? { handlers } : { sandbox: { module: handlersPath } }),
     ...(watchdogMs > 0 ? { watchdog: { stallMs: watchdogMs } } : {}),
-    concurrency: intOption("concurrency", values.concurrency, 1),
-    prefetch: intOption("prefetch", values.prefetch, 0),
+    concurrency,
+    prefetch,
     leaseMs,
-    shutdownGraceMs: intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0),
-    pollIntervalMs: intOption("poll-interval-ms", values["poll-interval-ms"], 1),
+    shutdownGraceMs,
+    pollIntervalMs,
     ...(rescueIntervalMs !== undefined ? { maintenance: { rescueIntervalMs } } : {}),
     logger,
     autostart: false,

@@ -83,6 +83,16 @@ describe("conveyor worker while the store is down", () => {
     expect(w.stderr()).toMatch(/stopped before the worker started; nothing was claimed/);
   }, 30_000);
 
+  it("a usage mistake fails at once (exit 2), even while the store is down", async () => {
+    const through = new URL(url);
+    through.port = String(await freePort());
+    const w = spawnCli(["worker", "--db", through.toString(), "--queue", "q", "--handlers", "test/fixtures/handlers.ts", "--prefetch", "-1"]);
+    children.push(w);
+    expect(await w.exited).toBe(2);
+    expect(w.stderr()).toMatch(/--prefetch/);
+    expect(w.stderr()).not.toMatch(/unreachable/);
+  }, 30_000);
+
   it("tells an outage from a mistake: only the first is waited for", () => {
     expect(isStoreUnreachable(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" }))).toBe(true);
     expect(isStoreUnreachable(Object.assign(new Error("the database system is starting up"), { code: "57P03" }))).toBe(true);
