@@ -85,8 +85,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     // Producer: a batch every 50 ms, sized so the average rate is `ratePerSecond`.
     const batch = Math.max(1, Math.round(options.ratePerSecond / 20));
     let sent = 0;
+    let stopProducer = false;
     const producer = (async () => {
-      while (performance.now() < deadline) {
+      while (performance.now() < deadline && !stopProducer) {
         const due = ((performance.now() - started) / 1000) * options.ratePerSecond;
         if (sent < due) {
           await queue.addBulk(Array.from({ length: batch }, (_, k) => ({ name: "churn", data: { n: sent + k } })));
@@ -117,11 +118,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       samples.push(s);
       options.onSample?.(s);
     };
-    while (performance.now() < deadline) {
-      await sleep(Math.min(options.sampleEveryMs, Math.max(0, deadline - performance.now())));
-      await sample();
+    try {
+      while (performance.now() < deadline) {
+        await sleep(Math.min(options.sampleEveryMs, Math.max(0, deadline - performance.now())));
+        await sample();
+      }
+    } finally {
+      // A failed sample must not leave the producer writing to a backend about to be closed.
+      stopProducer = true;
+      await producer;
     }
-    await producer;
   } finally {
     await worker?.close({ graceMs: 5_000 });
     await backend.close();
