@@ -23,6 +23,24 @@ import type {
 } from "../core/job.js";
 import type { LeaseLossReason } from "../core/errors.js";
 
+/**
+ * The defaults the contract documents below, in one place for every backend (and the maintenance
+ * timers) to share, so they cannot drift apart.
+ */
+/** `RescueOptions.maxStalls`. */
+export const DEFAULT_MAX_STALLS = 3;
+/** `RescueOptions.limit`. */
+export const DEFAULT_RESCUE_LIMIT = 1_000;
+/** `PrunePolicy.maxCompletedPerQueue`. */
+export const DEFAULT_MAX_COMPLETED_PER_QUEUE = 1_000;
+/** `PrunePolicy.maxDeadPerQueue`. */
+export const DEFAULT_MAX_DEAD_PER_QUEUE = 10_000;
+/** `PrunePolicy.limit`: rows one prune call deletes at most. */
+export const DEFAULT_PRUNE_LIMIT = 5_000;
+/** `Page.limit`, and its ceiling. */
+export const DEFAULT_PAGE_LIMIT = 50;
+export const MAX_PAGE_LIMIT = 1_000;
+
 /** What a backend can do; callers branch on these, never on a backend's name. */
 export interface Capabilities {
   /** `enqueue(specs, { tx })` joins the caller's own database transaction. */

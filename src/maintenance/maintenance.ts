@@ -1,5 +1,5 @@
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
-import type { Backend, PrunePolicy, RescuedJob } from "../backend/contract.js";
+import { DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, type Backend, type PrunePolicy, type RescuedJob } from "../backend/contract.js";
 
 export interface MaintenanceSettings {
   /** How often to look for expired leases, ms. Default 5 000. */
@@ -14,8 +14,6 @@ export interface MaintenanceSettings {
   onError?: (error: unknown, during: string) => void;
 }
 
-/** The backends' default for `PrunePolicy.limit`: rows deleted per prune call. */
-const DEFAULT_PRUNE_LIMIT = 5_000;
 
 /**
  * The small timers that keep a store healthy: the rescuer (expired leases back to waiting, or
@@ -53,7 +51,7 @@ export class Maintenance {
 
   /** One rescue pass (and a promotion pass); returns the rescued jobs. */
   async rescueOnce(): Promise<RescuedJob[]> {
-    const rescued = await this.backend.rescueExpired({ maxStalls: this.settings.maxStalls ?? 3 });
+    const rescued = await this.backend.rescueExpired({ maxStalls: this.settings.maxStalls ?? DEFAULT_MAX_STALLS });
     for (const job of rescued) this.settings.onRescued?.(job);
     await this.backend.promoteDue();
     return rescued;

@@ -43,6 +43,7 @@ import type {
   SqlClient,
   WakeListener,
 } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -114,13 +115,6 @@ export interface PostgresBackendOptions {
 const DEFAULT_SCHEMA = "conveyor";
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,49}$/;
 const DEFAULT_POOL_SIZE = 10;
-const DEFAULT_MAX_STALLS = 3;
-const DEFAULT_RESCUE_LIMIT = 1_000;
-const DEFAULT_MAX_COMPLETED_PER_QUEUE = 1_000;
-const DEFAULT_MAX_DEAD_PER_QUEUE = 10_000;
-const DEFAULT_PRUNE_LIMIT = 5_000;
-const DEFAULT_PAGE_LIMIT = 50;
-const MAX_PAGE_LIMIT = 1_000;
 /** Due scheduled jobs relabelled per statement: one promote never holds many row locks for long. */
 const PROMOTE_BATCH = 5_000;
 

@@ -37,6 +37,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
@@ -93,13 +94,6 @@ export interface RedisBackendOptions {
 const DEFAULT_PREFIX = "conveyor";
 const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 const DEFAULT_PROMOTE_BATCH = 1_000;
-const DEFAULT_MAX_STALLS = 3;
-const DEFAULT_RESCUE_LIMIT = 1_000;
-const DEFAULT_MAX_COMPLETED_PER_QUEUE = 1_000;
-const DEFAULT_MAX_DEAD_PER_QUEUE = 10_000;
-const DEFAULT_PRUNE_LIMIT = 5_000;
-const DEFAULT_PAGE_LIMIT = 50;
-const MAX_PAGE_LIMIT = 1_000;
 /** Oldest Redis with script effects replication (TIME before writes), which every script needs. */
 const MIN_REDIS_VERSION = [5, 0] as const;
 /** Longest a due-time wake-up timer is set for; the claim it triggers arms the next one. */

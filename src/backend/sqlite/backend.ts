@@ -46,6 +46,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -101,13 +102,6 @@ export interface SqliteBackendOptions {
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 const DEFAULT_TABLE_PREFIX = "conveyor_";
 const PREFIX_PATTERN = /^(?:[A-Za-z_][A-Za-z0-9_]*)?$/;
-const DEFAULT_MAX_STALLS = 3;
-const DEFAULT_RESCUE_LIMIT = 1_000;
-const DEFAULT_MAX_COMPLETED_PER_QUEUE = 1_000;
-const DEFAULT_MAX_DEAD_PER_QUEUE = 10_000;
-const DEFAULT_PRUNE_LIMIT = 5_000;
-const DEFAULT_PAGE_LIMIT = 50;
-const MAX_PAGE_LIMIT = 1_000;
 
 /**
  * After the WAL file changes, when to look (ms after the change) whether another connection
