@@ -190,3 +190,25 @@ export async function conveyorProcessing(backend: Backend, n: number, concurrenc
   await worker?.close();
   return r;
 }
+
+/**
+ * Conveyor's enqueue-to-start latency, the same on every server backend: a producer and a worker
+ * on separate backends (separate connections), so each wake-up travels through the store as it
+ * would between processes, as it does for the peers. Closes both backends.
+ */
+export async function conveyorLatency(workerBackend: Backend, producer: Backend, samples: number): Promise<number[]> {
+  const q = new Queue("bench", { backend: producer });
+  let onStart: (() => void) | null = null;
+  const worker = new Worker({
+    backend: workerBackend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false,
+    // Long poll interval: starts must come from wake-ups, not from a lucky poll.
+    pollIntervalMs: 5_000,
+    handlers: { noop: () => void onStart?.() },
+  });
+  await sleep(200);
+  const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
+  await worker.close();
+  await producer.close();
+  await workerBackend.close();
+  return out;
+}

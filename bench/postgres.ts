@@ -8,9 +8,9 @@ import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "gra
 import pg from "pg";
 import PgBoss from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
-import { Queue, silentLogger, Worker } from "../src/index.js";
+import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
-import { type BenchSizes, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import { type BenchSizes, conveyorLatency, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
 /** Conveyor's `prefetch` in processing runs: the same 500 as graphile-worker's local queue. */
 const PREFETCH = 500;
@@ -115,26 +115,11 @@ function conveyor(dbs: Databases): Subject {
       return r;
     },
     async latency(samples) {
-      // Producer and worker on separate backends (separate pools), so the wake-up has to travel
-      // through PostgreSQL's NOTIFY as it would between processes, as it does for the peers.
       const url = await dbs.create("conveyor");
       const workerBackend = new PostgresBackend({ connectionString: url, logger: silentLogger });
       await workerBackend.migrate();
-      const producer = new PostgresBackend({ connectionString: url, logger: silentLogger });
-      const q = new Queue("bench", { backend: producer });
-      let onStart: (() => void) | null = null;
-      const worker = new Worker({
-        backend: workerBackend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false,
-        // Long poll interval: starts must come from wake-ups, not from a lucky poll.
-        pollIntervalMs: 5_000,
-        handlers: { noop: () => void onStart?.() },
-      });
-      await sleep(200);
-      const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
-      await worker.close();
-      await producer.close();
-      await workerBackend.close();
-      return out;
+      // A second pool: the wake-up has to travel through PostgreSQL's NOTIFY.
+      return conveyorLatency(workerBackend, new PostgresBackend({ connectionString: url, logger: silentLogger }), samples);
     },
   };
 }

@@ -6,9 +6,9 @@
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
 import { Redis } from "ioredis";
 import { RedisBackend } from "../src/backend/redis/index.js";
-import { Queue, silentLogger, Worker } from "../src/index.js";
+import { Queue, silentLogger } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
-import { type BenchSizes, conveyorProcessing, deferred, latencySamples, median, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import { type BenchSizes, conveyorLatency, conveyorProcessing, deferred, latencySamples, median, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
 
 /** Conveyor's `prefetch` in processing runs (jobs claimed ahead of free slots). */
 const PREFETCH = 100;
@@ -109,24 +109,9 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
       }),
     latency: (samples) =>
       prefixes.with("conveyor", async (prefix) => {
-        // Producer and worker on separate backends (separate connections), so the wake-up goes
-        // through Redis pub/sub as it would between processes, as BullMQ's does.
+        // A second connection: the wake-up goes through Redis pub/sub, as BullMQ's does.
         const workerBackend = await backendFor(prefix);
-        const producer = new RedisBackend({ connection: url, prefix, logger: silentLogger });
-        const q = new Queue("bench", { backend: producer });
-        let onStart: (() => void) | null = null;
-        const worker = new Worker({
-          backend: workerBackend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false,
-          // Long poll interval: starts must come from wake-ups, not from a lucky poll.
-          pollIntervalMs: 5_000,
-          handlers: { noop: () => void onStart?.() },
-        });
-        await sleep(200);
-        const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
-        await worker.close();
-        await producer.close();
-        await workerBackend.close();
-        return out;
+        return conveyorLatency(workerBackend, new RedisBackend({ connection: url, prefix, logger: silentLogger }), samples);
       }),
     memory: (jobs) =>
       prefixes.with("conveyor", async (prefix) => {
