@@ -122,7 +122,10 @@ export interface CloseResult {
   releasedJobIds: string[];
 }
 
-/** A job claimed ahead of a free slot (see `prefetch`), not started yet. */
+/**
+ * A claimed job and its lease deadline: first in the buffer (see `prefetch`), then, once started,
+ * shared by its `Running` entry, so a heartbeat renews the one deadline wherever the job is.
+ */
 interface Buffered {
   claimed: ClaimedJob;
   /** Local monotonic deadline by which the store will consider the lease expired. */
@@ -131,6 +134,8 @@ interface Buffered {
 
 interface Running {
   claimed: ClaimedJob;
+  /** The claim and its lease deadline. */
+  hold: Buffered;
   job: Job<unknown>;
   handler: BoundHandler<unknown>;
   controller: AbortController;
@@ -139,8 +144,6 @@ interface Running {
   /** Counts against `concurrency` until the handler's outcome is decided (not until it is acknowledged). */
   slotHeld: boolean;
   startedAt: number;
-  /** Local monotonic deadline by which the store will consider the lease expired. */
-  leaseDeadline: number;
   timer: NodeJS.Timeout | null;
   /** Opened when the handler asks for `ctx.tx()`; the completion commits inside it. */
   completionTx: Promise<CompletionTransaction> | null;
@@ -383,7 +386,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           this.settler.release(b.claimed.lease).catch((error: unknown) => this.reportError(error, `releasing buffered job ${b.claimed.job.id}`));
           continue;
         }
-        this.start(b.claimed, b.leaseDeadline);
+        this.start(b);
       }
     } finally {
       this.startingBuffered = false;
@@ -392,7 +395,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   // ---------------------------------------------------------------- running
 
-  private start(claimed: ClaimedJob, leaseDeadline: number): void {
+  private start(hold: Buffered): void {
+    const claimed = hold.claimed;
     const handler = this.handlers.get(claimed.job.name);
     const controller = new AbortController();
     let resolveSettled!: () => void;
@@ -406,7 +410,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       done: false,
       slotHeld: true,
       startedAt: performance.now(),
-      leaseDeadline,
+      hold,
       timer: null,
       completionTx: null,
       settled,
@@ -575,7 +579,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         return await send();
       } catch (error) {
         this.reportError(error, `settling job ${r.job.id}`);
-        if (performance.now() > r.leaseDeadline || !this.running.has(r.job.id)) return "abandoned";
+        if (performance.now() > r.hold.leaseDeadline || !this.running.has(r.job.id)) return "abandoned";
         await sleep(Math.min(5_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2));
       }
     }
@@ -622,20 +626,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       // Only now: aborting a running job frees its slot, which starts the next buffered job, and
       // that must not be one whose lease this same answer reported lost.
       for (const { r, reason } of lostRunning) this.loseLease(r, reason);
-      const renewed = (lease: { jobId: string; token: number }) => lostTokens.get(lease.jobId) !== lease.token;
-      for (const r of held) if (renewed(r.claimed.lease)) r.leaseDeadline = sentAt + this.leaseMs;
-      for (const b of buffered) if (renewed(b.claimed.lease)) b.leaseDeadline = sentAt + this.leaseMs;
-      // Buffered jobs that started while the call was out took their deadline with them: move it too.
-      const sentBuffered = new Set(buffered.map((b) => b.claimed));
-      for (const r of this.running.values()) {
-        if (sentBuffered.has(r.claimed) && renewed(r.claimed.lease)) r.leaseDeadline = sentAt + this.leaseMs;
+      // A buffered job that started while the call was out shares its hold: renewed all the same.
+      for (const h of held.map((r) => r.hold).concat(buffered)) {
+        if (lostTokens.get(h.claimed.lease.jobId) !== h.claimed.lease.token) h.leaseDeadline = sentAt + this.leaseMs;
       }
     } catch (error) {
       this.reportError(error, "renewing leases");
       // Cannot reach the store: once a lease has surely expired there, another worker may already
       // run the job, so stop ours rather than run it twice at once.
       const now = performance.now();
-      for (const r of held) if (now > r.leaseDeadline) this.loseLease(r, "expired");
+      for (const r of held) if (now > r.hold.leaseDeadline) this.loseLease(r, "expired");
       for (const b of this.buffer.slice()) if (now > b.leaseDeadline) this.dropBuffered(b.claimed.lease.jobId, b.claimed.lease.token, "expired");
     } finally {
       this.heartbeating = false;
