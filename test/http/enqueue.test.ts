@@ -300,6 +300,15 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
     expect(changed.status).toBe(422);
     expect(await countJobs(h.backend)).toBe(2);
   });
+
+  it("stores nothing when a reused Idempotency-Key comes with a longer batch (found by the property test)", async () => {
+    h = await startServer(temp);
+    await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }] }, headers: { "idempotency-key": "k1" } });
+    const longer = await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }, { name: "b" }, { name: "c" }] }, headers: { "idempotency-key": "k1" } });
+    expect(longer.status).toBe(422);
+    expect(longer.json.type).toBe("urn:conveyor:problem:idempotency-key-reused");
+    expect(await countJobs(h.backend)).toBe(1);
+  });
 });
 
 describe("group commit", () => {

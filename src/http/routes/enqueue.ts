@@ -330,6 +330,15 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         ...(requestHash ? { requestHash } : {}),
       }),
     );
+    if (key !== null) {
+      // A reused key with a different body must store nothing. Its batch may be longer than the
+      // first one, and the ids of the extra jobs would be new: refuse before enqueueing. (The
+      // check after the enqueue below still catches two different bodies racing on one key.)
+      const first = await ctx.backend.get(prepared[0]!.spec.id);
+      if (first !== null && conveyorMetaOf(first).requestHash !== requestHash) {
+        throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
+      }
+    }
     const estimates = await Promise.all(prepared.map((p) => ctx.estimator.estimateSeconds(queue, p.spec.name, p.delayMs)));
     const specs = prepared.map((p, i) => (key === null ? p.spec : withEstimate(p.spec, estimates[i]!)));
     const results = await ctx.enqueue(specs);
