@@ -6,7 +6,7 @@
  */
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "graphile-worker";
 import pg from "pg";
-import PgBoss from "pg-boss";
+import { PgBoss } from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
@@ -213,19 +213,19 @@ function pgBoss(dbs: Databases): Subject {
     const url = await dbs.create("pgboss");
     // No cron scheduling and no maintenance supervisor: neither is part of what is measured.
     const boss = new PgBoss({ connectionString: url, max, schedule: false, supervise: false });
-    boss.on("error", (error) => console.error("pg-boss:", error));
+    boss.on("error", (error: unknown) => console.error("pg-boss:", error));
     await boss.start();
     await boss.createQueue("bench"); // v10: queues must exist before send/work
     return { url, boss };
   };
-  const stop = (boss: PgBoss) => boss.stop({ graceful: true, wait: true, timeout: 30_000 });
-  const jobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "bench", data: { i: start + k } }));
+  const stop = (boss: PgBoss) => boss.stop({ graceful: true, timeout: 30_000 });
+  const jobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ data: { i: start + k } }));
   return {
     name: "pg-boss",
     async bulk(n) {
       const { boss } = await fresh();
       const all = jobs(0, n);
-      const r = await rate(n, () => boss.insert(all));
+      const r = await rate(n, () => boss.insert("bench", all));
       await stop(boss);
       return r;
     },
@@ -244,12 +244,12 @@ function pgBoss(dbs: Databases): Subject {
       // PGBOSS_BATCH jobs per round trip, at the minimum polling interval.
       const loops = Math.max(1, Math.round(concurrency / 10));
       const { url, boss } = await fresh(loops + 2);
-      for (const [s, len] of chunks(n, FILL_CHUNK)) await boss.insert(jobs(s, len));
+      for (const [s, len] of chunks(n, FILL_CHUNK)) await boss.insert("bench", jobs(s, len));
       const done = deferred();
       let seen = 0;
       const r = await rate(n, async () => {
         for (let i = 0; i < loops; i++) {
-          await boss.work("bench", { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: 0.5 }, async (batch) => {
+          await boss.work("bench", { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: 0.5 }, async (batch: unknown[]) => {
             seen += batch.length;
             if (seen >= n) done.resolve();
           });

@@ -3,7 +3,7 @@
  *
  * ```ts
  * import Fastify from "fastify";
- * import { conveyorHttp } from "conveyor/http";
+ * import { conveyorHttp } from "conveyor-jobs/http";
  * const app = Fastify({ logger: true });
  * await app.register(conveyorHttp, { backend, apiKeys: [{ id: "web", sha256: "…", scopes: ["enqueue", "read"] }] });
  * await app.listen({ port: 3000 });

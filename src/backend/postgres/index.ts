@@ -3,7 +3,7 @@
  * (node-postgres), an optional peer dependency (`npm install pg@8`).
  *
  * ```ts
- * import { PostgresBackend } from "conveyor/postgres";
+ * import { PostgresBackend } from "conveyor-jobs/postgres";
  * const backend = new PostgresBackend({ connectionString: process.env.DATABASE_URL });
  * await backend.migrate(); // once at startup; safe from every process at once
  * ```

@@ -2,7 +2,7 @@
  * `conveyor/redis`: the Redis backend (ioredis, an optional peer dependency).
  *
  * ```ts
- * import { RedisBackend } from "conveyor/redis";
+ * import { RedisBackend } from "conveyor-jobs/redis";
  * const backend = new RedisBackend({ connection: process.env.REDIS_URL });
  * ```
  */
