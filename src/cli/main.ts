@@ -1,5 +1,6 @@
 import { ConveyorError } from "../core/errors.js";
 import { UsageError } from "./args.js";
+import { packageVersion } from "./version.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number>; help: string }> }> = {
   worker: { summary: "run jobs until SIGTERM", load: () => import("./worker.js") },
@@ -19,13 +20,22 @@ ${Object.entries(COMMANDS)
   .map(([name, c]) => `  ${name.padEnd(9)} ${c.summary}`)
   .join("\n")}
 
---db takes sqlite:PATH (default: the CONVEYOR_DB environment variable).`;
+Every command takes --db URL (default: the CONVEYOR_DB environment variable):
+  sqlite:PATH                          an SQLite file (created and migrated on first use)
+  postgres://USER:PASS@HOST/DB[?schema=NAME]   PostgreSQL (schema default: conveyor)
+  redis://[:PASS@]HOST:PORT[/DB][?prefix=NAME]  Redis, with maxmemory-policy noeviction (prefix default: conveyor)
+
+conveyor --version prints the installed version.`;
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === "--help" || name === "-h" || name === "help") {
     console.log(USAGE);
     return name ? 0 : 2;
+  }
+  if (name === "--version" || name === "-v" || name === "version") {
+    console.log(packageVersion());
+    return 0;
   }
   const command = COMMANDS[name];
   if (!command) {
