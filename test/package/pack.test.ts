@@ -200,3 +200,44 @@ await backend.close();
     expect(await worker.exited, worker.output()).toBe(0);
   });
 });
+
+/**
+ * The README's quick start, extracted between its `quick-start` markers: `sh` blocks run in order
+ * in one shell, a `js` block opening with `// NAME` is written to NAME, and the comment lines after
+ * the last command are the output it must print. The one change: `npm install conveyor-jobs`
+ * installs the tarball built above, since the test must not depend on what the registry holds.
+ */
+function quickStartScript(readme: string, tarball: string): { script: string; expected: string[] } {
+  const begin = readme.indexOf("<!-- quick-start:begin -->");
+  const end = readme.indexOf("<!-- quick-start:end -->");
+  if (begin < 0 || end < begin) throw new Error("README.md has no <!-- quick-start:begin --> … <!-- quick-start:end --> section");
+  const blocks = [...readme.slice(begin, end).matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1]!, body: m[2]! }));
+  const lines: string[] = ["set -euo pipefail"];
+  let expected: string[] = [];
+  for (const { lang, body } of blocks) {
+    if (lang === "sh") {
+      lines.push(body.replace(/^npm install conveyor-jobs /m, `npm install ${tarball} `));
+      const comments = body.trimEnd().split("\n").reverse();
+      const tail = comments.slice(0, comments.findIndex((l) => !l.startsWith("# "))).reverse();
+      if (tail.length > 0) expected = tail.map((l) => l.slice(2));
+    } else {
+      const name = /^\/\/ (\S+)\n/.exec(body)?.[1];
+      if (!name) throw new Error(`a ${lang} block of the quick start must open with // FILENAME`);
+      lines.push(`cat > ${name} <<'QUICK_START_EOF'\n${body}QUICK_START_EOF`);
+    }
+  }
+  return { script: lines.join("\n"), expected };
+}
+
+describe("the README quick start", () => {
+  it("runs as written in an empty folder and prints what the README says", async () => {
+    const { script, expected } = quickStartScript(readFileSync(join(ROOT, "README.md"), "utf8"), packed.tarball);
+    expect(script).toContain(packed.tarball);
+    expect(expected.length).toBeGreaterThan(0);
+    const folder = await temp.make();
+    const result = await run("bash", ["-c", script], folder);
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    const printed = result.stdout.trim().split("\n").slice(-expected.length);
+    expect(printed).toEqual(expected);
+  });
+});
