@@ -10,6 +10,7 @@
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import ts from "typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -93,6 +94,24 @@ describe("the packed tarball", () => {
     expect(publint.stdout).toContain("All good");
     const attw = await run("npx", ["attw", packed.tarball, "--profile", "esm-only", "--format", "ascii"], ROOT);
     expect(attw.code, attw.stdout + attw.stderr).toBe(0);
+  });
+});
+
+describe("the examples", () => {
+  it("import the package by name, mapped to the sources by tsconfig paths that match the exports", () => {
+    const config = ts.readConfigFile(join(ROOT, "tsconfig.json"), (path) => ts.sys.readFile(path));
+    const paths = (config.config as { compilerOptions: { paths: Record<string, string[]> } }).compilerOptions.paths;
+    const exported = Object.keys(installed).filter((s) => s !== "./package.json").map((s) => `conveyor-jobs${s.slice(1)}`);
+    expect(Object.keys(paths).sort()).toEqual(exported.sort());
+    for (const [name, [target]] of Object.entries(paths)) {
+      // The compiled file of each export is the source file the path names.
+      const entry = installed[`.${name.slice("conveyor-jobs".length)}`] as Record<string, string>;
+      expect(entry.default, name).toBe(target!.replace(/^\.\/src\//, "./dist/src/").replace(/\.ts$/, ".js"));
+    }
+    const relativeImports = readdirSync(join(ROOT, "examples"), { recursive: true, encoding: "utf8" })
+      .filter((f) => f.endsWith(".ts"))
+      .filter((f) => /from "(\.\.\/)+src\//.test(readFileSync(join(ROOT, "examples", f), "utf8")));
+    expect(relativeImports).toEqual([]);
   });
 });
 
