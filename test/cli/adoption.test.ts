@@ -23,7 +23,7 @@ async function deadJobs(backend: SqliteBackend, queue: string, count: number): P
 }
 
 describe("conveyor CLI for new users", () => {
-  it("--version prints the package version; help lists sqlite:, postgres:// and redis:// URLs", async () => {
+  it("--version prints the package version; help lists sqlite:, postgres:// and redis:// URLs", { timeout: 90_000 }, async () => {
     const { version } = (await import("../../package.json", { with: { type: "json" } })).default;
     const printed = await runCli(["--version"]);
     expect(printed.code).toBe(0);
@@ -34,7 +34,7 @@ describe("conveyor CLI for new users", () => {
     expect(help.stdout).toMatch(/redis:\/\/.*\?prefix=NAME/);
   });
 
-  it("dlq replay --all replays every dead job of the queue in pages, with progress on stderr", async () => {
+  it("dlq replay --all replays every dead job of the queue in pages, with progress on stderr", { timeout: 90_000 }, async () => {
     const path = await temp.file("dlq.db");
     const backend = new SqliteBackend({ path });
     try {
@@ -60,7 +60,7 @@ describe("conveyor CLI for new users", () => {
 });
 
 describe("conveyor serve --handlers", () => {
-  it("without --queue takes the queues the handlers module names, and logs the worker through Fastify's logger", async () => {
+  it("without --queue takes the queues the handlers module names, and logs the worker through Fastify's logger", { timeout: 90_000 }, async () => {
     const dir = await temp.make();
     const handlers = join(dir, "handlers.mjs");
     writeFileSync(
@@ -90,7 +90,7 @@ export default { doomed: async () => { throw new Error("no such user"); } };\n`,
     expect(await server.exited).toBe(0);
   });
 
-  it("--log-level error silences the worker's warnings too", async () => {
+  it("--log-level error silences the worker's warnings too", { timeout: 90_000 }, async () => {
     const dir = await temp.make();
     const handlers = join(dir, "handlers.mjs");
     writeFileSync(handlers, `export const queues = "billing";\nexport default { doomed: async () => { throw new Error("no such user"); } };\n`);
@@ -108,7 +108,7 @@ export default { doomed: async () => { throw new Error("no such user"); } };\n`,
     expect(server.stdout() + server.stderr()).not.toContain("job dead");
   });
 
-  it("without --queue and without a queues export says what to do", async () => {
+  it("without --queue and without a queues export says what to do", { timeout: 90_000 }, async () => {
     const dir = await temp.make();
     const handlers = join(dir, "handlers.mjs");
     writeFileSync(handlers, `export default { welcome: async () => {} };\n`);

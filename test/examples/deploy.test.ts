@@ -76,7 +76,7 @@ const stores = {
 };
 
 describe("deploy/compose.yaml", () => {
-  it.each(Object.keys(stores) as Array<keyof typeof stores>)("migrate, serve and worker run as written on %s and finish a job enqueued over HTTP", async (store) => {
+  it.each(Object.keys(stores) as Array<keyof typeof stores>)("migrate, serve and worker run as written on %s and finish a job enqueued over HTTP", { timeout: 90_000 }, async (store) => {
     const commands = composeCommands();
     expect(Object.keys(commands)).toEqual(expect.arrayContaining(["migrate", "serve", "worker"]));
     const key = "deploy-test-key-0123456789abcdef";
@@ -119,7 +119,7 @@ describe("deploy/compose.yaml", () => {
 describe("deploy/conveyor-worker@.service", () => {
   const unit = readFileSync(join(DEPLOY, "conveyor-worker@.service"), "utf8");
 
-  it("passes systemd-analyze verify once its app folder exists", async () => {
+  it("passes systemd-analyze verify once its app folder exists", { timeout: 90_000 }, async () => {
     const verifier = spawnSync("systemd-analyze", ["--version"]);
     if (verifier.error) throw new Error("systemd-analyze is missing (Debian package systemd): it checks the unit");
     const app = await temp.make();
@@ -133,7 +133,7 @@ describe("deploy/conveyor-worker@.service", () => {
     expect(verified.status).toBe(0);
   });
 
-  it("its ExecStart, run in its WorkingDirectory with %i = email, finishes a job", async () => {
+  it("its ExecStart, run in its WorkingDirectory with %i = email, finishes a job", { timeout: 90_000 }, async () => {
     const execStart = /^ExecStart=(.+)$/m.exec(unit)![1]!.split(/\s+/);
     expect(execStart[0]).toBe("/srv/app/node_modules/.bin/conveyor");
     const args = execStart.slice(1).map((a) => a.replaceAll("%i", "email"));

@@ -26,7 +26,7 @@ function start(args: string[], env: NodeJS.ProcessEnv) {
 }
 
 describe("examples/express", () => {
-  it("answers 202 with a job id, 422 for a bad body, and shows the typed result the worker stored", async () => {
+  it("answers 202 with a job id, 422 for a bad body, and shows the typed result the worker stored", { timeout: 90_000 }, async () => {
     const app = start(["--import", "tsx", "examples/express/app.ts"], { PORT: "0", DB: await temp.file("express.db") });
     try {
       const port = await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.output())?.[1], { timeoutMs: 20_000, description: "express listening" });
@@ -55,12 +55,12 @@ describe("examples/express", () => {
 });
 
 describe("examples/nestjs", () => {
-  it("type-checks against @nestjs/common and @nestjs/core", async () => {
+  it("type-checks against @nestjs/common and @nestjs/core", { timeout: 90_000 }, async () => {
     const tsc = start([join(ROOT, "node_modules/typescript/bin/tsc"), "-p", "examples/nestjs/tsconfig.json"], {});
     expect(await tsc.exited, tsc.output()).toBe(0);
   });
 
-  it("the module starts the worker with the application and closes worker, queue and backend with it", async () => {
+  it("the module starts the worker with the application and closes worker, queue and backend with it", { timeout: 90_000 }, async () => {
     // main.ts signs up a user, waits for the email, then app.close(): the process can only end on
     // its own if the module's shutdown hook closed the worker (its timers keep a process alive).
     // TSX_TSCONFIG_PATH is `tsx --tsconfig` for the --import form: Nest's legacy decorators.
@@ -73,7 +73,7 @@ describe("examples/nestjs", () => {
 });
 
 describe("examples/nextjs route handlers", () => {
-  it("POST answers 202, 422 or 400 from Web Requests; GET reads the typed result", async () => {
+  it("POST answers 202, 422 or 400 from Web Requests; GET reads the typed result", { timeout: 90_000 }, async () => {
     process.env.CONVEYOR_SQLITE_PATH = await temp.file("next.db");
     const { POST } = await import("../../examples/nextjs/app/api/signup/route.js");
     const { GET } = await import("../../examples/nextjs/app/api/jobs/[id]/route.js");

@@ -32,6 +32,8 @@ const PEERS = ["better-sqlite3", "pg", "ioredis", "fastify"];
 const TYPES = ["typescript", "@types/node", "@types/pg", "@types/better-sqlite3"];
 
 const temp = new TempDirs("conveyor-pack-");
+/** Per-test limit, ms: these run npm, tsc and child processes, slow on a loaded 2-core machine. */
+const SLOW = 150_000;
 let packed: Packed;
 let app: string;
 /** The installed package's `exports` map. */
@@ -88,7 +90,7 @@ describe("the packed tarball", () => {
     expect(stray).toEqual([]);
   });
 
-  it("passes publint and arethetypeswrong (ESM-only profile)", async () => {
+  it("passes publint and arethetypeswrong (ESM-only profile)", { timeout: SLOW }, async () => {
     const publint = await run("npx", ["publint", "--strict", packed.tarball], ROOT);
     expect(publint.code, publint.stdout + publint.stderr).toBe(0);
     expect(publint.stdout).toContain("All good");
@@ -116,7 +118,7 @@ describe("the examples", () => {
 });
 
 describe("installed into a fresh project", () => {
-  it("imports every subpath from ESM", async () => {
+  it("imports every subpath from ESM", { timeout: SLOW }, async () => {
     const script = `
       const report = {};
       for (const sub of ${JSON.stringify(subpaths())}) report[sub] = Object.keys(await import("conveyor-jobs" + sub.slice(1)));
@@ -127,7 +129,7 @@ describe("installed into a fresh project", () => {
     for (const sub of subpaths()) expect(report[sub], sub).toEqual(expect.arrayContaining(EXPECTED_EXPORTS[sub]!));
   });
 
-  it("require()s every subpath from CommonJS, and the required code runs", async () => {
+  it("require()s every subpath from CommonJS, and the required code runs", { timeout: SLOW }, async () => {
     const script = `
       const report = {};
       for (const sub of ${JSON.stringify(subpaths())}) report[sub] = Object.keys(require("conveyor-jobs" + sub.slice(1)));
@@ -147,7 +149,7 @@ describe("installed into a fresh project", () => {
   });
 
   // Concurrent: two tsc processes, one per core, instead of one after the other.
-  it.concurrent.each(["node16", "bundler"])("compiles a TypeScript consumer under moduleResolution %s", async (resolution) => {
+  it.concurrent.each(["node16", "bundler"])("compiles a TypeScript consumer under moduleResolution %s", { timeout: SLOW }, async (resolution) => {
     writeFileSync(
       join(app, `consumer-${resolution}.ts`),
       `import { Queue, Worker, defineJob, UnrecoverableError, type Job, type JobContext, type PayloadSchema } from "conveyor-jobs";
@@ -209,7 +211,7 @@ await backend.close();
     expect(tsc.code).toBe(0);
   });
 
-  it("runs the conveyor bin: --version, migrate, enqueue, and a worker that finishes the job", async () => {
+  it("runs the conveyor bin: --version, migrate, enqueue, and a worker that finishes the job", { timeout: SLOW }, async () => {
     const version = await must("npx", ["conveyor", "--version"], app);
     expect(version.stdout.trim()).toBe(packed.version);
 
@@ -270,7 +272,7 @@ function quickStartScript(readme: string, tarball: string): { script: string; ex
 }
 
 describe("the README quick start", () => {
-  it("runs as written in an empty folder and prints what the README says", async () => {
+  it("runs as written in an empty folder and prints what the README says", { timeout: SLOW }, async () => {
     const { script, expected } = quickStartScript(readFileSync(join(ROOT, "README.md"), "utf8"), packed.tarball);
     expect(script).toContain(packed.tarball);
     expect(expected.length).toBeGreaterThan(0);
