@@ -12,6 +12,11 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv
   migrate: { summary: "create or upgrade the schema", load: () => import("./migrate.js") },
 };
 
+const DB_URLS = `--db URL (default: the CONVEYOR_DB environment variable) is one of:
+  sqlite:PATH                                   an SQLite file (created and migrated on first use)
+  postgres://USER:PASS@HOST/DB[?schema=NAME]    PostgreSQL (schema default: conveyor)
+  redis://[:PASS@]HOST:PORT[/DB][?prefix=NAME]  Redis with maxmemory-policy noeviction (prefix default: conveyor)`;
+
 const USAGE = `conveyor — durable background jobs
 
 Usage: conveyor <command> [options]     (conveyor <command> --help for details)
@@ -20,10 +25,7 @@ ${Object.entries(COMMANDS)
   .map(([name, c]) => `  ${name.padEnd(9)} ${c.summary}`)
   .join("\n")}
 
-Every command takes --db URL (default: the CONVEYOR_DB environment variable):
-  sqlite:PATH                          an SQLite file (created and migrated on first use)
-  postgres://USER:PASS@HOST/DB[?schema=NAME]   PostgreSQL (schema default: conveyor)
-  redis://[:PASS@]HOST:PORT[/DB][?prefix=NAME]  Redis, with maxmemory-policy noeviction (prefix default: conveyor)
+${DB_URLS}
 
 conveyor --version prints the installed version.`;
 
@@ -43,6 +45,11 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const mod = await command.load();
+  // Every command's --help ends with the store URLs, so no help can fall behind what --db takes.
+  if (rest.includes("--help") || rest.includes("-h")) {
+    console.log(`${mod.help}\n\n${DB_URLS}`);
+    return 0;
+  }
   try {
     return await mod.run(rest);
   } catch (error) {

@@ -28,10 +28,13 @@ describe("conveyor CLI for new users", () => {
     const printed = await runCli(["--version"]);
     expect(printed.code).toBe(0);
     expect(printed.stdout.trim()).toBe(version);
-    const help = await runCli(["--help"]);
-    expect(help.stdout).toMatch(/sqlite:PATH/);
-    expect(help.stdout).toMatch(/postgres:\/\/.*\?schema=NAME/);
-    expect(help.stdout).toMatch(/redis:\/\/.*\?prefix=NAME/);
+    for (const args of [["--help"], ["worker", "--help"], ["serve", "--help"], ["dlq", "--help"]]) {
+      const help = await runCli(args);
+      expect(help.code, args.join(" ")).toBe(0);
+      expect(help.stdout).toMatch(/sqlite:PATH/);
+      expect(help.stdout).toMatch(/postgres:\/\/.*\?schema=NAME/);
+      expect(help.stdout).toMatch(/redis:\/\/.*\?prefix=NAME/);
+    }
   });
 
   it("dlq replay --all replays every dead job of the queue in pages, with progress on stderr", { timeout: 90_000 }, async () => {
