@@ -9,9 +9,9 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { cpSync, mkdirSync, readFileSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { ROOT } from "../helpers/cli.js";
 
-export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export { ROOT };
 
 /** The environment for commands: this test's Node first on PATH, nothing from the repo's npm run. */
 export function userEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
