@@ -3,6 +3,7 @@ import type { JobDefinition } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
 import { InvalidInputError } from "../core/errors.js";
 import type { JobRecord, JobSpec } from "../core/job.js";
+import type { JobTelemetry } from "../core/telemetry.js";
 import type { Json } from "../core/json.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
 
@@ -13,6 +14,8 @@ export interface QueueOptions {
   defaults?: JobDefaults;
   /** Largest payload accepted, in bytes of JSON. Default 262 144 (256 KiB). */
   maxPayloadBytes?: number;
+  /** Counts and traces what is enqueued (see `conveyor-jobs/metrics`). Default none. */
+  telemetry?: JobTelemetry;
 }
 
 /** Options of one `add`: the job's options plus, where the backend supports it, a transaction. */
@@ -46,6 +49,7 @@ export class Queue {
   private readonly backend: Backend;
   private readonly defaults: JobDefaults;
   private readonly maxPayloadBytes: number;
+  private readonly telemetry: JobTelemetry | null;
 
   constructor(name: string, options: QueueOptions) {
     this.name = checkName("queue", name);
@@ -53,6 +57,7 @@ export class Queue {
     this.backend = options.backend;
     this.defaults = options.defaults ?? {};
     this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.telemetry = options.telemetry?.enqueue ? options.telemetry : null;
   }
 
   /**
@@ -108,7 +113,8 @@ export class Queue {
           `drop the tx option or use the PostgreSQL backend`,
       );
     }
-    return this.backend.enqueue(specs, tx === undefined ? undefined : { tx });
+    const store = (s: readonly JobSpec[]) => this.backend.enqueue(s, tx === undefined ? undefined : { tx });
+    return this.telemetry ? this.telemetry.enqueue!(specs, store) : store(specs);
   }
 
   /** The job, or null when unknown (or pruned). */
