@@ -6,7 +6,9 @@ import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
 import { Worker } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
+import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 import { loadHandlers } from "./worker.js";
+import { combineTelemetry } from "../core/telemetry.js";
 
 export const help = `conveyor serve --db URL [options]
 
@@ -38,6 +40,7 @@ same process, for small deployments.
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
   --log-level LEVEL      fatal, error, warn, info, debug (default info)
+${METRICS_HELP}
 
 SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker, exit
 0 (or 1 when jobs had to be released).`;
@@ -75,6 +78,7 @@ export async function run(argv: string[]): Promise<number> {
     webhooks: { type: "string" },
     "stream-token-secret-env": { type: "string" },
     "log-level": { type: "string" },
+    ...METRICS_OPTIONS,
   });
   if (values.help) {
     console.log(help);
@@ -127,12 +131,15 @@ export async function run(argv: string[]): Promise<number> {
   if (handlersPath === null && values.queue !== undefined) throw new UsageError("--queue needs --handlers (the in-process worker's job handlers)");
   const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
   const queues = handlers ? listOption("queue", values.queue) : [];
+  const metricsFlags = metricsSettings(values);
 
   const backend = await openBackend(url);
   const closeables: Closeable[] = [];
   let worker: Worker | null = null;
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
   try {
+    const observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
+    const tracing = await loadTracing();
     const secrets = (process.env.CONVEYOR_WEBHOOK_SECRETS ?? "").split(/[,\s]+/).filter(Boolean);
     if (secrets.length > 0 || typeof values.webhooks === "string") {
       let config: WebhookFile = {};
@@ -151,6 +158,7 @@ export async function run(argv: string[]): Promise<number> {
         allow: (config.allow ?? []) as string[],
         allowHttp: config.allowHttp === true,
         logger,
+        ...(tracing ? { telemetry: tracing } : {}),
       });
     }
 
@@ -162,7 +170,9 @@ export async function run(argv: string[]): Promise<number> {
         concurrency: intOption("concurrency", values.concurrency, 1),
         logger,
         autostart: false,
+        ...(tracing ? { telemetry: tracing } : {}),
       });
+      observed?.metrics.observe(worker);
       worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
       webhooks?.attach(worker);
     }
@@ -175,6 +185,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(values["max-body-bytes"] !== undefined ? { maxBodyBytes: intOption("max-body-bytes", values["max-body-bytes"], 1) } : {}),
       ...(webhooks ? { webhooks } : {}),
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
+      ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
     });
     closeables.push({
@@ -187,8 +198,21 @@ export async function run(argv: string[]): Promise<number> {
     if (webhooks) {
       const dispatcher = webhooks;
       // One process, one set of maintenance timers: the job worker's when there is one.
-      dispatcher.start({ maintenance: worker === null });
+      const deliveries = dispatcher.start({ maintenance: worker === null });
+      observed?.metrics.observe(deliveries);
       closeables.push({ close: (o) => dispatcher.close(o) });
+    }
+    if (observed) {
+      const metricsServer = await observed.listen().catch((error: unknown) => {
+        throw new UsageError(`--metrics-port ${metricsFlags?.port}: cannot listen: ${(error as Error).message}`);
+      });
+      closeables.push({
+        close: async () => {
+          await metricsServer.close();
+          return { drained: true, releasedJobIds: [] };
+        },
+      });
+      process.stderr.write(`conveyor serve metrics on http://${metricsServer.address.address}:${metricsServer.address.port}/metrics\n`);
     }
     await app.listen({ port, host });
     const address = app.server.address();
