@@ -75,6 +75,8 @@ interface JobSeries {
 export interface StoreSnapshot {
   /** When the store answered, ms since epoch (this process's clock). */
   fetchedAt: number;
+  /** How long the query took, ms. */
+  queryMs: number;
   queues: QueueStats[];
 }
 
@@ -158,42 +160,75 @@ export class ConveyorMetrics implements JobTelemetry {
   }
 
   private registerStoreGauges(registers: Registry[]): void {
-    // One collect fetches (or reuses) the snapshot; the other gauges read the same one, so a
-    // scrape is one store query however many gauges there are.
+    // Every gauge asks for the snapshot in its own collect (prom-client collects them
+    // concurrently); the snapshot is shared and cached, so a scrape is still one store query.
     const self = this;
-    const stateGauge = new Gauge({ name: "conveyor_queue_jobs", help: "Jobs in the store per queue and state (a due scheduled job counts as waiting).", labelNames: ["queue", "state"] as const, registers });
-    const ageGauge = new Gauge({ name: "conveyor_queue_oldest_waiting_age_seconds", help: "Age of the job that has waited longest since it became due, per queue; 0 when none waits.", labelNames: ["queue"] as const, registers });
-    const pausedGauge = new Gauge({ name: "conveyor_queue_paused", help: "1 when the queue is paused.", labelNames: ["queue"] as const, registers });
-    const queryGauge = new Gauge({ name: "conveyor_store_stats_duration_seconds", help: "How long the last store statistics query took, seconds.", registers });
-    const ageOfSnapshot = new Gauge({ name: "conveyor_store_stats_age_seconds", help: "Age of the cached store statistics served by this scrape, seconds.", registers });
-    let lastQuerySeconds = 0;
+    const read = async (): Promise<StoreSnapshot | null> => {
+      try {
+        return await self.storeSnapshot();
+      } catch {
+        return null;
+      }
+    };
     new Gauge({
-      name: "conveyor_store_up",
-      help: "1 when the last store statistics query of this scrape succeeded.",
+      name: "conveyor_queue_jobs",
+      help: "Jobs in the store per queue and state (a due scheduled job counts as waiting).",
+      labelNames: ["queue", "state"] as const,
       registers,
       async collect() {
-        stateGauge.reset();
-        ageGauge.reset();
-        pausedGauge.reset();
-        let snapshot: StoreSnapshot;
-        try {
-          const started = performance.now();
-          const wasCached = self.snapshot !== null && Date.now() - self.snapshot.fetchedAt < self.storeCacheMs;
-          snapshot = await self.storeSnapshot();
-          if (!wasCached) lastQuerySeconds = (performance.now() - started) / 1000;
-        } catch {
-          self.storeErrors.inc();
-          this.set(0);
-          return;
-        }
-        this.set(1);
-        queryGauge.set(lastQuerySeconds);
-        ageOfSnapshot.set(Math.max(0, Date.now() - snapshot.fetchedAt) / 1000);
-        for (const q of snapshot.queues) {
-          for (const state of JOB_STATES) stateGauge.set({ queue: q.queue, state }, q.counts[state]);
-          ageGauge.set({ queue: q.queue }, (q.oldestWaitingAgeMs ?? 0) / 1000);
-          pausedGauge.set({ queue: q.queue }, q.paused ? 1 : 0);
-        }
+        const snapshot = await read();
+        this.reset();
+        for (const q of snapshot?.queues ?? []) for (const state of JOB_STATES) this.set({ queue: q.queue, state }, q.counts[state]);
+      },
+    });
+    new Gauge({
+      name: "conveyor_queue_oldest_waiting_age_seconds",
+      help: "Age of the job that has waited longest since it became due, per queue; 0 when none waits.",
+      labelNames: ["queue"] as const,
+      registers,
+      async collect() {
+        const snapshot = await read();
+        this.reset();
+        for (const q of snapshot?.queues ?? []) this.set({ queue: q.queue }, (q.oldestWaitingAgeMs ?? 0) / 1000);
+      },
+    });
+    new Gauge({
+      name: "conveyor_queue_paused",
+      help: "1 when the queue is paused.",
+      labelNames: ["queue"] as const,
+      registers,
+      async collect() {
+        const snapshot = await read();
+        this.reset();
+        for (const q of snapshot?.queues ?? []) this.set({ queue: q.queue }, q.paused ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "conveyor_store_stats_duration_seconds",
+      help: "How long the last store statistics query took, seconds.",
+      registers,
+      async collect() {
+        const snapshot = await read();
+        if (snapshot) this.set(snapshot.queryMs / 1000);
+      },
+    });
+    new Gauge({
+      name: "conveyor_store_stats_age_seconds",
+      help: "Age of the cached store statistics this scrape served, seconds.",
+      registers,
+      async collect() {
+        const snapshot = await read();
+        if (snapshot) this.set(Math.max(0, Date.now() - snapshot.fetchedAt) / 1000);
+      },
+    });
+    new Gauge({
+      name: "conveyor_store_up",
+      help: "1 when the store answered the statistics query of this scrape (or its cached one), else 0.",
+      registers,
+      async collect() {
+        const snapshot = await read();
+        if (!snapshot) self.storeErrors.inc();
+        this.set(snapshot ? 1 : 0);
       },
     });
   }
@@ -207,10 +242,11 @@ export class ConveyorMetrics implements JobTelemetry {
     if (this.snapshot && Date.now() - this.snapshot.fetchedAt < this.storeCacheMs) return Promise.resolve(this.snapshot);
     if (this.inflight) return this.inflight;
     const backend = this.backend;
+    const started = performance.now();
     this.inflight = backend
       .stats()
       .then((queues) => {
-        this.snapshot = { fetchedAt: Date.now(), queues };
+        this.snapshot = { fetchedAt: Date.now(), queryMs: performance.now() - started, queues };
         return this.snapshot;
       })
       .finally(() => (this.inflight = null));
