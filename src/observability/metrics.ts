@@ -148,7 +148,16 @@ export class ConveyorMetrics implements JobTelemetry {
       registers,
     });
     this.workerErrors = new Counter({ name: "conveyor_worker_errors_total", help: "Errors outside handlers in this process's workers (store unreachable, …).", registers });
-    this.storeErrors = new Counter({ name: "conveyor_store_stats_errors_total", help: "Failed store statistics queries; the queue gauges are left out of that scrape.", registers });
+    const self = this;
+    this.storeErrors = new Counter({
+      name: "conveyor_store_stats_errors_total",
+      help: "Failed store statistics queries; the queue gauges are left out of that scrape.",
+      registers,
+      // Counted where the query fails; waiting for this scrape's query makes its failure show now.
+      async collect() {
+        if (self.backend) await self.storeSnapshot().catch(() => undefined);
+      },
+    });
 
     const workers = this.workers;
     const sum = (pick: (w: ObservableWorker) => number) => [...workers].reduce((total, w) => total + pick(w), 0);
@@ -226,9 +235,7 @@ export class ConveyorMetrics implements JobTelemetry {
       help: "1 when the store answered the statistics query of this scrape (or its cached one), else 0.",
       registers,
       async collect() {
-        const snapshot = await read();
-        if (!snapshot) self.storeErrors.inc();
-        this.set(snapshot ? 1 : 0);
+        this.set((await read()) ? 1 : 0);
       },
     });
   }
@@ -248,6 +255,10 @@ export class ConveyorMetrics implements JobTelemetry {
       .then((queues) => {
         this.snapshot = { fetchedAt: Date.now(), queryMs: performance.now() - started, queues };
         return this.snapshot;
+      })
+      .catch((error: unknown) => {
+        this.storeErrors.inc();
+        throw error;
       })
       .finally(() => (this.inflight = null));
     return this.inflight;
