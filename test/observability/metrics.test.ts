@@ -99,15 +99,16 @@ describe("ConveyorMetrics", () => {
     const metrics = new ConveyorMetrics();
     await new Queue("q", { backend }).add("slow", {}, { attempts: 1 });
     await new Queue("q", { backend }).add("slow", {}, { attempts: 5 });
-    // A worker that died holding both leases.
-    await backend.claim({ queues: ["q"], names: ["slow"], worker: { id: "gone", host: "h", pid: 1 }, limit: 2, leaseMs: 1_000 });
+    await new Queue("q", { backend }).add("slow", {}, { attempts: 5 });
+    // A worker that died holding the three leases.
+    await backend.claim({ queues: ["q"], names: ["slow"], worker: { id: "gone", host: "h", pid: 1 }, limit: 3, leaseMs: 1_000 });
     clock.advance(5_000);
     const worker = new Worker({ backend, queues: "q", handlers: { other: async () => null }, logger: silentLogger, maintenance: { rescueIntervalMs: 10 } });
     cleanups.push(() => worker.close({ force: true }));
     metrics.observe(worker);
     const r = metrics.registry;
-    await waitFor(async () => (await value(r, "conveyor_lease_expiries_total", { queue: "q", name: "slow" })) === 2, { timeoutMs: 10_000 });
-    expect(await value(r, "conveyor_jobs_rescued_total", { name: "slow" })).toBe(1);
+    await waitFor(async () => (await value(r, "conveyor_lease_expiries_total", { queue: "q", name: "slow" })) === 3, { timeoutMs: 10_000 });
+    expect(await value(r, "conveyor_jobs_rescued_total", { name: "slow" })).toBe(2);
     expect(await value(r, "conveyor_jobs_quarantined_total", { name: "slow" })).toBe(1);
     expect(await value(r, "conveyor_jobs_dead_total", { name: "slow" })).toBe(1);
   });
@@ -165,6 +166,15 @@ describe("ConveyorMetrics", () => {
     // 2 jobs at 0.01 jobs/s per worker within 60 s: 2 / 0.6 → 4 workers.
     expect(one).toMatchObject({ queue: "video", backlog: 2, active: 0, paused: false, desiredWorkers: 4 });
     expect(((await (await fetch(`${base}/scaling`)).json()) as { queues: unknown[] }).queues).toHaveLength(1);
+    // The backlog halves while the age is far under target: one step in from the last answer (4),
+    // not straight down to the 2 workers the backlog alone would need.
+    const [first] = await backend.list({ queue: "video" });
+    await backend.cancel(first!.id);
+    const next = await waitFor(async () => {
+      const a = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { backlog: number; desiredWorkers: number };
+      return a.backlog === 1 ? a : null;
+    }, { timeoutMs: 5_000, intervalMs: 100 });
+    expect(next.desiredWorkers).toBe(3);
     const unknown = await fetch(`${base}/scaling?queue=nope`);
     expect(unknown.status).toBe(404);
     expect(await unknown.text()).toMatch(/no queue named \\"nope\\".*known: video/);
@@ -177,6 +187,6 @@ describe("ConveyorMetrics", () => {
     const res = await app.inject({ method: "GET", url: "/internal/metrics" });
     expect(res.statusCode).toBe(200);
     expect(res.body).toMatch(/# TYPE conveyor_jobs_completed_total counter/);
-    expect((await app.inject({ method: "GET", url: "/internal/scaling?queue=video" })).json()).toMatchObject({ backlog: 2 });
+    expect((await app.inject({ method: "GET", url: "/internal/scaling?queue=video" })).json()).toMatchObject({ backlog: 1 });
   });
 });
