@@ -64,7 +64,7 @@ export class MetricsEndpoints {
     const out: QueueScaling = { queue, backlog, oldestWaitingAgeSeconds, active, paused };
     if (this.scaling.policy) {
       const current = this.lastRecommendation.get(queue) ?? this.scaling.policy.minWorkers ?? 0;
-      out.desiredWorkers = desiredWorkers(this.scaling.policy, { backlog, oldestAgeSeconds: oldestWaitingAgeSeconds, currentWorkers: current });
+      out.desiredWorkers = desiredWorkers(this.scaling.policy, { backlog, oldestAgeSeconds: oldestWaitingAgeSeconds, activeJobs: active, currentWorkers: current });
       this.lastRecommendation.set(queue, out.desiredWorkers);
     }
     return out;

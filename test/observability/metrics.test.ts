@@ -149,8 +149,9 @@ describe("ConveyorMetrics", () => {
 
   it("serves /metrics and /scaling on its own port and inside a user's registry and Fastify app", async () => {
     const backend = await store();
-    await new Queue("video", { backend }).add("encode", {});
-    await new Queue("video", { backend }).add("encode", {});
+    // Waiting for 40 s: past half the 60 s target, so the endpoint scales out rather than holding.
+    await new Queue("video", { backend }).add("encode", {}, { runAt: Date.now() - 40_000 });
+    await new Queue("video", { backend }).add("encode", {}, { jobId: "newer" });
     const registry = new Registry();
     registry.setDefaultLabels({ app: "shop" });
     const metrics = new ConveyorMetrics({ backend, registry, storeCacheMs: 1_000 });
@@ -166,15 +167,14 @@ describe("ConveyorMetrics", () => {
     // 2 jobs at 0.01 jobs/s per worker within 60 s: 2 / 0.6 → 4 workers.
     expect(one).toMatchObject({ queue: "video", backlog: 2, active: 0, paused: false, desiredWorkers: 4 });
     expect(((await (await fetch(`${base}/scaling`)).json()) as { queues: unknown[] }).queues).toHaveLength(1);
-    // The backlog halves while the age is far under target: one step in from the last answer (4),
-    // not straight down to the 2 workers the backlog alone would need.
-    const [first] = await backend.list({ queue: "video" });
-    await backend.cancel(first!.id);
+    // The backlog halves while the age stays in the dead band: hold the last answer (4), not drop
+    // to the 2 workers the backlog alone would need.
+    await backend.cancel("newer");
     const next = await waitFor(async () => {
       const a = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { backlog: number; desiredWorkers: number };
       return a.backlog === 1 ? a : null;
     }, { timeoutMs: 5_000, intervalMs: 100 });
-    expect(next.desiredWorkers).toBe(3);
+    expect(next.desiredWorkers).toBe(4);
     const unknown = await fetch(`${base}/scaling?queue=nope`);
     expect(unknown.status).toBe(404);
     expect(await unknown.text()).toMatch(/no queue named \\"nope\\".*known: video/);
