@@ -117,6 +117,8 @@ describe("desiredWorkers", () => {
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 0, oldestAgeSeconds: 0, activeJobs: 0, currentWorkers: 0 })).toBe(0);
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 100 }, { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 0 })).toBe(1);
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1, maxWorkers: 5 }, { backlog: 10_000, oldestAgeSeconds: 900, activeJobs: 50, currentWorkers: 5 })).toBe(5);
+    // Lagging although the figures say the fleet suffices (a stuck or slow job): out by one anyway.
+    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 1, oldestAgeSeconds: 100, activeJobs: 0, currentWorkers: 3 })).toBe(4);
     // The dead band: age between half the target and the target holds the fleet.
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 10, oldestAgeSeconds: 20, activeJobs: 10, currentWorkers: 4 })).toBe(4);
     // Calm but busy: never in below the busy workers plus headroom (36 running / 10 slots × 1.2 → 5).
