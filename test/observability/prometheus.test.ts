@@ -3,10 +3,11 @@
  * --metrics-port` and `conveyor serve --metrics-port` on loopback; PromQL through its HTTP API
  * returns the depth, oldest waiting age and completed count the store and the worker have.
  */
+import { readFile } from "node:fs/promises";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { Queue } from "../../src/index.js";
-import { spawnCli, type Spawned } from "../helpers/cli.js";
+import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
 import { freePort, PrometheusServer } from "../helpers/prometheus.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -102,6 +103,19 @@ describe("Prometheus scraping conveyor worker and conveyor serve", () => {
     // Each target has its own series: both scrapes reached the store.
     expect((await prom.query('conveyor_queue_jobs{queue="backlog",state="waiting"}')).map((s) => s.metric.job).sort()).toEqual(["serve", "worker"]);
     expect(await prom.value('max(conveyor_worker_slots{job="worker"})')).toBe(10);
+
+    // Every query of the Grafana dashboard is valid PromQL for this Prometheus, and the first of
+    // each panel on what this run produced returns data (no job failed, so failures have none).
+    const dashboard = JSON.parse(await readFile(`${ROOT}/deploy/grafana/conveyor-dashboard.json`, "utf8")) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+    const produced = new Set(["Oldest waiting job", "Backlog by state", "Throughput", "Run time p50 / p95 / p99", "Wait time p50 / p95 / p99", "Worker slots", "Store statistics query"]);
+    for (const panel of dashboard.panels) {
+      for (const [i, { expr }] of panel.targets.entries()) {
+        const promql = expr.replaceAll("$queue", ".*").replaceAll("$__rate_interval", "1m");
+        await prom.query(promql); // throws on invalid PromQL
+        // A rate needs two scrapes of the series: wait for them rather than assume.
+        if (produced.has(panel.title) && i === 0) await waitFor(async () => (await prom.query(promql)).length > 0, { timeoutMs: 10_000, intervalMs: 250, description: `${panel.title}: ${expr} returns data` });
+      }
+    }
 
     // The KEDA endpoint on the same listener.
     const scaling = (await (await fetch(`http://127.0.0.1:${serveMetricsPort}/scaling?queue=backlog`)).json()) as { backlog: number; oldestWaitingAgeSeconds: number };
