@@ -30,10 +30,10 @@ export interface JobTelemetry {
 /** Several telemetry hooks as one (metrics and tracing together); the first given is outermost. */
 export function combineTelemetry(...parts: ReadonlyArray<JobTelemetry | null | undefined>): JobTelemetry {
   const list = parts.filter((p): p is JobTelemetry => p !== null && p !== undefined);
-  const enqueuers = list.filter((p) => p.enqueue);
-  const attempts = list.filter((p) => p.attempt);
-  const requests = list.filter((p) => p.request);
-  const outgoing = list.filter((p) => p.outgoing);
+  const enqueuers = list.filter((p) => typeof p.enqueue === "function");
+  const attempts = list.filter((p) => typeof p.attempt === "function");
+  const requests = list.filter((p) => typeof p.request === "function");
+  const outgoing = list.filter((p) => typeof p.outgoing === "function");
   const combined: JobTelemetry = {};
   if (enqueuers.length > 0) {
     combined.enqueue = (specs, store) =>

@@ -87,7 +87,7 @@ function json(status: number, value: unknown): Answer {
 export function metricsRequestListener(metrics: ConveyorMetrics, scaling: ScalingEndpointOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const endpoints = new MetricsEndpoints(metrics, scaling);
   return (req, res) => {
-    endpoints
+    void endpoints
       .answer(req.method ?? "GET", req.url ?? "/")
       .then((a) => a ?? json(404, { error: "not found; this listener serves GET /metrics and GET /scaling[?queue=NAME]" }))
       .catch((error: unknown) => json(500, { error: `collecting metrics failed: ${String(error)}` }))

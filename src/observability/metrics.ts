@@ -26,8 +26,8 @@ export const DEFAULT_DURATION_BUCKETS: readonly number[] = [
 
 /** The part of a Worker the metrics read: its events and its slot figures. */
 export interface ObservableWorker {
-  on<K extends keyof WorkerEvents & string>(event: K, listener: (payload: WorkerEvents[K]) => void): unknown;
-  off<K extends keyof WorkerEvents & string>(event: K, listener: (payload: WorkerEvents[K]) => void): unknown;
+  on<K extends keyof WorkerEvents>(event: K, listener: (payload: WorkerEvents[K]) => void): unknown;
+  off<K extends keyof WorkerEvents>(event: K, listener: (payload: WorkerEvents[K]) => void): unknown;
   readonly concurrency: number;
   readonly busySlotCount: number;
   readonly bufferedCount: number;
@@ -148,14 +148,16 @@ export class ConveyorMetrics implements JobTelemetry {
       registers,
     });
     this.workerErrors = new Counter({ name: "conveyor_worker_errors_total", help: "Errors outside handlers in this process's workers (store unreachable, …).", registers });
-    const self = this;
+    // Counted where the query fails; waiting for this scrape's query makes its failure show now.
+    const settleStoreQuery = async () => {
+      if (this.backend) await this.storeSnapshot().catch(() => undefined);
+    };
     this.storeErrors = new Counter({
       name: "conveyor_store_stats_errors_total",
       help: "Failed store statistics queries; the queue gauges are left out of that scrape.",
       registers,
-      // Counted where the query fails; waiting for this scrape's query makes its failure show now.
       async collect() {
-        if (self.backend) await self.storeSnapshot().catch(() => undefined);
+        await settleStoreQuery();
       },
     });
 
@@ -171,10 +173,9 @@ export class ConveyorMetrics implements JobTelemetry {
   private registerStoreGauges(registers: Registry[]): void {
     // Every gauge asks for the snapshot in its own collect (prom-client collects them
     // concurrently); the snapshot is shared and cached, so a scrape is still one store query.
-    const self = this;
     const read = async (): Promise<StoreSnapshot | null> => {
       try {
-        return await self.storeSnapshot();
+        return await this.storeSnapshot();
       } catch {
         return null;
       }
@@ -343,7 +344,7 @@ export class ConveyorMetrics implements JobTelemetry {
       "worker:error": () => this.workerErrors.inc(),
     };
     // Each listener was typed against its own event above; the loop only passes them through.
-    const entries = Object.entries(on) as Array<[keyof WorkerEvents & string, (payload: WorkerEvents[keyof WorkerEvents]) => void]>;
+    const entries = Object.entries(on) as Array<[keyof WorkerEvents, (payload: WorkerEvents[keyof WorkerEvents]) => void]>;
     for (const [event, listener] of entries) worker.on(event, listener);
     this.workers.add(worker);
     return () => {
@@ -354,7 +355,8 @@ export class ConveyorMetrics implements JobTelemetry {
 }
 
 function checkBuckets(field: string, buckets: readonly number[]): readonly number[] {
-  const ok = Array.isArray(buckets) && buckets.length > 0 && buckets.every((b, i) => Number.isFinite(b) && b > 0 && (i === 0 || b > buckets[i - 1]!));
+  const list: unknown = buckets;
+  const ok = Array.isArray(list) && buckets.length > 0 && buckets.every((b, i) => Number.isFinite(b) && b > 0 && (i === 0 || b > buckets[i - 1]!));
   if (!ok) throw new InvalidInputError(`${field} must be a non-empty list of increasing positive numbers of seconds; got ${JSON.stringify(buckets)}`);
   return buckets;
 }

@@ -56,7 +56,7 @@ export class PrometheusServer {
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     let log = "";
-    child.stderr!.on("data", (d: Buffer) => (log = (log + d.toString()).slice(-8_000)));
+    child.stderr.on("data", (d: Buffer) => (log = (log + d.toString()).slice(-8_000)));
     const server = new PrometheusServer(child, dir, `http://127.0.0.1:${port}`, () => log);
     try {
       await waitFor(
