@@ -1,0 +1,150 @@
+/**
+ * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--single 2000] [--runs 5] [--concurrency 10]`
+ *
+ * What observability costs: processing throughput (no-op jobs, one process) and single-enqueue
+ * throughput with
+ *   off       no telemetry at all,
+ *   metrics   ConveyorMetrics observing the worker (and counting enqueues), with the store gauges
+ *             scraped every second during the run — 15× Prometheus's usual rate,
+ *   tracing   ConveyorTracing with no OpenTelemetry SDK registered (the no-op API),
+ *   traced    ConveyorTracing with an SDK recording every span (informative: the price of tracing on).
+ * After one untimed warm-up round, modes run interleaved (each run starting one mode later) so
+ * drift on a shared machine hits them alike; each figure is the median of `--runs`, with its
+ * ratio to `off`. The default store is
+ * a fresh SQLite file per run; `--db` takes any store URL (each run uses its own queue name).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { context, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { openBackend } from "../src/backend/open.js";
+import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
+import { ConveyorMetrics, ConveyorTracing, type JobTelemetry } from "../src/observability/index.js";
+import { deferred, fmt, median, rate } from "./lib.js";
+
+const { values } = parseArgs({
+  options: {
+    metrics: { type: "boolean", default: true },
+    db: { type: "string" },
+    jobs: { type: "string", default: "20000" },
+    single: { type: "string", default: "2000" },
+    runs: { type: "string", default: "5" },
+    concurrency: { type: "string", default: "10" },
+  },
+});
+const JOBS = Number(values.jobs);
+const SINGLE = Number(values.single);
+const RUNS = Number(values.runs);
+const CONCURRENCY = Number(values.concurrency);
+
+type Mode = "off" | "metrics" | "tracing" | "traced";
+const MODES: readonly Mode[] = ["off", "metrics", "tracing", "traced"];
+
+const dirs: string[] = [];
+async function freshBackend(): Promise<Backend> {
+  if (values.db) return openBackend(values.db);
+  const dir = mkdtempSync(join(tmpdir(), "conveyor-bench-metrics-"));
+  dirs.push(dir);
+  return openBackend(`sqlite:${join(dir, "bench.db")}`);
+}
+
+/** Sets up one mode: its telemetry, and what to undo afterwards. */
+function setUp(mode: Mode, backend: Backend): { telemetry: JobTelemetry | undefined; metrics: ConveyorMetrics | null; tearDown: () => void } {
+  if (mode === "off") return { telemetry: undefined, metrics: null, tearDown: () => undefined };
+  if (mode === "metrics") {
+    const metrics = new ConveyorMetrics({ backend, storeCacheMs: 1_000 });
+    return { telemetry: metrics, metrics, tearDown: () => undefined };
+  }
+  if (mode === "traced") {
+    const exporter = new InMemorySpanExporter();
+    trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    return {
+      telemetry: new ConveyorTracing(),
+      metrics: null,
+      tearDown: () => {
+        trace.disable();
+        context.disable();
+      },
+    };
+  }
+  return { telemetry: new ConveyorTracing(), metrics: null, tearDown: () => undefined };
+}
+
+let runNumber = 0;
+
+/** Jobs/s processing JOBS pre-enqueued no-op jobs (the enqueue is not timed). */
+async function processing(mode: Mode): Promise<number> {
+  const backend = await freshBackend();
+  const queueName = `bench-metrics-${process.pid}-${++runNumber}`;
+  const { telemetry, metrics, tearDown } = setUp(mode, backend);
+  try {
+    const q = new Queue(queueName, { backend, ...(telemetry ? { telemetry } : {}) });
+    for (let i = 0; i < JOBS; i += 1_000) await q.addBulk(Array.from({ length: Math.min(1_000, JOBS - i) }, (_, k) => ({ name: "noop", data: { i: i + k } })));
+    const done = deferred();
+    let completed = 0;
+    let worker: Worker | undefined;
+    let scrapes: NodeJS.Timeout | undefined;
+    const r = await rate(JOBS, async () => {
+      worker = new Worker({ backend, queues: queueName, concurrency: CONCURRENCY, logger: silentLogger, maintenance: false, handlers: { noop: () => null }, ...(telemetry ? { telemetry } : {}) });
+      if (metrics) {
+        metrics.observe(worker);
+        scrapes = setInterval(() => void metrics.metrics(), 1_000);
+      }
+      worker.on("job:completed", () => {
+        if (++completed === JOBS) done.resolve();
+      });
+      await done.promise;
+    });
+    clearInterval(scrapes);
+    await worker?.close();
+    return r;
+  } finally {
+    tearDown();
+    await backend.close();
+  }
+}
+
+/** Jobs/s of SINGLE sequential `queue.add` calls. */
+async function singleEnqueue(mode: Mode): Promise<number> {
+  const backend = await freshBackend();
+  const { telemetry, tearDown } = setUp(mode, backend);
+  try {
+    const q = new Queue(`bench-metrics-${process.pid}-${++runNumber}`, { backend, ...(telemetry ? { telemetry } : {}) });
+    return await rate(SINGLE, async () => {
+      for (let i = 0; i < SINGLE; i++) await q.add("noop", { i });
+    });
+  } finally {
+    tearDown();
+    await backend.close();
+  }
+}
+
+async function figure(label: string, fn: (mode: Mode) => Promise<number>): Promise<void> {
+  const results = new Map<Mode, number[]>(MODES.map((m) => [m, []]));
+  // One untimed round first: the JIT warms up on whichever mode runs first otherwise.
+  for (const mode of MODES) await fn(mode);
+  // Interleaved: every run measures every mode once, starting one mode later each run.
+  for (let i = 0; i < RUNS; i++) {
+    for (let k = 0; k < MODES.length; k++) {
+      const mode = MODES[(i + k) % MODES.length]!;
+      results.get(mode)!.push(await fn(mode));
+    }
+  }
+  const off = median(results.get("off")!);
+  console.log(`  ${label}`);
+  for (const mode of MODES) {
+    const m = median(results.get(mode)!);
+    const runs = results.get(mode)!.map((x) => fmt(x)).join(", ");
+    console.log(`    ${mode.padEnd(8)} ${fmt(m).padStart(8)} jobs/s   ${mode === "off" ? "      " : `${((m / off) * 100).toFixed(1)}%`}   (runs: ${runs})`);
+  }
+}
+
+const store = values.db ? values.db.replace(/\/\/[^@/]*@/, "//") : "sqlite (fresh file per run)";
+console.log(`Conveyor observability cost: ${store}, ${JOBS} jobs, concurrency ${CONCURRENCY}, medians of ${RUNS} interleaved runs, node ${process.version}\n`);
+await figure(`processing (${JOBS} no-op jobs)`, processing);
+await figure(`single enqueue (${SINGLE} sequential add)`, singleEnqueue);
+for (const d of dirs) rmSync(d, { recursive: true, force: true });
