@@ -10,7 +10,8 @@
  *   traced    ConveyorTracing with an SDK recording every span (informative: the price of tracing on).
  * After one untimed warm-up round, modes run interleaved (each run starting one mode later) so
  * drift on a shared machine hits them alike; each figure is the median of `--runs`, with its
- * ratio to `off`. The default store is
+ * ratio to `off` (the median of per-round ratios). Wall-clock throughput swings with whatever
+ * else the machine runs; this process's CPU time per job is the steadier measure of the cost. The default store is
  * a fresh SQLite file per run; `--db` takes any store URL (each run uses its own queue name).
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -76,8 +77,21 @@ function setUp(mode: Mode, backend: Backend): { telemetry: JobTelemetry | undefi
 
 let runNumber = 0;
 
+/** One timed section: items per second of wall time, and this process's CPU time per item. */
+interface Sample {
+  perSecond: number;
+  cpuMicrosPerItem: number;
+}
+
+async function timed(count: number, fn: () => Promise<unknown>): Promise<Sample> {
+  const cpu0 = process.cpuUsage();
+  const perSecond = await rate(count, fn);
+  const cpu = process.cpuUsage(cpu0);
+  return { perSecond, cpuMicrosPerItem: (cpu.user + cpu.system) / count };
+}
+
 /** Jobs/s processing JOBS pre-enqueued no-op jobs (the enqueue is not timed). */
-async function processing(mode: Mode): Promise<number> {
+async function processing(mode: Mode): Promise<Sample> {
   const backend = await freshBackend();
   const queueName = `bench-metrics-${process.pid}-${++runNumber}`;
   const { telemetry, metrics, tearDown } = setUp(mode, backend);
@@ -88,7 +102,7 @@ async function processing(mode: Mode): Promise<number> {
     let completed = 0;
     let worker: Worker | undefined;
     let scrapes: NodeJS.Timeout | undefined;
-    const r = await rate(JOBS, async () => {
+    const r = await timed(JOBS, async () => {
       worker = new Worker({ backend, queues: queueName, concurrency: CONCURRENCY, logger: silentLogger, maintenance: false, handlers: { noop: () => null }, ...(telemetry ? { telemetry } : {}) });
       if (metrics) {
         metrics.observe(worker);
@@ -109,12 +123,12 @@ async function processing(mode: Mode): Promise<number> {
 }
 
 /** Jobs/s of SINGLE sequential `queue.add` calls. */
-async function singleEnqueue(mode: Mode): Promise<number> {
+async function singleEnqueue(mode: Mode): Promise<Sample> {
   const backend = await freshBackend();
   const { telemetry, tearDown } = setUp(mode, backend);
   try {
     const q = new Queue(`bench-metrics-${process.pid}-${++runNumber}`, { backend, ...(telemetry ? { telemetry } : {}) });
-    return await rate(SINGLE, async () => {
+    return await timed(SINGLE, async () => {
       for (let i = 0; i < SINGLE; i++) await q.add("noop", { i });
     });
   } finally {
@@ -123,23 +137,29 @@ async function singleEnqueue(mode: Mode): Promise<number> {
   }
 }
 
-async function figure(label: string, fn: (mode: Mode) => Promise<number>): Promise<void> {
-  const results = new Map<Mode, number[]>(MODES.map((m) => [m, []]));
+async function figure(label: string, fn: (mode: Mode) => Promise<Sample>): Promise<void> {
+  const results = new Map<Mode, Sample[]>(MODES.map((m) => [m, []]));
   // One untimed round first: the JIT warms up on whichever mode runs first otherwise.
   for (const mode of MODES) await fn(mode);
-  // Interleaved: every run measures every mode once, starting one mode later each run.
+  // Interleaved: every round measures every mode once, starting one mode later each round.
   for (let i = 0; i < RUNS; i++) {
     for (let k = 0; k < MODES.length; k++) {
       const mode = MODES[(i + k) % MODES.length]!;
       results.get(mode)!.push(await fn(mode));
     }
   }
-  const off = median(results.get("off")!);
+  const off = results.get("off")!;
+  // Ratios per round (neighbours in time share the machine's load), then their median.
+  const ratio = (mode: Mode, pick: (s: Sample) => number) => median(results.get(mode)!.map((s, i) => pick(s) / pick(off[i]!)));
   console.log(`  ${label}`);
+  console.log(`    ${"mode".padEnd(8)} ${"jobs/s".padStart(8)}  ${"vs off".padStart(7)}  ${"CPU µs/job".padStart(10)}  ${"vs off".padStart(7)}   runs (jobs/s)`);
   for (const mode of MODES) {
-    const m = median(results.get(mode)!);
-    const runs = results.get(mode)!.map((x) => fmt(x)).join(", ");
-    console.log(`    ${mode.padEnd(8)} ${fmt(m).padStart(8)} jobs/s   ${mode === "off" ? "      " : `${((m / off) * 100).toFixed(1)}%`}   (runs: ${runs})`);
+    const xs = results.get(mode)!;
+    const pct = (r: number) => (mode === "off" ? "" : `${(r * 100).toFixed(1)}%`).padStart(7);
+    console.log(
+      `    ${mode.padEnd(8)} ${fmt(median(xs.map((s) => s.perSecond))).padStart(8)}  ${pct(ratio(mode, (s) => s.perSecond))}  ` +
+        `${fmt(median(xs.map((s) => s.cpuMicrosPerItem))).padStart(10)}  ${pct(ratio(mode, (s) => s.cpuMicrosPerItem))}   ${xs.map((s) => fmt(s.perSecond)).join(", ")}`,
+    );
   }
 }
 

@@ -12,12 +12,13 @@
  * job name) only, so cardinality is bounded by your queues and job types, never by job ids.
  * Every metric is documented in docs/observability.md.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 import type { Backend, EnqueueResult, QueueStats } from "../backend/contract.js";
 import { InvalidInputError } from "../core/errors.js";
 import type { WorkerEvents } from "../core/events.js";
 import { JOB_STATES, type JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
+import { JobCounter, JobHistogram, type HistogramSeries } from "./series.js";
 
 /** Seconds, from 1 ms to 10 min: short jobs and slow ones both land in a bucket of their own. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [
@@ -52,23 +53,21 @@ export interface MetricsOptions {
   waitBuckets?: readonly number[];
 }
 
-type Labels = "queue" | "name";
-
-/** The children of every labelled metric for one (queue, name), looked up once. */
+/** Every job-labelled figure of one (queue, name), looked up once; each update is a number write. */
 interface JobSeries {
-  enqueued: Counter.Internal;
-  started: Counter.Internal;
-  completed: Counter.Internal;
-  failed: Counter.Internal;
-  retried: Counter.Internal;
-  dead: Counter.Internal;
-  leaseLost: Counter.Internal;
-  settleRefused: Counter.Internal;
-  leaseExpiries: Counter.Internal;
-  rescued: Counter.Internal;
-  quarantined: Counter.Internal;
-  duration: Histogram.Internal<Labels>;
-  wait: Histogram.Internal<Labels>;
+  enqueued: { n: number };
+  started: { n: number };
+  completed: { n: number };
+  failed: { n: number };
+  retried: { n: number };
+  dead: { n: number };
+  leaseLost: { n: number };
+  settleRefused: { n: number };
+  leaseExpiries: { n: number };
+  rescued: { n: number };
+  quarantined: { n: number };
+  duration: HistogramSeries;
+  wait: HistogramSeries;
 }
 
 /** What a store reports per queue, as the metrics and the scaling endpoint use it. */
@@ -93,19 +92,19 @@ export class ConveyorMetrics implements JobTelemetry {
   private snapshot: StoreSnapshot | null = null;
   private inflight: Promise<StoreSnapshot> | null = null;
 
-  private readonly enqueued: Counter<Labels>;
-  private readonly started: Counter<Labels>;
-  private readonly completed: Counter<Labels>;
-  private readonly failed: Counter<Labels>;
-  private readonly retried: Counter<Labels>;
-  private readonly dead: Counter<Labels>;
-  private readonly leaseLost: Counter<Labels>;
-  private readonly settleRefused: Counter<Labels>;
-  private readonly leaseExpiries: Counter<Labels>;
-  private readonly rescued: Counter<Labels>;
-  private readonly quarantined: Counter<Labels>;
-  private readonly duration: Histogram<Labels>;
-  private readonly wait: Histogram<Labels>;
+  private readonly enqueued: JobCounter;
+  private readonly started: JobCounter;
+  private readonly completed: JobCounter;
+  private readonly failed: JobCounter;
+  private readonly retried: JobCounter;
+  private readonly dead: JobCounter;
+  private readonly leaseLost: JobCounter;
+  private readonly settleRefused: JobCounter;
+  private readonly leaseExpiries: JobCounter;
+  private readonly rescued: JobCounter;
+  private readonly quarantined: JobCounter;
+  private readonly duration: JobHistogram;
+  private readonly wait: JobHistogram;
   private readonly workerErrors: Counter;
   private readonly storeErrors: Counter;
 
@@ -119,8 +118,7 @@ export class ConveyorMetrics implements JobTelemetry {
     const durationBuckets = checkBuckets("durationBuckets", options.durationBuckets ?? DEFAULT_DURATION_BUCKETS);
     const waitBuckets = checkBuckets("waitBuckets", options.waitBuckets ?? durationBuckets);
     const registers = [this.registry];
-    const labelNames = ["queue", "name"] as const;
-    const counter = (name: string, help: string) => new Counter({ name, help, labelNames, registers });
+    const counter = (name: string, help: string) => new JobCounter(name, help, registers);
 
     this.enqueued = counter("conveyor_jobs_enqueued_total", "Jobs stored by this process (duplicates of an existing job id not counted).");
     this.started = counter("conveyor_jobs_started_total", "Attempts started by this process's workers.");
@@ -133,20 +131,13 @@ export class ConveyorMetrics implements JobTelemetry {
     this.leaseExpiries = counter("conveyor_lease_expiries_total", "Expired leases found by this process's rescuer (a worker died or stalled).");
     this.rescued = counter("conveyor_jobs_rescued_total", "Jobs with an expired lease that the rescuer put back to waiting.");
     this.quarantined = counter("conveyor_jobs_quarantined_total", "Jobs with an expired lease that the rescuer moved to dead (stall limit or attempts ran out).");
-    this.duration = new Histogram({
-      name: "conveyor_job_duration_seconds",
-      help: "Handler run time of finished attempts (completed or failed), seconds.",
-      labelNames,
-      buckets: [...durationBuckets],
+    this.duration = new JobHistogram("conveyor_job_duration_seconds", "Handler run time of finished attempts (completed or failed), seconds.", durationBuckets, registers);
+    this.wait = new JobHistogram(
+      "conveyor_job_wait_seconds",
+      "Time from when a job became due (its enqueue time unless delayed or retried) to the start of its attempt, seconds.",
+      waitBuckets,
       registers,
-    });
-    this.wait = new Histogram({
-      name: "conveyor_job_wait_seconds",
-      help: "Time from when a job became due (its enqueue time unless delayed or retried) to the start of its attempt, seconds.",
-      labelNames,
-      buckets: [...waitBuckets],
-      registers,
-    });
+    );
     this.workerErrors = new Counter({ name: "conveyor_worker_errors_total", help: "Errors outside handlers in this process's workers (store unreachable, …).", registers });
     // Counted where the query fails; waiting for this scrape's query makes its failure show now.
     const settleStoreQuery = async () => {
@@ -280,19 +271,19 @@ export class ConveyorMetrics implements JobTelemetry {
     if (!s) {
       const l = { queue, name };
       s = {
-        enqueued: this.enqueued.labels(l),
-        started: this.started.labels(l),
-        completed: this.completed.labels(l),
-        failed: this.failed.labels(l),
-        retried: this.retried.labels(l),
-        dead: this.dead.labels(l),
-        leaseLost: this.leaseLost.labels(l),
-        settleRefused: this.settleRefused.labels(l),
-        leaseExpiries: this.leaseExpiries.labels(l),
-        rescued: this.rescued.labels(l),
-        quarantined: this.quarantined.labels(l),
-        duration: this.duration.labels(l),
-        wait: this.wait.labels(l),
+        enqueued: this.enqueued.for(l),
+        started: this.started.for(l),
+        completed: this.completed.for(l),
+        failed: this.failed.for(l),
+        retried: this.retried.for(l),
+        dead: this.dead.for(l),
+        leaseLost: this.leaseLost.for(l),
+        settleRefused: this.settleRefused.for(l),
+        leaseExpiries: this.leaseExpiries.for(l),
+        rescued: this.rescued.for(l),
+        quarantined: this.quarantined.for(l),
+        duration: this.duration.for(l),
+        wait: this.wait.for(l),
       };
       this.series.set(key, s);
     }
@@ -304,7 +295,7 @@ export class ConveyorMetrics implements JobTelemetry {
     const results = await store(specs);
     results.forEach((r, i) => {
       const spec = specs[i];
-      if (!r.duplicate && spec) this.jobSeries(spec.queue, spec.name).enqueued.inc();
+      if (!r.duplicate && spec) this.jobSeries(spec.queue, spec.name).enqueued.n++;
     });
     return results;
   }
@@ -314,31 +305,31 @@ export class ConveyorMetrics implements JobTelemetry {
     const on: { [K in keyof WorkerEvents]?: (payload: WorkerEvents[K]) => void } = {
       "job:started": ({ job, waitMs }) => {
         const s = this.jobSeries(job.queue, job.name);
-        s.started.inc();
+        s.started.n++;
         s.wait.observe(waitMs / 1000);
       },
       "job:completed": ({ job, durationMs }) => {
         const s = this.jobSeries(job.queue, job.name);
-        s.completed.inc();
+        s.completed.n++;
         s.duration.observe(durationMs / 1000);
       },
       "job:failed": ({ job, durationMs }) => {
         const s = this.jobSeries(job.queue, job.name);
-        s.failed.inc();
+        s.failed.n++;
         s.duration.observe(durationMs / 1000);
       },
-      "job:retry-scheduled": ({ job }) => this.jobSeries(job.queue, job.name).retried.inc(),
-      "job:dead": ({ job }) => this.jobSeries(job.queue, job.name).dead.inc(),
-      "job:lease-lost": ({ job }) => this.jobSeries(job.queue, job.name).leaseLost.inc(),
-      "job:settle-refused": ({ job }) => this.jobSeries(job.queue, job.name).settleRefused.inc(),
+      "job:retry-scheduled": ({ job }) => this.jobSeries(job.queue, job.name).retried.n++,
+      "job:dead": ({ job }) => this.jobSeries(job.queue, job.name).dead.n++,
+      "job:lease-lost": ({ job }) => this.jobSeries(job.queue, job.name).leaseLost.n++,
+      "job:settle-refused": ({ job }) => this.jobSeries(job.queue, job.name).settleRefused.n++,
       "job:stalled-rescued": ({ rescued }) => {
         const s = this.jobSeries(rescued.queue, rescued.name);
-        s.leaseExpiries.inc();
+        s.leaseExpiries.n++;
         if (rescued.state === "dead") {
-          s.quarantined.inc();
-          s.dead.inc();
+          s.quarantined.n++;
+          s.dead.n++;
         } else {
-          s.rescued.inc();
+          s.rescued.n++;
         }
       },
       "worker:error": () => this.workerErrors.inc(),

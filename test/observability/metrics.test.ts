@@ -5,12 +5,13 @@
  * (`getMetricsAsJSON`) and the text a scrape returns.
  */
 import Fastify from "fastify";
-import { Registry } from "prom-client";
+import { Histogram, Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { FakeClock, Queue, silentLogger, UnrecoverableError, Worker } from "../../src/index.js";
 import { ConveyorMetrics, conveyorMetricsRoutes, startMetricsServer } from "../../src/observability/index.js";
+import { JobCounter, JobHistogram } from "../../src/observability/series.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -81,7 +82,7 @@ describe("ConveyorMetrics", () => {
     expect(await value(r, "conveyor_jobs_started_total", { name: "bounce" })).toBe(2);
     expect(await value(r, "conveyor_jobs_failed_total", { name: "bounce" })).toBe(2);
     expect(await value(r, "conveyor_jobs_retried_total", { name: "bounce" })).toBe(1);
-    expect(await value(r, "conveyor_jobs_completed_total", { name: "bounce" })).toBeUndefined();
+    expect(await value(r, "conveyor_jobs_completed_total", { name: "bounce" })).toBe(0); // exported at 0, so rate() sees the first one
     expect(await value(r, "conveyor_job_duration_seconds", { name: "send" })).toBeGreaterThan(0);
     const text = await metrics.metrics();
     expect(text).toMatch(/conveyor_job_duration_seconds_count\{queue="mail",name="send"\} 2/);
@@ -140,6 +141,29 @@ describe("ConveyorMetrics", () => {
     expect(text).toMatch(/^conveyor_store_up 0$/m);
     expect(text).toMatch(/^conveyor_store_stats_errors_total 1$/m);
     expect(text).not.toMatch(/^conveyor_queue_jobs\{/m);
+  });
+
+  it("its cheap histograms and counters expose exactly what prom-client's own classes expose", async () => {
+    const buckets = [0.001, 0.01, 0.1, 1, 10];
+    const observations = [0, 0.0005, 0.001, 0.002, 0.05, 0.1, 0.7, 3, 12, 99, 0.01];
+    const theirs = new Registry();
+    const ours = new Registry();
+    const reference = new Histogram({ name: "h_seconds", help: "h", labelNames: ["queue", "name"], buckets, registers: [theirs] });
+    const mine = new JobHistogram("h_seconds", "h", buckets, [ours]);
+    for (const [queue, name] of [["a", "x"], ["b", "y"]] as const) {
+      const series = mine.for({ queue, name });
+      for (const v of observations) {
+        reference.observe({ queue, name }, v);
+        series.observe(v);
+      }
+    }
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+
+    const counterRegistry = new Registry();
+    const counter = new JobCounter("c_total", "c", [counterRegistry]);
+    counter.for({ queue: "a", name: "x" }).n += 3;
+    counter.for({ queue: "b", name: "y" });
+    expect(await counterRegistry.metrics()).toBe('# HELP c_total c\n# TYPE c_total counter\nc_total{queue="a",name="x"} 3\nc_total{queue="b",name="y"} 0\n');
   });
 
   it("refuses a cache shorter than one second and unordered buckets, saying what to pass", () => {
