@@ -22,6 +22,8 @@ import { context, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { openBackend } from "../src/backend/open.js";
+import { TypedEmitter, type WorkerEvents } from "../src/core/events.js";
+import type { JobRecord } from "../src/core/job.js";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 import { ConveyorMetrics, ConveyorTracing, type JobTelemetry } from "../src/observability/index.js";
 import { deferred, fmt, median, rate } from "./lib.js";
@@ -163,8 +165,52 @@ async function figure(label: string, fn: (mode: Mode) => Promise<Sample>): Promi
   }
 }
 
+/** An emitter whose emit is public, to drive the metrics' listeners without a worker. */
+class Events extends TypedEmitter<WorkerEvents> {
+  readonly concurrency = 10;
+  readonly busySlotCount = 0;
+  readonly bufferedCount = 0;
+  fire<K extends keyof WorkerEvents & string>(event: K, payload: WorkerEvents[K]): void {
+    this.emit(event, payload);
+  }
+}
+
+/**
+ * The per-job price in isolation, steadier than throughput on a busy machine: nanoseconds per job
+ * of the metrics' listeners (a start and a completion event) and of a traced attempt with no SDK.
+ */
+async function perJobCost(): Promise<void> {
+  const N = 1_000_000;
+  const job = { id: "j", queue: "bench", name: "noop", attempt: 1, maxAttempts: 3, meta: null } as unknown as JobRecord;
+  const time = async (fn: () => unknown): Promise<number> => {
+    for (let i = 0; i < N / 10; i++) await fn();
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < N; i++) await fn();
+    return Number(process.hrtime.bigint() - t0) / N;
+  };
+  const plain = new Events();
+  const observed = new Events();
+  new ConveyorMetrics().observe(observed);
+  const started = { job, workerId: "w", waitMs: 3 };
+  const completed = { job, result: null, durationMs: 0.4 };
+  const emitBoth = (e: Events) => () => {
+    e.fire("job:started", started);
+    e.fire("job:completed", completed);
+  };
+  const bare = median([await time(emitBoth(plain)), await time(emitBoth(plain)), await time(emitBoth(plain))]);
+  const withMetrics = median([await time(emitBoth(observed)), await time(emitBoth(observed)), await time(emitBoth(observed))]);
+  const run = async () => null;
+  const tracing = new ConveyorTracing();
+  const direct = median([await time(run), await time(run), await time(run)]);
+  const traced = median([await time(() => tracing.attempt(job, run)), await time(() => tracing.attempt(job, run)), await time(() => tracing.attempt(job, run))]);
+  console.log("  per job, in isolation (medians of 3 × 1M)");
+  console.log(`    metrics listeners (start + completion)   ${(withMetrics - bare).toFixed(0)} ns   (events alone ${bare.toFixed(0)} ns)`);
+  console.log(`    traced attempt, no SDK registered        ${(traced - direct).toFixed(0)} ns   (the bare call ${direct.toFixed(0)} ns)`);
+}
+
 const store = values.db ? values.db.replace(/\/\/[^@/]*@/, "//") : "sqlite (fresh file per run)";
 console.log(`Conveyor observability cost: ${store}, ${JOBS} jobs, concurrency ${CONCURRENCY}, medians of ${RUNS} interleaved runs, node ${process.version}\n`);
+await perJobCost();
 await figure(`processing (${JOBS} no-op jobs)`, processing);
 await figure(`single enqueue (${SINGLE} sequential add)`, singleEnqueue);
 for (const d of dirs) rmSync(d, { recursive: true, force: true });

@@ -35,8 +35,8 @@ import type { JobTelemetry } from "../core/telemetry.js";
 
 export interface TracingOptions {
   /**
-   * Tracer to use. Default: `trace.getTracer("conveyor-jobs")` from the global provider, looked
-   * up per span so a provider registered later is picked up.
+   * Tracer to use. Default: `trace.getTracer("conveyor-jobs")` from the global provider (a proxy
+   * that follows a provider registered later, too).
    */
   tracer?: Tracer;
 }
@@ -62,18 +62,14 @@ export function parseTraceparent(value: unknown, tracestate?: unknown): SpanCont
 
 /** Conveyor's OpenTelemetry instrumentation; give it as `telemetry` to Queue, Worker, conveyorHttp and WebhookDispatcher. */
 export class ConveyorTracing implements JobTelemetry {
-  private readonly fixedTracer: Tracer | null;
+  private readonly tracer: Tracer;
 
   constructor(options: TracingOptions = {}) {
-    this.fixedTracer = options.tracer ?? null;
-  }
-
-  private tracer(): Tracer {
-    return this.fixedTracer ?? trace.getTracer(TRACER_NAME);
+    this.tracer = options.tracer ?? trace.getTracer(TRACER_NAME);
   }
 
   async enqueue(specs: readonly JobSpec[], store: (specs: readonly JobSpec[]) => Promise<EnqueueResult[]>): Promise<EnqueueResult[]> {
-    const tracer = this.tracer();
+    const tracer = this.tracer;
     const parent = context.active();
     const spans: Span[] = [];
     let recording = false;
@@ -101,7 +97,7 @@ export class ConveyorTracing implements JobTelemetry {
   }
 
   async attempt(job: JobRecord, run: () => Promise<unknown>): Promise<unknown> {
-    const tracer = this.tracer();
+    const tracer = this.tracer;
     const producer = parseTraceparent(job.meta?.traceparent, job.meta?.tracestate);
     const parent: Context = producer ? trace.setSpanContext(ROOT_CONTEXT, producer) : context.active();
     const span = tracer.startSpan(
