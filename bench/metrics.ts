@@ -1,5 +1,6 @@
 /**
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--single 2000] [--runs 5] [--concurrency 10]`
+ * `npm run bench -- --metrics --stats-cost [--backlog 100000]` (bench/stats-cost.ts: one scrape's store query)
  *
  * What observability costs: processing throughput (no-op jobs, one process) and single-enqueue
  * throughput with
@@ -36,8 +37,14 @@ const { values } = parseArgs({
     single: { type: "string", default: "2000" },
     runs: { type: "string", default: "5" },
     concurrency: { type: "string", default: "10" },
+    "stats-cost": { type: "boolean", default: false },
+    backlog: { type: "string", default: "100000" },
   },
 });
+if (values["stats-cost"]) {
+  await (await import("./stats-cost.js")).main(Number(values.backlog));
+  process.exit(process.exitCode ?? 0);
+}
 const JOBS = Number(values.jobs);
 const SINGLE = Number(values.single);
 const RUNS = Number(values.runs);

@@ -12,6 +12,7 @@ export const METRICS_OPTIONS: Options = {
   "metrics-port": { type: "string" },
   "metrics-host": { type: "string" },
   "metrics-store-cache-ms": { type: "string" },
+  "metrics-no-store": { type: "boolean" },
   "scale-target-age-seconds": { type: "string" },
   "scale-jobs-per-second": { type: "string" },
   "scale-min-workers": { type: "string" },
@@ -24,6 +25,9 @@ export const METRICS_HELP = `  --metrics-port N       serve Prometheus metrics a
   --metrics-store-cache-ms N
                          reuse one store statistics query for N ms across scrapes (default 5000,
                          at least 1000)
+  --metrics-no-store     leave out the store gauges (depth, oldest age) and /scaling: per-process
+                         figures only. For big fleets on PostgreSQL, where each scrape's query
+                         scans the backlog: let one process (conveyor serve) report the store
   --scale-target-age-seconds S, --scale-jobs-per-second R
                          with both, /scaling also answers desiredWorkers: the oldest-age target
                          S (seconds) and the jobs one worker finishes per second R (measured)
@@ -35,6 +39,8 @@ export interface MetricsSettings {
   host: string;
   storeCacheMs: number | undefined;
   policy: ScalingPolicy | undefined;
+  /** Export the store gauges (false with --metrics-no-store). */
+  store: boolean;
 }
 
 function positiveNumber(name: string, value: unknown): number | undefined {
@@ -54,10 +60,14 @@ export function metricsSettings(values: Record<string, unknown>): MetricsSetting
   const minWorkers = intOption("scale-min-workers", values["scale-min-workers"], 0);
   const maxWorkers = intOption("scale-max-workers", values["scale-max-workers"], 1);
   const storeCacheMs = intOption("metrics-store-cache-ms", values["metrics-store-cache-ms"], 1_000);
+  const store = values["metrics-no-store"] !== true;
   if (port === undefined) {
     const stray = Object.keys(METRICS_OPTIONS).find((k) => k !== "metrics-port" && values[k] !== undefined);
     if (stray) throw new UsageError(`--${stray} needs --metrics-port`);
     return null;
+  }
+  if (!store && (storeCacheMs !== undefined || targetAgeSeconds !== undefined)) {
+    throw new UsageError("--metrics-no-store leaves out the store's figures: --metrics-store-cache-ms and the --scale-* options need them");
   }
   if ((targetAgeSeconds === undefined) !== (jobsPerSecondPerWorker === undefined)) {
     throw new UsageError("--scale-target-age-seconds and --scale-jobs-per-second go together: desiredWorkers needs both");
@@ -73,7 +83,7 @@ export function metricsSettings(values: Record<string, unknown>): MetricsSetting
       ? undefined
       : { targetAgeSeconds, jobsPerSecondPerWorker, ...(minWorkers !== undefined ? { minWorkers } : {}), ...(maxWorkers !== undefined ? { maxWorkers } : {}) };
   const host = typeof values["metrics-host"] === "string" ? values["metrics-host"] : "127.0.0.1";
-  return { port, host, storeCacheMs, policy };
+  return { port, host, storeCacheMs, policy, store };
 }
 
 /** Loads the observability module, or explains which peer dependency is missing. */
@@ -92,7 +102,7 @@ async function loadObservability(): Promise<typeof import("../observability/metr
 /** The metrics of one CLI process, before its listener starts. */
 export async function createMetrics(settings: MetricsSettings, backend: Backend): Promise<{ metrics: ConveyorMetrics; listen: () => Promise<MetricsServer> }> {
   const obs = await loadObservability();
-  const metrics = new obs.ConveyorMetrics({ backend, ...(settings.storeCacheMs !== undefined ? { storeCacheMs: settings.storeCacheMs } : {}) });
+  const metrics = new obs.ConveyorMetrics({ ...(settings.store ? { backend } : {}), ...(settings.storeCacheMs !== undefined ? { storeCacheMs: settings.storeCacheMs } : {}) });
   const scaling = settings.policy ? { policy: settings.policy } : {};
   return { metrics, listen: () => obs.startMetricsServer(metrics, { port: settings.port, host: settings.host, scaling }) };
 }
