@@ -177,7 +177,7 @@ class Events extends TypedEmitter<WorkerEvents> {
   readonly concurrency = 10;
   readonly busySlotCount = 0;
   readonly bufferedCount = 0;
-  fire<K extends keyof WorkerEvents & string>(event: K, payload: WorkerEvents[K]): void {
+  fire<K extends keyof WorkerEvents>(event: K, payload: WorkerEvents[K]): void {
     this.emit(event, payload);
   }
 }
