@@ -134,29 +134,24 @@ export class ConveyorTracing implements JobTelemetry {
   }
 }
 
-function producerAttributes(spec: JobSpec): Attributes {
+/** The messaging semantic-convention attributes both span kinds carry. */
+function messagingAttributes(operation: "send" | "process", queue: string, jobId: string, jobName: string): Attributes {
   return {
     "messaging.system": MESSAGING_SYSTEM,
-    "messaging.operation.type": "send",
-    "messaging.operation.name": "enqueue",
-    "messaging.destination.name": spec.queue,
-    "messaging.message.id": spec.id,
-    "messaging.message.body.size": Buffer.byteLength(spec.payload, "utf8"),
-    "conveyor.job.name": spec.name,
+    "messaging.operation.type": operation,
+    "messaging.operation.name": operation === "send" ? "enqueue" : "process",
+    "messaging.destination.name": queue,
+    "messaging.message.id": jobId,
+    "conveyor.job.name": jobName,
   };
 }
 
+function producerAttributes(spec: JobSpec): Attributes {
+  return { ...messagingAttributes("send", spec.queue, spec.id, spec.name), "messaging.message.body.size": Buffer.byteLength(spec.payload, "utf8") };
+}
+
 function consumerAttributes(job: JobRecord): Attributes {
-  return {
-    "messaging.system": MESSAGING_SYSTEM,
-    "messaging.operation.type": "process",
-    "messaging.operation.name": "process",
-    "messaging.destination.name": job.queue,
-    "messaging.message.id": job.id,
-    "conveyor.job.name": job.name,
-    "conveyor.job.attempt": job.attempt,
-    "conveyor.job.max_attempts": job.maxAttempts,
-  };
+  return { ...messagingAttributes("process", job.queue, job.id, job.name), "conveyor.job.attempt": job.attempt, "conveyor.job.max_attempts": job.maxAttempts };
 }
 
 function failSpan(span: Span, error: unknown): void {
