@@ -64,7 +64,10 @@ export class MetricsEndpoints {
     const out: QueueScaling = { queue, backlog, oldestWaitingAgeSeconds, active, paused };
     if (this.scaling.policy) {
       const current = this.lastRecommendation.get(queue) ?? this.scaling.policy.minWorkers ?? 0;
-      out.desiredWorkers = desiredWorkers(this.scaling.policy, { backlog, oldestAgeSeconds: oldestWaitingAgeSeconds, activeJobs: active, currentWorkers: current });
+      // A paused queue's backlog cannot be worked off: more workers would only idle.
+      out.desiredWorkers = paused
+        ? desiredWorkers(this.scaling.policy, { backlog: 0, oldestAgeSeconds: 0, activeJobs: active, currentWorkers: current })
+        : desiredWorkers(this.scaling.policy, { backlog, oldestAgeSeconds: oldestWaitingAgeSeconds, activeJobs: active, currentWorkers: current });
       this.lastRecommendation.set(queue, out.desiredWorkers);
     }
     return out;

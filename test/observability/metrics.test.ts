@@ -199,6 +199,14 @@ describe("ConveyorMetrics", () => {
       return a.backlog === 1 ? a : null;
     }, { timeoutMs: 5_000, intervalMs: 100 });
     expect(next.desiredWorkers).toBe(4);
+    // Paused, its backlog cannot be worked off: step in, never out.
+    await backend.pause("video");
+    const paused = await waitFor(async () => {
+      const p = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { paused: boolean; desiredWorkers: number };
+      return p.paused ? p : null;
+    }, { timeoutMs: 5_000, intervalMs: 100 });
+    expect(paused.desiredWorkers).toBe(3);
+    await backend.resume("video");
     const unknown = await fetch(`${base}/scaling?queue=nope`);
     expect(unknown.status).toBe(404);
     expect(await unknown.text()).toMatch(/no queue named \\"nope\\".*known: video/);
