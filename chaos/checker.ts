@@ -21,9 +21,9 @@ export interface CheckConfig {
   /** Worker pids that ran handlers in a sandbox (their ledger start times lag the claim). */
   sandboxedPids: readonly number[];
   /**
-   * How long after a handler's `end` record its acknowledgement may still be on its way to the
-   * store (settle batching, a round trip, a loaded machine), ms. A fault that strikes a run later
-   * than this after its end cannot have cost it its acknowledgement.
+   * How long after a handler's `end` record its acknowledgement may still be on its way to a
+   * store that is up (settle batching, a round trip, a loaded machine), ms. A store outage or
+   * connection cut later than this after a run's end cannot have cost it its acknowledgement.
    */
   ackSlackMs: number;
 }
@@ -233,13 +233,19 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
 
 /**
  * A fault hits a run when it overlaps the run: from the run's start until its acknowledgement
- * could still be on its way (its end plus `ackSlackMs`). A run with no end record ended when its
- * process did (`endOf`). A fault of another worker never hits it; a store-wide one hits the runs
- * it overlapped, not every run within a lease of it.
+ * could still be pending. A run with no end record ended when its process did (`endOf`). A fault
+ * of another worker never hits it.
+ *
+ * How long the acknowledgement may be pending depends on the fault. Its own worker's death, stop
+ * or SIGTERM: up to a lease after the end (a busy store, SQLite's write lock above all, may keep
+ * the worker's settle waiting, and heartbeats keep the lease alive meanwhile). A store-wide fault
+ * (outage, cut): `ackSlackMs`. A live worker that reaches the store settles within that, and a
+ * store that goes down or cuts the connection later finds the run already acknowledged; so an
+ * outage or cut excuses the runs it overlapped, not every run of every worker within a lease.
  */
-function hits(run: Run, w: Window, ackSlackMs: number, endOf: (run: Run) => number): boolean {
+function hits(run: Run, w: Window, config: Pick<CheckConfig, "ackSlackMs" | "leaseMs">, endOf: (run: Run) => number): boolean {
   if (w.wpid !== null && w.wpid !== run.wpid) return false;
-  const exposedUntil = endOf(run) + ackSlackMs;
+  const exposedUntil = endOf(run) + (w.wpid === null ? config.ackSlackMs : config.leaseMs);
   return w.from <= exposedUntil && w.to >= run.start;
 }
 
@@ -427,7 +433,7 @@ export function check(input: CheckInput): CheckResult {
     }
     const designed = designedOf(id);
     if (list.length > designed) duplicated++;
-    const hitting = windows.filter((w) => list.some((r) => hits(r, w, config.ackSlackMs, endOf)));
+    const hitting = windows.filter((w) => list.some((r) => hits(r, w, config, endOf)));
     hitCount.set(id, hitting.length);
     if (list.length > designed + hitting.length) {
       execBoundBroken++;

@@ -484,6 +484,14 @@ describe("chaos checker", () => {
       expect(check(input).metrics.execBoundBroken).toBe(0);
     });
 
+    it("its own worker's death within a lease of the end does excuse it (the settle may wait on a busy store)", () => {
+      const input = clean();
+      input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+      input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+      input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_150 + 2_000, cause: "store-crash", code: null, signal: "SIGKILL" });
+      expect(check(input).metrics.execBoundBroken).toBe(0);
+    });
+
     it("a run without an end record ended with its worker: a fault after that does not hit it", () => {
       const input = clean();
       // j2: attempt 1 on W1 (no end record: W1 died at 1_500), then two runs on W2.
