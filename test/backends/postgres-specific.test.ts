@@ -634,7 +634,10 @@ describe("PostgresBackend", () => {
 describe("heartbeat racing a cancel", () => {
   it("reports cancelled, not expired, when the cancel commits while the heartbeat waits on the row", async () => {
     const schema = schemas.create();
-    const b = await backend({ schema });
+    // Its own application_name, so the wait below is this backend's heartbeat and not a session
+    // of another test file waiting on some lock of its own on the shared server.
+    const app = `conveyor-hb-cancel-${randomBytes(4).toString("hex")}`;
+    const b = await backend({ schema, applicationName: app });
     await b.enqueue([buildJobSpec({ queue: "q", name: "n", data: {} })]);
     const [claimed] = await b.claim({ queues: ["q"], names: ["n"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
     // A transaction cancels the job and holds the row lock; the heartbeat queues behind it, and
@@ -646,7 +649,7 @@ describe("heartbeat racing a cancel", () => {
       const heartbeat = b.heartbeat([claimed!.lease], 60_000);
       await waitFor(
         async () =>
-          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rows[0]?.n ?? "0") !== "0",
+          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1", [app])).rows[0]?.n ?? "0") !== "0",
         { description: "the heartbeat waiting on the row lock" },
       );
       await client.query("COMMIT");
