@@ -465,13 +465,33 @@ describe("wake-ups", () => {
   });
 
   it("an idle worker starts a delayed job when it comes due, without waiting for its next poll", async () => {
-    const b = backend();
+    const prefix = testPrefix("delayed");
+    const b = backend({ prefix });
+    // Counts the worker's claims that have returned: the delayed job must be enqueued after its
+    // first (empty) one, or that claim itself would learn the due time and prove nothing about
+    // the wake-up message.
+    let claims = 0;
+    const counted = new Proxy(b, {
+      get(target, key, receiver) {
+        if (key === "claim") return async (...args: Parameters<RedisBackend["claim"]>) => {
+          const out = await target.claim(...args);
+          claims++;
+          return out;
+        };
+        const value: unknown = Reflect.get(target, key, receiver);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
     const started: string[] = [];
-    worker({ backend: b, queues: "q", pollIntervalMs: 60_000, handlers: { job: async (job) => void started.push(job.id) } });
-    // A claim (here: the worker's first) learns when the next scheduled job is due.
-    await waitFor(() => workers[0]!.activeCount === 0);
+    worker({ backend: counted, queues: "q", pollIntervalMs: 60_000, handlers: { job: async (job) => void started.push(job.id) } });
+    await waitFor(async () => claims >= 1 && Number(((await admin.call("PUBSUB", ["NUMSUB", `${prefix}:wake`])) as [string, number])[1]) >= 1, {
+      description: "the worker's first claim returned and it listens for wake-ups",
+    });
+    const claimsBefore = claims;
     await b.enqueue([spec({ jobId: "later", delayMs: 300 })]);
     await waitFor(() => started.includes("later"), { description: "delayed job started on time" });
+    // Started by a claim the wake-up triggered, not by a poll (the next is a minute away).
+    expect(claims).toBeGreaterThan(claimsBefore);
   });
 });
 
