@@ -471,24 +471,42 @@ describe("wake-ups", () => {
     // first (empty) one, or that claim itself would learn the due time and prove nothing about
     // the wake-up message.
     let claims = 0;
+    let claiming = 0;
     const counted = new Proxy(b, {
       get(target, key, receiver) {
         if (key === "claim") return async (...args: Parameters<RedisBackend["claim"]>) => {
-          const out = await target.claim(...args);
-          claims++;
-          return out;
+          claiming++;
+          try {
+            return await target.claim(...args);
+          } finally {
+            claiming--;
+            claims++;
+          }
         };
         const value: unknown = Reflect.get(target, key, receiver);
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
     const started: string[] = [];
-    worker({ backend: counted, queues: "q", pollIntervalMs: 60_000, handlers: { job: async (job) => void started.push(job.id) } });
+    // No maintenance loop either: its promotion of due jobs would start the job without the wake-up.
+    worker({ backend: counted, queues: "q", pollIntervalMs: 60_000, maintenance: false, handlers: { job: async (job) => void started.push(job.id) } });
     await waitFor(async () => claims >= 1 && Number(((await admin.call("PUBSUB", ["NUMSUB", `${prefix}:wake`])) as [string, number])[1]) >= 1, {
       description: "the worker's first claim returned and it listens for wake-ups",
     });
+    // Once subscribed, the backend wakes every known queue to catch up on missed messages; a
+    // claim of that catch-up could also learn the due time. An immediate job started through a
+    // wake-up message shows the message path works and comes after that catch-up.
+    const producer = backend({ prefix });
+    await producer.enqueue([spec({ jobId: "probe" })]);
+    await waitFor(() => started.includes("probe"), { description: "a job started by a wake-up message" });
+    // Then the worker goes idle (probe settled, no claim in flight) until a wake-up or its next poll.
+    await waitFor(async () => (await b.get("probe"))?.state === "completed" && claiming === 0 && workers[0]!.activeCount === 0, {
+      description: "the worker idle again",
+    });
     const claimsBefore = claims;
-    await b.enqueue([spec({ jobId: "later", delayMs: 300 })]);
+    // From another process's connection: the worker's own backend would learn the due time from
+    // its enqueue's reply, not from the wake-up message.
+    await producer.enqueue([spec({ jobId: "later", delayMs: 300 })]);
     await waitFor(() => started.includes("later"), { description: "delayed job started on time" });
     // Started by a claim the wake-up triggered, not by a poll (the next is a minute away).
     expect(claims).toBeGreaterThan(claimsBefore);
