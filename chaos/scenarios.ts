@@ -182,8 +182,8 @@ export const SCENARIO_DEFS: Readonly<Record<ScenarioName, ScenarioDef>> = {
  * Healthy jobs a scenario may end with dead-lettered, each explained by faults (a dead healthy
  * job that no fault explains is lost, whatever this says). Today a lease expiry counts toward a
  * job's quarantine (maxStalls, 3) even when the job did not cause it, so three deaths in a row of
- * workers holding one job dead-letter it (the 30 s mixed runs of the suite end with 1-6 such
- * jobs per backend, seed 20261130); once only a likely culprit is quarantined this is 0.
+ * workers holding one job dead-letter it (the 30 s mixed runs of the suite end with 0-6 such
+ * jobs per backend, seed 20261130, in four runs); once only a likely culprit is quarantined this is 0.
  * `--max-healthy-dead` and CHAOS_MAX_HEALTHY_DEAD override it.
  */
 export const DEFAULT_MAX_HEALTHY_DEAD = 10;
