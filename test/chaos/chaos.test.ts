@@ -31,7 +31,7 @@ afterAll(async () => {
 const why = new Map<BackendKind, string | null>();
 for (const backend of BACKENDS) why.set(backend, await unavailable(backend));
 
-describe.sequential("chaos, short runs", () => {
+describe("chaos, short runs", () => {
   for (const backend of BACKENDS) {
     const skip = why.get(backend) ?? null;
     it.skipIf(skip !== null)(`${backend}: every bound holds under mixed faults${skip ? ` (skipped: ${skip})` : ""}`, { timeout: (SECONDS + 150) * 1000 }, async () => {
