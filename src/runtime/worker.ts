@@ -715,6 +715,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     return this.closing;
   }
 
+  /** `await using worker = new Worker(…)`: a graceful `close()` when the scope ends. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   private async shutdown(options: CloseOptions): Promise<CloseResult> {
     this.stopping = true;
     const graceMs = options.graceMs ?? this.shutdownGraceMs;
