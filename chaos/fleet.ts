@@ -232,7 +232,10 @@ export class Fleet {
     slot.contTimer = null;
     const log = readWorkerLog(slot.logPath);
     if (slot.stoppedAt !== null) {
-      this.fault({ t: "stop", slot: slot.name, wpid, from: slot.stoppedAt, to: at, seen: slot.stopSeen });
+      // A SIGSTOP never seen to take hold before the process died (another fault, or its own
+      // watchdog, killed it first) is no fault: it is kept as evidence, and its death covers it.
+      if (slot.stopSeen) this.fault({ t: "stop", slot: slot.name, wpid, from: slot.stoppedAt, to: at, seen: true });
+      else this.event({ t: "stop-missed", slot: slot.name, wpid, from: slot.stoppedAt, at });
       slot.stoppedAt = null;
     }
     // A death is attributed only to what shows: the runner's SIGKILL when the process died of a
@@ -299,19 +302,31 @@ export class Fleet {
     return slot.child.kill("SIGKILL");
   }
 
-  stop(slot: Slot, forMs: number): void {
-    if (!slot.child || slot.state !== "up") return;
+  /**
+   * SIGSTOP for `forMs`, then SIGCONT. Resolves true once the process is seen stopped, false when
+   * it was not up, or died before the stop was seen (then nothing is recorded as a fault, and the
+   * caller may aim the fault at another worker).
+   */
+  async stop(slot: Slot, forMs: number): Promise<boolean> {
+    if (!slot.child || slot.state !== "up") return false;
     slot.child.kill("SIGSTOP");
     slot.state = "stopped";
     slot.stoppedAt = Date.now();
     slot.stopSeen = false;
     const child = slot.child;
-    // Signals are delivered asynchronously: look a moment later (and again at SIGCONT).
-    setTimeout(() => {
-      if (slot.child === child && slot.stoppedAt !== null && processState(slot.pid) === "T") slot.stopSeen = true;
-    }, 50);
     this.unavailable(slot, slot.stoppedAt);
     slot.contTimer = setTimeout(() => this.cont(slot), forMs);
+    // Signals are delivered asynchronously, and a loaded machine may take a while: look until the
+    // process shows stopped, it is gone, or SIGCONT comes (which looks once more).
+    for (let waited = 0; waited < forMs; waited += 20) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      if (slot.child !== child || slot.stoppedAt === null) return slot.stopSeen;
+      if (processState(slot.pid) === "T") {
+        slot.stopSeen = true;
+        return true;
+      }
+    }
+    return slot.stopSeen;
   }
 
   cont(slot: Slot): void {

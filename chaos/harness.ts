@@ -149,10 +149,15 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           return;
         }
         case "stop": {
-          const slot = fleet.target(f.slot);
-          if (slot) fleet.stop(slot, f.forMs);
-          else skip(f, "no worker up");
-          return;
+          // A stop whose target dies before it is seen stopped did not happen: aim it again at
+          // a worker that is up (a few tries), so the scenario still exercises it.
+          for (let attempt = 0; attempt < 3; attempt++) {
+            const slot = fleet.target(f.slot + attempt);
+            if (!slot) return skip(f, "no worker up");
+            if (await fleet.stop(slot, f.forMs)) return;
+            await sleep(250);
+          }
+          return skip(f, "every target died before it was seen stopped");
         }
         case "term": {
           const slot = fleet.target(f.slot, true);
