@@ -37,6 +37,8 @@ same process, for small deployments.
                          environment variable holding the secret that signs event-stream tokens
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
+  --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
+                         an API key: read keys see, admin keys also act)
   --log-level LEVEL      fatal, error, warn, info, debug (default info)
 
 SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker, exit
@@ -75,6 +77,7 @@ export async function run(argv: string[]): Promise<number> {
     webhooks: { type: "string" },
     "stream-token-secret-env": { type: "string" },
     "log-level": { type: "string" },
+    "no-dashboard": { type: "boolean", default: false },
   });
   if (values.help) {
     console.log(help);
@@ -167,6 +170,9 @@ export async function run(argv: string[]): Promise<number> {
       webhooks?.attach(worker);
     }
 
+    // The dashboard's charts come from the in-process worker's events (see dashboard/history.ts).
+    const history = values["no-dashboard"] === true ? null : new http.MetricsHistory();
+    if (history && worker) history.attach(worker);
     const app = await http.createServer({
       backend,
       apiKeys,
@@ -176,6 +182,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(webhooks ? { webhooks } : {}),
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
+      dashboard: history ? { history } : false,
     });
     closeables.push({
       close: async () => {
@@ -200,7 +207,8 @@ export async function run(argv: string[]): Promise<number> {
         `conveyor serve on http://${shown}${typeof values["base-path"] === "string" ? values["base-path"] : "/v1"} (${backend.description}); ` +
           `${apiKeys === false ? "NO authentication" : `${apiKeys.length} API key(s)`}` +
           `${worker ? `; worker on ${queues.join(",")} (${worker.jobNames.join(",")})` : ""}` +
-          `${webhooks ? "; webhooks on" : ""}\n`,
+          `${webhooks ? "; webhooks on" : ""}` +
+          `${history ? `; dashboard on http://${shown}/ui/` : ""}\n`,
       );
     });
   } catch (error) {

@@ -1,0 +1,199 @@
+/** One queue: its counts and charts, and its jobs by state, filtered by name, searched by id. */
+import { useEffect, useState } from "preact/hooks";
+import { ApiError, call, can, enc, STATES, useLive, type JobState, type JobView, type MinuteSample, type QueueView } from "./api";
+import { QueueCharts } from "./charts";
+import { ago, count, duration } from "./format";
+import { PauseButton } from "./overview";
+import { go } from "./router";
+import { LiveDot, Notice, StateBadge } from "./widgets";
+
+const PAGE = 50;
+
+export function QueueHeader({ queue, live, connected }: { queue: string; live: QueueView | null; connected: boolean }) {
+  return (
+    <div class="title-row">
+      <h1 id="title">
+        Queue <span class="mono">{queue}</span>
+      </h1>
+      {live && (live.paused ? <span class="badge paused">paused</span> : <span class="badge running">running</span>)}
+      {live && <PauseButton queue={live} />}
+      <LiveDot connected={connected} />
+    </div>
+  );
+}
+
+export function QueuePage({ queue, params }: { queue: string; params: URLSearchParams }) {
+  const live = useLive<{ queue: QueueView; history: MinuteSample[] }>(`topic=queue&queue=${enc(queue)}`);
+  const state = (params.get("state") as JobState | null) ?? null;
+  const name = params.get("name") ?? "";
+  const offset = Math.max(0, Number(params.get("offset") ?? 0) || 0);
+  const [jobs, setJobs] = useState<JobView[] | null>(null);
+  const [more, setMore] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [nameInput, setNameInput] = useState(name);
+  const [idInput, setIdInput] = useState("");
+  const counts = live.data?.queue.counts;
+  // On the first page the list follows the live counts; further pages stay put while you read.
+  const followKey = offset === 0 && counts ? JSON.stringify(counts) : "";
+
+  useEffect(() => {
+    let cancelled = false;
+    const q = new URLSearchParams({ limit: String(PAGE + 1), offset: String(offset) });
+    if (state) q.set("state", state);
+    if (name) q.set("name", name);
+    call<{ jobs: JobView[] }>("GET", `/queues/${enc(queue)}/jobs?${q}`)
+      .then((r) => {
+        if (cancelled) return;
+        setJobs(r.jobs.slice(0, PAGE));
+        setMore(r.jobs.length > PAGE);
+        setError(null);
+      })
+      .catch((e: unknown) => !cancelled && setError(e instanceof ApiError ? e.message : String(e)));
+    return () => {
+      cancelled = true;
+    };
+  }, [queue, state, name, offset, followKey]);
+
+  useEffect(() => setNameInput(name), [name]);
+
+  const link = (changes: Record<string, string | null>) => {
+    const next = new URLSearchParams(params);
+    for (const [k, v] of Object.entries(changes)) {
+      if (v === null || v === "") next.delete(k);
+      else next.set(k, v);
+    }
+    const qs = next.toString();
+    return `#/queues/${enc(queue)}${qs ? `?${qs}` : ""}`;
+  };
+
+  const searchId = async (e: Event) => {
+    e.preventDefault();
+    const id = idInput.trim();
+    if (!id) return;
+    try {
+      await call("GET", `/jobs/${enc(id)}`);
+      go(`#/jobs/${enc(id)}`);
+    } catch (err) {
+      setError(err instanceof ApiError && err.status === 404 ? `No job with id ${id}.` : String(err));
+    }
+  };
+
+  return (
+    <section aria-labelledby="title">
+      <p class="crumbs">
+        <a href="#/">Queues</a> / {queue}
+      </p>
+      <QueueHeader queue={queue} live={live.data?.queue ?? null} connected={live.connected} />
+      {live.data && (
+        <dl class="facts">
+          <div>
+            <dt>Oldest waiting</dt>
+            <dd>{duration(live.data.queue.oldestWaitingAgeMs)}</dd>
+          </div>
+          <div>
+            <dt>Dead letters</dt>
+            <dd>{can("admin") ? <a href={`#/queues/${enc(queue)}/dead`}>{count(live.data.queue.counts.dead)} — inspect and replay</a> : count(live.data.queue.counts.dead)}</dd>
+          </div>
+        </dl>
+      )}
+      {live.data && <QueueCharts history={live.data.history.slice(-60)} />}
+
+      <h2>Jobs</h2>
+      <nav class="tabs" aria-label="Job state">
+        <a href={link({ state: null, offset: null })} aria-current={state === null ? "page" : undefined}>
+          all
+        </a>
+        {STATES.map((s) => (
+          <a key={s} href={link({ state: s, offset: null })} aria-current={state === s ? "page" : undefined}>
+            {s} <span class="count">{counts ? count(counts[s]) : ""}</span>
+          </a>
+        ))}
+      </nav>
+      <div class="filters">
+        <form
+          role="search"
+          aria-label="Filter by job name"
+          onSubmit={(e) => {
+            e.preventDefault();
+            go(link({ name: nameInput.trim(), offset: null }));
+          }}
+        >
+          <label for="name-filter">Job name</label>
+          <input id="name-filter" value={nameInput} onInput={(e) => setNameInput(e.currentTarget.value)} placeholder="e.g. send-email" maxLength={128} />
+          <button type="submit" class="btn">
+            Filter
+          </button>
+          {name && (
+            <a class="clear" href={link({ name: null, offset: null })}>
+              clear
+            </a>
+          )}
+        </form>
+        <form role="search" aria-label="Find a job by id" onSubmit={(e) => void searchId(e)}>
+          <label for="id-search">Job id</label>
+          <input id="id-search" value={idInput} onInput={(e) => setIdInput(e.currentTarget.value)} maxLength={255} />
+          <button type="submit" class="btn">
+            Open
+          </button>
+        </form>
+      </div>
+      {error && <Notice kind="error">{error}</Notice>}
+      {jobs === null ? (
+        <p>Loading…</p>
+      ) : jobs.length === 0 ? (
+        <Notice>No jobs{state ? ` in state ${state}` : ""}{name ? ` named ${name}` : ""}{offset > 0 ? " on this page" : ""}.</Notice>
+      ) : (
+        <JobTable jobs={jobs} />
+      )}
+      <nav class="pager" aria-label="Pages">
+        {offset > 0 ? <a href={link({ offset: String(Math.max(0, offset - PAGE)) })}>← Newer</a> : <span />}
+        <span>
+          {jobs && jobs.length > 0 ? `${count(offset + 1)}–${count(offset + jobs.length)}` : ""}
+        </span>
+        {more ? <a href={link({ offset: String(offset + PAGE) })}>Older →</a> : <span />}
+      </nav>
+    </section>
+  );
+}
+
+export function JobTable({ jobs }: { jobs: JobView[] }) {
+  const now = Date.now();
+  return (
+    <div class="table-wrap">
+      <table class="jobs">
+        <thead>
+          <tr>
+            <th scope="col">Job</th>
+            <th scope="col">Name</th>
+            <th scope="col">State</th>
+            <th scope="col" class="num">Attempts</th>
+            <th scope="col">Created</th>
+            <th scope="col" class="num">Wait</th>
+            <th scope="col" class="num">Run</th>
+            <th scope="col">Last error</th>
+          </tr>
+        </thead>
+        <tbody>
+          {jobs.map((j) => (
+            <tr key={j.id}>
+              <th scope="row" class="mono">
+                <a href={`#/jobs/${enc(j.id)}`}>{j.id}</a>
+              </th>
+              <td class="mono">{j.name}</td>
+              <td>
+                <StateBadge state={j.state} />
+              </td>
+              <td class="num">
+                {j.attempts.made}/{j.attempts.max}
+              </td>
+              <td title={j.timings.createdAt}>{ago(j.timings.createdAt, now)}</td>
+              <td class="num">{duration(j.timings.waitMs)}</td>
+              <td class="num">{duration(j.timings.runMs)}</td>
+              <td class="clip">{j.error ? `${j.error.name}: ${j.error.message}` : ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
