@@ -107,6 +107,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Conveyor</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="${v("app.css")}">
 <script type="module" src="${v("app.js")}"></script>
 </head>
@@ -115,7 +116,9 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
         return reply.header("content-type", "text/html; charset=utf-8").header("cache-control", "no-store").send(html);
       };
 
-      scope.get("/", async (_request, reply) => page(reply));
+      // The page's relative asset URLs need the trailing slash.
+      scope.get("/", { prefixTrailingSlash: "slash" }, async (_request, reply) => page(reply));
+      scope.get("", { prefixTrailingSlash: "no-slash" }, async (_request, reply) => reply.redirect(`${scope.prefix}/`, 302));
 
       scope.get("/assets/:file", async (request, reply) => {
         const { file } = request.params as { file: string };

@@ -106,7 +106,7 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
                 <label for={`sel-${j.id}`} class="mono">
                   {j.name} <span class="dim">{j.id}</span>
                 </label>
-                <a href={`#/jobs/${enc(j.id)}`} aria-label={`Open job ${j.id}`}>
+                <a href={`#/jobs/${enc(j.id)}`} aria-label={`details of job ${j.id}`}>
                   details
                 </a>
                 <span class="dim">

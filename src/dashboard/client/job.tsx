@@ -55,7 +55,11 @@ export function JobPage({ id }: { id: string }) {
         <p class="dim">No progress reported.</p>
       ) : (
         <div class="progress-box">
-          {pct !== null && <progress max={100} value={pct} aria-label="Progress" />}
+          {pct !== null && (
+            <p class="progress-line">
+              <progress max={100} value={pct} aria-label="Progress" /> <strong>{pct.toFixed(pct < 10 ? 1 : 0)}%</strong>
+            </p>
+          )}
           <JsonBlock value={job.progress} label="Progress value" />
         </div>
       )}

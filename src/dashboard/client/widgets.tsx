@@ -39,6 +39,7 @@ export function ActionButton({
   confirm?: string;
   kind?: "normal" | "danger";
   onDone?: (result: unknown) => void;
+  /** Accessible name when the label alone is ambiguous (it must contain the label). */
   title?: string;
 }) {
   const [busy, setBusy] = useState(false);
@@ -58,7 +59,7 @@ export function ActionButton({
   };
   return (
     <span class="action">
-      <button type="button" class={`btn btn-${kind}`} disabled={busy} onClick={() => void click()} {...(title ? { title } : {})}>
+      <button type="button" class={`btn btn-${kind}`} disabled={busy} onClick={() => void click()} {...(title ? { "aria-label": title } : {})}>
         {busy ? `${label}…` : label}
       </button>
       {error && (
