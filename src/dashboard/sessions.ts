@@ -120,7 +120,7 @@ export class DashboardSessions {
       if (forged) return { kind: "refused", status: 403, detail: `refused as a possible cross-site request forgery: ${forged}` };
       const token = request.headers[CSRF_HEADER];
       if (typeof token !== "string" || !sameToken(token, session.csrfToken)) {
-        return { kind: "refused", status: 403, detail: `a change made with the dashboard's session cookie needs its CSRF token in ${CSRF_HEADER} (from GET /ui/api/session)` };
+        return { kind: "refused", status: 403, detail: `a change made with the dashboard's session cookie needs its CSRF token in ${CSRF_HEADER} (the dashboard page reads it from its api/session route)` };
       }
     }
     return { kind: "ok", principal: session.principal };
