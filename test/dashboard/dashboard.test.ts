@@ -124,7 +124,7 @@ afterAll(async () => {
     await server.exited;
   }
   console.log(`dashboard screenshots: ${shots}`);
-  if (!process.env.CONVEYOR_DASHBOARD_SHOTS) await temp.removeAll();
+  await temp.removeAll();
 });
 
 describe("web dashboard in Chromium", () => {
@@ -145,8 +145,12 @@ describe("web dashboard in Chromium", () => {
     for (let i = 0; i < 12; i++) await enqueue("emails", "quick", { to: `user${i}@example.com` });
     const dead = await enqueue("emails", "gated", { message: "SMTP 550 mailbox unavailable" }, { attempts: 2, backoff: { type: "fixed", delayMs: 50 } });
     const steps = await enqueue("reports", "steps", { steps: 3, ms: 200 });
+    // Something running and something scheduled, so the screenshots show every kind of count.
+    const running = await enqueue("reports", "steps", { steps: 20, ms: 500 });
+    await enqueue("reports", "quick", {}, { delayMs: 3_600_000 });
     await untilState(dead, "dead");
     await untilState(steps, "completed");
+    await untilState(running, "active");
     const s = await login(ADMIN_KEY);
     const { page } = s;
     await page.getByRole("link", { name: "emails" }).waitFor();
@@ -235,10 +239,14 @@ describe("web dashboard in Chromium", () => {
     await waitFor(async () => {
       const text = await s.page.locator(".progress-line strong").textContent().catch(() => null);
       if (text) seen.add(text);
+      if (text && text !== "100%" && !seen.has("shot")) {
+        seen.add("shot");
+        await shot(s.page, "job-progress");
+      }
       return seen.has("100%");
     }, { timeoutMs: 20_000, intervalMs: 50, description: "progress to reach 100% on the page" });
     // Intermediate values were shown as they came.
-    expect([...seen].filter((t) => t !== "100%").length).toBeGreaterThanOrEqual(1);
+    expect([...seen].filter((t) => t !== "100%" && t !== "shot").length).toBeGreaterThanOrEqual(1);
     await s.page.locator(".title-row .badge", { hasText: "completed" }).waitFor();
     expect(await inPage<boolean>(s.page, "window.sameDocument === true")).toBe(true);
     expect(s.errors).toEqual([]);

@@ -24,7 +24,7 @@ type Series = { label: string; values: Array<number | null>; color: string };
 export function TimeChart({ title, unit, times, series }: { title: string; unit: string; times: number[]; series: Series[] }) {
   const el = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
-  const width = () => Math.max(280, Math.min(520, (el.current?.parentElement?.clientWidth ?? 400) - 8));
+  const width = () => Math.max(260, (el.current?.parentElement?.clientWidth ?? 400) - 20);
   useEffect(() => {
     if (!el.current) return;
     const opts: uPlot.Options = {
@@ -37,7 +37,10 @@ export function TimeChart({ title, unit, times, series }: { title: string; unit:
       series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, spanGaps: false }))],
     };
     plot.current = new uPlot(opts, [times.map((t) => t / 1000), ...series.map((s) => s.values)] as uPlot.AlignedData, el.current);
+    const resize = () => plot.current?.setSize({ width: width(), height: 180 });
+    window.addEventListener("resize", resize);
     return () => {
+      window.removeEventListener("resize", resize);
       plot.current?.destroy();
       plot.current = null;
     };
