@@ -11,9 +11,9 @@ const PAGE = 20;
 export function DeadPage({ queue, params }: { queue: string; params: URLSearchParams }) {
   const live = useLive<{ queue: QueueView; history: MinuteSample[] }>(`topic=queue&queue=${enc(queue)}`);
   const name = params.get("name") ?? "";
-  const offset = Math.max(0, Number(params.get("offset") ?? 0) || 0);
+  const after = params.get("after") ?? "";
   const [jobs, setJobs] = useState<JobView[] | null>(null);
-  const [more, setMore] = useState(false);
+  const [next, setNext] = useState<string | null>(null);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [message, setMessage] = useState<{ kind: "info" | "error"; text: string } | null>(null);
   const [nameInput, setNameInput] = useState(name);
@@ -22,20 +22,21 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
 
   useEffect(() => {
     let cancelled = false;
-    const q = new URLSearchParams({ limit: String(PAGE + 1), offset: String(offset) });
+    const q = new URLSearchParams({ limit: String(PAGE) });
     if (name) q.set("name", name);
-    call<{ jobs: JobView[] }>("GET", `/queues/${enc(queue)}/dead?${q}`)
+    if (after) q.set("after", after);
+    call<{ jobs: JobView[]; next: string | null }>("GET", `/queues/${enc(queue)}/dead?${q}`)
       .then((r) => {
         if (cancelled) return;
-        setJobs(r.jobs.slice(0, PAGE));
-        setMore(r.jobs.length > PAGE);
+        setJobs(r.jobs);
+        setNext(r.next);
         setSelected((s) => new Set([...s].filter((id) => r.jobs.some((j) => j.id === id))));
       })
       .catch((e: unknown) => !cancelled && setMessage({ kind: "error", text: e instanceof ApiError ? e.message : String(e) }));
     return () => {
       cancelled = true;
     };
-  }, [queue, name, offset, deadCount, reload]);
+  }, [queue, name, after, deadCount, reload]);
 
   const link = (changes: Record<string, string | null>) => {
     const next = new URLSearchParams(params);
@@ -73,7 +74,7 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
           aria-label="Filter dead letters by job name"
           onSubmit={(e) => {
             e.preventDefault();
-            go(link({ name: nameInput.trim(), offset: null }));
+            go(link({ name: nameInput.trim(), after: null }));
           }}
         >
           <label for="dead-name">Job name</label>
@@ -153,9 +154,9 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
         </ul>
       )}
       <nav class="pager" aria-label="Pages">
-        {offset > 0 ? <a href={link({ offset: String(Math.max(0, offset - PAGE)) })}>← Newer</a> : <span />}
+        {after ? <a href={link({ after: null })}>← Newest</a> : <span />}
         <span />
-        {more ? <a href={link({ offset: String(offset + PAGE) })}>Older →</a> : <span />}
+        {next ? <a href={link({ after: next })}>Older →</a> : <span />}
       </nav>
     </section>
   );

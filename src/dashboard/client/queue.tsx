@@ -26,35 +26,45 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
   const live = useLive<{ queue: QueueView; history: MinuteSample[] }>(`topic=queue&queue=${enc(queue)}`);
   const state = (params.get("state") as JobState | null) ?? null;
   const name = params.get("name") ?? "";
-  const offset = Math.max(0, Number(params.get("offset") ?? 0) || 0);
+  const after = params.get("after") ?? "";
+  const from = params.get("from") ?? "";
+  const until = params.get("until") ?? "";
   const [jobs, setJobs] = useState<JobView[] | null>(null);
-  const [more, setMore] = useState(false);
+  const [next, setNext] = useState<string | null>(null);
+  const [fromInput, setFromInput] = useState(from);
+  const [untilInput, setUntilInput] = useState(until);
   const [error, setError] = useState<string | null>(null);
   const [nameInput, setNameInput] = useState(name);
   const [idInput, setIdInput] = useState("");
   const counts = live.data?.queue.counts;
   // On the first page the list follows the live counts; further pages stay put while you read.
-  const followKey = offset === 0 && counts ? JSON.stringify(counts) : "";
+  const followKey = after === "" && counts ? JSON.stringify(counts) : "";
 
   useEffect(() => {
     let cancelled = false;
-    const q = new URLSearchParams({ limit: String(PAGE + 1), offset: String(offset) });
+    // Pages go by keyset cursor (`after`), so the thousandth page costs what the first does.
+    const q = new URLSearchParams({ limit: String(PAGE) });
     if (state) q.set("state", state);
     if (name) q.set("name", name);
-    call<{ jobs: JobView[] }>("GET", `/queues/${enc(queue)}/jobs?${q}`)
+    if (after) q.set("after", after);
+    if (from) q.set("createdFrom", localToIso(from));
+    if (until) q.set("createdUntil", localToIso(until));
+    call<{ jobs: JobView[]; next: string | null }>("GET", `/queues/${enc(queue)}/jobs?${q}`)
       .then((r) => {
         if (cancelled) return;
-        setJobs(r.jobs.slice(0, PAGE));
-        setMore(r.jobs.length > PAGE);
+        setJobs(r.jobs);
+        setNext(r.next);
         setError(null);
       })
       .catch((e: unknown) => !cancelled && setError(e instanceof ApiError ? e.message : String(e)));
     return () => {
       cancelled = true;
     };
-  }, [queue, state, name, offset, followKey]);
+  }, [queue, state, name, after, from, until, followKey]);
 
   useEffect(() => setNameInput(name), [name]);
+  useEffect(() => setFromInput(from), [from]);
+  useEffect(() => setUntilInput(until), [until]);
 
   const link = (changes: Record<string, string | null>) => {
     const next = new URLSearchParams(params);
@@ -100,11 +110,11 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
 
       <h2>Jobs</h2>
       <nav class="tabs" aria-label="Job state">
-        <a href={link({ state: null, offset: null })} aria-current={state === null ? "page" : undefined}>
+        <a href={link({ state: null, after: null })} aria-current={state === null ? "page" : undefined}>
           all
         </a>
         {STATES.map((s) => (
-          <a key={s} href={link({ state: s, offset: null })} aria-current={state === s ? "page" : undefined}>
+          <a key={s} href={link({ state: s, after: null })} aria-current={state === s ? "page" : undefined}>
             {s} <span class="count">{counts ? count(counts[s]) : ""}</span>
           </a>
         ))}
@@ -115,7 +125,7 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
           aria-label="Filter by job name"
           onSubmit={(e) => {
             e.preventDefault();
-            go(link({ name: nameInput.trim(), offset: null }));
+            go(link({ name: nameInput.trim(), after: null }));
           }}
         >
           <label for="name-filter">Job name</label>
@@ -124,7 +134,28 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
             Filter
           </button>
           {name && (
-            <a class="clear" href={link({ name: null, offset: null })}>
+            <a class="clear" href={link({ name: null, after: null })}>
+              clear
+            </a>
+          )}
+        </form>
+        <form
+          role="search"
+          aria-label="Filter by creation time"
+          onSubmit={(e) => {
+            e.preventDefault();
+            go(link({ from: fromInput, until: untilInput, after: null }));
+          }}
+        >
+          <label for="created-from">Created from</label>
+          <input id="created-from" type="datetime-local" step="1" value={fromInput} onInput={(e) => setFromInput(e.currentTarget.value)} />
+          <label for="created-until">until</label>
+          <input id="created-until" type="datetime-local" step="1" value={untilInput} onInput={(e) => setUntilInput(e.currentTarget.value)} />
+          <button type="submit" class="btn">
+            Apply
+          </button>
+          {(from || until) && (
+            <a class="clear" href={link({ from: null, until: null, after: null })}>
               clear
             </a>
           )}
@@ -141,16 +172,19 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
       {jobs === null ? (
         <p>Loading…</p>
       ) : jobs.length === 0 ? (
-        <Notice>No jobs{state ? ` in state ${state}` : ""}{name ? ` named ${name}` : ""}{offset > 0 ? " on this page" : ""}.</Notice>
+        <Notice>
+          No jobs{state ? ` in state ${state}` : ""}
+          {name ? ` named ${name}` : ""}
+          {from || until ? " created in that time range" : ""}
+          {after ? " on this page" : ""}.
+        </Notice>
       ) : (
         <JobTable jobs={jobs} />
       )}
       <nav class="pager" aria-label="Pages">
-        {offset > 0 ? <a href={link({ offset: String(Math.max(0, offset - PAGE)) })}>← Newer</a> : <span />}
-        <span>
-          {jobs && jobs.length > 0 ? `${count(offset + 1)}–${count(offset + jobs.length)}` : ""}
-        </span>
-        {more ? <a href={link({ offset: String(offset + PAGE) })}>Older →</a> : <span />}
+        {after ? <a href={link({ after: null })}>← Newest</a> : <span />}
+        <span class="dim">{after ? "Use Back for the previous page." : ""}</span>
+        {next ? <a href={link({ after: next })}>Older →</a> : <span />}
       </nav>
     </section>
   );
@@ -196,4 +230,10 @@ export function JobTable({ jobs }: { jobs: JobView[] }) {
       </table>
     </div>
   );
+}
+
+/** A datetime-local value (the browser's time zone) as RFC 3339. */
+function localToIso(value: string): string {
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? value : new Date(ms).toISOString();
 }
