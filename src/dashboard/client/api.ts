@@ -13,64 +13,19 @@ export interface SessionInfo {
   sections: { schedules: boolean; relay: boolean };
 }
 
-export type JobState = "scheduled" | "waiting" | "active" | "completed" | "dead" | "cancelled";
+// The server's own types (type-only imports: nothing of the server is bundled).
+import type { JobState } from "../../core/job.js";
+import type { DeadJobView, JobView as ServerJobView, QueueView } from "../../http/views.js";
+import type { MinuteSample } from "../history.js";
+
+export type { JobState, MinuteSample, QueueView };
 export const STATES: JobState[] = ["waiting", "scheduled", "active", "completed", "dead", "cancelled"];
 
-export interface Percentiles {
-  p50: number;
-  p95: number;
-  p99: number;
-}
-export interface MinuteSample {
-  t: number;
-  completed: number;
-  failed: number;
-  dead: number;
-  waitMs: Percentiles | null;
-  runMs: Percentiles | null;
-}
-export interface QueueView {
-  name: string;
-  paused: boolean;
-  counts: Record<JobState, number>;
-  oldestWaitingAgeMs: number | null;
-}
-export interface ErrorInfo {
-  name: string;
-  message: string;
-  stack?: string | null;
-}
-export interface Attempt {
-  attempt: number;
-  workerId: string;
-  host: string;
-  pid: number;
-  startedAt: string;
-  finishedAt: string;
-  outcome: string;
-  error: ErrorInfo | null;
-}
-export interface JobView {
-  id: string;
-  queue: string;
-  name: string;
-  state: JobState;
-  finished: boolean;
-  progress: unknown;
-  result: unknown;
-  error: ErrorInfo | null;
-  attempts: { made: number; max: number };
-  priority: number;
-  timings: { createdAt: string; runAt: string; startedAt: string | null; finishedAt: string | null; waitMs: number | null; runMs: number | null };
-  // Admin views add these.
-  data?: unknown;
-  meta?: Record<string, unknown> | null;
-  failure?: ErrorInfo | null;
-  history?: Attempt[];
-  replays?: number;
-  stalls?: number;
-  lease?: { token: number; expiresAt: string; worker: { id: string; host: string; pid: number } } | null;
-}
+/** A job as the live stream and listings send it: the status view, plus what admin keys see. */
+export type JobView = ServerJobView &
+  Partial<Pick<DeadJobView, "data" | "meta" | "failure" | "history" | "replays" | "stalls">> & {
+    lease?: { token: number; expiresAt: string; worker: { id: string; host: string; pid: number } } | null;
+  };
 
 /** An answer the server refused, with its problem document's detail. */
 export class ApiError extends Error {

@@ -2,9 +2,9 @@
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, call, enc, useLive, type JobView, type MinuteSample, type QueueView } from "./api";
 import { count, time } from "./format";
-import { go } from "./router";
+import { go, withParams } from "./router";
 import { QueueHeader } from "./queue";
-import { ActionButton, JsonBlock, Notice } from "./widgets";
+import { ActionButton, JsonBlock, Notice, NameFilter } from "./widgets";
 
 const PAGE = 20;
 
@@ -16,7 +16,6 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
   const [next, setNext] = useState<string | null>(null);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [message, setMessage] = useState<{ kind: "info" | "error"; text: string } | null>(null);
-  const [nameInput, setNameInput] = useState(name);
   const deadCount = live.data?.queue.counts.dead;
   const [reload, setReload] = useState(0);
 
@@ -38,15 +37,7 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
     };
   }, [queue, name, after, deadCount, reload]);
 
-  const link = (changes: Record<string, string | null>) => {
-    const next = new URLSearchParams(params);
-    for (const [k, v] of Object.entries(changes)) {
-      if (v === null || v === "") next.delete(k);
-      else next.set(k, v);
-    }
-    const qs = next.toString();
-    return `#/queues/${enc(queue)}/dead${qs ? `?${qs}` : ""}`;
-  };
+  const link = (changes: Record<string, string | null>) => withParams(`#/queues/${enc(queue)}/dead`, params, changes);
   const replayed = (r: unknown) => {
     const out = r as { replayed: string[]; notDead: string[]; notFound: string[] };
     setMessage({ kind: "info", text: `Replayed ${count(out.replayed.length)} job(s)${out.notDead.length ? `; ${out.notDead.length} were no longer dead` : ""}${out.notFound.length ? `; ${out.notFound.length} not found` : ""}.` });
@@ -69,20 +60,7 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
       <QueueHeader queue={queue} live={live.data?.queue ?? null} connected={live.connected} />
       <h2>Dead letters {deadCount !== undefined && <span class="count">({count(deadCount)})</span>}</h2>
       <div class="filters">
-        <form
-          role="search"
-          aria-label="Filter dead letters by job name"
-          onSubmit={(e) => {
-            e.preventDefault();
-            go(link({ name: nameInput.trim(), after: null }));
-          }}
-        >
-          <label for="dead-name">Job name</label>
-          <input id="dead-name" value={nameInput} onInput={(e) => setNameInput(e.currentTarget.value)} maxLength={128} />
-          <button type="submit" class="btn">
-            Filter
-          </button>
-        </form>
+        <NameFilter id="dead-name" label="Filter dead letters by job name" applied={name} onApply={(n) => go(link({ name: n, after: null }))} clearHref={link({ name: null, after: null })} />
       </div>
       <div class="actions bulk">
         <ActionButton label={`Replay selected (${selected.size})`} run={async () => (selected.size === 0 ? Promise.reject(new ApiError(400, "select dead letters first")) : call("POST", `/queues/${enc(queue)}/dead/replay`, { ids: [...selected] }))} onDone={replayed} />

@@ -131,7 +131,11 @@ function App() {
         )}
       </header>
       <main id="main" ref={main} tabIndex={-1}>
-        <View route={route} />
+        {session.principal.scopes.includes("read") ? (
+          <View route={route} />
+        ) : (
+          <Notice kind="error">The key {session.principal.id} has no read scope, and the dashboard shows nothing without it. Log out and log in with a read or admin key.</Notice>
+        )}
       </main>
     </>
   );

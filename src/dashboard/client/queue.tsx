@@ -4,8 +4,8 @@ import { ApiError, call, can, enc, STATES, useLive, type JobState, type JobView,
 import { QueueCharts } from "./charts";
 import { ago, count, duration } from "./format";
 import { PauseButton } from "./overview";
-import { go } from "./router";
-import { LiveDot, Notice, StateBadge } from "./widgets";
+import { go, withParams } from "./router";
+import { LiveDot, Notice, StateBadge, NameFilter } from "./widgets";
 
 const PAGE = 50;
 
@@ -34,7 +34,6 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
   const [fromInput, setFromInput] = useState(from);
   const [untilInput, setUntilInput] = useState(until);
   const [error, setError] = useState<string | null>(null);
-  const [nameInput, setNameInput] = useState(name);
   const [idInput, setIdInput] = useState("");
   const counts = live.data?.queue.counts;
   // On the first page the list follows the live counts; further pages stay put while you read.
@@ -62,19 +61,10 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
     };
   }, [queue, state, name, after, from, until, followKey]);
 
-  useEffect(() => setNameInput(name), [name]);
   useEffect(() => setFromInput(from), [from]);
   useEffect(() => setUntilInput(until), [until]);
 
-  const link = (changes: Record<string, string | null>) => {
-    const next = new URLSearchParams(params);
-    for (const [k, v] of Object.entries(changes)) {
-      if (v === null || v === "") next.delete(k);
-      else next.set(k, v);
-    }
-    const qs = next.toString();
-    return `#/queues/${enc(queue)}${qs ? `?${qs}` : ""}`;
-  };
+  const link = (changes: Record<string, string | null>) => withParams(`#/queues/${enc(queue)}`, params, changes);
 
   const searchId = async (e: Event) => {
     e.preventDefault();
@@ -120,25 +110,7 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
         ))}
       </nav>
       <div class="filters">
-        <form
-          role="search"
-          aria-label="Filter by job name"
-          onSubmit={(e) => {
-            e.preventDefault();
-            go(link({ name: nameInput.trim(), after: null }));
-          }}
-        >
-          <label for="name-filter">Job name</label>
-          <input id="name-filter" value={nameInput} onInput={(e) => setNameInput(e.currentTarget.value)} placeholder="e.g. send-email" maxLength={128} />
-          <button type="submit" class="btn">
-            Filter
-          </button>
-          {name && (
-            <a class="clear" href={link({ name: null, after: null })}>
-              clear
-            </a>
-          )}
-        </form>
+        <NameFilter id="name-filter" label="Filter by job name" applied={name} onApply={(n) => go(link({ name: n, after: null }))} clearHref={link({ name: null, after: null })} />
         <form
           role="search"
           aria-label="Filter by creation time"

@@ -26,6 +26,17 @@ export function parse(hash: string): Route {
   return { view: "missing" };
 }
 
+/** `path` with the current query `params` changed: a null or empty value removes the key. */
+export function withParams(path: string, params: URLSearchParams, changes: Record<string, string | null>): string {
+  const next = new URLSearchParams(params);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v === null || v === "") next.delete(k);
+    else next.set(k, v);
+  }
+  const qs = next.toString();
+  return `${path}${qs ? `?${qs}` : ""}`;
+}
+
 export function go(hash: string): void {
   window.location.hash = hash;
 }

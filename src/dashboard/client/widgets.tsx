@@ -1,6 +1,6 @@
 /** Small pieces shared by the views. Job data is only ever rendered as text nodes. */
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ApiError } from "./api";
 import { count, json, SHOWN_CHARS } from "./format";
 
@@ -84,5 +84,32 @@ export function LiveDot({ connected }: { connected: boolean }) {
     <span class={`live ${connected ? "on" : "off"}`} role="status">
       {connected ? "live" : "reconnecting…"}
     </span>
+  );
+}
+
+/** The "Job name" filter form: applies on submit; "clear" shows while a name is applied. */
+export function NameFilter({ id, label, applied, onApply, clearHref }: { id: string; label: string; applied: string; onApply: (name: string) => void; clearHref: string }) {
+  const [value, setValue] = useState(applied);
+  useEffect(() => setValue(applied), [applied]);
+  return (
+    <form
+      role="search"
+      aria-label={label}
+      onSubmit={(e) => {
+        e.preventDefault();
+        onApply(value.trim());
+      }}
+    >
+      <label for={id}>Job name</label>
+      <input id={id} value={value} onInput={(e) => setValue(e.currentTarget.value)} placeholder="e.g. send-email" maxLength={128} />
+      <button type="submit" class="btn">
+        Filter
+      </button>
+      {applied && (
+        <a class="clear" href={clearHref}>
+          clear
+        </a>
+      )}
+    </form>
   );
 }
