@@ -1,7 +1,7 @@
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "bin/**", "scripts/**", ".tmp/**", "eslint.config.js"] },
+  { ignores: ["dist/**", "node_modules/**", "bin/**", "scripts/**", "deploy/**", ".tmp/**", "eslint.config.js"] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {

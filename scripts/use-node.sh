@@ -10,7 +10,9 @@
 # (default: ~/.cache/conveyor-node).
 
 CONVEYOR_NODE_LTS="24.22.3"
-CONVEYOR_NODE_OLDEST="22.23.5"
+# The floor of engines, tested as such by .ci/run (the pack test): better-sqlite3 13's prebuilt
+# addon crashes (SIGSEGV) on Node 22.12 and 22.13, so 22.14.0 is the oldest Node that works.
+CONVEYOR_NODE_OLDEST="22.14.0"
 
 # conveyor_node_dir VERSION: prints the folder of that Node (bin/node, include/node), installing it
 # from the registry the first time.

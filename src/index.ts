@@ -30,6 +30,10 @@ export {
   type BoundHandler,
   type JobDefinition,
   type PayloadSchema,
+  type PayloadOf,
+  type SchemaResult,
+  type SchemaIssue,
+  type TypedJobRecord,
   type DefineJobOptions,
   type HandlerSettings,
 } from "./core/define.js";

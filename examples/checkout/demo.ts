@@ -20,12 +20,11 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { SqliteBackend } from "../../src/backend/sqlite/index.js";
-import { showJob } from "../../src/cli/jobs.js";
-import { duration, table } from "../../src/cli/format.js";
-import { installShutdownSignals, Queue, silentLogger, Worker, type JobRecord, type QueueStats } from "../../src/index.js";
-import { createServer } from "../../src/http/index.js";
+import { installShutdownSignals, Queue, silentLogger, Worker, type JobRecord, type QueueStats } from "conveyor-jobs";
+import { createServer } from "conveyor-jobs/http";
+import { SqliteBackend } from "conveyor-jobs/sqlite";
 import { chargePayment, checkoutHandlers, renderInvoice, sendEmail } from "./jobs.js";
+import { forensics, grid, shortDuration } from "./view.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -112,10 +111,10 @@ let lastPlain = 0;
 async function render(final = false): Promise<void> {
   const stats: QueueStats[] = await backend.stats();
   const active: JobRecord[] = await backend.list({ state: "active" }, { limit: 6 });
-  const elapsed = duration(Date.now() - started);
-  const statsTable = table(
+  const elapsed = shortDuration(Date.now() - started);
+  const statsTable = grid(
     ["queue", "waiting", "running", "retrying", "completed", "dead", "oldest waiting"],
-    stats.map((s) => [s.queue, s.counts.waiting, s.counts.active, s.counts.scheduled, s.counts.completed, s.counts.dead, duration(s.oldestWaitingAgeMs)]),
+    stats.map((s) => [s.queue, s.counts.waiting, s.counts.active, s.counts.scheduled, s.counts.completed, s.counts.dead, shortDuration(s.oldestWaitingAgeMs)]),
   );
   if (tty && !final) {
     const running = active.map((j) => `  ${j.name.padEnd(15)} ${j.id.slice(-6)} attempt ${j.attempt}${j.progress ? ` progress ${JSON.stringify(j.progress)}` : ""}`);
@@ -162,7 +161,7 @@ async function finish(reason: string, drainFirst: boolean): Promise<number> {
   const closed = await Promise.all(workers.map((w) => w.close({ reason })));
   await render(true);
   const stats = await backend.stats();
-  console.log("\n" + table(
+  console.log("\n" + grid(
     ["queue", "waiting", "running", "retrying", "completed", "dead"],
     stats.map((s) => [s.queue, s.counts.waiting, s.counts.active, s.counts.scheduled, s.counts.completed, s.counts.dead]),
   ));
@@ -170,7 +169,7 @@ async function finish(reason: string, drainFirst: boolean): Promise<number> {
   const [dead] = await backend.list({ state: "dead" }, { limit: 1 });
   if (dead) {
     console.log("\nA dead letter keeps its forensics (conveyor dlq show):\n");
-    console.log(showJob(dead).split("\n").filter((l) => !l.startsWith("             at ")).join("\n"));
+    console.log(forensics(dead));
   }
   console.log(`\nThe API ran at ${apiUrl}/v1 (README: the curl walkthrough).`);
   console.log(`\nInspect it yourself:\n  npx tsx src/cli/bin.ts stats --db sqlite:${dbPath}\n  npx tsx src/cli/bin.ts dlq ls --db sqlite:${dbPath}`);

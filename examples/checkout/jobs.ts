@@ -4,7 +4,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
-import { defineJob, RetryLater, UnrecoverableError, type Queue } from "../../src/index.js";
+import { defineJob, RetryLater, UnrecoverableError, type Queue } from "conveyor-jobs";
 
 /** Downstream "services" with realistic latency and failure rates (scaled down ~5x). */
 const sleep = (ms: number, signal: AbortSignal) => delay(ms, undefined, { signal });

@@ -12,9 +12,9 @@
  */
 import Fastify from "fastify";
 import { z } from "zod";
-import { SqliteBackend } from "../../src/backend/sqlite/index.js";
-import { conveyorHttp, generateApiKey, generateWebhookSecret, hashApiKey, WebhookDispatcher } from "../../src/http/index.js";
-import { defineJob, Queue, Worker } from "../../src/index.js";
+import { defineJob, Queue, Worker } from "conveyor-jobs";
+import { conveyorHttp, generateApiKey, generateWebhookSecret, hashApiKey, WebhookDispatcher } from "conveyor-jobs/http";
+import { SqliteBackend } from "conveyor-jobs/sqlite";
 
 const backend = new SqliteBackend({ path: process.env.DB ?? ".tmp/example-http.db" });
 

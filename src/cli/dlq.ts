@@ -1,3 +1,4 @@
+import type { Backend, ReplayResult } from "../backend/contract.js";
 import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { printJson } from "./format.js";
 import { listTable, showOne } from "./jobs.js";
@@ -5,7 +6,8 @@ import { listTable, showOne } from "./jobs.js";
 export const help = `conveyor dlq ls --db URL [--queue Q] [--limit N] [--json]     dead jobs, newest first
 conveyor dlq show ID --db URL [--json]                          forensics: payload, error, stack, every attempt
 conveyor dlq replay ID [ID...] --db URL                         back to waiting with fresh attempts
-conveyor dlq replay --all [--queue Q] --db URL                  every dead job (of a queue)`;
+conveyor dlq replay --all [--queue Q] --db URL                  every dead job (of a queue), in pages of 500,
+                                                                with progress on stderr`;
 
 export async function run(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
@@ -28,23 +30,13 @@ export async function run(argv: string[]): Promise<number> {
     }
     if (sub === "show") return showOne(backend, positionals[0], values.json === true);
     if (sub === "replay") {
-      let ids = positionals;
+      const ids = positionals;
       if (values.all) {
         if (ids.length) throw new UsageError("give job ids or --all, not both");
-        ids = [];
-        // Replayed jobs leave the dead state, so always read the first page again.
-        for (;;) {
-          const page = await backend.list({ queue, state: "dead" }, { limit: 1000 });
-          const fresh = page.filter((j) => !ids.includes(j.id));
-          if (fresh.length === 0) break;
-          for (const j of fresh) {
-            await backend.replay(j.id);
-            ids.push(j.id);
-          }
-        }
-        if (values.json) printJson({ replayed: ids });
-        else console.log(`replayed ${ids.length} dead job(s)`);
-        return 0;
+        const result = await replayAllDead(backend, queue, values.json === true ? null : process.stderr);
+        if (values.json) printJson(result);
+        else console.log(`replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${s.id} (${s.outcome})`).join(", ")}` : ""}`);
+        return result.skipped.length ? 1 : 0;
       }
       if (ids.length === 0) throw new UsageError("which jobs? conveyor dlq replay ID [ID...] or --all");
       const results = [];
@@ -55,4 +47,58 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw new UsageError(`unknown subcommand "dlq ${sub}"; use ls, show or replay`);
   });
+}
+
+/** Dead jobs read per page by `replay --all`. */
+const REPLAY_PAGE = 500;
+/** Replays in flight at once: enough to overlap round trips to PostgreSQL or Redis, few enough for a small pool. */
+const REPLAY_PARALLEL = 16;
+
+/**
+ * Replays every dead job (of a queue) page by page. Replayed jobs leave the dead state, so each
+ * page is read from the start again. A job is replayed at most once: one that dies again during the
+ * run (a worker is taking the replayed jobs) is not replayed a second time, and a page made only of
+ * such jobs is stepped over with the offset, so the loop always ends. Ids are kept in a Set, so the
+ * cost is linear in the number of dead jobs. A job removed or replayed by someone else meanwhile is
+ * reported as skipped. Progress goes to `progress` (stderr) as "replayed N of TOTAL".
+ */
+export async function replayAllDead(
+  backend: Backend,
+  queue: string | undefined,
+  progress: NodeJS.WriteStream | null,
+): Promise<{ replayed: number; skipped: Array<{ id: string; outcome: ReplayResult }> }> {
+  const stats = await backend.stats(queue);
+  const total = stats.reduce((n, s) => n + s.counts.dead, 0);
+  const seen = new Set<string>();
+  const skipped: Array<{ id: string; outcome: ReplayResult }> = [];
+  let replayed = 0;
+  let offset = 0;
+  const report = (final: boolean) => {
+    // A log gets a line per page; only a terminal's in-place line needs closing at the end.
+    if (!progress || (final && !progress.isTTY)) return;
+    const line = `replayed ${replayed} of ${Math.max(total, replayed + skipped.length)}`;
+    if (progress.isTTY) progress.write(`\r${line}${final ? "\n" : ""}`);
+    else progress.write(`${line}\n`);
+  };
+  for (;;) {
+    const page = await backend.list({ queue, state: "dead" }, { limit: REPLAY_PAGE, offset });
+    if (page.length === 0) break;
+    const fresh = page.filter((job) => !seen.has(job.id));
+    if (fresh.length === 0) {
+      offset += page.length;
+      continue;
+    }
+    for (let i = 0; i < fresh.length; i += REPLAY_PARALLEL) {
+      const slice = fresh.slice(i, i + REPLAY_PARALLEL);
+      const outcomes = await Promise.all(slice.map((job) => backend.replay(job.id)));
+      slice.forEach((job, k) => {
+        seen.add(job.id);
+        if (outcomes[k] === "replayed") replayed++;
+        else skipped.push({ id: job.id, outcome: outcomes[k]! });
+      });
+    }
+    report(false);
+  }
+  report(true);
+  return { replayed, skipped };
 }

@@ -1,5 +1,6 @@
 import { ConveyorError } from "../core/errors.js";
 import { UsageError } from "./args.js";
+import { packageVersion } from "./version.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<number>; help: string }> }> = {
   worker: { summary: "run jobs until SIGTERM", load: () => import("./worker.js") },
@@ -11,6 +12,11 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv
   migrate: { summary: "create or upgrade the schema", load: () => import("./migrate.js") },
 };
 
+const DB_URLS = `--db URL (default: the CONVEYOR_DB environment variable) is one of:
+  sqlite:PATH                                   an SQLite file (created and migrated on first use)
+  postgres://USER:PASS@HOST/DB[?schema=NAME]    PostgreSQL (schema default: conveyor)
+  redis://[:PASS@]HOST:PORT[/DB][?prefix=NAME]  Redis with maxmemory-policy noeviction (prefix default: conveyor)`;
+
 const USAGE = `conveyor — durable background jobs
 
 Usage: conveyor <command> [options]     (conveyor <command> --help for details)
@@ -19,7 +25,9 @@ ${Object.entries(COMMANDS)
   .map(([name, c]) => `  ${name.padEnd(9)} ${c.summary}`)
   .join("\n")}
 
---db takes sqlite:PATH (default: the CONVEYOR_DB environment variable).`;
+${DB_URLS}
+
+conveyor --version prints the installed version.`;
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
@@ -27,12 +35,21 @@ export async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return name ? 0 : 2;
   }
+  if (name === "--version" || name === "-v" || name === "version") {
+    console.log(packageVersion());
+    return 0;
+  }
   const command = COMMANDS[name];
   if (!command) {
     console.error(`unknown command "${name}"\n\n${USAGE}`);
     return 2;
   }
   const mod = await command.load();
+  // Every command's --help ends with the store URLs, so no help can fall behind what --db takes.
+  if (rest.includes("--help") || rest.includes("-h")) {
+    console.log(`${mod.help}\n\n${DB_URLS}`);
+    return 0;
+  }
   try {
     return await mod.run(rest);
   } catch (error) {

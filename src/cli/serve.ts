@@ -2,10 +2,11 @@ import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { openBackend } from "../backend/open.js";
 import { InvalidInputError } from "../core/errors.js";
-import { consoleLogger } from "../core/logger.js";
+import { consoleLogger, type Logger } from "../core/logger.js";
 import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
 import { Worker } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
+import { queuesForHandlers } from "./handler-queues.js";
 import { loadHandlers } from "./worker.js";
 
 export const help = `conveyor serve --db URL [options]
@@ -24,7 +25,8 @@ same process, for small deployments.
   --no-auth              run without API keys (every request may do everything): only behind
                          your own authentication or on a loopback interface
   --handlers MODULE      also run jobs: MODULE's default export maps job names to handlers
-  --queue NAME[,NAME]    queues the in-process worker takes from (with --handlers)
+  --queue NAME[,NAME]    queues the in-process worker takes from (with --handlers; default: the
+                         module's named export \`queues\`, e.g. export const queues = ["email"])
   --concurrency N        jobs at once in the in-process worker (default 10)
   --cors ORIGIN[,ORIGIN] let browsers on these origins call the API ("*" for any)
   --max-body-bytes N     largest enqueue body, bytes (default 262144)
@@ -39,7 +41,8 @@ same process, for small deployments.
                          behind one load balancer)
   --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
                          an API key: read keys see, admin keys also act)
-  --log-level LEVEL      fatal, error, warn, info, debug (default info)
+  --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
+                         (JSON lines on stdout) for the server, the worker and webhooks
 
 SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker, exit
 0 (or 1 when jobs had to be released).`;
@@ -113,7 +116,14 @@ export async function run(argv: string[]): Promise<number> {
   }
   const logLevel = typeof values["log-level"] === "string" ? values["log-level"] : "info";
   if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) throw new UsageError(`--log-level must be fatal, error, warn, info, debug or silent; got ${logLevel}`);
-  const logger = consoleLogger({ verbose: logLevel === "info" || logLevel === "debug" || logLevel === "trace" });
+  // One logger for the whole process: until the server exists, JSON lines on stderr; from then on
+  // Fastify's pino, so --log-level governs the worker and the webhooks as well as the requests.
+  let target: Logger = consoleLogger({ verbose: logLevel === "info" || logLevel === "debug" || logLevel === "trace" });
+  const logger: Logger = {
+    info: (fields, message) => target.info(fields, message),
+    warn: (fields, message) => target.warn(fields, message),
+    error: (fields, message) => target.error(fields, message),
+  };
 
   const loopback = host === "localhost" || (isIP(host) !== 0 && http.deniedReason(host)?.startsWith("loopback") === true);
   if (noAuth && !loopback) {
@@ -129,7 +139,7 @@ export async function run(argv: string[]): Promise<number> {
   const handlersPath = typeof values.handlers === "string" ? values.handlers : null;
   if (handlersPath === null && values.queue !== undefined) throw new UsageError("--queue needs --handlers (the in-process worker's job handlers)");
   const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
-  const queues = handlers ? listOption("queue", values.queue) : [];
+  const queues = handlersPath ? await queuesForHandlers(values.queue, handlersPath) : [];
 
   const backend = await openBackend(url);
   const closeables: Closeable[] = [];
@@ -184,6 +194,7 @@ export async function run(argv: string[]): Promise<number> {
       logger: logLevel === "silent" ? false : { level: logLevel },
       dashboard: history ? { history } : false,
     });
+    target = app.log;
     closeables.push({
       close: async () => {
         await app.close();

@@ -1,4 +1,4 @@
-import { PayloadValidationError, type ValidationIssue } from "./errors.js";
+import { InvalidInputError, PayloadValidationError, type ValidationIssue } from "./errors.js";
 import type { JobRecord } from "./job.js";
 import type { Json } from "./json.js";
 import type { SqlClient } from "../backend/contract.js";
@@ -6,14 +6,35 @@ import type { BackoffFunction } from "./retry.js";
 import type { BackoffOption, JobDefaults } from "./spec.js";
 
 /**
- * Any schema with zod's `safeParse` (zod 3 and 4 both fit). Conveyor does not depend on zod; it
- * only calls this method.
+ * A payload schema: anything that implements Standard Schema v1 (https://standardschema.dev), the
+ * interface zod (3.24+), valibot (1.0+) and ArkType (2.0+) share. Conveyor depends on none of them:
+ * it calls `schema["~standard"].validate(value)` and uses the value it returns (so defaults and
+ * transforms apply). Validation must be synchronous, since payloads are checked inside `add`, the
+ * HTTP enqueue route and the worker alike; a schema that answers with a Promise (an async
+ * refinement) is refused with an error naming the job.
  */
-export interface PayloadSchema<T> {
-  safeParse(data: unknown):
-    | { success: true; data: T }
-    | { success: false; error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> } };
+export interface PayloadSchema<Output = unknown, Input = unknown> {
+  readonly "~standard": {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown) => SchemaResult<Output> | Promise<SchemaResult<Output>>;
+    readonly types?: { readonly input: Input; readonly output: Output } | undefined;
+  };
 }
+
+/** What a Standard Schema's `validate` answers: the (possibly transformed) value, or issues. */
+export type SchemaResult<Output> =
+  | { readonly value: Output; readonly issues?: undefined }
+  | { readonly issues: ReadonlyArray<SchemaIssue> };
+
+/** One problem found by a schema; a path segment is a key or `{ key }`. */
+export interface SchemaIssue {
+  readonly message: string;
+  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
+}
+
+/** The payload type a schema produces. */
+export type PayloadOf<S> = S extends PayloadSchema<infer Output> ? Output : never;
 
 /** The job as a handler sees it. `data` is the payload (typed when the job was defined with a schema). */
 export interface Job<T = Json> extends Omit<JobRecord, "data"> {
@@ -48,7 +69,14 @@ export interface JobContext {
  * A job handler. Its return value, serialised as JSON, becomes the job's result (a value JSON
  * cannot hold fails the job as unrecoverable).
  */
-export type Handler<T = Json> = (job: Job<T>, ctx: JobContext) => unknown;
+export type Handler<T = Json, R = unknown> = (job: Job<T>, ctx: JobContext) => R | Promise<R>;
+
+/** A stored job of a defined type, as `definition.narrow(record)` returns it: typed payload and result. */
+export interface TypedJobRecord<T, R> extends Omit<JobRecord, "data" | "result"> {
+  data: T;
+  /** The handler's return value once completed; null before. */
+  result: R | null;
+}
 
 /** Per-job-type settings a worker applies when running a handler. */
 export interface HandlerSettings {
@@ -66,8 +94,11 @@ export interface BoundHandler<T = Json> extends HandlerSettings {
   run(job: Job<T>, ctx: JobContext): unknown;
 }
 
-/** A named job type with a payload schema; `queue.add(def, data)` is type-checked against it. */
-export interface JobDefinition<T> {
+/**
+ * A named job type with a payload schema; `queue.add(def, data)` is type-checked against it.
+ * `R` is the type its handler returns, stored as the job's result.
+ */
+export interface JobDefinition<T, R = unknown> {
   readonly name: string;
   readonly schema: PayloadSchema<T>;
   /** Options applied to every job of this type, overridden per call. */
@@ -76,7 +107,13 @@ export interface JobDefinition<T> {
   /** Validates a payload; returns the parsed value or throws PayloadValidationError. */
   parse(data: unknown): T;
   /** Binds a handler for workers: `new Worker({ handlers: [sendEmail.handle(async (job) => …)] })`. */
-  handle(run: Handler<T>): BoundHandler<T>;
+  handle(run: Handler<T, R>): BoundHandler<T>;
+  /**
+   * A stored job of this type with its payload and result typed, or null when `record` is null or
+   * of another job name: `const job = sendWelcome.narrow(await queue.getJob(id)); job?.result?.sent`.
+   * The result is what the handler returned, as JSON (so a Date comes back as a string).
+   */
+  narrow(record: JobRecord | null): TypedJobRecord<T, R> | null;
 }
 
 export interface DefineJobOptions extends Omit<JobDefaults, "backoff"> {
@@ -84,21 +121,50 @@ export interface DefineJobOptions extends Omit<JobDefaults, "backoff"> {
   backoff?: BackoffOption | BackoffFunction;
 }
 
-function toIssues(issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): ValidationIssue[] {
-  return issues.map((i) => ({
-    path: i.path.map((p) => (typeof p === "number" ? p : String(p))),
-    message: i.message,
+function toIssues(issues: ReadonlyArray<SchemaIssue>): ValidationIssue[] {
+  return issues.map((issue) => ({
+    path: (issue.path ?? []).map((segment) => {
+      const key = typeof segment === "object" && segment !== null && "key" in segment ? segment.key : segment;
+      return typeof key === "number" ? key : String(key);
+    }),
+    message: issue.message,
   }));
 }
 
-export function validatePayload<T>(name: string, schema: PayloadSchema<T>, data: unknown): T {
-  const parsed = schema.safeParse(data);
-  if (parsed.success) return parsed.data;
-  throw new PayloadValidationError(name, toIssues(parsed.error.issues));
+function isPayloadSchema(value: unknown): value is PayloadSchema {
+  const standard = (value as { "~standard"?: { version?: unknown; validate?: unknown } } | null)?.["~standard"];
+  return typeof standard === "object" && standard !== null && standard.version === 1 && typeof standard.validate === "function";
 }
 
 /**
- * Defines a job type: its name, its payload schema and default options.
+ * Checks a payload against a job's schema: the value to store, or the issues found. Throws only
+ * when the schema itself is unusable here (asynchronous).
+ */
+export function checkPayload<T>(name: string, schema: PayloadSchema<T>, data: unknown): { ok: true; value: T } | { ok: false; issues: ValidationIssue[] } {
+  const result = schema["~standard"].validate(data);
+  if (typeof (result as { then?: unknown }).then === "function") {
+    // Never leave the promise unhandled, whatever it settles to.
+    (result as Promise<unknown>).catch(() => undefined);
+    throw new InvalidInputError(
+      `the schema of job "${name}" validates asynchronously (an async refinement or transform); Conveyor checks payloads synchronously ` +
+        `at enqueue, in the HTTP API and in the worker: move the asynchronous check into the handler`,
+    );
+  }
+  const settled = result as SchemaResult<T>;
+  if (settled.issues) return { ok: false, issues: toIssues(settled.issues) };
+  return { ok: true, value: settled.value };
+}
+
+export function validatePayload<T>(name: string, schema: PayloadSchema<T>, data: unknown): T {
+  const checked = checkPayload(name, schema, data);
+  if (checked.ok) return checked.value;
+  throw new PayloadValidationError(name, checked.issues);
+}
+
+/**
+ * Defines a job type: its name, its payload schema (any Standard Schema: zod, valibot, ArkType…)
+ * and default options. Give the types explicitly to type the result too:
+ * `defineJob<{ userId: string }, { sent: boolean }>("send-welcome", schema)`.
  *
  * ```ts
  * const sendWelcome = defineJob("send-welcome", z.object({ userId: z.string() }), { attempts: 5 });
@@ -106,7 +172,13 @@ export function validatePayload<T>(name: string, schema: PayloadSchema<T>, data:
  * new Worker({ backend, queues: "email", handlers: [sendWelcome.handle(async (job) => …)] });
  * ```
  */
-export function defineJob<T>(name: string, schema: PayloadSchema<T>, options: DefineJobOptions = {}): JobDefinition<T> {
+export function defineJob<T, R = unknown>(name: string, schema: PayloadSchema<T>, options: DefineJobOptions = {}): JobDefinition<T, R> {
+  if (!isPayloadSchema(schema)) {
+    throw new InvalidInputError(
+      `defineJob("${name}"): the schema must implement Standard Schema v1 (a "~standard" property with validate), ` +
+        `as zod 3.24+, valibot 1.0+ and ArkType 2.0+ schemas do`,
+    );
+  }
   const { backoff, ...rest } = options;
   const settings: HandlerSettings = {};
   const defaults: JobDefaults = { ...rest };
@@ -120,5 +192,6 @@ export function defineJob<T>(name: string, schema: PayloadSchema<T>, options: De
     settings,
     parse: (data) => validatePayload(name, schema, data),
     handle: (run) => ({ name, schema, run, ...settings }),
+    narrow: (record) => (record !== null && record.name === name ? (record as unknown as TypedJobRecord<T, R>) : null),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * `conveyor/http`: the HTTP service of Conveyor (needs `fastify@5`, an optional peer dependency).
+ * `conveyor-jobs/http`: the HTTP service of Conveyor (needs `fastify@5`, an optional peer dependency).
  *
  * - `conveyorHttp`: Fastify plugin to mount in your app; `createServer`: a standalone server.
  * - The 202 Accepted contract: enqueue answers at once with where to follow the job.

@@ -1,7 +1,7 @@
 import type { Backend, CancelResult, EnqueueResult, ListFilter, Page, QueueStats, ReplayResult } from "../backend/contract.js";
 import type { JobDefinition } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
-import { InvalidInputError } from "../core/errors.js";
+import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import type { JobRecord, JobSpec } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
@@ -46,6 +46,9 @@ export class Queue {
   private readonly backend: Backend;
   private readonly defaults: JobDefaults;
   private readonly maxPayloadBytes: number;
+  private closed = false;
+  /** Enqueues sent to the store and not yet answered: what `close()` waits for. */
+  private readonly inFlight = new Set<Promise<unknown>>();
 
   constructor(name: string, options: QueueOptions) {
     this.name = checkName("queue", name);
@@ -102,13 +105,35 @@ export class Queue {
   }
 
   private enqueue(specs: JobSpec[], tx: unknown): Promise<EnqueueResult[]> {
+    if (this.closed) throw new ConveyorError(`queue "${this.name}" is closed; adding needs a new Queue`);
     if (tx !== undefined && !this.backend.capabilities.transactionalEnqueue) {
       throw new InvalidInputError(
         `${this.backend.description} cannot enqueue inside your transaction (no transactionalEnqueue capability); ` +
           `drop the tx option or use the PostgreSQL backend`,
       );
     }
-    return this.backend.enqueue(specs, tx === undefined ? undefined : { tx });
+    const sent = this.backend.enqueue(specs, tx === undefined ? undefined : { tx });
+    this.inFlight.add(sent);
+    const forget = () => this.inFlight.delete(sent);
+    sent.then(forget, forget);
+    return sent;
+  }
+
+  /**
+   * Stops this queue object accepting jobs and waits until every `add` / `addBulk` already sent
+   * has been answered by the store, so a process can close its backend afterwards without losing
+   * an enqueue it started. Later adds are refused. It does not close the backend, which other
+   * queues and workers may share: call `backend.close()` when its last user is done. Also runs
+   * on `await using queue = new Queue(…)`.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** `await using` support: the same as `close()`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** The job, or null when unknown (or pruned). */

@@ -187,6 +187,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private handlersReady: boolean;
 
   private started = false;
+  /** Set by `pause()`: no claims, no buffered starts, until `resume()`. */
+  private paused = false;
   private stopping = false;
   private claiming = false;
   private claimAgain = false;
@@ -271,6 +273,33 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     return this.buffer.length;
   }
 
+  /**
+   * Stops this worker taking jobs, without shutting it down: no more claims, and jobs claimed ahead
+   * (`prefetch`) go back to the store unstarted, so other workers can run them. Jobs already
+   * running finish normally, their leases renewed; the promise resolves once they have settled.
+   * `resume()` starts claiming again. To stop every worker of a queue, use `queue.pause()`.
+   */
+  async pause(): Promise<void> {
+    if (this.stopping) return;
+    this.paused = true;
+    // A claim already on its way lands in the buffer; wait for it so it is released below.
+    while (this.claiming) await sleep(1);
+    await this.releaseBuffered("paused");
+    await Promise.all([...this.running.values()].map((r) => r.settled));
+  }
+
+  /** Takes jobs again after `pause()`. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.scheduleFill();
+  }
+
+  /** True between `pause()` and `resume()`. */
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
   /** Starts claiming (only needed with `autostart: false`). */
   run(): void {
     if (this.started || this.stopping) return;
@@ -336,7 +365,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         // What the slots and the buffer can take. With a buffer, wait until it has drained to
         // half before claiming again (unless slots are idle), so claims fetch many jobs each.
         const room = free + this.prefetch - this.buffer.length;
-        if (this.stopping || room <= 0 || !this.handlersReady) break;
+        if (this.stopping || this.paused || room <= 0 || !this.handlersReady) break;
         if (this.buffer.length > 0 && room < Math.ceil(this.prefetch / 2)) break;
         // The store starts the lease before it answers: count our deadline from the request.
         const requestSentAt = performance.now();
@@ -372,7 +401,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
    * a run of such jobs never recurses.
    */
   private startBuffered(): void {
-    if (this.stopping || this.startingBuffered) return;
+    if (this.stopping || this.paused || this.startingBuffered) return;
     this.startingBuffered = true;
     try {
       while (this.busySlots < this.concurrency && this.buffer.length > 0) {
@@ -692,7 +721,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     while (this.claiming) await sleep(1);
     // Jobs claimed ahead never started: hand them back now, so other workers run them while
     // this one drains.
-    await this.releaseBuffered();
+    await this.releaseBuffered("shutting down");
 
     if (!options.force && !this.forceRequested && this.running.size > 0) {
       let timer: NodeJS.Timeout | undefined;
@@ -747,7 +776,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   /** Releases every buffered job, unstarted (no attempt used). */
-  private async releaseBuffered(): Promise<void> {
+  private async releaseBuffered(why: string): Promise<void> {
     const buffered = this.buffer;
     this.buffer = [];
     if (buffered.length === 0) return;
@@ -756,7 +785,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       const results = await this.backend.release(buffered.map((b) => b.claimed.lease));
       const released = jobIds.filter((_, i) => results[i] === "applied");
       if (released.length) this.emit("job:released", { jobIds: released });
-      this.logger.info({ workerId: this.id, releasedJobIds: released }, "shutting down: released jobs claimed ahead that had not started");
+      this.logger.info({ workerId: this.id, releasedJobIds: released }, `${why}: released jobs claimed ahead that had not started`);
     } catch (error) {
       // They come back when their leases expire; nothing is lost, only delayed.
       this.reportError(error, `releasing ${jobIds.length} buffered jobs (they run again after their leases expire)`);

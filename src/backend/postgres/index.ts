@@ -1,5 +1,5 @@
 /**
- * `conveyor/postgres`: the production backend. Importing this subpath loads `pg`
+ * `conveyor-jobs/postgres`: the production backend. Importing this subpath loads `pg`
  * (node-postgres), an optional peer dependency (`npm install pg@8`).
  *
  * ```ts

@@ -1,5 +1,5 @@
 /**
- * `conveyor/redis`: the Redis backend (ioredis, an optional peer dependency).
+ * `conveyor-jobs/redis`: the Redis backend (ioredis, an optional peer dependency).
  *
  * ```ts
  * import { RedisBackend } from "conveyor-jobs/redis";

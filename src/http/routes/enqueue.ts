@@ -14,7 +14,7 @@
  */
 import { createHash } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { JobDefinition } from "../../core/define.js";
+import { checkPayload, type JobDefinition } from "../../core/define.js";
 import { InvalidInputError } from "../../core/errors.js";
 import type { JobRecord, JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
@@ -210,16 +210,16 @@ function prepare(
   }
   let data: unknown = input.data ?? null;
   if (def) {
-    const parsed = def.schema.safeParse(data);
-    if (!parsed.success) {
-      const errors: FieldError[] = parsed.error.issues.slice(0, 20).map((i) => ({
+    const parsed = checkPayload(input.name, def.schema, data);
+    if (!parsed.ok) {
+      const errors: FieldError[] = parsed.issues.slice(0, 20).map((i) => ({
         in: "body",
         pointer: `${at}/data${i.path.map((p) => `/${String(p).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("")}`,
         detail: i.message,
       }));
       throw new HttpProblem(422, "invalid-payload", `the payload of job "${input.name}" does not match its schema: ${errors.map((e) => `${e.pointer}: ${e.detail}`).join("; ")}`, { errors });
     }
-    data = parsed.data;
+    data = parsed.value;
   }
   const { callbackUrl, runAt, meta: userMeta, ...rest } = input.options ?? {};
   if (extra.jobId !== undefined && rest.jobId !== undefined) {
