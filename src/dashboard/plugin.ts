@@ -11,11 +11,12 @@
  * HTTP API itself, which accepts the session cookie (and checks its CSRF token) exactly like a
  * key with the same scopes: the dashboard has no powers of its own.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Backend } from "../backend/contract.js";
 import { InvalidInputError } from "../core/errors.js";
 import { ANONYMOUS, presentedKey, type KeyRing, type Principal } from "../http/auth.js";
 import { problem, sendProblem } from "../http/problem.js";
+import { compileValidator } from "../http/schema.js";
 import { toDeadJobView, toJobView, toQueueView } from "../http/views.js";
 import { loadAssets, type Asset } from "./assets.js";
 import { MetricsHistory } from "./history.js";
@@ -49,6 +50,8 @@ export interface DashboardContext {
   /** The API's full base path, e.g. "/v1". */
   apiBasePath: string;
   options: DashboardOptions;
+  /** The API's error handler, so the dashboard's errors are problem documents too. */
+  answerError: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => FastifyReply;
 }
 
 const SECURITY_HEADERS = {
@@ -82,6 +85,8 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
         { intervalMs: ctx.options.refreshMs ?? 1_000, heartbeatMs: 15_000, maxStreams: ctx.options.maxStreams ?? 500 },
         (error) => scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor dashboard: reading a live view failed; retrying"),
       );
+      scope.setValidatorCompiler(compileValidator);
+      scope.setErrorHandler(ctx.answerError);
       scope.addHook("preClose", async () => hub.close());
       scope.addHook("onSend", async (_request, reply) => {
         for (const [k, v] of Object.entries(SECURITY_HEADERS)) if (!reply.hasHeader(k)) void reply.header(k, v);

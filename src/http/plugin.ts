@@ -158,7 +158,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
   const principals = new WeakMap<FastifyRequest, Principal>();
   const streams = new Set<OpenStream>();
   const dashboard = options.dashboard
-    ? await registerDashboard(fastify, { backend: options.backend, keyring, apiBasePath: `${fastify.prefix}${basePath}`, options: options.dashboard === true ? {} : options.dashboard })
+    ? await registerDashboard(fastify, { backend: options.backend, keyring, apiBasePath: `${fastify.prefix}${basePath}`, options: options.dashboard === true ? {} : options.dashboard, answerError })
     : null;
 
   await fastify.register(

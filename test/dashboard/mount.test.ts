@@ -67,3 +67,17 @@ describe("dashboard in your own Fastify app", () => {
     expect((await fetch(`${base}/ops/v1/queues`, { headers: { cookie } })).status).toBe(401);
   });
 });
+
+describe("dashboard errors", () => {
+  it("answers bad input with problem documents, like the API", async () => {
+    const base = await mount();
+    const login = await fetch(`${base}/ops/board/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ key: 42 }) });
+    expect(login.status).toBe(400);
+    expect(login.headers.get("content-type")).toMatch(/application\/problem\+json/);
+    const live = await fetch(`${base}/ops/board/api/live?topic=everything`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(live.status).toBe(400);
+    expect(((await live.json()) as { detail: string }).detail).toMatch(/topic/);
+    const asset = await fetch(`${base}/ops/board/assets/..%2Fplugin.js`);
+    expect(asset.status).toBe(404);
+  });
+});
