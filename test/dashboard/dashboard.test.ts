@@ -394,9 +394,11 @@ describe("web dashboard in Chromium", () => {
     await s.page.keyboard.type("gated");
     await s.page.keyboard.press("Enter");
     await s.page.waitForURL(/name=gated/);
-    await s.page.locator("table.jobs tbody tr").first().waitFor();
-    const names = await s.page.locator("table.jobs tbody td.mono").allTextContents();
-    expect(names.length).toBeGreaterThan(0);
+    // The unfiltered rows stay until the filtered page arrives: wait for it.
+    const names = await waitFor(async () => {
+      const shown = await s.page.locator("table.jobs tbody td.mono").allTextContents();
+      return shown.length > 0 && shown.every((n) => n === "gated") ? shown : null;
+    }, { timeoutMs: 10_000, description: "only gated jobs listed" });
     expect(new Set(names)).toEqual(new Set(["gated"]));
     expect(s.errors).toEqual([]);
     await s.context.close();
