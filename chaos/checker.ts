@@ -20,6 +20,12 @@ export interface CheckConfig {
   termToleranceMs: number;
   /** Worker pids that ran handlers in a sandbox (their ledger start times lag the claim). */
   sandboxedPids: readonly number[];
+  /**
+   * How long after a handler's `end` record its acknowledgement may still be on its way to a
+   * store that is up (settle batching, a round trip, a loaded machine), ms. A store outage or
+   * connection cut later than this after a run's end cannot have cost it its acknowledgement.
+   */
+  ackSlackMs: number;
 }
 
 export interface ScenarioChecks {
@@ -31,6 +37,13 @@ export interface ScenarioChecks {
   healthyDelayLimitMs: number | null;
   /** Fault kinds that must have happened at least once, or the scenario proved nothing. */
   mustExercise: readonly ExercisedKind[];
+  /**
+   * Healthy jobs that may end dead-lettered, each explained by faults (an unexplained one is lost
+   * whatever this says). 0 once a lease expiry counts toward quarantine only when the job is the
+   * likely cause; until then a worker killed three times in a row while it held a job quarantines
+   * that job.
+   */
+  maxHealthyDead: number;
 }
 
 export type ExercisedKind = "killed" | "failpoint" | "stop" | "outage" | "cut" | "term" | "pill";
@@ -83,6 +96,10 @@ export interface CheckResult {
     healthyDead: number;
     /** Why healthy jobs ended dead (quarantined after stalls in a row, attempts used up): examples. */
     healthyDeadWhy: string[];
+    /** Healthy dead letters with an attempt no recorded fault or failed run explains (counted in lost). */
+    healthyDeadUnexplained: number;
+    /** Faults in the evidence without the observation that proves them (ignored: they excuse nothing). */
+    unobservedFaults: number;
     staleRefused: number;
     leaseLost: number;
     staleApplied: number;
@@ -156,6 +173,37 @@ export function pairRuns(records: readonly RunRecord[]): Run[] {
   return runs.sort((a, b) => a.start - b.start);
 }
 
+/**
+ * Why a recorded fault lacks the observation that proves it happened, or null when it has it.
+ * A death is always observed (the runner saw the process exit); only its attribution needs proof.
+ */
+export function unobserved(f: FaultEvent): string | null {
+  switch (f.t) {
+    case "death":
+      if (f.cause === "killed" && f.signal !== "SIGKILL") return `death of ${f.slot}/${f.wpid} attributed to a SIGKILL, but it exited with ${f.code ?? f.signal}`;
+      if ((f.cause === "failpoint" || f.cause === "watchdog") && !saidBy(f.cause, f.said ?? null)) {
+        return `death of ${f.slot}/${f.wpid} attributed to its ${f.cause}, which it never logged`;
+      }
+      return null;
+    case "stop":
+      return f.seen === true ? null : `SIGSTOP of ${f.slot}/${f.wpid} at ${f.from}: never seen stopped`;
+    case "term":
+      return null;
+    case "outage": {
+      const probed = typeof f.probeFailedAt === "number" && f.probeFailedAt >= f.from && f.probeFailedAt <= f.to;
+      return probed || (f.processesKilled ?? 0) > 0 ? null : `store outage ${f.from}..${f.to}: no probe failed and no process was killed`;
+    }
+    case "cut":
+      return f.killed > 0 ? null : `connection cut at ${f.at} killed no connection`;
+  }
+}
+
+/** The log line a worker prints when it kills itself at a failpoint, or its watchdog kills it. */
+function saidBy(cause: "failpoint" | "watchdog", said: string | null): boolean {
+  if (said === null) return false;
+  return cause === "failpoint" ? /failpoint \S+ reached, killing process/.test(said) : said.includes("watchdog limit");
+}
+
 /** The fault windows: when each fault could interrupt a run, and whose runs. */
 function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] {
   return faults.map((f): Window => {
@@ -184,13 +232,46 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
 }
 
 /**
- * A run is exposed to faults from its start until its acknowledgement could still be pending:
- * the ack follows the handler's end, and the worker keeps trying it for at most a lease.
+ * A fault hits a run when it overlaps the run: from the run's start until its acknowledgement
+ * could still be pending. A run with no end record ended when its process did (`endOf`). A fault
+ * of another worker never hits it.
+ *
+ * How long the acknowledgement may be pending depends on the fault. Its own worker's death, stop
+ * or SIGTERM: up to a lease after the end (a busy store, SQLite's write lock above all, may keep
+ * the worker's settle waiting, and heartbeats keep the lease alive meanwhile). A store-wide fault
+ * (outage, cut): `ackSlackMs`. A live worker that reaches the store settles within that, and a
+ * store that goes down or cuts the connection later finds the run already acknowledged; so an
+ * outage or cut excuses the runs it overlapped, not every run of every worker within a lease.
  */
-function hits(run: Run, w: Window, leaseMs: number): boolean {
+function hits(run: Run, w: Window, config: Pick<CheckConfig, "ackSlackMs" | "leaseMs">, endOf: (run: Run) => number): boolean {
   if (w.wpid !== null && w.wpid !== run.wpid) return false;
-  const exposedUntil = (run.end ?? Infinity) + leaseMs;
+  const exposedUntil = endOf(run) + (w.wpid === null ? config.ackSlackMs : config.leaseMs);
   return w.from <= exposedUntil && w.to >= run.start;
+}
+
+/** How far a handler's clock (its ledger) and the store's clock (a job's history) may disagree on one host, ms. */
+const CLOCK_SLACK_MS = 1_000;
+
+/**
+ * Why a dead-lettered healthy job is not explained by what was done to it, or null when it is:
+ * every attempt it used up is either a lease expiry that a recorded fault of its worker (or of
+ * the store) overlapped, or a failure its handler wrote down as a failed run of that attempt.
+ */
+function unexplainedAttempt(job: FinalJob, runs: readonly Run[], windows: readonly Window[]): string | null {
+  const used = job.history.filter((h) => h.outcome !== "released" && h.outcome !== "completed" && h.outcome !== "cancelled");
+  if (used.length === 0) return "its history records no attempt that could have failed";
+  for (const h of used) {
+    if (h.outcome === "lease-expired") {
+      const hit = windows.some((w) => (w.wpid === null || w.wpid === h.pid) && w.from <= h.finishedAt && w.to >= h.startedAt);
+      if (!hit) return `attempt ${h.attempt} (worker ${h.pid}, ${h.startedAt}..${h.finishedAt}) expired with no recorded fault on its worker or the store`;
+    } else {
+      const failedRun = runs.some(
+        (r) => r.attempt === h.attempt && r.wpid === h.pid && r.ok === false && r.start >= h.startedAt - CLOCK_SLACK_MS && r.start <= h.finishedAt + CLOCK_SLACK_MS,
+      );
+      if (!failedRun) return `attempt ${h.attempt} (worker ${h.pid}) is recorded as ${h.outcome}, but no handler run of it failed`;
+    }
+  }
+  return null;
 }
 
 /**
@@ -263,7 +344,36 @@ export function check(input: CheckInput): CheckResult {
     runsByJob.set(r.id, list);
   }
   const final = new Map(input.final.map((j) => [j.id, j]));
-  const windows = faultWindows(input.faults, config.leaseMs);
+
+  // ---- the faults: only those observed count (as exercised, as excuses, as downtime)
+  const observedFaults: FaultEvent[] = [];
+  const unobservedEx: string[] = [];
+  let unobservedFaults = 0;
+  for (const f of input.faults) {
+    const why = unobserved(f);
+    if (why === null) observedFaults.push(f);
+    else {
+      unobservedFaults++;
+      pushExample(unobservedEx, why);
+      // The process did die (its exit was seen); only the cause is unproven.
+      if (f.t === "death") observedFaults.push({ ...f, cause: "unknown" });
+    }
+  }
+  const windows = faultWindows(observedFaults, config.leaseMs);
+  // When each worker process ended (death or exit after SIGTERM): a run without an end record
+  // ended then, at the latest.
+  const processEnds = new Map<number, number[]>();
+  for (const f of observedFaults) {
+    if (f.t !== "death" && f.t !== "term") continue;
+    const list = processEnds.get(f.wpid) ?? [];
+    list.push(f.t === "death" ? f.at : f.to);
+    processEnds.set(f.wpid, list);
+  }
+  const endOf = (run: Run): number => {
+    if (run.end !== null) return run.end;
+    const ends = (processEnds.get(run.wpid) ?? []).filter((t) => t >= run.start);
+    return ends.length ? Math.min(...ends) : Infinity;
+  };
 
   // ---- lost, stranded, unexpected, recovered
   const lostEx: string[] = [];
@@ -323,7 +433,7 @@ export function check(input: CheckInput): CheckResult {
     }
     const designed = designedOf(id);
     if (list.length > designed) duplicated++;
-    const hitting = windows.filter((w) => list.some((r) => hits(r, w, config.leaseMs)));
+    const hitting = windows.filter((w) => list.some((r) => hits(r, w, config, endOf)));
     hitCount.set(id, hitting.length);
     if (list.length > designed + hitting.length) {
       execBoundBroken++;
@@ -344,30 +454,54 @@ export function check(input: CheckInput): CheckResult {
   let phantom = 0;
   const staleEx: string[] = [];
   const phantomEx: string[] = [];
+  let healthyDeadUnexplained = 0;
   for (const f of input.final) {
     if (f.state === "dead") {
       deadLettered++;
       const k = kindOf(f.id);
       if (k !== null && HEALTHY_KINDS.includes(k)) {
-        healthyDead++;
-        pushExample(healthyDeadWhy, `${f.id} (${k}) after ${f.attempt} attempt(s) [${f.history.map((h) => h.outcome).join(", ")}]: ${f.error ?? "no error"}`);
+        // A healthy job only dies of what was done to it: every attempt it used up must be a
+        // lease expiry a recorded fault hit, or a failed run its handler wrote down. Anything
+        // else (no history at all, an expiry no fault explains) is a job the store killed: lost.
+        const unexplained = unexplainedAttempt(f, runsByJob.get(f.id) ?? [], windows);
+        const what = `${f.id} (${k}) after ${f.attempt} attempt(s) [${f.history.map((h) => h.outcome).join(", ")}]: ${f.error ?? "no error"}`;
+        if (unexplained !== null) {
+          healthyDeadUnexplained++;
+          lost++;
+          pushExample(lostEx, `${what}; dead-lettered, but ${unexplained}`);
+        } else {
+          healthyDead++;
+          pushExample(healthyDeadWhy, what);
+        }
       }
     }
     if (f.state !== "completed") continue;
     const result = f.result;
     const resultAttempt = result && typeof result === "object" && "attempt" in result ? result.attempt : undefined;
+    const resultToken = result && typeof result === "object" && "token" in result && typeof result.token === "number" ? result.token : null;
     const expired = f.history.find((h) => h.attempt === f.attempt && (h.outcome === "lease-expired" || h.outcome === "failed" || h.outcome === "dead"));
-    if ((typeof resultAttempt === "number" && resultAttempt !== f.attempt) || expired) {
+    const jobRuns = runsByJob.get(f.id) ?? [];
+    // Attempt numbers repeat after a release (the attempt is given back), lease tokens never do:
+    // the completion belongs to the run that holds the result's token, and no later claim of the
+    // job may have run.
+    const newer = resultToken === null ? undefined : jobRuns.find((r) => r.token !== null && r.token > resultToken);
+    if ((typeof resultAttempt === "number" && resultAttempt !== f.attempt) || expired || newer) {
       staleApplied++;
       pushExample(
         staleEx,
-        `${f.id}: completed at attempt ${f.attempt} by the result of attempt ${String(resultAttempt)}${expired ? `; attempt ${f.attempt} is also recorded as ${expired.outcome}` : ""}`,
+        `${f.id}: completed at attempt ${f.attempt} by the result of attempt ${String(resultAttempt)}` +
+          (resultToken !== null ? ` (lease token ${resultToken})` : "") +
+          (expired ? `; attempt ${f.attempt} is also recorded as ${expired.outcome}` : "") +
+          (newer ? `; a later claim (token ${String(newer.token)}, attempt ${newer.attempt}) ran at ${newer.start}` : ""),
       );
     }
-    const completedRun = (runsByJob.get(f.id) ?? []).find((r) => r.attempt === f.attempt && r.ok === true);
+    const completedRun = jobRuns.find((r) => (resultToken !== null ? r.token === resultToken : r.attempt === f.attempt) && r.attempt === f.attempt && r.ok === true);
     if (!completedRun) {
       phantom++;
-      pushExample(phantomEx, `${f.id}: completed at attempt ${f.attempt}, but no handler finished that attempt`);
+      pushExample(
+        phantomEx,
+        `${f.id}: completed at attempt ${f.attempt}${resultToken !== null ? ` under lease token ${resultToken}` : ""}, but no handler finished that ${resultToken !== null ? "claim" : "attempt"}`,
+      );
     }
   }
 
@@ -401,7 +535,7 @@ export function check(input: CheckInput): CheckResult {
   // also wait for a free slot when the surviving workers are busy; that is reported, not bounded.
   // Time counts only while some worker had started (and was not stopped) and the store was up.
   const recoveryBoundMs = config.leaseMs + config.rescueIntervalMs + config.recoveryToleranceMs;
-  const outages = input.faults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
+  const outages = observedFaults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
   const workingMs = workingTime(input.available, outages);
   // The jobs a worker held when it died (or was stopped) are exactly those whose attempt under
   // that worker ended "lease-expired" after that moment; the rescue closed it (finishedAt).
@@ -420,7 +554,7 @@ export function check(input: CheckInput): CheckResult {
   let recoveries = 0;
   const recoveryEx: string[] = [];
   let slowRecoveries = 0;
-  for (const f of input.faults) {
+  for (const f of observedFaults) {
     if (f.t !== "death" && f.t !== "stop") continue;
     const wpid = f.wpid;
     const at = f.t === "death" ? f.at : f.from;
@@ -491,7 +625,7 @@ export function check(input: CheckInput): CheckResult {
     // With the store down or its connections cut meanwhile, acknowledgements wait for it: the
     // worker keeps trying them until their leases run out, so the limit grows by a lease.
     const end = t.exitAt ?? Infinity;
-    const storeTrouble = input.faults.some(
+    const storeTrouble = observedFaults.some(
       (f) => (f.t === "outage" && f.from <= end && f.to >= t.sentAt) || (f.t === "cut" && f.at >= t.sentAt && f.at <= end),
     );
     const limit = config.shutdownGraceMs + config.termToleranceMs + (storeTrouble ? config.leaseMs : 0);
@@ -550,7 +684,7 @@ export function check(input: CheckInput): CheckResult {
 
   // ---- what actually happened
   const faults: CheckResult["metrics"]["faults"] = { killed: 0, failpoint: 0, stop: 0, outage: 0, cut: 0, term: 0, pill: pills, "died-other": 0, "start-failed": 0 };
-  for (const f of input.faults) {
+  for (const f of observedFaults) {
     if (f.t === "death") {
       // Deaths in a SQLite store crash are counted by its outage event.
       if (f.cause === "killed") faults.killed++;
@@ -566,6 +700,13 @@ export function check(input: CheckInput): CheckResult {
   const bounds: Bound[] = [];
   const bound = (name: string, limit: string, value: number, ok: boolean, examples: string[] = []) => bounds.push({ name, limit, value, ok, examples });
   bound("lost", "= 0", lost, lost === 0, lostEx);
+  bound(
+    "healthy jobs dead-lettered (each explained by faults)",
+    `<= ${checks.maxHealthyDead}`,
+    healthyDead,
+    healthyDead <= checks.maxHealthyDead,
+    healthyDeadWhy,
+  );
   bound("stranded (not finished after the drain)", "= 0", stranded, stranded === 0, strandedEx);
   bound("unexpected", "= 0", unexpectedIds.size, unexpectedIds.size === 0, unexpectedEx);
   bound("terminal-state regressions", "= 0", regressionIds.size, regressionIds.size === 0, regressionEx);
@@ -575,6 +716,7 @@ export function check(input: CheckInput): CheckResult {
   bound("recoveries slower than lease + rescue interval + tolerance", `= 0 (bound ${recoveryBoundMs} ms)`, slowRecoveries, slowRecoveries === 0, recoveryEx);
   bound("job id collisions", "= 0", idCollisions, idCollisions === 0, collisionExamples);
   bound("torn ledger lines", "= 0", input.torn, input.torn === 0);
+  bound("faults recorded without the observation that proves them", "= 0", unobservedFaults, unobservedFaults === 0, unobservedEx);
   if (checks.sigterm) {
     bound("claims after SIGTERM", "= 0", claimsAfterSigterm, claimsAfterSigterm === 0, claimEx);
     bound("drains over grace + tolerance", `= 0 (grace ${config.shutdownGraceMs} + ${config.termToleranceMs} ms)`, slowDrains, slowDrains === 0, drainEx);
@@ -607,6 +749,8 @@ export function check(input: CheckInput): CheckResult {
       deadLettered,
       healthyDead,
       healthyDeadWhy,
+      healthyDeadUnexplained,
+      unobservedFaults,
       staleRefused: input.logs.settleRefused,
       leaseLost: input.logs.leaseLost,
       staleApplied,

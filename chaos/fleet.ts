@@ -39,6 +39,8 @@ interface Slot {
   /** Set by the runner just before it kills the process, so the death is attributed. */
   cause: DeathCause | null;
   stoppedAt: number | null;
+  /** /proc showed the process stopped (state T) after the SIGSTOP: the stop is observed. */
+  stopSeen: boolean;
   /** Start of the current stretch of availability, or null while unavailable. */
   availableSince: number | null;
   /** The current process said it started ("conveyor worker … on …"): its rescuer runs. */
@@ -96,6 +98,7 @@ export class Fleet {
       logPath: "",
       cause: null,
       stoppedAt: null,
+      stopSeen: false,
       availableSince: null,
       ready: false,
       readyPoll: null,
@@ -227,11 +230,18 @@ export class Fleet {
     slot.child = null;
     if (slot.contTimer) clearTimeout(slot.contTimer);
     slot.contTimer = null;
+    const log = readWorkerLog(slot.logPath);
     if (slot.stoppedAt !== null) {
-      this.fault({ t: "stop", slot: slot.name, wpid, from: slot.stoppedAt, to: at });
+      this.fault({ t: "stop", slot: slot.name, wpid, from: slot.stoppedAt, to: at, seen: slot.stopSeen });
       slot.stoppedAt = null;
     }
-    const log = readWorkerLog(slot.logPath);
+    // A death is attributed only to what shows: the runner's SIGKILL when the process died of a
+    // SIGKILL, a failpoint or watchdog when the process said so in its log.
+    const causeOf = (fallback: DeathCause): DeathCause => {
+      if (slot.cause !== null && (slot.cause !== "killed" || signal === "SIGKILL")) return slot.cause;
+      return log.selfKill ?? fallback;
+    };
+    const said = log.selfKillLine;
     const term = slot.term;
     if (term) {
       if (term.killTimer) clearTimeout(term.killTimer);
@@ -252,11 +262,11 @@ export class Fleet {
           forced: term.forced,
         });
       } else if (this.running) {
-        this.fault({ t: "death", slot: slot.name, wpid, at, cause: slot.cause ?? log.selfKill ?? "unknown", code, signal });
+        this.fault({ t: "death", slot: slot.name, wpid, at, cause: causeOf("unknown"), code, signal, said });
       }
     } else if (this.running || !(code === 0 || code === 1)) {
-      const cause: DeathCause = slot.cause ?? log.selfKill ?? (code !== null ? (wasReady ? "exited" : "start-failed") : "unknown");
-      this.fault({ t: "death", slot: slot.name, wpid, at, cause, code, signal });
+      const cause = causeOf(code !== null ? (wasReady ? "exited" : "start-failed") : "unknown");
+      this.fault({ t: "death", slot: slot.name, wpid, at, cause, code, signal, said });
     }
     slot.state = "down";
     slot.term = null;
@@ -281,11 +291,12 @@ export class Fleet {
     return null;
   }
 
-  kill(slot: Slot, cause: DeathCause = "killed"): void {
-    if (!slot.child) return;
+  /** SIGKILLs the slot's process; true when the signal was delivered. */
+  kill(slot: Slot, cause: DeathCause = "killed"): boolean {
+    if (!slot.child) return false;
     slot.cause = cause;
     this.event({ t: "kill", slot: slot.name, wpid: slot.pid, cause });
-    slot.child.kill("SIGKILL");
+    return slot.child.kill("SIGKILL");
   }
 
   stop(slot: Slot, forMs: number): void {
@@ -293,6 +304,12 @@ export class Fleet {
     slot.child.kill("SIGSTOP");
     slot.state = "stopped";
     slot.stoppedAt = Date.now();
+    slot.stopSeen = false;
+    const child = slot.child;
+    // Signals are delivered asynchronously: look a moment later (and again at SIGCONT).
+    setTimeout(() => {
+      if (slot.child === child && slot.stoppedAt !== null && processState(slot.pid) === "T") slot.stopSeen = true;
+    }, 50);
     this.unavailable(slot, slot.stoppedAt);
     slot.contTimer = setTimeout(() => this.cont(slot), forMs);
   }
@@ -302,12 +319,13 @@ export class Fleet {
     slot.contTimer = null;
     if (!slot.child || slot.stoppedAt === null) return;
     const from = slot.stoppedAt;
+    const seen = slot.stopSeen || processState(slot.pid) === "T";
     slot.child.kill("SIGCONT");
     const to = Date.now();
     slot.stoppedAt = null;
     slot.state = "up";
     this.available_(slot, to);
-    this.fault({ t: "stop", slot: slot.name, wpid: slot.pid, from, to });
+    this.fault({ t: "stop", slot: slot.name, wpid: slot.pid, from, to, seen });
   }
 
   /**
@@ -335,19 +353,20 @@ export class Fleet {
    * SQLite's "store crash": every process that has the database open dies at once (SIGKILL), and
    * comes back after `downMs`. Returns the outage window.
    */
-  crashAll(downMs: number): { from: number; to: number } {
+  crashAll(downMs: number): { from: number; to: number; killed: number } {
     this.crashDownMs = downMs;
     const from = Date.now();
+    let killed = 0;
     for (const slot of this.slots) {
       if (slot.term?.killTimer) clearTimeout(slot.term.killTimer);
       slot.term = null;
-      if (slot.child) this.kill(slot, "store-crash");
+      if (slot.child && this.kill(slot, "store-crash")) killed++;
     }
     if (this.producer) {
       this.event({ t: "kill", slot: "producer", pid: this.producer.pid, cause: "store-crash" });
-      this.producer.kill("SIGKILL");
+      if (this.producer.kill("SIGKILL")) killed++;
     }
-    return { from, to: from + downMs };
+    return { from, to: from + downMs, killed };
   }
 
   // ------------------------------------------------------------------ producer
@@ -437,6 +456,16 @@ export class Fleet {
       }),
     );
     return results;
+  }
+}
+
+/** A process's state letter from /proc (R, S, T, Z…), or null when it is gone. */
+function processState(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] ?? null;
+  } catch {
+    return null;
   }
 }
 

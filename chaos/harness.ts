@@ -16,7 +16,7 @@ import { addFacts, emptyFacts, readWorkerLog } from "./logs.js";
 import { finalJobs, Monitor, unfinished } from "./monitor.js";
 import { Prng } from "./prng.js";
 import type { EnqueueRecord, RunRecord } from "./records.js";
-import { notApplicable, planFaults, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
+import { DEFAULT_MAX_HEALTHY_DEAD, notApplicable, planFaults, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
 import type { BackendKind, Store } from "./stores.js";
 
 /**
@@ -25,6 +25,13 @@ import type { BackendKind, Store } from "./stores.js";
  * it: recovery time counts only while some worker had started (see CheckInput.available).
  */
 export const RECOVERY_TOLERANCE_MS = 3_000;
+/**
+ * How long after a handler's `end` record its acknowledgement may still be on its way to the
+ * store: the handler returns, the settler batches on the next turn, one round trip; in a sandbox
+ * an IPC hop first. A second covers that on a loaded two-core machine; a fault later than this
+ * after a run's end does not excuse running it again.
+ */
+export const ACK_SLACK_MS = 1_000;
 /**
  * How long the drain after the fault phase may take before unfinished jobs count as stranded:
  * 90 s, or twice the fault phase when that is longer (a saturating scenario builds a backlog).
@@ -42,6 +49,8 @@ export interface ScenarioOptions {
   rootDir: string;
   /** Progress lines. */
   log?: (line: string) => void;
+  /** Healthy jobs that may end dead-lettered, each explained by faults. Default DEFAULT_MAX_HEALTHY_DEAD. */
+  maxHealthyDead?: number;
 }
 
 export interface ScenarioResult {
@@ -155,7 +164,9 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           if (!store.cut) return skip(f, "the store has no connections to cut");
           try {
             const killed = await store.cut();
-            fleet.record({ t: "cut", at: Date.now(), killed });
+            // A cut that found no connection to kill did nothing: it is no fault.
+            if (killed > 0) fleet.record({ t: "cut", at: Date.now(), killed });
+            else skip(f, "the cut killed no connection");
           } catch (error) {
             skip(f, `cut failed: ${String(error)}`);
           }
@@ -164,16 +175,27 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         case "store-crash": {
           if (store.crashMode === "processes") {
             const w = fleet.crashAll(f.downMs);
-            fleet.record({ t: "outage", from: w.from, to: w.to, how: store.crashHow });
+            if (w.killed > 0) fleet.record({ t: "outage", from: w.from, to: w.to, how: store.crashHow, processesKilled: w.killed });
+            else skip(f, "no process had the database open");
             await sleep(f.downMs);
             return;
           }
           const from = Date.now();
           events.append({ t: "store-crash", at: from });
+          let crashed = true;
           try {
             await store.crash();
           } catch (error) {
+            crashed = false;
             events.append({ t: "store-crash-failed", error: String(error), at: Date.now() });
+          }
+          // The outage is recorded only once seen: the crash command succeeded and a fresh
+          // connection then failed. A crash that failed while the store still answers is no fault,
+          // and restarting that store would be a clean restart, not a crash recovery.
+          const probeFailedAt = (await store.probe()) ? null : Date.now();
+          if (probeFailedAt === null) {
+            skip(f, crashed ? "the crash command returned, but the store still answered" : "the crash failed and the store still answers");
+            return;
           }
           await sleep(f.downMs);
           for (let attempt = 1; ; attempt++) {
@@ -186,7 +208,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
               await sleep(1_000);
             }
           }
-          fleet.record({ t: "outage", from, to: Date.now(), how: store.crashHow });
+          if (crashed) fleet.record({ t: "outage", from, to: Date.now(), how: store.crashHow, probeFailedAt });
+          else events.append({ t: "store-down-after-failed-crash", from, to: Date.now(), note: "not recorded as an outage: the crash command failed" });
           return;
         }
       }
@@ -271,12 +294,14 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       recoveryToleranceMs: RECOVERY_TOLERANCE_MS,
       termToleranceMs: TERM_TOLERANCE_MS,
       sandboxedPids: fleet.sandboxedPids,
+      ackSlackMs: ACK_SLACK_MS,
     },
     checks: {
       sigterm: def.sigtermChecks,
       poison: def.poisonChecks,
       healthyDelayLimitMs: scenario === "poison" ? WORKER.leaseMs : null,
       mustExercise: def.mustExercise,
+      maxHealthyDead: options.maxHealthyDead ?? DEFAULT_MAX_HEALTHY_DEAD,
     },
   };
   // Everything the verdict rests on, so it can be checked again offline (chaos/recheck.ts).

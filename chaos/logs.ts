@@ -12,6 +12,8 @@ export interface WorkerLog extends LogFacts {
   drained: boolean | null;
   /** How the process said it died, when it did: "failpoint" or "watchdog". */
   selfKill: "failpoint" | "watchdog" | null;
+  /** The log line that said so (the checker credits a failpoint or watchdog kill only with it). */
+  selfKillLine: string | null;
 }
 
 export function emptyFacts(): LogFacts {
@@ -33,7 +35,7 @@ interface Line {
 }
 
 export function readWorkerLog(path: string): WorkerLog {
-  const out: WorkerLog = { ...emptyFacts(), sigtermAt: null, drained: null, selfKill: null };
+  const out: WorkerLog = { ...emptyFacts(), sigtermAt: null, drained: null, selfKill: null, selfKillLine: null };
   if (!existsSync(path)) return out;
   let drainedLogged = false;
   let releasedLogged = false;
@@ -42,6 +44,7 @@ export function readWorkerLog(path: string): WorkerLog {
     if (failpoint) {
       out.failpointKills[failpoint[1]!] = (out.failpointKills[failpoint[1]!] ?? 0) + 1;
       out.selfKill = "failpoint";
+      out.selfKillLine = text;
       continue;
     }
     if (!text.startsWith("{")) continue;
@@ -57,6 +60,7 @@ export function readWorkerLog(path: string): WorkerLog {
     else if (msg.includes("watchdog limit")) {
       out.watchdogKills++;
       out.selfKill = "watchdog";
+      out.selfKillLine = msg;
     } else if (msg.startsWith("received SIGTERM") && out.sigtermAt === null) out.sigtermAt = line.time ? Date.parse(line.time) : null;
     else if (msg.endsWith("exiting 0")) drainedLogged = true;
     else if (msg.endsWith("exiting 1")) releasedLogged = true;

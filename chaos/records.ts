@@ -57,17 +57,28 @@ export type RunRecord =
       error?: string;
     };
 
-/** A fault as it actually happened, recorded by the runner (events.jsonl). */
+/**
+ * A fault as it actually happened, recorded by the runner (events.jsonl). Each carries the
+ * observation that proves it happened (the checker ignores, and reports, one without it): a fault
+ * the runner only attempted must neither excuse a duplicate nor count as exercised.
+ */
 export type FaultEvent =
-  /** A worker process died (anything but a clean exit 0 or 1 after a SIGTERM). */
-  | { t: "death"; slot: string; wpid: number; at: number; cause: DeathCause; code: number | null; signal: string | null }
-  /** A worker was SIGSTOPped at `from` and SIGCONTed at `to`. */
-  | { t: "stop"; slot: string; wpid: number; from: number; to: number }
+  /**
+   * A worker process died (anything but a clean exit 0 or 1 after a SIGTERM). `cause` "killed"
+   * needs `signal` SIGKILL; "failpoint" and "watchdog" need `said`, the process's own log line.
+   */
+  | { t: "death"; slot: string; wpid: number; at: number; cause: DeathCause; code: number | null; signal: string | null; said?: string | null }
+  /** A worker was SIGSTOPped at `from` and SIGCONTed at `to`; `seen`: /proc showed it stopped. */
+  | { t: "stop"; slot: string; wpid: number; from: number; to: number; seen?: boolean }
   /** A worker was sent SIGTERM at `from` and exited at `to`. */
   | { t: "term"; slot: string; wpid: number; from: number; to: number; code: number | null; signal: string | null }
-  /** The store was down (crashed) from `from` until it answered again at `to`. */
-  | { t: "outage"; from: number; to: number; how: string }
-  /** Every client connection to the store was cut at `at`. */
+  /**
+   * The store was down (crashed) from `from` until it answered again at `to`. Observed: a server
+   * crash whose command succeeded and after which a probe failed (`probeFailedAt`), or, on
+   * SQLite, the processes with the file open SIGKILLed (`processesKilled` > 0).
+   */
+  | { t: "outage"; from: number; to: number; how: string; probeFailedAt?: number | null; processesKilled?: number }
+  /** Every client connection to the store was cut at `at`; observed when `killed` > 0. */
   | { t: "cut"; at: number; killed: number };
 
 /**

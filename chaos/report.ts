@@ -4,6 +4,8 @@
  */
 import type { ScenarioResult } from "./harness.js";
 
+const HEALTHY_DEAD_BOUND = "healthy jobs dead-lettered (each explained by faults)";
+
 type Row = [label: string, cell: (r: ScenarioResult) => string, bound?: string];
 
 const n = (v: number | null | undefined) => (v === null || v === undefined ? "-" : String(v));
@@ -20,7 +22,13 @@ const ROWS: Row[] = [
   ["executions", (r) => n(r.check?.metrics.executions)],
   ["max executions of one job", (r) => n(r.check?.metrics.maxExecutions)],
   ["over 1 + faults that hit it", (r) => n(r.check?.metrics.execBoundBroken), "jobs over 'executions <= designed + faults that hit it'"],
-  ["dead-lettered (healthy)", (r) => (r.check ? `${r.check.metrics.deadLettered} (${r.check.metrics.healthyDead})` : "-")],
+  ["dead-lettered", (r) => n(r.check?.metrics.deadLettered)],
+  [
+    "  healthy, explained by faults",
+    (r) => (r.check ? `${r.check.metrics.healthyDead} (<= ${r.check.bounds.find((b) => b.name === HEALTHY_DEAD_BOUND)?.limit.replace("<= ", "") ?? "?"})` : "-"),
+    HEALTHY_DEAD_BOUND,
+  ],
+  ["  healthy, unexplained (in lost)", (r) => n(r.check?.metrics.healthyDeadUnexplained)],
   ["stale acks refused", (r) => n(r.check?.metrics.staleRefused)],
   ["leases lost (handler aborted)", (r) => n(r.check?.metrics.leaseLost)],
   ["stale acks applied", (r) => n(r.check?.metrics.staleApplied), "stale acknowledgements applied"],
@@ -62,6 +70,7 @@ const ROWS: Row[] = [
   ["processes left behind", (r) => n(r.leftoverProcesses), "processes left behind after the workers exited"],
   ["fault kinds never exercised", (r) => n(r.check?.bounds.find((b) => b.name === "fault kinds that never happened")?.value), "fault kinds that never happened"],
   ["torn ledger lines", (r) => n(r.check?.metrics.tornLines), "torn ledger lines"],
+  ["faults recorded, not observed", (r) => n(r.check?.metrics.unobservedFaults), "faults recorded without the observation that proves them"],
 ];
 
 function broken(r: ScenarioResult, bound: string | undefined): boolean {

@@ -12,11 +12,12 @@ import { runScenario, type ScenarioResult } from "./harness.js";
 import { ROOT } from "./fleet.js";
 import { parseSeed } from "./prng.js";
 import { formatTable } from "./report.js";
-import { SCENARIOS, type ScenarioName } from "./scenarios.js";
+import { DEFAULT_MAX_HEALTHY_DEAD, SCENARIOS, type ScenarioName } from "./scenarios.js";
 import { BACKENDS, openStore, unavailable, type BackendKind } from "./stores.js";
 
-const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all]
-scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)`;
+const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
+scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
+--max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})`;
 
 async function main(): Promise<number> {
   let values;
@@ -27,6 +28,7 @@ async function main(): Promise<number> {
         seconds: { type: "string" },
         seed: { type: "string" },
         scenario: { type: "string", default: "all" },
+        "max-healthy-dead": { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -57,6 +59,11 @@ async function main(): Promise<number> {
   }
   const seconds = Math.floor(total / scenarios.length);
   const seed = values.seed !== undefined ? parseSeed(values.seed) : randomInt(1, 2 ** 31);
+  const maxHealthyDead = values["max-healthy-dead"] === undefined ? DEFAULT_MAX_HEALTHY_DEAD : Number(values["max-healthy-dead"]);
+  if (!Number.isInteger(maxHealthyDead) || maxHealthyDead < 0) {
+    console.error(`--max-healthy-dead must be an integer >= 0\n${USAGE}`);
+    return 2;
+  }
 
   const why = await unavailable(backend);
   if (why) {
@@ -69,14 +76,14 @@ async function main(): Promise<number> {
   const results: ScenarioResult[] = [];
   try {
     for (const scenario of scenarios) {
-      results.push(await runScenario({ backend, scenario, seconds, seed, store, rootDir, log: (line) => console.log(`  ${line}`) }));
+      results.push(await runScenario({ backend, scenario, seconds, seed, store, rootDir, maxHealthyDead, log: (line) => console.log(`  ${line}`) }));
     }
   } finally {
     await store.close();
   }
   console.log("");
   console.log(formatTable(results));
-  console.log(`\nreproduce: npm run chaos -- --backend ${backend} --seed ${seed} --seconds ${total} --scenario ${scenarioArg}`);
+  console.log(`\nreproduce: npm run chaos -- --backend ${backend} --seed ${seed} --seconds ${total} --scenario ${scenarioArg} --max-healthy-dead ${maxHealthyDead}`);
   return results.every((r) => r.ok) ? 0 : 1;
 }
 

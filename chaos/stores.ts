@@ -36,6 +36,11 @@ export interface Store {
   crash(): Promise<void>;
   /** Starts it again; resolves once it accepts connections. */
   restart(): Promise<void>;
+  /**
+   * Whether the server answers a fresh connection now (true for SQLite, which has no server).
+   * A crash counts as an outage only once a probe after it failed.
+   */
+  probe(): Promise<boolean>;
   /** Cuts every client connection; resolves with how many. Null: not possible here. */
   readonly cut: (() => Promise<number>) | null;
   close(): Promise<void>;
@@ -71,6 +76,7 @@ function sqliteStore(): Store {
     crashMode: "processes",
     crash: async () => {},
     restart: async () => {},
+    probe: async () => true,
     cut: null,
     close: async () => {},
   };
@@ -96,6 +102,19 @@ async function postgresStore(): Promise<Store> {
     // With the server stopped, `pg_ctl restart` starts it with the options it last ran with
     // (postmaster.opts): same port, socket directory and settings as the helper chose.
     restart: () => pgCtl(["-D", server.dataDir, "-l", join(dirname(server.dataDir), "server.log"), "-w", "-t", "60", "restart"]),
+    probe: async () => {
+      const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 2_000 });
+      client.on("error", () => undefined);
+      try {
+        await client.connect();
+        await client.query("SELECT 1");
+        return true;
+      } catch {
+        return false;
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    },
     cut: async () => {
       const client = admin();
       await client.connect();
@@ -126,6 +145,18 @@ async function redisStore(): Promise<Store> {
     restart: async () => {
       await server.start();
       await waitForPing(server.port, 30_000);
+    },
+    probe: async () => {
+      const client = new Redis(server.url, { maxRetriesPerRequest: 0, lazyConnect: true, connectTimeout: 2_000, retryStrategy: () => null });
+      client.on("error", () => undefined);
+      try {
+        await client.connect();
+        return (await client.ping()) === "PONG";
+      } catch {
+        return false;
+      } finally {
+        client.disconnect();
+      }
     },
     cut: async () => {
       const admin = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: true });

@@ -39,6 +39,7 @@ export {
 } from "./core/define.js";
 export * from "./core/errors.js";
 export type { WorkerEvents } from "./core/events.js";
+export { combineTelemetry, type JobTelemetry } from "./core/telemetry.js";
 export type * from "./core/job.js";
 export { JOB_STATES, TERMINAL_STATES } from "./core/job.js";
 export type { Json } from "./core/json.js";

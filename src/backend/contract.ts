@@ -211,7 +211,7 @@ export interface IdempotencyStore {
   once(key: string, ttlMs: number): Promise<boolean>;
 }
 
-export interface Backend {
+export interface Backend extends AsyncDisposable {
   /** A short label for logs and the CLI, e.g. "sqlite:/var/lib/app/jobs.db". */
   readonly description: string;
   readonly capabilities: Capabilities;
@@ -219,7 +219,7 @@ export interface Backend {
 
   /** Creates or upgrades the schema. Safe to call many times and from many processes. */
   migrate(): Promise<void>;
-  /** Releases connections and watchers. */
+  /** Releases connections and watchers. Also runs on `await using backend = …` (AsyncDisposable). */
   close(): Promise<void>;
   /** The store's clock, ms since epoch. */
   now(): Promise<number>;

@@ -7,7 +7,9 @@ import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
 import { Worker } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
+import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 import { loadHandlers } from "./worker.js";
+import { combineTelemetry } from "../core/telemetry.js";
 
 export const help = `conveyor serve --db URL [options]
 
@@ -43,6 +45,7 @@ same process, for small deployments.
                          an API key: read keys see, admin keys also act)
   --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
                          (JSON lines on stdout) for the server, the worker and webhooks
+${METRICS_HELP}
 
 SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker, exit
 0 (or 1 when jobs had to be released).`;
@@ -81,6 +84,7 @@ export async function run(argv: string[]): Promise<number> {
     "stream-token-secret-env": { type: "string" },
     "log-level": { type: "string" },
     "no-dashboard": { type: "boolean", default: false },
+    ...METRICS_OPTIONS,
   });
   if (values.help) {
     console.log(help);
@@ -140,12 +144,15 @@ export async function run(argv: string[]): Promise<number> {
   if (handlersPath === null && values.queue !== undefined) throw new UsageError("--queue needs --handlers (the in-process worker's job handlers)");
   const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
   const queues = handlersPath ? await queuesForHandlers(values.queue, handlersPath) : [];
+  const metricsFlags = metricsSettings(values);
 
   const backend = await openBackend(url);
   const closeables: Closeable[] = [];
   let worker: Worker | null = null;
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
   try {
+    const observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
+    const tracing = await loadTracing();
     const secrets = (process.env.CONVEYOR_WEBHOOK_SECRETS ?? "").split(/[,\s]+/).filter(Boolean);
     if (secrets.length > 0 || typeof values.webhooks === "string") {
       let config: WebhookFile = {};
@@ -164,6 +171,7 @@ export async function run(argv: string[]): Promise<number> {
         allow: (config.allow ?? []) as string[],
         allowHttp: config.allowHttp === true,
         logger,
+        ...(tracing ? { telemetry: tracing } : {}),
       });
     }
 
@@ -175,7 +183,9 @@ export async function run(argv: string[]): Promise<number> {
         concurrency: intOption("concurrency", values.concurrency, 1),
         logger,
         autostart: false,
+        ...(tracing ? { telemetry: tracing } : {}),
       });
+      observed?.metrics.observe(worker);
       worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
       webhooks?.attach(worker);
     }
@@ -191,6 +201,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(values["max-body-bytes"] !== undefined ? { maxBodyBytes: intOption("max-body-bytes", values["max-body-bytes"], 1) } : {}),
       ...(webhooks ? { webhooks } : {}),
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
+      ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
       dashboard: history ? { history } : false,
     });
@@ -205,8 +216,21 @@ export async function run(argv: string[]): Promise<number> {
     if (webhooks) {
       const dispatcher = webhooks;
       // One process, one set of maintenance timers: the job worker's when there is one.
-      dispatcher.start({ maintenance: worker === null });
+      const deliveries = dispatcher.start({ maintenance: worker === null });
+      observed?.metrics.observe(deliveries);
       closeables.push({ close: (o) => dispatcher.close(o) });
+    }
+    if (observed) {
+      const metricsServer = await observed.listen().catch((error: unknown) => {
+        throw new UsageError(`--metrics-port ${metricsFlags?.port}: cannot listen: ${(error as Error).message}`);
+      });
+      closeables.push({
+        close: async () => {
+          await metricsServer.close();
+          return { drained: true, releasedJobIds: [] };
+        },
+      });
+      process.stderr.write(`conveyor serve metrics on http://${metricsServer.address.address}:${metricsServer.address.port}/metrics\n`);
     }
     await app.listen({ port, host });
     const address = app.server.address();

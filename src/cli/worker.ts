@@ -6,6 +6,7 @@ import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals } from "../runtime/shutdown.js";
 import { Worker, type Handlers } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, parse, requiredString, UsageError } from "./args.js";
+import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 
 export const help = `conveyor worker --db URL --queue NAME[,NAME] --handlers MODULE [options]
 
@@ -24,6 +25,7 @@ async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal,
   --watchdog-ms N        kill this process when its event loop is blocked longer than N ms,
                          so it gets restarted (default: the lease length; 0 turns it off)
   --verbose              log every job event
+${METRICS_HELP}
 
 A store that is down at startup is waited for (retried with backoff up to 30 s, logged);
 a wrong URL, password or schema version fails at once.
@@ -68,6 +70,7 @@ export async function run(argv: string[]): Promise<number> {
     sandbox: { type: "boolean", default: false },
     "watchdog-ms": { type: "string" },
     verbose: { type: "boolean", default: false },
+    ...METRICS_OPTIONS,
   });
   if (values.help) {
     console.log(help);
@@ -85,6 +88,7 @@ export async function run(argv: string[]): Promise<number> {
   const prefetch = intOption("prefetch", values.prefetch, 0);
   const shutdownGraceMs = intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0);
   const pollIntervalMs = intOption("poll-interval-ms", values["poll-interval-ms"], 1);
+  const metricsFlags = metricsSettings(values);
   // Until the worker exists nothing is claimed, so a stop request then simply ends the process
   // with 0 (rather than letting the signal kill it, or waiting out a store that is down).
   let stopSignal: NodeJS.Signals | null = null;
@@ -140,6 +144,16 @@ export async function run(argv: string[]): Promise<number> {
     logger.warn({ signal: stopSignal }, "stopped before the worker started; nothing was claimed; exiting 0");
     return 0;
   }
+  let observed: Awaited<ReturnType<typeof createMetrics>> | null = null;
+  let tracing: Awaited<ReturnType<typeof loadTracing>> = null;
+  try {
+    observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
+    tracing = await loadTracing();
+  } catch (error) {
+    removeEarlySignals();
+    await backend.close();
+    throw error;
+  }
   const worker = new Worker({
     backend,
     queues,
@@ -153,6 +167,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(rescueIntervalMs !== undefined ? { maintenance: { rescueIntervalMs } } : {}),
     logger,
     autostart: false,
+    ...(tracing ? { telemetry: tracing } : {}),
   });
   if (values.verbose) {
     worker.on("job:completed", ({ job, durationMs }) => logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, durationMs }, "completed"));
@@ -164,11 +179,24 @@ export async function run(argv: string[]): Promise<number> {
   );
   worker.on("job:stalled-rescued", ({ rescued }) => logger.warn({ ...rescued }, "rescued a job whose lease expired"));
 
+  observed?.metrics.observe(worker);
+  let metricsServer: Awaited<ReturnType<NonNullable<typeof observed>["listen"]>> | null = null;
+  try {
+    metricsServer = observed ? await observed.listen() : null;
+  } catch (error) {
+    removeEarlySignals();
+    await worker.close({ force: true });
+    await backend.close();
+    throw new UsageError(`--metrics-port ${metricsFlags?.port}: cannot listen: ${(error as Error).message}`);
+  }
   const store = backend;
   return new Promise<number>((resolveExit) => {
     installShutdownSignals([worker], {
       logger,
-      afterClose: () => store.close(),
+      afterClose: async () => {
+        await metricsServer?.close();
+        await store.close();
+      },
       exit: resolveExit,
     });
     // Synchronous since the check above: no signal can have arrived in between.
@@ -176,6 +204,7 @@ export async function run(argv: string[]): Promise<number> {
     worker.run();
     logger.info({ workerId: worker.id, queues, jobs: worker.jobNames, db: backend.description }, "worker started");
     process.stderr.write(`conveyor worker ${worker.id} on ${backend.description}, queues ${queues.join(",")}, jobs ${worker.jobNames.join(",")}\n`);
+    if (metricsServer) process.stderr.write(`conveyor worker metrics on http://${metricsServer.address.address}:${metricsServer.address.port}/metrics\n`);
   });
 }
 

@@ -15,7 +15,9 @@
  */
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Backend } from "../backend/contract.js";
+import type { JobSpec } from "../core/job.js";
 import type { JobDefinition } from "../core/define.js";
+import type { JobTelemetry } from "../core/telemetry.js";
 import { InvalidInputError } from "../core/errors.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
@@ -112,6 +114,11 @@ export interface ConveyorHttpOptions {
    * login sets a session cookie that this API then accepts like the key it stands for. Default off.
    */
   dashboard?: DashboardOptions | boolean;
+  /**
+   * Counts and traces enqueued jobs (see `conveyor-jobs/metrics`); with tracing, a request's
+   * `traceparent` header becomes the parent of its jobs' producer spans. Default none.
+   */
+  telemetry?: JobTelemetry;
 }
 
 const EXPOSED_HEADERS = "Location, Retry-After, Idempotent-Replayed";
@@ -164,9 +171,11 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
   await fastify.register(
     async (scope: FastifyInstance) => {
       const batcher = options.batchEnqueues === false ? null : new EnqueueBatcher(options.backend);
+      const store = (specs: readonly JobSpec[]) => (batcher ? batcher.enqueue(specs) : options.backend.enqueue(specs));
+      const telemetry = options.telemetry ?? null;
       const ctx: HttpContext = {
         backend: options.backend,
-        enqueue: (specs) => (batcher ? batcher.enqueue(specs) : options.backend.enqueue(specs)),
+        enqueue: telemetry?.enqueue ? (specs) => telemetry.enqueue!(specs, store) : store,
         basePath: scope.prefix,
         jobs,
         strictJobNames: !(options.allowUnregisteredJobs ?? jobs.size === 0),
@@ -188,6 +197,13 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         },
         principal: (request) => principals.get(request) ?? (keyring ? { id: "nobody", scopes: new Set() } : ANONYMOUS),
       };
+
+      if (telemetry?.request) {
+        const enter = telemetry.request.bind(telemetry);
+        // Callback style, and after the body is read: the route handler runs inside `done`, so
+        // inside the request's trace context (body parsing would leave an earlier context behind).
+        scope.addHook("preHandler", (request, _reply, done) => enter(request.headers, done));
+      }
 
       scope.setValidatorCompiler(compileValidator);
       // The API speaks JSON only: anything else (Fastify also parses text/plain) is a 415.

@@ -41,6 +41,7 @@ import { ConveyorError, InvalidInputError, RetryLater, UnrecoverableError } from
 import type { JobRecord, JobSpec } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
+import type { JobTelemetry } from "../core/telemetry.js";
 import { buildJobSpec, type BackoffOption } from "../core/spec.js";
 import { Worker, type CloseOptions, type CloseResult, type WorkerOptions } from "../runtime/worker.js";
 import { guardedPost, SsrfError, SsrfGuard } from "./ssrf.js";
@@ -208,6 +209,11 @@ export interface WebhookOptions {
   sweepWindowMs?: number;
   /** Default JSON lines on stderr (warnings and errors). */
   logger?: Logger;
+  /**
+   * Tracing (see `conveyor-jobs/metrics`): deliveries run as consumer spans in the finished job's
+   * trace and send its `traceparent` header to the receiver. Default none.
+   */
+  telemetry?: JobTelemetry;
 }
 
 /** The data of a `webhook.deliver` job. Holds no secret: the handler looks it up by `target`. */
@@ -261,6 +267,7 @@ export class WebhookDispatcher {
   private readonly sweepIntervalMs: number;
   private readonly sweepWindowMs: number;
   private readonly logger: Logger;
+  private readonly telemetry: JobTelemetry | null;
   /** Delivery ids already enqueued (or found duplicate) by this process; bounded. */
   private readonly ensured = new Set<string>();
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -296,6 +303,7 @@ export class WebhookDispatcher {
     this.sweepIntervalMs = options.sweepIntervalMs ?? 5_000;
     this.sweepWindowMs = options.sweepWindowMs ?? 15 * 60_000;
     this.logger = options.logger ?? consoleLogger();
+    this.telemetry = options.telemetry ?? null;
   }
 
   /** Validates a callback URL given at enqueue (no DNS yet: that happens at delivery). */
@@ -337,7 +345,14 @@ export class WebhookDispatcher {
   start(workerOptions: Partial<Omit<WorkerOptions, "backend" | "queues" | "handlers">> = {}): Worker {
     if (this.closed) throw new InvalidInputError("this WebhookDispatcher was closed; create a new one");
     if (this.worker) return this.worker;
-    this.worker = new Worker({ logger: this.logger, ...workerOptions, backend: this.backend, queues: this.queue, handlers: this.handlers() });
+    this.worker = new Worker({
+      logger: this.logger,
+      ...(this.telemetry ? { telemetry: this.telemetry } : {}),
+      ...workerOptions,
+      backend: this.backend,
+      queues: this.queue,
+      handlers: this.handlers(),
+    });
     if (this.sweepIntervalMs > 0) this.scheduleSweep(0);
     return this.worker;
   }
@@ -397,7 +412,8 @@ export class WebhookDispatcher {
               // Kept longer than the sweep window, so a sweep never re-sends a finished delivery.
               removeOnComplete: { ageMs: Math.max(DAY_MS, 2 * this.sweepWindowMs) },
               removeOnFail: { ageMs: 7 * DAY_MS },
-              meta: { conveyor: { webhookFor: job.id } },
+              // The finished job's trace context, so its deliveries join its trace.
+              meta: { ...traceContextOf(job), conveyor: { webhookFor: job.id } },
             },
             maxPayloadBytes: 4 * 1024 * 1024,
           }),
@@ -441,13 +457,14 @@ export class WebhookDispatcher {
     const secrets = this.secretsFor(target);
     const body = JSON.stringify(event);
     const timestamp = Math.floor(Date.now() / 1000);
-    const headers = {
+    const headers: Record<string, string> = {
       "content-type": "application/json",
       "user-agent": "Conveyor-Webhooks/1",
       "webhook-id": job.id,
       "webhook-timestamp": String(timestamp),
       "webhook-signature": signWebhook(secrets, { id: job.id, timestamp, body }),
     };
+    this.telemetry?.outgoing?.(headers);
     let result;
     try {
       result = await guardedPost(this.guard, url, body, headers, { timeoutMs: this.requestTimeoutMs, signal });
@@ -482,6 +499,16 @@ export class WebhookDispatcher {
     await this.sweeping?.catch(() => undefined);
     return (await this.worker?.close(options)) ?? { drained: true, releasedJobIds: [] };
   }
+}
+
+/** `traceparent` and `tracestate` of a job's metadata (stored by tracing at enqueue), if any. */
+function traceContextOf(job: Pick<JobRecord, "meta">): { [key: string]: Json } {
+  const out: { [key: string]: Json } = {};
+  for (const key of ["traceparent", "tracestate"]) {
+    const value = job.meta?.[key];
+    if (typeof value === "string") out[key] = value;
+  }
+  return out;
 }
 
 function withoutQuery(url: string): string {

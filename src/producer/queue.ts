@@ -3,6 +3,7 @@ import type { JobDefinition } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
 import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import type { JobRecord, JobSpec } from "../core/job.js";
+import type { JobTelemetry } from "../core/telemetry.js";
 import type { Json } from "../core/json.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
 
@@ -13,6 +14,8 @@ export interface QueueOptions {
   defaults?: JobDefaults;
   /** Largest payload accepted, in bytes of JSON. Default 262 144 (256 KiB). */
   maxPayloadBytes?: number;
+  /** Counts and traces what is enqueued (see `conveyor-jobs/metrics`). Default none. */
+  telemetry?: JobTelemetry;
 }
 
 /** Options of one `add`: the job's options plus, where the backend supports it, a transaction. */
@@ -49,6 +52,7 @@ export class Queue {
   private closed = false;
   /** Enqueues sent to the store and not yet answered: what `close()` waits for. */
   private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly telemetry: JobTelemetry | null;
 
   constructor(name: string, options: QueueOptions) {
     this.name = checkName("queue", name);
@@ -56,6 +60,7 @@ export class Queue {
     this.backend = options.backend;
     this.defaults = options.defaults ?? {};
     this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.telemetry = options.telemetry?.enqueue ? options.telemetry : null;
   }
 
   /**
@@ -112,7 +117,8 @@ export class Queue {
           `drop the tx option or use the PostgreSQL backend`,
       );
     }
-    const sent = this.backend.enqueue(specs, tx === undefined ? undefined : { tx });
+    const store = (s: readonly JobSpec[]) => this.backend.enqueue(s, tx === undefined ? undefined : { tx });
+    const sent = this.telemetry ? this.telemetry.enqueue!(specs, store) : store(specs);
     this.inFlight.add(sent);
     const forget = () => this.inFlight.delete(sent);
     sent.then(forget, forget);

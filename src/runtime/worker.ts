@@ -13,6 +13,7 @@ import {
   type LeaseLossReason,
 } from "../core/errors.js";
 import { TypedEmitter, type WorkerEvents } from "../core/events.js";
+import type { JobTelemetry } from "../core/telemetry.js";
 import { newWorkerId } from "../core/ids.js";
 import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
@@ -93,6 +94,8 @@ export interface WorkerOptions {
   autostart?: boolean;
   /** Random source for backoff jitter, in [0, 1). Default Math.random. */
   random?: () => number;
+  /** Tracing around each handler run (see `conveyor-jobs/metrics`). Default none. */
+  telemetry?: JobTelemetry;
 }
 
 export interface MaintenanceOptions {
@@ -164,13 +167,15 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly backend: Backend;
   private readonly queues: string[];
   private readonly handlers = new Map<string, BoundHandler<unknown>>();
-  private readonly concurrency: number;
+  /** Jobs run at once (the `concurrency` option). */
+  readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly heartbeatIntervalMs: number;
   private readonly pollIntervalMs: number;
   private readonly shutdownGraceMs: number;
   private readonly logger: Logger;
   private readonly random: () => number;
+  private readonly telemetry: JobTelemetry | null;
   private readonly settler: Settler;
   private readonly maintenance: Maintenance | null;
   private readonly running = new Map<string, Running>();
@@ -225,6 +230,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.shutdownGraceMs = nonNegativeInt("option shutdownGraceMs", options.shutdownGraceMs ?? 25_000);
     this.logger = options.logger ?? consoleLogger();
     this.random = options.random ?? Math.random;
+    this.telemetry = options.telemetry?.attempt ? options.telemetry : null;
     this.id = options.workerId ?? newWorkerId();
     this.identity = { id: this.id, host: hostname(), pid: process.pid };
     this.settler = new Settler(this.backend);
@@ -266,6 +272,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   /** Jobs currently held (running or settling). */
   get activeCount(): number {
     return this.running.size;
+  }
+
+  /** Slots whose handler is still running (at most `concurrency`); jobs being acknowledged do not count. */
+  get busySlotCount(): number {
+    return this.busySlots;
   }
 
   /** Jobs claimed ahead and waiting in this worker for a free slot (see `prefetch`). */
@@ -472,7 +483,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       let result: unknown;
       try {
         if (handler.schema) job.data = validatePayload(job.name, handler.schema, job.data);
-        result = await handler.run(job, ctx);
+        result = await (this.telemetry ? this.telemetry.attempt!(claimed.job, async () => handler.run(job, ctx)) : handler.run(job, ctx));
       } catch (error) {
         await this.finishFailure(r, toError(error));
         return;
@@ -702,6 +713,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }
     this.closing = this.shutdown(options);
     return this.closing;
+  }
+
+  /** `await using worker = new Worker(…)`: a graceful `close()` when the scope ends. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   private async shutdown(options: CloseOptions): Promise<CloseResult> {

@@ -24,10 +24,12 @@ describe.skipIf(external)("postgres bloat soak (short) [needs a throwaway server
   it("keeps the jobs table and its dead tuples bounded under steady churn", async () => {
     const result = await runSoak({ url: server!.url, durationMs: 25_000, ratePerSecond: 1_500, sampleEveryMs: 2_000 });
     const last = result.samples.at(-1)!;
-    // The run moved real work: most of what was enqueued got processed.
-    expect(last.processed).toBeGreaterThan(25 * 1_500 * 0.6);
+    // Boundedness, not speed (the machine is shared; throughput is the benchmark's business): the
+    // verdict below, plus enough churn to turn the retained rows (1,000 completed) over several
+    // times and vacuum to have run, without which a level table would prove nothing.
+    expect(last.processed).toBeGreaterThan(5 * 1_000);
     expect(last.autovacuums).toBeGreaterThan(0);
-    // Live rows stay near retention (1,000 completed) plus what is in flight, not the 37,500 made.
+    // Live rows stay near retention plus what is in flight, however many were made.
     expect(last.liveTuples).toBeLessThan(15_000);
     expect(result.reason).toMatch(/second half peaks/);
     expect(result.bounded).toBe(true);

@@ -16,6 +16,7 @@ import { buildJobSpec } from "../../src/core/spec.js";
 import { InvalidInputError, Queue, silentLogger, Worker, type Handlers, type Logger } from "../../src/index.js";
 import { ROOT, runCli } from "../helpers/cli.js";
 import { findPostgresBin, requireDatabase, startThrowawayPostgres, TestSchemas } from "../helpers/postgres.js";
+import { expectServerClock } from "../helpers/skewed-clock.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
@@ -500,15 +501,11 @@ describe("faults", () => {
 });
 
 describe("PostgresBackend", () => {
-  it("uses the database clock when no clock is injected", async () => {
+  it("uses the database clock when no clock is injected, not this process's", async () => {
     const b = await backend();
-    const now = await b.now();
-    // The database and this process share a machine clock here; a loose bound, not a timing test.
-    expect(Math.abs(now - Date.now())).toBeLessThan(60_000);
-    await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
-    const [claimed] = await b.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 12_345 });
-    expect(claimed!.leaseExpiresAt - claimed!.job.startedAt!).toBe(12_345);
-    expect(claimed!.job.startedAt!).toBeGreaterThanOrEqual(now);
+    const serverNow = async () => Number((await admin.query<{ ms: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::text AS ms")).rows[0]!.ms);
+    // This process's clock runs a day ahead; the server's does not.
+    await expectServerClock(b, serverNow);
   });
 
   it("runs on the caller's pool and leaves it open on close", async () => {
@@ -634,7 +631,10 @@ describe("PostgresBackend", () => {
 describe("heartbeat racing a cancel", () => {
   it("reports cancelled, not expired, when the cancel commits while the heartbeat waits on the row", async () => {
     const schema = schemas.create();
-    const b = await backend({ schema });
+    // Its own application_name, so the wait below is this backend's heartbeat and not a session
+    // of another test file waiting on some lock of its own on the shared server.
+    const app = `conveyor-hb-cancel-${randomBytes(4).toString("hex")}`;
+    const b = await backend({ schema, applicationName: app });
     await b.enqueue([buildJobSpec({ queue: "q", name: "n", data: {} })]);
     const [claimed] = await b.claim({ queues: ["q"], names: ["n"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
     // A transaction cancels the job and holds the row lock; the heartbeat queues behind it, and
@@ -646,7 +646,7 @@ describe("heartbeat racing a cancel", () => {
       const heartbeat = b.heartbeat([claimed!.lease], 60_000);
       await waitFor(
         async () =>
-          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'")).rows[0]?.n ?? "0") !== "0",
+          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1", [app])).rows[0]?.n ?? "0") !== "0",
         { description: "the heartbeat waiting on the row lock" },
       );
       await client.query("COMMIT");

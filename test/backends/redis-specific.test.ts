@@ -17,6 +17,7 @@ import { loadScripts } from "../../src/backend/redis/scripts.js";
 import { FakeClock, Queue, silentLogger, Worker, type Backend, type Logger, type WorkerOptions } from "../../src/index.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { deletePrefix, requireRedis, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { expectServerClock } from "../helpers/skewed-clock.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
@@ -170,15 +171,14 @@ describe("server checks", () => {
 });
 
 describe("Redis' own clock (no injected clock)", () => {
-  it("now() and leases come from Redis TIME", async () => {
+  it("now() and leases come from Redis TIME, not this process's clock", async () => {
     const b = backend();
-    const now = await b.now();
-    // The same host's clock; the margin only absorbs a slow machine, it times nothing.
-    expect(Math.abs(now - Date.now())).toBeLessThan(60_000);
-    await b.enqueue([spec({ jobId: "j" })]);
-    const [c] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 4_321 });
-    expect(c!.leaseExpiresAt - c!.job.startedAt!).toBe(4_321);
-    expect(c!.job.startedAt!).toBeGreaterThanOrEqual(now);
+    const serverNow = async () => {
+      const [seconds, micros] = await admin.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    };
+    // This process's clock runs a day ahead; the server's does not.
+    await expectServerClock(b, serverNow);
   });
 
   it("idempotency keys are SET NX PX keys that Redis expires itself", async () => {
@@ -452,13 +452,51 @@ describe("wake-ups", () => {
   });
 
   it("an idle worker starts a delayed job when it comes due, without waiting for its next poll", async () => {
-    const b = backend();
+    const prefix = testPrefix("delayed");
+    const b = backend({ prefix });
+    // Counts the worker's claims that have returned: the delayed job must be enqueued after its
+    // first (empty) one, or that claim itself would learn the due time and prove nothing about
+    // the wake-up message.
+    let claims = 0;
+    let claiming = 0;
+    const counted = new Proxy(b, {
+      get(target, key, receiver) {
+        if (key === "claim") return async (...args: Parameters<RedisBackend["claim"]>) => {
+          claiming++;
+          try {
+            return await target.claim(...args);
+          } finally {
+            claiming--;
+            claims++;
+          }
+        };
+        const value: unknown = Reflect.get(target, key, receiver);
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
     const started: string[] = [];
-    worker({ backend: b, queues: "q", pollIntervalMs: 60_000, handlers: { job: async (job) => void started.push(job.id) } });
-    // A claim (here: the worker's first) learns when the next scheduled job is due.
-    await waitFor(() => workers[0]!.activeCount === 0);
-    await b.enqueue([spec({ jobId: "later", delayMs: 300 })]);
+    // No maintenance loop either: its promotion of due jobs would start the job without the wake-up.
+    worker({ backend: counted, queues: "q", pollIntervalMs: 60_000, maintenance: false, handlers: { job: async (job) => void started.push(job.id) } });
+    await waitFor(async () => claims >= 1 && Number(((await admin.call("PUBSUB", ["NUMSUB", `${prefix}:wake`])) as [string, number])[1]) >= 1, {
+      description: "the worker's first claim returned and it listens for wake-ups",
+    });
+    // Once subscribed, the backend wakes every known queue to catch up on missed messages; a
+    // claim of that catch-up could also learn the due time. An immediate job started through a
+    // wake-up message shows the message path works and comes after that catch-up.
+    const producer = backend({ prefix });
+    await producer.enqueue([spec({ jobId: "probe" })]);
+    await waitFor(() => started.includes("probe"), { description: "a job started by a wake-up message" });
+    // Then the worker goes idle (probe settled, no claim in flight) until a wake-up or its next poll.
+    await waitFor(async () => (await b.get("probe"))?.state === "completed" && claiming === 0 && workers[0]!.activeCount === 0, {
+      description: "the worker idle again",
+    });
+    const claimsBefore = claims;
+    // From another process's connection: the worker's own backend would learn the due time from
+    // its enqueue's reply, not from the wake-up message.
+    await producer.enqueue([spec({ jobId: "later", delayMs: 300 })]);
     await waitFor(() => started.includes("later"), { description: "delayed job started on time" });
+    // Started by a claim the wake-up triggered, not by a poll (the next is a minute away).
+    expect(claims).toBeGreaterThan(claimsBefore);
   });
 });
 

@@ -12,11 +12,14 @@ import { afterAll, describe, expect, it, onTestFailed } from "vitest";
 import { runScenario } from "../../chaos/harness.js";
 import { parseSeed } from "../../chaos/prng.js";
 import { formatTable } from "../../chaos/report.js";
+import { DEFAULT_MAX_HEALTHY_DEAD } from "../../chaos/scenarios.js";
 import { BACKENDS, openStore, unavailable, type BackendKind } from "../../chaos/stores.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const SECONDS = Number(process.env.CHAOS_SECONDS ?? 30);
 const SEED = parseSeed(process.env.CHAOS_SEED ?? "20261130");
+/** Healthy jobs that may end dead-lettered (each explained by faults); see DEFAULT_MAX_HEALTHY_DEAD. */
+const MAX_HEALTHY_DEAD = process.env.CHAOS_MAX_HEALTHY_DEAD === undefined ? DEFAULT_MAX_HEALTHY_DEAD : Number(process.env.CHAOS_MAX_HEALTHY_DEAD);
 const temp = new TempDirs("conveyor-chaos-");
 /** Evidence of a failed run stays on disk (its path is in the failure message). */
 let keepEvidence = false;
@@ -28,7 +31,7 @@ afterAll(async () => {
 const why = new Map<BackendKind, string | null>();
 for (const backend of BACKENDS) why.set(backend, await unavailable(backend));
 
-describe.sequential("chaos, short runs", () => {
+describe("chaos, short runs", () => {
   for (const backend of BACKENDS) {
     const skip = why.get(backend) ?? null;
     it.skipIf(skip !== null)(`${backend}: every bound holds under mixed faults${skip ? ` (skipped: ${skip})` : ""}`, { timeout: (SECONDS + 150) * 1000 }, async () => {
@@ -38,7 +41,7 @@ describe.sequential("chaos, short runs", () => {
       const rootDir = await temp.make();
       const store = await openStore(backend);
       try {
-        const result = await runScenario({ backend, scenario: "mixed", seconds: SECONDS, seed: SEED, store, rootDir });
+        const result = await runScenario({ backend, scenario: "mixed", seconds: SECONDS, seed: SEED, store, rootDir, maxHealthyDead: MAX_HEALTHY_DEAD });
         console.log(formatTable([result]));
         expect(result.notRun).toBeNull();
         const brokenBounds = (result.check?.bounds ?? []).filter((b) => !b.ok).map((b) => ({ bound: b.name, limit: b.limit, value: b.value, examples: b.examples }));

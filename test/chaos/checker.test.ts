@@ -18,6 +18,8 @@ import { planFaults, SCENARIO_DEFS } from "../../chaos/scenarios.js";
 const LEASE = 3_000;
 const W1 = 101;
 const W2 = 102;
+const FAILPOINT_LINE = "conveyor: failpoint after-handler reached, killing process 101";
+const WATCHDOG_LINE = "event loop blocked for 4100 ms (watchdog limit 3000 ms); killing the process";
 
 /** Evidence of a clean run: three jobs, each enqueued, run once by worker W1 and completed. */
 function clean(): CheckInput {
@@ -59,8 +61,9 @@ function clean(): CheckInput {
       recoveryToleranceMs: 3_000,
       termToleranceMs: 5_000,
       sandboxedPids: [],
+      ackSlackMs: 1_000,
     },
-    checks: { sigterm: true, poison: true, healthyDelayLimitMs: LEASE, mustExercise: [] },
+    checks: { sigterm: true, poison: true, healthyDelayLimitMs: LEASE, mustExercise: [], maxHealthyDead: 0 },
   };
 }
 
@@ -129,7 +132,7 @@ describe("chaos checker", () => {
     expect(broken(r)).toEqual(["jobs over 'executions <= designed + faults that hit it'"]);
 
     // The worker that ran j2 first died before its acknowledgement could land: one extra run is allowed.
-    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_170, cause: "failpoint", code: null, signal: "SIGKILL" });
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_170, cause: "failpoint", code: null, signal: "SIGKILL", said: FAILPOINT_LINE });
     const explained = check(input);
     expect(explained.metrics.duplicated).toBe(1);
     expect(explained.metrics.execBoundBroken).toBe(0);
@@ -140,7 +143,7 @@ describe("chaos checker", () => {
     input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
     input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
     // j2's first run ended at 1_150; a pill then blocked W1's loop until the watchdog killed it.
-    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_150 + LEASE + 1_500, cause: "watchdog", code: null, signal: "SIGKILL" });
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_150 + LEASE + 1_500, cause: "watchdog", code: null, signal: "SIGKILL", said: WATCHDOG_LINE });
     expect(check(input).metrics.execBoundBroken).toBe(0);
     // The same death by a plain SIGKILL that late does not explain it.
     input.faults[0] = { t: "death", slot: "w0", wpid: W1, at: 1_150 + LEASE + 1_500, cause: "killed", code: null, signal: "SIGKILL" };
@@ -186,7 +189,7 @@ describe("chaos checker", () => {
     j.result = { attempt: 1 };
     input.runs.push({ t: "start", id: "j1", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 5_110 });
     input.runs.push({ t: "end", id: "j1", attempt: 2, token: 2, pid: W2, wpid: W2, at: 5_290, ok: true });
-    input.faults.push({ t: "stop", slot: "w0", wpid: W1, from: 1_020, to: 8_000 });
+    input.faults.push({ t: "stop", slot: "w0", wpid: W1, from: 1_020, to: 8_000, seen: true });
     const r = check(input);
     expect(r.metrics.staleApplied).toBe(1);
     expect(broken(r)).toEqual(["stale acknowledgements applied"]);
@@ -245,7 +248,7 @@ describe("chaos checker", () => {
 
     it("does not count time when the store was down or no worker was up", () => {
       const outage = died(18_000);
-      outage.faults.push({ t: "outage", from: 11_000, to: 14_000, how: "test" });
+      outage.faults.push({ t: "outage", from: 11_000, to: 14_000, how: "test", probeFailedAt: 11_010 });
       expect(check(outage).metrics.maxRecoveryMs).toBe(5_000);
       const nobody = died(18_000);
       nobody.available = [
@@ -335,6 +338,214 @@ describe("chaos checker", () => {
       const end = input.runs.find((r) => r.id === "j2" && r.t === "end")!;
       end.at += LEASE + 1;
       expect(broken(check(input))).toEqual(["healthy jobs (no fault hit) delayed over a lease"]);
+    });
+  });
+
+  describe("dead-lettered healthy jobs", () => {
+    /** j2 dead-lettered after three lease expiries of attempts held by W1 (quarantined). */
+    function quarantined(): CheckInput {
+      const input = clean();
+      const j = job(input, "j2");
+      j.state = "dead";
+      j.attempt = 3;
+      j.result = null;
+      j.error = "LeaseExpiredError: quarantined after 3 lease expiries in a row";
+      j.history = [1, 2, 3].map((attempt) => ({ attempt, pid: W1, startedAt: attempt * 10_000, finishedAt: attempt * 10_000 + 4_000, outcome: "lease-expired" as const }));
+      input.runs = input.runs.filter((r) => r.id !== "j2");
+      return input;
+    }
+    const killsOfW1 = (input: CheckInput) => {
+      for (const attempt of [1, 2, 3]) input.faults.push({ t: "death", slot: "w0", wpid: W1, at: attempt * 10_000 + 500, cause: "killed", code: null, signal: "SIGKILL" });
+    };
+
+    it("counts a healthy job that is dead with no history at all as lost (it was delivered nowhere)", () => {
+      const input = clean();
+      const j = job(input, "j2");
+      j.state = "dead";
+      j.history = [];
+      j.result = null;
+      input.runs = input.runs.filter((r) => r.id !== "j2");
+      const r = check(input);
+      expect(r.metrics).toMatchObject({ lost: 1, healthyDeadUnexplained: 1, healthyDead: 0 });
+      expect(broken(r)).toEqual(["lost"]);
+    });
+
+    it("counts lease expiries that no recorded fault hit as lost", () => {
+      const r = check(quarantined());
+      expect(r.metrics).toMatchObject({ lost: 1, healthyDeadUnexplained: 1 });
+      expect(broken(r)).toEqual(["lost"]);
+      expect(r.bounds.find((b) => b.name === "lost")!.examples[0]).toMatch(/attempt 1 .* expired with no recorded fault/);
+    });
+
+    it("counts it as lost when one expiry of the three is unexplained, or the fault struck another worker", () => {
+      const one = quarantined();
+      killsOfW1(one);
+      one.faults.pop();
+      expect(check(one).metrics.lost).toBe(1);
+      const other = quarantined();
+      for (const attempt of [1, 2, 3]) other.faults.push({ t: "death", slot: "w1", wpid: W2, at: attempt * 10_000 + 500, cause: "killed", code: null, signal: "SIGKILL" });
+      expect(check(other).metrics.lost).toBe(1);
+    });
+
+    it("accepts expiries each hit by a fault, within the healthy dead-letter bound, and breaks the bound beyond it", () => {
+      const input = quarantined();
+      killsOfW1(input);
+      const r = check(input);
+      expect(r.metrics).toMatchObject({ lost: 0, healthyDead: 1, healthyDeadUnexplained: 0 });
+      expect(broken(r)).toEqual(["healthy jobs dead-lettered (each explained by faults)"]);
+      input.checks.maxHealthyDead = 1;
+      expect(check(input).ok).toBe(true);
+    });
+
+    it("explains a failed attempt only by a failed run of it in the handlers' ledger", () => {
+      const input = clean();
+      const j = job(input, "j2");
+      j.state = "dead";
+      j.attempt = 1;
+      j.result = null;
+      j.history = [{ attempt: 1, pid: W1, startedAt: 1_109, finishedAt: 1_151, outcome: "dead" }];
+      input.checks.maxHealthyDead = 1;
+      // The ledger says attempt 1 ran fine: the store killed a job that did not fail.
+      expect(check(input).metrics.lost).toBe(1);
+      const end = input.runs.find((r) => r.id === "j2" && r.t === "end")!;
+      Object.assign(end, { ok: false, error: "Error: boom" });
+      expect(check(input).metrics.lost).toBe(0);
+    });
+  });
+
+  describe("faults must be observed", () => {
+    /** j2 ran twice; the only fault that could explain it is `fault`, during its first run. */
+    function duplicated(): CheckInput {
+      const input = clean();
+      input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+      input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+      return input;
+    }
+
+    it("a store outage no probe saw excuses nothing, counts as no outage, and is reported", () => {
+      const observed = duplicated();
+      observed.faults.push({ t: "outage", from: 1_120, to: 2_000, how: "test", probeFailedAt: 1_130 });
+      expect(check(observed).metrics.execBoundBroken).toBe(0);
+      const phantom = duplicated();
+      phantom.checks.mustExercise = ["outage"];
+      phantom.faults.push({ t: "outage", from: 1_120, to: 2_000, how: "test", probeFailedAt: null });
+      const r = check(phantom);
+      expect(r.metrics).toMatchObject({ execBoundBroken: 1, unobservedFaults: 1 });
+      expect(r.metrics.faults.outage).toBe(0);
+      expect(broken(r)).toEqual([
+        "jobs over 'executions <= designed + faults that hit it'",
+        "faults recorded without the observation that proves them",
+        "fault kinds that never happened",
+      ]);
+    });
+
+    it("a connection cut that killed no connection is no fault", () => {
+      const input = duplicated();
+      input.checks.mustExercise = ["cut"];
+      input.faults.push({ t: "cut", at: 1_130, killed: 0 });
+      const r = check(input);
+      expect(r.metrics).toMatchObject({ execBoundBroken: 1, unobservedFaults: 1 });
+      expect(r.metrics.faults.cut).toBe(0);
+      input.faults[0] = { t: "cut", at: 1_130, killed: 4 };
+      expect(check(input).ok).toBe(true);
+    });
+
+    it("credits a failpoint or a SIGKILL only with its evidence: the process's log line, the signal", () => {
+      const input = clean();
+      input.checks.mustExercise = ["failpoint", "killed"];
+      input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 50_000, cause: "failpoint", code: null, signal: "SIGKILL", said: null });
+      input.faults.push({ t: "death", slot: "w1", wpid: W2, at: 50_000, cause: "killed", code: 1, signal: null });
+      const r = check(input);
+      expect(r.metrics.faults).toMatchObject({ failpoint: 0, killed: 0 });
+      expect(r.bounds.find((b) => b.name === "fault kinds that never happened")!.examples).toEqual(["failpoint", "killed"]);
+      input.faults[0] = { ...input.faults[0]!, said: FAILPOINT_LINE } as CheckInput["faults"][number];
+      input.faults[1] = { t: "death", slot: "w1", wpid: W2, at: 50_000, cause: "killed", code: null, signal: "SIGKILL" };
+      expect(check(input).ok).toBe(true);
+    });
+
+    it("a SIGSTOP never seen taking effect excuses nothing", () => {
+      const input = duplicated();
+      input.faults.push({ t: "stop", slot: "w0", wpid: W1, from: 1_120, to: 8_000, seen: false });
+      expect(check(input).metrics).toMatchObject({ execBoundBroken: 1, unobservedFaults: 1 });
+    });
+  });
+
+  describe("fault windows are the runs they overlapped", () => {
+    it("a store-wide fault well after a run's end does not excuse running it again", () => {
+      const input = clean();
+      input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+      input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+      // j2's first run ended at 1_150; these came within a lease of it, but after its ack had left.
+      input.faults.push({ t: "cut", at: 1_150 + 1_500, killed: 3 });
+      input.faults.push({ t: "outage", from: 1_150 + 2_000, to: 1_150 + 2_500, how: "test", probeFailedAt: 1_150 + 2_100 });
+      expect(check(input).metrics.execBoundBroken).toBe(1);
+      // One during the run, or while its acknowledgement was on its way, does.
+      input.faults.push({ t: "cut", at: 1_150 + 400, killed: 3 });
+      expect(check(input).metrics.execBoundBroken).toBe(0);
+    });
+
+    it("its own worker's death within a lease of the end does excuse it (the settle may wait on a busy store)", () => {
+      const input = clean();
+      input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+      input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+      input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_150 + 2_000, cause: "store-crash", code: null, signal: "SIGKILL" });
+      expect(check(input).metrics.execBoundBroken).toBe(0);
+    });
+
+    it("a run without an end record ended with its worker: a fault after that does not hit it", () => {
+      const input = clean();
+      // j2: attempt 1 on W1 (no end record: W1 died at 1_500), then two runs on W2.
+      input.runs = input.runs.filter((r) => !(r.id === "j2" && r.t === "end"));
+      input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+      input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+      input.runs.push({ t: "start", id: "j2", name: "work", attempt: 3, token: 3, pid: W2, wpid: W2, slot: "w1", at: 12_000 });
+      input.runs.push({ t: "end", id: "j2", attempt: 3, token: 3, pid: W2, wpid: W2, at: 12_050, ok: true });
+      input.faults.push({ t: "death", slot: "w0", wpid: W1, at: 1_500, cause: "killed", code: null, signal: "SIGKILL" });
+      input.faults.push({ t: "cut", at: 30_000, killed: 2 });
+      // Three runs, one designed, one fault (the death): the cut at 30 s hit none of them.
+      expect(check(input).metrics.execBoundBroken).toBe(1);
+      // A cut while the first run was still going (before its worker died) does hit it.
+      input.faults[1] = { t: "cut", at: 1_450, killed: 2 };
+      expect(check(input).metrics.execBoundBroken).toBe(0);
+    });
+  });
+
+  describe("completions are matched to runs by lease token", () => {
+    /**
+     * j1's attempt 1 was claimed (token 1), released at a SIGTERM while its handler ran on, and
+     * claimed again under the same attempt number (token 2), which ran and completed.
+     */
+    function released(resultToken: number): CheckInput {
+      const input = clean();
+      input.runs = input.runs.filter((r) => r.id !== "j1");
+      input.runs.push({ t: "start", id: "j1", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 1_010 });
+      input.runs.push({ t: "end", id: "j1", attempt: 1, token: 1, pid: W1, wpid: W1, at: 4_000, ok: true });
+      input.runs.push({ t: "start", id: "j1", name: "work", attempt: 1, token: 2, pid: W2, wpid: W2, slot: "w1", at: 3_500 });
+      input.runs.push({ t: "end", id: "j1", attempt: 1, token: 2, pid: W2, wpid: W2, at: 3_600, ok: true });
+      input.faults.push({ t: "term", slot: "w0", wpid: W1, from: 1_100, to: 4_100, code: 1, signal: null });
+      const j = job(input, "j1");
+      j.result = { attempt: 1, token: resultToken };
+      j.history = [
+        { attempt: 1, pid: W1, startedAt: 1_009, finishedAt: 3_400, outcome: "released" },
+        { attempt: 1, pid: W2, startedAt: 3_450, finishedAt: 3_610, outcome: "completed" },
+      ];
+      return input;
+    }
+
+    it("accepts the completion of the claim that holds the result's token", () => {
+      expect(check(released(2)).ok).toBe(true);
+    });
+
+    it("catches the released claim's late completion winning (same attempt number, older token)", () => {
+      const r = check(released(1));
+      expect(r.metrics.staleApplied).toBe(1);
+      expect(broken(r)).toEqual(["stale acknowledgements applied"]);
+    });
+
+    it("catches a completion under a token no handler finished, although a run of that attempt did", () => {
+      const r = check(released(7));
+      expect(r.metrics.phantomCompletions).toBe(1);
+      expect(broken(r)).toEqual(["completions without a finished run"]);
     });
   });
 

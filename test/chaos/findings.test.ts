@@ -62,6 +62,28 @@ function childrenOf(ppid: number): number[] {
   return out;
 }
 
+/** Live sandbox children of a worker (not, say, the esbuild service tsx starts beside them). */
+function sandboxChildrenOf(ppid: number): number[] {
+  return childrenOf(ppid).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("sandbox-child");
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** User-mode CPU time a process has used, in clock ticks (usually 1/100 s); 0 when it is gone. */
+function cpuTicks(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command: state is field 3, utime field 14.
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[11]);
+  } catch {
+    return 0;
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -76,10 +98,11 @@ describe.skipIf(!existsSync("/proc"))("chaos findings", () => {
     const w = worker(["--handlers", "test/fixtures/pills.ts", "--sandbox", "--concurrency", "2"]);
     const pill = await queue.add("block", {}, { timeoutMs: 60_000 });
     await waitFor(async () => (await backend.get(pill.id))?.state === "active", { timeoutMs: 20_000, description: "the pill runs" });
-    // Give the child a moment to receive the job and enter its loop.
-    await sleep(500);
-    const children = childrenOf(w.child.pid!);
-    expect(children.length).toBeGreaterThan(0);
+    // The child has received the job and spins in its loop: it burns CPU (a tenth of a second).
+    const children = await waitFor(() => {
+      const found = sandboxChildrenOf(w.child.pid!);
+      return found.some((pid) => cpuTicks(pid) >= 10) ? found : null;
+    }, { timeoutMs: 20_000, description: "a sandbox child spinning in the pill" });
     strays.push(...children);
     w.child.kill("SIGKILL");
     await w.exited;
@@ -107,12 +130,26 @@ describe.skipIf(!existsSync("/proc"))("chaos findings", () => {
 
   it("a sandboxed worker replaces a killed child at once, so the next job does not wait for a cold start", async () => {
     const w = worker(["--handlers", "test/fixtures/pills.ts", "--sandbox", "--concurrency", "1"]);
+    // The pool's only child, started with the worker.
+    const [first] = await waitFor(() => {
+      const found = sandboxChildrenOf(w.child.pid!);
+      return found.length === 1 ? found : null;
+    }, { timeoutMs: 20_000, description: "the first sandbox child" });
     const pill = await queue.add("block", {}, { timeoutMs: 300, attempts: 1 });
     await waitFor(async () => (await backend.get(pill.id))?.state === "dead", { timeoutMs: 20_000, description: "the pill is dead" });
-    // The pill's child was the pool's only one, killed at the timeout. Without a replacement the
-    // pool would stay empty until the next job, which would then wait for a child to start.
-    await waitFor(() => childrenOf(w.child.pid!).length >= 1, { timeoutMs: 10_000, description: "a replacement child is running" });
+    // The pill's child was killed at the timeout. A replacement — a new process, not the dying
+    // one still listed for a moment — is running before any other job arrives.
+    const replacement = await waitFor(() => sandboxChildrenOf(w.child.pid!).find((pid) => pid !== first), {
+      timeoutMs: 10_000,
+      description: "a replacement child with a new pid, before the next job",
+    });
+    await waitFor(() => !alive(first!), { timeoutMs: 5_000, description: "the pill's child is gone" });
     const healthy = await queue.add("ok", {});
-    await waitFor(async () => (await backend.get(healthy.id))?.state === "completed", { timeoutMs: 20_000, description: "the healthy job completed" });
+    const done = await waitFor(async () => {
+      const j = await backend.get(healthy.id);
+      return j?.state === "completed" ? j : null;
+    }, { timeoutMs: 20_000, description: "the healthy job completed" });
+    // It ran in the replacement that was already up.
+    expect((done.result as { pid: number }).pid).toBe(replacement);
   });
 });

@@ -20,7 +20,7 @@ import { leaseTests } from "./leases.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
 import { retryPolicyTests, settleTests } from "./settle.js";
-import { transactionalCompletionTests } from "./transactional.js";
+import { transactionalCompletionTests, transactionRefusalTests } from "./transactional.js";
 
 export type { BackendFactory } from "./fixtures.js";
 
@@ -67,6 +67,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     adminTests(context);
     miscTests(context);
     transactionalCompletionTests(context);
+    transactionRefusalTests(context);
     retryPolicyTests();
   });
 }

@@ -1,6 +1,59 @@
 import { describe, expect, it } from "vitest";
+import { InvalidInputError } from "../../src/core/errors.js";
+import { silentLogger, Worker } from "../../src/index.js";
+import { waitFor } from "../helpers/wait-for.js";
 import type { CompletionProbe } from "./fixtures.js";
-import { A, B, claimOne, enqueueOne, mustGet, type SuiteContext } from "./fixtures.js";
+import { A, B, claimOne, enqueueOne, mustGet, NAME, QUEUE, spec, totalJobs, type SuiteContext } from "./fixtures.js";
+
+/**
+ * A backend that declares no transactional enqueue or completion must refuse `{ tx }` and
+ * `ctx.tx()` loudly: one that ignored the caller's transaction would store a job the caller's
+ * rollback was meant to take back, and a handler's writes would commit apart from its completion.
+ */
+export function transactionRefusalTests(t: SuiteContext): void {
+  const { transactionalEnqueue, transactionalCompletion } = t.factory.capabilities;
+
+  describe("transactions a backend does not declare", () => {
+    it.skipIf(transactionalEnqueue)("enqueue(…, { tx }) is refused and stores nothing [no transactionalEnqueue]", async () => {
+      // A client that would take any statement: a backend that ignored it would just enqueue.
+      const tx = { query: async () => ({ rows: [], rowCount: 0 }) };
+      await expect(t.b.enqueue([spec({ jobId: "in-tx" })], { tx })).rejects.toThrow(InvalidInputError);
+      await expect(t.b.enqueue([spec({ jobId: "in-tx" })], { tx })).rejects.toThrow(/transaction/);
+      expect(await t.b.get("in-tx")).toBeNull();
+      expect(await totalJobs(t.b)).toBe(0);
+    });
+
+    it.skipIf(transactionalCompletion)("ctx.tx() throws in the handler, and the attempt fails instead of completing [no transactionalCompletion]", async () => {
+      const errors: unknown[] = [];
+      const w = new Worker({
+        backend: t.b,
+        queues: QUEUE,
+        logger: silentLogger,
+        pollIntervalMs: 20,
+        handlers: {
+          [NAME]: async (_job, ctx) => {
+            try {
+              await ctx.tx();
+            } catch (error) {
+              errors.push(error);
+              throw error;
+            }
+            return "committed outside any transaction";
+          },
+        },
+      });
+      try {
+        const id = await enqueueOne(t.b, { attempts: 1 });
+        await waitFor(async () => (await mustGet(t.b, id)).state === "dead", { timeoutMs: 10_000, description: "the attempt failed" });
+        expect(errors).toHaveLength(1);
+        expect(errors[0]).toBeInstanceOf(InvalidInputError);
+        expect((await mustGet(t.b, id)).error?.message).toMatch(/ctx\.tx\(\) needs a backend with transactional completion/);
+      } finally {
+        await w.close({ force: true });
+      }
+    });
+  });
+}
 
 export function transactionalCompletionTests(t: SuiteContext): void {
   const declared = t.factory.capabilities.transactionalCompletion;

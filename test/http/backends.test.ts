@@ -105,6 +105,7 @@ for (const c of cases) {
     it("cancel: a waiting job never runs; a running job's signal aborts", async () => {
       let aborted: unknown = null;
       const worker = await start({
+        marker: async () => "ran",
         hold: (_job, ctx) =>
           new Promise((_resolve, reject) => {
             ctx.signal.addEventListener("abort", () => {
@@ -122,8 +123,11 @@ for (const c of cases) {
       await waitFor(() => aborted !== null, { timeoutMs: 10_000, description: "the handler's signal to abort" });
       expect(aborted).toMatchObject({ name: "LeaseLostError", reason: "cancelled" });
       await backend.resume("q");
-      await new Promise((r) => setTimeout(r, 200));
+      // A job enqueued after the cancelled one runs: the worker has been past it, and left it.
+      const marker = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "marker" } });
+      await waitFor(async () => (await backend.get(marker.json.jobId))?.state === "completed", { timeoutMs: 10_000, description: "the later job ran" });
       expect((await backend.get(waiting.json.jobId))?.state).toBe("cancelled");
+      expect((await backend.get(waiting.json.jobId))?.history).toEqual([]);
       expect(worker.activeCount).toBe(0);
     });
 

@@ -2,12 +2,14 @@
  * The 202 Accepted contract over real HTTP: the answer, the estimate, idempotent retries,
  * validation (400 / 422 with field errors), 413, bulk.
  */
+import type { IncomingMessage } from "node:http";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { defineJob, FakeClock } from "../../src/index.js";
 import { createServer, hashApiKey } from "../../src/http/index.js";
 import { TempDirs } from "../helpers/temp.js";
+import { waitFor } from "../helpers/wait-for.js";
 import { send, startServer, type Harness, type Obj } from "./harness.js";
 
 const temp = new TempDirs();
@@ -334,20 +336,52 @@ describe("group commit", () => {
   });
 
   it("a batch that fails is retried request by request: one request's failure is not another's", async () => {
+    // The store refuses any call that holds the poison job. The first call of each round is held
+    // until the server has read every request of the round, so the rest pile up behind it and go
+    // to the store together: the poison shares a batch with healthy requests.
+    const calls: string[][] = [];
+    let hold: Promise<void> | null = null;
     h = await startServer(temp, {}, {
       wrap: (backend) =>
         Object.assign(Object.create(backend) as SqliteBackend, {
           enqueue: async (specs: Parameters<SqliteBackend["enqueue"]>[0]) => {
+            calls.push(specs.map((s) => s.name));
+            if (hold) {
+              const wait = hold;
+              hold = null;
+              await wait;
+            }
             if (specs.some((s) => s.name === "poison")) throw new Error("the store refused this batch");
             return backend.enqueue(specs);
           },
         }),
     });
-    const replies = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => h!.request("POST", "/v1/queues/q/jobs", { body: { name: i === 7 ? "poison" : "n" } })),
-    );
-    expect(replies.map((r) => r.status)).toEqual(Array.from({ length: 20 }, (_, i) => (i === 7 ? 500 : 202)));
-    expect(replies[7]!.json).toMatchObject({ type: "urn:conveyor:problem:internal" });
-    expect(await countJobs(h.backend)).toBe(19);
+    let received = 0;
+    h.app.server.on("request", (req: IncomingMessage) => req.once("end", () => received++));
+    const sharedBatches: number[] = [];
+    let stored = 0;
+    for (let round = 0; round < 10 && sharedBatches.length === 0; round++) {
+      calls.length = 0;
+      received = 0;
+      let open!: () => void;
+      hold = new Promise<void>((resolve) => (open = resolve));
+      const first = h.request("POST", "/v1/queues/q/jobs", { body: { name: "n" } });
+      await waitFor(() => calls.length === 1, { description: "the first request reached the store" });
+      const rest = Array.from({ length: 19 }, (_, i) => h!.request("POST", "/v1/queues/q/jobs", { body: { name: i === 7 ? "poison" : "n" } }));
+      await waitFor(() => received === 20, { description: "the server read every request" });
+      // Let the requests read last get through validation into the batcher.
+      await new Promise((resolve) => setImmediate(resolve));
+      open();
+      const replies = [await first, ...(await Promise.all(rest))];
+      expect(replies.map((r) => r.status)).toEqual(Array.from({ length: 20 }, (_, i) => (i === 8 ? 500 : 202)));
+      expect(replies[8]!.json).toMatchObject({ type: "urn:conveyor:problem:internal" });
+      stored += 19;
+      expect(await countJobs(h.backend)).toBe(stored);
+      const poisonBatch = calls.find((names) => names.length > 1 && names.includes("poison"));
+      if (poisonBatch) sharedBatches.push(poisonBatch.length);
+    }
+    // The retry above was exercised: the poison went to the store with other requests at least once.
+    expect(sharedBatches.length).toBe(1);
+    expect(sharedBatches[0]).toBeGreaterThan(1);
   });
 });

@@ -103,7 +103,10 @@ export interface SseClient {
   events: SseEvent[];
   comments: string[];
   retry: number | null;
-  /** Resolves when the server ends the stream. */
+  /**
+   * Resolves when the server ends the stream or `close()` aborts it; rejects on anything else (a
+   * connection torn down mid-stream, an event whose data is not JSON), so no error passes as an end.
+   */
   ended: Promise<void>;
   isEnded(): boolean;
   waitForEvent(predicate: (e: SseEvent) => boolean, timeoutMs?: number): Promise<SseEvent>;
@@ -168,8 +171,9 @@ export async function openStream(url: string, headers: Record<string, string> = 
           else if (field === "retry") client.retry = Number(val);
         }
       }
-    } catch {
-      // aborted by close()
+    } catch (error) {
+      // Only our own close() ends a stream quietly; anything else is the test's business.
+      if (!controller.signal.aborted) throw error;
     } finally {
       ended = true;
     }

@@ -4,6 +4,7 @@
  */
 import { readFileSync, existsSync } from "node:fs";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { silentLogger, Worker, type Handler, type Lease } from "../../src/index.js";
 import { spawnCli, type Spawned } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -215,13 +216,32 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
   });
 
   it("shares one poller per job however many streams watch it, and closes open streams on server close", async () => {
-    h = await startServer(temp, { events: { pollIntervalMs: 20 } });
+    // Counts the store reads of each job. One job is watched by five streams, another by one:
+    // both are polled by the same poll, so past the reads that open each stream they are read
+    // equally often. A poller per stream would read the first five times as often.
+    const gets = new Map<string, number>();
+    h = await startServer(temp, { events: { pollIntervalMs: 20 } }, {
+      wrap: (backend) =>
+        Object.assign(Object.create(backend) as SqliteBackend, {
+          get: (id: string) => {
+            gets.set(id, (gets.get(id) ?? 0) + 1);
+            return backend.get(id);
+          },
+        }),
+    });
     const id = await enqueue({ name: "n" });
+    const alone = await enqueue({ name: "n" });
     const many = await Promise.all(Array.from({ length: 5 }, () => stream(id)));
-    await Promise.all(many.map((s) => s.waitForEvent((e) => e.data.state === "waiting")));
+    const single = await stream(alone);
+    await Promise.all([...many, single].map((s) => s.waitForEvent((e) => e.data.state === "waiting")));
+    const before = { many: gets.get(id) ?? 0, single: gets.get(alone) ?? 0 };
+    await waitFor(() => (gets.get(alone) ?? 0) >= before.single + 10, { description: "ten polls of the job with one stream" });
+    const polls = { many: gets.get(id)! - before.many, single: gets.get(alone)! - before.single };
+    expect(polls.single).toBeGreaterThanOrEqual(10);
+    expect(polls.many).toBe(polls.single);
     await h.app.close();
-    await Promise.all(many.map((s) => s.ended));
-    expect(many.every((s) => s.isEnded())).toBe(true);
+    await Promise.all([...many, single].map((s) => s.ended));
+    expect([...many, single].every((s) => s.isEnded())).toBe(true);
     await h.backend.close();
     h = null;
   });

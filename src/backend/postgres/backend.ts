@@ -371,6 +371,11 @@ export class PostgresBackend implements Backend {
     if (this.ownsPool) await this.pool.end();
   }
 
+  /** `await using backend = new …Backend(…)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   async now(): Promise<number> {
     if (this.clock !== null) return Math.floor(this.clock.now());
     const [row] = await this.query<{ now: number }>("now", []);

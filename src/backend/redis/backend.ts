@@ -230,6 +230,11 @@ export class RedisBackend implements Backend {
     if (this.ownsClient) await quit(this.client);
   }
 
+  /** `await using backend = new …Backend(…)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   async now(): Promise<number> {
     if (this.clock !== null) return Math.floor(this.clock.now());
     const [seconds, micros] = await this.send((c) => c.time());

@@ -288,6 +288,11 @@ export class SqliteBackend implements Backend {
     this.db.close();
   }
 
+  /** `await using backend = new …Backend(…)`: `close()` when the scope ends. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   async now(): Promise<number> {
     return this.nowMs();
   }

@@ -1,0 +1,224 @@
+/**
+ * ConveyorMetrics in one process: counters and histograms fed by a real Worker's events, store
+ * gauges from one cached stats() query per scrape, the scaling endpoint, and mounting into a
+ * user's own registry and Fastify app. Read back with prom-client's own parser-free API
+ * (`getMetricsAsJSON`) and the text a scrape returns.
+ */
+import Fastify from "fastify";
+import { Histogram, Registry } from "prom-client";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { Backend } from "../../src/backend/contract.js";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { FakeClock, Queue, silentLogger, UnrecoverableError, Worker } from "../../src/index.js";
+import { ConveyorMetrics, conveyorMetricsRoutes, startMetricsServer } from "../../src/observability/index.js";
+import { JobCounter, JobHistogram } from "../../src/observability/series.js";
+import { TempDirs } from "../helpers/temp.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const temp = new TempDirs();
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+afterAll(() => temp.removeAll());
+
+async function store(clock?: FakeClock): Promise<SqliteBackend> {
+  const b = new SqliteBackend({ path: await temp.file("jobs.db"), ...(clock ? { clock } : {}) });
+  cleanups.push(() => b.close());
+  return b;
+}
+
+/** Counts stats() calls: the store-load figure the cache exists for. */
+function countingStats(backend: Backend): { calls: () => number } {
+  let calls = 0;
+  const original = backend.stats.bind(backend);
+  backend.stats = (queue?: string) => {
+    calls++;
+    return original(queue);
+  };
+  return { calls: () => calls };
+}
+
+async function value(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) throw new Error(`no metric ${name}`);
+  const { values } = await metric.get();
+  const match = values.filter((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+  if (match.length === 0) return undefined;
+  return match.reduce((sum, v) => sum + v.value, 0);
+}
+
+describe("ConveyorMetrics", () => {
+  it("counts outcomes per queue and job name from a worker's events, with run- and wait-time histograms", async () => {
+    const backend = await store();
+    const metrics = new ConveyorMetrics();
+    const queue = new Queue("mail", { backend, telemetry: metrics });
+    const worker = new Worker({
+      backend,
+      queues: "mail",
+      pollIntervalMs: 20,
+      logger: silentLogger,
+      autostart: false,
+      handlers: {
+        send: async () => "sent",
+        bounce: async (job) => {
+          if (job.attempt < 2) throw new Error("try again");
+          throw new UnrecoverableError("no such mailbox");
+        },
+      },
+    });
+    cleanups.push(() => worker.close({ force: true }));
+    metrics.observe(worker);
+    await queue.add("send", {}, { jobId: "s1" });
+    await queue.add("send", {}, { jobId: "s2" });
+    await queue.add("send", {}, { jobId: "s1" }); // a duplicate: stored once, counted once
+    await queue.add("bounce", {}, { backoff: { type: "fixed", delayMs: 1 } });
+    worker.run();
+    const r = metrics.registry;
+    await waitFor(async () => (await value(r, "conveyor_jobs_dead_total", { queue: "mail", name: "bounce" })) === 1, { timeoutMs: 10_000 });
+    await waitFor(async () => (await value(r, "conveyor_jobs_completed_total", { name: "send" })) === 2);
+    expect(await value(r, "conveyor_jobs_enqueued_total", { queue: "mail", name: "send" })).toBe(2);
+    expect(await value(r, "conveyor_jobs_enqueued_total", { queue: "mail", name: "bounce" })).toBe(1);
+    expect(await value(r, "conveyor_jobs_started_total", { name: "bounce" })).toBe(2);
+    expect(await value(r, "conveyor_jobs_failed_total", { name: "bounce" })).toBe(2);
+    expect(await value(r, "conveyor_jobs_retried_total", { name: "bounce" })).toBe(1);
+    expect(await value(r, "conveyor_jobs_completed_total", { name: "bounce" })).toBe(0); // exported at 0, so rate() sees the first one
+    expect(await value(r, "conveyor_job_duration_seconds", { name: "send" })).toBeGreaterThan(0);
+    const text = await metrics.metrics();
+    expect(text).toMatch(/conveyor_job_duration_seconds_count\{queue="mail",name="send"\} 2/);
+    expect(text).toMatch(/conveyor_job_wait_seconds_count\{queue="mail",name="bounce"\} 2/);
+    expect(text).toMatch(/conveyor_job_duration_seconds_bucket\{le="0.001",queue="mail",name="send"\}/);
+    expect(text).toMatch(/conveyor_job_duration_seconds_bucket\{le="600",queue="mail",name="send"\}/);
+    // Labels are queue and name only: never a job id.
+    expect(text).not.toMatch(/s1|s2/);
+    expect(await value(r, "conveyor_worker_slots")).toBe(10);
+  });
+
+  it("counts lease expiries the rescuer finds, and which went back to waiting or to dead", async () => {
+    const clock = new FakeClock(1_000_000);
+    const backend = await store(clock);
+    const metrics = new ConveyorMetrics();
+    await new Queue("q", { backend }).add("slow", {}, { attempts: 1 });
+    await new Queue("q", { backend }).add("slow", {}, { attempts: 5 });
+    await new Queue("q", { backend }).add("slow", {}, { attempts: 5 });
+    // A worker that died holding the three leases.
+    await backend.claim({ queues: ["q"], names: ["slow"], worker: { id: "gone", host: "h", pid: 1 }, limit: 3, leaseMs: 1_000 });
+    clock.advance(5_000);
+    const worker = new Worker({ backend, queues: "q", handlers: { other: async () => null }, logger: silentLogger, maintenance: { rescueIntervalMs: 10 } });
+    cleanups.push(() => worker.close({ force: true }));
+    metrics.observe(worker);
+    const r = metrics.registry;
+    await waitFor(async () => (await value(r, "conveyor_lease_expiries_total", { queue: "q", name: "slow" })) === 3, { timeoutMs: 10_000 });
+    expect(await value(r, "conveyor_jobs_rescued_total", { name: "slow" })).toBe(2);
+    expect(await value(r, "conveyor_jobs_quarantined_total", { name: "slow" })).toBe(1);
+    expect(await value(r, "conveyor_jobs_dead_total", { name: "slow" })).toBe(1);
+  });
+
+  it("store gauges: depth by state and oldest age from one stats() per cache period, however many scrapes", async () => {
+    const clock = new FakeClock(10_000_000);
+    const backend = await store(clock);
+    const stats = countingStats(backend);
+    const metrics = new ConveyorMetrics({ backend, storeCacheMs: 60_000 });
+    const q = new Queue("reports", { backend });
+    await q.add("render", {});
+    clock.advance(90_000);
+    await q.add("render", {});
+    await q.add("render", {}, { delayMs: 60_000 });
+    await Promise.all([metrics.metrics(), metrics.metrics(), metrics.metrics()]);
+    await metrics.metrics();
+    expect(stats.calls()).toBe(1);
+    const r = metrics.registry;
+    expect(await value(r, "conveyor_queue_jobs", { queue: "reports", state: "waiting" })).toBe(2);
+    expect(await value(r, "conveyor_queue_jobs", { queue: "reports", state: "scheduled" })).toBe(1);
+    expect(await value(r, "conveyor_queue_oldest_waiting_age_seconds", { queue: "reports" })).toBe(90);
+    expect(await value(r, "conveyor_store_up")).toBe(1);
+
+    // A store that fails: gauges left out, the failure counted, the endpoint says 503.
+    const failing = await store();
+    failing.stats = () => Promise.reject(new Error("store down"));
+    const broken = new ConveyorMetrics({ backend: failing, storeCacheMs: 1_000 });
+    const text = await broken.metrics();
+    expect(text).toMatch(/^conveyor_store_up 0$/m);
+    expect(text).toMatch(/^conveyor_store_stats_errors_total 1$/m);
+    expect(text).not.toMatch(/^conveyor_queue_jobs\{/m);
+  });
+
+  it("its cheap histograms and counters expose exactly what prom-client's own classes expose", async () => {
+    const buckets = [0.001, 0.01, 0.1, 1, 10];
+    const observations = [0, 0.0005, 0.001, 0.002, 0.05, 0.1, 0.7, 3, 12, 99, 0.01];
+    const theirs = new Registry();
+    const ours = new Registry();
+    const reference = new Histogram({ name: "h_seconds", help: "h", labelNames: ["queue", "name"], buckets, registers: [theirs] });
+    const mine = new JobHistogram("h_seconds", "h", buckets, [ours]);
+    for (const [queue, name] of [["a", "x"], ["b", "y"]] as const) {
+      const series = mine.for({ queue, name });
+      for (const v of observations) {
+        reference.observe({ queue, name }, v);
+        series.observe(v);
+      }
+    }
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+
+    const counterRegistry = new Registry();
+    const counter = new JobCounter("c_total", "c", [counterRegistry]);
+    counter.for({ queue: "a", name: "x" }).n += 3;
+    counter.for({ queue: "b", name: "y" });
+    expect(await counterRegistry.metrics()).toBe('# HELP c_total c\n# TYPE c_total counter\nc_total{queue="a",name="x"} 3\nc_total{queue="b",name="y"} 0\n');
+  });
+
+  it("refuses a cache shorter than one second and unordered buckets, saying what to pass", () => {
+    expect(() => new ConveyorMetrics({ storeCacheMs: 100 })).toThrow(/storeCacheMs must be an integer of at least 1000/);
+    expect(() => new ConveyorMetrics({ durationBuckets: [1, 0.5] })).toThrow(/increasing positive numbers of seconds/);
+  });
+
+  it("serves /metrics and /scaling on its own port and inside a user's registry and Fastify app", async () => {
+    const backend = await store();
+    // Waiting for 40 s: past half the 60 s target, so the endpoint scales out rather than holding.
+    await new Queue("video", { backend }).add("encode", {}, { runAt: Date.now() - 40_000 });
+    await new Queue("video", { backend }).add("encode", {}, { jobId: "newer" });
+    const registry = new Registry();
+    registry.setDefaultLabels({ app: "shop" });
+    const metrics = new ConveyorMetrics({ backend, registry, storeCacheMs: 1_000 });
+    expect(metrics.registry).toBe(registry);
+
+    const server = await startMetricsServer(metrics, { port: 0, scaling: { policy: { targetAgeSeconds: 60, jobsPerSecondPerWorker: 0.01 } } });
+    cleanups.push(() => server.close());
+    const base = `http://127.0.0.1:${server.address.port}`;
+    const scrape = await fetch(`${base}/metrics`);
+    expect(scrape.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(await scrape.text()).toMatch(/conveyor_queue_jobs\{queue="video",state="waiting",app="shop"\} 2/);
+    const one = (await (await fetch(`${base}/scaling?queue=video`)).json()) as Record<string, unknown>;
+    // 2 jobs at 0.01 jobs/s per worker within 60 s: 2 / 0.6 → 4 workers.
+    expect(one).toMatchObject({ queue: "video", backlog: 2, active: 0, paused: false, desiredWorkers: 4 });
+    expect(((await (await fetch(`${base}/scaling`)).json()) as { queues: unknown[] }).queues).toHaveLength(1);
+    // The backlog halves while the age stays in the dead band: hold the last answer (4), not drop
+    // to the 2 workers the backlog alone would need.
+    await backend.cancel("newer");
+    const next = await waitFor(async () => {
+      const a = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { backlog: number; desiredWorkers: number };
+      return a.backlog === 1 ? a : null;
+    }, { timeoutMs: 5_000, intervalMs: 100 });
+    expect(next.desiredWorkers).toBe(4);
+    // Paused, its backlog cannot be worked off: step in, never out.
+    await backend.pause("video");
+    const paused = await waitFor(async () => {
+      const p = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { paused: boolean; desiredWorkers: number };
+      return p.paused ? p : null;
+    }, { timeoutMs: 5_000, intervalMs: 100 });
+    expect(paused.desiredWorkers).toBe(3);
+    await backend.resume("video");
+    const unknown = await fetch(`${base}/scaling?queue=nope`);
+    expect(unknown.status).toBe(404);
+    expect(await unknown.text()).toMatch(/no queue named \\"nope\\".*known: video/);
+    expect((await fetch(`${base}/other`)).status).toBe(404);
+    expect((await fetch(`${base}/metrics`, { method: "POST" })).status).toBe(405);
+
+    const app = Fastify();
+    await app.register(conveyorMetricsRoutes, { metrics, prefix: "/internal" });
+    cleanups.push(() => app.close());
+    const res = await app.inject({ method: "GET", url: "/internal/metrics" });
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toMatch(/# TYPE conveyor_jobs_completed_total counter/);
+    expect((await app.inject({ method: "GET", url: "/internal/scaling?queue=video" })).json()).toMatchObject({ backlog: 1 });
+  });
+});
