@@ -5,10 +5,15 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 
+// The dashboard's browser code is not an asset: scripts/build-dashboard.mjs bundles it.
+const BUNDLED = join("src", "dashboard", "client");
+
 function walk(dir) {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) walk(path);
+    if (entry.isDirectory()) {
+      if (path !== BUNDLED) walk(path);
+    }
     else if (!entry.name.endsWith(".ts") && !entry.name.endsWith(".md")) {
       mkdirSync(dirname(join("dist", path)), { recursive: true });
       copyFileSync(path, join("dist", path));

@@ -163,13 +163,24 @@ export interface ListFilter {
   /** `waiting` includes due `scheduled` jobs; `scheduled` only future ones. */
   state?: JobState;
   name?: string;
+  /** Only jobs created at or after this time, ms since epoch (store clock). Default: no bound. */
+  createdFrom?: number;
+  /** Only jobs created before this time, ms since epoch (store clock). Default: no bound. */
+  createdUntil?: number;
 }
 
 export interface Page {
   /** Default 50, at most 1000. */
   limit?: number;
-  /** Rows to skip. Default 0. */
+  /** Rows to skip (after the cursor, when `after` is given too). Default 0. */
   offset?: number;
+  /**
+   * Keyset pagination: only jobs that come after this job (by id) in the listing's newest-first
+   * order, so a deep page costs what the first one does. Needs `filter.queue`, and the job must
+   * still be in that queue: a cursor whose job was deleted meanwhile is refused with
+   * InvalidInputError (start again from the first page). Default: from the newest job.
+   */
+  after?: string;
 }
 
 export interface QueueStats {

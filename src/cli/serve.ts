@@ -41,6 +41,8 @@ same process, for small deployments.
                          environment variable holding the secret that signs event-stream tokens
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
+  --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
+                         an API key: read keys see, admin keys also act)
   --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
                          (JSON lines on stdout) for the server, the worker and webhooks
 ${METRICS_HELP}
@@ -81,6 +83,7 @@ export async function run(argv: string[]): Promise<number> {
     webhooks: { type: "string" },
     "stream-token-secret-env": { type: "string" },
     "log-level": { type: "string" },
+    "no-dashboard": { type: "boolean", default: false },
     ...METRICS_OPTIONS,
   });
   if (values.help) {
@@ -187,6 +190,9 @@ export async function run(argv: string[]): Promise<number> {
       webhooks?.attach(worker);
     }
 
+    // The dashboard's charts come from the in-process worker's events (see dashboard/history.ts).
+    const history = values["no-dashboard"] === true ? null : new http.MetricsHistory();
+    if (history && worker) history.attach(worker);
     const app = await http.createServer({
       backend,
       apiKeys,
@@ -197,6 +203,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
+      dashboard: history ? { history } : false,
     });
     target = app.log;
     closeables.push({
@@ -235,7 +242,8 @@ export async function run(argv: string[]): Promise<number> {
         `conveyor serve on http://${shown}${typeof values["base-path"] === "string" ? values["base-path"] : "/v1"} (${backend.description}); ` +
           `${apiKeys === false ? "NO authentication" : `${apiKeys.length} API key(s)`}` +
           `${worker ? `; worker on ${queues.join(",")} (${worker.jobNames.join(",")})` : ""}` +
-          `${webhooks ? "; webhooks on" : ""}\n`,
+          `${webhooks ? "; webhooks on" : ""}` +
+          `${history ? `; dashboard on http://${shown}/ui/` : ""}\n`,
       );
     });
   } catch (error) {

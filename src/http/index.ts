@@ -29,3 +29,5 @@ export { DurationEstimator, type EstimatorOptions } from "./estimate.js";
 export { transitions, type Transition, type TransitionReason } from "./sse.js";
 export type { JobView, DeadJobView, QueueView } from "./views.js";
 export type { Problem, FieldError } from "./problem.js";
+export { MetricsHistory, type HistoryOptions, type MinuteSample } from "../dashboard/history.js";
+export type { DashboardOptions } from "../dashboard/plugin.js";

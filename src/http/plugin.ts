@@ -32,6 +32,7 @@ import { compileValidator, RequestValidationError } from "./schema.js";
 import { problemResponse } from "./schemas.js";
 import { JobWatcher, type OpenStream } from "./sse.js";
 import type { WebhookDispatcher } from "./webhooks.js";
+import { registerDashboard, type DashboardOptions } from "../dashboard/plugin.js";
 
 export interface CorsOptions {
   /**
@@ -109,6 +110,11 @@ export interface ConveyorHttpOptions {
   /** Title and version of the OpenAPI document. */
   openapi?: OpenApiInfo;
   /**
+   * The web dashboard (docs/dashboard.md): `true` or options serve it, by default at "/ui". Its
+   * login sets a session cookie that this API then accepts like the key it stands for. Default off.
+   */
+  dashboard?: DashboardOptions | boolean;
+  /**
    * Counts and traces enqueued jobs (see `conveyor-jobs/metrics`); with tracing, a request's
    * `traceparent` header becomes the parent of its jobs' producer spans. Default none.
    */
@@ -158,6 +164,9 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
   const events = options.events ?? {};
   const principals = new WeakMap<FastifyRequest, Principal>();
   const streams = new Set<OpenStream>();
+  const dashboard = options.dashboard
+    ? await registerDashboard(fastify, { backend: options.backend, keyring, apiBasePath: `${fastify.prefix}${basePath}`, options: options.dashboard === true ? {} : options.dashboard, answerError })
+    : null;
 
   await fastify.register(
     async (scope: FastifyInstance) => {
@@ -242,7 +251,13 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         if (key !== null) {
           principal = keyring.authenticate(key);
           if (!principal) return unauthorized(reply, "the API key is not valid; check it, or ask for a new one");
-        } else if (access === "events") {
+        } else if (dashboard) {
+          // The dashboard's session cookie, with its CSRF checks (see dashboard/sessions.ts).
+          const session = dashboard.sessions.check(request);
+          if (session.kind === "refused") return sendProblem(reply, problem(session.status, session.status === 401 ? "unauthorized" : "forbidden", session.detail));
+          if (session.kind === "ok") principal = session.principal;
+        }
+        if (principal === null && key === null && access === "events") {
           const token = (request.query as { access_token?: unknown }).access_token;
           const id = (request.params as { id?: unknown }).id;
           if (typeof token === "string" && typeof id === "string") {

@@ -281,6 +281,47 @@ export function adminTests(t: SuiteContext): void {
       expect((await t.b.list({ queue: "q1" }, { limit: 1, offset: 1 })).map((j) => j.id)).toEqual(["q1-n1-b"]);
     });
 
+    it("pages by cursor within a queue: the same pages as offsets, with filters kept", async () => {
+      await enqueueMany(t.b, 7, () => ({ queue: "deep", name: "n" }));
+      await enqueueOne(t.b, { queue: "other", name: "n" });
+      const all = (await t.b.list({ queue: "deep" })).map((j) => j.id);
+      expect(all).toHaveLength(7);
+      const seen: string[] = [];
+      let after: string | undefined;
+      // Bounded: a cursor that does not advance must fail the test, not hang it.
+      for (let pages = 0; pages < 5; pages++) {
+        const page = (await t.b.list({ queue: "deep" }, { limit: 3, ...(after ? { after } : {}) })).map((j) => j.id);
+        if (page.length === 0) break;
+        seen.push(...page);
+        after = page.at(-1);
+      }
+      expect(seen).toEqual(all);
+      expect((await t.b.list({ queue: "deep" }, { after: all[1]!, offset: 1, limit: 2 })).map((j) => j.id)).toEqual(all.slice(3, 5));
+      // Filters apply after the cursor too.
+      const c = await claimOne(t.b, { queues: ["deep"], names: ["n"] });
+      const waiting = (await t.b.list({ queue: "deep", state: "waiting" }, { after: all[0]! })).map((j) => j.id);
+      expect(waiting).toEqual(all.slice(1).filter((id) => id !== c.job.id));
+    });
+
+    it("refuses a cursor without a queue, or whose job is gone or in another queue", async () => {
+      const id = await enqueueOne(t.b, { queue: "q1" });
+      const other = await enqueueOne(t.b, { queue: "q2" });
+      await expect(t.b.list({}, { after: id })).rejects.toThrow(/needs filter.queue/);
+      await expect(t.b.list({ queue: "q1" }, { after: other })).rejects.toThrow(/start again from the first page/);
+      await expect(t.b.list({ queue: "q1" }, { after: "never-there" })).rejects.toThrow(/start again from the first page/);
+    });
+
+    it("filters by creation time: from (inclusive) and until (exclusive)", async () => {
+      await fixture();
+      const byId = new Map((await t.b.list()).map((j) => [j.id, j.createdAt]));
+      const from = byId.get("q2-n1-a")!;
+      const until = byId.get("q2-n2-a")!;
+      expect((await t.b.list({ createdFrom: from, createdUntil: until })).map((j) => j.id)).toEqual(["q1-n1-b", "q2-n1-a"]);
+      expect((await t.b.list({ queue: "q1", createdFrom: from })).map((j) => j.id)).toEqual(["q1-n2-b", "q1-n1-b"]);
+      expect((await t.b.list({ createdUntil: from })).map((j) => j.id)).toEqual(["q1-n2-a", "q1-n1-a"]);
+      await expect(t.b.list({ createdFrom: -1 })).rejects.toThrow(/createdFrom must be a time/);
+    });
+
     it("returns at most 50 jobs by default", async () => {
       await enqueueMany(t.b, 60);
       expect(await t.b.list()).toHaveLength(50);

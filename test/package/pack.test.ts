@@ -53,11 +53,14 @@ beforeAll(async () => {
 
 afterAll(() => temp.removeAll());
 
+/** The dashboard's browser sources: bundled into dist/src/dashboard/assets, not copied. */
+const DASHBOARD_CLIENT = join(ROOT, "src", "dashboard", "client");
+
 /** Non-TypeScript files under src/: what the compiled modules read from beside themselves. */
 function sourceAssets(dir = join(ROOT, "src")): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceAssets(path);
+    if (entry.isDirectory()) return path === DASHBOARD_CLIENT ? [] : sourceAssets(path);
     return entry.name.endsWith(".ts") || entry.name.endsWith(".md") ? [] : [relative(ROOT, path)];
   });
 }
@@ -73,7 +76,7 @@ function subpaths(): string[] {
 describe("the packed tarball", () => {
   it("holds exactly the compiled modules, their declarations, every asset, the bin and the docs", () => {
     const files = new Set(packed.files);
-    for (const must of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/cli/bin.js"]) {
+    for (const must of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/cli/bin.js", "dist/src/dashboard/assets/app.js", "dist/src/dashboard/assets/app.css"]) {
       expect(files, must).toContain(must);
     }
     // Every export target ships (types and code).
@@ -86,7 +89,9 @@ describe("the packed tarball", () => {
     for (const asset of assets) expect(files, `${asset} must be copied to dist by scripts/copy-assets.mjs`).toContain(`dist/${asset}`);
     // Nothing else: no sources, tests, maps, benchmarks or local files.
     const stray = packed.files.filter(
-      (f) => !["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js"].includes(f) && !/^dist\/src\/.+\.(js|d\.ts|sql|lua)$/.test(f),
+      (f) =>
+        !["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/dashboard/assets/app.css"].includes(f) &&
+        !/^dist\/src\/.+\.(js|d\.ts|sql|lua)$/.test(f),
     );
     expect(stray).toEqual([]);
   });

@@ -43,13 +43,13 @@ import type {
   SqlClient,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT } from "../contract.js";
+import { checkListArgs, staleCursor } from "../listing.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
 import {
   effectiveState,
-  JOB_STATES,
   type AttemptRecord,
   type BackoffSpec,
   type ErrorInfo,
@@ -712,18 +712,23 @@ export class PostgresBackend implements Backend {
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const limit = Math.min(MAX_PAGE_LIMIT, positiveInt("page.limit", page.limit ?? DEFAULT_PAGE_LIMIT));
-    const offset = nonNegativeInt("page.offset", page.offset ?? 0);
-    if (filter.state !== undefined && !JOB_STATES.includes(filter.state)) {
-      throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
+    const args = checkListArgs(filter, page);
+    let beforeSeq: number | null = null;
+    if (args.after !== null) {
+      const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.after]);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
+      beforeSeq = Number(cursor.seq);
     }
     const rows = await this.query<ObservedJobRow>("list", [
       this.nowParam(),
       filter.queue ?? null,
       filter.name ?? null,
       filter.state ?? null,
-      limit,
-      offset,
+      args.limit,
+      args.offset,
+      beforeSeq,
+      args.createdFrom,
+      args.createdUntil,
     ]);
     return rows.map((row) => toRecord(row, row.observed_at));
   }

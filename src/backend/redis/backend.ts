@@ -37,10 +37,11 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT } from "../contract.js";
+import { checkListArgs, staleCursor } from "../listing.js";
 import type { Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
-import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
+import { type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
@@ -520,17 +521,20 @@ export class RedisBackend implements Backend {
    * may be missed or seen in their newer state.
    */
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const limit = Math.min(MAX_PAGE_LIMIT, positiveInt("page.limit", page.limit ?? DEFAULT_PAGE_LIMIT));
-    const offset = nonNegativeInt("page.offset", page.offset ?? 0);
-    if (filter.state !== undefined && !JOB_STATES.includes(filter.state)) {
-      throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
-    }
+    const { limit, offset, after, createdFrom, createdUntil } = checkListArgs(filter, page);
     await this.ready();
+    let beforeSeq: number | null = null;
+    if (after !== null) {
+      const [cursor] = await this.read(filter.queue!, [after]);
+      if (!cursor) throw staleCursor(after, filter.queue!);
+      beforeSeq = Number(cursor.s);
+    }
     const [queues, now] = await Promise.all([
       filter.queue !== undefined ? Promise.resolve([filter.queue]) : this.knownQueues(),
       this.now(),
     ]);
-    const perQueue = await Promise.all(queues.map((queue) => this.listQueue(queue, filter, offset + limit, now)));
+    const bounds = { beforeSeq, createdFrom, createdUntil };
+    const perQueue = await Promise.all(queues.map((queue) => this.listQueue(queue, filter, offset + limit, now, bounds)));
     // Each queue's jobs already come newest first by insertion; only a merge across queues needs
     // another key, and creation time is the one they share.
     const merged = perQueue.length === 1 ? perQueue[0]! : perQueue.flat().sort((a, b) => b.record.createdAt - a.record.createdAt || b.seq - a.seq);
@@ -896,7 +900,13 @@ export class RedisBackend implements Backend {
   }
 
   /** One queue's jobs matching `filter`, newest first, at most `want`. */
-  private async listQueue(queue: string, filter: ListFilter, want: number, now: number): Promise<Listed[]> {
+  private async listQueue(
+    queue: string,
+    filter: ListFilter,
+    want: number,
+    now: number,
+    bounds: { beforeSeq: number | null; createdFrom: number | null; createdUntil: number | null },
+  ): Promise<Listed[]> {
     const k = this.queue(queue);
     const chunk = Math.min(500, Math.max(32, want));
     // Fast lanes hold only waiting jobs; everything else is in idx.
@@ -904,7 +914,10 @@ export class RedisBackend implements Backend {
     const names = !withLanes ? [] : filter.name !== undefined ? [filter.name] : await this.send((c) => c.smembers(k.names));
     const sources = [
       new ListSource(chunk, async (from, to) => {
-        const ids = await this.send((c) => c.zrevrange(k.idx, from, to));
+        // idx is scored by seq: a cursor starts the read right below it, however deep.
+        const ids = await this.send((c) =>
+          bounds.beforeSeq === null ? c.zrevrange(k.idx, from, to) : c.zrevrangebyscore(k.idx, `(${bounds.beforeSeq}`, "-inf", "LIMIT", from, to - from + 1),
+        );
         return this.readJobs(queue, ids, now);
       }),
       ...names.map(
@@ -932,6 +945,10 @@ export class RedisBackend implements Backend {
       seen.add(next.record.id);
       if (filter.name !== undefined && next.record.name !== filter.name) continue;
       if (filter.state !== undefined && next.record.state !== filter.state) continue;
+      // Fast lanes are read from their newest end; jobs at or above the cursor are skipped here.
+      if (bounds.beforeSeq !== null && next.seq >= bounds.beforeSeq) continue;
+      if (bounds.createdFrom !== null && next.record.createdAt < bounds.createdFrom) continue;
+      if (bounds.createdUntil !== null && next.record.createdAt >= bounds.createdUntil) continue;
       out.push(next);
     }
     return out;

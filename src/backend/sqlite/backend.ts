@@ -19,6 +19,7 @@
  */
 import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
 import { readMigrationFiles } from "../migration-files.js";
+import { checkListArgs, staleCursor } from "../listing.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
@@ -46,13 +47,12 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
 import {
   effectiveState,
-  JOB_STATES,
   type AttemptRecord,
   type BackoffSpec,
   type ErrorInfo,
@@ -393,24 +393,36 @@ export class SqliteBackend implements Backend {
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const limit = Math.min(MAX_PAGE_LIMIT, positiveInt("page.limit", page.limit ?? DEFAULT_PAGE_LIMIT));
-    const offset = nonNegativeInt("page.offset", page.offset ?? 0);
-    if (filter.state !== undefined && !JOB_STATES.includes(filter.state)) {
-      throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
-    }
+    const args = checkListArgs(filter, page);
     const stateFilter: StateFilter =
       filter.state === undefined ? "none"
       : filter.state === "waiting" ? "due"
       : filter.state === "scheduled" ? "future"
       : "stored";
+    let beforeSeq: number | null = null;
+    if (args.after !== null) {
+      const cursor = this.s.getJob.get(args.after);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
+      beforeSeq = cursor.seq;
+    }
     const now = this.nowMs();
     const params: unknown[] = [];
     if (filter.queue !== undefined) params.push(filter.queue);
     if (filter.name !== undefined) params.push(filter.name);
     if (stateFilter === "due" || stateFilter === "future") params.push(now);
     if (stateFilter === "stored") params.push(filter.state);
-    params.push(limit, offset);
-    const statement = this.listStatement(filter.queue !== undefined, filter.name !== undefined, stateFilter);
+    if (beforeSeq !== null) params.push(beforeSeq);
+    if (args.createdFrom !== null) params.push(args.createdFrom);
+    if (args.createdUntil !== null) params.push(args.createdUntil);
+    params.push(args.limit, args.offset);
+    const statement = this.listStatement({
+      byQueue: filter.queue !== undefined,
+      byName: filter.name !== undefined,
+      state: stateFilter,
+      byCursor: beforeSeq !== null,
+      from: args.createdFrom !== null,
+      until: args.createdUntil !== null,
+    });
     return statement.all(...params).map((row) => this.toRecord(row, now));
   }
 
@@ -1069,19 +1081,23 @@ export class SqliteBackend implements Backend {
   }
 
   /**
-   * One statement per filter shape (at most 2 x 2 x 4), prepared on first use: a single
-   * statement with "(? IS NULL OR col = ?)" terms would stop SQLite from using any index.
+   * One statement per filter shape, prepared on first use: a single statement with
+   * "(? IS NULL OR col = ?)" terms would stop SQLite from using any index. The cursor is a
+   * `seq <` bound, so a page after it reads the rowid (or index) from there on, whatever its depth.
    */
-  private listStatement(byQueue: boolean, byName: boolean, state: StateFilter): Database.Statement<unknown[], JobRow> {
-    const key = `${byQueue}:${byName}:${state}`;
+  private listStatement(shape: { byQueue: boolean; byName: boolean; state: StateFilter; byCursor: boolean; from: boolean; until: boolean }): Database.Statement<unknown[], JobRow> {
+    const key = JSON.stringify(shape);
     let statement = this.listStatements.get(key);
     if (statement === undefined) {
       const where: string[] = [];
-      if (byQueue) where.push("queue = ?");
-      if (byName) where.push("name = ?");
-      if (state === "due") where.push("state IN ('waiting', 'scheduled') AND run_at <= ?");
-      if (state === "future") where.push("state IN ('waiting', 'scheduled') AND run_at > ?");
-      if (state === "stored") where.push("state = ?");
+      if (shape.byQueue) where.push("queue = ?");
+      if (shape.byName) where.push("name = ?");
+      if (shape.state === "due") where.push("state IN ('waiting', 'scheduled') AND run_at <= ?");
+      if (shape.state === "future") where.push("state IN ('waiting', 'scheduled') AND run_at > ?");
+      if (shape.state === "stored") where.push("state = ?");
+      if (shape.byCursor) where.push("seq < ?");
+      if (shape.from) where.push("created_at >= ?");
+      if (shape.until) where.push("created_at < ?");
       statement = this.db.prepare<unknown[], JobRow>(
         `SELECT * FROM ${this.prefix}jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
          ORDER BY seq DESC LIMIT ? OFFSET ?`,

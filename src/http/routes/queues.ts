@@ -1,12 +1,42 @@
 /** Operations on queues: statistics, listings, pause/resume, dead letters (list, replay, delete). */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { JOB_STATES, type JobState } from "../../core/job.js";
+import type { ListFilter, Page } from "../../backend/contract.js";
 import type { HttpContext, RouteSpec } from "../context.js";
+import type { JsonSchema } from "../schema.js";
 import { HttpProblem } from "../problem.js";
 import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS } from "../schemas.js";
 import { deadJobViewSchema, jobViewSchema, queueViewSchema, toDeadJobView, toJobView, toQueueView } from "../views.js";
 
 const JOB_STATES_SCHEMA = { type: "string" as const, enum: JOB_STATES };
+
+/** Keyset cursor and creation-time bounds of the listings (see Backend.list). */
+const LIST_QUERY_PROPERTIES: Record<string, JsonSchema> = {
+  after: { ...JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." },
+  createdFrom: { type: "string", format: "date-time", description: "Only jobs created at or after this time (RFC 3339)." },
+  createdUntil: { type: "string", format: "date-time", description: "Only jobs created before this time (RFC 3339)." },
+};
+
+interface PageQuery {
+  name?: string;
+  limit?: number;
+  offset?: number;
+  after?: string;
+  createdFrom?: string;
+  createdUntil?: string;
+}
+
+function listArgs(queue: string, q: PageQuery): { filter: ListFilter; page: Page & { limit: number; offset: number } } {
+  const filter: ListFilter = { queue, ...(q.name ? { name: q.name } : {}) };
+  if (q.createdFrom !== undefined) filter.createdFrom = Date.parse(q.createdFrom);
+  if (q.createdUntil !== undefined) filter.createdUntil = Date.parse(q.createdUntil);
+  return { filter, page: { limit: q.limit ?? 50, offset: q.offset ?? 0, ...(q.after ? { after: q.after } : {}) } };
+}
+
+/** The next page's cursor: the last job of a full page. */
+function nextCursor(jobs: readonly { id: string }[], limit: number): string | null {
+  return jobs.length === limit ? jobs[jobs.length - 1]!.id : null;
+}
 
 export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   async function listQueues(_request: FastifyRequest, reply: FastifyReply) {
@@ -22,14 +52,10 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function listJobs(request: FastifyRequest, reply: FastifyReply) {
     const { queue } = request.params as { queue: string };
-    const q = request.query as { state?: JobState; name?: string; limit?: number; offset?: number };
-    const limit = q.limit ?? 50;
-    const offset = q.offset ?? 0;
-    const jobs = await ctx.backend.list(
-      { queue, ...(q.state ? { state: q.state } : {}), ...(q.name ? { name: q.name } : {}) },
-      { limit, offset },
-    );
-    return reply.send({ jobs: jobs.map((j) => toJobView(j, ctx.basePath)), limit, offset });
+    const q = request.query as PageQuery & { state?: JobState };
+    const { filter, page } = listArgs(queue, q);
+    const jobs = await ctx.backend.list({ ...filter, ...(q.state ? { state: q.state } : {}) }, page);
+    return reply.send({ jobs: jobs.map((j) => toJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next: nextCursor(jobs, page.limit) });
   }
 
   const setPaused = (paused: boolean) =>
@@ -43,11 +69,9 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function listDead(request: FastifyRequest, reply: FastifyReply) {
     const { queue } = request.params as { queue: string };
-    const q = request.query as { name?: string; limit?: number; offset?: number };
-    const limit = q.limit ?? 50;
-    const offset = q.offset ?? 0;
-    const jobs = await ctx.backend.list({ queue, state: "dead", ...(q.name ? { name: q.name } : {}) }, { limit, offset });
-    return reply.send({ jobs: jobs.map((j) => toDeadJobView(j, ctx.basePath)), limit, offset });
+    const { filter, page } = listArgs(queue, request.query as PageQuery);
+    const jobs = await ctx.backend.list({ ...filter, state: "dead" }, page);
+    return reply.send({ jobs: jobs.map((j) => toDeadJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next: nextCursor(jobs, page.limit) });
   }
 
   async function replayDead(request: FastifyRequest, reply: FastifyReply) {
@@ -93,10 +117,20 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   const queueView = { description: "The queue.", schema: queueViewSchema };
+  const pageResponse = (items: JsonSchema): JsonSchema => ({
+    type: "object",
+    required: ["jobs", "limit", "offset", "next"],
+    properties: {
+      jobs: { type: "array", items },
+      limit: { type: "integer" },
+      offset: { type: "integer" },
+      next: { type: ["string", "null"], description: "The cursor of the next page (pass it as `after`), or null when this page is the last." },
+    },
+  });
   const pageQuery = {
     type: "object" as const,
     additionalProperties: false,
-    properties: { name: { ...NAME_SCHEMA, description: "Only jobs of this name." }, ...PAGE_QUERY_PROPERTIES },
+    properties: { name: { ...NAME_SCHEMA, description: "Only jobs of this name." }, ...PAGE_QUERY_PROPERTIES, ...LIST_QUERY_PROPERTIES },
   };
 
   return [
@@ -139,10 +173,11 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       responses: {
         200: {
           description: "A page of jobs.",
-          schema: { type: "object", required: ["jobs", "limit", "offset"], properties: { jobs: { type: "array", items: jobViewSchema }, limit: { type: "integer" }, offset: { type: "integer" } } },
+          schema: pageResponse(jobViewSchema),
         },
         400: problemResponse("A query parameter is invalid."),
         ...authResponses(),
+        422: problemResponse("The `after` cursor's job is no longer in this queue: start again from the first page."),
       },
       handler: listJobs,
     },
@@ -179,10 +214,11 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       responses: {
         200: {
           description: "A page of dead jobs, newest first.",
-          schema: { type: "object", required: ["jobs", "limit", "offset"], properties: { jobs: { type: "array", items: deadJobViewSchema }, limit: { type: "integer" }, offset: { type: "integer" } } },
+          schema: pageResponse(deadJobViewSchema),
         },
         400: problemResponse("A query parameter is invalid."),
         ...authResponses(),
+        422: problemResponse("The `after` cursor's job is no longer in this queue: start again from the first page."),
       },
       handler: listDead,
     },

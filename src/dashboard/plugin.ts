@@ -1,0 +1,243 @@
+/**
+ * The web dashboard's routes, registered by `conveyorHttp` when its `dashboard` option is set.
+ *
+ * - `GET <path>/`: the page (an HTML shell; the app is the bundled script).
+ * - `GET <path>/assets/<file>`: the bundle.
+ * - `POST <path>/api/login`, `POST <path>/api/logout`, `GET <path>/api/session`: sessions (see
+ *   sessions.ts).
+ * - `GET <path>/api/live`: the page's Server-Sent Events stream (see live.ts).
+ *
+ * Everything else — listings, dead letters, replay, cancel, pause — the page does through the
+ * HTTP API itself, which accepts the session cookie (and checks its CSRF token) exactly like a
+ * key with the same scopes: the dashboard has no powers of its own.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Backend } from "../backend/contract.js";
+import { InvalidInputError } from "../core/errors.js";
+import { ANONYMOUS, presentedKey, type KeyRing, type Principal } from "../http/auth.js";
+import { problem, sendProblem } from "../http/problem.js";
+import { compileValidator } from "../http/schema.js";
+import { toDeadJobView, toJobView, toQueueView } from "../http/views.js";
+import { loadAssets, type Asset } from "./assets.js";
+import { MetricsHistory } from "./history.js";
+import { LiveHub } from "./live.js";
+import { crossSiteReason, DashboardSessions, SESSION_COOKIE, type SessionOptions } from "./sessions.js";
+
+export interface DashboardOptions {
+  /** Where the dashboard is served. Default "/ui". */
+  path?: string;
+  /**
+   * Per-minute history for the charts. Attach your workers to it (`history.attach(worker)`);
+   * default: an empty one, so the charts stay empty unless something is attached.
+   */
+  history?: MetricsHistory;
+  /** Session lifetime and count. */
+  sessions?: SessionOptions;
+  /** How often a page's live stream reads the store, ms. Default 1 000. */
+  refreshMs?: number;
+  /** Live streams open at once on this server. Default 500. */
+  maxStreams?: number;
+  /**
+   * Sections that other parts of Conveyor provide once present; their navigation entries stay
+   * hidden until then. Default none.
+   */
+  sections?: { schedules?: boolean; relay?: boolean };
+}
+
+export interface DashboardContext {
+  backend: Backend;
+  keyring: KeyRing | null;
+  /** The API's full base path, e.g. "/v1". */
+  apiBasePath: string;
+  options: DashboardOptions;
+  /** The API's error handler, so the dashboard's errors are problem documents too. */
+  answerError: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => FastifyReply;
+}
+
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+};
+
+function normalizePath(value: string | undefined): string {
+  const p = value ?? "/ui";
+  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p)) throw new InvalidInputError(`dashboard.path must start with "/" and not end with one, e.g. "/ui"; got ${JSON.stringify(value)}`);
+  return p;
+}
+
+function unauthorized(reply: FastifyReply, detail: string): FastifyReply {
+  return sendProblem(reply, problem(401, "unauthorized", detail));
+}
+
+/** Registers the dashboard under its path; returns the sessions the API's auth hook consults. */
+export async function registerDashboard(fastify: FastifyInstance, ctx: DashboardContext): Promise<{ sessions: DashboardSessions; path: string }> {
+  const path = normalizePath(ctx.options.path);
+  const sessions = new DashboardSessions(ctx.options.sessions);
+  const history = ctx.options.history ?? new MetricsHistory();
+  const assets = loadAssets();
+
+  await fastify.register(
+    async (scope: FastifyInstance) => {
+      const hub = new LiveHub(
+        { intervalMs: ctx.options.refreshMs ?? 1_000, heartbeatMs: 15_000, maxStreams: ctx.options.maxStreams ?? 500 },
+        (error) => scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor dashboard: reading a live view failed; retrying"),
+      );
+      scope.setValidatorCompiler(compileValidator);
+      scope.setErrorHandler(ctx.answerError);
+      scope.addHook("preClose", async () => hub.close());
+      scope.addHook("onSend", async (_request, reply) => {
+        for (const [k, v] of Object.entries(SECURITY_HEADERS)) if (!reply.hasHeader(k)) void reply.header(k, v);
+      });
+
+      /** The principal of a dashboard request: no auth, the session cookie, or a key. */
+      function principalOf(request: FastifyRequest): Principal | null {
+        if (!ctx.keyring) return ANONYMOUS;
+        const session = sessions.find(request);
+        if (session) return session.principal;
+        const key = presentedKey(request.headers);
+        return key === null ? null : ctx.keyring.authenticate(key);
+      }
+
+      const page = (reply: FastifyReply) => {
+        if (!assets) {
+          return sendProblem(reply, problem(503, "dashboard-not-built", "the dashboard's files are missing from this installation; run npm run build (it bundles src/dashboard/client)"));
+        }
+        const v = (f: string) => `assets/${f}?v=${(assets.get(f) as Asset).hash}`;
+        const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Conveyor</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="${v("app.css")}">
+<script type="module" src="${v("app.js")}"></script>
+</head>
+<body><div id="app"><p class="boot">Loading the dashboard…</p></div><noscript>The Conveyor dashboard needs JavaScript.</noscript></body>
+</html>`;
+        return reply.header("content-type", "text/html; charset=utf-8").header("cache-control", "no-store").send(html);
+      };
+
+      // The page's relative asset URLs need the trailing slash.
+      scope.get("/", { prefixTrailingSlash: "slash" }, async (_request, reply) => page(reply));
+      scope.get("", { prefixTrailingSlash: "no-slash" }, async (_request, reply) => reply.redirect(`${scope.prefix}/`, 302));
+
+      scope.get("/assets/:file", async (request, reply) => {
+        const { file } = request.params as { file: string };
+        const asset = assets?.get(file);
+        if (!asset) return sendProblem(reply, problem(404, "no-asset", `the dashboard has no file ${JSON.stringify(file.slice(0, 100))}`));
+        const etag = `"${asset.hash}"`;
+        void reply.header("content-type", asset.type).header("etag", etag).header("vary", "Accept-Encoding");
+        // Versioned URLs (?v=hash) never change; the bare name is revalidated.
+        void reply.header("cache-control", (request.query as { v?: string }).v === asset.hash ? "public, max-age=31536000, immutable" : "no-cache");
+        if (request.headers["if-none-match"] === etag) return reply.code(304).send();
+        if (/\bgzip\b/.test(String(request.headers["accept-encoding"] ?? ""))) return reply.header("content-encoding", "gzip").send(asset.gzip);
+        return reply.send(asset.body);
+      });
+
+      scope.get("/api/session", async (request, reply) => {
+        const session = ctx.keyring ? sessions.find(request) : null;
+        const principal = ctx.keyring ? (session?.principal ?? null) : ANONYMOUS;
+        return reply.header("cache-control", "no-store").send({
+          authRequired: ctx.keyring !== null,
+          principal: principal ? { id: principal.id, scopes: [...principal.scopes].sort() } : null,
+          csrfToken: session?.csrfToken ?? null,
+          apiBasePath: ctx.apiBasePath,
+          historyAttached: history.attached > 0,
+          sections: { schedules: ctx.options.sections?.schedules === true, relay: ctx.options.sections?.relay === true },
+        });
+      });
+
+      scope.post(
+        "/api/login",
+        { bodyLimit: 4096, schema: { body: { type: "object", required: ["key"], additionalProperties: false, properties: { key: { type: "string", minLength: 1, maxLength: 512 } } } } },
+        async (request, reply) => {
+          const forged = crossSiteReason(request);
+          if (forged) return sendProblem(reply, problem(403, "cross-site", `refused: ${forged}`));
+          if (!ctx.keyring) return sendProblem(reply, problem(409, "no-auth", "this server runs without API keys; there is nothing to log in to"));
+          const principal = ctx.keyring.authenticate((request.body as { key: string }).key.trim());
+          if (!principal) return unauthorized(reply, "that API key is not valid; check it, or ask for a new one (conveyor serve --new-key)");
+          const session = sessions.create(principal);
+          const secure = request.protocol === "https" ? "; Secure" : "";
+          const maxAge = Math.floor(sessions.idleTimeoutMs / 1000);
+          return reply
+            .header("set-cookie", `${SESSION_COOKIE}=${session.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure}`)
+            .header("cache-control", "no-store")
+            .send({ principal: { id: principal.id, scopes: [...principal.scopes].sort() }, csrfToken: session.csrfToken });
+        },
+      );
+
+      scope.post("/api/logout", async (request, reply) => {
+        const check = sessions.check(request);
+        if (check.kind === "refused" && check.status === 403) return sendProblem(reply, problem(403, "forbidden", check.detail));
+        const session = sessions.find(request);
+        if (session) sessions.destroy(session.id);
+        return reply.header("set-cookie", `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).code(204).send();
+      });
+
+      scope.get(
+        "/api/live",
+        {
+          schema: {
+            querystring: {
+              type: "object",
+              additionalProperties: false,
+              required: ["topic"],
+              properties: {
+                topic: { type: "string", enum: ["overview", "queue", "job"] },
+                queue: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:\\-/]{0,127}$" },
+                id: { type: "string", minLength: 1, maxLength: 255 },
+              },
+            },
+          },
+        },
+        async (request, reply) => {
+          const principal = principalOf(request);
+          if (!principal) return unauthorized(reply, "log in to the dashboard, or send Authorization: Bearer <API key>");
+          if (!principal.scopes.has("read")) return sendProblem(reply, problem(403, "forbidden", `API key "${principal.id}" lacks the "read" scope`));
+          const q = request.query as { topic: "overview" | "queue" | "job"; queue?: string; id?: string };
+          const admin = principal.scopes.has("admin");
+          let key: string;
+          let read: () => Promise<unknown>;
+          if (q.topic === "overview") {
+            key = "overview";
+            read = async () => {
+              const stats = await ctx.backend.stats();
+              return { queues: stats.map((s) => ({ ...toQueueView(s), history: history.series(s.queue, 60) })) };
+            };
+          } else if (q.topic === "queue") {
+            if (!q.queue) return sendProblem(reply, problem(400, "invalid-request", "topic=queue needs queue=<name>"));
+            const name = q.queue;
+            key = `queue:${name}`;
+            read = async () => {
+              const [stats] = await ctx.backend.stats(name);
+              return { queue: toQueueView(stats!), history: history.series(name) };
+            };
+          } else {
+            if (!q.id) return sendProblem(reply, problem(400, "invalid-request", "topic=job needs id=<job id>"));
+            const id = q.id;
+            // What a principal may see differs (payloads and stacks are admin-only): one topic per level.
+            key = `job:${admin ? "admin" : "read"}:${id}`;
+            read = async () => {
+              const job = await ctx.backend.get(id);
+              if (!job) return { job: null };
+              const view = admin ? toDeadJobView(job, ctx.apiBasePath) : toJobView(job, ctx.apiBasePath);
+              const lease = job.lease ? { token: job.lease.token, expiresAt: new Date(job.lease.expiresAt).toISOString(), worker: job.lease.worker } : null;
+              return { job: { ...view, lease } };
+            };
+          }
+          if (hub.full) return sendProblem(reply, problem(503, "too-many-streams", "this server serves as many live dashboard pages as it allows; close some, or retry later"), { "retry-after": "5" });
+          const headers: Record<string, string> = { ...SECURITY_HEADERS };
+          reply.hijack();
+          hub.open(request.raw, reply.raw, key, read, headers);
+          return reply;
+        },
+      );
+    },
+    { prefix: path },
+  );
+  return { sessions, path };
+}
