@@ -16,6 +16,7 @@ import { toError } from "../core/checks.js";
 import { InvalidInputError } from "../core/errors.js";
 import { TypedEmitter } from "../core/events.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
+import { failpoint } from "../runtime/failpoints.js";
 import type { OutboxEvent } from "./event.js";
 import type { PublishOutcome, Target } from "./target.js";
 
@@ -267,6 +268,7 @@ export class Relay extends TypedEmitter<RelayEvents> {
       outcomes = events.map(() => ({ status: "retry", error: failure }));
     }
     const { published, rejected, retried, failure } = classify(events, outcomes);
+    if (published.length > 0) failpoint("relay-after-publish");
     try {
       if (published.length === 0 && rejected.length === 0) await batch.abandon();
       else await batch.settle(published, rejected, this.target.description);
