@@ -87,7 +87,7 @@ export const OutboxDeadLetters = {
             `WITH moved AS (DELETE FROM ${s}.outbox_dead WHERE id = ANY ($1::text[]) RETURNING id, topic, key, payload, headers, created_at),
                   back AS (INSERT INTO ${s}.outbox (id, topic, key, payload, headers, created_at)
                            SELECT id, topic, key, payload, headers, created_at FROM moved ORDER BY created_at, id RETURNING id)
-             SELECT id, pg_notify(${`'${outboxChannel(schema)}'`}, '') AS notified FROM back`,
+             SELECT id, pg_notify(${`'${outboxChannel(schema)}'`}, 'outbox') AS notified FROM back`,
             [checkIds(ids)],
           )
         ).map((r) => r.id),

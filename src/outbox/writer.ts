@@ -52,7 +52,7 @@ export class PostgresOutbox {
       `pg_advisory_xact_lock(hashtextextended(${literal(`${this.schema}:outbox:`)} || $3::text, 0)) END AS locked), ` +
       `inserted AS (INSERT INTO ${s}.outbox (id, topic, key, payload, headers) ` +
       `SELECT $1, $2, $3, $4::json, $5::json FROM key_lock RETURNING id) ` +
-      `SELECT id, pg_notify(${literal(outboxChannel(this.schema))}, '') AS notified FROM inserted`;
+      `SELECT id, pg_notify(${literal(outboxChannel(this.schema))}, 'outbox') AS notified FROM inserted`;
   }
 
   /**
