@@ -1,6 +1,6 @@
 -- poll-claim: lock the next batch of outbox events for one relay round (inside its transaction).
 --
--- $1 int     batch size: heads taken, and at most as many events behind them
+-- $1 int     batch size: events returned (heads first locked, then the events behind them)
 -- $2 text[]  topics this relay handles, or NULL for every topic
 -- Returns the events in seq order (seq and created_at as text: bigint).
 --
@@ -36,3 +36,7 @@ SELECT o.seq::text AS seq, o.id, o.topic, o.key, o.payload::text AS payload, o.h
 FROM {{schema}}.outbox o
 WHERE o.seq IN (SELECT seq FROM heads UNION ALL SELECT seq FROM followers)
 ORDER BY o.seq
+-- At most $1 events: a prefix in seq order keeps every key's head before its followers. Rows
+-- locked beyond it stay locked (so unclaimable by others) until this round's COMMIT, then wait
+-- for the next round.
+LIMIT $1

@@ -1,0 +1,159 @@
+/**
+ * Failures on real servers: the relay SIGKILLed between the target's confirm and the outbox's
+ * record (a redelivery, never a loss); the target down (backoff, backlog, then everything); the
+ * seed's dual-write hazard next to the outbox under the same kill.
+ */
+import { spawn } from "node:child_process";
+import { Redis } from "ioredis";
+import pg from "pg";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { silentLogger } from "../../src/core/logger.js";
+import { Relay } from "../../src/outbox/relay.js";
+import { PostgresPollSource } from "../../src/outbox/relay-polling.js";
+import { RedisStreamTarget } from "../../src/outbox/targets/redis-stream.js";
+import { ROOT, runCli, spawnCli } from "../helpers/cli.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { deletePrefix, requireRedis, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { waitFor } from "../helpers/wait-for.js";
+import { migrateSchema, writeEvents } from "./helpers.js";
+
+const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+const redisUrl = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
+const schemas = new TestSchemas(url);
+const pool = new pg.Pool({ connectionString: url, max: 4 });
+const redis = new Redis(redisUrl);
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  await schemas.dropAll();
+});
+afterAll(async () => {
+  await pool.end();
+  redis.disconnect();
+});
+
+async function backlog(schema: string): Promise<number> {
+  const { rows } = await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${schema}.outbox`);
+  return Number(rows[0]!.n);
+}
+
+async function streamIds(client: Redis, stream: string): Promise<string[]> {
+  const entries = (await client.xrange(stream, "-", "+")) as Array<[string, string[]]>;
+  return entries.map(([, fields]) => fields[fields.indexOf("id") + 1]!);
+}
+
+describe("relay crashes", () => {
+  it("SIGKILLed after the target confirmed and before the outbox recorded it: published again, never lost", async () => {
+    const schema = schemas.create("ob");
+    await migrateSchema(url, schema);
+    const prefix = testPrefix("ob");
+    cleanups.push(() => deletePrefix(redisUrl, prefix));
+    const ids = await writeEvents(pool, schema, 40, { keys: 4, perTx: 10 });
+    const db = `${url}?schema=${schema}`;
+    const args = ["relay", "--db", db, "--target", redisUrl, "--stream-prefix", `${prefix}:`, "--batch-size", "25", "--stats-interval", "0"];
+    const crashed = await runCli(args, { CONVEYOR_FAILPOINTS: "relay-after-publish" });
+    expect(crashed.code).toBe("SIGKILL");
+    expect(crashed.stderr).toMatch(/failpoint relay-after-publish reached/);
+    const first = await streamIds(redis, `${prefix}:t`);
+    expect(first).toHaveLength(25); // the first batch reached Redis…
+    expect(await backlog(schema)).toBe(40); // …but the outbox never heard of it
+
+    const relay = spawnCli(args);
+    cleanups.push(async () => {
+      if (relay.child.exitCode === null) {
+        relay.child.kill("SIGTERM");
+        await relay.exited;
+      }
+    });
+    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 20_000, description: "the restarted relay drained the outbox" });
+    relay.child.kill("SIGTERM");
+    expect(await relay.exited).toBe(0);
+    const all = await streamIds(redis, `${prefix}:t`);
+    // Every event at least once; exactly the crashed batch twice (the one redelivery).
+    expect(new Set(all)).toEqual(new Set(ids));
+    const counts = new Map<string, number>();
+    for (const id of all) counts.set(id, (counts.get(id) ?? 0) + 1);
+    expect([...counts].filter(([, n]) => n === 2).map(([id]) => id).sort()).toEqual([...first].sort());
+  });
+});
+
+describe("target down", () => {
+  let server: ThrowawayRedis;
+  it("Redis stopped: the relay backs off with jitter, the backlog grows, nothing is lost, delivery resumes", async () => {
+    server = await startThrowawayRedis({ persistence: "always" });
+    cleanups.push(() => server.stop());
+    const schema = schemas.create("ob");
+    await migrateSchema(url, schema);
+    const relay = new Relay({
+      source: new PostgresPollSource({ connectionString: url, schema, logger: silentLogger }),
+      target: new RedisStreamTarget({ url: server.url, streamPrefix: "s:" }),
+      logger: silentLogger,
+      backoffBaseMs: 20,
+      backoffMaxMs: 200,
+    });
+    cleanups.push(() => relay.close());
+    const delays: number[] = [];
+    relay.on("relay:retry", ({ delayMs }) => delays.push(delayMs));
+    await relay.start();
+    const before = await writeEvents(pool, schema, 10, { keys: 2 });
+    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 10_000 });
+
+    await server.kill();
+    const during = await writeEvents(pool, schema, 30, { keys: 3 });
+    await waitFor(() => delays.length >= 4, { timeoutMs: 20_000, description: "retries while Redis is down" });
+    const stats = await relay.stats();
+    expect(stats.backlog).toBe(30);
+    expect(stats.consecutiveFailures).toBeGreaterThanOrEqual(4);
+    // Full jitter below a growing ceiling (20, 40, 80, 160, 200 ms).
+    expect(delays.every((d) => d >= 1 && d <= 200)).toBe(true);
+    expect(new Set(delays).size).toBeGreaterThan(1);
+
+    await server.start();
+    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 20_000, description: "delivery resumed" });
+    const client = new Redis(server.url);
+    try {
+      expect(new Set(await streamIds(client, "s:t"))).toEqual(new Set([...before, ...during]));
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe("the dual-write hazard (seed)", () => {
+  it("naive commit-then-publish loses the event when the process dies between the two; the outbox loses none", async () => {
+    const schema = schemas.create("ob");
+    await migrateSchema(url, schema);
+    await pool.query(`CREATE TABLE ${schema}.orders (id text PRIMARY KEY)`);
+    const stream = `${testPrefix("dw")}:orders`;
+    cleanups.push(() => deletePrefix(redisUrl, stream.split(":")[0]!));
+    const place = (mode: string, orderId: string) =>
+      new Promise<string | number>((resolve) => {
+        const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/outbox-dual-write.ts", mode, url, schema, redisUrl, stream, orderId], {
+          cwd: ROOT,
+          env: { ...process.env, DIE_AFTER_COMMIT: "1" },
+          stdio: "ignore",
+        });
+        child.on("exit", (code, signal) => resolve(signal ?? code ?? -1));
+      });
+
+    // Naive: the order is committed, the process dies, the message is never sent.
+    expect(await place("naive", "order-naive")).toBe("SIGKILL");
+    expect((await pool.query(`SELECT id FROM ${schema}.orders`)).rows).toEqual([{ id: "order-naive" }]);
+    const relayArgs = ["relay", "--db", `${url}?schema=${schema}`, "--target", redisUrl, "--stream-prefix", `${stream}:`, "--stats-interval", "0"];
+
+    // Outbox: same kill at the same point; the event committed with the order.
+    expect(await place("outbox", "order-outbox")).toBe("SIGKILL");
+    const relay = spawnCli(relayArgs);
+    cleanups.push(async () => {
+      if (relay.child.exitCode === null) {
+        relay.child.kill("SIGTERM");
+        await relay.exited;
+      }
+    });
+    await waitFor(async () => (await redis.xlen(`${stream}:order.created`)) === 1, { timeoutMs: 20_000, description: "the outbox event relayed" });
+    const [[, fields]] = (await redis.xrange(`${stream}:order.created`, "-", "+")) as [[string, string[]]];
+    expect(JSON.parse(fields[fields.indexOf("payload") + 1]!)).toEqual({ orderId: "order-outbox" });
+    // The naive order's message is gone for good.
+    expect(await redis.xlen(stream)).toBe(0);
+  });
+});
