@@ -201,9 +201,18 @@ export class CdcSource implements OutboxSource {
     );
     this.service = service;
     service.on("data", (lsn: string, message: Message) => this.onMessage(generation, lsn, message));
-    service.on("heartbeat", (_lsn: string, _time: number, shouldRespond: boolean) => {
+    service.on("heartbeat", (lsn: string, _time: number, shouldRespond: boolean) => {
+      if (this.generation !== generation) return;
+      // With nothing decoded and unconfirmed (no open transaction, no pending commit, nothing
+      // queued in the library), everything up to the keepalive's WAL end is handled: confirm it.
+      // Otherwise the slot would keep WAL of other tables' traffic forever, and a fast shutdown
+      // would wait for us: the walsender exits only once its client flushed all it was sent.
+      if (this.commits.length === 0 && this.current === null && this.libraryIdle(service)) {
+        const end = lsnToBigInt(lsn);
+        if (end > this.confirmedLsn) this.confirmedLsn = end;
+      }
       // Answer keepalives with what is confirmed, never more: wal_sender_timeout would drop us.
-      if (shouldRespond && this.generation === generation) void this.acknowledge();
+      if (shouldRespond) void this.acknowledge();
     });
     service.on("error", (error: Error) => {
       if (this.generation !== generation || !this.running) return;
@@ -222,6 +231,14 @@ export class CdcSource implements OutboxSource {
     );
     await Promise.race([started, streaming.then(() => { throw new ConveyorError("the replication stream ended before it started"); })]);
     this.reconnectFailures = 0;
+  }
+
+  /** True when pg-logical-replication holds no decoded message we have not seen yet. */
+  private libraryIdle(service: object): boolean {
+    // Its flow-control queue is private; keepalives bypass it, so check it is empty before
+    // treating a keepalive's position as handled.
+    const internal = service as { _messageQueue?: unknown[]; _processing?: boolean };
+    return (internal._messageQueue?.length ?? 0) === 0 && internal._processing !== true;
   }
 
   private scheduleReconnect(error: Error): void {
