@@ -48,10 +48,15 @@ function checkLimit(limit: number | undefined): number {
 }
 
 function checkIds(ids: readonly string[]): string[] {
-  if (!Array.isArray(ids) || ids.length === 0 || ids.length > 1000 || ids.some((id) => typeof id !== "string" || id.length === 0 || id.length > 255)) {
+  if (!isList(ids) || ids.length === 0 || ids.length > 1000 || ids.some((id) => typeof id !== "string" || id.length === 0 || id.length > 255)) {
     throw new InvalidInputError("give 1 to 1000 outbox event ids (non-empty strings)");
   }
-  return [...ids];
+  return ids.slice();
+}
+
+/** Array.isArray without narrowing a typed list to any[] (ids may come from an HTTP body). */
+function isList(value: unknown): value is readonly string[] {
+  return Array.isArray(value);
 }
 
 /** Set-aside events of one outbox. Build it with `OutboxDeadLetters.postgres` or `.sqlite`. */

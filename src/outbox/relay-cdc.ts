@@ -420,10 +420,10 @@ function toEvent(message: MessageInsert): OutboxEvent {
   const payload = row.payload;
   const headers = row.headers;
   return {
-    id: String(row.id),
+    id: row.id as string,
     seq: Number(row.seq),
-    topic: String(row.topic),
-    key: row.key == null ? null : String(row.key),
+    topic: row.topic as string,
+    key: (row.key as string | null) ?? null,
     payloadText: typeof payload === "string" ? payload : JSON.stringify(payload),
     headers: headers == null ? {} : parseHeaders(typeof headers === "string" ? headers : (headers as Record<string, string>)),
     createdAt: Number(row.created_at),

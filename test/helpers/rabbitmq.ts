@@ -180,7 +180,7 @@ export async function startThrowawayRabbit(options: RabbitServerOptions = {}): P
   }
 
   const waitExit = async (signal: NodeJS.Signals) => {
-    const proc = child as ChildProcess | null;
+    const proc = child;
     child = null;
     if (proc === null || proc.exitCode !== null || proc.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));

@@ -147,7 +147,7 @@ export class AmqpTarget implements Target {
               timestamp: Math.floor(event.createdAt / 1000),
               headers: outboxHeaders(event),
             },
-            (error: unknown) => (error ? reject(error instanceof Error ? error : new Error(`the broker refused the message (nack): ${String(error)}`)) : resolve()),
+            (error: unknown) => (error ? reject(error instanceof Error ? error : new Error("the broker refused the message (nack)")) : resolve()),
           );
           void ok;
         }),

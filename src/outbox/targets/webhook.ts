@@ -71,7 +71,7 @@ export class WebhookTarget implements Target {
           continue;
         }
         outcomes[i] = await this.send(events[i]!);
-        if (outcomes[i]!.status === "retry") failed = (outcomes[i] as { error: Error }).error;
+        if (outcomes[i].status === "retry") failed = (outcomes[i] as { error: Error }).error;
       }
     };
     const workers = Array.from({ length: Math.min(this.concurrency, queue.length) }, async () => {
