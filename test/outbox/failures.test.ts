@@ -4,6 +4,14 @@
  * seed's dual-write hazard next to the outbox under the same kill.
  */
 import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect as amqpConnect } from "amqplib";
+import Database from "better-sqlite3";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { SqliteOutbox } from "../../src/outbox/writer.js";
+import { rabbitName, requireRabbit } from "../helpers/rabbitmq.js";
 import { Redis } from "ioredis";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
@@ -155,5 +163,65 @@ describe("the dual-write hazard (seed)", () => {
     expect(JSON.parse(fields[fields.indexOf("payload") + 1]!)).toEqual({ orderId: "order-outbox" });
     // The naive order's message is gone for good.
     expect(await redis.xlen(stream)).toBe(0);
+  });
+});
+
+describe("conveyor relay from an SQLite outbox to RabbitMQ", () => {
+  it("publishes to the declared quorum queue; an unroutable event is set aside and listed by `relay dead ls`", async () => {
+    const rabbitUrl = requireRabbit(inject("rabbitmqUrl"), inject("rabbitmqUnavailable"));
+    const dir = await mkdtemp(join(tmpdir(), "conveyor-outbox-cli-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, "app.db");
+    await new SqliteBackend({ path }).close();
+    const db = new Database(path);
+    const outbox = new SqliteOutbox();
+    const ids = db.transaction(() => [
+      outbox.publish(db, { topic: "order.created", key: "o1", payload: { n: 1 } }),
+      outbox.publish(db, { topic: "nobody.listens", key: "o1", payload: { n: 2 } }),
+      outbox.publish(db, { topic: "order.paid", key: "o1", payload: { n: 3 } }),
+    ])();
+    db.close();
+    const queue = rabbitName("cli");
+    const exchange = rabbitName("cli-x");
+    const relay = spawnCli(["relay", "--db", `sqlite:${path}`, "--target", rabbitUrl, "--exchange", exchange, "--declare-queue", queue, "--binding-key", "order.#", "--stats-interval", "0"]);
+    cleanups.push(async () => {
+      if (relay.child.exitCode === null) {
+        relay.child.kill("SIGTERM");
+        await relay.exited;
+      }
+    });
+    const connection = await amqpConnect(rabbitUrl);
+    connection.on("error", () => undefined);
+    cleanups.push(() => connection.close().catch(() => undefined));
+    // checkQueue on a queue not declared yet closes its channel: one channel per look.
+    const depth = async () => {
+      const probe = await connection.createChannel();
+      probe.on("error", () => undefined);
+      try {
+        return (await probe.checkQueue(queue)).messageCount;
+      } catch {
+        return -1;
+      } finally {
+        await probe.close().catch(() => undefined);
+      }
+    };
+    await waitFor(async () => (await depth()) === 2, { timeoutMs: 30_000, description: "two events in the quorum queue" });
+    const channel = await connection.createChannel();
+    const first = await channel.get(queue, { noAck: true });
+    const second = await channel.get(queue, { noAck: true });
+    expect([first && first.properties.messageId, second && second.properties.messageId]).toEqual([ids[0], ids[2]]);
+    const dead = await waitFor(async () => {
+      const listed = await runCli(["relay", "dead", "ls", "--db", `sqlite:${path}`, "--json"]);
+      const events = JSON.parse(listed.stdout) as Array<{ id: string; error: string }>;
+      return events.length === 1 ? events : null;
+    }, { timeoutMs: 15_000 });
+    expect(dead[0]).toMatchObject({ id: ids[1] });
+    expect(dead[0]!.error).toMatch(/no queue is bound to exchange/);
+    relay.child.kill("SIGTERM");
+    expect(await relay.exited).toBe(0);
+    await channel.deleteQueue(queue);
+    await channel.deleteQueue(`${queue}.dead`);
+    await channel.deleteExchange(`${queue}.dlx`);
+    await channel.deleteExchange(exchange);
   });
 });
