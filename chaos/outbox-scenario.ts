@@ -43,6 +43,7 @@ export async function runOutboxScenario(options: { seconds: number; seed: number
   const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
   pool.on("error", () => undefined);
   const relays: Array<ChildProcess | null> = Array.from({ length: RELAYS }, () => null);
+  const killedByRunner = new WeakSet<ChildProcess>();
   let stopping = false;
   const counts = { committed: 0, rolledBack: 0, commitUnknown: 0, relayKills: 0, failpointKills: 0, redisKills: 0 };
   try {
@@ -63,7 +64,8 @@ export async function runOutboxScenario(options: { seconds: number; seed: number
       child.stderr?.pipe(createWriteStream(join(dir, `relay-${slot}.log`), { flags: "a" }));
       child.on("exit", (_code, signal) => {
         if (relays[slot] === child) relays[slot] = null;
-        if (signal === "SIGKILL" && armed) counts.failpointKills++;
+        // Killed, but not by the runner: the failpoint fired.
+        if (signal === "SIGKILL" && !killedByRunner.has(child)) counts.failpointKills++;
       });
       relays[slot] = child;
     };
@@ -111,8 +113,12 @@ export async function runOutboxScenario(options: { seconds: number; seed: number
       const fault = rng.next();
       if (fault < 0.6) {
         const slot = rng.int(0, RELAYS - 1);
-        relays[slot]?.kill("SIGKILL");
-        counts.relayKills++;
+        const victim = relays[slot];
+        if (victim) {
+          killedByRunner.add(victim);
+          victim.kill("SIGKILL");
+          counts.relayKills++;
+        }
       } else {
         await redis.kill();
         counts.redisKills++;
@@ -175,7 +181,10 @@ export async function runOutboxScenario(options: { seconds: number; seed: number
     return { ok, rows };
   } finally {
     stopping = true;
-    for (const child of relays) child?.kill("SIGKILL");
+    for (const child of relays) {
+      if (child) killedByRunner.add(child);
+      child?.kill("SIGKILL");
+    }
     await pool.end().catch(() => undefined);
     await redis.stop();
     await postgres.stop();
