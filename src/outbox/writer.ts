@@ -148,7 +148,11 @@ function literal(text: string): string {
 /** A missing table means the migrations have not run: say so instead of a bare driver error. */
 export function explainMissingTable(error: unknown, table: string): Error {
   const message = error instanceof Error ? error.message : String(error);
-  if (/no such table|does not exist/i.test(message) && message.includes("outbox")) {
+  // PostgreSQL: undefined_table (42P01) or invalid_schema_name (3F000). SQLite reports a missing
+  // table only in its message (code SQLITE_ERROR, shared by every prepare failure).
+  const code = (error as { code?: unknown } | null)?.code;
+  const missing = code === "42P01" || code === "3F000" || (code === "SQLITE_ERROR" && message.startsWith("no such table"));
+  if (missing) {
     return new ConveyorError(
       `the outbox table ${table} does not exist: run the Conveyor migrations first (\`await backend.migrate()\` ` +
         `or \`conveyor migrate --db …\`) with the same schema / table prefix`,

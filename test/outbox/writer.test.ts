@@ -141,5 +141,11 @@ describe("SqliteOutbox", () => {
     } finally {
       db.close();
     }
+    const bare = new Database(":memory:");
+    try {
+      expect(() => bare.transaction(() => new SqliteOutbox().publish(bare, { topic: "t", payload: 1 }))()).toThrow(/run the Conveyor migrations first/);
+    } finally {
+      bare.close();
+    }
   });
 });
