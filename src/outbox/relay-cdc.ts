@@ -8,7 +8,8 @@
  * the target confirmed every event of that transaction and of every transaction before it (and
  * set-aside events are stored in `outbox_dead`): a relay that dies, or a PostgreSQL restart,
  * resumes from the slot with nothing lost; events published but not yet confirmed to PostgreSQL
- * are published again (the redelivery). Published rows are then deleted from the table.
+ * are published again (the redelivery). Published rows are deleted from the table just before
+ * their LSN is confirmed.
  *
  * A slot holds back WAL until it is confirmed: an abandoned slot fills the disk. lag() reports
  * the retained WAL, and the relay warns once it passes `maxRetainedWalBytes`; `teardown` (or
@@ -302,7 +303,14 @@ export class CdcSource implements OutboxSource {
       events: taken.map((p) => p.event),
       settle: async (published, rejected, target) => {
         if (generation !== this.generation) return; // the stream restarted: these come again
+        // The database first: set-aside rows stored, published rows deleted. A failure here
+        // changes nothing in memory (the relay abandons the batch and publishes it again), and
+        // rows are never left behind an LSN already confirmed, where nothing would read them.
         if (rejected.length > 0) await this.setAside(rejected, target);
+        if (published.length > 0) {
+          await this.pool.query(`DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE id = ANY ($1::text[])`, [published.map((e) => e.id)]);
+        }
+        if (generation !== this.generation) return;
         const done = new Set<string>([...published.map((e) => e.id), ...rejected.map((r) => r.event.id)]);
         for (const p of taken) {
           p.inFlight = false;
@@ -311,10 +319,6 @@ export class CdcSource implements OutboxSource {
         this.pending = this.pending.filter((p) => !done.has(p.event.id));
         if (this.pending.length < this.maxBufferedEvents) for (const wake of this.drainWaiters.splice(0)) wake();
         await this.advance();
-        // The rows served their purpose once their LSN is confirmed: keep the table small.
-        if (published.length > 0) {
-          await this.pool.query(`DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE id = ANY ($1::text[])`, [published.map((e) => e.id)]);
-        }
       },
       abandon: async () => {
         for (const p of taken) p.inFlight = false;

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { silentLogger } from "../../src/core/logger.js";
 import { CdcSource, WalLevelError } from "../../src/outbox/relay-cdc.js";
 import { Relay } from "../../src/outbox/relay.js";
+import { runCli } from "../helpers/cli.js";
 import { requireDatabase, startThrowawayPostgres, type ThrowawayPostgres } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { migrateSchema, RecordingTarget, sequencesByKey, writeEvents } from "./helpers.js";
@@ -45,6 +46,9 @@ describe("cdc relay", () => {
     try {
       await expect(s.setup()).rejects.toBeInstanceOf(WalLevelError);
       await expect(s.setup()).rejects.toThrow(/wal_level = logical.*restart PostgreSQL.*--mode poll/);
+      const cli = await runCli(["relay", "--mode", "cdc", "--setup", "--db", `${sharedUrl}?schema=cdc_wal_check`]);
+      expect(cli.code).toBe(1);
+      expect(cli.stderr).toMatch(/conveyor relay: cdc mode needs wal_level = logical/);
     } finally {
       await s.close();
       const admin = new pg.Client({ connectionString: sharedUrl });
@@ -127,9 +131,9 @@ describe("cdc relay", () => {
     } finally {
       await relay.close();
     }
-    const teardown = source({ slot, publication: "cdc_restart_pub" });
-    expect((await teardown.teardown()).dropped).toEqual([`slot ${slot}`, "publication cdc_restart_pub"]);
-    await teardown.close();
+    const db = `${server.url}?schema=${schema}`;
+    const teardown = await runCli(["relay", "--mode", "cdc", "--teardown", "--slot", slot, "--publication", "cdc_restart_pub", "--db", db]);
+    expect(teardown).toMatchObject({ code: 0, stdout: `dropped slot ${slot} and publication cdc_restart_pub\n` });
     expect((await pool.query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", [slot])).rowCount).toBe(0);
   });
 });
