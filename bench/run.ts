@@ -2,6 +2,7 @@
  * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs N]`
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--runs 5]` (bench/metrics.ts: metrics and tracing on vs off)
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
+ * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
@@ -15,6 +16,11 @@ import type { BenchSizes } from "./lib.js";
 
 // What metrics and tracing cost (bench/metrics.ts), with options of its own.
 if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => process.exit(process.exitCode ?? 0));
+// The outbox relay benchmark has options of its own (bench/outbox.ts).
+if (process.argv.includes("--outbox")) {
+  await import("./outbox.js");
+  process.exit(process.exitCode ?? 0);
+}
 
 // The HTTP benchmark has options of its own: hand it the command line without --http.
 if (process.argv.includes("--http")) {

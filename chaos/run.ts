@@ -17,7 +17,8 @@ import { BACKENDS, openStore, unavailable, type BackendKind } from "./stores.js"
 
 const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
---max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})`;
+--max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
+npm run chaos -- --scenario outbox [--seconds N] [--seed S]   the transactional outbox and its relays (PostgreSQL, Redis)`;
 
 async function main(): Promise<number> {
   let values;
@@ -40,6 +41,16 @@ async function main(): Promise<number> {
   if (values.help) {
     console.log(USAGE);
     return 0;
+  }
+  if (values.scenario === "outbox") {
+    // The outbox scenario has its own fleet (producer, relays, Redis target) and checker: chaos/outbox-scenario.ts.
+    const { runOutboxScenario, formatOutboxTable } = await import("./outbox-scenario.js");
+    const seed = values.seed !== undefined ? parseSeed(values.seed) : randomInt(1, 2 ** 31);
+    const seconds = values.seconds === undefined ? 60 : Number(values.seconds);
+    console.log(`chaos: scenario outbox (PostgreSQL outbox, two relays, Redis stream target), seed ${seed}, ${seconds} s`);
+    const result = await runOutboxScenario({ seconds, seed, log: (line) => console.log(`  ${line}`) });
+    console.log(`\n${formatOutboxTable(result)}\n\nreproduce: npm run chaos -- --scenario outbox --seed ${seed} --seconds ${seconds}`);
+    return result.ok ? 0 : 1;
   }
   const backend = values.backend as BackendKind | undefined;
   if (!backend || !BACKENDS.includes(backend)) {

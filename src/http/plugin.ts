@@ -33,6 +33,8 @@ import { problemResponse } from "./schemas.js";
 import { JobWatcher, type OpenStream } from "./sse.js";
 import type { WebhookDispatcher } from "./webhooks.js";
 import { registerDashboard, type DashboardOptions } from "../dashboard/plugin.js";
+import type { OutboxDeadLetters } from "../outbox/dead.js";
+import { outboxRoutes } from "./routes/outbox.js";
 
 export interface CorsOptions {
   /**
@@ -90,6 +92,11 @@ export interface ConveyorHttpOptions {
    * start it: call `webhooks.start()` in the process that should deliver.
    */
   webhooks?: WebhookDispatcher;
+  /**
+   * The outbox's set-aside events (`OutboxDeadLetters.postgres(pool)` / `.sqlite(db)` from
+   * conveyor-jobs/outbox): adds the admin routes under /outbox/dead. Default: no outbox routes.
+   */
+  outbox?: OutboxDeadLetters;
   /**
    * Secret that signs event-stream tokens, at least 32 bytes. Default: random per process, so a
    * token only works on the instance that made it; set the same secret on every instance behind
@@ -283,7 +290,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         ctx.watcher.close();
       });
 
-      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx)];
+      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
       routes.push(
         {
           method: "GET",

@@ -10,7 +10,9 @@ export type FailpointName =
   /** Handler returned, acknowledgement not sent. */
   | "after-handler"
   /** Acknowledgement applied by the store, worker not yet told. */
-  | "after-ack";
+  | "after-ack"
+  /** Outbox relay: the target confirmed a batch, the outbox does not know yet. */
+  | "relay-after-publish";
 
 const armed = new Map<string, number>();
 for (const entry of (process.env.CONVEYOR_FAILPOINTS ?? "").split(",")) {

@@ -1,0 +1,435 @@
+/**
+ * cdc mode: the relay reads committed outbox inserts from PostgreSQL's write-ahead log through
+ * logical replication with the built-in `pgoutput` plugin — a publication on the outbox table
+ * (inserts only) and a named replication slot. No polling query touches the table.
+ *
+ * The WAL delivers transactions in commit order, so one key's events arrive in commit order.
+ * The relay confirms a commit's LSN to PostgreSQL (the slot's `confirmed_flush_lsn`) only after
+ * the target confirmed every event of that transaction and of every transaction before it (and
+ * set-aside events are stored in `outbox_dead`): a relay that dies, or a PostgreSQL restart,
+ * resumes from the slot with nothing lost; events published but not yet confirmed to PostgreSQL
+ * are published again (the redelivery). Published rows are deleted from the table just before
+ * their LSN is confirmed.
+ *
+ * A slot holds back WAL until it is confirmed: an abandoned slot fills the disk. lag() reports
+ * the retained WAL, and the relay warns once it passes `maxRetainedWalBytes`; `teardown` (or
+ * `conveyor relay --mode cdc --teardown`) drops the slot and publication of a relay that is gone.
+ */
+import pg from "pg";
+import type { Pool } from "pg";
+import type { Pgoutput } from "pg-logical-replication";
+
+type Message = Pgoutput.Message;
+type MessageInsert = Pgoutput.MessageInsert;
+import { toError } from "../core/checks.js";
+import { ConveyorError, InvalidInputError } from "../core/errors.js";
+import { parseHeaders, type OutboxEvent } from "./event.js";
+import { checkSchema, quoteIdent } from "./names.js";
+import type { ClaimedBatch, OutboxSource, RejectedEvent, SourceHooks, SourceLag } from "./relay.js";
+
+/** Options of {@link CdcSource}. */
+export interface CdcSourceOptions {
+  /** The database (the role needs REPLICATION, or to own the slot). */
+  connectionString: string;
+  /** Schema of Conveyor's tables. Default `"conveyor"`. */
+  schema?: string;
+  /** Replication slot name. Default `conveyor_outbox_<schema>`. */
+  slot?: string;
+  /** Publication name. Default `conveyor_outbox_<schema>`. */
+  publication?: string;
+  /** Relay only these topics (others are confirmed and dropped from the table by their own relay). Default every topic. */
+  topics?: readonly string[];
+  /** Warn when the slot holds back more WAL than this, in bytes. Default 1073741824 (1 GiB). */
+  maxRetainedWalBytes?: number;
+  /** Events decoded but not yet published that the relay buffers before pausing the stream. Default 10000. */
+  maxBufferedEvents?: number;
+  /** How often retained WAL is checked for the warning, in ms. Default 30000. */
+  walCheckIntervalMs?: number;
+}
+
+const NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** An LSN `X/Y` as a number of bytes (WAL positions stay far below 2^53 in practice). */
+export function lsnToBigInt(lsn: string): bigint {
+  const [hi, lo] = lsn.split("/");
+  return (BigInt(`0x${hi}`) << 32n) + BigInt(`0x${lo}`);
+}
+
+function bigIntToLsn(value: bigint): string {
+  return `${(value >> 32n).toString(16).toUpperCase()}/${(value & 0xffffffffn).toString(16).toUpperCase()}`;
+}
+
+interface PendingEvent {
+  event: OutboxEvent;
+  commit: CommitRecord;
+  inFlight: boolean;
+}
+
+interface CommitRecord {
+  endLsn: bigint;
+  outstanding: number;
+}
+
+/** The wal_level is not logical: say what to change. */
+export class WalLevelError extends ConveyorError {
+  override name = "WalLevelError";
+}
+
+export class CdcSource implements OutboxSource {
+  readonly description: string;
+  readonly defaultPollIntervalMs = 1_000;
+  readonly schema: string;
+  readonly slot: string;
+  readonly publication: string;
+  private readonly connectionString: string;
+  private readonly topics: Set<string> | null;
+  private readonly maxRetainedWalBytes: number;
+  private readonly maxBufferedEvents: number;
+  private readonly walCheckIntervalMs: number;
+  private readonly pool: Pool;
+  private hooks: SourceHooks | null = null;
+  private service: import("pg-logical-replication").LogicalReplicationService | null = null;
+  private running = false;
+  /** Bumped on every (re)connect: batches of an older stream are not confirmed. */
+  private generation = 0;
+  private pending: PendingEvent[] = [];
+  private commits: CommitRecord[] = [];
+  private current: { events: OutboxEvent[] } | null = null;
+  private confirmedLsn = 0n;
+  private drainWaiters: Array<() => void> = [];
+  private walTimer: NodeJS.Timeout | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private reconnectFailures = 0;
+  private lastWarnedRetained = 0;
+
+  constructor(options: CdcSourceOptions) {
+    if (typeof options?.connectionString !== "string" || options.connectionString === "") {
+      throw new InvalidInputError("CdcSource needs { connectionString }");
+    }
+    this.schema = checkSchema(options.schema ?? "conveyor");
+    this.slot = options.slot ?? `conveyor_outbox_${this.schema}`;
+    this.publication = options.publication ?? `conveyor_outbox_${this.schema}`;
+    for (const [field, value] of [["slot", this.slot], ["publication", this.publication]] as const) {
+      if (!NAME.test(value)) throw new InvalidInputError(`${field} must be lower-case letters, digits and _ (at most 63), not starting with a digit; got ${JSON.stringify(value)}`);
+    }
+    this.connectionString = options.connectionString;
+    this.topics = options.topics && options.topics.length > 0 ? new Set(options.topics) : null;
+    this.maxRetainedWalBytes = options.maxRetainedWalBytes ?? 1024 * 1024 * 1024;
+    this.maxBufferedEvents = options.maxBufferedEvents ?? 10_000;
+    this.walCheckIntervalMs = options.walCheckIntervalMs ?? 30_000;
+    this.pool = new pg.Pool({ connectionString: this.connectionString, max: 2, application_name: "conveyor-relay-cdc" });
+    this.pool.on("error", () => undefined);
+    const u = new URL(this.connectionString);
+    this.description = `postgres-cdc:${u.hostname}:${u.port || 5432}${u.pathname}/${this.slot}`;
+  }
+
+  /** Creates the publication and the slot (idempotent). Checks wal_level first. */
+  async setup(): Promise<{ created: string[] }> {
+    await this.checkWalLevel();
+    const created: string[] = [];
+    const pub = await this.pool.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [this.publication]);
+    if (pub.rowCount === 0) {
+      await this.pool.query(`CREATE PUBLICATION ${quoteIdent(this.publication)} FOR TABLE ${quoteIdent(this.schema)}.outbox WITH (publish = 'insert')`);
+      created.push(`publication ${this.publication}`);
+    }
+    const slot = await this.pool.query("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", [this.slot]);
+    if (slot.rowCount === 0) {
+      await this.pool.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [this.slot]);
+      created.push(`slot ${this.slot}`);
+    }
+    return { created };
+  }
+
+  /** Drops the slot and the publication (frees the WAL the slot holds). The relay must be stopped. */
+  async teardown(): Promise<{ dropped: string[] }> {
+    const dropped: string[] = [];
+    const slot = await this.pool.query<{ active: boolean }>("SELECT active FROM pg_replication_slots WHERE slot_name = $1", [this.slot]);
+    if (slot.rows[0]) {
+      if (slot.rows[0].active) throw new ConveyorError(`replication slot ${this.slot} is in use by a running relay; stop it first`);
+      await this.pool.query("SELECT pg_drop_replication_slot($1)", [this.slot]);
+      dropped.push(`slot ${this.slot}`);
+    }
+    const pub = await this.pool.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [this.publication]);
+    if (pub.rowCount !== 0) {
+      await this.pool.query(`DROP PUBLICATION ${quoteIdent(this.publication)}`);
+      dropped.push(`publication ${this.publication}`);
+    }
+    return { dropped };
+  }
+
+  private async checkWalLevel(): Promise<void> {
+    const { rows } = await this.pool.query<{ wal_level: string }>("SHOW wal_level");
+    const level = rows[0]?.wal_level;
+    if (level !== "logical") {
+      throw new WalLevelError(
+        `cdc mode needs wal_level = logical, and this server runs wal_level = ${level}: set it in postgresql.conf ` +
+          `(or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL; max_replication_slots and max_wal_senders ` +
+          `must be at least 1 (the defaults are 10). Or relay with --mode poll, which needs none of this`,
+      );
+    }
+  }
+
+  async start(hooks: SourceHooks): Promise<void> {
+    await this.checkWalLevel();
+    const { rows } = await this.pool.query<{ confirmed: string | null }>(
+      "SELECT confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1 AND plugin = 'pgoutput'",
+      [this.slot],
+    );
+    if (rows.length === 0) {
+      throw new ConveyorError(`replication slot ${this.slot} does not exist: create it with \`conveyor relay --mode cdc --setup --db …\` (or CdcSource.setup())`);
+    }
+    const pub = await this.pool.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [this.publication]);
+    if (pub.rowCount === 0) throw new ConveyorError(`publication ${this.publication} does not exist: run \`conveyor relay --mode cdc --setup --db …\``);
+    this.confirmedLsn = rows[0]?.confirmed ? lsnToBigInt(rows[0].confirmed) : 0n;
+    this.hooks = hooks;
+    this.running = true;
+    await this.connect();
+    this.walTimer = setInterval(() => void this.checkRetainedWal(), this.walCheckIntervalMs);
+    this.walTimer.unref();
+  }
+
+  private async connect(): Promise<void> {
+    const { LogicalReplicationService, PgoutputPlugin } = await import("pg-logical-replication");
+    const generation = ++this.generation;
+    // Whatever was decoded but not confirmed comes again from the slot.
+    this.pending = [];
+    this.commits = [];
+    this.current = null;
+    for (const wake of this.drainWaiters.splice(0)) wake();
+    const service = new LogicalReplicationService(
+      { connectionString: this.connectionString, application_name: "conveyor-relay-cdc" },
+      { acknowledge: { auto: false, timeoutSeconds: 0 }, flowControl: { enabled: true } },
+    );
+    this.service = service;
+    service.on("data", (lsn: string, message: Message) => this.onMessage(generation, lsn, message));
+    service.on("heartbeat", (lsn: string, _time: number, shouldRespond: boolean) => {
+      if (this.generation !== generation) return;
+      // With nothing decoded and unconfirmed (no open transaction, no pending commit, nothing
+      // queued in the library), everything up to the keepalive's WAL end is handled: confirm it.
+      // Otherwise the slot would keep WAL of other tables' traffic forever, and a fast shutdown
+      // would wait for us: the walsender exits only once its client flushed all it was sent.
+      if (this.commits.length === 0 && this.current === null && this.libraryIdle(service)) {
+        const end = lsnToBigInt(lsn);
+        if (end > this.confirmedLsn) this.confirmedLsn = end;
+      }
+      // Answer keepalives with what is confirmed, never more: wal_sender_timeout would drop us.
+      if (shouldRespond) void this.acknowledge();
+    });
+    service.on("error", (error: Error) => {
+      if (this.generation !== generation || !this.running) return;
+      this.scheduleReconnect(error);
+    });
+    const plugin = new PgoutputPlugin({ protoVersion: 1, publicationNames: [this.publication] });
+    const started = new Promise<void>((resolve) => service.once("start", () => resolve()));
+    const streaming = service.subscribe(plugin, this.slot, bigIntToLsn(this.confirmedLsn));
+    streaming.then(
+      () => {
+        if (this.generation === generation && this.running) this.scheduleReconnect(new Error("the replication stream ended"));
+      },
+      (error: unknown) => {
+        if (this.generation === generation && this.running) this.scheduleReconnect(toError(error));
+      },
+    );
+    await Promise.race([started, streaming.then(() => { throw new ConveyorError("the replication stream ended before it started"); })]);
+    this.reconnectFailures = 0;
+  }
+
+  /** True when pg-logical-replication holds no decoded message we have not seen yet. */
+  private libraryIdle(service: object): boolean {
+    // Its flow-control queue is private; keepalives bypass it, so check it is empty before
+    // treating a keepalive's position as handled.
+    const internal = service as { _messageQueue?: unknown[]; _processing?: boolean };
+    return (internal._messageQueue?.length ?? 0) === 0 && internal._processing !== true;
+  }
+
+  private scheduleReconnect(error: Error): void {
+    if (this.reconnectTimer !== null || !this.running) return;
+    this.generation++;
+    const old = this.service;
+    this.service = null;
+    void old?.destroy().catch(() => undefined);
+    this.reconnectFailures++;
+    const delay = Math.floor(Math.random() * Math.min(10_000, 100 * 2 ** Math.min(this.reconnectFailures, 10))) + 50;
+    this.hooks?.warn("cdc: the replication connection was lost; reconnecting", { error: error.message, delayMs: delay });
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      if (!this.running) return;
+      this.connect().catch((e: unknown) => this.scheduleReconnect(toError(e)));
+    }, delay);
+  }
+
+  private async onMessage(generation: number, _lsn: string, message: Message): Promise<void> {
+    if (generation !== this.generation) return;
+    switch (message.tag) {
+      case "begin":
+        this.current = { events: [] };
+        return;
+      case "insert": {
+        if (this.current === null || message.relation.schema !== this.schema || message.relation.name !== "outbox") return;
+        const event = toEvent(message);
+        if (this.topics === null || this.topics.has(event.topic)) this.current.events.push(event);
+        return;
+      }
+      case "commit": {
+        const endLsn = lsnToBigInt(message.commitEndLsn ?? "0/0");
+        const events = this.current?.events ?? [];
+        this.current = null;
+        const commit: CommitRecord = { endLsn, outstanding: events.length };
+        this.commits.push(commit);
+        for (const event of events) this.pending.push({ event, commit, inFlight: false });
+        if (events.length === 0) await this.advance();
+        else this.hooks?.wake();
+        // Backpressure: the stream pauses while this handler waits (flow control).
+        if (this.pending.length >= this.maxBufferedEvents) {
+          await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  async claim(limit: number): Promise<ClaimedBatch | null> {
+    const taken: PendingEvent[] = [];
+    for (const p of this.pending) {
+      if (taken.length >= limit) break;
+      if (!p.inFlight) taken.push(p);
+    }
+    if (taken.length === 0) return null;
+    for (const p of taken) p.inFlight = true;
+    const generation = this.generation;
+    return {
+      events: taken.map((p) => p.event),
+      settle: async (published, rejected, target) => {
+        if (generation !== this.generation) return; // the stream restarted: these come again
+        // The database first: set-aside rows stored, published rows deleted. A failure here
+        // changes nothing in memory (the relay abandons the batch and publishes it again), and
+        // rows are never left behind an LSN already confirmed, where nothing would read them.
+        if (rejected.length > 0) await this.setAside(rejected, target);
+        if (published.length > 0) {
+          await this.pool.query(`DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE id = ANY ($1::text[])`, [published.map((e) => e.id)]);
+        }
+        if (generation !== this.generation) return;
+        const done = new Set<string>([...published.map((e) => e.id), ...rejected.map((r) => r.event.id)]);
+        for (const p of taken) {
+          p.inFlight = false;
+          if (done.has(p.event.id)) p.commit.outstanding--;
+        }
+        this.pending = this.pending.filter((p) => !done.has(p.event.id));
+        if (this.pending.length < this.maxBufferedEvents) for (const wake of this.drainWaiters.splice(0)) wake();
+        await this.advance();
+      },
+      abandon: async () => {
+        for (const p of taken) p.inFlight = false;
+      },
+    };
+  }
+
+  private async setAside(rejected: readonly RejectedEvent[], target: string): Promise<void> {
+    const s = quoteIdent(this.schema);
+    await this.pool.query(
+      `INSERT INTO ${s}.outbox_dead (id, topic, key, payload, headers, created_at, failed_at, target, error)
+       SELECT r.id, r.topic, r.key, r.payload::json, r.headers::json, r.created_at,
+              floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint, $7, r.error
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $8::text[])
+            AS r (id, topic, key, payload, headers, created_at, error)
+       ON CONFLICT (id) DO UPDATE SET failed_at = excluded.failed_at, target = excluded.target, error = excluded.error`,
+      [
+        rejected.map((r) => r.event.id),
+        rejected.map((r) => r.event.topic),
+        rejected.map((r) => r.event.key),
+        rejected.map((r) => r.event.payloadText),
+        rejected.map((r) => (Object.keys(r.event.headers).length ? JSON.stringify(r.event.headers) : null)),
+        rejected.map((r) => r.event.createdAt),
+        target,
+        rejected.map((r) => r.error.message.slice(0, 4_000)),
+      ],
+    );
+    await this.pool.query(`DELETE FROM ${s}.outbox WHERE id = ANY ($1::text[])`, [rejected.map((r) => r.event.id)]);
+  }
+
+  /** Confirms every commit whose events are all done, in order, to PostgreSQL. */
+  private async advance(): Promise<void> {
+    let moved = false;
+    while (this.commits.length > 0 && this.commits[0]!.outstanding === 0) {
+      this.confirmedLsn = this.commits.shift()!.endLsn;
+      moved = true;
+    }
+    if (moved) await this.acknowledge();
+  }
+
+  private async acknowledge(): Promise<void> {
+    if (this.confirmedLsn === 0n || this.service === null) return;
+    // The library reports lsn + 1 as flushed; the slot's confirmed_flush_lsn becomes the commit's end.
+    await this.service.acknowledge(bigIntToLsn(this.confirmedLsn - 1n)).catch(() => undefined);
+  }
+
+  private async checkRetainedWal(): Promise<void> {
+    try {
+      const lag = await this.lag();
+      const retained = lag.slotLagBytes ?? 0;
+      if (retained > this.maxRetainedWalBytes && retained > this.lastWarnedRetained * 1.5) {
+        this.lastWarnedRetained = retained;
+        this.hooks?.warn(
+          `cdc: replication slot ${this.slot} holds back ${retained} bytes of WAL, over maxRetainedWalBytes ` +
+            `(${this.maxRetainedWalBytes}); the target is failing or the relay is too slow — if this relay is gone for good, ` +
+            `drop the slot (conveyor relay --mode cdc --teardown) before the disk fills`,
+          { retainedBytes: retained, slot: this.slot },
+        );
+      } else if (retained <= this.maxRetainedWalBytes) {
+        this.lastWarnedRetained = 0;
+      }
+    } catch {
+      // The database is unreachable; the reconnect loop reports that.
+    }
+  }
+
+  async lag(): Promise<SourceLag> {
+    const s = quoteIdent(this.schema);
+    const { rows } = await this.pool.query<{ retained: string | null; age_ms: string | null; backlog: string }>(
+      `SELECT (SELECT (pg_current_wal_lsn() - restart_lsn)::text FROM pg_replication_slots WHERE slot_name = $1) AS retained,
+              (SELECT (floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint - created_at)::text
+                 FROM ${s}.outbox ORDER BY seq LIMIT 1) AS age_ms,
+              (SELECT count(*)::text FROM ${s}.outbox) AS backlog`,
+      [this.slot],
+    );
+    const row = rows[0];
+    return {
+      oldestUnpublishedAgeMs: row?.age_ms == null ? null : Math.max(0, Number(row.age_ms)),
+      backlog: row ? Number(row.backlog) : null,
+      slotLagBytes: row?.retained == null ? null : Number(row.retained),
+    };
+  }
+
+  /** LSN confirmed to PostgreSQL so far (for tests and stats). */
+  get confirmed(): string {
+    return bigIntToLsn(this.confirmedLsn);
+  }
+
+  async close(): Promise<void> {
+    this.running = false;
+    this.generation++;
+    if (this.walTimer) clearInterval(this.walTimer);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    for (const wake of this.drainWaiters.splice(0)) wake();
+    await this.service?.destroy().catch(() => undefined);
+    this.service = null;
+    await this.pool.end();
+  }
+}
+
+function toEvent(message: MessageInsert): OutboxEvent {
+  const row = message.new as Record<string, unknown>;
+  const payload = row.payload;
+  const headers = row.headers;
+  return {
+    id: row.id as string,
+    seq: Number(row.seq),
+    topic: row.topic as string,
+    key: (row.key as string | null) ?? null,
+    payloadText: typeof payload === "string" ? payload : JSON.stringify(payload),
+    headers: headers == null ? {} : parseHeaders(typeof headers === "string" ? headers : (headers as Record<string, string>)),
+    createdAt: Number(row.created_at),
+  };
+}
