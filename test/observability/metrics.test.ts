@@ -171,6 +171,26 @@ describe("ConveyorMetrics", () => {
     expect(() => new ConveyorMetrics({ durationBuckets: [1, 0.5] })).toThrow(/increasing positive numbers of seconds/);
   });
 
+  it("/scaling evaluates the policy once per store snapshot: polling more often does not scale faster", async () => {
+    const clock = new FakeClock(Date.now());
+    const backend = await store(clock);
+    const stats = countingStats(backend);
+    // Lagging: waiting 120 s against a 30 s target, so each evaluation steps out by one.
+    await new Queue("video", { backend }).add("encode", {}, { runAt: clock.now() - 120_000 });
+    const metrics = new ConveyorMetrics({ backend, storeCacheMs: 60_000 });
+    const server = await startMetricsServer(metrics, { port: 0, scaling: { policy: { targetAgeSeconds: 30, jobsPerSecondPerWorker: 10 } } });
+    cleanups.push(() => server.close());
+    const desired = async (path: string) => {
+      const body = (await (await fetch(`http://127.0.0.1:${server.address.port}${path}`)).json()) as { desiredWorkers?: number; queues?: Array<{ desiredWorkers: number }> };
+      return body.desiredWorkers ?? body.queues![0]!.desiredWorkers;
+    };
+    // KEDA, a second KEDA and a person with curl all polling the same cached snapshot.
+    const answers = [];
+    for (let i = 0; i < 6; i++) answers.push(await desired(i % 2 === 0 ? "/scaling?queue=video" : "/scaling"));
+    expect(stats.calls()).toBe(1);
+    expect(answers).toEqual([1, 1, 1, 1, 1, 1]);
+  });
+
   it("serves /metrics and /scaling on its own port and inside a user's registry and Fastify app", async () => {
     const backend = await store();
     // Waiting for 40 s: past half the 60 s target, so the endpoint scales out rather than holding.
