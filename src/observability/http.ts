@@ -86,7 +86,13 @@ export class MetricsEndpoints {
 
   /** Routes a GET by path; null for a path this does not serve. */
   async answer(method: string, url: string): Promise<Answer | null> {
-    const parsed = new URL(url, "http://localhost");
+    let parsed: URL;
+    try {
+      parsed = new URL(url, "http://localhost");
+    } catch {
+      // A request target no URL parser accepts (`GET //[`) is the client's error, not ours.
+      return json(400, { error: `not a valid request path: ${JSON.stringify(url)}; this listener serves GET /metrics and GET /scaling[?queue=NAME]` });
+    }
     if (parsed.pathname !== "/metrics" && parsed.pathname !== "/scaling") return null;
     if (method !== "GET" && method !== "HEAD") return json(405, { error: `${parsed.pathname} answers GET only` });
     return parsed.pathname === "/metrics" ? this.metricsText() : this.scalingJson(parsed.searchParams.get("queue"));

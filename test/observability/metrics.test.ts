@@ -4,6 +4,7 @@
  * user's own registry and Fastify app. Read back with prom-client's own parser-free API
  * (`getMetricsAsJSON`) and the text a scrape returns.
  */
+import { connect } from "node:net";
 import Fastify from "fastify";
 import { Histogram, Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -169,6 +170,20 @@ describe("ConveyorMetrics", () => {
   it("refuses a cache shorter than one second and unordered buckets, saying what to pass", () => {
     expect(() => new ConveyorMetrics({ storeCacheMs: 100 })).toThrow(/storeCacheMs must be an integer of at least 1000/);
     expect(() => new ConveyorMetrics({ durationBuckets: [1, 0.5] })).toThrow(/increasing positive numbers of seconds/);
+  });
+
+  it("answers a request target that is not a URL with a 400, not a 500", async () => {
+    const server = await startMetricsServer(new ConveyorMetrics(), { port: 0 });
+    cleanups.push(() => server.close());
+    const reply = await new Promise<string>((resolve, reject) => {
+      const socket = connect(server.address.port, "127.0.0.1", () => socket.write("GET //[ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+      let text = "";
+      socket.on("data", (chunk) => (text += String(chunk)));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+    expect(reply).toMatch(/not a valid request path/);
   });
 
   it("/scaling evaluates the policy once per store snapshot: polling more often does not scale faster", async () => {
