@@ -51,7 +51,18 @@ export interface MetricsOptions {
   durationBuckets?: readonly number[];
   /** Buckets of the wait-time histogram, seconds. Default the same as `durationBuckets`. */
   waitBuckets?: readonly number[];
+  /**
+   * Most distinct (queue, job name) pairs given series of their own, pairs. Queue and job names
+   * reach the metrics from whoever enqueues (over HTTP, any key with the enqueue scope), so without
+   * a bound one client could make every scrape megabytes long; past the bound, new pairs are
+   * counted together under `queue="_other", name="_other"` and
+   * `conveyor_metrics_label_sets_overflow_total` counts the events folded there. Default 1000.
+   */
+  maxLabelSets?: number;
 }
+
+/** Labels shared by every (queue, job name) pair past `maxLabelSets`. */
+export const OVERFLOW_LABEL = "_other";
 
 /** Every job-labelled figure of one (queue, name), looked up once; each update is a number write. */
 interface JobSeries {
@@ -88,6 +99,8 @@ export class ConveyorMetrics implements JobTelemetry {
   private readonly backend: Backend | null;
   private readonly storeCacheMs: number;
   private readonly series = new Map<string, JobSeries>();
+  private readonly maxLabelSets: number;
+  private overflowSeries: JobSeries | null = null;
   private readonly workers = new Set<ObservableWorker>();
   private snapshot: StoreSnapshot | null = null;
   private inflight: Promise<StoreSnapshot> | null = null;
@@ -107,6 +120,7 @@ export class ConveyorMetrics implements JobTelemetry {
   private readonly wait: JobHistogram;
   private readonly workerErrors: Counter;
   private readonly storeErrors: Counter;
+  private readonly labelOverflow: Counter;
 
   constructor(options: MetricsOptions = {}) {
     this.registry = options.registry ?? new Registry();
@@ -114,6 +128,10 @@ export class ConveyorMetrics implements JobTelemetry {
     this.storeCacheMs = options.storeCacheMs ?? 5_000;
     if (!Number.isInteger(this.storeCacheMs) || this.storeCacheMs < 1_000) {
       throw new InvalidInputError(`storeCacheMs must be an integer of at least 1000 (ms), so scrapes do not load the store; got ${JSON.stringify(options.storeCacheMs)}`);
+    }
+    this.maxLabelSets = options.maxLabelSets ?? 1_000;
+    if (!Number.isInteger(this.maxLabelSets) || this.maxLabelSets < 1) {
+      throw new InvalidInputError(`maxLabelSets must be a positive integer (distinct queue and job name pairs); got ${JSON.stringify(options.maxLabelSets)}`);
     }
     const durationBuckets = checkBuckets("durationBuckets", options.durationBuckets ?? DEFAULT_DURATION_BUCKETS);
     const waitBuckets = checkBuckets("waitBuckets", options.waitBuckets ?? durationBuckets);
@@ -138,6 +156,11 @@ export class ConveyorMetrics implements JobTelemetry {
       waitBuckets,
       registers,
     );
+    this.labelOverflow = new Counter({
+      name: "conveyor_metrics_label_sets_overflow_total",
+      help: "Job events counted under queue=\"_other\", name=\"_other\" because maxLabelSets distinct (queue, name) pairs already had series.",
+      registers,
+    });
     this.workerErrors = new Counter({ name: "conveyor_worker_errors_total", help: "Errors outside handlers in this process's workers (store unreachable, …).", registers });
     // Counted where the query fails; waiting for this scrape's query makes its failure show now.
     const settleStoreQuery = async () => {
@@ -269,25 +292,33 @@ export class ConveyorMetrics implements JobTelemetry {
     const key = `${queue}\u0000${name}`;
     let s = this.series.get(key);
     if (!s) {
-      const l = { queue, name };
-      s = {
-        enqueued: this.enqueued.for(l),
-        started: this.started.for(l),
-        completed: this.completed.for(l),
-        failed: this.failed.for(l),
-        retried: this.retried.for(l),
-        dead: this.dead.for(l),
-        leaseLost: this.leaseLost.for(l),
-        settleRefused: this.settleRefused.for(l),
-        leaseExpiries: this.leaseExpiries.for(l),
-        rescued: this.rescued.for(l),
-        quarantined: this.quarantined.for(l),
-        duration: this.duration.for(l),
-        wait: this.wait.for(l),
-      };
+      if (this.series.size >= this.maxLabelSets) {
+        this.labelOverflow.inc();
+        return (this.overflowSeries ??= this.newSeries(OVERFLOW_LABEL, OVERFLOW_LABEL));
+      }
+      s = this.newSeries(queue, name);
       this.series.set(key, s);
     }
     return s;
+  }
+
+  private newSeries(queue: string, name: string): JobSeries {
+    const l = { queue, name };
+    return {
+      enqueued: this.enqueued.for(l),
+      started: this.started.for(l),
+      completed: this.completed.for(l),
+      failed: this.failed.for(l),
+      retried: this.retried.for(l),
+      dead: this.dead.for(l),
+      leaseLost: this.leaseLost.for(l),
+      settleRefused: this.settleRefused.for(l),
+      leaseExpiries: this.leaseExpiries.for(l),
+      rescued: this.rescued.for(l),
+      quarantined: this.quarantined.for(l),
+      duration: this.duration.for(l),
+      wait: this.wait.for(l),
+    };
   }
 
   /** Producer hook (`telemetry` of Queue / conveyorHttp): counts the jobs the store accepted. */

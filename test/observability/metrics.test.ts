@@ -11,6 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { FakeClock, Queue, silentLogger, UnrecoverableError, Worker } from "../../src/index.js";
+import { conveyorHttp } from "../../src/http/index.js";
 import { ConveyorMetrics, conveyorMetricsRoutes, startMetricsServer } from "../../src/observability/index.js";
 import { JobCounter, JobHistogram } from "../../src/observability/series.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -170,6 +171,28 @@ describe("ConveyorMetrics", () => {
   it("refuses a cache shorter than one second and unordered buckets, saying what to pass", () => {
     expect(() => new ConveyorMetrics({ storeCacheMs: 100 })).toThrow(/storeCacheMs must be an integer of at least 1000/);
     expect(() => new ConveyorMetrics({ durationBuckets: [1, 0.5] })).toThrow(/increasing positive numbers of seconds/);
+  });
+
+  it("bounds the (queue, name) series a client can create: past maxLabelSets they share _other", async () => {
+    const backend = await store();
+    expect(() => new ConveyorMetrics({ maxLabelSets: 0 })).toThrow(/maxLabelSets must be a positive integer/);
+    const metrics = new ConveyorMetrics({ maxLabelSets: 3 });
+    // No job types registered, so the HTTP API takes any job name: a key with the enqueue scope
+    // picks the label values.
+    const app = Fastify();
+    await app.register(conveyorHttp, { backend, telemetry: metrics, apiKeys: false });
+    cleanups.push(() => app.close());
+    const jobs = Array.from({ length: 50 }, (_, i) => ({ name: `spam-${i}`, data: null }));
+    const res = await app.inject({ method: "POST", url: "/v1/queues/spam/jobs/bulk", payload: { jobs } });
+    expect(res.statusCode).toBeLessThan(300);
+    const enqueued = (await metrics.registry.getSingleMetricAsString("conveyor_jobs_enqueued_total")).split("\n").filter((l) => !l.startsWith("#") && l !== "");
+    expect(enqueued).toEqual([
+      'conveyor_jobs_enqueued_total{queue="spam",name="spam-0"} 1',
+      'conveyor_jobs_enqueued_total{queue="spam",name="spam-1"} 1',
+      'conveyor_jobs_enqueued_total{queue="spam",name="spam-2"} 1',
+      'conveyor_jobs_enqueued_total{queue="_other",name="_other"} 47',
+    ]);
+    expect(await metrics.registry.getSingleMetricAsString("conveyor_metrics_label_sets_overflow_total")).toMatch(/^conveyor_metrics_label_sets_overflow_total 47$/m);
   });
 
   it("answers a request target that is not a URL with a 400, not a 500", async () => {
