@@ -14,7 +14,7 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { Backend, EnqueueResult, QueueStats } from "../backend/contract.js";
-import { InvalidInputError } from "../core/errors.js";
+import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import type { WorkerEvents } from "../core/events.js";
 import { JOB_STATES, type JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
@@ -47,6 +47,13 @@ export interface MetricsOptions {
    * Default 5000.
    */
   storeCacheMs?: number;
+  /**
+   * How long a scrape (or `/scaling`) waits for the store's statistics, in milliseconds; past it
+   * the store counts as down for that scrape (`conveyor_store_up 0`) and the per-process figures
+   * are served anyway. The query itself is not repeated while it is still running. Default 5000
+   * (half Prometheus's default 10 s scrape timeout).
+   */
+  storeTimeoutMs?: number;
   /** Buckets of the run-time histogram, seconds. Default 1 ms … 10 min (`DEFAULT_DURATION_BUCKETS`). */
   durationBuckets?: readonly number[];
   /** Buckets of the wait-time histogram, seconds. Default the same as `durationBuckets`. */
@@ -103,7 +110,9 @@ export class ConveyorMetrics implements JobTelemetry {
   private overflowSeries: JobSeries | null = null;
   private readonly workers = new Set<ObservableWorker>();
   private snapshot: StoreSnapshot | null = null;
-  private inflight: Promise<StoreSnapshot> | null = null;
+  private readonly storeTimeoutMs: number;
+  /** The store query running now, shared by every scrape until it settles (even past their timeouts). */
+  private inflight: { answer: Promise<StoreSnapshot>; outcome: { timedOut: boolean } } | null = null;
 
   private readonly enqueued: JobCounter;
   private readonly started: JobCounter;
@@ -132,6 +141,10 @@ export class ConveyorMetrics implements JobTelemetry {
     this.maxLabelSets = options.maxLabelSets ?? 1_000;
     if (!Number.isInteger(this.maxLabelSets) || this.maxLabelSets < 1) {
       throw new InvalidInputError(`maxLabelSets must be a positive integer (distinct queue and job name pairs); got ${JSON.stringify(options.maxLabelSets)}`);
+    }
+    this.storeTimeoutMs = options.storeTimeoutMs ?? 5_000;
+    if (!Number.isInteger(this.storeTimeoutMs) || this.storeTimeoutMs < 1) {
+      throw new InvalidInputError(`storeTimeoutMs must be a positive integer (ms); got ${JSON.stringify(options.storeTimeoutMs)}`);
     }
     const durationBuckets = checkBuckets("durationBuckets", options.durationBuckets ?? DEFAULT_DURATION_BUCKETS);
     const waitBuckets = checkBuckets("waitBuckets", options.waitBuckets ?? durationBuckets);
@@ -257,26 +270,56 @@ export class ConveyorMetrics implements JobTelemetry {
 
   /**
    * The store's per-queue statistics, at most `storeCacheMs` old: one `stats()` query, shared by
-   * every caller while it runs. Also what the scaling endpoint reads.
+   * every caller while it runs. Rejects after `storeTimeoutMs` without an answer (the query goes
+   * on, and later callers share it). Also what the scaling endpoint reads.
    */
   storeSnapshot(): Promise<StoreSnapshot> {
     if (!this.backend) return Promise.reject(new InvalidInputError("these metrics have no backend; pass { backend } to ConveyorMetrics"));
     if (this.snapshot && Date.now() - this.snapshot.fetchedAt < this.storeCacheMs) return Promise.resolve(this.snapshot);
-    if (this.inflight) return this.inflight;
-    const backend = this.backend;
-    const started = performance.now();
-    this.inflight = backend
-      .stats()
-      .then((queues) => {
-        this.snapshot = { fetchedAt: Date.now(), queryMs: performance.now() - started, queues };
-        return this.snapshot;
-      })
-      .catch((error: unknown) => {
-        this.storeErrors.inc();
-        throw error;
-      })
-      .finally(() => (this.inflight = null));
-    return this.inflight;
+    if (!this.inflight) {
+      const backend = this.backend;
+      const started = performance.now();
+      const outcome = { timedOut: false };
+      const answer = backend
+        .stats()
+        .then((queues) => {
+          this.snapshot = { fetchedAt: Date.now(), queryMs: performance.now() - started, queues };
+          return this.snapshot;
+        })
+        .catch((error: unknown) => {
+          // A query that already timed out was counted then.
+          if (!outcome.timedOut) this.storeErrors.inc();
+          throw error;
+        })
+        .finally(() => {
+          if (this.inflight?.answer === answer) this.inflight = null;
+        });
+      // Every caller handles the answer through its own race below; this keeps a rejection that
+      // comes after every caller timed out from being unhandled.
+      answer.catch(() => undefined);
+      this.inflight = { answer, outcome };
+    }
+    const query = this.inflight;
+    return new Promise<StoreSnapshot>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (!query.outcome.timedOut) {
+          query.outcome.timedOut = true;
+          this.storeErrors.inc();
+        }
+        reject(new ConveyorError(`the store's statistics query has not answered within ${this.storeTimeoutMs} ms (storeTimeoutMs)`));
+      }, this.storeTimeoutMs);
+      timer.unref();
+      query.answer.then(
+        (snapshot) => {
+          clearTimeout(timer);
+          resolve(snapshot);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
+      );
+    });
   }
 
   /** The text exposition of every metric in the registry. */

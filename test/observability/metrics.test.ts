@@ -195,6 +195,39 @@ describe("ConveyorMetrics", () => {
     expect(await metrics.registry.getSingleMetricAsString("conveyor_metrics_label_sets_overflow_total")).toMatch(/^conveyor_metrics_label_sets_overflow_total 47$/m);
   });
 
+  it("a store that does not answer leaves its gauges out after storeTimeoutMs, not the whole scrape", async () => {
+    const backend = await store();
+    await new Queue("video", { backend }).add("encode", {});
+    // The statistics query hangs (a stuck connection) until the test lets it go.
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let queries = 0;
+    const original = backend.stats.bind(backend);
+    backend.stats = async (queue?: string) => {
+      queries++;
+      await gate;
+      return original(queue);
+    };
+    expect(() => new ConveyorMetrics({ storeTimeoutMs: 0 })).toThrow(/storeTimeoutMs must be a positive integer/);
+    const metrics = new ConveyorMetrics({ backend, storeTimeoutMs: 300 });
+    const hung = new Promise<string>((resolve) => setTimeout(() => resolve("the scrape hung"), 10_000).unref());
+    for (let scrape = 0; scrape < 2; scrape++) {
+      const text = await Promise.race([metrics.metrics(), hung]);
+      expect(text).toMatch(/^conveyor_store_up 0$/m);
+      expect(text).toMatch(/^conveyor_worker_slots 0$/m);
+      expect(text).not.toMatch(/conveyor_queue_jobs\{/);
+    }
+    // One stuck query, counted once, not one more per scrape.
+    expect(queries).toBe(1);
+    expect(await metrics.registry.getSingleMetricAsString("conveyor_store_stats_errors_total")).toMatch(/ 1$/m);
+    const server = await startMetricsServer(metrics, { port: 0 });
+    cleanups.push(() => server.close());
+    expect((await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=video`)).status).toBe(503);
+    release();
+    await waitFor(async () => /conveyor_queue_jobs\{queue="video",state="waiting"\} 1/.test(await metrics.metrics()), { timeoutMs: 5_000, intervalMs: 50 });
+    expect(queries).toBe(1);
+  });
+
   it("answers a request target that is not a URL with a 400, not a 500", async () => {
     const server = await startMetricsServer(new ConveyorMetrics(), { port: 0 });
     cleanups.push(() => server.close());
