@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { FastifyPluginAsync } from "fastify";
 import { desiredWorkers, type ScalingPolicy } from "./autoscale.js";
-import type { ConveyorMetrics } from "./metrics.js";
+import type { ConveyorMetrics, StoreSnapshot } from "./metrics.js";
 
 export interface ScalingEndpointOptions {
   /** With a policy, each queue's answer includes `desiredWorkers` (see autoscale.ts). Default none. */
@@ -39,7 +39,7 @@ type Answer = { status: number; contentType: string; body: string };
  * steps out or in does not depend on how many clients poll `/scaling`, or how often.
  */
 export class MetricsEndpoints {
-  private readonly lastRecommendation = new Map<string, { basedOn: number; desiredWorkers: number }>();
+  private readonly lastRecommendation = new Map<string, { basedOn: StoreSnapshot; desiredWorkers: number }>();
 
   constructor(
     private readonly metrics: ConveyorMetrics,
@@ -58,14 +58,14 @@ export class MetricsEndpoints {
     } catch (error) {
       return json(503, { error: `the store's statistics are unavailable: ${(error as Error).message}` });
     }
-    const all = snapshot.queues.map((q) => this.describe(snapshot.fetchedAt, q.queue, q.counts.waiting, (q.oldestWaitingAgeMs ?? 0) / 1000, q.counts.active, q.paused));
+    const all = snapshot.queues.map((q) => this.describe(snapshot, q.queue, q.counts.waiting, (q.oldestWaitingAgeMs ?? 0) / 1000, q.counts.active, q.paused));
     if (queue === null) return json(200, { queues: all });
     const one = all.find((q) => q.queue === queue);
     if (!one) return json(404, { error: `no queue named ${JSON.stringify(queue)} in the store; known: ${all.map((q) => q.queue).join(", ") || "(none)"}` });
     return json(200, one);
   }
 
-  private describe(basedOn: number, queue: string, backlog: number, oldestWaitingAgeSeconds: number, active: number, paused: boolean): QueueScaling {
+  private describe(basedOn: StoreSnapshot, queue: string, backlog: number, oldestWaitingAgeSeconds: number, active: number, paused: boolean): QueueScaling {
     const out: QueueScaling = { queue, backlog, oldestWaitingAgeSeconds, active, paused };
     if (this.scaling.policy) {
       const last = this.lastRecommendation.get(queue);

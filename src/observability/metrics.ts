@@ -110,6 +110,8 @@ export class ConveyorMetrics implements JobTelemetry {
   private overflowSeries: JobSeries | null = null;
   private readonly workers = new Set<ObservableWorker>();
   private snapshot: StoreSnapshot | null = null;
+  /** When `snapshot` was taken, on the monotonic clock: a wall-clock step back must not freeze the cache. */
+  private snapshotTakenAt = 0;
   private readonly storeTimeoutMs: number;
   /** The store query running now, shared by every scrape until it settles (even past their timeouts). */
   private inflight: { answer: Promise<StoreSnapshot>; outcome: { timedOut: boolean } } | null = null;
@@ -200,6 +202,7 @@ export class ConveyorMetrics implements JobTelemetry {
   private registerStoreGauges(registers: Registry[]): void {
     // Every gauge asks for the snapshot in its own collect (prom-client collects them
     // concurrently); the snapshot is shared and cached, so a scrape is still one store query.
+    const snapshotAgeMs = () => performance.now() - this.snapshotTakenAt;
     const read = async (): Promise<StoreSnapshot | null> => {
       try {
         return await this.storeSnapshot();
@@ -255,7 +258,7 @@ export class ConveyorMetrics implements JobTelemetry {
       registers,
       async collect() {
         const snapshot = await read();
-        if (snapshot) this.set(Math.max(0, Date.now() - snapshot.fetchedAt) / 1000);
+        if (snapshot) this.set(snapshotAgeMs() / 1000);
       },
     });
     new Gauge({
@@ -275,7 +278,7 @@ export class ConveyorMetrics implements JobTelemetry {
    */
   storeSnapshot(): Promise<StoreSnapshot> {
     if (!this.backend) return Promise.reject(new InvalidInputError("these metrics have no backend; pass { backend } to ConveyorMetrics"));
-    if (this.snapshot && Date.now() - this.snapshot.fetchedAt < this.storeCacheMs) return Promise.resolve(this.snapshot);
+    if (this.snapshot && performance.now() - this.snapshotTakenAt < this.storeCacheMs) return Promise.resolve(this.snapshot);
     if (!this.inflight) {
       const backend = this.backend;
       const started = performance.now();
@@ -283,7 +286,8 @@ export class ConveyorMetrics implements JobTelemetry {
       const answer = backend
         .stats()
         .then((queues) => {
-          this.snapshot = { fetchedAt: Date.now(), queryMs: performance.now() - started, queues };
+          this.snapshotTakenAt = performance.now();
+          this.snapshot = { fetchedAt: Date.now(), queryMs: this.snapshotTakenAt - started, queues };
           return this.snapshot;
         })
         .catch((error: unknown) => {

@@ -7,7 +7,7 @@
 import { connect } from "node:net";
 import Fastify from "fastify";
 import { Histogram, Registry } from "prom-client";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { FakeClock, Queue, silentLogger, UnrecoverableError, Worker } from "../../src/index.js";
@@ -143,6 +143,26 @@ describe("ConveyorMetrics", () => {
     expect(text).toMatch(/^conveyor_store_up 0$/m);
     expect(text).toMatch(/^conveyor_store_stats_errors_total 1$/m);
     expect(text).not.toMatch(/^conveyor_queue_jobs\{/m);
+  });
+
+  it("a wall clock stepped back (NTP, a VM resumed) does not freeze the cached store figures", async () => {
+    const backend = await store();
+    const stats = countingStats(backend);
+    const metrics = new ConveyorMetrics({ backend, storeCacheMs: 1_000 });
+    await metrics.storeSnapshot();
+    expect(stats.calls()).toBe(1);
+    // The system clock jumps an hour back: the cache must still expire after about one second.
+    const realNow = Date.now.bind(Date);
+    const stepBack = vi.spyOn(Date, "now").mockImplementation(() => realNow() - 3_600_000);
+    try {
+      await waitFor(async () => {
+        await metrics.storeSnapshot();
+        return stats.calls() === 2;
+      }, { timeoutMs: 5_000, intervalMs: 100, description: "a second stats() query once the 1 s cache has expired" });
+      expect(await value(metrics.registry, "conveyor_store_stats_age_seconds")).toBeLessThan(1);
+    } finally {
+      stepBack.mockRestore();
+    }
   });
 
   it("its cheap histograms and counters expose exactly what prom-client's own classes expose", async () => {
