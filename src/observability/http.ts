@@ -125,7 +125,11 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-/** Listens on its own port (port 0: a free one) for Prometheus and KEDA. */
+/**
+ * Listens on its own port for Prometheus and KEDA. `port`: the TCP port, 0 for any free one
+ * (required); `host`: the interface, default "127.0.0.1" (give "0.0.0.0" in a pod); `scaling`:
+ * the `/scaling` policy, default none (no `desiredWorkers`).
+ */
 export async function startMetricsServer(
   metrics: ConveyorMetrics,
   options: { port: number; host?: string; scaling?: ScalingEndpointOptions },
