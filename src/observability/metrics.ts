@@ -203,6 +203,7 @@ export class ConveyorMetrics implements JobTelemetry {
     // Every gauge asks for the snapshot in its own collect (prom-client collects them
     // concurrently); the snapshot is shared and cached, so a scrape is still one store query.
     const snapshotAgeMs = () => performance.now() - this.snapshotTakenAt;
+    const hasSnapshot = () => this.snapshot !== null;
     const read = async (): Promise<StoreSnapshot | null> => {
       try {
         return await this.storeSnapshot();
@@ -254,11 +255,13 @@ export class ConveyorMetrics implements JobTelemetry {
     });
     new Gauge({
       name: "conveyor_store_stats_age_seconds",
-      help: "Age of the cached store statistics this scrape served, seconds.",
+      help: "Age of the latest store statistics this process obtained, seconds; it grows while the store does not answer.",
       registers,
       async collect() {
-        const snapshot = await read();
-        if (snapshot) this.set(snapshotAgeMs() / 1000);
+        await read();
+        // Without an answer this scrape, the statistics last obtained only get older: say so,
+        // rather than repeat the age they had when they were served.
+        if (hasSnapshot()) this.set(snapshotAgeMs() / 1000);
       },
     });
     new Gauge({

@@ -143,6 +143,23 @@ describe("ConveyorMetrics", () => {
     expect(text).toMatch(/^conveyor_store_up 0$/m);
     expect(text).toMatch(/^conveyor_store_stats_errors_total 1$/m);
     expect(text).not.toMatch(/^conveyor_queue_jobs\{/m);
+
+    // A store that answered once and then fails: the age of the statistics last obtained keeps
+    // growing, not repeated as it was (an alert on their age would otherwise never fire).
+    const flaky = await store();
+    const answer = flaky.stats.bind(flaky);
+    let down = false;
+    flaky.stats = (queue?: string) => (down ? Promise.reject(new Error("store down")) : answer(queue));
+    const later = new ConveyorMetrics({ backend: flaky, storeCacheMs: 1_000 });
+    expect(await later.metrics()).toMatch(/^conveyor_store_stats_age_seconds \d/m);
+    down = true;
+    const afterFailure = await waitFor(async () => {
+      const scrape = await later.metrics();
+      return /^conveyor_store_up 0$/m.test(scrape) ? scrape : null;
+    }, { timeoutMs: 5_000, intervalMs: 100 });
+    const age = Number(/^conveyor_store_stats_age_seconds (\S+)$/m.exec(afterFailure)?.[1]);
+    // The 1 s cache expired before the failing query: the statistics are older than that.
+    expect(age).toBeGreaterThanOrEqual(1);
   });
 
   it("a wall clock stepped back (NTP, a VM resumed) does not freeze the cached store figures", async () => {
