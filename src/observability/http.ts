@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { FastifyPluginAsync } from "fastify";
 import { desiredWorkers, type ScalingPolicy } from "./autoscale.js";
-import type { ConveyorMetrics } from "./metrics.js";
+import type { ConveyorMetrics, StoreSnapshot } from "./metrics.js";
 
 export interface ScalingEndpointOptions {
   /** With a policy, each queue's answer includes `desiredWorkers` (see autoscale.ts). Default none. */
@@ -32,9 +32,14 @@ export interface QueueScaling {
 
 type Answer = { status: number; contentType: string; body: string };
 
-/** Answers `/metrics` and `/scaling` for one ConveyorMetrics; stateful only in the last recommendation per queue. */
+/**
+ * Answers `/metrics` and `/scaling` for one ConveyorMetrics; stateful only in the last
+ * recommendation per queue. One store snapshot is one evaluation of the policy: asking again
+ * while the snapshot is cached (`storeCacheMs`) returns the same answer, so how fast the fleet
+ * steps out or in does not depend on how many clients poll `/scaling`, or how often.
+ */
 export class MetricsEndpoints {
-  private readonly lastRecommendation = new Map<string, number>();
+  private readonly lastRecommendation = new Map<string, { basedOn: StoreSnapshot; desiredWorkers: number }>();
 
   constructor(
     private readonly metrics: ConveyorMetrics,
@@ -53,29 +58,41 @@ export class MetricsEndpoints {
     } catch (error) {
       return json(503, { error: `the store's statistics are unavailable: ${(error as Error).message}` });
     }
-    const all = snapshot.queues.map((q) => this.describe(q.queue, q.counts.waiting, (q.oldestWaitingAgeMs ?? 0) / 1000, q.counts.active, q.paused));
+    const all = snapshot.queues.map((q) => this.describe(snapshot, q.queue, q.counts.waiting, (q.oldestWaitingAgeMs ?? 0) / 1000, q.counts.active, q.paused));
     if (queue === null) return json(200, { queues: all });
     const one = all.find((q) => q.queue === queue);
     if (!one) return json(404, { error: `no queue named ${JSON.stringify(queue)} in the store; known: ${all.map((q) => q.queue).join(", ") || "(none)"}` });
     return json(200, one);
   }
 
-  private describe(queue: string, backlog: number, oldestWaitingAgeSeconds: number, active: number, paused: boolean): QueueScaling {
+  private describe(basedOn: StoreSnapshot, queue: string, backlog: number, oldestWaitingAgeSeconds: number, active: number, paused: boolean): QueueScaling {
     const out: QueueScaling = { queue, backlog, oldestWaitingAgeSeconds, active, paused };
     if (this.scaling.policy) {
-      const current = this.lastRecommendation.get(queue) ?? this.scaling.policy.minWorkers ?? 0;
+      const last = this.lastRecommendation.get(queue);
+      // This snapshot was evaluated already: the same answer, not one more step.
+      if (last && last.basedOn === basedOn) {
+        out.desiredWorkers = last.desiredWorkers;
+        return out;
+      }
+      const current = last?.desiredWorkers ?? this.scaling.policy.minWorkers ?? 0;
       // A paused queue's backlog cannot be worked off: more workers would only idle.
       out.desiredWorkers = paused
         ? desiredWorkers(this.scaling.policy, { backlog: 0, oldestAgeSeconds: 0, activeJobs: active, currentWorkers: current })
         : desiredWorkers(this.scaling.policy, { backlog, oldestAgeSeconds: oldestWaitingAgeSeconds, activeJobs: active, currentWorkers: current });
-      this.lastRecommendation.set(queue, out.desiredWorkers);
+      this.lastRecommendation.set(queue, { basedOn, desiredWorkers: out.desiredWorkers });
     }
     return out;
   }
 
   /** Routes a GET by path; null for a path this does not serve. */
   async answer(method: string, url: string): Promise<Answer | null> {
-    const parsed = new URL(url, "http://localhost");
+    let parsed: URL;
+    try {
+      parsed = new URL(url, "http://localhost");
+    } catch {
+      // A request target no URL parser accepts (`GET //[`) is the client's error, not ours.
+      return json(400, { error: `not a valid request path: ${JSON.stringify(url)}; this listener serves GET /metrics and GET /scaling[?queue=NAME]` });
+    }
     if (parsed.pathname !== "/metrics" && parsed.pathname !== "/scaling") return null;
     if (method !== "GET" && method !== "HEAD") return json(405, { error: `${parsed.pathname} answers GET only` });
     return parsed.pathname === "/metrics" ? this.metricsText() : this.scalingJson(parsed.searchParams.get("queue"));
@@ -108,7 +125,11 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-/** Listens on its own port (port 0: a free one) for Prometheus and KEDA. */
+/**
+ * Listens on its own port for Prometheus and KEDA. `port`: the TCP port, 0 for any free one
+ * (required); `host`: the interface, default "127.0.0.1" (give "0.0.0.0" in a pod); `scaling`:
+ * the `/scaling` policy, default none (no `desiredWorkers`).
+ */
 export async function startMetricsServer(
   metrics: ConveyorMetrics,
   options: { port: number; host?: string; scaling?: ScalingEndpointOptions },

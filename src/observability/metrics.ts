@@ -14,7 +14,7 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { Backend, EnqueueResult, QueueStats } from "../backend/contract.js";
-import { InvalidInputError } from "../core/errors.js";
+import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import type { WorkerEvents } from "../core/events.js";
 import { JOB_STATES, type JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
@@ -47,11 +47,29 @@ export interface MetricsOptions {
    * Default 5000.
    */
   storeCacheMs?: number;
+  /**
+   * How long a scrape (or `/scaling`) waits for the store's statistics, in milliseconds; past it
+   * the store counts as down for that scrape (`conveyor_store_up 0`) and the per-process figures
+   * are served anyway. The query itself is not repeated while it is still running. Default 5000
+   * (half Prometheus's default 10 s scrape timeout).
+   */
+  storeTimeoutMs?: number;
   /** Buckets of the run-time histogram, seconds. Default 1 ms … 10 min (`DEFAULT_DURATION_BUCKETS`). */
   durationBuckets?: readonly number[];
   /** Buckets of the wait-time histogram, seconds. Default the same as `durationBuckets`. */
   waitBuckets?: readonly number[];
+  /**
+   * Most distinct (queue, job name) pairs given series of their own, pairs. Queue and job names
+   * reach the metrics from whoever enqueues (over HTTP, any key with the enqueue scope), so without
+   * a bound one client could make every scrape megabytes long; past the bound, new pairs are
+   * counted together under `queue="_other", name="_other"` and
+   * `conveyor_metrics_label_sets_overflow_total` counts the events folded there. Default 1000.
+   */
+  maxLabelSets?: number;
 }
+
+/** Labels shared by every (queue, job name) pair past `maxLabelSets`. */
+export const OVERFLOW_LABEL = "_other";
 
 /** Every job-labelled figure of one (queue, name), looked up once; each update is a number write. */
 interface JobSeries {
@@ -88,9 +106,15 @@ export class ConveyorMetrics implements JobTelemetry {
   private readonly backend: Backend | null;
   private readonly storeCacheMs: number;
   private readonly series = new Map<string, JobSeries>();
+  private readonly maxLabelSets: number;
+  private overflowSeries: JobSeries | null = null;
   private readonly workers = new Set<ObservableWorker>();
   private snapshot: StoreSnapshot | null = null;
-  private inflight: Promise<StoreSnapshot> | null = null;
+  /** When `snapshot` was taken, on the monotonic clock: a wall-clock step back must not freeze the cache. */
+  private snapshotTakenAt = 0;
+  private readonly storeTimeoutMs: number;
+  /** The store query running now, shared by every scrape until it settles (even past their timeouts). */
+  private inflight: { answer: Promise<StoreSnapshot>; outcome: { timedOut: boolean } } | null = null;
 
   private readonly enqueued: JobCounter;
   private readonly started: JobCounter;
@@ -107,6 +131,7 @@ export class ConveyorMetrics implements JobTelemetry {
   private readonly wait: JobHistogram;
   private readonly workerErrors: Counter;
   private readonly storeErrors: Counter;
+  private readonly labelOverflow: Counter;
 
   constructor(options: MetricsOptions = {}) {
     this.registry = options.registry ?? new Registry();
@@ -114,6 +139,14 @@ export class ConveyorMetrics implements JobTelemetry {
     this.storeCacheMs = options.storeCacheMs ?? 5_000;
     if (!Number.isInteger(this.storeCacheMs) || this.storeCacheMs < 1_000) {
       throw new InvalidInputError(`storeCacheMs must be an integer of at least 1000 (ms), so scrapes do not load the store; got ${JSON.stringify(options.storeCacheMs)}`);
+    }
+    this.maxLabelSets = options.maxLabelSets ?? 1_000;
+    if (!Number.isInteger(this.maxLabelSets) || this.maxLabelSets < 1) {
+      throw new InvalidInputError(`maxLabelSets must be a positive integer (distinct queue and job name pairs); got ${JSON.stringify(options.maxLabelSets)}`);
+    }
+    this.storeTimeoutMs = options.storeTimeoutMs ?? 5_000;
+    if (!Number.isInteger(this.storeTimeoutMs) || this.storeTimeoutMs < 1) {
+      throw new InvalidInputError(`storeTimeoutMs must be a positive integer (ms); got ${JSON.stringify(options.storeTimeoutMs)}`);
     }
     const durationBuckets = checkBuckets("durationBuckets", options.durationBuckets ?? DEFAULT_DURATION_BUCKETS);
     const waitBuckets = checkBuckets("waitBuckets", options.waitBuckets ?? durationBuckets);
@@ -138,6 +171,11 @@ export class ConveyorMetrics implements JobTelemetry {
       waitBuckets,
       registers,
     );
+    this.labelOverflow = new Counter({
+      name: "conveyor_metrics_label_sets_overflow_total",
+      help: "Job events counted under queue=\"_other\", name=\"_other\" because maxLabelSets distinct (queue, name) pairs already had series.",
+      registers,
+    });
     this.workerErrors = new Counter({ name: "conveyor_worker_errors_total", help: "Errors outside handlers in this process's workers (store unreachable, …).", registers });
     // Counted where the query fails; waiting for this scrape's query makes its failure show now.
     const settleStoreQuery = async () => {
@@ -164,6 +202,8 @@ export class ConveyorMetrics implements JobTelemetry {
   private registerStoreGauges(registers: Registry[]): void {
     // Every gauge asks for the snapshot in its own collect (prom-client collects them
     // concurrently); the snapshot is shared and cached, so a scrape is still one store query.
+    const snapshotAgeMs = () => performance.now() - this.snapshotTakenAt;
+    const hasSnapshot = () => this.snapshot !== null;
     const read = async (): Promise<StoreSnapshot | null> => {
       try {
         return await this.storeSnapshot();
@@ -215,11 +255,13 @@ export class ConveyorMetrics implements JobTelemetry {
     });
     new Gauge({
       name: "conveyor_store_stats_age_seconds",
-      help: "Age of the cached store statistics this scrape served, seconds.",
+      help: "Age of the latest store statistics this process obtained, seconds; it grows while the store does not answer.",
       registers,
       async collect() {
-        const snapshot = await read();
-        if (snapshot) this.set(Math.max(0, Date.now() - snapshot.fetchedAt) / 1000);
+        await read();
+        // Without an answer this scrape, the statistics last obtained only get older: say so,
+        // rather than repeat the age they had when they were served.
+        if (hasSnapshot()) this.set(snapshotAgeMs() / 1000);
       },
     });
     new Gauge({
@@ -234,26 +276,57 @@ export class ConveyorMetrics implements JobTelemetry {
 
   /**
    * The store's per-queue statistics, at most `storeCacheMs` old: one `stats()` query, shared by
-   * every caller while it runs. Also what the scaling endpoint reads.
+   * every caller while it runs. Rejects after `storeTimeoutMs` without an answer (the query goes
+   * on, and later callers share it). Also what the scaling endpoint reads.
    */
   storeSnapshot(): Promise<StoreSnapshot> {
     if (!this.backend) return Promise.reject(new InvalidInputError("these metrics have no backend; pass { backend } to ConveyorMetrics"));
-    if (this.snapshot && Date.now() - this.snapshot.fetchedAt < this.storeCacheMs) return Promise.resolve(this.snapshot);
-    if (this.inflight) return this.inflight;
-    const backend = this.backend;
-    const started = performance.now();
-    this.inflight = backend
-      .stats()
-      .then((queues) => {
-        this.snapshot = { fetchedAt: Date.now(), queryMs: performance.now() - started, queues };
-        return this.snapshot;
-      })
-      .catch((error: unknown) => {
-        this.storeErrors.inc();
-        throw error;
-      })
-      .finally(() => (this.inflight = null));
-    return this.inflight;
+    if (this.snapshot && performance.now() - this.snapshotTakenAt < this.storeCacheMs) return Promise.resolve(this.snapshot);
+    if (!this.inflight) {
+      const backend = this.backend;
+      const started = performance.now();
+      const outcome = { timedOut: false };
+      const answer = backend
+        .stats()
+        .then((queues) => {
+          this.snapshotTakenAt = performance.now();
+          this.snapshot = { fetchedAt: Date.now(), queryMs: this.snapshotTakenAt - started, queues };
+          return this.snapshot;
+        })
+        .catch((error: unknown) => {
+          // A query that already timed out was counted then.
+          if (!outcome.timedOut) this.storeErrors.inc();
+          throw error;
+        })
+        .finally(() => {
+          if (this.inflight?.answer === answer) this.inflight = null;
+        });
+      // Every caller handles the answer through its own race below; this keeps a rejection that
+      // comes after every caller timed out from being unhandled.
+      answer.catch(() => undefined);
+      this.inflight = { answer, outcome };
+    }
+    const query = this.inflight;
+    return new Promise<StoreSnapshot>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (!query.outcome.timedOut) {
+          query.outcome.timedOut = true;
+          this.storeErrors.inc();
+        }
+        reject(new ConveyorError(`the store's statistics query has not answered within ${this.storeTimeoutMs} ms (storeTimeoutMs)`));
+      }, this.storeTimeoutMs);
+      timer.unref();
+      query.answer.then(
+        (snapshot) => {
+          clearTimeout(timer);
+          resolve(snapshot);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
+      );
+    });
   }
 
   /** The text exposition of every metric in the registry. */
@@ -269,25 +342,33 @@ export class ConveyorMetrics implements JobTelemetry {
     const key = `${queue}\u0000${name}`;
     let s = this.series.get(key);
     if (!s) {
-      const l = { queue, name };
-      s = {
-        enqueued: this.enqueued.for(l),
-        started: this.started.for(l),
-        completed: this.completed.for(l),
-        failed: this.failed.for(l),
-        retried: this.retried.for(l),
-        dead: this.dead.for(l),
-        leaseLost: this.leaseLost.for(l),
-        settleRefused: this.settleRefused.for(l),
-        leaseExpiries: this.leaseExpiries.for(l),
-        rescued: this.rescued.for(l),
-        quarantined: this.quarantined.for(l),
-        duration: this.duration.for(l),
-        wait: this.wait.for(l),
-      };
+      if (this.series.size >= this.maxLabelSets) {
+        this.labelOverflow.inc();
+        return (this.overflowSeries ??= this.newSeries(OVERFLOW_LABEL, OVERFLOW_LABEL));
+      }
+      s = this.newSeries(queue, name);
       this.series.set(key, s);
     }
     return s;
+  }
+
+  private newSeries(queue: string, name: string): JobSeries {
+    const l = { queue, name };
+    return {
+      enqueued: this.enqueued.for(l),
+      started: this.started.for(l),
+      completed: this.completed.for(l),
+      failed: this.failed.for(l),
+      retried: this.retried.for(l),
+      dead: this.dead.for(l),
+      leaseLost: this.leaseLost.for(l),
+      settleRefused: this.settleRefused.for(l),
+      leaseExpiries: this.leaseExpiries.for(l),
+      rescued: this.rescued.for(l),
+      quarantined: this.quarantined.for(l),
+      duration: this.duration.for(l),
+      wait: this.wait.for(l),
+    };
   }
 
   /** Producer hook (`telemetry` of Queue / conveyorHttp): counts the jobs the store accepted. */

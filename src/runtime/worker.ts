@@ -299,11 +299,13 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     await Promise.all([...this.running.values()].map((r) => r.settled));
   }
 
-  /** Takes jobs again after `pause()`. */
+  /** Takes jobs again after `pause()` (once `run()` has started the worker, with `autostart: false`). */
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
-    this.scheduleFill();
+    // Before run() there are no heartbeats, subscription or poll yet: claiming then would hold
+    // jobs whose leases nothing renews. run() starts claiming itself.
+    if (this.started) this.scheduleFill();
   }
 
   /** True between `pause()` and `resume()`. */

@@ -4,12 +4,14 @@
  * user's own registry and Fastify app. Read back with prom-client's own parser-free API
  * (`getMetricsAsJSON`) and the text a scrape returns.
  */
+import { connect } from "node:net";
 import Fastify from "fastify";
 import { Histogram, Registry } from "prom-client";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { FakeClock, Queue, silentLogger, UnrecoverableError, Worker } from "../../src/index.js";
+import { conveyorHttp } from "../../src/http/index.js";
 import { ConveyorMetrics, conveyorMetricsRoutes, startMetricsServer } from "../../src/observability/index.js";
 import { JobCounter, JobHistogram } from "../../src/observability/series.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -141,6 +143,43 @@ describe("ConveyorMetrics", () => {
     expect(text).toMatch(/^conveyor_store_up 0$/m);
     expect(text).toMatch(/^conveyor_store_stats_errors_total 1$/m);
     expect(text).not.toMatch(/^conveyor_queue_jobs\{/m);
+
+    // A store that answered once and then fails: the age of the statistics last obtained keeps
+    // growing, not repeated as it was (an alert on their age would otherwise never fire).
+    const flaky = await store();
+    const answer = flaky.stats.bind(flaky);
+    let down = false;
+    flaky.stats = (queue?: string) => (down ? Promise.reject(new Error("store down")) : answer(queue));
+    const later = new ConveyorMetrics({ backend: flaky, storeCacheMs: 1_000 });
+    expect(await later.metrics()).toMatch(/^conveyor_store_stats_age_seconds \d/m);
+    down = true;
+    const afterFailure = await waitFor(async () => {
+      const scrape = await later.metrics();
+      return /^conveyor_store_up 0$/m.test(scrape) ? scrape : null;
+    }, { timeoutMs: 5_000, intervalMs: 100 });
+    const age = Number(/^conveyor_store_stats_age_seconds (\S+)$/m.exec(afterFailure)?.[1]);
+    // The 1 s cache expired before the failing query: the statistics are older than that.
+    expect(age).toBeGreaterThanOrEqual(1);
+  });
+
+  it("a wall clock stepped back (NTP, a VM resumed) does not freeze the cached store figures", async () => {
+    const backend = await store();
+    const stats = countingStats(backend);
+    const metrics = new ConveyorMetrics({ backend, storeCacheMs: 1_000 });
+    await metrics.storeSnapshot();
+    expect(stats.calls()).toBe(1);
+    // The system clock jumps an hour back: the cache must still expire after about one second.
+    const realNow = Date.now.bind(Date);
+    const stepBack = vi.spyOn(Date, "now").mockImplementation(() => realNow() - 3_600_000);
+    try {
+      await waitFor(async () => {
+        await metrics.storeSnapshot();
+        return stats.calls() === 2;
+      }, { timeoutMs: 5_000, intervalMs: 100, description: "a second stats() query once the 1 s cache has expired" });
+      expect(await value(metrics.registry, "conveyor_store_stats_age_seconds")).toBeLessThan(1);
+    } finally {
+      stepBack.mockRestore();
+    }
   });
 
   it("its cheap histograms and counters expose exactly what prom-client's own classes expose", async () => {
@@ -169,6 +208,95 @@ describe("ConveyorMetrics", () => {
   it("refuses a cache shorter than one second and unordered buckets, saying what to pass", () => {
     expect(() => new ConveyorMetrics({ storeCacheMs: 100 })).toThrow(/storeCacheMs must be an integer of at least 1000/);
     expect(() => new ConveyorMetrics({ durationBuckets: [1, 0.5] })).toThrow(/increasing positive numbers of seconds/);
+  });
+
+  it("bounds the (queue, name) series a client can create: past maxLabelSets they share _other", async () => {
+    const backend = await store();
+    expect(() => new ConveyorMetrics({ maxLabelSets: 0 })).toThrow(/maxLabelSets must be a positive integer/);
+    const metrics = new ConveyorMetrics({ maxLabelSets: 3 });
+    // No job types registered, so the HTTP API takes any job name: a key with the enqueue scope
+    // picks the label values.
+    const app = Fastify();
+    await app.register(conveyorHttp, { backend, telemetry: metrics, apiKeys: false });
+    cleanups.push(() => app.close());
+    const jobs = Array.from({ length: 50 }, (_, i) => ({ name: `spam-${i}`, data: null }));
+    const res = await app.inject({ method: "POST", url: "/v1/queues/spam/jobs/bulk", payload: { jobs } });
+    expect(res.statusCode).toBeLessThan(300);
+    const enqueued = (await metrics.registry.getSingleMetricAsString("conveyor_jobs_enqueued_total")).split("\n").filter((l) => !l.startsWith("#") && l !== "");
+    expect(enqueued).toEqual([
+      'conveyor_jobs_enqueued_total{queue="spam",name="spam-0"} 1',
+      'conveyor_jobs_enqueued_total{queue="spam",name="spam-1"} 1',
+      'conveyor_jobs_enqueued_total{queue="spam",name="spam-2"} 1',
+      'conveyor_jobs_enqueued_total{queue="_other",name="_other"} 47',
+    ]);
+    expect(await metrics.registry.getSingleMetricAsString("conveyor_metrics_label_sets_overflow_total")).toMatch(/^conveyor_metrics_label_sets_overflow_total 47$/m);
+  });
+
+  it("a store that does not answer leaves its gauges out after storeTimeoutMs, not the whole scrape", async () => {
+    const backend = await store();
+    await new Queue("video", { backend }).add("encode", {});
+    // The statistics query hangs (a stuck connection) until the test lets it go.
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let queries = 0;
+    const original = backend.stats.bind(backend);
+    backend.stats = async (queue?: string) => {
+      queries++;
+      await gate;
+      return original(queue);
+    };
+    expect(() => new ConveyorMetrics({ storeTimeoutMs: 0 })).toThrow(/storeTimeoutMs must be a positive integer/);
+    const metrics = new ConveyorMetrics({ backend, storeTimeoutMs: 300 });
+    const hung = new Promise<string>((resolve) => setTimeout(() => resolve("the scrape hung"), 10_000).unref());
+    for (let scrape = 0; scrape < 2; scrape++) {
+      const text = await Promise.race([metrics.metrics(), hung]);
+      expect(text).toMatch(/^conveyor_store_up 0$/m);
+      expect(text).toMatch(/^conveyor_worker_slots 0$/m);
+      expect(text).not.toMatch(/conveyor_queue_jobs\{/);
+    }
+    // One stuck query, counted once, not one more per scrape.
+    expect(queries).toBe(1);
+    expect(await metrics.registry.getSingleMetricAsString("conveyor_store_stats_errors_total")).toMatch(/ 1$/m);
+    const server = await startMetricsServer(metrics, { port: 0 });
+    cleanups.push(() => server.close());
+    expect((await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=video`)).status).toBe(503);
+    release();
+    await waitFor(async () => /conveyor_queue_jobs\{queue="video",state="waiting"\} 1/.test(await metrics.metrics()), { timeoutMs: 5_000, intervalMs: 50 });
+    expect(queries).toBe(1);
+  });
+
+  it("answers a request target that is not a URL with a 400, not a 500", async () => {
+    const server = await startMetricsServer(new ConveyorMetrics(), { port: 0 });
+    cleanups.push(() => server.close());
+    const reply = await new Promise<string>((resolve, reject) => {
+      const socket = connect(server.address.port, "127.0.0.1", () => socket.write("GET //[ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+      let text = "";
+      socket.on("data", (chunk) => (text += String(chunk)));
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+    expect(reply).toMatch(/not a valid request path/);
+  });
+
+  it("/scaling evaluates the policy once per store snapshot: polling more often does not scale faster", async () => {
+    const clock = new FakeClock(Date.now());
+    const backend = await store(clock);
+    const stats = countingStats(backend);
+    // Lagging: waiting 120 s against a 30 s target, so each evaluation steps out by one.
+    await new Queue("video", { backend }).add("encode", {}, { runAt: clock.now() - 120_000 });
+    const metrics = new ConveyorMetrics({ backend, storeCacheMs: 60_000 });
+    const server = await startMetricsServer(metrics, { port: 0, scaling: { policy: { targetAgeSeconds: 30, jobsPerSecondPerWorker: 10 } } });
+    cleanups.push(() => server.close());
+    const desired = async (path: string) => {
+      const body = (await (await fetch(`http://127.0.0.1:${server.address.port}${path}`)).json()) as { desiredWorkers?: number; queues?: Array<{ desiredWorkers: number }> };
+      return body.desiredWorkers ?? body.queues![0]!.desiredWorkers;
+    };
+    // KEDA, a second KEDA and a person with curl all polling the same cached snapshot.
+    const answers = [];
+    for (let i = 0; i < 6; i++) answers.push(await desired(i % 2 === 0 ? "/scaling?queue=video" : "/scaling"));
+    expect(stats.calls()).toBe(1);
+    expect(answers).toEqual([1, 1, 1, 1, 1, 1]);
   });
 
   it("serves /metrics and /scaling on its own port and inside a user's registry and Fastify app", async () => {

@@ -185,6 +185,25 @@ describe("Queue.close()", () => {
 });
 
 describe("worker.pause() / resume()", () => {
+  it("resume() on a worker not yet run() does not start claiming (no heartbeats, no subscription yet)", async () => {
+    let claims = 0;
+    const claim = backend.claim.bind(backend);
+    backend.claim = (request) => {
+      claims++;
+      return claim(request);
+    };
+    const { id } = await queue.add("n", {});
+    const w = worker({ autostart: false, handlers: { n: async () => undefined } });
+    await w.pause();
+    w.resume();
+    // A fill is scheduled with setImmediate and calls claim() at once: two turns show it.
+    for (let turn = 0; turn < 2; turn++) await new Promise((r) => setImmediate(r));
+    expect(claims).toBe(0);
+    expect((await backend.get(id))!.state).toBe("waiting");
+    w.run();
+    await waitFor(async () => (await backend.get(id))?.state === "completed");
+  });
+
   it("pause lets the running job finish, hands prefetched jobs back, claims nothing until resume", async () => {
     let releaseFirst!: () => void;
     const firstMayFinish = new Promise<void>((r) => (releaseFirst = r));
