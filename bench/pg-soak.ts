@@ -13,11 +13,12 @@
  * once below the first half's peak (autovacuum keeps up: a sawtooth, where bloat would be a
  * climb that never comes down). Exit code 1 otherwise.
  */
+import { loadavg } from "node:os";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
-import { fmt, sleep } from "./lib.js";
+import { fmt, formatLoad, machineLine, sleep } from "./lib.js";
 
 export interface SoakOptions {
   /** Connection string of the server to use (a schema of its own is created and dropped). */
@@ -163,7 +164,10 @@ export async function main(args: { minutes: number; rate: number }): Promise<voi
     url = server.url;
   }
   try {
-    console.log(`PostgreSQL bloat soak: ${args.minutes} min, ${args.rate} jobs/s, server defaults for autovacuum (naptime 60 s)${server ? ", throwaway server" : ", DATABASE_URL"}\n`);
+    console.log(
+      `PostgreSQL bloat soak: ${args.minutes} min, ${args.rate} jobs/s, server defaults for autovacuum (naptime 60 s)` +
+        `${server ? ", throwaway server" : ", DATABASE_URL"}; ${machineLine()}\n`,
+    );
     console.log("    t  processed   live rows   dead tuples      heap     total  autovacuums");
     const result = await runSoak({
       url,
@@ -177,6 +181,7 @@ export async function main(args: { minutes: number; rate: number }): Promise<voi
         ),
     });
     console.log(`\n${result.bounded ? "BOUNDED" : "NOT BOUNDED"}: ${result.reason}`);
+    console.log(`Load average (1/5/15 min) at end ${formatLoad(loadavg())}.`);
     if (!result.bounded) process.exitCode = 1;
   } finally {
     await server?.stop();
