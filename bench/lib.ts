@@ -241,7 +241,7 @@ export function printReport(subjects: readonly Subject[], report: Report): void 
   }
   console.log(
     `\nLoad average (1/5/15 min) at start ${formatLoad(report.loadStart)}, at end ${formatLoad(report.loadEnd)}; ` +
-      `${availableParallelism()} cores; the run took ${formatDuration(report.elapsedS)}.`,
+      `${availableParallelism()} cores; measuring took ${formatDuration(report.elapsedS)}.`,
   );
 }
 
