@@ -1,12 +1,12 @@
 /**
- * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs 3]`
+ * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs 5]`
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
  * one server, and prints the ratio Conveyor/peer per figure. Each figure is the median of `--runs`
- * runs (default 3) per subject, the subjects' runs interleaved (A, B, C, A, B, C, ...) so load
+ * runs (default 5) per subject, the subjects' runs interleaved (A, B, C, A, B, C, ...) so load
  * from other processes lands on all of them alike; the output ends with every run and the load
  * average at start and end (bench/lib.ts). Not part of `npm test`: timings belong here, never in
  * assertions.
@@ -27,7 +27,7 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "20000" },
     single: { type: "string", default: "2000" },
     samples: { type: "string", default: "300" },
-    runs: { type: "string", default: "3" },
+    runs: { type: "string", default: "5" },
     soak: { type: "boolean", default: false },
     minutes: { type: "string", default: "10" },
     rate: { type: "string", default: "2000" },
