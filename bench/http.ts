@@ -121,7 +121,10 @@ async function oneRun(url: string): Promise<RunResult & { db: string }> {
   }
 }
 
-const round2 = (x: number): number => Math.round(x * 100) / 100;
+// A declaration, not a const: main() runs from the top-level await above, before later consts exist.
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
+}
 
 /** Where each run's fresh store lives, and how to clean up. */
 async function stores(): Promise<{ next(): string; stop(): Promise<void> }> {
