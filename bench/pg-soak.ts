@@ -11,7 +11,8 @@
  * Verdict: bounded when, over the second half of the run, the total size (heap + indexes + TOAST)
  * never exceeds 1.5x the largest size seen in the first half, and dead tuples fall back at least
  * once below the first half's peak (autovacuum keeps up: a sawtooth, where bloat would be a
- * climb that never comes down). Exit code 1 otherwise.
+ * climb that never comes down). Exit code 1 otherwise, and when no autovacuum ran at all (a run
+ * shorter than the server's autovacuum_naptime, 60 s by default, cannot tell; give it minutes).
  */
 import { loadavg } from "node:os";
 import pg from "pg";
@@ -147,6 +148,10 @@ export function verdict(samples: readonly SoakSample[]): { bounded: boolean; rea
   const deadPeakBefore = peak(first, (s) => s.deadTuples);
   const size = peak(second, (s) => s.totalBytes);
   const deadLow = Math.min(...second.map((s) => s.deadTuples));
+  // Without a single autovacuum there is nothing to judge: every table grows until the first one.
+  if (samples.at(-1)!.autovacuums === 0) {
+    return { bounded: false, reason: "no autovacuum ran during the run (the server's autovacuum_naptime is longer than it): run longer to judge" };
+  }
   if (size > sizeLimit) return { bounded: false, reason: `table size grew to ${mb(size)} in the second half (limit ${mb(sizeLimit)})` };
   if (deadLow > deadPeakBefore) {
     return { bounded: false, reason: `dead tuples never fell below the first half's peak (${fmt(deadPeakBefore)}) in the second half: lowest ${fmt(deadLow)}` };
