@@ -261,6 +261,39 @@ export function chunks(n: number, size: number): [number, number][] {
   return out;
 }
 
+/** `n` no-op jobs numbered from `start`, as `addBulk` takes them. */
+export const noopJobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
+
+/**
+ * Runs `fn` on a backend over an empty store and disposes of both afterwards (each benchmark
+ * knows how: a fresh database, file or key prefix).
+ */
+export type WithFreshBackend = <T>(fn: (backend: Backend) => Promise<T>) => Promise<T>;
+
+/**
+ * Conveyor's throughput figures, the same on every backend, each on a fresh store: bulk enqueue
+ * (one `addBulk`), sequential single enqueues, and processing with `prefetch` (see
+ * conveyorProcessing).
+ */
+export function conveyorThroughput(withFreshBackend: WithFreshBackend, prefetch = 0): Pick<Subject, "bulk" | "single" | "processing"> {
+  return {
+    bulk: (n) =>
+      withFreshBackend((backend) => {
+        const q = new Queue("bench", { backend });
+        const all = noopJobs(0, n);
+        return rate(n, () => q.addBulk(all));
+      }),
+    single: (n) =>
+      withFreshBackend((backend) => {
+        const q = new Queue("bench", { backend });
+        return rate(n, async () => {
+          for (let i = 0; i < n; i++) await q.add("noop", { i });
+        });
+      }),
+    processing: (n, concurrency) => withFreshBackend((backend) => conveyorProcessing(backend, n, concurrency, prefetch)),
+  };
+}
+
 /**
  * Conveyor's processing figure, the same on every backend: fills queue "bench" with `n` no-op
  * jobs, then times one Worker at `concurrency` until every completion is committed
@@ -268,9 +301,7 @@ export function chunks(n: number, size: number): [number, number][] {
  */
 export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const q = new Queue("bench", { backend });
-  for (const [start, length] of chunks(n, FILL_CHUNK)) {
-    await q.addBulk(Array.from({ length }, (_, k) => ({ name: "noop", data: { i: start + k } })));
-  }
+  for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;

@@ -9,10 +9,11 @@ import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "gra
 import pg from "pg";
 import { PgBoss } from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
-import { Queue, silentLogger } from "../src/index.js";
+import { silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
 import {
-  type BenchSizes, chunks, conveyorLatency, conveyorProcessing, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide, sleep, type Subject,
+  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide, sleep,
+  type Subject, type WithFreshBackend,
 } from "./lib.js";
 
 /**
@@ -79,39 +80,20 @@ async function settled(url: string, sql: string): Promise<void> {
 }
 
 function conveyor(dbs: Databases): Subject {
-  const fresh = async () => {
+  const withFreshBackend: WithFreshBackend = async (fn) => {
     const backend = new PostgresBackend({ connectionString: await dbs.create("conveyor"), logger: silentLogger });
-    await backend.migrate();
-    return backend;
+    try {
+      await backend.migrate();
+      return await fn(backend);
+    } finally {
+      await backend.close();
+    }
   };
-  const jobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
   return {
     name: "Conveyor",
-    async bulk(n) {
-      const backend = await fresh();
-      const q = new Queue("bench", { backend });
-      const all = jobs(0, n);
-      const r = await rate(n, () => q.addBulk(all));
-      await backend.close();
-      return r;
-    },
-    async single(n) {
-      const backend = await fresh();
-      const q = new Queue("bench", { backend });
-      const r = await rate(n, async () => {
-        for (let i = 0; i < n; i++) await q.add("noop", { i });
-      });
-      await backend.close();
-      return r;
-    },
-    async processing(n, concurrency) {
-      const backend = await fresh();
-      // `prefetch`, its documented setting for many short jobs, at graphile-worker's local queue
-      // size; completions made in the same tick already go out as one statement (its settler).
-      const r = await conveyorProcessing(backend, n, concurrency, PREFETCH);
-      await backend.close();
-      return r;
-    },
+    // `prefetch`, its documented setting for many short jobs, at graphile-worker's local queue
+    // size; completions made in the same tick already go out as one statement (its settler).
+    ...conveyorThroughput(withFreshBackend, PREFETCH),
     async latency(samples) {
       const url = await dbs.create("conveyor");
       const workerBackend = new PostgresBackend({ connectionString: url, logger: silentLogger });

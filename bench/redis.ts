@@ -9,13 +9,12 @@ import { RedisBackend } from "../src/backend/redis/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
 import {
-  type BenchSizes, chunks, conveyorLatency, conveyorProcessing, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide, sleep, type Subject,
+  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, noopJobs, peerVersions, printReport, rate, runSideBySide,
+  sleep, type Subject, type WithFreshBackend,
 } from "./lib.js";
 
 /** Conveyor's `prefetch` in processing runs (jobs claimed ahead of free slots). */
 const PREFETCH = 100;
-
-const noopJobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
 
 /** Key prefixes, one per measurement, deleted after it. */
 class Prefixes {
@@ -76,36 +75,20 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
     await backend.migrate();
     return backend;
   };
+  const withFreshBackend: WithFreshBackend = (fn) =>
+    prefixes.with("conveyor", async (prefix) => {
+      const backend = await backendFor(prefix);
+      try {
+        return await fn(backend);
+      } finally {
+        await backend.close();
+      }
+    });
   return {
     name: "Conveyor",
-    bulk: (n) =>
-      prefixes.with("conveyor", async (prefix) => {
-        const backend = await backendFor(prefix);
-        const q = new Queue("bench", { backend });
-        const all = noopJobs(0, n);
-        const r = await rate(n, () => q.addBulk(all));
-        await backend.close();
-        return r;
-      }),
-    single: (n) =>
-      prefixes.with("conveyor", async (prefix) => {
-        const backend = await backendFor(prefix);
-        const q = new Queue("bench", { backend });
-        const r = await rate(n, async () => {
-          for (let i = 0; i < n; i++) await q.add("noop", { i });
-        });
-        await backend.close();
-        return r;
-      }),
-    processing: (n, concurrency) =>
-      prefixes.with("conveyor", async (prefix) => {
-        const backend = await backendFor(prefix);
-        // Conveyor's documented setting for many short jobs (`prefetch`); BullMQ has none to set:
-        // its worker already fetches the next job in the script that completes the last one.
-        const r = await conveyorProcessing(backend, n, concurrency, PREFETCH);
-        await backend.close();
-        return r;
-      }),
+    // Conveyor's documented setting for many short jobs (`prefetch`); BullMQ has none to set:
+    // its worker already fetches the next job in the script that completes the last one.
+    ...conveyorThroughput(withFreshBackend, PREFETCH),
     latency: (samples) =>
       prefixes.with("conveyor", async (prefix) => {
         // A second connection: the wake-up goes through Redis pub/sub, as BullMQ's does.

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SqliteBackend } from "../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { type BenchSizes, conveyorProcessing, latencySamples, machineLine, printReport, rate, runSideBySide, type Subject } from "./lib.js";
+import { type BenchSizes, conveyorThroughput, latencySamples, machineLine, printReport, runSideBySide, type Subject, type WithFreshBackend } from "./lib.js";
 
 /** A fresh database file in a temp dir of its own; `cleanup()` removes every dir made. */
 function files(): { fresh(): { backend: SqliteBackend; path: string }; cleanup(): void } {
@@ -31,33 +31,18 @@ function files(): { fresh(): { backend: SqliteBackend; path: string }; cleanup()
 }
 
 function conveyor(db: ReturnType<typeof files>): Subject {
-  const jobs = (n: number) => Array.from({ length: n }, (_, i) => ({ name: "noop", data: { i } }));
+  const withFreshBackend: WithFreshBackend = async (fn) => {
+    const { backend } = db.fresh();
+    try {
+      return await fn(backend);
+    } finally {
+      await backend.close();
+    }
+  };
   return {
     name: "Conveyor (SQLite)",
-    async bulk(n) {
-      const { backend } = db.fresh();
-      const q = new Queue("bench", { backend });
-      const all = jobs(n);
-      const r = await rate(n, () => q.addBulk(all));
-      await backend.close();
-      return r;
-    },
-    async single(n) {
-      const { backend } = db.fresh();
-      const q = new Queue("bench", { backend });
-      const r = await rate(n, async () => {
-        for (let i = 0; i < n; i++) await q.add("noop", { i });
-      });
-      await backend.close();
-      return r;
-    },
-    async processing(n, concurrency) {
-      const { backend } = db.fresh();
-      // No prefetch: one process owns the file, so a claim is a local call, not a round trip.
-      const r = await conveyorProcessing(backend, n, concurrency);
-      await backend.close();
-      return r;
-    },
+    // No prefetch: one process owns the file, so a claim is a local call, not a round trip.
+    ...conveyorThroughput(withFreshBackend),
     /** Enqueue one job into an idle worker on the same backend, wait for its start; repeat. */
     async latency(samples) {
       const { backend } = db.fresh();
