@@ -94,14 +94,37 @@ export interface BenchSizes {
   runs: number;
 }
 
-/** One line of the table: a figure, each subject's median, and every run it was taken from. */
+/** One line of the table: a figure, each subject's median, the ratios, and every run behind them. */
 export interface Row {
   label: string;
   unit: string;
   /** Median per subject, in subject order (NaN where a subject has no such figure). */
   values: number[];
+  /** Per peer (subjects after the first), the paired ratio first ÷ peer (see `pairedRatio`). */
+  ratios: number[];
   /** Every run per subject, in the order they were taken. */
   runs: number[][];
+}
+
+/**
+ * The first subject's runs divided by a peer's, round by round (the two runs of a round were
+ * taken back to back), and the median of those quotients. Load on a shared machine shifts
+ * between rounds far more than within one, so pairing cancels most of it: the quotient of the
+ * two medians can pair a quiet run of one subject with a loaded run of the other. NaN when no
+ * round has both figures.
+ */
+export function pairedRatio(first: readonly number[], peer: readonly number[]): number {
+  const quotients: number[] = [];
+  for (let i = 0; i < Math.min(first.length, peer.length); i++) {
+    const q = first[i]! / peer[i]!;
+    if (Number.isFinite(q) && peer[i]! > 0) quotients.push(q);
+  }
+  return median(quotients);
+}
+
+/** A row from every run per subject: medians, and paired ratios of the first subject to each peer. */
+function row(label: string, unit: string, runs: number[][]): Row {
+  return { label, unit, values: runs.map(median), ratios: runs.slice(1).map((peer) => pairedRatio(runs[0]!, peer)), runs };
 }
 
 /** What a side-by-side run measured, and the state of the machine around it. */
@@ -172,7 +195,7 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
   const { runs } = sizes;
   const rate = async (label: string, fn: (s: Subject) => Promise<number>) => {
     const all = await interleaved(subjects, runs, label, fn, (x) => `${fmt(x)} jobs/s`);
-    rows.push({ label, unit: "jobs/s", values: all.map(median), runs: all });
+    rows.push(row(label, "jobs/s", all));
   };
   const latency = async (label: string, of: (s: Subject) => ((samples: number) => Promise<number[]>) | undefined) => {
     const having = subjects.filter((s) => of(s) !== undefined);
@@ -185,7 +208,7 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
         const i = having.indexOf(s);
         return i < 0 ? [] : all[i]!.map((samples) => percentile(samples, p));
       });
-      rows.push({ label: `${label} p${p} (${sizes.samples} samples)`, unit: "ms", values: perSubject.map((xs) => (xs.length ? median(xs) : NaN)), runs: perSubject });
+      rows.push(row(`${label} p${p} (${sizes.samples} samples)`, "ms", perSubject));
     }
   };
 
@@ -203,7 +226,7 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
     const keys = [...new Set(all.flat().flatMap((m) => Object.keys(m)))];
     for (const k of keys) {
       const perSubject = all.map((xs) => xs.map((m) => m[k] ?? NaN));
-      rows.push({ label: `memory per waiting job (${k})`, unit: "bytes", values: perSubject.map(median), runs: perSubject });
+      rows.push(row(`memory per waiting job (${k})`, "bytes", perSubject));
     }
   }
   return { rows, runs, loadStart, loadEnd: loadavg(), elapsedS: (performance.now() - started) / 1000 };
@@ -211,8 +234,8 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
 
 /**
  * Prints the report: one column per subject (the median of its runs), then one ratio column per
- * peer, always first subject (Conveyor) divided by the peer, then every run behind each median
- * and the machine's load before and after. For jobs/s a ratio above 1 means Conveyor is ahead;
+ * peer, always first subject (Conveyor) divided by the peer, paired round by round (see
+ * `pairedRatio`), then every run behind each figure and the machine's load before and after. For jobs/s a ratio above 1 means Conveyor is ahead;
  * for ms and bytes below 1 does.
  */
 export function printReport(subjects: readonly Subject[], report: Report): void {
@@ -222,7 +245,7 @@ export function printReport(subjects: readonly Subject[], report: Report): void 
     r.label,
     r.unit,
     ...r.values.map(fmt),
-    ...r.values.slice(1).map((v) => (v > 0 && Number.isFinite(v) && Number.isFinite(r.values[0]!) ? `${(r.values[0]! / v).toFixed(2)}x` : "-")),
+    ...r.ratios.map((x) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : "-")),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => line[i]!.length)));
   const line = (cells: readonly string[]) =>
@@ -232,7 +255,11 @@ export function printReport(subjects: readonly Subject[], report: Report): void 
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const cells of body) console.log(line(cells));
   if (names.length > 1) {
-    console.log(`\nRatios are ${names[0]} divided by the peer (medians): above 1 is better for jobs/s, below 1 is better for ms and bytes.`);
+    console.log(
+      `\nRatios are ${names[0]} divided by the peer, paired: the median over rounds of ${names[0]}'s run divided by the peer's run ` +
+        `of the same round (taken back to back), so load that shifts between rounds cancels out. ` +
+        `Above 1 is better for jobs/s, below 1 is better for ms and bytes.`,
+    );
   }
   console.log("\nEvery run, in the order taken:");
   for (const r of report.rows) {

@@ -1,11 +1,12 @@
 /**
  * The side-by-side runner of the benchmarks (bench/lib.ts), with fake subjects that record when
  * they are measured: runs interleave across subjects (A, B, C, A, B, C, ...), every figure is the
- * median of its runs, every run is kept, and the machine's load is recorded at start and end.
+ * median of its runs, ratios pair the runs of a round, every run is kept, and the machine's load
+ * is recorded at start and end.
  * No timing is asserted: the fakes return fixed numbers.
  */
 import { describe, expect, it } from "vitest";
-import { interleaved, median, runSideBySide, type Subject } from "../../bench/lib.js";
+import { interleaved, median, pairedRatio, runSideBySide, type Subject } from "../../bench/lib.js";
 
 /** A subject whose figures come from `values` in turn, logging each call as "name:figure". */
 function fake(name: string, log: string[], values: number[]): Subject {
@@ -34,6 +35,12 @@ describe("bench runner", () => {
     expect(median([])).toBeNaN();
   });
 
+  it("pairs ratios round by round and skips rounds without a usable peer figure", () => {
+    expect(pairedRatio([10, 30, 20], [5, 50, 1])).toBe(2);
+    expect(pairedRatio([10, 30, 20], [0, 15, NaN])).toBe(2);
+    expect(pairedRatio([1], [])).toBeNaN();
+  });
+
   it("interleaves the runs of the subjects: A, B, C, A, B, C, ...", async () => {
     const log: string[] = [];
     const subjects = ["A", "B", "C"].map((n) => fake(n, log, [1]));
@@ -52,6 +59,8 @@ describe("bench runner", () => {
     const bulk = report.rows.find((r) => r.label.startsWith("bulk"))!;
     expect(bulk.runs).toEqual([[10, 30, 20], [5, 50, 1]]);
     expect(bulk.values).toEqual([20, 5]);
+    // The ratio pairs the runs of a round: 10/5, 30/50, 20/1 -> median 2 (not 20/5 = 4).
+    expect(bulk.ratios).toEqual([2]);
     // Within one figure the subjects alternate run by run.
     expect(log.filter((l) => l.endsWith(":bulk"))).toEqual(["A:bulk", "B:bulk", "A:bulk", "B:bulk", "A:bulk", "B:bulk"]);
 
