@@ -15,7 +15,7 @@
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { availableParallelism, tmpdir } from "node:os";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
@@ -121,6 +121,11 @@ async function oneRun(url: string): Promise<RunResult & { db: string }> {
   }
 }
 
+// A declaration, not a const: main() runs from the top-level await above, before later consts exist.
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
+}
+
 /** Where each run's fresh store lives, and how to clean up. */
 async function stores(): Promise<{ next(): string; stop(): Promise<void> }> {
   const dirs: string[] = [];
@@ -158,6 +163,8 @@ async function stores(): Promise<{ next(): string; stop(): Promise<void> }> {
 
 async function main(): Promise<void> {
   const runs = Number(values.runs);
+  const started = performance.now();
+  const loadStart = loadavg();
   const results: Array<RunResult & { db: string }> = [];
   const where = await stores();
   try {
@@ -186,6 +193,10 @@ async function main(): Promise<void> {
       errors: median.errors,
     },
     allRuns: results.map((r) => Math.round(r.requestsPerSecond)),
+    node: process.version,
+    // The machine's state: on a shared machine the figures mean little without it.
+    loadAverage1m5m15m: { start: loadStart.map(round2), end: loadavg().map(round2) },
+    elapsedSeconds: Math.round((performance.now() - started) / 1000),
   };
   console.log(JSON.stringify(summary, null, 2));
 }

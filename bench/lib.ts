@@ -1,11 +1,20 @@
 /**
- * Small helpers shared by the benchmarks (bench/sqlite.ts, bench/postgres.ts, bench/redis.ts):
- * statistics, rate timing, Conveyor's processing run, and the side-by-side table with
- * Conveyor/peer ratios.
+ * What the benchmarks share (bench/sqlite.ts, bench/postgres.ts, bench/redis.ts): statistics,
+ * rate timing, Conveyor's processing and latency runs, and the side-by-side runner: every figure
+ * taken several times per subject with the subjects interleaved, reported as medians with
+ * Conveyor/peer ratios, every run behind them, and the machine's load before and after.
  */
+import { readFileSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 
-export const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** The middle value (the mean of the two middle ones for an even count); NaN for none. */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return NaN;
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
 
 /** Nearest-rank percentile (p in 0..100) of the samples. */
 export const percentile = (xs: readonly number[], p: number): number =>
@@ -68,6 +77,11 @@ export interface Subject {
   processing(jobs: number, concurrency: number): Promise<number>;
   /** Enqueue-to-start latency samples in ms. */
   latency(samples: number): Promise<number[]>;
+  /**
+   * The same with the worker in another process, where the backend has a figure of its own for
+   * that (SQLite: a wake-up crosses processes by watching the WAL file, not by a server).
+   */
+  crossProcessLatency?: (samples: number) => Promise<number[]>;
   /** Bytes of server memory per waiting job, by whatever measures the backend offers. */
   memory?: (jobs: number) => Promise<Record<string, number>>;
 }
@@ -76,96 +90,236 @@ export interface BenchSizes {
   jobs: number;
   single: number;
   samples: number;
+  /** Runs per figure and subject; each figure reports the median of its runs. */
   runs: number;
 }
 
-interface Row {
+/** One line of the table: a figure, each subject's median, the ratios, and every run behind them. */
+export interface Row {
   label: string;
   unit: string;
+  /** Median per subject, in subject order (NaN where a subject has no such figure). */
   values: number[];
+  /** Per peer (subjects after the first), the paired ratio first ÷ peer (see `pairedRatio`). */
+  ratios: number[];
+  /** Every run per subject, in the order they were taken. */
+  runs: number[][];
 }
 
 /**
- * Runs every figure for every subject, figure by figure (so a burst of load from other processes
- * hits all subjects of one figure alike rather than one whole subject), `runs` times each, and
- * keeps the median. Progress goes to stderr so stdout is just the table.
+ * The first subject's runs divided by a peer's, round by round (the two runs of a round were
+ * taken back to back), and the median of those quotients. Load on a shared machine shifts
+ * between rounds far more than within one, so pairing cancels most of it: the quotient of the
+ * two medians can pair a quiet run of one subject with a loaded run of the other. NaN when no
+ * round has both figures.
  */
-export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSizes): Promise<Row[]> {
+export function pairedRatio(first: readonly number[], peer: readonly number[]): number {
+  const quotients: number[] = [];
+  for (let i = 0; i < Math.min(first.length, peer.length); i++) {
+    const q = first[i]! / peer[i]!;
+    if (Number.isFinite(q) && peer[i]! > 0) quotients.push(q);
+  }
+  return median(quotients);
+}
+
+/** A row from every run per subject: medians, and paired ratios of the first subject to each peer. */
+function row(label: string, unit: string, runs: number[][]): Row {
+  return { label, unit, values: runs.map(median), ratios: runs.slice(1).map((peer) => pairedRatio(runs[0]!, peer)), runs };
+}
+
+/** What a side-by-side run measured, and the state of the machine around it. */
+export interface Report {
+  rows: Row[];
+  runs: number;
+  /** `os.loadavg()` (1, 5 and 15 minutes) when the run started and when it ended. */
+  loadStart: number[];
+  loadEnd: number[];
+  /** Wall time of the whole run, seconds. */
+  elapsedS: number;
+}
+
+/** "graphile-worker 0.18.0, pg-boss 12.38.0": the installed versions of the peers, for the output's header. */
+export function peerVersions(names: readonly string[]): string {
+  return names
+    .map((name) => {
+      // Read from node_modules directly: some peers' `exports` do not expose their package.json.
+      const { version } = JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), "utf8")) as { version: string };
+      return `${name} ${version}`;
+    })
+    .join(", ");
+}
+
+/** "1.52 0.98 0.61": the 1-, 5- and 15-minute load averages. */
+export const formatLoad = (load: readonly number[]): string => load.map((x) => x.toFixed(2)).join(" ");
+
+/** The machine's state in one line, for the top of every benchmark's output. */
+export function machineLine(): string {
+  return `node ${process.version}, ${availableParallelism()} cores, load average ${formatLoad(loadavg())} (1/5/15 min)`;
+}
+
+const progress = (msg: string) => process.stderr.write(`  .. ${msg}\n`);
+
+/**
+ * Measures `measure` `runs` times for every subject, interleaved: round 1 takes A, B, C, round 2
+ * again A, B, C, and so on. On a shared machine load comes in bursts; interleaving spreads a
+ * burst over every subject of a figure instead of landing it on whichever subject ran then.
+ * Returns each subject's results in the order they were taken.
+ */
+export async function interleaved<S extends { readonly name: string }, T>(
+  subjects: readonly S[],
+  runs: number,
+  label: string,
+  measure: (s: S) => Promise<T>,
+  describe: (result: T) => string,
+): Promise<T[][]> {
+  const out: T[][] = subjects.map(() => []);
+  for (let run = 1; run <= runs; run++) {
+    for (const [i, s] of subjects.entries()) {
+      const result = await measure(s);
+      out[i]!.push(result);
+      progress(`run ${run}/${runs}  ${s.name}: ${label}: ${describe(result)}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * Runs every figure for every subject, figure by figure, each `sizes.runs` times with the
+ * subjects interleaved (see `interleaved`), and keeps the medians. Progress goes to stderr so
+ * stdout is just the report. `only: "memory"` runs the memory figure alone.
+ */
+export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSizes, options: { only?: "memory" } = {}): Promise<Report> {
+  const started = performance.now();
+  const loadStart = loadavg();
   const rows: Row[] = [];
-  const progress = (msg: string) => process.stderr.write(`  .. ${msg}\n`);
-  const figure = async (label: string, unit: string, fn: (s: Subject) => Promise<number>) => {
-    const values: number[] = [];
-    for (const s of subjects) {
-      progress(`${s.name}: ${label}`);
-      const xs: number[] = [];
-      for (let i = 0; i < sizes.runs; i++) xs.push(await fn(s));
-      values.push(median(xs));
-    }
-    rows.push({ label, unit, values });
+  const { runs } = sizes;
+  const rate = async (label: string, fn: (s: Subject) => Promise<number>) => {
+    const all = await interleaved(subjects, runs, label, fn, (x) => `${fmt(x)} jobs/s`);
+    rows.push(row(label, "jobs/s", all));
   };
-  await figure(`bulk enqueue (${sizes.jobs} jobs)`, "jobs/s", (s) => s.bulk(sizes.jobs));
-  await figure(`single enqueue (${sizes.single} sequential)`, "jobs/s", (s) => s.single(sizes.single));
-  await figure(`processing, concurrency 10`, "jobs/s", (s) => s.processing(sizes.jobs, 10));
-  await figure(`processing, concurrency 50`, "jobs/s", (s) => s.processing(sizes.jobs, 50));
+  const latency = async (label: string, of: (s: Subject) => ((samples: number) => Promise<number[]>) | undefined) => {
+    const having = subjects.filter((s) => of(s) !== undefined);
+    if (having.length === 0) return;
+    const describe = (xs: number[]) => `p50 ${fmt(percentile(xs, 50))} ms, p99 ${fmt(percentile(xs, 99))} ms`;
+    const all = await interleaved(having, runs, label, (s) => of(s)!(sizes.samples), describe);
+    // Each run gives one p50/p95/p99; the median over runs of each percentile is reported.
+    for (const p of [50, 95, 99]) {
+      const perSubject = subjects.map((s) => {
+        const i = having.indexOf(s);
+        return i < 0 ? [] : all[i]!.map((samples) => percentile(samples, p));
+      });
+      rows.push(row(`${label} p${p} (${sizes.samples} samples)`, "ms", perSubject));
+    }
+  };
 
-  // Latency: each run gives one p50/p95/p99; the median over runs of each percentile is reported.
-  const runsPerSubject: number[][][] = [];
-  for (const s of subjects) {
-    progress(`${s.name}: latency`);
-    const all: number[][] = [];
-    for (let i = 0; i < sizes.runs; i++) all.push(await s.latency(sizes.samples));
-    runsPerSubject.push(all);
+  if (options.only !== "memory") {
+    await rate(`bulk enqueue (${sizes.jobs} jobs)`, (s) => s.bulk(sizes.jobs));
+    await rate(`single enqueue (${sizes.single} sequential)`, (s) => s.single(sizes.single));
+    await rate("processing, concurrency 10", (s) => s.processing(sizes.jobs, 10));
+    await rate("processing, concurrency 50", (s) => s.processing(sizes.jobs, 50));
+    await latency("latency", (s) => s.latency.bind(s));
+    await latency("latency cross-process", (s) => s.crossProcessLatency?.bind(s));
   }
-  for (const p of [50, 95, 99]) {
-    rows.push({
-      label: `latency p${p} (${sizes.samples} samples)`,
-      unit: "ms",
-      values: runsPerSubject.map((all) => median(all.map((samples) => percentile(samples, p)))),
-    });
-  }
-
   if (subjects.some((s) => s.memory)) {
-    const perSubject: Record<string, number>[] = [];
-    for (const s of subjects) {
-      progress(`${s.name}: memory`);
-      const all: Record<string, number>[] = [];
-      for (let i = 0; i < sizes.runs; i++) all.push((await s.memory?.(sizes.jobs)) ?? {});
-      const keys = Object.keys(all[0]!);
-      perSubject.push(Object.fromEntries(keys.map((k) => [k, median(all.map((m) => m[k] ?? NaN))])));
-    }
-    const keys = [...new Set(perSubject.flatMap((m) => Object.keys(m)))];
+    const describe = (m: Record<string, number>) => Object.entries(m).map(([k, v]) => `${k} ${fmt(v)} B`).join(", ");
+    const all = await interleaved(subjects, runs, "memory per waiting job", async (s) => (await s.memory?.(sizes.jobs)) ?? {}, describe);
+    const keys = [...new Set(all.flat().flatMap((m) => Object.keys(m)))];
     for (const k of keys) {
-      rows.push({ label: `memory per waiting job (${k})`, unit: "bytes", values: perSubject.map((m) => m[k] ?? NaN) });
+      const perSubject = all.map((xs) => xs.map((m) => m[k] ?? NaN));
+      rows.push(row(`memory per waiting job (${k})`, "bytes", perSubject));
     }
   }
-  return rows;
+  return { rows, runs, loadStart, loadEnd: loadavg(), elapsedS: (performance.now() - started) / 1000 };
 }
 
 /**
- * Prints the rows as a table: one column per subject, then one ratio column per peer, always
- * first subject (Conveyor) divided by the peer. For jobs/s above 1 means Conveyor is ahead; for
- * ms and bytes below 1 does.
+ * Prints the report: one column per subject (the median of its runs), then one ratio column per
+ * peer, always first subject (Conveyor) divided by the peer, paired round by round (see
+ * `pairedRatio`), then every run behind each figure and the machine's load before and after. For jobs/s a ratio above 1 means Conveyor is ahead;
+ * for ms and bytes below 1 does.
  */
-export function printTable(subjects: readonly Subject[], rows: readonly Row[]): void {
+export function printReport(subjects: readonly Subject[], report: Report): void {
   const names = subjects.map((s) => s.name);
   const header = ["figure", "unit", ...names, ...names.slice(1).map((n) => `${names[0]}/${n}`)];
-  const body = rows.map((r) => [
+  const body = report.rows.map((r) => [
     r.label,
     r.unit,
     ...r.values.map(fmt),
-    ...r.values.slice(1).map((v) => (v > 0 && Number.isFinite(v) ? `${(r.values[0]! / v).toFixed(2)}x` : "-")),
+    ...r.ratios.map((x) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : "-")),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => line[i]!.length)));
   const line = (cells: readonly string[]) =>
     cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  console.log(`Medians of ${report.runs} run${report.runs === 1 ? "" : "s"} per figure and subject, subjects interleaved run by run.\n`);
   console.log(line(header));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const cells of body) console.log(line(cells));
-  console.log(`\nRatios are ${names[0]} divided by the peer: above 1 is better for jobs/s, below 1 is better for ms and bytes.`);
+  if (names.length > 1) {
+    console.log(
+      `\nRatios are ${names[0]} divided by the peer, paired: the median over rounds of ${names[0]}'s run divided by the peer's run ` +
+        `of the same round (taken back to back), so load that shifts between rounds cancels out. ` +
+        `Above 1 is better for jobs/s, below 1 is better for ms and bytes.`,
+    );
+  }
+  console.log("\nEvery run, in the order taken:");
+  for (const r of report.rows) {
+    const perSubject = r.runs.map((xs, i) => (xs.length ? `${names[i]} ${xs.map(fmt).join(" / ")}` : null)).filter((x) => x !== null);
+    console.log(`  ${r.label}: ${perSubject.join("; ")}`);
+  }
+  console.log(
+    `\nLoad average (1/5/15 min) at start ${formatLoad(report.loadStart)}, at end ${formatLoad(report.loadEnd)}; ` +
+      `${availableParallelism()} cores; measuring took ${formatDuration(report.elapsedS)}.`,
+  );
+}
+
+/** "4 min 12 s" */
+export function formatDuration(seconds: number): string {
+  const s = Math.round(seconds);
+  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
 /** Jobs per enqueue call when filling a queue before a processing run. */
 export const FILL_CHUNK = 5_000;
+
+/** `[0, n)` cut into chunks of at most `size`, as [start, length] pairs. */
+export function chunks(n: number, size: number): [number, number][] {
+  const out: [number, number][] = [];
+  for (let i = 0; i < n; i += size) out.push([i, Math.min(size, n - i)]);
+  return out;
+}
+
+/** `n` no-op jobs numbered from `start`, as `addBulk` takes them. */
+export const noopJobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
+
+/**
+ * Runs `fn` on a backend over an empty store and disposes of both afterwards (each benchmark
+ * knows how: a fresh database, file or key prefix).
+ */
+export type WithFreshBackend = <T>(fn: (backend: Backend) => Promise<T>) => Promise<T>;
+
+/**
+ * Conveyor's throughput figures, the same on every backend, each on a fresh store: bulk enqueue
+ * (one `addBulk`), sequential single enqueues, and processing with `prefetch` (see
+ * conveyorProcessing).
+ */
+export function conveyorThroughput(withFreshBackend: WithFreshBackend, prefetch = 0): Pick<Subject, "bulk" | "single" | "processing"> {
+  return {
+    bulk: (n) =>
+      withFreshBackend((backend) => {
+        const q = new Queue("bench", { backend });
+        const all = noopJobs(0, n);
+        return rate(n, () => q.addBulk(all));
+      }),
+    single: (n) =>
+      withFreshBackend((backend) => {
+        const q = new Queue("bench", { backend });
+        return rate(n, async () => {
+          for (let i = 0; i < n; i++) await q.add("noop", { i });
+        });
+      }),
+    processing: (n, concurrency) => withFreshBackend((backend) => conveyorProcessing(backend, n, concurrency, prefetch)),
+  };
+}
 
 /**
  * Conveyor's processing figure, the same on every backend: fills queue "bench" with `n` no-op
@@ -174,9 +328,7 @@ export const FILL_CHUNK = 5_000;
  */
 export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const q = new Queue("bench", { backend });
-  for (let i = 0; i < n; i += FILL_CHUNK) {
-    await q.addBulk(Array.from({ length: Math.min(FILL_CHUNK, n - i) }, (_, k) => ({ name: "noop", data: { i: i + k } })));
-  }
+  for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;

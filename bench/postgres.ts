@@ -2,28 +2,26 @@
  * PostgreSQL: Conveyor, graphile-worker and pg-boss side by side on one server (a throwaway one
  * from test/helpers/postgres.ts, or DATABASE_URL). Every measurement gets a fresh database of its
  * own, so no system sees another's tables, indexes or dead tuples, and each peer runs with the
- * fast settings its own documentation recommends.
+ * fast settings its own documentation gives for the version installed (see each subject below).
+ * All three wake idle workers through LISTEN/NOTIFY, so every enqueue pays for a NOTIFY alike.
  */
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "graphile-worker";
 import pg from "pg";
 import { PgBoss } from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
-import { Queue, silentLogger } from "../src/index.js";
+import { silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
-import { type BenchSizes, conveyorLatency, conveyorProcessing, deferred, latencySamples, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import {
+  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide, sleep,
+  type Subject, type WithFreshBackend,
+} from "./lib.js";
 
-/** Conveyor's `prefetch` in processing runs: the same 500 as graphile-worker's local queue. */
+/**
+ * Jobs fetched per round trip in processing runs: Conveyor's `prefetch` (jobs claimed ahead of
+ * free slots), graphile-worker's local queue size (500 is what its performance page runs with)
+ * and pg-boss's `batchSize`.
+ */
 const PREFETCH = 500;
-
-/** Jobs per enqueue call when filling a queue before a processing run. */
-const FILL_CHUNK = 5_000;
-
-/** `[0, n)` cut into chunks of at most `size`, as [start, length] pairs. */
-function chunks(n: number, size: number): [number, number][] {
-  const out: [number, number][] = [];
-  for (let i = 0; i < n; i += size) out.push([i, Math.min(size, n - i)]);
-  return out;
-}
 
 /** Creates and later drops one database per measurement on the server at `baseUrl`. */
 class Databases {
@@ -82,38 +80,20 @@ async function settled(url: string, sql: string): Promise<void> {
 }
 
 function conveyor(dbs: Databases): Subject {
-  const fresh = async () => {
+  const withFreshBackend: WithFreshBackend = async (fn) => {
     const backend = new PostgresBackend({ connectionString: await dbs.create("conveyor"), logger: silentLogger });
-    await backend.migrate();
-    return backend;
+    try {
+      await backend.migrate();
+      return await fn(backend);
+    } finally {
+      await backend.close();
+    }
   };
-  const jobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
   return {
     name: "Conveyor",
-    async bulk(n) {
-      const backend = await fresh();
-      const q = new Queue("bench", { backend });
-      const all = jobs(0, n);
-      const r = await rate(n, () => q.addBulk(all));
-      await backend.close();
-      return r;
-    },
-    async single(n) {
-      const backend = await fresh();
-      const q = new Queue("bench", { backend });
-      const r = await rate(n, async () => {
-        for (let i = 0; i < n; i++) await q.add("noop", { i });
-      });
-      await backend.close();
-      return r;
-    },
-    async processing(n, concurrency) {
-      const backend = await fresh();
-      // Its documented setting for many short jobs, like graphile-worker's local queue below.
-      const r = await conveyorProcessing(backend, n, concurrency, PREFETCH);
-      await backend.close();
-      return r;
-    },
+    // `prefetch`, its documented setting for many short jobs, at graphile-worker's local queue
+    // size; completions made in the same tick already go out as one statement (its settler).
+    ...conveyorThroughput(withFreshBackend, PREFETCH),
     async latency(samples) {
       const url = await dbs.create("conveyor");
       const workerBackend = new PostgresBackend({ connectionString: url, logger: silentLogger });
@@ -135,20 +115,26 @@ function graphileWorker(dbs: Databases): Subject {
     return { url, utils };
   };
   /**
-   * The batching settings of https://worker.graphile.org/docs/performance#batching: a local queue
-   * (jobs fetched and locked many at a time; "much higher" than concurrency + 1 is what the docs
-   * suggest for high throughput of very fast tasks) and batched completion/failure.
+   * graphile-worker 0.18 as its performance page runs it for throughput
+   * (https://worker.graphile.org/docs/performance; 0.18 added no new tuning options):
+   * - `localQueue.size` 500: the pool fetches and locks jobs 500 at a time and hands them to its
+   *   workers without a round trip each ("much higher" than concurrency + 1 is what the docs
+   *   suggest for very fast tasks; 500 is their perfTest's value and Conveyor's `prefetch` here).
+   * - `completeJobBatchDelay` / `failJobBatchDelay` 0: completions (failures) made in the same
+   *   tick go to the database in one statement, as Conveyor's settler batches them.
+   * - `maxPoolSize`: "10 or concurrentJobs + 2, whichever is larger", the docs' advice.
+   * - `pollInterval` stays at its 2 s default: new jobs arrive by LISTEN/NOTIFY, polling only
+   *   finds future-dated ones.
    */
   const start = (url: string, concurrency: number, taskList: Parameters<typeof run>[0]["taskList"]): Promise<Runner> =>
     run({
       connectionString: url,
       concurrency,
-      // One pool connection per concurrent job plus a few for the local queue and LISTEN.
-      maxPoolSize: concurrency + 2,
+      maxPoolSize: Math.max(10, concurrency + 2),
       noHandleSignals: true,
       logger: quietGraphile,
       taskList,
-      preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+      preset: { worker: { localQueue: { size: PREFETCH }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
     });
   const jobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ identifier: "noop", payload: { i: start + k } }));
   return {
@@ -202,20 +188,26 @@ function graphileWorker(dbs: Databases): Subject {
 }
 
 /**
- * pg-boss's batch size for processing: jobs fetched (and completed) per round trip. It must be
- * large: a work() loop that found jobs still sleeps out the rest of its polling interval (0.5 s at
- * the least) before fetching again, so one loop does at most 2 batches a second.
+ * pg-boss 12 with the settings its docs give for speed (https://pgboss.io/api/workers):
+ * - `useListenNotify: true` on the instance and `notify: true` on the queue ("Low-latency dispatch
+ *   with LISTEN/NOTIFY", new in 12): a created job wakes the workers at once instead of at their
+ *   next poll, polling staying on as a backstop. Before 12 it could only poll (0.5 s at the least).
+ * - processing: `localConcurrency` workers in the one `work()` call (its per-process concurrency),
+ *   each fetching and completing a batch of `batchSize` jobs per round trip (its batching), with
+ *   `burstWhenBatchFull` so a worker whose fetch came back full fetches again at once rather than
+ *   sleeping out its polling interval.
+ * - no cron scheduling and no maintenance supervisor: neither is part of what is measured (the
+ *   other two run no maintenance during the bench either).
  */
-const PGBOSS_BATCH = 1_000;
-
 function pgBoss(dbs: Databases): Subject {
   const fresh = async (max = 10): Promise<{ url: string; boss: PgBoss }> => {
     const url = await dbs.create("pgboss");
-    // No cron scheduling and no maintenance supervisor: neither is part of what is measured.
-    const boss = new PgBoss({ connectionString: url, max, schedule: false, supervise: false });
+    const boss = new PgBoss({ connectionString: url, max, schedule: false, supervise: false, useListenNotify: true });
     boss.on("error", (error: unknown) => console.error("pg-boss:", error));
+    // listen_notify_unavailable would mean the latency figure measures polling: say so loudly.
+    boss.on("warning", (warning: { message: string }) => console.error("pg-boss warning:", warning.message));
     await boss.start();
-    await boss.createQueue("bench"); // v10: queues must exist before send/work
+    await boss.createQueue("bench", { notify: true }); // queues must exist before send/work (10+)
     return { url, boss };
   };
   const stop = (boss: PgBoss) => boss.stop({ graceful: true, timeout: 30_000 });
@@ -238,35 +230,35 @@ function pgBoss(dbs: Databases): Subject {
       return r;
     },
     async processing(n, concurrency) {
-      // pg-boss 10 has no per-worker concurrency setting: each work() call is one fetch-run-complete
-      // loop over a batch, and concurrency comes from calling work() several times. We start one
-      // loop per 10 of `concurrency` (1 at c=10, 5 at c=50), each fetching and completing
-      // PGBOSS_BATCH jobs per round trip, at the minimum polling interval.
-      const loops = Math.max(1, Math.round(concurrency / 10));
-      const { url, boss } = await fresh(loops + 2);
+      // `concurrency` workers, so at most that many handler calls run at once, each fetching
+      // PREFETCH jobs per round trip, the batch the other two fetch. Holding only as many jobs as
+      // they do (concurrency + PREFETCH, spread over the workers: batches of 51 at concurrency
+      // 10, 11 at 50) measured 2-3x slower here, since each worker waits out its own
+      // fetch-run-complete loop: the peer gets its fastest documented shape, not a handicap.
+      // A connection per worker, one for LISTEN and one to spare, as graphile-worker's pool.
+      const { url, boss } = await fresh(concurrency + 2);
       for (const [s, len] of chunks(n, FILL_CHUNK)) await boss.insert("bench", jobs(s, len));
       const done = deferred();
       let seen = 0;
       const r = await rate(n, async () => {
-        for (let i = 0; i < loops; i++) {
-          await boss.work("bench", { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: 0.5 }, async (batch: unknown[]) => {
-            seen += batch.length;
-            if (seen >= n) done.resolve();
-          });
-        }
+        await boss.work("bench", { localConcurrency: concurrency, batchSize: PREFETCH, burstWhenBatchFull: true }, async (batch: unknown[]) => {
+          seen += batch.length;
+          if (seen >= n) done.resolve();
+        });
         await done.promise;
+        // A batch is completed after its handler returns: done once the database says so.
         await settled(url, "SELECT count(*) AS n FROM pgboss.job WHERE state <> 'completed'");
       });
       await stop(boss);
       return r;
     },
     async latency(samples) {
-      // pg-boss polls (no LISTEN/NOTIFY); 0.5 s is the smallest interval it accepts.
       const { boss } = await fresh();
       let onStart: (() => void) | null = null;
-      await boss.work("bench", { batchSize: 1, pollingIntervalSeconds: 0.5 }, async () => void onStart?.());
+      // Ten workers of one job each, as the others run ten handlers at once; woken by NOTIFY.
+      await boss.work("bench", { localConcurrency: 10 }, async () => void onStart?.());
       await sleep(200);
-      const out = await latencySamples([], samples, (i) => boss.send("bench", { i }), (fn) => (onStart = fn), () => 2 + Math.random() * 500);
+      const out = await latencySamples([], samples, (i) => boss.send("bench", { i }), (fn) => (onStart = fn));
       await stop(boss);
       return out;
     },
@@ -282,23 +274,17 @@ export async function main(sizes: BenchSizes): Promise<void> {
   }
   const dbs = new Databases(url);
   try {
-    const { rows } = await (async () => {
-      const c = new pg.Client({ connectionString: url });
-      await c.connect();
-      try {
-        return await c.query<{ v: string; sc: string }>("SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc");
-      } finally {
-        await c.end();
-      }
-    })();
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    const { rows } = await c.query<{ v: string; sc: string }>("SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc").finally(() => c.end());
     console.log(
-      `PostgreSQL ${rows[0]?.v} (synchronous_commit ${rows[0]?.sc}${server ? ", throwaway server" : ", DATABASE_URL"}), ` +
-        `${sizes.jobs} jobs, ${sizes.runs === 1 ? "1 run" : `medians of ${sizes.runs} runs`}, node ${process.version}\n`,
+      `PostgreSQL ${rows[0]?.v} (synchronous_commit ${rows[0]?.sc}${server ? ", throwaway server" : ", DATABASE_URL"}); ` +
+        `${peerVersions(["graphile-worker", "pg-boss"])}; ${sizes.jobs} jobs; ${machineLine()}\n`,
     );
     const subjects = [conveyor(dbs), graphileWorker(dbs), pgBoss(dbs)];
-    const table = await runSideBySide(subjects, sizes);
+    const report = await runSideBySide(subjects, sizes);
     console.log("");
-    printTable(subjects, table);
+    printReport(subjects, report);
   } finally {
     await dbs.dropAll();
     await server?.stop();

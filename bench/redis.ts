@@ -8,15 +8,13 @@ import { Redis } from "ioredis";
 import { RedisBackend } from "../src/backend/redis/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
-import { type BenchSizes, conveyorLatency, conveyorProcessing, deferred, latencySamples, median, printTable, rate, runSideBySide, sleep, type Subject } from "./lib.js";
+import {
+  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, noopJobs, peerVersions, printReport, rate, runSideBySide,
+  sleep, type Subject, type WithFreshBackend,
+} from "./lib.js";
 
 /** Conveyor's `prefetch` in processing runs (jobs claimed ahead of free slots). */
 const PREFETCH = 100;
-
-/** Jobs per enqueue call when filling a queue before a processing or memory run. */
-const FILL_CHUNK = 5_000;
-
-const noopJobs = (start: number, n: number) => Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: start + k } }));
 
 /** Key prefixes, one per measurement, deleted after it. */
 class Prefixes {
@@ -65,7 +63,7 @@ async function memoryPerJob(admin: Redis, prefix: string, jobs: number, enqueue:
   await enqueue(0, 1);
   const used0 = await usedMemory(admin);
   const keys0 = await keyBytes(admin, prefix);
-  for (let i = 0; i < jobs; i += FILL_CHUNK) await enqueue(1 + i, Math.min(FILL_CHUNK, jobs - i));
+  for (const [start, length] of chunks(jobs, FILL_CHUNK)) await enqueue(1 + start, length);
   const used1 = await usedMemory(admin);
   const keys1 = await keyBytes(admin, prefix);
   return { "INFO used_memory delta": (used1 - used0) / jobs, "MEMORY USAGE sum": (keys1 - keys0) / jobs };
@@ -77,36 +75,20 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
     await backend.migrate();
     return backend;
   };
+  const withFreshBackend: WithFreshBackend = (fn) =>
+    prefixes.with("conveyor", async (prefix) => {
+      const backend = await backendFor(prefix);
+      try {
+        return await fn(backend);
+      } finally {
+        await backend.close();
+      }
+    });
   return {
     name: "Conveyor",
-    bulk: (n) =>
-      prefixes.with("conveyor", async (prefix) => {
-        const backend = await backendFor(prefix);
-        const q = new Queue("bench", { backend });
-        const all = noopJobs(0, n);
-        const r = await rate(n, () => q.addBulk(all));
-        await backend.close();
-        return r;
-      }),
-    single: (n) =>
-      prefixes.with("conveyor", async (prefix) => {
-        const backend = await backendFor(prefix);
-        const q = new Queue("bench", { backend });
-        const r = await rate(n, async () => {
-          for (let i = 0; i < n; i++) await q.add("noop", { i });
-        });
-        await backend.close();
-        return r;
-      }),
-    processing: (n, concurrency) =>
-      prefixes.with("conveyor", async (prefix) => {
-        const backend = await backendFor(prefix);
-        // Conveyor's documented setting for many short jobs (`prefetch`); BullMQ has none to set:
-        // its worker already fetches the next job in the script that completes the last one.
-        const r = await conveyorProcessing(backend, n, concurrency, PREFETCH);
-        await backend.close();
-        return r;
-      }),
+    // Conveyor's documented setting for many short jobs (`prefetch`); BullMQ has none to set:
+    // its worker already fetches the next job in the script that completes the last one.
+    ...conveyorThroughput(withFreshBackend, PREFETCH),
     latency: (samples) =>
       prefixes.with("conveyor", async (prefix) => {
         // A second connection: the wake-up goes through Redis pub/sub, as BullMQ's does.
@@ -125,8 +107,12 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
 }
 
 /**
- * BullMQ with its defaults (completed jobs kept, events stream capped at 10,000), which is what
- * its docs start from; `maxRetriesPerRequest: null` is required for its workers.
+ * BullMQ 6.7 with its defaults, which are already its fast path: its open-source worker has no
+ * batching to turn on (batches are a BullMQ Pro feature), it takes the next job in the same Lua
+ * script that completes the last one, and an idle worker waits in a blocking BZPOPMIN, woken the
+ * moment a job is added. `concurrency` is its per-worker concurrency; completed jobs are kept
+ * (as Conveyor keeps them) and the events stream is capped at 10,000, as its docs start from.
+ * `maxRetriesPerRequest: null` is required for its workers.
  */
 function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
   const parsed = new URL(url);
@@ -164,7 +150,7 @@ function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
     processing: (n, concurrency) =>
       prefixes.with("bullmq", async (prefix) => {
         const q = await queueFor(prefix);
-        for (let i = 0; i < n; i += FILL_CHUNK) await q.addBulk(noopJobs(i, Math.min(FILL_CHUNK, n - i)));
+        for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
         const done = deferred();
         let completed = 0;
         let worker: BullWorker | undefined;
@@ -202,22 +188,8 @@ function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
   };
 }
 
-/**
- * Only the memory figure (bench/redis-memory.ts): bytes per waiting job, measured as in the full run
- * (same jobs, same measures, median of `runs`), in seconds instead of minutes.
- */
-async function memoryRows(subjects: readonly Subject[], sizes: BenchSizes): Promise<{ label: string; unit: string; values: number[] }[]> {
-  const perSubject: Record<string, number>[] = [];
-  for (const s of subjects) {
-    const all: Record<string, number>[] = [];
-    for (let i = 0; i < sizes.runs; i++) all.push((await s.memory?.(sizes.jobs)) ?? {});
-    perSubject.push(Object.fromEntries(Object.keys(all[0]!).map((k) => [k, median(all.map((m) => m[k] ?? NaN))])));
-  }
-  const keys = [...new Set(perSubject.flatMap((m) => Object.keys(m)))];
-  return keys.map((k) => ({ label: `memory per waiting job (${k})`, unit: "bytes", values: perSubject.map((m) => m[k] ?? NaN) }));
-}
-
-export async function main(sizes: BenchSizes, options: { memoryOnly?: boolean } = {}): Promise<void> {
+/** `options.only: "memory"` runs only the memory figure (bench/redis-memory.ts): seconds, not minutes. */
+export async function main(sizes: BenchSizes, options: { only?: "memory" } = {}): Promise<void> {
   let server: ThrowawayRedis | null = null;
   let url = process.env.REDIS_URL;
   if (!url) {
@@ -228,14 +200,14 @@ export async function main(sizes: BenchSizes, options: { memoryOnly?: boolean } 
   try {
     const version = /redis_version:(\S+)/.exec(await admin.info("server"))?.[1];
     console.log(
-      `Redis ${version} (${server ? "throwaway server, no persistence" : "REDIS_URL"}), ${sizes.jobs} jobs, ` +
-        `${sizes.runs === 1 ? "1 run" : `medians of ${sizes.runs} runs`}, node ${process.version}\n`,
+      `Redis ${version} (${server ? "throwaway server, no persistence" : "REDIS_URL"}); ${peerVersions(["bullmq"])}; ` +
+        `${sizes.jobs} jobs; ${machineLine()}\n`,
     );
     const prefixes = new Prefixes(url);
     const subjects = [conveyor(url, prefixes, admin), bullmq(url, prefixes, admin)];
-    const table = options.memoryOnly ? await memoryRows(subjects, sizes) : await runSideBySide(subjects, sizes);
+    const report = await runSideBySide(subjects, sizes, options);
     console.log("");
-    printTable(subjects, table);
+    printReport(subjects, report);
   } finally {
     admin.disconnect();
     await server?.stop();

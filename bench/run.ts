@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs N]`
+ * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs 5]`
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--runs 5]` (bench/metrics.ts: metrics and tracing on vs off)
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
@@ -8,8 +8,10 @@
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
  * one server, and prints the ratio Conveyor/peer per figure. Each figure is the median of `--runs`
- * runs (default 3 for sqlite as before, 1 for the side-by-side ones, which take minutes per run).
- * Not part of `npm test`: timings belong here, never in assertions.
+ * runs (default 5) per subject, the subjects' runs interleaved (A, B, C, A, B, C, ...) so load
+ * from other processes lands on all of them alike; the output ends with every run and the load
+ * average at start and end (bench/lib.ts). Not part of `npm test`: timings belong here, never in
+ * assertions.
  */
 import { parseArgs } from "node:util";
 import type { BenchSizes } from "./lib.js";
@@ -35,7 +37,7 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "20000" },
     single: { type: "string", default: "2000" },
     samples: { type: "string", default: "300" },
-    runs: { type: "string" },
+    runs: { type: "string", default: "5" },
     soak: { type: "boolean", default: false },
     minutes: { type: "string", default: "10" },
     rate: { type: "string", default: "2000" },
@@ -67,6 +69,12 @@ const sizes: BenchSizes = {
   jobs: Number(values.jobs),
   single: Number(values.single),
   samples: Number(values.samples),
-  runs: Number(values.runs ?? (values.backend === "sqlite" ? 3 : 1)),
+  runs: Number(values.runs),
 };
+for (const [option, value] of Object.entries(sizes)) {
+  if (!Number.isInteger(value) || value < 1) {
+    console.error(`--${option} ${String(values[option as keyof typeof values])}: expected a whole number of at least 1`);
+    process.exit(2);
+  }
+}
 await (await load()).main(sizes);
