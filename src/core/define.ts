@@ -8,9 +8,11 @@ import type { BackoffOption, JobDefaults } from "./spec.js";
 /**
  * A payload schema: anything that implements Standard Schema v1 (https://standardschema.dev), the
  * interface zod (3.24+), valibot (1.0+) and ArkType (2.0+) share. Conveyor depends on none of them:
- * it calls `schema["~standard"].validate(value)` and uses the value it returns (so defaults and
- * transforms apply). Validation must be synchronous, since payloads are checked inside `add`, the
- * HTTP enqueue route and the worker alike; a schema that answers with a Promise (an async
+ * it calls `schema["~standard"].validate(value)`. A payload is checked at `add` and in the HTTP
+ * enqueue route and stored as given (the schema's input); the worker validates it again and hands
+ * the handler the value the schema returns (its output: defaults and transforms applied once, so a
+ * transform such as string → Date never meets its own output). Validation must be synchronous,
+ * since payloads are checked inside `add`; a schema that answers with a Promise (an async
  * refinement) is refused with an error naming the job.
  */
 export interface PayloadSchema<Output = unknown, Input = unknown> {
@@ -33,8 +35,10 @@ export interface SchemaIssue {
   readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
 }
 
-/** The payload type a schema produces. */
+/** The payload type a schema produces (what a handler receives). */
 export type PayloadOf<S> = S extends PayloadSchema<infer Output> ? Output : never;
+/** The payload type a schema accepts (what `queue.add` takes and the store keeps). */
+export type PayloadInputOf<S> = S extends PayloadSchema<unknown, infer Input> ? Input : never;
 
 /** The job as a handler sees it. `data` is the payload (typed when the job was defined with a schema). */
 export interface Job<T = Json> extends Omit<JobRecord, "data"> {
@@ -98,9 +102,14 @@ export interface BoundHandler<T = Json> extends HandlerSettings {
  * A named job type with a payload schema; `queue.add(def, data)` is type-checked against it.
  * `R` is the type its handler returns, stored as the job's result.
  */
-export interface JobDefinition<T, R = unknown> {
+/**
+ * A job type: `T` is the payload its handler receives (the schema's output), `R` its result, `I`
+ * the payload `queue.add` takes and the store keeps (the schema's input; the same as `T` unless the
+ * schema has defaults or transforms).
+ */
+export interface JobDefinition<T, R = unknown, I = T> {
   readonly name: string;
-  readonly schema: PayloadSchema<T>;
+  readonly schema: PayloadSchema<T, I>;
   /** Options applied to every job of this type, overridden per call. */
   readonly defaults: JobDefaults;
   readonly settings: HandlerSettings;
@@ -172,7 +181,7 @@ export function validatePayload<T>(name: string, schema: PayloadSchema<T>, data:
  * new Worker({ backend, queues: "email", handlers: [sendWelcome.handle(async (job) => …)] });
  * ```
  */
-export function defineJob<T, R = unknown>(name: string, schema: PayloadSchema<T>, options: DefineJobOptions = {}): JobDefinition<T, R> {
+export function defineJob<T, R = unknown, I = T>(name: string, schema: PayloadSchema<T, I>, options: DefineJobOptions = {}): JobDefinition<T, R, I> {
   if (!isPayloadSchema(schema)) {
     throw new InvalidInputError(
       `defineJob("${name}"): the schema must implement Standard Schema v1 (a "~standard" property with validate), ` +

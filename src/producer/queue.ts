@@ -29,7 +29,7 @@ export interface AddOptions extends JobOptions {
 
 /** One job of `addBulk`. */
 export interface BulkJob {
-  name: string | JobDefinition<unknown>;
+  name: string | JobDefinition<unknown, unknown, unknown>;
   data?: unknown;
   options?: JobOptions;
 }
@@ -67,7 +67,7 @@ export class Queue {
    * Adds one job. With a definition the payload is type-checked and validated against its schema.
    * Resolves to the job id and whether it was a duplicate of an existing `jobId`.
    */
-  add<T>(job: JobDefinition<T>, data: T, options?: AddOptions): Promise<AddResult>;
+  add<T, R, I>(job: JobDefinition<T, R, I>, data: I, options?: AddOptions): Promise<AddResult>;
   add(name: string, data?: Json, options?: AddOptions): Promise<AddResult>;
   async add(job: string | JobDefinition<unknown>, data?: unknown, options: AddOptions = {}): Promise<AddResult> {
     const { tx, ...jobOptions } = options;
@@ -98,11 +98,13 @@ export class Queue {
       return buildJobSpec({ queue: this.name, name: job.name, data: job.data, options: job.options, defaults: this.defaults, maxPayloadBytes: this.maxPayloadBytes });
     }
     const def = job.name;
-    const data = validatePayload(def.name, def.schema, job.data);
+    // Checked here so a bad payload is refused at once, but stored as given: the worker applies
+    // the schema (defaults, transforms) once, right before the handler.
+    validatePayload(def.name, def.schema, job.data);
     return buildJobSpec({
       queue: this.name,
       name: def.name,
-      data,
+      data: job.data,
       options: job.options,
       defaults: { ...this.defaults, ...def.defaults },
       maxPayloadBytes: this.maxPayloadBytes,

@@ -54,8 +54,8 @@ const handWritten: PayloadSchema<{ to: string }> = {
   },
 };
 
-// Each library's schema for { to: string (an email), tries: integer >= 1 with default 3 }, the
-// default applied by the library: the stored payload must be its output, not the raw input.
+// Each library's schema for { to: string (an email), tries: integer >= 1 with default 3 }: the
+// payload is checked at add and stored as given; the handler receives the schema's output.
 const schemas = {
   zod: z.object({ to: z.email(), tries: z.number().int().min(1).default(3) }),
   valibot: v.object({ to: v.pipe(v.string(), v.email()), tries: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1)), 3) }),
@@ -63,14 +63,15 @@ const schemas = {
 };
 
 describe("payload schemas through Standard Schema", () => {
-  it.each(Object.entries(schemas))("%s: add stores the schema's output, refuses bad payloads with field paths, and nothing is stored", async (_library, schema) => {
+  it.each(Object.entries(schemas))("%s: add stores the payload as given, refuses bad payloads with field paths, and nothing is stored", async (_library, schema) => {
     const sendMail = defineJob("send-mail", schema);
     expectTypeOf<ReturnType<typeof sendMail.parse>>().toEqualTypeOf<{ to: string; tries: number }>();
     const { id } = await queue.add(sendMail, { to: "ada@example.com", tries: 2 });
     expect((await backend.get(id))!.data).toEqual({ to: "ada@example.com", tries: 2 });
-    // The default is the library's: applied on the way in.
-    const defaulted = await queue.add(sendMail, { to: "bob@example.com" } as { to: string; tries: number });
-    expect((await backend.get(defaulted.id))!.data).toEqual({ to: "bob@example.com", tries: 3 });
+    // add takes the schema's input type, where the defaulted field is optional; the default is
+    // applied by the worker, right before the handler (see "validates again at run time").
+    const defaulted = await queue.add(sendMail, { to: "bob@example.com" });
+    expect((await backend.get(defaulted.id))!.data).toEqual({ to: "bob@example.com" });
 
     const refused = await queue.add(sendMail, { to: "not-an-address", tries: 0 }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(PayloadValidationError);
@@ -92,8 +93,12 @@ describe("payload schemas through Standard Schema", () => {
 
   it("needs no schema library: a hand-written Standard Schema works end to end", async () => {
     const notify = defineJob("notify", handWritten);
+    const seen: unknown[] = [];
+    worker({ handlers: [notify.handle((job) => void seen.push(job.data))] });
     const { id } = await queue.add(notify, { to: "ADA@EXAMPLE.COM" });
-    expect((await backend.get(id))!.data).toEqual({ to: "ada@example.com" });
+    await waitFor(async () => (await backend.get(id))?.state === "completed");
+    expect((await backend.get(id))!.data).toEqual({ to: "ADA@EXAMPLE.COM" });
+    expect(seen).toEqual([{ to: "ada@example.com" }]);
     await expect(queue.add(notify, { to: 1 } as unknown as { to: string })).rejects.toMatchObject({ issues: [{ path: ["to"], message: "must be an email address" }] });
   });
 
@@ -106,10 +111,22 @@ describe("payload schemas through Standard Schema", () => {
       expect(body.errors.map((e) => e.pointer)).toEqual(["/data/to"]);
       const ok = await app.inject({ method: "POST", url: "/v1/queues/q/jobs", payload: { name: "send-mail", data: { to: "ada@example.com" } } });
       expect(ok.statusCode).toBe(202);
-      expect((await backend.get(ok.json<{ jobId: string }>().jobId))!.data).toEqual({ to: "ada@example.com", tries: 3 });
+      expect((await backend.get(ok.json<{ jobId: string }>().jobId))!.data).toEqual({ to: "ada@example.com" });
     } finally {
       await app.close();
     }
+  });
+
+  it("a schema that transforms its input (string -> number) runs once: stored as sent, the handler gets the output", async () => {
+    const parse = defineJob("parse", z.object({ at: z.string().transform((s) => Date.parse(s)) }));
+    expectTypeOf<Parameters<typeof queue.add<{ at: number }, unknown, { at: string }>>[1]>().toEqualTypeOf<{ at: string }>();
+    const seen: unknown[] = [];
+    worker({ handlers: [parse.handle((job) => void seen.push(job.data.at))] });
+    const { id } = await queue.add(parse, { at: "2026-12-01T00:00:00Z" });
+    await waitFor(async () => ["completed", "dead"].includes((await backend.get(id))?.state ?? ""));
+    expect((await backend.get(id))!.state).toBe("completed");
+    expect((await backend.get(id))!.data).toEqual({ at: "2026-12-01T00:00:00Z" });
+    expect(seen).toEqual([Date.parse("2026-12-01T00:00:00Z")]);
   });
 
   it("refuses what is not a Standard Schema, and an asynchronous schema, with errors that say what to do", async () => {

@@ -208,7 +208,7 @@ function prepare(
   if (!def && ctx.strictJobNames) {
     fail("/name", `job "${input.name}" is not registered on this server; registered: ${[...ctx.jobs.keys()].join(", ") || "(none)"}`);
   }
-  let data: unknown = input.data ?? null;
+  const data: unknown = input.data ?? null;
   if (def) {
     const parsed = checkPayload(input.name, def.schema, data);
     if (!parsed.ok) {
@@ -219,7 +219,7 @@ function prepare(
       }));
       throw new HttpProblem(422, "invalid-payload", `the payload of job "${input.name}" does not match its schema: ${errors.map((e) => `${e.pointer}: ${e.detail}`).join("; ")}`, { errors });
     }
-    data = parsed.value;
+    // Stored as sent: the worker applies the schema's defaults and transforms once, before the handler.
   }
   const { callbackUrl, runAt, meta: userMeta, ...rest } = input.options ?? {};
   if (extra.jobId !== undefined && rest.jobId !== undefined) {
