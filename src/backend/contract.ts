@@ -41,6 +41,14 @@ export const DEFAULT_PRUNE_LIMIT = 5_000;
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 1_000;
 
+/**
+ * The queue rule of the by-id calls (`get`, `cancel`, `replay`, `remove`): a job found under an id
+ * counts only when no queue was named, or it is that queue's job.
+ */
+export function inQueue(jobQueue: string | undefined, queue: string | undefined): boolean {
+  return jobQueue !== undefined && (queue === undefined || jobQueue === queue);
+}
+
 /** What a backend can do; callers branch on these, never on a backend's name. */
 export interface Capabilities {
   /** `enqueue(specs, { tx })` joins the caller's own database transaction. */
@@ -239,7 +247,14 @@ export interface Backend {
   /** Deletes finished jobs past their retention or beyond the per-queue counts, and expired keys. */
   prune(policy?: PrunePolicy): Promise<PruneResult>;
 
-  get(id: string): Promise<JobRecord | null>;
+  /**
+   * One job by id. Ids name one job in the whole store on SQLite and PostgreSQL; on Redis they
+   * are unique per queue. With `queue`, only a job of that queue is returned (another queue's job
+   * with this id is null). Without it, a backend whose ids are per queue throws
+   * `AmbiguousJobIdError` when several queues hold the id, rather than guessing which one is meant.
+   * The same rule holds for `cancel`, `replay` and `remove` ("not-found" for another queue's job).
+   */
+  get(id: string, queue?: string): Promise<JobRecord | null>;
   list(filter?: ListFilter, page?: Page): Promise<JobRecord[]>;
   /** Per-queue statistics; every known queue when `queue` is omitted. */
   stats(queue?: string): Promise<QueueStats[]>;
@@ -247,14 +262,14 @@ export interface Backend {
    * Cancels a job. Waiting and scheduled jobs never run; an active job is marked cancelled and its
    * worker learns at its next heartbeat (its result is then refused).
    */
-  cancel(id: string): Promise<CancelResult>;
+  cancel(id: string, queue?: string): Promise<CancelResult>;
   /** Moves a dead job back to `waiting` with a fresh set of attempts; its history is kept. */
-  replay(id: string): Promise<ReplayResult>;
+  replay(id: string, queue?: string): Promise<ReplayResult>;
   /**
    * Deletes a finished job (completed, dead or cancelled) before its retention runs out, e.g. a
    * dead letter an operator has dealt with. Unfinished jobs are refused: cancel them first.
    */
-  remove(id: string): Promise<RemoveResult>;
+  remove(id: string, queue?: string): Promise<RemoveResult>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */

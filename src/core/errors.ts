@@ -95,6 +95,17 @@ export class InvalidInputError extends ConveyorError {
   override name = "InvalidInputError";
 }
 
+/**
+ * A job id without a queue matched jobs in several queues (Redis keeps ids unique per queue).
+ * Nothing was read or changed: name the queue.
+ */
+export class AmbiguousJobIdError extends ConveyorError {
+  override name = "AmbiguousJobIdError";
+  constructor(readonly jobId: string) {
+    super(`job id ${JSON.stringify(jobId)} exists in several queues (job ids are unique per queue on this store); name the job's queue`);
+  }
+}
+
 /** The lease the worker expected was not honoured by the store (its late ack was refused). */
 export class StaleLeaseError extends ConveyorError {
   override name = "StaleLeaseError";

@@ -16,7 +16,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Backend } from "../backend/contract.js";
 import type { JobDefinition } from "../core/define.js";
-import { InvalidInputError } from "../core/errors.js";
+import { AmbiguousJobIdError, InvalidInputError } from "../core/errors.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
 import { EnqueueBatcher } from "./batcher.js";
@@ -318,6 +318,9 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
     return sendProblem(reply, problem(400, "invalid-request", error.message, [...error.issues]));
   }
   if (error instanceof InvalidInputError) return sendProblem(reply, problem(422, "invalid-input", error.message));
+  if (error instanceof AmbiguousJobIdError) {
+    return sendProblem(reply, problem(409, "ambiguous-job-id", `job id ${JSON.stringify(error.jobId)} exists in several queues on this store; add ?queue=<the job's queue> (the job's links carry it)`));
+  }
   const status = typeof error.statusCode === "number" ? error.statusCode : 500;
   if (status >= 400 && status < 500) {
     switch (error.code) {

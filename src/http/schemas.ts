@@ -26,6 +26,17 @@ export const JOB_PARAMS: JsonSchema = {
   properties: { id: JOB_ID_SCHEMA },
 };
 
+/** `?queue=` of the routes that take a job id: which queue's job is meant. */
+export const JOB_QUEUE_QUERY_PROPERTY: Record<string, JsonSchema> = {
+  queue: {
+    ...NAME_SCHEMA,
+    description:
+      "The job's queue (the job's links carry it). Optional where ids name one job store-wide (SQLite, PostgreSQL); on Redis ids are unique per queue, and an id held by several queues is refused with 409 until the queue is given.",
+  },
+};
+
+export const JOB_QUERY: JsonSchema = { type: "object", properties: JOB_QUEUE_QUERY_PROPERTY };
+
 export const PAGE_QUERY_PROPERTIES: Record<string, JsonSchema> = {
   limit: { type: "integer", minimum: 1, maximum: 1000, default: 50, description: "Jobs per page (default 50)." },
   offset: { type: "integer", minimum: 0, maximum: 1_000_000, default: 0, description: "Jobs to skip (default 0)." },

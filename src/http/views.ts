@@ -45,9 +45,14 @@ export interface JobView {
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-export function jobLinks(basePath: string, id: string): JobLinks {
-  const self = `${basePath}/jobs/${encodeURIComponent(id)}`;
-  return { self, events: `${self}/events` };
+/**
+ * A job's URLs. They name its queue: on a store whose ids are unique per queue (Redis) an id alone
+ * may match another queue's job, and the links must always reach this one.
+ */
+export function jobLinks(basePath: string, id: string, queue: string): JobLinks {
+  const path = `${basePath}/jobs/${encodeURIComponent(id)}`;
+  const query = `?queue=${encodeURIComponent(queue)}`;
+  return { self: `${path}${query}`, events: `${path}/events${query}` };
 }
 
 export function toJobView(job: JobRecord, basePath: string): JobView {
@@ -71,7 +76,7 @@ export function toJobView(job: JobRecord, basePath: string): JobView {
       waitMs: firstStart === null ? null : Math.max(0, firstStart - job.createdAt),
       runMs: job.startedAt !== null && job.finishedAt !== null ? Math.max(0, job.finishedAt - job.startedAt) : null,
     },
-    links: jobLinks(basePath, job.id),
+    links: jobLinks(basePath, job.id, job.queue),
   };
 }
 

@@ -121,7 +121,7 @@ describe("event streams with keys", () => {
 
     const t = await h.request<{ token: string; expiresAt: string; eventsUrl: string }>("POST", `/v1/jobs/${id}/events/token`, { headers: bearer(KEYS.read) });
     expect(t.status).toBe(200);
-    expect(t.json.eventsUrl).toBe(`/v1/jobs/${id}/events?access_token=${encodeURIComponent(t.json.token)}`);
+    expect(t.json.eventsUrl).toBe(`/v1/jobs/${id}/events?queue=q&access_token=${encodeURIComponent(t.json.token)}`);
     const browser = await openStream(h.url + t.json.eventsUrl);
     expect(browser.status).toBe(200);
     await browser.waitForEvent((e) => e.data.state === "waiting");

@@ -75,7 +75,7 @@ describe("GET /v1/jobs/:id", () => {
       finished: true,
       result: { receipt: "r_1" },
       attempts: { made: 2, max: 2 },
-      links: { self: `/v1/jobs/${id}`, events: `/v1/jobs/${id}/events` },
+      links: { self: `/v1/jobs/${id}?queue=q`, events: `/v1/jobs/${id}/events?queue=q` },
     });
     const timings = done.json.timings as Obj;
     expect(typeof timings.createdAt).toBe("string");

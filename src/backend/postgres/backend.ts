@@ -701,8 +701,8 @@ export class PostgresBackend implements Backend {
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 
-  async get(id: string): Promise<JobRecord | null> {
-    const [row] = await this.query<ObservedJobRow>("get", [this.nowParam(), id]);
+  async get(id: string, queue?: string): Promise<JobRecord | null> {
+    const [row] = await this.query<ObservedJobRow>("get", [this.nowParam(), id, queue ?? null]);
     return row === undefined ? null : toRecord(row, row.observed_at);
   }
 
@@ -738,14 +738,14 @@ export class PostgresBackend implements Backend {
 
   // ── administration ───────────────────────────────────────────────────────────────────────
 
-  async cancel(id: string): Promise<CancelResult> {
-    const [row] = await this.query<{ state: JobState }>("cancel", [this.nowParam(), id]);
+  async cancel(id: string, queue?: string): Promise<CancelResult> {
+    const [row] = await this.query<{ state: JobState }>("cancel", [this.nowParam(), id, queue ?? null]);
     if (row === undefined) return "not-found";
     return row.state === "completed" || row.state === "dead" || row.state === "cancelled" ? "already-finished" : "cancelled";
   }
 
-  async replay(id: string): Promise<ReplayResult> {
-    const [row] = await this.query<{ queue: string | null; found: boolean }>("replay", [this.nowParam(), id]);
+  async replay(id: string, queue?: string): Promise<ReplayResult> {
+    const [row] = await this.query<{ queue: string | null; found: boolean }>("replay", [this.nowParam(), id, queue ?? null]);
     if (row?.queue) {
       this.wakeLocally(new Set([row.queue]));
       return "replayed";
@@ -753,8 +753,8 @@ export class PostgresBackend implements Backend {
     return row?.found ? "not-dead" : "not-found";
   }
 
-  async remove(id: string): Promise<RemoveResult> {
-    const [row] = await this.query<{ removed: boolean }>("remove", [id]);
+  async remove(id: string, queue?: string): Promise<RemoveResult> {
+    const [row] = await this.query<{ removed: boolean }>("remove", [id, queue ?? null]);
     if (row === undefined) return "not-found";
     return row.removed ? "removed" : "not-finished";
   }

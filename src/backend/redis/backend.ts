@@ -39,7 +39,7 @@ import type {
 } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
-import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
+import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
@@ -503,9 +503,9 @@ export class RedisBackend implements Backend {
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 
-  async get(id: string): Promise<JobRecord | null> {
+  async get(id: string, queue?: string): Promise<JobRecord | null> {
     await this.ready();
-    const found = await this.find(id);
+    const found = await this.find(id, queue);
     return found === null ? null : toRecord(id, found.queue, found.fields, await this.now());
   }
 
@@ -554,18 +554,18 @@ export class RedisBackend implements Backend {
 
   // ── administration ───────────────────────────────────────────────────────────────────────
 
-  async cancel(id: string): Promise<CancelResult> {
+  async cancel(id: string, queue?: string): Promise<CancelResult> {
     await this.ready();
-    const found = await this.find(id, (fields) => !["c", "d", "x"].includes(fields.st ?? ""));
+    const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
     const result = await this.scripts.run("cancel", [k.meta, k.sched, k.active, k.cancelled, k.expiry, k.idx], [this.nowArg(), id]);
     return String(result) as CancelResult;
   }
 
-  async replay(id: string): Promise<ReplayResult> {
+  async replay(id: string, queue?: string): Promise<ReplayResult> {
     await this.ready();
-    const found = await this.find(id, (fields) => fields.st === "d");
+    const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
     const result = await this.scripts.run("replay", [k.meta, k.dead, k.expiry, k.names], [
@@ -577,10 +577,9 @@ export class RedisBackend implements Backend {
     return String(result) as ReplayResult;
   }
 
-  async remove(id: string): Promise<RemoveResult> {
+  async remove(id: string, queue?: string): Promise<RemoveResult> {
     await this.ready();
-    // Prefer the copy that can be removed when the id exists in several queues (ids are per queue).
-    const found = await this.find(id, (fields) => ["c", "d", "x"].includes(fields.st ?? ""));
+    const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
     const result = await this.scripts.run("remove", [k.meta, k.completed, k.cancelled, k.dead, k.expiry, k.idx], [id]);
@@ -823,17 +822,22 @@ export class RedisBackend implements Backend {
    * every known queue is asked at once (one round trip). When several queues hold the id, the
    * first (by name) that satisfies `prefer` wins, else the first that holds it.
    */
-  private async find(id: string, prefer?: (fields: JobFields) => boolean): Promise<{ queue: string; fields: JobFields } | null> {
-    const queues = await this.knownQueues();
-    const hashes = await Promise.all(queues.map(async (queue) => (await this.read(queue, [id]))[0]!));
-    let first: { queue: string; fields: JobFields } | null = null;
-    for (const [i, queue] of queues.entries()) {
-      const fields = hashes[i]!;
-      if (fields === null) continue;
-      if (prefer === undefined || prefer(fields)) return { queue, fields };
-      first ??= { queue, fields };
+  /**
+   * The job `id` of `queue`, or of whichever queue holds it when no queue is named. Ids are unique
+   * per queue here, so an id held by several queues names no one job: refused, never guessed
+   * (a guess let one API key act on another's job through a shared id).
+   */
+  private async find(id: string, queue?: string): Promise<{ queue: string; fields: JobFields } | null> {
+    if (queue !== undefined) {
+      checkName("queue", queue);
+      const [fields] = await this.read(queue, [id]);
+      return fields ? { queue, fields } : null;
     }
-    return first;
+    const queues = await this.knownQueues();
+    const hashes = await Promise.all(queues.map(async (name) => (await this.read(name, [id]))[0]!));
+    const holders = queues.flatMap((name, i) => (hashes[i] ? [{ queue: name, fields: hashes[i] }] : []));
+    if (holders.length > 1) throw new AmbiguousJobIdError(id);
+    return holders[0] ?? null;
   }
 
   /**

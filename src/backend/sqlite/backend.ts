@@ -46,7 +46,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, inQueue, MAX_PAGE_LIMIT } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -382,9 +382,9 @@ export class SqliteBackend implements Backend {
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 
-  async get(id: string): Promise<JobRecord | null> {
+  async get(id: string, queue?: string): Promise<JobRecord | null> {
     const row = this.s.getJob.get(id);
-    return row === undefined ? null : this.toRecord(row, this.nowMs());
+    return row === undefined || !inQueue(row.queue, queue) ? null : this.toRecord(row, this.nowMs());
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
@@ -415,18 +415,18 @@ export class SqliteBackend implements Backend {
 
   // ── administration ───────────────────────────────────────────────────────────────────────
 
-  async cancel(id: string): Promise<CancelResult> {
-    return this.tx.cancel.immediate(id);
+  async cancel(id: string, queue?: string): Promise<CancelResult> {
+    return this.tx.cancel.immediate(id, queue);
   }
 
-  async replay(id: string): Promise<ReplayResult> {
-    const { result, marks } = this.tx.replay.immediate(id);
+  async replay(id: string, queue?: string): Promise<ReplayResult> {
+    const { result, marks } = this.tx.replay.immediate(id, queue);
     this.announce(marks);
     return result;
   }
 
-  async remove(id: string): Promise<RemoveResult> {
-    return this.tx.remove.immediate(id);
+  async remove(id: string, queue?: string): Promise<RemoveResult> {
+    return this.tx.remove.immediate(id, queue);
   }
 
   async pause(queue: string): Promise<void> {
@@ -814,6 +814,7 @@ export class SqliteBackend implements Backend {
         `DELETE FROM ${jobs} WHERE id = ? AND state IN ('completed', 'dead', 'cancelled')`,
       ),
       jobState: db.prepare<[string], JobState>(`SELECT state FROM ${jobs} WHERE id = ?`).pluck(),
+      jobQueue: db.prepare<[string], string>(`SELECT queue FROM ${jobs} WHERE id = ?`).pluck(),
 
       deleteKeyIfExpired: db.prepare<[string, number]>(`DELETE FROM ${keys} WHERE key = ? AND expires_at <= ?`),
       insertKey: db.prepare<[string, number]>(`INSERT OR IGNORE INTO ${keys} (key, expires_at) VALUES (?, ?)`),
@@ -1023,10 +1024,13 @@ export class SqliteBackend implements Backend {
       return [...byQueue.values()];
     });
 
-    const cancel = db.transaction((id: string): CancelResult => {
+    /** False when `queue` is given and the job `id` belongs to another queue (read in the caller's transaction). */
+    const scoped = (id: string, queue: string | undefined): boolean => queue === undefined || inQueue(s.jobQueue.get(id), queue);
+
+    const cancel = db.transaction((id: string, queue: string | undefined): CancelResult => {
       const now = this.nowMs();
       const row = s.cancelLookup.get(id);
-      if (row === undefined) return "not-found";
+      if (row === undefined || !scoped(id, queue)) return "not-found";
       if (row.state === "completed" || row.state === "dead" || row.state === "cancelled") return "already-finished";
       if (row.state === "active") s.cancelActive.run({ id, now });
       else if (row.retain_completed_ms === 0) s.deleteById.run(id);
@@ -1034,12 +1038,14 @@ export class SqliteBackend implements Backend {
       return "cancelled";
     });
 
-    const remove = db.transaction((id: string): RemoveResult => {
+    const remove = db.transaction((id: string, queue: string | undefined): RemoveResult => {
+      if (!scoped(id, queue)) return "not-found";
       if (s.removeFinished.run(id).changes === 1) return "removed";
       return s.jobState.get(id) === undefined ? "not-found" : "not-finished";
     });
 
-    const replay = db.transaction((id: string): { result: ReplayResult; marks: WakeMarks } => {
+    const replay = db.transaction((id: string, scope: string | undefined): { result: ReplayResult; marks: WakeMarks } => {
+      if (!scoped(id, scope)) return { result: "not-found", marks: new Map() };
       const queue = s.replayJob.get(this.nowMs(), id);
       if (queue !== undefined) return { result: "replayed", marks: signal([queue]) };
       return { result: s.jobState.get(id) === undefined ? "not-found" : "not-dead", marks: new Map() };

@@ -274,8 +274,8 @@ function idempotencyKeyOf(request: FastifyRequest): string | null {
 }
 
 export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
-  const accepted = (jobId: string, status: "queued" | "duplicate", estimate: number | null) => {
-    const links = jobLinks(ctx.basePath, jobId);
+  const accepted = (queue: string, jobId: string, status: "queued" | "duplicate", estimate: number | null) => {
+    const links = jobLinks(ctx.basePath, jobId, queue);
     return { status, jobId, pollUrl: links.self, eventsUrl: links.events, estimatedDurationSeconds: estimate };
   };
 
@@ -292,20 +292,20 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const spec = key === null ? prepared.spec : withEstimate(prepared.spec, estimate);
     const [result] = await ctx.enqueue([spec]);
     const id = result!.id;
-    let answer = accepted(id, "queued", estimate);
+    let answer = accepted(queue, id, "queued", estimate);
     let code = 202;
     if (result!.duplicate) {
       if (key !== null) {
-        const existing = await ctx.backend.get(id);
+        const existing = await ctx.backend.get(id, queue);
         if (!existing) throw new HttpProblem(409, "idempotency-conflict", "the job of this Idempotency-Key was deleted while this request ran; retry the request");
         const meta = conveyorMetaOf(existing);
         if (meta.requestHash !== requestHash) {
           throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
         }
-        answer = accepted(id, "queued", meta.estimate ?? null);
+        answer = accepted(queue, id, "queued", meta.estimate ?? null);
         void reply.header("idempotent-replayed", "true");
       } else {
-        answer = accepted(id, "duplicate", estimate);
+        answer = accepted(queue, id, "duplicate", estimate);
         code = 200;
       }
     }
@@ -334,7 +334,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       // A reused key with a different body must store nothing. Its batch may be longer than the
       // first one, and the ids of the extra jobs would be new: refuse before enqueueing. (The
       // check after the enqueue below still catches two different bodies racing on one key.)
-      const first = await ctx.backend.get(prepared[0]!.spec.id);
+      const first = await ctx.backend.get(prepared[0]!.spec.id, queue);
       if (first !== null && conveyorMetaOf(first).requestHash !== requestHash) {
         throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
       }
@@ -344,7 +344,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const results = await ctx.enqueue(specs);
     let replayed = false;
     if (key !== null && results.some((r) => r.duplicate)) {
-      const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id)));
+      const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id, queue)));
       if (existing.some((e) => e !== null && conveyorMetaOf(e).requestHash !== requestHash)) {
         throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
       }
@@ -356,7 +356,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       });
     }
     const jobs = results.map((r, i) => ({
-      ...accepted(r.id, r.duplicate && key === null ? "duplicate" : "queued", estimates[i]!),
+      ...accepted(queue, r.id, r.duplicate && key === null ? "duplicate" : "queued", estimates[i]!),
     }));
     const known = estimates.filter((e): e is number => e !== null);
     const longest = known.length === estimates.length && known.length > 0 ? Math.max(...known) : null;

@@ -1,0 +1,123 @@
+/**
+ * Regression tests for the defects a probe of `conveyor serve` found (issue 10, "Security"), on
+ * every store: each test names the probe item it pins and fails with that fix removed.
+ */
+import type { FastifyInstance } from "fastify";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import type { Backend } from "../../src/backend/contract.js";
+import { PostgresBackend } from "../../src/backend/postgres/backend.js";
+import { RedisBackend } from "../../src/backend/redis/backend.js";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
+import { silentLogger } from "../../src/index.js";
+import { TestSchemas } from "../helpers/postgres.js";
+import { deletePrefix, testPrefix } from "../helpers/redis.js";
+import { TempDirs } from "../helpers/temp.js";
+import { send, type Obj, type Reply, type RequestInit } from "./harness.js";
+
+const temp = new TempDirs();
+const postgresUrl = inject("postgresUrl");
+const redisUrl = inject("redisUrl");
+const schemas = postgresUrl ? new TestSchemas(postgresUrl) : null;
+const prefixes: string[] = [];
+afterAll(async () => {
+  await schemas?.dropAll();
+  if (redisUrl) for (const p of prefixes) await deletePrefix(redisUrl, p);
+  await temp.removeAll();
+});
+
+interface Case {
+  name: string;
+  unavailable: string;
+  make(): Promise<Backend>;
+}
+
+const cases: Case[] = [
+  { name: "sqlite", unavailable: "", make: async () => new SqliteBackend({ path: await temp.file("jobs.db") }) },
+  {
+    name: "postgres",
+    unavailable: postgresUrl ? "" : inject("postgresUnavailable"),
+    make: async () => {
+      const b = new PostgresBackend({ connectionString: postgresUrl, schema: schemas!.create("hard"), logger: silentLogger, poolSize: 4 });
+      await b.migrate();
+      return b;
+    },
+  },
+  {
+    name: "redis",
+    unavailable: redisUrl ? "" : inject("redisUnavailable"),
+    make: async () => {
+      const prefix = testPrefix("hard");
+      prefixes.push(prefix);
+      const b = new RedisBackend({ connection: redisUrl, prefix, logger: silentLogger });
+      await b.migrate();
+      return b;
+    },
+  },
+];
+
+const KEYS = {
+  victim: "cvk_victim-producer-0123456789abcdef",
+  attacker: "cvk_attacker-producer-0123456789abcd",
+  reader: "cvk_reader-0123456789abcdef-reader",
+  admin: "cvk_admin-0123456789abcdef-admin",
+};
+const API_KEYS: ApiKeyConfig[] = [
+  { id: "victim", sha256: hashApiKey(KEYS.victim), scopes: ["enqueue", "read"] },
+  { id: "attacker", sha256: hashApiKey(KEYS.attacker), scopes: ["enqueue"] },
+  { id: "reader", sha256: hashApiKey(KEYS.reader), scopes: ["read"] },
+  { id: "admin", sha256: hashApiKey(KEYS.admin), scopes: ["admin"] },
+];
+
+for (const c of cases) {
+  describe.skipIf(c.unavailable !== "")(`probe regressions on ${c.name}${c.unavailable ? ` (skipped: ${c.unavailable})` : ""}`, () => {
+    let backend: Backend;
+    let app: FastifyInstance | null = null;
+    let base = "";
+
+    async function start(options: Partial<ServerOptions> = {}): Promise<void> {
+      backend = await c.make();
+      app = await createServer({ backend, apiKeys: API_KEYS, logger: false, ...options });
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    }
+    const as = <T = Obj>(key: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> =>
+      send<T>(base, method, path, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } });
+
+    afterEach(async () => {
+      await app?.close();
+      await backend?.close();
+      app = null;
+    });
+
+    it("probe 1: an id shared with another key's job never reaches that job (view, cancel, links)", async () => {
+      await start();
+      const victim = await as<{ jobId: string; pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/zzz-victim/jobs", {
+        body: { name: "send", options: { jobId: "order-42", delayMs: 60_000 } },
+      });
+      expect(victim.status).toBe(202);
+      // The attacker copies the id into a queue of its own (on Redis ids are unique per queue,
+      // so this is a second job; elsewhere it is a duplicate of the victim's).
+      const copy = await as<{ status: string }>(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", {
+        body: { name: "send", options: { jobId: "order-42", delayMs: 60_000 } },
+      });
+      expect([200, 202]).toContain(copy.status);
+      for (let i = 0; i < 2; i++) {
+        const cancel = await as(KEYS.attacker, "DELETE", "/v1/jobs/order-42");
+        // 409 "which queue?" on Redis; 403 where the id names the victim's job alone.
+        expect([403, 409], JSON.stringify(cancel.json)).toContain(cancel.status);
+      }
+      expect((await as(KEYS.attacker, "DELETE", "/v1/jobs/order-42?queue=zzz-victim")).status).toBe(403);
+      expect((await backend.get("order-42", "zzz-victim"))?.state).toBe("scheduled");
+      // The victim's links name its queue, so they reach its job whatever else holds the id.
+      const view = await as<Obj>(KEYS.victim, "GET", victim.json.pollUrl);
+      expect(view.status).toBe(200);
+      expect(view.json).toMatchObject({ id: "order-42", queue: "zzz-victim", state: "scheduled" });
+      // Without the queue, the id either names the victim's job alone or is refused: never the copy.
+      const bare = await as<Obj>(KEYS.reader, "GET", "/v1/jobs/order-42");
+      if (bare.status === 200) expect(bare.json).toMatchObject({ queue: "zzz-victim" });
+      else expect(bare.status).toBe(409);
+      expect((await as(KEYS.victim, "DELETE", victim.json.pollUrl)).status).toBe(200);
+    });
+  });
+}
