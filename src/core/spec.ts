@@ -72,6 +72,12 @@ function checkInt(field: string, value: unknown, min: number, max: number): numb
 
 const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
 
+/**
+ * The latest `runAt` accepted, 9999-12-31T23:59:59.999Z: the last instant RFC 3339 (four-digit
+ * years) can write. Later times are valid numbers, but no view of the job could show them.
+ */
+export const LATEST_RUN_AT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 function normalizeBackoff(value: unknown): BackoffSpec {
   if (value === undefined) return DEFAULT_BACKOFF;
   if (typeof value === "function") {
@@ -201,8 +207,10 @@ export function buildJobSpec(input: {
   let runAt: number | null = null;
   if (o.runAt !== undefined) {
     const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
-    if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
-      throw new InvalidInputError(`option runAt must be a Date or milliseconds since the epoch; got ${JSON.stringify(o.runAt)}`);
+    if (typeof t !== "number" || !Number.isFinite(t) || t < 0 || t > LATEST_RUN_AT) {
+      throw new InvalidInputError(
+        `option runAt must be a Date or milliseconds since the epoch, no later than 9999-12-31T23:59:59.999Z (${LATEST_RUN_AT}); got ${JSON.stringify(o.runAt)}`,
+      );
     }
     runAt = Math.floor(t);
   }

@@ -29,6 +29,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Backend } from "../backend/contract.js";
 import { TERMINAL_STATES, type AttemptRecord, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
+import { iso } from "./views.js";
 
 /** Why the job entered a state. */
 export type TransitionReason =
@@ -56,7 +57,6 @@ export interface Transition {
   result?: Json;
 }
 
-const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
 
 /** The job's state changes so far, oldest first, derived from its record. */
 export function transitions(job: JobRecord): Transition[] {

@@ -10,6 +10,7 @@ import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
 import { silentLogger } from "../../src/index.js";
+import { buildJobSpec, LATEST_RUN_AT } from "../../src/core/spec.js";
 import { TestSchemas } from "../helpers/postgres.js";
 import { deletePrefix, testPrefix } from "../helpers/redis.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -118,6 +119,26 @@ for (const c of cases) {
       if (bare.status === 200) expect(bare.json).toMatchObject({ queue: "zzz-victim" });
       else expect(bare.status).toBe(409);
       expect((await as(KEYS.victim, "DELETE", victim.json.pollUrl)).status).toBe(200);
+    });
+
+    it("probe 2: runAt past year 9999 is refused at enqueue; a stored row with such a time breaks no view or listing", async () => {
+      await start();
+      const huge = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { runAt: 9007199254740991 } } });
+      expect(huge.status).toBe(400);
+      const latest = await as<{ pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { runAt: LATEST_RUN_AT } } });
+      expect(latest.status).toBe(202);
+      expect((await as<Obj>(KEYS.victim, "GET", latest.json.pollUrl)).json).toMatchObject({ timings: { runAt: "9999-12-31T23:59:59.999Z" } });
+      expect(() => buildJobSpec({ queue: "q", name: "send", data: null, options: { runAt: LATEST_RUN_AT + 1 } })).toThrow(/no later than 9999-12-31/);
+      // A row stored before the bound existed (written straight to the store, as an older version did).
+      const spec = { ...buildJobSpec({ queue: "q", name: "send", data: null, options: { jobId: "old-row", priority: 1 } }), delayMs: 0, runAt: 9007199254740991 };
+      await backend.enqueue([spec]);
+      const view = await as<Obj>(KEYS.victim, "GET", "/v1/jobs/old-row?queue=q");
+      expect(view.status, view.text).toBe(200);
+      expect(view.json).toMatchObject({ id: "old-row", timings: { runAt: null } });
+      const listing = await as<{ jobs: Obj[] }>(KEYS.admin, "GET", "/v1/queues/q/jobs");
+      expect(listing.status, listing.text).toBe(200);
+      expect(listing.json.jobs.map((j) => j.id)).toContain("old-row");
+      expect((await as(KEYS.admin, "DELETE", "/v1/jobs/old-row?queue=q")).status).toBe(200);
     });
   });
 }

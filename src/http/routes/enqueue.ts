@@ -18,7 +18,7 @@ import type { JobDefinition } from "../../core/define.js";
 import { InvalidInputError } from "../../core/errors.js";
 import type { JobRecord, JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
-import { buildJobSpec, type JobOptions } from "../../core/spec.js";
+import { buildJobSpec, LATEST_RUN_AT, type JobOptions } from "../../core/spec.js";
 import type { Principal } from "../auth.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem, type FieldError } from "../problem.js";
@@ -50,7 +50,7 @@ export const jobOptionsSchema: JsonSchema = {
     runAt: {
       anyOf: [
         { type: "string", format: "date-time" },
-        { type: "integer", minimum: 0, description: "ms since the epoch" },
+        { type: "integer", minimum: 0, maximum: LATEST_RUN_AT, description: "ms since the epoch, at most 9999-12-31T23:59:59.999Z" },
       ],
       description: "Run no earlier than this time; overrides delayMs.",
     },
