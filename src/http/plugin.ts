@@ -20,6 +20,7 @@ import { AmbiguousJobIdError, InvalidInputError } from "../core/errors.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
 import { EnqueueBatcher } from "./batcher.js";
+import { IdDeriver } from "./derived-ids.js";
 import { DurationEstimator, type EstimatorOptions } from "./estimate.js";
 import { buildOpenApi, type OpenApiInfo } from "./openapi.js";
 import { HttpProblem, problem, sendProblem } from "./problem.js";
@@ -93,6 +94,13 @@ export interface ConveyorHttpOptions {
    * a load balancer.
    */
   streamTokenSecret?: string;
+  /**
+   * Keys the hash that derives job ids from Idempotency-Key headers (`idem_…`), so no one can
+   * compute another key's ids: at least 32 bytes, the same on every instance. Default:
+   * `streamTokenSecret` when given, else none (a plain SHA-256; the `idem_` prefix is reserved
+   * either way). Changing it lets a retry that spans the change store its job a second time.
+   */
+  idSecret?: string;
   /** Lifetime of event-stream tokens, ms. Default 600 000 (10 min). */
   streamTokenTtlMs?: number;
   /** Server-Sent Events tuning. */
@@ -167,6 +175,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         maxBulkJobs: positive("maxBulkJobs", options.maxBulkJobs, 1_000),
         webhooks: options.webhooks ?? null,
         tokens: new StreamTokens(options.streamTokenSecret),
+        derivedIds: new IdDeriver(options.idSecret ?? options.streamTokenSecret, options.idSecret !== undefined ? "idSecret" : "streamTokenSecret"),
         streamTokenTtlMs: positive("streamTokenTtlMs", options.streamTokenTtlMs, 600_000),
         watcher: new JobWatcher(options.backend, positive("events.pollIntervalMs", events.pollIntervalMs, 200), (error) =>
           scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor: polling a job for its event stream failed; retrying"),

@@ -2,6 +2,7 @@
  * Regression tests for the defects a probe of `conveyor serve` found (issue 10, "Security"), on
  * every store: each test names the probe item it pins and fails with that fix removed.
  */
+import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
@@ -11,6 +12,7 @@ import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
 import { silentLogger } from "../../src/index.js";
 import { buildJobSpec, LATEST_RUN_AT } from "../../src/core/spec.js";
+import { IdDeriver } from "../../src/http/derived-ids.js";
 import { TestSchemas } from "../helpers/postgres.js";
 import { deletePrefix, testPrefix } from "../helpers/redis.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -139,6 +141,27 @@ for (const c of cases) {
       expect(listing.status, listing.text).toBe(200);
       expect(listing.json.jobs.map((j) => j.id)).toContain("old-row");
       expect((await as(KEYS.admin, "DELETE", "/v1/jobs/old-row?queue=q")).status).toBe(200);
+    });
+
+    it("probe 3: idem_ and whk_ ids are reserved, and derived ids are keyed with the server secret", async () => {
+      const idSecret = "0123456789abcdef0123456789abcdef-id-secret";
+      await start({ idSecret });
+      for (const jobId of ["idem_" + "x".repeat(32), "whk_taken"]) {
+        const r = await as<{ errors: Obj[] }>(KEYS.attacker, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId } } });
+        expect(r.status, r.text).toBe(422);
+        expect(r.json.errors[0]).toMatchObject({ pointer: "/options/jobId" });
+        const bulk = await as(KEYS.attacker, "POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "send" }, { name: "send", options: { jobId } }] } });
+        expect(bulk.status).toBe(422);
+      }
+      expect(await backend.list({ queue: "q" })).toEqual([]);
+      const r = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send" }, headers: { "idempotency-key": "k1" } });
+      expect(r.status).toBe(202);
+      // Not computable from public inputs (key id, queue, header) alone:
+      const unkeyed = `idem_${createHash("sha256").update("victim\u0000q\u0000k1").digest("base64url").slice(0, 32)}`;
+      expect(r.json.jobId).toMatch(/^idem_[A-Za-z0-9_-]{32}$/);
+      expect(r.json.jobId).not.toBe(unkeyed);
+      expect(new IdDeriver(undefined, "x").derive("idem_", ["victim", "q", "k1"])).toBe(unkeyed);
+      expect(new IdDeriver(idSecret, "x").derive("idem_", ["victim", "q", "k1"])).toBe(r.json.jobId);
     });
   });
 }

@@ -24,6 +24,7 @@ import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem, type FieldError } from "../problem.js";
 import type { JsonSchema } from "../schema.js";
 import { authResponses, canonicalJson, JOB_ID_SCHEMA, NAME_SCHEMA, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { IDEMPOTENCY_ID_PREFIX, RESERVED_ID_PREFIXES, reservedPrefixOf, type IdDeriver } from "../derived-ids.js";
 import { jobLinks } from "../views.js";
 
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
@@ -45,7 +46,7 @@ export const jobOptionsSchema: JsonSchema = {
   type: "object",
   additionalProperties: false,
   properties: {
-    jobId: { ...JOB_ID_SCHEMA, description: "Your id for the job; also its dedup key. Not with Idempotency-Key." },
+    jobId: { ...JOB_ID_SCHEMA, description: "Your id for the job; also its dedup key. Not with Idempotency-Key. Ids starting with idem_ or whk_ are reserved for ids the server derives." },
     delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS, description: "Run no earlier than this many ms from now." },
     runAt: {
       anyOf: [
@@ -173,8 +174,8 @@ function hash(text: string): string {
   return createHash("sha256").update(text).digest("base64url");
 }
 
-export function idempotentJobId(principal: Principal, queue: string, key: string, index: number | null): string {
-  return `idem_${hash(`${principal.id}\u0000${queue}\u0000${key}${index === null ? "" : `\u0000${index}`}`).slice(0, 32)}`;
+export function idempotentJobId(ids: IdDeriver, principal: Principal, queue: string, key: string, index: number | null): string {
+  return ids.derive(IDEMPOTENCY_ID_PREFIX, index === null ? [principal.id, queue, key] : [principal.id, queue, key, String(index)]);
 }
 
 interface ConveyorMeta {
@@ -224,6 +225,10 @@ function prepare(
   const { callbackUrl, runAt, meta: userMeta, ...rest } = input.options ?? {};
   if (extra.jobId !== undefined && rest.jobId !== undefined) {
     fail("/options/jobId", "give options.jobId or an Idempotency-Key header, not both: the key derives the job id");
+  }
+  const reserved = typeof rest.jobId === "string" ? reservedPrefixOf(rest.jobId) : null;
+  if (reserved !== null) {
+    fail("/options/jobId", `job ids starting with "${reserved}" are reserved for ids the server derives (${RESERVED_ID_PREFIXES.join(", ")}); choose another id`);
   }
   if (userMeta && Object.hasOwn(userMeta, "conveyor")) fail("/options/meta/conveyor", 'the meta key "conveyor" is reserved; use another key');
   const conveyor: ConveyorMeta = { principal: extra.principal.id };
@@ -286,7 +291,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const principal = ctx.principal(request);
     const key = idempotencyKeyOf(request);
     const requestHash = key === null ? undefined : hash(canonicalJson({ queue, body }));
-    const jobId = key === null ? undefined : idempotentJobId(principal, queue, key, null);
+    const jobId = key === null ? undefined : idempotentJobId(ctx.derivedIds, principal, queue, key, null);
     const prepared = prepare(ctx, queue, body, "", { principal, ...(jobId ? { jobId } : {}), ...(requestHash ? { requestHash } : {}) });
     const estimate = await ctx.estimator.estimateSeconds(queue, prepared.spec.name, prepared.delayMs);
     const spec = key === null ? prepared.spec : withEstimate(prepared.spec, estimate);
@@ -326,7 +331,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const prepared = body.jobs.map((job, i) =>
       prepare(ctx, queue, job, `/jobs/${i}`, {
         principal,
-        ...(key !== null ? { jobId: idempotentJobId(principal, queue, key, i) } : {}),
+        ...(key !== null ? { jobId: idempotentJobId(ctx.derivedIds, principal, queue, key, i) } : {}),
         ...(requestHash ? { requestHash } : {}),
       }),
     );
