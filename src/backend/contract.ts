@@ -21,7 +21,7 @@ import type {
   Lease,
   WorkerIdentity,
 } from "../core/job.js";
-import type { LeaseLossReason } from "../core/errors.js";
+import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -82,6 +82,28 @@ export interface CompletionTransaction {
 export interface EnqueueOptions {
   /** The caller's transaction handle, for backends with `transactionalEnqueue`. */
   tx?: unknown;
+  /**
+   * When any spec would be a duplicate (its id exists, or repeats an earlier spec of the batch),
+   * store none of the batch. The results still flag the duplicates; the others are `duplicate:
+   * false` but were not stored either. Every spec must be of one queue (Redis keeps each queue in
+   * its own slot). Default false: the new jobs are stored and the duplicates skipped.
+   */
+  allOrNothing?: boolean;
+}
+
+/** `options.allOrNothing`, checked: such a batch holds jobs of one queue only. */
+export function allOrNothingOf(specs: readonly JobSpec[], options: EnqueueOptions | undefined): boolean {
+  if (options?.allOrNothing !== true) return false;
+  const queue = specs[0]?.queue;
+  if (specs.some((s) => s.queue !== queue)) {
+    throw new InvalidInputError("an all-or-nothing enqueue must hold jobs of one queue only; split the batch by queue");
+  }
+  return true;
+}
+
+/** True when an all-or-nothing batch stored nothing (one of its specs was a duplicate). */
+export function refusedBatch(results: readonly EnqueueResult[]): boolean {
+  return results.some((r) => r.duplicate);
 }
 
 export interface EnqueueResult {

@@ -163,5 +163,24 @@ for (const c of cases) {
       expect(new IdDeriver(undefined, "x").derive("idem_", ["victim", "q", "k1"])).toBe(unkeyed);
       expect(new IdDeriver(idSecret, "x").derive("idem_", ["victim", "q", "k1"])).toBe(r.json.jobId);
     });
+
+    it("bulk Idempotency-Key race: requests refused with 422 store nothing; the answered batch is stored whole", async () => {
+      await start();
+      for (let round = 0; round < 3; round++) {
+        const key = `race-${round}`;
+        const two = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }] };
+        const three = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }, { name: "send", data: { n: 3 } }] };
+        const bodies = Array.from({ length: 12 }, (_, i) => (i % 3 === 0 ? two : three));
+        const answers = await Promise.all(
+          bodies.map((body) => as<{ jobs: Array<{ jobId: string }> }>(KEYS.victim, "POST", `/v1/queues/race${round}/jobs/bulk`, { body, headers: { "idempotency-key": key } })),
+        );
+        const statuses = answers.map((a) => a.status);
+        expect(statuses.every((s) => s === 202 || s === 422), statuses.join(",")).toBe(true);
+        const winners = new Set(answers.flatMap((a, i) => (a.status === 202 ? [bodies[i]!.jobs.length] : [])));
+        expect(winners.size, "every 202 answers the same batch").toBe(1);
+        const stored = await backend.list({ queue: `race${round}` });
+        expect(stored.length).toBe([...winners][0]);
+      }
+    });
   });
 }

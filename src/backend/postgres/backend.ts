@@ -16,7 +16,7 @@ import { nonNegativeInt, positiveInt, positiveMs, toError } from "../../core/che
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import type { CustomTypesConfig, Pool, QueryConfig, QueryResultRow } from "pg";
+import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from "pg";
 import type {
   Backend,
   CancelResult,
@@ -43,7 +43,7 @@ import type {
   SqlClient,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -455,10 +455,25 @@ export class PostgresBackend implements Backend {
       jsonTextArray(metas),
       textArray([...new Set(queues)]),
     ];
-    const rows =
-      tx === undefined
-        ? await this.query<{ id: string | null }>("enqueue", values)
-        : await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+    const allOrNothing = allOrNothingOf(specs, options);
+    // All or nothing: the statement runs in a transaction (a savepoint in the caller's) that is
+    // rolled back when a duplicate turns up. A concurrent batch with one of its ids waits on the
+    // unique index until that batch commits or rolls back, so of two such batches exactly one
+    // is stored, never a part of each.
+    const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
+    let rows: Array<{ id: string | null }>;
+    if (tx !== undefined) {
+      if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
+      rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+      if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
+    } else if (allOrNothing) {
+      rows = await this.inTransaction(async (client) => {
+        const found = await this.query<{ id: string | null }>("enqueue", values, client);
+        return { value: found, commit: keepAll(found) };
+      });
+    } else {
+      rows = await this.query<{ id: string | null }>("enqueue", values);
+    }
     const existed = new Set<string>();
     for (const row of rows) if (row.id !== null) existed.add(row.id);
     const stored = new Set<string>();
@@ -472,8 +487,27 @@ export class PostgresBackend implements Backend {
       }
       return { id: spec.id, duplicate: !fresh };
     });
+    if (allOrNothing && refusedBatch(results)) return results;
     if (tx === undefined) this.wakeLocally(woken);
     return results;
+  }
+
+  /** Runs `work` in a transaction on one pooled client; commits when it says so, else rolls back. */
+  private async inTransaction<T>(work: (client: PoolClient) => Promise<{ value: T; commit: boolean }>): Promise<T> {
+    this.assertOpen();
+    if (!this.schemaReady) await this.checkSchema();
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const { value, commit } = await work(client);
+      await client.query(commit ? "COMMIT" : "ROLLBACK");
+      client.release();
+      return value;
+    } catch (error) {
+      // Released with the error, the connection is discarded and the server rolls back.
+      client.release(toError(error));
+      throw error;
+    }
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {

@@ -37,7 +37,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
@@ -252,6 +252,7 @@ export class RedisBackend implements Backend {
       if (positions === undefined) byQueue.set(spec.queue, [i]);
       else positions.push(i);
     });
+    const allOrNothing = allOrNothingOf(specs, options);
     await this.ready();
     const now = this.nowArg();
     const results = new Array<EnqueueResult>(specs.length);
@@ -262,7 +263,7 @@ export class RedisBackend implements Backend {
       this.register([...byQueue.keys()]),
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const args: ScriptArg[] = [now, this.keys.channel, queue];
+        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : ""];
         for (const i of positions) {
           const spec = specs[i]!;
           const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);

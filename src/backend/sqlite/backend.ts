@@ -46,7 +46,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT, inQueue, MAX_PAGE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, inQueue, MAX_PAGE_LIMIT, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -302,9 +302,15 @@ export class SqliteBackend implements Backend {
       );
     }
     if (specs.length === 0) return [];
-    const { results, marks } = this.tx.enqueue.immediate(specs);
-    this.announce(marks);
-    return results;
+    const allOrNothing = allOrNothingOf(specs, options);
+    try {
+      const { results, marks } = this.tx.enqueue.immediate(specs, allOrNothing);
+      this.announce(marks);
+      return results;
+    } catch (error) {
+      if (error instanceof RefusedBatch) return error.results;
+      throw error;
+    }
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -835,7 +841,7 @@ export class SqliteBackend implements Backend {
 
     // Each transaction reads the clock once it holds the write lock, not before waiting for it,
     // so a lease or schedule never starts in the past by however long another process held it.
-    const enqueue = db.transaction((specs: readonly JobSpec[]) => {
+    const enqueue = db.transaction((specs: readonly JobSpec[], allOrNothing: boolean) => {
       const now = this.nowMs();
       const results: EnqueueResult[] = new Array<EnqueueResult>(specs.length);
       const seenQueues = new Set<string>();
@@ -870,6 +876,8 @@ export class SqliteBackend implements Backend {
         seenQueues.add(spec.queue);
         if (changes !== 0) woken.add(spec.queue);
       }
+      // Thrown to roll the transaction back: an all-or-nothing batch with a duplicate stores nothing.
+      if (allOrNothing && refusedBatch(results)) throw new RefusedBatch(results);
       for (const queue of seenQueues) if (!woken.has(queue)) s.upsertQueue.run(queue);
       return { results, marks: signal(woken) };
     });
@@ -1147,6 +1155,13 @@ interface StateCount {
   queue: string;
   state: JobState;
   n: number;
+}
+
+/** Rolls back an all-or-nothing enqueue that met a duplicate, carrying its per-spec answers. */
+class RefusedBatch extends Error {
+  constructor(readonly results: EnqueueResult[]) {
+    super("all-or-nothing batch refused");
+  }
 }
 
 function byClaimOrder(a: ClaimKey, b: ClaimKey): number {

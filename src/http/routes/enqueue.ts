@@ -16,6 +16,7 @@ import { createHash } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { JobDefinition } from "../../core/define.js";
 import { InvalidInputError } from "../../core/errors.js";
+import { refusedBatch } from "../../backend/contract.js";
 import type { JobRecord, JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
 import { buildJobSpec, LATEST_RUN_AT, type JobOptions } from "../../core/spec.js";
@@ -335,25 +336,22 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         ...(requestHash ? { requestHash } : {}),
       }),
     );
-    if (key !== null) {
-      // A reused key with a different body must store nothing. Its batch may be longer than the
-      // first one, and the ids of the extra jobs would be new: refuse before enqueueing. (The
-      // check after the enqueue below still catches two different bodies racing on one key.)
-      const first = await ctx.backend.get(prepared[0]!.spec.id, queue);
-      if (first !== null && conveyorMetaOf(first).requestHash !== requestHash) {
-        throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
-      }
-    }
     const estimates = await Promise.all(prepared.map((p) => ctx.estimator.estimateSeconds(queue, p.spec.name, p.delayMs)));
     const specs = prepared.map((p, i) => (key === null ? p.spec : withEstimate(p.spec, estimates[i]!)));
-    const results = await ctx.enqueue(specs);
+    // With a key the batch is stored whole or not at all, in one step with the check that its
+    // ids are new: a reused key (another body, another length) or a racing request can then only
+    // find the other request's jobs, never leave part of its own behind.
+    const results = key === null ? await ctx.enqueue(specs) : await ctx.backend.enqueue(specs, { allOrNothing: true });
     let replayed = false;
-    if (key !== null && results.some((r) => r.duplicate)) {
+    if (key !== null && refusedBatch(results)) {
       const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id, queue)));
       if (existing.some((e) => e !== null && conveyorMetaOf(e).requestHash !== requestHash)) {
         throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
       }
-      replayed = results.every((r) => r.duplicate);
+      if (existing.every((e) => e === null)) {
+        throw new HttpProblem(409, "idempotency-conflict", "the jobs of this Idempotency-Key were deleted while this request ran; retry the request");
+      }
+      replayed = true;
       const byId = new Map(existing.filter((e): e is JobRecord => e !== null).map((e) => [e.id, e]));
       results.forEach((r, i) => {
         const e = byId.get(r.id);
@@ -402,7 +400,8 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       url: "/queues/:queue/jobs/bulk",
       operationId: "enqueueJobs",
       summary: "Add many jobs in one atomic batch",
-      description: "All jobs are stored, or (when one is invalid) none. With Idempotency-Key the whole batch is idempotent.",
+      description:
+        "All jobs are stored, or (when one is invalid) none. With Idempotency-Key the whole batch is idempotent and all or nothing: a retry stores nothing new, and a request refused with 422 (the key used with another body) stores nothing, even when it races the first.",
       tags: ["jobs"],
       access: "enqueue",
       schema: {
@@ -427,6 +426,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
           headers: { "Retry-After": acceptedHeaders["Retry-After"] },
         },
         ...errors,
+        409: problemResponse("The jobs of this Idempotency-Key were deleted while the request ran; retry."),
       },
       handler: enqueueBulk,
     },
