@@ -16,7 +16,9 @@
  * browser history. So the events stream also accepts `?access_token=`: a token minted by
  * `POST /v1/jobs/{id}/events/token` (read scope; your backend calls it and hands the URL to the
  * browser), HMAC-signed, valid for one job only and for a few minutes (default 10). Tokens
- * are checked when a stream opens; an open stream is not cut when its token expires.
+ * are checked when a stream opens; an open stream is not cut when its token expires. A token
+ * names the job's queue and creation time too: once that job is deleted, a new job that reuses
+ * its id is another job, and the token does not open it (nor does an open stream follow it).
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { InvalidInputError } from "../core/errors.js";
@@ -45,7 +47,18 @@ export interface Principal {
   id: string;
   scopes: ReadonlySet<Scope>;
   /** Set when the request authenticated with a stream token: the only job it may watch. */
-  jobId?: string;
+  stream?: StreamGrant;
+}
+
+/**
+ * The one job a stream token is for: its id, queue and creation time. The creation time tells
+ * this job from a later one that reuses its id (after the first was deleted), which the token
+ * must not open.
+ */
+export interface StreamGrant {
+  jobId: string;
+  queue: string;
+  createdAt: number;
 }
 
 const KEY_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
@@ -135,6 +148,10 @@ export function parseApiKeySpec(spec: string): ApiKeyConfig {
 interface TokenClaims {
   /** Job id. */
   j: string;
+  /** The job's queue. */
+  q: string;
+  /** The job's creation time, ms since epoch: its generation. */
+  g: number;
   /** Principal id that asked for it. */
   p: string;
   /** Expiry, ms since epoch. */
@@ -157,8 +174,8 @@ export class StreamTokens {
     }
   }
 
-  issue(jobId: string, principalId: string, ttlMs: number, now = Date.now()): { token: string; expiresAt: number } {
-    const claims: TokenClaims = { j: jobId, p: principalId, e: now + ttlMs };
+  issue(job: StreamGrant, principalId: string, ttlMs: number, now = Date.now()): { token: string; expiresAt: number } {
+    const claims: TokenClaims = { j: job.jobId, q: job.queue, g: job.createdAt, p: principalId, e: now + ttlMs };
     const body = Buffer.from(JSON.stringify(claims), "utf8").toString("base64url");
     return { token: `v1.${body}.${this.sign(body)}`, expiresAt: claims.e };
   }
@@ -178,7 +195,8 @@ export class StreamTokens {
       return null;
     }
     if (claims.j !== jobId || typeof claims.e !== "number" || claims.e < now) return null;
-    return { id: String(claims.p), scopes: new Set<Scope>(["read"]), jobId };
+    if (typeof claims.q !== "string" || typeof claims.g !== "number") return null;
+    return { id: String(claims.p), scopes: new Set<Scope>(["read"]), stream: { jobId, queue: claims.q, createdAt: claims.g } };
   }
 
   private sign(body: string): string {

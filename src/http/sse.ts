@@ -314,7 +314,8 @@ export function runEventStream(args: {
   };
   const deliver = (job: JobRecord | null) => {
     if (ended) return;
-    if (job === null) {
+    // A job created after this one was deleted, reusing its id, is another job: this one is gone.
+    if (job === null || job.createdAt !== args.job.createdAt) {
       write({ id: null, event: "gone", data: { jobId: args.job.id, detail: "the job no longer exists (deleted after its retention period)" } });
       end();
       return;

@@ -182,5 +182,26 @@ for (const c of cases) {
         expect(stored.length).toBe([...winners][0]);
       }
     });
+
+    it("probe 4: a stream token opens the job it was issued for, not a later job that reuses its id", async () => {
+      await start();
+      const first = await as<{ eventsUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", attempts: 1 } } });
+      expect(first.status).toBe(202);
+      const [claimed] = await backend.claim({ queues: ["q"], names: ["send"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
+      await backend.fail([{ lease: claimed!.lease, error: { name: "Error", message: "boom", stack: null }, retryDelayMs: null }]);
+      const token = await as<{ token: string; eventsUrl: string }>(KEYS.victim, "POST", "/v1/jobs/reused/events/token?queue=q");
+      expect(token.status).toBe(200);
+      const before = await send(base, "GET", token.json.eventsUrl);
+      expect(before.status).toBe(200);
+      expect(before.text).toContain("event: state");
+      expect((await as(KEYS.admin, "DELETE", "/v1/queues/q/dead/reused")).status).toBe(204);
+      // Another key adds a job under the freed id (a ms later at least: creation times differ).
+      await new Promise((r) => setTimeout(r, 5));
+      expect((await as(KEYS.attacker, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", delayMs: 60_000 } } })).status).toBe(202);
+      const after = await send(base, "GET", token.json.eventsUrl);
+      expect(after.status, after.text).toBe(401);
+      const bare = await send(base, "GET", `/v1/jobs/reused/events?access_token=${encodeURIComponent(token.json.token)}`);
+      expect(bare.status).toBe(401);
+    });
   });
 }

@@ -19,6 +19,17 @@ function notFound(id: string): HttpProblem {
 async function findJob(ctx: HttpContext, request: FastifyRequest): Promise<JobRecord> {
   const { id } = request.params as { id: string };
   const { queue } = request.query as { queue?: string };
+  const grant = ctx.principal(request).stream;
+  if (grant) {
+    // A stream token opens the job it was issued for, not a later one that reuses its id.
+    const job = await ctx.backend.get(id, grant.queue);
+    if (!job || job.queue !== grant.queue || job.createdAt !== grant.createdAt || (queue !== undefined && queue !== grant.queue)) {
+      throw new HttpProblem(401, "unauthorized", "the access_token was issued for an earlier job with this id, which no longer exists; get a new one from POST /jobs/{id}/events/token", {
+        headers: { "www-authenticate": 'Bearer realm="conveyor"' },
+      });
+    }
+    return job;
+  }
   const job = await ctx.backend.get(id, queue);
   if (!job) throw notFound(id);
   return job;
@@ -71,7 +82,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function token(request: FastifyRequest, reply: FastifyReply) {
     const job = await findJob(ctx, request);
-    const { token, expiresAt } = ctx.tokens.issue(job.id, ctx.principal(request).id, ctx.streamTokenTtlMs);
+    const { token, expiresAt } = ctx.tokens.issue({ jobId: job.id, queue: job.queue, createdAt: job.createdAt }, ctx.principal(request).id, ctx.streamTokenTtlMs);
     const events = jobLinks(ctx.basePath, job.id, job.queue).events;
     return reply
       .header("cache-control", "no-store")
