@@ -1,7 +1,7 @@
 import { InvalidInputError } from "./errors.js";
 import type { BackoffSpec, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
-import type { Json } from "./json.js";
+import { MAX_JSON_DEPTH, type Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
 
 /** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
@@ -58,6 +58,19 @@ export function checkName(kind: "queue" | "job", value: unknown): string {
     throw new InvalidInputError(
       `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` +
         `or digit; got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+/** Control characters (PostgreSQL refuses NUL) and unpaired surrogate halves (stored as U+FFFD). */
+const UNSAFE_ID_CHARACTER = /[\u0000-\u001F\u007F]|\p{Cs}/u;
+
+/** A job id: 1-255 characters, none of them a control character or an unpaired surrogate. */
+export function checkJobId(value: unknown): string {
+  if (typeof value !== "string" || value.length === 0 || value.length > 255 || UNSAFE_ID_CHARACTER.test(value)) {
+    throw new InvalidInputError(
+      `option jobId must be 1-255 characters without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
     );
   }
   return value;
@@ -134,7 +147,7 @@ function checkSize(jobName: string, bytes: number, maxBytes: number): void {
   }
 }
 
-function findNonJson(value: unknown, path: string, seen: Set<object>): string | null {
+function findNonJson(value: unknown, path: string, seen: Set<object>, depth = 0): string | null {
   switch (typeof value) {
     case "string":
     case "boolean":
@@ -153,11 +166,13 @@ function findNonJson(value: unknown, path: string, seen: Set<object>): string | 
   const obj = value as object;
   if (seen.has(obj)) return `${path} contains a cycle`;
   if (obj instanceof Date) return null;
+  // Bounded here, before JSON.stringify's own recursion overflows the stack on a deep value.
+  if (depth >= MAX_JSON_DEPTH) return `${path.slice(0, 80)}… nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten it`;
   seen.add(obj);
   try {
     if (Array.isArray(obj)) {
       for (let i = 0; i < obj.length; i++) {
-        const p = findNonJson(obj[i], `${path}[${i}]`, seen);
+        const p = findNonJson(obj[i], `${path}[${i}]`, seen, depth + 1);
         if (p) return p;
       }
       return null;
@@ -168,7 +183,7 @@ function findNonJson(value: unknown, path: string, seen: Set<object>): string | 
     }
     for (const [k, v] of Object.entries(obj)) {
       if (v === undefined) continue; // JSON drops undefined properties; that is what users expect
-      const p = findNonJson(v, `${path}.${k}`, seen);
+      const p = findNonJson(v, `${path}.${k}`, seen, depth + 1);
       if (p) return p;
     }
     return null;
@@ -201,8 +216,7 @@ export function buildJobSpec(input: {
   const o: JobOptions = { ...input.defaults, ...given };
   let id: string;
   if (o.jobId === undefined) id = newJobId();
-  else if (typeof o.jobId === "string" && o.jobId.length > 0 && o.jobId.length <= 255) id = o.jobId;
-  else throw new InvalidInputError(`option jobId must be a non-empty string of at most 255 characters; got ${JSON.stringify(o.jobId)}`);
+  else id = checkJobId(o.jobId);
 
   let runAt: number | null = null;
   if (o.runAt !== undefined) {

@@ -17,6 +17,7 @@ import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, F
 import type { Backend } from "../backend/contract.js";
 import type { JobDefinition } from "../core/define.js";
 import { AmbiguousJobIdError, InvalidInputError } from "../core/errors.js";
+import { MAX_JSON_DEPTH, nestedDeeperThan } from "../core/json.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
 import { EnqueueBatcher } from "./batcher.js";
@@ -194,6 +195,15 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
       if (scope.hasContentTypeParser("text/plain")) scope.removeContentTypeParser("text/plain");
 
       scope.setErrorHandler(answerError);
+
+      // Before anything walks the body (the schema check, request fingerprints, the payload
+      // check, JSON.stringify), all of them recursive: a body nested thousands of levels deep
+      // would overflow the stack and answer 500.
+      scope.addHook("preValidation", async (request) => {
+        if (request.body !== null && typeof request.body === "object" && nestedDeeperThan(request.body, MAX_JSON_DEPTH + 8)) {
+          throw new HttpProblem(400, "invalid-json", `the body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten the payload`);
+        }
+      });
 
       scope.setNotFoundHandler((request, reply) => {
         const path = redactUrl(request.url.split("?")[0] ?? "").slice(0, 200);

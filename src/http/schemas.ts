@@ -12,7 +12,18 @@ export const NAME_SCHEMA: JsonSchema = {
   description: "1-128 characters of letters, digits and . _ : - /, starting with a letter or digit.",
 };
 
-export const JOB_ID_SCHEMA: JsonSchema = { type: "string", minLength: 1, maxLength: 255 };
+/**
+ * Job ids: 1-255 characters, no control characters and no lone surrogate halves (stores either
+ * refuse them, as PostgreSQL does NUL, or turn them into U+FFFD, which another id may spell).
+ * The rule of `checkJobId` in core/spec.ts, which still has the last word.
+ */
+export const JOB_ID_SCHEMA: JsonSchema = {
+  type: "string",
+  minLength: 1,
+  maxLength: 255,
+  pattern: "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]+$",
+  description: "1-255 characters; no control characters, no unpaired surrogates.",
+};
 
 export const QUEUE_PARAMS: JsonSchema = {
   type: "object",

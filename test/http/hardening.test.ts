@@ -203,5 +203,42 @@ for (const c of cases) {
       const bare = await send(base, "GET", `/v1/jobs/reused/events?access_token=${encodeURIComponent(token.json.token)}`);
       expect(bare.status).toBe(401);
     });
+
+    it("probe 5: deep JSON, NUL and unpaired surrogates in ids are 4xx, never 500", async () => {
+      await start();
+      const deep = `${"[".repeat(20_000)}${"]".repeat(20_000)}`;
+      const deepObject = `${'{"a":'.repeat(20_000)}1${"}".repeat(20_000)}`;
+      for (const raw of [
+        `{"name":"send","data":${deep}}`,
+        `{"name":"send","data":${deepObject}}`,
+        `{"name":"send","options":{"meta":${deepObject}}}`,
+      ]) {
+        for (const headers of [{}, { "idempotency-key": `deep-${raw.length}` }]) {
+          const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw, headers: { "content-type": "application/json", ...headers } });
+          expect(r.status, r.text.slice(0, 200)).toBe(400);
+        }
+      }
+      const bulk = await as(KEYS.victim, "POST", "/v1/queues/q/jobs/bulk", { raw: `{"jobs":[{"name":"send","data":${deep}}]}`, headers: { "content-type": "application/json" } });
+      expect(bulk.status).toBe(400);
+      // 128 levels of payload are fine.
+      const ok = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw: `{"name":"send","data":${"[".repeat(127)}${"]".repeat(127)}}`, headers: { "content-type": "application/json" } });
+      expect(ok.status, ok.text).toBe(202);
+      for (const jobId of ["a\u0000b", "tab\there", "\ud800lone", "lone\udfff"]) {
+        const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId } } });
+        expect(r.status, `${JSON.stringify(jobId)}: ${r.text}`).toBe(400);
+      }
+      // A well-formed pair is a character like any other.
+      expect((await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "emoji-\u{1F680}" } } })).status).toBe(202);
+      for (const path of ["/v1/jobs/a%00b", "/v1/jobs/%ED%A0%80", "/v1/jobs/a%00b/events", "/v1/queues/q/dead/a%00b"]) {
+        const r = await as(KEYS.admin, path.endsWith("dead/a%00b") ? "DELETE" : "GET", path);
+        expect(r.status, `${path}: ${r.text}`).toBeGreaterThanOrEqual(400);
+        expect(r.status, `${path}: ${r.text}`).toBeLessThan(500);
+      }
+      const replay = await as(KEYS.admin, "POST", "/v1/queues/q/dead/replay", { body: { ids: ["a\u0000b"] } });
+      expect(replay.status, replay.text).toBe(400);
+      // The library refuses them as well.
+      expect(() => buildJobSpec({ queue: "q", name: "send", data: null, options: { jobId: "a\u0000b" } })).toThrow(/control characters/);
+      expect(() => buildJobSpec({ queue: "q", name: "send", data: JSON.parse(deep) as unknown })).toThrow(/128 levels/);
+    });
   });
 }
