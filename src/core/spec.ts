@@ -70,7 +70,7 @@ const UNSAFE_ID_CHARACTER = /[\u0000-\u001F\u007F]|\p{Cs}/u;
 export function checkJobId(value: unknown): string {
   if (typeof value !== "string" || value.length === 0 || value.length > 255 || UNSAFE_ID_CHARACTER.test(value)) {
     throw new InvalidInputError(
-      `option jobId must be 1-255 characters without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
+      `option jobId must be a non-empty string of at most 255 characters, without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
     );
   }
   return value;
