@@ -3,6 +3,7 @@
  * every store: each test names the probe item it pins and fails with that fix removed.
  */
 import { createHash } from "node:crypto";
+import { connect } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
@@ -213,7 +214,8 @@ for (const c of cases) {
         `{"name":"send","data":${deepObject}}`,
         `{"name":"send","options":{"meta":${deepObject}}}`,
       ]) {
-        for (const headers of [{}, { "idempotency-key": `deep-${raw.length}` }]) {
+        const variants: Array<Record<string, string>> = [{}, { "idempotency-key": `deep-${raw.length}` }];
+        for (const headers of variants) {
           const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw, headers: { "content-type": "application/json", ...headers } });
           expect(r.status, r.text.slice(0, 200)).toBe(400);
         }
@@ -242,3 +244,67 @@ for (const c of cases) {
     });
   });
 }
+
+describe("probe 6: slow clients", () => {
+  const apps: FastifyInstance[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+
+  async function serve(options: Partial<ServerOptions>): Promise<number> {
+    const backend = new SqliteBackend({ path: await temp.file("slow.db") });
+    const app = await createServer({ backend, apiKeys: false, logger: false, ...options });
+    app.addHook("onClose", () => backend.close());
+    apps.push(app);
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    return (app.server.address() as { port: number }).port;
+  }
+
+  /** A raw connection that reads what the server answers; `trickle` sends a body a byte at a time. */
+  function client(port: number, trickle: boolean): { closed: Promise<string>; stop(): void } {
+    const socket = connect(port, "127.0.0.1");
+    let answer = "";
+    socket.on("data", (d: Buffer) => (answer += d.toString("latin1")));
+    socket.on("error", () => undefined);
+    let timer: NodeJS.Timeout | null = null;
+    if (trickle) {
+      socket.write("POST /v1/queues/q/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{");
+      timer = setInterval(() => socket.write(" "), 100);
+    }
+    const stop = () => {
+      if (timer) clearInterval(timer);
+      socket.destroy();
+    };
+    const closed = new Promise<string>((resolve) => socket.on("close", () => resolve(answer)));
+    void closed.then(stop);
+    return { closed, stop };
+  }
+
+  async function closedWithin<T>(promise: Promise<T>, ms: number): Promise<T | null> {
+    return Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms))]);
+  }
+
+  it("a request still sending its body after requestTimeoutMs is cut off with 408, and so is a connection that sends nothing", async () => {
+    const port = await serve({ requestTimeoutMs: 1_000 });
+    const slow = [...Array.from({ length: 5 }, () => client(port, true)), client(port, false)];
+    try {
+      const answers = await closedWithin(Promise.all(slow.map((s) => s.closed)), 20_000);
+      expect(answers, "every slow connection was closed").not.toBeNull();
+      for (const a of answers!) expect(a).toMatch(/^HTTP\/1\.1 408/);
+    } finally {
+      for (const s of slow) s.stop();
+    }
+    expect((await send(`http://127.0.0.1:${port}`, "POST", "/v1/queues/q/jobs", { body: { name: "n" } })).status).toBe(202);
+  });
+
+  it("a connection idle for connectionTimeoutMs is closed; the timeout must exceed the event-stream heartbeat", async () => {
+    const port = await serve({ requestTimeoutMs: 60_000, connectionTimeoutMs: 1_500, events: { heartbeatMs: 500 } });
+    const idle = client(port, false);
+    try {
+      expect(await closedWithin(idle.closed, 20_000)).not.toBeNull();
+    } finally {
+      idle.stop();
+    }
+    await expect(serve({ connectionTimeoutMs: 10_000 })).rejects.toThrow(/must exceed events.heartbeatMs/);
+  });
+});
