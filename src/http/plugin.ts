@@ -134,9 +134,42 @@ function normalizeBasePath(value: string | undefined): string {
   return p;
 }
 
-/** Strips stream tokens from URLs before they reach a log line. */
+/** Query parameter names that carry credentials, matched on the decoded, lower-cased name. */
+const CREDENTIAL_PARAMETER = /token|key|secret|passw|pwd|auth|credential|signature|^sig$|session|jwt|bearer/;
+/** A Conveyor API key (`cvk_…`) wherever it appears. */
+const API_KEY_TEXT = /cvk_[A-Za-z0-9_-]+/g;
+
+function decodeComponent(text: string): string {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, " "));
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Strips credentials from a URL before it reaches a log line: the value of every query parameter
+ * whose name, once percent-decoded (`access%5Ftoken` is `access_token`), looks like a credential,
+ * and any API key (`cvk_…`, even one wrongly sent in a query string or a path).
+ */
 export function redactUrl(url: string): string {
-  return url.replace(/([?&]access_token=)[^&#]*/gi, "$1[redacted]");
+  const hash = url.indexOf("#");
+  const withoutFragment = hash >= 0 ? url.slice(0, hash) : url;
+  const q = withoutFragment.indexOf("?");
+  const path = q >= 0 ? withoutFragment.slice(0, q) : withoutFragment;
+  const redactKeys = (text: string) => (decodeComponent(text).match(API_KEY_TEXT) ? "[redacted]" : text.replace(API_KEY_TEXT, "[redacted]"));
+  if (q < 0) return redactKeys(path);
+  const query = withoutFragment
+    .slice(q + 1)
+    .split("&")
+    .map((pair) => {
+      const eq = pair.indexOf("=");
+      const name = eq >= 0 ? pair.slice(0, eq) : pair;
+      if (CREDENTIAL_PARAMETER.test(decodeComponent(name).toLowerCase())) return eq >= 0 ? `${name}=[redacted]` : name;
+      return eq >= 0 ? `${name}=${redactKeys(pair.slice(eq + 1))}` : redactKeys(pair);
+    })
+    .join("&");
+  return `${redactKeys(path)}?${query}`;
 }
 
 /** Request serializer for logs: never headers, never tokens in URLs. */

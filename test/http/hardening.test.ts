@@ -4,6 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import { connect } from "node:net";
+import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
@@ -14,10 +15,11 @@ import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from 
 import { silentLogger } from "../../src/index.js";
 import { buildJobSpec, LATEST_RUN_AT } from "../../src/core/spec.js";
 import { IdDeriver } from "../../src/http/derived-ids.js";
+import { redactUrl } from "../../src/http/plugin.js";
 import { TestSchemas } from "../helpers/postgres.js";
 import { deletePrefix, testPrefix } from "../helpers/redis.js";
 import { TempDirs } from "../helpers/temp.js";
-import { send, type Obj, type Reply, type RequestInit } from "./harness.js";
+import { openStream, send, type Obj, type Reply, type RequestInit } from "./harness.js";
 
 const temp = new TempDirs();
 const postgresUrl = inject("postgresUrl");
@@ -306,5 +308,49 @@ describe("probe 6: slow clients", () => {
       idle.stop();
     }
     await expect(serve({ connectionTimeoutMs: 10_000 })).rejects.toThrow(/must exceed events.heartbeatMs/);
+  });
+});
+
+describe("probe 7: credentials in query strings", () => {
+  it("are redacted from logs after decoding: access%5Ftoken, api_key, any cvk_ key, password-like names", async () => {
+    let log = "";
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        log += chunk.toString();
+        done();
+      },
+    });
+    const backend = new SqliteBackend({ path: await temp.file("log.db") });
+    const app = await createServer({ backend, apiKeys: API_KEYS, logger: { level: "trace", stream } });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    try {
+      const r = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: { authorization: `Bearer ${KEYS.victim}` } });
+      const t = await send<{ token: string }>(base, "POST", `/v1/jobs/${r.json.jobId}/events/token`, { headers: { authorization: `Bearer ${KEYS.victim}` } });
+      expect(t.status).toBe(200);
+      const secrets = {
+        token: t.json.token,
+        key: KEYS.reader,
+        other: "hunter2-not-a-real-password",
+        sig: "c2lnbmF0dXJlLXZhbHVl",
+      };
+      const encoded = encodeURIComponent(secrets.token);
+      const opened = await openStream(`${base}/v1/jobs/${r.json.jobId}/events?queue=q&access%5Ftoken=${encoded}`);
+      expect(opened.status, "the encoded name still authenticates").toBe(200);
+      opened.close();
+      await send(base, "GET", `/v1/queues?api_key=${secrets.key}`);
+      await send(base, "GET", `/v1/queues?k=${encodeURIComponent(secrets.key)}`);
+      await send(base, "GET", `/v1/nowhere/${secrets.key}`);
+      await send(base, "GET", `/v1/queues?Pass%77ord=${secrets.other}&X-Signature=${secrets.sig}`);
+      expect(log).toContain("incoming request");
+      for (const secret of Object.values(secrets)) {
+        expect(log, secret).not.toContain(secret);
+        expect(log, secret).not.toContain(encodeURIComponent(secret));
+      }
+      expect(redactUrl("/v1/x?queue=q&access%5Ftoken=abc&lastEventId=3")).toBe("/v1/x?queue=q&access%5Ftoken=[redacted]&lastEventId=3");
+    } finally {
+      await app.close();
+      await backend.close();
+    }
   });
 });
