@@ -274,16 +274,19 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           return;
         }
         let principal: Principal | null = null;
-        const key = presentedKey(request.headers);
-        if (key !== null) {
-          principal = keyring.authenticate(key);
+        const presented = presentedKey(request.headers);
+        if (presented !== null && "invalid" in presented) return unauthorized(reply, "the Authorization header must be Bearer followed by one API key");
+        if (presented !== null) {
+          principal = keyring.authenticate(presented.key);
           if (!principal) return unauthorized(reply, "the API key is not valid; check it, or ask for a new one");
         } else if (access === "events") {
           const token = (request.query as { access_token?: unknown }).access_token;
           const id = (request.params as { id?: unknown }).id;
           if (typeof token === "string" && typeof id === "string") {
             principal = ctx.tokens.verify(token, id);
-            if (!principal) return unauthorized(reply, "the access_token is not valid for this job, or it expired; get a new one from POST /jobs/{id}/events/token");
+            // A revoked key's tokens are revoked with it.
+            if (principal && !keyring.scopesOf(principal.id)?.has("read")) principal = null;
+            if (!principal) return unauthorized(reply, "the access_token is not valid for this job, it expired, or the key that asked for it was revoked; get a new one from POST /jobs/{id}/events/token");
           }
         }
         if (!principal) {

@@ -354,3 +354,57 @@ describe("probe 7: credentials in query strings", () => {
     }
   });
 });
+
+describe("decisions: revoked keys and other Authorization schemes", () => {
+  const apps: FastifyInstance[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+  const secret = "0123456789abcdef0123456789abcdef-stream-secret";
+
+  async function serve(backend: Backend, apiKeys: ApiKeyConfig[]): Promise<string> {
+    const app = await createServer({ backend, apiKeys, logger: false, streamTokenSecret: secret });
+    apps.push(app);
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    return `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  }
+
+  it("a stream token stops working once the key that asked for it is revoked (or loses read)", async () => {
+    const backend = new SqliteBackend({ path: await temp.file("revoke.db") });
+    try {
+      const before = await serve(backend, API_KEYS);
+      const auth = { authorization: `Bearer ${KEYS.victim}` };
+      const r = await send<{ jobId: string }>(before, "POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: auth });
+      const t = await send<{ eventsUrl: string }>(before, "POST", `/v1/jobs/${r.json.jobId}/events/token`, { headers: auth });
+      await backend.cancel(r.json.jobId);
+      expect((await send(before, "GET", t.json.eventsUrl)).status).toBe(200);
+      // Instances restarted with the key removed, or without its read scope.
+      const revoked = await serve(backend, API_KEYS.filter((k) => k.id !== "victim"));
+      expect((await send(revoked, "GET", t.json.eventsUrl)).status).toBe(401);
+      const demoted = await serve(backend, API_KEYS.map((k) => (k.id === "victim" ? { ...k, scopes: ["enqueue" as const] } : k)));
+      expect((await send(demoted, "GET", t.json.eventsUrl)).status).toBe(401);
+      // Rotating the key under the same id keeps its tokens.
+      const rotated = await serve(backend, API_KEYS.map((k) => (k.id === "victim" ? { ...k, sha256: hashApiKey("cvk_rotated-0123456789abcdefgh") } : k)));
+      expect((await send(rotated, "GET", t.json.eventsUrl)).status).toBe(200);
+    } finally {
+      for (const app of apps.splice(0)) await app.close();
+      await backend.close();
+    }
+  });
+
+  it("an Authorization header of another scheme leaves X-API-Key working; a broken Bearer header is 401", async () => {
+    const backend = new SqliteBackend({ path: await temp.file("schemes.db") });
+    try {
+      const base = await serve(backend, API_KEYS);
+      const basic = `Basic ${Buffer.from("proxy:pass").toString("base64")}`;
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: basic, "x-api-key": KEYS.reader } })).status).toBe(200);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: basic } })).status).toBe(401);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: "Bearer", "x-api-key": KEYS.reader } })).status).toBe(401);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: "Bearer a b", "x-api-key": KEYS.reader } })).status).toBe(401);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: `Bearer ${KEYS.reader}`, "x-api-key": "cvk_wrong" } })).status).toBe(200);
+    } finally {
+      for (const app of apps.splice(0)) await app.close();
+      await backend.close();
+    }
+  });
+});
