@@ -155,7 +155,10 @@ export type SettleResult = "applied" | "stale";
 export interface RescueOptions {
   /**
    * Lease expiries in a row after which the job is quarantined in `dead` instead of retried
-   * (it keeps killing its workers). Default 3.
+   * (it keeps killing its workers). Default 3. An expiry counts only when the job is the likely
+   * cause: it was the only active job of its worker (on Redis: of its worker in its queue). A
+   * worker that dies holding several jobs, running or buffered by prefetch, does not say which
+   * one killed it, so none of them is counted (their attempts still are).
    */
   maxStalls?: number;
   /** Maximum jobs to rescue in one call. Default 1000. */

@@ -98,7 +98,10 @@ export interface WorkerOptions {
 export interface MaintenanceOptions {
   /** How often to look for expired leases, ms. Default 5 000. */
   rescueIntervalMs?: number;
-  /** Lease expiries in a row before a job is quarantined in `dead`. Default 3. */
+  /**
+   * Lease expiries in a row before a job is quarantined in `dead`. Default 3. Only expiries of a
+   * job that was its worker's only active job count (see `RescueOptions.maxStalls`).
+   */
   maxStalls?: number;
   /** How often to prune finished jobs, ms. Default 60 000. */
   pruneIntervalMs?: number;

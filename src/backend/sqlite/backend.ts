@@ -725,15 +725,19 @@ export class SqliteBackend implements Backend {
          ORDER BY lease_expires_at
          LIMIT ?`,
       ),
-      rescueToWaiting: db.prepare<[{ seq: number; now: number; error: string }]>(
+      /** Workers holding more than one active job: their expiries say nothing about which job killed them. */
+      busyWorkers: db.prepare<[], string>(
+        `SELECT worker_id FROM ${jobs} WHERE state = 'active' GROUP BY worker_id HAVING count(*) > 1`,
+      ).pluck(),
+      rescueToWaiting: db.prepare<[{ seq: number; now: number; error: string; stall: number }]>(
         `UPDATE ${jobs}
-         SET state = 'waiting', run_at = @now, error = @error, lease_expires_at = NULL, stalls = stalls + 1,
+         SET state = 'waiting', run_at = @now, error = @error, lease_expires_at = NULL, stalls = stalls + @stall,
              ${appendHistory("lease-expired", "json(@error)")}
          WHERE seq = @seq`,
       ),
-      rescueToDead: db.prepare<[{ seq: number; now: number; error: string; attemptError: string }]>(
+      rescueToDead: db.prepare<[{ seq: number; now: number; error: string; attemptError: string; stall: number }]>(
         `UPDATE ${jobs}
-         SET state = 'dead', error = @error, finished_at = @now, lease_expires_at = NULL, stalls = stalls + 1,
+         SET state = 'dead', error = @error, finished_at = @now, lease_expires_at = NULL, stalls = stalls + @stall,
              expires_at = @now + retain_dead_ms, ${appendHistory("lease-expired", "json(@attemptError)")}
          WHERE seq = @seq`,
       ),
@@ -962,18 +966,22 @@ export class SqliteBackend implements Backend {
     const rescue = db.transaction((maxStalls: number, limit: number) => {
       const now = this.nowMs();
       const woken = new Set<string>();
-      const rescued = s.expiredLeases.all(now, limit).map((row): RescuedJob => {
-        const stalls = row.stalls + 1;
-        const quarantined = stalls >= maxStalls;
+      const expired = s.expiredLeases.all(now, limit);
+      // Read before any of them changes: a job counts a stall only when it was its worker's only one.
+      const busy = new Set(expired.length > 0 ? s.busyWorkers.all() : []);
+      const rescued = expired.map((row): RescuedJob => {
+        const stall = row.worker_id !== null && busy.has(row.worker_id) ? 0 : 1;
+        const stalls = row.stalls + stall;
+        const quarantined = stall === 1 && stalls >= maxStalls;
         const dead = quarantined || row.attempt >= row.max_attempts;
         if (!dead) {
-          s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT });
+          s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT, stall });
           woken.add(row.queue);
         } else if (row.retain_dead_ms === 0) {
           s.deleteBySeq.run(row.seq);
         } else {
           const error = quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT;
-          s.rescueToDead.run({ seq: row.seq, now, error, attemptError: LEASE_EXPIRED_TEXT });
+          s.rescueToDead.run({ seq: row.seq, now, error, attemptError: LEASE_EXPIRED_TEXT, stall });
         }
         return {
           id: row.id,
