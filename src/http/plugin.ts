@@ -120,6 +120,8 @@ export interface ConveyorHttpOptions {
 const EXPOSED_HEADERS = "Location, Retry-After, Idempotent-Replayed";
 const ALLOWED_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-API-Key";
 const OTHER_BODY_LIMIT = 1024 * 1024;
+/** Routes without a HEAD twin: a HEAD request must not open a long-lived stream. */
+const LONG_LIVED = new Set(["streamJobEvents"]);
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -223,6 +225,9 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         principal: (request) => principals.get(request) ?? (keyring ? { id: "nobody", scopes: new Set() } : ANONYMOUS),
       };
 
+      /** The methods routes take at a concrete path (none when no route matches it); set once the routes are known. */
+      let allowedMethods: (path: string) => string[] = () => [];
+
       scope.setValidatorCompiler(compileValidator);
       // The API speaks JSON only: anything else (Fastify also parses text/plain) is a 415.
       if (scope.hasContentTypeParser("text/plain")) scope.removeContentTypeParser("text/plain");
@@ -239,7 +244,15 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
       });
 
       scope.setNotFoundHandler((request, reply) => {
-        const path = redactUrl(request.url.split("?")[0] ?? "").slice(0, 200);
+        const rawPath = request.url.split("?")[0] ?? "";
+        const path = redactUrl(rawPath).slice(0, 200);
+        // A known path asked with a method it does not have: 405 with the methods it has.
+        const allowed = allowedMethods(rawPath);
+        if (allowed.length > 0) {
+          return sendProblem(reply, problem(405, "method-not-allowed", `${path} does not take ${request.method}; it takes ${allowed.join(", ")}`), {
+            allow: allowed.join(", "),
+          });
+        }
         return sendProblem(reply, problem(404, "no-route", `no route ${request.method} ${path}; the API is described at ${ctx.basePath}/openapi.json`));
       });
 
@@ -343,6 +356,21 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         },
       );
       const openapi = buildOpenApi(routes, ctx.basePath, options.openapi);
+      const routePatterns = routes.map((route) => ({
+        method: route.method,
+        head: route.method === "GET" && !LONG_LIVED.has(route.operationId),
+        pattern: new RegExp(`^${escapeRegExp(scope.prefix)}${route.url.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : escapeRegExp(part))).join("/")}/?$`),
+      }));
+      allowedMethods = (path: string): string[] => {
+        const methods = new Set<string>();
+        for (const r of routePatterns) {
+          if (!r.pattern.test(path)) continue;
+          methods.add(r.method);
+          if (r.head) methods.add("HEAD");
+        }
+        if (methods.size > 0 && cors) methods.add("OPTIONS");
+        return [...methods];
+      };
 
       for (const route of routes) {
         scope.route({
@@ -352,7 +380,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           bodyLimit: route.bodyLimit ?? OTHER_BODY_LIMIT,
           config: { conveyorAccess: route.access },
           // The events stream is long-lived; a HEAD request must not open one.
-          exposeHeadRoute: route.operationId !== "streamJobEvents",
+          exposeHeadRoute: !LONG_LIVED.has(route.operationId),
           logSerializers: { req: safeRequestSerializer },
           handler: (request, reply) => route.handler(request, reply),
         });
@@ -399,6 +427,10 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
     return sendProblem(reply, problem(503, "store-unavailable", "the job store is busy or unreachable; retry shortly"), { "retry-after": "1" });
   }
   return sendProblem(reply, problem(500, "internal", `the server failed to handle the request (request id ${request.id}); its log has the details`));
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 function unauthorized(reply: FastifyReply, detail: string): FastifyReply {

@@ -408,3 +408,41 @@ describe("decisions: revoked keys and other Authorization schemes", () => {
     }
   });
 });
+
+describe("OpenAPI and methods", () => {
+  it("every object in the OpenAPI document states additionalProperties (free-form ones: true)", async () => {
+    const backend = new SqliteBackend({ path: await temp.file("doc.db") });
+    const app = await createServer({ backend, apiKeys: false, logger: false });
+    try {
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      const doc = (await send<Obj>(base, "GET", "/v1/openapi.json")).json;
+      const missing: string[] = [];
+      const walk = (node: unknown, where: string): void => {
+        if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${where}/${i}`));
+        if (node === null || typeof node !== "object") return;
+        const o = node as Obj;
+        const type = o.type;
+        const isObject = type === "object" || (Array.isArray(type) && type.includes("object")) || (o.properties !== undefined && typeof o.properties === "object" && where.includes("schema"));
+        if (isObject && o.additionalProperties === undefined) missing.push(where);
+        for (const [k, v] of Object.entries(o)) walk(v, `${where}/${k}`);
+      };
+      walk(doc.paths, "");
+      expect(missing).toEqual([]);
+      const enqueue = (doc.paths as Obj)["/queues/{queue}/jobs"] as { post: { requestBody: { content: { "application/json": { schema: { properties: { options: { properties: { meta: Obj } } } } } } } } };
+      expect(enqueue.post.requestBody.content["application/json"].schema.properties.options.properties.meta.additionalProperties).toBe(true);
+      // Unsupported methods on a known path: 405 with Allow; unknown paths stay 404.
+      const del = await send(base, "DELETE", "/v1/queues/q/jobs");
+      expect(del.status).toBe(405);
+      expect(del.headers.get("allow")).toBe("POST, GET, HEAD");
+      const put = await send(base, "PUT", "/v1/jobs/some-id?queue=q");
+      expect(put.status).toBe(405);
+      expect(put.headers.get("allow")).toBe("GET, HEAD, DELETE");
+      expect((await send(base, "POST", "/v1/jobs/some-id/events")).headers.get("allow")).toBe("GET");
+      expect((await send(base, "GET", "/v1/nowhere")).status).toBe(404);
+    } finally {
+      await app.close();
+      await backend.close();
+    }
+  });
+});
