@@ -106,6 +106,29 @@ export class AmbiguousJobIdError extends ConveyorError {
   }
 }
 
+/**
+ * The store cannot be reached or is too busy right now (connection refused or dropped, server
+ * starting or shutting down, database locked). Nothing was decided: retrying later may work. The
+ * backends throw it at their driver boundary, with the driver's error as `cause`; the HTTP
+ * service answers 503 with Retry-After, and `conveyor worker` waits for the store.
+ */
+export class StoreUnavailableError extends ConveyorError {
+  override name = "StoreUnavailableError";
+  readonly retryable = true;
+  constructor(
+    /** The store, as `backend.description` names it. */
+    readonly store: string,
+    options: { cause: unknown },
+  ) {
+    super(`the job store ${store} is unreachable or busy (${describeCause(options.cause)}); retry shortly`, options);
+  }
+}
+
+function describeCause(cause: unknown): string {
+  if (cause instanceof Error) return cause.message.split("\n")[0]!.slice(0, 200) || cause.name;
+  return String(cause).slice(0, 200);
+}
+
 /** The lease the worker expected was not honoured by the store (its late ack was refused). */
 export class StaleLeaseError extends ConveyorError {
   override name = "StaleLeaseError";

@@ -16,7 +16,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { Backend } from "../backend/contract.js";
 import type { JobDefinition } from "../core/define.js";
-import { AmbiguousJobIdError, InvalidInputError } from "../core/errors.js";
+import { AmbiguousJobIdError, InvalidInputError, StoreUnavailableError } from "../core/errors.js";
 import { MAX_JSON_DEPTH, nestedDeeperThan } from "../core/json.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
@@ -423,7 +423,7 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
   }
   // Log the error, never the request's headers or tokens.
   request.log.error({ err: { name: error.name, message: error.message, stack: error.stack }, reqId: request.id, url: redactUrl(request.url) }, "conveyor: request failed");
-  if (/SQLITE_BUSY|database is locked|ECONNREFUSED|too many clients/i.test(`${error.code ?? ""} ${error.message}`)) {
+  if (error instanceof StoreUnavailableError) {
     return sendProblem(reply, problem(503, "store-unavailable", "the job store is busy or unreachable; retry shortly"), { "retry-after": "1" });
   }
   return sendProblem(reply, problem(500, "internal", `the server failed to handle the request (request id ${request.id}); its log has the details`));

@@ -98,14 +98,14 @@ describe("file settings", () => {
     expect(raw(path).pragma("journal_mode", { simple: true })).toBe("wal");
   });
 
-  it("busyTimeoutMs: a write waits that long for another connection's lock, then fails with SQLITE_BUSY", async () => {
+  it("busyTimeoutMs: a write waits that long for another connection's lock, then fails with StoreUnavailableError (cause SQLITE_BUSY)", async () => {
     const path = await temp.file("jobs.db");
     const backend = open({ path, busyTimeoutMs: 200 });
     const other = raw(path);
     other.exec("BEGIN IMMEDIATE");
 
     const started = Date.now();
-    await expect(backend.enqueue([spec()])).rejects.toMatchObject({ code: "SQLITE_BUSY" });
+    await expect(backend.enqueue([spec()])).rejects.toMatchObject({ name: "StoreUnavailableError", cause: { code: "SQLITE_BUSY" } });
     expect(Date.now() - started).toBeGreaterThanOrEqual(150);
 
     other.exec("ROLLBACK");

@@ -60,6 +60,7 @@ import {
 } from "../../core/job.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { integerArray, jsonTextArray, textArray } from "./arrays.js";
+import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 
@@ -359,7 +360,11 @@ export class PostgresBackend implements Backend {
   /** Creates or upgrades the schema; each migration once, however many processes call this at once. */
   async migrate(): Promise<void> {
     this.assertOpen();
-    await migrate(this.pool, this.schema, this.quotedSchema);
+    try {
+      await migrate(this.pool, this.schema, this.quotedSchema);
+    } catch (error) {
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
     this.schemaReady = true;
   }
 
@@ -496,7 +501,7 @@ export class PostgresBackend implements Backend {
   private async inTransaction<T>(work: (client: PoolClient) => Promise<{ value: T; commit: boolean }>): Promise<T> {
     this.assertOpen();
     if (!this.schemaReady) await this.checkSchema();
-    const client = await this.pool.connect();
+    const client = await this.connect();
     try {
       await client.query("BEGIN");
       const { value, commit } = await work(client);
@@ -506,7 +511,7 @@ export class PostgresBackend implements Backend {
     } catch (error) {
       // Released with the error, the connection is discarded and the server rolls back.
       client.release(toError(error));
-      throw error;
+      throw asStoreError(error, this.description, isPostgresUnavailable);
     }
   }
 
@@ -623,7 +628,7 @@ export class PostgresBackend implements Backend {
   async beginCompletion(lease: Lease): Promise<CompletionTransaction> {
     this.assertOpen();
     if (!this.schemaReady) await this.checkSchema();
-    const client = await this.pool.connect();
+    const client = await this.connect();
     let released = false;
     // A connection dying while the handler holds it must not crash the process; the next query
     // on it fails and says so.
@@ -871,11 +876,24 @@ export class PostgresBackend implements Backend {
   /** Runs one of the statements in queries/ on the pool (or on `on`) and returns its rows. */
   private async query<R extends QueryResultRow>(name: QueryName, values: unknown[], on?: Queryable): Promise<R[]> {
     this.assertOpen();
-    if (!this.schemaReady) await this.checkSchema();
-    const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
-    if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
-    const result = await (on ?? this.pool).query<R>(config);
-    return result.rows;
+    try {
+      if (!this.schemaReady) await this.checkSchema();
+      const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
+      if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
+      const result = await (on ?? this.pool).query<R>(config);
+      return result.rows;
+    } catch (error) {
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
+  }
+
+  /** A pooled connection; a server that cannot be reached is a StoreUnavailableError. */
+  private async connect(): Promise<PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
   }
 
   /** Runs a statement on the caller's own client (`{ tx }`): plain text and parameters only. */
@@ -888,7 +906,9 @@ export class PostgresBackend implements Backend {
   /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
   private checkSchema(): Promise<void> {
     this.schemaCheck ??= (async () => {
-      const current = await schemaVersion(this.pool, this.quotedSchema);
+      const current = await schemaVersion(this.pool, this.quotedSchema).catch((error: unknown) => {
+        throw asStoreError(error, this.description, isPostgresUnavailable);
+      });
       const latest = latestVersion();
       if (current > latest) throw new SchemaTooNewError(this.schema, current, latest);
       if (current < latest) throw new SchemaOutdatedError(this.schema, current, latest);
@@ -902,6 +922,19 @@ export class PostgresBackend implements Backend {
 }
 
 // ── helpers ──────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * SQLSTATEs that mean "not now" rather than "wrong": connection exceptions (class 08), the server
+ * shutting down or starting up (57P01-57P03), too many connections (53300).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+/** pg's own errors about a lost or unobtainable connection carry no code, only these messages. */
+const PG_CONNECTION_MESSAGES = ["Connection terminated", "timeout exceeded when trying to connect", "Client has encountered a connection error"];
+
+function isPostgresUnavailable(error: unknown): boolean {
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || code.startsWith("08") || UNAVAILABLE_SQLSTATES.has(code))) return true;
+  return error instanceof Error && PG_CONNECTION_MESSAGES.some((m) => error.message.startsWith(m));
+}
 
 function toRecord(row: JobRow, now: number): JobRecord {
   return {

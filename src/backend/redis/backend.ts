@@ -39,6 +39,7 @@ import type {
 } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PAGE_LIMIT, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, MAX_PAGE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
+import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { JOB_STATES, type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
@@ -789,7 +790,9 @@ export class RedisBackend implements Backend {
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */
   private send<T>(command: (client: Client) => Promise<T>): Promise<T> {
-    return this.inFlight.run(() => command(this.client));
+    return this.inFlight.run(() => command(this.client)).catch((error: unknown) => {
+      throw asStoreError(error, this.description, isRedisUnavailable);
+    });
   }
 
   /** ARGV[1] of every script: the injected clock's now, or '' to use Redis TIME inside. */
@@ -1019,6 +1022,23 @@ class ListSource {
   take(): Listed {
     return this.buffer.shift()!;
   }
+}
+
+
+/**
+ * Redis errors that mean "not now": a refused or lost connection (ioredis reports a closed
+ * connection and exhausted reconnect attempts without a code), and the error replies Redis sends
+ * while it loads its data set or a cluster is reconfiguring (the first word is Redis' error code).
+ */
+const REDIS_BUSY_REPLIES = ["LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY "];
+const IOREDIS_CONNECTION_MESSAGES = ["Connection is closed", "Stream isn't writeable", "Reached the max retries per request limit"];
+
+function isRedisUnavailable(error: unknown): boolean {
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code))) return true;
+  if (!(error instanceof Error)) return false;
+  if (error.name === "MaxRetriesPerRequestError") return true;
+  if (error.name === "ReplyError") return REDIS_BUSY_REPLIES.some((word) => error.message.startsWith(word));
+  return IOREDIS_CONNECTION_MESSAGES.some((m) => error.message.startsWith(m));
 }
 
 function infoField(info: string, field: string): string | undefined {

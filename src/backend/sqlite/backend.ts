@@ -19,6 +19,7 @@
  */
 import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
 import { readMigrationFiles } from "../migration-files.js";
+import { asStoreError, errorCodes } from "../store-errors.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
@@ -267,7 +268,7 @@ export class SqliteBackend implements Backend {
       this.db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
       this.migrateSync();
       this.s = this.prepareStatements();
-      this.tx = this.defineTransactions();
+      this.tx = this.typedErrors(this.defineTransactions());
     } catch (error) {
       this.db.close();
       throw error;
@@ -831,6 +832,27 @@ export class SqliteBackend implements Backend {
     };
   }
 
+  /**
+   * `txs` with every call (and its `immediate` / `deferred` / `exclusive` forms) rethrowing a
+   * database that stayed locked past busyTimeoutMs as StoreUnavailableError.
+   */
+  private typedErrors<T extends object>(txs: T): T {
+    const store = this.description;
+    type Call = (...args: unknown[]) => unknown;
+    const guard =
+      (fn: Call): Call =>
+      (...args) => {
+        try {
+          return fn(...args);
+        } catch (error) {
+          throw asStoreError(error, store, isSqliteBusy);
+        }
+      };
+    const wrap = (tx: Call & { immediate: Call; deferred: Call; exclusive: Call }) =>
+      Object.assign(guard(tx), { immediate: guard(tx.immediate), deferred: guard(tx.deferred), exclusive: guard(tx.exclusive) });
+    return Object.fromEntries(Object.entries(txs).map(([name, tx]) => [name, wrap(tx as Parameters<typeof wrap>[0])])) as T;
+  }
+
   /** Every multi-statement operation, as a better-sqlite3 transaction function. */
   private defineTransactions() {
     const db = this.db;
@@ -1163,6 +1185,11 @@ interface StateCount {
   queue: string;
   state: JobState;
   n: number;
+}
+
+/** The database stayed locked by another connection past busyTimeoutMs (SQLITE_BUSY, SQLITE_LOCKED and their extended codes). */
+function isSqliteBusy(error: unknown): boolean {
+  return errorCodes(error).some((code) => code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
 }
 
 /** Rolls back an all-or-nothing enqueue that met a duplicate, carrying its per-spec answers. */
