@@ -24,7 +24,16 @@ export function positiveMs(field: string, value: number): number {
   return Math.floor(value);
 }
 
-/** Anything thrown, as an Error. */
+/** Anything thrown, as an Error; a non-Error value is described in the message. */
 export function toError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
+  if (value instanceof Error) return value;
+  return new Error(typeof value === "string" ? value : `non-Error thrown: ${safeString(value)}`);
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
 }

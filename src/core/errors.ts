@@ -129,11 +129,6 @@ function describeCause(cause: unknown): string {
   return String(cause).slice(0, 200);
 }
 
-/** The lease the worker expected was not honoured by the store (its late ack was refused). */
-export class StaleLeaseError extends ConveyorError {
-  override name = "StaleLeaseError";
-}
-
 /**
  * The error message of a job quarantined in `dead` after `stalls` lease expiries in a row. Backends
  * that build it inside the store pass a placeholder ("{stalls}", "__STALLS__") and substitute there.

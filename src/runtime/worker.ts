@@ -18,7 +18,7 @@ import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetry } from "../core/retry.js";
-import { nonNegativeInt, positiveInt } from "../core/checks.js";
+import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
 import { failpoint } from "./failpoints.js";
@@ -773,19 +773,6 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 }
 
-/** Anything thrown, as an Error; a non-Error value is described in the message. */
-function toError(value: unknown): Error {
-  if (value instanceof Error) return value;
-  return new Error(typeof value === "string" ? value : `non-Error thrown: ${safeString(value)}`);
-}
-
-function safeString(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
 
 const MAX_STACK_CHARS = 16_384;
 
