@@ -16,6 +16,18 @@ export function nonNegativeInt(field: string, value: number): number {
   return value;
 }
 
+/**
+ * `Failure.retryDelayMs`, checked once for every backend: a finite number of ms >= 0 (fractions
+ * dropped), or null for "dead". NaN, Infinity and negatives are refused, never clamped or stored.
+ */
+export function retryDelayMs(value: unknown): number | null {
+  if (value === null) return null;
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    throw new InvalidInputError(`retryDelayMs must be a number of milliseconds >= 0, or null; got ${typeof value === "number" ? String(value) : JSON.stringify(value) ?? typeof value}`);
+  }
+  return Math.floor(value);
+}
+
 /** A duration in ms: positive and finite; fractions are dropped (time columns hold integers). */
 export function positiveMs(field: string, value: number): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 1) {

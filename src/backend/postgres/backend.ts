@@ -12,7 +12,7 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
-import { nonNegativeInt, positiveInt, positiveMs, toError } from "../../core/checks.js";
+import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
@@ -591,12 +591,13 @@ export class PostgresBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
+    const delays = items.map((i) => retryDelayMs(i.retryDelayMs));
     const rows = await this.query<SettledRow>("fail", [
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
       integerArray(items.map((i) => i.lease.token)),
       jsonTextArray(items.map((i) => serializeError(i.error))),
-      integerArray(items.map((i) => (i.retryDelayMs === null ? null : Math.max(0, Math.floor(i.retryDelayMs))))),
+      integerArray(delays),
     ]);
     this.wakeLocally(queuesOf(rows));
     return settleResults(items.map((i) => i.lease), rows);

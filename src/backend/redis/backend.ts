@@ -11,7 +11,7 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
-import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
+import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
@@ -359,12 +359,8 @@ export class RedisBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    return this.settle("fail", items, (item) => [
-      item.lease.jobId,
-      item.lease.token,
-      encodeError(item.error),
-      item.retryDelayMs === null ? "" : Math.max(0, Math.floor(item.retryDelayMs)),
-    ]);
+    const delays = new Map(items.map((item) => [item, retryDelayMs(item.retryDelayMs)]));
+    return this.settle("fail", items, (item) => [item.lease.jobId, item.lease.token, encodeError(item.error), delays.get(item) ?? ""]);
   }
 
   async release(leases: readonly Lease[]): Promise<SettleResult[]> {

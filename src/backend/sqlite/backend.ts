@@ -17,7 +17,7 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
-import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
+import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { readMigrationFiles } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { watch, type FSWatcher } from "node:fs";
@@ -342,12 +342,7 @@ export class SqliteBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    for (const item of items) {
-      const delay = item.retryDelayMs;
-      if (delay !== null && (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0)) {
-        throw new InvalidInputError(`retryDelayMs must be a number of milliseconds >= 0, or null; got ${JSON.stringify(delay)}`);
-      }
-    }
+    for (const item of items) retryDelayMs(item.retryDelayMs);
     const errors = items.map((item) => serializeError(item.error));
     const { results, marks } = this.tx.fail.immediate(items, errors);
     this.announce(marks);
