@@ -59,6 +59,15 @@ export interface Capabilities {
   multiProcess: boolean;
   /** `beginCompletion` exists: a handler's own writes commit atomically with the job's completion. */
   transactionalCompletion: boolean;
+  /**
+   * How one claim over several queues orders them (within each queue the claim order always
+   * holds). "merged": the queues' jobs are merged by that same order (priority, run_at,
+   * insertion), as if they were one queue, so a queue of urgent jobs is served before the others.
+   * "turns": the queues are taken in turn, starting one further at every claim, so each queue
+   * with claimable jobs is served within as many claims as there are queues, whatever the others
+   * hold (Redis: each queue lives in its own slot and no script may read two).
+   */
+  claimAcrossQueues: "merged" | "turns";
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -250,8 +259,9 @@ export interface Backend {
   enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]>;
   /**
    * Moves up to `limit` runnable jobs (due, queue not paused, name handled) to `active`: lowest
-   * priority number first, then earliest run_at, then insertion order. Each gets attempt + 1 and
-   * a new lease token.
+   * priority number first, then earliest run_at, then insertion order, within each queue; across
+   * the queues as `capabilities.claimAcrossQueues` says. Each gets attempt + 1 and a new lease
+   * token.
    */
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /** Extends every lease still held by `leaseMs` from now; reports the ones that were lost. */

@@ -263,6 +263,7 @@ export class PostgresBackend implements Backend {
     crossProcessWakeups: true,
     multiProcess: true,
     transactionalCompletion: true,
+    claimAcrossQueues: "merged",
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */

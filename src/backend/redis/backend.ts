@@ -148,6 +148,7 @@ export class RedisBackend implements Backend {
     crossProcessWakeups: true,
     multiProcess: true,
     transactionalCompletion: false,
+    claimAcrossQueues: "turns",
   });
   readonly idempotency: IdempotencyStore;
 

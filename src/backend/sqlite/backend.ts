@@ -246,6 +246,7 @@ export class SqliteBackend implements Backend {
       // A completion transaction would hold SQLite's one write lock for the handler's whole run,
       // stalling every other claim and settle on the file.
       transactionalCompletion: false,
+      claimAcrossQueues: "merged",
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
