@@ -93,6 +93,16 @@ export interface ValidationIssue {
 /** Bad input to the producer or the CLI: an unknown option, a wrong type, an oversize payload. */
 export class InvalidInputError extends ConveyorError {
   override name = "InvalidInputError";
+  /**
+   * Which input was wrong, as a dotted path into the job a producer gives (`name`, `data`,
+   * `options.runAt`, `options.backoff.delayMs` …), when the check knows it. The HTTP service
+   * turns it into a JSON Pointer.
+   */
+  readonly field: string | undefined;
+  constructor(message: string, options: { field?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.field = options.field;
+  }
 }
 
 /**

@@ -58,6 +58,7 @@ export function checkName(kind: "queue" | "job", value: unknown): string {
     throw new InvalidInputError(
       `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` +
         `or digit; got ${JSON.stringify(value)}`,
+      { field: kind === "job" ? "name" : "queue" },
     );
   }
   return value;
@@ -71,6 +72,7 @@ export function checkJobId(value: unknown): string {
   if (typeof value !== "string" || value.length === 0 || value.length > 255 || UNSAFE_ID_CHARACTER.test(value)) {
     throw new InvalidInputError(
       `option jobId must be a non-empty string of at most 255 characters, without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
+      { field: "options.jobId" },
     );
   }
   return value;
@@ -78,7 +80,7 @@ export function checkJobId(value: unknown): string {
 
 function checkInt(field: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`, { field: `options.${field}` });
   }
   return value;
 }
@@ -97,10 +99,11 @@ function normalizeBackoff(value: unknown): BackoffSpec {
     throw new InvalidInputError(
       "option backoff cannot be a function on queue.add (functions cannot be stored with the job); " +
         "give the function to defineJob(..., { backoff }) or the worker's handler definition instead",
+      { field: "options.backoff" },
     );
   }
   if (typeof value !== "object" || value === null) {
-    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`, { field: "options.backoff" });
   }
   const b = value as Record<string, unknown>;
   if (b.type === "exponential") {
@@ -112,7 +115,7 @@ function normalizeBackoff(value: unknown): BackoffSpec {
   if (b.type === "fixed") {
     return { type: "fixed", delayMs: checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY) };
   }
-  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${JSON.stringify(b.type)}`);
+  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${JSON.stringify(b.type)}`, { field: "options.backoff.type" });
 }
 
 function normalizeRetention(field: string, value: unknown, fallback: number): RetentionMs {
@@ -122,7 +125,7 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
   if (typeof value === "object" && value !== null && "ageMs" in value) {
     return checkInt(`${field}.ageMs`, (value).ageMs, 0, MAX_DELAY);
   }
-  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`);
+  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`, { field: `options.${field}` });
 }
 
 /**
@@ -132,7 +135,9 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
 export function serializePayload(jobName: string, data: unknown, maxBytes: number, field: "data" | "meta" = "data"): string {
   const what = field === "data" ? "payload" : "meta";
   const problem = findNonJson(data, field, new Set());
-  if (problem) throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`);
+  if (problem) {
+    throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`, { field: field === "data" ? "data" : "options.meta" });
+  }
   const text = JSON.stringify(data === undefined ? null : data);
   checkSize(jobName, Buffer.byteLength(text, "utf8"), maxBytes);
   return text;
@@ -143,6 +148,7 @@ function checkSize(jobName: string, bytes: number, maxBytes: number): void {
     throw new InvalidInputError(
       `payload of job "${jobName}" (with its meta) is ${bytes} bytes, over the limit of ${maxBytes}; enqueue ids ` +
         `and load the data in the worker, or raise maxPayloadBytes on the Queue`,
+      { field: "data" },
     );
   }
 }
@@ -207,10 +213,10 @@ export function buildJobSpec(input: {
   const queue = checkName("queue", input.queue);
   const name = checkName("job", input.name);
   const given = input.options ?? {};
-  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`);
+  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`, { field: "options" });
   for (const key of Object.keys(given)) {
     if (!KNOWN_OPTIONS.has(key)) {
-      throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`);
+      throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`, { field: `options.${key}` });
     }
   }
   const o: JobOptions = { ...input.defaults, ...given };
@@ -224,6 +230,7 @@ export function buildJobSpec(input: {
     if (typeof t !== "number" || !Number.isFinite(t) || t < 0 || t > LATEST_RUN_AT) {
       throw new InvalidInputError(
         `option runAt must be a Date or milliseconds since the epoch, no later than 9999-12-31T23:59:59.999Z (${LATEST_RUN_AT}); got ${JSON.stringify(o.runAt)}`,
+        { field: "options.runAt" },
       );
     }
     runAt = Math.floor(t);
@@ -234,7 +241,7 @@ export function buildJobSpec(input: {
   let meta: string | null = null;
   if (o.meta !== undefined) {
     if (typeof o.meta !== "object" || o.meta === null || Array.isArray(o.meta)) {
-      throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`);
+      throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`, { field: "options.meta" });
     }
     meta = serializePayload(name, o.meta, maxBytes, "meta");
     checkSize(name, Buffer.byteLength(payload, "utf8") + Buffer.byteLength(meta, "utf8"), maxBytes);

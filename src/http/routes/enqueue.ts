@@ -160,15 +160,13 @@ function retryAfter(estimate: number | null): number {
   return estimate === null ? 1 : Math.min(60, Math.max(1, Math.ceil(estimate)));
 }
 
-/** Where InvalidInputError messages of core/spec.ts point, as a JSON Pointer. */
-function pointerOf(message: string): string {
-  const option = /^option ([A-Za-z]+(?:\.[A-Za-z]+)?)/.exec(message);
-  if (option) return `/options/${option[1]!.replace(".", "/")}`;
-  if (/^unknown job option "([^"]+)"/.test(message)) return `/options/${/"([^"]+)"/.exec(message)![1]}`;
-  if (message.startsWith("payload of job") && message.includes("(meta)")) return "/options/meta";
-  if (message.startsWith("payload of job")) return "/data";
-  if (message.startsWith("job name")) return "/name";
-  return "";
+/** An InvalidInputError's field (`options.backoff.delayMs`) as a JSON Pointer (`/options/backoff/delayMs`). */
+function pointerOf(error: InvalidInputError): string {
+  if (error.field === undefined) return "";
+  return error.field
+    .split(".")
+    .map((part) => `/${part.replace(/~/g, "~0").replace(/\//g, "~1")}`)
+    .join("");
 }
 
 function hash(text: string): string {
@@ -252,7 +250,7 @@ function prepare(
   try {
     spec = buildJobSpec({ queue, name: input.name, data, options, defaults: def?.defaults, maxPayloadBytes: ctx.maxBodyBytes });
   } catch (error) {
-    if (error instanceof InvalidInputError) fail(pointerOf(error.message), error.message);
+    if (error instanceof InvalidInputError) fail(pointerOf(error), error.message);
     throw error;
   }
   const delayMs = spec.runAt !== null ? Math.max(0, spec.runAt - Date.now()) : spec.delayMs;
