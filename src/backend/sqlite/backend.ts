@@ -18,7 +18,7 @@
  * data_version), wakes exactly the queues whose counter moved.
  */
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
-import { readMigrationFiles } from "../migration-files.js";
+import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
@@ -567,10 +567,7 @@ export class SqliteBackend implements Backend {
     const migrations = loadMigrations(this.prefix);
     const latest = migrations.at(-1)?.version ?? 0;
     const table = `${this.prefix}migrations`;
-    const tooNew = (version: number) =>
-      new ConveyorError(
-        `database schema version ${version} is newer than this Conveyor (knows up to ${latest}); upgrade conveyor`,
-      );
+    const tooNew = (version: number) => new SchemaTooNewError(this.description, version, latest);
 
     // Common case, without taking the write lock: the schema is current.
     const exists = this.db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(table);
