@@ -3,8 +3,8 @@ import { printJson } from "./format.js";
 import { listTable, showOne } from "./jobs.js";
 
 export const help = `conveyor dlq ls --db URL [--queue Q] [--limit N] [--json]     dead jobs, newest first
-conveyor dlq show ID --db URL [--json]                          forensics: payload, error, stack, every attempt
-conveyor dlq replay ID [ID...] --db URL                         back to waiting with fresh attempts
+conveyor dlq show ID --db URL [--queue Q] [--json]              forensics: payload, error, stack, every attempt
+conveyor dlq replay ID [ID...] --db URL [--queue Q]             back to waiting with fresh attempts
 conveyor dlq replay --all [--queue Q] --db URL                  every dead job (of a queue)`;
 
 export async function run(argv: string[]): Promise<number> {
@@ -26,7 +26,7 @@ export async function run(argv: string[]): Promise<number> {
       else console.log(jobs.length ? listTable(jobs, await backend.now()) : "the dead-letter queue is empty");
       return 0;
     }
-    if (sub === "show") return showOne(backend, positionals[0], values.json === true);
+    if (sub === "show") return showOne(backend, positionals[0], values.json === true, queue);
     if (sub === "replay") {
       let ids = positionals;
       if (values.all) {
@@ -38,7 +38,7 @@ export async function run(argv: string[]): Promise<number> {
           const fresh = page.filter((j) => !ids.includes(j.id));
           if (fresh.length === 0) break;
           for (const j of fresh) {
-            await backend.replay(j.id);
+            await backend.replay(j.id, j.queue);
             ids.push(j.id);
           }
         }
@@ -48,7 +48,7 @@ export async function run(argv: string[]): Promise<number> {
       }
       if (ids.length === 0) throw new UsageError("which jobs? conveyor dlq replay ID [ID...] or --all");
       const results = [];
-      for (const id of ids) results.push({ id, outcome: await backend.replay(id) });
+      for (const id of ids) results.push({ id, outcome: await backend.replay(id, queue) });
       if (values.json) printJson(results);
       else for (const r of results) console.log(`${r.id}: ${r.outcome}`);
       return results.every((r) => r.outcome === "replayed") ? 0 : 1;
