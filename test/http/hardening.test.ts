@@ -6,61 +6,20 @@ import { createHash } from "node:crypto";
 import { connect } from "node:net";
 import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
-import { PostgresBackend } from "../../src/backend/postgres/backend.js";
-import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
-import { silentLogger } from "../../src/index.js";
 import { buildJobSpec, LATEST_RUN_AT } from "../../src/core/spec.js";
 import { IdDeriver } from "../../src/http/derived-ids.js";
 import { redactUrl } from "../../src/http/plugin.js";
-import { TestSchemas } from "../helpers/postgres.js";
-import { deletePrefix, testPrefix } from "../helpers/redis.js";
 import { TempDirs } from "../helpers/temp.js";
+import { storeCases } from "./stores.js";
 import { openStream, send, type Obj, type Reply, type RequestInit } from "./harness.js";
 
 const temp = new TempDirs();
-const postgresUrl = inject("postgresUrl");
-const redisUrl = inject("redisUrl");
-const schemas = postgresUrl ? new TestSchemas(postgresUrl) : null;
-const prefixes: string[] = [];
-afterAll(async () => {
-  await schemas?.dropAll();
-  if (redisUrl) for (const p of prefixes) await deletePrefix(redisUrl, p);
-  await temp.removeAll();
-});
-
-interface Case {
-  name: string;
-  unavailable: string;
-  make(): Promise<Backend>;
-}
-
-const cases: Case[] = [
-  { name: "sqlite", unavailable: "", make: async () => new SqliteBackend({ path: await temp.file("jobs.db") }) },
-  {
-    name: "postgres",
-    unavailable: postgresUrl ? "" : inject("postgresUnavailable"),
-    make: async () => {
-      const b = new PostgresBackend({ connectionString: postgresUrl, schema: schemas!.create("hard"), logger: silentLogger, poolSize: 4 });
-      await b.migrate();
-      return b;
-    },
-  },
-  {
-    name: "redis",
-    unavailable: redisUrl ? "" : inject("redisUnavailable"),
-    make: async () => {
-      const prefix = testPrefix("hard");
-      prefixes.push(prefix);
-      const b = new RedisBackend({ connection: redisUrl, prefix, logger: silentLogger });
-      await b.migrate();
-      return b;
-    },
-  },
-];
+afterAll(() => temp.removeAll());
+const cases = storeCases(temp, "hard");
 
 const KEYS = {
   victim: "cvk_victim-producer-0123456789abcdef",
