@@ -21,7 +21,7 @@ import type {
   Lease,
   WorkerIdentity,
 } from "../core/job.js";
-import type { LeaseLossReason } from "../core/errors.js";
+import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -41,6 +41,14 @@ export const DEFAULT_PRUNE_LIMIT = 5_000;
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 1_000;
 
+/**
+ * The queue rule of the by-id calls (`get`, `cancel`, `replay`, `remove`): a job found under an id
+ * counts only when no queue was named, or it is that queue's job.
+ */
+export function inQueue(jobQueue: string | undefined, queue: string | undefined): boolean {
+  return jobQueue !== undefined && (queue === undefined || jobQueue === queue);
+}
+
 /** What a backend can do; callers branch on these, never on a backend's name. */
 export interface Capabilities {
   /** `enqueue(specs, { tx })` joins the caller's own database transaction. */
@@ -51,6 +59,15 @@ export interface Capabilities {
   multiProcess: boolean;
   /** `beginCompletion` exists: a handler's own writes commit atomically with the job's completion. */
   transactionalCompletion: boolean;
+  /**
+   * How one claim over several queues orders them (within each queue the claim order always
+   * holds). "merged": the queues' jobs are merged by that same order (priority, run_at,
+   * insertion), as if they were one queue, so a queue of urgent jobs is served before the others.
+   * "turns": the queues are taken in turn, starting one further at every claim, so each queue
+   * with claimable jobs is served within as many claims as there are queues, whatever the others
+   * hold (Redis: each queue lives in its own slot and no script may read two).
+   */
+  claimAcrossQueues: "merged" | "turns";
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -74,6 +91,28 @@ export interface CompletionTransaction {
 export interface EnqueueOptions {
   /** The caller's transaction handle, for backends with `transactionalEnqueue`. */
   tx?: unknown;
+  /**
+   * When any spec would be a duplicate (its id exists, or repeats an earlier spec of the batch),
+   * store none of the batch. The results still flag the duplicates; the others are `duplicate:
+   * false` but were not stored either. Every spec must be of one queue (Redis keeps each queue in
+   * its own slot). Default false: the new jobs are stored and the duplicates skipped.
+   */
+  allOrNothing?: boolean;
+}
+
+/** `options.allOrNothing`, checked: such a batch holds jobs of one queue only. */
+export function allOrNothingOf(specs: readonly JobSpec[], options: EnqueueOptions | undefined): boolean {
+  if (options?.allOrNothing !== true) return false;
+  const queue = specs[0]?.queue;
+  if (specs.some((s) => s.queue !== queue)) {
+    throw new InvalidInputError("an all-or-nothing enqueue must hold jobs of one queue only; split the batch by queue");
+  }
+  return true;
+}
+
+/** True when an all-or-nothing batch stored nothing (one of its specs was a duplicate). */
+export function refusedBatch(results: readonly EnqueueResult[]): boolean {
+  return results.some((r) => r.duplicate);
 }
 
 export interface EnqueueResult {
@@ -125,7 +164,10 @@ export type SettleResult = "applied" | "stale";
 export interface RescueOptions {
   /**
    * Lease expiries in a row after which the job is quarantined in `dead` instead of retried
-   * (it keeps killing its workers). Default 3.
+   * (it keeps killing its workers). Default 3. An expiry counts only when the job is the likely
+   * cause: it was the only active job of its worker (on Redis: of its worker in its queue). A
+   * worker that dies holding several jobs, running or buffered by prefetch, does not say which
+   * one killed it, so none of them is counted (their attempts still are).
    */
   maxStalls?: number;
   /** Maximum jobs to rescue in one call. Default 1000. */
@@ -228,8 +270,9 @@ export interface Backend extends AsyncDisposable {
   enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]>;
   /**
    * Moves up to `limit` runnable jobs (due, queue not paused, name handled) to `active`: lowest
-   * priority number first, then earliest run_at, then insertion order. Each gets attempt + 1 and
-   * a new lease token.
+   * priority number first, then earliest run_at, then insertion order, within each queue; across
+   * the queues as `capabilities.claimAcrossQueues` says. Each gets attempt + 1 and a new lease
+   * token.
    */
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /** Extends every lease still held by `leaseMs` from now; reports the ones that were lost. */
@@ -250,7 +293,14 @@ export interface Backend extends AsyncDisposable {
   /** Deletes finished jobs past their retention or beyond the per-queue counts, and expired keys. */
   prune(policy?: PrunePolicy): Promise<PruneResult>;
 
-  get(id: string): Promise<JobRecord | null>;
+  /**
+   * One job by id. Ids name one job in the whole store on SQLite and PostgreSQL; on Redis they
+   * are unique per queue. With `queue`, only a job of that queue is returned (another queue's job
+   * with this id is null). Without it, a backend whose ids are per queue throws
+   * `AmbiguousJobIdError` when several queues hold the id, rather than guessing which one is meant.
+   * The same rule holds for `cancel`, `replay` and `remove` ("not-found" for another queue's job).
+   */
+  get(id: string, queue?: string): Promise<JobRecord | null>;
   list(filter?: ListFilter, page?: Page): Promise<JobRecord[]>;
   /** Per-queue statistics; every known queue when `queue` is omitted. */
   stats(queue?: string): Promise<QueueStats[]>;
@@ -258,14 +308,14 @@ export interface Backend extends AsyncDisposable {
    * Cancels a job. Waiting and scheduled jobs never run; an active job is marked cancelled and its
    * worker learns at its next heartbeat (its result is then refused).
    */
-  cancel(id: string): Promise<CancelResult>;
+  cancel(id: string, queue?: string): Promise<CancelResult>;
   /** Moves a dead job back to `waiting` with a fresh set of attempts; its history is kept. */
-  replay(id: string): Promise<ReplayResult>;
+  replay(id: string, queue?: string): Promise<ReplayResult>;
   /**
    * Deletes a finished job (completed, dead or cancelled) before its retention runs out, e.g. a
    * dead letter an operator has dealt with. Unfinished jobs are refused: cancel them first.
    */
-  remove(id: string): Promise<RemoveResult>;
+  remove(id: string, queue?: string): Promise<RemoveResult>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */

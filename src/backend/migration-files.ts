@@ -2,6 +2,44 @@ import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { ConveyorError } from "../core/errors.js";
 
+/**
+ * The store's schema is newer than this code (another process already migrated it): one type for
+ * every SQL backend, so callers need not know which store refused.
+ */
+export class SchemaTooNewError extends ConveyorError {
+  override name = "SchemaTooNewError";
+  constructor(
+    /** The store's name for the schema: a PostgreSQL schema, a SQLite file. */
+    readonly schema: string,
+    readonly databaseVersion: number,
+    readonly codeVersion: number,
+  ) {
+    super(
+      `the Conveyor schema "${schema}" is at version ${databaseVersion}, newer than this Conveyor knows ` +
+        `(up to ${codeVersion}); upgrade conveyor in this process (another process already migrated the ` +
+        `database), or point it at another schema`,
+    );
+  }
+}
+
+/** The store's schema is missing or older than this code: run the migrations. */
+export class SchemaOutdatedError extends ConveyorError {
+  override name = "SchemaOutdatedError";
+  constructor(
+    readonly schema: string,
+    readonly databaseVersion: number,
+    readonly codeVersion: number,
+  ) {
+    super(
+      databaseVersion === 0
+        ? `the Conveyor schema "${schema}" does not exist yet; call \`await backend.migrate()\` at startup or ` +
+          `run \`conveyor migrate --db …\``
+        : `the Conveyor schema "${schema}" is at version ${databaseVersion}, this Conveyor needs ${codeVersion}; ` +
+          `call \`await backend.migrate()\` at startup or run \`conveyor migrate --db …\``,
+    );
+  }
+}
+
 /** One numbered migration file, as read from disk (placeholders not yet substituted). */
 export interface MigrationFile {
   version: number;

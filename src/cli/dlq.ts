@@ -4,8 +4,8 @@ import { printJson } from "./format.js";
 import { listTable, showOne } from "./jobs.js";
 
 export const help = `conveyor dlq ls --db URL [--queue Q] [--limit N] [--json]     dead jobs, newest first
-conveyor dlq show ID --db URL [--json]                          forensics: payload, error, stack, every attempt
-conveyor dlq replay ID [ID...] --db URL                         back to waiting with fresh attempts
+conveyor dlq show ID --db URL [--queue Q] [--json]              forensics: payload, error, stack, every attempt
+conveyor dlq replay ID [ID...] --db URL [--queue Q]             back to waiting with fresh attempts
 conveyor dlq replay --all [--queue Q] --db URL                  every dead job (of a queue), in pages of 500,
                                                                 with progress on stderr`;
 
@@ -28,7 +28,7 @@ export async function run(argv: string[]): Promise<number> {
       else console.log(jobs.length ? listTable(jobs, await backend.now()) : "the dead-letter queue is empty");
       return 0;
     }
-    if (sub === "show") return showOne(backend, positionals[0], values.json === true);
+    if (sub === "show") return showOne(backend, positionals[0], values.json === true, queue);
     if (sub === "replay") {
       const ids = positionals;
       if (values.all) {
@@ -40,7 +40,7 @@ export async function run(argv: string[]): Promise<number> {
       }
       if (ids.length === 0) throw new UsageError("which jobs? conveyor dlq replay ID [ID...] or --all");
       const results = [];
-      for (const id of ids) results.push({ id, outcome: await backend.replay(id) });
+      for (const id of ids) results.push({ id, outcome: await backend.replay(id, queue) });
       if (values.json) printJson(results);
       else for (const r of results) console.log(`${r.id}: ${r.outcome}`);
       return results.every((r) => r.outcome === "replayed") ? 0 : 1;
@@ -90,7 +90,7 @@ export async function replayAllDead(
     }
     for (let i = 0; i < fresh.length; i += REPLAY_PARALLEL) {
       const slice = fresh.slice(i, i + REPLAY_PARALLEL);
-      const outcomes = await Promise.all(slice.map((job) => backend.replay(job.id)));
+      const outcomes = await Promise.all(slice.map((job) => backend.replay(job.id, job.queue)));
       slice.forEach((job, k) => {
         seen.add(job.id);
         if (outcomes[k] === "replayed") replayed++;

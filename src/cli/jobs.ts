@@ -4,9 +4,11 @@ import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { duration, printJson, table, time } from "./format.js";
 
 export const help = `conveyor jobs ls --db URL [--queue Q] [--state S] [--name N] [--limit N] [--offset N] [--json]
-conveyor jobs show ID --db URL [--json]
-conveyor jobs cancel ID --db URL
-conveyor jobs rm ID --db URL          delete a finished (completed, dead, cancelled) job now
+conveyor jobs show ID --db URL [--queue Q] [--json]
+conveyor jobs cancel ID --db URL [--queue Q]
+conveyor jobs rm ID --db URL [--queue Q]   delete a finished (completed, dead, cancelled) job now
+  --queue Q on show, cancel and rm: only queue Q's job (on Redis ids are unique per queue, and an
+  id held by several queues needs it)
 
 States: ${JOB_STATES.join(", ")}.`;
 
@@ -69,9 +71,9 @@ export function showJob(job: JobRecord): string {
   return lines.join("\n");
 }
 
-export async function showOne(backend: Backend, id: string | undefined, json: boolean): Promise<number> {
+export async function showOne(backend: Backend, id: string | undefined, json: boolean, queue?: string): Promise<number> {
   if (!id) throw new UsageError("which job? conveyor jobs show ID");
-  const job = await backend.get(id);
+  const job = await backend.get(id, queue);
   if (!job) {
     console.error(`no job ${id} (unknown, or pruned after its retention)`);
     return 1;
@@ -106,11 +108,12 @@ export async function run(argv: string[]): Promise<number> {
       else console.log(jobs.length ? listTable(jobs, await backend.now()) : "no jobs match");
       return 0;
     }
-    if (sub === "show") return showOne(backend, positionals[0], values.json === true);
+    const queue = values.queue as string | undefined;
+    if (sub === "show") return showOne(backend, positionals[0], values.json === true, queue);
     if (sub === "cancel") {
       const id = positionals[0];
       if (!id) throw new UsageError("which job? conveyor jobs cancel ID");
-      const outcome = await backend.cancel(id);
+      const outcome = await backend.cancel(id, queue);
       if (values.json) printJson({ id, outcome });
       else console.log(`${id}: ${outcome}`);
       return outcome === "cancelled" ? 0 : 1;
@@ -118,7 +121,7 @@ export async function run(argv: string[]): Promise<number> {
     if (sub === "rm") {
       const id = positionals[0];
       if (!id) throw new UsageError("which job? conveyor jobs rm ID");
-      const outcome = await backend.remove(id);
+      const outcome = await backend.remove(id, queue);
       if (values.json) printJson({ id, outcome });
       else console.log(`${id}: ${outcome}${outcome === "not-finished" ? " (cancel it first)" : ""}`);
       return outcome === "removed" ? 0 : 1;

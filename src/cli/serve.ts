@@ -32,6 +32,11 @@ same process, for small deployments.
   --concurrency N        jobs at once in the in-process worker (default 10)
   --cors ORIGIN[,ORIGIN] let browsers on these origins call the API ("*" for any)
   --max-body-bytes N     largest enqueue body, bytes (default 262144)
+  --request-timeout-ms N a client still sending its request (headers and body) after this is
+                         cut off with 408 (default 30000)
+  --connection-timeout-ms N
+                         a connection idle this long is closed (default 120000; more than the
+                         15000 of the event-stream heartbeat)
   --webhooks FILE        webhook configuration, JSON: { "subscriptions": [{ "id", "url",
                          "queues"?, "names"?, "events"? }], "allow": ["host", "10.0.0.0/8"],
                          "allowHttp": false }. Signing secrets come from CONVEYOR_WEBHOOK_SECRETS
@@ -80,6 +85,8 @@ export async function run(argv: string[]): Promise<number> {
     concurrency: { type: "string" },
     cors: { type: "string" },
     "max-body-bytes": { type: "string" },
+    "request-timeout-ms": { type: "string" },
+    "connection-timeout-ms": { type: "string" },
     webhooks: { type: "string" },
     "stream-token-secret-env": { type: "string" },
     "log-level": { type: "string" },
@@ -199,6 +206,8 @@ export async function run(argv: string[]): Promise<number> {
       basePath: typeof values["base-path"] === "string" ? values["base-path"] : "/v1",
       ...(typeof values.cors === "string" ? { cors: { origins: values.cors.trim() === "*" ? "*" : listOption("cors", values.cors) } } : {}),
       ...(values["max-body-bytes"] !== undefined ? { maxBodyBytes: intOption("max-body-bytes", values["max-body-bytes"], 1) } : {}),
+      ...(values["request-timeout-ms"] !== undefined ? { requestTimeoutMs: intOption("request-timeout-ms", values["request-timeout-ms"], 1) } : {}),
+      ...(values["connection-timeout-ms"] !== undefined ? { connectionTimeoutMs: intOption("connection-timeout-ms", values["connection-timeout-ms"], 1) } : {}),
       ...(webhooks ? { webhooks } : {}),
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),

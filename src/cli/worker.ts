@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { openBackend } from "../backend/open.js";
+import { StoreUnavailableError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals } from "../runtime/shutdown.js";
 import { Worker, type Handlers } from "../runtime/worker.js";
@@ -208,17 +209,11 @@ export async function run(argv: string[]): Promise<number> {
   });
 }
 
-/** Socket-level failures and "server not ready" answers: the store may come back, so wait for it. */
-const UNREACHABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "EPIPE", "57P03"]);
-const UNREACHABLE_MESSAGE = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|Connection terminated|could not reach|the database system is (?:starting up|shutting down|in recovery)|LOADING Redis is loading/;
-
+/** The store is down or busy (the backends' typed error, anywhere in the cause chain): wait for it. */
 export function isStoreUnreachable(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e !== null && e !== undefined && depth < 5; depth++) {
-    const { code, message, errors } = e as { code?: unknown; message?: unknown; errors?: unknown };
-    if (typeof code === "string" && UNREACHABLE_CODES.has(code)) return true;
-    if (typeof message === "string" && UNREACHABLE_MESSAGE.test(message)) return true;
-    if (Array.isArray(errors) && errors.some((x) => isStoreUnreachable(x))) return true;
-    e = (e as { cause?: unknown }).cause;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; depth++) {
+    if (e instanceof StoreUnavailableError) return true;
+    e = e.cause;
   }
   return false;
 }

@@ -93,11 +93,50 @@ export interface ValidationIssue {
 /** Bad input to the producer or the CLI: an unknown option, a wrong type, an oversize payload. */
 export class InvalidInputError extends ConveyorError {
   override name = "InvalidInputError";
+  /**
+   * Which input was wrong, as a dotted path into the job a producer gives (`name`, `data`,
+   * `options.runAt`, `options.backoff.delayMs` …), when the check knows it. The HTTP service
+   * turns it into a JSON Pointer.
+   */
+  readonly field: string | undefined;
+  constructor(message: string, options: { field?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.field = options.field;
+  }
 }
 
-/** The lease the worker expected was not honoured by the store (its late ack was refused). */
-export class StaleLeaseError extends ConveyorError {
-  override name = "StaleLeaseError";
+/**
+ * A job id without a queue matched jobs in several queues (Redis keeps ids unique per queue).
+ * Nothing was read or changed: name the queue.
+ */
+export class AmbiguousJobIdError extends ConveyorError {
+  override name = "AmbiguousJobIdError";
+  constructor(readonly jobId: string) {
+    super(`job id ${JSON.stringify(jobId)} exists in several queues (job ids are unique per queue on this store); name the job's queue`);
+  }
+}
+
+/**
+ * The store cannot be reached or is too busy right now (connection refused or dropped, server
+ * starting or shutting down, database locked). Nothing was decided: retrying later may work. The
+ * backends throw it at their driver boundary, with the driver's error as `cause`; the HTTP
+ * service answers 503 with Retry-After, and `conveyor worker` waits for the store.
+ */
+export class StoreUnavailableError extends ConveyorError {
+  override name = "StoreUnavailableError";
+  readonly retryable = true;
+  constructor(
+    /** The store, as `backend.description` names it. */
+    readonly store: string,
+    options: { cause: unknown },
+  ) {
+    super(`the job store ${store} is unreachable or busy (${describeCause(options.cause)}); retry shortly`, options);
+  }
+}
+
+function describeCause(cause: unknown): string {
+  if (cause instanceof Error) return cause.message.split("\n")[0]!.slice(0, 200) || cause.name;
+  return String(cause).slice(0, 200);
 }
 
 /**

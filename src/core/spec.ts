@@ -1,7 +1,7 @@
 import { InvalidInputError } from "./errors.js";
 import type { BackoffSpec, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
-import type { Json } from "./json.js";
+import { MAX_JSON_DEPTH, type Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
 
 /** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
@@ -58,6 +58,21 @@ export function checkName(kind: "queue" | "job", value: unknown): string {
     throw new InvalidInputError(
       `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` +
         `or digit; got ${JSON.stringify(value)}`,
+      { field: kind === "job" ? "name" : "queue" },
+    );
+  }
+  return value;
+}
+
+/** Control characters (PostgreSQL refuses NUL) and unpaired surrogate halves (stored as U+FFFD). */
+const UNSAFE_ID_CHARACTER = /[\u0000-\u001F\u007F]|\p{Cs}/u;
+
+/** A job id: 1-255 characters, none of them a control character or an unpaired surrogate. */
+export function checkJobId(value: unknown): string {
+  if (typeof value !== "string" || value.length === 0 || value.length > 255 || UNSAFE_ID_CHARACTER.test(value)) {
+    throw new InvalidInputError(
+      `option jobId must be a non-empty string of at most 255 characters, without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
+      { field: "options.jobId" },
     );
   }
   return value;
@@ -65,12 +80,18 @@ export function checkName(kind: "queue" | "job", value: unknown): string {
 
 function checkInt(field: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`, { field: `options.${field}` });
   }
   return value;
 }
 
 const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
+
+/**
+ * The latest `runAt` accepted, 9999-12-31T23:59:59.999Z: the last instant RFC 3339 (four-digit
+ * years) can write. Later times are valid numbers, but no view of the job could show them.
+ */
+export const LATEST_RUN_AT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
 function normalizeBackoff(value: unknown): BackoffSpec {
   if (value === undefined) return DEFAULT_BACKOFF;
@@ -78,10 +99,11 @@ function normalizeBackoff(value: unknown): BackoffSpec {
     throw new InvalidInputError(
       "option backoff cannot be a function on queue.add (functions cannot be stored with the job); " +
         "give the function to defineJob(..., { backoff }) or the worker's handler definition instead",
+      { field: "options.backoff" },
     );
   }
   if (typeof value !== "object" || value === null) {
-    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`, { field: "options.backoff" });
   }
   const b = value as Record<string, unknown>;
   if (b.type === "exponential") {
@@ -93,7 +115,7 @@ function normalizeBackoff(value: unknown): BackoffSpec {
   if (b.type === "fixed") {
     return { type: "fixed", delayMs: checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY) };
   }
-  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${JSON.stringify(b.type)}`);
+  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${JSON.stringify(b.type)}`, { field: "options.backoff.type" });
 }
 
 function normalizeRetention(field: string, value: unknown, fallback: number): RetentionMs {
@@ -103,7 +125,7 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
   if (typeof value === "object" && value !== null && "ageMs" in value) {
     return checkInt(`${field}.ageMs`, (value).ageMs, 0, MAX_DELAY);
   }
-  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`);
+  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`, { field: `options.${field}` });
 }
 
 /**
@@ -113,7 +135,9 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
 export function serializePayload(jobName: string, data: unknown, maxBytes: number, field: "data" | "meta" = "data"): string {
   const what = field === "data" ? "payload" : "meta";
   const problem = findNonJson(data, field, new Set());
-  if (problem) throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`);
+  if (problem) {
+    throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`, { field: field === "data" ? "data" : "options.meta" });
+  }
   const text = JSON.stringify(data === undefined ? null : data);
   checkSize(jobName, Buffer.byteLength(text, "utf8"), maxBytes);
   return text;
@@ -124,11 +148,12 @@ function checkSize(jobName: string, bytes: number, maxBytes: number): void {
     throw new InvalidInputError(
       `payload of job "${jobName}" (with its meta) is ${bytes} bytes, over the limit of ${maxBytes}; enqueue ids ` +
         `and load the data in the worker, or raise maxPayloadBytes on the Queue`,
+      { field: "data" },
     );
   }
 }
 
-function findNonJson(value: unknown, path: string, seen: Set<object>): string | null {
+function findNonJson(value: unknown, path: string, seen: Set<object>, depth = 0): string | null {
   switch (typeof value) {
     case "string":
     case "boolean":
@@ -147,11 +172,13 @@ function findNonJson(value: unknown, path: string, seen: Set<object>): string | 
   const obj = value as object;
   if (seen.has(obj)) return `${path} contains a cycle`;
   if (obj instanceof Date) return null;
+  // Bounded here, before JSON.stringify's own recursion overflows the stack on a deep value.
+  if (depth >= MAX_JSON_DEPTH) return `${path.slice(0, 80)}… nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten it`;
   seen.add(obj);
   try {
     if (Array.isArray(obj)) {
       for (let i = 0; i < obj.length; i++) {
-        const p = findNonJson(obj[i], `${path}[${i}]`, seen);
+        const p = findNonJson(obj[i], `${path}[${i}]`, seen, depth + 1);
         if (p) return p;
       }
       return null;
@@ -162,7 +189,7 @@ function findNonJson(value: unknown, path: string, seen: Set<object>): string | 
     }
     for (const [k, v] of Object.entries(obj)) {
       if (v === undefined) continue; // JSON drops undefined properties; that is what users expect
-      const p = findNonJson(v, `${path}.${k}`, seen);
+      const p = findNonJson(v, `${path}.${k}`, seen, depth + 1);
       if (p) return p;
     }
     return null;
@@ -186,23 +213,25 @@ export function buildJobSpec(input: {
   const queue = checkName("queue", input.queue);
   const name = checkName("job", input.name);
   const given = input.options ?? {};
-  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`);
+  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`, { field: "options" });
   for (const key of Object.keys(given)) {
     if (!KNOWN_OPTIONS.has(key)) {
-      throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`);
+      throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`, { field: `options.${key}` });
     }
   }
   const o: JobOptions = { ...input.defaults, ...given };
   let id: string;
   if (o.jobId === undefined) id = newJobId();
-  else if (typeof o.jobId === "string" && o.jobId.length > 0 && o.jobId.length <= 255) id = o.jobId;
-  else throw new InvalidInputError(`option jobId must be a non-empty string of at most 255 characters; got ${JSON.stringify(o.jobId)}`);
+  else id = checkJobId(o.jobId);
 
   let runAt: number | null = null;
   if (o.runAt !== undefined) {
     const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
-    if (typeof t !== "number" || !Number.isFinite(t) || t < 0) {
-      throw new InvalidInputError(`option runAt must be a Date or milliseconds since the epoch; got ${JSON.stringify(o.runAt)}`);
+    if (typeof t !== "number" || !Number.isFinite(t) || t < 0 || t > LATEST_RUN_AT) {
+      throw new InvalidInputError(
+        `option runAt must be a Date or milliseconds since the epoch, no later than 9999-12-31T23:59:59.999Z (${LATEST_RUN_AT}); got ${JSON.stringify(o.runAt)}`,
+        { field: "options.runAt" },
+      );
     }
     runAt = Math.floor(t);
   }
@@ -212,7 +241,7 @@ export function buildJobSpec(input: {
   let meta: string | null = null;
   if (o.meta !== undefined) {
     if (typeof o.meta !== "object" || o.meta === null || Array.isArray(o.meta)) {
-      throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`);
+      throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`, { field: "options.meta" });
     }
     meta = serializePayload(name, o.meta, maxBytes, "meta");
     checkSize(name, Buffer.byteLength(payload, "utf8") + Buffer.byteLength(meta, "utf8"), maxBytes);

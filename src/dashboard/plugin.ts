@@ -97,8 +97,8 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
         if (!ctx.keyring) return ANONYMOUS;
         const session = sessions.find(request);
         if (session) return session.principal;
-        const key = presentedKey(request.headers);
-        return key === null ? null : ctx.keyring.authenticate(key);
+        const presented = presentedKey(request.headers);
+        return presented === null || "invalid" in presented ? null : ctx.keyring.authenticate(presented.key);
       }
 
       const page = (reply: FastifyReply) => {

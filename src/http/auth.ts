@@ -16,7 +16,12 @@
  * browser history. So the events stream also accepts `?access_token=`: a token minted by
  * `POST /v1/jobs/{id}/events/token` (read scope; your backend calls it and hands the URL to the
  * browser), HMAC-signed, valid for one job only and for a few minutes (default 10). Tokens
- * are checked when a stream opens; an open stream is not cut when its token expires.
+ * are checked when a stream opens; an open stream is not cut when its token expires. A token
+ * A token stands for the key that asked for it: once that key id is no longer configured, or
+ * lost the read scope (a restart with the new configuration), its tokens stop working too, even
+ * for streams opened after the change; a stream already open runs on. Rotating a key under the
+ * same id keeps its tokens. A token names the job's queue and creation time too: once that job is deleted, a new job that reuses
+ * its id is another job, and the token does not open it (nor does an open stream follow it).
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { InvalidInputError } from "../core/errors.js";
@@ -45,7 +50,18 @@ export interface Principal {
   id: string;
   scopes: ReadonlySet<Scope>;
   /** Set when the request authenticated with a stream token: the only job it may watch. */
-  jobId?: string;
+  stream?: StreamGrant;
+}
+
+/**
+ * The one job a stream token is for: its id, queue and creation time. The creation time tells
+ * this job from a later one that reuses its id (after the first was deleted), which the token
+ * must not open.
+ */
+export interface StreamGrant {
+  jobId: string;
+  queue: string;
+  createdAt: number;
 }
 
 const KEY_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
@@ -106,6 +122,11 @@ export class KeyRing {
     return this.entries.length;
   }
 
+  /** The scopes the key with this id has now, or null once it is no longer configured (revoked). */
+  scopesOf(id: string): ReadonlySet<Scope> | null {
+    return this.entries.find((e) => e.id === id)?.principal.scopes ?? null;
+  }
+
   /** The principal of a presented key, or null. Takes the same time whichever key (if any) matches. */
   authenticate(presented: string): Principal | null {
     const hash = createHash("sha256").update(presented, "utf8").digest();
@@ -135,6 +156,10 @@ export function parseApiKeySpec(spec: string): ApiKeyConfig {
 interface TokenClaims {
   /** Job id. */
   j: string;
+  /** The job's queue. */
+  q: string;
+  /** The job's creation time, ms since epoch: its generation. */
+  g: number;
   /** Principal id that asked for it. */
   p: string;
   /** Expiry, ms since epoch. */
@@ -157,8 +182,8 @@ export class StreamTokens {
     }
   }
 
-  issue(jobId: string, principalId: string, ttlMs: number, now = Date.now()): { token: string; expiresAt: number } {
-    const claims: TokenClaims = { j: jobId, p: principalId, e: now + ttlMs };
+  issue(job: StreamGrant, principalId: string, ttlMs: number, now = Date.now()): { token: string; expiresAt: number } {
+    const claims: TokenClaims = { j: job.jobId, q: job.queue, g: job.createdAt, p: principalId, e: now + ttlMs };
     const body = Buffer.from(JSON.stringify(claims), "utf8").toString("base64url");
     return { token: `v1.${body}.${this.sign(body)}`, expiresAt: claims.e };
   }
@@ -178,7 +203,8 @@ export class StreamTokens {
       return null;
     }
     if (claims.j !== jobId || typeof claims.e !== "number" || claims.e < now) return null;
-    return { id: String(claims.p), scopes: new Set<Scope>(["read"]), jobId };
+    if (typeof claims.q !== "string" || typeof claims.g !== "number") return null;
+    return { id: String(claims.p), scopes: new Set<Scope>(["read"]), stream: { jobId, queue: claims.q, createdAt: claims.g } };
   }
 
   private sign(body: string): string {
@@ -186,13 +212,19 @@ export class StreamTokens {
   }
 }
 
-/** The bearer credential of a request: `Authorization: Bearer …` or `X-API-Key`. */
-export function presentedKey(headers: Record<string, string | string[] | undefined>): string | null {
+/**
+ * The API key a request presents: `Authorization: Bearer <key>`, else `X-API-Key: <key>`.
+ * An Authorization header of another scheme (Basic from a proxy in front, say) is not Conveyor's
+ * and is ignored, so X-API-Key still works beside it. A Bearer header without exactly one token
+ * is "invalid" (401), never skipped in favour of X-API-Key: a broken Bearer header is a
+ * client's mistake to report, not to guess around.
+ */
+export function presentedKey(headers: Record<string, string | string[] | undefined>): { key: string } | { invalid: true } | null {
   const auth = headers.authorization;
-  if (typeof auth === "string") {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m ? m[1]! : null;
+  if (typeof auth === "string" && /^\s*Bearer(?:\s|$)/i.test(auth)) {
+    const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(auth);
+    return m ? { key: m[1]! } : { invalid: true };
   }
   const key = headers["x-api-key"];
-  return typeof key === "string" && key.length > 0 ? key : null;
+  return typeof key === "string" && key.length > 0 ? { key } : null;
 }

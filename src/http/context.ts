@@ -7,6 +7,7 @@ import type { Backend, EnqueueResult } from "../backend/contract.js";
 import type { JobSpec } from "../core/job.js";
 import type { JobDefinition } from "../core/define.js";
 import type { Principal, Scope, StreamTokens } from "./auth.js";
+import type { IdDeriver } from "./derived-ids.js";
 import type { DurationEstimator } from "./estimate.js";
 import type { JsonSchema } from "./schema.js";
 import type { JobWatcher, OpenStream } from "./sse.js";
@@ -28,6 +29,8 @@ export interface HttpContext {
   maxBulkJobs: number;
   webhooks: WebhookDispatcher | null;
   tokens: StreamTokens;
+  /** Derives the job ids of Idempotency-Key requests. */
+  derivedIds: IdDeriver;
   streamTokenTtlMs: number;
   watcher: JobWatcher;
   streams: Set<OpenStream>;

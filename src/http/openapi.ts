@@ -13,6 +13,25 @@ export interface OpenApiInfo {
 
 type Json = Record<string, unknown>;
 
+/**
+ * A copy of `schema` in which every object states `additionalProperties`: `true` where the
+ * schema left it out (JSON Schema's default, and what the server's validator does). Generators
+ * such as openapi-typescript read a missing one as "no other properties", so an object given
+ * without properties (a job's `meta`) would become a type that refuses what the server accepts.
+ */
+export function explicitObjects(schema: JsonSchema): JsonSchema {
+  const out: JsonSchema = { ...schema };
+  const types = Array.isArray(schema.type) ? schema.type : schema.type === undefined ? [] : [schema.type];
+  if ((types.includes("object") || schema.properties !== undefined) && schema.additionalProperties === undefined) {
+    out.additionalProperties = true;
+  }
+  if (schema.properties) out.properties = Object.fromEntries(Object.entries(schema.properties).map(([k, v]) => [k, explicitObjects(v)]));
+  if (schema.items) out.items = explicitObjects(schema.items);
+  if (schema.anyOf) out.anyOf = schema.anyOf.map(explicitObjects);
+  if (typeof schema.additionalProperties === "object") out.additionalProperties = explicitObjects(schema.additionalProperties);
+  return out;
+}
+
 function parameters(route: RouteSpec): Json[] {
   const out: Json[] = [];
   const add = (where: "path" | "query" | "header", schema: JsonSchema | undefined) => {
@@ -24,7 +43,7 @@ function parameters(route: RouteSpec): Json[] {
         in: where,
         required: where === "path" || required.has(name),
         ...(s.description ? { description: s.description } : {}),
-        schema: s,
+        schema: explicitObjects(s),
       });
     }
   };
@@ -55,7 +74,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, inf
       responses[code] = {
         description: r.description,
         ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, v]) => [h, { description: v.description, schema: v.schema }])) } : {}),
-        ...(r.schema ? { content: { [r.contentType ?? "application/json"]: { schema: r.schema } } } : {}),
+        ...(r.schema ? { content: { [r.contentType ?? "application/json"]: { schema: explicitObjects(r.schema) } } } : {}),
       };
     }
     item[route.method.toLowerCase()] = {
@@ -65,7 +84,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, inf
       tags: route.tags,
       security,
       ...(parameters(route).length ? { parameters: parameters(route) } : {}),
-      ...(route.schema.body ? { requestBody: { required: true, content: { "application/json": { schema: route.schema.body } } } } : {}),
+      ...(route.schema.body ? { requestBody: { required: true, content: { "application/json": { schema: explicitObjects(route.schema.body) } } } } : {}),
       responses,
       ...(route.access !== "public" && route.access !== "events" ? { "x-required-scope": route.access } : {}),
     };

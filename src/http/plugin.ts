@@ -18,10 +18,12 @@ import type { Backend } from "../backend/contract.js";
 import type { JobSpec } from "../core/job.js";
 import type { JobDefinition } from "../core/define.js";
 import type { JobTelemetry } from "../core/telemetry.js";
-import { InvalidInputError } from "../core/errors.js";
+import { AmbiguousJobIdError, InvalidInputError, StoreUnavailableError } from "../core/errors.js";
+import { MAX_JSON_DEPTH, nestedDeeperThan } from "../core/json.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
 import { EnqueueBatcher } from "./batcher.js";
+import { IdDeriver } from "./derived-ids.js";
 import { DurationEstimator, type EstimatorOptions } from "./estimate.js";
 import { buildOpenApi, type OpenApiInfo } from "./openapi.js";
 import { HttpProblem, problem, sendProblem } from "./problem.js";
@@ -103,6 +105,13 @@ export interface ConveyorHttpOptions {
    * a load balancer.
    */
   streamTokenSecret?: string;
+  /**
+   * Keys the hash that derives job ids from Idempotency-Key headers (`idem_…`), so no one can
+   * compute another key's ids: at least 32 bytes, the same on every instance. Default:
+   * `streamTokenSecret` when given, else none (a plain SHA-256; the `idem_` prefix is reserved
+   * either way). Changing it lets a retry that spans the change store its job a second time.
+   */
+  idSecret?: string;
   /** Lifetime of event-stream tokens, ms. Default 600 000 (10 min). */
   streamTokenTtlMs?: number;
   /** Server-Sent Events tuning. */
@@ -131,6 +140,8 @@ export interface ConveyorHttpOptions {
 const EXPOSED_HEADERS = "Location, Retry-After, Idempotent-Replayed";
 const ALLOWED_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-API-Key";
 const OTHER_BODY_LIMIT = 1024 * 1024;
+/** Routes without a HEAD twin: a HEAD request must not open a long-lived stream. */
+const LONG_LIVED = new Set(["streamJobEvents"]);
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -145,9 +156,42 @@ function normalizeBasePath(value: string | undefined): string {
   return p;
 }
 
-/** Strips stream tokens from URLs before they reach a log line. */
+/** Query parameter names that carry credentials, matched on the decoded, lower-cased name. */
+const CREDENTIAL_PARAMETER = /token|key|secret|passw|pwd|auth|credential|signature|^sig$|session|jwt|bearer/;
+/** A Conveyor API key (`cvk_…`) wherever it appears. */
+const API_KEY_TEXT = /cvk_[A-Za-z0-9_-]+/g;
+
+function decodeComponent(text: string): string {
+  try {
+    return decodeURIComponent(text.replace(/\+/g, " "));
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Strips credentials from a URL before it reaches a log line: the value of every query parameter
+ * whose name, once percent-decoded (`access%5Ftoken` is `access_token`), looks like a credential,
+ * and any API key (`cvk_…`, even one wrongly sent in a query string or a path).
+ */
 export function redactUrl(url: string): string {
-  return url.replace(/([?&]access_token=)[^&#]*/gi, "$1[redacted]");
+  const hash = url.indexOf("#");
+  const withoutFragment = hash >= 0 ? url.slice(0, hash) : url;
+  const q = withoutFragment.indexOf("?");
+  const path = q >= 0 ? withoutFragment.slice(0, q) : withoutFragment;
+  const redactKeys = (text: string) => (decodeComponent(text).match(API_KEY_TEXT) ? "[redacted]" : text.replace(API_KEY_TEXT, "[redacted]"));
+  if (q < 0) return redactKeys(path);
+  const query = withoutFragment
+    .slice(q + 1)
+    .split("&")
+    .map((pair) => {
+      const eq = pair.indexOf("=");
+      const name = eq >= 0 ? pair.slice(0, eq) : pair;
+      if (CREDENTIAL_PARAMETER.test(decodeComponent(name).toLowerCase())) return eq >= 0 ? `${name}=[redacted]` : name;
+      return eq >= 0 ? `${name}=${redactKeys(pair.slice(eq + 1))}` : redactKeys(pair);
+    })
+    .join("&");
+  return `${redactKeys(path)}?${query}`;
 }
 
 /** Request serializer for logs: never headers, never tokens in URLs. */
@@ -192,6 +236,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         maxBulkJobs: positive("maxBulkJobs", options.maxBulkJobs, 1_000),
         webhooks: options.webhooks ?? null,
         tokens: new StreamTokens(options.streamTokenSecret),
+        derivedIds: new IdDeriver(options.idSecret ?? options.streamTokenSecret, options.idSecret !== undefined ? "idSecret" : "streamTokenSecret"),
         streamTokenTtlMs: positive("streamTokenTtlMs", options.streamTokenTtlMs, 600_000),
         watcher: new JobWatcher(options.backend, positive("events.pollIntervalMs", events.pollIntervalMs, 200), (error) =>
           scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor: polling a job for its event stream failed; retrying"),
@@ -211,6 +256,8 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         // inside the request's trace context (body parsing would leave an earlier context behind).
         scope.addHook("preHandler", (request, _reply, done) => enter(request.headers, done));
       }
+      /** The methods routes take at a concrete path (none when no route matches it); set once the routes are known. */
+      let allowedMethods: (path: string) => string[] = () => [];
 
       scope.setValidatorCompiler(compileValidator);
       // The API speaks JSON only: anything else (Fastify also parses text/plain) is a 415.
@@ -218,8 +265,25 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
 
       scope.setErrorHandler(answerError);
 
+      // Before anything walks the body (the schema check, request fingerprints, the payload
+      // check, JSON.stringify), all of them recursive: a body nested thousands of levels deep
+      // would overflow the stack and answer 500.
+      scope.addHook("preValidation", async (request) => {
+        if (request.body !== null && typeof request.body === "object" && nestedDeeperThan(request.body, MAX_JSON_DEPTH + 8)) {
+          throw new HttpProblem(400, "invalid-json", `the body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten the payload`);
+        }
+      });
+
       scope.setNotFoundHandler((request, reply) => {
-        const path = redactUrl(request.url.split("?")[0] ?? "").slice(0, 200);
+        const rawPath = request.url.split("?")[0] ?? "";
+        const path = redactUrl(rawPath).slice(0, 200);
+        // A known path asked with a method it does not have: 405 with the methods it has.
+        const allowed = allowedMethods(rawPath);
+        if (allowed.length > 0) {
+          return sendProblem(reply, problem(405, "method-not-allowed", `${path} does not take ${request.method}; it takes ${allowed.join(", ")}`), {
+            allow: allowed.join(", "),
+          });
+        }
         return sendProblem(reply, problem(404, "no-route", `no route ${request.method} ${path}; the API is described at ${ctx.basePath}/openapi.json`));
       });
 
@@ -254,9 +318,10 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           return;
         }
         let principal: Principal | null = null;
-        const key = presentedKey(request.headers);
-        if (key !== null) {
-          principal = keyring.authenticate(key);
+        const presented = presentedKey(request.headers);
+        if (presented !== null && "invalid" in presented) return unauthorized(reply, "the Authorization header must be Bearer followed by one API key");
+        if (presented !== null) {
+          principal = keyring.authenticate(presented.key);
           if (!principal) return unauthorized(reply, "the API key is not valid; check it, or ask for a new one");
         } else if (dashboard) {
           // The dashboard's session cookie, with its CSRF checks (see dashboard/sessions.ts).
@@ -264,12 +329,14 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           if (session.kind === "refused") return sendProblem(reply, problem(session.status, session.status === 401 ? "unauthorized" : "forbidden", session.detail));
           if (session.kind === "ok") principal = session.principal;
         }
-        if (principal === null && key === null && access === "events") {
+        if (principal === null && presented === null && access === "events") {
           const token = (request.query as { access_token?: unknown }).access_token;
           const id = (request.params as { id?: unknown }).id;
           if (typeof token === "string" && typeof id === "string") {
             principal = ctx.tokens.verify(token, id);
-            if (!principal) return unauthorized(reply, "the access_token is not valid for this job, or it expired; get a new one from POST /jobs/{id}/events/token");
+            // A revoked key's tokens are revoked with it.
+            if (principal && !keyring.scopesOf(principal.id)?.has("read")) principal = null;
+            if (!principal) return unauthorized(reply, "the access_token is not valid for this job, it expired, or the key that asked for it was revoked; get a new one from POST /jobs/{id}/events/token");
           }
         }
         if (!principal) {
@@ -326,6 +393,21 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         },
       );
       const openapi = buildOpenApi(routes, ctx.basePath, options.openapi);
+      const routePatterns = routes.map((route) => ({
+        method: route.method,
+        head: route.method === "GET" && !LONG_LIVED.has(route.operationId),
+        pattern: new RegExp(`^${escapeRegExp(scope.prefix)}${route.url.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : escapeRegExp(part))).join("/")}/?$`),
+      }));
+      allowedMethods = (path: string): string[] => {
+        const methods = new Set<string>();
+        for (const r of routePatterns) {
+          if (!r.pattern.test(path)) continue;
+          methods.add(r.method);
+          if (r.head) methods.add("HEAD");
+        }
+        if (methods.size > 0 && cors) methods.add("OPTIONS");
+        return [...methods];
+      };
 
       for (const route of routes) {
         scope.route({
@@ -335,7 +417,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           bodyLimit: route.bodyLimit ?? OTHER_BODY_LIMIT,
           config: { conveyorAccess: route.access },
           // The events stream is long-lived; a HEAD request must not open one.
-          exposeHeadRoute: route.operationId !== "streamJobEvents",
+          exposeHeadRoute: !LONG_LIVED.has(route.operationId),
           logSerializers: { req: safeRequestSerializer },
           handler: (request, reply) => route.handler(request, reply),
         });
@@ -356,6 +438,9 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
     return sendProblem(reply, problem(400, "invalid-request", error.message, [...error.issues]));
   }
   if (error instanceof InvalidInputError) return sendProblem(reply, problem(422, "invalid-input", error.message));
+  if (error instanceof AmbiguousJobIdError) {
+    return sendProblem(reply, problem(409, "ambiguous-job-id", `job id ${JSON.stringify(error.jobId)} exists in several queues on this store; add ?queue=<the job's queue> (the job's links carry it)`));
+  }
   const status = typeof error.statusCode === "number" ? error.statusCode : 500;
   if (status >= 400 && status < 500) {
     switch (error.code) {
@@ -375,10 +460,14 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
   }
   // Log the error, never the request's headers or tokens.
   request.log.error({ err: { name: error.name, message: error.message, stack: error.stack }, reqId: request.id, url: redactUrl(request.url) }, "conveyor: request failed");
-  if (/SQLITE_BUSY|database is locked|ECONNREFUSED|too many clients/i.test(`${error.code ?? ""} ${error.message}`)) {
+  if (error instanceof StoreUnavailableError) {
     return sendProblem(reply, problem(503, "store-unavailable", "the job store is busy or unreachable; retry shortly"), { "retry-after": "1" });
   }
   return sendProblem(reply, problem(500, "internal", `the server failed to handle the request (request id ${request.id}); its log has the details`));
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 function unauthorized(reply: FastifyReply, detail: string): FastifyReply {

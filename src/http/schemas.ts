@@ -12,7 +12,18 @@ export const NAME_SCHEMA: JsonSchema = {
   description: "1-128 characters of letters, digits and . _ : - /, starting with a letter or digit.",
 };
 
-export const JOB_ID_SCHEMA: JsonSchema = { type: "string", minLength: 1, maxLength: 255 };
+/**
+ * Job ids: 1-255 characters, no control characters and no lone surrogate halves (stores either
+ * refuse them, as PostgreSQL does NUL, or turn them into U+FFFD, which another id may spell).
+ * The rule of `checkJobId` in core/spec.ts, which still has the last word.
+ */
+export const JOB_ID_SCHEMA: JsonSchema = {
+  type: "string",
+  minLength: 1,
+  maxLength: 255,
+  pattern: "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]+$",
+  description: "1-255 characters; no control characters, no unpaired surrogates.",
+};
 
 export const QUEUE_PARAMS: JsonSchema = {
   type: "object",
@@ -25,6 +36,17 @@ export const JOB_PARAMS: JsonSchema = {
   required: ["id"],
   properties: { id: JOB_ID_SCHEMA },
 };
+
+/** `?queue=` of the routes that take a job id: which queue's job is meant. */
+export const JOB_QUEUE_QUERY_PROPERTY: Record<string, JsonSchema> = {
+  queue: {
+    ...NAME_SCHEMA,
+    description:
+      "The job's queue (the job's links carry it). Optional where ids name one job store-wide (SQLite, PostgreSQL); on Redis ids are unique per queue, and an id held by several queues is refused with 409 until the queue is given.",
+  },
+};
+
+export const JOB_QUERY: JsonSchema = { type: "object", properties: JOB_QUEUE_QUERY_PROPERTY };
 
 export const PAGE_QUERY_PROPERTIES: Record<string, JsonSchema> = {
   limit: { type: "integer", minimum: 1, maximum: 1000, default: 50, description: "Jobs per page (default 50)." },

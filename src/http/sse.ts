@@ -29,6 +29,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Backend } from "../backend/contract.js";
 import { TERMINAL_STATES, type AttemptRecord, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
+import { iso } from "./views.js";
 
 /** Why the job entered a state. */
 export type TransitionReason =
@@ -56,7 +57,6 @@ export interface Transition {
   result?: Json;
 }
 
-const iso = (ms: number | null | undefined): string | null => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
 
 /** The job's state changes so far, oldest first, derived from its record. */
 export function transitions(job: JobRecord): Transition[] {
@@ -201,17 +201,18 @@ export class JobWatcher {
     private readonly onError: (error: unknown) => void,
   ) {}
 
-  /** Calls `listener` with the job's record at every poll (null once it no longer exists). */
-  watch(jobId: string, listener: (job: JobRecord | null) => void): () => void {
-    let set = this.watched.get(jobId);
-    if (!set) this.watched.set(jobId, (set = new Set()));
+  /** Calls `listener` with the record of `queue`'s job `jobId` at every poll (null once it no longer exists). */
+  watch(queue: string, jobId: string, listener: (job: JobRecord | null) => void): () => void {
+    const key = JSON.stringify([queue, jobId]);
+    let set = this.watched.get(key);
+    if (!set) this.watched.set(key, (set = new Set()));
     set.add(listener);
     this.schedule();
     return () => {
-      const s = this.watched.get(jobId);
+      const s = this.watched.get(key);
       if (!s) return;
       s.delete(listener);
-      if (s.size === 0) this.watched.delete(jobId);
+      if (s.size === 0) this.watched.delete(key);
     };
   }
 
@@ -234,15 +235,16 @@ export class JobWatcher {
   private async poll(): Promise<void> {
     const ids = [...this.watched.keys()];
     const records = await Promise.all(
-      ids.map((id) =>
-        this.backend.get(id).then(
+      ids.map((key) => {
+        const [queue, id] = JSON.parse(key) as [string, string];
+        return this.backend.get(id, queue).then(
           (job) => ({ ok: true as const, job }),
           (error: unknown) => {
             this.onError(error);
             return { ok: false as const };
           },
-        ),
-      ),
+        );
+      }),
     );
     ids.forEach((id, i) => {
       const r = records[i]!;
@@ -312,7 +314,8 @@ export function runEventStream(args: {
   };
   const deliver = (job: JobRecord | null) => {
     if (ended) return;
-    if (job === null) {
+    // A job created after this one was deleted, reusing its id, is another job: this one is gone.
+    if (job === null || job.createdAt !== args.job.createdAt) {
       write({ id: null, event: "gone", data: { jobId: args.job.id, detail: "the job no longer exists (deleted after its retention period)" } });
       end();
       return;
@@ -325,7 +328,7 @@ export function runEventStream(args: {
   req.on("close", end);
   res.on("error", end);
   deliver(args.job);
-  if (!ended) unwatch = watcher.watch(args.job.id, deliver);
+  if (!ended) unwatch = watcher.watch(args.job.queue, args.job.id, deliver);
   return {
     get ended() {
       return ended;

@@ -9,6 +9,7 @@
 import type { QueueStats } from "../backend/contract.js";
 import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
+import { LATEST_RUN_AT } from "../core/spec.js";
 import type { JsonSchema } from "./schema.js";
 
 /** Links are relative to the server's origin and include the API's base path. */
@@ -31,8 +32,9 @@ export interface JobView {
   attempts: { made: number; max: number };
   priority: number;
   timings: {
-    createdAt: string;
-    runAt: string;
+    /** Null only when the stored time is no valid date (see `iso`). */
+    createdAt: string | null;
+    runAt: string | null;
     startedAt: string | null;
     finishedAt: string | null;
     /** From creation to the first attempt's start, ms; null before it starts. */
@@ -43,11 +45,23 @@ export interface JobView {
   links: JobLinks;
 }
 
-const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+/**
+ * A stored time as RFC 3339, or null when it is none (not yet) or no valid date: a row written
+ * before enqueue bounded `runAt`, or damaged, must not make every view that holds it fail.
+ */
+export function iso(ms: number | null | undefined): string | null {
+  if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0 || ms > LATEST_RUN_AT) return null;
+  return new Date(ms).toISOString();
+}
 
-export function jobLinks(basePath: string, id: string): JobLinks {
-  const self = `${basePath}/jobs/${encodeURIComponent(id)}`;
-  return { self, events: `${self}/events` };
+/**
+ * A job's URLs. They name its queue: on a store whose ids are unique per queue (Redis) an id alone
+ * may match another queue's job, and the links must always reach this one.
+ */
+export function jobLinks(basePath: string, id: string, queue: string): JobLinks {
+  const path = `${basePath}/jobs/${encodeURIComponent(id)}`;
+  const query = `?queue=${encodeURIComponent(queue)}`;
+  return { self: `${path}${query}`, events: `${path}/events${query}` };
 }
 
 export function toJobView(job: JobRecord, basePath: string): JobView {
@@ -64,14 +78,14 @@ export function toJobView(job: JobRecord, basePath: string): JobView {
     attempts: { made: job.attempt, max: job.maxAttempts },
     priority: job.priority,
     timings: {
-      createdAt: new Date(job.createdAt).toISOString(),
-      runAt: new Date(job.runAt).toISOString(),
+      createdAt: iso(job.createdAt),
+      runAt: iso(job.runAt),
       startedAt: iso(job.startedAt),
       finishedAt: iso(job.finishedAt),
       waitMs: firstStart === null ? null : Math.max(0, firstStart - job.createdAt),
       runMs: job.startedAt !== null && job.finishedAt !== null ? Math.max(0, job.finishedAt - job.startedAt) : null,
     },
-    links: jobLinks(basePath, job.id),
+    links: jobLinks(basePath, job.id, job.queue),
   };
 }
 
@@ -80,7 +94,7 @@ export interface DeadJobView extends JobView {
   meta: { [key: string]: Json } | null;
   /** The error that killed the job, with its stack. */
   failure: { name: string; message: string; stack: string | null } | null;
-  history: Array<Omit<AttemptRecord, "startedAt" | "finishedAt"> & { startedAt: string; finishedAt: string }>;
+  history: Array<Omit<AttemptRecord, "startedAt" | "finishedAt"> & { startedAt: string | null; finishedAt: string | null }>;
   replays: number;
   stalls: number;
 }
@@ -91,7 +105,7 @@ export function toDeadJobView(job: JobRecord, basePath: string): DeadJobView {
     data: job.data,
     meta: job.meta ?? null,
     failure: job.error,
-    history: job.history.map((h) => ({ ...h, startedAt: new Date(h.startedAt).toISOString(), finishedAt: new Date(h.finishedAt).toISOString() })),
+    history: job.history.map((h) => ({ ...h, startedAt: iso(h.startedAt), finishedAt: iso(h.finishedAt) })),
     replays: job.replays,
     stalls: job.stalls,
   };
@@ -111,7 +125,8 @@ export function toQueueView(stats: QueueStats): QueueView {
 // ---------------------------------------------------------------- schemas
 
 const anyJson: JsonSchema = { description: "Any JSON value." };
-const timestamp: JsonSchema = { type: "string", format: "date-time" };
+/** A time every job has; null only when the stored value is no valid date (see `iso`). */
+const timestamp: JsonSchema = { type: ["string", "null"], format: "date-time" };
 const nullableTimestamp: JsonSchema = { type: ["string", "null"], format: "date-time" };
 const errorSummary: JsonSchema = {
   type: ["object", "null"],

@@ -34,7 +34,7 @@
  * signature per configured secret separated by spaces, so a secret can be rotated without
  * downtime: add the new secret first, roll receivers over, then drop the old one.
  */
-import { createHmac, randomBytes, timingSafeEqual, createHash } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Backend } from "../backend/contract.js";
 import type { BoundHandler, Job } from "../core/define.js";
 import { ConveyorError, InvalidInputError, RetryLater, UnrecoverableError } from "../core/errors.js";
@@ -44,6 +44,7 @@ import { consoleLogger, type Logger } from "../core/logger.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import { buildJobSpec, type BackoffOption } from "../core/spec.js";
 import { Worker, type CloseOptions, type CloseResult, type WorkerOptions } from "../runtime/worker.js";
+import { IdDeriver, WEBHOOK_ID_PREFIX } from "./derived-ids.js";
 import { guardedPost, SsrfError, SsrfGuard } from "./ssrf.js";
 import { toJobView, type JobView } from "./views.js";
 
@@ -186,6 +187,13 @@ export interface WebhookSubscription {
 export interface WebhookOptions {
   backend: Backend;
   /**
+   * Keys the hash in delivery job ids (`whk_…`, also the `webhook-id` header), so nobody can
+   * compute a delivery's id from the job id: at least 32 bytes, the same in every process that
+   * dispatches. Default none (a plain SHA-256; the `whk_` prefix is reserved for deliveries either
+   * way). Changing it re-sends deliveries the sweep finds within its window under new ids.
+   */
+  idSecret?: string;
+  /**
    * Signing secrets (`whsec_…`), used for callback URLs and subscriptions without their own. All
    * of them sign every message; list the new one first while rotating. At least one.
    */
@@ -260,6 +268,7 @@ export class WebhookDispatcher {
   readonly guard: SsrfGuard;
   private readonly backend: Backend;
   private readonly secrets: readonly string[];
+  private readonly ids: IdDeriver;
   private readonly subscriptions: readonly WebhookSubscription[];
   private readonly attempts: number;
   private readonly backoff: BackoffOption;
@@ -285,6 +294,7 @@ export class WebhookDispatcher {
     secrets.forEach(secretKey);
     this.backend = options.backend;
     this.secrets = [...secrets];
+    this.ids = new IdDeriver(options.idSecret, "WebhookOptions.idSecret");
     this.guard = new SsrfGuard({ allow: options.allow ?? [], allowHttp: options.allowHttp ?? false });
     const ids = new Set<string>();
     this.subscriptions = (options.subscriptions ?? []).map((s, i) => {
@@ -395,7 +405,7 @@ export class WebhookDispatcher {
       const type: WebhookEventType | null = job.state === "completed" ? "job.completed" : job.state === "dead" ? "job.dead" : null;
       if (!type) continue;
       for (const target of this.targets(job, type)) {
-        const id = deliveryId(target.key, job, type);
+        const id = deliveryId(this.ids, target.key, job, type);
         if (this.ensured.has(id)) continue;
         const { links: _links, ...data } = toJobView(job, "");
         const event: WebhookEvent = { type, timestamp: new Date(job.finishedAt ?? Date.now()).toISOString(), data };
@@ -525,9 +535,8 @@ function isList(value: unknown): boolean {
   return Array.isArray(value);
 }
 
-function deliveryId(targetKey: string, job: JobRecord, type: WebhookEventType): string {
+function deliveryId(ids: IdDeriver, targetKey: string, job: JobRecord, type: WebhookEventType): string {
   // A job completes once, and dies at most once per replay: (job, event, replays) names the
   // occurrence without the finish time, which the worker's event and the store may see differently.
-  const h = createHash("sha256").update(`${targetKey}\u0000${job.id}\u0000${type}\u0000${job.replays}`).digest("base64url");
-  return `whk_${h.slice(0, 32)}`;
+  return ids.derive(WEBHOOK_ID_PREFIX, [targetKey, job.id, type, String(job.replays)]);
 }

@@ -144,9 +144,9 @@ export class Queue {
     return this.close();
   }
 
-  /** The job, or null when unknown (or pruned). */
+  /** This queue's job with this id, or null when unknown, pruned, or another queue's job. */
   getJob(id: string): Promise<JobRecord | null> {
-    return this.backend.get(id);
+    return this.backend.get(id, this.name);
   }
 
   /** Jobs of this queue, newest first. */
@@ -159,12 +159,14 @@ export class Queue {
     return stats!;
   }
 
+  /** Cancels this queue's job with this id; another queue's job is "not-found" and left alone. */
   cancel(id: string): Promise<CancelResult> {
-    return this.backend.cancel(id);
+    return this.backend.cancel(id, this.name);
   }
 
+  /** Replays this queue's dead job with this id; another queue's job is "not-found" and left alone. */
   replay(id: string): Promise<ReplayResult> {
-    return this.backend.replay(id);
+    return this.backend.replay(id, this.name);
   }
 
   /** Stops workers from claiming this queue's jobs; adding still works. */

@@ -19,7 +19,7 @@ import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetry } from "../core/retry.js";
-import { nonNegativeInt, positiveInt } from "../core/checks.js";
+import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
 import { failpoint } from "./failpoints.js";
@@ -101,7 +101,10 @@ export interface WorkerOptions {
 export interface MaintenanceOptions {
   /** How often to look for expired leases, ms. Default 5 000. */
   rescueIntervalMs?: number;
-  /** Lease expiries in a row before a job is quarantined in `dead`. Default 3. */
+  /**
+   * Lease expiries in a row before a job is quarantined in `dead`. Default 3. Only expiries of a
+   * job that was its worker's only active job count (see `RescueOptions.maxStalls`).
+   */
   maxStalls?: number;
   /** How often to prune finished jobs, ms. Default 60 000. */
   pruneIntervalMs?: number;
@@ -817,19 +820,6 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 }
 
-/** Anything thrown, as an Error; a non-Error value is described in the message. */
-function toError(value: unknown): Error {
-  if (value instanceof Error) return value;
-  return new Error(typeof value === "string" ? value : `non-Error thrown: ${safeString(value)}`);
-}
-
-function safeString(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
 
 const MAX_STACK_CHARS = 16_384;
 

@@ -21,16 +21,42 @@ export function createTestBackend(options: { clock?: Clock } = {}): SqliteBacken
   return new SqliteBackend({ path: ":memory:", ...(options.clock ? { clock: options.clock } : {}) });
 }
 
-/** Polls `predicate` every `intervalMs` (default 10) until it holds or `timeoutMs` (default 5000) passes. */
-export async function waitFor(
-  predicate: () => boolean | Promise<boolean>,
-  options: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
-): Promise<void> {
-  const deadline = Date.now() + (options.timeoutMs ?? 5_000);
+/** Options of `waitFor`. */
+export interface WaitForOptions {
+  /** Give up after this many milliseconds of real time. Default 5000. */
+  timeoutMs?: number;
+  /** Pause between two checks, in milliseconds of real time. Default 10. */
+  intervalMs?: number;
+  /** Says what was awaited, for the timeout error. Default "condition". */
+  description?: string;
+  /** The same as `description` (its earlier name). */
+  message?: string;
+}
+
+/**
+ * Polls `predicate` until it returns a truthy value and returns that value; a predicate that
+ * throws is polled again, and its last error goes into the timeout error. For events that happen
+ * "soon" in real time (a wake-up, a child process); anything driven by the store's clock should
+ * use a FakeClock instead.
+ */
+export async function waitFor<T>(predicate: () => T | Promise<T>, options: WaitForOptions = {}): Promise<NonNullable<T>> {
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  const intervalMs = options.intervalMs ?? 10;
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
   for (;;) {
-    if (await predicate()) return;
-    if (Date.now() > deadline) throw new Error(`waitFor timed out${options.message ? `: ${options.message}` : ""}`);
-    await new Promise((r) => setTimeout(r, options.intervalMs ?? 10));
+    try {
+      const value = await predicate();
+      if (value) return value;
+      lastError = undefined;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() >= deadline) {
+      const detail = lastError instanceof Error ? `; last error: ${lastError.message}` : "";
+      throw new Error(`waitFor: ${options.description ?? options.message ?? "condition"} not met within ${timeoutMs} ms${detail}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
 

@@ -41,6 +41,7 @@ backendSuite("postgres", {
     transactionalCompletion: true,
     crossProcessWakeups: true,
     multiProcess: true,
+    claimAcrossQueues: "merged",
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

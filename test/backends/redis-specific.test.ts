@@ -14,7 +14,7 @@ import { inject } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
 import { loadScripts } from "../../src/backend/redis/scripts.js";
-import { FakeClock, Queue, silentLogger, Worker, type Backend, type Logger, type WorkerOptions } from "../../src/index.js";
+import { AmbiguousJobIdError, FakeClock, Queue, silentLogger, Worker, type Backend, type Logger, type WorkerOptions } from "../../src/index.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { deletePrefix, requireRedis, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
 import { expectServerClock } from "../helpers/skewed-clock.js";
@@ -229,16 +229,19 @@ describe("key layout", () => {
     expect(byTag.get("beta")?.length).toBeGreaterThan(3);
   });
 
-  it("job ids are unique per queue: the same id in two queues is two jobs (get prefers the first queue by name)", async () => {
+  it("job ids are unique per queue: an id held by two queues names no one job until the queue is given", async () => {
     const b = backend({ clock: new FakeClock() });
     expect(await b.enqueue([spec({ jobId: "same", queue: "zeta", data: 1 })])).toEqual([{ id: "same", duplicate: false }]);
+    expect(await b.get("same")).toMatchObject({ queue: "zeta", data: 1 });
     expect(await b.enqueue([spec({ jobId: "same", queue: "eta", data: 2 })])).toEqual([{ id: "same", duplicate: false }]);
-    expect(await b.get("same")).toMatchObject({ queue: "eta", data: 2 });
-    // A cancel goes to the copy that can still be cancelled.
-    const [c] = await b.claim({ queues: ["eta"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 1_000 });
-    await b.complete([{ lease: c!.lease, result: null }]);
-    expect(await b.cancel("same")).toBe("cancelled");
-    expect((await b.list({ queue: "zeta" }))[0]?.state).toBe("cancelled");
+    // Guessing a copy let one API key cancel another's job through a shared id (issue 10, probe 1).
+    await expect(b.get("same")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+    await expect(b.cancel("same")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+    await expect(b.replay("same")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+    await expect(b.remove("same")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+    expect(await b.get("same", "eta")).toMatchObject({ queue: "eta", data: 2 });
+    expect(await b.cancel("same", "eta")).toBe("cancelled");
+    expect((await b.get("same", "zeta"))?.state).toBe("waiting");
   });
 
   it("a waiting job with a small payload costs under 120 bytes of Redis memory (compact record and lane entry)", async () => {

@@ -14,6 +14,7 @@ const capabilities = {
   transactionalCompletion: false,
   crossProcessWakeups: true,
   multiProcess: true,
+  claimAcrossQueues: "turns" as const,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.

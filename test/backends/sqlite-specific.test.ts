@@ -6,7 +6,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { SchemaTooNewError } from "../../src/backend/migration-files.js";
 import { openBackend } from "../../src/backend/open.js";
+import { SchemaTooNewError as PostgresSchemaTooNewError } from "../../src/backend/postgres/index.js";
 import { SqliteBackend, type SqliteBackendOptions } from "../../src/backend/sqlite/index.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { InvalidInputError } from "../../src/core/errors.js";
@@ -68,9 +70,12 @@ describe("migrations", () => {
     const current = open({ path });
     raw(path).prepare("INSERT INTO conveyor_migrations (version, applied_at) VALUES (999, 0)").run();
 
-    const message = /database schema version 999 is newer than this Conveyor \(knows up to \d+\); upgrade conveyor/;
+    const message = /is at version 999, newer than this Conveyor knows \(up to \d+\); upgrade conveyor/;
     expect(() => new SqliteBackend({ path })).toThrow(message);
     await expect(current.migrate()).rejects.toThrow(message);
+    // One type for every SQL store (the PostgreSQL backend throws the same class).
+    expect(() => new SqliteBackend({ path })).toThrow(SchemaTooNewError);
+    expect(SchemaTooNewError).toBe(PostgresSchemaTooNewError);
   });
 
   it("keep backends with different table prefixes apart in one file", async () => {
@@ -98,14 +103,14 @@ describe("file settings", () => {
     expect(raw(path).pragma("journal_mode", { simple: true })).toBe("wal");
   });
 
-  it("busyTimeoutMs: a write waits that long for another connection's lock, then fails with SQLITE_BUSY", async () => {
+  it("busyTimeoutMs: a write waits that long for another connection's lock, then fails with StoreUnavailableError (cause SQLITE_BUSY)", async () => {
     const path = await temp.file("jobs.db");
     const backend = open({ path, busyTimeoutMs: 200 });
     const other = raw(path);
     other.exec("BEGIN IMMEDIATE");
 
     const started = Date.now();
-    await expect(backend.enqueue([spec()])).rejects.toMatchObject({ code: "SQLITE_BUSY" });
+    await expect(backend.enqueue([spec()])).rejects.toMatchObject({ name: "StoreUnavailableError", cause: { code: "SQLITE_BUSY" } });
     expect(Date.now() - started).toBeGreaterThanOrEqual(150);
 
     other.exec("ROLLBACK");

@@ -15,6 +15,7 @@ backendSuite("sqlite file", {
     transactionalCompletion: false,
     crossProcessWakeups: true,
     multiProcess: true,
+    claimAcrossQueues: "merged",
   },
   async make(clock) {
     lastPath = await temp.file("jobs.db");
@@ -32,6 +33,7 @@ backendSuite("sqlite :memory:", {
     transactionalCompletion: false,
     crossProcessWakeups: false,
     multiProcess: false,
+    claimAcrossQueues: "merged",
   },
   async make(clock) {
     return new SqliteBackend({ path: ":memory:", clock });

@@ -62,6 +62,10 @@ describe("conveyor CLI", () => {
     expect(ls.map((j) => j.id)).toEqual(["welcome:u1"]);
     const show = await runCli(["jobs", "show", "welcome:u1", "--db", db]);
     expect(show.stdout).toContain('payload      {"userId":"u1"}');
+    // --queue names the job's queue: another queue's job with this id is not it.
+    expect((await runCli(["jobs", "show", "welcome:u1", "--queue", "mail", "--db", db])).code).toBe(0);
+    expect((await runCli(["jobs", "show", "welcome:u1", "--queue", "other", "--db", db])).code).toBe(1);
+    expect((await runCli(["jobs", "cancel", "welcome:u1", "--queue", "other", "--db", db])).stdout).toContain("welcome:u1: not-found");
 
     // Make a dead job the way a worker would: claim it and fail it for good.
     const backend = new SqliteBackend({ path });

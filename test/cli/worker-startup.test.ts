@@ -6,7 +6,7 @@
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
-import { Queue, silentLogger } from "../../src/index.js";
+import { Queue, silentLogger, StoreUnavailableError } from "../../src/index.js";
 import { isStoreUnreachable } from "../../src/cli/worker.js";
 import { spawnCli, type Spawned } from "../helpers/cli.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
@@ -93,10 +93,15 @@ describe("conveyor worker while the store is down", () => {
     expect(w.stderr()).not.toMatch(/unreachable/);
   }, 30_000);
 
-  it("tells an outage from a mistake: only the first is waited for", () => {
-    expect(isStoreUnreachable(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" }))).toBe(true);
-    expect(isStoreUnreachable(Object.assign(new Error("the database system is starting up"), { code: "57P03" }))).toBe(true);
-    expect(isStoreUnreachable(new Error("wrapped", { cause: Object.assign(new Error("x"), { code: "ETIMEDOUT" }) }))).toBe(true);
+  it("tells an outage from a mistake: only the first is waited for", async () => {
+    // The backends type outages at their driver boundary; the CLI only reads the type.
+    const down = new PostgresBackend({ connectionString: `postgres://x@127.0.0.1:${await freePort()}/x`, logger: silentLogger });
+    const outage: unknown = await down.migrate().catch((e: unknown) => e);
+    await down.close();
+    expect(outage).toBeInstanceOf(StoreUnavailableError);
+    expect(isStoreUnreachable(outage)).toBe(true);
+    expect(isStoreUnreachable(new Error("wrapped", { cause: outage }))).toBe(true);
+    expect(isStoreUnreachable(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" }))).toBe(false);
     expect(isStoreUnreachable(Object.assign(new Error('password authentication failed for user "x"'), { code: "28P01" }))).toBe(false);
     expect(isStoreUnreachable(new Error("the schema is newer than this code"))).toBe(false);
   });

@@ -64,6 +64,24 @@ export function adminTests(t: SuiteContext): void {
     });
   });
 
+  describe("by-id calls with a queue", () => {
+    it("act only on that queue's job: another queue's is not found and left alone", async () => {
+      const id = await deadJob({ jobId: "scoped" });
+      expect(await t.b.get(id, "other")).toBeNull();
+      expect(await t.b.get(id, "q")).toMatchObject({ id, queue: "q", state: "dead" });
+      expect(await t.b.replay(id, "other")).toBe("not-found");
+      expect(await t.b.remove(id, "other")).toBe("not-found");
+      expect(await t.b.cancel(id, "other")).toBe("not-found");
+      expect((await mustGet(t.b, id)).state).toBe("dead");
+      expect(await t.b.replay(id, "q")).toBe("replayed");
+      expect(await t.b.cancel(id, "other")).toBe("not-found");
+      expect((await mustGet(t.b, id)).state).toBe("waiting");
+      expect(await t.b.cancel(id, "q")).toBe("cancelled");
+      expect(await t.b.remove(id, "q")).toBe("removed");
+      expect(await t.b.get(id)).toBeNull();
+    });
+  });
+
   describe("remove", () => {
     it("deletes finished jobs of every kind: dead, completed, cancelled", async () => {
       const dead = await deadJob();

@@ -99,6 +99,27 @@ export function claimTests(t: SuiteContext): void {
     });
   });
 
+  describe("claim order across queues", () => {
+    it("keeps each queue's order, and orders the queues as capabilities.claimAcrossQueues says", async () => {
+      // Queue "slow" holds less urgent jobs (priority 5) than queue "urgent" (priority 0).
+      await t.b.enqueue([0, 1, 2].map((i) => spec({ queue: "slow", jobId: `slow-${i}`, priority: 5 })));
+      await t.b.enqueue([0, 1, 2].map((i) => spec({ queue: "urgent", jobId: `urgent-${i}` })));
+      const order: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const [c] = await claim(t.b, { queues: ["slow", "urgent"], limit: 1 });
+        order.push(c!.job.id);
+      }
+      expect(order.filter((id) => id.startsWith("slow"))).toEqual(["slow-0", "slow-1", "slow-2"]);
+      expect(order.filter((id) => id.startsWith("urgent"))).toEqual(["urgent-0", "urgent-1", "urgent-2"]);
+      if (t.factory.capabilities.claimAcrossQueues === "merged") {
+        expect(order).toEqual(["urgent-0", "urgent-1", "urgent-2", "slow-0", "slow-1", "slow-2"]);
+      } else {
+        // Turns: every two claims serve both queues, whatever their priorities.
+        for (let i = 0; i < 6; i += 2) expect(new Set(order.slice(i, i + 2).map((id) => id.split("-")[0]))).toEqual(new Set(["slow", "urgent"]));
+      }
+    });
+  });
+
   describe("claim exclusivity", () => {
     it("20 interleaved claimers over 500 jobs: every job claimed exactly once", async () => {
       const ids = await enqueueMany(t.b, 500);

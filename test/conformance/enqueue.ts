@@ -189,6 +189,53 @@ export function enqueueTests(t: SuiteContext): void {
     });
   });
 
+  describe("all or nothing", () => {
+    it("a batch with a duplicate stores none of its jobs; the results flag the duplicate", async () => {
+      await enqueueOne(t.b, { jobId: "taken" });
+      const results = await t.b.enqueue([spec({ jobId: "new-1" }), spec({ jobId: "taken" }), spec({ jobId: "new-2" })], { allOrNothing: true });
+      expect(results).toEqual([
+        { id: "new-1", duplicate: false },
+        { id: "taken", duplicate: true },
+        { id: "new-2", duplicate: false },
+      ]);
+      expect(await t.b.get("new-1")).toBeNull();
+      expect(await t.b.get("new-2")).toBeNull();
+      expect(await countsOf(t.b)).toEqual(counts({ waiting: 1 }));
+    });
+
+    it("an id repeated within the batch is a duplicate too: nothing is stored", async () => {
+      const results = await t.b.enqueue([spec({ jobId: "a" }), spec({ jobId: "a" })], { allOrNothing: true });
+      expect(results.map((r) => r.duplicate)).toEqual([false, true]);
+      expect(await t.b.get("a")).toBeNull();
+    });
+
+    it("a batch without duplicates is stored whole; one over several queues is refused", async () => {
+      const results = await t.b.enqueue([spec({ jobId: "x" }), spec({ jobId: "y" })], { allOrNothing: true });
+      expect(results).toEqual([{ id: "x", duplicate: false }, { id: "y", duplicate: false }]);
+      expect(await countsOf(t.b)).toEqual(counts({ waiting: 2 }));
+      await expect(t.b.enqueue([spec({ jobId: "p" }), spec({ jobId: "r", queue: "other" })], { allOrNothing: true })).rejects.toThrow(/one queue/);
+      expect(await t.b.get("p")).toBeNull();
+    });
+
+    it("of two racing batches that share an id, one is stored whole and the other not at all", async () => {
+      const other = t.factory.openSecond ? await t.second() : t.b;
+      const ids = (n: number, k: number) => Array.from({ length: n }, (_, i) => spec({ jobId: `race-${k}-${i}` }));
+      for (let round = 0; round < 5; round++) {
+        const shared = spec({ jobId: `shared-${round}` });
+        const [first, second] = await Promise.all([
+          t.b.enqueue([shared, ...ids(2, round * 2)], { allOrNothing: true }),
+          other.enqueue([...ids(3, round * 2 + 1), shared], { allOrNothing: true }),
+        ]);
+        const stored = [first, second].filter((r) => !r.some((x) => x.duplicate));
+        expect(stored).toHaveLength(1);
+        const refused = first === stored[0] ? second : first;
+        for (const r of refused) {
+          if (r.id !== shared.id) expect(await t.b.get(r.id), `${r.id} of the refused batch`).toBeNull();
+        }
+      }
+    });
+  });
+
   describe("delayed jobs", () => {
     it("delayMs: scheduled at now + delay, not claimable before, claimable and reported waiting from then", async () => {
       const t0 = t.clock.now();

@@ -3,6 +3,7 @@ import type { Backend, RescuedJob } from "../../src/backend/contract.js";
 import {
   A,
   B,
+  C,
   claim,
   claimOne,
   counts,
@@ -62,6 +63,26 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(job.error).not.toBeNull();
       expect(job.history.map((h) => h.outcome)).toEqual(["lease-expired", "lease-expired", "lease-expired"]);
       expect(await claim(t.b, { limit: 10 })).toEqual([]);
+    });
+
+    it("a worker that dies holding several jobs (running or prefetched) stalls none of them: no innocent job is quarantined", async () => {
+      const ids = await enqueueMany(t.b, 4, () => ({ attempts: 100 }));
+      for (let round = 0; round < 5; round++) {
+        // The same worker takes all four (one running, three buffered) and dies.
+        expect(await claim(t.b, { worker: A, limit: 4, leaseMs: 1_000 })).toHaveLength(4);
+        t.clock.advance(1_001);
+        const rescued = await t.b.rescueExpired({ maxStalls: 2 });
+        expect(rescued.map((r) => r.state)).toEqual(["waiting", "waiting", "waiting", "waiting"]);
+      }
+      for (const id of ids) expect(await mustGet(t.b, id)).toMatchObject({ state: "waiting", stalls: 0, attempt: 5 });
+      // Alone in its worker, a job is the likely cause: its expiries count.
+      const solo = await enqueueOne(t.b, { name: "solo", attempts: 100 });
+      for (const [w, state] of [[B, "waiting"], [C, "dead"]] as const) {
+        await claimOne(t.b, { worker: w, names: ["solo"], leaseMs: 1_000 });
+        t.clock.advance(1_001);
+        expect(one(await t.b.rescueExpired({ maxStalls: 2 }))).toMatchObject({ id: solo, state });
+      }
+      expect((await mustGet(t.b, solo)).stalls).toBe(2);
     });
 
     it("maxStalls: 1 quarantines on the first expiry", async () => {
@@ -308,7 +329,8 @@ async function expectRescuedOnce(b: Backend, rescued: readonly RescuedJob[], ids
   expect(rescued.map((r) => r.id).sort()).toEqual([...ids].sort());
   for (const id of ids) {
     const job = await mustGet(b, id);
-    expect(job).toMatchObject({ state: "waiting", stalls: 1 });
+    // One worker held all of them: no stall is counted; one attempt each is.
+    expect(job).toMatchObject({ state: "waiting", stalls: 0, attempt: 1 });
     expect(job.history).toHaveLength(1);
   }
 }

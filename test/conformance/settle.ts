@@ -87,6 +87,17 @@ export function settleTests(t: SuiteContext): void {
   });
 
   describe("fail", () => {
+    it("refuses a retryDelayMs that is NaN, infinite or negative, writing nothing; a fraction is floored", async () => {
+      const id = await enqueueOne(t.b, { attempts: 3 });
+      const c = await claimOne(t.b, { worker: A });
+      for (const retryDelayMs of [Number.NaN, Number.POSITIVE_INFINITY, -1, "5" as unknown as number]) {
+        await expect(t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs }]), String(retryDelayMs)).rejects.toThrow(/retryDelayMs must be a number of milliseconds >= 0/);
+        expect((await mustGet(t.b, id)).state).toBe("active");
+      }
+      expect(await t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs: 1_000.9 }])).toEqual(["applied"]);
+      expect((await mustGet(t.b, id)).runAt).toBe(t.clock.now() + 1_000);
+    });
+
     it("with retryDelayMs: scheduled at now + delay, error stored, history records the failed attempt", async () => {
       const id = await enqueueOne(t.b, { attempts: 3 });
       const startedAt = t.clock.now();

@@ -121,7 +121,7 @@ describe("event streams with keys", () => {
 
     const t = await h.request<{ token: string; expiresAt: string; eventsUrl: string }>("POST", `/v1/jobs/${id}/events/token`, { headers: bearer(KEYS.read) });
     expect(t.status).toBe(200);
-    expect(t.json.eventsUrl).toBe(`/v1/jobs/${id}/events?access_token=${encodeURIComponent(t.json.token)}`);
+    expect(t.json.eventsUrl).toBe(`/v1/jobs/${id}/events?queue=q&access_token=${encodeURIComponent(t.json.token)}`);
     const browser = await openStream(h.url + t.json.eventsUrl);
     expect(browser.status).toBe(200);
     await browser.waitForEvent((e) => e.data.state === "waiting");
@@ -136,7 +136,7 @@ describe("event streams with keys", () => {
 
   it("tokens expire", () => {
     const tokens = new StreamTokens("x".repeat(32));
-    const { token } = tokens.issue("job-1", "web", 1_000, 1_000_000);
+    const { token } = tokens.issue({ jobId: "job-1", queue: "q", createdAt: 5 }, "web", 1_000, 1_000_000);
     expect(tokens.verify(token, "job-1", 1_000_500)?.id).toBe("web");
     expect(tokens.verify(token, "job-1", 1_001_001)).toBeNull();
     expect(new StreamTokens("y".repeat(32)).verify(token, "job-1", 1_000_500)).toBeNull();

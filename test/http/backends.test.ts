@@ -4,59 +4,18 @@
  * available (vitest globalSetup) and says why when it is not.
  */
 import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
-import { PostgresBackend } from "../../src/backend/postgres/backend.js";
-import { RedisBackend } from "../../src/backend/redis/backend.js";
-import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, generateWebhookSecret, verifyWebhook, WebhookDispatcher } from "../../src/http/index.js";
 import { silentLogger, Worker, type Handler } from "../../src/index.js";
-import { TestSchemas } from "../helpers/postgres.js";
-import { deletePrefix, testPrefix } from "../helpers/redis.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { storeCases } from "./stores.js";
 import { openStream, send, type Obj } from "./harness.js";
 
 const temp = new TempDirs();
-const postgresUrl = inject("postgresUrl");
-const redisUrl = inject("redisUrl");
-const schemas = postgresUrl ? new TestSchemas(postgresUrl) : null;
-const prefixes: string[] = [];
-afterAll(async () => {
-  await schemas?.dropAll();
-  if (redisUrl) for (const p of prefixes) await deletePrefix(redisUrl, p);
-  await temp.removeAll();
-});
-
-interface Case {
-  name: string;
-  unavailable: string;
-  make(): Promise<Backend>;
-}
-
-const cases: Case[] = [
-  { name: "sqlite", unavailable: "", make: async () => new SqliteBackend({ path: await temp.file("jobs.db") }) },
-  {
-    name: "postgres",
-    unavailable: postgresUrl ? "" : inject("postgresUnavailable"),
-    make: async () => {
-      const b = new PostgresBackend({ connectionString: postgresUrl, schema: schemas!.create("http"), logger: silentLogger, poolSize: 4 });
-      await b.migrate();
-      return b;
-    },
-  },
-  {
-    name: "redis",
-    unavailable: redisUrl ? "" : inject("redisUnavailable"),
-    make: async () => {
-      const prefix = testPrefix("http");
-      prefixes.push(prefix);
-      const b = new RedisBackend({ connection: redisUrl, prefix, logger: silentLogger });
-      await b.migrate();
-      return b;
-    },
-  },
-];
+afterAll(() => temp.removeAll());
+const cases = storeCases(temp, "http");
 
 for (const c of cases) {
   describe.skipIf(c.unavailable !== "")(`HTTP service on ${c.name}${c.unavailable ? ` (skipped: ${c.unavailable})` : ""}`, () => {

@@ -45,8 +45,9 @@ describe("POST /v1/queues/:queue/jobs", () => {
     });
     expect(r.status).toBe(202);
     expect(r.json).toMatchObject({ status: "queued", estimatedDurationSeconds: null });
-    expect(r.json.pollUrl).toBe(`/v1/jobs/${r.json.jobId}`);
-    expect(r.json.eventsUrl).toBe(`/v1/jobs/${r.json.jobId}/events`);
+    // Links name the queue: on Redis ids are unique per queue only.
+    expect(r.json.pollUrl).toBe(`/v1/jobs/${r.json.jobId}?queue=email`);
+    expect(r.json.eventsUrl).toBe(`/v1/jobs/${r.json.jobId}/events?queue=email`);
     expect(r.headers.get("location")).toBe(r.json.pollUrl);
     expect(Number(r.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
 

@@ -76,7 +76,7 @@ describe("GET /v1/jobs/:id", () => {
       finished: true,
       result: { receipt: "r_1" },
       attempts: { made: 2, max: 2 },
-      links: { self: `/v1/jobs/${id}`, events: `/v1/jobs/${id}/events` },
+      links: { self: `/v1/jobs/${id}?queue=q`, events: `/v1/jobs/${id}/events?queue=q` },
     });
     const timings = done.json.timings as Obj;
     expect(typeof timings.createdAt).toBe("string");
@@ -207,12 +207,13 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     expect(s.events.at(-1)!.event).toBe("gone");
   });
 
-  it("404 for an unknown job, and HEAD does not open a stream", async () => {
+  it("404 for an unknown job, and HEAD does not open a stream (405: the stream takes GET only)", async () => {
     h = await startServer(temp);
     expect((await stream("nope")).status).toBe(404);
     const id = await enqueue({ name: "n" });
     const head = await fetch(`${h.url}/v1/jobs/${id}/events`, { method: "HEAD" });
-    expect(head.status).toBe(404);
+    expect(head.status).toBe(405);
+    expect(head.headers.get("allow")).toBe("GET");
   });
 
   it("shares one poller per job however many streams watch it, and closes open streams on server close", async () => {

@@ -12,11 +12,11 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
-import { nonNegativeInt, positiveInt, positiveMs, toError } from "../../core/checks.js";
+import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
-import type { CustomTypesConfig, Pool, QueryConfig, QueryResultRow } from "pg";
+import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from "pg";
 import type {
   Backend,
   CancelResult,
@@ -43,7 +43,7 @@ import type {
   SqlClient,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
@@ -60,6 +60,7 @@ import {
 } from "../../core/job.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { integerArray, jsonTextArray, textArray } from "./arrays.js";
+import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 
@@ -262,6 +263,7 @@ export class PostgresBackend implements Backend {
     crossProcessWakeups: true,
     multiProcess: true,
     transactionalCompletion: true,
+    claimAcrossQueues: "merged",
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -359,7 +361,11 @@ export class PostgresBackend implements Backend {
   /** Creates or upgrades the schema; each migration once, however many processes call this at once. */
   async migrate(): Promise<void> {
     this.assertOpen();
-    await migrate(this.pool, this.schema, this.quotedSchema);
+    try {
+      await migrate(this.pool, this.schema, this.quotedSchema);
+    } catch (error) {
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
     this.schemaReady = true;
   }
 
@@ -460,10 +466,25 @@ export class PostgresBackend implements Backend {
       jsonTextArray(metas),
       textArray([...new Set(queues)]),
     ];
-    const rows =
-      tx === undefined
-        ? await this.query<{ id: string | null }>("enqueue", values)
-        : await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+    const allOrNothing = allOrNothingOf(specs, options);
+    // All or nothing: the statement runs in a transaction (a savepoint in the caller's) that is
+    // rolled back when a duplicate turns up. A concurrent batch with one of its ids waits on the
+    // unique index until that batch commits or rolls back, so of two such batches exactly one
+    // is stored, never a part of each.
+    const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
+    let rows: Array<{ id: string | null }>;
+    if (tx !== undefined) {
+      if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
+      rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+      if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
+    } else if (allOrNothing) {
+      rows = await this.inTransaction(async (client) => {
+        const found = await this.query<{ id: string | null }>("enqueue", values, client);
+        return { value: found, commit: keepAll(found) };
+      });
+    } else {
+      rows = await this.query<{ id: string | null }>("enqueue", values);
+    }
     const existed = new Set<string>();
     for (const row of rows) if (row.id !== null) existed.add(row.id);
     const stored = new Set<string>();
@@ -477,8 +498,27 @@ export class PostgresBackend implements Backend {
       }
       return { id: spec.id, duplicate: !fresh };
     });
+    if (allOrNothing && refusedBatch(results)) return results;
     if (tx === undefined) this.wakeLocally(woken);
     return results;
+  }
+
+  /** Runs `work` in a transaction on one pooled client; commits when it says so, else rolls back. */
+  private async inTransaction<T>(work: (client: PoolClient) => Promise<{ value: T; commit: boolean }>): Promise<T> {
+    this.assertOpen();
+    if (!this.schemaReady) await this.checkSchema();
+    const client = await this.connect();
+    try {
+      await client.query("BEGIN");
+      const { value, commit } = await work(client);
+      await client.query(commit ? "COMMIT" : "ROLLBACK");
+      client.release();
+      return value;
+    } catch (error) {
+      // Released with the error, the connection is discarded and the server rolls back.
+      client.release(toError(error));
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -557,12 +597,13 @@ export class PostgresBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
+    const delays = items.map((i) => retryDelayMs(i.retryDelayMs));
     const rows = await this.query<SettledRow>("fail", [
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
       integerArray(items.map((i) => i.lease.token)),
       jsonTextArray(items.map((i) => serializeError(i.error))),
-      integerArray(items.map((i) => (i.retryDelayMs === null ? null : Math.max(0, Math.floor(i.retryDelayMs))))),
+      integerArray(delays),
     ]);
     this.wakeLocally(queuesOf(rows));
     return settleResults(items.map((i) => i.lease), rows);
@@ -594,7 +635,7 @@ export class PostgresBackend implements Backend {
   async beginCompletion(lease: Lease): Promise<CompletionTransaction> {
     this.assertOpen();
     if (!this.schemaReady) await this.checkSchema();
-    const client = await this.pool.connect();
+    const client = await this.connect();
     let released = false;
     // A connection dying while the handler holds it must not crash the process; the next query
     // on it fails and says so.
@@ -706,8 +747,8 @@ export class PostgresBackend implements Backend {
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 
-  async get(id: string): Promise<JobRecord | null> {
-    const [row] = await this.query<ObservedJobRow>("get", [this.nowParam(), id]);
+  async get(id: string, queue?: string): Promise<JobRecord | null> {
+    const [row] = await this.query<ObservedJobRow>("get", [this.nowParam(), id, queue ?? null]);
     return row === undefined ? null : toRecord(row, row.observed_at);
   }
 
@@ -748,14 +789,14 @@ export class PostgresBackend implements Backend {
 
   // ── administration ───────────────────────────────────────────────────────────────────────
 
-  async cancel(id: string): Promise<CancelResult> {
-    const [row] = await this.query<{ state: JobState }>("cancel", [this.nowParam(), id]);
+  async cancel(id: string, queue?: string): Promise<CancelResult> {
+    const [row] = await this.query<{ state: JobState }>("cancel", [this.nowParam(), id, queue ?? null]);
     if (row === undefined) return "not-found";
     return row.state === "completed" || row.state === "dead" || row.state === "cancelled" ? "already-finished" : "cancelled";
   }
 
-  async replay(id: string): Promise<ReplayResult> {
-    const [row] = await this.query<{ queue: string | null; found: boolean }>("replay", [this.nowParam(), id]);
+  async replay(id: string, queue?: string): Promise<ReplayResult> {
+    const [row] = await this.query<{ queue: string | null; found: boolean }>("replay", [this.nowParam(), id, queue ?? null]);
     if (row?.queue) {
       this.wakeLocally(new Set([row.queue]));
       return "replayed";
@@ -763,8 +804,8 @@ export class PostgresBackend implements Backend {
     return row?.found ? "not-dead" : "not-found";
   }
 
-  async remove(id: string): Promise<RemoveResult> {
-    const [row] = await this.query<{ removed: boolean }>("remove", [id]);
+  async remove(id: string, queue?: string): Promise<RemoveResult> {
+    const [row] = await this.query<{ removed: boolean }>("remove", [id, queue ?? null]);
     if (row === undefined) return "not-found";
     return row.removed ? "removed" : "not-finished";
   }
@@ -847,11 +888,24 @@ export class PostgresBackend implements Backend {
   /** Runs one of the statements in queries/ on the pool (or on `on`) and returns its rows. */
   private async query<R extends QueryResultRow>(name: QueryName, values: unknown[], on?: Queryable): Promise<R[]> {
     this.assertOpen();
-    if (!this.schemaReady) await this.checkSchema();
-    const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
-    if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
-    const result = await (on ?? this.pool).query<R>(config);
-    return result.rows;
+    try {
+      if (!this.schemaReady) await this.checkSchema();
+      const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
+      if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
+      const result = await (on ?? this.pool).query<R>(config);
+      return result.rows;
+    } catch (error) {
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
+  }
+
+  /** A pooled connection; a server that cannot be reached is a StoreUnavailableError. */
+  private async connect(): Promise<PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw asStoreError(error, this.description, isPostgresUnavailable);
+    }
   }
 
   /** Runs a statement on the caller's own client (`{ tx }`): plain text and parameters only. */
@@ -864,7 +918,9 @@ export class PostgresBackend implements Backend {
   /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
   private checkSchema(): Promise<void> {
     this.schemaCheck ??= (async () => {
-      const current = await schemaVersion(this.pool, this.quotedSchema);
+      const current = await schemaVersion(this.pool, this.quotedSchema).catch((error: unknown) => {
+        throw asStoreError(error, this.description, isPostgresUnavailable);
+      });
       const latest = latestVersion();
       if (current > latest) throw new SchemaTooNewError(this.schema, current, latest);
       if (current < latest) throw new SchemaOutdatedError(this.schema, current, latest);
@@ -878,6 +934,19 @@ export class PostgresBackend implements Backend {
 }
 
 // ── helpers ──────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * SQLSTATEs that mean "not now" rather than "wrong": connection exceptions (class 08), the server
+ * shutting down or starting up (57P01-57P03), too many connections (53300).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+/** pg's own errors about a lost or unobtainable connection carry no code, only these messages. */
+const PG_CONNECTION_MESSAGES = ["Connection terminated", "timeout exceeded when trying to connect", "Client has encountered a connection error"];
+
+function isPostgresUnavailable(error: unknown): boolean {
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || code.startsWith("08") || UNAVAILABLE_SQLSTATES.has(code))) return true;
+  return error instanceof Error && PG_CONNECTION_MESSAGES.some((m) => error.message.startsWith(m));
+}
 
 function toRecord(row: JobRow, now: number): JobRecord {
   return {

@@ -7,7 +7,7 @@
  * lock, and each re-reads the version under it. A process whose code knows fewer migrations than
  * the database has refuses to run rather than misread a schema it does not know.
  */
-import { readMigrationFiles, type MigrationFile } from "../migration-files.js";
+import { readMigrationFiles, SchemaTooNewError, type MigrationFile } from "../migration-files.js";
 import type { Pool, PoolClient } from "pg";
 import { ConveyorError } from "../../core/errors.js";
 
@@ -18,39 +18,7 @@ export interface Migration {
   sql: string;
 }
 
-/** The database's schema is newer than this code: deploy the newer Conveyor everywhere first. */
-export class SchemaTooNewError extends ConveyorError {
-  override name = "SchemaTooNewError";
-  constructor(
-    readonly schema: string,
-    readonly databaseVersion: number,
-    readonly codeVersion: number,
-  ) {
-    super(
-      `the Conveyor schema "${schema}" is at version ${databaseVersion}, newer than this Conveyor knows ` +
-        `(up to ${codeVersion}); upgrade conveyor in this process (another process already migrated the ` +
-        `database), or point it at another schema`,
-    );
-  }
-}
-
-/** The database's schema is missing or older than this code: run the migrations. */
-export class SchemaOutdatedError extends ConveyorError {
-  override name = "SchemaOutdatedError";
-  constructor(
-    readonly schema: string,
-    readonly databaseVersion: number,
-    readonly codeVersion: number,
-  ) {
-    super(
-      databaseVersion === 0
-        ? `the Conveyor schema "${schema}" does not exist yet; call \`await backend.migrate()\` at startup or ` +
-          `run \`conveyor migrate --db postgres://…\``
-        : `the Conveyor schema "${schema}" is at version ${databaseVersion}, this Conveyor needs ${codeVersion}; ` +
-          `call \`await backend.migrate()\` at startup or run \`conveyor migrate --db postgres://…\``,
-    );
-  }
-}
+export { SchemaOutdatedError, SchemaTooNewError } from "../migration-files.js";
 
 let cachedFiles: MigrationFile[] | null = null;
 

@@ -11,7 +11,7 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
-import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
+import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
@@ -37,11 +37,12 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT } from "../contract.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
-import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
+import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
+import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
+import { checkListArgs, staleCursor } from "../listing.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
@@ -148,6 +149,7 @@ export class RedisBackend implements Backend {
     crossProcessWakeups: true,
     multiProcess: true,
     transactionalCompletion: false,
+    claimAcrossQueues: "turns",
   });
   readonly idempotency: IdempotencyStore;
 
@@ -258,6 +260,7 @@ export class RedisBackend implements Backend {
       if (positions === undefined) byQueue.set(spec.queue, [i]);
       else positions.push(i);
     });
+    const allOrNothing = allOrNothingOf(specs, options);
     await this.ready();
     const now = this.nowArg();
     const results = new Array<EnqueueResult>(specs.length);
@@ -268,7 +271,7 @@ export class RedisBackend implements Backend {
       this.register([...byQueue.keys()]),
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const args: ScriptArg[] = [now, this.keys.channel, queue];
+        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : ""];
         for (const i of positions) {
           const spec = specs[i]!;
           const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
@@ -363,12 +366,8 @@ export class RedisBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    return this.settle("fail", items, (item) => [
-      item.lease.jobId,
-      item.lease.token,
-      encodeError(item.error),
-      item.retryDelayMs === null ? "" : Math.max(0, Math.floor(item.retryDelayMs)),
-    ]);
+    const delays = new Map(items.map((item) => [item, retryDelayMs(item.retryDelayMs)]));
+    return this.settle("fail", items, (item) => [item.lease.jobId, item.lease.token, encodeError(item.error), delays.get(item) ?? ""]);
   }
 
   async release(leases: readonly Lease[]): Promise<SettleResult[]> {
@@ -509,9 +508,9 @@ export class RedisBackend implements Backend {
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 
-  async get(id: string): Promise<JobRecord | null> {
+  async get(id: string, queue?: string): Promise<JobRecord | null> {
     await this.ready();
-    const found = await this.find(id);
+    const found = await this.find(id, queue);
     return found === null ? null : toRecord(id, found.queue, found.fields, await this.now());
   }
 
@@ -563,18 +562,18 @@ export class RedisBackend implements Backend {
 
   // ── administration ───────────────────────────────────────────────────────────────────────
 
-  async cancel(id: string): Promise<CancelResult> {
+  async cancel(id: string, queue?: string): Promise<CancelResult> {
     await this.ready();
-    const found = await this.find(id, (fields) => !["c", "d", "x"].includes(fields.st ?? ""));
+    const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
     const result = await this.scripts.run("cancel", [k.meta, k.sched, k.active, k.cancelled, k.expiry, k.idx], [this.nowArg(), id]);
     return String(result) as CancelResult;
   }
 
-  async replay(id: string): Promise<ReplayResult> {
+  async replay(id: string, queue?: string): Promise<ReplayResult> {
     await this.ready();
-    const found = await this.find(id, (fields) => fields.st === "d");
+    const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
     const result = await this.scripts.run("replay", [k.meta, k.dead, k.expiry, k.names], [
@@ -586,10 +585,9 @@ export class RedisBackend implements Backend {
     return String(result) as ReplayResult;
   }
 
-  async remove(id: string): Promise<RemoveResult> {
+  async remove(id: string, queue?: string): Promise<RemoveResult> {
     await this.ready();
-    // Prefer the copy that can be removed when the id exists in several queues (ids are per queue).
-    const found = await this.find(id, (fields) => ["c", "d", "x"].includes(fields.st ?? ""));
+    const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
     const result = await this.scripts.run("remove", [k.meta, k.completed, k.cancelled, k.dead, k.expiry, k.idx], [id]);
@@ -798,7 +796,9 @@ export class RedisBackend implements Backend {
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */
   private send<T>(command: (client: Client) => Promise<T>): Promise<T> {
-    return this.inFlight.run(() => command(this.client));
+    return this.inFlight.run(() => command(this.client)).catch((error: unknown) => {
+      throw asStoreError(error, this.description, isRedisUnavailable);
+    });
   }
 
   /** ARGV[1] of every script: the injected clock's now, or '' to use Redis TIME inside. */
@@ -832,17 +832,22 @@ export class RedisBackend implements Backend {
    * every known queue is asked at once (one round trip). When several queues hold the id, the
    * first (by name) that satisfies `prefer` wins, else the first that holds it.
    */
-  private async find(id: string, prefer?: (fields: JobFields) => boolean): Promise<{ queue: string; fields: JobFields } | null> {
-    const queues = await this.knownQueues();
-    const hashes = await Promise.all(queues.map(async (queue) => (await this.read(queue, [id]))[0]!));
-    let first: { queue: string; fields: JobFields } | null = null;
-    for (const [i, queue] of queues.entries()) {
-      const fields = hashes[i]!;
-      if (fields === null) continue;
-      if (prefer === undefined || prefer(fields)) return { queue, fields };
-      first ??= { queue, fields };
+  /**
+   * The job `id` of `queue`, or of whichever queue holds it when no queue is named. Ids are unique
+   * per queue here, so an id held by several queues names no one job: refused, never guessed
+   * (a guess let one API key act on another's job through a shared id).
+   */
+  private async find(id: string, queue?: string): Promise<{ queue: string; fields: JobFields } | null> {
+    if (queue !== undefined) {
+      checkName("queue", queue);
+      const [fields] = await this.read(queue, [id]);
+      return fields ? { queue, fields } : null;
     }
-    return first;
+    const queues = await this.knownQueues();
+    const hashes = await Promise.all(queues.map(async (name) => (await this.read(name, [id]))[0]!));
+    const holders = queues.flatMap((name, i) => (hashes[i] ? [{ queue: name, fields: hashes[i] }] : []));
+    if (holders.length > 1) throw new AmbiguousJobIdError(id);
+    return holders[0] ?? null;
   }
 
   /**
@@ -1036,6 +1041,23 @@ class ListSource {
   take(): Listed {
     return this.buffer.shift()!;
   }
+}
+
+
+/**
+ * Redis errors that mean "not now": a refused or lost connection (ioredis reports a closed
+ * connection and exhausted reconnect attempts without a code), and the error replies Redis sends
+ * while it loads its data set or a cluster is reconfiguring (the first word is Redis' error code).
+ */
+const REDIS_BUSY_REPLIES = ["LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY "];
+const IOREDIS_CONNECTION_MESSAGES = ["Connection is closed", "Stream isn't writeable", "Reached the max retries per request limit"];
+
+function isRedisUnavailable(error: unknown): boolean {
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code))) return true;
+  if (!(error instanceof Error)) return false;
+  if (error.name === "MaxRetriesPerRequestError") return true;
+  if (error.name === "ReplyError") return REDIS_BUSY_REPLIES.some((word) => error.message.startsWith(word));
+  return IOREDIS_CONNECTION_MESSAGES.some((m) => error.message.startsWith(m));
 }
 
 function infoField(info: string, field: string): string | undefined {

@@ -17,8 +17,9 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
-import { nonNegativeInt, positiveInt, positiveMs } from "../../core/checks.js";
-import { readMigrationFiles } from "../migration-files.js";
+import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
+import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
+import { asStoreError, errorCodes } from "../store-errors.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
@@ -47,7 +48,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, DEFAULT_RESCUE_LIMIT } from "../contract.js";
+import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, inQueue, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -245,6 +246,7 @@ export class SqliteBackend implements Backend {
       // A completion transaction would hold SQLite's one write lock for the handler's whole run,
       // stalling every other claim and settle on the file.
       transactionalCompletion: false,
+      claimAcrossQueues: "merged",
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
@@ -267,7 +269,7 @@ export class SqliteBackend implements Backend {
       this.db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
       this.migrateSync();
       this.s = this.prepareStatements();
-      this.tx = this.defineTransactions();
+      this.tx = this.typedErrors(this.defineTransactions());
     } catch (error) {
       this.db.close();
       throw error;
@@ -307,9 +309,15 @@ export class SqliteBackend implements Backend {
       );
     }
     if (specs.length === 0) return [];
-    const { results, marks } = this.tx.enqueue.immediate(specs);
-    this.announce(marks);
-    return results;
+    const allOrNothing = allOrNothingOf(specs, options);
+    try {
+      const { results, marks } = this.tx.enqueue.immediate(specs, allOrNothing);
+      this.announce(marks);
+      return results;
+    } catch (error) {
+      if (error instanceof RefusedBatch) return error.results;
+      throw error;
+    }
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -340,12 +348,7 @@ export class SqliteBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    for (const item of items) {
-      const delay = item.retryDelayMs;
-      if (delay !== null && (typeof delay !== "number" || !Number.isFinite(delay) || delay < 0)) {
-        throw new InvalidInputError(`retryDelayMs must be a number of milliseconds >= 0, or null; got ${JSON.stringify(delay)}`);
-      }
-    }
+    for (const item of items) retryDelayMs(item.retryDelayMs);
     const errors = items.map((item) => serializeError(item.error));
     const { results, marks } = this.tx.fail.immediate(items, errors);
     this.announce(marks);
@@ -387,9 +390,9 @@ export class SqliteBackend implements Backend {
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 
-  async get(id: string): Promise<JobRecord | null> {
+  async get(id: string, queue?: string): Promise<JobRecord | null> {
     const row = this.s.getJob.get(id);
-    return row === undefined ? null : this.toRecord(row, this.nowMs());
+    return row === undefined || !inQueue(row.queue, queue) ? null : this.toRecord(row, this.nowMs());
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
@@ -432,18 +435,18 @@ export class SqliteBackend implements Backend {
 
   // ── administration ───────────────────────────────────────────────────────────────────────
 
-  async cancel(id: string): Promise<CancelResult> {
-    return this.tx.cancel.immediate(id);
+  async cancel(id: string, queue?: string): Promise<CancelResult> {
+    return this.tx.cancel.immediate(id, queue);
   }
 
-  async replay(id: string): Promise<ReplayResult> {
-    const { result, marks } = this.tx.replay.immediate(id);
+  async replay(id: string, queue?: string): Promise<ReplayResult> {
+    const { result, marks } = this.tx.replay.immediate(id, queue);
     this.announce(marks);
     return result;
   }
 
-  async remove(id: string): Promise<RemoveResult> {
-    return this.tx.remove.immediate(id);
+  async remove(id: string, queue?: string): Promise<RemoveResult> {
+    return this.tx.remove.immediate(id, queue);
   }
 
   async pause(queue: string): Promise<void> {
@@ -581,10 +584,7 @@ export class SqliteBackend implements Backend {
     const migrations = loadMigrations(this.prefix);
     const latest = migrations.at(-1)?.version ?? 0;
     const table = `${this.prefix}migrations`;
-    const tooNew = (version: number) =>
-      new ConveyorError(
-        `database schema version ${version} is newer than this Conveyor (knows up to ${latest}); upgrade conveyor`,
-      );
+    const tooNew = (version: number) => new SchemaTooNewError(this.description, version, latest);
 
     // Common case, without taking the write lock: the schema is current.
     const exists = this.db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(table);
@@ -736,15 +736,19 @@ export class SqliteBackend implements Backend {
          ORDER BY lease_expires_at
          LIMIT ?`,
       ),
-      rescueToWaiting: db.prepare<[{ seq: number; now: number; error: string }]>(
+      /** Workers holding more than one active job: their expiries say nothing about which job killed them. */
+      busyWorkers: db.prepare<[], string>(
+        `SELECT worker_id FROM ${jobs} WHERE state = 'active' GROUP BY worker_id HAVING count(*) > 1`,
+      ).pluck(),
+      rescueToWaiting: db.prepare<[{ seq: number; now: number; error: string; stall: number }]>(
         `UPDATE ${jobs}
-         SET state = 'waiting', run_at = @now, error = @error, lease_expires_at = NULL, stalls = stalls + 1,
+         SET state = 'waiting', run_at = @now, error = @error, lease_expires_at = NULL, stalls = stalls + @stall,
              ${appendHistory("lease-expired", "json(@error)")}
          WHERE seq = @seq`,
       ),
-      rescueToDead: db.prepare<[{ seq: number; now: number; error: string; attemptError: string }]>(
+      rescueToDead: db.prepare<[{ seq: number; now: number; error: string; attemptError: string; stall: number }]>(
         `UPDATE ${jobs}
-         SET state = 'dead', error = @error, finished_at = @now, lease_expires_at = NULL, stalls = stalls + 1,
+         SET state = 'dead', error = @error, finished_at = @now, lease_expires_at = NULL, stalls = stalls + @stall,
              expires_at = @now + retain_dead_ms, ${appendHistory("lease-expired", "json(@attemptError)")}
          WHERE seq = @seq`,
       ),
@@ -831,10 +835,32 @@ export class SqliteBackend implements Backend {
         `DELETE FROM ${jobs} WHERE id = ? AND state IN ('completed', 'dead', 'cancelled')`,
       ),
       jobState: db.prepare<[string], JobState>(`SELECT state FROM ${jobs} WHERE id = ?`).pluck(),
+      jobQueue: db.prepare<[string], string>(`SELECT queue FROM ${jobs} WHERE id = ?`).pluck(),
 
       deleteKeyIfExpired: db.prepare<[string, number]>(`DELETE FROM ${keys} WHERE key = ? AND expires_at <= ?`),
       insertKey: db.prepare<[string, number]>(`INSERT OR IGNORE INTO ${keys} (key, expires_at) VALUES (?, ?)`),
     };
+  }
+
+  /**
+   * `txs` with every call (and its `immediate` / `deferred` / `exclusive` forms) rethrowing a
+   * database that stayed locked past busyTimeoutMs as StoreUnavailableError.
+   */
+  private typedErrors<T extends object>(txs: T): T {
+    const store = this.description;
+    type Call = (...args: unknown[]) => unknown;
+    const guard =
+      (fn: Call): Call =>
+      (...args) => {
+        try {
+          return fn(...args);
+        } catch (error) {
+          throw asStoreError(error, store, isSqliteBusy);
+        }
+      };
+    const wrap = (tx: Call & { immediate: Call; deferred: Call; exclusive: Call }) =>
+      Object.assign(guard(tx), { immediate: guard(tx.immediate), deferred: guard(tx.deferred), exclusive: guard(tx.exclusive) });
+    return Object.fromEntries(Object.entries(txs).map(([name, tx]) => [name, wrap(tx as Parameters<typeof wrap>[0])])) as T;
   }
 
   /** Every multi-statement operation, as a better-sqlite3 transaction function. */
@@ -851,7 +877,7 @@ export class SqliteBackend implements Backend {
 
     // Each transaction reads the clock once it holds the write lock, not before waiting for it,
     // so a lease or schedule never starts in the past by however long another process held it.
-    const enqueue = db.transaction((specs: readonly JobSpec[]) => {
+    const enqueue = db.transaction((specs: readonly JobSpec[], allOrNothing: boolean) => {
       const now = this.nowMs();
       const results: EnqueueResult[] = new Array<EnqueueResult>(specs.length);
       const seenQueues = new Set<string>();
@@ -886,6 +912,8 @@ export class SqliteBackend implements Backend {
         seenQueues.add(spec.queue);
         if (changes !== 0) woken.add(spec.queue);
       }
+      // Thrown to roll the transaction back: an all-or-nothing batch with a duplicate stores nothing.
+      if (allOrNothing && refusedBatch(results)) throw new RefusedBatch(results);
       for (const queue of seenQueues) if (!woken.has(queue)) s.upsertQueue.run(queue);
       return { results, marks: signal(woken) };
     });
@@ -970,18 +998,22 @@ export class SqliteBackend implements Backend {
     const rescue = db.transaction((maxStalls: number, limit: number) => {
       const now = this.nowMs();
       const woken = new Set<string>();
-      const rescued = s.expiredLeases.all(now, limit).map((row): RescuedJob => {
-        const stalls = row.stalls + 1;
-        const quarantined = stalls >= maxStalls;
+      const expired = s.expiredLeases.all(now, limit);
+      // Read before any of them changes: a job counts a stall only when it was its worker's only one.
+      const busy = new Set(expired.length > 0 ? s.busyWorkers.all() : []);
+      const rescued = expired.map((row): RescuedJob => {
+        const stall = row.worker_id !== null && busy.has(row.worker_id) ? 0 : 1;
+        const stalls = row.stalls + stall;
+        const quarantined = stall === 1 && stalls >= maxStalls;
         const dead = quarantined || row.attempt >= row.max_attempts;
         if (!dead) {
-          s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT });
+          s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT, stall });
           woken.add(row.queue);
         } else if (row.retain_dead_ms === 0) {
           s.deleteBySeq.run(row.seq);
         } else {
           const error = quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT;
-          s.rescueToDead.run({ seq: row.seq, now, error, attemptError: LEASE_EXPIRED_TEXT });
+          s.rescueToDead.run({ seq: row.seq, now, error, attemptError: LEASE_EXPIRED_TEXT, stall });
         }
         return {
           id: row.id,
@@ -1040,10 +1072,13 @@ export class SqliteBackend implements Backend {
       return [...byQueue.values()];
     });
 
-    const cancel = db.transaction((id: string): CancelResult => {
+    /** False when `queue` is given and the job `id` belongs to another queue (read in the caller's transaction). */
+    const scoped = (id: string, queue: string | undefined): boolean => queue === undefined || inQueue(s.jobQueue.get(id), queue);
+
+    const cancel = db.transaction((id: string, queue: string | undefined): CancelResult => {
       const now = this.nowMs();
       const row = s.cancelLookup.get(id);
-      if (row === undefined) return "not-found";
+      if (row === undefined || !scoped(id, queue)) return "not-found";
       if (row.state === "completed" || row.state === "dead" || row.state === "cancelled") return "already-finished";
       if (row.state === "active") s.cancelActive.run({ id, now });
       else if (row.retain_completed_ms === 0) s.deleteById.run(id);
@@ -1051,12 +1086,14 @@ export class SqliteBackend implements Backend {
       return "cancelled";
     });
 
-    const remove = db.transaction((id: string): RemoveResult => {
+    const remove = db.transaction((id: string, queue: string | undefined): RemoveResult => {
+      if (!scoped(id, queue)) return "not-found";
       if (s.removeFinished.run(id).changes === 1) return "removed";
       return s.jobState.get(id) === undefined ? "not-found" : "not-finished";
     });
 
-    const replay = db.transaction((id: string): { result: ReplayResult; marks: WakeMarks } => {
+    const replay = db.transaction((id: string, scope: string | undefined): { result: ReplayResult; marks: WakeMarks } => {
+      if (!scoped(id, scope)) return { result: "not-found", marks: new Map() };
       const queue = s.replayJob.get(this.nowMs(), id);
       if (queue !== undefined) return { result: "replayed", marks: signal([queue]) };
       return { result: s.jobState.get(id) === undefined ? "not-found" : "not-dead", marks: new Map() };
@@ -1162,6 +1199,18 @@ interface StateCount {
   queue: string;
   state: JobState;
   n: number;
+}
+
+/** The database stayed locked by another connection past busyTimeoutMs (SQLITE_BUSY, SQLITE_LOCKED and their extended codes). */
+function isSqliteBusy(error: unknown): boolean {
+  return errorCodes(error).some((code) => code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+}
+
+/** Rolls back an all-or-nothing enqueue that met a duplicate, carrying its per-spec answers. */
+class RefusedBatch extends Error {
+  constructor(readonly results: EnqueueResult[]) {
+    super("all-or-nothing batch refused");
+  }
 }
 
 function byClaimOrder(a: ClaimKey, b: ClaimKey): number {

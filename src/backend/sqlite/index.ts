@@ -3,3 +3,4 @@
  * an optional peer dependency (`npm install better-sqlite3`).
  */
 export { SqliteBackend, type SqliteBackendOptions } from "./backend.js";
+export { SchemaTooNewError } from "../migration-files.js";

@@ -192,7 +192,7 @@ export function JobTable({ jobs }: { jobs: JobView[] }) {
               <td class="num">
                 {j.attempts.made}/{j.attempts.max}
               </td>
-              <td title={j.timings.createdAt}>{ago(j.timings.createdAt, now)}</td>
+              <td title={j.timings.createdAt ?? undefined}>{ago(j.timings.createdAt, now)}</td>
               <td class="num">{duration(j.timings.waitMs)}</td>
               <td class="num">{duration(j.timings.runMs)}</td>
               <td class="clip">{j.error ? `${j.error.name}: ${j.error.message}` : ""}</td>

@@ -16,14 +16,16 @@ import { createHash } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { checkPayload, type JobDefinition } from "../../core/define.js";
 import { InvalidInputError } from "../../core/errors.js";
+import { refusedBatch } from "../../backend/contract.js";
 import type { JobRecord, JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
-import { buildJobSpec, type JobOptions } from "../../core/spec.js";
+import { buildJobSpec, LATEST_RUN_AT, type JobOptions } from "../../core/spec.js";
 import type { Principal } from "../auth.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem, type FieldError } from "../problem.js";
 import type { JsonSchema } from "../schema.js";
 import { authResponses, canonicalJson, JOB_ID_SCHEMA, NAME_SCHEMA, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { IDEMPOTENCY_ID_PREFIX, RESERVED_ID_PREFIXES, reservedPrefixOf, type IdDeriver } from "../derived-ids.js";
 import { jobLinks } from "../views.js";
 
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
@@ -45,12 +47,12 @@ export const jobOptionsSchema: JsonSchema = {
   type: "object",
   additionalProperties: false,
   properties: {
-    jobId: { ...JOB_ID_SCHEMA, description: "Your id for the job; also its dedup key. Not with Idempotency-Key." },
+    jobId: { ...JOB_ID_SCHEMA, description: "Your id for the job; also its dedup key. Not with Idempotency-Key. Ids starting with idem_ or whk_ are reserved for ids the server derives." },
     delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS, description: "Run no earlier than this many ms from now." },
     runAt: {
       anyOf: [
         { type: "string", format: "date-time" },
-        { type: "integer", minimum: 0, description: "ms since the epoch" },
+        { type: "integer", minimum: 0, maximum: LATEST_RUN_AT, description: "ms since the epoch, at most 9999-12-31T23:59:59.999Z" },
       ],
       description: "Run no earlier than this time; overrides delayMs.",
     },
@@ -158,23 +160,21 @@ function retryAfter(estimate: number | null): number {
   return estimate === null ? 1 : Math.min(60, Math.max(1, Math.ceil(estimate)));
 }
 
-/** Where InvalidInputError messages of core/spec.ts point, as a JSON Pointer. */
-function pointerOf(message: string): string {
-  const option = /^option ([A-Za-z]+(?:\.[A-Za-z]+)?)/.exec(message);
-  if (option) return `/options/${option[1]!.replace(".", "/")}`;
-  if (/^unknown job option "([^"]+)"/.test(message)) return `/options/${/"([^"]+)"/.exec(message)![1]}`;
-  if (message.startsWith("payload of job") && message.includes("(meta)")) return "/options/meta";
-  if (message.startsWith("payload of job")) return "/data";
-  if (message.startsWith("job name")) return "/name";
-  return "";
+/** An InvalidInputError's field (`options.backoff.delayMs`) as a JSON Pointer (`/options/backoff/delayMs`). */
+function pointerOf(error: InvalidInputError): string {
+  if (error.field === undefined) return "";
+  return error.field
+    .split(".")
+    .map((part) => `/${part.replace(/~/g, "~0").replace(/\//g, "~1")}`)
+    .join("");
 }
 
 function hash(text: string): string {
   return createHash("sha256").update(text).digest("base64url");
 }
 
-export function idempotentJobId(principal: Principal, queue: string, key: string, index: number | null): string {
-  return `idem_${hash(`${principal.id}\u0000${queue}\u0000${key}${index === null ? "" : `\u0000${index}`}`).slice(0, 32)}`;
+export function idempotentJobId(ids: IdDeriver, principal: Principal, queue: string, key: string, index: number | null): string {
+  return ids.derive(IDEMPOTENCY_ID_PREFIX, index === null ? [principal.id, queue, key] : [principal.id, queue, key, String(index)]);
 }
 
 interface ConveyorMeta {
@@ -225,6 +225,10 @@ function prepare(
   if (extra.jobId !== undefined && rest.jobId !== undefined) {
     fail("/options/jobId", "give options.jobId or an Idempotency-Key header, not both: the key derives the job id");
   }
+  const reserved = typeof rest.jobId === "string" ? reservedPrefixOf(rest.jobId) : null;
+  if (reserved !== null) {
+    fail("/options/jobId", `job ids starting with "${reserved}" are reserved for ids the server derives (${RESERVED_ID_PREFIXES.join(", ")}); choose another id`);
+  }
   if (userMeta && Object.hasOwn(userMeta, "conveyor")) fail("/options/meta/conveyor", 'the meta key "conveyor" is reserved; use another key');
   const conveyor: ConveyorMeta = { principal: extra.principal.id };
   if (callbackUrl !== undefined) {
@@ -246,7 +250,7 @@ function prepare(
   try {
     spec = buildJobSpec({ queue, name: input.name, data, options, defaults: def?.defaults, maxPayloadBytes: ctx.maxBodyBytes });
   } catch (error) {
-    if (error instanceof InvalidInputError) fail(pointerOf(error.message), error.message);
+    if (error instanceof InvalidInputError) fail(pointerOf(error), error.message);
     throw error;
   }
   const delayMs = spec.runAt !== null ? Math.max(0, spec.runAt - Date.now()) : spec.delayMs;
@@ -274,8 +278,8 @@ function idempotencyKeyOf(request: FastifyRequest): string | null {
 }
 
 export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
-  const accepted = (jobId: string, status: "queued" | "duplicate", estimate: number | null) => {
-    const links = jobLinks(ctx.basePath, jobId);
+  const accepted = (queue: string, jobId: string, status: "queued" | "duplicate", estimate: number | null) => {
+    const links = jobLinks(ctx.basePath, jobId, queue);
     return { status, jobId, pollUrl: links.self, eventsUrl: links.events, estimatedDurationSeconds: estimate };
   };
 
@@ -286,26 +290,26 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const principal = ctx.principal(request);
     const key = idempotencyKeyOf(request);
     const requestHash = key === null ? undefined : hash(canonicalJson({ queue, body }));
-    const jobId = key === null ? undefined : idempotentJobId(principal, queue, key, null);
+    const jobId = key === null ? undefined : idempotentJobId(ctx.derivedIds, principal, queue, key, null);
     const prepared = prepare(ctx, queue, body, "", { principal, ...(jobId ? { jobId } : {}), ...(requestHash ? { requestHash } : {}) });
     const estimate = await ctx.estimator.estimateSeconds(queue, prepared.spec.name, prepared.delayMs);
     const spec = key === null ? prepared.spec : withEstimate(prepared.spec, estimate);
     const [result] = await ctx.enqueue([spec]);
     const id = result!.id;
-    let answer = accepted(id, "queued", estimate);
+    let answer = accepted(queue, id, "queued", estimate);
     let code = 202;
     if (result!.duplicate) {
       if (key !== null) {
-        const existing = await ctx.backend.get(id);
+        const existing = await ctx.backend.get(id, queue);
         if (!existing) throw new HttpProblem(409, "idempotency-conflict", "the job of this Idempotency-Key was deleted while this request ran; retry the request");
         const meta = conveyorMetaOf(existing);
         if (meta.requestHash !== requestHash) {
           throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
         }
-        answer = accepted(id, "queued", meta.estimate ?? null);
+        answer = accepted(queue, id, "queued", meta.estimate ?? null);
         void reply.header("idempotent-replayed", "true");
       } else {
-        answer = accepted(id, "duplicate", estimate);
+        answer = accepted(queue, id, "duplicate", estimate);
         code = 200;
       }
     }
@@ -326,29 +330,26 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const prepared = body.jobs.map((job, i) =>
       prepare(ctx, queue, job, `/jobs/${i}`, {
         principal,
-        ...(key !== null ? { jobId: idempotentJobId(principal, queue, key, i) } : {}),
+        ...(key !== null ? { jobId: idempotentJobId(ctx.derivedIds, principal, queue, key, i) } : {}),
         ...(requestHash ? { requestHash } : {}),
       }),
     );
-    if (key !== null) {
-      // A reused key with a different body must store nothing. Its batch may be longer than the
-      // first one, and the ids of the extra jobs would be new: refuse before enqueueing. (The
-      // check after the enqueue below still catches two different bodies racing on one key.)
-      const first = await ctx.backend.get(prepared[0]!.spec.id);
-      if (first !== null && conveyorMetaOf(first).requestHash !== requestHash) {
-        throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
-      }
-    }
     const estimates = await Promise.all(prepared.map((p) => ctx.estimator.estimateSeconds(queue, p.spec.name, p.delayMs)));
     const specs = prepared.map((p, i) => (key === null ? p.spec : withEstimate(p.spec, estimates[i]!)));
-    const results = await ctx.enqueue(specs);
+    // With a key the batch is stored whole or not at all, in one step with the check that its
+    // ids are new: a reused key (another body, another length) or a racing request can then only
+    // find the other request's jobs, never leave part of its own behind.
+    const results = key === null ? await ctx.enqueue(specs) : await ctx.backend.enqueue(specs, { allOrNothing: true });
     let replayed = false;
-    if (key !== null && results.some((r) => r.duplicate)) {
-      const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id)));
+    if (key !== null && refusedBatch(results)) {
+      const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id, queue)));
       if (existing.some((e) => e !== null && conveyorMetaOf(e).requestHash !== requestHash)) {
         throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
       }
-      replayed = results.every((r) => r.duplicate);
+      if (existing.every((e) => e === null)) {
+        throw new HttpProblem(409, "idempotency-conflict", "the jobs of this Idempotency-Key were deleted while this request ran; retry the request");
+      }
+      replayed = true;
       const byId = new Map(existing.filter((e): e is JobRecord => e !== null).map((e) => [e.id, e]));
       results.forEach((r, i) => {
         const e = byId.get(r.id);
@@ -356,7 +357,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       });
     }
     const jobs = results.map((r, i) => ({
-      ...accepted(r.id, r.duplicate && key === null ? "duplicate" : "queued", estimates[i]!),
+      ...accepted(queue, r.id, r.duplicate && key === null ? "duplicate" : "queued", estimates[i]!),
     }));
     const known = estimates.filter((e): e is number => e !== null);
     const longest = known.length === estimates.length && known.length > 0 ? Math.max(...known) : null;
@@ -397,7 +398,8 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       url: "/queues/:queue/jobs/bulk",
       operationId: "enqueueJobs",
       summary: "Add many jobs in one atomic batch",
-      description: "All jobs are stored, or (when one is invalid) none. With Idempotency-Key the whole batch is idempotent.",
+      description:
+        "All jobs are stored, or (when one is invalid) none. With Idempotency-Key the whole batch is idempotent and all or nothing: a retry stores nothing new, and a request refused with 422 (the key used with another body) stores nothing, even when it races the first.",
       tags: ["jobs"],
       access: "enqueue",
       schema: {
@@ -422,6 +424,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
           headers: { "Retry-After": acceptedHeaders["Retry-After"] },
         },
         ...errors,
+        409: problemResponse("The jobs of this Idempotency-Key were deleted while the request ran; retry."),
       },
       handler: enqueueBulk,
     },

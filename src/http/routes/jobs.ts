@@ -1,9 +1,9 @@
 /** One job: status, events (SSE), stream tokens, cancel and replay. */
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { TERMINAL_STATES } from "../../core/job.js";
+import { TERMINAL_STATES, type JobRecord } from "../../core/job.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
-import { authResponses, JOB_PARAMS, problemResponse } from "../schemas.js";
+import { authResponses, JOB_PARAMS, JOB_QUERY, JOB_QUEUE_QUERY_PROPERTY, problemResponse } from "../schemas.js";
 import { EventCursor, runEventStream, type OpenStream } from "../sse.js";
 import { jobLinks, jobStateSchema, jobViewSchema, toJobView } from "../views.js";
 import { principalOf } from "./enqueue.js";
@@ -12,18 +12,38 @@ function notFound(id: string): HttpProblem {
   return new HttpProblem(404, "job-not-found", `no job with id ${JSON.stringify(id)}: it never existed, or it was deleted after its retention period`);
 }
 
+/**
+ * The one job a by-id request means: `?queue=` when given. Every later call of the request names
+ * the queue of the job found here, so the job whose owner was checked is the job acted on.
+ */
+async function findJob(ctx: HttpContext, request: FastifyRequest): Promise<JobRecord> {
+  const { id } = request.params as { id: string };
+  const { queue } = request.query as { queue?: string };
+  const grant = ctx.principal(request).stream;
+  if (grant) {
+    // A stream token opens the job it was issued for, not a later one that reuses its id.
+    const job = await ctx.backend.get(id, grant.queue);
+    if (!job || job.queue !== grant.queue || job.createdAt !== grant.createdAt || (queue !== undefined && queue !== grant.queue)) {
+      throw new HttpProblem(401, "unauthorized", "the access_token was issued for an earlier job with this id, which no longer exists; get a new one from POST /jobs/{id}/events/token", {
+        headers: { "www-authenticate": 'Bearer realm="conveyor"' },
+      });
+    }
+    return job;
+  }
+  const job = await ctx.backend.get(id, queue);
+  if (!job) throw notFound(id);
+  return job;
+}
+
 export function jobRoutes(ctx: HttpContext): RouteSpec[] {
   async function status(request: FastifyRequest, reply: FastifyReply) {
-    const { id } = request.params as { id: string };
-    const job = await ctx.backend.get(id);
-    if (!job) throw notFound(id);
+    const job = await findJob(ctx, request);
     return reply.header("cache-control", "no-store").send(toJobView(job, ctx.basePath));
   }
 
   async function events(request: FastifyRequest, reply: FastifyReply) {
-    const { id } = request.params as { id: string };
-    const job = await ctx.backend.get(id);
-    if (!job) throw notFound(id);
+    const job = await findJob(ctx, request);
+    const id = job.id;
     const query = request.query as { lastEventId?: string };
     const lastEventId = typeof request.headers["last-event-id"] === "string" ? request.headers["last-event-id"] : (query.lastEventId ?? null);
     const cursor = new EventCursor(lastEventId);
@@ -34,7 +54,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       if (probe.advance(job).events.length === 0) return reply.code(204).send();
     }
     if (ctx.streams.size >= ctx.sse.maxStreams) {
-      throw new HttpProblem(503, "too-many-streams", `this server already serves ${ctx.sse.maxStreams} event streams; poll ${jobLinks(ctx.basePath, id).self} instead, or retry later`, {
+      throw new HttpProblem(503, "too-many-streams", `this server already serves ${ctx.sse.maxStreams} event streams; poll ${jobLinks(ctx.basePath, id, job.queue).self} instead, or retry later`, {
         headers: { "retry-after": "5" },
       });
     }
@@ -61,28 +81,25 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   async function token(request: FastifyRequest, reply: FastifyReply) {
-    const { id } = request.params as { id: string };
-    const job = await ctx.backend.get(id);
-    if (!job) throw notFound(id);
-    const { token, expiresAt } = ctx.tokens.issue(id, ctx.principal(request).id, ctx.streamTokenTtlMs);
-    const events = jobLinks(ctx.basePath, id).events;
+    const job = await findJob(ctx, request);
+    const { token, expiresAt } = ctx.tokens.issue({ jobId: job.id, queue: job.queue, createdAt: job.createdAt }, ctx.principal(request).id, ctx.streamTokenTtlMs);
+    const events = jobLinks(ctx.basePath, job.id, job.queue).events;
     return reply
       .header("cache-control", "no-store")
-      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}?access_token=${encodeURIComponent(token)}` });
+      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}&access_token=${encodeURIComponent(token)}` });
   }
 
   async function cancel(request: FastifyRequest, reply: FastifyReply) {
-    const { id } = request.params as { id: string };
     const principal = ctx.principal(request);
-    const job = await ctx.backend.get(id);
-    if (!job) throw notFound(id);
+    const job = await findJob(ctx, request);
+    const id = job.id;
     if (!principal.scopes.has("admin") && principalOf(job) !== principal.id) {
       throw new HttpProblem(403, "forbidden", "only an admin key, or the key that added the job, may cancel it");
     }
-    const outcome = await ctx.backend.cancel(id);
+    const outcome = await ctx.backend.cancel(id, job.queue);
     if (outcome === "not-found") throw notFound(id);
     if (outcome === "already-finished") {
-      const now = await ctx.backend.get(id);
+      const now = await ctx.backend.get(id, job.queue);
       throw new HttpProblem(409, "job-finished", `job ${id} already finished (${now?.state ?? job.state}); there is nothing to cancel`, {
         extensions: { state: now?.state ?? job.state },
       });
@@ -99,17 +116,19 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   async function replay(request: FastifyRequest, reply: FastifyReply) {
-    const { id } = request.params as { id: string };
-    const outcome = await ctx.backend.replay(id);
+    const found = await findJob(ctx, request);
+    const id = found.id;
+    const outcome = await ctx.backend.replay(id, found.queue);
     if (outcome === "not-found") throw notFound(id);
     if (outcome === "not-dead") {
-      const job = await ctx.backend.get(id);
+      const job = await ctx.backend.get(id, found.queue);
       throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job?.state ?? "not dead"}; only dead jobs can be replayed`, { extensions: { state: job?.state ?? null } });
     }
-    return reply.send({ jobId: id, state: "waiting", links: jobLinks(ctx.basePath, id) });
+    return reply.send({ jobId: id, state: "waiting", links: jobLinks(ctx.basePath, id, found.queue) });
   }
 
   const jobNotFound = problemResponse("No such job (never existed, or deleted after its retention period).");
+  const ambiguous = problemResponse("The id is held by several queues (Redis keeps ids per queue): add ?queue=.");
 
   return [
     {
@@ -119,8 +138,8 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       summary: "A job's status: state, progress, result, error, attempts, timings",
       tags: ["jobs"],
       access: "read",
-      schema: { params: JOB_PARAMS },
-      responses: { 200: { description: "The job.", schema: jobViewSchema }, ...authResponses(), 404: jobNotFound },
+      schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
+      responses: { 200: { description: "The job.", schema: jobViewSchema }, ...authResponses(), 404: jobNotFound, 409: ambiguous },
       handler: status,
     },
     {
@@ -139,6 +158,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         querystring: {
           type: "object",
           properties: {
+            ...JOB_QUEUE_QUERY_PROPERTY,
             access_token: { type: "string", maxLength: 2048, description: "A stream token for this job." },
             lastEventId: { type: "string", maxLength: 64, description: "Same as the Last-Event-ID header." },
           },
@@ -150,6 +170,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         204: { description: "The job finished and the client has seen every event: stop reconnecting." },
         ...authResponses(),
         404: jobNotFound,
+        409: ambiguous,
         503: problemResponse("Too many open streams on this server; poll instead."),
       },
       handler: events,
@@ -162,7 +183,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       description: "Call it from your backend (read scope) and give the browser eventsUrl: new EventSource(eventsUrl). The token is valid for this job only.",
       tags: ["jobs"],
       access: "read",
-      schema: { params: JOB_PARAMS },
+      schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
       responses: {
         200: {
           description: "The token.",
@@ -174,6 +195,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         },
         ...authResponses(),
         404: jobNotFound,
+        409: ambiguous,
       },
       handler: token,
     },
@@ -186,7 +208,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         "A waiting or scheduled job never runs. A running job is marked cancelled at once; the AbortSignal of its handler fires in whichever worker process holds it, at that worker's next heartbeat, and its result is refused. Needs admin, or enqueue for jobs added with the same key.",
       tags: ["jobs"],
       access: "enqueue",
-      schema: { params: JOB_PARAMS },
+      schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
       responses: {
         200: {
           description: "Cancelled.",
@@ -198,7 +220,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         },
         ...authResponses(),
         404: jobNotFound,
-        409: problemResponse("The job already finished."),
+        409: problemResponse("The job already finished, or its id is held by several queues (add ?queue=)."),
       },
       handler: cancel,
     },
@@ -210,7 +232,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       description: "Moves a dead job back to waiting with a fresh set of attempts; its history is kept.",
       tags: ["dead letters"],
       access: "admin",
-      schema: { params: JOB_PARAMS },
+      schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
       responses: {
         200: {
           description: "Replayed.",
@@ -218,7 +240,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         },
         ...authResponses(),
         404: jobNotFound,
-        409: problemResponse("The job is not dead."),
+        409: problemResponse("The job is not dead, or its id is held by several queues (add ?queue=)."),
       },
       handler: replay,
     },

@@ -94,12 +94,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     const notFound: string[] = [];
     for (const id of ids) {
       // Ids of another queue are reported as not found here: this route acts on one queue.
-      const job = await ctx.backend.get(id);
-      if (!job || job.queue !== queue) {
-        notFound.push(id);
-        continue;
-      }
-      const outcome = await ctx.backend.replay(id);
+      const outcome = await ctx.backend.replay(id, queue);
       (outcome === "replayed" ? replayed : outcome === "not-dead" ? notDead : notFound).push(id);
     }
     return reply.send({ replayed, notDead, notFound });
@@ -107,10 +102,10 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function deleteDead(request: FastifyRequest, reply: FastifyReply) {
     const { queue, id } = request.params as { queue: string; id: string };
-    const job = await ctx.backend.get(id);
-    if (!job || job.queue !== queue) throw new HttpProblem(404, "job-not-found", `no job ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
+    const job = await ctx.backend.get(id, queue);
+    if (!job) throw new HttpProblem(404, "job-not-found", `no job ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
     if (job.state !== "dead") throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job.state}; this route deletes dead jobs only`, { extensions: { state: job.state } });
-    const outcome = await ctx.backend.remove(id);
+    const outcome = await ctx.backend.remove(id, queue);
     if (outcome === "not-found") throw new HttpProblem(404, "job-not-found", `job ${id} was already deleted`);
     if (outcome === "not-finished") throw new HttpProblem(409, "job-not-dead", `job ${id} is no longer dead (replayed meanwhile)`);
     return reply.code(204).send();

@@ -1,6 +1,7 @@
 -- cancel: cancels one job that has not finished.
 --
 -- $1 now: bigint ms, NULL = the database clock    $2 job id text
+-- $3 queue text: only that queue's job (another queue's is "no such job"); NULL = any queue
 --
 -- Returns one row, (state), the job's state before the call, or no row when there is no such
 -- job. The caller reads the outcome from it: waiting, scheduled or active were cancelled;
@@ -12,7 +13,7 @@
 -- tell "cancelled" from "gone". The row lock taken first makes the state read and the change
 -- one step.
 WITH target AS MATERIALIZED (
-  SELECT id, state, retain_completed_ms FROM {{schema}}.jobs WHERE id = $2 FOR UPDATE
+  SELECT id, state, retain_completed_ms FROM {{schema}}.jobs WHERE id = $2 AND ($3::text IS NULL OR queue = $3) FOR UPDATE
 ),
 removed AS (
   DELETE FROM {{schema}}.jobs AS j

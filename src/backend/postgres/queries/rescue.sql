@@ -7,21 +7,30 @@
 --
 -- Returns (id, queue, name, state, attempt, worker_id) per job rescued; state is `waiting` when it
 -- will run again, `dead` when its attempts ran out or it was quarantined (its lease expired
--- max_stalls times in a row: it keeps killing its workers).
+-- max_stalls times in a row: it keeps killing its workers). An expiry counts toward the stalls
+-- only when the job was its worker's only active job: a worker that died holding several (running
+-- or buffered by prefetch) does not say which one killed it, and innocent jobs must not be
+-- quarantined with the guilty one.
 --
 -- FOR UPDATE SKIP LOCKED: any number of rescuers can run at once, each job is rescued by one,
 -- and a rescuer never waits behind a heartbeat that is extending the very lease it looks at.
-WITH expired AS MATERIALIZED (
-  SELECT id,
-         stalls + 1 >= $2 AS quarantined,
-         stalls + 1 >= $2 OR attempt >= max_attempts AS dead,
+WITH busy AS MATERIALIZED (
+  -- Workers holding more than one active job (one read of the active jobs, not one per expiry).
+  SELECT worker_id FROM {{schema}}.jobs WHERE state = 'active' GROUP BY worker_id HAVING count(*) > 1
+),
+expired AS MATERIALIZED (
+  SELECT x.id,
+         s.stall,
+         s.stall = 1 AND x.stalls + 1 >= $2 AS quarantined,
+         (s.stall = 1 AND x.stalls + 1 >= $2) OR x.attempt >= x.max_attempts AS dead,
          -- Retention 0 deletes it; NULL (kept forever) must not make this NULL.
-         retain_dead_ms IS NOT DISTINCT FROM 0 AS drop_when_dead
-  FROM {{schema}}.jobs
-  WHERE state = 'active' AND lease_expires_at <= {{schema}}.now_ms($1)
-  ORDER BY lease_expires_at
+         x.retain_dead_ms IS NOT DISTINCT FROM 0 AS drop_when_dead
+  FROM {{schema}}.jobs AS x
+  CROSS JOIN LATERAL (SELECT CASE WHEN x.worker_id IN (SELECT worker_id FROM busy) THEN 0 ELSE 1 END AS stall) AS s
+  WHERE x.state = 'active' AND x.lease_expires_at <= {{schema}}.now_ms($1)
+  ORDER BY x.lease_expires_at
   LIMIT $3
-  FOR UPDATE SKIP LOCKED
+  FOR UPDATE OF x SKIP LOCKED
 ),
 requeued AS (
   UPDATE {{schema}}.jobs AS j
@@ -29,7 +38,7 @@ requeued AS (
       run_at = {{schema}}.now_ms($1),
       error = $4::jsonb,
       lease_expires_at = NULL,
-      stalls = j.stalls + 1,
+      stalls = j.stalls + e.stall,
       history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
                                                       j.started_at, {{schema}}.now_ms($1), 'lease-expired', $4::jsonb)
   FROM expired e
@@ -41,12 +50,12 @@ buried AS (
   SET state = 'dead',
       error = CASE WHEN e.quarantined
                    THEN jsonb_build_object('name', 'LeaseExpiredError',
-                                           'message', replace($5::text, '{stalls}', (j.stalls + 1)::text),
+                                           'message', replace($5::text, '{stalls}', (j.stalls + e.stall)::text),
                                            'stack', NULL)
                    ELSE $4::jsonb END,
       finished_at = {{schema}}.now_ms($1),
       lease_expires_at = NULL,
-      stalls = j.stalls + 1,
+      stalls = j.stalls + e.stall,
       expires_at = {{schema}}.now_ms($1) + j.retain_dead_ms,
       history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
                                                       j.started_at, {{schema}}.now_ms($1), 'lease-expired', $4::jsonb)

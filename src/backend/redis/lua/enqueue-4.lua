@@ -20,15 +20,32 @@
   ARGV[2] wake-up channel, or '' for none
   ARGV[3] queue name (the wake-up message: "<queue>" when jobs are claimable now, and
           "<queue> <ms>" when the earliest new scheduled job comes due in <ms>)
-  ARGV[4..] 8 values per job: id, name, payload JSON, priority, run_at ms or '' (then
+  ARGV[4] '1': all or nothing (when any job is a duplicate, nothing is written); '' otherwise
+  ARGV[5..] 8 values per job: id, name, payload JSON, priority, run_at ms or '' (then
             now + delay), delay ms, options ("maxAttempts|retainCompleted|retainDead|timeout|backoff"),
             meta JSON or '' for none
-  Returns one integer per job, in input order: 0 inserted, 1 duplicate.
+  Returns one integer per job, in input order: 0 inserted (or, all or nothing, would have been),
+  1 duplicate.
 ]]
 local meta, sched, idx, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
-local count = (#ARGV - 3) / 8
+local count = (#ARGV - 4) / 8
+local FIRST = 5
+
+if ARGV[4] == '1' then
+  -- Read-only pass first: an id that exists, or repeats an earlier one of the batch, is a duplicate.
+  local table0 = buckets_open(base)
+  local seen, flags, any = {}, {}, false
+  for i = 0, count - 1 do
+    local id = ARGV[FIRST + i * 8]
+    local dup = seen[id] or compact_get(table0, id) or redis.call('EXISTS', base .. 'j:' .. id) == 1
+    seen[id] = true
+    flags[i + 1] = dup and 1 or 0
+    any = any or dup
+  end
+  if any then return flags end
+end
 
 local seq = redis.call('HINCRBY', meta, 'seq', count) - count
 local watermark = num(redis.call('HGET', meta, 'fw'), 0)
@@ -44,7 +61,7 @@ local due = false
 local firstRunAt = nil -- earliest run_at among the new scheduled jobs
 
 for i = 0, count - 1 do
-  local a = 4 + i * 8
+  local a = FIRST + i * 8
   local id, name = ARGV[a], ARGV[a + 1]
   local key = base .. 'j:' .. id
   local packed, bucket = compact_get(buckets, id)

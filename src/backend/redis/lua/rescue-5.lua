@@ -2,8 +2,10 @@
   rescue: fails the attempts of active jobs whose lease expired (the worker crashed, stalled or
   was cut off), earliest expiry first. Each such job goes back to waiting with run_at = now, or
   to dead when its attempts are used up or its lease expired `maxStalls` times in a row
-  (quarantine: it keeps killing its workers). Safe to run from many processes at once: a job
-  leaves the active set in the same step that rescues it.
+  (quarantine: it keeps killing its workers). An expiry counts toward the stalls only when the
+  job was the only active job of its worker in this queue: a worker that died holding several
+  (running or buffered by prefetch) does not say which one killed it. Safe to run from many
+  processes at once: a job leaves the active set in the same step that rescues it.
 
   KEYS[1] meta     <base>meta
   KEYS[2] active   <base>active
@@ -28,15 +30,25 @@ local expiredError = ARGV[6]
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', int(now), 'LIMIT', 0, tonumber(ARGV[5]))
 local out = {}
 local requeued = false
+-- Active jobs per worker, read before any of them changes (only when something expired).
+local perWorker = {}
+if #ids > 0 then
+  for _, other in ipairs(redis.call('ZRANGE', active, 0, -1)) do
+    local w = redis.call('HGET', base .. 'j:' .. other, 'w')
+    if w then perWorker[w] = (perWorker[w] or 0) + 1 end
+  end
+end
 for _, id in ipairs(ids) do
   local key = base .. 'j:' .. id
   redis.call('ZREM', active, id)
   local v = redis.call('HMGET', key, 'st', 'n', 'a', 'o', 'sl', 'w', 'sa', 'h', 'p', 's')
   if v[1] == 'a' then
     local attempt = num(v[3], 0)
-    local stalls = num(v[5], 0) + 1
+    local stall = 1
+    if v[6] and (perWorker[v[6]] or 0) > 1 then stall = 0 end
+    local stalls = num(v[5], 0) + stall
     local maxAttempts, _, retainDead = parse_options(v[4])
-    local quarantined = stalls >= maxStalls
+    local quarantined = stall == 1 and stalls >= maxStalls
     local history = history_with(v[8], v[3], v[6], v[7], now, 'lease-expired', expiredError)
     local state = 'waiting'
     if not quarantined and attempt < maxAttempts then

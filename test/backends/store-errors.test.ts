@@ -1,0 +1,91 @@
+/**
+ * Typed store errors at each driver boundary: a store that is down or locked rejects with a
+ * retryable StoreUnavailableError (the HTTP service answers 503 with Retry-After, `conveyor worker`
+ * waits), while a mistake keeps its own error.
+ */
+import { createServer as createTcpServer } from "node:net";
+import Database from "better-sqlite3";
+import { afterAll, describe, expect, it } from "vitest";
+import { PostgresBackend } from "../../src/backend/postgres/backend.js";
+import { RedisBackend } from "../../src/backend/redis/backend.js";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { isStoreUnreachable } from "../../src/cli/worker.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import { createServer } from "../../src/http/index.js";
+import { silentLogger, StoreUnavailableError } from "../../src/index.js";
+import { send } from "../http/harness.js";
+import { TempDirs } from "../helpers/temp.js";
+
+const temp = new TempDirs();
+afterAll(() => temp.removeAll());
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const probe = createTcpServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+const job = () => buildJobSpec({ queue: "q", name: "n", data: null });
+
+describe("StoreUnavailableError at the driver boundary", () => {
+  it("SQLite: a database locked past busyTimeoutMs; over HTTP a 503 with Retry-After", async () => {
+    const path = await temp.file("locked.db");
+    const backend = new SqliteBackend({ path, busyTimeoutMs: 50 });
+    const locker = new Database(path);
+    try {
+      locker.exec("BEGIN EXCLUSIVE");
+      const error: unknown = await backend.enqueue([job()]).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).retryable).toBe(true);
+      expect(((error as Error).cause as { code?: string }).code).toMatch(/^SQLITE_BUSY/);
+      expect(isStoreUnreachable(error)).toBe(true);
+      const app = await createServer({ backend, apiKeys: false, logger: false, batchEnqueues: false });
+      try {
+        await app.listen({ port: 0, host: "127.0.0.1" });
+        const r = await send(`http://127.0.0.1:${(app.server.address() as { port: number }).port}`, "POST", "/v1/queues/q/jobs", { body: { name: "n" } });
+        expect(r.status).toBe(503);
+        expect(r.headers.get("retry-after")).toBe("1");
+      } finally {
+        await app.close();
+      }
+      locker.exec("ROLLBACK");
+      expect(await backend.enqueue([job()])).toHaveLength(1);
+      // A mistake is not an outage.
+      const mistake: unknown = await backend.enqueue([job()], { tx: {} }).catch((e: unknown) => e);
+      expect(mistake).not.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      locker.close();
+      await backend.close();
+    }
+  });
+
+  it("PostgreSQL: a server that refuses connections", async () => {
+    const backend = new PostgresBackend({ connectionString: `postgres://conveyor@127.0.0.1:${await closedPort()}/conveyor`, logger: silentLogger });
+    try {
+      for (const call of [() => backend.migrate(), () => backend.get("x"), () => backend.enqueue([job()], { allOrNothing: true })]) {
+        const error: unknown = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        expect(isStoreUnreachable(error)).toBe(true);
+      }
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it("Redis: a server that refuses connections", async () => {
+    const backend = new RedisBackend({
+      connection: { host: "127.0.0.1", port: await closedPort(), maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false },
+      logger: silentLogger,
+    });
+    try {
+      const error: unknown = await backend.get("x").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect(isStoreUnreachable(error)).toBe(true);
+    } finally {
+      await backend.close().catch(() => undefined);
+    }
+  });
+});

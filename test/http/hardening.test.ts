@@ -1,0 +1,407 @@
+/**
+ * Regression tests for the defects a probe of `conveyor serve` found (issue 10, "Security"), on
+ * every store: each test names the probe item it pins and fails with that fix removed.
+ */
+import { createHash } from "node:crypto";
+import { connect } from "node:net";
+import { Writable } from "node:stream";
+import type { FastifyInstance } from "fastify";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { Backend } from "../../src/backend/contract.js";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
+import { buildJobSpec, LATEST_RUN_AT } from "../../src/core/spec.js";
+import { IdDeriver } from "../../src/http/derived-ids.js";
+import { redactUrl } from "../../src/http/plugin.js";
+import { TempDirs } from "../helpers/temp.js";
+import { storeCases } from "./stores.js";
+import { openStream, send, type Obj, type Reply, type RequestInit } from "./harness.js";
+
+const temp = new TempDirs();
+afterAll(() => temp.removeAll());
+const cases = storeCases(temp, "hard");
+
+const KEYS = {
+  victim: "cvk_victim-producer-0123456789abcdef",
+  attacker: "cvk_attacker-producer-0123456789abcd",
+  reader: "cvk_reader-0123456789abcdef-reader",
+  admin: "cvk_admin-0123456789abcdef-admin",
+};
+const API_KEYS: ApiKeyConfig[] = [
+  { id: "victim", sha256: hashApiKey(KEYS.victim), scopes: ["enqueue", "read"] },
+  { id: "attacker", sha256: hashApiKey(KEYS.attacker), scopes: ["enqueue"] },
+  { id: "reader", sha256: hashApiKey(KEYS.reader), scopes: ["read"] },
+  { id: "admin", sha256: hashApiKey(KEYS.admin), scopes: ["admin"] },
+];
+
+for (const c of cases) {
+  describe.skipIf(c.unavailable !== "")(`probe regressions on ${c.name}${c.unavailable ? ` (skipped: ${c.unavailable})` : ""}`, () => {
+    let backend: Backend;
+    let app: FastifyInstance | null = null;
+    let base = "";
+
+    async function start(options: Partial<ServerOptions> = {}): Promise<void> {
+      backend = await c.make();
+      app = await createServer({ backend, apiKeys: API_KEYS, logger: false, ...options });
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    }
+    const as = <T = Obj>(key: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> =>
+      send<T>(base, method, path, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } });
+
+    afterEach(async () => {
+      await app?.close();
+      await backend?.close();
+      app = null;
+    });
+
+    it("probe 1: an id shared with another key's job never reaches that job (view, cancel, links)", async () => {
+      await start();
+      const victim = await as<{ jobId: string; pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/zzz-victim/jobs", {
+        body: { name: "send", options: { jobId: "order-42", delayMs: 60_000 } },
+      });
+      expect(victim.status).toBe(202);
+      // The attacker copies the id into a queue of its own (on Redis ids are unique per queue,
+      // so this is a second job; elsewhere it is a duplicate of the victim's).
+      const copy = await as<{ status: string }>(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", {
+        body: { name: "send", options: { jobId: "order-42", delayMs: 60_000 } },
+      });
+      expect([200, 202]).toContain(copy.status);
+      for (let i = 0; i < 2; i++) {
+        const cancel = await as(KEYS.attacker, "DELETE", "/v1/jobs/order-42");
+        // 409 "which queue?" on Redis; 403 where the id names the victim's job alone.
+        expect([403, 409], JSON.stringify(cancel.json)).toContain(cancel.status);
+      }
+      expect((await as(KEYS.attacker, "DELETE", "/v1/jobs/order-42?queue=zzz-victim")).status).toBe(403);
+      expect((await backend.get("order-42", "zzz-victim"))?.state).toBe("scheduled");
+      // The victim's links name its queue, so they reach its job whatever else holds the id.
+      const view = await as<Obj>(KEYS.victim, "GET", victim.json.pollUrl);
+      expect(view.status).toBe(200);
+      expect(view.json).toMatchObject({ id: "order-42", queue: "zzz-victim", state: "scheduled" });
+      // Without the queue, the id either names the victim's job alone or is refused: never the copy.
+      const bare = await as<Obj>(KEYS.reader, "GET", "/v1/jobs/order-42");
+      if (bare.status === 200) expect(bare.json).toMatchObject({ queue: "zzz-victim" });
+      else expect(bare.status).toBe(409);
+      expect((await as(KEYS.victim, "DELETE", victim.json.pollUrl)).status).toBe(200);
+    });
+
+    it("probe 2: runAt past year 9999 is refused at enqueue; a stored row with such a time breaks no view or listing", async () => {
+      await start();
+      const huge = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { runAt: 9007199254740991 } } });
+      expect(huge.status).toBe(400);
+      const latest = await as<{ pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { runAt: LATEST_RUN_AT } } });
+      expect(latest.status).toBe(202);
+      expect((await as<Obj>(KEYS.victim, "GET", latest.json.pollUrl)).json).toMatchObject({ timings: { runAt: "9999-12-31T23:59:59.999Z" } });
+      expect(() => buildJobSpec({ queue: "q", name: "send", data: null, options: { runAt: LATEST_RUN_AT + 1 } })).toThrow(/no later than 9999-12-31/);
+      // A row stored before the bound existed (written straight to the store, as an older version did).
+      const spec = { ...buildJobSpec({ queue: "q", name: "send", data: null, options: { jobId: "old-row", priority: 1 } }), delayMs: 0, runAt: 9007199254740991 };
+      await backend.enqueue([spec]);
+      const view = await as<Obj>(KEYS.victim, "GET", "/v1/jobs/old-row?queue=q");
+      expect(view.status, view.text).toBe(200);
+      expect(view.json).toMatchObject({ id: "old-row", timings: { runAt: null } });
+      const listing = await as<{ jobs: Obj[] }>(KEYS.admin, "GET", "/v1/queues/q/jobs");
+      expect(listing.status, listing.text).toBe(200);
+      expect(listing.json.jobs.map((j) => j.id)).toContain("old-row");
+      expect((await as(KEYS.admin, "DELETE", "/v1/jobs/old-row?queue=q")).status).toBe(200);
+    });
+
+    it("probe 3: idem_ and whk_ ids are reserved, and derived ids are keyed with the server secret", async () => {
+      const idSecret = "0123456789abcdef0123456789abcdef-id-secret";
+      await start({ idSecret });
+      for (const jobId of ["idem_" + "x".repeat(32), "whk_taken"]) {
+        const r = await as<{ errors: Obj[] }>(KEYS.attacker, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId } } });
+        expect(r.status, r.text).toBe(422);
+        expect(r.json.errors[0]).toMatchObject({ pointer: "/options/jobId" });
+        const bulk = await as(KEYS.attacker, "POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "send" }, { name: "send", options: { jobId } }] } });
+        expect(bulk.status).toBe(422);
+      }
+      expect(await backend.list({ queue: "q" })).toEqual([]);
+      const r = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send" }, headers: { "idempotency-key": "k1" } });
+      expect(r.status).toBe(202);
+      // Not computable from public inputs (key id, queue, header) alone:
+      const unkeyed = `idem_${createHash("sha256").update("victim\u0000q\u0000k1").digest("base64url").slice(0, 32)}`;
+      expect(r.json.jobId).toMatch(/^idem_[A-Za-z0-9_-]{32}$/);
+      expect(r.json.jobId).not.toBe(unkeyed);
+      expect(new IdDeriver(undefined, "x").derive("idem_", ["victim", "q", "k1"])).toBe(unkeyed);
+      expect(new IdDeriver(idSecret, "x").derive("idem_", ["victim", "q", "k1"])).toBe(r.json.jobId);
+    });
+
+    it("bulk Idempotency-Key race: requests refused with 422 store nothing; the answered batch is stored whole", async () => {
+      await start();
+      for (let round = 0; round < 3; round++) {
+        const key = `race-${round}`;
+        const two = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }] };
+        const three = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }, { name: "send", data: { n: 3 } }] };
+        const bodies = Array.from({ length: 12 }, (_, i) => (i % 3 === 0 ? two : three));
+        const answers = await Promise.all(
+          bodies.map((body) => as<{ jobs: Array<{ jobId: string }> }>(KEYS.victim, "POST", `/v1/queues/race${round}/jobs/bulk`, { body, headers: { "idempotency-key": key } })),
+        );
+        const statuses = answers.map((a) => a.status);
+        expect(statuses.every((s) => s === 202 || s === 422), statuses.join(",")).toBe(true);
+        const winners = new Set(answers.flatMap((a, i) => (a.status === 202 ? [bodies[i]!.jobs.length] : [])));
+        expect(winners.size, "every 202 answers the same batch").toBe(1);
+        const stored = await backend.list({ queue: `race${round}` });
+        expect(stored.length).toBe([...winners][0]);
+      }
+    });
+
+    it("probe 4: a stream token opens the job it was issued for, not a later job that reuses its id", async () => {
+      await start();
+      const first = await as<{ eventsUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", attempts: 1 } } });
+      expect(first.status).toBe(202);
+      const [claimed] = await backend.claim({ queues: ["q"], names: ["send"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
+      await backend.fail([{ lease: claimed!.lease, error: { name: "Error", message: "boom", stack: null }, retryDelayMs: null }]);
+      const token = await as<{ token: string; eventsUrl: string }>(KEYS.victim, "POST", "/v1/jobs/reused/events/token?queue=q");
+      expect(token.status).toBe(200);
+      const before = await send(base, "GET", token.json.eventsUrl);
+      expect(before.status).toBe(200);
+      expect(before.text).toContain("event: state");
+      expect((await as(KEYS.admin, "DELETE", "/v1/queues/q/dead/reused")).status).toBe(204);
+      // Another key adds a job under the freed id (a ms later at least: creation times differ).
+      await new Promise((r) => setTimeout(r, 5));
+      expect((await as(KEYS.attacker, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", delayMs: 60_000 } } })).status).toBe(202);
+      const after = await send(base, "GET", token.json.eventsUrl);
+      expect(after.status, after.text).toBe(401);
+      const bare = await send(base, "GET", `/v1/jobs/reused/events?access_token=${encodeURIComponent(token.json.token)}`);
+      expect(bare.status).toBe(401);
+    });
+
+    it("probe 5: deep JSON, NUL and unpaired surrogates in ids are 4xx, never 500", async () => {
+      await start();
+      const deep = `${"[".repeat(20_000)}${"]".repeat(20_000)}`;
+      const deepObject = `${'{"a":'.repeat(20_000)}1${"}".repeat(20_000)}`;
+      for (const raw of [
+        `{"name":"send","data":${deep}}`,
+        `{"name":"send","data":${deepObject}}`,
+        `{"name":"send","options":{"meta":${deepObject}}}`,
+      ]) {
+        const variants: Array<Record<string, string>> = [{}, { "idempotency-key": `deep-${raw.length}` }];
+        for (const headers of variants) {
+          const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw, headers: { "content-type": "application/json", ...headers } });
+          expect(r.status, r.text.slice(0, 200)).toBe(400);
+        }
+      }
+      const bulk = await as(KEYS.victim, "POST", "/v1/queues/q/jobs/bulk", { raw: `{"jobs":[{"name":"send","data":${deep}}]}`, headers: { "content-type": "application/json" } });
+      expect(bulk.status).toBe(400);
+      // 128 levels of payload are fine.
+      const ok = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw: `{"name":"send","data":${"[".repeat(127)}${"]".repeat(127)}}`, headers: { "content-type": "application/json" } });
+      expect(ok.status, ok.text).toBe(202);
+      for (const jobId of ["a\u0000b", "tab\there", "\ud800lone", "lone\udfff"]) {
+        const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId } } });
+        expect(r.status, `${JSON.stringify(jobId)}: ${r.text}`).toBe(400);
+      }
+      // A well-formed pair is a character like any other.
+      expect((await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "emoji-\u{1F680}" } } })).status).toBe(202);
+      for (const path of ["/v1/jobs/a%00b", "/v1/jobs/%ED%A0%80", "/v1/jobs/a%00b/events", "/v1/queues/q/dead/a%00b"]) {
+        const r = await as(KEYS.admin, path.endsWith("dead/a%00b") ? "DELETE" : "GET", path);
+        expect(r.status, `${path}: ${r.text}`).toBeGreaterThanOrEqual(400);
+        expect(r.status, `${path}: ${r.text}`).toBeLessThan(500);
+      }
+      const replay = await as(KEYS.admin, "POST", "/v1/queues/q/dead/replay", { body: { ids: ["a\u0000b"] } });
+      expect(replay.status, replay.text).toBe(400);
+      // The library refuses them as well.
+      expect(() => buildJobSpec({ queue: "q", name: "send", data: null, options: { jobId: "a\u0000b" } })).toThrow(/control characters/);
+      expect(() => buildJobSpec({ queue: "q", name: "send", data: JSON.parse(deep) as unknown })).toThrow(/128 levels/);
+    });
+  });
+}
+
+describe("probe 6: slow clients", () => {
+  const apps: FastifyInstance[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+
+  async function serve(options: Partial<ServerOptions>): Promise<number> {
+    const backend = new SqliteBackend({ path: await temp.file("slow.db") });
+    const app = await createServer({ backend, apiKeys: false, logger: false, ...options });
+    app.addHook("onClose", () => backend.close());
+    apps.push(app);
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    return (app.server.address() as { port: number }).port;
+  }
+
+  /** A raw connection that reads what the server answers; `trickle` sends a body a byte at a time. */
+  function client(port: number, trickle: boolean): { closed: Promise<string>; stop(): void } {
+    const socket = connect(port, "127.0.0.1");
+    let answer = "";
+    socket.on("data", (d: Buffer) => (answer += d.toString("latin1")));
+    socket.on("error", () => undefined);
+    let timer: NodeJS.Timeout | null = null;
+    if (trickle) {
+      socket.write("POST /v1/queues/q/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{");
+      timer = setInterval(() => socket.write(" "), 100);
+    }
+    const stop = () => {
+      if (timer) clearInterval(timer);
+      socket.destroy();
+    };
+    const closed = new Promise<string>((resolve) => socket.on("close", () => resolve(answer)));
+    void closed.then(stop);
+    return { closed, stop };
+  }
+
+  async function closedWithin<T>(promise: Promise<T>, ms: number): Promise<T | null> {
+    return Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms))]);
+  }
+
+  it("a request still sending its body after requestTimeoutMs is cut off with 408, and so is a connection that sends nothing", async () => {
+    const port = await serve({ requestTimeoutMs: 1_000 });
+    const slow = [...Array.from({ length: 5 }, () => client(port, true)), client(port, false)];
+    try {
+      const answers = await closedWithin(Promise.all(slow.map((s) => s.closed)), 20_000);
+      expect(answers, "every slow connection was closed").not.toBeNull();
+      for (const a of answers!) expect(a).toMatch(/^HTTP\/1\.1 408/);
+    } finally {
+      for (const s of slow) s.stop();
+    }
+    expect((await send(`http://127.0.0.1:${port}`, "POST", "/v1/queues/q/jobs", { body: { name: "n" } })).status).toBe(202);
+  });
+
+  it("a connection idle for connectionTimeoutMs is closed; the timeout must exceed the event-stream heartbeat", async () => {
+    const port = await serve({ requestTimeoutMs: 60_000, connectionTimeoutMs: 1_500, events: { heartbeatMs: 500 } });
+    const idle = client(port, false);
+    try {
+      expect(await closedWithin(idle.closed, 20_000)).not.toBeNull();
+    } finally {
+      idle.stop();
+    }
+    await expect(serve({ connectionTimeoutMs: 10_000 })).rejects.toThrow(/must exceed events.heartbeatMs/);
+  });
+});
+
+describe("probe 7: credentials in query strings", () => {
+  it("are redacted from logs after decoding: access%5Ftoken, api_key, any cvk_ key, password-like names", async () => {
+    let log = "";
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        log += chunk.toString();
+        done();
+      },
+    });
+    const backend = new SqliteBackend({ path: await temp.file("log.db") });
+    const app = await createServer({ backend, apiKeys: API_KEYS, logger: { level: "trace", stream } });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    try {
+      const r = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: { authorization: `Bearer ${KEYS.victim}` } });
+      const t = await send<{ token: string }>(base, "POST", `/v1/jobs/${r.json.jobId}/events/token`, { headers: { authorization: `Bearer ${KEYS.victim}` } });
+      expect(t.status).toBe(200);
+      const secrets = {
+        token: t.json.token,
+        key: KEYS.reader,
+        other: "hunter2-not-a-real-password",
+        sig: "c2lnbmF0dXJlLXZhbHVl",
+      };
+      const encoded = encodeURIComponent(secrets.token);
+      const opened = await openStream(`${base}/v1/jobs/${r.json.jobId}/events?queue=q&access%5Ftoken=${encoded}`);
+      expect(opened.status, "the encoded name still authenticates").toBe(200);
+      opened.close();
+      await send(base, "GET", `/v1/queues?api_key=${secrets.key}`);
+      await send(base, "GET", `/v1/queues?k=${encodeURIComponent(secrets.key)}`);
+      await send(base, "GET", `/v1/nowhere/${secrets.key}`);
+      await send(base, "GET", `/v1/queues?Pass%77ord=${secrets.other}&X-Signature=${secrets.sig}`);
+      expect(log).toContain("incoming request");
+      for (const secret of Object.values(secrets)) {
+        expect(log, secret).not.toContain(secret);
+        expect(log, secret).not.toContain(encodeURIComponent(secret));
+      }
+      expect(redactUrl("/v1/x?queue=q&access%5Ftoken=abc&lastEventId=3")).toBe("/v1/x?queue=q&access%5Ftoken=[redacted]&lastEventId=3");
+    } finally {
+      await app.close();
+      await backend.close();
+    }
+  });
+});
+
+describe("decisions: revoked keys and other Authorization schemes", () => {
+  const apps: FastifyInstance[] = [];
+  afterEach(async () => {
+    for (const app of apps.splice(0)) await app.close();
+  });
+  const secret = "0123456789abcdef0123456789abcdef-stream-secret";
+
+  async function serve(backend: Backend, apiKeys: ApiKeyConfig[]): Promise<string> {
+    const app = await createServer({ backend, apiKeys, logger: false, streamTokenSecret: secret });
+    apps.push(app);
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    return `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  }
+
+  it("a stream token stops working once the key that asked for it is revoked (or loses read)", async () => {
+    const backend = new SqliteBackend({ path: await temp.file("revoke.db") });
+    try {
+      const before = await serve(backend, API_KEYS);
+      const auth = { authorization: `Bearer ${KEYS.victim}` };
+      const r = await send<{ jobId: string }>(before, "POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: auth });
+      const t = await send<{ eventsUrl: string }>(before, "POST", `/v1/jobs/${r.json.jobId}/events/token`, { headers: auth });
+      await backend.cancel(r.json.jobId);
+      expect((await send(before, "GET", t.json.eventsUrl)).status).toBe(200);
+      // Instances restarted with the key removed, or without its read scope.
+      const revoked = await serve(backend, API_KEYS.filter((k) => k.id !== "victim"));
+      expect((await send(revoked, "GET", t.json.eventsUrl)).status).toBe(401);
+      const demoted = await serve(backend, API_KEYS.map((k) => (k.id === "victim" ? { ...k, scopes: ["enqueue" as const] } : k)));
+      expect((await send(demoted, "GET", t.json.eventsUrl)).status).toBe(401);
+      // Rotating the key under the same id keeps its tokens.
+      const rotated = await serve(backend, API_KEYS.map((k) => (k.id === "victim" ? { ...k, sha256: hashApiKey("cvk_rotated-0123456789abcdefgh") } : k)));
+      expect((await send(rotated, "GET", t.json.eventsUrl)).status).toBe(200);
+    } finally {
+      for (const app of apps.splice(0)) await app.close();
+      await backend.close();
+    }
+  });
+
+  it("an Authorization header of another scheme leaves X-API-Key working; a broken Bearer header is 401", async () => {
+    const backend = new SqliteBackend({ path: await temp.file("schemes.db") });
+    try {
+      const base = await serve(backend, API_KEYS);
+      const basic = `Basic ${Buffer.from("proxy:pass").toString("base64")}`;
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: basic, "x-api-key": KEYS.reader } })).status).toBe(200);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: basic } })).status).toBe(401);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: "Bearer", "x-api-key": KEYS.reader } })).status).toBe(401);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: "Bearer a b", "x-api-key": KEYS.reader } })).status).toBe(401);
+      expect((await send(base, "GET", "/v1/queues", { headers: { authorization: `Bearer ${KEYS.reader}`, "x-api-key": "cvk_wrong" } })).status).toBe(200);
+    } finally {
+      for (const app of apps.splice(0)) await app.close();
+      await backend.close();
+    }
+  });
+});
+
+describe("OpenAPI and methods", () => {
+  it("every object in the OpenAPI document states additionalProperties (free-form ones: true)", async () => {
+    const backend = new SqliteBackend({ path: await temp.file("doc.db") });
+    const app = await createServer({ backend, apiKeys: false, logger: false });
+    try {
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      const doc = (await send<Obj>(base, "GET", "/v1/openapi.json")).json;
+      const missing: string[] = [];
+      const walk = (node: unknown, where: string): void => {
+        if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${where}/${i}`));
+        if (node === null || typeof node !== "object") return;
+        const o = node as Obj;
+        const type = o.type;
+        const isObject = type === "object" || (Array.isArray(type) && type.includes("object")) || (o.properties !== undefined && typeof o.properties === "object" && where.includes("schema"));
+        if (isObject && o.additionalProperties === undefined) missing.push(where);
+        for (const [k, v] of Object.entries(o)) walk(v, `${where}/${k}`);
+      };
+      walk(doc.paths, "");
+      expect(missing).toEqual([]);
+      const enqueue = (doc.paths as Obj)["/queues/{queue}/jobs"] as { post: { requestBody: { content: { "application/json": { schema: { properties: { options: { properties: { meta: Obj } } } } } } } } };
+      expect(enqueue.post.requestBody.content["application/json"].schema.properties.options.properties.meta.additionalProperties).toBe(true);
+      // Unsupported methods on a known path: 405 with Allow; unknown paths stay 404.
+      const del = await send(base, "DELETE", "/v1/queues/q/jobs");
+      expect(del.status).toBe(405);
+      expect(del.headers.get("allow")).toBe("POST, GET, HEAD");
+      const put = await send(base, "PUT", "/v1/jobs/some-id?queue=q");
+      expect(put.status).toBe(405);
+      expect(put.headers.get("allow")).toBe("GET, HEAD, DELETE");
+      expect((await send(base, "POST", "/v1/jobs/some-id/events")).headers.get("allow")).toBe("GET");
+      expect((await send(base, "GET", "/v1/nowhere")).status).toBe(404);
+    } finally {
+      await app.close();
+      await backend.close();
+    }
+  });
+});
