@@ -138,7 +138,7 @@ export function JobPage({ id }: { id: string }) {
           {job.history.map((a, i) => (
             <li key={i}>
               <p>
-                <strong>Attempt {a.attempt}</strong> <StateBadge state={a.outcome} /> {time(a.startedAt)} → {time(a.finishedAt)} ({duration(Date.parse(a.finishedAt) - Date.parse(a.startedAt))}) on{" "}
+                <strong>Attempt {a.attempt}</strong> <StateBadge state={a.outcome} /> {time(a.startedAt)} → {time(a.finishedAt)} ({a.finishedAt && a.startedAt ? duration(Date.parse(a.finishedAt) - Date.parse(a.startedAt)) : "—"}) on{" "}
                 <span class="mono">
                   {a.workerId} {a.host} pid {a.pid}
                 </span>
