@@ -181,7 +181,13 @@ export function validatePayload<T>(name: string, schema: PayloadSchema<T>, data:
  * new Worker({ backend, queues: "email", handlers: [sendWelcome.handle(async (job) => …)] });
  * ```
  */
-export function defineJob<T, R = unknown, I = T>(name: string, schema: PayloadSchema<T, I>, options: DefineJobOptions = {}): JobDefinition<T, R, I> {
+export function defineJob<T, R = unknown, I = T>(
+  name: string,
+  // The second member: a schema that declares no input type (or `defineJob<Data>` with the type
+  // given) takes payloads of its output type.
+  schema: PayloadSchema<T, I> | PayloadSchema<T>,
+  options: DefineJobOptions = {},
+): JobDefinition<T, R, I> {
   if (!isPayloadSchema(schema)) {
     throw new InvalidInputError(
       `defineJob("${name}"): the schema must implement Standard Schema v1 (a "~standard" property with validate), ` +
@@ -196,7 +202,8 @@ export function defineJob<T, R = unknown, I = T>(name: string, schema: PayloadSc
   if (options.timeoutMs !== undefined) settings.timeoutMs = options.timeoutMs;
   return {
     name,
-    schema,
+    // The input type only types `queue.add`; at run time a schema validates any value.
+    schema: schema as PayloadSchema<T, I>,
     defaults,
     settings,
     parse: (data) => validatePayload(name, schema, data),

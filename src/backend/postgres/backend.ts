@@ -756,7 +756,7 @@ export class PostgresBackend implements Backend {
     const args = checkListArgs(filter, page);
     let beforeSeq: number | null = null;
     if (args.after !== null) {
-      const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.after]);
+      const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.after, filter.queue ?? null]);
       if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
       beforeSeq = Number(cursor.seq);
     }
