@@ -95,8 +95,16 @@ export class MetricsEndpoints {
     }
     if (parsed.pathname !== "/metrics" && parsed.pathname !== "/scaling") return null;
     if (method !== "GET" && method !== "HEAD") return json(405, { error: `${parsed.pathname} answers GET only` });
-    return parsed.pathname === "/metrics" ? this.metricsText() : this.scalingJson(parsed.searchParams.get("queue"));
+    if (parsed.pathname === "/metrics") return this.metricsText();
+    const queues = parsed.searchParams.getAll("queue");
+    if (queues.length > 1) return oneQueueOnly();
+    return this.scalingJson(queues[0] ?? null);
   }
+}
+
+/** `?queue=a&queue=b` is ambiguous: an answer for one of them, or all, would be a guess. */
+function oneQueueOnly(): Answer {
+  return json(400, { error: "give at most one queue: /scaling?queue=NAME for one queue, or /scaling without queue for every queue" });
 }
 
 function json(status: number, value: unknown): Answer {
@@ -172,6 +180,7 @@ export const conveyorMetricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = a
   app.get("/metrics", async (_request, reply) => send(await endpoints.metricsText(), reply));
   app.get("/scaling", async (request, reply) => {
     const q = (request.query as { queue?: unknown }).queue;
+    if (Array.isArray(q)) return send(oneQueueOnly(), reply);
     return send(await endpoints.scalingJson(typeof q === "string" ? q : null), reply);
   });
 };

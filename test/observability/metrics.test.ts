@@ -349,4 +349,25 @@ describe("ConveyorMetrics", () => {
     expect(res.body).toMatch(/# TYPE conveyor_jobs_completed_total counter/);
     expect((await app.inject({ method: "GET", url: "/internal/scaling?queue=video" })).json()).toMatchObject({ backlog: 1 });
   });
+
+  it("/scaling with the queue parameter given twice answers 400 asking for one queue, on its own port and in Fastify", async () => {
+    const backend = await store();
+    await new Queue("a", { backend }).add("x", {});
+    await new Queue("b", { backend }).add("x", {});
+    const metrics = new ConveyorMetrics({ backend });
+    const server = await startMetricsServer(metrics, { port: 0 });
+    cleanups.push(() => server.close());
+    const res = await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=a&queue=b`);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toMatch(/give at most one queue/);
+    // One queue still answers that queue alone.
+    expect(await (await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=a`)).json()).toMatchObject({ queue: "a", backlog: 1 });
+
+    const app = Fastify();
+    await app.register(conveyorMetricsRoutes, { metrics });
+    cleanups.push(() => app.close());
+    const injected = await app.inject({ method: "GET", url: "/scaling?queue=a&queue=b" });
+    expect(injected.statusCode).toBe(400);
+    expect(injected.body).toMatch(/give at most one queue/);
+  });
 });
