@@ -1,4 +1,5 @@
 import type { Backend, ReplayResult } from "../backend/contract.js";
+import { InvalidInputError } from "../core/errors.js";
 import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { printJson } from "./format.js";
 import { listTable, showOne } from "./jobs.js";
@@ -55,12 +56,15 @@ const REPLAY_PAGE = 500;
 const REPLAY_PARALLEL = 16;
 
 /**
- * Replays every dead job (of a queue) page by page. Replayed jobs leave the dead state, so each
- * page is read from the start again. A job is replayed at most once: one that dies again during the
- * run (a worker is taking the replayed jobs) is not replayed a second time, and a page made only of
- * such jobs is stepped over with the offset, so the loop always ends. Ids are kept in a Set, so the
- * cost is linear in the number of dead jobs. A job removed or replayed by someone else meanwhile is
- * reported as skipped. Progress goes to `progress` (stderr) as "replayed N of TOTAL".
+ * Replays every dead job (of a queue) page by page. Pages follow a keyset cursor (`page.after`,
+ * the last job of the previous page) within each queue that had dead jobs at the start, so jobs
+ * leaving the dead state meanwhile (our replays, or someone else's) cannot shift a later page
+ * over jobs not yet read, as an offset would. A job is replayed at most once: ids are kept in a
+ * Set, so one that dies again during the run (a worker is taking the replayed jobs) is stepped
+ * over, and the cost stays linear in the number of dead jobs. When a cursor's job is deleted
+ * meanwhile, paging resumes from the previous page's cursor (from the newest job when none is
+ * left). A job listed dead but replayed or removed by someone else before our replay reaches it
+ * is reported as skipped. Progress goes to `progress` (stderr) as "replayed N of TOTAL".
  */
 export async function replayAllDead(
   backend: Backend,
@@ -69,10 +73,11 @@ export async function replayAllDead(
 ): Promise<{ replayed: number; skipped: Array<{ id: string; outcome: ReplayResult }> }> {
   const stats = await backend.stats(queue);
   const total = stats.reduce((n, s) => n + s.counts.dead, 0);
+  // A cursor pages within one queue: every queue that has dead jobs now, one after the other.
+  const queues = queue !== undefined ? [queue] : stats.filter((s) => s.counts.dead > 0).map((s) => s.queue);
   const seen = new Set<string>();
   const skipped: Array<{ id: string; outcome: ReplayResult }> = [];
   let replayed = 0;
-  let offset = 0;
   const report = (final: boolean) => {
     // A log gets a line per page; only a terminal's in-place line needs closing at the end.
     if (!progress || (final && !progress.isTTY)) return;
@@ -80,24 +85,36 @@ export async function replayAllDead(
     if (progress.isTTY) progress.write(`\r${line}${final ? "\n" : ""}`);
     else progress.write(`${line}\n`);
   };
-  for (;;) {
-    const page = await backend.list({ queue, state: "dead" }, { limit: REPLAY_PAGE, offset });
-    if (page.length === 0) break;
-    const fresh = page.filter((job) => !seen.has(job.id));
-    if (fresh.length === 0) {
-      offset += page.length;
-      continue;
+  for (const q of queues) {
+    // The last job of every page read so far in this queue: the newest usable one is the cursor.
+    const cursors: string[] = [];
+    for (;;) {
+      const after = cursors.at(-1);
+      let page;
+      try {
+        page = await backend.list({ queue: q, state: "dead" }, { limit: REPLAY_PAGE, ...(after === undefined ? {} : { after }) });
+      } catch (error) {
+        // The cursor's job was deleted meanwhile: step back one page; the Set skips what was handled.
+        if (error instanceof InvalidInputError && after !== undefined) {
+          cursors.pop();
+          continue;
+        }
+        throw error;
+      }
+      if (page.length === 0) break;
+      cursors.push(page.at(-1)!.id);
+      const fresh = page.filter((job) => !seen.has(job.id));
+      for (let i = 0; i < fresh.length; i += REPLAY_PARALLEL) {
+        const slice = fresh.slice(i, i + REPLAY_PARALLEL);
+        const outcomes = await Promise.all(slice.map((job) => backend.replay(job.id, job.queue)));
+        slice.forEach((job, k) => {
+          seen.add(job.id);
+          if (outcomes[k] === "replayed") replayed++;
+          else skipped.push({ id: job.id, outcome: outcomes[k]! });
+        });
+      }
+      report(false);
     }
-    for (let i = 0; i < fresh.length; i += REPLAY_PARALLEL) {
-      const slice = fresh.slice(i, i + REPLAY_PARALLEL);
-      const outcomes = await Promise.all(slice.map((job) => backend.replay(job.id, job.queue)));
-      slice.forEach((job, k) => {
-        seen.add(job.id);
-        if (outcomes[k] === "replayed") replayed++;
-        else skipped.push({ id: job.id, outcome: outcomes[k]! });
-      });
-    }
-    report(false);
   }
   report(true);
   return { replayed, skipped };

@@ -112,11 +112,7 @@ export async function createMetrics(settings: MetricsSettings, backend: Backend)
  * registered (e.g. `NODE_OPTIONS="--import ./otel.mjs"`) its spans are no-ops and cost nothing.
  */
 export async function loadTracing(): Promise<import("../observability/tracing.js").ConveyorTracing | null> {
-  try {
-    const { ConveyorTracing } = await import("../observability/tracing.js");
-    return new ConveyorTracing();
-  } catch (error) {
-    if ((error as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND" && String(error).includes("@opentelemetry/api")) return null;
-    throw error;
-  }
+  const { ConveyorTracing, loadOpenTelemetryApi } = await import("../observability/tracing.js");
+  // The module loads without the API (it requires it on first use): ask whether it is installed.
+  return loadOpenTelemetryApi() ? new ConveyorTracing() : null;
 }

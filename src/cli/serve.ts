@@ -8,6 +8,7 @@ import { Worker } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
+import type { MetricsServer } from "../observability/http.js";
 import { loadHandlers } from "./worker.js";
 import { combineTelemetry } from "../core/telemetry.js";
 
@@ -52,8 +53,8 @@ same process, for small deployments.
                          (JSON lines on stdout) for the server, the worker and webhooks
 ${METRICS_HELP}
 
-SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker, exit
-0 (or 1 when jobs had to be released).`;
+SIGTERM/SIGINT: stop accepting requests, close event streams, drain the in-process worker (the
+metrics listener keeps answering until then), exit 0 (or 1 when jobs had to be released).`;
 
 /** Builds the `--api-key` line for a freshly generated key. */
 async function printNewKey(spec: string): Promise<number> {
@@ -157,6 +158,7 @@ export async function run(argv: string[]): Promise<number> {
   const closeables: Closeable[] = [];
   let worker: Worker | null = null;
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
+  let metricsServer: MetricsServer | null = null;
   try {
     const observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
     const tracing = await loadTracing();
@@ -230,14 +232,8 @@ export async function run(argv: string[]): Promise<number> {
       closeables.push({ close: (o) => dispatcher.close(o) });
     }
     if (observed) {
-      const metricsServer = await observed.listen().catch((error: unknown) => {
+      metricsServer = await observed.listen().catch((error: unknown) => {
         throw new UsageError(`--metrics-port ${metricsFlags?.port}: cannot listen: ${(error as Error).message}`);
-      });
-      closeables.push({
-        close: async () => {
-          await metricsServer.close();
-          return { drained: true, releasedJobIds: [] };
-        },
       });
       process.stderr.write(`conveyor serve metrics on http://${metricsServer.address.address}:${metricsServer.address.port}/metrics\n`);
     }
@@ -245,7 +241,17 @@ export async function run(argv: string[]): Promise<number> {
     const address = app.server.address();
     const shown = typeof address === "object" && address ? `${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}` : String(address);
     return await new Promise<number>((resolveExit) => {
-      installShutdownSignals(closeables, { logger, afterClose: () => backend.close(), exit: resolveExit });
+      const metricsListener = metricsServer;
+      installShutdownSignals(closeables, {
+        logger,
+        // The metrics listener outlives the drain, so Prometheus can scrape it; closed once the
+        // worker and the API are done, as `conveyor worker` does.
+        afterClose: async () => {
+          await metricsListener?.close();
+          await backend.close();
+        },
+        exit: resolveExit,
+      });
       worker?.run();
       process.stderr.write(
         `conveyor serve on http://${shown}${typeof values["base-path"] === "string" ? values["base-path"] : "/v1"} (${backend.description}); ` +
@@ -257,6 +263,7 @@ export async function run(argv: string[]): Promise<number> {
     });
   } catch (error) {
     await Promise.all(closeables.map((c) => c.close({ force: true }).catch(() => undefined)));
+    await metricsServer?.close();
     await backend.close();
     if (error instanceof InvalidInputError) throw new UsageError(error.message);
     throw error;

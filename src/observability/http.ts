@@ -34,17 +34,25 @@ type Answer = { status: number; contentType: string; body: string };
 
 /**
  * Answers `/metrics` and `/scaling` for one ConveyorMetrics; stateful only in the last
- * recommendation per queue. One store snapshot is one evaluation of the policy: asking again
+ * recommendation per queue, kept for at most the metrics' `maxLabelSets` queues (the least
+ * recently evaluated is forgotten first and starts again from `minWorkers`): any key that may
+ * enqueue can create queues. One store snapshot is one evaluation of the policy: asking again
  * while the snapshot is cached (`storeCacheMs`) returns the same answer, so how fast the fleet
  * steps out or in does not depend on how many clients poll `/scaling`, or how often.
  */
 export class MetricsEndpoints {
+  /** In order of evaluation, least recent first; at most the metrics' `maxLabelSets` entries. */
   private readonly lastRecommendation = new Map<string, { basedOn: StoreSnapshot; desiredWorkers: number }>();
 
   constructor(
     private readonly metrics: ConveyorMetrics,
     private readonly scaling: ScalingEndpointOptions = {},
   ) {}
+
+  /** How many queues' last recommendations are kept now (at most the metrics' `maxLabelSets`). */
+  get rememberedQueues(): number {
+    return this.lastRecommendation.size;
+  }
 
   async metricsText(): Promise<Answer> {
     return { status: 200, contentType: this.metrics.contentType, body: await this.metrics.metrics() };
@@ -79,7 +87,13 @@ export class MetricsEndpoints {
       out.desiredWorkers = paused
         ? desiredWorkers(this.scaling.policy, { backlog: 0, oldestAgeSeconds: 0, activeJobs: active, currentWorkers: current })
         : desiredWorkers(this.scaling.policy, { backlog, oldestAgeSeconds: oldestWaitingAgeSeconds, activeJobs: active, currentWorkers: current });
+      // Re-inserted so the map's order is least recently evaluated first.
+      this.lastRecommendation.delete(queue);
       this.lastRecommendation.set(queue, { basedOn, desiredWorkers: out.desiredWorkers });
+      for (const oldest of this.lastRecommendation.keys()) {
+        if (this.lastRecommendation.size <= this.metrics.maxLabelSets) break;
+        this.lastRecommendation.delete(oldest);
+      }
     }
     return out;
   }
@@ -95,8 +109,16 @@ export class MetricsEndpoints {
     }
     if (parsed.pathname !== "/metrics" && parsed.pathname !== "/scaling") return null;
     if (method !== "GET" && method !== "HEAD") return json(405, { error: `${parsed.pathname} answers GET only` });
-    return parsed.pathname === "/metrics" ? this.metricsText() : this.scalingJson(parsed.searchParams.get("queue"));
+    if (parsed.pathname === "/metrics") return this.metricsText();
+    const queues = parsed.searchParams.getAll("queue");
+    if (queues.length > 1) return oneQueueOnly();
+    return this.scalingJson(queues[0] ?? null);
   }
+}
+
+/** `?queue=a&queue=b` is ambiguous: an answer for one of them, or all, would be a guess. */
+function oneQueueOnly(): Answer {
+  return json(400, { error: "give at most one queue: /scaling?queue=NAME for one queue, or /scaling without queue for every queue" });
 }
 
 function json(status: number, value: unknown): Answer {
@@ -172,6 +194,7 @@ export const conveyorMetricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = a
   app.get("/metrics", async (_request, reply) => send(await endpoints.metricsText(), reply));
   app.get("/scaling", async (request, reply) => {
     const q = (request.query as { queue?: unknown }).queue;
+    if (Array.isArray(q)) return send(oneQueueOnly(), reply);
     return send(await endpoints.scalingJson(typeof q === "string" ? q : null), reply);
   });
 };

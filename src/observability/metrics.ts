@@ -63,7 +63,13 @@ export interface MetricsOptions {
    * reach the metrics from whoever enqueues (over HTTP, any key with the enqueue scope), so without
    * a bound one client could make every scrape megabytes long; past the bound, new pairs are
    * counted together under `queue="_other", name="_other"` and
-   * `conveyor_metrics_label_sets_overflow_total` counts the events folded there. Default 1000.
+   * `conveyor_metrics_label_sets_overflow_total` counts the events folded there. The same bound
+   * applies to the queues of the store gauges (`conveyor_queue_*`), since any key that may enqueue
+   * can create queues: the first `maxLabelSets` queues this process has seen in the store keep
+   * series of their own, the rest are reported together under `queue="_other"` (jobs summed,
+   * oldest age and paused the maximum), and `conveyor_metrics_queues_folded` says how many.
+   * The scaling endpoint keeps its last recommendation for at most this many queues too.
+   * Default 1000.
    */
   maxLabelSets?: number;
 }
@@ -106,8 +112,13 @@ export class ConveyorMetrics implements JobTelemetry {
   private readonly backend: Backend | null;
   private readonly storeCacheMs: number;
   private readonly series = new Map<string, JobSeries>();
-  private readonly maxLabelSets: number;
+  /** Bound on distinct label sets (see `MetricsOptions.maxLabelSets`). */
+  readonly maxLabelSets: number;
   private overflowSeries: JobSeries | null = null;
+  /** Queues of the store given series of their own, at most `maxLabelSets`, kept across scrapes so a series does not come and go. */
+  private readonly storeQueues = new Set<string>();
+  /** The latest snapshot with its queues folded to the bound, computed once per snapshot. */
+  private bounded: { from: StoreSnapshot; queues: QueueStats[]; folded: number } | null = null;
   private readonly workers = new Set<ObservableWorker>();
   private snapshot: StoreSnapshot | null = null;
   /** When `snapshot` was taken, on the monotonic clock: a wall-clock step back must not freeze the cache. */
@@ -211,15 +222,33 @@ export class ConveyorMetrics implements JobTelemetry {
         return null;
       }
     };
+    // The per-queue gauges read the queues folded to `maxLabelSets`: queue names are the clients'.
+    const readQueues = async (): Promise<QueueStats[]> => {
+      const snapshot = await read();
+      return snapshot ? this.boundedQueues(snapshot).queues : [];
+    };
+    const foldedNow = async (): Promise<number | null> => {
+      const snapshot = await read();
+      return snapshot ? this.boundedQueues(snapshot).folded : null;
+    };
+    new Gauge({
+      name: "conveyor_metrics_queues_folded",
+      help: "Queues of the store reported together under queue=\"_other\" by the conveyor_queue_* gauges because maxLabelSets queues already had series.",
+      registers,
+      async collect() {
+        const folded = await foldedNow();
+        if (folded !== null) this.set(folded);
+      },
+    });
     new Gauge({
       name: "conveyor_queue_jobs",
       help: "Jobs in the store per queue and state (a due scheduled job counts as waiting).",
       labelNames: ["queue", "state"] as const,
       registers,
       async collect() {
-        const snapshot = await read();
+        const queues = await readQueues();
         this.reset();
-        for (const q of snapshot?.queues ?? []) for (const state of JOB_STATES) this.set({ queue: q.queue, state }, q.counts[state]);
+        for (const q of queues) for (const state of JOB_STATES) this.set({ queue: q.queue, state }, q.counts[state]);
       },
     });
     new Gauge({
@@ -228,9 +257,9 @@ export class ConveyorMetrics implements JobTelemetry {
       labelNames: ["queue"] as const,
       registers,
       async collect() {
-        const snapshot = await read();
+        const queues = await readQueues();
         this.reset();
-        for (const q of snapshot?.queues ?? []) this.set({ queue: q.queue }, (q.oldestWaitingAgeMs ?? 0) / 1000);
+        for (const q of queues) this.set({ queue: q.queue }, (q.oldestWaitingAgeMs ?? 0) / 1000);
       },
     });
     new Gauge({
@@ -239,9 +268,9 @@ export class ConveyorMetrics implements JobTelemetry {
       labelNames: ["queue"] as const,
       registers,
       async collect() {
-        const snapshot = await read();
+        const queues = await readQueues();
         this.reset();
-        for (const q of snapshot?.queues ?? []) this.set({ queue: q.queue }, q.paused ? 1 : 0);
+        for (const q of queues) this.set({ queue: q.queue }, q.paused ? 1 : 0);
       },
     });
     new Gauge({
@@ -272,6 +301,36 @@ export class ConveyorMetrics implements JobTelemetry {
         this.set((await read()) ? 1 : 0);
       },
     });
+  }
+
+  /**
+   * The snapshot's queues with at most `maxLabelSets` of their own; the rest (and a store queue
+   * literally named `_other`) summed into one `_other` entry (oldest age and paused: the maximum).
+   * Which queues keep their own series is decided once, in the order this process first saw them.
+   */
+  private boundedQueues(snapshot: StoreSnapshot): { queues: QueueStats[]; folded: number } {
+    if (this.bounded?.from === snapshot) return this.bounded;
+    const own: QueueStats[] = [];
+    let other: QueueStats | null = null;
+    let folded = 0;
+    for (const q of snapshot.queues) {
+      if (q.queue !== OVERFLOW_LABEL && (this.storeQueues.has(q.queue) || this.storeQueues.size < this.maxLabelSets)) {
+        this.storeQueues.add(q.queue);
+        own.push(q);
+        continue;
+      }
+      folded++;
+      if (!other) {
+        other = { queue: OVERFLOW_LABEL, paused: q.paused, counts: { ...q.counts }, oldestWaitingAgeMs: q.oldestWaitingAgeMs };
+        continue;
+      }
+      for (const state of JOB_STATES) other.counts[state] += q.counts[state];
+      other.paused ||= q.paused;
+      if (q.oldestWaitingAgeMs !== null) other.oldestWaitingAgeMs = Math.max(other.oldestWaitingAgeMs ?? 0, q.oldestWaitingAgeMs);
+    }
+    if (other) own.push(other);
+    this.bounded = { from: snapshot, queues: own, folded };
+    return this.bounded;
   }
 
   /**

@@ -14,24 +14,46 @@
  *
  * Attributes follow OpenTelemetry's messaging semantic conventions (`messaging.*`).
  */
-import {
-  context,
-  createTraceState,
-  propagation,
-  ROOT_CONTEXT,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-  TraceFlags,
-  type Attributes,
-  type Context,
-  type Span,
-  type SpanContext,
-  type Tracer,
-} from "@opentelemetry/api";
+import { createRequire } from "node:module";
+import type { Attributes, Context, Span, SpanContext, Tracer } from "@opentelemetry/api";
 import type { EnqueueResult } from "../backend/contract.js";
 import type { JobRecord, JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
+import { ConveyorError } from "../core/errors.js";
+
+/** The `@opentelemetry/api` module. */
+type OpenTelemetryApi = typeof import("@opentelemetry/api");
+
+/**
+ * `@opentelemetry/api` is loaded on first use, not imported by this module: `conveyor-jobs/metrics`
+ * re-exports this file, and a user with only prom-client installed must be able to import
+ * ConveyorMetrics from it. Loaded with require (the API's CommonJS build): synchronous, so
+ * `new ConveyorTracing()` stays a plain constructor. The API keeps its registered providers,
+ * context manager and propagator on a global shared by its builds, so one registered through the
+ * ESM build (`import { trace } from "@opentelemetry/api"`) is the one this sees.
+ */
+const requireHere = createRequire(import.meta.url);
+let openTelemetry: OpenTelemetryApi | null | undefined;
+
+/** The OpenTelemetry API, or null when `@opentelemetry/api` is not installed. */
+export function loadOpenTelemetryApi(): OpenTelemetryApi | null {
+  if (openTelemetry === undefined) {
+    try {
+      openTelemetry = requireHere("@opentelemetry/api") as OpenTelemetryApi;
+    } catch (error) {
+      const missing = (error as { code?: unknown }).code === "MODULE_NOT_FOUND" && String(error).includes("'@opentelemetry/api'");
+      if (!missing) throw error;
+      openTelemetry = null;
+    }
+  }
+  return openTelemetry;
+}
+
+function openTelemetryApi(): OpenTelemetryApi {
+  const api = loadOpenTelemetryApi();
+  if (!api) throw new ConveyorError("ConveyorTracing needs @opentelemetry/api@1, an optional peer dependency: npm install @opentelemetry/api@1");
+  return api;
+}
 
 export interface TracingOptions {
   /**
@@ -43,6 +65,8 @@ export interface TracingOptions {
 
 const TRACER_NAME = "conveyor-jobs";
 const MESSAGING_SYSTEM = "conveyor";
+/** W3C Trace Context's `sampled` flag (TraceFlags.SAMPLED), the only flag a traceparent carries over. */
+const SAMPLED_FLAG = 0x01;
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** `traceparent` of a span context (W3C Trace Context, version 00). */
@@ -55,20 +79,27 @@ export function parseTraceparent(value: unknown, tracestate?: unknown): SpanCont
   if (typeof value !== "string") return null;
   const m = TRACEPARENT.exec(value.trim());
   if (!m || /^0+$/.test(m[1]!) || /^0+$/.test(m[2]!)) return null;
-  const sc: SpanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16) & TraceFlags.SAMPLED, isRemote: true };
-  if (typeof tracestate === "string" && tracestate.length > 0) sc.traceState = createTraceState(tracestate);
+  const sc: SpanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16) & SAMPLED_FLAG, isRemote: true };
+  if (typeof tracestate === "string" && tracestate.length > 0) sc.traceState = openTelemetryApi().createTraceState(tracestate);
   return sc;
 }
 
-/** Conveyor's OpenTelemetry instrumentation; give it as `telemetry` to Queue, Worker, conveyorHttp and WebhookDispatcher. */
+/**
+ * Conveyor's OpenTelemetry instrumentation; give it as `telemetry` to Queue, Worker, conveyorHttp
+ * and WebhookDispatcher. The constructor throws a ConveyorError naming the package to install when
+ * `@opentelemetry/api` is missing.
+ */
 export class ConveyorTracing implements JobTelemetry {
   private readonly tracer: Tracer;
+  private readonly api: OpenTelemetryApi;
 
   constructor(options: TracingOptions = {}) {
-    this.tracer = options.tracer ?? trace.getTracer(TRACER_NAME);
+    this.api = openTelemetryApi();
+    this.tracer = options.tracer ?? this.api.trace.getTracer(TRACER_NAME);
   }
 
   async enqueue(specs: readonly JobSpec[], store: (specs: readonly JobSpec[]) => Promise<EnqueueResult[]>): Promise<EnqueueResult[]> {
+    const { context, SpanKind } = this.api;
     const tracer = this.tracer;
     const parent = context.active();
     const spans: Span[] = [];
@@ -89,7 +120,7 @@ export class ConveyorTracing implements JobTelemetry {
       });
       return results;
     } catch (error) {
-      for (const span of spans) failSpan(span, error);
+      for (const span of spans) failSpan(this.api, span, error);
       throw error;
     } finally {
       for (const span of spans) span.end();
@@ -97,6 +128,7 @@ export class ConveyorTracing implements JobTelemetry {
   }
 
   async attempt(job: JobRecord, run: () => Promise<unknown>): Promise<unknown> {
+    const { context, ROOT_CONTEXT, SpanKind, trace } = this.api;
     const tracer = this.tracer;
     const producer = parseTraceparent(job.meta?.traceparent, job.meta?.tracestate);
     const parent: Context = producer ? trace.setSpanContext(ROOT_CONTEXT, producer) : context.active();
@@ -109,7 +141,7 @@ export class ConveyorTracing implements JobTelemetry {
     try {
       return await context.with(trace.setSpan(parent, span), run);
     } catch (error) {
-      failSpan(span, error);
+      failSpan(this.api, span, error);
       throw error;
     } finally {
       span.end();
@@ -117,6 +149,7 @@ export class ConveyorTracing implements JobTelemetry {
   }
 
   request(headers: Readonly<Record<string, string | string[] | undefined>>, next: () => void): void {
+    const { context, propagation, trace } = this.api;
     // An HTTP instrumentation already made the request's span the active one: keep it.
     if (trace.getSpan(context.active())) return next();
     const extracted = propagation.extract(context.active(), headers);
@@ -125,6 +158,7 @@ export class ConveyorTracing implements JobTelemetry {
   }
 
   outgoing(headers: Record<string, string>): void {
+    const { context, trace } = this.api;
     const span = trace.getSpan(context.active());
     if (!span || !span.isRecording()) return;
     const sc = span.spanContext();
@@ -154,11 +188,11 @@ function consumerAttributes(job: JobRecord): Attributes {
   return { ...messagingAttributes("process", job.queue, job.id, job.name), "conveyor.job.attempt": job.attempt, "conveyor.job.max_attempts": job.maxAttempts };
 }
 
-function failSpan(span: Span, error: unknown): void {
+function failSpan(api: OpenTelemetryApi, span: Span, error: unknown): void {
   const e = error instanceof Error ? error : new Error(String(error));
   span.recordException(e);
   span.setAttribute("error.type", e.name || "Error");
-  span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
+  span.setStatus({ code: api.SpanStatusCode.ERROR, message: e.message });
 }
 
 /** The spec with the producer span's context in its metadata (`traceparent`, `tracestate`). */

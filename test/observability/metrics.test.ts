@@ -12,7 +12,7 @@ import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { FakeClock, Queue, silentLogger, UnrecoverableError, Worker } from "../../src/index.js";
 import { conveyorHttp } from "../../src/http/index.js";
-import { ConveyorMetrics, conveyorMetricsRoutes, startMetricsServer } from "../../src/observability/index.js";
+import { ConveyorMetrics, conveyorMetricsRoutes, MetricsEndpoints, startMetricsServer } from "../../src/observability/index.js";
 import { JobCounter, JobHistogram } from "../../src/observability/series.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -348,5 +348,54 @@ describe("ConveyorMetrics", () => {
     expect(res.statusCode).toBe(200);
     expect(res.body).toMatch(/# TYPE conveyor_jobs_completed_total counter/);
     expect((await app.inject({ method: "GET", url: "/internal/scaling?queue=video" })).json()).toMatchObject({ backlog: 1 });
+  });
+
+  it("/scaling with the queue parameter given twice answers 400 asking for one queue, on its own port and in Fastify", async () => {
+    const backend = await store();
+    await new Queue("a", { backend }).add("x", {});
+    await new Queue("b", { backend }).add("x", {});
+    const metrics = new ConveyorMetrics({ backend });
+    const server = await startMetricsServer(metrics, { port: 0 });
+    cleanups.push(() => server.close());
+    const res = await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=a&queue=b`);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toMatch(/give at most one queue/);
+    // One queue still answers that queue alone.
+    expect(await (await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=a`)).json()).toMatchObject({ queue: "a", backlog: 1 });
+
+    const app = Fastify();
+    await app.register(conveyorMetricsRoutes, { metrics });
+    cleanups.push(() => app.close());
+    const injected = await app.inject({ method: "GET", url: "/scaling?queue=a&queue=b" });
+    expect(injected.statusCode).toBe(400);
+    expect(injected.body).toMatch(/give at most one queue/);
+  });
+
+  it("store gauges keep series for at most maxLabelSets queues; the rest are summed under _other and counted; /scaling remembers at most as many", async () => {
+    const backend = await store();
+    // Queues a hostile key could create by enqueueing: five, for a bound of two.
+    for (const [queue, jobs] of [["a", 1], ["b", 2], ["c", 3], ["d", 4], ["e", 5]] as const) {
+      const q = new Queue(queue, { backend });
+      for (let i = 0; i < jobs; i++) await q.add("x", {}, i === 0 && queue === "d" ? { runAt: Date.now() - 60_000 } : {});
+    }
+    await backend.pause("e");
+    const metrics = new ConveyorMetrics({ backend, maxLabelSets: 2 });
+    const text = await metrics.metrics();
+    const queuesOf = (name: string) => new Set([...text.matchAll(new RegExp(`^${name}\\{queue="([^"]+)"`, "gm"))].map((m) => m[1]));
+    for (const gauge of ["conveyor_queue_jobs", "conveyor_queue_oldest_waiting_age_seconds", "conveyor_queue_paused"]) {
+      expect(queuesOf(gauge)).toEqual(new Set(["a", "b", "_other"]));
+    }
+    // c + d + e: every job still counted, under _other.
+    expect(await value(metrics.registry, "conveyor_queue_jobs", { queue: "_other", state: "waiting" })).toBe(12);
+    expect(await value(metrics.registry, "conveyor_queue_jobs", { queue: "a", state: "waiting" })).toBe(1);
+    expect(await value(metrics.registry, "conveyor_queue_paused", { queue: "_other" })).toBe(1);
+    expect(await value(metrics.registry, "conveyor_queue_oldest_waiting_age_seconds", { queue: "_other" })).toBeGreaterThanOrEqual(59);
+    expect(await value(metrics.registry, "conveyor_metrics_queues_folded")).toBe(3);
+
+    // The scaling endpoint evaluates every queue but keeps its last answer for two at most.
+    const endpoints = new MetricsEndpoints(metrics, { policy: { targetAgeSeconds: 60, jobsPerSecondPerWorker: 1 } });
+    const all = JSON.parse((await endpoints.scalingJson(null)).body) as { queues: Array<{ queue: string }> };
+    expect(all.queues.map((q) => q.queue)).toEqual(["a", "b", "c", "d", "e"]);
+    expect(endpoints.rememberedQueues).toBe(2);
   });
 });
