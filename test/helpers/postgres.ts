@@ -9,11 +9,11 @@ import { execFile, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, chown, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
+import { freePort } from "./ports.js";
 
 const exec = promisify(execFile);
 
@@ -168,18 +168,6 @@ function serverUser(): { uid: number; gid: number } {
   return { uid: id("-u"), gid: id("-g") };
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A schema name no other test uses: lower case, so it never needs quoting in psql. */
 export function randomSchema(prefix = "t"): string {

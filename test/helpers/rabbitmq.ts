@@ -12,9 +12,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "./ports.js";
 
 /** The server start script of the Debian package (the /usr/sbin wrapper would switch to the rabbitmq user). */
 const DEFAULT_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server";
@@ -239,17 +240,6 @@ function answersAmqp(port: number): Promise<boolean> {
   });
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
-}
 
 /** A queue / exchange name no other test uses. */
 export function rabbitName(label = "t"): string {

@@ -8,7 +8,8 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { Queue } from "../../src/index.js";
 import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
-import { freePort, PrometheusServer } from "../helpers/prometheus.js";
+import { freePort } from "../helpers/ports.js";
+import { PrometheusServer } from "../helpers/prometheus.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
 
