@@ -6,7 +6,7 @@
 import { createServer as createTcpServer } from "node:net";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import { PostgresBackend } from "../../src/backend/postgres/backend.js";
+import { isPostgresUnavailable, PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { isStoreUnreachable } from "../../src/cli/worker.js";
@@ -31,6 +31,13 @@ async function closedPort(): Promise<number> {
 const job = () => buildJobSpec({ queue: "q", name: "n", data: null });
 
 describe("StoreUnavailableError at the driver boundary", () => {
+  it("PostgreSQL: connection-class SQLSTATEs and shutdowns are retryable; a protocol violation (a client bug) is not", () => {
+    const pgError = (code: string) => Object.assign(new Error(`sqlstate ${code}`), { code });
+    for (const code of ["08006", "08001", "08003", "57P01", "57P03", "53300"]) expect(isPostgresUnavailable(pgError(code)), code).toBe(true);
+    // 08P01: e.g. "bind message supplies 2 parameters, but prepared statement requires 3".
+    for (const code of ["08P01", "42P01", "23505", "22P02"]) expect(isPostgresUnavailable(pgError(code)), code).toBe(false);
+  });
+
   it("SQLite: a database locked past busyTimeoutMs; over HTTP a 503 with Retry-After", async () => {
     const path = await temp.file("locked.db");
     const backend = new SqliteBackend({ path, busyTimeoutMs: 50 });

@@ -936,15 +936,19 @@ export class PostgresBackend implements Backend {
 // ── helpers ──────────────────────────────────────────────────────────────────────────────────
 
 /**
- * SQLSTATEs that mean "not now" rather than "wrong": connection exceptions (class 08), the server
- * shutting down or starting up (57P01-57P03), too many connections (53300).
+ * SQLSTATEs that mean "not now" rather than "wrong": connection exceptions (class 08) except a
+ * protocol violation (08P01: the client sent something malformed, and a retry would send it
+ * again), the server shutting down or starting up (57P01-57P03), too many connections (53300).
  */
 const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+const PROTOCOL_VIOLATION = "08P01";
 /** pg's own errors about a lost or unobtainable connection carry no code, only these messages. */
 const PG_CONNECTION_MESSAGES = ["Connection terminated", "timeout exceeded when trying to connect", "Client has encountered a connection error"];
 
-function isPostgresUnavailable(error: unknown): boolean {
-  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || code.startsWith("08") || UNAVAILABLE_SQLSTATES.has(code))) return true;
+/** Whether a driver error means "the store is unreachable or busy, retry" (exported for its tests). */
+export function isPostgresUnavailable(error: unknown): boolean {
+  const connectionClass = (code: string) => code.startsWith("08") && code !== PROTOCOL_VIOLATION;
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || connectionClass(code) || UNAVAILABLE_SQLSTATES.has(code))) return true;
   return error instanceof Error && PG_CONNECTION_MESSAGES.some((m) => error.message.startsWith(m));
 }
 
