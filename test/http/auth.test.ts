@@ -3,20 +3,14 @@
  * forgotten), stream tokens for browsers, CORS, and secrets kept out of logs.
  */
 import { Writable } from "node:stream";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, hashApiKey, type ApiKeyConfig } from "../../src/http/index.js";
 import { KeyRing, StreamTokens } from "../../src/http/auth.js";
-import { TempDirs } from "../helpers/temp.js";
-import { openStream, send, startServer, type Harness, type Obj } from "./harness.js";
+import { openStream, send, serverPerTest, type Harness, type Obj } from "./harness.js";
 
-const temp = new TempDirs();
+const { temp, startTestServer } = serverPerTest();
 let h: Harness | null = null;
-afterEach(async () => {
-  await h?.close();
-  h = null;
-});
-afterAll(() => temp.removeAll());
 
 const KEYS = {
   enqueue: "cvk_enqueue-only-0123456789abcdef",
@@ -42,7 +36,7 @@ async function enqueueAs(key: string, body: Obj = { name: "n" }): Promise<string
 
 describe("API keys and scopes", () => {
   it("every route: 401 without a key or with a wrong one, 403 without the scope, neither with it", async () => {
-    h = await startServer(temp, { apiKeys: API_KEYS });
+    h = await startTestServer({ apiKeys: API_KEYS });
     const jobId = await enqueueAs(KEYS.enqueue);
     const doc = (await h.request<{ paths: Record<string, Record<string, { security: Array<Record<string, string[]>> }>> }>("GET", "/v1/openapi.json")).json;
     const keyFor: Record<string, string> = { enqueue: KEYS.enqueue, read: KEYS.read, admin: KEYS.admin };
@@ -74,14 +68,14 @@ describe("API keys and scopes", () => {
   });
 
   it("accepts X-API-Key as well as Authorization: Bearer; a key configured in clear works the same", async () => {
-    h = await startServer(temp, { apiKeys: API_KEYS });
+    h = await startTestServer({ apiKeys: API_KEYS });
     const id = await enqueueAs(KEYS.web);
     expect((await h.request("GET", `/v1/jobs/${id}`, { headers: { "x-api-key": KEYS.web } })).status).toBe(200);
     expect((await h.request("GET", `/v1/jobs/${id}`, { headers: { authorization: `Basic ${KEYS.web}` } })).status).toBe(401);
   });
 
   it("an enqueue key may cancel its own jobs only; admin may cancel any", async () => {
-    h = await startServer(temp, { apiKeys: API_KEYS });
+    h = await startTestServer({ apiKeys: API_KEYS });
     const mine = await enqueueAs(KEYS.enqueue);
     const theirs = await enqueueAs(KEYS.other);
     expect((await h.request("DELETE", `/v1/jobs/${theirs}`, { headers: bearer(KEYS.enqueue) })).status).toBe(403);
@@ -109,7 +103,7 @@ describe("API keys and scopes", () => {
 
 describe("event streams with keys", () => {
   it("Bearer works; browsers use a job-scoped, short-lived ?access_token= from the token route", async () => {
-    h = await startServer(temp, { apiKeys: API_KEYS });
+    h = await startTestServer({ apiKeys: API_KEYS });
     const id = await enqueueAs(KEYS.web);
     const other = await enqueueAs(KEYS.web);
     const events = `${h.url}/v1/jobs/${id}/events`;
@@ -146,7 +140,7 @@ describe("event streams with keys", () => {
 
 describe("CORS", () => {
   it("answers preflights and marks responses (errors and streams included) for allowed origins only", async () => {
-    h = await startServer(temp, { apiKeys: API_KEYS, cors: { origins: ["https://app.example.com"], maxAgeSeconds: 120 } });
+    h = await startTestServer({ apiKeys: API_KEYS, cors: { origins: ["https://app.example.com"], maxAgeSeconds: 120 } });
     const pre = await fetch(`${h.url}/v1/queues/q/jobs`, {
       method: "OPTIONS",
       headers: { origin: "https://app.example.com", "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type, idempotency-key" },
@@ -173,7 +167,7 @@ describe("CORS", () => {
   });
 
   it("is off unless configured", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const pre = await fetch(`${h.url}/v1/queues/q/jobs`, { method: "OPTIONS", headers: { origin: "https://app.example.com", "access-control-request-method": "POST" } });
     expect(pre.headers.get("access-control-allow-origin")).toBeNull();
     const r = await h.request("GET", "/v1/queues", { headers: { origin: "https://app.example.com" } });

@@ -3,22 +3,16 @@
  * validation (400 / 422 with field errors), 413, bulk.
  */
 import type { IncomingMessage } from "node:http";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { defineJob, FakeClock } from "../../src/index.js";
 import { createServer, hashApiKey } from "../../src/http/index.js";
-import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
-import { send, startServer, type Harness, type Obj } from "./harness.js";
+import { send, serverPerTest, type Harness, type Obj } from "./harness.js";
 
-const temp = new TempDirs();
+const { temp, startTestServer } = serverPerTest();
 let h: Harness | null = null;
-afterEach(async () => {
-  await h?.close();
-  h = null;
-});
-afterAll(() => temp.removeAll());
 
 interface Accepted {
   status: string;
@@ -39,7 +33,7 @@ const countJobs = async (backend: SqliteBackend) => (await backend.list({}, { li
 
 describe("POST /v1/queues/:queue/jobs", () => {
   it("answers 202 with status, jobId, pollUrl, eventsUrl and an estimate, plus Location and Retry-After", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const r = await h.request<Accepted>("POST", "/v1/queues/email/jobs", {
       body: { name: "welcome", data: { userId: "u_1" }, options: { priority: 5, attempts: 4 } },
     });
@@ -59,7 +53,7 @@ describe("POST /v1/queues/:queue/jobs", () => {
   });
 
   it("accepts runAt as an RFC 3339 time and delayMs, storing a scheduled job", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const at = new Date(Date.now() + 3_600_000).toISOString();
     const a = await h.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "later", options: { runAt: at } } });
     const b = await h.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "later", options: { delayMs: 60_000 } } });
@@ -69,7 +63,7 @@ describe("POST /v1/queues/:queue/jobs", () => {
   });
 
   it("a known options.jobId answers 200 with status duplicate and adds nothing", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const first = await h.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", options: { jobId: "order-7" } } });
     const again = await h.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: { other: true }, options: { jobId: "order-7" } } });
     expect(first.status).toBe(202);
@@ -79,7 +73,7 @@ describe("POST /v1/queues/:queue/jobs", () => {
   });
 
   it("refuses Conveyor's own queues (a forged webhook delivery would be signed by the server)", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const r = await h.request<ProblemBody>("POST", "/v1/queues/conveyor.webhooks/jobs", { body: { name: "webhook.deliver", data: {} } });
     expect(r.status).toBe(403);
     expect(r.json.type).toBe("urn:conveyor:problem:reserved-queue");
@@ -128,7 +122,7 @@ describe("estimatedDurationSeconds", () => {
 
 describe("Idempotency-Key", () => {
   it("a retried request gets the same answer for the same job, and nothing new is stored", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const body = { name: "charge", data: { orderId: "o_1", cents: 1200 } };
     const first = await h.request<Accepted>("POST", "/v1/queues/payments/jobs", { body, headers: { "idempotency-key": "order-o_1" } });
     // Same JSON with another key order and spacing is the same request.
@@ -146,7 +140,7 @@ describe("Idempotency-Key", () => {
   });
 
   it("reusing a key with a different body is refused with 422 and stores nothing", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     await h.request("POST", "/v1/queues/payments/jobs", { body: { name: "charge", data: { cents: 1 } }, headers: { "idempotency-key": "k" } });
     const other = await h.request<ProblemBody>("POST", "/v1/queues/payments/jobs", { body: { name: "charge", data: { cents: 2 } }, headers: { "idempotency-key": "k" } });
     expect(other.status).toBe(422);
@@ -160,7 +154,7 @@ describe("Idempotency-Key", () => {
       { id: "a", sha256: hashApiKey("key-a-0123456789abcdef"), scopes: ["enqueue" as const] },
       { id: "b", sha256: hashApiKey("key-b-0123456789abcdef"), scopes: ["enqueue" as const] },
     ];
-    h = await startServer(temp, { apiKeys: keys });
+    h = await startTestServer({ apiKeys: keys });
     const post = (key: string, queue: string) =>
       h!.request<Accepted>("POST", `/v1/queues/${queue}/jobs`, { body: { name: "n" }, headers: { "idempotency-key": "same", authorization: `Bearer ${key}` } });
     const ids = new Set([
@@ -174,7 +168,7 @@ describe("Idempotency-Key", () => {
   });
 
   it("concurrent retries of one request create exactly one job", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const replies = await Promise.all(
       Array.from({ length: 12 }, () => h!.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: { x: 1 } }, headers: { "idempotency-key": "burst" } })),
     );
@@ -184,7 +178,7 @@ describe("Idempotency-Key", () => {
   });
 
   it("refuses options.jobId together with a key (422), and an over-long key (400)", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const both = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", { body: { name: "n", options: { jobId: "x" } }, headers: { "idempotency-key": "k" } });
     expect(both.status).toBe(422);
     expect(both.json.errors?.[0]?.pointer).toBe("/options/jobId");
@@ -199,7 +193,7 @@ describe("validation", () => {
   const signup = defineJob("send-welcome", z.object({ userId: z.string(), locale: z.enum(["en", "fr"]).optional() }), { attempts: 7 });
 
   it("400 for a body that is not JSON, or not of the documented shape, with every field error", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const broken = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", { raw: '{"name": "n",', headers: { "content-type": "application/json" } });
     expect(broken.status).toBe(400);
     expect(broken.json.type).toBe("urn:conveyor:problem:invalid-json");
@@ -225,7 +219,7 @@ describe("validation", () => {
   });
 
   it("422 with field errors when the payload fails the job's registered schema; its defaults apply", async () => {
-    h = await startServer(temp, { jobs: [signup] });
+    h = await startTestServer({ jobs: [signup] });
     const bad = await h.request<ProblemBody>("POST", "/v1/queues/email/jobs", { body: { name: "send-welcome", data: { userId: 42, locale: "de" } } });
     expect(bad.status).toBe(422);
     expect(bad.json.type).toBe("urn:conveyor:problem:invalid-payload");
@@ -241,7 +235,7 @@ describe("validation", () => {
   });
 
   it("422 for Conveyor's own rules: reserved meta key, callbackUrl without webhooks", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const meta = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", { body: { name: "n", options: { meta: { conveyor: 1 } } } });
     expect(meta.status).toBe(422);
     expect(meta.json.errors?.[0]?.pointer).toBe("/options/meta/conveyor");
@@ -252,7 +246,7 @@ describe("validation", () => {
   });
 
   it("413 above the body limit (default 256 KiB; configurable), and nothing is stored", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const big = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: "x".repeat(256 * 1024) } });
     expect(big.status).toBe(413);
     expect(big.json.type).toBe("urn:conveyor:problem:body-too-large");
@@ -260,7 +254,7 @@ describe("validation", () => {
     expect(fits.status).toBe(202);
     await h.close();
 
-    h = await startServer(temp, { maxBodyBytes: 1024 });
+    h = await startTestServer({ maxBodyBytes: 1024 });
     expect((await h.request("POST", "/v1/queues/q/jobs", { body: { name: "n", data: "x".repeat(2000) } })).status).toBe(413);
     expect((await h.request("POST", "/v1/queues/q/jobs", { body: { name: "n", data: "x".repeat(900) } })).status).toBe(202);
     expect(await countJobs(h.backend)).toBe(1);
@@ -269,7 +263,7 @@ describe("validation", () => {
 
 describe("POST /v1/queues/:queue/jobs/bulk", () => {
   it("stores every job in one batch and answers one entry per job, in order", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const r = await h.request<{ status: string; count: number; jobs: Accepted[] }>("POST", "/v1/queues/q/jobs/bulk", {
       body: { jobs: [{ name: "a", data: { i: 0 } }, { name: "b", data: { i: 1 }, options: { priority: 3 } }, { name: "a", data: { i: 2 } }] },
     });
@@ -281,7 +275,7 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
   });
 
   it("one invalid job rejects the whole batch with its index in the pointer; nothing is stored", async () => {
-    h = await startServer(temp, { jobs: [defineJob("typed", z.object({ n: z.number() }))], allowUnregisteredJobs: true });
+    h = await startTestServer({ jobs: [defineJob("typed", z.object({ n: z.number() }))], allowUnregisteredJobs: true });
     const r = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs/bulk", {
       body: { jobs: [{ name: "free" }, { name: "typed", data: { n: "one" } }] },
     });
@@ -293,7 +287,7 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
   });
 
   it("is idempotent as a whole with Idempotency-Key", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const body = { jobs: [{ name: "a" }, { name: "b" }] };
     const first = await h.request("POST", "/v1/queues/q/jobs/bulk", { body, headers: { "idempotency-key": "batch-1" } });
     const again = await h.request("POST", "/v1/queues/q/jobs/bulk", { body, headers: { "idempotency-key": "batch-1" } });
@@ -305,7 +299,7 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
   });
 
   it("stores nothing when a reused Idempotency-Key comes with a longer batch (found by the property test)", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }] }, headers: { "idempotency-key": "k1" } });
     const longer = await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }, { name: "b" }, { name: "c" }] }, headers: { "idempotency-key": "k1" } });
     expect(longer.status).toBe(422);
@@ -317,7 +311,7 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
 describe("group commit", () => {
   it("stores the jobs of concurrent requests with fewer backend calls, each answered after its own commit", async () => {
     const batches: number[] = [];
-    h = await startServer(temp, {}, {
+    h = await startTestServer({}, {
       wrap: (backend) =>
         Object.assign(Object.create(backend) as SqliteBackend, {
           // A store with a round trip (like PostgreSQL): requests arriving meanwhile queue up.
@@ -342,7 +336,7 @@ describe("group commit", () => {
     // to the store together: the poison shares a batch with healthy requests.
     const calls: string[][] = [];
     let hold: Promise<void> | null = null;
-    h = await startServer(temp, {}, {
+    h = await startTestServer({}, {
       wrap: (backend) =>
         Object.assign(Object.create(backend) as SqliteBackend, {
           enqueue: async (specs: Parameters<SqliteBackend["enqueue"]>[0]) => {

@@ -3,10 +3,11 @@
  * Server-Sent Events client (spec parsing over a streamed HTTP response).
  */
 import type { FastifyInstance } from "fastify";
+import { afterAll, afterEach } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, type ServerOptions } from "../../src/http/index.js";
-import type { TempDirs } from "../helpers/temp.js";
+import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 export interface Harness {
@@ -36,6 +37,25 @@ export interface StartOptions {
   wrap?: (backend: SqliteBackend) => Backend;
   /** More server options that need the backend (a WebhookDispatcher). */
   configure?: (backend: SqliteBackend) => Partial<ServerOptions>;
+}
+
+/**
+ * One server per test for a whole test file: `const { temp, startTestServer } = serverPerTest();`
+ * at the top, then `h = await startTestServer(options)` in a test. The server a test started is
+ * closed after it; the file's temp directories are removed after the file.
+ */
+export function serverPerTest(): { temp: TempDirs; startTestServer: (options?: Partial<ServerOptions>, start?: StartOptions) => Promise<Harness> } {
+  const temp = new TempDirs();
+  let current: Harness | null = null;
+  afterEach(async () => {
+    await current?.close();
+    current = null;
+  });
+  afterAll(() => temp.removeAll());
+  return {
+    temp,
+    startTestServer: async (options = {}, start = {}) => (current = await startServer(temp, options, start)),
+  };
 }
 
 export async function startServer(temp: TempDirs, options: Partial<ServerOptions> = {}, start: StartOptions = {}): Promise<Harness> {

@@ -1,15 +1,9 @@
 /** Job listings over HTTP: keyset cursors and creation-time bounds (GET /queues/{queue}/jobs and /dead). */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { TempDirs } from "../helpers/temp.js";
-import { startServer, type Harness } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { serverPerTest, type Harness } from "./harness.js";
 
-const temp = new TempDirs();
+const { startTestServer } = serverPerTest();
 let h: Harness | null = null;
-afterEach(async () => {
-  await h?.close();
-  h = null;
-});
-afterAll(() => temp.removeAll());
 
 type Page = { jobs: Array<{ id: string; timings: { createdAt: string } }>; next: string | null; limit: number; offset: number };
 
@@ -23,7 +17,7 @@ async function add(queue: string, count: number): Promise<string[]> {
 
 describe("listings by cursor", () => {
   it("walks a queue page by page with next, the same jobs as one big page", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     await add("q", 7);
     await add("other", 2);
     const all = (await h.request<Page>("GET", "/v1/queues/q/jobs?limit=100")).json;
@@ -42,7 +36,7 @@ describe("listings by cursor", () => {
   });
 
   it("answers 422 for a cursor that is not in the queue, and 400 for a malformed time", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const [other] = await add("other", 1);
     const r = await h.request("GET", `/v1/queues/q/jobs?after=${other}`);
     expect(r.status).toBe(422);
@@ -51,7 +45,7 @@ describe("listings by cursor", () => {
   });
 
   it("bounds listings and dead letters by creation time", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const [first] = await add("q", 1);
     await new Promise((r) => setTimeout(r, 5));
     const job = (await h.request<{ timings: { createdAt: string } }>("GET", `/v1/jobs/${first}`)).json;

@@ -3,22 +3,16 @@
  * a user's own Fastify app without changing its other routes.
  */
 import Fastify from "fastify";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { conveyorHttp } from "../../src/http/index.js";
 import { explicitObjects } from "../../src/http/openapi.js";
 import { jobRequestSchema } from "../../src/http/routes/enqueue.js";
 import { validate, type JsonSchema } from "../../src/http/schema.js";
-import { TempDirs } from "../helpers/temp.js";
-import { send, startServer, type Harness, type Obj } from "./harness.js";
+import { send, serverPerTest, type Harness, type Obj } from "./harness.js";
 
-const temp = new TempDirs();
+const { temp, startTestServer } = serverPerTest();
 let h: Harness | null = null;
-afterEach(async () => {
-  await h?.close();
-  h = null;
-});
-afterAll(() => temp.removeAll());
 
 type Operation = {
   operationId: string;
@@ -45,7 +39,7 @@ function keywords(schema: JsonSchema, out: Set<string>): void {
 
 describe("GET /v1/openapi.json", () => {
   it("is an OpenAPI 3.1 document of every route, with the very schemas the validator uses", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const r = await h.request<Doc>("GET", "/v1/openapi.json");
     expect(r.status).toBe(200);
     const doc = r.json;
@@ -81,7 +75,7 @@ describe("GET /v1/openapi.json", () => {
   });
 
   it("documents responses that match what the server sends", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const doc = (await h.request<Doc>("GET", "/v1/openapi.json")).json;
     const accepted = await h.request("POST", "/v1/queues/q/jobs", { body: { name: "n" } });
     const schema202 = doc.paths["/queues/{queue}/jobs"]!.post!.responses["202"]!.content!["application/json"]!.schema;

@@ -1,15 +1,9 @@
 /** Queue operations over real HTTP: stats, listings, pause/resume, dead letters, replay, delete. */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { TempDirs } from "../helpers/temp.js";
-import { startServer, type Harness, type Obj } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { serverPerTest, type Harness, type Obj } from "./harness.js";
 
-const temp = new TempDirs();
+const { startTestServer } = serverPerTest();
 let h: Harness | null = null;
-afterEach(async () => {
-  await h?.close();
-  h = null;
-});
-afterAll(() => temp.removeAll());
 
 const WORKER = { id: "w", host: "test", pid: 1 };
 
@@ -34,7 +28,7 @@ interface QueueBody {
 
 describe("queues", () => {
   it("lists every queue with counts per state, paused flag and oldest waiting age", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     await add("email", "a");
     await add("email", "a", { delayMs: 60_000 });
     await add("payments", "b");
@@ -48,7 +42,7 @@ describe("queues", () => {
   });
 
   it("pause stops claims (adding still works), resume lets them go on", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     await add("q", "a");
     const paused = await h.request<QueueBody>("POST", "/v1/queues/q/pause");
     expect(paused.json.paused).toBe(true);
@@ -60,7 +54,7 @@ describe("queues", () => {
   });
 
   it("lists a queue's jobs newest first, filtered by state and name, paged", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const ids = [await add("q", "a"), await add("q", "b"), await add("q", "a"), await add("q", "a", { delayMs: 60_000 })];
     const all = await h.request<{ jobs: Array<{ id: string; state: string }> }>("GET", "/v1/queues/q/jobs");
     expect(all.json.jobs.map((j) => j.id)).toEqual([...ids].reverse());
@@ -77,7 +71,7 @@ describe("queues", () => {
 
 describe("dead letters", () => {
   it("lists dead jobs with their forensics: payload, error with stack, every attempt", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const id = await add("q", "a", { attempts: 1 });
     await kill("q", "card declined");
     const r = await h.request<{ jobs: Obj[] }>("GET", "/v1/queues/q/dead");
@@ -93,7 +87,7 @@ describe("dead letters", () => {
   });
 
   it("replays dead jobs by id or all at once, reporting each id's outcome", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const dead = [await add("q", "a", { attempts: 1 }), await add("q", "a", { attempts: 1 }), await add("q", "b", { attempts: 1 })];
     for (let i = 0; i < 3; i++) await kill("q");
     const alive = await add("q", "a");
@@ -113,7 +107,7 @@ describe("dead letters", () => {
   });
 
   it("delete removes a dead job, and only a dead job of that queue", async () => {
-    h = await startServer(temp);
+    h = await startTestServer();
     const id = await add("q", "a", { attempts: 1 });
     const alive = await add("q", "a");
     await kill("q");
