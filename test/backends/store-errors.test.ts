@@ -3,7 +3,6 @@
  * retryable StoreUnavailableError (the HTTP service answers 503 with Retry-After, `conveyor worker`
  * waits), while a mistake keeps its own error.
  */
-import { createServer as createTcpServer } from "node:net";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { isPostgresUnavailable, PostgresBackend } from "../../src/backend/postgres/backend.js";
@@ -14,19 +13,11 @@ import { buildJobSpec } from "../../src/core/spec.js";
 import { createServer } from "../../src/http/index.js";
 import { silentLogger, StoreUnavailableError } from "../../src/index.js";
 import { send } from "../http/harness.js";
+import { freePort } from "../helpers/ports.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs();
 afterAll(() => temp.removeAll());
-
-/** A port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const probe = createTcpServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 const job = () => buildJobSpec({ queue: "q", name: "n", data: null });
 
@@ -70,7 +61,7 @@ describe("StoreUnavailableError at the driver boundary", () => {
   });
 
   it("PostgreSQL: a server that refuses connections", async () => {
-    const backend = new PostgresBackend({ connectionString: `postgres://conveyor@127.0.0.1:${await closedPort()}/conveyor`, logger: silentLogger });
+    const backend = new PostgresBackend({ connectionString: `postgres://conveyor@127.0.0.1:${await freePort()}/conveyor`, logger: silentLogger });
     try {
       for (const call of [() => backend.migrate(), () => backend.get("x"), () => backend.enqueue([job()], { allOrNothing: true })]) {
         const error: unknown = await call().catch((e: unknown) => e);
@@ -84,7 +75,7 @@ describe("StoreUnavailableError at the driver boundary", () => {
 
   it("Redis: a server that refuses connections", async () => {
     const backend = new RedisBackend({
-      connection: { host: "127.0.0.1", port: await closedPort(), maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false },
+      connection: { host: "127.0.0.1", port: await freePort(), maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false },
       logger: silentLogger,
     });
     try {

@@ -11,6 +11,7 @@ import { isStoreUnreachable } from "../../src/cli/worker.js";
 import { spawnCli, type Spawned } from "../helpers/cli.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { freePort } from "../helpers/ports.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const schemas = new TestSchemas(url);
@@ -22,15 +23,6 @@ afterEach(() => {
   for (const s of servers.splice(0)) s.close();
 });
 afterAll(() => schemas.dropAll());
-
-/** A port nothing listens on (yet). */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 /** Starts relaying `port` to the test server. */
 async function relay(port: number): Promise<void> {
