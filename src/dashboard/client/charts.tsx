@@ -73,6 +73,12 @@ function fmtLast(values: Array<number | null>): string {
 export function QueueCharts({ history }: { history: MinuteSample[] }) {
   const times = history.map((h) => h.t);
   const pct = (pick: (h: MinuteSample) => MinuteSample["waitMs"], k: "p50" | "p95" | "p99") => history.map((h) => pick(h)?.[k] ?? null);
+  /** The p50, p95 and p99 lines of one duration, in the same colours on every chart. */
+  const percentiles = (pick: (h: MinuteSample) => MinuteSample["waitMs"]) => [
+    { label: "p50", values: pct(pick, "p50"), color: "#1f5fbf" },
+    { label: "p95", values: pct(pick, "p95"), color: "#b26a00" },
+    { label: "p99", values: pct(pick, "p99"), color: "#c62828" },
+  ];
   return (
     <div class="charts">
       <TimeChart
@@ -89,22 +95,14 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
         unit="ms"
         points
         times={times}
-        series={[
-          { label: "p50", values: pct((h) => h.waitMs, "p50"), color: "#1f5fbf" },
-          { label: "p95", values: pct((h) => h.waitMs, "p95"), color: "#b26a00" },
-          { label: "p99", values: pct((h) => h.waitMs, "p99"), color: "#c62828" },
-        ]}
+        series={percentiles((h) => h.waitMs)}
       />
       <TimeChart
         title="Run time (ms)"
         unit="ms"
         points
         times={times}
-        series={[
-          { label: "p50", values: pct((h) => h.runMs, "p50"), color: "#1f5fbf" },
-          { label: "p95", values: pct((h) => h.runMs, "p95"), color: "#b26a00" },
-          { label: "p99", values: pct((h) => h.runMs, "p99"), color: "#c62828" },
-        ]}
+        series={percentiles((h) => h.runMs)}
       />
     </div>
   );
