@@ -199,6 +199,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private paused = false;
   private stopping = false;
   private claiming = false;
+  /** The latest claim round (fill): pause and shutdown await it, so jobs it brings are released. */
+  private claimRound: Promise<void> = Promise.resolve();
   private claimAgain = false;
   private fillScheduled = false;
   private pollTimer: NodeJS.Timeout | null = null;
@@ -297,7 +299,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (this.stopping) return;
     this.paused = true;
     // A claim already on its way lands in the buffer; wait for it so it is released below.
-    while (this.claiming) await sleep(1);
+    await this.claimRound;
     await this.releaseBuffered("paused");
     await Promise.all([...this.running.values()].map((r) => r.settled));
   }
@@ -367,11 +369,17 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }, delay);
   }
 
-  private async fill(): Promise<void> {
+  private fill(): Promise<void> {
     if (this.claiming) {
       this.claimAgain = true;
-      return;
+      return this.claimRound;
     }
+    this.claimRound = this.claimLoop();
+    return this.claimRound;
+  }
+
+  /** Claims until the slots and the buffer are full or the store has no more (one round of fill). */
+  private async claimLoop(): Promise<void> {
     this.claiming = true;
     try {
       do {
@@ -739,7 +747,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       this.logger.info({ workerId: this.id, activeJobIds, graceMs }, "shutting down: no more claims, draining in-flight jobs");
     }
     // Wait for a claim that was already on its way so its jobs are counted (or released).
-    while (this.claiming) await sleep(1);
+    await this.claimRound;
     // Jobs claimed ahead never started: hand them back now, so other workers run them while
     // this one drains.
     await this.releaseBuffered("shutting down");
