@@ -3,22 +3,26 @@
  * or malformed, aimed at every route — the server answers without a 5xx, keeps running, answers
  * errors as problem documents, and stores a job only for a request it accepted.
  */
+import Database from "better-sqlite3";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { defineJob, silentLogger } from "../../src/index.js";
 import { generateWebhookSecret, hashApiKey, WebhookDispatcher } from "../../src/http/index.js";
+import { OutboxDeadLetters } from "../../src/outbox/dead.js";
 import { TempDirs } from "../helpers/temp.js";
 import { startServer, type Harness } from "./harness.js";
 
 const temp = new TempDirs();
 let h: Harness;
+let outboxDb: Database.Database | undefined;
 const ADMIN = "cvk_property-admin-0123456789abcdef";
 const PRODUCER = "cvk_property-producer-0123456789ab";
 const accepted = new Set<string>();
 const existing: string[] = [];
 
 beforeAll(async () => {
+  const dbPath = await temp.file("jobs.db");
   h = await startServer(
     temp,
     {
@@ -33,8 +37,11 @@ beforeAll(async () => {
       events: { pollIntervalMs: 50 },
     },
     {
+      dbPath,
       configure: (backend) => ({
         webhooks: new WebhookDispatcher({ backend, secrets: [generateWebhookSecret()], allow: ["127.0.0.1"], logger: silentLogger }),
+        // The outbox's set-aside events (their routes), on the same file the backend migrated.
+        outbox: OutboxDeadLetters.sqlite((outboxDb = new Database(dbPath))),
       }),
     },
   );
@@ -51,6 +58,7 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => {
   await h.close();
+  outboxDb?.close();
   await temp.removeAll();
 });
 
@@ -75,6 +83,9 @@ const templates = [
   "/v1/jobs/{id}/events",
   "/v1/jobs/{id}/events/token",
   "/v1/jobs/{id}/replay",
+  "/v1/outbox/dead",
+  "/v1/outbox/dead/{id}",
+  "/v1/outbox/dead/replay",
   "/v1/openapi.json",
   "/v1/health",
   "/",
@@ -87,7 +98,7 @@ const path = fc.oneof(
 );
 const query = fc.oneof(
   fc.constant(""),
-  fc.constantFrom("?limit=5", "?limit=-1", "?limit=abc", "?state=dead", "?state=nope", "?offset=1e9", "?name=a&limit=1", "?access_token=v1.abc.def", "?lastEventId=2.1.x", "?limit=1&limit=2"),
+  fc.constantFrom("?limit=5", "?limit=-1", "?limit=abc", "?state=dead", "?state=nope", "?offset=1e9", "?name=a&limit=1", "?access_token=v1.abc.def", "?lastEventId=2.1.x", "?limit=1&limit=2", "?after=a", "?after=%00", "?createdFrom=yesterday", "?createdUntil=2026-01-01T00:00:00Z&createdFrom=2027-01-01T00:00:00Z", "?queue=q", "?queue=q&queue=r", "?topic=%F0%9F%92%A5"),
   fc.webQueryParameters().map((s) => `?${s}`),
 );
 const auth = fc.constantFrom<Record<string, string>>(
