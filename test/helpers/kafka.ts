@@ -169,3 +169,40 @@ export function requireKafka(url: string, unavailable: string): string {
   if (!url) throw new Error(unavailable || "no Kafka test broker: set KAFKA_URL or install kcat");
   return url;
 }
+
+/** One record as kcat (librdkafka, another client than the one under test) reads it back. */
+export interface KcatRecord {
+  partition: number;
+  offset: number;
+  key: string | null;
+  payload: string | null;
+  headers: Record<string, string>;
+}
+
+/** Every record of `topic` from the beginning, read by `kcat -C -e -J` (exits at the end of each partition). */
+export async function readTopic(url: string, topic: string): Promise<KcatRecord[]> {
+  const kcat = findKcat();
+  if (kcat === null) throw new Error("no kcat to read the topic with");
+  const out = await new Promise<string>((resolve, reject) => {
+    const proc = spawn(kcat, ["-b", kafkaBrokers(url).join(","), "-C", "-t", topic, "-o", "beginning", "-e", "-J", "-q"], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    proc.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    proc.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 20_000);
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(stdout);
+      else reject(new Error(`kcat -C -t ${topic} exited ${code}: ${stderr.slice(-2_000)}`));
+    });
+  });
+  return out
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => {
+      const r = JSON.parse(line) as { partition: number; offset: number; key: string | null; payload: string | null; headers?: string[] };
+      const headers: Record<string, string> = {};
+      for (let i = 0; i + 1 < (r.headers?.length ?? 0); i += 2) headers[r.headers![i]!] = r.headers![i + 1]!;
+      return { partition: r.partition, offset: r.offset, key: r.key, payload: r.payload, headers };
+    });
+}
