@@ -13,6 +13,7 @@ import { defineJob } from "../../src/core/define.js";
 import { RetryLater, UnrecoverableError } from "../../src/core/errors.js";
 import type { PayloadSchema } from "../../src/core/define.js";
 import { KafkaWorker, type KafkaWorkerOptions } from "../../src/kafka/index.js";
+import { ConveyorMetrics } from "../../src/observability/index.js";
 import { ROOT } from "../helpers/cli.js";
 import { kafkaBrokers, kafkaName, readTopic, requireKafka } from "../helpers/kafka.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -81,8 +82,14 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     });
     const seen: string[] = [];
     w.on("job:completed", ({ job }) => seen.push(job.id));
+    // The Worker's event map: the Prometheus metrics observe a KafkaWorker as they do a Worker.
+    const metrics = new ConveyorMetrics();
+    const unobserve = metrics.observe(w);
+    onTestFinished(async () => unobserve());
     await waitFor(() => seen.length >= 200, { timeoutMs: 30_000, description: "200 messages handled" });
     expect(new Set(seen)).toEqual(new Set(ids));
+    const completed = (await metrics.registry.getSingleMetric("conveyor_jobs_completed_total")!.get()).values.filter((v) => v.labels.name === topic);
+    expect(completed.reduce((n, v) => n + v.value, 0)).toBe(200);
     for (const [key, ns] of order) expect(ns).toEqual([...ns].sort((a, b) => a - b).filter((n) => `k${n % 8}` === key));
     expect(maxConcurrent).toBeGreaterThan(1);
     expect(maxConcurrent).toBeLessThanOrEqual(4);
