@@ -205,6 +205,26 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     expect(first.filter((id) => second.includes(id))).toEqual([]);
   });
 
+  it("a handler still running when the grace ends is aborted with ShutdownError and its message stays uncommitted for the next worker", async ({ onTestFinished }) => {
+    const { topic } = await topicWith(1, 1, "grace");
+    let reason: unknown = null;
+    const a = worker(onTestFinished, {
+      topic,
+      handlers: {
+        [topic]: (_job, ctx) =>
+          new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject((reason = ctx.signal.reason as Error)), { once: true })),
+      },
+    });
+    await waitFor(() => a.busySlotCount === 1, { timeoutMs: 20_000 });
+    expect(await a.close({ graceMs: 200 })).toEqual({ drained: false });
+    expect((reason as Error).name).toBe("ShutdownError");
+    const again: number[] = [];
+    worker(onTestFinished, { topic, handlers: { [topic]: async (job) => void again.push(job.attempt) } });
+    // Delivered again, as attempt 1: a shutdown is not a failed attempt.
+    await waitFor(() => again.length === 1, { timeoutMs: 20_000, description: "the aborted message delivered again" });
+    expect(again).toEqual([1]);
+  });
+
   it("rebalances when a second worker joins: both work, every message is handled", { timeout: 60_000 }, async ({ onTestFinished }) => {
     const { topic, ids } = await topicWith(300, 12, "join");
     const byWorker = { a: [] as string[], b: [] as string[] };
