@@ -19,13 +19,13 @@ import { hostname } from "node:os";
 import type { Admin, Consumer, EachMessagePayload, Kafka, Producer } from "kafkajs";
 import { toError } from "../core/checks.js";
 import { validatePayload, type BoundHandler, type Handler, type JobContext } from "../core/define.js";
-import { ConveyorError, InvalidInputError, JobTimeoutError, RetryLater, ShutdownError, UnrecoverableError } from "../core/errors.js";
+import { ConveyorError, InvalidInputError, JobTimeoutError, ShutdownError, UnrecoverableError } from "../core/errors.js";
 import { TypedEmitter, type WorkerEvents } from "../core/events.js";
 import { newWorkerId } from "../core/ids.js";
 import type { BackoffSpec, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { silentLogger, type Logger } from "../core/logger.js";
-import { DEFAULT_BACKOFF, decideRetry } from "../core/retry.js";
+import { DEFAULT_BACKOFF, decideRetryAfter } from "../core/retry.js";
 import { errorInfo, type Handlers } from "../runtime/worker.js";
 import { openKafka, parseKafkaUrl } from "./client.js";
 import { failureHeaders, HEADER, headerStrings } from "./headers.js";
@@ -273,16 +273,8 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
     source: { sourceTopic: string; sourcePartition: number; sourceOffset: string; headers: Record<string, string>; key: Buffer | null; value: Buffer | null; startedAt: number },
     durationMs: number,
   ): Promise<void> {
-    const unrecoverable = error instanceof UnrecoverableError;
-    const decision = decideRetry({
-      attempt: job.attempt,
-      maxAttempts: job.maxAttempts,
-      unrecoverable,
-      backoff: this.backoff,
-      backoffFn: this.handlers.get(job.name)?.backoff,
-      error,
-      requestedDelayMs: error instanceof RetryLater ? error.delayMs : undefined,
-    });
+    const decision = decideRetryAfter(error, { attempt: job.attempt, maxAttempts: job.maxAttempts, backoff: this.backoff, backoffFn: this.handlers.get(job.name)?.backoff });
+    const unrecoverable = decision.unrecoverable;
     const now = Date.now();
     const headers: Record<string, string> = {
       ...source.headers,
