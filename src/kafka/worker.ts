@@ -190,7 +190,13 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
         autoCommit: true,
         eachMessage: (payload) => this.handle(payload),
       });
-    })();
+    })().catch(async (error: unknown) => {
+      // Not started: release what connected, and let a later start() try again.
+      this.starting = null;
+      await this.consumer?.disconnect().catch(() => undefined);
+      await this.producer?.disconnect().catch(() => undefined);
+      throw error;
+    });
     return this.starting;
   }
 

@@ -15,6 +15,7 @@ import type { PayloadSchema } from "../../src/core/define.js";
 import { KafkaWorker, type KafkaWorkerOptions } from "../../src/kafka/index.js";
 import { ConveyorMetrics } from "../../src/observability/index.js";
 import { ROOT } from "../helpers/cli.js";
+import { freePort } from "../helpers/ports.js";
 import { kafkaBrokers, kafkaName, readTopic, requireKafka } from "../helpers/kafka.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -223,6 +224,19 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     // Delivered again, as attempt 1: a shutdown is not a failed attempt.
     await waitFor(() => again.length === 1, { timeoutMs: 20_000, description: "the aborted message delivered again" });
     expect(again).toEqual([1]);
+  });
+
+  it("refuses incomplete options, and a broker it cannot reach fails start() (which may be tried again) without hanging close()", async () => {
+    expect(() => new KafkaWorker({ url, topic: "", groupId: "g", handlers: { a: () => null } })).toThrow(/needs \{ topic, groupId, handlers \}/);
+    expect(() => new KafkaWorker({ url, topic: "t", groupId: "", handlers: { a: () => null } })).toThrow(/groupId/);
+    expect(() => new KafkaWorker({ url, topic: "t", groupId: "g", handlers: {} })).toThrow(/needs \{ handlers \}/);
+    expect(() => new KafkaWorker({ url, topic: "t", groupId: "g", retryTopic: "t", handlers: { a: () => null } })).toThrow(/three different topics/);
+    expect(() => new KafkaWorker({ url: "kafka://nohost", topic: "t", groupId: "g", handlers: { a: () => null } })).toThrow(/host:port/);
+    const port = await freePort();
+    const w = new KafkaWorker({ url: `kafka://127.0.0.1:${port}`, topic: "t", groupId: "g", handlers: { t: () => null }, autostart: false });
+    await expect(w.start()).rejects.toThrow(/Connection error|ECONNREFUSED|connect/i);
+    await expect(w.start()).rejects.toThrow(/Connection error|ECONNREFUSED|connect/i);
+    expect(await w.close()).toEqual({ drained: true });
   });
 
   it("rebalances when a second worker joins: both work, every message is handled", { timeout: 60_000 }, async ({ onTestFinished }) => {
