@@ -27,7 +27,7 @@ import type { Json } from "../core/json.js";
 import { silentLogger, type Logger } from "../core/logger.js";
 import { DEFAULT_BACKOFF, decideRetryAfter } from "../core/retry.js";
 import { errorInfo, type Handlers } from "../runtime/worker.js";
-import { openKafka, parseKafkaUrl } from "./client.js";
+import { loadKafkajs, openKafka, parseKafkaUrl } from "./client.js";
 import { failureHeaders, HEADER, headerStrings } from "./headers.js";
 
 export interface KafkaWorkerOptions {
@@ -171,7 +171,9 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
   start(): Promise<void> {
     this.starting ??= (async () => {
       const kafka = (this.kafka ??= await openKafka({ brokers: this.brokers, clientId: this.options.clientId ?? "conveyor-worker", logger: this.logger }));
-      this.producer = kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: true });
+      const { Partitioners } = await loadKafkajs();
+      // Retry copies and dead letters keep the message key, so they land by key like the original.
+      this.producer = kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner });
       await this.producer.connect();
       this.consumer = kafka.consumer({
         groupId: this.groupId,

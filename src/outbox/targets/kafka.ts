@@ -14,7 +14,7 @@
 import type { Kafka, Producer, TopicMessages } from "kafkajs";
 import { InvalidInputError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
-import { openKafka, parseKafkaUrl } from "../../kafka/client.js";
+import { loadKafkajs, openKafka, parseKafkaUrl } from "../../kafka/client.js";
 import type { OutboxEvent } from "../event.js";
 import { outboxHeaders, RejectedEventError, type PublishOutcome, type Target } from "../target.js";
 
@@ -102,7 +102,9 @@ export class KafkaTarget implements Target {
     if (this.producer !== null) return Promise.resolve(this.producer);
     this.connecting ??= (async () => {
       const kafka = this.ownKafka ?? (await openKafka({ brokers: this.brokers, clientId: this.clientId, ...(this.logger ? { logger: this.logger } : {}) }));
-      const producer = kafka.producer({ idempotent: this.idempotent, maxInFlightRequests: 1, allowAutoTopicCreation: true });
+      // Named explicitly: kafkajs's default (murmur2, as the Java client) warns when left implicit.
+      const { Partitioners } = await loadKafkajs();
+      const producer = kafka.producer({ idempotent: this.idempotent, maxInFlightRequests: 1, allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner });
       try {
         await producer.connect();
       } catch (error) {
