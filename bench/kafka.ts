@@ -13,7 +13,8 @@
  *   4) beside BullMQ (one worker, concurrency 4, on a throwaway Redis without persistence), timed
  *   from the first handler start to the last completion, so the mock's ~3 s group-join delay and
  *   BullMQ's connection set-up are both left out.
- * Each figure is the median of `--runs`, the subjects interleaved per run. Not part of `npm test`.
+ * Each figure is the median of `--runs` (after one discarded warm-up round of the producers), the
+ * subjects interleaved per run. Not part of `npm test`.
  */
 import { parseArgs } from "node:util";
 import { Queue as BullQueue, Worker as BullWorker } from "bullmq";
@@ -163,6 +164,10 @@ async function bullmqProcessing(): Promise<number> {
   return r;
 }
 
+// One discarded round of the producers first: the first run otherwise measures the JIT warming up.
+process.stderr.write("  .. warm-up (discarded)\n");
+await rawProduceRate();
+await targetRate();
 const figures: Record<string, number[]> = { relay: [], target: [], raw: [], kafkaWorker: [], bullmq: [] };
 for (let run = 1; run <= RUNS; run++) {
   process.stderr.write(`  .. run ${run}/${RUNS}\n`);
