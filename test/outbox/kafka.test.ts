@@ -12,11 +12,10 @@ import type { OutboxEvent } from "../../src/outbox/event.js";
 import { Relay } from "../../src/outbox/relay.js";
 import { PostgresPollSource } from "../../src/outbox/relay-polling.js";
 import { KafkaTarget } from "../../src/outbox/targets/kafka.js";
-import { runCli, spawnCli } from "../helpers/cli.js";
 import { kafkaName, readTopic, requireKafka, startMockKafka } from "../helpers/kafka.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
-import { migrateSchema, writeEvents } from "./helpers.js";
+import { expectRedeliveryAfterRelayCrash, migrateSchema, writeEvents } from "./helpers.js";
 
 const kafkaUrl = requireKafka(inject("kafkaUrl"), inject("kafkaUnavailable"));
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
@@ -100,27 +99,8 @@ describe("relay to Kafka under failure (mock broker, not Kafka)", () => {
     const prefix = `${kafkaName("crash")}.`;
     const ids = await writeEvents(pool, schema, 40, { keys: 4, perTx: 10 });
     const args = ["relay", "--db", `${url}?schema=${schema}`, "--target", kafkaUrl, "--topic-prefix", prefix, "--batch-size", "25", "--stats-interval", "0"];
-    const crashed = await runCli(args, { CONVEYOR_FAILPOINTS: "relay-after-publish" });
-    expect(crashed.code).toBe("SIGKILL");
-    const first = (await readTopic(kafkaUrl, `${prefix}t`)).map((r) => r.headers["outbox-id"]!);
-    expect(first).toHaveLength(25); // the first batch reached Kafka…
-    expect(await backlog(schema)).toBe(40); // …but the outbox never heard of it
-
-    const relay = spawnCli(args);
-    cleanups.push(async () => {
-      if (relay.child.exitCode === null) {
-        relay.child.kill("SIGTERM");
-        await relay.exited;
-      }
-    });
-    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 20_000, description: "the restarted relay drained the outbox" });
-    relay.child.kill("SIGTERM");
-    expect(await relay.exited).toBe(0);
-    const all = (await readTopic(kafkaUrl, `${prefix}t`)).map((r) => r.headers["outbox-id"]!);
-    expect(new Set(all)).toEqual(new Set(ids));
-    const counts = new Map<string, number>();
-    for (const id of all) counts.set(id, (counts.get(id) ?? 0) + 1);
-    expect([...counts].filter(([, n]) => n === 2).map(([id]) => id).sort()).toEqual([...first].sort());
+    const received = async () => (await readTopic(kafkaUrl, `${prefix}t`)).map((r) => r.headers["outbox-id"]!);
+    await expectRedeliveryAfterRelayCrash({ args, ids, backlog: () => backlog(schema), received, cleanups });
   });
 
   it("broker process killed and restarted: the relay backs off, keeps the unconfirmed events and publishes them to the restarted cluster", { timeout: 60_000 }, async () => {
