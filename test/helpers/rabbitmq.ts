@@ -264,3 +264,18 @@ export function requireRabbit(url: string, unavailable: string): string {
   if (!url) throw new Error(unavailable || "no RabbitMQ for the tests: set RABBITMQ_URL");
   return url;
 }
+
+/**
+ * Deletes every RabbitMQ queue a Conveyor AMQP backend declared for the queues it knows, so the
+ * shared broker does not accumulate quorum queues (each one a Raft group) over a test run.
+ */
+export async function deleteBackendQueues(url: string, backend: { knownQueues: string[]; brokerQueues(queue: string): string[] }): Promise<void> {
+  const { connect: connectAmqp } = await import("amqplib");
+  const connection = await connectAmqp(url);
+  try {
+    const channel = await connection.createChannel();
+    for (const queue of backend.knownQueues) for (const name of backend.brokerQueues(queue)) await channel.deleteQueue(name);
+  } finally {
+    await connection.close();
+  }
+}

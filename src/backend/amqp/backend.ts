@@ -58,7 +58,7 @@ import type {
 import { allOrNothingOf } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { decode, encode, envelopeOf, forensicHeaders, propertiesOf, recordOf, type Envelope } from "./envelope.js";
-import { bucketOf, checkPrefix, declareDelay, declareQueue, MAX_HOP_MS, Names } from "./topology.js";
+import { bucketOf, checkPrefix, declareDelay, declareQueue, MAX_BUCKET, MAX_HOP_MS, Names } from "./topology.js";
 
 /** Options of {@link AmqpBackend}. */
 export interface AmqpBackendOptions {
@@ -97,6 +97,12 @@ export interface AmqpBackendOptions {
    * returns after this many ms (it is never dropped, and never spins). Default 5 000.
    */
   unhandledRetryMs?: number;
+  /**
+   * How long a claim waits for deliveries when fewer than its limit are buffered, ms. A Worker is
+   * woken by every delivery anyway, so 0 suits it; a caller that claims right after enqueueing
+   * (tests, scripts) may want a moment for the push to arrive. Default 0.
+   */
+  claimWaitMs?: number;
   /** Dead letters read at most per `get`/`list`/`replay`/`remove` of the dead queue. Default 10 000. */
   deadScanLimit?: number;
   /**
@@ -169,6 +175,7 @@ export class AmqpBackend implements Backend {
   private readonly consumerTimeoutMs: number;
   private readonly unhandledRetryMs: number;
   private readonly deadScanLimit: number;
+  private readonly claimWaitMs: number;
   private readonly heartbeatSeconds: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
@@ -198,6 +205,7 @@ export class AmqpBackend implements Backend {
     this.confirmTimeoutMs = positiveInt("option confirmTimeoutMs", options.confirmTimeoutMs ?? 30_000);
     this.consumerTimeoutMs = positiveInt("option consumerTimeoutMs", options.consumerTimeoutMs ?? 1_800_000);
     this.unhandledRetryMs = nonNegativeInt("option unhandledRetryMs", options.unhandledRetryMs ?? 5_000);
+    this.claimWaitMs = nonNegativeInt("option claimWaitMs", options.claimWaitMs ?? 0);
     this.deadScanLimit = positiveInt("option deadScanLimit", options.deadScanLimit ?? 10_000);
     this.heartbeatSeconds = nonNegativeInt("option heartbeatSeconds", options.heartbeatSeconds ?? 10);
     this.clock = options.clock ?? systemClock;
@@ -434,6 +442,7 @@ export class AmqpBackend implements Backend {
     if (queues.length === 0 || names.size === 0) return [];
     const session = await this.guard(() => this.session());
     await this.guard(() => this.consume(session, queues, limit));
+    if (this.claimWaitMs > 0) await this.deliveries(queues, limit, this.claimWaitMs);
 
     const now = this.clock.now();
     const claimed: ClaimedJob[] = [];
@@ -481,6 +490,29 @@ export class AmqpBackend implements Backend {
     return claimed;
   }
 
+  /** Resolves once `limit` deliveries of `queues` are buffered, or after `waitMs`. */
+  private async deliveries(queues: readonly string[], limit: number, waitMs: number): Promise<void> {
+    const buffered = () => queues.reduce((n, q) => n + (this.buffers.get(q)?.length ?? 0), 0);
+    const deadline = performance.now() + waitMs;
+    while (buffered() < limit && performance.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.max(1, deadline - performance.now()));
+        const unsubscribe = this.onDelivery(done);
+        function done() {
+          clearTimeout(timer);
+          unsubscribe();
+          resolve();
+        }
+      });
+    }
+  }
+
+  private readonly deliveryWaiters = new Set<() => void>();
+  private onDelivery(callback: () => void): () => void {
+    this.deliveryWaiters.add(callback);
+    return () => this.deliveryWaiters.delete(callback);
+  }
+
   /** Starts consumers for the queues that have none on this session. */
   private async consume(session: Session, queues: readonly string[], limit: number): Promise<void> {
     if (this.consumersStopped) return;
@@ -514,6 +546,7 @@ export class AmqpBackend implements Backend {
         }
         if (!session.alive) return;
         this.buffers.get(queue)!.push({ message, session, queue, arrivedAt: performance.now() });
+        for (const waiter of [...this.deliveryWaiters]) waiter();
         this.wake(queue);
       },
       { noAck: false },
@@ -834,7 +867,7 @@ export class AmqpBackend implements Backend {
         await this.declared(session, q);
         const depth = (name: string) => this.depth(session, name);
         let scheduled = 0;
-        for (let bucket = 0; bucket <= 22; bucket++) scheduled += await depth(this.names.delay(q, bucket));
+        for (let bucket = 0; bucket <= MAX_BUCKET; bucket++) scheduled += await depth(this.names.delay(q, bucket));
         const counts: Record<JobState, number> = {
           scheduled,
           waiting: await depth(this.names.work(q)),
@@ -902,6 +935,16 @@ export class AmqpBackend implements Backend {
         this.logger.error({ err: String(error) }, "a wake-up listener threw");
       }
     }
+  }
+
+  /** Queues this backend knows: the `queues` option and every queue used through it. */
+  get knownQueues(): string[] {
+    return [...this.known];
+  }
+
+  /** The RabbitMQ queues Conveyor declares for `queue`: work, dead and every delay bucket. */
+  brokerQueues(queue: string): string[] {
+    return [this.names.work(queue), this.names.dead(queue), ...Array.from({ length: MAX_BUCKET + 1 }, (_, k) => this.names.delay(queue, k))];
   }
 
   /** Diagnostics for tests and the chaos harness: the current session's generation and held deliveries. */
