@@ -360,6 +360,7 @@ export class AmqpBackend implements Backend {
     await publishConfirmed(session.publisher, "", this.names.dead(envelope.queue), encode(envelope), propertiesOf(envelope, forensicHeaders(envelope)));
   }
 
+  /** `promise` (a broker round trip), or StoreUnavailableError after `confirmTimeoutMs`, dropping the session. */
   private confirmed<T>(promise: Promise<T>): Promise<T> {
     return withTimeout(promise, this.confirmTimeoutMs, () => {
       // A confirm that never comes: drop the session; the next call opens a fresh one.
@@ -441,7 +442,9 @@ export class AmqpBackend implements Backend {
     const names = new Set(request.names);
     if (queues.length === 0 || names.size === 0) return [];
     const session = await this.guard(() => this.session());
-    await this.guard(() => this.consume(session, queues, limit));
+    // Bounded: a queue that is not available yet (recovering after a broker restart) can leave
+    // basic.consume unanswered, and a worker's shutdown waits for its claim.
+    await this.guard(() => this.confirmed(this.consume(session, queues, limit)));
     if (this.claimWaitMs > 0) await this.deliveries(queues, limit, this.claimWaitMs);
 
     const now = this.clock.now();
