@@ -43,7 +43,7 @@ function countingWorker(backend: AmqpBackend, queue: string, handlerMs: number) 
     logger: silentLogger,
     maintenance: false,
     pollIntervalMs: 200,
-    handlers: { job: async (job) => void (await new Promise((r) => setTimeout(r, handlerMs))) },
+    handlers: { job: async () => void (await new Promise((r) => setTimeout(r, handlerMs))) },
   });
   worker.on("job:completed", ({ job }) => done.set(job.id, (done.get(job.id) ?? 0) + 1));
   closeAfter.push(worker);
