@@ -12,7 +12,8 @@ import { InvalidInputError, UnrecoverableError, UnsupportedByStoreError } from "
 import { silentLogger } from "../../src/core/logger.js";
 import { buildJobSpec, type JobOptions } from "../../src/core/spec.js";
 import { Worker } from "../../src/runtime/worker.js";
-import { rabbitName, requireRabbit } from "../helpers/rabbitmq.js";
+import { createServer } from "../../src/http/index.js";
+import { deleteBackendQueues, rabbitName, requireRabbit } from "../helpers/rabbitmq.js";
 import { runCli } from "../helpers/cli.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -20,7 +21,10 @@ const url = requireRabbit(inject("rabbitmqUrl"), inject("rabbitmqUnavailable"));
 
 const open: Array<{ close(): Promise<unknown> }> = [];
 afterEach(async () => {
-  for (const thing of open.splice(0).reverse()) await thing.close();
+  for (const thing of open.splice(0).reverse()) {
+    await thing.close();
+    if (thing instanceof AmqpBackend) await deleteBackendQueues(url, thing);
+  }
 });
 
 /** A backend under a prefix of its own, closed after the test. */
@@ -297,5 +301,30 @@ describe("AmqpBackend capabilities", () => {
     const replay = await runCli(["dlq", "replay", id, "--db", db, "--queue", "cli"]);
     expect(replay.code, replay.stderr).toBe(0);
     expect(replay.stdout).toContain("replayed");
+  });
+
+  it("HTTP: enqueue is accepted; a job's status is a clear 501, never a 5xx crash; a dead job is found and replayed", async () => {
+    const b = backend({ queues: ["http"] });
+    const app = await createServer({ backend: b, apiKeys: false, logger: false });
+    open.push(app);
+    const accepted = await app.inject({ method: "POST", url: "/v1/queues/http/jobs", payload: { name: "job", data: { n: 1 } } });
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { jobId } = accepted.json<{ jobId: string }>();
+    const status = await app.inject({ method: "GET", url: `/v1/jobs/${jobId}?queue=http` });
+    expect(status.statusCode).toBe(501);
+    expect(status.json()).toMatchObject({ type: "urn:conveyor:problem:not-supported-by-store", capability: "jobRecords" });
+    expect(status.json<{ detail: string }>().detail).toMatch(/only dead letters can be looked up/);
+    const cancel = await app.inject({ method: "DELETE", url: `/v1/jobs/${jobId}?queue=http` });
+    expect(cancel.statusCode).toBe(501);
+
+    const w = worker(b, "http", { job: async () => { throw new UnrecoverableError("declined"); } });
+    await waitFor(async () => (await b.list({ queue: "http", state: "dead" })).length === 1, { timeoutMs: 10_000 });
+    await w.close();
+    const dead = await app.inject({ method: "GET", url: `/v1/jobs/${jobId}?queue=http` });
+    expect(dead.statusCode, dead.body).toBe(200);
+    expect(dead.json()).toMatchObject({ state: "dead", error: { message: "declined" } });
+    const replay = await app.inject({ method: "POST", url: `/v1/jobs/${jobId}/replay?queue=http` });
+    expect(replay.statusCode, replay.body).toBe(200);
+    expect(await b.list({ queue: "http", state: "dead" })).toEqual([]);
   });
 });
