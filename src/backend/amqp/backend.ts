@@ -343,16 +343,21 @@ export class AmqpBackend implements Backend {
    * Publishes `envelope` where it belongs: the work queue when due, else a delay queue with the
    * remaining delay as expiration. Resolves once the broker confirmed it.
    */
-  private async place(session: Session, envelope: Envelope, headers: Record<string, unknown> = {}): Promise<void> {
-    await this.declared(session, envelope.queue);
+  private place(session: Session, envelope: Envelope): Promise<void> {
     const delayMs = Math.min(MAX_HOP_MS, envelope.runAt - this.clock.now());
-    const properties: Options.Publish = propertiesOf(envelope, headers);
-    let target = this.names.work(envelope.queue);
-    if (delayMs > 0) {
-      target = await this.delayQueue(session, envelope.queue, delayMs);
-      properties.expiration = String(Math.ceil(delayMs));
-    }
-    await publishConfirmed(session.publisher, "", target, encode(envelope), properties);
+    const delayQueue = delayMs > 0 ? this.names.delay(envelope.queue, bucketOf(delayMs)) : null;
+    const publish = () => {
+      const properties: Options.Publish = propertiesOf(envelope);
+      if (delayMs > 0) properties.expiration = String(Math.ceil(delayMs));
+      return publishConfirmed(session.publisher, "", delayQueue ?? this.names.work(envelope.queue), encode(envelope), properties);
+    };
+    // The common case publishes at once (no await first), so a batch goes out in one burst.
+    if (session.declared.has(envelope.queue) && (delayQueue === null || session.delays.has(delayQueue))) return publish();
+    return (async () => {
+      await this.declared(session, envelope.queue);
+      if (delayMs > 0) await this.delayQueue(session, envelope.queue, delayMs);
+      await publish();
+    })();
   }
 
   private async publishDead(session: Session, envelope: Envelope): Promise<void> {

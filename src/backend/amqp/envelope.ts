@@ -64,15 +64,19 @@ export function envelopeOf(spec: JobSpec, now: number, runAt: number): Envelope 
 /** Prefix of every header Conveyor writes. */
 export const HEADER = "x-conveyor-";
 
-/** Message properties of a job message: persistent, the job id as messageId, the name as type. */
-export function propertiesOf(envelope: Envelope, extraHeaders: Record<string, unknown> = {}): Options.Publish {
+/**
+ * Message properties of a job message: persistent, the job id as messageId, the name as type.
+ * Headers only when given (the dead copies' forensics): encoding a header table costs more than
+ * the rest of a small message, and the body already holds everything.
+ */
+export function propertiesOf(envelope: Envelope, headers?: Record<string, unknown>): Options.Publish {
   return {
     persistent: true,
     messageId: envelope.id,
     type: envelope.name,
     contentType: "application/json",
     timestamp: Math.floor(envelope.createdAt / 1000),
-    headers: { [`${HEADER}attempts`]: envelope.attempt, [`${HEADER}max-attempts`]: envelope.maxAttempts, ...extraHeaders },
+    ...(headers ? { headers } : {}),
   };
 }
 
@@ -80,6 +84,8 @@ export function propertiesOf(envelope: Envelope, extraHeaders: Record<string, un
 export function forensicHeaders(envelope: Envelope): Record<string, unknown> {
   const last = envelope.history.at(-1);
   const headers: Record<string, unknown> = {
+    [`${HEADER}attempts`]: envelope.attempt,
+    [`${HEADER}max-attempts`]: envelope.maxAttempts,
     [`${HEADER}error-name`]: envelope.error?.name ?? null,
     [`${HEADER}error-message`]: envelope.error?.message ?? null,
     [`${HEADER}error-stack`]: envelope.error?.stack ?? null,
