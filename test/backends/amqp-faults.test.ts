@@ -6,8 +6,10 @@
  * dead queue with the reason): none is lost.
  */
 import { spawn } from "node:child_process";
+import { connect } from "amqplib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AmqpBackend } from "../../src/backend/amqp/index.js";
+import { bucketOf, declareDelay, Names } from "../../src/backend/amqp/topology.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { Worker } from "../../src/runtime/worker.js";
@@ -116,5 +118,37 @@ describe("RabbitMQ faults", () => {
     const dead = await waitFor(() => backend.list({ queue: "faults", state: "dead" }).then((l) => l[0]), { timeoutMs: 10_000 });
     expect(dead).toMatchObject({ id, state: "dead", name: "poison", error: { name: "LeaseExpiredError" } });
     expect(dead.error!.message).toContain("x-delivery-limit");
+  });
+
+  it("settle order: when the broker refuses the retry copy, the original is not acked and the job is kept", { timeout: 60_000 }, async () => {
+    const prefix = rabbitName("order");
+    const backend = new AmqpBackend({ url: broker.url, prefix, logger: silentLogger, claimWaitMs: 2_000, confirmTimeoutMs: 5_000 });
+    closeAfter.push(backend);
+    await backend.enqueue(jobs("order", "job", 1));
+    const [claimed] = await backend.claim({ queues: ["order"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 30_000 });
+    // The delay queue of a 5 s retry is full (max-length 0, and the queue rejects publishes): the
+    // broker nacks the retry copy while the channels stay open.
+    // (A quorum queue rejects once it is over its limit, so it holds one filler message first.)
+    const admin = await connect(broker.url);
+    const adminChannel = await admin.createConfirmChannel();
+    await declareDelay(adminChannel, new Names(prefix), "order", bucketOf(5_000));
+    adminChannel.sendToQueue(new Names(prefix).delay("order", bucketOf(5_000)), Buffer.from("filler"), { persistent: true });
+    await adminChannel.waitForConfirms();
+    await admin.close();
+    await broker.ctl(["set_policy", "--apply-to", "queues", "full-delay", `^${prefix}~order~delay~`, '{"max-length":0}']);
+    try {
+      await expect(backend.fail([{ lease: claimed!.lease, error: { name: "E", message: "x", stack: null }, retryDelayMs: 5_000 }])).rejects.toThrow();
+    } finally {
+      await broker.ctl(["clear_policy", "full-delay"]);
+    }
+    // Not acked: closing the connection hands the delivery back, and the job is in its queue.
+    await backend.close();
+    const connection = await connect(broker.url);
+    try {
+      const channel = await connection.createChannel();
+      await waitFor(async () => (await channel.checkQueue(`${prefix}~order`)).messageCount === 1, { timeoutMs: 10_000, description: "the job back in its work queue" });
+    } finally {
+      await connection.close();
+    }
   });
 });
