@@ -120,7 +120,9 @@ function raw(url: string): Subject {
           onStart?.();
           consumer.ack(message);
         });
-        const producer = await connection.createConfirmChannel();
+        // The producer on a connection of its own, as Conveyor's latency figure has it.
+        const producerConnection = await connect(url);
+        const producer = await producerConnection.createConfirmChannel();
         await sleep(200);
         const out = await latencySamples(
           [],
@@ -129,7 +131,7 @@ function raw(url: string): Subject {
           (fn) => (onStart = fn),
         );
         await consumer.close();
-        await producer.close();
+        await producerConnection.close();
         return out;
       }),
   };

@@ -235,6 +235,27 @@ describe("AmqpBackend settles", () => {
     expect(seen.every((c) => c.job.id === claimed!.job.id)).toBe(true);
   });
 
+  it("a job held close to consumer_timeout is handed back alone and its lease reported lost; the channel and its other jobs live on", async () => {
+    // consumerTimeoutMs 2 s: the guard hands a delivery back after 2 s minus a tenth.
+    const b = backend({ consumerTimeoutMs: 2_000, claimWaitMs: 500, prefetch: 10 });
+    await b.enqueue([spec("long", { data: { n: 1 } })]);
+    const [long] = await claimSoon(b, "long");
+    expect((await b.heartbeat([long!.lease], 30_000)).lost).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 1_900));
+    // (The broker's clock runs from delivery: this second job is delivered now, on the same channel.)
+    await b.enqueue([spec("long", { data: { n: 2 } })]);
+    const [short] = await claimSoon(b, "long");
+    const generation = b.state.generation;
+    expect((await b.heartbeat([long!.lease, short!.lease], 30_000)).lost).toEqual([{ lease: long!.lease, reason: "expired" }]);
+    expect(await b.complete([{ lease: long!.lease, result: null }])).toEqual(["stale"]);
+    // The other job, on the same channel, is still ours; the long one comes back to run again.
+    expect(await b.complete([{ lease: short!.lease, result: null }])).toEqual(["applied"]);
+    const [again] = await claimSoon(b, "long");
+    expect(again!.job.id).toBe(long!.job.id);
+    expect(again!.job.stalls).toBe(1);
+    expect(b.state.generation).toBe(generation);
+  });
+
   it("poison pill: a message handed back x-delivery-limit times is dead-lettered by the broker, with the reason", async () => {
     const b = backend({ deliveryLimit: 2 });
     const id = await enqueueOne(b, spec("poison"));
