@@ -1,18 +1,19 @@
 /**
  * RabbitMQ: Conveyor's AMQP backend beside RabbitMQ's own rate with plain amqplib (the limit:
  * what a client gets from the broker with the same guarantees, persistent messages on a quorum
- * queue, publisher confirms, manual acks) and beside BullMQ (on a throwaway Redis, as in
- * bench/redis.ts). A throwaway broker (test/helpers/rabbitmq.ts) unless RABBITMQ_URL is set;
+ * queue, publisher confirms, manual acks) and beside BullMQ (on a throwaway Redis, exactly as
+ * bench/redis.ts runs it). A throwaway broker (test/helpers/rabbitmq.ts) unless RABBITMQ_URL is set;
  * every measurement uses queue names of its own, deleted afterwards.
  */
-import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
+import { Redis } from "ioredis";
 import { connect, type ChannelModel } from "amqplib";
 import { AmqpBackend } from "../src/backend/amqp/index.js";
 import { silentLogger } from "../src/index.js";
 import { deleteBackendQueues, startThrowawayRabbit, type ThrowawayRabbit } from "../test/helpers/rabbitmq.js";
-import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { bullmq, Prefixes } from "./redis.js";
 import {
-  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, noopJobs, peerVersions, printReport, rate, runSideBySide,
+  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide,
   sleep, type Subject, type WithFreshBackend,
 } from "./lib.js";
 
@@ -137,61 +138,9 @@ function raw(url: string): Subject {
   };
 }
 
-/** BullMQ with its defaults on a Redis without persistence, as in bench/redis.ts. */
-function bullmq(url: string): Subject {
-  const parsed = new URL(url);
-  const connection: ConnectionOptions = { host: parsed.hostname, port: Number(parsed.port || 6379), maxRetriesPerRequest: null };
-  const withQueue = async <T>(fn: (q: BullQueue, prefix: string) => Promise<T>): Promise<T> => {
-    const prefix = fresh("bullmq");
-    const q = new BullQueue("bench", { connection, prefix });
-    await q.waitUntilReady();
-    try {
-      return await fn(q, prefix);
-    } finally {
-      await q.close();
-      await deletePrefix(url, prefix);
-    }
-  };
-  return {
-    name: "BullMQ",
-    bulk: (count) => withQueue((q) => rate(count, () => q.addBulk(noopJobs(0, count)))),
-    single: (count) =>
-      withQueue((q) =>
-        rate(count, async () => {
-          for (let i = 0; i < count; i++) await q.add("noop", { i });
-        }),
-      ),
-    processing: (count, concurrency) =>
-      withQueue(async (q, prefix) => {
-        for (const [start, length] of chunks(count, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
-        const done = deferred();
-        let completed = 0;
-        let worker: BullWorker | undefined;
-        const r = await rate(count, async () => {
-          worker = new BullWorker("bench", async () => undefined, { connection, prefix, concurrency });
-          worker.on("completed", () => {
-            if (++completed === count) done.resolve();
-          });
-          await done.promise;
-        });
-        await worker?.close();
-        return r;
-      }),
-    latency: (samples) =>
-      withQueue(async (q, prefix) => {
-        let onStart: (() => void) | null = null;
-        const worker = new BullWorker("bench", async () => void onStart?.(), { connection, prefix, concurrency: 10 });
-        await worker.waitUntilReady();
-        await sleep(200);
-        const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
-        await worker.close();
-        return out;
-      }),
-  };
-}
-
 export async function main(sizes: BenchSizes): Promise<void> {
   let rabbit: ThrowawayRabbit | null = null;
+  let admin: Redis | null = null;
   let redis: ThrowawayRedis | null = null;
   let amqpUrl = process.env.RABBITMQ_URL;
   let redisUrl = process.env.REDIS_URL;
@@ -208,11 +157,15 @@ export async function main(sizes: BenchSizes): Promise<void> {
       `RabbitMQ (${rabbit ? "throwaway node" : "RABBITMQ_URL"}), quorum queues; Redis for BullMQ (${redis ? "throwaway, no persistence" : "REDIS_URL"}); ` +
         `${peerVersions(["amqplib", "bullmq"])}; ${sizes.jobs} jobs; ${machineLine()}\n`,
     );
-    const subjects = [conveyor(amqpUrl), raw(amqpUrl), bullmq(redisUrl)];
+    admin = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    // BullMQ exactly as bench/redis.ts runs it, without its Redis memory figure (not comparable here).
+    const { memory: _memory, ...bull } = bullmq(redisUrl, new Prefixes(redisUrl), admin);
+    const subjects = [conveyor(amqpUrl), raw(amqpUrl), bull];
     const report = await runSideBySide(subjects, sizes);
     console.log("");
     printReport(subjects, report);
   } finally {
+    admin?.disconnect();
     await rabbit?.stop();
     await redis?.stop();
   }

@@ -6,26 +6,19 @@
  * attempts, the host that ran the last attempt and its timings.
  */
 import type { Options } from "amqplib";
-import type { AttemptRecord, BackoffSpec, ErrorInfo, JobRecord, JobSpec, RetentionMs } from "../../core/job.js";
+import type { AttemptRecord, ErrorInfo, JobRecord, JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
 
 /** Version of the body format, so a later Conveyor can read messages an older one wrote. */
 const FORMAT = 1;
 
-/** The message body: everything about a job that outlives one delivery. */
-export interface Envelope {
+/**
+ * The message body: everything about a job that outlives one delivery. The spec's fields as the
+ * producer gave them (the payload stays JSON text, so it round-trips byte for byte), and its state.
+ */
+export interface Envelope
+  extends Pick<JobSpec, "id" | "queue" | "name" | "payload" | "maxAttempts" | "backoff" | "timeoutMs" | "retainCompletedMs" | "retainDeadMs" | "meta"> {
   v: typeof FORMAT;
-  id: string;
-  queue: string;
-  name: string;
-  /** The payload as the producer serialised it (JSON text), so it round-trips byte for byte. */
-  payload: string;
-  maxAttempts: number;
-  backoff: BackoffSpec;
-  timeoutMs: number | null;
-  retainCompletedMs: RetentionMs;
-  retainDeadMs: RetentionMs;
-  meta: string | null;
   createdAt: number;
   /** When the job is due, ms since epoch. */
   runAt: number;
