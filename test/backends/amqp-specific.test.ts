@@ -14,7 +14,7 @@ import { buildJobSpec, type JobOptions } from "../../src/core/spec.js";
 import { Worker } from "../../src/runtime/worker.js";
 import { createServer } from "../../src/http/index.js";
 import { deleteBackendQueues, rabbitName, requireRabbit } from "../helpers/rabbitmq.js";
-import { runCli } from "../helpers/cli.js";
+import { runCli, spawnCli } from "../helpers/cli.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const url = requireRabbit(inject("rabbitmqUrl"), inject("rabbitmqUnavailable"));
@@ -322,6 +322,27 @@ describe("AmqpBackend capabilities", () => {
     const replay = await runCli(["dlq", "replay", id, "--db", db, "--queue", "cli"]);
     expect(replay.code, replay.stderr).toBe(0);
     expect(replay.stdout).toContain("replayed");
+  });
+
+  it("conveyor worker --db amqp://… runs the jobs; SIGTERM stops it with exit 0 (drained) or 1 (a job handed back)", { timeout: 60_000 }, async () => {
+    const prefix = rabbitName("cliw");
+    const b = backend({ prefix });
+    await b.enqueue(Array.from({ length: 5 }, (_, i) => spec("cliw", { name: "sleep", data: { ms: 10, i } })));
+    const db = `${url}?prefix=${prefix}`;
+    const args = ["worker", "--db", db, "--queue", "cliw", "--handlers", "test/fixtures/handlers.ts", "--poll-interval-ms", "200", "--shutdown-grace-ms", "300", "--verbose"];
+    const first = spawnCli(args);
+    await waitFor(() => (first.stderr().match(/"msg":"completed"/g) ?? []).length >= 5, { timeoutMs: 30_000, description: "5 jobs completed by the CLI worker" });
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    // A job that outlives the grace period is handed back: exit 1, and the job is in its queue again.
+    await b.enqueue([spec("cliw", { name: "stubborn", data: { ms: 20_000 } })]);
+    const second = spawnCli(args);
+    // Delivered to the worker (no longer ready in its queue): it is running.
+    await waitFor(() => /worker started/.test(second.stderr()), { timeoutMs: 30_000, description: "the worker up" });
+    await waitFor(async () => (await b.stats("cliw"))[0]!.counts.waiting === 0, { timeoutMs: 30_000, description: "the stubborn job taken" });
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(1);
+    await waitFor(async () => (await b.stats("cliw"))[0]!.counts.waiting === 1, { timeoutMs: 10_000, description: "the handed-back job waiting again" });
   });
 
   it("HTTP: enqueue is accepted; a job's status is a clear 501, never a 5xx crash; a dead job is found and replayed", async () => {
