@@ -49,8 +49,49 @@ export function inQueue(jobQueue: string | undefined, queue: string | undefined)
   return jobQueue !== undefined && (queue === undefined || jobQueue === queue);
 }
 
+/**
+ * What a store of job records can do that a message broker cannot (RabbitMQ: `conveyor-jobs/amqp`).
+ * SQLite, PostgreSQL and Redis have them all ({@link FULL_STORE_FEATURES}); the conformance suite
+ * skips the tests of a missing one by its name.
+ */
+export interface StoreFeatures {
+  /**
+   * `get`, `list` and `stats` see every job in every state, so a job's status can be polled.
+   * Without it only dead letters can be read (`get`, `list` with state "dead"), replayed and
+   * removed; anything else throws `UnsupportedByStoreError` (HTTP 501).
+   */
+  jobRecords: boolean;
+  /** `cancel` stops a waiting, scheduled or active job. Without it, `cancel` throws `UnsupportedByStoreError`. */
+  cancel: boolean;
+  /** Any `priority` is honoured (lower runs first). Without it, enqueue refuses a priority other than 0. */
+  priorities: boolean;
+  /** A job id is unique in the store: enqueueing an id that exists is reported as a duplicate. */
+  uniqueIds: boolean;
+  /** `pause`/`resume` stop and restart claiming from a queue for every worker. Without it they throw `UnsupportedByStoreError`. */
+  pause: boolean;
+  /**
+   * Delays, leases, rescue and retention follow `now()`, so an injected clock drives them. Without
+   * it the broker's own wall clock does (delays are message TTLs, a lease lasts while its
+   * connection does) and `rescueExpired`, `promoteDue` and `prune` have nothing to do.
+   */
+  clockDriven: boolean;
+  /** `idempotency.once` records keys. Without it, it throws `UnsupportedByStoreError`. */
+  idempotencyKeys: boolean;
+}
+
+/** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
+export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
+  jobRecords: true,
+  cancel: true,
+  priorities: true,
+  uniqueIds: true,
+  pause: true,
+  clockDriven: true,
+  idempotencyKeys: true,
+});
+
 /** What a backend can do; callers branch on these, never on a backend's name. */
-export interface Capabilities {
+export interface Capabilities extends StoreFeatures {
   /** `enqueue(specs, { tx })` joins the caller's own database transaction. */
   transactionalEnqueue: boolean;
   /** `subscribe` wakes workers in other processes, not only in this one. */

@@ -6,6 +6,7 @@ import type { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { backendSuite } from "../conformance/suite.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const schemas = new TestSchemas(url);
@@ -37,6 +38,7 @@ async function make(clock: FakeClock): Promise<Backend> {
 
 backendSuite("postgres", {
   capabilities: {
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: true,
     transactionalCompletion: true,
     crossProcessWakeups: true,

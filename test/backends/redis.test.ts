@@ -6,10 +6,12 @@ import type { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { backendSuite } from "../conformance/suite.js";
 import { deletePrefix, requireRedis, startThrowawayRedisCluster, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
 
 const capabilities = {
+  ...FULL_STORE_FEATURES,
   transactionalEnqueue: false,
   transactionalCompletion: false,
   crossProcessWakeups: true,

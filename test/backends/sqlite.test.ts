@@ -2,6 +2,7 @@ import { afterAll } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/backend.js";
 import { backendSuite } from "../conformance/suite.js";
 import { TempDirs } from "../helpers/temp.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const temp = new TempDirs("conveyor-sqlite-");
 afterAll(() => temp.removeAll());
@@ -11,6 +12,7 @@ let lastPath: string | undefined;
 
 backendSuite("sqlite file", {
   capabilities: {
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: false,
     transactionalCompletion: false,
     crossProcessWakeups: true,
@@ -29,6 +31,7 @@ backendSuite("sqlite file", {
 
 backendSuite("sqlite :memory:", {
   capabilities: {
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: false,
     transactionalCompletion: false,
     crossProcessWakeups: false,

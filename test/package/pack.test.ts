@@ -22,6 +22,7 @@ const EXPECTED_EXPORTS: Record<string, string[]> = {
   "./sqlite": ["SqliteBackend"],
   "./postgres": ["PostgresBackend"],
   "./redis": ["RedisBackend"],
+  "./amqp": ["AmqpBackend"],
   "./http": ["createServer", "conveyorHttp", "verifyWebhook"],
   "./testing": ["createTestBackend", "drain", "FakeClock"],
   "./metrics": ["ConveyorMetrics", "ConveyorTracing", "desiredWorkers"],

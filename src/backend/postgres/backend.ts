@@ -43,6 +43,7 @@ import type {
   SqlClient,
   WakeListener,
 } from "../contract.js";
+import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { systemClock, type Clock } from "../../core/clock.js";
@@ -259,6 +260,7 @@ function queryFiles(): Record<QueryName, string> {
 export class PostgresBackend implements Backend {
   readonly description: string;
   readonly capabilities: Capabilities = Object.freeze({
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: true,
     crossProcessWakeups: true,
     multiProcess: true,

@@ -37,6 +37,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
+import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
@@ -145,6 +146,7 @@ interface Listed {
 export class RedisBackend implements Backend {
   readonly description: string;
   readonly capabilities: Capabilities = Object.freeze({
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: false,
     crossProcessWakeups: true,
     multiProcess: true,

@@ -48,6 +48,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
+import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, inQueue, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
@@ -240,6 +241,7 @@ export class SqliteBackend implements Backend {
     this.watchWal = !this.memory && (options.wakeups ?? true);
     this.description = `sqlite:${options.path}`;
     this.capabilities = Object.freeze({
+      ...FULL_STORE_FEATURES,
       transactionalEnqueue: false,
       crossProcessWakeups: this.watchWal,
       multiProcess: !this.memory,
