@@ -116,9 +116,18 @@ export function refusedBatch(results: readonly EnqueueResult[]): boolean {
 }
 
 export interface EnqueueResult {
+  /** The stored job's id; for a job a dedup window took in, the id of the window's job. */
   id: string;
-  /** True when a job with this id already existed; nothing was written for this spec. */
+  /**
+   * True when no new job was stored for this spec: a job with this id already existed, or a dedup
+   * window took it in (then `dedup` says how).
+   */
   duplicate: boolean;
+  /**
+   * Only for a spec with `dedup` that met an open window: "dropped" (nothing changed), "extended"
+   * (the window restarts) or "replaced" (the window's job took this spec's data and run time).
+   */
+  dedup?: "dropped" | "extended" | "replaced";
 }
 
 export interface ClaimRequest {

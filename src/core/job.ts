@@ -66,6 +66,27 @@ export interface JobSpec {
   retainDeadMs: RetentionMs;
   /** Metadata kept beside the payload (trace context, callback URL), serialised JSON object, or null. */
   meta: string | null;
+  /** The dedup window this job opens or joins (`options.dedup`), or absent for none. */
+  dedup?: DedupWindow;
+}
+
+/**
+ * What happens to a job added while another job with the same dedup key is inside its window:
+ * - `drop`: the new job is not stored; the result names the window's job (`duplicate: true`).
+ * - `extend`: as `drop`, and the window restarts: it now ends `ttlMs` after this add.
+ * - `replace` (debounce): the window's job, while it still waits (`waiting` or `scheduled`), takes
+ *   the new job's data and run time (now + its `delayMs`, or its `runAt`) and the window restarts.
+ *   Once the window's job has started (or finished), the new job is stored and opens a new window.
+ */
+export type DedupMode = "drop" | "replace" | "extend";
+
+/** A dedup window, checked: see `JobOptions.dedup`. */
+export interface DedupWindow {
+  /** Dedup key, unique per queue: 1-255 characters, no control characters. */
+  key: string;
+  /** Length of the window in ms from the add that opened (or restarted) it. */
+  ttlMs: number;
+  mode: DedupMode;
 }
 
 /** An error as stored: enough to debug without the process that raised it. */

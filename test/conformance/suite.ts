@@ -14,6 +14,7 @@ import type { Backend } from "../../src/backend/contract.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
 import { claimTests } from "./claim.js";
+import { dedupTests } from "./dedup.js";
 import { enqueueTests } from "./enqueue.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
@@ -60,6 +61,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     };
 
     enqueueTests(context);
+    dedupTests(context);
     claimTests(context);
     leaseTests(context);
     settleTests(context);

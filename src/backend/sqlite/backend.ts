@@ -21,6 +21,8 @@ import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../cor
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { planDedupBatch } from "../dedup.js";
+import { SqliteDedupWindows } from "./dedup.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
@@ -211,6 +213,7 @@ export class SqliteBackend implements Backend {
   private closed = false;
 
   private readonly s: ReturnType<SqliteBackend["prepareStatements"]>;
+  private readonly dedup: SqliteDedupWindows;
   private readonly tx: ReturnType<SqliteBackend["defineTransactions"]>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], JobRow>>();
 
@@ -269,6 +272,7 @@ export class SqliteBackend implements Backend {
       this.db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
       this.migrateSync();
       this.s = this.prepareStatements();
+      this.dedup = new SqliteDedupWindows(this.db, prefix);
       this.tx = this.typedErrors(this.defineTransactions());
     } catch (error) {
       this.db.close();
@@ -310,10 +314,11 @@ export class SqliteBackend implements Backend {
     }
     if (specs.length === 0) return [];
     const allOrNothing = allOrNothingOf(specs, options);
+    const plan = planDedupBatch(specs, options);
     try {
-      const { results, marks } = this.tx.enqueue.immediate(specs, allOrNothing);
+      const { results, marks } = this.tx.enqueue.immediate(plan.specs, allOrNothing);
       this.announce(marks);
-      return results;
+      return plan.answers(results);
     } catch (error) {
       if (error instanceof RefusedBatch) return error.results;
       throw error;
@@ -891,6 +896,15 @@ export class SqliteBackend implements Backend {
           lastBackoff = spec.backoff;
           lastBackoffText = JSON.stringify(spec.backoff);
         }
+        if (spec.dedup !== undefined) {
+          const taken = this.dedup.decide(spec, now);
+          if (taken !== null) {
+            results[i] = taken.result;
+            seenQueues.add(spec.queue);
+            if (taken.wake) woken.add(spec.queue);
+            continue;
+          }
+        }
         const runAt = spec.runAt ?? now + spec.delayMs;
         const { changes } = s.insertJob.run(
           spec.id,
@@ -1039,6 +1053,7 @@ export class SqliteBackend implements Backend {
         jobs += s.deleteBeyondCount.run(queue, 1, limit - jobs, maxDead).changes;
       }
       const idempotencyKeys = s.deleteExpiredKeys.run(now, limit).changes;
+      this.dedup.prune(now, limit);
       return { jobs, idempotencyKeys };
     });
 
