@@ -45,6 +45,7 @@ import type {
 } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { planDedupBatch } from "../dedup.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -137,6 +138,7 @@ const JOB_COLUMNS = [
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
+  "dedup", "prune-dedup",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -403,6 +405,7 @@ export class PostgresBackend implements Backend {
       );
     }
     if (specs.length === 0) return [];
+    if (specs.some((s) => s.dedup !== undefined)) return this.enqueueWithWindows(specs, options, tx);
     // Each id goes to the database once; a repeat within the batch is a duplicate of its first
     // occurrence, decided here.
     const batch: JobSpec[] = [];
@@ -501,6 +504,42 @@ export class PostgresBackend implements Backend {
     if (allOrNothing && refusedBatch(results)) return results;
     if (tx === undefined) this.wakeLocally(woken);
     return results;
+  }
+
+  /**
+   * A batch with dedup windows: dedup.sql decides the windows (locking their rows), then the jobs
+   * let through are stored by the plain enqueue, in one transaction (the caller's, with `tx`).
+   */
+  private async enqueueWithWindows(specs: readonly JobSpec[], options: EnqueueOptions | undefined, tx: SqlClient | undefined): Promise<EnqueueResult[]> {
+    const plan = planDedupBatch(specs, options);
+    const windowed = plan.specs.map((spec, i) => ({ spec, i })).filter((w) => w.spec.dedup !== undefined);
+    // One lock order for every producer (see dedup.sql).
+    windowed.sort((a, b) => compareText(a.spec.queue, b.spec.queue) || compareText(a.spec.dedup!.key, b.spec.dedup!.key));
+    const values = [
+      this.nowParam(),
+      textArray(windowed.map((w) => w.spec.queue)),
+      textArray(windowed.map((w) => w.spec.dedup!.key)),
+      textArray(windowed.map((w) => w.spec.id)),
+      integerArray(windowed.map((w) => w.spec.dedup!.ttlMs)),
+      textArray(windowed.map((w) => w.spec.dedup!.mode)),
+      jsonTextArray(windowed.map((w) => w.spec.payload)),
+      integerArray(windowed.map((w) => w.spec.runAt)),
+      integerArray(windowed.map((w) => w.spec.delayMs)),
+    ];
+    const run = async (client: SqlClient): Promise<EnqueueResult[]> => {
+      const decided = rowsOf<{ ord: number | string; outcome: string; window_job_id: string }>(await client.query(this.sql.dedup, values));
+      const answers = new Array<EnqueueResult | null>(plan.specs.length).fill(null);
+      for (const row of decided) {
+        if (row.outcome === "opened") continue;
+        answers[windowed[Number(row.ord) - 1]!.i] = { id: row.window_job_id, duplicate: true, dedup: row.outcome as "dropped" | "extended" | "replaced" };
+      }
+      const store = plan.specs.filter((_, i) => answers[i] === null).map(({ dedup: _window, ...spec }) => spec);
+      const stored = store.length === 0 ? [] : await this.enqueue(store, { tx: client });
+      let next = 0;
+      return plan.answers(answers.map((a) => a ?? stored[next++]!));
+    };
+    if (tx !== undefined) return run(tx);
+    return this.inTransaction(async (client) => ({ value: await run(client), commit: true }));
   }
 
   /** Runs `work` in a transaction on one pooled client; commits when it says so, else rolls back. */
@@ -742,6 +781,7 @@ export class PostgresBackend implements Backend {
       nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
       positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
     ]);
+    await this.query("prune-dedup", [this.nowParam(), positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT)]);
     return { jobs: row?.jobs ?? 0, idempotencyKeys: row?.idempotency_keys ?? 0 };
   }
 
@@ -990,6 +1030,11 @@ function toRecord(row: JobRow, now: number): JobRecord {
 
 function byClaimOrder(a: JobRow, b: JobRow): number {
   return a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq;
+}
+
+/** Byte-wise order, as COLLATE "C" sorts: the order dedup windows are locked in. */
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function leaseKey(jobId: string, token: number): string {
