@@ -43,6 +43,7 @@ import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { planDedupBatch } from "../dedup.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
@@ -245,14 +246,16 @@ export class RedisBackend implements Backend {
 
   // ── producing and claiming ───────────────────────────────────────────────────────────────
 
-  async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+  async enqueue(given: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
     if (options?.tx !== undefined) {
       throw new InvalidInputError(
         "the Redis backend cannot join your transaction (capabilities.transactionalEnqueue is false); " +
           "enqueue without { tx }, or use the PostgreSQL backend for transactional enqueue",
       );
     }
-    if (specs.length === 0) return [];
+    if (given.length === 0) return [];
+    const plan = planDedupBatch(given, options);
+    const specs = plan.specs;
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
       checkSpec(spec);
@@ -271,7 +274,7 @@ export class RedisBackend implements Backend {
       this.register([...byQueue.keys()]),
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : ""];
+        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : "", ...dedupArgs(specs, positions)];
         for (const i of positions) {
           const spec = specs[i]!;
           const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
@@ -279,13 +282,13 @@ export class RedisBackend implements Backend {
           lastOptions = options;
           args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "");
         }
-        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as number[];
+        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
         positions.forEach((i, j) => {
-          results[i] = { id: specs[i]!.id, duplicate: duplicates[j] === 1 };
+          results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
         });
       }),
     ]);
-    return results;
+    return plan.answers(results);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -1116,3 +1119,21 @@ function warnListenerFailed(error: unknown): void {
 
 
 
+
+/** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
+function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {
+  const args: ScriptArg[] = [0];
+  positions.forEach((i, j) => {
+    const window = specs[i]!.dedup;
+    if (window !== undefined) args.push(j + 1, window.key, window.ttlMs, window.mode);
+  });
+  args[0] = (args.length - 1) / 4;
+  return args;
+}
+
+/** One job's answer from the enqueue script: 0 stored, 1 duplicate id, or "<outcome> <id>" from a dedup window. */
+function enqueueAnswer(id: string, reply: number | string): EnqueueResult {
+  if (typeof reply !== "string") return { id, duplicate: reply === 1 };
+  const space = reply.indexOf(" ");
+  return { id: reply.slice(space + 1), duplicate: true, dedup: reply.slice(0, space) as "dropped" | "extended" | "replaced" };
+}

@@ -328,3 +328,89 @@ end
 local function wake(channel, queue)
   if channel ~= '' then redis.call('PUBLISH', channel, queue) end
 end
+
+-- ── Dedup windows ─────────────────────────────────────────────────────────────────────────
+-- Rules: src/backend/dedup.ts. Per queue, <base>dw (HASH dedup key -> the window's job id) and
+-- <base>dx (ZSET dedup key by the window's end, ms): an ended window is as good as none, and the
+-- enqueue that looks at windows first deletes a few ended ones, so the two stay as small as the
+-- windows in use.
+
+-- Takes a waiting or scheduled job out of wherever it waits (its lane or the scheduled set), as a
+-- full hash indexed in idx, so its run time can change. Returns its name, priority and seq, or nil
+-- when the job has started, finished or is gone.
+local function unlane_pending(base, id)
+  local key = base .. 'j:' .. id
+  local buckets = buckets_open(base)
+  local packed, bucket = compact_get(buckets, id)
+  if packed then
+    local fields = compact_fields(buckets, packed)
+    redis.call('LREM', base .. 'f:' .. fields[2], 1, id)
+    compact_remove(buckets, id, bucket)
+    buckets_close(buckets)
+    redis.call('HSET', key, unpack(fields))
+    redis.call('ZADD', base .. 'idx', fields[12], id)
+    return fields[2], tonumber(fields[6]), tonumber(fields[12])
+  end
+  local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's')
+  if v[1] == 's' then
+    redis.call('ZREM', base .. 'sched', id)
+  elseif v[1] == 'w' then
+    if redis.call('ZREM', base .. 'z:' .. v[2], lane_member(tonumber(v[4]), tonumber(v[5]), id)) == 0 then
+      -- The fast lane is a list: LREM walks it, O(position). Only debounced jobs get here.
+      redis.call('LREM', base .. 'f:' .. v[2], 1, id)
+      redis.call('ZADD', base .. 'idx', v[5], id)
+    end
+  else
+    return nil
+  end
+  return v[2], tonumber(v[3]), tonumber(v[5])
+end
+
+-- Decides the jobs of an enqueue that carry a dedup window. `entries[from..to]` holds 4 values
+-- per such job (its position among the script's jobs counting from 1, dedup key, ttl ms, mode);
+-- `job(i)` gives the job's id, payload, run_at (or '') and delay. Returns position -> reply
+-- ("<outcome> <window's job id>") for the jobs an open window took in; the others had their window
+-- opened for them and are stored as usual. Sets `woken` when a replaced job is due now.
+local function dedup_decide(base, now, entries, from, to, job)
+  local dw, dx = base .. 'dw', base .. 'dx'
+  local ended = redis.call('ZRANGEBYSCORE', dx, '-inf', int(now), 'LIMIT', 0, 20)
+  if #ended > 0 then
+    redis.call('HDEL', dw, unpack(ended))
+    redis.call('ZREM', dx, unpack(ended))
+  end
+  local taken, woken = {}, false
+  for e = from, to, 4 do
+    local pos, dkey, ttl, mode = tonumber(entries[e]), entries[e + 1], tonumber(entries[e + 2]), entries[e + 3]
+    local id, payload, runAtArg, delay = job(pos)
+    local ends = int(now + ttl)
+    local owner = redis.call('HGET', dw, dkey)
+    local open = owner and tonumber(redis.call('ZSCORE', dx, dkey)) > now
+    if open and mode == 'drop' then
+      taken[pos] = 'dropped ' .. owner
+    elseif open and mode == 'extend' then
+      redis.call('ZADD', dx, ends, dkey)
+      taken[pos] = 'extended ' .. owner
+    elseif open then
+      local name, priority, seq = unlane_pending(base, owner)
+      if name then
+        local runAt = runAtArg ~= '' and tonumber(runAtArg) or now + tonumber(delay)
+        local key = base .. 'j:' .. owner
+        if runAt > now then
+          redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 's')
+          redis.call('ZADD', base .. 'sched', int(runAt), owner)
+        else
+          redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 'w')
+          to_slow_lane(base, owner, name, priority, runAt, seq)
+          woken = true
+        end
+        redis.call('ZADD', dx, ends, dkey)
+        taken[pos] = 'replaced ' .. owner
+      end
+    end
+    if not taken[pos] then
+      redis.call('HSET', dw, dkey, id)
+      redis.call('ZADD', dx, ends, dkey)
+    end
+  end
+  return taken, woken
+end
