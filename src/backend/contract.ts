@@ -15,6 +15,8 @@
 import type { Json } from "../core/json.js";
 import type {
   ErrorInfo,
+  FlowInfo,
+  FlowNodeSpec,
   JobRecord,
   JobSpec,
   JobState,
@@ -68,6 +70,12 @@ export interface Capabilities {
    * hold (Redis: each queue lives in its own slot and no script may read two).
    */
   claimAcrossQueues: "merged" | "turns";
+  /**
+   * Flows (`enqueueFlow`, `flow`): "across-queues" when a flow's jobs may live in different queues,
+   * "within-queue" when every job of a flow must be in one queue (Redis Cluster: a child's settle
+   * and its parent's release are one script, which cannot reach another queue's slot).
+   */
+  flows: "across-queues" | "within-queue";
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -329,6 +337,16 @@ export interface Backend extends AsyncDisposable {
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
+
+  /**
+   * Stores a whole flow atomically: every node, or (when any node's id exists already) none, the
+   * results then flagging the duplicates. A node with children starts in `waiting-children`; each
+   * child's final settle (completed, dead, cancelled) records its outcome with the parent and
+   * releases the parent in the same atomic step. `options.tx` as for `enqueue`.
+   */
+  enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]>;
+  /** A job's parent and children (with their outcomes), or null when there is no such job. */
+  flow(id: string, queue?: string): Promise<FlowInfo | null>;
 
   /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
   beginCompletion?(lease: Lease): Promise<CompletionTransaction>;

@@ -266,6 +266,7 @@ export class PostgresBackend implements Backend {
     multiProcess: true,
     transactionalCompletion: true,
     claimAcrossQueues: "merged",
+    flows: "across-queues",
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
