@@ -414,3 +414,98 @@ local function dedup_decide(base, now, entries, from, to, job)
   end
   return taken, woken
 end
+
+-- ── Flows ─────────────────────────────────────────────────────────────────────────────────
+-- Rules: src/backend/flows.ts. A child's hash names its parent: pi (id), pq (queue), pb (the
+-- parent queue's key base) and pp (its position among the flow's jobs). A parent waits in state
+-- 'wc' (in <base>wc, by seq, for stats), counting its unsettled children in pc, with its policy in
+-- pf ('fail' | 'continue'). <pbase>fc:<parent id> holds one field per child, "<position>" ->
+-- "<queue>\n<id>\n<name>", and once the child settled "o<position>" -> its outcome JSON
+-- {"s": state, "r": result, "e": error}. A child in another queue means keys of two slots: only on
+-- a single Redis server (capabilities.flows "across-queues"); on a cluster a flow stays in one queue.
+
+-- The wake-up channel of the prefix a key base belongs to ("<prefix>:{<queue>}:" -> "<prefix>:wake").
+local function channel_of(base)
+  return string.match(base, '^(.*):{[^{}]*}:$') .. ':wake'
+end
+
+-- Records a job's final settle (completed, dead or cancelled) with its flow parent, and releases
+-- or fails the parent, in the script that settles the job. Only the first settle of a child counts
+-- for its parent (a replayed child settles again: its outcome is overwritten, the parent left
+-- alone). `result` and `err` are JSON text or nil. A job outside any flow costs one HGET.
+local function flow_settled(base, id, state, result, err, now)
+  local key = base .. 'j:' .. id
+  local f = redis.call('HMGET', key, 'pi', 'pq', 'pb', 'pp', 'n')
+  if not f[1] then return end
+  local pid, pq, pb, pos = f[1], f[2], f[3], f[4]
+  local fc = pb .. 'fc:' .. pid
+  local first = redis.call('HEXISTS', fc, 'o' .. pos) == 0
+  redis.call('HSET', fc, 'o' .. pos, '{"s":"' .. state .. '","r":' .. (result or 'null') .. ',"e":' .. (err or 'null') .. '}')
+  if not first then return end
+  local pkey = pb .. 'j:' .. pid
+  local p = redis.call('HMGET', pkey, 'st', 'pc', 'pf', 'r', 'o')
+  if p[1] ~= 'wc' then return end
+  local pending = tonumber(p[2]) - 1
+  if state ~= 'completed' and p[3] == 'fail' then
+    local queue = string.match(base, '{([^{}]*)}:$')
+    local perr = cjson.encode({
+      name = 'ChildFailedError',
+      message = 'child ' .. id .. ' (' .. f[5] .. ' in queue ' .. queue .. ') ended ' .. state .. '; the flow\'s policy is "fail"',
+      stack = cjson.null,
+    })
+    redis.call('HSET', pkey, 'st', 'd', 'pc', int(pending), 'e', perr, 'f', int(now))
+    redis.call('ZREM', pb .. 'wc', pid)
+    local _, _, retain = parse_options(p[5])
+    add_finished(pb, 'dead', pid, now, retain and now + retain)
+    -- A parent that is itself a child settles in turn (nested flows; depth bounded by the flow's).
+    flow_settled(pb, pid, 'dead', nil, perr, now)
+  elseif pending <= 0 then
+    -- Released at its own run_at: the claim promotes it once due.
+    local runAt = tonumber(p[4])
+    redis.call('HSET', pkey, 'st', 's', 'pc', '0')
+    redis.call('ZREM', pb .. 'wc', pid)
+    redis.call('ZADD', pb .. 'sched', int(runAt), pid)
+    if runAt <= now then wake(channel_of(pb), pq) else wake(channel_of(pb), pq .. ' ' .. int(runAt - now)) end
+  else
+    redis.call('HSET', pkey, 'pc', int(pending))
+  end
+end
+
+-- Cancels the unsettled children of a parent being cancelled that have not started (and theirs:
+-- an explicit stack, not recursion), each recorded with its parent as cancelled.
+local function flow_cancel_children(base, id, now)
+  local stack = { { base, id } }
+  while #stack > 0 do
+    local top = table.remove(stack)
+    local pb, pid = top[1], top[2]
+    local entries = redis.call('HGETALL', pb .. 'fc:' .. pid)
+    local settled = {}
+    for i = 1, #entries, 2 do
+      if string.sub(entries[i], 1, 1) == 'o' then settled[string.sub(entries[i], 2)] = true end
+    end
+    for i = 1, #entries, 2 do
+      local pos = entries[i]
+      if string.sub(pos, 1, 1) ~= 'o' and not settled[pos] then
+        local queue, cid = string.match(entries[i + 1], '^([^\n]*)\n([^\n]*)\n')
+        local cbase = string.match(pb, '^(.*:){[^{}]*}:$') .. '{' .. queue .. '}:'
+        local ckey = cbase .. 'j:' .. cid
+        local v = redis.call('HMGET', ckey, 'st', 'o', 's')
+        local cancel = false
+        if v[1] == 'wc' then
+          redis.call('ZREM', cbase .. 'wc', cid)
+          stack[#stack + 1] = { cbase, cid }
+          cancel = true
+        elseif v[1] == 'w' or v[1] == 's' then
+          cancel = unlane_pending(cbase, cid) ~= nil
+        end
+        if cancel then
+          local _, retain = parse_options(v[2])
+          redis.call('HSET', ckey, 'st', 'x', 'f', int(now))
+          redis.call('ZADD', cbase .. 'idx', v[3], cid)
+          add_finished(cbase, 'cancelled', cid, now, retain and now + retain)
+          flow_settled(cbase, cid, 'cancelled', nil, nil, now)
+        end
+      end
+    end
+  end
+end
