@@ -165,7 +165,7 @@ export class Queue {
       nodes.push({ spec, parent, onChildFailure: policy });
       shape.push({ node: index, children: [] });
       if (parent !== null) shape[parent]!.children.push(index);
-      const children = job.children ?? [];
+      const children: readonly FlowJob[] = job.children ?? [];
       for (let i = children.length - 1; i >= 0; i--) {
         stack.push({ job: children[i]!, parent: index, queue: jobQueue, path: `${path}.children[${i}]` });
       }

@@ -364,7 +364,8 @@ export class SqliteBackend implements Backend {
       this.flows.link(nodes, childCount);
       return stored;
     });
-    return this.typedErrors({ store }).store.immediate;
+    const guarded = this.typedErrors({ store }).store;
+    return (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => guarded.immediate(nodes, childCount);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
