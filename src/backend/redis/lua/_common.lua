@@ -100,7 +100,8 @@ end
 -- Deletes a job that is in no lane: its hash and every index entry. `set` is the finished or
 -- active set it is in, or nil.
 local function delete_job(base, id, set)
-  redis.call('DEL', base .. 'j:' .. id)
+  -- fc:<id>: a flow parent's outcome records of its children (see Flows below), gone with it.
+  redis.call('DEL', base .. 'j:' .. id, base .. 'fc:' .. id)
   redis.call('ZREM', base .. 'idx', id)
   redis.call('ZREM', base .. 'expiry', id)
   if set then redis.call('ZREM', base .. set, id) end
