@@ -7,7 +7,7 @@
  * details: payload, metadata, stacks, every attempt.
  */
 import type { QueueStats } from "../backend/contract.js";
-import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
+import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type ChildOutcome, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { LATEST_RUN_AT } from "../core/spec.js";
 import type { JsonSchema } from "./schema.js";
@@ -99,16 +99,8 @@ export interface FlowView {
   parent: { id: string; queue: string; links: JobLinks } | null;
   onChildFailure: "fail" | "continue" | null;
   pendingChildren: number;
-  children: Array<{
-    id: string;
-    queue: string;
-    name: string;
-    state: JobState;
-    settled: boolean;
-    result: Json | null;
-    error: { name: string; message: string } | null;
-    links: JobLinks;
-  }>;
+  /** As `ctx.children()` has them, the error without its stack, plus links. */
+  children: Array<Omit<ChildOutcome, "error"> & { error: { name: string; message: string } | null; links: JobLinks }>;
 }
 
 export function toFlowView(job: JobRecord, flow: FlowInfo, basePath: string): FlowView {
