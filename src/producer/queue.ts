@@ -175,7 +175,11 @@ export class Queue {
     if (tx !== undefined && !this.backend.capabilities.transactionalEnqueue) {
       throw new InvalidInputError(`${this.backend.description} cannot enqueue inside your transaction (no transactionalEnqueue capability); drop the tx option`);
     }
-    const sent = this.backend.enqueueFlow(nodes, tx === undefined ? undefined : { tx });
+    // Telemetry counts the flow's jobs and may add trace context to their specs, as for add.
+    const store = (specs: readonly JobSpec[]) =>
+      this.backend.enqueueFlow(nodes.map((node, i) => ({ ...node, spec: specs[i]! })), tx === undefined ? undefined : { tx });
+    const specs = nodes.map((n) => n.spec);
+    const sent = this.telemetry ? this.telemetry.enqueue!(specs, store) : store(specs);
     this.inFlight.add(sent);
     const forget = () => this.inFlight.delete(sent);
     sent.then(forget, forget);
