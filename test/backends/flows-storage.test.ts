@@ -30,7 +30,7 @@ afterAll(async () => {
   await temp.removeAll();
 });
 
-/** Runs a flow to its end, removes the parent, and returns the children's outcome records left. */
+/** Runs flows to their end, removes the parents, and checks no outcome record of their children is left. */
 async function runAndRemove(b: Backend, count: () => Promise<number>): Promise<void> {
   opened.push(b);
   const q = new Queue("q", { backend: b });
@@ -42,6 +42,16 @@ async function runAndRemove(b: Backend, count: () => Promise<number>): Promise<v
     expect(await b.complete([{ lease: claimed!.lease, result: null }])).toEqual(["applied"]);
   }
   expect(await b.remove("p")).toBe("removed");
+  expect(await count()).toBe(0);
+
+  // A parent that died of its first child and was removed: its other child settling later
+  // leaves no record behind either.
+  await q.addFlow({ name: "parent", options: { jobId: "p2" }, children: [{ name: "child", options: { jobId: "c2" } }, { name: "child", options: { jobId: "c3" } }] });
+  const [first, second] = await b.claim({ queues: ["q"], names: ["child"], worker, limit: 2, leaseMs: 30_000 });
+  await b.fail([{ lease: first!.lease, error: { name: "Error", message: "no", stack: null }, retryDelayMs: null }]);
+  expect((await b.get("p2"))!.state).toBe("dead");
+  expect(await b.remove("p2")).toBe("removed");
+  expect(await b.complete([{ lease: second!.lease, result: null }])).toEqual(["applied"]);
   expect(await count()).toBe(0);
 }
 
@@ -78,7 +88,7 @@ describe("a flow parent's outcome records go with it", () => {
     await b.migrate();
     const raw = new Redis(redisUrl);
     try {
-      await runAndRemove(b, () => raw.exists(`${prefix}:{q}:fc:p`));
+      await runAndRemove(b, async () => (await raw.exists(`${prefix}:{q}:fc:p`)) + (await raw.exists(`${prefix}:{q}:fc:p2`)));
     } finally {
       raw.disconnect();
     }

@@ -439,13 +439,14 @@ local function flow_settled(base, id, state, result, err, now)
   local f = redis.call('HMGET', key, 'pi', 'pq', 'pb', 'pp', 'n')
   if not f[1] then return end
   local pid, pq, pb, pos = f[1], f[2], f[3], f[4]
+  local pkey = pb .. 'j:' .. pid
+  local p = redis.call('HMGET', pkey, 'st', 'pc', 'pf', 'r', 'o')
+  -- A parent deleted already (removed after it died) took its records with it: nothing to keep.
+  if not p[1] then return end
   local fc = pb .. 'fc:' .. pid
   local first = redis.call('HEXISTS', fc, 'o' .. pos) == 0
   redis.call('HSET', fc, 'o' .. pos, '{"s":"' .. state .. '","r":' .. (result or 'null') .. ',"e":' .. (err or 'null') .. '}')
-  if not first then return end
-  local pkey = pb .. 'j:' .. pid
-  local p = redis.call('HMGET', pkey, 'st', 'pc', 'pf', 'r', 'o')
-  if p[1] ~= 'wc' then return end
+  if not first or p[1] ~= 'wc' then return end
   local pending = tonumber(p[2]) - 1
   if state ~= 'completed' and p[3] == 'fail' then
     local queue = string.match(base, '{([^{}]*)}:$')
