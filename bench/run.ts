@@ -3,6 +3,7 @@
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--runs 5]` (bench/metrics.ts: metrics and tracing on vs off)
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
+ * `npm run bench -- --kafka [--events 20000] [--jobs 10000] [--runs 3]` (bench/kafka.ts: mock broker, not Kafka)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
@@ -21,6 +22,12 @@ if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => 
 // The outbox relay benchmark has options of its own (bench/outbox.ts).
 if (process.argv.includes("--outbox")) {
   await import("./outbox.js");
+  process.exit(process.exitCode ?? 0);
+}
+
+// Kafka (against librdkafka's mock cluster, not Kafka) has options of its own (bench/kafka.ts).
+if (process.argv.includes("--kafka")) {
+  await import("./kafka.js");
   process.exit(process.exitCode ?? 0);
 }
 
