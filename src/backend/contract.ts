@@ -15,6 +15,8 @@
 import type { Json } from "../core/json.js";
 import type {
   ErrorInfo,
+  FlowInfo,
+  FlowNodeSpec,
   JobRecord,
   JobSpec,
   JobState,
@@ -77,6 +79,11 @@ export interface StoreFeatures {
   clockDriven: boolean;
   /** `idempotency.once` records keys. Without it, it throws `UnsupportedByStoreError`. */
   idempotencyKeys: boolean;
+  /**
+   * `JobOptions.dedup` windows (drop, extend, replace) are enforced by the store. Without it, enqueue
+   * refuses a spec with `dedup` (`UnsupportedByStoreError`).
+   */
+  dedupWindows: boolean;
 }
 
 /** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
@@ -88,6 +95,7 @@ export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
   pause: true,
   clockDriven: true,
   idempotencyKeys: true,
+  dedupWindows: true,
 });
 
 /** What a backend can do; callers branch on these, never on a backend's name. */
@@ -109,6 +117,14 @@ export interface Capabilities extends StoreFeatures {
    * hold (Redis: each queue lives in its own slot and no script may read two).
    */
   claimAcrossQueues: "merged" | "turns";
+  /**
+   * Flows (`enqueueFlow`, `flow`): "across-queues" when a flow's jobs may live in different queues,
+   * "within-queue" when every job of a flow must be in one queue (Redis Cluster: a child's settle
+   * and its parent's release are one script, which cannot reach another queue's slot). "none" when
+   * the store keeps no records to hold a parent back (RabbitMQ): `enqueueFlow` and `flow` throw
+   * `UnsupportedByStoreError`.
+   */
+  flows: "across-queues" | "within-queue" | "none";
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -157,9 +173,18 @@ export function refusedBatch(results: readonly EnqueueResult[]): boolean {
 }
 
 export interface EnqueueResult {
+  /** The stored job's id; for a job a dedup window took in, the id of the window's job. */
   id: string;
-  /** True when a job with this id already existed; nothing was written for this spec. */
+  /**
+   * True when no new job was stored for this spec: a job with this id already existed, or a dedup
+   * window took it in (then `dedup` says how).
+   */
   duplicate: boolean;
+  /**
+   * Only for a spec with `dedup` that met an open window: "dropped" (nothing changed), "extended"
+   * (the window restarts) or "replaced" (the window's job took this spec's data and run time).
+   */
+  dedup?: "dropped" | "extended" | "replaced";
 }
 
 export interface ClaimRequest {
@@ -361,6 +386,16 @@ export interface Backend extends AsyncDisposable {
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
+
+  /**
+   * Stores a whole flow atomically: every node, or (when any node's id exists already) none, the
+   * results then flagging the duplicates. A node with children starts in `waiting-children`; each
+   * child's final settle (completed, dead, cancelled) records its outcome with the parent and
+   * releases the parent in the same atomic step. `options.tx` as for `enqueue`.
+   */
+  enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]>;
+  /** A job's parent and children (with their outcomes), or null when there is no such job. */
+  flow(id: string, queue?: string): Promise<FlowInfo | null>;
 
   /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
   beginCompletion?(lease: Lease): Promise<CompletionTransaction>;

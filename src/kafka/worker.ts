@@ -334,6 +334,8 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       once: () =>
         Promise.reject(new ConveyorError("ctx.once needs a job store; the Kafka transport has none: dedup on job.id (the outbox id, or topic:partition:offset) in your own database")),
       tx: () => Promise.reject(new ConveyorError("ctx.tx() needs a backend with transactionalCompletion (PostgreSQL); the Kafka transport has none")),
+      // A Kafka message is never the parent of a flow (queue.addFlow needs a job store).
+      children: () => Promise.resolve([]),
     };
   }
 

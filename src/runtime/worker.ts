@@ -490,6 +490,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       progress: (value) => this.reportProgress(r, value),
       once: (key, ttlMs = 24 * 60 * 60 * 1000) => this.backend.idempotency.once(key, ttlMs),
       tx: () => this.openCompletionTx(r),
+      children: async () => (await this.backend.flow(claimed.job.id, claimed.job.queue))?.children ?? [],
     };
     void (async () => {
       let result: unknown;

@@ -26,6 +26,8 @@ const capabilities: Capabilities = {
   crossProcessWakeups: true,
   multiProcess: true,
   claimAcrossQueues: "turns",
+  flows: "none",
+  dedupWindows: false,
 };
 
 const made: AmqpBackend[] = [];

@@ -44,6 +44,7 @@ backendSuite("postgres", {
     crossProcessWakeups: true,
     multiProcess: true,
     claimAcrossQueues: "merged",
+    flows: "across-queues" as const,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

@@ -17,6 +17,7 @@ const capabilities = {
   crossProcessWakeups: true,
   multiProcess: true,
   claimAcrossQueues: "turns" as const,
+  flows: "across-queues" as const,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.
@@ -65,7 +66,7 @@ afterAll(async () => {
 
 let currentInCluster: string | undefined;
 backendSuite("redis cluster (one node, cluster mode)", {
-  capabilities,
+  capabilities: { ...capabilities, flows: "within-queue" },
   async make(clock) {
     currentInCluster = testPrefix("cluster");
     return open(await clusterClient(), currentInCluster, clock);

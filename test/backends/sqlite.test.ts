@@ -18,6 +18,7 @@ backendSuite("sqlite file", {
     crossProcessWakeups: true,
     multiProcess: true,
     claimAcrossQueues: "merged",
+    flows: "across-queues" as const,
   },
   async make(clock) {
     lastPath = await temp.file("jobs.db");
@@ -37,6 +38,7 @@ backendSuite("sqlite :memory:", {
     crossProcessWakeups: false,
     multiProcess: false,
     claimAcrossQueues: "merged",
+    flows: "across-queues" as const,
   },
   async make(clock) {
     return new SqliteBackend({ path: ":memory:", clock });

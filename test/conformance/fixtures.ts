@@ -147,7 +147,7 @@ export async function countsOf(b: Backend, queue = QUEUE): Promise<Record<JobSta
 
 /** Counts with every state zero except the ones given. */
 export function counts(nonZero: Partial<Record<JobState, number>> = {}): Record<JobState, number> {
-  return { scheduled: 0, waiting: 0, active: 0, completed: 0, dead: 0, cancelled: 0, ...nonZero };
+  return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0, ...nonZero };
 }
 
 /** A test body, as `it` takes it. */

@@ -30,7 +30,7 @@ import {
   UnsupportedByStoreError,
   type LeaseLossReason,
 } from "../../core/errors.js";
-import type { AttemptRecord, ErrorInfo, JobRecord, JobSpec, JobState, Lease, WorkerIdentity } from "../../core/job.js";
+import type { AttemptRecord, ErrorInfo, FlowInfo, FlowNodeSpec, JobRecord, JobSpec, JobState, Lease, WorkerIdentity } from "../../core/job.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
 import type {
@@ -225,6 +225,9 @@ export class AmqpBackend implements Backend {
       crossProcessWakeups: true,
       multiProcess: true,
       claimAcrossQueues: "turns",
+      // A parent held back until its children settle, and a dedup window, both need records the broker does not keep.
+      flows: "none",
+      dedupWindows: false,
     });
     this.idempotency = options.idempotency ?? {
       once: () =>
@@ -424,6 +427,14 @@ export class AmqpBackend implements Backend {
           `job ${JSON.stringify(spec.id)} has priority ${spec.priority}: RabbitMQ quorum queues have no priorities (capabilities.priorities is false); ` +
             "leave priority unset, or put urgent jobs on a queue of their own with its own workers",
           { field: "priority" },
+        );
+      }
+      if (spec.dedup !== undefined) {
+        throw new UnsupportedByStoreError(
+          this.description,
+          "dedupWindows",
+          `keep a dedup window for job ${JSON.stringify(spec.id)}: RabbitMQ keeps no record of what it holds (capabilities.dedupWindows is false); ` +
+            "drop options.dedup, or use a backend with job records (SQLite, PostgreSQL, Redis)",
         );
       }
     }
@@ -780,6 +791,23 @@ export class AmqpBackend implements Backend {
     return [...this.known];
   }
 
+  enqueueFlow(_nodes: readonly FlowNodeSpec[]): Promise<EnqueueResult[]> {
+    return Promise.reject(
+      new UnsupportedByStoreError(
+        this.description,
+        "flows",
+        "hold a parent job until its children settle: RabbitMQ keeps no records to count them by (capabilities.flows is \"none\"); " +
+          "run flows on SQLite, PostgreSQL or Redis",
+      ),
+    );
+  }
+
+  flow(id: string): Promise<FlowInfo | null> {
+    return Promise.reject(
+      new UnsupportedByStoreError(this.description, "flows", `tell the flow of job ${JSON.stringify(id)}: RabbitMQ keeps no flows (capabilities.flows is "none")`),
+    );
+  }
+
   async get(id: string, queue?: string): Promise<JobRecord | null> {
     let found: JobRecord | null = null;
     for (const q of this.queuesFor(queue, "get")) {
@@ -882,6 +910,7 @@ export class AmqpBackend implements Backend {
           // Only this process's: the broker does not say how many deliveries are unacknowledged.
           active: [...this.held.values()].filter((h) => h.delivery.queue === q).length,
           completed: 0,
+          "waiting-children": 0,
           dead: await depth(this.names.dead(q)),
           cancelled: 0,
         };

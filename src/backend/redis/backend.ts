@@ -42,8 +42,10 @@ import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MA
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
-import { type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
+import { type ChildFailurePolicy, type ErrorInfo, type FlowInfo, type FlowNodeSpec, type JobRecord, type JobSpec, type JobState, type Lease } from "../../core/job.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { planDedupBatch } from "../dedup.js";
+import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
@@ -152,6 +154,7 @@ export class RedisBackend implements Backend {
     multiProcess: true,
     transactionalCompletion: false,
     claimAcrossQueues: "turns",
+    flows: "across-queues",
   });
   readonly idempotency: IdempotencyStore;
 
@@ -207,6 +210,9 @@ export class RedisBackend implements Backend {
     this.client.on("ready", this.onReconnect);
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
     this.scripts = new ScriptRunner((command, args) => this.send((c) => c.call(command, args)), isCluster(client));
+    // A child's settle and its parent's release are one script, which on a cluster cannot reach
+    // another queue's slot.
+    if (isCluster(client)) this.capabilities = Object.freeze({ ...this.capabilities, flows: "within-queue" });
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
@@ -247,14 +253,16 @@ export class RedisBackend implements Backend {
 
   // ── producing and claiming ───────────────────────────────────────────────────────────────
 
-  async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+  async enqueue(given: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
     if (options?.tx !== undefined) {
       throw new InvalidInputError(
         "the Redis backend cannot join your transaction (capabilities.transactionalEnqueue is false); " +
           "enqueue without { tx }, or use the PostgreSQL backend for transactional enqueue",
       );
     }
-    if (specs.length === 0) return [];
+    if (given.length === 0) return [];
+    const plan = planDedupBatch(given, options);
+    const specs = plan.specs;
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
       checkSpec(spec);
@@ -273,7 +281,7 @@ export class RedisBackend implements Backend {
       this.register([...byQueue.keys()]),
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : ""];
+        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : "", ...dedupArgs(specs, positions)];
         for (const i of positions) {
           const spec = specs[i]!;
           const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
@@ -281,13 +289,64 @@ export class RedisBackend implements Backend {
           lastOptions = options;
           args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "");
         }
-        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as number[];
+        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
         positions.forEach((i, j) => {
-          results[i] = { id: specs[i]!.id, duplicate: duplicates[j] === 1 };
+          results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
         });
       }),
     ]);
-    return results;
+    return plan.answers(results);
+  }
+
+  async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
+    if (options?.tx !== undefined) return this.enqueue([], options);
+    const childCount = checkFlow(nodes, this.capabilities.flows === "across-queues");
+    for (const node of nodes) checkSpec(node.spec);
+    await this.ready();
+    const args: ScriptArg[] = [this.nowArg()];
+    nodes.forEach((node, i) => {
+      const { spec } = node;
+      args.push(
+        this.queue(spec.queue).base, spec.queue, spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs,
+        encodeOptions(spec), spec.meta ?? "", childCount[i]!, node.onChildFailure, node.parent === null ? 0 : node.parent + 1,
+      );
+    });
+    await this.register([...new Set(nodes.map((n) => n.spec.queue))]);
+    const root = this.queue(nodes[0]!.spec.queue);
+    const flags = (await this.scripts.run("flow", [root.meta], args)) as number[];
+    return nodes.map((node, i) => ({ id: node.spec.id, duplicate: flags[i] === 1 }));
+  }
+
+  /** Reads the job, then its children's outcome records (and the live state of the unsettled ones). */
+  async flow(id: string, queue?: string): Promise<FlowInfo | null> {
+    await this.ready();
+    const found = await this.find(id, queue);
+    if (found === null) return null;
+    const f = found.fields;
+    const info: FlowInfo = {
+      parent: f.pi === undefined ? null : { id: f.pi, queue: f.pq ?? "" },
+      onChildFailure: f.pf === undefined ? null : (f.pf as ChildFailurePolicy),
+      pendingChildren: Number(f.pc ?? 0),
+      children: [],
+    };
+    if (f.pf === undefined) return info;
+    const entries = await this.send((c) => c.hgetall(`${this.queue(found.queue).base}fc:${id}`));
+    const positions = Object.keys(entries).filter((k) => !k.startsWith("o")).sort((a, b) => Number(a) - Number(b));
+    const now = await this.now();
+    info.children = await Promise.all(
+      positions.map(async (pos) => {
+        const [childQueue = "", childId = "", name = ""] = entries[pos]!.split("\n");
+        const outcome = entries[`o${pos}`];
+        if (outcome !== undefined) {
+          const o = JSON.parse(outcome) as { s: JobState; r: Json | null; e: ErrorInfo | null };
+          return { id: childId, queue: childQueue, name, state: o.s, settled: true, result: o.r, error: o.e };
+        }
+        const [live] = await this.read(childQueue, [childId]);
+        const state: JobState = live ? toRecord(childId, childQueue, live, now).state : "cancelled";
+        return { id: childId, queue: childQueue, name, state, settled: false, result: null, error: null };
+      }),
+    );
+    return info;
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -555,7 +614,7 @@ export class RedisBackend implements Backend {
         return {
           queue: name,
           paused: n(0) === 1,
-          counts: { waiting: n(1), scheduled: n(2), active: n(3), completed: n(4), cancelled: n(5), dead: n(6) },
+          counts: { waiting: n(1), scheduled: n(2), "waiting-children": n(9), active: n(3), completed: n(4), cancelled: n(5), dead: n(6) },
           oldestWaitingAgeMs: r[7] === null || r[7] === undefined ? null : Math.max(0, n(8) - n(7)),
         };
       }),
@@ -1118,3 +1177,21 @@ function warnListenerFailed(error: unknown): void {
 
 
 
+
+/** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
+function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {
+  const args: ScriptArg[] = [0];
+  positions.forEach((i, j) => {
+    const window = specs[i]!.dedup;
+    if (window !== undefined) args.push(j + 1, window.key, window.ttlMs, window.mode);
+  });
+  args[0] = (args.length - 1) / 4;
+  return args;
+}
+
+/** One job's answer from the enqueue script: 0 stored, 1 duplicate id, or "<outcome> <id>" from a dedup window. */
+function enqueueAnswer(id: string, reply: number | string): EnqueueResult {
+  if (typeof reply !== "string") return { id, duplicate: reply === 1 };
+  const space = reply.indexOf(" ");
+  return { id: reply.slice(space + 1), duplicate: true, dedup: reply.slice(0, space) as "dropped" | "extended" | "replaced" };
+}
