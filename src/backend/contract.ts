@@ -22,6 +22,7 @@ import type {
   WorkerIdentity,
 } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
+import type { JobLogLine } from "../core/job-log.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -285,6 +286,14 @@ export interface Backend extends AsyncDisposable {
   release(leases: readonly Lease[]): Promise<SettleResult[]>;
   /** Stores a progress report for a running job (fenced). */
   progress(lease: Lease, progress: Json): Promise<SettleResult>;
+  /**
+   * Appends lines to a running job's log, in order, with the store's time and the job's attempt
+   * (fenced: a stale lease writes nothing). Applies `boundLogLines` and keeps at most
+   * `JOB_LOG_MAX_LINES` per job, dropping the oldest, in the same atomic step.
+   */
+  appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult>;
+  /** A job's log, oldest line first; empty when the job has none or does not exist (queue rule of `get`). */
+  logs(id: string, queue?: string): Promise<JobLogLine[]>;
 
   /** Active jobs whose lease expired: the attempt fails with "lease expired". */
   rescueExpired(options?: RescueOptions): Promise<RescuedJob[]>;

@@ -17,6 +17,7 @@ import { claimTests } from "./claim.js";
 import { enqueueTests } from "./enqueue.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
+import { logTests } from "./logs.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
 import { retryPolicyTests, settleTests } from "./settle.js";
@@ -63,6 +64,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     claimTests(context);
     leaseTests(context);
     settleTests(context);
+    logTests(context);
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);

@@ -12,6 +12,7 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -137,6 +138,7 @@ const JOB_COLUMNS = [
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
+  "append-logs", "logs",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -623,6 +625,19 @@ export class PostgresBackend implements Backend {
   async progress(lease: Lease, progress: Json): Promise<SettleResult> {
     const rows = await this.query("progress", [lease.jobId, lease.token, JSON.stringify(progress ?? null)]);
     return rows.length === 1 ? "applied" : "stale";
+  }
+
+  async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
+    const bounded = boundLogLines(lines);
+    const rows = await this.query("append-logs", [
+      this.nowParam(), lease.jobId, lease.token, textArray(bounded), Math.max(0, JOB_LOG_MAX_LINES - bounded.length),
+    ]);
+    return rows.length === 1 ? "applied" : "stale";
+  }
+
+  async logs(id: string, queue?: string): Promise<JobLogLine[]> {
+    const rows = await this.query<JobLogLine>("logs", [id, queue ?? null]);
+    return rows.map((row) => ({ at: Number(row.at), attempt: row.attempt, line: row.line }));
   }
 
   /**

@@ -20,6 +20,8 @@
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
+import { SqliteJobLogs } from "./job-logs.js";
+import type { JobLogLine } from "../../core/job-log.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
@@ -386,6 +388,22 @@ export class SqliteBackend implements Backend {
       nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
       positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
     );
+  }
+
+  async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
+    return this.jobLogs().appendLogs(lease, lines);
+  }
+
+  async logs(id: string, queue?: string): Promise<JobLogLine[]> {
+    return this.jobLogs().logs(id, queue);
+  }
+
+  private jobLogStore: SqliteJobLogs | null = null;
+
+  /** Prepared on first use, so a backend that never logs prepares nothing for it. */
+  private jobLogs(): SqliteJobLogs {
+    this.jobLogStore ??= new SqliteJobLogs(this.db, this.prefix, () => this.nowMs(), (error) => asStoreError(error, this.description, isSqliteBusy));
+    return this.jobLogStore;
   }
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────

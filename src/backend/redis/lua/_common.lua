@@ -100,7 +100,7 @@ end
 -- Deletes a job that is in no lane: its hash and every index entry. `set` is the finished or
 -- active set it is in, or nil.
 local function delete_job(base, id, set)
-  redis.call('DEL', base .. 'j:' .. id)
+  redis.call('DEL', base .. 'j:' .. id, base .. 'l:' .. id)
   redis.call('ZREM', base .. 'idx', id)
   redis.call('ZREM', base .. 'expiry', id)
   if set then redis.call('ZREM', base .. set, id) end
