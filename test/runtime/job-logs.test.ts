@@ -42,8 +42,10 @@ describe("ctx.log", () => {
   it("stores every line before the outcome, in order, whether awaited or not, across attempts", async () => {
     let appends = 0;
     const append = backend.appendLogs.bind(backend);
+    // A slow store: the outcome must still wait for the lines (else the fence refuses them).
     backend.appendLogs = async (lease, batch) => {
       appends++;
+      await new Promise((resolve) => setTimeout(resolve, 100));
       return append(lease, batch);
     };
     worker({
