@@ -40,13 +40,14 @@ export class SqliteJobLogs {
     );
     this.read = db.prepare<[string], LogRow>(`SELECT attempt, at, line FROM ${logs} WHERE job_id = ? ORDER BY seq`);
     this.queueOf = db.prepare<[string], string>(`SELECT queue FROM ${jobs} WHERE id = ?`).pluck();
-    this.append = db.transaction((lease: Lease, lines: readonly string[], now: number): SettleResult => {
+    const append = db.transaction((lease: Lease, lines: readonly string[], now: number): SettleResult => {
       const attempt = fenced.get(lease.jobId, lease.token);
       if (attempt === undefined) return "stale";
       for (const line of lines) insert.run(lease.jobId, attempt, now, line);
       trim.run(lease.jobId, lease.jobId, JOB_LOG_MAX_LINES);
       return "applied";
-    }).immediate;
+    });
+    this.append = (lease, lines, now) => append.immediate(lease, lines, now);
   }
 
   appendLogs(lease: Lease, lines: readonly string[]): SettleResult {
