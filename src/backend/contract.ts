@@ -23,6 +23,7 @@ import type {
 } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
 import type { JobLogLine } from "../core/job-log.js";
+import type { EventLogPage, EventPrunePolicy } from "../core/queue-events.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -69,6 +70,12 @@ export interface Capabilities {
    * hold (Redis: each queue lives in its own slot and no script may read two).
    */
   claimAcrossQueues: "merged" | "turns";
+  /**
+   * The store keeps a durable log of job events, written with each change (`readEvents`,
+   * `latestEventCursor`, `pruneEvents` exist): `queue.events()` and `GET /v1/events` need it.
+   * Absent means false.
+   */
+  eventLog?: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -329,6 +336,16 @@ export interface Backend extends AsyncDisposable {
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
+
+  /**
+   * Only with `capabilities.eventLog`: up to `limit` events after `cursor`, oldest first. The
+   * cursor is opaque; a malformed one is refused with InvalidInputError.
+   */
+  readEvents?(cursor: string, limit: number): Promise<EventLogPage>;
+  /** Only with `capabilities.eventLog`: a cursor at the end of the log ("from now on"). */
+  latestEventCursor?(): Promise<string>;
+  /** Only with `capabilities.eventLog`: deletes old events; returns how many. */
+  pruneEvents?(policy?: EventPrunePolicy): Promise<number>;
 
   /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
   beginCompletion?(lease: Lease): Promise<CompletionTransaction>;

@@ -18,6 +18,7 @@ import { enqueueTests } from "./enqueue.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
 import { logTests } from "./logs.js";
+import { eventLogTests } from "./events.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
 import { retryPolicyTests, settleTests } from "./settle.js";
@@ -65,6 +66,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     leaseTests(context);
     settleTests(context);
     logTests(context);
+    eventLogTests(context);
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);

@@ -21,6 +21,8 @@ import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../cor
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { SqliteJobLogs } from "./job-logs.js";
+import { SqliteEventLog } from "./event-log.js";
+import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 import type { JobLogLine } from "../../core/job-log.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { watch, type FSWatcher } from "node:fs";
@@ -249,6 +251,7 @@ export class SqliteBackend implements Backend {
       // stalling every other claim and settle on the file.
       transactionalCompletion: false,
       claimAcrossQueues: "merged",
+      eventLog: true,
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
@@ -396,6 +399,25 @@ export class SqliteBackend implements Backend {
 
   async logs(id: string, queue?: string): Promise<JobLogLine[]> {
     return this.jobLogs().logs(id, queue);
+  }
+
+  async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    return this.eventLog().readEvents(cursor, limit);
+  }
+
+  async latestEventCursor(): Promise<string> {
+    return this.eventLog().latestEventCursor();
+  }
+
+  async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    return this.eventLog().pruneEvents(policy);
+  }
+
+  private eventLogStore: SqliteEventLog | null = null;
+
+  private eventLog(): SqliteEventLog {
+    this.eventLogStore ??= new SqliteEventLog(this.db, this.prefix, () => this.nowMs(), (error) => asStoreError(error, this.description, isSqliteBusy));
+    return this.eventLogStore;
   }
 
   private jobLogStore: SqliteJobLogs | null = null;
