@@ -30,6 +30,7 @@ import { HttpProblem, problem, sendProblem } from "./problem.js";
 import { enqueueRoutes } from "./routes/enqueue.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { queueRoutes } from "./routes/queues.js";
+import { eventRoutes } from "./routes/events.js";
 import { compileValidator, RequestValidationError } from "./schema.js";
 import { problemResponse } from "./schemas.js";
 import { JobWatcher, type OpenStream } from "./sse.js";
@@ -357,7 +358,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         ctx.watcher.close();
       });
 
-      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
+      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...eventRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
       routes.push(
         {
           method: "GET",
