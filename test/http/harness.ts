@@ -101,6 +101,12 @@ export async function send<T = Obj>(base: string, method: string, path: string, 
     headers["content-type"] ??= "application/json";
   }
   const res = await fetch(base + path, { method, headers, body });
+  // An event stream has no end to wait for (GET /v1/events runs until the client leaves):
+  // answer with its status and headers; read streams with openStream.
+  if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    await res.body?.cancel();
+    return { status: res.status, headers: res.headers, text: "", json: undefined as T };
+  }
   const text = await res.text();
   let json: unknown;
   try {
