@@ -25,14 +25,16 @@ export const DEFAULT_EVENT_POLL_INTERVAL_MS = 250;
 
 /** Refuses a backend without an event log, saying which ones have one. */
 export function requireEventLog(backend: Backend): Required<Pick<Backend, "readEvents" | "latestEventCursor">> {
-  const { readEvents, latestEventCursor } = backend;
-  if (backend.capabilities.eventLog !== true || !readEvents || !latestEventCursor) {
+  if (backend.capabilities.eventLog !== true || !backend.readEvents || !backend.latestEventCursor) {
     throw new ConveyorError(
       `${backend.description} keeps no event log, so there is no cross-process event stream on it (SQLite and PostgreSQL have one); ` +
         `use worker.on(…) events in the worker process instead`,
     );
   }
-  return { readEvents: readEvents.bind(backend), latestEventCursor: latestEventCursor.bind(backend) };
+  return {
+    readEvents: (cursor, limit) => backend.readEvents!(cursor, limit),
+    latestEventCursor: () => backend.latestEventCursor!(),
+  };
 }
 
 /**

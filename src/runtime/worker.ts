@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import type { EventPrunePolicy } from "../core/queue-events.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Backend, ClaimedJob, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
 import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
@@ -110,6 +111,11 @@ export interface MaintenanceOptions {
   pruneIntervalMs?: number;
   /** Count limits for finished jobs per queue (ages are per job). */
   retention?: PrunePolicy;
+  /**
+   * Retention of the job event log (docs/events.md), pruned with the jobs. Default
+   * `{ maxAgeMs: 86400000 (24 h), maxEvents: 100000, limit: 10000 }`.
+   */
+  eventRetention?: EventPrunePolicy;
 }
 
 export interface CloseOptions {

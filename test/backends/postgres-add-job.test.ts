@@ -130,7 +130,7 @@ describe("conveyor.add_job", () => {
       ["q", "n", { blob: "x".repeat(262_144) }, {}, /over the limit of 262144/],
     ];
     for (const [queue, name, payload, options, message] of bad) {
-      expect(() => buildJobSpec({ queue, name, data: payload, options: options as JobOptions }), JSON.stringify(options)).toThrow(InvalidInputError);
+      expect(() => buildJobSpec({ queue, name, data: payload, options }), JSON.stringify(options)).toThrow(InvalidInputError);
       const error = await addJob(queue, name, payload, options).then(() => null, (e: unknown) => e as { code?: string; message: string });
       expect(error, JSON.stringify(options)).not.toBeNull();
       expect(error!.code).toBe("22023");

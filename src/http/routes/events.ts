@@ -78,22 +78,23 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
     const abort = new AbortController();
     const heartbeat = setInterval(() => res.write(`: keep-alive ${new Date().toISOString()}\n\n`), ctx.sse.heartbeatMs);
     let ended = false;
+    const close = () => {
+      if (ended) return;
+      ended = true;
+      clearInterval(heartbeat);
+      abort.abort();
+      ctx.streams.delete(open);
+      if (!res.writableEnded) res.end();
+    };
     const open: OpenStream = {
       get ended() {
         return ended;
       },
-      close: () => {
-        if (ended) return;
-        ended = true;
-        clearInterval(heartbeat);
-        abort.abort();
-        ctx.streams.delete(open);
-        if (!res.writableEnded) res.end();
-      },
+      close,
     };
     ctx.streams.add(open);
-    request.raw.on("close", open.close);
-    res.on("error", open.close);
+    request.raw.on("close", close);
+    res.on("error", close);
     void (async () => {
       try {
         for await (const e of followEvents(backend, { after, queues, names, jobId: q.jobId, types, signal: abort.signal })) {
@@ -103,7 +104,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
         // The client reconnects with the last id it got and resumes there.
         request.log.warn({ err: error }, "event stream ended by a store error");
       } finally {
-        open.close();
+        close();
       }
     })();
     return reply;
