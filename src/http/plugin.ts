@@ -26,6 +26,7 @@ import { EnqueueBatcher } from "./batcher.js";
 import { IdDeriver } from "./derived-ids.js";
 import { DurationEstimator, type EstimatorOptions } from "./estimate.js";
 import { buildOpenApi, type OpenApiInfo } from "./openapi.js";
+import { payloadJsonSchemas } from "./payload-schemas.js";
 import { HttpProblem, problem, sendProblem } from "./problem.js";
 import { enqueueRoutes } from "./routes/enqueue.js";
 import { jobRoutes } from "./routes/jobs.js";
@@ -393,7 +394,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           handler: async (_request, reply) => reply.send(openapi),
         },
       );
-      const openapi = buildOpenApi(routes, ctx.basePath, options.openapi);
+      const openapi = buildOpenApi(routes, ctx.basePath, options.openapi, payloadJsonSchemas(ctx.jobs));
       const routePatterns = routes.map((route) => ({
         method: route.method,
         head: route.method === "GET" && !LONG_LIVED.has(route.operationId),
