@@ -90,6 +90,11 @@ export interface RequestInit {
   headers?: Record<string, string>;
   /** Sent as is (no Content-Type added). */
   raw?: string;
+  /**
+   * An event stream that may never end (GET /v1/events runs until the client leaves): answer
+   * with its status and headers once they arrive, without reading the body. Default false.
+   */
+  headersOnly?: boolean;
 }
 
 export async function send<T = Obj>(base: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> {
@@ -101,9 +106,7 @@ export async function send<T = Obj>(base: string, method: string, path: string, 
     headers["content-type"] ??= "application/json";
   }
   const res = await fetch(base + path, { method, headers, body });
-  // An event stream has no end to wait for (GET /v1/events runs until the client leaves):
-  // answer with its status and headers; read streams with openStream.
-  if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+  if (init.headersOnly === true) {
     await res.body?.cancel();
     return { status: res.status, headers: res.headers, text: "", json: undefined as T };
   }

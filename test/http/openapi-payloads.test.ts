@@ -50,7 +50,8 @@ describe("payload schemas in the OpenAPI document", () => {
     });
 
     const validator = new Validator();
-    const result = await validator.validate(doc as unknown as object);
+    const specification: Parameters<Validator["validate"]>[0] = JSON.parse(JSON.stringify(doc)) as Parameters<Validator["validate"]>[0];
+    const result = await validator.validate(specification);
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
   });
