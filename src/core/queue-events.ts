@@ -102,8 +102,21 @@ export interface EventPrunePolicy {
   limit?: number;
 }
 
-/** A stored event row (column names of both SQL stores) as a QueueEvent. */
-export function eventFromRow(id: string, row: { at: number | string; type: string; queue: string; name: string; job_id: string; attempt: number; data: unknown }): QueueEvent {
+/** An event row as both SQL stores' `events` tables hold it (migration 0003). */
+export interface EventLogRow {
+  seq: number;
+  at: number;
+  type: string;
+  queue: string;
+  name: string;
+  job_id: string;
+  attempt: number;
+  /** JSON text (SQLite) or parsed JSON (PostgreSQL), or null. */
+  data: unknown;
+}
+
+/** A stored event row as a QueueEvent. */
+export function eventFromRow(id: string, row: EventLogRow): QueueEvent {
   const data = typeof row.data === "string" ? (JSON.parse(row.data) as QueueEvent["data"]) : ((row.data ?? null) as QueueEvent["data"]);
   return { id, type: row.type as QueueEventType, queue: row.queue, name: row.name, jobId: row.job_id, attempt: row.attempt, at: Number(row.at), data };
 }

@@ -13,7 +13,7 @@
  * connection (listener.ts) while anyone subscribes.
  */
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
-import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventPrunePolicy } from "../../core/queue-events.js";
+import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -161,17 +161,9 @@ function parseInt8(value: string): number {
   return Number(value);
 }
 
-/** One row of read-events.sql. */
-interface EventRow {
+/** One row of read-events.sql: the log's columns and the writing transaction's id. */
+interface EventRow extends EventLogRow {
   xid: string;
-  seq: number;
-  at: number;
-  type: string;
-  queue: string;
-  name: string;
-  job_id: string;
-  attempt: number;
-  data: unknown;
 }
 
 /** One row of the jobs table as the statements return it (JSON columns already parsed). */

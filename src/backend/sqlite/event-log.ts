@@ -1,24 +1,13 @@
 import type Database from "better-sqlite3";
-import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventPrunePolicy } from "../../core/queue-events.js";
+import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
 import { positiveInt } from "../../core/checks.js";
-
-interface EventRow {
-  seq: number;
-  at: number;
-  type: string;
-  queue: string;
-  name: string;
-  job_id: string;
-  attempt: number;
-  data: string | null;
-}
 
 /**
  * The event log on SQLite (table `<prefix>events`, filled by the triggers of migration 0003).
  * One writer at a time makes `seq` commit order, so the cursor is simply the last seq seen.
  */
 export class SqliteEventLog {
-  private readonly read: Database.Statement<[number, number], EventRow>;
+  private readonly read: Database.Statement<[number, number], EventLogRow>;
   private readonly latest: Database.Statement<[], number>;
   private readonly prune: (now: number, policy: Required<EventPrunePolicy>) => number;
 
@@ -29,7 +18,7 @@ export class SqliteEventLog {
     private readonly storeError: (error: unknown) => unknown,
   ) {
     const events = `${prefix}events`;
-    this.read = db.prepare<[number, number], EventRow>(
+    this.read = db.prepare<[number, number], EventLogRow>(
       `SELECT seq, at, type, queue, name, job_id, attempt, data FROM ${events} WHERE seq > ? ORDER BY seq LIMIT ?`,
     );
     this.latest = db.prepare<[], number>(`SELECT coalesce(max(seq), 0) FROM ${events}`).pluck();
