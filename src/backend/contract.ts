@@ -22,6 +22,7 @@ import type {
   WorkerIdentity,
 } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
+import type { QueueFlow, StoredQueueLimits } from "../core/flow.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -131,6 +132,20 @@ export interface ClaimRequest {
   limit: number;
   /** Lease length in milliseconds from the store's now. */
   leaseMs: number;
+  /**
+   * Called, before the claim resolves, for each requested queue whose flow control (limits or a
+   * hold, see `setQueueLimits`) let none of its jobs start in this claim: `retryInMs` is when a
+   * rate slot opens or the hold ends, or null when the queue waits on running jobs to finish.
+   * Default: none.
+   */
+  onThrottle?: (throttle: ClaimThrottle) => void;
+}
+
+/** See `ClaimRequest.onThrottle`. */
+export interface ClaimThrottle {
+  queue: string;
+  /** Milliseconds until a start may be possible again, or null (waits on running jobs). */
+  retryInMs: number | null;
 }
 
 /** A claimed job: the record plus the lease every settle call must present. */
@@ -318,6 +333,19 @@ export interface Backend extends AsyncDisposable {
   remove(id: string, queue?: string): Promise<RemoveResult>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
+  /**
+   * Sets a queue's flow limits (already validated by `normalizeQueueLimits`), replacing the
+   * previous ones; every claim on every worker obeys them from the next claim on. Limits that
+   * limit nothing remove the queue's limits.
+   */
+  setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void>;
+  /** A queue's limits and hold, or null when it has neither. */
+  getQueueFlow(queue: string): Promise<QueueFlow | null>;
+  /**
+   * Lets no job of the queue start for `forMs` milliseconds from the store's now (a downstream
+   * 429: `RetryLater` with `pause: "queue"`). A longer hold already in place is kept.
+   */
+  holdQueue(queue: string, forMs: number): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
 

@@ -15,6 +15,7 @@ import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
 import { claimTests } from "./claim.js";
 import { enqueueTests } from "./enqueue.js";
+import { flowTests } from "./flow.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
 import { maintenanceTests } from "./maintenance.js";
@@ -66,6 +67,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);
+    flowTests(context);
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
     retryPolicyTests();
