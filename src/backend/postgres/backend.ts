@@ -48,6 +48,9 @@ import { checkListArgs, staleCursor } from "../listing.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
+import { holdMs, isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { checkName } from "../../core/spec.js";
+import { claimUnderLimits, limitsOf, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -119,6 +122,9 @@ const DEFAULT_POOL_SIZE = 10;
 /** Due scheduled jobs relabelled per statement: one promote never holds many row locks for long. */
 const PROMOTE_BATCH = 5_000;
 
+/** How long a claim trusts its view of which queues have flow limits, in ms (see limitedQueues). */
+const FLOW_QUEUES_TTL_MS = 1_000;
+
 const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
 const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
 
@@ -137,6 +143,8 @@ const JOB_COLUMNS = [
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
+  // Flow control (flow.ts).
+  "flow-lock", "flow-window", "flow-running", "flow-record", "flow-set", "flow-get", "flow-hold", "flow-queues",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -526,16 +534,25 @@ export class PostgresBackend implements Backend {
     if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
     const leaseMs = positiveMs("leaseMs", request.leaseMs);
     const { id, host, pid } = request.worker;
-    const rows = await this.query<JobRow>("claim", [
-      this.nowParam(),
-      textArray(request.queues),
-      textArray(request.names),
-      limit,
-      leaseMs,
-      id,
-      host,
-      pid,
-    ]);
+    const limited = await this.limitedQueues();
+    const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
+    const rows =
+      plainQueues.length === 0
+        ? []
+        : await this.query<JobRow>("claim", [
+            this.nowParam(),
+            textArray(plainQueues),
+            textArray(request.names),
+            limit,
+            leaseMs,
+            id,
+            host,
+            pid,
+            false,
+          ]);
+    if (plainQueues.length < request.queues.length && rows.length < limit) {
+      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, leaseMs)));
+    }
     // RETURNING yields rows in no particular order.
     rows.sort(byClaimOrder);
     return rows.map((row) => ({
@@ -817,6 +834,57 @@ export class PostgresBackend implements Backend {
   async resume(queue: string): Promise<void> {
     await this.query("pause", [queue, false]);
     this.wakeLocally(new Set([queue]));
+  }
+
+  // ── flow control (src/core/flow.ts, ./flow.ts) ───────────────────────────────────────────
+
+  /**
+   * Queues with a flow row, as last read (at most FLOW_QUEUES_TTL_MS ago). Claims on the queues
+   * in it take the flow path; a queue that gained limits elsewhere meanwhile is skipped by the
+   * plain claim statement itself (flow_checked false), so a stale view only delays its jobs.
+   */
+  private flowQueues: { names: Set<string>; readAt: number } | null = null;
+
+  private async limitedQueues(): Promise<ReadonlySet<string>> {
+    const at = performance.now();
+    if (this.flowQueues === null || at - this.flowQueues.readAt > FLOW_QUEUES_TTL_MS) {
+      const rows = await this.query<{ queue: string }>("flow-queues", []);
+      this.flowQueues = { names: new Set(rows.map((r) => r.queue)), readAt: at };
+    }
+    return this.flowQueues.names;
+  }
+
+  private async claimUnderLimits(queues: readonly string[], request: ClaimRequest, limit: number, leaseMs: number): Promise<JobRow[]> {
+    const { rows, throttles } = await this.inTransaction(async (client) => ({
+      value: await claimUnderLimits<JobRow>(
+        <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
+        queues,
+        request,
+        limit,
+        leaseMs,
+        this.nowParam(),
+      ),
+      commit: true,
+    }));
+    for (const t of throttles) reportThrottle(request.onThrottle, t.queue, t.retryInMs);
+    return rows;
+  }
+
+  async setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void> {
+    checkName("queue", queue);
+    const rate = limits.rate;
+    await this.query("flow-set", [queue, rate?.max ?? null, rate?.durationMs ?? null, limits.maxRunning, JSON.stringify(limits.maxRunningPerName), isUnlimited(limits)]);
+    this.flowQueues = null;
+  }
+
+  async getQueueFlow(queue: string): Promise<QueueFlow | null> {
+    const [row] = await this.query<PgFlowRow>("flow-get", [queue]);
+    return row === undefined ? null : { limits: limitsOf(row), heldUntil: row.held_until };
+  }
+
+  async holdQueue(queue: string, forMs: number): Promise<void> {
+    await this.query("flow-hold", [this.nowParam(), checkName("queue", queue), holdMs(forMs)]);
+    this.flowQueues?.names.add(queue);
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {

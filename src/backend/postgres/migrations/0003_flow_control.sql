@@ -1,0 +1,28 @@
+-- 0003_flow_control: per-queue flow limits, enforced by every claim (src/core/flow.ts).
+--
+-- One row per queue with limits or a hold. The plain claim (claim.sql) skips queues that have a
+-- row; their claims lock the row (flow-lock.sql), size the claim from the counts below, run
+-- claim.sql for that queue and record the starts, in one transaction. The lock serialises the
+-- claims of one limited queue across every worker, so no two can both see the last free slot.
+CREATE TABLE {{schema}}.flow_queues (
+  queue                text    COLLATE "C" PRIMARY KEY,
+  -- Rate: at most rate_max starts in any window of rate_duration_ms (both NULL: no rate limit).
+  rate_max             integer,
+  rate_duration_ms     bigint,
+  -- Active jobs of the queue at once (NULL: no cap).
+  max_running          integer,
+  -- Job name -> active jobs of that name at once.
+  max_running_per_name jsonb   NOT NULL DEFAULT '{}',
+  -- No job starts before this time, ms (RetryLater with pause: "queue"); NULL: not held.
+  held_until           bigint
+);
+
+-- The rate window: one row per start of a rate-limited queue, at the claim's time. A claim
+-- deletes the rows that left the window before it counts: at most rate_max rows per queue.
+CREATE TABLE {{schema}}.flow_starts (
+  queue text   COLLATE "C" NOT NULL,
+  at    bigint NOT NULL
+);
+CREATE INDEX flow_starts_window ON {{schema}}.flow_starts (queue, at);
+-- Running counts come from jobs_active (0001): no new index on jobs, so claims and settles of
+-- queues without limits cost what they did.
