@@ -46,6 +46,7 @@ import { checkListArgs, staleCursor } from "../listing.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
+import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import {
   encodeError,
   encodeOptions,
@@ -312,6 +313,12 @@ export class RedisBackend implements Backend {
         this.promoteBatch,
         ...names,
       ])) as unknown[];
+      if (Array.isArray(reply[0])) {
+        // Flow control let none start (claim-4.lua): when a slot opens, or -1 for "when one finishes".
+        const retryIn = Number(reply[0][0]);
+        reportThrottle(request.onThrottle, queue, retryIn < 0 ? null : retryIn);
+        continue;
+      }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
       for (let i = 1; i + 1 < reply.length; i += 2) {
         const id = String(reply[i]);
@@ -600,6 +607,49 @@ export class RedisBackend implements Backend {
 
   async resume(queue: string): Promise<void> {
     await this.setPaused(queue, false);
+  }
+
+  // ── flow control (src/core/flow.ts; the claim's part is in lua/claim-4.lua) ───────────────
+
+  async setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void> {
+    checkName("queue", queue);
+    await this.ready();
+    const k = this.queue(queue);
+    const rate = limits.rate;
+    await Promise.all([
+      this.register([queue]),
+      this.scripts.run("flow-set", [k.flow, k.rate], [
+        rate?.max ?? "",
+        rate?.durationMs ?? "",
+        limits.maxRunning ?? "",
+        JSON.stringify(limits.maxRunningPerName),
+        this.keys.channel,
+        queue,
+      ]),
+    ]);
+  }
+
+  async getQueueFlow(queue: string): Promise<QueueFlow | null> {
+    checkName("queue", queue);
+    await this.ready();
+    const flowKey = this.queue(queue).flow;
+    const fields = await this.send((c) => c.hgetall(flowKey));
+    if (fields.rm === undefined && fields.mr === undefined && fields.pn === undefined && fields.hu === undefined) return null;
+    return {
+      limits: {
+        rate: fields.rm !== undefined && fields.rd !== undefined ? { max: Number(fields.rm), durationMs: Number(fields.rd) } : null,
+        maxRunning: fields.mr === undefined ? null : Number(fields.mr),
+        maxRunningPerName: fields.pn === undefined ? {} : (JSON.parse(fields.pn) as Record<string, number>),
+      },
+      heldUntil: fields.hu === undefined ? null : Number(fields.hu),
+    };
+  }
+
+  async holdQueue(queue: string, forMs: number): Promise<void> {
+    checkName("queue", queue);
+    const ms = holdMs(forMs);
+    await this.ready();
+    await this.scripts.run("flow-hold", [this.queue(queue).flow], [this.nowArg(), ms]);
   }
 
   private async setPaused(queue: string, paused: boolean): Promise<void> {

@@ -41,7 +41,9 @@ export type ScriptName =
   | "read"
   | "once"
   | "prune-keys"
-  | "layout";
+  | "layout"
+  | "flow-set"
+  | "flow-hold";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
 export interface ScriptText {
