@@ -48,3 +48,4 @@ export { backoffDelay, decideRetry, DEFAULT_BACKOFF, type BackoffFunction, type 
 export type { JobOptions, BackoffOption, RetentionOption, JobDefaults } from "./core/spec.js";
 export { systemClock, FakeClock, type Clock } from "./core/clock.js";
 export type * from "./backend/contract.js";
+export { normalizeQueueLimits, type QueueLimits, type RateLimit, type QueueFlow, type StoredQueueLimits } from "./core/flow.js";

@@ -21,6 +21,8 @@ import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetry } from "../core/retry.js";
 import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
+import { MAX_HOLD_MS } from "../core/flow.js";
+import { QueueThrottle } from "./throttle.js";
 import { Maintenance } from "../maintenance/maintenance.js";
 import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
@@ -204,6 +206,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private claimAgain = false;
   private fillScheduled = false;
   private pollTimer: NodeJS.Timeout | null = null;
+  /** Queues whose flow control lets nothing start before a known time (see QueueThrottle). */
+  private readonly throttle = new QueueThrottle();
+  private throttleTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private heartbeating = false;
   private unsubscribe: (() => void) | null = null;
@@ -369,6 +374,18 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }, delay);
   }
 
+  /** Claims again when the first throttled queue's next slot opens. */
+  private armThrottleTimer(): void {
+    const inMs = this.throttle.nextOpenInMs();
+    if (this.throttleTimer) clearTimeout(this.throttleTimer);
+    this.throttleTimer = null;
+    if (inMs === null || this.stopping) return;
+    this.throttleTimer = setTimeout(() => {
+      this.throttleTimer = null;
+      this.scheduleFill();
+    }, Math.ceil(inMs));
+  }
+
   private fill(): Promise<void> {
     if (this.claiming) {
       this.claimAgain = true;
@@ -393,12 +410,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         if (this.buffer.length > 0 && room < Math.ceil(this.prefetch / 2)) break;
         // The store starts the lease before it answers: count our deadline from the request.
         const requestSentAt = performance.now();
+        // Rate-limited or held queues are left out until their next slot opens (flow control).
+        const queues = this.throttle.open(this.queues);
+        if (queues.length === 0) break;
         const claimed = await this.backend.claim({
-          queues: this.queues,
+          queues,
           names: this.jobNames,
           worker: this.identity,
           limit: room,
           leaseMs: this.leaseMs,
+          onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs),
         });
         if (this.stopping) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted.
@@ -416,6 +437,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       // The store is unreachable: polling will try again; no tight loop.
     } finally {
       this.claiming = false;
+      this.armThrottleTimer();
     }
   }
 
@@ -608,6 +630,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       random: this.random,
     });
     const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
+    if (error instanceof RetryLater && error.pause === "queue") await this.holdQueue(job.queue, error.delayMs);
     const outcome = await this.settle(r, () => this.settler.fail({ lease: r.claimed.lease, error: errorInfo(error), retryDelayMs }));
     if (outcome === "applied") {
       this.emit("job:failed", { job, error, durationMs, retryDelayMs });
@@ -620,6 +643,21 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       this.emit("job:settle-refused", { job, operation: "fail" });
     }
     this.finished(r);
+  }
+
+  /**
+   * RetryLater with pause "queue": no job of the queue starts anywhere for the delay (a 429 from
+   * downstream). Held before the job is failed, so its own retry cannot start before the hold.
+   * A store error is reported, not retried: the job's own retry delay still applies.
+   */
+  private async holdQueue(queue: string, delayMs: number): Promise<void> {
+    if (delayMs < 1) return;
+    try {
+      await this.backend.holdQueue(queue, Math.min(delayMs, MAX_HOLD_MS));
+      this.throttle.note(queue, delayMs);
+    } catch (error) {
+      this.reportError(error, `holding queue ${queue} for ${delayMs} ms`);
+    }
   }
 
   /**
@@ -735,6 +773,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   private async shutdown(options: CloseOptions): Promise<CloseResult> {
     this.stopping = true;
+    if (this.throttleTimer) clearTimeout(this.throttleTimer);
     const graceMs = options.graceMs ?? this.shutdownGraceMs;
     if (this.pollTimer) clearTimeout(this.pollTimer);
     this.pollTimer = null;
