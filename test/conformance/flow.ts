@@ -149,7 +149,7 @@ export function flowTests(t: SuiteContext): void {
       async () => {
         const fleet = [t.b, ...(await Promise.all(Array.from({ length: 7 }, () => t.second())))];
         await enqueueMany(t.b, 100);
-        await setLimits(t.b, { maxRunning: 4, maxRunningPerName: { [NAME]: 3 } });
+        await setLimits(t.b, { maxRunning: 3 });
         let started = 0;
         for (let round = 0; round < 10; round++) {
           const claims = await Promise.all(fleet.map((b, i) => claim(b, { worker: worker(`w${i}`), limit: 2 })));
