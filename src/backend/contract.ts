@@ -69,6 +69,12 @@ export interface Capabilities {
    * hold (Redis: each queue lives in its own slot and no script may read two).
    */
   claimAcrossQueues: "merged" | "turns";
+  /**
+   * Jobs may carry a `group` (fleet-wide concurrency per group, claims in turns across groups)
+   * and a `limiter` key (a rate per key); see docs/flow-control.md. Without it, enqueueing such a
+   * job is refused with InvalidInputError rather than run unlimited.
+   */
+  jobFlowKeys: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */

@@ -7,6 +7,7 @@
  */
 import { InvalidInputError } from "./errors.js";
 import { checkName } from "./spec.js";
+import type { JobFlow } from "./job.js";
 
 /** At most `max` jobs of the queue start in any window of `durationMs` milliseconds. */
 export interface RateLimit {
@@ -194,4 +195,104 @@ export function reportThrottle(
   } catch {
     // The listener's own business; the claim stands.
   }
+}
+
+/** One waiting job at the head of a lane, as the round-robin pick needs it. */
+export interface LaneJob<K> {
+  /** The store's handle of the job (a seq, an id). */
+  ref: K;
+  name: string;
+  /** Null for a job without group or limiter (the queue's unkeyed lane). */
+  flow: JobFlow | null;
+}
+
+/** A lane's first waiting jobs, in claim order. */
+export interface LaneHead<K> {
+  /** The lane (see laneOf); "" for the unkeyed jobs of the queue. */
+  lane: string;
+  jobs: readonly LaneJob<K>[];
+}
+
+/** Counts the lane pick limits by: active jobs per group key, starts in each limiter key's window. */
+export interface LaneCounts {
+  groupActive: ReadonlyMap<string, number>;
+  limiterWindow: ReadonlyMap<string, { n: number; oldest: number | null }>;
+}
+
+export interface LanePick<K> {
+  picked: LaneJob<K>[];
+  /** The last lane a job was taken from: the next claim starts after it. Null when none. */
+  lastLane: string | null;
+  /** Nothing taken although jobs wait: every waiting lane is at a limit. */
+  throttled: boolean;
+  /** With `throttled`: ms until a limiter window opens, when only limiter windows hold lanes back. */
+  retryInMs: number | null;
+}
+
+/**
+ * Round robin across lanes: one job from each lane in turn (in the order given: the rotation
+ * after the last claim's lane), then a second from each, until `total` are taken or every lane
+ * is empty or at a limit. A lane whose head job is at a limit (its group's concurrency, its
+ * limiter key's rate, its name's cap) takes no more in this claim: jobs within a lane keep their
+ * claim order.
+ */
+export function pickAcrossLanes<K>(
+  lanes: readonly LaneHead<K>[],
+  total: number,
+  perName: ReadonlyMap<string, number>,
+  counts: LaneCounts,
+  now: number,
+): LanePick<K> {
+  const nameRoom = new Map(perName);
+  const groupTaken = new Map<string, number>();
+  const limiterTaken = new Map<string, number>();
+  const position = lanes.map(() => 0);
+  const stopped = lanes.map(() => false);
+  const picked: LaneJob<K>[] = [];
+  let lastLane: string | null = null;
+  let waitsOnRunning = false;
+  let reopensIn: number | null = null;
+  for (let progress = true; progress && picked.length < total; ) {
+    progress = false;
+    for (let i = 0; i < lanes.length && picked.length < total; i++) {
+      const job = stopped[i] ? undefined : lanes[i]!.jobs[position[i]!];
+      if (job === undefined) continue;
+      let blocked = false;
+      const room = nameRoom.get(job.name);
+      if (room !== undefined && room <= 0) {
+        blocked = true;
+        waitsOnRunning = true;
+      }
+      const group = job.flow?.group ?? null;
+      if (!blocked && group !== null) {
+        const running = (counts.groupActive.get(group.key) ?? 0) + (groupTaken.get(group.key) ?? 0);
+        if (running >= group.concurrency) {
+          blocked = true;
+          waitsOnRunning = true;
+        }
+      }
+      const limiter = job.flow?.limiter ?? null;
+      if (!blocked && limiter !== null) {
+        const window = counts.limiterWindow.get(limiter.key) ?? { n: 0, oldest: null };
+        if (window.n + (limiterTaken.get(limiter.key) ?? 0) >= limiter.max) {
+          blocked = true;
+          const opensIn = Math.max(1, (window.oldest ?? now) + limiter.durationMs - now);
+          reopensIn = reopensIn === null ? opensIn : Math.min(reopensIn, opensIn);
+        }
+      }
+      if (blocked) {
+        stopped[i] = true;
+        continue;
+      }
+      picked.push(job);
+      position[i]!++;
+      progress = true;
+      lastLane = lanes[i]!.lane;
+      if (room !== undefined) nameRoom.set(job.name, room - 1);
+      if (group !== null) groupTaken.set(group.key, (groupTaken.get(group.key) ?? 0) + 1);
+      if (limiter !== null) limiterTaken.set(limiter.key, (limiterTaken.get(limiter.key) ?? 0) + 1);
+    }
+  }
+  const throttled = picked.length === 0 && stopped.some(Boolean);
+  return { picked, lastLane, throttled, retryInMs: throttled && !waitsOnRunning ? reopensIn : null };
 }

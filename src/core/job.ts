@@ -66,6 +66,14 @@ export interface JobSpec {
   retainDeadMs: RetentionMs;
   /** Metadata kept beside the payload (trace context, callback URL), serialised JSON object, or null. */
   meta: string | null;
+  /** Group and limiter key (options `group`, `limiter`); absent for most jobs. */
+  flow?: JobFlow;
+}
+
+/** A job's own flow control (docs/flow-control.md). */
+export interface JobFlow {
+  group: { key: string; concurrency: number } | null;
+  limiter: { key: string; max: number; durationMs: number } | null;
 }
 
 /** An error as stored: enough to debug without the process that raised it. */

@@ -15,6 +15,7 @@ const capabilities = {
   crossProcessWakeups: true,
   multiProcess: true,
   claimAcrossQueues: "turns" as const,
+  jobFlowKeys: false,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.

@@ -16,6 +16,7 @@ backendSuite("sqlite file", {
     crossProcessWakeups: true,
     multiProcess: true,
     claimAcrossQueues: "merged",
+    jobFlowKeys: true,
   },
   async make(clock) {
     lastPath = await temp.file("jobs.db");
@@ -34,6 +35,7 @@ backendSuite("sqlite :memory:", {
     crossProcessWakeups: false,
     multiProcess: false,
     claimAcrossQueues: "merged",
+    jobFlowKeys: true,
   },
   async make(clock) {
     return new SqliteBackend({ path: ":memory:", clock });

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import type { Backend, ClaimThrottle } from "../../src/backend/contract.js";
 import { normalizeQueueLimits, type QueueLimits } from "../../src/core/flow.js";
-import { LEASE_MS, NAME, QUEUE, claim, enqueueMany, worker, type SuiteContext } from "./fixtures.js";
+import { LEASE_MS, NAME, QUEUE, claim, enqueueMany, spec, worker, type SuiteContext } from "./fixtures.js";
 
 async function setLimits(b: Backend, limits: QueueLimits, queue = QUEUE): Promise<void> {
   await b.setQueueLimits(queue, normalizeQueueLimits(limits));
@@ -161,6 +161,84 @@ export function flowTests(t: SuiteContext): void {
           t.clock.advance(10);
         }
         expect(started).toBeGreaterThanOrEqual(3 + 2 * 9);
+      },
+    );
+
+    const keyed = t.factory.capabilities.jobFlowKeys;
+
+    it.skipIf(keyed)("a job with a group or limiter is refused by a backend without jobFlowKeys [jobFlowKeys false]", async () => {
+      await expect(t.b.enqueue([spec({ group: { key: "tenant-a", concurrency: 1 } })])).rejects.toThrow(/group|limiter/);
+      await expect(t.b.enqueue([spec({ limiter: { key: "acct", max: 1, durationMs: 1_000 } })])).rejects.toThrow(/group|limiter/);
+      expect(await t.b.stats(QUEUE)).toMatchObject([{ counts: { waiting: 0 } }]);
+    });
+
+    it.skipIf(!keyed)("groups: at most `concurrency` of a group run at once; other groups are not held back [needs jobFlowKeys]", async () => {
+      await enqueueMany(t.b, 4, (i) => ({ jobId: `a${i}`, group: { key: "tenant-a", concurrency: 2 } }));
+      await enqueueMany(t.b, 2, (i) => ({ jobId: `b${i}`, group: { key: "tenant-b", concurrency: 1 } }));
+      const first = await claimWatched(t.b, 10);
+      expect(first.jobs.map((c) => c.job.id).sort()).toEqual(["a0", "a1", "b0"]);
+      const full = await claimWatched(t.b, 10);
+      expect(full.jobs).toEqual([]);
+      expect(full.throttles).toEqual([{ queue: QUEUE, retryInMs: null }]);
+      await t.b.complete([{ lease: first.jobs.find((c) => c.job.id === "a0")!.lease, result: null }]);
+      expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id)).toEqual(["a2"]);
+    });
+
+    it.skipIf(!keyed)("groups: claims take turns across groups, so a small group is not stuck behind a big one [needs jobFlowKeys]", async () => {
+      await enqueueMany(t.b, 30, (i) => ({ jobId: `big${String(i).padStart(2, "0")}`, group: { key: "big", concurrency: 100 } }));
+      await enqueueMany(t.b, 3, (i) => ({ jobId: `small${i}`, group: { key: "small", concurrency: 100 } }));
+      const order: string[] = [];
+      for (let i = 0; i < 6; i++) order.push(...(await claimWatched(t.b, 1)).jobs.map((c) => c.job.id));
+      // One claim of one job at a time: the groups alternate until the small one is empty.
+      expect(order).toEqual(["big00", "small0", "big01", "small1", "big02", "small2"]);
+      const batch = await claimWatched(t.b, 4);
+      expect(batch.jobs.map((c) => c.job.id)).toEqual(["big03", "big04", "big05", "big06"]);
+    });
+
+    it.skipIf(!keyed)("limiter keys: at most max starts per key per window; other keys go on; the claim says when the key reopens [needs jobFlowKeys]", async () => {
+      await enqueueMany(t.b, 5, (i) => ({ jobId: `x${i}`, limiter: { key: "acct-x", max: 2, durationMs: 1_000 } }));
+      await enqueueMany(t.b, 1, () => ({ jobId: "y0", limiter: { key: "acct-y", max: 2, durationMs: 1_000 } }));
+      const first = await claimWatched(t.b, 10);
+      expect(first.jobs.map((c) => c.job.id).sort()).toEqual(["x0", "x1", "y0"]);
+      t.clock.advance(300);
+      const limited = await claimWatched(t.b, 10);
+      expect(limited.jobs).toEqual([]);
+      expect(limited.throttles).toEqual([{ queue: QUEUE, retryInMs: 700 }]);
+      t.clock.advance(700);
+      expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id).sort()).toEqual(["x2", "x3"]);
+      expect(busiestWindow(await startTimes(t.b), 1_000)).toBeLessThanOrEqual(3);
+    });
+
+    it.skipIf(!keyed)("a laned queue still claims its jobs without a group, and the queue's own limits hold [needs jobFlowKeys]", async () => {
+      await enqueueMany(t.b, 2, (i) => ({ jobId: `g${i}`, group: { key: "g", concurrency: 5 } }));
+      await enqueueMany(t.b, 2, (i) => ({ jobId: `plain${i}` }));
+      await setLimits(t.b, { maxRunning: 3 });
+      const got = await claimWatched(t.b, 10);
+      expect(got.jobs).toHaveLength(3);
+      expect(got.jobs.map((c) => c.job.id)).toEqual(expect.arrayContaining(["g0", "plain0"]));
+      await setLimits(t.b, {});
+      expect((await claimWatched(t.b, 10)).jobs).toHaveLength(1);
+    });
+
+    it.skipIf(!keyed || !t.factory.openSecond)(
+      "race: 8 claimers on their own connections never run more of a group than its concurrency (store's active jobs) [needs jobFlowKeys, factory.openSecond]",
+      async () => {
+        const fleet = [t.b, ...(await Promise.all(Array.from({ length: 7 }, () => t.second())))];
+        await enqueueMany(t.b, 60, (i) => ({ data: { g: `tenant-${i % 3}` }, group: { key: `tenant-${i % 3}`, concurrency: 2 } }));
+        let started = 0;
+        for (let round = 0; round < 8; round++) {
+          started += (await Promise.all(fleet.map((b, i) => claim(b, { worker: worker(`w${i}`), limit: 2 })))).flat().length;
+          const active = await t.b.list({ queue: QUEUE, state: "active" }, { limit: 1_000 });
+          const perGroup = new Map<string, number>();
+          for (const j of active) {
+            const group = (j.data as { g?: string }).g ?? "";
+            perGroup.set(group, (perGroup.get(group) ?? 0) + 1);
+          }
+          for (const [group, n] of perGroup) expect(n, group).toBeLessThanOrEqual(2);
+          expect(active.length).toBeLessThanOrEqual(6);
+          await t.b.complete(active.slice(0, 3).map((j) => ({ lease: { jobId: j.id, token: j.lease!.token }, result: null })));
+        }
+        expect(started).toBeGreaterThanOrEqual(6 + 3 * 7);
       },
     );
   });

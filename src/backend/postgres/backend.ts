@@ -272,6 +272,7 @@ export class PostgresBackend implements Backend {
     multiProcess: true,
     transactionalCompletion: true,
     claimAcrossQueues: "merged",
+    jobFlowKeys: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */

@@ -151,6 +151,7 @@ export class RedisBackend implements Backend {
     multiProcess: true,
     transactionalCompletion: false,
     claimAcrossQueues: "turns",
+    jobFlowKeys: false,
   });
   readonly idempotency: IdempotencyStore;
 

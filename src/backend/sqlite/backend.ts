@@ -251,6 +251,7 @@ export class SqliteBackend implements Backend {
       // stalling every other claim and settle on the file.
       transactionalCompletion: false,
       claimAcrossQueues: "merged",
+      jobFlowKeys: true,
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
@@ -930,6 +931,7 @@ export class SqliteBackend implements Backend {
           spec.retainDeadMs,
         );
         results[i] = { id: spec.id, duplicate: changes === 0 };
+        if (spec.flow !== undefined && changes !== 0) flow.setJobFlow(spec.id, spec.queue, spec.flow);
         seenQueues.add(spec.queue);
         if (changes !== 0) woken.add(spec.queue);
       }

@@ -5,7 +5,9 @@
  */
 import type Database from "better-sqlite3";
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, isUnlimited, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { claimBudget, isUnlimited, pickAcrossLanes, type LaneHead, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import type { JobFlow } from "../../core/job.js";
+import { laneOf, limiterBucket } from "../../core/job-flow.js";
 
 /** One row of the flow_queues table. */
 export interface FlowRow {
@@ -15,7 +17,25 @@ export interface FlowRow {
   max_running: number | null;
   max_running_per_name: string;
   held_until: number | null;
+  /** 1 once the queue has had keyed jobs (group or limiter): its claims take turns across lanes. */
+  lanes: number;
+  lane_cursor: string | null;
 }
+
+/** A waiting keyed job at the head of its lane. */
+interface LaneRow extends FlowCandidate {
+  name: string;
+  group_key: string | null;
+  group_concurrency: number | null;
+  limiter_key: string | null;
+  limiter_max: number | null;
+  limiter_duration_ms: number | null;
+}
+
+/** Unkeyed jobs of a laned queue are looked for among this many jobs at the queue's head. */
+const UNKEYED_SCAN = 256;
+/** Lanes looked at per claim beyond the claim's size (some may be at their limits). */
+const EXTRA_LANES = 16;
 
 /** The claim-order columns the claim candidates carry. */
 export interface FlowCandidate {
@@ -76,6 +96,7 @@ export class SqliteFlow {
       throttles.push({ queue: row.queue, retryInMs: budget.retryInMs });
       return [];
     }
+    if (row.lanes === 1) return this.laneCandidates(row, now, request, budget.total, budget.perName, throttles);
     const uncapped = request.names.filter((name) => !budget.perName.has(name));
     const found: FlowCandidate[] = [];
     if (uncapped.length > 0) found.push(...this.claimCandidates.all(row.queue, now, JSON.stringify(uncapped), budget.total));
@@ -85,10 +106,82 @@ export class SqliteFlow {
     return found.sort(byClaimOrder).slice(0, budget.total);
   }
 
-  /** Records the starts of this claim in the rate windows of the rate-limited queues among `flows`. */
+  /**
+   * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
+   * lane, each lane's head in claim order, picked round robin under each group's concurrency and
+   * each limiter key's rate (pickAcrossLanes). The unkeyed jobs form one more lane.
+   */
+  private laneCandidates(
+    row: FlowRow,
+    now: number,
+    request: ClaimRequest,
+    total: number,
+    perName: ReadonlyMap<string, number>,
+    throttles: ClaimThrottle[],
+  ): FlowCandidate[] {
+    const queue = row.queue;
+    const names = JSON.stringify(request.names.filter((name) => (perName.get(name) ?? 1) > 0));
+    const cursor = row.lane_cursor ?? "";
+    const maxLanes = total + EXTRA_LANES;
+    const lanes: string[] = [];
+    for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
+    if (cursor !== "") {
+      for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
+    }
+    const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length) + 2;
+    const heads: Array<LaneHead<FlowCandidate>> = [
+      { lane: "", jobs: this.s.unkeyedHead.all(queue, now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
+    ];
+    const limiterWindow = new Map<string, { n: number; oldest: number | null }>();
+    let grouped = false;
+    for (const lane of lanes) {
+      const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
+        const flow: JobFlow = {
+          group: c.group_key === null ? null : { key: c.group_key, concurrency: c.group_concurrency! },
+          limiter: c.limiter_key === null ? null : { key: c.limiter_key, max: c.limiter_max!, durationMs: c.limiter_duration_ms! },
+        };
+        if (flow.group !== null) grouped = true;
+        if (flow.limiter !== null && !limiterWindow.has(flow.limiter.key)) {
+          const bucket = limiterBucket(queue, flow.limiter.key);
+          this.s.dropOldStarts.run(bucket, now - flow.limiter.durationMs);
+          limiterWindow.set(flow.limiter.key, this.s.window.get(bucket)!);
+        }
+        return { ref: c as FlowCandidate, name: c.name, flow };
+      });
+      heads.push({ lane, jobs });
+    }
+    const groupActive = new Map<string, number>();
+    if (grouped) for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
+    const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
+    if (pick.throttled) throttles.push({ queue, retryInMs: pick.retryInMs });
+    if (pick.lastLane !== null && pick.lastLane !== "") this.s.setCursor.run(pick.lastLane, queue);
+    return pick.picked.map((job) => job.ref);
+  }
+
+  /** Stores a new job's group and limiter key, and turns its queue's lane path on. */
+  setJobFlow(id: string, queue: string, flow: JobFlow): void {
+    this.s.setJobFlow.run(
+      laneOf(flow),
+      flow.group?.key ?? null,
+      flow.group?.concurrency ?? null,
+      flow.limiter?.key ?? null,
+      flow.limiter?.max ?? null,
+      flow.limiter?.durationMs ?? null,
+      id,
+    );
+    this.s.markLaned.run(queue);
+  }
+
+  /**
+   * Records the starts of this claim in the rate windows of the rate-limited queues among
+   * `flows`, and of every claimed job's limiter key.
+   */
   recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
     for (const job of claimed) {
-      if (flows.get(job.queue)?.rate_max != null) this.s.addStart.run(job.queue, now);
+      const flow = flows.get(job.queue);
+      if (flow?.rate_max != null) this.s.addStart.run(job.queue, now);
+      const key = (job as { limiter_key?: string | null }).limiter_key;
+      if (flow?.lanes === 1 && typeof key === "string") this.s.addStart.run(limiterBucket(job.queue, key), now);
     }
   }
 
@@ -133,8 +226,44 @@ function prepare(db: Database.Database, prefix: string) {
        ON CONFLICT (queue) DO UPDATE SET rate_max = excluded.rate_max, rate_duration_ms = excluded.rate_duration_ms,
          max_running = excluded.max_running, max_running_per_name = excluded.max_running_per_name`,
     ),
-    // No limits and no hold: the row goes, and the queue's claims take the plain path again.
-    dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL`),
+    // No limits, no hold, no keyed jobs: the row goes, and the queue's claims take the plain path again.
+    dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL AND lanes = 0`),
+    /* Plan: SEARCH jobs USING COVERING INDEX jobs_lanes (queue=? AND lane>?) */
+    nextLane: db.prepare<[string, string], string>(
+      `SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`,
+    ).pluck(),
+    /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane=?) */
+    laneHead: db.prepare<[string, string, number, string, number], LaneRow>(
+      `SELECT seq, priority, run_at, name, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms
+       FROM ${jobs}
+       WHERE queue = ? AND lane = ? AND state IN ('waiting', 'scheduled') AND run_at <= ?
+         AND name IN (SELECT value FROM json_each(?))
+       ORDER BY priority, run_at, seq
+       LIMIT ?`,
+    ),
+    // Bounded: behind a deep backlog of keyed jobs an unkeyed one waits its turn in claim order.
+    unkeyedHead: db.prepare<[string, number, string, number], FlowCandidate & { name: string }>(
+      `SELECT seq, priority, run_at, name FROM (
+         SELECT seq, priority, run_at, name, lane FROM ${jobs}
+         WHERE queue = ? AND state IN ('waiting', 'scheduled') AND run_at <= ?
+           AND name IN (SELECT value FROM json_each(?))
+         ORDER BY priority, run_at, seq
+         LIMIT ${UNKEYED_SCAN})
+       WHERE lane IS NULL
+       LIMIT ?`,
+    ),
+    /* Plan: SEARCH jobs USING COVERING INDEX jobs_group_running (queue=?) */
+    groupRunning: db.prepare<[string], { group_key: string; n: number }>(
+      `SELECT group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' AND group_key IS NOT NULL GROUP BY group_key`,
+    ),
+    setCursor: db.prepare<[string, string]>(`UPDATE ${flow} SET lane_cursor = ? WHERE queue = ?`),
+    setJobFlow: db.prepare<[string, string | null, number | null, string | null, number | null, number | null, string]>(
+      `UPDATE ${jobs} SET lane = ?, group_key = ?, group_concurrency = ?, limiter_key = ?, limiter_max = ?, limiter_duration_ms = ?
+       WHERE id = ?`,
+    ),
+    markLaned: db.prepare<[string]>(
+      `INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1`,
+    ),
     hold: db.prepare<[string, number]>(
       `INSERT INTO ${flow} (queue, held_until) VALUES (?, ?)
        ON CONFLICT (queue) DO UPDATE SET held_until = max(coalesce(held_until, 0), excluded.held_until)`,

@@ -27,3 +27,23 @@ CREATE INDEX {{prefix}}flow_starts_window ON {{prefix}}flow_starts (queue, at);
 
 -- Running counts per queue and name, read from the index alone; only active rows are in it.
 CREATE INDEX {{prefix}}jobs_running ON {{prefix}}jobs (queue, name) WHERE state = 'active';
+
+-- Groups and limiter keys (job options `group`, `limiter`), kept with the job. `lane` is the
+-- group (or, without one, the limiter key) the job waits in; claims take turns across lanes.
+ALTER TABLE {{prefix}}jobs ADD COLUMN lane TEXT;
+ALTER TABLE {{prefix}}jobs ADD COLUMN group_key TEXT;
+ALTER TABLE {{prefix}}jobs ADD COLUMN group_concurrency INTEGER;
+ALTER TABLE {{prefix}}jobs ADD COLUMN limiter_key TEXT;
+ALTER TABLE {{prefix}}jobs ADD COLUMN limiter_max INTEGER;
+ALTER TABLE {{prefix}}jobs ADD COLUMN limiter_duration_ms INTEGER;
+-- A queue that has (had) keyed jobs: its claims take the lane path; the last lane served.
+ALTER TABLE {{prefix}}flow_queues ADD COLUMN lanes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE {{prefix}}flow_queues ADD COLUMN lane_cursor TEXT;
+
+-- The waiting jobs of each lane in claim order, and the lanes themselves (a skip scan): only
+-- keyed rows are in it, so queues without groups pay nothing for it.
+CREATE INDEX {{prefix}}jobs_lanes ON {{prefix}}jobs (queue, lane, priority, run_at, seq)
+  WHERE lane IS NOT NULL AND state IN ('waiting', 'scheduled');
+-- Running jobs per group.
+CREATE INDEX {{prefix}}jobs_group_running ON {{prefix}}jobs (queue, group_key)
+  WHERE state = 'active' AND group_key IS NOT NULL;
