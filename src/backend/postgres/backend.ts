@@ -50,7 +50,7 @@ import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage,
 import type { Json } from "../../core/json.js";
 import { holdMs, isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
-import { claimUnderLimits, limitsOf, type FlowQuery, type PgFlowRow } from "./flow.js";
+import { claimUnderLimits, jobFlowValues, limitsOf, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -145,6 +145,8 @@ const QUERY_FILES = [
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
   // Flow control (flow.ts).
   "flow-lock", "flow-window", "flow-running", "flow-record", "flow-set", "flow-get", "flow-hold", "flow-queues",
+  "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
+  "flow-enqueue",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -482,13 +484,18 @@ export class PostgresBackend implements Backend {
     // is stored, never a part of each.
     const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
     let rows: Array<{ id: string | null }>;
+    // Flow control: the group and limiter key of new jobs, stored in the same transaction.
+    const keyed = batch.filter((spec) => spec.flow !== undefined);
+    const flowValues = (found: Array<{ id: string | null }>) => jobFlowValues(keyed, found);
     if (tx !== undefined) {
       if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
       rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+      if (keyed.length > 0 && keepAll(rows)) await this.queryCallerTx(tx, "flow-enqueue", flowValues(rows));
       if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
-    } else if (allOrNothing) {
+    } else if (allOrNothing || keyed.length > 0) {
       rows = await this.inTransaction(async (client) => {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
+        if (keyed.length > 0 && keepAll(found)) await this.query("flow-enqueue", flowValues(found), client);
         return { value: found, commit: keepAll(found) };
       });
     } else {

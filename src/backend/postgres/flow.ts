@@ -7,11 +7,15 @@
  * (flow-record.sql). Queues without limits never come here: claim.sql alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, type StoredQueueLimits } from "../../core/flow.js";
-import { textArray } from "./arrays.js";
+import { claimBudget, pickAcrossLanes, type LaneHead, type LaneJob, type StoredQueueLimits } from "../../core/flow.js";
+import type { JobFlow, JobSpec } from "../../core/job.js";
+import { laneOf, limiterBucket } from "../../core/job-flow.js";
+import { integerArray, textArray } from "./arrays.js";
 
 /** The statements this module runs. */
-export type FlowQuery = "flow-lock" | "flow-window" | "flow-running" | "flow-record" | "claim";
+export type FlowQuery =
+  | "flow-lock" | "flow-window" | "flow-running" | "flow-record" | "claim"
+  | "flow-lanes" | "flow-lane-heads" | "flow-group-running" | "flow-windows" | "flow-claim-ids" | "flow-record-buckets" | "flow-cursor";
 
 /** Runs one of the backend's statements on the transaction's client. */
 export type RunFlowQuery = <R extends object>(name: FlowQuery, values: unknown[]) => Promise<R[]>;
@@ -24,8 +28,28 @@ export interface PgFlowRow {
   max_running: number | null;
   max_running_per_name: Record<string, number>;
   held_until: number | null;
+  lanes?: boolean;
+  lane_cursor?: string | null;
   now?: number;
 }
+
+/** A row of flow-lane-heads.sql. */
+interface LaneHeadRow {
+  lane: string;
+  id: string;
+  name: string;
+  priority: number;
+  run_at: number;
+  seq: number;
+  group_key: string | null;
+  group_concurrency: number | null;
+  limiter_key: string | null;
+  limiter_max: number | null;
+  limiter_duration_ms: number | null;
+}
+
+/** Lanes looked at per claim beyond the claim's size (some may be at their limits). */
+const EXTRA_LANES = 16;
 
 export function limitsOf(row: PgFlowRow): StoredQueueLimits {
   return {
@@ -93,6 +117,13 @@ export async function claimUnderLimits<Row extends object>(
       throttles.push({ queue, retryInMs: budget.retryInMs });
       continue;
     }
+    if (row.lanes === true) {
+      const laned = await claimLanes<Row>(run, queue, row.lane_cursor ?? null, now, budget.total, budget.perName, request, leaseMs);
+      rows.push(...laned.rows);
+      if (laned.throttle !== null) throttles.push({ queue, retryInMs: laned.throttle.retryInMs });
+      if (limits.rate !== null && laned.rows.length > 0) await run("flow-record", [queue, now, laned.rows.length]);
+      continue;
+    }
     // Jobs of uncapped names together, then each capped name up to its room: within each, claim
     // order holds; across capped names it is by name.
     let taken = 0;
@@ -112,4 +143,89 @@ export async function claimUnderLimits<Row extends object>(
     if (limits.rate !== null && taken > 0) await run("flow-record", [queue, now, taken]);
   }
   return { rows, throttles };
+}
+
+/**
+ * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
+ * lane (flow-lanes.sql), each lane's head in claim order, picked round robin under each group's
+ * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id; then the limiter
+ * keys' starts and the lane cursor are recorded.
+ */
+async function claimLanes<Row extends object>(
+  run: RunFlowQuery,
+  queue: string,
+  cursor: string | null,
+  now: number,
+  total: number,
+  perName: ReadonlyMap<string, number>,
+  request: ClaimRequest,
+  leaseMs: number,
+): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null }> {
+  const names = request.names.filter((name) => (perName.get(name) ?? 1) > 0);
+  const maxLanes = total + EXTRA_LANES;
+  const lanes = (await run<{ lane: string }>("flow-lanes", [queue, cursor ?? "", maxLanes])).map((r) => r.lane);
+  if (cursor !== null && lanes.length < maxLanes) {
+    for (const { lane } of await run<{ lane: string }>("flow-lanes", [queue, "", maxLanes - lanes.length])) {
+      if (lane > cursor || lanes.includes(lane)) break;
+      lanes.push(lane);
+    }
+  }
+  const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length) + 2;
+  const found = await run<LaneHeadRow>("flow-lane-heads", [queue, textArray(lanes), now, textArray(names), perLane, total]);
+  const byLane = new Map<string, LaneJob<string>[]>([["", []], ...lanes.map((lane): [string, LaneJob<string>[]] => [lane, []])]);
+  const limiterWindows = new Map<string, number>();
+  let grouped = false;
+  found.sort((a, b) => a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq);
+  for (const r of found) {
+    const flow: JobFlow | null =
+      r.lane === ""
+        ? null
+        : {
+            group: r.group_key === null ? null : { key: r.group_key, concurrency: r.group_concurrency! },
+            limiter: r.limiter_key === null ? null : { key: r.limiter_key, max: r.limiter_max!, durationMs: r.limiter_duration_ms! },
+          };
+    if (flow?.group) grouped = true;
+    if (flow?.limiter) limiterWindows.set(flow.limiter.key, flow.limiter.durationMs);
+    byLane.get(r.lane)?.push({ ref: r.id, name: r.name, flow });
+  }
+  const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs: jobs.slice(0, lane === "" ? total : perLane) }));
+  const groupActive = new Map<string, number>();
+  if (grouped) for (const r of await run<{ group_key: string; n: number }>("flow-group-running", [queue])) groupActive.set(r.group_key, r.n);
+  const limiterWindow = new Map<string, { n: number; oldest: number | null }>();
+  if (limiterWindows.size > 0) {
+    const keys = [...limiterWindows.keys()];
+    const buckets = keys.map((key) => limiterBucket(queue, key));
+    const counted = await run<{ bucket: string; n: number; oldest: number | null }>("flow-windows", [textArray(buckets), integerArray(keys.map((k) => limiterWindows.get(k)!)), now]);
+    const byBucket = new Map(counted.map((r) => [r.bucket, r]));
+    keys.forEach((key, i) => limiterWindow.set(key, byBucket.get(buckets[i]!) ?? { n: 0, oldest: null }));
+  }
+  const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
+  const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;
+  if (pick.picked.length === 0) return { rows: [], throttle };
+  const { id, host, pid } = request.worker;
+  const rows = await run<Row & { limiter_key: string | null }>("flow-claim-ids", [now, textArray(pick.picked.map((p) => p.ref)), leaseMs, id, host, pid]);
+  const started = rows.flatMap((r) => (r.limiter_key === null ? [] : [limiterBucket(queue, r.limiter_key)]));
+  if (started.length > 0) await run("flow-record-buckets", [textArray(started), now]);
+  if (pick.lastLane !== null && pick.lastLane !== "") await run("flow-cursor", [queue, pick.lastLane]);
+  return { rows, throttle };
+}
+
+/**
+ * The parameters of flow-enqueue.sql for the keyed specs of an enqueue, leaving out the ones the
+ * enqueue statement reported as already existing (`found`: the ids of duplicates).
+ */
+export function jobFlowValues(keyed: readonly JobSpec[], found: ReadonlyArray<{ id: string | null }>): unknown[] {
+  const existed = new Set(found.flatMap((r) => (r.id === null ? [] : [r.id])));
+  const stored = keyed.filter((spec) => !existed.has(spec.id));
+  const flows = stored.map((spec) => spec.flow!);
+  return [
+    textArray(stored.map((spec) => spec.id)),
+    textArray(flows.map(laneOf)),
+    textArray(flows.map((f) => f.group?.key ?? null)),
+    integerArray(flows.map((f) => f.group?.concurrency ?? null)),
+    textArray(flows.map((f) => f.limiter?.key ?? null)),
+    integerArray(flows.map((f) => f.limiter?.max ?? null)),
+    integerArray(flows.map((f) => f.limiter?.durationMs ?? null)),
+    textArray([...new Set(stored.map((spec) => spec.queue))]),
+  ];
 }

@@ -255,6 +255,13 @@ export class RedisBackend implements Backend {
       );
     }
     if (specs.length === 0) return [];
+    if (specs.some((spec) => spec.flow !== undefined)) {
+      throw new InvalidInputError(
+        "the Redis backend does not store job groups or limiter keys yet (capabilities.jobFlowKeys is false); " +
+          "use queue limits (queue.setLimits) here, or the SQLite or PostgreSQL backend for group and limiter",
+        { field: "options.group" },
+      );
+    }
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
       checkSpec(spec);

@@ -14,7 +14,11 @@ CREATE TABLE {{schema}}.flow_queues (
   -- Job name -> active jobs of that name at once.
   max_running_per_name jsonb   NOT NULL DEFAULT '{}',
   -- No job starts before this time, ms (RetryLater with pause: "queue"); NULL: not held.
-  held_until           bigint
+  held_until           bigint,
+  -- True once the queue has had keyed jobs (group or limiter): its claims take turns across
+  -- lanes (flow.ts); lane_cursor is the last lane served.
+  lanes                boolean NOT NULL DEFAULT false,
+  lane_cursor          text    COLLATE "C"
 );
 
 -- The rate window: one row per start of a rate-limited queue, at the claim's time. A claim
@@ -26,3 +30,19 @@ CREATE TABLE {{schema}}.flow_starts (
 CREATE INDEX flow_starts_window ON {{schema}}.flow_starts (queue, at);
 -- Running counts come from jobs_active (0001): no new index on jobs, so claims and settles of
 -- queues without limits cost what they did.
+
+-- Groups and limiter keys (job options `group`, `limiter`), kept with the job. `lane` is the
+-- group (or, without one, the limiter key) the job waits in. Columns without defaults: adding
+-- them rewrites nothing.
+ALTER TABLE {{schema}}.jobs
+  ADD COLUMN lane                text COLLATE "C",
+  ADD COLUMN group_key           text COLLATE "C",
+  ADD COLUMN group_concurrency   integer,
+  ADD COLUMN limiter_key         text COLLATE "C",
+  ADD COLUMN limiter_max         integer,
+  ADD COLUMN limiter_duration_ms bigint;
+
+-- The waiting jobs of each lane in claim order, and the lanes themselves (a skip scan, see
+-- flow-lanes.sql). Only keyed rows are in it: queues without groups pay nothing for it.
+CREATE INDEX jobs_lanes ON {{schema}}.jobs (queue, lane, priority, run_at, seq)
+  WHERE lane IS NOT NULL AND state IN ('waiting', 'scheduled');

@@ -10,13 +10,13 @@ WITH upserted AS (
     max_running = excluded.max_running, max_running_per_name = excluded.max_running_per_name
 ),
 cleared AS (
-  -- No limits: the row goes unless a hold keeps it (it then limits nothing but the hold).
+  -- No limits: the row goes unless a hold or keyed jobs keep it.
   UPDATE {{schema}}.flow_queues SET rate_max = NULL, rate_duration_ms = NULL, max_running = NULL,
     max_running_per_name = '{}'
-  WHERE queue = $1 AND $6::boolean AND held_until IS NOT NULL
+  WHERE queue = $1 AND $6::boolean AND (held_until IS NOT NULL OR lanes)
 ),
 dropped AS (
-  DELETE FROM {{schema}}.flow_queues WHERE queue = $1 AND $6::boolean AND held_until IS NULL
+  DELETE FROM {{schema}}.flow_queues WHERE queue = $1 AND $6::boolean AND held_until IS NULL AND NOT lanes
 ),
 window_dropped AS (
   -- A rate window outlives no rate limit.
