@@ -146,7 +146,7 @@ export class SqliteFlow {
           this.s.dropOldStarts.run(bucket, now - flow.limiter.durationMs);
           limiterWindow.set(flow.limiter.key, this.s.window.get(bucket)!);
         }
-        return { ref: c as FlowCandidate, name: c.name, flow };
+        return { ref: c, name: c.name, flow };
       });
       heads.push({ lane, jobs });
     }
