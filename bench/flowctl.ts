@@ -164,7 +164,7 @@ async function accuracy(url: string): Promise<Accuracy> {
   }
 }
 
-const kind = values.backend!;
+const kind = values.backend;
 const s = await stores(kind);
 const loadStart = loadavg();
 try {
