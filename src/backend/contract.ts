@@ -147,6 +147,12 @@ export interface ClaimRequest {
   onThrottle?: (throttle: ClaimThrottle) => void;
 }
 
+/** See `Backend.holdQueue`. */
+export interface HoldOptions {
+  /** Hold only the limiter key of this job (its id) instead of the whole queue. Default: the queue. */
+  keyOfJob?: string;
+}
+
 /** See `ClaimRequest.onThrottle`. */
 export interface ClaimThrottle {
   queue: string;
@@ -349,9 +355,11 @@ export interface Backend extends AsyncDisposable {
   getQueueFlow(queue: string): Promise<QueueFlow | null>;
   /**
    * Lets no job of the queue start for `forMs` milliseconds from the store's now (a downstream
-   * 429: `RetryLater` with `pause: "queue"`). A longer hold already in place is kept.
+   * 429: `RetryLater` with `pause: "queue"`). A longer hold already in place is kept. With
+   * `keyOfJob`, only the jobs sharing that job's limiter key are held (`pause: "key"`; a job
+   * without a limiter key holds nothing; needs `capabilities.jobFlowKeys`).
    */
-  holdQueue(queue: string, forMs: number): Promise<void>;
+  holdQueue(queue: string, forMs: number, options?: HoldOptions): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
 

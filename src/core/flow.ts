@@ -216,7 +216,7 @@ export interface LaneHead<K> {
 /** Counts the lane pick limits by: active jobs per group key, starts in each limiter key's window. */
 export interface LaneCounts {
   groupActive: ReadonlyMap<string, number>;
-  limiterWindow: ReadonlyMap<string, { n: number; oldest: number | null }>;
+  limiterWindow: ReadonlyMap<string, { n: number; oldest: number | null; heldUntil?: number | null }>;
 }
 
 export interface LanePick<K> {
@@ -274,7 +274,10 @@ export function pickAcrossLanes<K>(
       const limiter = job.flow?.limiter ?? null;
       if (!blocked && limiter !== null) {
         const window = counts.limiterWindow.get(limiter.key) ?? { n: 0, oldest: null };
-        if (window.n + (limiterTaken.get(limiter.key) ?? 0) >= limiter.max) {
+        if (window.heldUntil != null && window.heldUntil > now) {
+          blocked = true;
+          reopensIn = reopensIn === null ? window.heldUntil - now : Math.min(reopensIn, window.heldUntil - now);
+        } else if (window.n + (limiterTaken.get(limiter.key) ?? 0) >= limiter.max) {
           blocked = true;
           const opensIn = Math.max(1, (window.oldest ?? now) + limiter.durationMs - now);
           reopensIn = reopensIn === null ? opensIn : Math.min(reopensIn, opensIn);

@@ -630,7 +630,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       random: this.random,
     });
     const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
-    if (error instanceof RetryLater && error.pause === "queue") await this.holdQueue(job.queue, error.delayMs);
+    if (error instanceof RetryLater && error.pause !== undefined) await this.holdQueue(job, error.pause, error.delayMs);
     const outcome = await this.settle(r, () => this.settler.fail({ lease: r.claimed.lease, error: errorInfo(error), retryDelayMs }));
     if (outcome === "applied") {
       this.emit("job:failed", { job, error, durationMs, retryDelayMs });
@@ -646,17 +646,23 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   /**
-   * RetryLater with pause "queue": no job of the queue starts anywhere for the delay (a 429 from
-   * downstream). Held before the job is failed, so its own retry cannot start before the hold.
-   * A store error is reported, not retried: the job's own retry delay still applies.
+   * RetryLater with pause: no job of the queue (or of the job's limiter key) starts anywhere for
+   * the delay (a 429 from downstream). Held before the job is failed, so its own retry cannot
+   * start before the hold. A store error is reported, not retried: the job's own retry delay
+   * still applies.
    */
-  private async holdQueue(queue: string, delayMs: number): Promise<void> {
+  private async holdQueue(job: JobRecord, pause: "queue" | "key", delayMs: number): Promise<void> {
     if (delayMs < 1) return;
     try {
-      await this.backend.holdQueue(queue, Math.min(delayMs, MAX_HOLD_MS));
-      this.throttle.note(queue, delayMs);
+      const forMs = Math.min(delayMs, MAX_HOLD_MS);
+      if (pause === "key") {
+        await this.backend.holdQueue(job.queue, forMs, { keyOfJob: job.id });
+      } else {
+        await this.backend.holdQueue(job.queue, forMs);
+        this.throttle.note(job.queue, delayMs);
+      }
     } catch (error) {
-      this.reportError(error, `holding queue ${queue} for ${delayMs} ms`);
+      this.reportError(error, `holding ${pause === "key" ? `the limiter key of job ${job.id}` : `queue ${job.queue}`} for ${delayMs} ms`);
     }
   }
 

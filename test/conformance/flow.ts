@@ -209,6 +209,22 @@ export function flowTests(t: SuiteContext): void {
       expect(busiestWindow(await startTimes(t.b), 1_000)).toBeLessThanOrEqual(3);
     });
 
+    it.skipIf(!keyed)("holdQueue with keyOfJob holds that job's limiter key only, until the hold ends [needs jobFlowKeys]", async () => {
+      await enqueueMany(t.b, 3, (i) => ({ jobId: `x${i}`, limiter: { key: "acct-x", max: 100, durationMs: 1_000 } }));
+      await enqueueMany(t.b, 2, (i) => ({ jobId: `y${i}`, limiter: { key: "acct-y", max: 100, durationMs: 1_000 } }));
+      const [x0] = (await claimWatched(t.b, 1)).jobs;
+      expect(x0!.job.id).toBe("x0");
+      await t.b.holdQueue(QUEUE, 500, { keyOfJob: "x0" });
+      const rest = await claimWatched(t.b, 10);
+      expect(rest.jobs.map((c) => c.job.id).sort()).toEqual(["y0", "y1"]);
+      const held = await claimWatched(t.b, 10);
+      expect(held.jobs).toEqual([]);
+      expect(held.throttles).toEqual([{ queue: QUEUE, retryInMs: 500 }]);
+      expect(await t.b.getQueueFlow(QUEUE)).toMatchObject({ heldUntil: null });
+      t.clock.advance(500);
+      expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id)).toEqual(["x1", "x2"]);
+    });
+
     it.skipIf(!keyed)("a laned queue still claims its jobs without a group, and the queue's own limits hold [needs jobFlowKeys]", async () => {
       await enqueueMany(t.b, 2, (i) => ({ jobId: `g${i}`, group: { key: "g", concurrency: 5 } }));
       await enqueueMany(t.b, 2, (i) => ({ jobId: `plain${i}` }));

@@ -73,3 +73,37 @@ it("RetryLater with pause 'queue' holds the queue in the store: no job starts on
   expect(first!.startedAt!).toBeGreaterThanOrEqual(heldUntil);
   expect(first!.history[0]).toMatchObject({ outcome: "failed", error: { name: "RetryLater" } });
 });
+
+it("RetryLater with pause 'key' holds the job's limiter key only: another key's jobs start meanwhile", async () => {
+  store = new SqliteBackend({ path: ":memory:" });
+  const queue = new Queue("q", { backend: store });
+  const limiter = (key: string) => ({ key, max: 100, durationMs: 1_000 });
+  await queue.add("call", { first: true }, { jobId: "x-first", limiter: limiter("x"), attempts: 2 });
+  let failed = false;
+  worker = new Worker({
+    backend: store,
+    queues: "q",
+    concurrency: 1,
+    pollIntervalMs: 5,
+    logger: silentLogger,
+    handlers: {
+      call: (job) => {
+        if ((job.data as { first?: boolean }).first && !failed) {
+          failed = true;
+          throw new RetryLater(1_500, { pause: "key" });
+        }
+        return null;
+      },
+    },
+  });
+  await waitFor(async () => (await queue.getJob("x-first"))!.history.length === 1);
+  const failedAt = (await queue.getJob("x-first"))!.history[0]!.finishedAt;
+  await queue.add("call", {}, { jobId: "x-second", limiter: limiter("x") });
+  await queue.add("call", {}, { jobId: "y", limiter: limiter("y") });
+  await waitFor(async () => (await queue.stats()).counts.completed === 3, { timeoutMs: 20_000 });
+  const startOf = async (id: string) => (await queue.getJob(id))!.startedAt!;
+  expect(await startOf("x-second")).toBeGreaterThanOrEqual(failedAt + 1_500);
+  expect(await startOf("x-first")).toBeGreaterThanOrEqual(failedAt + 1_500);
+  // y is not held: it starts while x waits (the hold is long enough for a loaded machine).
+  expect(await startOf("y")).toBeLessThan(failedAt + 1_500);
+});

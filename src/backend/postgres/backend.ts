@@ -18,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from "pg";
 import type {
+  HoldOptions,
   Backend,
   CancelResult,
   Capabilities,
@@ -146,7 +147,7 @@ const QUERY_FILES = [
   // Flow control (flow.ts).
   "flow-lock", "flow-window", "flow-running", "flow-record", "flow-set", "flow-get", "flow-hold", "flow-queues",
   "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
-  "flow-enqueue",
+  "flow-enqueue", "flow-hold-key",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -890,8 +891,14 @@ export class PostgresBackend implements Backend {
     return row === undefined ? null : { limits: limitsOf(row), heldUntil: row.held_until };
   }
 
-  async holdQueue(queue: string, forMs: number): Promise<void> {
-    await this.query("flow-hold", [this.nowParam(), checkName("queue", queue), holdMs(forMs)]);
+  async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
+    checkName("queue", queue);
+    const ms = holdMs(forMs);
+    if (options.keyOfJob !== undefined) {
+      await this.query("flow-hold-key", [this.nowParam(), queue, ms, options.keyOfJob]);
+      return;
+    }
+    await this.query("flow-hold", [this.nowParam(), queue, ms]);
     this.flowQueues?.names.add(queue);
   }
 

@@ -191,13 +191,16 @@ async function claimLanes<Row extends object>(
   const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs: jobs.slice(0, lane === "" ? total : perLane) }));
   const groupActive = new Map<string, number>();
   if (grouped) for (const r of await run<{ group_key: string; n: number }>("flow-group-running", [queue])) groupActive.set(r.group_key, r.n);
-  const limiterWindow = new Map<string, { n: number; oldest: number | null }>();
+  const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
   if (limiterWindows.size > 0) {
     const keys = [...limiterWindows.keys()];
     const buckets = keys.map((key) => limiterBucket(queue, key));
-    const counted = await run<{ bucket: string; n: number; oldest: number | null }>("flow-windows", [textArray(buckets), integerArray(keys.map((k) => limiterWindows.get(k)!)), now]);
+    const counted = await run<{ bucket: string; n: number; oldest: number | null; held_until: number | null }>("flow-windows", [textArray(buckets), integerArray(keys.map((k) => limiterWindows.get(k)!)), now]);
     const byBucket = new Map(counted.map((r) => [r.bucket, r]));
-    keys.forEach((key, i) => limiterWindow.set(key, byBucket.get(buckets[i]!) ?? { n: 0, oldest: null }));
+    keys.forEach((key, i) => {
+      const r = byBucket.get(buckets[i]!);
+      limiterWindow.set(key, r === undefined ? { n: 0, oldest: null } : { n: r.n, oldest: r.oldest, heldUntil: r.held_until });
+    });
   }
   const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
   const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;

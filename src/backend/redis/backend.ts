@@ -15,6 +15,7 @@ import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../cor
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
+  HoldOptions,
   CancelResult,
   Capabilities,
   ClaimedJob,
@@ -653,9 +654,11 @@ export class RedisBackend implements Backend {
     };
   }
 
-  async holdQueue(queue: string, forMs: number): Promise<void> {
+  async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     checkName("queue", queue);
     const ms = holdMs(forMs);
+    // Jobs here carry no limiter key (capabilities.jobFlowKeys is false): there is no key to hold.
+    if (options.keyOfJob !== undefined) return;
     await this.ready();
     await this.scripts.run("flow-hold", [this.queue(queue).flow], [this.nowArg(), ms]);
   }

@@ -31,6 +31,7 @@ import type {
   ClaimedJob,
   ClaimRequest,
   ClaimThrottle,
+  HoldOptions,
   Completion,
   EnqueueOptions,
   EnqueueResult,
@@ -474,8 +475,8 @@ export class SqliteBackend implements Backend {
     return this.tx.getFlow.deferred(queue);
   }
 
-  async holdQueue(queue: string, forMs: number): Promise<void> {
-    this.tx.hold.immediate(checkName("queue", queue), holdMs(forMs));
+  async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
+    this.tx.hold.immediate(checkName("queue", queue), holdMs(forMs), options.keyOfJob);
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
@@ -1148,7 +1149,10 @@ export class SqliteBackend implements Backend {
       return signal([queue]);
     });
     const getFlow = db.transaction((queue: string) => flow.get(queue));
-    const hold = db.transaction((queue: string, forMs: number) => flow.hold(queue, this.nowMs() + forMs));
+    const hold = db.transaction((queue: string, forMs: number, keyOfJob: string | undefined) => {
+      if (keyOfJob === undefined) flow.hold(queue, this.nowMs() + forMs);
+      else flow.holdKeyOf(queue, keyOfJob, this.nowMs() + forMs);
+    });
 
     return { enqueue, claim, heartbeat, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once, setLimits, getFlow, hold };
   }

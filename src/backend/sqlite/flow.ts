@@ -132,7 +132,7 @@ export class SqliteFlow {
     const heads: Array<LaneHead<FlowCandidate>> = [
       { lane: "", jobs: this.s.unkeyedHead.all(queue, now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
     ];
-    const limiterWindow = new Map<string, { n: number; oldest: number | null }>();
+    const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
     let grouped = false;
     for (const lane of lanes) {
       const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
@@ -144,7 +144,8 @@ export class SqliteFlow {
         if (flow.limiter !== null && !limiterWindow.has(flow.limiter.key)) {
           const bucket = limiterBucket(queue, flow.limiter.key);
           this.s.dropOldStarts.run(bucket, now - flow.limiter.durationMs);
-          limiterWindow.set(flow.limiter.key, this.s.window.get(bucket)!);
+          // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
+          limiterWindow.set(flow.limiter.key, { ...this.s.window.get(bucket)!, heldUntil: this.s.row.get(bucket)?.held_until ?? null });
         }
         return { ref: c, name: c.name, flow };
       });
@@ -195,6 +196,14 @@ export class SqliteFlow {
 
   hold(queue: string, until: number): void {
     this.s.hold.run(queue, until);
+  }
+
+  /** Holds the limiter key of job `id` (of `queue`) until `until`; false when it has none. */
+  holdKeyOf(queue: string, id: string, until: number): boolean {
+    const key = this.s.limiterKeyOf.get(id, queue);
+    if (key == null) return false;
+    this.s.hold.run(limiterBucket(queue, key), until);
+    return true;
   }
 
   get(queue: string): QueueFlow | null {
@@ -256,6 +265,7 @@ function prepare(db: Database.Database, prefix: string) {
     groupRunning: db.prepare<[string], { group_key: string; n: number }>(
       `SELECT group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' AND group_key IS NOT NULL GROUP BY group_key`,
     ),
+    limiterKeyOf: db.prepare<[string, string], string | null>(`SELECT limiter_key FROM ${jobs} WHERE id = ? AND queue = ?`).pluck(),
     setCursor: db.prepare<[string, string]>(`UPDATE ${flow} SET lane_cursor = ? WHERE queue = ?`),
     setJobFlow: db.prepare<[string, string | null, number | null, string | null, number | null, number | null, string]>(
       `UPDATE ${jobs} SET lane = ?, group_key = ?, group_concurrency = ?, limiter_key = ?, limiter_max = ?, limiter_duration_ms = ?

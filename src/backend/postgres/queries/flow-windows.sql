@@ -8,6 +8,8 @@ dropped AS (
   DELETE FROM {{schema}}.flow_starts AS s USING b
   WHERE s.queue = b.bucket AND s.at <= $3::bigint - b.window_ms
 )
-SELECT b.bucket, count(s.at)::int AS n, min(s.at) AS oldest
+-- A held key (RetryLater with pause "key") has a flow_queues row of its own, named by its bucket.
+SELECT b.bucket, count(s.at)::int AS n, min(s.at) AS oldest,
+       (SELECT f.held_until FROM {{schema}}.flow_queues AS f WHERE f.queue = b.bucket) AS held_until
 FROM b LEFT JOIN {{schema}}.flow_starts AS s ON s.queue = b.bucket AND s.at > $3::bigint - b.window_ms
 GROUP BY b.bucket
