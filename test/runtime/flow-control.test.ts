@@ -80,6 +80,7 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
   const limiter = (key: string) => ({ key, max: 100, durationMs: 1_000 });
   await queue.add("call", { first: true }, { jobId: "x-first", limiter: limiter("x"), attempts: 2 });
   let failed = false;
+  let thrownAt = 0;
   worker = new Worker({
     backend: store,
     queues: "q",
@@ -90,6 +91,8 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
       call: (job) => {
         if ((job.data as { first?: boolean }).first && !failed) {
           failed = true;
+          // Before the hold is stored (store clock = this process's clock on SQLite).
+          thrownAt = Date.now();
           throw new RetryLater(1_500, { pause: "key" });
         }
         return null;
@@ -97,7 +100,7 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
     },
   });
   await waitFor(async () => (await queue.getJob("x-first"))!.history.length === 1);
-  const failedAt = (await queue.getJob("x-first"))!.history[0]!.finishedAt;
+  const failedAt = thrownAt;
   await queue.add("call", {}, { jobId: "x-second", limiter: limiter("x") });
   await queue.add("call", {}, { jobId: "y", limiter: limiter("y") });
   await waitFor(async () => (await queue.stats()).counts.completed === 3, { timeoutMs: 20_000 });
