@@ -74,8 +74,7 @@ export class SqliteFlow {
     let startsInWindow = 0;
     let oldestStart: number | null = null;
     if (limits.rate !== null) {
-      this.s.dropOldStarts.run(row.queue, now - limits.rate.durationMs);
-      const window = this.s.window.get(row.queue)!;
+      const window = this.windowOf(row.queue, limits.rate.durationMs, now);
       startsInWindow = window.n;
       oldestStart = window.oldest;
     }
@@ -143,9 +142,8 @@ export class SqliteFlow {
         if (flow.group !== null) grouped = true;
         if (flow.limiter !== null && !limiterWindow.has(flow.limiter.key)) {
           const bucket = limiterBucket(queue, flow.limiter.key);
-          this.s.dropOldStarts.run(bucket, now - flow.limiter.durationMs);
           // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
-          limiterWindow.set(flow.limiter.key, { ...this.s.window.get(bucket)!, heldUntil: this.s.row.get(bucket)?.held_until ?? null });
+          limiterWindow.set(flow.limiter.key, { ...this.windowOf(bucket, flow.limiter.durationMs, now), heldUntil: this.s.row.get(bucket)?.held_until ?? null });
         }
         return { ref: c, name: c.name, flow };
       });
@@ -178,19 +176,39 @@ export class SqliteFlow {
    * `flows`, and of every claimed job's limiter key.
    */
   recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
+    const added = new Map<string, number>();
+    const add = (bucket: string) => {
+      this.s.addStart.run(bucket, now);
+      added.set(bucket, (added.get(bucket) ?? 0) + 1);
+    };
     for (const job of claimed) {
       const flow = flows.get(job.queue);
-      if (flow?.rate_max != null) this.s.addStart.run(job.queue, now);
+      if (flow?.rate_max != null) add(job.queue);
       const key = (job as { limiter_key?: string | null }).limiter_key;
-      if (flow?.lanes === 1 && typeof key === "string") this.s.addStart.run(limiterBucket(job.queue, key), now);
+      if (flow?.lanes === 1 && typeof key === "string") add(limiterBucket(job.queue, key));
     }
+    for (const [bucket, n] of added) this.s.countUp.run(bucket, n);
+  }
+
+  /**
+   * Forgets the starts that left a window and reads how many are still in it (kept in
+   * flow_counts, so the cost is the starts that expired, not the window's size) and the oldest.
+   */
+  private windowOf(bucket: string, durationMs: number, now: number): { n: number; oldest: number | null } {
+    const dropped = this.s.dropOldStarts.run(bucket, now - durationMs).changes;
+    if (dropped > 0) this.s.countUp.run(bucket, -dropped);
+    const n = this.s.count.get(bucket) ?? 0;
+    return { n, oldest: n === 0 ? null : (this.s.oldest.get(bucket) ?? null) };
   }
 
   setLimits(queue: string, limits: StoredQueueLimits): void {
     const rate = limits.rate;
     this.s.upsertLimits.run(queue, rate?.max ?? null, rate?.durationMs ?? null, limits.maxRunning, JSON.stringify(limits.maxRunningPerName));
     // A rate window outlives no rate limit; a new limit starts with the starts still in it.
-    if (rate === null) this.s.clearStarts.run(queue);
+    if (rate === null) {
+      this.s.clearStarts.run(queue);
+      this.s.clearCount.run(queue);
+    }
     if (isUnlimited(limits)) this.s.dropIfIdle.run(queue);
   }
 
@@ -221,9 +239,13 @@ function prepare(db: Database.Database, prefix: string) {
     row: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue = ?`),
     /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=? AND at<?) */
     dropOldStarts: db.prepare<[string, number]>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ?`),
-    window: db.prepare<[string], { n: number; oldest: number | null }>(
-      `SELECT count(*) AS n, min(at) AS oldest FROM ${starts} WHERE queue = ?`,
+    /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=?): the first entry */
+    oldest: db.prepare<[string], number>(`SELECT at FROM ${starts} WHERE queue = ? ORDER BY at LIMIT 1`).pluck(),
+    count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
+    countUp: db.prepare<[string, number]>(
+      `INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`,
     ),
+    clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
     addStart: db.prepare<[string, number]>(`INSERT INTO ${starts} (queue, at) VALUES (?, ?)`),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
     /* Plan: SEARCH jobs USING COVERING INDEX jobs_running (queue=?) */

@@ -28,6 +28,13 @@ CREATE TABLE {{schema}}.flow_starts (
   at    bigint NOT NULL
 );
 CREATE INDEX flow_starts_window ON {{schema}}.flow_starts (queue, at);
+-- How many rows flow_starts holds per window (its `queue` column: a queue, or a limiter key's
+-- bucket), kept in step by every claim under the queue's flow row lock, so a claim reads the
+-- count instead of counting a window of thousands of starts.
+CREATE TABLE {{schema}}.flow_counts (
+  bucket text    COLLATE "C" PRIMARY KEY,
+  n      integer NOT NULL
+);
 -- Running counts come from jobs_active (0001): no new index on jobs, so claims and settles of
 -- queues without limits cost what they did.
 

@@ -21,5 +21,8 @@ dropped AS (
 window_dropped AS (
   -- A rate window outlives no rate limit.
   DELETE FROM {{schema}}.flow_starts WHERE queue = $1 AND $2::int IS NULL
+),
+count_dropped AS (
+  DELETE FROM {{schema}}.flow_counts WHERE bucket = $1 AND $2::int IS NULL
 )
 SELECT pg_notify({{channel}}, $1) AS woken

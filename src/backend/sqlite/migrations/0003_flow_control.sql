@@ -24,6 +24,13 @@ CREATE TABLE {{prefix}}flow_starts (
   at    INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX {{prefix}}flow_starts_window ON {{prefix}}flow_starts (queue, at);
+-- How many rows flow_starts holds per window (its `queue` column: a queue, or a limiter key's
+-- bucket), kept in step by every claim, so a claim reads the count instead of counting a window
+-- of thousands of starts.
+CREATE TABLE {{prefix}}flow_counts (
+  bucket TEXT    PRIMARY KEY,
+  n      INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
 
 -- Running counts per queue and name, read from the index alone; only active rows are in it.
 CREATE INDEX {{prefix}}jobs_running ON {{prefix}}jobs (queue, name) WHERE state = 'active';
