@@ -49,7 +49,7 @@ interface LaneHeadRow {
 }
 
 /** Lanes looked at per claim beyond the claim's size (some may be at their limits). */
-const EXTRA_LANES = 16;
+const EXTRA_LANES = 2;
 
 export function limitsOf(row: PgFlowRow): StoredQueueLimits {
   return {

@@ -908,6 +908,8 @@ export class SqliteBackend implements Backend {
       // Specs built from one set of defaults share their backoff object: serialise it once.
       let lastBackoff: BackoffSpec | null = null;
       let lastBackoffText = "";
+      // Queues whose claims take turns across lanes (flow control): their unkeyed jobs get lane "".
+      const laned = flow.lanedAmong(specs.map((spec) => spec.queue));
       for (let i = 0; i < specs.length; i++) {
         const spec = specs[i]!;
         if (spec.backoff !== lastBackoff) {
@@ -932,7 +934,12 @@ export class SqliteBackend implements Backend {
           spec.retainDeadMs,
         );
         results[i] = { id: spec.id, duplicate: changes === 0 };
-        if (spec.flow !== undefined && changes !== 0) flow.setJobFlow(spec.id, spec.queue, spec.flow);
+        if (changes !== 0 && spec.flow !== undefined) {
+          flow.setJobFlow(spec.id, spec.queue, spec.flow);
+          laned.add(spec.queue);
+        } else if (changes !== 0 && laned.has(spec.queue)) {
+          flow.setUnkeyedLane(spec.id);
+        }
         seenQueues.add(spec.queue);
         if (changes !== 0) woken.add(spec.queue);
       }

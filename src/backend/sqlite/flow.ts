@@ -32,10 +32,8 @@ interface LaneRow extends FlowCandidate {
   limiter_duration_ms: number | null;
 }
 
-/** Unkeyed jobs of a laned queue are looked for among this many jobs at the queue's head. */
-const UNKEYED_SCAN = 256;
 /** Lanes looked at per claim beyond the claim's size (some may be at their limits). */
-const EXTRA_LANES = 16;
+const EXTRA_LANES = 2;
 
 /** The claim-order columns the claim candidates carry. */
 export interface FlowCandidate {
@@ -129,7 +127,8 @@ export class SqliteFlow {
     }
     const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length) + 2;
     const heads: Array<LaneHead<FlowCandidate>> = [
-      { lane: "", jobs: this.s.unkeyedHead.all(queue, now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
+      // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
+      { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
     ];
     const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
     let grouped = false;
@@ -168,7 +167,27 @@ export class SqliteFlow {
       flow.limiter?.durationMs ?? null,
       id,
     );
-    this.s.markLaned.run(queue);
+    this.markLaned(queue);
+  }
+
+  /** Queues among `queues` whose claims take turns across lanes. */
+  lanedAmong(queues: readonly string[]): Set<string> {
+    const distinct = new Set(queues);
+    return new Set(this.s.lanedAmong.all(JSON.stringify([...distinct])));
+  }
+
+  /** An unkeyed job enqueued to a laned queue waits in lane "": the lane path finds it by index. */
+  setUnkeyedLane(id: string): void {
+    this.s.setUnkeyedLane.run(id);
+  }
+
+  /**
+   * Turns a queue's lane path on; the first time, its unkeyed waiting jobs move to lane "", where
+   * lane claims look for them (one pass over the queue's backlog, once).
+   */
+  private markLaned(queue: string): void {
+    if (this.s.markLaned.run(queue).changes === 0) return;
+    this.s.backfillUnkeyed.run(queue);
   }
 
   /**
@@ -272,16 +291,12 @@ function prepare(db: Database.Database, prefix: string) {
        ORDER BY priority, run_at, seq
        LIMIT ?`,
     ),
-    // Bounded: behind a deep backlog of keyed jobs an unkeyed one waits its turn in claim order.
-    unkeyedHead: db.prepare<[string, number, string, number], FlowCandidate & { name: string }>(
-      `SELECT seq, priority, run_at, name FROM (
-         SELECT seq, priority, run_at, name, lane FROM ${jobs}
-         WHERE queue = ? AND state IN ('waiting', 'scheduled') AND run_at <= ?
-           AND name IN (SELECT value FROM json_each(?))
-         ORDER BY priority, run_at, seq
-         LIMIT ${UNKEYED_SCAN})
-       WHERE lane IS NULL
-       LIMIT ?`,
+    lanedAmong: db.prepare<[string], string>(
+      `SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`,
+    ).pluck(),
+    setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
+    backfillUnkeyed: db.prepare<[string]>(
+      `UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state IN ('waiting', 'scheduled')`,
     ),
     /* Plan: SEARCH jobs USING COVERING INDEX jobs_group_running (queue=?) */
     groupRunning: db.prepare<[string], { group_key: string; n: number }>(
@@ -293,8 +308,9 @@ function prepare(db: Database.Database, prefix: string) {
       `UPDATE ${jobs} SET lane = ?, group_key = ?, group_concurrency = ?, limiter_key = ?, limiter_max = ?, limiter_duration_ms = ?
        WHERE id = ?`,
     ),
+    // Changes a row only when the queue was not laned yet (the caller then backfills).
     markLaned: db.prepare<[string]>(
-      `INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1`,
+      `INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1 WHERE lanes = 0`,
     ),
     hold: db.prepare<[string, number]>(
       `INSERT INTO ${flow} (queue, held_until) VALUES (?, ?)
