@@ -213,10 +213,18 @@ export interface LaneHead<K> {
   jobs: readonly LaneJob<K>[];
 }
 
+/** A limiter key's window: starts in it, the oldest, and a hold (RetryLater with pause "key"). */
+export interface LimiterWindow {
+  n: number;
+  oldest: number | null;
+  heldUntil?: number | null;
+}
+
 /** Counts the lane pick limits by: active jobs per group key, starts in each limiter key's window. */
 export interface LaneCounts {
   groupActive: ReadonlyMap<string, number>;
-  limiterWindow: ReadonlyMap<string, { n: number; oldest: number | null; heldUntil?: number | null }>;
+  /** Read only for the keys the pick reaches: a store may count a window when first asked. */
+  limiterWindow: Pick<ReadonlyMap<string, LimiterWindow>, "get">;
 }
 
 export interface LanePick<K> {

@@ -5,7 +5,7 @@
  */
 import type Database from "better-sqlite3";
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, isUnlimited, pickAcrossLanes, type LaneHead, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { claimBudget, isUnlimited, pickAcrossLanes, type LaneHead, type LimiterWindow, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import type { JobFlow } from "../../core/job.js";
 import { laneOf, limiterBucket } from "../../core/job-flow.js";
 
@@ -130,7 +130,22 @@ export class SqliteFlow {
       // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
       { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
     ];
-    const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
+    // Limiter windows are counted when the pick first reaches a job of the key, not for every head.
+    const limiterMs = new Map<string, number>();
+    const windows = new Map<string, LimiterWindow>();
+    const limiterWindow = {
+      get: (key: string): LimiterWindow | undefined => {
+        let window = windows.get(key);
+        const durationMs = limiterMs.get(key);
+        if (window === undefined && durationMs !== undefined) {
+          const bucket = limiterBucket(queue, key);
+          // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
+          window = { ...this.windowOf(bucket, durationMs, now), heldUntil: this.s.row.get(bucket)?.held_until ?? null };
+          windows.set(key, window);
+        }
+        return window;
+      },
+    };
     let grouped = false;
     for (const lane of lanes) {
       const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
@@ -139,11 +154,7 @@ export class SqliteFlow {
           limiter: c.limiter_key === null ? null : { key: c.limiter_key, max: c.limiter_max!, durationMs: c.limiter_duration_ms! },
         };
         if (flow.group !== null) grouped = true;
-        if (flow.limiter !== null && !limiterWindow.has(flow.limiter.key)) {
-          const bucket = limiterBucket(queue, flow.limiter.key);
-          // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
-          limiterWindow.set(flow.limiter.key, { ...this.windowOf(bucket, flow.limiter.durationMs, now), heldUntil: this.s.row.get(bucket)?.held_until ?? null });
-        }
+        if (flow.limiter !== null) limiterMs.set(flow.limiter.key, flow.limiter.durationMs);
         return { ref: c, name: c.name, flow };
       });
       heads.push({ lane, jobs });
