@@ -278,7 +278,7 @@ function prepare(db: Database.Database, prefix: string) {
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
     addStart: db.prepare<[string, number]>(`INSERT INTO ${starts} (queue, at) VALUES (?, ?)`),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
-    /* Plan: SEARCH jobs USING COVERING INDEX jobs_running (queue=?) */
+    /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
     running: db.prepare<[string], { name: string; n: number }>(
       `SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`,
     ),
@@ -289,7 +289,7 @@ function prepare(db: Database.Database, prefix: string) {
     ),
     // No limits, no hold, no keyed jobs: the row goes, and the queue's claims take the plain path again.
     dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL AND lanes = 0`),
-    /* Plan: SEARCH jobs USING COVERING INDEX jobs_lanes (queue=? AND lane>?) */
+    /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane>?) */
     nextLane: db.prepare<[string, string], string>(
       `SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`,
     ).pluck(),

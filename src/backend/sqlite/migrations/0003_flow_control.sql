@@ -32,8 +32,8 @@ CREATE TABLE {{prefix}}flow_counts (
   n      INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 
--- Running counts per queue and name, read from the index alone; only active rows are in it.
-CREATE INDEX {{prefix}}jobs_running ON {{prefix}}jobs (queue, name) WHERE state = 'active';
+-- Running counts read the active rows through jobs_lease (0001), a set bounded by the fleet's
+-- concurrency: no new index every claim and settle of every queue would have to maintain.
 
 -- Groups and limiter keys (job options `group`, `limiter`), kept with the job. `lane` is the
 -- group (or, without one, the limiter key) the job waits in; claims take turns across lanes.
