@@ -130,6 +130,28 @@ export interface FlowSnapshot {
   oldestStart: number | null;
 }
 
+/** Whether `claimBudget` needs the queue's running counts (a store can skip reading them). */
+export function needsRunningCounts(limits: StoredQueueLimits): boolean {
+  return limits.maxRunning !== null || Object.keys(limits.maxRunningPerName).length > 0;
+}
+
+/** A FlowSnapshot from a store's answers: its rate window (null without a rate) and running counts per name. */
+export function flowSnapshot(
+  now: number,
+  limits: StoredQueueLimits,
+  heldUntil: number | null,
+  window: { n: number; oldest: number | null } | null,
+  running: Iterable<{ name: string; n: number }>,
+): FlowSnapshot {
+  let active = 0;
+  const activeByName = new Map<string, number>();
+  for (const { name, n } of running) {
+    active += n;
+    activeByName.set(name, n);
+  }
+  return { now, limits, heldUntil, active, activeByName, startsInWindow: window?.n ?? 0, oldestStart: window?.oldest ?? null };
+}
+
 /** How many may start now, which names at most how many, and when to look again when none may. */
 export interface ClaimBudget {
   /** Jobs this claim may start, 0..limit. */

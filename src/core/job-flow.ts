@@ -66,3 +66,30 @@ export function limiterBucket(queue: string, key: string): string {
   // Queue names cannot hold a newline (checkName), so no key can collide with a queue.
   return `${queue}\nk:${key}`;
 }
+
+/** A job's flow as the SQL stores keep it: one column per field, NULL when absent. */
+export interface JobFlowColumns {
+  group_key: string | null;
+  group_concurrency: number | null;
+  limiter_key: string | null;
+  limiter_max: number | null;
+  limiter_duration_ms: number | null;
+}
+
+/** The JobFlow of a row's flow columns (every column of a part is set together, by setJobFlow / flow-enqueue.sql). */
+export function jobFlowFromColumns(row: JobFlowColumns): JobFlow {
+  return {
+    group: row.group_key === null ? null : { key: row.group_key, concurrency: row.group_concurrency! },
+    limiter: row.limiter_key === null ? null : { key: row.limiter_key, max: row.limiter_max!, durationMs: row.limiter_duration_ms! },
+  };
+}
+
+/** Lanes one claim of `total` jobs visits: a few more than it can take, since some may be at their limits. */
+export function lanesToVisit(total: number): number {
+  return total + 2;
+}
+
+/** Head jobs read per lane: all `total` when few lanes share the claim, else an even share and some. */
+export function headsPerLane(total: number, lanes: number): number {
+  return lanes <= 4 ? total : Math.ceil(total / lanes) + 2;
+}

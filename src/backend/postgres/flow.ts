@@ -7,9 +7,9 @@
  * (flow-record.sql). Queues without limits never come here: claim.sql alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, pickAcrossLanes, type LaneHead, type LaneJob, type StoredQueueLimits } from "../../core/flow.js";
-import type { JobFlow, JobSpec } from "../../core/job.js";
-import { laneOf, limiterBucket } from "../../core/job-flow.js";
+import { claimBudget, flowSnapshot, needsRunningCounts, pickAcrossLanes, type LaneHead, type LaneJob, type StoredQueueLimits } from "../../core/flow.js";
+import type { JobSpec } from "../../core/job.js";
+import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
 import { integerArray, textArray } from "./arrays.js";
 
 /** The statements this module runs. */
@@ -34,22 +34,14 @@ export interface PgFlowRow {
 }
 
 /** A row of flow-lane-heads.sql. */
-interface LaneHeadRow {
+interface LaneHeadRow extends JobFlowColumns {
   lane: string;
   id: string;
   name: string;
   priority: number;
   run_at: number;
   seq: number;
-  group_key: string | null;
-  group_concurrency: number | null;
-  limiter_key: string | null;
-  limiter_max: number | null;
-  limiter_duration_ms: number | null;
 }
-
-/** Lanes looked at per claim beyond the claim's size (some may be at their limits). */
-const EXTRA_LANES = 2;
 
 export function limitsOf(row: PgFlowRow): StoredQueueLimits {
   return {
@@ -93,26 +85,9 @@ export async function claimUnderLimits<Row extends object>(
       continue;
     }
     const limits = limitsOf(row);
-    let startsInWindow = 0;
-    let oldestStart: number | null = null;
-    if (limits.rate !== null) {
-      const [window] = await run<{ n: number; oldest: number | null }>("flow-window", [queue, now, limits.rate.durationMs]);
-      startsInWindow = window!.n;
-      oldestStart = window!.oldest;
-    }
-    let active = 0;
-    const activeByName = new Map<string, number>();
-    if (limits.maxRunning !== null || Object.keys(limits.maxRunningPerName).length > 0) {
-      for (const { name, n } of await run<{ name: string; n: number }>("flow-running", [queue])) {
-        active += n;
-        activeByName.set(name, n);
-      }
-    }
-    const budget = claimBudget(
-      { now, limits, heldUntil: row.held_until, active, activeByName, startsInWindow, oldestStart },
-      remaining,
-      request.names,
-    );
+    const window = limits.rate === null ? null : (await run<{ n: number; oldest: number | null }>("flow-window", [queue, now, limits.rate.durationMs]))[0]!;
+    const running = needsRunningCounts(limits) ? await run<{ name: string; n: number }>("flow-running", [queue]) : [];
+    const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), remaining, request.names);
     if (budget.total === 0) {
       throttles.push({ queue, retryInMs: budget.retryInMs });
       continue;
@@ -162,7 +137,7 @@ async function claimLanes<Row extends object>(
   leaseMs: number,
 ): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null }> {
   const names = request.names.filter((name) => (perName.get(name) ?? 1) > 0);
-  const maxLanes = total + EXTRA_LANES;
+  const maxLanes = lanesToVisit(total);
   const lanes = (await run<{ lane: string }>("flow-lanes", [queue, cursor ?? "", maxLanes])).map((r) => r.lane);
   if (cursor !== null && lanes.length < maxLanes) {
     for (const { lane } of await run<{ lane: string }>("flow-lanes", [queue, "", maxLanes - lanes.length])) {
@@ -170,20 +145,14 @@ async function claimLanes<Row extends object>(
       lanes.push(lane);
     }
   }
-  const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length) + 2;
+  const perLane = headsPerLane(total, lanes.length);
   const found = await run<LaneHeadRow>("flow-lane-heads", [queue, textArray(lanes), now, textArray(names), perLane, total]);
   const byLane = new Map<string, LaneJob<string>[]>([["", []], ...lanes.map((lane): [string, LaneJob<string>[]] => [lane, []])]);
   const limiterWindows = new Map<string, number>();
   let grouped = false;
   found.sort((a, b) => a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq);
   for (const r of found) {
-    const flow: JobFlow | null =
-      r.lane === ""
-        ? null
-        : {
-            group: r.group_key === null ? null : { key: r.group_key, concurrency: r.group_concurrency! },
-            limiter: r.limiter_key === null ? null : { key: r.limiter_key, max: r.limiter_max!, durationMs: r.limiter_duration_ms! },
-          };
+    const flow = r.lane === "" ? null : jobFlowFromColumns(r);
     if (flow?.group) grouped = true;
     if (flow?.limiter) limiterWindows.set(flow.limiter.key, flow.limiter.durationMs);
     byLane.get(r.lane)?.push({ ref: r.id, name: r.name, flow });

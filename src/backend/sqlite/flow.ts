@@ -5,9 +5,9 @@
  */
 import type Database from "better-sqlite3";
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, isUnlimited, pickAcrossLanes, type LaneHead, type LimiterWindow, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { claimBudget, flowSnapshot, isUnlimited, needsRunningCounts, pickAcrossLanes, type LaneHead, type LimiterWindow, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import type { JobFlow } from "../../core/job.js";
-import { laneOf, limiterBucket } from "../../core/job-flow.js";
+import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
 
 /** One row of the flow_queues table. */
 export interface FlowRow {
@@ -23,17 +23,9 @@ export interface FlowRow {
 }
 
 /** A waiting keyed job at the head of its lane. */
-interface LaneRow extends FlowCandidate {
+interface LaneRow extends FlowCandidate, JobFlowColumns {
   name: string;
-  group_key: string | null;
-  group_concurrency: number | null;
-  limiter_key: string | null;
-  limiter_max: number | null;
-  limiter_duration_ms: number | null;
 }
-
-/** Lanes looked at per claim beyond the claim's size (some may be at their limits). */
-const EXTRA_LANES = 2;
 
 /** The claim-order columns the claim candidates carry. */
 export interface FlowCandidate {
@@ -69,26 +61,9 @@ export class SqliteFlow {
    */
   candidates(row: FlowRow, now: number, request: ClaimRequest, limit: number, throttles: ClaimThrottle[]): FlowCandidate[] {
     const limits = toLimits(row);
-    let startsInWindow = 0;
-    let oldestStart: number | null = null;
-    if (limits.rate !== null) {
-      const window = this.windowOf(row.queue, limits.rate.durationMs, now);
-      startsInWindow = window.n;
-      oldestStart = window.oldest;
-    }
-    let active = 0;
-    const activeByName = new Map<string, number>();
-    if (limits.maxRunning !== null || Object.keys(limits.maxRunningPerName).length > 0) {
-      for (const { name, n } of this.s.running.all(row.queue)) {
-        active += n;
-        activeByName.set(name, n);
-      }
-    }
-    const budget = claimBudget(
-      { now, limits, heldUntil: row.held_until, active, activeByName, startsInWindow, oldestStart },
-      limit,
-      request.names,
-    );
+    const window = limits.rate === null ? null : this.windowOf(row.queue, limits.rate.durationMs, now);
+    const running = needsRunningCounts(limits) ? this.s.running.all(row.queue) : [];
+    const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), limit, request.names);
     if (budget.total === 0) {
       throttles.push({ queue: row.queue, retryInMs: budget.retryInMs });
       return [];
@@ -119,13 +94,13 @@ export class SqliteFlow {
     const queue = row.queue;
     const names = JSON.stringify(request.names.filter((name) => (perName.get(name) ?? 1) > 0));
     const cursor = row.lane_cursor ?? "";
-    const maxLanes = total + EXTRA_LANES;
+    const maxLanes = lanesToVisit(total);
     const lanes: string[] = [];
     for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
     if (cursor !== "") {
       for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
     }
-    const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length) + 2;
+    const perLane = headsPerLane(total, lanes.length);
     const heads: Array<LaneHead<FlowCandidate>> = [
       // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
       { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
@@ -149,10 +124,7 @@ export class SqliteFlow {
     let grouped = false;
     for (const lane of lanes) {
       const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
-        const flow: JobFlow = {
-          group: c.group_key === null ? null : { key: c.group_key, concurrency: c.group_concurrency! },
-          limiter: c.limiter_key === null ? null : { key: c.limiter_key, max: c.limiter_max!, durationMs: c.limiter_duration_ms! },
-        };
+        const flow = jobFlowFromColumns(c);
         if (flow.group !== null) grouped = true;
         if (flow.limiter !== null) limiterMs.set(flow.limiter.key, flow.limiter.durationMs);
         return { ref: c, name: c.name, flow };
