@@ -5,7 +5,7 @@
  * own records (start times), the query count from a wrapper around the backend.
  */
 import { afterEach, expect, it } from "vitest";
-import { Queue, RetryLater, silentLogger, Worker, type Backend } from "../../src/index.js";
+import { Queue, RetryLater, silentLogger, Worker, type Backend, type Handlers } from "../../src/index.js";
 import { SqliteBackend } from "../../src/backend/sqlite/backend.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -17,6 +17,11 @@ afterEach(async () => {
   worker = null;
   store = null;
 });
+
+/** A worker on queue "q" running one job at a time, polling every 5 ms. */
+function oneAtATime(backend: Backend, handlers: Handlers): Worker {
+  return new Worker({ backend, queues: "q", concurrency: 1, pollIntervalMs: 5, logger: silentLogger, handlers });
+}
 
 /** The backend with every claim counted. */
 function counted(backend: Backend): { backend: Backend; claims: () => number } {
@@ -49,19 +54,12 @@ it("RetryLater with pause 'queue' holds the queue in the store: no job starts on
   const queue = new Queue("q", { backend: store });
   await queue.add("limited", {}, { jobId: "first", attempts: 2 });
   let calls = 0;
-  worker = new Worker({
-    backend: store,
-    queues: "q",
-    concurrency: 1,
-    pollIntervalMs: 5,
-    logger: silentLogger,
-    handlers: {
-      limited: () => {
-        if (calls++ === 0) throw new RetryLater(400, { pause: "queue" });
-        return null;
-      },
-      other: () => null,
+  worker = oneAtATime(store, {
+    limited: () => {
+      if (calls++ === 0) throw new RetryLater(400, { pause: "queue" });
+      return null;
     },
+    other: () => null,
   });
   await waitFor(async () => (await queue.getLimits())?.heldUntil != null);
   const heldUntil = (await queue.getLimits())!.heldUntil!;
@@ -81,22 +79,15 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
   await queue.add("call", { first: true }, { jobId: "x-first", limiter: limiter("x"), attempts: 2 });
   let failed = false;
   let thrownAt = 0;
-  worker = new Worker({
-    backend: store,
-    queues: "q",
-    concurrency: 1,
-    pollIntervalMs: 5,
-    logger: silentLogger,
-    handlers: {
-      call: (job) => {
-        if ((job.data as { first?: boolean }).first && !failed) {
-          failed = true;
-          // Before the hold is stored (store clock = this process's clock on SQLite).
-          thrownAt = Date.now();
-          throw new RetryLater(1_500, { pause: "key" });
-        }
-        return null;
-      },
+  worker = oneAtATime(store, {
+    call: (job) => {
+      if ((job.data as { first?: boolean }).first && !failed) {
+        failed = true;
+        // Before the hold is stored (store clock = this process's clock on SQLite).
+        thrownAt = Date.now();
+        throw new RetryLater(1_500, { pause: "key" });
+      }
+      return null;
     },
   });
   await waitFor(async () => (await queue.getJob("x-first"))!.history.length === 1);
