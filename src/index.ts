@@ -51,3 +51,4 @@ export type * from "./backend/contract.js";
 export { JOB_LOG_MAX_LINES, JOB_LOG_MAX_LINE_LENGTH, type JobLogLine } from "./core/job-log.js";
 export { QUEUE_EVENT_TYPES, type QueueEvent, type QueueEventType, type QueueEventFilter, type EventPrunePolicy } from "./core/queue-events.js";
 export { followEvents, type FollowEventsOptions } from "./producer/events.js";
+export { normalizeQueueLimits, type QueueLimits, type RateLimit, type QueueFlow, type StoredQueueLimits } from "./core/flow.js";

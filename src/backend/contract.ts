@@ -26,6 +26,7 @@ import type {
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
 import type { JobLogLine } from "../core/job-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../core/queue-events.js";
+import type { QueueFlow, StoredQueueLimits } from "../core/flow.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -86,6 +87,11 @@ export interface StoreFeatures {
    * refuses a spec with `dedup` (`UnsupportedByStoreError`).
    */
   dedupWindows: boolean;
+  /**
+   * Queue flow limits and holds (`setQueueLimits`, `getQueueFlow`, `holdQueue`; docs/flow-control.md)
+   * are enforced by the store on every claim. Without it those calls throw `UnsupportedByStoreError`.
+   */
+  queueLimits: boolean;
 }
 
 /** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
@@ -98,6 +104,7 @@ export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
   clockDriven: true,
   idempotencyKeys: true,
   dedupWindows: true,
+  queueLimits: true,
 });
 
 /** What a backend can do; callers branch on these, never on a backend's name. */
@@ -133,6 +140,12 @@ export interface Capabilities extends StoreFeatures {
    * Absent means false.
    */
   eventLog?: boolean;
+  /**
+   * Jobs may carry a `group` (fleet-wide concurrency per group, claims in turns across groups)
+   * and a `limiter` key (a rate per key); see docs/flow-control.md. Without it, enqueueing such a
+   * job is refused with InvalidInputError rather than run unlimited.
+   */
+  jobFlowKeys: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -205,6 +218,26 @@ export interface ClaimRequest {
   limit: number;
   /** Lease length in milliseconds from the store's now. */
   leaseMs: number;
+  /**
+   * Called, before the claim resolves, for each requested queue whose flow control (limits or a
+   * hold, see `setQueueLimits`) let none of its jobs start in this claim: `retryInMs` is when a
+   * rate slot opens or the hold ends, or null when the queue waits on running jobs to finish.
+   * Default: none.
+   */
+  onThrottle?: (throttle: ClaimThrottle) => void;
+}
+
+/** See `Backend.holdQueue`. */
+export interface HoldOptions {
+  /** Hold only the limiter key of this job (its id) instead of the whole queue. Default: the queue. */
+  keyOfJob?: string;
+}
+
+/** See `ClaimRequest.onThrottle`. */
+export interface ClaimThrottle {
+  queue: string;
+  /** Milliseconds until a start may be possible again, or null (waits on running jobs). */
+  retryInMs: number | null;
 }
 
 /** A claimed job: the record plus the lease every settle call must present. */
@@ -400,6 +433,21 @@ export interface Backend extends AsyncDisposable {
   remove(id: string, queue?: string): Promise<RemoveResult>;
   pause(queue: string): Promise<void>;
   resume(queue: string): Promise<void>;
+  /**
+   * Sets a queue's flow limits (already validated by `normalizeQueueLimits`), replacing the
+   * previous ones; every claim on every worker obeys them from the next claim on. Limits that
+   * limit nothing remove the queue's limits.
+   */
+  setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void>;
+  /** A queue's limits and hold, or null when it has neither. */
+  getQueueFlow(queue: string): Promise<QueueFlow | null>;
+  /**
+   * Lets no job of the queue start for `forMs` milliseconds from the store's now (a downstream
+   * 429: `RetryLater` with `pause: "queue"`). A longer hold already in place is kept. With
+   * `keyOfJob`, only the jobs sharing that job's limiter key are held (`pause: "key"`; a job
+   * without a limiter key holds nothing; needs `capabilities.jobFlowKeys`).
+   */
+  holdQueue(queue: string, forMs: number, options?: HoldOptions): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
 

@@ -1,5 +1,6 @@
 import type { Backend, QueueStats } from "../backend/contract.js";
 import type { JobRecord } from "../core/job.js";
+import type { QueueFlow } from "../core/flow.js";
 import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { duration, printJson, table } from "./format.js";
 
@@ -126,8 +127,19 @@ export async function run(argv: string[]): Promise<number> {
         windows.set(s.queue, windowFigures(jobs, now, windowMs, sampled));
       }
     }
+    const flows = new Map<string, QueueFlow>();
+    for (const s of stats) {
+      const flow = await backend.getQueueFlow(s.queue);
+      if (flow !== null) flows.set(s.queue, flow);
+    }
     if (values.json) {
-      printJson(stats.map((s): QueueStats & { window?: WindowFigures } => (windows.has(s.queue) ? { ...s, window: windows.get(s.queue)! } : s)));
+      printJson(
+        stats.map((s): QueueStats & { window?: WindowFigures; flow: QueueFlow | null } => ({
+          ...s,
+          ...(windows.has(s.queue) ? { window: windows.get(s.queue)! } : {}),
+          flow: flows.get(s.queue) ?? null,
+        })),
+      );
       return 0;
     }
     if (stats.length === 0) {
@@ -150,6 +162,22 @@ export async function run(argv: string[]): Promise<number> {
         ]),
       ),
     );
+    if (flows.size > 0) {
+      const now = await backend.now();
+      console.log("\nflow control (docs/flow-control.md):");
+      console.log(
+        table(
+          ["queue", "rate", "max running", "max running per name", "held for"],
+          [...flows].map(([queue, { limits, heldUntil }]) => [
+            queue,
+            limits.rate === null ? "-" : `${limits.rate.max} / ${duration(limits.rate.durationMs)}`,
+            limits.maxRunning ?? "-",
+            Object.entries(limits.maxRunningPerName).map(([name, cap]) => `${name}=${cap}`).join(", ") || "-",
+            heldUntil !== null && heldUntil > now ? duration(heldUntil - now) : "-",
+          ]),
+        ),
+      );
+    }
     if (windowMs > 0) {
       console.log(`\nlast ${duration(windowMs)} (finished jobs the store keeps):`);
       console.log(

@@ -19,16 +19,40 @@ export class UnrecoverableError extends ConveyorError {
 /**
  * Throw from a handler to retry after a delay you choose (a rate limit's Retry-After, say) instead
  * of the job's backoff. The attempt still counts, so a job cannot postpone itself forever.
+ *
+ * With `{ pause: "queue" }` the whole queue is held for the delay as well: no job of it starts on
+ * any worker until then (a 429 from downstream says the service is saturated, not this job). With
+ * `{ pause: "key" }` only the jobs sharing this job's limiter key are held (job option `limiter`;
+ * a job without one holds nothing). The hold lives in the store (`backend.holdQueue`); it ends on
+ * its own.
  */
 export class RetryLater extends ConveyorError {
   override name = "RetryLater";
+  /** What else waits out the delay: "queue" (the job's whole queue) or "key" (its limiter key). Default: only this job. */
+  readonly pause: "queue" | "key" | undefined;
   constructor(
-    /** Delay before the next attempt, in milliseconds. */
+    /** Delay before the next attempt (and of the hold, with `pause`), in milliseconds. */
     readonly delayMs: number,
-    message = `retry requested in ${delayMs} ms`,
+    messageOrOptions: string | RetryLaterOptions = `retry requested in ${delayMs} ms`,
   ) {
-    super(message);
+    const options = typeof messageOrOptions === "string" ? { message: messageOrOptions } : messageOrOptions;
+    super(options.message ?? `retry requested in ${delayMs} ms${options.pause ? ` (${options.pause} held)` : ""}`);
+    if (options.pause !== undefined && options.pause !== "queue" && options.pause !== "key") {
+      throw new InvalidInputError(`RetryLater option pause must be "queue", "key" or left out; got ${JSON.stringify(options.pause)}`);
+    }
+    this.pause = options.pause;
   }
+}
+
+/** The options form of RetryLater's second argument. */
+export interface RetryLaterOptions {
+  /**
+   * Hold, fleet-wide for the delay, the job's whole queue ("queue") or every job sharing its
+   * limiter key ("key"). Default: only this job waits.
+   */
+  pause?: "queue" | "key";
+  /** The error message stored with the attempt. Default "retry requested in <delayMs> ms". */
+  message?: string;
 }
 
 /** The handler ran longer than the job's `timeoutMs`. Counts as a failed attempt and is retried. */

@@ -74,6 +74,14 @@ export interface JobSpec {
   meta: string | null;
   /** The dedup window this job opens or joins (`options.dedup`), or absent for none. */
   dedup?: DedupWindow;
+  /** Group and limiter key (options `group`, `limiter`); absent for most jobs. */
+  flow?: JobFlow;
+}
+
+/** A job's own flow control (docs/flow-control.md). */
+export interface JobFlow {
+  group: { key: string; concurrency: number } | null;
+  limiter: { key: string; max: number; durationMs: number } | null;
 }
 
 /**

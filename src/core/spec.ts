@@ -3,6 +3,7 @@ import type { BackoffSpec, DedupMode, DedupWindow, JobSpec, RetentionMs } from "
 import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
+import { jobFlowOf } from "./job-flow.js";
 
 /** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
 export type RetentionOption = boolean | { ageMs: number };
@@ -35,6 +36,19 @@ export interface JobOptions {
    * asked for it. A plain JSON object; counts towards the payload size limit. Default none.
    */
   meta?: { [key: string]: Json };
+  /**
+   * Fair share and fleet-wide concurrency (docs/flow-control.md): at most `concurrency` jobs of
+   * the queue with this group `key` run at once, and claims take turns across the groups that
+   * have waiting jobs. Key: 1-255 characters without control characters; concurrency: integer
+   * >= 1. Default: no group. Needs `capabilities.jobFlowKeys` (SQLite, PostgreSQL).
+   */
+  group?: { key: string; concurrency: number };
+  /**
+   * Rate limit per key, fleet-wide: at most `max` jobs of the queue with this limiter `key` start
+   * in any window of `durationMs` ms (an API account, a tenant). Default: none. Needs
+   * `capabilities.jobFlowKeys`.
+   */
+  limiter?: { key: string; max: number; durationMs: number };
   /**
    * A dedup window, enforced by the store across processes: `{ key, ttlMs, mode }`. While a job
    * added with `key` (per queue) is inside its window of `ttlMs` ms (required, 1 ms to 10 years),
@@ -70,6 +84,7 @@ const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:\-/]{0,127}$/;
 const KNOWN_OPTIONS = new Set([
   "jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail", "meta",
   "dedup",
+  "group", "limiter",
 ]);
 const DEDUP_MODES: readonly DedupMode[] = ["drop", "replace", "extend"];
 const DEDUP_FIELDS = new Set(["key", "ttlMs", "mode"]);
@@ -310,5 +325,6 @@ export function buildJobSpec(input: {
     retainDeadMs: normalizeRetention("removeOnFail", o.removeOnFail, DEFAULT_RETAIN_DEAD_MS),
     meta,
     ...(o.dedup === undefined ? {} : { dedup: normalizeDedup(o.dedup)! }),
+    ...jobFlowOf(o),
   };
 }

@@ -9,6 +9,7 @@
 import type { QueueStats } from "../backend/contract.js";
 import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type ChildOutcome, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
+import type { QueueFlow, StoredQueueLimits } from "../core/flow.js";
 import { LATEST_RUN_AT } from "../core/spec.js";
 import type { JsonSchema } from "./schema.js";
 
@@ -156,6 +157,59 @@ export function toQueueView(stats: QueueStats): QueueView {
   return { name: stats.queue, paused: stats.paused, counts: stats.counts, oldestWaitingAgeMs: stats.oldestWaitingAgeMs };
 }
 
+/** A queue's flow control as the one-queue view shows it (docs/flow-control.md). */
+export interface QueueFlowView {
+  limits: StoredQueueLimits;
+  /** When a hold (RetryLater with pause) ends, RFC 3339; null when none was set. */
+  heldUntil: string | null;
+}
+
+export function toQueueFlowView(flow: QueueFlow | null): QueueFlowView | null {
+  return flow === null ? null : { limits: flow.limits, heldUntil: flow.heldUntil === null ? null : new Date(flow.heldUntil).toISOString() };
+}
+
+const positiveInteger: JsonSchema = { type: "integer", minimum: 1 };
+
+/** `queue.setLimits` input over HTTP (checked again, with field names, by normalizeQueueLimits). */
+export const queueLimitsSchema: JsonSchema = {
+  title: "QueueLimits",
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    rate: {
+      type: ["object", "null"],
+      additionalProperties: false,
+      required: ["max", "durationMs"],
+      properties: { max: positiveInteger, durationMs: positiveInteger },
+      description: "At most `max` jobs start in any window of `durationMs` ms, fleet-wide. Default none.",
+    },
+    maxRunning: { type: ["integer", "null"], minimum: 1, description: "Jobs of the queue active at once, fleet-wide. Default none." },
+    maxRunningPerName: {
+      type: ["object", "null"],
+      additionalProperties: positiveInteger,
+      description: "Job name -> jobs of that name active at once, fleet-wide. Default none.",
+    },
+  },
+};
+
+export const queueFlowViewSchema: JsonSchema = {
+  type: ["object", "null"],
+  description: "The queue's flow control (limits, hold), or null when it has none.",
+  required: ["limits", "heldUntil"],
+  properties: {
+    limits: {
+      type: "object",
+      required: ["rate", "maxRunning", "maxRunningPerName"],
+      properties: {
+        rate: { type: ["object", "null"], properties: { max: { type: "integer" }, durationMs: { type: "integer" } } },
+        maxRunning: { type: ["integer", "null"] },
+        maxRunningPerName: { type: "object", additionalProperties: { type: "integer" } },
+      },
+    },
+    heldUntil: { type: ["string", "null"], format: "date-time" },
+  },
+};
+
 // ---------------------------------------------------------------- schemas
 
 const anyJson: JsonSchema = { description: "Any JSON value." };
@@ -299,5 +353,6 @@ export const queueViewSchema: JsonSchema = {
       properties: Object.fromEntries(JOB_STATES.map((s) => [s, { type: "integer" } satisfies JsonSchema])),
     },
     oldestWaitingAgeMs: { type: ["integer", "null"], description: "How long the oldest due job has waited, ms; null when none waits." },
+    flow: { ...queueFlowViewSchema, description: "One-queue views only: the queue's flow control, or null when it has none." },
   },
 };

@@ -7,6 +7,7 @@ import type { JobTelemetry } from "../core/telemetry.js";
 import type { Json } from "../core/json.js";
 import type { QueueEvent } from "../core/queue-events.js";
 import { followEvents, type FollowEventsOptions } from "./events.js";
+import { normalizeQueueLimits, type QueueFlow, type QueueLimits } from "../core/flow.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
 
 export interface QueueOptions {
@@ -290,5 +291,27 @@ export class Queue {
 
   resume(): Promise<void> {
     return this.backend.resume(this.name);
+  }
+
+  /**
+   * Sets this queue's flow limits, enforced by the store on every claim of every worker (see
+   * docs/flow-control.md). The object replaces the previous limits; `{}` removes them.
+   *
+   * ```ts
+   * await exports.setLimits({ rate: { max: 100, durationMs: 60_000 }, maxRunning: 10, maxRunningPerName: { "export-report": 3 } });
+   * ```
+   */
+  async setLimits(limits: QueueLimits): Promise<void> {
+    await this.backend.setQueueLimits(this.name, normalizeQueueLimits(limits));
+  }
+
+  /** This queue's limits and hold as stored; `null` when it has neither. */
+  getLimits(): Promise<QueueFlow | null> {
+    return this.backend.getQueueFlow(this.name);
+  }
+
+  /** Lets no job of this queue start for `forMs` milliseconds, on any worker (what RetryLater with pause does). */
+  hold(forMs: number): Promise<void> {
+    return this.backend.holdQueue(this.name, forMs);
   }
 }

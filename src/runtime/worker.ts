@@ -8,6 +8,7 @@ import {
   InvalidInputError,
   JobTimeoutError,
   LeaseLostError,
+  RetryLater,
   ShutdownError,
   UnrecoverableError,
   type LeaseLossReason,
@@ -21,6 +22,8 @@ import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetryAfter } from "../core/retry.js";
 import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
+import { MAX_HOLD_MS } from "../core/flow.js";
+import { QueueThrottle } from "./throttle.js";
 import { Maintenance } from "../maintenance/maintenance.js";
 import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
@@ -214,6 +217,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private claimAgain = false;
   private fillScheduled = false;
   private pollTimer: NodeJS.Timeout | null = null;
+  /** Queues whose flow control lets nothing start before a known time (see QueueThrottle). */
+  private readonly throttle = new QueueThrottle();
+  private throttleTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private heartbeating = false;
   private unsubscribe: (() => void) | null = null;
@@ -379,6 +385,18 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }, delay);
   }
 
+  /** Claims again when the first throttled queue's next slot opens. */
+  private armThrottleTimer(): void {
+    const inMs = this.throttle.nextOpenInMs();
+    if (this.throttleTimer) clearTimeout(this.throttleTimer);
+    this.throttleTimer = null;
+    if (inMs === null || this.stopping) return;
+    this.throttleTimer = setTimeout(() => {
+      this.throttleTimer = null;
+      this.scheduleFill();
+    }, Math.ceil(inMs));
+  }
+
   private fill(): Promise<void> {
     if (this.claiming) {
       this.claimAgain = true;
@@ -403,12 +421,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         if (this.buffer.length > 0 && room < Math.ceil(this.prefetch / 2)) break;
         // The store starts the lease before it answers: count our deadline from the request.
         const requestSentAt = performance.now();
+        // Rate-limited or held queues are left out until their next slot opens (flow control).
+        const queues = this.throttle.open(this.queues);
+        if (queues.length === 0) break;
         const claimed = await this.backend.claim({
-          queues: this.queues,
+          queues,
           names: this.jobNames,
           worker: this.identity,
           limit: room,
           leaseMs: this.leaseMs,
+          onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs),
         });
         if (this.stopping) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted.
@@ -426,6 +448,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       // The store is unreachable: polling will try again; no tight loop.
     } finally {
       this.claiming = false;
+      this.armThrottleTimer();
     }
   }
 
@@ -643,6 +666,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const decision = decideRetryAfter(error, { attempt: job.attempt, maxAttempts: job.maxAttempts, backoff: job.backoff, backoffFn: r.handler?.backoff, random: this.random });
     const unrecoverable = decision.unrecoverable;
     const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
+    if (error instanceof RetryLater && error.pause !== undefined) await this.holdQueue(job, error.pause, error.delayMs);
     const outcome = await this.settle(r, () => this.settler.fail({ lease: r.claimed.lease, error: errorInfo(error), retryDelayMs }));
     if (outcome === "applied") {
       this.emit("job:failed", { job, error, durationMs, retryDelayMs });
@@ -655,6 +679,27 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       this.emit("job:settle-refused", { job, operation: "fail" });
     }
     this.finished(r);
+  }
+
+  /**
+   * RetryLater with pause: no job of the queue (or of the job's limiter key) starts anywhere for
+   * the delay (a 429 from downstream). Held before the job is failed, so its own retry cannot
+   * start before the hold. A store error is reported, not retried: the job's own retry delay
+   * still applies.
+   */
+  private async holdQueue(job: JobRecord, pause: "queue" | "key", delayMs: number): Promise<void> {
+    if (delayMs < 1) return;
+    try {
+      const forMs = Math.min(delayMs, MAX_HOLD_MS);
+      if (pause === "key") {
+        await this.backend.holdQueue(job.queue, forMs, { keyOfJob: job.id });
+      } else {
+        await this.backend.holdQueue(job.queue, forMs);
+        this.throttle.note(job.queue, delayMs);
+      }
+    } catch (error) {
+      this.reportError(error, `holding ${pause === "key" ? `the limiter key of job ${job.id}` : `queue ${job.queue}`} for ${delayMs} ms`);
+    }
   }
 
   /**
@@ -772,6 +817,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   private async shutdown(options: CloseOptions): Promise<CloseResult> {
     this.stopping = true;
+    if (this.throttleTimer) clearTimeout(this.throttleTimer);
     const graceMs = options.graceMs ?? this.shutdownGraceMs;
     if (this.pollTimer) clearTimeout(this.pollTimer);
     this.pollTimer = null;

@@ -28,6 +28,8 @@ const capabilities: Capabilities = {
   claimAcrossQueues: "turns",
   flows: "none",
   dedupWindows: false,
+  queueLimits: false,
+  jobFlowKeys: false,
 };
 
 const made: AmqpBackend[] = [];

@@ -46,6 +46,7 @@ backendSuite("postgres", {
     claimAcrossQueues: "merged",
     flows: "across-queues" as const,
     eventLog: true,
+    jobFlowKeys: true,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

@@ -18,6 +18,7 @@ const capabilities = {
   multiProcess: true,
   claimAcrossQueues: "turns" as const,
   flows: "across-queues" as const,
+  jobFlowKeys: false,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.

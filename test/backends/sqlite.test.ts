@@ -20,6 +20,7 @@ backendSuite("sqlite file", {
     claimAcrossQueues: "merged",
     flows: "across-queues" as const,
     eventLog: true,
+    jobFlowKeys: true,
   },
   async make(clock) {
     lastPath = await temp.file("jobs.db");
@@ -41,6 +42,7 @@ backendSuite("sqlite :memory:", {
     claimAcrossQueues: "merged",
     flows: "across-queues" as const,
     eventLog: true,
+    jobFlowKeys: true,
   },
   async make(clock) {
     return new SqliteBackend({ path: ":memory:", clock });

@@ -17,6 +17,7 @@ import { claimTests } from "./claim.js";
 import { dedupTests } from "./dedup.js";
 import { enqueueTests } from "./enqueue.js";
 import { flowTests } from "./flows.js";
+import { flowControlTests } from "./flow-control.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
 import { logTests } from "./logs.js";
@@ -74,6 +75,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);
+    flowControlTests(context);
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
     retryPolicyTests();

@@ -31,6 +31,7 @@ import {
   type LeaseLossReason,
 } from "../../core/errors.js";
 import type { AttemptRecord, ErrorInfo, FlowInfo, FlowNodeSpec, JobRecord, JobSpec, JobState, Lease, WorkerIdentity } from "../../core/job.js";
+import type { QueueFlow } from "../../core/flow.js";
 import type { JobLogLine } from "../../core/job-log.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
@@ -229,6 +230,9 @@ export class AmqpBackend implements Backend {
       // A parent held back until its children settle, and a dedup window, both need records the broker does not keep.
       flows: "none",
       dedupWindows: false,
+      // Consumers are pushed deliveries up to their prefetch; no claim passes through a store that could count starts.
+      queueLimits: false,
+      jobFlowKeys: false,
     });
     this.idempotency = options.idempotency ?? {
       once: () =>
@@ -756,6 +760,27 @@ export class AmqpBackend implements Backend {
         "jobRecords",
         `read the ctx.log lines of job ${JSON.stringify(id)}: RabbitMQ keeps no job records; the lines went to the worker's logger`,
       ),
+    );
+  }
+
+  setQueueLimits(queue: string): Promise<void> {
+    return Promise.reject(this.noQueueLimits(`set flow limits on queue ${JSON.stringify(queue)}`));
+  }
+
+  getQueueFlow(queue: string): Promise<QueueFlow | null> {
+    return Promise.reject(this.noQueueLimits(`read the flow limits of queue ${JSON.stringify(queue)}`));
+  }
+
+  holdQueue(queue: string): Promise<void> {
+    return Promise.reject(this.noQueueLimits(`hold queue ${JSON.stringify(queue)}`));
+  }
+
+  private noQueueLimits(what: string): UnsupportedByStoreError {
+    return new UnsupportedByStoreError(
+      this.description,
+      "queueLimits",
+      `${what}: the broker pushes deliveries to each consumer up to its prefetch and keeps no count of starts across workers ` +
+        "(capabilities.queueLimits is false); bound each worker's concurrency instead, or use SQLite, PostgreSQL or Redis for fleet-wide limits",
     );
   }
 

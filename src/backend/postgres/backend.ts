@@ -20,6 +20,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from "pg";
 import type {
+  HoldOptions,
   Backend,
   CancelResult,
   Capabilities,
@@ -53,6 +54,9 @@ import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
+import { holdMs, isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { checkName } from "../../core/spec.js";
+import { claimUnderLimits, jobFlowValues, limitsOf, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -127,6 +131,9 @@ const DEFAULT_POOL_SIZE = 10;
 /** Due scheduled jobs relabelled per statement: one promote never holds many row locks for long. */
 const PROMOTE_BATCH = 5_000;
 
+/** How long a claim trusts its view of which queues have flow limits, in ms (see limitedQueues). */
+const FLOW_QUEUES_TTL_MS = 1_000;
+
 const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
 const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
 
@@ -147,6 +154,10 @@ const QUERY_FILES = [
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
   "dedup", "prune-dedup", "flow-link", "flow",
   "append-logs", "logs", "read-events", "latest-event-cursor", "prune-events",
+  // Flow control (flow.ts).
+  "flow-lock", "flow-window", "flow-running", "flow-record", "flow-set", "flow-get", "flow-hold", "flow-queues",
+  "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
+  "flow-enqueue", "flow-hold-key",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -285,6 +296,7 @@ export class PostgresBackend implements Backend {
     claimAcrossQueues: "merged",
     flows: "across-queues",
     eventLog: true,
+    jobFlowKeys: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -495,13 +507,18 @@ export class PostgresBackend implements Backend {
     // is stored, never a part of each.
     const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
     let rows: Array<{ id: string | null }>;
+    // Flow control: the group and limiter key of new jobs, stored in the same transaction.
+    const keyed = batch.filter((spec) => spec.flow !== undefined);
+    const flowValues = (found: Array<{ id: string | null }>) => jobFlowValues(keyed, found);
     if (tx !== undefined) {
       if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
       rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+      if (keyed.length > 0 && keepAll(rows)) await this.queryCallerTx(tx, "flow-enqueue", flowValues(rows));
       if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
-    } else if (allOrNothing) {
+    } else if (allOrNothing || keyed.length > 0) {
       rows = await this.inTransaction(async (client) => {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
+        if (keyed.length > 0 && keepAll(found)) await this.query("flow-enqueue", flowValues(found), client);
         return { value: found, commit: keepAll(found) };
       });
     } else {
@@ -651,16 +668,25 @@ export class PostgresBackend implements Backend {
     if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
     const leaseMs = positiveMs("leaseMs", request.leaseMs);
     const { id, host, pid } = request.worker;
-    const rows = await this.query<JobRow>("claim", [
-      this.nowParam(),
-      textArray(request.queues),
-      textArray(request.names),
-      limit,
-      leaseMs,
-      id,
-      host,
-      pid,
-    ]);
+    const limited = await this.limitedQueues();
+    const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
+    const rows =
+      plainQueues.length === 0
+        ? []
+        : await this.query<JobRow>("claim", [
+            this.nowParam(),
+            textArray(plainQueues),
+            textArray(request.names),
+            limit,
+            leaseMs,
+            id,
+            host,
+            pid,
+            false,
+          ]);
+    if (plainQueues.length < request.queues.length && rows.length < limit) {
+      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, leaseMs)));
+    }
     // RETURNING yields rows in no particular order.
     rows.sort(byClaimOrder);
     return rows.map((row) => ({
@@ -985,6 +1011,63 @@ export class PostgresBackend implements Backend {
   async resume(queue: string): Promise<void> {
     await this.query("pause", [queue, false]);
     this.wakeLocally(new Set([queue]));
+  }
+
+  // ── flow control (src/core/flow.ts, ./flow.ts) ───────────────────────────────────────────
+
+  /**
+   * Queues with a flow row, as last read (at most FLOW_QUEUES_TTL_MS ago). Claims on the queues
+   * in it take the flow path; a queue that gained limits elsewhere meanwhile is skipped by the
+   * plain claim statement itself (flow_checked false), so a stale view only delays its jobs.
+   */
+  private flowQueues: { names: Set<string>; readAt: number } | null = null;
+
+  private async limitedQueues(): Promise<ReadonlySet<string>> {
+    const at = performance.now();
+    if (this.flowQueues === null || at - this.flowQueues.readAt > FLOW_QUEUES_TTL_MS) {
+      const rows = await this.query<{ queue: string }>("flow-queues", []);
+      this.flowQueues = { names: new Set(rows.map((r) => r.queue)), readAt: at };
+    }
+    return this.flowQueues.names;
+  }
+
+  private async claimUnderLimits(queues: readonly string[], request: ClaimRequest, limit: number, leaseMs: number): Promise<JobRow[]> {
+    const { rows, throttles } = await this.inTransaction(async (client) => ({
+      value: await claimUnderLimits<JobRow>(
+        <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
+        queues,
+        request,
+        limit,
+        leaseMs,
+        this.nowParam(),
+      ),
+      commit: true,
+    }));
+    for (const t of throttles) reportThrottle(request.onThrottle, t.queue, t.retryInMs);
+    return rows;
+  }
+
+  async setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void> {
+    checkName("queue", queue);
+    const rate = limits.rate;
+    await this.query("flow-set", [queue, rate?.max ?? null, rate?.durationMs ?? null, limits.maxRunning, JSON.stringify(limits.maxRunningPerName), isUnlimited(limits)]);
+    this.flowQueues = null;
+  }
+
+  async getQueueFlow(queue: string): Promise<QueueFlow | null> {
+    const [row] = await this.query<PgFlowRow>("flow-get", [queue]);
+    return row === undefined ? null : { limits: limitsOf(row), heldUntil: row.held_until };
+  }
+
+  async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
+    checkName("queue", queue);
+    const ms = holdMs(forMs);
+    if (options.keyOfJob !== undefined) {
+      await this.query("flow-hold-key", [this.nowParam(), queue, ms, options.keyOfJob]);
+      return;
+    }
+    await this.query("flow-hold", [this.nowParam(), queue, ms]);
+    this.flowQueues?.names.add(queue);
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {

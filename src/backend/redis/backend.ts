@@ -16,6 +16,7 @@ import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../cor
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
+  HoldOptions,
   CancelResult,
   Capabilities,
   ClaimedJob,
@@ -50,6 +51,7 @@ import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
+import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import {
   encodeError,
   encodeOptions,
@@ -156,6 +158,7 @@ export class RedisBackend implements Backend {
     transactionalCompletion: false,
     claimAcrossQueues: "turns",
     flows: "across-queues",
+    jobFlowKeys: false,
   });
   readonly idempotency: IdempotencyStore;
 
@@ -264,6 +267,14 @@ export class RedisBackend implements Backend {
     if (given.length === 0) return [];
     const plan = planDedupBatch(given, options);
     const specs = plan.specs;
+    if (specs.length === 0) return [];
+    if (specs.some((spec) => spec.flow !== undefined)) {
+      throw new InvalidInputError(
+        "the Redis backend does not store job groups or limiter keys yet (capabilities.jobFlowKeys is false); " +
+          "use queue limits (queue.setLimits) here, or the SQLite or PostgreSQL backend for group and limiter",
+        { field: "options.group" },
+      );
+    }
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
       checkSpec(spec);
@@ -374,6 +385,12 @@ export class RedisBackend implements Backend {
         this.promoteBatch,
         ...names,
       ])) as unknown[];
+      if (Array.isArray(reply[0])) {
+        // Flow control let none start (claim-4.lua): when a slot opens, or -1 for "when one finishes".
+        const retryIn = Number(reply[0][0]);
+        reportThrottle(request.onThrottle, queue, retryIn < 0 ? null : retryIn);
+        continue;
+      }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
       for (let i = 1; i + 1 < reply.length; i += 2) {
         const id = String(reply[i]);
@@ -684,6 +701,51 @@ export class RedisBackend implements Backend {
 
   async resume(queue: string): Promise<void> {
     await this.setPaused(queue, false);
+  }
+
+  // ── flow control (src/core/flow.ts; the claim's part is in lua/claim-4.lua) ───────────────
+
+  async setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void> {
+    checkName("queue", queue);
+    await this.ready();
+    const k = this.queue(queue);
+    const rate = limits.rate;
+    await Promise.all([
+      this.register([queue]),
+      this.scripts.run("flow-set", [k.flow, k.rate], [
+        rate?.max ?? "",
+        rate?.durationMs ?? "",
+        limits.maxRunning ?? "",
+        JSON.stringify(limits.maxRunningPerName),
+        this.keys.channel,
+        queue,
+      ]),
+    ]);
+  }
+
+  async getQueueFlow(queue: string): Promise<QueueFlow | null> {
+    checkName("queue", queue);
+    await this.ready();
+    const flowKey = this.queue(queue).flow;
+    const fields = await this.send((c) => c.hgetall(flowKey));
+    if (fields.rm === undefined && fields.mr === undefined && fields.pn === undefined && fields.hu === undefined) return null;
+    return {
+      limits: {
+        rate: fields.rm !== undefined && fields.rd !== undefined ? { max: Number(fields.rm), durationMs: Number(fields.rd) } : null,
+        maxRunning: fields.mr === undefined ? null : Number(fields.mr),
+        maxRunningPerName: fields.pn === undefined ? {} : (JSON.parse(fields.pn) as Record<string, number>),
+      },
+      heldUntil: fields.hu === undefined ? null : Number(fields.hu),
+    };
+  }
+
+  async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
+    checkName("queue", queue);
+    const ms = holdMs(forMs);
+    // Jobs here carry no limiter key (capabilities.jobFlowKeys is false): there is no key to hold.
+    if (options.keyOfJob !== undefined) return;
+    await this.ready();
+    await this.scripts.run("flow-hold", [this.queue(queue).flow], [this.nowArg(), ms]);
   }
 
   private async setPaused(queue: string, paused: boolean): Promise<void> {

@@ -26,6 +26,10 @@
  *   cancelled     ZSET  the same for cancelled jobs
  *   dead          ZSET  the same for dead jobs
  *   expiry        ZSET  finished jobs that have a retention deadline, by that deadline
+ *   flow          HASH  flow control (src/core/flow.ts), only for a queue with limits or a hold:
+ *                       rm rate max, rd rate window ms, mr max running, pn per-name caps (JSON),
+ *                       hu held until ms, rs counter of rate-window members
+ *   rate          ZSET  the rate window: one member per start (the counter), scored by its time
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
  *                       order) it lets list() walk jobs newest first without a per-job entry for
  *                       the bulk of a backlog
@@ -95,6 +99,9 @@ export class QueueKeys {
   readonly expiry: string;
   readonly idx: string;
   readonly names: string;
+  /** Flow control: limits and hold (HASH), and the rate window (ZSET). */
+  readonly flow: string;
+  readonly rate: string;
 
   constructor(
     prefix: string,
@@ -110,6 +117,8 @@ export class QueueKeys {
     this.expiry = `${this.base}expiry`;
     this.idx = `${this.base}idx`;
     this.names = `${this.base}names`;
+    this.flow = `${this.base}flow`;
+    this.rate = `${this.base}rate`;
   }
 
   job(id: string): string {

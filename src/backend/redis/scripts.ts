@@ -43,7 +43,9 @@ export type ScriptName =
   | "once"
   | "prune-keys"
   | "layout"
-  | "flow";
+  | "flow"
+  | "flow-set"
+  | "flow-hold";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
 export interface ScriptText {

@@ -38,6 +38,8 @@ import type {
   Capabilities,
   ClaimedJob,
   ClaimRequest,
+  ClaimThrottle,
+  HoldOptions,
   Completion,
   EnqueueOptions,
   EnqueueResult,
@@ -61,6 +63,9 @@ import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MA
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
+import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { checkName } from "../../core/spec.js";
+import { SqliteFlow } from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -266,6 +271,7 @@ export class SqliteBackend implements Backend {
       claimAcrossQueues: "merged",
       flows: "across-queues",
       eventLog: true,
+      jobFlowKeys: true,
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
@@ -379,7 +385,8 @@ export class SqliteBackend implements Backend {
     const limit = Math.floor(request.limit);
     if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
     const leaseMs = positiveMs("leaseMs", request.leaseMs);
-    const { rows, now } = this.tx.claim.immediate(request, limit, leaseMs);
+    const { rows, now, throttles } = this.tx.claim.immediate(request, limit, leaseMs);
+    for (const t of throttles) reportThrottle(request.onThrottle, t.queue, t.retryInMs);
     return rows.map((row) => ({
       job: this.toRecord(row, now),
       lease: { jobId: row.id, token: row.lease_token },
@@ -545,6 +552,21 @@ export class SqliteBackend implements Backend {
 
   async resume(queue: string): Promise<void> {
     this.announce(this.tx.resume.immediate(queue));
+  }
+
+  // ── flow control (src/core/flow.ts, ./flow.ts) ───────────────────────────────────────────
+
+  async setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void> {
+    // Wakes the queue: claims that found nothing under the old limits may under the new ones.
+    this.announce(this.tx.setLimits.immediate(checkName("queue", queue), limits));
+  }
+
+  async getQueueFlow(queue: string): Promise<QueueFlow | null> {
+    return this.tx.getFlow.deferred(queue);
+  }
+
+  async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
+    this.tx.hold.immediate(checkName("queue", queue), holdMs(forMs), options.keyOfJob);
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
@@ -957,6 +979,7 @@ export class SqliteBackend implements Backend {
   private defineTransactions() {
     const db = this.db;
     const s = this.s;
+    const flow = new SqliteFlow(db, this.prefix, s.claimCandidates);
 
     /** Bumps the wake counter of each queue (see the queues table); returns the new values. */
     const signal = (queues: Iterable<string>): WakeMarks => {
@@ -975,6 +998,8 @@ export class SqliteBackend implements Backend {
       // Specs built from one set of defaults share their backoff object: serialise it once.
       let lastBackoff: BackoffSpec | null = null;
       let lastBackoffText = "";
+      // Queues whose claims take turns across lanes (flow control): their unkeyed jobs get lane "".
+      const laned = flow.lanedAmong(specs.map((spec) => spec.queue));
       for (let i = 0; i < specs.length; i++) {
         const spec = specs[i]!;
         if (spec.backoff !== lastBackoff) {
@@ -1008,6 +1033,12 @@ export class SqliteBackend implements Backend {
           spec.retainDeadMs,
         );
         results[i] = { id: spec.id, duplicate: changes === 0 };
+        if (changes !== 0 && spec.flow !== undefined) {
+          flow.setJobFlow(spec.id, spec.queue, spec.flow);
+          laned.add(spec.queue);
+        } else if (changes !== 0 && laned.has(spec.queue)) {
+          flow.setUnkeyedLane(spec.id);
+        }
         seenQueues.add(spec.queue);
         if (changes !== 0) woken.add(spec.queue);
       }
@@ -1022,16 +1053,22 @@ export class SqliteBackend implements Backend {
       const queues = [...new Set(request.queues)];
       const paused = new Set(s.pausedAmong.all(JSON.stringify(queues)));
       const names = JSON.stringify(request.names);
+      const flows = flow.rowsAmong(queues);
+      const throttles: ClaimThrottle[] = [];
       let candidates: ClaimKey[] = [];
       for (const queue of queues) {
-        if (!paused.has(queue)) candidates.push(...s.claimCandidates.all(queue, now, names, limit));
+        if (paused.has(queue)) continue;
+        const row = flows.get(queue);
+        if (row === undefined) candidates.push(...s.claimCandidates.all(queue, now, names, limit));
+        else candidates.push(...flow.candidates(row, now, request, limit, throttles));
       }
-      if (candidates.length === 0) return { rows: [], now };
+      if (candidates.length === 0) return { rows: [], now, throttles };
       if (queues.length > 1) candidates = candidates.sort(byClaimOrder).slice(0, limit);
       const { id, host, pid } = request.worker;
       const rows = s.claimJobs.all(now + leaseMs, id, host, pid, now, JSON.stringify(candidates.map((c) => c.seq)));
+      if (flows.size > 0) flow.recordStarts(flows, rows, now);
       // RETURNING yields rows in no particular order.
-      return { rows: rows.sort(byClaimOrder), now };
+      return { rows: rows.sort(byClaimOrder), now, throttles };
     });
 
     const heartbeat = db.transaction((leases: readonly Lease[], leaseMs: number) => {
@@ -1218,7 +1255,17 @@ export class SqliteBackend implements Backend {
       return s.insertKey.run(key, now + ttlMs).changes === 1;
     });
 
-    return { enqueue, claim, heartbeat, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once };
+    const setLimits = db.transaction((queue: string, limits: StoredQueueLimits) => {
+      flow.setLimits(queue, limits);
+      return signal([queue]);
+    });
+    const getFlow = db.transaction((queue: string) => flow.get(queue));
+    const hold = db.transaction((queue: string, forMs: number, keyOfJob: string | undefined) => {
+      if (keyOfJob === undefined) flow.hold(queue, this.nowMs() + forMs);
+      else flow.holdKeyOf(queue, keyOfJob, this.nowMs() + forMs);
+    });
+
+    return { enqueue, claim, heartbeat, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once, setLimits, getFlow, hold };
   }
 
   /**

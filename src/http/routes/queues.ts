@@ -6,7 +6,8 @@ import type { HttpContext, RouteSpec } from "../context.js";
 import type { JsonSchema } from "../schema.js";
 import { HttpProblem } from "../problem.js";
 import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS } from "../schemas.js";
-import { deadJobViewSchema, jobViewSchema, queueViewSchema, toDeadJobView, toJobView, toQueueView } from "../views.js";
+import { deadJobViewSchema, jobViewSchema, queueLimitsSchema, queueViewSchema, toDeadJobView, toJobView, toQueueFlowView, toQueueView } from "../views.js";
+import { normalizeQueueLimits } from "../../core/flow.js";
 
 const JOB_STATES_SCHEMA = { type: "string" as const, enum: JOB_STATES };
 
@@ -47,7 +48,13 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   async function getQueue(request: FastifyRequest, reply: FastifyReply) {
     const { queue } = request.params as { queue: string };
     const [stats] = await ctx.backend.stats(queue);
-    return reply.send(toQueueView(stats!));
+    return reply.send({ ...toQueueView(stats!), flow: toQueueFlowView(await ctx.backend.getQueueFlow(queue)) });
+  }
+
+  async function setLimits(request: FastifyRequest, reply: FastifyReply) {
+    const { queue } = request.params as { queue: string };
+    await ctx.backend.setQueueLimits(queue, normalizeQueueLimits(request.body));
+    return getQueue(request, reply);
   }
 
   async function listJobs(request: FastifyRequest, reply: FastifyReply) {
@@ -175,6 +182,22 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
         422: problemResponse("The `after` cursor's job is no longer in this queue: start again from the first page."),
       },
       handler: listJobs,
+    },
+    {
+      method: "POST",
+      url: "/queues/:queue/limits",
+      operationId: "setQueueLimits",
+      summary: "Set the queue's flow limits (rate, maxRunning, maxRunningPerName), replacing the previous ones; {} removes them",
+      tags: ["queues"],
+      access: "admin",
+      schema: { params: QUEUE_PARAMS, body: queueLimitsSchema },
+      responses: {
+        200: queueView,
+        400: problemResponse("The body is not a limits object."),
+        ...authResponses(),
+        422: problemResponse("A limit is out of range or names an invalid job name."),
+      },
+      handler: setLimits,
     },
     {
       method: "POST",

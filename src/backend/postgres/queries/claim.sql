@@ -2,6 +2,8 @@
 --
 -- $1 now: bigint ms, NULL = the database clock    $2 queues text[]    $3 names text[]
 -- $4 limit int    $5 lease_ms bigint    $6 worker_id text    $7 worker_host text    $8 worker_pid int
+-- $9 flow_checked boolean: false skips every queue with flow limits (0003_flow_control); the
+--    flow path (flow.ts) passes true for one such queue after sizing the claim under its lock
 --
 -- Returns the claimed rows ({{job_columns}}) in no particular order; the caller sorts them.
 --
@@ -46,12 +48,15 @@ WITH params AS MATERIALIZED (
   -- executions PostgreSQL keeps the generic plan of this prepared statement instead of planning
   -- every claim afresh (planning it costs more than running it). Hidden or not, the plan is the
   -- same: index walks that stop after `lim` rows.
-  SELECT $2::text[] AS queues, $3::text[] AS names, $4::int AS lim, {{schema}}.now_ms($1) AS now
+  SELECT $2::text[] AS queues, $3::text[] AS names, $4::int AS lim, {{schema}}.now_ms($1) AS now,
+         $9::boolean AS flow_checked
 ),
 open_queues AS (
   SELECT DISTINCT q.name
   FROM params, unnest(params.queues) AS q(name)
   WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q.name AND p.paused)
+    -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
+    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
 ),
 waiting AS MATERIALIZED (
   SELECT c.id, c.priority, c.run_at, c.seq

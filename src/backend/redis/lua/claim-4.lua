@@ -27,6 +27,10 @@
   job still scheduled comes due, or false when there is none (the caller may wake itself up then:
   a delay, not a time, so the caller's clock need not agree with Redis').
   A paused queue returns { false } and changes nothing.
+  Flow control (src/core/flow.ts): a queue whose <base>flow hash holds limits or a hold claims at
+  most what they allow, and records its starts in the rate window <base>rate. When they allow
+  none, the script returns { { retryIn } } and changes nothing: retryIn is how many ms until a
+  rate slot opens or the hold ends, or -1 when the queue waits on running jobs to finish.
 ]]
 local meta, sched, active, idx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = string.sub(meta, 1, -5)
@@ -35,23 +39,73 @@ if redis.call('HEXISTS', meta, 'paused') == 1 then return { false } end
 local leaseMs, limit, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 promote_due(base, sched, now, tonumber(ARGV[5]))
+
+-- ── flow control: the claim's budget (the rules of claimBudget in src/core/flow.ts) ──────────
+local flowKey, rateKey = base .. 'flow', base .. 'rate'
+local flowRate = nil      -- true when the starts below go into the rate window
+local nameRoom = {}       -- capped job name -> how many of it may start
+local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu')
+if flow[1] or flow[3] or flow[4] or flow[5] then
+  local retryIn = -1
+  local heldUntil = num(flow[5], 0)
+  if heldUntil > now then return { { int(heldUntil - now) } } end
+  if flow[1] then
+    local rateMax, rateMs = tonumber(flow[1]), tonumber(flow[2])
+    redis.call('ZREMRANGEBYSCORE', rateKey, '-inf', int(now - rateMs))
+    local room = rateMax - redis.call('ZCARD', rateKey)
+    if room <= 0 then
+      local oldest = redis.call('ZRANGE', rateKey, 0, 0, 'WITHSCORES')
+      return { { int(math.max(1, num(oldest[2], now) + rateMs - now)) } }
+    end
+    limit = math.min(limit, room)
+    flowRate = true
+  end
+  -- Active jobs, expired leases not yet rescued included: they hold their slot until the rescue.
+  if flow[3] then limit = math.min(limit, math.max(0, tonumber(flow[3]) - redis.call('ZCARD', active))) end
+  if flow[4] and flow[4] ~= '{}' then
+    local caps = cjson.decode(flow[4])
+    local running = {}
+    for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
+      local name = redis.call('HGET', base .. 'j:' .. id, 'n')
+      if name then running[name] = (running[name] or 0) + 1 end
+    end
+    local uncapped, cappedRoom = false, 0
+    for i = 6, #ARGV do
+      local cap = caps[ARGV[i]]
+      if cap then
+        nameRoom[ARGV[i]] = math.max(0, cap - (running[ARGV[i]] or 0))
+        cappedRoom = cappedRoom + nameRoom[ARGV[i]]
+      else
+        uncapped = true
+      end
+    end
+    if not uncapped then limit = math.min(limit, cappedRoom) end
+  end
+  if limit <= 0 then return { { retryIn } } end
+end
+-- ──────────────────────────────────────────────────────────────────────────────────────────
+
 local buckets = buckets_open(base)
 
 -- One source per non-empty lane, with its first `limit` entries: no more can be taken from it.
 local sources = {}
 for i = 6, #ARGV do
+  -- A capped name (flow control) contributes at most its room.
+  local take = math.min(limit, nameRoom[ARGV[i]] or limit)
+  if take > 0 then
   local fastKey = base .. 'f:' .. ARGV[i]
-  local ids = redis.call('LRANGE', fastKey, 0, limit - 1)
-  if #ids > 0 then sources[#sources + 1] = { fast = true, key = fastKey, items = ids, pos = 1 } end
+  local ids = redis.call('LRANGE', fastKey, 0, take - 1)
+  if #ids > 0 then sources[#sources + 1] = { fast = true, key = fastKey, items = ids, pos = 1, name = ARGV[i] } end
   local slowKey = base .. 'z:' .. ARGV[i]
-  local withScores = redis.call('ZRANGE', slowKey, 0, limit - 1, 'WITHSCORES')
+  local withScores = redis.call('ZRANGE', slowKey, 0, take - 1, 'WITHSCORES')
   if #withScores > 0 then
     local members, priorities = {}, {}
     for j = 1, #withScores, 2 do
       members[#members + 1] = withScores[j]
       priorities[#priorities + 1] = tonumber(withScores[j + 1])
     end
-    sources[#sources + 1] = { fast = false, key = slowKey, items = members, priorities = priorities, pos = 1 }
+    sources[#sources + 1] = { fast = false, key = slowKey, items = members, priorities = priorities, pos = 1, name = ARGV[i] }
+  end
   end
 end
 
@@ -98,12 +152,14 @@ else
   while #taken < limit do
     local best, bestKey
     for _, src in ipairs(sources) do
-      if src.pos <= #src.items then
+      -- nameRoom: a capped name's two lanes share its room (flow control).
+      if src.pos <= #src.items and (nameRoom[src.name] == nil or nameRoom[src.name] > 0) then
         local key = head(src)
         if not best or before(key, bestKey) then best, bestKey = src, key end
       end
     end
     if not best then break end
+    if nameRoom[best.name] then nameRoom[best.name] = nameRoom[best.name] - 1 end
     taken[#taken + 1] = { bestKey[4], best.fast }
     best.pos = best.pos + 1
   end
@@ -173,6 +229,17 @@ for _, pick in ipairs(taken) do
 end
 buckets_close(buckets)
 if #activeArgs > 0 then call_chunked('ZADD', active, activeArgs, 2) end
+if flowRate and #activeArgs > 0 then
+  -- One rate-window entry per start (flow control); members made unique by a counter.
+  local n = #activeArgs / 2
+  local last = redis.call('HINCRBY', flowKey, 'rs', n)
+  local starts = {}
+  for j = last - n + 1, last do
+    starts[#starts + 1] = nowText
+    starts[#starts + 1] = int(j)
+  end
+  call_chunked('ZADD', rateKey, starts, 2)
+end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
 
 local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')

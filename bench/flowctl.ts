@@ -1,0 +1,293 @@
+/**
+ * `npm run bench -- --flowctl [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 3] [--rate 100] [--window 10] [--minute] [--big 20000] [--million]`
+ *
+ * Flow control (docs/flow-control.md), one backend per run:
+ * - overhead: processing throughput (one Worker, concurrency 50, no-op jobs) on a queue with
+ *   limits that never bind (rate, maxRunning, maxRunningPerName all far above what runs) and,
+ *   where the backend stores them, jobs in ten groups with limiter keys (not binding either),
+ *   against the same run on a queue without limits; goal: ratio >= 0.8. Fresh store per run,
+ *   the two interleaved, medians of --runs.
+ * - accuracy: a rate limit of --rate starts per second, four workers on their own connections
+ *   and a backlog larger than the window needs; after one window of warm-up, the starts the
+ *   store recorded (started_at) in the next --window seconds (--minute: 60), against the limit.
+ *   Goal: within +-5%.
+ * - queries while limited: claims the four workers sent per second during that window (each
+ *   claim is one store round trip on SQLite and Redis, a short transaction on PostgreSQL),
+ *   against the claims per second the same workers make polling an empty queue.
+ * - fairness: --big jobs of one group (--million: 1,000,000) enqueued before 100 of another; the
+ *   small group's wait p50/p99 (start - due, store records) with groups and without.
+ * The SQLite store is a file in a temp dir; PostgreSQL and Redis are throwaway servers
+ * (test/helpers) unless DATABASE_URL / REDIS_URL name one.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { openBackend } from "../src/backend/open.js";
+import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
+import { startThrowawayPostgres } from "../test/helpers/postgres.js";
+import { deletePrefix, startThrowawayRedis } from "../test/helpers/redis.js";
+import { chunks, conveyorProcessing, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, percentile, sleep } from "./lib.js";
+import { loadavg } from "node:os";
+
+const { values } = parseArgs({
+  args: process.argv.slice(2).filter((a) => a !== "--flowctl"),
+  options: {
+    backend: { type: "string", default: "sqlite" },
+    jobs: { type: "string", default: "5000" },
+    runs: { type: "string", default: "3" },
+    rate: { type: "string", default: "100" },
+    window: { type: "string", default: "10" },
+    minute: { type: "boolean", default: false },
+    big: { type: "string", default: "20000" },
+    million: { type: "boolean", default: false },
+  },
+});
+const jobs = Number(values.jobs);
+const runs = Number(values.runs);
+const ratePerSecond = Number(values.rate);
+const windowS = values.minute ? 60 : Number(values.window);
+const bigGroup = values.million ? 1_000_000 : Number(values.big);
+for (const [name, v] of Object.entries({ jobs, runs, rate: ratePerSecond, window: windowS, big: bigGroup })) {
+  if (!Number.isInteger(v) || v < 1) {
+    console.error(`--${name}: expected a whole number of at least 1`);
+    process.exit(2);
+  }
+}
+
+/** Store URLs, one fresh store per call, and how to clean everything up. */
+interface Stores {
+  label: string;
+  fresh(): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function stores(kind: string): Promise<Stores> {
+  let n = 0;
+  if (kind === "sqlite") {
+    const dir = await mkdtemp(join(tmpdir(), "conveyor-flowctl-"));
+    return { label: "SQLite file", fresh: async () => `sqlite:${join(dir, `s${n++}.db`)}`, close: () => rm(dir, { recursive: true, force: true }) };
+  }
+  if (kind === "postgres") {
+    const server = process.env.DATABASE_URL ? null : await startThrowawayPostgres({ database: "bench" });
+    const base = process.env.DATABASE_URL ?? server!.url;
+    return {
+      label: server ? "PostgreSQL (throwaway server)" : "PostgreSQL (DATABASE_URL)",
+      fresh: async () => `${base}${base.includes("?") ? "&" : "?"}schema=flowctl_${process.pid}_${n++}`,
+      close: async () => void (await server?.stop()),
+    };
+  }
+  if (kind === "redis") {
+    const server = process.env.REDIS_URL ? null : await startThrowawayRedis({ persistence: "none" });
+    const base = process.env.REDIS_URL ?? server!.url;
+    const prefixes: string[] = [];
+    return {
+      label: server ? "Redis (throwaway server, no persistence)" : "Redis (REDIS_URL)",
+      fresh: async () => {
+        const prefix = `flowctl_${process.pid}_${n++}`;
+        prefixes.push(prefix);
+        return `${base}${base.includes("?") ? "&" : "?"}prefix=${prefix}`;
+      },
+      close: async () => {
+        for (const p of prefixes) await deletePrefix(base, p);
+        await server?.stop();
+      },
+    };
+  }
+  console.error(`--backend ${kind}: expected sqlite, postgres or redis`);
+  process.exit(2);
+}
+
+/** Limits far above anything this run reaches: the flow path runs, nothing is held back. */
+const NON_BINDING = { rate: { max: 1_000_000, durationMs: 1_000 }, maxRunning: 100_000, maxRunningPerName: { noop: 100_000 } };
+
+/**
+ * Processing `jobs` no-op jobs with one Worker at concurrency 50 (see conveyorProcessing). With
+ * `limited`: queue limits that never bind, and (where the backend stores them) every job in one
+ * of ten groups with a limiter key of its own, neither binding either: the whole flow path runs.
+ */
+async function throughput(url: string, limited: boolean): Promise<number> {
+  const backend = await openBackend(url);
+  try {
+    await backend.migrate();
+    if (!limited) return await conveyorProcessing(backend, jobs, 50);
+    const q = new Queue("bench", { backend });
+    await q.setLimits(NON_BINDING);
+    const keyed = backend.capabilities.jobFlowKeys;
+    for (const [start, length] of chunks(jobs, FILL_CHUNK)) {
+      await q.addBulk(
+        noopJobs(start, length).map((job, k) => ({
+          ...job,
+          options: keyed
+            ? { group: { key: `g${(start + k) % 10}`, concurrency: 10_000 }, limiter: { key: `k${(start + k) % 10}`, max: 1_000_000, durationMs: 1_000 } }
+            : {},
+        })),
+      );
+    }
+    let completed = 0;
+    let worker: Worker | undefined;
+    const t0 = performance.now();
+    await new Promise<void>((resolve) => {
+      worker = new Worker({ backend, queues: "bench", concurrency: 50, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+      worker.on("job:completed", () => {
+        if (++completed === jobs) resolve();
+      });
+    });
+    const r = jobs / ((performance.now() - t0) / 1000);
+    await worker?.close();
+    return r;
+  } finally {
+    await backend.close();
+  }
+}
+
+interface Fairness {
+  smallWaitP99Ms: number;
+  smallWaitP50Ms: number;
+  bigStarted: number;
+}
+
+/**
+ * One group with `big` jobs enqueued first, one with 100 after it; four workers at concurrency
+ * 20 run no-op jobs until the small group is done. The small group's wait (start - due, from the
+ * store's records) with groups, and with the same jobs but no group option.
+ */
+async function fairness(url: string, big: number, grouped: boolean): Promise<Fairness> {
+  const backends: Backend[] = [];
+  const workers: Worker[] = [];
+  try {
+    for (let i = 0; i < 4; i++) backends.push(await openBackend(url));
+    await backends[0]!.migrate();
+    const q = new Queue("fair", { backend: backends[0]! });
+    const group = (key: string) => (grouped ? { group: { key, concurrency: 1_000 } } : {});
+    for (const [start, length] of chunks(big, FILL_CHUNK)) {
+      await q.addBulk(noopJobs(start, length).map((job) => ({ ...job, options: group("big") })));
+    }
+    await q.addBulk(Array.from({ length: 100 }, (_, i) => ({ name: "noop", data: { small: i }, options: { jobId: `small-${i}`, ...group("small") } })));
+    let smallDone = 0;
+    const allSmall = new Promise<void>((resolve) => {
+      for (const b of backends) {
+        const w = new Worker({ backend: b, queues: "fair", concurrency: 20, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+        w.on("job:completed", ({ job }) => {
+          if (job.id.startsWith("small-") && ++smallDone === 100) resolve();
+        });
+        workers.push(w);
+      }
+    });
+    await allSmall;
+    for (const w of workers.splice(0)) await w.close();
+    const waits: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const job = await backends[0]!.get(`small-${i}`, "fair");
+      waits.push(job!.startedAt! - job!.runAt);
+    }
+    const [stats] = await backends[0]!.stats("fair");
+    return { smallWaitP99Ms: percentile(waits, 99), smallWaitP50Ms: percentile(waits, 50), bigStarted: big - stats!.counts.waiting };
+  } finally {
+    for (const w of workers) await w.close();
+    for (const b of backends) await b.close();
+  }
+}
+
+/** The backend with its claims counted. */
+function counting(backend: Backend, counter: { claims: number }): Backend {
+  const wrapped = Object.create(backend) as Backend;
+  wrapped.claim = (request) => {
+    counter.claims++;
+    return backend.claim(request);
+  };
+  return wrapped;
+}
+
+interface Accuracy {
+  observedPerSecond: number;
+  claimsPerSecond: number;
+  idleClaimsPerSecond: number;
+}
+
+async function accuracy(url: string): Promise<Accuracy> {
+  const backends: Backend[] = [];
+  const workers: Worker[] = [];
+  try {
+    for (let i = 0; i < 4; i++) backends.push(await openBackend(url));
+    await backends[0]!.migrate();
+    const q = new Queue("limited", { backend: backends[0]! });
+    await q.setLimits({ rate: { max: ratePerSecond, durationMs: 1_000 } });
+    const backlog = Math.ceil(ratePerSecond * (windowS + 3) * 1.2);
+    for (const [start, length] of chunks(backlog, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+    const counter = { claims: 0 };
+    // Idle first: what four workers cost an empty queue (polls), for comparison.
+    const idleCounter = { claims: 0 };
+    const idle = backends.map((b) => new Worker({ backend: counting(b, idleCounter), queues: "empty", concurrency: 20, logger: silentLogger, maintenance: false, handlers: { noop: () => null } }));
+    await sleep(3_000);
+    const idleClaimsPerSecond = idleCounter.claims / 3;
+    for (const w of idle) await w.close();
+    for (const b of backends) {
+      workers.push(new Worker({ backend: counting(b, counter), queues: "limited", concurrency: 20, logger: silentLogger, maintenance: false, handlers: { noop: () => null } }));
+    }
+    await sleep(1_500); // one window of warm-up and then some
+    const from = await backends[0]!.now();
+    const claimsBefore = counter.claims;
+    await sleep(windowS * 1_000);
+    const until = await backends[0]!.now();
+    const claims = counter.claims - claimsBefore;
+    for (const w of workers.splice(0)) await w.close();
+    // Starts as the store recorded them, whatever the workers believe.
+    let started = 0;
+    for (let offset = 0; ; offset += 1_000) {
+      const page = await backends[0]!.list({ queue: "limited" }, { limit: 1_000, offset });
+      started += page.filter((j) => j.startedAt !== null && j.startedAt >= from && j.startedAt < until).length;
+      if (page.length < 1_000) break;
+    }
+    const seconds = (until - from) / 1_000;
+    return { observedPerSecond: started / seconds, claimsPerSecond: claims / seconds, idleClaimsPerSecond };
+  } finally {
+    for (const w of workers) await w.close();
+    for (const b of backends) await b.close();
+  }
+}
+
+const kind = values.backend;
+const s = await stores(kind);
+const loadStart = loadavg();
+try {
+  console.log(`flow control bench: ${s.label}; ${machineLine()}`);
+  const tp = await interleaved(
+    [{ name: "no limits" }, { name: "limits (not binding)" }],
+    runs,
+    `processing ${jobs} jobs`,
+    async (subject) => throughput(await s.fresh(), subject.name !== "no limits"),
+    (x) => `${fmt(x)} jobs/s`,
+  );
+  const plain = median(tp[0]!);
+  const limited = median(tp[1]!);
+  console.log(`\n| figure | no limits | limits (not binding) | ratio |`);
+  console.log(`| --- | --- | --- | --- |`);
+  console.log(`| processing, ${jobs} no-op jobs, concurrency 50 (jobs/s, median of ${runs}) | ${fmt(plain)} | ${fmt(limited)} | ${(limited / plain).toFixed(2)} |`);
+  const acc = await accuracy(await s.fresh());
+  console.log(`\n| rate limit | window | observed (store start times) | error | claims/s while limited (4 workers) | claims/s idle (4 workers) |`);
+  console.log(`| --- | --- | --- | --- | --- | --- |`);
+  console.log(
+    `| ${ratePerSecond}/s | ${windowS} s | ${acc.observedPerSecond.toFixed(1)}/s | ${(((acc.observedPerSecond - ratePerSecond) / ratePerSecond) * 100).toFixed(2)}% | ` +
+      `${acc.claimsPerSecond.toFixed(1)} | ${acc.idleClaimsPerSecond.toFixed(1)} |`,
+  );
+  const keyed = (await openBackend(await s.fresh()).then(async (b) => {
+    const k = b.capabilities.jobFlowKeys;
+    await b.close();
+    return k;
+  }));
+  if (keyed) {
+    const without = await fairness(await s.fresh(), bigGroup, false);
+    const withGroups = await fairness(await s.fresh(), bigGroup, true);
+    console.log(`\n| fairness: ${fmt(bigGroup)} jobs of one group, then 100 of another; 4 workers x 20 | small group's wait p50 | p99 | big-group jobs started meanwhile |`);
+    console.log(`| --- | --- | --- | --- |`);
+    console.log(`| without groups | ${fmt(without.smallWaitP50Ms)} ms | ${fmt(without.smallWaitP99Ms)} ms | ${fmt(without.bigStarted)} |`);
+    console.log(`| with groups | ${fmt(withGroups.smallWaitP50Ms)} ms | ${fmt(withGroups.smallWaitP99Ms)} ms | ${fmt(withGroups.bigStarted)} |`);
+  } else {
+    console.log(`\nfairness: not measured (${s.label} does not store job groups: capabilities.jobFlowKeys is false)`);
+  }
+  console.log(`\nruns (jobs/s): no limits ${tp[0]!.map(fmt).join(", ")}; limits ${tp[1]!.map(fmt).join(", ")}`);
+  console.log(`load average: ${formatLoad(loadStart)} at start, ${formatLoad(loadavg())} at end`);
+} finally {
+  await s.close();
+}

@@ -1,0 +1,203 @@
+/**
+ * Flow control on PostgreSQL: how a claim on a queue with limits runs (src/core/flow.ts). In one
+ * transaction: lock the queue's flow row (flow-lock.sql; every claimer of the queue queues here,
+ * so no two see the same free slot), read the counts the limits need (flow-window.sql,
+ * flow-running.sql), size the claim with `claimBudget`, run the ordinary claim statement for
+ * that queue with that size (claim.sql with flow_checked), and record the starts
+ * (flow-record.sql). Queues without limits never come here: claim.sql alone serves them.
+ */
+import type { ClaimRequest, ClaimThrottle } from "../contract.js";
+import { claimBudget, flowSnapshot, needsRunningCounts, pickAcrossLanes, type LaneHead, type LaneJob, type StoredQueueLimits } from "../../core/flow.js";
+import type { JobSpec } from "../../core/job.js";
+import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
+import { integerArray, textArray } from "./arrays.js";
+
+/** The statements this module runs. */
+export type FlowQuery =
+  | "flow-lock" | "flow-window" | "flow-running" | "flow-record" | "claim"
+  | "flow-lanes" | "flow-lane-heads" | "flow-group-running" | "flow-windows" | "flow-claim-ids" | "flow-record-buckets" | "flow-cursor";
+
+/** Runs one of the backend's statements on the transaction's client. */
+export type RunFlowQuery = <R extends object>(name: FlowQuery, values: unknown[]) => Promise<R[]>;
+
+/** A flow_queues row (flow-lock.sql, flow-get.sql). */
+export interface PgFlowRow {
+  queue?: string;
+  rate_max: number | null;
+  rate_duration_ms: number | null;
+  max_running: number | null;
+  max_running_per_name: Record<string, number>;
+  held_until: number | null;
+  lanes?: boolean;
+  lane_cursor?: string | null;
+  now?: number;
+}
+
+/** A row of flow-lane-heads.sql. */
+interface LaneHeadRow extends JobFlowColumns {
+  lane: string;
+  id: string;
+  name: string;
+  priority: number;
+  run_at: number;
+  seq: number;
+}
+
+export function limitsOf(row: PgFlowRow): StoredQueueLimits {
+  return {
+    rate: row.rate_max !== null && row.rate_duration_ms !== null ? { max: row.rate_max, durationMs: row.rate_duration_ms } : null,
+    maxRunning: row.max_running,
+    maxRunningPerName: row.max_running_per_name,
+  };
+}
+
+/**
+ * Claims up to `limit` jobs from `queues` (queues the backend believes have limits), obeying
+ * each one's limits, inside the caller's transaction. Returns the claimed rows (in no order) and
+ * the queues that could start nothing.
+ */
+export async function claimUnderLimits<Row extends object>(
+  run: RunFlowQuery,
+  queues: readonly string[],
+  request: ClaimRequest,
+  limit: number,
+  leaseMs: number,
+  nowParam: number | null,
+): Promise<{ rows: Row[]; throttles: ClaimThrottle[] }> {
+  const locked = await run<PgFlowRow>("flow-lock", [nowParam, textArray(queues)]);
+  const rowOf = new Map(locked.map((row) => [row.queue!, row]));
+  const { id, host, pid } = request.worker;
+  const rows: Row[] = [];
+  const throttles: ClaimThrottle[] = [];
+  // Every claim below runs at the locked clock reading, so the starts recorded in the rate
+  // window and the jobs' started_at are the same instant.
+  const now = locked[0]?.now ?? nowParam;
+  const claimFrom = async (queue: string, names: readonly string[], lim: number, checked: boolean) =>
+    run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked]);
+
+  for (const queue of queues) {
+    const remaining = limit - rows.length;
+    if (remaining <= 0) break;
+    const row = rowOf.get(queue);
+    if (row === undefined || now === null) {
+      // Its limits went since the backend last looked: an ordinary claim.
+      rows.push(...(await claimFrom(queue, request.names, remaining, false)));
+      continue;
+    }
+    const limits = limitsOf(row);
+    const window = limits.rate === null ? null : (await run<{ n: number; oldest: number | null }>("flow-window", [queue, now, limits.rate.durationMs]))[0]!;
+    const running = needsRunningCounts(limits) ? await run<{ name: string; n: number }>("flow-running", [queue]) : [];
+    const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), remaining, request.names);
+    if (budget.total === 0) {
+      throttles.push({ queue, retryInMs: budget.retryInMs });
+      continue;
+    }
+    if (row.lanes === true) {
+      const laned = await claimLanes<Row>(run, queue, row.lane_cursor ?? null, now, budget.total, budget.perName, request, leaseMs);
+      rows.push(...laned.rows);
+      if (laned.throttle !== null) throttles.push({ queue, retryInMs: laned.throttle.retryInMs });
+      if (limits.rate !== null && laned.rows.length > 0) await run("flow-record", [queue, now, laned.rows.length]);
+      continue;
+    }
+    // Jobs of uncapped names together, then each capped name up to its room: within each, claim
+    // order holds; across capped names it is by name.
+    let taken = 0;
+    const uncapped = request.names.filter((name) => !budget.perName.has(name));
+    if (uncapped.length > 0) {
+      const got = await claimFrom(queue, uncapped, budget.total, true);
+      rows.push(...got);
+      taken += got.length;
+    }
+    for (const [name, room] of budget.perName) {
+      const lim = Math.min(room, budget.total - taken);
+      if (lim <= 0) continue;
+      const got = await claimFrom(queue, [name], lim, true);
+      rows.push(...got);
+      taken += got.length;
+    }
+    if (limits.rate !== null && taken > 0) await run("flow-record", [queue, now, taken]);
+  }
+  return { rows, throttles };
+}
+
+/**
+ * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
+ * lane (flow-lanes.sql), each lane's head in claim order, picked round robin under each group's
+ * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id; then the limiter
+ * keys' starts and the lane cursor are recorded.
+ */
+async function claimLanes<Row extends object>(
+  run: RunFlowQuery,
+  queue: string,
+  cursor: string | null,
+  now: number,
+  total: number,
+  perName: ReadonlyMap<string, number>,
+  request: ClaimRequest,
+  leaseMs: number,
+): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null }> {
+  const names = request.names.filter((name) => (perName.get(name) ?? 1) > 0);
+  const maxLanes = lanesToVisit(total);
+  const lanes = (await run<{ lane: string }>("flow-lanes", [queue, cursor ?? "", maxLanes])).map((r) => r.lane);
+  if (cursor !== null && lanes.length < maxLanes) {
+    for (const { lane } of await run<{ lane: string }>("flow-lanes", [queue, "", maxLanes - lanes.length])) {
+      if (lane > cursor || lanes.includes(lane)) break;
+      lanes.push(lane);
+    }
+  }
+  const perLane = headsPerLane(total, lanes.length);
+  const found = await run<LaneHeadRow>("flow-lane-heads", [queue, textArray(lanes), now, textArray(names), perLane, total]);
+  const byLane = new Map<string, LaneJob<string>[]>([["", []], ...lanes.map((lane): [string, LaneJob<string>[]] => [lane, []])]);
+  const limiterWindows = new Map<string, number>();
+  let grouped = false;
+  found.sort((a, b) => a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq);
+  for (const r of found) {
+    const flow = r.lane === "" ? null : jobFlowFromColumns(r);
+    if (flow?.group) grouped = true;
+    if (flow?.limiter) limiterWindows.set(flow.limiter.key, flow.limiter.durationMs);
+    byLane.get(r.lane)?.push({ ref: r.id, name: r.name, flow });
+  }
+  const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs: jobs.slice(0, lane === "" ? total : perLane) }));
+  const groupActive = new Map<string, number>();
+  if (grouped) for (const r of await run<{ group_key: string; n: number }>("flow-group-running", [queue])) groupActive.set(r.group_key, r.n);
+  const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
+  if (limiterWindows.size > 0) {
+    const keys = [...limiterWindows.keys()];
+    const buckets = keys.map((key) => limiterBucket(queue, key));
+    const counted = await run<{ bucket: string; n: number; oldest: number | null; held_until: number | null }>("flow-windows", [textArray(buckets), integerArray(keys.map((k) => limiterWindows.get(k)!)), now]);
+    const byBucket = new Map(counted.map((r) => [r.bucket, r]));
+    keys.forEach((key, i) => {
+      const r = byBucket.get(buckets[i]!);
+      limiterWindow.set(key, r === undefined ? { n: 0, oldest: null } : { n: r.n, oldest: r.oldest, heldUntil: r.held_until });
+    });
+  }
+  const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
+  const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;
+  if (pick.picked.length === 0) return { rows: [], throttle };
+  const { id, host, pid } = request.worker;
+  const rows = await run<Row & { limiter_key: string | null }>("flow-claim-ids", [now, textArray(pick.picked.map((p) => p.ref)), leaseMs, id, host, pid]);
+  const started = rows.flatMap((r) => (r.limiter_key === null ? [] : [limiterBucket(queue, r.limiter_key)]));
+  if (started.length > 0) await run("flow-record-buckets", [textArray(started), now]);
+  if (pick.lastLane !== null && pick.lastLane !== "") await run("flow-cursor", [queue, pick.lastLane]);
+  return { rows, throttle };
+}
+
+/**
+ * The parameters of flow-enqueue.sql for the keyed specs of an enqueue, leaving out the ones the
+ * enqueue statement reported as already existing (`found`: the ids of duplicates).
+ */
+export function jobFlowValues(keyed: readonly JobSpec[], found: ReadonlyArray<{ id: string | null }>): unknown[] {
+  const existed = new Set(found.flatMap((r) => (r.id === null ? [] : [r.id])));
+  const stored = keyed.filter((spec) => !existed.has(spec.id));
+  const flows = stored.map((spec) => spec.flow!);
+  return [
+    textArray(stored.map((spec) => spec.id)),
+    textArray(flows.map(laneOf)),
+    textArray(flows.map((f) => f.group?.key ?? null)),
+    integerArray(flows.map((f) => f.group?.concurrency ?? null)),
+    textArray(flows.map((f) => f.limiter?.key ?? null)),
+    integerArray(flows.map((f) => f.limiter?.max ?? null)),
+    integerArray(flows.map((f) => f.limiter?.durationMs ?? null)),
+    textArray([...new Set(stored.map((spec) => spec.queue))]),
+  ];
+}

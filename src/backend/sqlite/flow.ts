@@ -1,0 +1,315 @@
+/**
+ * Flow control on SQLite: the statements behind the limits of src/core/flow.ts, run inside the
+ * claim's IMMEDIATE transaction (which holds the file's one write lock, so no other claim can
+ * change the counts between reading them and claiming).
+ */
+import type Database from "better-sqlite3";
+import type { ClaimRequest, ClaimThrottle } from "../contract.js";
+import { claimBudget, flowSnapshot, isUnlimited, needsRunningCounts, pickAcrossLanes, type LaneHead, type LimiterWindow, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import type { JobFlow } from "../../core/job.js";
+import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
+
+/** One row of the flow_queues table. */
+export interface FlowRow {
+  queue: string;
+  rate_max: number | null;
+  rate_duration_ms: number | null;
+  max_running: number | null;
+  max_running_per_name: string;
+  held_until: number | null;
+  /** 1 once the queue has had keyed jobs (group or limiter): its claims take turns across lanes. */
+  lanes: number;
+  lane_cursor: string | null;
+}
+
+/** A waiting keyed job at the head of its lane. */
+interface LaneRow extends FlowCandidate, JobFlowColumns {
+  name: string;
+}
+
+/** The claim-order columns the claim candidates carry. */
+export interface FlowCandidate {
+  seq: number;
+  priority: number;
+  run_at: number;
+}
+
+type CandidateStatement = Database.Statement<[string, number, string, number], FlowCandidate>;
+
+export class SqliteFlow {
+  private readonly s: ReturnType<typeof prepare>;
+
+  constructor(
+    db: Database.Database,
+    prefix: string,
+    /** The backend's own candidate query (one queue, names as a JSON array, in claim order). */
+    private readonly claimCandidates: CandidateStatement,
+  ) {
+    this.s = prepare(db, prefix);
+  }
+
+  /** The flow rows of `queues` (usually none: one index probe per queue). */
+  rowsAmong(queues: readonly string[]): Map<string, FlowRow> {
+    const rows = this.s.rowsAmong.all(JSON.stringify(queues));
+    return new Map(rows.map((row) => [row.queue, row]));
+  }
+
+  /**
+   * The candidates a claim may take from a flow-controlled queue: at most the budget in all,
+   * at most each capped name's room of that name, in claim order. A queue that can start none
+   * reports when to look again in `throttles`.
+   */
+  candidates(row: FlowRow, now: number, request: ClaimRequest, limit: number, throttles: ClaimThrottle[]): FlowCandidate[] {
+    const limits = toLimits(row);
+    const window = limits.rate === null ? null : this.windowOf(row.queue, limits.rate.durationMs, now);
+    const running = needsRunningCounts(limits) ? this.s.running.all(row.queue) : [];
+    const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), limit, request.names);
+    if (budget.total === 0) {
+      throttles.push({ queue: row.queue, retryInMs: budget.retryInMs });
+      return [];
+    }
+    if (row.lanes === 1) return this.laneCandidates(row, now, request, budget.total, budget.perName, throttles);
+    const uncapped = request.names.filter((name) => !budget.perName.has(name));
+    const found: FlowCandidate[] = [];
+    if (uncapped.length > 0) found.push(...this.claimCandidates.all(row.queue, now, JSON.stringify(uncapped), budget.total));
+    for (const [name, room] of budget.perName) {
+      if (room > 0) found.push(...this.claimCandidates.all(row.queue, now, JSON.stringify([name]), Math.min(room, budget.total)));
+    }
+    return found.sort(byClaimOrder).slice(0, budget.total);
+  }
+
+  /**
+   * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
+   * lane, each lane's head in claim order, picked round robin under each group's concurrency and
+   * each limiter key's rate (pickAcrossLanes). The unkeyed jobs form one more lane.
+   */
+  private laneCandidates(
+    row: FlowRow,
+    now: number,
+    request: ClaimRequest,
+    total: number,
+    perName: ReadonlyMap<string, number>,
+    throttles: ClaimThrottle[],
+  ): FlowCandidate[] {
+    const queue = row.queue;
+    const names = JSON.stringify(request.names.filter((name) => (perName.get(name) ?? 1) > 0));
+    const cursor = row.lane_cursor ?? "";
+    const maxLanes = lanesToVisit(total);
+    const lanes: string[] = [];
+    for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
+    if (cursor !== "") {
+      for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
+    }
+    const perLane = headsPerLane(total, lanes.length);
+    const heads: Array<LaneHead<FlowCandidate>> = [
+      // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
+      { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
+    ];
+    // Limiter windows are counted when the pick first reaches a job of the key, not for every head.
+    const limiterMs = new Map<string, number>();
+    const windows = new Map<string, LimiterWindow>();
+    const limiterWindow = {
+      get: (key: string): LimiterWindow | undefined => {
+        let window = windows.get(key);
+        const durationMs = limiterMs.get(key);
+        if (window === undefined && durationMs !== undefined) {
+          const bucket = limiterBucket(queue, key);
+          // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
+          window = { ...this.windowOf(bucket, durationMs, now), heldUntil: this.s.row.get(bucket)?.held_until ?? null };
+          windows.set(key, window);
+        }
+        return window;
+      },
+    };
+    let grouped = false;
+    for (const lane of lanes) {
+      const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
+        const flow = jobFlowFromColumns(c);
+        if (flow.group !== null) grouped = true;
+        if (flow.limiter !== null) limiterMs.set(flow.limiter.key, flow.limiter.durationMs);
+        return { ref: c, name: c.name, flow };
+      });
+      heads.push({ lane, jobs });
+    }
+    const groupActive = new Map<string, number>();
+    if (grouped) for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
+    const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
+    if (pick.throttled) throttles.push({ queue, retryInMs: pick.retryInMs });
+    if (pick.lastLane !== null && pick.lastLane !== "") this.s.setCursor.run(pick.lastLane, queue);
+    return pick.picked.map((job) => job.ref);
+  }
+
+  /** Stores a new job's group and limiter key, and turns its queue's lane path on. */
+  setJobFlow(id: string, queue: string, flow: JobFlow): void {
+    this.s.setJobFlow.run(
+      laneOf(flow),
+      flow.group?.key ?? null,
+      flow.group?.concurrency ?? null,
+      flow.limiter?.key ?? null,
+      flow.limiter?.max ?? null,
+      flow.limiter?.durationMs ?? null,
+      id,
+    );
+    this.markLaned(queue);
+  }
+
+  /** Queues among `queues` whose claims take turns across lanes. */
+  lanedAmong(queues: readonly string[]): Set<string> {
+    const distinct = new Set(queues);
+    return new Set(this.s.lanedAmong.all(JSON.stringify([...distinct])));
+  }
+
+  /** An unkeyed job enqueued to a laned queue waits in lane "": the lane path finds it by index. */
+  setUnkeyedLane(id: string): void {
+    this.s.setUnkeyedLane.run(id);
+  }
+
+  /**
+   * Turns a queue's lane path on; the first time, its unkeyed waiting jobs move to lane "", where
+   * lane claims look for them (one pass over the queue's backlog, once).
+   */
+  private markLaned(queue: string): void {
+    if (this.s.markLaned.run(queue).changes === 0) return;
+    this.s.backfillUnkeyed.run(queue);
+  }
+
+  /**
+   * Records the starts of this claim in the rate windows of the rate-limited queues among
+   * `flows`, and of every claimed job's limiter key.
+   */
+  recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
+    const added = new Map<string, number>();
+    const add = (bucket: string) => {
+      this.s.addStart.run(bucket, now);
+      added.set(bucket, (added.get(bucket) ?? 0) + 1);
+    };
+    for (const job of claimed) {
+      const flow = flows.get(job.queue);
+      if (flow?.rate_max != null) add(job.queue);
+      const key = (job as { limiter_key?: string | null }).limiter_key;
+      if (flow?.lanes === 1 && typeof key === "string") add(limiterBucket(job.queue, key));
+    }
+    for (const [bucket, n] of added) this.s.countUp.run(bucket, n);
+  }
+
+  /**
+   * Forgets the starts that left a window and reads how many are still in it (kept in
+   * flow_counts, so the cost is the starts that expired, not the window's size) and the oldest.
+   */
+  private windowOf(bucket: string, durationMs: number, now: number): { n: number; oldest: number | null } {
+    const dropped = this.s.dropOldStarts.run(bucket, now - durationMs).changes;
+    if (dropped > 0) this.s.countUp.run(bucket, -dropped);
+    const n = this.s.count.get(bucket) ?? 0;
+    return { n, oldest: n === 0 ? null : (this.s.oldest.get(bucket) ?? null) };
+  }
+
+  setLimits(queue: string, limits: StoredQueueLimits): void {
+    const rate = limits.rate;
+    this.s.upsertLimits.run(queue, rate?.max ?? null, rate?.durationMs ?? null, limits.maxRunning, JSON.stringify(limits.maxRunningPerName));
+    // A rate window outlives no rate limit; a new limit starts with the starts still in it.
+    if (rate === null) {
+      this.s.clearStarts.run(queue);
+      this.s.clearCount.run(queue);
+    }
+    if (isUnlimited(limits)) this.s.dropIfIdle.run(queue);
+  }
+
+  hold(queue: string, until: number): void {
+    this.s.hold.run(queue, until);
+  }
+
+  /** Holds the limiter key of job `id` (of `queue`) until `until`; false when it has none. */
+  holdKeyOf(queue: string, id: string, until: number): boolean {
+    const key = this.s.limiterKeyOf.get(id, queue);
+    if (key == null) return false;
+    this.s.hold.run(limiterBucket(queue, key), until);
+    return true;
+  }
+
+  get(queue: string): QueueFlow | null {
+    const row = this.s.row.get(queue);
+    return row === undefined ? null : { limits: toLimits(row), heldUntil: row.held_until };
+  }
+}
+
+function prepare(db: Database.Database, prefix: string) {
+  const flow = `${prefix}flow_queues`;
+  const starts = `${prefix}flow_starts`;
+  const jobs = `${prefix}jobs`;
+  return {
+    rowsAmong: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue IN (SELECT value FROM json_each(?))`),
+    row: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue = ?`),
+    /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=? AND at<?) */
+    dropOldStarts: db.prepare<[string, number]>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ?`),
+    /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=?): the first entry */
+    oldest: db.prepare<[string], number>(`SELECT at FROM ${starts} WHERE queue = ? ORDER BY at LIMIT 1`).pluck(),
+    count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
+    countUp: db.prepare<[string, number]>(
+      `INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`,
+    ),
+    clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
+    addStart: db.prepare<[string, number]>(`INSERT INTO ${starts} (queue, at) VALUES (?, ?)`),
+    clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
+    /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
+    running: db.prepare<[string], { name: string; n: number }>(
+      `SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`,
+    ),
+    upsertLimits: db.prepare<[string, number | null, number | null, number | null, string]>(
+      `INSERT INTO ${flow} (queue, rate_max, rate_duration_ms, max_running, max_running_per_name) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (queue) DO UPDATE SET rate_max = excluded.rate_max, rate_duration_ms = excluded.rate_duration_ms,
+         max_running = excluded.max_running, max_running_per_name = excluded.max_running_per_name`,
+    ),
+    // No limits, no hold, no keyed jobs: the row goes, and the queue's claims take the plain path again.
+    dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL AND lanes = 0`),
+    /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane>?) */
+    nextLane: db.prepare<[string, string], string>(
+      `SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`,
+    ).pluck(),
+    /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane=?) */
+    laneHead: db.prepare<[string, string, number, string, number], LaneRow>(
+      `SELECT seq, priority, run_at, name, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms
+       FROM ${jobs}
+       WHERE queue = ? AND lane = ? AND state IN ('waiting', 'scheduled') AND run_at <= ?
+         AND name IN (SELECT value FROM json_each(?))
+       ORDER BY priority, run_at, seq
+       LIMIT ?`,
+    ),
+    lanedAmong: db.prepare<[string], string>(
+      `SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`,
+    ).pluck(),
+    setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
+    backfillUnkeyed: db.prepare<[string]>(
+      `UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state IN ('waiting', 'scheduled')`,
+    ),
+    /* Plan: SEARCH jobs USING COVERING INDEX jobs_group_running (queue=?) */
+    groupRunning: db.prepare<[string], { group_key: string; n: number }>(
+      `SELECT group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' AND group_key IS NOT NULL GROUP BY group_key`,
+    ),
+    limiterKeyOf: db.prepare<[string, string], string | null>(`SELECT limiter_key FROM ${jobs} WHERE id = ? AND queue = ?`).pluck(),
+    setCursor: db.prepare<[string, string]>(`UPDATE ${flow} SET lane_cursor = ? WHERE queue = ?`),
+    setJobFlow: db.prepare<[string, string | null, number | null, string | null, number | null, number | null, string]>(
+      `UPDATE ${jobs} SET lane = ?, group_key = ?, group_concurrency = ?, limiter_key = ?, limiter_max = ?, limiter_duration_ms = ?
+       WHERE id = ?`,
+    ),
+    // Changes a row only when the queue was not laned yet (the caller then backfills).
+    markLaned: db.prepare<[string]>(
+      `INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1 WHERE lanes = 0`,
+    ),
+    hold: db.prepare<[string, number]>(
+      `INSERT INTO ${flow} (queue, held_until) VALUES (?, ?)
+       ON CONFLICT (queue) DO UPDATE SET held_until = max(coalesce(held_until, 0), excluded.held_until)`,
+    ),
+  };
+}
+
+function toLimits(row: FlowRow): StoredQueueLimits {
+  return {
+    rate: row.rate_max !== null && row.rate_duration_ms !== null ? { max: row.rate_max, durationMs: row.rate_duration_ms } : null,
+    maxRunning: row.max_running,
+    maxRunningPerName: JSON.parse(row.max_running_per_name) as Record<string, number>,
+  };
+}
+
+function byClaimOrder(a: FlowCandidate, b: FlowCandidate): number {
+  return a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq;
+}
