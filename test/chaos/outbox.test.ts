@@ -4,14 +4,14 @@
  * a Conveyor queue. Each: a producer committing (and rolling back) business rows with their
  * events, relays SIGKILLed (some at the relay-after-publish failpoint), the target taken down and
  * restarted, then the drain and the checker (every committed event delivered, none uncommitted,
- * per-key order). OUTBOX_CHAOS_SECONDS (default 8) of faults each; the seed is CHAOS_SEED or a
+ * per-key order). OUTBOX_CHAOS_SECONDS (default 6) of faults each, both runs at once (each has its own servers); the seed is CHAOS_SEED or a
  * fixed one; `npm run chaos -- --scenario outbox --source S --target T --seed N` replays a run.
  */
 import { describe, expect, it } from "vitest";
 import { formatOutboxTable, runOutboxScenario, type OutboxSourceKind, type OutboxTargetKind } from "../../chaos/outbox-scenario.js";
 import { parseSeed } from "../../chaos/prng.js";
 
-const SECONDS = Number(process.env.OUTBOX_CHAOS_SECONDS ?? 8);
+const SECONDS = Number(process.env.OUTBOX_CHAOS_SECONDS ?? 6);
 const SEED = parseSeed(process.env.CHAOS_SEED ?? "20261201");
 
 const COMBINATIONS: Array<[OutboxSourceKind, OutboxTargetKind]> = [
@@ -19,7 +19,7 @@ const COMBINATIONS: Array<[OutboxSourceKind, OutboxTargetKind]> = [
   ["pg-cdc", "queue"],
 ];
 
-describe("outbox chaos, short runs", () => {
+describe.concurrent("outbox chaos, short runs", () => {
   for (const [source, target] of COMBINATIONS) {
     it(`${source} → ${target}: every committed event delivered, none uncommitted, per-key order kept`, { timeout: (SECONDS + 200) * 1000 }, async () => {
       const result = await runOutboxScenario({ seconds: SECONDS, seed: SEED, source, target, log: () => undefined });
