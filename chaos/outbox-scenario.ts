@@ -419,7 +419,11 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
       ["left in the outbox after 120 s of draining", undrained?.left ?? 0],
       ["verdict", ok ? "ok" : "FAILED"],
     ];
-    writeFileSync(join(dir, "report.json"), JSON.stringify({ seed: options.seed, seconds: options.seconds, source: sourceKind, target: targetKind, counts, undrained, missing: missing.slice(0, 50), phantom: phantom.slice(0, 50), orderViolations }, null, 2));
+    // How often each event left behind reached the target (0: it never did, the relay is stuck).
+    const copiesOfLeft = Object.fromEntries(
+      ((undrained?.state as { left?: Array<{ id: string }> } | undefined)?.left ?? []).map((r) => [r.id, delivered.filter((d) => d.id === r.id).length]),
+    );
+    writeFileSync(join(dir, "report.json"), JSON.stringify({ seed: options.seed, seconds: options.seconds, source: sourceKind, target: targetKind, counts, undrained, copiesOfLeft, missing: missing.slice(0, 50), phantom: phantom.slice(0, 50), orderViolations }, null, 2));
     return { ok, rows };
   } finally {
     stopping = true;
