@@ -24,7 +24,7 @@
  * Evidence stays in .tmp/chaos/outbox-<source>-<target>-<seed>/ (relay logs, report.json).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, createWriteStream, writeFileSync } from "node:fs";
+import { mkdirSync, createWriteStream, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { Redis } from "ioredis";
@@ -158,6 +158,8 @@ async function postgresSource(kind: "pg-poll" | "pg-cdc", dir: string): Promise<
 
 async function sqliteSource(dir: string): Promise<SourceEnv> {
   const path = join(dir, "app.db");
+  // A rerun of the same seed starts from an empty database, not the last run's.
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(path + suffix, { force: true });
   const backend = await openBackend(`sqlite:${path}`);
   await backend.close();
   const db = new Database(path, { timeout: 10_000 });
