@@ -18,7 +18,8 @@ import { BACKENDS, openStore, unavailable, type BackendKind } from "./stores.js"
 const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
 --max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
-npm run chaos -- --scenario outbox [--seconds N] [--seed S]   the transactional outbox and its relays (PostgreSQL, Redis)`;
+npm run chaos -- --scenario outbox [--source pg-poll|pg-cdc|sqlite-poll] [--target redis|rabbitmq|queue] [--seconds N] [--seed S]
+                    the transactional outbox and its relays (default: --source pg-poll --target redis)`;
 
 async function main(): Promise<number> {
   let values;
@@ -30,6 +31,8 @@ async function main(): Promise<number> {
         seed: { type: "string" },
         scenario: { type: "string", default: "all" },
         "max-healthy-dead": { type: "string" },
+        source: { type: "string" },
+        target: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -42,14 +45,28 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (values.scenario !== "outbox" && (values.source !== undefined || values.target !== undefined)) {
+    console.error(`--source and --target belong to --scenario outbox\n${USAGE}`);
+    return 2;
+  }
   if (values.scenario === "outbox") {
     // The outbox scenario has its own fleet (producer, relays, Redis target) and checker: chaos/outbox-scenario.ts.
-    const { runOutboxScenario, formatOutboxTable } = await import("./outbox-scenario.js");
+    const { runOutboxScenario, formatOutboxTable, OUTBOX_SOURCES, OUTBOX_TARGETS } = await import("./outbox-scenario.js");
+    const source = (values.source ?? "pg-poll") as (typeof OUTBOX_SOURCES)[number];
+    const target = (values.target ?? "redis") as (typeof OUTBOX_TARGETS)[number];
+    if (!OUTBOX_SOURCES.includes(source) || !OUTBOX_TARGETS.includes(target)) {
+      console.error(`--source must be one of ${OUTBOX_SOURCES.join(", ")} and --target one of ${OUTBOX_TARGETS.join(", ")}\n${USAGE}`);
+      return 2;
+    }
     const seed = values.seed !== undefined ? parseSeed(values.seed) : randomInt(1, 2 ** 31);
     const seconds = values.seconds === undefined ? 60 : Number(values.seconds);
-    console.log(`chaos: scenario outbox (PostgreSQL outbox, two relays, Redis stream target), seed ${seed}, ${seconds} s`);
-    const result = await runOutboxScenario({ seconds, seed, log: (line) => console.log(`  ${line}`) });
-    console.log(`\n${formatOutboxTable(result)}\n\nreproduce: npm run chaos -- --scenario outbox --seed ${seed} --seconds ${seconds}`);
+    if (!Number.isFinite(seconds) || seconds < 1) {
+      console.error(`--seconds must be a number >= 1\n${USAGE}`);
+      return 2;
+    }
+    console.log(`chaos: scenario outbox, source ${source}, target ${target}, seed ${seed}, ${seconds} s`);
+    const result = await runOutboxScenario({ seconds, seed, source, target, log: (line) => console.log(`  ${line}`) });
+    console.log(`\n${formatOutboxTable(result)}\n\nreproduce: npm run chaos -- --scenario outbox --source ${source} --target ${target} --seed ${seed} --seconds ${seconds}`);
     return result.ok ? 0 : 1;
   }
   const backend = values.backend as BackendKind | undefined;

@@ -38,6 +38,8 @@ conveyor relay --mode cdc --setup | --teardown --db URL        create / drop the
 --slot NAME         cdc: replication slot (default conveyor_outbox_<schema>)
 --publication NAME  cdc: publication (default conveyor_outbox_<schema>)
 --max-retained-wal BYTES  cdc: warn when the slot holds back more WAL (default 1073741824)
+--lease MS          sqlite: how long a relay's hold on the outbox outlives its last renewal; a
+                    crashed relay's successor waits this long (default 30000, at least 1000)
 --stats-interval MS log a stats line (lag, rate, failures) this often (default 10000; 0: never)`;
 
 export async function run(argv: string[]): Promise<number> {
@@ -61,6 +63,7 @@ export async function run(argv: string[]): Promise<number> {
     publication: { type: "string" },
     "max-retained-wal": { type: "string" },
     "stats-interval": { type: "string" },
+    lease: { type: "string" },
     setup: { type: "boolean", default: false },
     teardown: { type: "boolean", default: false },
     limit: { type: "string" },
@@ -118,7 +121,8 @@ export async function run(argv: string[]): Promise<number> {
     webhookSecrets: secrets,
     allow: typeof values.allow === "string" ? values.allow.split(",").map((s) => s.trim()).filter(Boolean) : [],
   });
-  const source = await openSource(db, { mode, topics, cdc }).catch(async (error: unknown) => {
+  const leaseMs = intOption("lease", values.lease, 1_000);
+  const source = await openSource(db, { mode, topics, cdc, ...(leaseMs !== undefined ? { sqliteLeaseMs: leaseMs } : {}) }).catch(async (error: unknown) => {
     await target.close();
     throw error;
   });

@@ -11,6 +11,7 @@ import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSetti
 import type { MetricsServer } from "../observability/http.js";
 import { loadHandlers } from "./worker.js";
 import { combineTelemetry } from "../core/telemetry.js";
+import { migrateOutbox, openDeadLetters, outboxLocation } from "../outbox/open.js";
 
 export const help = `conveyor serve --db URL [options]
 
@@ -47,6 +48,12 @@ same process, for small deployments.
                          environment variable holding the secret that signs event-stream tokens
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
+  --outbox               also serve the admin routes of the transactional outbox of --db
+                         (<base-path>/outbox/dead: list, show, replay, delete the events a
+                         relay's target refused for good); PostgreSQL or SQLite only
+                         (default: off)
+  --outbox-db URL        serve the outbox of this database instead of --db's (postgres://…
+                         [?schema=NAME] or sqlite:PATH); implies --outbox
   --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
                          an API key: read keys see, admin keys also act)
   --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
@@ -92,6 +99,8 @@ export async function run(argv: string[]): Promise<number> {
     "stream-token-secret-env": { type: "string" },
     "log-level": { type: "string" },
     "no-dashboard": { type: "boolean", default: false },
+    outbox: { type: "boolean", default: false },
+    "outbox-db": { type: "string" },
     ...METRICS_OPTIONS,
   });
   if (values.help) {
@@ -153,13 +162,27 @@ export async function run(argv: string[]): Promise<number> {
   const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
   const queues = handlersPath ? await queuesForHandlers(values.queue, handlersPath) : [];
   const metricsFlags = metricsSettings(values);
+  const outboxUrl = typeof values["outbox-db"] === "string" ? values["outbox-db"] : values.outbox === true ? url : null;
+  if (outboxUrl !== null) {
+    try {
+      outboxLocation(outboxUrl);
+    } catch (error) {
+      throw new UsageError(`${typeof values["outbox-db"] === "string" ? "--outbox-db" : "--outbox (the database of --db)"}: ${(error as Error).message}`);
+    }
+  }
 
   const backend = await openBackend(url);
   const closeables: Closeable[] = [];
   let worker: Worker | null = null;
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
   let metricsServer: MetricsServer | null = null;
+  let outbox: Awaited<ReturnType<typeof openDeadLetters>> | null = null;
   try {
+    // The outbox tables come with the migrations: --db's are run by openBackend above; a separate
+    // --outbox-db is migrated here (as `conveyor migrate` would), so its tables exist too.
+    // Closed in afterClose, after the API, so no request finds its pool gone.
+    if (outboxUrl !== null && outboxUrl !== url) await migrateOutbox(outboxUrl);
+    outbox = outboxUrl === null ? null : await openDeadLetters(outboxUrl);
     const observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
     const tracing = await loadTracing();
     const secrets = (process.env.CONVEYOR_WEBHOOK_SECRETS ?? "").split(/[,\s]+/).filter(Boolean);
@@ -215,6 +238,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
       dashboard: history ? { history } : false,
+      ...(outbox ? { outbox: outbox.dead } : {}),
     });
     target = app.log;
     closeables.push({
@@ -248,6 +272,7 @@ export async function run(argv: string[]): Promise<number> {
         // worker and the API are done, as `conveyor worker` does.
         afterClose: async () => {
           await metricsListener?.close();
+          await outbox?.close();
           await backend.close();
         },
         exit: resolveExit,
@@ -258,12 +283,14 @@ export async function run(argv: string[]): Promise<number> {
           `${apiKeys === false ? "NO authentication" : `${apiKeys.length} API key(s)`}` +
           `${worker ? `; worker on ${queues.join(",")} (${worker.jobNames.join(",")})` : ""}` +
           `${webhooks ? "; webhooks on" : ""}` +
+          `${outbox ? `; outbox routes on ${outbox.dead.description}` : ""}` +
           `${history ? `; dashboard on http://${shown}/ui/` : ""}\n`,
       );
     });
   } catch (error) {
     await Promise.all(closeables.map((c) => c.close({ force: true }).catch(() => undefined)));
     await metricsServer?.close();
+    await outbox?.close().catch(() => undefined);
     await backend.close();
     if (error instanceof InvalidInputError) throw new UsageError(error.message);
     throw error;

@@ -39,6 +39,8 @@ export interface SourceChoice {
   mode: "poll" | "cdc";
   topics?: readonly string[];
   cdc?: Omit<CdcSourceOptions, "connectionString" | "schema" | "topics">;
+  /** SQLite: the relay's lease on the outbox, ms (SqlitePollSource `leaseMs`; default 30000). */
+  sqliteLeaseMs?: number;
 }
 
 export async function openSource(dbUrl: string, choice: SourceChoice): Promise<OutboxSource> {
@@ -46,7 +48,7 @@ export async function openSource(dbUrl: string, choice: SourceChoice): Promise<O
   if (where.kind === "sqlite") {
     if (choice.mode === "cdc") throw new InvalidInputError("--mode cdc needs PostgreSQL (logical replication); SQLite relays by polling (--mode poll)");
     const { SqlitePollSource } = await import("./relay-polling.js");
-    return new SqlitePollSource({ path: where.path, tablePrefix: where.tablePrefix, topics: choice.topics ?? [] });
+    return new SqlitePollSource({ path: where.path, tablePrefix: where.tablePrefix, topics: choice.topics ?? [], ...(choice.sqliteLeaseMs !== undefined ? { leaseMs: choice.sqliteLeaseMs } : {}) });
   }
   if (choice.mode === "cdc") {
     const { CdcSource } = await import("./relay-cdc.js");

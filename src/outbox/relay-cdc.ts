@@ -219,7 +219,7 @@ export class CdcSource implements OutboxSource {
       if (this.generation !== generation || !this.running) return;
       this.scheduleReconnect(error);
     });
-    const plugin = new PgoutputPlugin({ protoVersion: 1, publicationNames: [this.publication] });
+    const plugin = new (keepJsonText(PgoutputPlugin))({ protoVersion: 1, publicationNames: [this.publication] });
     const started = new Promise<void>((resolve) => service.once("start", () => resolve()));
     const streaming = service.subscribe(plugin, this.slot, bigIntToLsn(this.confirmedLsn));
     streaming.then(
@@ -419,6 +419,35 @@ export class CdcSource implements OutboxSource {
   }
 }
 
+/** PostgreSQL's type oids of json and jsonb. */
+const JSON_TYPE_OIDS = new Set([114, 3802]);
+const asText = (text: string): string => text;
+
+/**
+ * pgoutput with json columns left as the text PostgreSQL sent: pg-logical-replication parses
+ * every column with pg's type parsers, and a JSON.parse/JSON.stringify round trip changes a
+ * payload (integers past 2^53 rounded, "1.0" → "1", integer-like keys reordered, duplicate keys
+ * merged, whitespace dropped). A relation message's columns carry the parser its later inserts
+ * use, and the library parses a message synchronously in parse(), before the next one: swapping
+ * the parser of json columns there makes every insert of the table arrive as its committed text.
+ */
+function keepJsonText(Base: typeof import("pg-logical-replication").PgoutputPlugin) {
+  return class JsonTextPgoutputPlugin extends Base {
+    override parse(buffer: Buffer): Message {
+      const message = super.parse(buffer);
+      if (message.tag === "relation") {
+        for (const column of message.columns) if (JSON_TYPE_OIDS.has(column.typeOid)) column.parser = asText;
+      }
+      return message;
+    }
+  };
+}
+
+function jsonColumnText(value: unknown, column: string): string {
+  if (typeof value !== "string") throw new ConveyorError(`cdc: the outbox ${column} column was decoded as ${typeof value}, not as its JSON text`);
+  return value;
+}
+
 function toEvent(message: MessageInsert): OutboxEvent {
   const row = message.new as Record<string, unknown>;
   const payload = row.payload;
@@ -428,8 +457,10 @@ function toEvent(message: MessageInsert): OutboxEvent {
     seq: Number(row.seq),
     topic: row.topic as string,
     key: (row.key as string | null) ?? null,
-    payloadText: typeof payload === "string" ? payload : JSON.stringify(payload),
-    headers: headers == null ? {} : parseHeaders(typeof headers === "string" ? headers : (headers as Record<string, string>)),
+    // Text as committed (see keepJsonText); anything else means the parser swap failed, and
+    // re-serialising would silently change the payload.
+    payloadText: jsonColumnText(payload, "payload"),
+    headers: headers == null ? {} : parseHeaders(jsonColumnText(headers, "headers")),
     createdAt: Number(row.created_at),
   };
 }

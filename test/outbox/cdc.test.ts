@@ -100,6 +100,40 @@ describe("cdc relay", () => {
     await relay.close();
   });
 
+  it("delivers payload and headers exactly as committed: no JSON parse/stringify round trip", async () => {
+    const exactSchema = "cdc_exact";
+    await migrateSchema(server.url, exactSchema);
+    const exact = (o: Partial<ConstructorParameters<typeof CdcSource>[0]> = {}) => new CdcSource({ connectionString: server.url, schema: exactSchema, ...o });
+    const setup = exact();
+    await setup.setup();
+    await setup.close();
+    // Each text changes under JSON.parse + JSON.stringify: integers past 2^53, 1.0 and 1e3,
+    // integer-like keys (JavaScript puts them first, ascending), a duplicate key, whitespace.
+    const payloads = [
+      '{ "z": 1.0, "2": 12345678901234567890123, "1": [1e3, -0.0] }',
+      '{"id":9007199254740993,"id":"duplicate kept","amount":"12.50"}',
+      '[\n  1.10,\n  {"b": true, "a": null}\n]',
+      '"plain string"',
+    ];
+    const headers = '{ "trace-id" : "t-1", "9": "x" }';
+    const target = new RecordingTarget();
+    const relay = new Relay({ source: exact(), target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
+    await relay.start();
+    try {
+      for (const [i, payload] of payloads.entries()) {
+        await pool.query(`INSERT INTO ${exactSchema}.outbox (id, topic, key, payload, headers) VALUES ($1, 'exact', 'k', $2, $3)`, [`exact-${i}`, payload, headers]);
+      }
+      await waitFor(() => target.received.length >= payloads.length, { timeoutMs: 20_000, description: "the exact-text events relayed" });
+      expect(target.received.map((e) => e.payloadText)).toEqual(payloads);
+      expect(target.received.map((e) => e.headers)).toEqual(payloads.map(() => ({ "trace-id": "t-1", "9": "x" })));
+    } finally {
+      await relay.close();
+      const down = exact();
+      await down.teardown();
+      await down.close();
+    }
+  });
+
   it("resumes after PostgreSQL restarts under it, and warns when the slot retains too much WAL", { timeout: 90_000 }, async () => {
     const slot = "cdc_restart_slot";
     const setup = source({ slot, publication: "cdc_restart_pub" });
