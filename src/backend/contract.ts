@@ -22,6 +22,7 @@ import type {
   WorkerIdentity,
 } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../core/schedule.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -320,6 +321,23 @@ export interface Backend extends AsyncDisposable {
   resume(queue: string): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
+
+  /**
+   * Creates or replaces a cron schedule (upsert by queue and id), in one store step. A new
+   * schedule's anchor is now; an update keeps its last fired tick, bumps its version, and moves
+   * the anchor to now only when `timing` changed (so a new pattern starts at its next tick).
+   */
+  scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }>;
+  /** Deletes a schedule; false when there was none. Jobs it already enqueued stay. */
+  scheduleRemove(queue: string, id: string): Promise<boolean>;
+  /** Every schedule (of `queue`, when given), ordered by queue, then id. */
+  scheduleList(queue?: string): Promise<StoredSchedule[]>;
+  /**
+   * Fires a schedule in one atomic step: when its version and `lastTickAt` are still the ones the
+   * firing was computed from (compare-and-set) and `tickAt` is later, sets `lastTickAt` to
+   * `tickAt` and enqueues `jobs`; otherwise writes nothing and answers `fired: false`.
+   */
+  scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }>;
 
   /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
   beginCompletion?(lease: Lease): Promise<CompletionTransaction>;

@@ -22,6 +22,7 @@ import { decideRetry } from "../core/retry.js";
 import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
+import { Scheduler, type SchedulerOptions } from "../maintenance/scheduler.js";
 import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
 import { startWatchdog } from "./watchdog.js";
@@ -84,6 +85,13 @@ export interface WorkerOptions {
    * once. Default true.
    */
   maintenance?: boolean | MaintenanceOptions;
+  /**
+   * Fire due cron schedules (`queue.schedule`) from this process: of every queue, not only the
+   * ones this worker takes jobs from, unless `scheduler.queues` says otherwise. Safe in every
+   * process at once (each tick is fired exactly once, by one compare-and-set in the store); turn
+   * it off where another process (e.g. `conveyor serve`) runs it. Default true.
+   */
+  scheduler?: boolean | SchedulerOptions;
   /** Install SIGTERM/SIGINT handlers that close the worker and exit (0 drained, 1 released). Default false. */
   handleSignals?: boolean;
   /** This worker's id in leases and attempt history. Default `host:pid:random`. */
@@ -181,6 +189,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly telemetry: JobTelemetry | null;
   private readonly settler: Settler;
   private readonly maintenance: Maintenance | null;
+  private readonly scheduler: Scheduler | null;
   private readonly running = new Map<string, Running>();
   private readonly prefetch: number;
   /** Claimed ahead of free slots, oldest first; started as slots free up. */
@@ -248,6 +257,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
             onRescued: (rescued) => this.emit("job:stalled-rescued", { rescued }),
             onError: (error, during) => this.reportError(error, during),
           });
+    const sched = options.scheduler ?? true;
+    this.scheduler =
+      sched === false
+        ? null
+        : new Scheduler(this.backend, sched === true ? {} : sched, { onError: (error, during) => this.reportError(error, during) });
     if (options.handleSignals) this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger });
     if (options.autostart ?? true) this.run();
   }
@@ -327,6 +341,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     });
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatIntervalMs);
     this.maintenance?.start();
+    this.scheduler?.start();
     if (this.watchdogOptions) this.stopWatchdog = startWatchdog(this.watchdogOptions);
     this.schedulePoll();
     if (this.sandbox) {
@@ -741,6 +756,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.unsubscribe?.();
     this.unsubscribe = null;
     await this.maintenance?.stop();
+    await this.scheduler?.stop();
     const activeJobIds = [...this.running.keys()];
     this.emit("worker:shutdown", { reason: options.reason ?? "close()", activeJobIds, graceMs });
     if (activeJobIds.length > 0) {

@@ -19,6 +19,7 @@ import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
+import { scheduleTests } from "./schedules.js";
 import { retryPolicyTests, settleTests } from "./settle.js";
 import { transactionalCompletionTests, transactionRefusalTests } from "./transactional.js";
 
@@ -68,6 +69,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     miscTests(context);
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
+    scheduleTests(context);
     retryPolicyTests();
   });
 }

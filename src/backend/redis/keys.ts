@@ -27,6 +27,11 @@
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
  *                       order) it lets list() walk jobs newest first without a per-job entry for
  *                       the bulk of a backlog
+ *   crons         SET   ids of the queue's cron schedules
+ *   cron:<id>     HASH  one cron schedule: d definition JSON, t timing, a anchor_at, l last_tick_at
+ *                       (absent before the first tick), v version, c created_at, u updated_at (see
+ *                       schedule-upsert-1.lua). In the queue's slot, so a firing moves l and
+ *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
  *
  * Compact jobs. A job appended to a fast lane at enqueue (due now, priority 0: the bulk of any
  * backlog) has, while it waits there, no hash of its own: it is one field of a bucket hash,
@@ -86,6 +91,7 @@ export class QueueKeys {
   readonly expiry: string;
   readonly idx: string;
   readonly names: string;
+  readonly crons: string;
 
   constructor(
     prefix: string,
@@ -101,6 +107,7 @@ export class QueueKeys {
     this.expiry = `${this.base}expiry`;
     this.idx = `${this.base}idx`;
     this.names = `${this.base}names`;
+    this.crons = `${this.base}crons`;
   }
 
   job(id: string): string {

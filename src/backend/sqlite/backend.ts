@@ -21,6 +21,8 @@ import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../cor
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js";
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
@@ -213,6 +215,7 @@ export class SqliteBackend implements Backend {
   private readonly s: ReturnType<SqliteBackend["prepareStatements"]>;
   private readonly tx: ReturnType<SqliteBackend["defineTransactions"]>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], JobRow>>();
+  private readonly schedules: ScheduleTransactions<WakeMarks>;
 
   constructor(options: SqliteBackendOptions) {
     if (typeof options?.path !== "string" || options.path === "") {
@@ -270,6 +273,7 @@ export class SqliteBackend implements Backend {
       this.migrateSync();
       this.s = this.prepareStatements();
       this.tx = this.typedErrors(this.defineTransactions());
+      this.schedules = scheduleTransactions(this.db, prefix, () => this.nowMs(), (specs) => this.tx.enqueue(specs, false));
     } catch (error) {
       this.db.close();
       throw error;
@@ -455,6 +459,36 @@ export class SqliteBackend implements Backend {
 
   async resume(queue: string): Promise<void> {
     this.announce(this.tx.resume.immediate(queue));
+  }
+
+  // ── schedules (rules in src/core/schedule.ts) ────────────────────────────────────────────
+
+  async scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
+    return this.storeCall(() => this.schedules.upsert.immediate(write));
+  }
+
+  async scheduleRemove(queue: string, id: string): Promise<boolean> {
+    return this.storeCall(() => this.schedules.remove(queue, id));
+  }
+
+  async scheduleList(queue?: string): Promise<StoredSchedule[]> {
+    return this.storeCall(() => this.schedules.list(queue));
+  }
+
+  async scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
+    // The clock is read by the enqueue inside the transaction, once it holds the write lock.
+    const { fired, jobs, marks } = this.storeCall(() => this.schedules.fire.immediate(firing));
+    if (marks !== null) this.announce(marks);
+    return { fired, jobs };
+  }
+
+  /** Runs a statement outside `tx`, with the same typed error for a database that stayed locked. */
+  private storeCall<T>(call: () => T): T {
+    try {
+      return call();
+    } catch (error) {
+      throw asStoreError(error, this.description, isSqliteBusy);
+    }
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
