@@ -351,7 +351,8 @@ export class RedisBackend implements Backend {
       ...this.enqueueArgs(this.nowArg(), firing.queue, firing.jobs, false),
     ];
     const [fired, ...flags] = (await this.scripts.run("schedule-fire", [k.meta, k.sched, k.idx, k.names, k.crons], args)) as number[];
-    return { fired: fired === 1, jobs: firing.jobs.map((spec, i) => ({ id: spec.id, duplicate: flags[i] === 1 })) };
+    if (fired !== 1) return { fired: false, jobs: [] };
+    return { fired: true, jobs: firing.jobs.map((spec, i) => ({ id: spec.id, duplicate: flags[i] === 1 })) };
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
