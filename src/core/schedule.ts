@@ -385,3 +385,11 @@ export function onSchedulesChanged(backend: object, listener: () => void): () =>
 export function notifySchedulesChanged(backend: object): void {
   for (const listener of changeListeners.get(backend) ?? []) listener();
 }
+
+/** The schedule and tick a job was enqueued for (its `meta.schedule`), or null for a job no schedule made. */
+export function tickMetaOf(job: { meta: { [key: string]: Json } | null }): TickMeta | null {
+  const value = job.meta?.schedule;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  const { id, tick, since } = value;
+  return typeof id === "string" && typeof tick === "string" && typeof since === "string" ? { id, tick, since } : null;
+}

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
-import { buildScheduleWrite, dueTicks, firingFor, tickJobId, type ScheduleOptions, type StoredSchedule, type TickMeta } from "../../src/core/schedule.js";
+import { buildScheduleWrite, dueTicks, firingFor, tickJobId, tickMetaOf, type ScheduleOptions, type StoredSchedule, type TickMeta } from "../../src/core/schedule.js";
 import { fireDueSchedules } from "../../src/maintenance/scheduler.js";
 import { claim, mustGet, one, QUEUE, totalJobs, type SuiteContext } from "./fixtures.js";
 
@@ -25,7 +25,7 @@ async function only(b: Backend, id: string, queue = QUEUE): Promise<StoredSchedu
 async function tickJobs(b: Backend, queue = QUEUE): Promise<Array<{ id: string; meta: TickMeta }>> {
   const jobs = await b.list({ queue }, { limit: 1000 });
   return jobs
-    .map((j) => ({ id: j.id, meta: (j.meta as { schedule: TickMeta }).schedule }))
+    .map((j) => ({ id: j.id, meta: tickMetaOf(j)! }))
     .sort((a, b) => (a.meta.tick < b.meta.tick ? -1 : 1));
 }
 

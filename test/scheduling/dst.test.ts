@@ -10,7 +10,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { FakeClock } from "../../src/core/clock.js";
-import type { TickMeta } from "../../src/core/schedule.js";
+import { tickMetaOf } from "../../src/core/schedule.js";
 import { fireDueSchedules } from "../../src/maintenance/scheduler.js";
 import { Queue } from "../../src/producer/queue.js";
 import { createTestBackend } from "../../src/testing/index.js";
@@ -39,7 +39,7 @@ async function ticksBetween(cron: string, tz: string, from: string, until: strin
     for (const f of (await fireDueSchedules(backend)).fired) for (const j of f.jobs) firedAt.set(j.id, clock.now());
   }
   const jobs = await backend.list({ queue: "dst" }, { limit: 1000 });
-  const ticks = jobs.map((j) => ({ id: j.id, tick: (j.meta as { schedule: TickMeta }).schedule.tick })).sort((a, b) => (a.tick < b.tick ? -1 : 1));
+  const ticks = jobs.map((j) => ({ id: j.id, tick: tickMetaOf(j)!.tick })).sort((a, b) => (a.tick < b.tick ? -1 : 1));
   for (const { id, tick } of ticks) {
     // Fired at the first pass at or after its tick: never early, never more than one step late.
     const at = firedAt.get(id)!;
