@@ -22,28 +22,7 @@ import { tickMetaOf, type TickMeta } from "../src/core/schedule.js";
 import { Scheduler } from "../src/maintenance/scheduler.js";
 import { Worker } from "../src/runtime/worker.js";
 import { AppendLog } from "./ledger.js";
-
-export const SCHEDULE_QUEUE = "chaos-cron";
-/** Lease of the scenario's workers: short, so a killed worker's job runs again soon. */
-export const SCHEDULE_LEASE_MS = 3_000;
-
-export interface FiredRecord {
-  t: number;
-  pid: number;
-  id: string;
-  tickAt: number;
-  jobs: Array<{ id: string; duplicate: boolean }>;
-}
-
-export interface RunRecord {
-  type: "start" | "end";
-  t: number;
-  pid: number;
-  id: string;
-  schedule: string;
-  tick: string;
-  attempt: number;
-}
+import { SCHEDULE_LEASE_MS, SCHEDULE_QUEUE, type FiredRecord, type RunRecord } from "./schedule-scenario.js";
 
 async function main(): Promise<void> {
   const [url, role, skewText, dir] = process.argv.slice(2);

@@ -27,8 +27,29 @@ import { Queue } from "../src/producer/queue.js";
 import { ROOT } from "./fleet.js";
 import { readLogs } from "./ledger.js";
 import { Prng } from "./prng.js";
-import { SCHEDULE_LEASE_MS, SCHEDULE_QUEUE, type FiredRecord, type RunRecord } from "./schedule-node.js";
 import { openStore, type BackendKind } from "./stores.js";
+
+export const SCHEDULE_QUEUE = "chaos-cron";
+/** Lease of the scenario's workers: short, so a killed worker's job runs again soon. */
+export const SCHEDULE_LEASE_MS = 3_000;
+
+export interface FiredRecord {
+  t: number;
+  pid: number;
+  id: string;
+  tickAt: number;
+  jobs: Array<{ id: string; duplicate: boolean }>;
+}
+
+export interface RunRecord {
+  type: "start" | "end";
+  t: number;
+  pid: number;
+  id: string;
+  schedule: string;
+  tick: string;
+  attempt: number;
+}
 
 /** How far the two skewed processes' clocks are off, ms (one ahead, one behind). */
 export const SKEW_MS = 2_500;
@@ -278,14 +299,15 @@ export async function runScheduleScenario(options: { backend: BackendKind; secon
     await waitAllReady(60_000);
     for (const [id, schedule] of Object.entries(CHAOS_SCHEDULES)) await queue.schedule(id, { ...schedule, options: { removeOnComplete: false, attempts: 20 } });
     const deadline = Date.now() + options.seconds * 1000;
-    let nextBlackout = Date.now() + rng.int(8_000, 15_000);
+    // The first blackout within the first 40 % of the run, so a short run has one too.
+    let nextBlackout = Date.now() + Math.min(rng.int(8_000, 15_000), options.seconds * 400);
     while (Date.now() < deadline) {
       if (Date.now() >= nextBlackout) {
         // Everyone down at once for 2-5 s, then everyone back.
         for (const n of NODES) wantUp.delete(n.name);
         for (const n of NODES) kill(n.name);
         counts.blackouts++;
-        await sleep(rng.int(2_000, 5_000));
+        await sleep(rng.int(4_000, 8_000));
         for (const n of NODES) {
           wantUp.add(n.name);
           if (!procs.has(n.name)) start(n);
