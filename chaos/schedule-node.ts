@@ -18,7 +18,7 @@
 import { join } from "node:path";
 import { openBackend } from "../src/backend/open.js";
 import { silentLogger } from "../src/core/logger.js";
-import { tickMetaOf, type TickMeta } from "../src/core/schedule.js";
+import { tickMetaOf } from "../src/core/schedule.js";
 import { Scheduler } from "../src/maintenance/scheduler.js";
 import { Worker } from "../src/runtime/worker.js";
 import { AppendLog } from "./ledger.js";

@@ -2,6 +2,7 @@
   schedule-list: every cron schedule of one queue, read at one instant.
 
   KEYS[1] crons    <base>crons (see schedule-upsert-1.lua)
+  ARGV[1] none: the script takes no arguments
   Returns a flat array, 7 values per schedule: id, definition JSON, anchor_at, last_tick_at or '',
   version, created_at, updated_at.
 ]]
