@@ -3,11 +3,10 @@
  *
  *   node --import tsx chaos/schedule-node.ts <db-url> <role: worker|scheduler> <skew ms> <ledger dir>
  *
- * A `worker` is a real Worker (its scheduler loop on, the default) running the ticks' jobs; a
- * `scheduler` runs only the scheduler loop, as `conveyor serve` does. The process's store clock is
- * the system clock shifted by <skew ms> (injected into the backend, so on every store the
- * process's "now" is off by that much: on SQLite that is the real situation, on PostgreSQL and
- * Redis it is the worst case of clients that disagree about time).
+ * A `worker` is a real Worker running the ticks' jobs (with the scheduler loop a Worker runs by
+ * default); a `scheduler` runs only the scheduler loop, as `conveyor serve` does. With a non-zero
+ * <skew ms> the process's scheduler sees the store's time shifted by that much (its own loop,
+ * over a clock that is off), while leases keep the store's clock.
  *
  * Ledgers (fsynced JSON lines, chaos/ledger.ts), one file per process:
  * - fired-<pid>.jsonl: every firing this process won, with the store's answer for each job
@@ -19,7 +18,7 @@ import { join } from "node:path";
 import { openBackend } from "../src/backend/open.js";
 import { silentLogger } from "../src/core/logger.js";
 import { tickMetaOf } from "../src/core/schedule.js";
-import { Scheduler } from "../src/maintenance/scheduler.js";
+import { Scheduler, type ScheduleStore } from "../src/maintenance/scheduler.js";
 import { Worker } from "../src/runtime/worker.js";
 import { AppendLog } from "./ledger.js";
 import { SCHEDULE_LEASE_MS, SCHEDULE_QUEUE, type FiredRecord, type RunRecord } from "./schedule-scenario.js";
@@ -30,19 +29,29 @@ async function main(): Promise<void> {
     throw new Error("usage: schedule-node.ts <db-url> worker|scheduler <skew ms> <ledger dir>");
   }
   const skewMs = Number(skewText);
-  const backend = await openBackend(url, { clock: { now: () => Date.now() + skewMs } });
+  // The store keeps its own clock for leases and enqueues (the server's on PostgreSQL and Redis,
+  // this process's on SQLite): only this process's scheduler sees time skewed, as a scheduler on a
+  // host whose clock is off would decide which ticks are due.
+  const backend = await openBackend(url);
   const fired = new AppendLog(join(dir, `fired-${process.pid}.jsonl`));
   // Every firing this process wins is recorded with the store's answer, whoever called it (the
-  // worker's own scheduler loop or the scheduler-only loop): wrapped before either starts.
+  // worker's own scheduler loop or a separate one): wrapped before either starts.
   const fire = backend.scheduleFire.bind(backend);
   backend.scheduleFire = async (firing) => {
     const result = await fire(firing);
     if (result.fired) fired.append({ t: Date.now(), pid: process.pid, id: firing.id, tickAt: firing.tickAt, jobs: result.jobs } satisfies FiredRecord);
     return result;
   };
-  if (role === "scheduler") {
-    new Scheduler(backend, { refreshMs: 2_000 }, { onError: () => undefined }).start();
-  } else {
+  const skewed: ScheduleStore = {
+    now: async () => (await backend.now()) + skewMs,
+    scheduleList: (queue) => backend.scheduleList(queue),
+    scheduleFire: (firing) => backend.scheduleFire(firing),
+  };
+  // Unskewed workers run the scheduler loop a Worker runs by default; the others run their own
+  // loop over the skewed clock.
+  const ownLoop = role === "scheduler" || skewMs !== 0;
+  if (ownLoop) new Scheduler(skewed, { refreshMs: 2_000 }, { onError: () => undefined }).start();
+  if (role === "worker") {
     const runs = new AppendLog(join(dir, `runs-${process.pid}.jsonl`));
     new Worker({
       backend,
@@ -52,7 +61,7 @@ async function main(): Promise<void> {
       pollIntervalMs: 250,
       logger: silentLogger,
       maintenance: { rescueIntervalMs: 1_000 },
-      scheduler: { refreshMs: 2_000 },
+      scheduler: ownLoop ? false : { refreshMs: 2_000 },
       handlers: {
         tick: async (job) => {
           const meta = tickMetaOf(job)!;

@@ -11,6 +11,9 @@
 import type { Backend, EnqueueResult } from "../backend/contract.js";
 import { dueTicks, firingFor, nextRunAt, onSchedulesChanged, type StoredSchedule } from "../core/schedule.js";
 
+/** What the scheduler needs of a backend: its clock, the schedules, and the firing step. */
+export type ScheduleStore = Pick<Backend, "now" | "scheduleList" | "scheduleFire">;
+
 export interface SchedulerOptions {
   /**
    * Re-read the schedules at least this often, in ms, to see ones added, changed or removed by
@@ -56,7 +59,7 @@ export interface SchedulerPass {
  * One pass over the schedules: fires every due one (each in its own atomic step) and returns the
  * earliest next run. Exported for tools and tests that drive time themselves.
  */
-export async function fireDueSchedules(backend: Backend, options: { queues?: readonly string[] } = {}, callbacks: SchedulerCallbacks = {}): Promise<SchedulerPass> {
+export async function fireDueSchedules(backend: ScheduleStore, options: { queues?: readonly string[] } = {}, callbacks: SchedulerCallbacks = {}): Promise<SchedulerPass> {
   const now = await backend.now();
   const all = await backend.scheduleList();
   const wanted = options.queues === undefined ? all : all.filter((s) => options.queues!.includes(s.queue));
@@ -104,7 +107,7 @@ export class Scheduler {
   private rerun = false;
 
   constructor(
-    private readonly backend: Backend,
+    private readonly backend: ScheduleStore,
     private readonly options: SchedulerOptions = {},
     private readonly callbacks: SchedulerCallbacks = {},
   ) {

@@ -63,13 +63,18 @@ describe("schedule chaos checker", () => {
     expect(checkScheduleEvidence(once).problems.join("\n")).toMatch(/misfire once\): job of 2030-01-01T00:00:06.000Z stands for ticks since 2030-01-01T00:00:05.000Z/);
   });
 
-  it("allows a skip-policy drop only near a blackout", () => {
+  it("allows a skip-policy drop only when no process was up to fire the tick on time by its own clock", () => {
     const e = clean();
     e.definitions = { all: definition("* * * * * *", "skip") };
     e.jobs.splice(4, 1); // 00:00:05 dropped while the process was up: not explained
-    expect(checkScheduleEvidence(e).problems.join("\n")).toMatch(/misfire skip\): tick 2030-01-01T00:00:05.000Z was dropped while a scheduler was up/);
-    e.events.splice(2, 0, { t: T0 + 4_500, type: "death", node: "w0", pid: 1, killed: true }, { t: T0 + 8_000, type: "ready", node: "w0", pid: 3 });
+    for (const f of e.fired.slice(5)) f.t = Math.max(f.t, T0 + 9_000); // the firings past it came 4 s late
+    expect(checkScheduleEvidence(e).problems.join("\n")).toMatch(/misfire skip\): tick 2030-01-01T00:00:05.000Z was dropped although a scheduler was up/);
+    // The only process died just before the tick and was back 3.5 s later: the drop is the policy.
+    e.events.splice(2, 0, { t: T0 + 4_500, type: "death", node: "w0", pid: 1, killed: true }, { t: T0 + 4_600, type: "spawn", node: "w0", pid: 3 }, { t: T0 + 8_000, type: "ready", node: "w0", pid: 3 });
     expect(checkScheduleEvidence(e).problems).toEqual([]);
+    // A process whose clock runs 2 s behind was up through 00:00:07 by real time: it should have fired 00:00:05.
+    e.events.push({ t: T0, type: "spawn", node: "s0", pid: 4, skewMs: -2_000 }, { t: T0 + 1_000, type: "ready", node: "s0", pid: 4 }, { t: T0 + 9_500, type: "death", node: "s0", pid: 4, killed: true });
+    expect(checkScheduleEvidence(e).problems.join("\n")).toMatch(/00:00:05.000Z was dropped although a scheduler was up/);
   });
 
   it("catches a tick run twice without a kill, and a job left unfinished", () => {
