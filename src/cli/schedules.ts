@@ -1,8 +1,7 @@
-import type { Backend } from "../backend/contract.js";
 import type { Json } from "../core/json.js";
-import { nextRunAt, type MisfireOption, type ScheduleInfo, type ScheduleJobOptions } from "../core/schedule.js";
+import { scheduleInfos, type MisfireOption, type ScheduleInfo, type ScheduleJobOptions } from "../core/schedule.js";
 import { Queue } from "../producer/queue.js";
-import { intOption, parse, requiredString, UsageError, withBackend } from "./args.js";
+import { intOption, jsonOption, parse, requiredString, UsageError, withBackend } from "./args.js";
 import { printJson, table, time } from "./format.js";
 
 export const help = `conveyor schedules ls --db URL [--queue Q] [--json]        cron schedules with their last and next run
@@ -61,12 +60,6 @@ export async function run(argv: string[]): Promise<number> {
   });
 }
 
-/** Every schedule (of `queue`) with its next run time. */
-export async function scheduleInfos(backend: Backend, queue?: string): Promise<ScheduleInfo[]> {
-  const [list, now] = await Promise.all([backend.scheduleList(queue), backend.now()]);
-  return list.map((s) => ({ ...s, nextRunAt: nextRunAt(s, now) }));
-}
-
 function scheduleTable(list: readonly ScheduleInfo[]): string {
   return table(
     ["queue", "id", "cron", "tz", "job", "misfire", "last tick", "next run"],
@@ -77,14 +70,7 @@ function scheduleTable(list: readonly ScheduleInfo[]): string {
 function addInput(values: Record<string, unknown>) {
   const cron = requiredString("cron", values.cron);
   const name = requiredString("name", values.name);
-  let data: Json = {};
-  if (values.data !== undefined) {
-    try {
-      data = JSON.parse(values.data as string) as Json;
-    } catch (error) {
-      throw new UsageError(`--data is not valid JSON: ${(error as Error).message}`);
-    }
-  }
+  const data = jsonOption<Json>("data", values.data, {});
   const policy = values.misfire as string | undefined;
   if (policy !== undefined && policy !== "skip" && policy !== "once" && policy !== "all") throw new UsageError(`--misfire must be skip, once or all; got ${JSON.stringify(policy)}`);
   const limit = intOption("misfire-limit", values["misfire-limit"], 1);

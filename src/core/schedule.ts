@@ -393,3 +393,9 @@ export function tickMetaOf(job: { meta: { [key: string]: Json } | null }): TickM
   const { id, tick, since } = value;
   return typeof id === "string" && typeof tick === "string" && typeof since === "string" ? { id, tick, since } : null;
 }
+
+/** Every schedule (of `queue`) with its next run time, read from a store at its own clock's now. */
+export async function scheduleInfos(store: { scheduleList(queue?: string): Promise<StoredSchedule[]>; now(): Promise<number> }, queue?: string): Promise<ScheduleInfo[]> {
+  const [list, now] = await Promise.all([store.scheduleList(queue), store.now()]);
+  return list.map((s) => ({ ...s, nextRunAt: nextRunAt(s, now) }));
+}

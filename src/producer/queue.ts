@@ -11,6 +11,7 @@ import {
   checkScheduleId,
   nextRunAt,
   notifySchedulesChanged,
+  scheduleInfos,
   type MisfireOption,
   type ScheduleInfo,
   type ScheduleOptions,
@@ -150,9 +151,8 @@ export class Queue {
   }
 
   /** This queue's schedules, by id, each with its next run time (store clock, ms since the epoch). */
-  async schedules(): Promise<ScheduleInfo[]> {
-    const [list, now] = await Promise.all([this.backend.scheduleList(this.name), this.backend.now()]);
-    return list.map((s) => ({ ...s, nextRunAt: nextRunAt(s, now) }));
+  schedules(): Promise<ScheduleInfo[]> {
+    return scheduleInfos(this.backend, this.name);
   }
 
   private async addRepeat(job: string | JobDefinition<unknown>, data: unknown, options: JobOptions, repeat: RepeatOptions, tx: unknown): Promise<AddResult> {

@@ -2,7 +2,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { checkPayload } from "../../core/define.js";
 import type { Json } from "../../core/json.js";
-import { buildScheduleWrite, DEFAULT_MISFIRE_GRACE_MS, DEFAULT_MISFIRE_LIMIT, MAX_MISFIRE_LIMIT, nextRunAt, notifySchedulesChanged, type ScheduleInfo, type ScheduleOptions } from "../../core/schedule.js";
+import { buildScheduleWrite, DEFAULT_MISFIRE_GRACE_MS, DEFAULT_MISFIRE_LIMIT, MAX_MISFIRE_LIMIT, nextRunAt, notifySchedulesChanged, scheduleInfos, type ScheduleInfo, type ScheduleOptions } from "../../core/schedule.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
 import type { JsonSchema } from "../schema.js";
@@ -97,10 +97,7 @@ export function toScheduleView(s: ScheduleInfo) {
 const listResponse: JsonSchema = { type: "object", required: ["schedules"], properties: { schedules: { type: "array", items: scheduleViewSchema } } };
 
 export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
-  async function infos(queue?: string): Promise<ScheduleInfo[]> {
-    const [list, now] = await Promise.all([ctx.backend.scheduleList(queue), ctx.backend.now()]);
-    return list.map((s) => ({ ...s, nextRunAt: nextRunAt(s, now) }));
-  }
+  const infos = (queue?: string) => scheduleInfos(ctx.backend, queue);
 
   async function listAll(_request: FastifyRequest, reply: FastifyReply) {
     return reply.send({ schedules: (await infos()).map(toScheduleView) });
