@@ -309,16 +309,16 @@ export function dueTicks(s: StoredSchedule, now: number): DueTicks | null {
   const first = nextTickAfter(s.definition, since);
   if (first === null || first > now) return null;
   const { misfire } = s.definition;
-  const [latest] = misfire.policy === "all" ? [] : ticksUpTo(s.definition, now, 1);
+  // The newest due ticks, oldest first (only ones after the cursor: `first` is one of them).
+  const due = ticksUpTo(s.definition, now, misfire.policy === "all" ? misfire.limit : 1).filter((t) => t > since);
+  const latest = due.at(-1) ?? first;
   switch (misfire.policy) {
     case "skip":
-      return { tickAt: latest!, ticks: now - latest! <= misfire.graceMs ? [latest!] : [], since };
+      return { tickAt: latest, ticks: now - latest <= misfire.graceMs ? [latest] : [], since };
     case "once":
-      return { tickAt: latest!, ticks: [latest!], since };
-    case "all": {
-      const ticks = ticksUpTo(s.definition, now, misfire.limit).filter((t) => t > since);
-      return { tickAt: ticks.at(-1)!, ticks, since };
-    }
+      return { tickAt: latest, ticks: [latest], since };
+    case "all":
+      return { tickAt: latest, ticks: due.length > 0 ? due : [first], since };
   }
 }
 
