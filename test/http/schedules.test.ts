@@ -1,9 +1,18 @@
 /** Cron schedules over real HTTP: list with next run times, upsert, delete, scopes, 4xx for bad input. */
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { hashApiKey, type ApiKeyConfig } from "../../src/http/index.js";
-import { serverPerTest, type Harness, type Obj } from "./harness.js";
+import { spawnCli, type Spawned } from "../helpers/cli.js";
+import { waitFor } from "../helpers/wait-for.js";
+import { send, serverPerTest, type Harness, type Obj } from "./harness.js";
 
-const { startTestServer } = serverPerTest();
+const { startTestServer, temp } = serverPerTest();
+const children: Spawned[] = [];
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    c.child.kill("SIGTERM");
+    await c.exited;
+  }
+});
 let h: Harness;
 
 const KEYS = { read: "ck_read_0123456789abcdefghijklmnopqrstuv", admin: "ck_admin_0123456789abcdefghijklmnopqrstu", enqueue: "ck_enq_0123456789abcdefghijklmnopqrstuvw" };
@@ -100,5 +109,25 @@ describe("schedules API", () => {
     const r = await h.request<Obj>("POST", "/v1/queues/q/jobs", { body: { name: "n", options: { jobId: "cron_q~s~2030-01-01T00:00:00.000Z" } } });
     expect(r.status).toBe(422);
     expect(String(r.json.detail)).toMatch(/reserved/);
+  });
+});
+
+describe("conveyor serve fires schedules", () => {
+  it("a schedule PUT over HTTP fires from the serve process itself (no worker): its tick jobs appear", async () => {
+    const db = await temp.file("serve.db");
+    const child = spawnCli(["serve", "--port", "0", "--log-level", "warn", "--no-auth", "--db", `sqlite:${db}`]);
+    children.push(child);
+    const base = await waitFor(() => /conveyor serve on (http:\/\/\S+?)\/v1 /.exec(child.stderr())?.[1], { timeoutMs: 20_000, description: `serve to start (stderr: ${child.stderr()})` });
+    expect((await send(base, "PUT", "/v1/queues/ticks/schedules/every-second", { body: { cron: "* * * * * *", name: "tick" } })).status).toBe(201);
+    const jobs = await waitFor(
+      async () => {
+        const r = await send<{ jobs: Array<{ id: string }> }>(base, "GET", "/v1/queues/ticks/jobs");
+        return r.json.jobs.length >= 2 ? r.json.jobs : null;
+      },
+      { timeoutMs: 20_000, description: "two tick jobs" },
+    );
+    for (const j of jobs) expect(j.id).toMatch(/^cron_ticks~every-second~/);
+    const view = await send<{ lastTickAt: string | null }>(base, "GET", "/v1/queues/ticks/schedules/every-second");
+    expect(view.json.lastTickAt).not.toBeNull();
   });
 });
