@@ -19,6 +19,6 @@ export default defineConfig({
     // Two cores: files run in parallel forks; each test file uses its own database.
     pool: "forks",
     // Start throwaway servers unless DATABASE_URL / REDIS_URL name them; tests get the URLs via inject().
-    globalSetup: ["test/setup/postgres.ts", "test/setup/redis.ts", "test/setup/rabbitmq.ts"],
+    globalSetup: ["test/setup/postgres.ts", "test/setup/redis.ts", "test/setup/rabbitmq.ts", "test/setup/kafka.ts"],
   },
 });

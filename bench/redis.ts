@@ -17,7 +17,7 @@ import {
 const PREFETCH = 100;
 
 /** Key prefixes, one per measurement, deleted after it. */
-class Prefixes {
+export class Prefixes {
   private n = 0;
 
   constructor(private readonly url: string) {}
@@ -114,7 +114,7 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
  * (as Conveyor keeps them) and the events stream is capped at 10,000, as its docs start from.
  * `maxRetriesPerRequest: null` is required for its workers.
  */
-function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
+export function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
   const parsed = new URL(url);
   const connection: ConnectionOptions = {
     host: parsed.hostname,

@@ -1,12 +1,13 @@
 /**
- * `npm run bench [-- --backend sqlite|postgres|redis] [--jobs 20000] [--single 2000] [--samples 300] [--runs 5]`
+ * `npm run bench [-- --backend sqlite|postgres|redis|rabbitmq] [--jobs 20000] [--single 2000] [--samples 300] [--runs 5]`
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--runs 5]` (bench/metrics.ts: metrics and tracing on vs off)
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
+ * `npm run bench -- --kafka [--events 20000] [--jobs 10000] [--runs 3]` (bench/kafka.ts: mock broker, not Kafka)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
- * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
+ * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, rabbitmq races raw amqplib and BullMQ, side by side on
  * one server, and prints the ratio Conveyor/peer per figure. Each figure is the median of `--runs`
  * runs (default 5) per subject, the subjects' runs interleaved (A, B, C, A, B, C, ...) so load
  * from other processes lands on all of them alike; the output ends with every run and the load
@@ -21,6 +22,12 @@ if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => 
 // The outbox relay benchmark has options of its own (bench/outbox.ts).
 if (process.argv.includes("--outbox")) {
   await import("./outbox.js");
+  process.exit(process.exitCode ?? 0);
+}
+
+// Kafka (against librdkafka's mock cluster, not Kafka) has options of its own (bench/kafka.ts).
+if (process.argv.includes("--kafka")) {
+  await import("./kafka.js");
   process.exit(process.exitCode ?? 0);
 }
 
@@ -59,6 +66,7 @@ const backends: Record<string, () => Promise<{ main(sizes: BenchSizes): Promise<
   sqlite: () => import("./sqlite.js"),
   postgres: () => import("./postgres.js"),
   redis: () => import("./redis.js"),
+  rabbitmq: () => import("./amqp.js"),
 };
 const load = backends[values.backend];
 if (load === undefined) {

@@ -11,7 +11,7 @@
  * - backend: the store (SQLite, PostgreSQL, Redis) behind one contract.
  * - dead: the dead-letter state: attempts exhausted or an unrecoverable error; replayable.
  */
-export { Queue, type QueueOptions, type AddOptions, type AddResult, type BulkJob } from "./producer/queue.js";
+export { Queue, type QueueOptions, type AddOptions, type AddResult, type BulkJob, type FlowJob, type FlowAdded } from "./producer/queue.js";
 export {
   Worker,
   type WorkerOptions,
@@ -49,6 +49,6 @@ export { JOB_STATES, TERMINAL_STATES } from "./core/job.js";
 export type { Json } from "./core/json.js";
 export { consoleLogger, silentLogger, type Logger } from "./core/logger.js";
 export { backoffDelay, decideRetry, DEFAULT_BACKOFF, type BackoffFunction, type RetryDecision } from "./core/retry.js";
-export type { JobOptions, BackoffOption, RetentionOption, JobDefaults } from "./core/spec.js";
+export type { JobOptions, BackoffOption, RetentionOption, JobDefaults, DedupOption } from "./core/spec.js";
 export { systemClock, FakeClock, type Clock } from "./core/clock.js";
 export type * from "./backend/contract.js";

@@ -15,6 +15,8 @@
 import type { Json } from "../core/json.js";
 import type {
   ErrorInfo,
+  FlowInfo,
+  FlowNodeSpec,
   JobRecord,
   JobSpec,
   JobState,
@@ -50,8 +52,61 @@ export function inQueue(jobQueue: string | undefined, queue: string | undefined)
   return jobQueue !== undefined && (queue === undefined || jobQueue === queue);
 }
 
+/**
+ * What a store of job records can do that a message broker cannot (RabbitMQ: `conveyor-jobs/amqp`).
+ * SQLite, PostgreSQL and Redis have them all ({@link FULL_STORE_FEATURES}); the conformance suite
+ * skips the tests of a missing one by its name.
+ */
+export interface StoreFeatures {
+  /**
+   * `get`, `list` and `stats` see every job in every state, so a job's status can be polled.
+   * Without it only dead letters can be read (`get`, `list` with state "dead"), replayed and
+   * removed; anything else throws `UnsupportedByStoreError` (HTTP 501).
+   */
+  jobRecords: boolean;
+  /** `cancel` stops a waiting, scheduled or active job. Without it, `cancel` throws `UnsupportedByStoreError`. */
+  cancel: boolean;
+  /** Any `priority` is honoured (lower runs first). Without it, enqueue refuses a priority other than 0. */
+  priorities: boolean;
+  /** A job id is unique in the store: enqueueing an id that exists is reported as a duplicate. */
+  uniqueIds: boolean;
+  /** `pause`/`resume` stop and restart claiming from a queue for every worker. Without it they throw `UnsupportedByStoreError`. */
+  pause: boolean;
+  /**
+   * Delays, leases, rescue and retention follow `now()`, so an injected clock drives them. Without
+   * it the broker's own wall clock does (delays are message TTLs, a lease lasts while its
+   * connection does) and `rescueExpired`, `promoteDue` and `prune` have nothing to do.
+   */
+  clockDriven: boolean;
+  /** `idempotency.once` records keys. Without it, it throws `UnsupportedByStoreError`. */
+  idempotencyKeys: boolean;
+  /**
+   * `JobOptions.dedup` windows (drop, extend, replace) are enforced by the store. Without it, enqueue
+   * refuses a spec with `dedup` (`UnsupportedByStoreError`).
+   */
+  dedupWindows: boolean;
+  /**
+   * Cron schedules are stored and fired (`scheduleUpsert`, `scheduleList`, `scheduleRemove`,
+   * `scheduleFire`). Without it they throw `UnsupportedByStoreError`, and workers run no scheduler.
+   */
+  schedules: boolean;
+}
+
+/** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
+export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
+  jobRecords: true,
+  cancel: true,
+  priorities: true,
+  uniqueIds: true,
+  pause: true,
+  clockDriven: true,
+  idempotencyKeys: true,
+  dedupWindows: true,
+  schedules: true,
+});
+
 /** What a backend can do; callers branch on these, never on a backend's name. */
-export interface Capabilities {
+export interface Capabilities extends StoreFeatures {
   /** `enqueue(specs, { tx })` joins the caller's own database transaction. */
   transactionalEnqueue: boolean;
   /** `subscribe` wakes workers in other processes, not only in this one. */
@@ -69,6 +124,14 @@ export interface Capabilities {
    * hold (Redis: each queue lives in its own slot and no script may read two).
    */
   claimAcrossQueues: "merged" | "turns";
+  /**
+   * Flows (`enqueueFlow`, `flow`): "across-queues" when a flow's jobs may live in different queues,
+   * "within-queue" when every job of a flow must be in one queue (Redis Cluster: a child's settle
+   * and its parent's release are one script, which cannot reach another queue's slot). "none" when
+   * the store keeps no records to hold a parent back (RabbitMQ): `enqueueFlow` and `flow` throw
+   * `UnsupportedByStoreError`.
+   */
+  flows: "across-queues" | "within-queue" | "none";
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -117,9 +180,18 @@ export function refusedBatch(results: readonly EnqueueResult[]): boolean {
 }
 
 export interface EnqueueResult {
+  /** The stored job's id; for a job a dedup window took in, the id of the window's job. */
   id: string;
-  /** True when a job with this id already existed; nothing was written for this spec. */
+  /**
+   * True when no new job was stored for this spec: a job with this id already existed, or a dedup
+   * window took it in (then `dedup` says how).
+   */
   duplicate: boolean;
+  /**
+   * Only for a spec with `dedup` that met an open window: "dropped" (nothing changed), "extended"
+   * (the window restarts) or "replaced" (the window's job took this spec's data and run time).
+   */
+  dedup?: "dropped" | "extended" | "replaced";
 }
 
 export interface ClaimRequest {
@@ -338,6 +410,16 @@ export interface Backend extends AsyncDisposable {
    * `tickAt` and enqueues `jobs`; otherwise writes nothing and answers `fired: false`.
    */
   scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }>;
+
+  /**
+   * Stores a whole flow atomically: every node, or (when any node's id exists already) none, the
+   * results then flagging the duplicates. A node with children starts in `waiting-children`; each
+   * child's final settle (completed, dead, cancelled) records its outcome with the parent and
+   * releases the parent in the same atomic step. `options.tx` as for `enqueue`.
+   */
+  enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]>;
+  /** A job's parent and children (with their outcomes), or null when there is no such job. */
+  flow(id: string, queue?: string): Promise<FlowInfo | null>;
 
   /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
   beginCompletion?(lease: Lease): Promise<CompletionTransaction>;

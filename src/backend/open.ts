@@ -17,7 +17,8 @@ export interface OpenBackendOptions {
 const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
-  "or redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS)";
+  "redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
+  "or amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b] (RabbitMQ; amqps:// for TLS)";
 
 /**
  * Opens the backend a URL names:
@@ -28,12 +29,15 @@ const SUPPORTED =
  *   default "conveyor") created and migrated if missing;
  * - `redis://…` or `rediss://…` (TLS): a Redis server, keys under `?prefix=NAME` (default
  *   "conveyor"); it must run with maxmemory-policy noeviction.
+ * - `amqp://…` or `amqps://…` (TLS): RabbitMQ, queues named `<prefix>~<queue>` (`?prefix=NAME`,
+ *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands.
  *
  * Throws InvalidInputError for anything else.
  */
 export async function openBackend(url: string, options: OpenBackendOptions = {}): Promise<Backend> {
   if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
   if (typeof url === "string" && /^rediss?:\/\//i.test(url)) return openRedis(url, options);
+  if (typeof url === "string" && /^amqps?:\/\//i.test(url)) return openAmqp(url, options);
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
   try {
@@ -155,6 +159,25 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
     new RedisBackend({
       connection,
       ...(prefix !== undefined ? { prefix } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+    }),
+  );
+}
+
+/**
+ * A RabbitMQ backend for `amqp://…` or `amqps://…`, connected (and the named queues declared)
+ * before it is returned. `?prefix=NAME` and `?queues=a,b` are ours and taken out of the URL;
+ * every other parameter (frameMax, heartbeat, …) is amqplib's.
+ */
+async function openAmqp(url: string, options: OpenBackendOptions): Promise<Backend> {
+  const { url: withoutPrefix, value: prefix } = takeParam(url, "prefix");
+  const { url: connection, value: queues } = takeParam(withoutPrefix, "queues");
+  const { AmqpBackend } = await importDriver(() => import("./amqp/index.js"), /['"]amqplib['"]/, "the RabbitMQ backend", "amqplib@2");
+  return migrated(
+    new AmqpBackend({
+      url: connection,
+      ...(prefix !== undefined ? { prefix } : {}),
+      ...(queues !== undefined ? { queues: queues.split(",").filter((q) => q !== "") } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

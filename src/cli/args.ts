@@ -26,7 +26,7 @@ export function parse(argv: string[], options: Options) {
 /** `--db`, else `CONVEYOR_DB`. */
 export function dbUrl(value: unknown): string {
   const url = typeof value === "string" && value ? value : process.env.CONVEYOR_DB;
-  if (!url) throw new UsageError("no database: pass --db sqlite:PATH, postgres://… or redis://… (or set CONVEYOR_DB)");
+  if (!url) throw new UsageError("no database: pass --db sqlite:PATH, postgres://…, redis://… or amqp://… (or set CONVEYOR_DB)");
   return url;
 }
 

@@ -1,5 +1,5 @@
 import type { Backend } from "../backend/contract.js";
-import { JOB_STATES, type JobRecord, type JobState } from "../core/job.js";
+import { JOB_STATES, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { duration, printJson, table, time } from "./format.js";
 
@@ -27,7 +27,37 @@ export function listTable(jobs: JobRecord[], now: number): string {
   );
 }
 
-export function showJob(job: JobRecord): string {
+/** A job that is part of a flow (a parent, or a child): the lines that show it. */
+export function showFlow(flow: FlowInfo): string[] {
+  const lines: string[] = [];
+  if (flow.parent) lines.push(`parent       ${flow.parent.id} (queue ${flow.parent.queue})`);
+  if (flow.children.length > 0) {
+    lines.push(`children     ${flow.children.length}, ${flow.pendingChildren} not settled; on a failed child: ${flow.onChildFailure}`);
+    lines.push(
+      table(
+        ["id", "queue", "name", "state", "result / error"],
+        flow.children.map((c) => [
+          c.id,
+          c.queue,
+          c.name,
+          c.settled ? c.state : `${c.state} (not settled)`,
+          c.error ? `${c.error.name}: ${c.error.message}`.slice(0, 60) : c.result === null ? null : JSON.stringify(c.result).slice(0, 60),
+        ]),
+      )
+        .split("\n")
+        .map((l) => `  ${l}`)
+        .join("\n"),
+    );
+  }
+  return lines;
+}
+
+/** Whether a job takes part in a flow (has a parent or children). */
+export function inFlow(flow: FlowInfo | null): flow is FlowInfo {
+  return flow !== null && (flow.parent !== null || flow.children.length > 0);
+}
+
+export function showJob(job: JobRecord, flow: FlowInfo | null = null): string {
   const lines = [
     `id           ${job.id}`,
     `queue/name   ${job.queue} / ${job.name}`,
@@ -40,6 +70,7 @@ export function showJob(job: JobRecord): string {
     `finished     ${time(job.finishedAt)}`,
     `payload      ${JSON.stringify(job.data)}`,
   ];
+  if (inFlow(flow)) lines.push(...showFlow(flow));
   if (job.lease) lines.push(`lease        token ${job.lease.token} held by ${job.lease.worker.id} until ${time(job.lease.expiresAt)}`);
   if (job.progress !== null) lines.push(`progress     ${JSON.stringify(job.progress)}`);
   if (job.result !== null) lines.push(`result       ${JSON.stringify(job.result)}`);
@@ -78,8 +109,9 @@ export async function showOne(backend: Backend, id: string | undefined, json: bo
     console.error(`no job ${id} (unknown, or pruned after its retention)`);
     return 1;
   }
-  if (json) printJson(job);
-  else console.log(showJob(job));
+  const flow = await backend.flow(job.id, job.queue);
+  if (json) printJson(inFlow(flow) ? { ...job, flow } : job);
+  else console.log(showJob(job, flow));
   return 0;
 }
 

@@ -19,6 +19,7 @@ conveyor relay --mode cdc --setup | --teardown --db URL        create / drop the
 --db URL            the outbox: postgres://…[?schema=NAME] or sqlite:PATH (CONVEYOR_DB)
 --target URL        amqp://user:pass@host:5672/vhost   RabbitMQ (exchange --exchange, default conveyor.outbox)
                     redis://host:6379                  Redis Streams (stream = --stream-prefix + topic)
+                    kafka://host:9092[,host:9092][/T]  Kafka (topic T, else --topic-prefix + topic; key = outbox key, acks=all)
                     https://…                          webhook (--webhook-secret whsec_… or CONVEYOR_WEBHOOK_SECRET)
                     conveyor+postgres://… | conveyor+redis://… | conveyor+sqlite:PATH   a Conveyor queue (--queue)
 --mode poll|cdc     poll the table (default; PostgreSQL or SQLite) or read the WAL (PostgreSQL, wal_level=logical)
@@ -32,6 +33,7 @@ conveyor relay --mode cdc --setup | --teardown --db URL        create / drop the
 --binding-key K     amqp: binding of --declare-queue (default #)
 --stream-prefix P   redis: stream name prefix (default outbox:)
 --maxlen N          redis: trim each stream to about N entries (XADD MAXLEN ~ N)
+--topic-prefix P    kafka: Kafka topic = P + the event's topic (default none)
 --allow HOSTS       webhook: hosts / CIDRs let through the SSRF guard (internal receivers)
 --slot NAME         cdc: replication slot (default conveyor_outbox_<schema>)
 --publication NAME  cdc: publication (default conveyor_outbox_<schema>)
@@ -51,6 +53,7 @@ export async function run(argv: string[]): Promise<number> {
     "declare-queue": { type: "string" },
     "binding-key": { type: "string" },
     "stream-prefix": { type: "string" },
+    "topic-prefix": { type: "string" },
     maxlen: { type: "string" },
     "webhook-secret": { type: "string", multiple: true },
     allow: { type: "string" },
@@ -111,6 +114,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(typeof values["binding-key"] === "string" ? { bindingKey: values["binding-key"] } : {}),
     ...(typeof values["stream-prefix"] === "string" ? { streamPrefix: values["stream-prefix"] } : {}),
     ...(maxLen !== undefined ? { maxLen } : {}),
+    ...(typeof values["topic-prefix"] === "string" ? { topicPrefix: values["topic-prefix"] } : {}),
     webhookSecrets: secrets,
     allow: typeof values.allow === "string" ? values.allow.split(",").map((s) => s.trim()).filter(Boolean) : [],
   });

@@ -230,7 +230,7 @@ export async function run(argv: string[]): Promise<number> {
     });
     if (worker) closeables.push(worker);
     // Cron schedules fire from here too (the in-process worker runs its own loop when there is one).
-    const scheduler = worker === null && values["no-scheduler"] !== true ? new Scheduler(backend, {}, { onError: (error, during) => logger.warn({ error: (error as Error).message }, `scheduler: ${during} failed`) }) : null;
+    const scheduler = worker === null && values["no-scheduler"] !== true && backend.capabilities.schedules ? new Scheduler(backend, {}, { onError: (error, during) => logger.warn({ error: (error as Error).message }, `scheduler: ${during} failed`) }) : null;
     if (scheduler) {
       closeables.push({
         close: async () => {

@@ -1,5 +1,5 @@
 import { InvalidInputError, PayloadValidationError, type ValidationIssue } from "./errors.js";
-import type { JobRecord } from "./job.js";
+import type { ChildOutcome, JobRecord } from "./job.js";
 import type { Json } from "./json.js";
 import type { SqlClient } from "../backend/contract.js";
 import type { BackoffFunction } from "./retry.js";
@@ -67,6 +67,13 @@ export interface JobContext {
    * (PostgreSQL); elsewhere it throws.
    */
   tx(): Promise<SqlClient>;
+  /**
+   * For the parent of a flow (`queue.addFlow`): every child with its outcome, in the order they
+   * were added: `state` completed (with `result`), dead (with `error`) or cancelled. Under the
+   * "continue" policy the failures are listed here beside the results. [] for a job with no
+   * children. Read from the store at each call (not available inside a sandbox).
+   */
+  children(): Promise<ChildOutcome[]>;
 }
 
 /**

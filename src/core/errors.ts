@@ -157,3 +157,21 @@ export class LeaseExpiredError extends ConveyorError {
     super(message);
   }
 }
+
+/**
+ * The store cannot do this at all (a capability it lacks, e.g. looking up a waiting job by id on
+ * RabbitMQ, which keeps no index). Not a fault and not retryable: the message says what the store
+ * can do instead. The HTTP service answers 501 with the message.
+ */
+export class UnsupportedByStoreError extends ConveyorError {
+  override name = "UnsupportedByStoreError";
+  constructor(
+    /** The store, as `backend.description` names it. */
+    readonly store: string,
+    /** The capability it lacks (a `Capabilities` field). */
+    readonly capability: string,
+    message: string,
+  ) {
+    super(`${store} cannot ${message}`);
+  }
+}

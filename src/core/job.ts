@@ -11,10 +11,16 @@ import type { Json } from "./json.js";
  *
  * A `scheduled` job whose run_at has passed is claimable exactly like a `waiting` one; backends
  * report it as `waiting` (see `effectiveState`).
+ *
+ * The parent of a flow (`queue.addFlow`) starts in `waiting-children`: never claimed, until its
+ * last child has settled (completed, dead or cancelled). It then becomes `scheduled` at its own
+ * run_at (due at once, unless it was added with a delay that has not passed), or `dead` as soon as
+ * a child fails when its flow's policy is "fail". Cancelling it cancels its children that have not
+ * started.
  */
-export type JobState = "scheduled" | "waiting" | "active" | "completed" | "dead" | "cancelled";
+export type JobState = "scheduled" | "waiting" | "waiting-children" | "active" | "completed" | "dead" | "cancelled";
 
-export const JOB_STATES: readonly JobState[] = ["scheduled", "waiting", "active", "completed", "dead", "cancelled"];
+export const JOB_STATES: readonly JobState[] = ["scheduled", "waiting", "waiting-children", "active", "completed", "dead", "cancelled"];
 export const TERMINAL_STATES: readonly JobState[] = ["completed", "dead", "cancelled"];
 
 /** How long to wait before the next attempt. Persisted with the job, so it is plain data. */
@@ -66,6 +72,27 @@ export interface JobSpec {
   retainDeadMs: RetentionMs;
   /** Metadata kept beside the payload (trace context, callback URL), serialised JSON object, or null. */
   meta: string | null;
+  /** The dedup window this job opens or joins (`options.dedup`), or absent for none. */
+  dedup?: DedupWindow;
+}
+
+/**
+ * What happens to a job added while another job with the same dedup key is inside its window:
+ * - `drop`: the new job is not stored; the result names the window's job (`duplicate: true`).
+ * - `extend`: as `drop`, and the window restarts: it now ends `ttlMs` after this add.
+ * - `replace` (debounce): the window's job, while it still waits (`waiting` or `scheduled`), takes
+ *   the new job's data and run time (now + its `delayMs`, or its `runAt`) and the window restarts.
+ *   Once the window's job has started (or finished), the new job is stored and opens a new window.
+ */
+export type DedupMode = "drop" | "replace" | "extend";
+
+/** A dedup window, checked: see `JobOptions.dedup`. */
+export interface DedupWindow {
+  /** Dedup key, unique per queue: 1-255 characters, no control characters. */
+  key: string;
+  /** Length of the window in ms from the add that opened (or restarted) it. */
+  ttlMs: number;
+  mode: DedupMode;
 }
 
 /** An error as stored: enough to debug without the process that raised it. */
@@ -138,6 +165,61 @@ export interface JobRecord {
   replays: number;
   /** Metadata given at enqueue (`options.meta`), or null. */
   meta: { [key: string]: Json } | null;
+  /** The flow parent this job is a child of (`queue.addFlow`); absent for a job outside a flow. */
+  parent?: FlowRef;
+}
+
+/** A job named by id and queue (on Redis ids are unique per queue only). */
+export interface FlowRef {
+  id: string;
+  queue: string;
+}
+
+/**
+ * What a flow parent does when one of its children ends dead or cancelled:
+ * - `fail` (the default): the parent becomes `dead` at once (error `ChildFailedError` naming the
+ *   child); its other children carry on.
+ * - `continue`: the parent runs once every child has settled, and `ctx.children()` lists the
+ *   failures beside the results.
+ */
+export type ChildFailurePolicy = "fail" | "continue";
+
+/** One child of a flow parent, as `ctx.children()` and `backend.flow()` report it. */
+export interface ChildOutcome {
+  id: string;
+  queue: string;
+  name: string;
+  /**
+   * The outcome recorded when the child settled (completed, dead, cancelled), or, while it has not
+   * settled yet, its current state.
+   */
+  state: JobState;
+  /** True once the child's outcome has reached the parent. */
+  settled: boolean;
+  /** The child's result when completed, else null. */
+  result: Json | null;
+  /** The child's last error when dead, else null. */
+  error: ErrorInfo | null;
+}
+
+/** A job's place in a flow: its parent (if any) and its children (if it is a parent). */
+export interface FlowInfo {
+  parent: FlowRef | null;
+  /** For a parent: what a failed child does to it; null for a job with no children. */
+  onChildFailure: ChildFailurePolicy | null;
+  /** Children that have not settled yet. */
+  pendingChildren: number;
+  /** Every child, in the order they were added. */
+  children: ChildOutcome[];
+}
+
+/** One job of a flow as handed to `Backend.enqueueFlow`: its spec and its parent's position. */
+export interface FlowNodeSpec {
+  spec: JobSpec;
+  /** Index in the same array of this job's parent (always an earlier node), or null for the root. */
+  parent: number | null;
+  /** Used when this node has children. */
+  onChildFailure: ChildFailurePolicy;
 }
 
 /** `scheduled` jobs that are due are reported as `waiting`. */

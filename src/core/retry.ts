@@ -1,3 +1,4 @@
+import { RetryLater, UnrecoverableError } from "./errors.js";
 import type { BackoffSpec } from "./job.js";
 
 /** The default backoff: full jitter over 1 s doubling up to 60 s. */
@@ -45,4 +46,18 @@ export function decideRetry(input: {
   else delayMs = backoffDelay(input.backoff, input.attempt, input.random);
   if (!Number.isFinite(delayMs) || delayMs < 0) delayMs = 0;
   return { kind: "retry", delayMs: Math.floor(delayMs) };
+}
+
+/**
+ * The decision after `error` failed attempt `attempt`, with the error classes read once for every
+ * runtime (the Worker, the Kafka transport): `UnrecoverableError` is dead at once, `RetryLater`
+ * sets the delay, anything else follows the backoff.
+ */
+export function decideRetryAfter(
+  error: Error,
+  input: { attempt: number; maxAttempts: number; backoff: BackoffSpec; backoffFn?: BackoffFunction | undefined; random?: () => number },
+): RetryDecision & { unrecoverable: boolean } {
+  const unrecoverable = error instanceof UnrecoverableError;
+  const requestedDelayMs = error instanceof RetryLater ? error.delayMs : undefined;
+  return { ...decideRetry({ ...input, unrecoverable, error, requestedDelayMs }), unrecoverable };
 }

@@ -1,5 +1,5 @@
 import { InvalidInputError } from "./errors.js";
-import type { BackoffSpec, JobSpec, RetentionMs } from "./job.js";
+import type { BackoffSpec, DedupMode, DedupWindow, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
@@ -35,6 +35,24 @@ export interface JobOptions {
    * asked for it. A plain JSON object; counts towards the payload size limit. Default none.
    */
   meta?: { [key: string]: Json };
+  /**
+   * A dedup window, enforced by the store across processes: `{ key, ttlMs, mode }`. While a job
+   * added with `key` (per queue) is inside its window of `ttlMs` ms (required, 1 ms to 10 years),
+   * another add with the same key is handled by `mode` (default `"drop"`): `"drop"` stores nothing
+   * and returns the window's job (`duplicate: true, dedup: "dropped"`); `"extend"` does the same
+   * and restarts the window; `"replace"` (debounce) gives the window's job, while it still waits,
+   * this add's data and run time (now + `delayMs`) and restarts the window. With `jobId` too, the
+   * window is checked first; a job it lets through is then stored under its id as usual (an id that
+   * exists is a duplicate, and the window is opened for that job). Default: no window.
+   */
+  dedup?: DedupOption;
+}
+
+/** `JobOptions.dedup`: key (per queue), window length in ms, and mode (default "drop"). */
+export interface DedupOption {
+  key: string;
+  ttlMs: number;
+  mode?: DedupMode;
 }
 
 /** `exponential` (full jitter) or `fixed`; `delayMs` in ms, `maxDelayMs` caps exponential (default 60 000). */
@@ -51,7 +69,38 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:\-/]{0,127}$/;
 const KNOWN_OPTIONS = new Set([
   "jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail", "meta",
+  "dedup",
 ]);
+const DEDUP_MODES: readonly DedupMode[] = ["drop", "replace", "extend"];
+const DEDUP_FIELDS = new Set(["key", "ttlMs", "mode"]);
+
+/** `options.dedup`, checked: a clear error for every way it can be wrong. */
+function normalizeDedup(value: unknown): DedupWindow | undefined {
+  if (value === undefined) return undefined;
+  const shape = `{ key: string, ttlMs: integer ms, mode?: "drop" | "replace" | "extend" }`;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(`option dedup must be ${shape}; got ${JSON.stringify(value)}`, { field: "options.dedup" });
+  }
+  const d = value as Record<string, unknown>;
+  for (const k of Object.keys(d)) {
+    if (!DEDUP_FIELDS.has(k)) throw new InvalidInputError(`unknown field dedup.${k}; dedup is ${shape}`, { field: `options.dedup.${k}` });
+  }
+  if (typeof d.key !== "string" || d.key.length === 0 || d.key.length > 255 || UNSAFE_ID_CHARACTER.test(d.key)) {
+    throw new InvalidInputError(
+      `option dedup.key must be a non-empty string of at most 255 characters, without control characters; got ${JSON.stringify(d.key)}`,
+      { field: "options.dedup.key" },
+    );
+  }
+  if (d.ttlMs === undefined) {
+    throw new InvalidInputError("option dedup.ttlMs is required: how long the window lasts, in ms (e.g. 60000)", { field: "options.dedup.ttlMs" });
+  }
+  const ttlMs = checkInt("dedup.ttlMs", d.ttlMs, 1, MAX_DELAY);
+  const mode = d.mode === undefined ? "drop" : d.mode;
+  if (!DEDUP_MODES.includes(mode as DedupMode)) {
+    throw new InvalidInputError(`option dedup.mode must be "drop", "replace" or "extend"; got ${JSON.stringify(d.mode)}`, { field: "options.dedup.mode" });
+  }
+  return { key: d.key, ttlMs, mode: mode as DedupMode };
+}
 
 export function checkName(kind: "queue" | "job" | "schedule", value: unknown): string {
   if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
@@ -199,7 +248,7 @@ function findNonJson(value: unknown, path: string, seen: Set<object>, depth = 0)
 }
 
 /** Defaults a Queue applies to every job it adds, overridden per job. */
-export type JobDefaults = Omit<JobOptions, "jobId" | "runAt">;
+export type JobDefaults = Omit<JobOptions, "jobId" | "runAt" | "dedup">;
 
 /** Validates one job and turns it into a spec. Throws InvalidInputError naming the field. */
 export function buildJobSpec(input: {
@@ -260,5 +309,6 @@ export function buildJobSpec(input: {
     retainCompletedMs: normalizeRetention("removeOnComplete", o.removeOnComplete, DEFAULT_RETAIN_COMPLETED_MS),
     retainDeadMs: normalizeRetention("removeOnFail", o.removeOnFail, DEFAULT_RETAIN_DEAD_MS),
     meta,
+    ...(o.dedup === undefined ? {} : { dedup: normalizeDedup(o.dedup)! }),
   };
 }

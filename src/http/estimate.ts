@@ -46,6 +46,8 @@ export class DurationEstimator {
 
   /** Seconds (one decimal) until a job added now is likely finished, or null when unknown. */
   async estimateSeconds(queue: string, name: string, delayMs = 0): Promise<number | null> {
+    // A store without job records (RabbitMQ) keeps no completed jobs to learn run times from.
+    if (this.backend.capabilities.jobRecords === false) return null;
     const [runMs, waitMs] = await Promise.all([this.runTime(queue, name), this.queueWait(queue)]);
     if (runMs === null) return null;
     return Math.round((Math.max(0, delayMs) + waitMs + runMs) / 100) / 10;

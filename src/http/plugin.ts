@@ -18,7 +18,7 @@ import type { Backend } from "../backend/contract.js";
 import type { JobSpec } from "../core/job.js";
 import type { JobDefinition } from "../core/define.js";
 import type { JobTelemetry } from "../core/telemetry.js";
-import { AmbiguousJobIdError, InvalidInputError, StoreUnavailableError } from "../core/errors.js";
+import { AmbiguousJobIdError, InvalidInputError, StoreUnavailableError, UnsupportedByStoreError } from "../core/errors.js";
 import { MAX_JSON_DEPTH, nestedDeeperThan } from "../core/json.js";
 import { ANONYMOUS, KeyRing, presentedKey, StreamTokens, type ApiKeyConfig, type Principal } from "./auth.js";
 import type { HttpContext, RouteAccess, RouteSpec } from "./context.js";
@@ -441,6 +441,9 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
   if (error instanceof InvalidInputError) return sendProblem(reply, problem(422, "invalid-input", error.message));
   if (error instanceof AmbiguousJobIdError) {
     return sendProblem(reply, problem(409, "ambiguous-job-id", `job id ${JSON.stringify(error.jobId)} exists in several queues on this store; add ?queue=<the job's queue> (the job's links carry it)`));
+  }
+  if (error instanceof UnsupportedByStoreError) {
+    return sendProblem(reply, problem(501, "not-supported-by-store", error.message, undefined, { capability: error.capability }));
   }
   const status = typeof error.statusCode === "number" ? error.statusCode : 500;
   if (status >= 400 && status < 500) {

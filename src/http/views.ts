@@ -7,7 +7,7 @@
  * details: payload, metadata, stacks, every attempt.
  */
 import type { QueueStats } from "../backend/contract.js";
-import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type JobRecord, type JobState } from "../core/job.js";
+import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type ChildOutcome, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { LATEST_RUN_AT } from "../core/spec.js";
 import type { JsonSchema } from "./schema.js";
@@ -43,6 +43,8 @@ export interface JobView {
     runMs: number | null;
   };
   links: JobLinks;
+  /** Only for a child of a flow: its parent. */
+  parent?: { id: string; queue: string; links: JobLinks };
 }
 
 /**
@@ -86,6 +88,38 @@ export function toJobView(job: JobRecord, basePath: string): JobView {
       runMs: job.startedAt !== null && job.finishedAt !== null ? Math.max(0, job.finishedAt - job.startedAt) : null,
     },
     links: jobLinks(basePath, job.id, job.queue),
+    ...(job.parent === undefined ? {} : { parent: { ...job.parent, links: jobLinks(basePath, job.parent.id, job.parent.queue) } }),
+  };
+}
+
+/** A job's place in a flow: its parent and its children with their states and outcomes. */
+export interface FlowView {
+  jobId: string;
+  queue: string;
+  parent: { id: string; queue: string; links: JobLinks } | null;
+  onChildFailure: "fail" | "continue" | null;
+  pendingChildren: number;
+  /** As `ctx.children()` has them, the error without its stack, plus links. */
+  children: Array<Omit<ChildOutcome, "error"> & { error: { name: string; message: string } | null; links: JobLinks }>;
+}
+
+export function toFlowView(job: JobRecord, flow: FlowInfo, basePath: string): FlowView {
+  return {
+    jobId: job.id,
+    queue: job.queue,
+    parent: flow.parent === null ? null : { ...flow.parent, links: jobLinks(basePath, flow.parent.id, flow.parent.queue) },
+    onChildFailure: flow.onChildFailure,
+    pendingChildren: flow.pendingChildren,
+    children: flow.children.map((c) => ({
+      id: c.id,
+      queue: c.queue,
+      name: c.name,
+      state: c.state,
+      settled: c.settled,
+      result: c.result,
+      error: c.error === null ? null : { name: c.error.name, message: c.error.message },
+      links: jobLinks(basePath, c.id, c.queue),
+    })),
   };
 }
 
@@ -136,6 +170,18 @@ const errorSummary: JsonSchema = {
 
 export const jobStateSchema: JsonSchema = { type: "string", enum: JOB_STATES };
 
+const linksSchema: JsonSchema = {
+  type: "object",
+  required: ["self", "events"],
+  properties: { self: { type: "string" }, events: { type: "string" } },
+};
+
+const flowParentSchema: JsonSchema = {
+  type: "object",
+  required: ["id", "queue", "links"],
+  properties: { id: { type: "string" }, queue: { type: "string" }, links: linksSchema },
+};
+
 export const jobViewSchema: JsonSchema = {
   title: "Job",
   type: "object",
@@ -167,10 +213,42 @@ export const jobViewSchema: JsonSchema = {
         runMs: { type: ["integer", "null"], description: "Run time of the last attempt." },
       },
     },
-    links: {
-      type: "object",
-      required: ["self", "events"],
-      properties: { self: { type: "string" }, events: { type: "string" } },
+    links: linksSchema,
+    parent: { ...flowParentSchema, description: "Only for a child of a flow (queue.addFlow): its parent." },
+  },
+};
+
+export const flowViewSchema: JsonSchema = {
+  title: "Flow",
+  type: "object",
+  required: ["jobId", "queue", "parent", "onChildFailure", "pendingChildren", "children"],
+  properties: {
+    jobId: { type: "string" },
+    queue: { type: "string" },
+    parent: { anyOf: [flowParentSchema, { type: "null" }], description: "The job's flow parent, or null." },
+    onChildFailure: {
+      type: ["string", "null"],
+      enum: ["fail", "continue", null],
+      description: "For a parent: fail (it dies when a child dies or is cancelled) or continue (it runs with the failures listed); null without children.",
+    },
+    pendingChildren: { type: "integer", description: "Children that have not settled yet." },
+    children: {
+      type: "array",
+      description: "Every child in the order they were added, with its outcome once settled (else its current state).",
+      items: {
+        type: "object",
+        required: ["id", "queue", "name", "state", "settled", "result", "error", "links"],
+        properties: {
+          id: { type: "string" },
+          queue: { type: "string" },
+          name: { type: "string" },
+          state: jobStateSchema,
+          settled: { type: "boolean", description: "True once its outcome reached the parent." },
+          result: { ...anyJson, description: "Its result once completed, else null." },
+          error: { ...errorSummary, description: "Its last error once dead, else null." },
+          links: linksSchema,
+        },
+      },
     },
   },
 };

@@ -34,5 +34,6 @@ export { RejectedEventError, type PublishOutcome, type Target } from "./target.j
 export { QueueTarget, type QueueTargetOptions } from "./targets/queue.js";
 export { AmqpTarget, type AmqpTargetOptions, type AmqpTopology } from "./targets/amqp.js";
 export { RedisStreamTarget, type RedisStreamTargetOptions } from "./targets/redis-stream.js";
+export { KafkaTarget, type KafkaTargetOptions } from "./targets/kafka.js";
 export { WebhookTarget, type WebhookTargetOptions } from "./targets/webhook.js";
 export { OutboxDeadLetters } from "./dead.js";

@@ -71,11 +71,13 @@ export interface TargetChoice {
   /** webhook: signing secret(s) and SSRF allow-list. */
   webhookSecrets?: string[];
   allow?: string[];
+  /** kafka: topic = prefix + the event's topic (unless the URL names one topic). */
+  topicPrefix?: string;
 }
 
 const TARGETS =
   "amqp://user:pass@host:5672/vhost (RabbitMQ), redis://host:6379 (Redis Streams), https://… (webhook), " +
-  "or conveyor+postgres://… / conveyor+redis://… / conveyor+sqlite:PATH (a Conveyor queue; give --queue)";
+  "kafka://host:9092[,host:9092][/topic] (Kafka), or conveyor+postgres://… / conveyor+redis://… / conveyor+sqlite:PATH (a Conveyor queue; give --queue)";
 
 export async function openTarget(url: string, choice: TargetChoice = {}): Promise<Target> {
   if (/^amqps?:\/\//i.test(url)) {
@@ -94,6 +96,10 @@ export async function openTarget(url: string, choice: TargetChoice = {}): Promis
     if (!choice.webhookSecrets?.length) throw new InvalidInputError("a webhook target needs a signing secret: --webhook-secret whsec_… (or CONVEYOR_WEBHOOK_SECRET)");
     const { WebhookTarget } = await import("./targets/webhook.js");
     return new WebhookTarget({ url, secrets: choice.webhookSecrets, ssrf: { allow: choice.allow ?? [] } });
+  }
+  if (/^kafka:\/\//i.test(url)) {
+    const { KafkaTarget } = await import("./targets/kafka.js");
+    return new KafkaTarget({ url, ...(choice.topicPrefix ? { topicPrefix: choice.topicPrefix } : {}) });
   }
   if (url.startsWith("conveyor+")) {
     if (!choice.queue) throw new InvalidInputError("a Conveyor queue target needs --queue NAME");

@@ -1,11 +1,6 @@
 /**
- * Where a relay publishes: one small interface, one file per target under targets/.
- *
- * A Kafka target (none ships: no broker runs on the machines Conveyor is tested on, and an
- * untested target is not shipped) would be ~60 lines on kafkajs or node-rdkafka: `publish` sends
- * the batch with `acks: -1` and `idempotent: true`, topic from `event.topic`, message key from
- * `event.key` (Kafka keeps one key's messages in order within its partition), the outbox id in a
- * header; a record too large (MESSAGE_TOO_LARGE) is `rejected`, anything else `retry`.
+ * Where a relay publishes: one small interface, one file per target under targets/ (RabbitMQ,
+ * Redis Streams, Kafka, webhook, a Conveyor queue).
  */
 import type { OutboxEvent } from "./event.js";
 

@@ -2,7 +2,7 @@ import type { Backend, CancelResult, EnqueueResult, ListFilter, Page, QueueStats
 import type { JobDefinition } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
 import { ConveyorError, InvalidInputError } from "../core/errors.js";
-import type { JobRecord, JobSpec } from "../core/job.js";
+import type { ChildFailurePolicy, FlowNodeSpec, JobRecord, JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import type { Json } from "../core/json.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
@@ -65,6 +65,39 @@ export interface BulkJob {
 }
 
 export type AddResult = EnqueueResult;
+
+/** One job of a flow (`queue.addFlow`): a job like `add` takes, plus where it runs and its children. */
+export interface FlowJob {
+  name: string | JobDefinition<unknown, unknown, unknown>;
+  data?: unknown;
+  /**
+   * Queue of this job. Default: its parent's queue (the root's is always the queue `addFlow` is
+   * called on). Another queue needs `capabilities.flows` "across-queues" (not Redis Cluster).
+   */
+  queue?: string;
+  /** Job options, over the queue's defaults. `removeOnComplete` / `removeOnFail` cannot be `true`. */
+  options?: JobOptions;
+  /** Jobs that must all settle before this one runs; their outcomes are `ctx.children()`. Default none. */
+  children?: readonly FlowJob[];
+  /**
+   * With children: what a child that ends dead (or cancelled) does to this job. `"fail"` (default):
+   * this job becomes dead at once with a `ChildFailedError`; `"continue"`: it runs once every child
+   * has settled, and `ctx.children()` lists the failures.
+   */
+  onChildFailure?: ChildFailurePolicy;
+}
+
+/** What `addFlow` stored: every job's id, as a tree shaped like the flow. */
+export interface FlowAdded {
+  id: string;
+  queue: string;
+  /** True when this job's id existed already; then nothing of the flow was stored. */
+  duplicate: boolean;
+  children: FlowAdded[];
+}
+
+/** Most jobs one flow may hold. */
+export const MAX_FLOW_JOBS = 10_000;
 
 /**
  * The producer side of one named queue.
@@ -180,16 +213,83 @@ export class Queue {
     return { id: result.id, duplicate: !result.created };
   }
 
-  private toSpec(job: BulkJob): JobSpec {
+  /**
+   * Adds a flow atomically: a parent job that runs only once all its children (and theirs, for
+   * nested flows) have settled, and reads their results with `ctx.children()`. Either every job is
+   * stored or (when one's `jobId` exists already) none, reported with `duplicate: true`.
+   *
+   * ```ts
+   * await reports.addFlow({ name: "merge", children: [{ name: "part", data: { n: 1 } }, { name: "part", data: { n: 2 } }] });
+   * ```
+   */
+  async addFlow(flow: FlowJob, options: { tx?: unknown } = {}): Promise<FlowAdded> {
+    if (typeof flow !== "object" || flow === null) throw new InvalidInputError("addFlow takes { name, data, options, children: [...] }");
+    if (flow.queue !== undefined && flow.queue !== this.name) {
+      throw new InvalidInputError(`the root of a flow is in the queue addFlow is called on ("${this.name}"); got queue ${JSON.stringify(flow.queue)}`, { field: "queue" });
+    }
+    const nodes: FlowNodeSpec[] = [];
+    const shape: Array<{ node: number; children: number[] }> = [];
+    // Depth first with an explicit stack, so a deep flow cannot overflow the call stack.
+    const stack: Array<{ job: FlowJob; parent: number | null; queue: string; path: string }> = [{ job: flow, parent: null, queue: this.name, path: "flow" }];
+    while (stack.length > 0) {
+      const { job, parent, queue, path } = stack.pop()!;
+      if (nodes.length >= MAX_FLOW_JOBS) throw new InvalidInputError(`a flow holds at most ${MAX_FLOW_JOBS} jobs; split it`);
+      if (typeof job !== "object" || job === null) throw new InvalidInputError(`${path} must be { name, data, options, children }`);
+      const policy = job.onChildFailure ?? "fail";
+      if (policy !== "fail" && policy !== "continue") {
+        throw new InvalidInputError(`${path}.onChildFailure must be "fail" or "continue"; got ${JSON.stringify(job.onChildFailure)}`, { field: "onChildFailure" });
+      }
+      if (job.children !== undefined && !Array.isArray(job.children)) throw new InvalidInputError(`${path}.children must be an array of flow jobs`, { field: "children" });
+      const jobQueue = job.queue ?? queue;
+      const index = nodes.length;
+      let spec: JobSpec;
+      try {
+        spec = this.toSpec({ name: job.name, data: job.data, ...(job.options === undefined ? {} : { options: job.options }) }, jobQueue);
+      } catch (error) {
+        if (error instanceof Error) error.message = `${path}: ${error.message}`;
+        throw error;
+      }
+      nodes.push({ spec, parent, onChildFailure: policy });
+      shape.push({ node: index, children: [] });
+      if (parent !== null) shape[parent]!.children.push(index);
+      const children: readonly FlowJob[] = job.children ?? [];
+      for (let i = children.length - 1; i >= 0; i--) {
+        stack.push({ job: children[i]!, parent: index, queue: jobQueue, path: `${path}.children[${i}]` });
+      }
+    }
+    if (this.closed) throw new ConveyorError(`queue "${this.name}" is closed; adding needs a new Queue`);
+    const tx = options.tx;
+    if (tx !== undefined && !this.backend.capabilities.transactionalEnqueue) {
+      throw new InvalidInputError(`${this.backend.description} cannot enqueue inside your transaction (no transactionalEnqueue capability); drop the tx option`);
+    }
+    // Telemetry counts the flow's jobs and may add trace context to their specs, as for add.
+    const store = (specs: readonly JobSpec[]) =>
+      this.backend.enqueueFlow(nodes.map((node, i) => ({ ...node, spec: specs[i]! })), tx === undefined ? undefined : { tx });
+    const specs = nodes.map((n) => n.spec);
+    const sent = this.telemetry ? this.telemetry.enqueue!(specs, store) : store(specs);
+    this.inFlight.add(sent);
+    const forget = () => this.inFlight.delete(sent);
+    sent.then(forget, forget);
+    const results = await sent;
+    const build = (i: number): FlowAdded => ({
+      id: results[i]!.id,
+      queue: nodes[i]!.spec.queue,
+      duplicate: results[i]!.duplicate,
+      children: shape[i]!.children.map(build),
+    });
+    return build(0);
+  }
+
+  private toSpec(job: BulkJob, queue: string = this.name): JobSpec {
     if (typeof job.name === "string") {
-      return buildJobSpec({ queue: this.name, name: job.name, data: job.data, options: job.options, defaults: this.defaults, maxPayloadBytes: this.maxPayloadBytes });
+      return buildJobSpec({ queue, name: job.name, data: job.data, options: job.options, defaults: this.defaults, maxPayloadBytes: this.maxPayloadBytes });
     }
     const def = job.name;
     // Checked here so a bad payload is refused at once, but stored as given: the worker applies
     // the schema (defaults, transforms) once, right before the handler.
     validatePayload(def.name, def.schema, job.data);
     return buildJobSpec({
-      queue: this.name,
+      queue,
       name: def.name,
       data: job.data,
       options: job.options,

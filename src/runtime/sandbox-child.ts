@@ -49,6 +49,7 @@ async function run(handlers: Map<string, BoundHandler<unknown>>, job: Job<unknow
         send({ type: "once", requestId, key, ttlMs });
       }),
     tx: () => Promise.reject(new Error("ctx.tx() is not available inside a sandbox")),
+    children: () => Promise.reject(new Error("ctx.children() is not available inside a sandbox; run flow parents outside it")),
   };
   try {
     const handler = handlers.get(job.name);

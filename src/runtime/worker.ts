@@ -7,7 +7,6 @@ import {
   InvalidInputError,
   JobTimeoutError,
   LeaseLostError,
-  RetryLater,
   ShutdownError,
   UnrecoverableError,
   type LeaseLossReason,
@@ -18,7 +17,7 @@ import { newWorkerId } from "../core/ids.js";
 import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
-import { decideRetry } from "../core/retry.js";
+import { decideRetryAfter } from "../core/retry.js";
 import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
 import { Maintenance } from "../maintenance/maintenance.js";
@@ -257,7 +256,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
             onRescued: (rescued) => this.emit("job:stalled-rescued", { rescued }),
             onError: (error, during) => this.reportError(error, during),
           });
-    const sched = options.scheduler ?? true;
+    // A store that keeps no schedules (capabilities.schedules false) gets no scheduler loop.
+    const sched = this.backend.capabilities.schedules ? (options.scheduler ?? true) : false;
     this.scheduler =
       sched === false
         ? null
@@ -506,6 +506,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       progress: (value) => this.reportProgress(r, value),
       once: (key, ttlMs = 24 * 60 * 60 * 1000) => this.backend.idempotency.once(key, ttlMs),
       tx: () => this.openCompletionTx(r),
+      children: async () => (await this.backend.flow(claimed.job.id, claimed.job.queue))?.children ?? [],
     };
     void (async () => {
       let result: unknown;
@@ -611,17 +612,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     await this.abandonCompletionTx(r);
     const durationMs = performance.now() - r.startedAt;
     const job = r.job as JobRecord;
-    const unrecoverable = error instanceof UnrecoverableError;
-    const decision = decideRetry({
-      attempt: job.attempt,
-      maxAttempts: job.maxAttempts,
-      unrecoverable,
-      backoff: job.backoff,
-      backoffFn: r.handler?.backoff,
-      error,
-      requestedDelayMs: error instanceof RetryLater ? error.delayMs : undefined,
-      random: this.random,
-    });
+    const decision = decideRetryAfter(error, { attempt: job.attempt, maxAttempts: job.maxAttempts, backoff: job.backoff, backoffFn: r.handler?.backoff, random: this.random });
+    const unrecoverable = decision.unrecoverable;
     const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
     const outcome = await this.settle(r, () => this.settler.fail({ lease: r.claimed.lease, error: errorInfo(error), retryDelayMs }));
     if (outcome === "applied") {

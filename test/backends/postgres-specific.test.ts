@@ -18,6 +18,7 @@ import { ROOT, runCli } from "../helpers/cli.js";
 import { findPostgresBin, requireDatabase, startThrowawayPostgres, TestSchemas } from "../helpers/postgres.js";
 import { expectServerClock } from "../helpers/skewed-clock.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const schemas = new TestSchemas(url);
@@ -554,7 +555,7 @@ describe("PostgresBackend", () => {
     closeAfterTest.push(b);
     expect(b).toBeInstanceOf(PostgresBackend);
     expect((b as PostgresBackend).schema).toBe(schema);
-    expect(b.capabilities).toEqual({ transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged" });
+    expect(b.capabilities).toEqual({ ...FULL_STORE_FEATURES, transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged", flows: "across-queues" });
     await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
     expect((await b.stats("q"))[0]?.counts.waiting).toBe(1);
   });

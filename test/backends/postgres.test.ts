@@ -6,6 +6,7 @@ import type { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { backendSuite } from "../conformance/suite.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const schemas = new TestSchemas(url);
@@ -37,11 +38,13 @@ async function make(clock: FakeClock): Promise<Backend> {
 
 backendSuite("postgres", {
   capabilities: {
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: true,
     transactionalCompletion: true,
     crossProcessWakeups: true,
     multiProcess: true,
     claimAcrossQueues: "merged",
+    flows: "across-queues" as const,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

@@ -6,15 +6,18 @@ import type { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { backendSuite } from "../conformance/suite.js";
 import { deletePrefix, requireRedis, startThrowawayRedisCluster, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
 
 const capabilities = {
+  ...FULL_STORE_FEATURES,
   transactionalEnqueue: false,
   transactionalCompletion: false,
   crossProcessWakeups: true,
   multiProcess: true,
   claimAcrossQueues: "turns" as const,
+  flows: "across-queues" as const,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.
@@ -63,7 +66,7 @@ afterAll(async () => {
 
 let currentInCluster: string | undefined;
 backendSuite("redis cluster (one node, cluster mode)", {
-  capabilities,
+  capabilities: { ...capabilities, flows: "within-queue" },
   async make(clock) {
     currentInCluster = testPrefix("cluster");
     return open(await clusterClient(), currentInCluster, clock);

@@ -2,6 +2,7 @@ import { afterAll } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/backend.js";
 import { backendSuite } from "../conformance/suite.js";
 import { TempDirs } from "../helpers/temp.js";
+import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
 const temp = new TempDirs("conveyor-sqlite-");
 afterAll(() => temp.removeAll());
@@ -11,11 +12,13 @@ let lastPath: string | undefined;
 
 backendSuite("sqlite file", {
   capabilities: {
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: false,
     transactionalCompletion: false,
     crossProcessWakeups: true,
     multiProcess: true,
     claimAcrossQueues: "merged",
+    flows: "across-queues" as const,
   },
   async make(clock) {
     lastPath = await temp.file("jobs.db");
@@ -29,11 +32,13 @@ backendSuite("sqlite file", {
 
 backendSuite("sqlite :memory:", {
   capabilities: {
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: false,
     transactionalCompletion: false,
     crossProcessWakeups: false,
     multiProcess: false,
     claimAcrossQueues: "merged",
+    flows: "across-queues" as const,
   },
   async make(clock) {
     return new SqliteBackend({ path: ":memory:", clock });

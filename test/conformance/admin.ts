@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import type { QueueStats } from "../../src/backend/contract.js";
 import {
   B,
@@ -12,6 +12,7 @@ import {
   mustGet,
   one,
   type SuiteContext,
+  itNeeds,
 } from "./fixtures.js";
 
 export function adminTests(t: SuiteContext): void {
@@ -25,7 +26,7 @@ export function adminTests(t: SuiteContext): void {
   }
 
   describe("replay", () => {
-    it("moves a dead job to waiting with a fresh set of attempts, keeping its history and counting the replay", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("moves a dead job to waiting with a fresh set of attempts, keeping its history and counting the replay", async () => {
       const id = await deadJob({ data: { keep: "me" } });
       const before = await mustGet(t.b, id);
       expect(before.state).toBe("dead");
@@ -47,7 +48,7 @@ export function adminTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).replays).toBe(2);
     });
 
-    it("refuses jobs that are not dead, and reports unknown ids", async () => {
+    itNeeds(t, ["jobRecords", "cancel"])("refuses jobs that are not dead, and reports unknown ids", async () => {
       const active = await enqueueOne(t.b);
       await claimOne(t.b);
       const completed = await enqueueOne(t.b);
@@ -65,7 +66,7 @@ export function adminTests(t: SuiteContext): void {
   });
 
   describe("by-id calls with a queue", () => {
-    it("act only on that queue's job: another queue's is not found and left alone", async () => {
+    itNeeds(t, ["jobRecords", "cancel"])("act only on that queue's job: another queue's is not found and left alone", async () => {
       const id = await deadJob({ jobId: "scoped" });
       expect(await t.b.get(id, "other")).toBeNull();
       expect(await t.b.get(id, "q")).toMatchObject({ id, queue: "q", state: "dead" });
@@ -83,7 +84,7 @@ export function adminTests(t: SuiteContext): void {
   });
 
   describe("remove", () => {
-    it("deletes finished jobs of every kind: dead, completed, cancelled", async () => {
+    itNeeds(t, ["jobRecords", "cancel"])("deletes finished jobs of every kind: dead, completed, cancelled", async () => {
       const dead = await deadJob();
       const done = await enqueueOne(t.b);
       const c = await claimOne(t.b);
@@ -98,7 +99,7 @@ export function adminTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts());
     });
 
-    it("refuses unfinished jobs and leaves them alone", async () => {
+    itNeeds(t, ["jobRecords"])("refuses unfinished jobs and leaves them alone", async () => {
       const waiting = await enqueueOne(t.b);
       const active = await enqueueOne(t.b);
       const c = await claimOne(t.b);
@@ -112,7 +113,7 @@ export function adminTests(t: SuiteContext): void {
   });
 
   describe("cancel", () => {
-    it("cancels a waiting job: cancelled, finishedAt = now, never claimed", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "cancel"])("cancels a waiting job: cancelled, finishedAt = now, never claimed", async () => {
       const id = await enqueueOne(t.b);
       t.clock.advance(700);
       expect(await t.b.cancel(id)).toBe("cancelled");
@@ -120,7 +121,7 @@ export function adminTests(t: SuiteContext): void {
       expect(await claim(t.b, { limit: 10 })).toEqual([]);
     });
 
-    it("cancels a scheduled job: it never runs, even once due", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "cancel"])("cancels a scheduled job: it never runs, even once due", async () => {
       const id = await enqueueOne(t.b, { delayMs: 1_000 });
       expect(await t.b.cancel(id)).toBe("cancelled");
       t.clock.advance(2_000);
@@ -129,7 +130,7 @@ export function adminTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).state).toBe("cancelled");
     });
 
-    it("cancels an active job: its heartbeat reports cancelled and its late complete is stale", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "cancel"])("cancels an active job: its heartbeat reports cancelled and its late complete is stale", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       expect(await t.b.cancel(id)).toBe("cancelled");
@@ -143,7 +144,7 @@ export function adminTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).state).toBe("cancelled");
     });
 
-    it("reports already-finished for completed, dead and cancelled jobs and changes nothing", async () => {
+    itNeeds(t, ["jobRecords", "cancel"])("reports already-finished for completed, dead and cancelled jobs and changes nothing", async () => {
       const done = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       await t.b.complete([{ lease: c.lease, result: "ok" }]);
@@ -157,13 +158,13 @@ export function adminTests(t: SuiteContext): void {
       expect((await mustGet(t.b, dead)).state).toBe("dead");
     });
 
-    it("reports not-found for an unknown id", async () => {
+    itNeeds(t, ["cancel"])("reports not-found for an unknown id", async () => {
       expect(await t.b.cancel("no-such-job")).toBe("not-found");
     });
   });
 
   describe("pause, resume and stats", () => {
-    it("counts jobs per state", async () => {
+    itNeeds(t, ["jobRecords", "cancel"])("counts jobs per state", async () => {
       await enqueueOne(t.b, { jobId: "active" });
       await claimOne(t.b);
       await enqueueOne(t.b, { jobId: "completed" });
@@ -179,14 +180,14 @@ export function adminTests(t: SuiteContext): void {
       expect(stats.counts).toEqual(counts({ active: 1, completed: 1, dead: 1, cancelled: 1, scheduled: 1, waiting: 2 }));
     });
 
-    it("counts a scheduled job whose run_at has passed as waiting", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("counts a scheduled job whose run_at has passed as waiting", async () => {
       await enqueueOne(t.b, { delayMs: 1_000 });
       expect(one(await t.b.stats("q")).counts).toEqual(counts({ scheduled: 1 }));
       t.clock.advance(1_000);
       expect(one(await t.b.stats("q")).counts).toEqual(counts({ waiting: 1 }));
     });
 
-    it("reports the paused flag, and pause/resume are idempotent", async () => {
+    itNeeds(t, ["jobRecords", "pause"])("reports the paused flag, and pause/resume are idempotent", async () => {
       await enqueueOne(t.b);
       await t.b.pause("q");
       await t.b.pause("q");
@@ -198,13 +199,13 @@ export function adminTests(t: SuiteContext): void {
       expect(await claim(t.b)).toHaveLength(1);
     });
 
-    it("pausing a queue keeps its jobs waiting and counted", async () => {
+    itNeeds(t, ["jobRecords", "pause"])("pausing a queue keeps its jobs waiting and counted", async () => {
       await enqueueMany(t.b, 3);
       await t.b.pause("q");
       expect(one(await t.b.stats("q"))).toMatchObject({ paused: true, counts: counts({ waiting: 3 }) });
     });
 
-    it("oldestWaitingAgeMs: age of the longest-waiting job since it became due; null when none waits", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("oldestWaitingAgeMs: age of the longest-waiting job since it became due; null when none waits", async () => {
       await enqueueOne(t.b, { jobId: "future", delayMs: 60_000 });
       expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBeNull();
       await enqueueOne(t.b, { jobId: "old" });
@@ -216,14 +217,14 @@ export function adminTests(t: SuiteContext): void {
       expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBeNull();
     });
 
-    it("oldestWaitingAgeMs counts a delayed job from its run_at, not its creation", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("oldestWaitingAgeMs counts a delayed job from its run_at, not its creation", async () => {
       await enqueueOne(t.b, { delayMs: 1_000 });
       expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBeNull();
       t.clock.advance(6_000);
       expect(one(await t.b.stats("q")).oldestWaitingAgeMs).toBe(5_000);
     });
 
-    it("stats() without a queue lists every queue that has been used", async () => {
+    itNeeds(t, ["jobRecords", "pause"])("stats() without a queue lists every queue that has been used", async () => {
       await enqueueOne(t.b, { queue: "emails" });
       await enqueueOne(t.b, { queue: "images", delayMs: 10_000 });
       await enqueueOne(t.b, { queue: "reports" });
@@ -237,7 +238,7 @@ export function adminTests(t: SuiteContext): void {
       expect(byQueue.get("reports")).toMatchObject({ paused: false, counts: counts({ active: 1 }) });
     });
 
-    it("stats(queue) reports only that queue", async () => {
+    itNeeds(t, ["jobRecords"])("stats(queue) reports only that queue", async () => {
       await enqueueOne(t.b, { queue: "one" });
       await enqueueMany(t.b, 2, () => ({ queue: "two" }));
       expect(await t.b.stats("two")).toEqual([
@@ -263,12 +264,12 @@ export function adminTests(t: SuiteContext): void {
       }
     }
 
-    it("lists every job, newest first", async () => {
+    itNeeds(t, ["jobRecords"])("lists every job, newest first", async () => {
       await fixture();
       expect((await t.b.list()).map((j) => j.id)).toEqual(["q1-n2-b", "q2-n2-a", "q1-n1-b", "q2-n1-a", "q1-n2-a", "q1-n1-a"]);
     });
 
-    it("filters by queue, by name, by state, and by several at once", async () => {
+    itNeeds(t, ["jobRecords"])("filters by queue, by name, by state, and by several at once", async () => {
       await fixture();
       const c = await claimOne(t.b, { queues: ["q1"], names: ["n1"] });
       expect(c.job.id).toBe("q1-n1-a");
@@ -279,7 +280,7 @@ export function adminTests(t: SuiteContext): void {
       expect(await t.b.list({ queue: "q3" })).toEqual([]);
     });
 
-    it("state waiting includes due scheduled jobs (reported as waiting); state scheduled only future ones", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("state waiting includes due scheduled jobs (reported as waiting); state scheduled only future ones", async () => {
       await enqueueOne(t.b, { jobId: "due", delayMs: 1_000 });
       t.clock.advance(1);
       await enqueueOne(t.b, { jobId: "future", delayMs: 60_000 });
@@ -289,7 +290,7 @@ export function adminTests(t: SuiteContext): void {
       expect((await t.b.list({ state: "scheduled" })).map((j) => j.id)).toEqual(["future"]);
     });
 
-    it("pages with limit and offset", async () => {
+    itNeeds(t, ["jobRecords"])("pages with limit and offset", async () => {
       await fixture();
       const all = (await t.b.list()).map((j) => j.id);
       expect((await t.b.list({}, { limit: 2 })).map((j) => j.id)).toEqual(all.slice(0, 2));
@@ -299,7 +300,7 @@ export function adminTests(t: SuiteContext): void {
       expect((await t.b.list({ queue: "q1" }, { limit: 1, offset: 1 })).map((j) => j.id)).toEqual(["q1-n1-b"]);
     });
 
-    it("pages by cursor within a queue: the same pages as offsets, with filters kept", async () => {
+    itNeeds(t, ["jobRecords"])("pages by cursor within a queue: the same pages as offsets, with filters kept", async () => {
       await enqueueMany(t.b, 7, () => ({ queue: "deep", name: "n" }));
       await enqueueOne(t.b, { queue: "other", name: "n" });
       const all = (await t.b.list({ queue: "deep" })).map((j) => j.id);
@@ -321,7 +322,7 @@ export function adminTests(t: SuiteContext): void {
       expect(waiting).toEqual(all.slice(1).filter((id) => id !== c.job.id));
     });
 
-    it("refuses a cursor without a queue, or whose job is gone or in another queue", async () => {
+    itNeeds(t, ["jobRecords"])("refuses a cursor without a queue, or whose job is gone or in another queue", async () => {
       const id = await enqueueOne(t.b, { queue: "q1" });
       const other = await enqueueOne(t.b, { queue: "q2" });
       await expect(t.b.list({}, { after: id })).rejects.toThrow(/needs filter.queue/);
@@ -329,7 +330,7 @@ export function adminTests(t: SuiteContext): void {
       await expect(t.b.list({ queue: "q1" }, { after: "never-there" })).rejects.toThrow(/start again from the first page/);
     });
 
-    it("filters by creation time: from (inclusive) and until (exclusive)", async () => {
+    itNeeds(t, ["jobRecords"])("filters by creation time: from (inclusive) and until (exclusive)", async () => {
       await fixture();
       const byId = new Map((await t.b.list()).map((j) => [j.id, j.createdAt]));
       const from = byId.get("q2-n1-a")!;
@@ -340,13 +341,13 @@ export function adminTests(t: SuiteContext): void {
       await expect(t.b.list({ createdFrom: -1 })).rejects.toThrow(/createdFrom must be a time/);
     });
 
-    it("returns at most 50 jobs by default", async () => {
+    itNeeds(t, ["jobRecords"])("returns at most 50 jobs by default", async () => {
       await enqueueMany(t.b, 60);
       expect(await t.b.list()).toHaveLength(50);
       expect(await t.b.list({}, { limit: 60 })).toHaveLength(60);
     });
 
-    it("returns full records, the same as get", async () => {
+    itNeeds(t, ["jobRecords", "priorities"])("returns full records, the same as get", async () => {
       const id = await enqueueOne(t.b, { data: { x: [1, 2] }, priority: 3 });
       expect(one(await t.b.list())).toEqual(await mustGet(t.b, id));
     });

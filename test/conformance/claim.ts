@@ -13,6 +13,7 @@ import {
   spec,
   worker,
   type SuiteContext,
+  itNeeds,
 } from "./fixtures.js";
 
 export function claimTests(t: SuiteContext): void {
@@ -29,7 +30,7 @@ export function claimTests(t: SuiteContext): void {
       expect(await claim(t.b, { limit: 3 })).toHaveLength(0);
     });
 
-    it("takes only from the listed queues", async () => {
+    itNeeds(t, ["jobRecords"])("takes only from the listed queues", async () => {
       await t.b.enqueue([
         ...["a1", "a2"].map((jobId) => spec({ jobId, queue: "alpha" })),
         ...["b1", "b2"].map((jobId) => spec({ jobId, queue: "beta" })),
@@ -41,7 +42,7 @@ export function claimTests(t: SuiteContext): void {
       expect((await claim(t.b, { queues: ["beta"], limit: 10 })).map((c) => c.job.id).sort()).toEqual(["b1", "b2"]);
     });
 
-    it("claims only jobs whose name is in `names`; others are never claimed and stay waiting", async () => {
+    itNeeds(t, ["jobRecords", "priorities"])("claims only jobs whose name is in `names`; others are never claimed and stay waiting", async () => {
       await enqueueOne(t.b, { jobId: "unknown-name", name: "resize-image", priority: -5 });
       await enqueueOne(t.b, { jobId: "mine", name: "send-email" });
       const got = await claim(t.b, { names: ["send-email", "charge-card"], limit: 10 });
@@ -51,7 +52,7 @@ export function claimTests(t: SuiteContext): void {
       expect((await claimOne(t.b, { names: ["resize-image"] })).job.id).toBe("unknown-name");
     });
 
-    it("does not claim from a paused queue; resume makes its jobs claimable; other queues are unaffected", async () => {
+    itNeeds(t, ["jobRecords", "pause"])("does not claim from a paused queue; resume makes its jobs claimable; other queues are unaffected", async () => {
       await enqueueOne(t.b, { jobId: "held" });
       await enqueueOne(t.b, { jobId: "free", queue: "other" });
       await t.b.pause(QUEUE);
@@ -61,7 +62,7 @@ export function claimTests(t: SuiteContext): void {
       expect((await claimOne(t.b)).job.id).toBe("held");
     });
 
-    it("marks the job active with attempt 1, startedAt = now, and a lease that expires at now + leaseMs", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("marks the job active with attempt 1, startedAt = now, and a lease that expires at now + leaseMs", async () => {
       const id = await enqueueOne(t.b);
       t.clock.advance(2_000);
       const now = t.clock.now();
@@ -75,7 +76,7 @@ export function claimTests(t: SuiteContext): void {
       expect(stored.lease).toEqual({ jobId: id, token: c.lease.token, expiresAt: now + 12_345, worker: B });
     });
 
-    it("increments attempt on every claim", async () => {
+    itNeeds(t, ["jobRecords"])("increments attempt on every claim", async () => {
       const id = await enqueueOne(t.b, { attempts: 5 });
       for (let attempt = 1; attempt <= 3; attempt++) {
         const c = await claimOne(t.b);
@@ -85,7 +86,7 @@ export function claimTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).attempt).toBe(3);
     });
 
-    it("gives a lease token one greater on every claim of the same job (release, retry and rescue alike)", async () => {
+    itNeeds(t, ["clockDriven"])("gives a lease token one greater on every claim of the same job (release, retry and rescue alike)", async () => {
       await enqueueOne(t.b, { attempts: 10 });
       const first = await claimOne(t.b, { leaseMs: 1_000 });
       await t.b.release([first.lease]);
@@ -100,7 +101,7 @@ export function claimTests(t: SuiteContext): void {
   });
 
   describe("claim order across queues", () => {
-    it("keeps each queue's order, and orders the queues as capabilities.claimAcrossQueues says", async () => {
+    itNeeds(t, ["priorities"])("keeps each queue's order, and orders the queues as capabilities.claimAcrossQueues says", async () => {
       // Queue "slow" holds less urgent jobs (priority 5) than queue "urgent" (priority 0).
       await t.b.enqueue([0, 1, 2].map((i) => spec({ queue: "slow", jobId: `slow-${i}`, priority: 5 })));
       await t.b.enqueue([0, 1, 2].map((i) => spec({ queue: "urgent", jobId: `urgent-${i}` })));
@@ -127,7 +128,7 @@ export function claimTests(t: SuiteContext): void {
       expectEachOnce(claimed, ids);
     });
 
-    it.skipIf(!t.factory.openSecond)(
+    itNeeds(t, ["jobRecords"], !t.factory.openSecond)(
       "claimers on two connections over 500 jobs: every job claimed exactly once [needs factory.openSecond]",
       async () => {
         const ids = await enqueueMany(t.b, 500);

@@ -15,6 +15,7 @@ import {
   mustGet,
   spec,
   type SuiteContext,
+  itNeeds,
 } from "./fixtures.js";
 
 export function enqueueTests(t: SuiteContext): void {
@@ -35,12 +36,12 @@ export function enqueueTests(t: SuiteContext): void {
       expect(results.map((r) => r.duplicate)).toEqual([false, false, false]);
     });
 
-    it("returns [] for an empty batch and stores nothing", async () => {
+    itNeeds(t, ["jobRecords"])("returns [] for an empty batch and stores nothing", async () => {
       expect(await t.b.enqueue([])).toEqual([]);
       expect(await t.b.list()).toEqual([]);
     });
 
-    it("get returns the stored record: data parsed, state waiting, attempt 0, options, createdAt = store now", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "priorities"])("get returns the stored record: data parsed, state waiting, attempt 0, options, createdAt = store now", async () => {
       const data = { orderId: 42, items: ["a", "b"], nested: { ok: true, none: null }, text: "héllo 😀" };
       t.clock.advance(12_345);
       await t.b.enqueue([
@@ -81,7 +82,7 @@ export function enqueueTests(t: SuiteContext): void {
       });
     });
 
-    it("stores meta beside the payload and returns it parsed; a duplicate does not replace it", async () => {
+    itNeeds(t, ["jobRecords", "uniqueIds"])("stores meta beside the payload and returns it parsed; a duplicate does not replace it", async () => {
       const meta = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", callbackUrl: "https://example.test/cb", n: [1, null] };
       await enqueueOne(t.b, { jobId: "m", data: { x: 1 }, meta });
       expect(await mustGet(t.b, "m")).toMatchObject({ data: { x: 1 }, meta });
@@ -91,7 +92,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect(c.job.meta).toEqual(meta);
     });
 
-    it("stores the default options: priority 0, 3 attempts, default exponential backoff, no timeout", async () => {
+    itNeeds(t, ["jobRecords"])("stores the default options: priority 0, 3 attempts, default exponential backoff, no timeout", async () => {
       const id = await enqueueOne(t.b);
       const job = await mustGet(t.b, id);
       expect(job.priority).toBe(0);
@@ -100,18 +101,18 @@ export function enqueueTests(t: SuiteContext): void {
       expect(job.timeoutMs).toBeNull();
     });
 
-    it("round-trips payloads that are not objects (null, string, number, array)", async () => {
+    itNeeds(t, ["jobRecords"])("round-trips payloads that are not objects (null, string, number, array)", async () => {
       const payloads = [null, "text", 3.5, [1, "two", { three: 3 }], false];
       const ids = (await t.b.enqueue(payloads.map((data) => spec({ data })))).map((r) => r.id);
       for (const [i, id] of ids.entries()) expect((await mustGet(t.b, id)).data).toEqual(payloads[i]);
     });
 
-    it("get of an unknown id returns null", async () => {
+    itNeeds(t, ["jobRecords"])("get of an unknown id returns null", async () => {
       await enqueueOne(t.b, { jobId: "exists" });
       expect(await t.b.get("does-not-exist")).toBeNull();
     });
 
-    it("accepts a batch of 1000 in one call", async () => {
+    itNeeds(t, ["jobRecords"])("accepts a batch of 1000 in one call", async () => {
       const specs = Array.from({ length: 1000 }, (_, i) => spec({ data: { i } }));
       const results = await t.b.enqueue(specs);
       expect(results).toHaveLength(1000);
@@ -123,7 +124,7 @@ export function enqueueTests(t: SuiteContext): void {
   });
 
   describe("dedup by id", () => {
-    it("a second enqueue of the same id is a duplicate: stored once, original data kept", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "priorities", "uniqueIds"])("a second enqueue of the same id is a duplicate: stored once, original data kept", async () => {
       expect(await t.b.enqueue([spec({ jobId: "d", data: { v: 1 } })])).toEqual([{ id: "d", duplicate: false }]);
       t.clock.advance(1_000);
       expect(await t.b.enqueue([spec({ jobId: "d", data: { v: 2 }, priority: 9 })])).toEqual([{ id: "d", duplicate: true }]);
@@ -134,7 +135,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ waiting: 1 }));
     });
 
-    it("the same id twice in one batch: the second is the duplicate, the rest of the batch is stored", async () => {
+    itNeeds(t, ["jobRecords", "uniqueIds"])("the same id twice in one batch: the second is the duplicate, the rest of the batch is stored", async () => {
       const results = await t.b.enqueue([
         spec({ jobId: "d", data: { v: 1 } }),
         spec({ jobId: "other" }),
@@ -149,7 +150,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ waiting: 2 }));
     });
 
-    it("an id is a duplicate while its job exists in any state (active, completed, dead, cancelled)", async () => {
+    itNeeds(t, ["jobRecords", "cancel"])("an id is a duplicate while its job exists in any state (active, completed, dead, cancelled)", async () => {
       await t.b.enqueue([spec({ jobId: "act" }), spec({ jobId: "done" }), spec({ jobId: "dead", attempts: 1 })]);
       await enqueueOne(t.b, { jobId: "gone", delayMs: 60_000 });
       const [first, second, third] = await claim(t.b, { limit: 3 });
@@ -167,7 +168,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect((await mustGet(t.b, "act")).data).toEqual({});
     });
 
-    it("after the job is pruned its id can be used again", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("after the job is pruned its id can be used again", async () => {
       await enqueueOne(t.b, { jobId: "reuse", data: { v: 1 }, removeOnComplete: { ageMs: 1_000 } });
       const c = await claimOne(t.b);
       await t.b.complete([{ lease: c.lease, result: { ok: true } }]);
@@ -180,7 +181,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect(job).toMatchObject({ data: { v: 2 }, state: "waiting", attempt: 0, result: null, history: [], createdAt: t.clock.now() });
     });
 
-    it("a job deleted on completion (removeOnComplete: true) frees its id at once", async () => {
+    itNeeds(t, ["jobRecords"])("a job deleted on completion (removeOnComplete: true) frees its id at once", async () => {
       await enqueueOne(t.b, { jobId: "once", removeOnComplete: true });
       const c = await claimOne(t.b);
       await t.b.complete([{ lease: c.lease, result: null }]);
@@ -190,7 +191,7 @@ export function enqueueTests(t: SuiteContext): void {
   });
 
   describe("all or nothing", () => {
-    it("a batch with a duplicate stores none of its jobs; the results flag the duplicate", async () => {
+    itNeeds(t, ["jobRecords", "uniqueIds"])("a batch with a duplicate stores none of its jobs; the results flag the duplicate", async () => {
       await enqueueOne(t.b, { jobId: "taken" });
       const results = await t.b.enqueue([spec({ jobId: "new-1" }), spec({ jobId: "taken" }), spec({ jobId: "new-2" })], { allOrNothing: true });
       expect(results).toEqual([
@@ -203,13 +204,13 @@ export function enqueueTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ waiting: 1 }));
     });
 
-    it("an id repeated within the batch is a duplicate too: nothing is stored", async () => {
+    itNeeds(t, ["jobRecords"])("an id repeated within the batch is a duplicate too: nothing is stored", async () => {
       const results = await t.b.enqueue([spec({ jobId: "a" }), spec({ jobId: "a" })], { allOrNothing: true });
       expect(results.map((r) => r.duplicate)).toEqual([false, true]);
       expect(await t.b.get("a")).toBeNull();
     });
 
-    it("a batch without duplicates is stored whole; one over several queues is refused", async () => {
+    itNeeds(t, ["jobRecords"])("a batch without duplicates is stored whole; one over several queues is refused", async () => {
       const results = await t.b.enqueue([spec({ jobId: "x" }), spec({ jobId: "y" })], { allOrNothing: true });
       expect(results).toEqual([{ id: "x", duplicate: false }, { id: "y", duplicate: false }]);
       expect(await countsOf(t.b)).toEqual(counts({ waiting: 2 }));
@@ -217,7 +218,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect(await t.b.get("p")).toBeNull();
     });
 
-    it("of two racing batches that share an id, one is stored whole and the other not at all", async () => {
+    itNeeds(t, ["jobRecords"])("of two racing batches that share an id, one is stored whole and the other not at all", async () => {
       const other = t.factory.openSecond ? await t.second() : t.b;
       const ids = (n: number, k: number) => Array.from({ length: n }, (_, i) => spec({ jobId: `race-${k}-${i}` }));
       for (let round = 0; round < 5; round++) {
@@ -237,7 +238,7 @@ export function enqueueTests(t: SuiteContext): void {
   });
 
   describe("delayed jobs", () => {
-    it("delayMs: scheduled at now + delay, not claimable before, claimable and reported waiting from then", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("delayMs: scheduled at now + delay, not claimable before, claimable and reported waiting from then", async () => {
       const t0 = t.clock.now();
       const id = await enqueueOne(t.b, { delayMs: 1_000 });
       expect(await mustGet(t.b, id)).toMatchObject({ state: "scheduled", runAt: t0 + 1_000, createdAt: t0 });
@@ -252,7 +253,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect((await claimOne(t.b)).job.id).toBe(id);
     });
 
-    it("runAt (absolute): scheduled until that time, then claimable; it overrides delayMs", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("runAt (absolute): scheduled until that time, then claimable; it overrides delayMs", async () => {
       const runAt = t.clock.now() + 5_000;
       const id = await enqueueOne(t.b, { runAt: new Date(runAt), delayMs: 60_000 });
       expect(await mustGet(t.b, id)).toMatchObject({ state: "scheduled", runAt });
@@ -263,14 +264,14 @@ export function enqueueTests(t: SuiteContext): void {
       expect((await claimOne(t.b)).job.id).toBe(id);
     });
 
-    it("runAt in the past: waiting and claimable at once, runAt kept as given", async () => {
+    itNeeds(t, ["jobRecords"])("runAt in the past: waiting and claimable at once, runAt kept as given", async () => {
       const runAt = t.clock.now() - 10_000;
       const id = await enqueueOne(t.b, { runAt });
       expect(await mustGet(t.b, id)).toMatchObject({ state: "waiting", runAt });
       expect((await claimOne(t.b)).job.id).toBe(id);
     });
 
-    it("delayMs is measured on the store clock at enqueue time", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("delayMs is measured on the store clock at enqueue time", async () => {
       t.clock.advance(3_600_000);
       const id = await enqueueOne(t.b, { delayMs: 500 });
       expect((await mustGet(t.b, id)).runAt).toBe(t.clock.now() + 500);
@@ -278,7 +279,7 @@ export function enqueueTests(t: SuiteContext): void {
   });
 
   describe("claim order", () => {
-    it("lowest priority number first, then earliest run_at, then insertion order (FIFO among equals)", async () => {
+    itNeeds(t, ["clockDriven", "priorities"])("lowest priority number first, then earliest run_at, then insertion order (FIFO among equals)", async () => {
       const t0 = t.clock.now();
       // Ids sort alphabetically in the reverse of insertion order, so "by id" and "by insertion"
       // orders differ.
@@ -316,7 +317,7 @@ export function enqueueTests(t: SuiteContext): void {
       ]);
     });
 
-    it("a batch claim takes the best jobs by that order", async () => {
+    itNeeds(t, ["priorities"])("a batch claim takes the best jobs by that order", async () => {
       await t.b.enqueue([
         spec({ jobId: "p9", priority: 9 }),
         spec({ jobId: "p3", priority: 3 }),
@@ -336,7 +337,7 @@ export function enqueueTests(t: SuiteContext): void {
       expect(claimed).toEqual(ids);
     });
 
-    it("a retried job waits for its run_at behind jobs that are already due", async () => {
+    itNeeds(t, ["clockDriven"])("a retried job waits for its run_at behind jobs that are already due", async () => {
       await enqueueOne(t.b, { jobId: "first" });
       const c = await claimOne(t.b);
       await enqueueOne(t.b, { jobId: "second" });

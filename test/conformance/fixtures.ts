@@ -3,8 +3,8 @@
  * context, and small builders (`spec`, `worker`, `claim`) so each test reads as the behaviour it
  * checks.
  */
-import { expect } from "vitest";
-import type { Backend, Capabilities, ClaimedJob, SqlClient } from "../../src/backend/contract.js";
+import { expect, it } from "vitest";
+import type { Backend, Capabilities, ClaimedJob, SqlClient, StoreFeatures } from "../../src/backend/contract.js";
 import type { FakeClock } from "../../src/core/clock.js";
 import type { ErrorInfo, JobRecord, JobSpec, JobState, WorkerIdentity } from "../../src/core/job.js";
 import { buildJobSpec, type JobOptions } from "../../src/core/spec.js";
@@ -147,5 +147,21 @@ export async function countsOf(b: Backend, queue = QUEUE): Promise<Record<JobSta
 
 /** Counts with every state zero except the ones given. */
 export function counts(nonZero: Partial<Record<JobState, number>> = {}): Record<JobState, number> {
-  return { scheduled: 0, waiting: 0, active: 0, completed: 0, dead: 0, cancelled: 0, ...nonZero };
+  return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0, ...nonZero };
+}
+
+/** A test body, as `it` takes it. */
+type TestBody = () => Promise<void> | void;
+
+/**
+ * `it` for a test that needs store features (`StoreFeatures`) a backend may lack: skipped by name
+ * on such a backend, its title ending in `[needs feature, …]`, and run unchanged on the others.
+ * `skip` adds a condition of the test's own (a second connection, say; its title already says so).
+ */
+export function itNeeds(t: SuiteContext, features: ReadonlyArray<keyof StoreFeatures>, skip = false): (title: string, body: TestBody, timeout?: number) => void {
+  const lacking = features.filter((f) => !t.factory.capabilities[f]);
+  return (title, body, timeout) => {
+    if (lacking.length > 0) it.skip(`${title} [needs ${lacking.join(", ")}]`, body, timeout);
+    else it.skipIf(skip)(title, body, timeout);
+  };
 }

@@ -10,11 +10,12 @@ import {
   mustGet,
   spec,
   type SuiteContext,
+  itNeeds,
 } from "./fixtures.js";
 
 export function leaseTests(t: SuiteContext): void {
   describe("heartbeat", () => {
-    it("extends held leases to now + leaseMs and reports nothing lost", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("extends held leases to now + leaseMs and reports nothing lost", async () => {
       await enqueueMany(t.b, 3);
       const claimed = await claim(t.b, { limit: 3, leaseMs: 1_000 });
       t.clock.advance(800);
@@ -26,7 +27,7 @@ export function leaseTests(t: SuiteContext): void {
       }
     });
 
-    it("a heartbeated job is not rescued after its original expiry, only after the extended one", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("a heartbeated job is not rescued after its original expiry, only after the extended one", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b, { leaseMs: 1_000 });
       t.clock.advance(800);
@@ -38,7 +39,7 @@ export function leaseTests(t: SuiteContext): void {
       expect((await t.b.rescueExpired()).map((r) => r.id)).toEqual([id]);
     });
 
-    it("reports reason `expired` when the lease was rescued and the job re-claimed by another worker", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("reports reason `expired` when the lease was rescued and the job re-claimed by another worker", async () => {
       await enqueueOne(t.b);
       const a = await claimOne(t.b, { leaseMs: 1_000, worker: A });
       t.clock.advance(1_001);
@@ -50,7 +51,7 @@ export function leaseTests(t: SuiteContext): void {
       expect((await mustGet(t.b, b.job.id)).lease).toMatchObject({ token: b.lease.token, worker: B, expiresAt: t.clock.now() + 10_000 });
     });
 
-    it("reports reason `expired` when the lease was rescued and the job waits to be claimed again", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("reports reason `expired` when the lease was rescued and the job waits to be claimed again", async () => {
       await enqueueOne(t.b);
       const a = await claimOne(t.b, { leaseMs: 1_000 });
       t.clock.advance(1_001);
@@ -59,14 +60,14 @@ export function leaseTests(t: SuiteContext): void {
       expect((await mustGet(t.b, a.job.id)).state).toBe("waiting");
     });
 
-    it("reports reason `cancelled` when the job was cancelled while active", async () => {
+    itNeeds(t, ["cancel"])("reports reason `cancelled` when the job was cancelled while active", async () => {
       await enqueueOne(t.b);
       const c = await claimOne(t.b);
       expect(await t.b.cancel(c.job.id)).toBe("cancelled");
       expect((await t.b.heartbeat([c.lease], 10_000)).lost).toEqual([{ lease: c.lease, reason: "cancelled" }]);
     });
 
-    it("reports reason `gone` when the job was deleted (pruned after cancellation)", async () => {
+    itNeeds(t, ["clockDriven", "cancel"])("reports reason `gone` when the job was deleted (pruned after cancellation)", async () => {
       await enqueueOne(t.b, { removeOnComplete: { ageMs: 1_000 } });
       // A backend may keep a cancelled row until its lease would have expired (so the worker can
       // still learn "cancelled"); past both retention and lease, it must be prunable.
@@ -82,7 +83,7 @@ export function leaseTests(t: SuiteContext): void {
       expect((await t.b.heartbeat([lease], 10_000)).lost).toEqual([{ lease, reason: "gone" }]);
     });
 
-    it("in a mixed batch reports only the lost leases, with their reasons, and extends the rest", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "cancel"])("in a mixed batch reports only the lost leases, with their reasons, and extends the rest", async () => {
       await t.b.enqueue(["keep-1", "cancel-me", "keep-2", "expire-me"].map((jobId) => spec({ jobId })));
       const byId = new Map((await claim(t.b, { limit: 3, leaseMs: 5_000 })).map((c) => [c.job.id, c]));
       const [keep1, cancelMe, keep2] = [byId.get("keep-1"), byId.get("cancel-me"), byId.get("keep-2")];
@@ -107,7 +108,7 @@ export function leaseTests(t: SuiteContext): void {
   });
 
   describe("fencing", () => {
-    it("after rescue and re-claim by B, A's late complete/fail/release/progress are stale and change nothing; B's complete applies", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("after rescue and re-claim by B, A's late complete/fail/release/progress are stale and change nothing; B's complete applies", async () => {
       const id = await enqueueOne(t.b, { attempts: 5 });
       const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });
       expect(await t.b.progress(a.lease, { step: "a-1" })).toBe("applied");
@@ -130,7 +131,7 @@ export function leaseTests(t: SuiteContext): void {
       expect(done.history.at(-1)).toMatchObject({ attempt: 2, workerId: B.id, outcome: "completed" });
     });
 
-    it("after rescue without a re-claim, the old holder's complete is stale and the job stays waiting", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("after rescue without a re-claim, the old holder's complete is stale and the job stays waiting", async () => {
       const id = await enqueueOne(t.b);
       const a = await claimOne(t.b, { leaseMs: 1_000 });
       t.clock.advance(1_001);
@@ -142,7 +143,7 @@ export function leaseTests(t: SuiteContext): void {
       expect(before.state).toBe("waiting");
     });
 
-    it("a token that was never issued is stale, even while the job is active", async () => {
+    itNeeds(t, ["jobRecords"])("a token that was never issued is stale, even while the job is active", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       const forged = { jobId: id, token: c.lease.token + 1 };
@@ -151,7 +152,7 @@ export function leaseTests(t: SuiteContext): void {
       expect(await mustGet(t.b, id)).toMatchObject({ state: "active", progress: null, lease: { token: c.lease.token } });
     });
 
-    it("settling twice with the same lease: the second call is stale", async () => {
+    itNeeds(t, ["jobRecords"])("settling twice with the same lease: the second call is stale", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       expect(await t.b.complete([{ lease: c.lease, result: "first" }])).toEqual(["applied"]);
@@ -162,7 +163,7 @@ export function leaseTests(t: SuiteContext): void {
       expect(job.history).toHaveLength(1);
     });
 
-    it("a batch settle returns one result per item, in input order", async () => {
+    itNeeds(t, ["jobRecords"])("a batch settle returns one result per item, in input order", async () => {
       await enqueueMany(t.b, 3, (i) => ({ jobId: `s${i}` }));
       const [c0, c1, c2] = await claim(t.b, { limit: 3 });
       const stale = { jobId: c1!.job.id, token: c1!.lease.token + 100 };

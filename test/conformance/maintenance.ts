@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import type { Backend, RescuedJob } from "../../src/backend/contract.js";
 import {
   A,
@@ -15,11 +15,12 @@ import {
   one,
   spec,
   type SuiteContext,
+  itNeeds,
 } from "./fixtures.js";
 
 export function maintenanceTests(t: SuiteContext): void {
   describe("rescueExpired", () => {
-    it("returns an expired job to waiting, recording a lease-expired attempt and one stall", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("returns an expired job to waiting, recording a lease-expired attempt and one stall", async () => {
       const id = await enqueueOne(t.b, { name: "job", attempts: 3 });
       const startedAt = t.clock.now();
       await claimOne(t.b, { worker: A, leaseMs: 1_000 });
@@ -36,7 +37,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await claimOne(t.b, { worker: B })).job.attempt).toBe(2);
     });
 
-    it("leaves leases that have not expired alone and returns [] when nothing expired", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("leaves leases that have not expired alone and returns [] when nothing expired", async () => {
       await enqueueOne(t.b, { jobId: "short" });
       await enqueueOne(t.b, { jobId: "long" });
       const short = await claimOne(t.b, { leaseMs: 1_000 });
@@ -48,7 +49,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.rescueExpired()).toEqual([]);
     });
 
-    it("quarantines a job in dead after 3 lease expiries in a row (default maxStalls)", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("quarantines a job in dead after 3 lease expiries in a row (default maxStalls)", async () => {
       const id = await enqueueOne(t.b, { attempts: 10 });
       const states: string[] = [];
       for (let i = 0; i < 3; i++) {
@@ -65,7 +66,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await claim(t.b, { limit: 10 })).toEqual([]);
     });
 
-    it("a worker that dies holding several jobs (running or prefetched) stalls none of them: no innocent job is quarantined", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("a worker that dies holding several jobs (running or prefetched) stalls none of them: no innocent job is quarantined", async () => {
       const ids = await enqueueMany(t.b, 4, () => ({ attempts: 100 }));
       for (let round = 0; round < 5; round++) {
         // The same worker takes all four (one running, three buffered) and dies.
@@ -85,7 +86,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await mustGet(t.b, solo)).stalls).toBe(2);
     });
 
-    it("maxStalls: 1 quarantines on the first expiry", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("maxStalls: 1 quarantines on the first expiry", async () => {
       const id = await enqueueOne(t.b, { attempts: 10 });
       await claimOne(t.b, { leaseMs: 1_000 });
       t.clock.advance(1_001);
@@ -93,7 +94,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).state).toBe("dead");
     });
 
-    it("a normal settle resets the stall count: only expiries in a row quarantine", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("a normal settle resets the stall count: only expiries in a row quarantine", async () => {
       const id = await enqueueOne(t.b, { attempts: 10 });
       for (let i = 0; i < 2; i++) {
         await claimOne(t.b, { leaseMs: 1_000 });
@@ -110,7 +111,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).stalls).toBe(1);
     });
 
-    it("makes the job dead when its attempts are used up", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("makes the job dead when its attempts are used up", async () => {
       const id = await enqueueOne(t.b, { attempts: 2 });
       await claimOne(t.b, { leaseMs: 1_000 });
       t.clock.advance(1_001);
@@ -128,7 +129,7 @@ export function maintenanceTests(t: SuiteContext): void {
       ]);
     });
 
-    it("rescues at most `limit` jobs per call", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("rescues at most `limit` jobs per call", async () => {
       await enqueueMany(t.b, 5);
       await claim(t.b, { limit: 5, leaseMs: 1_000 });
       t.clock.advance(1_001);
@@ -138,7 +139,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ waiting: 5 }));
     });
 
-    it("two concurrent rescuers rescue each job once in total", async () => {
+    itNeeds(t, ["clockDriven"])("two concurrent rescuers rescue each job once in total", async () => {
       const ids = await enqueueMany(t.b, 40);
       await claim(t.b, { limit: 40, leaseMs: 1_000 });
       t.clock.advance(1_001);
@@ -146,7 +147,7 @@ export function maintenanceTests(t: SuiteContext): void {
       await expectRescuedOnce(t.b, results.flat(), ids);
     });
 
-    it.skipIf(!t.factory.openSecond)(
+    itNeeds(t, ["clockDriven"], !t.factory.openSecond)(
       "rescuers on two connections rescue each job once in total [needs factory.openSecond]",
       async () => {
         const ids = await enqueueMany(t.b, 40);
@@ -160,7 +161,7 @@ export function maintenanceTests(t: SuiteContext): void {
   });
 
   describe("promoteDue", () => {
-    it("relabels due scheduled jobs as waiting and returns how many; future ones wait their turn", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("relabels due scheduled jobs as waiting and returns how many; future ones wait their turn", async () => {
       await enqueueMany(t.b, 3, (i) => ({ jobId: `soon-${i}`, delayMs: 1_000 }));
       await enqueueOne(t.b, { jobId: "later", delayMs: 5_000 });
       expect(await t.b.promoteDue()).toBe(0);
@@ -175,7 +176,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await claim(t.b, { limit: 10 })).map((c) => c.job.id).sort()).toEqual(["later", "soon-0", "soon-1", "soon-2"]);
     });
 
-    it("promotes jobs waiting out a retry delay once it has passed", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("promotes jobs waiting out a retry delay once it has passed", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       await t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs: 500 }]);
@@ -213,7 +214,7 @@ export function maintenanceTests(t: SuiteContext): void {
       return ids;
     }
 
-    it("deletes completed jobs once their retention has passed, not before", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("deletes completed jobs once their retention has passed, not before", async () => {
       const [id] = await completeJobs(1, { removeOnComplete: { ageMs: 10_000 } });
       const finishedAt = (await mustGet(t.b, id!)).finishedAt!;
       t.clock.set(finishedAt + 10_000 - 1);
@@ -224,7 +225,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.get(id!)).toBeNull();
     });
 
-    it("deletes completed jobs after the default 24 h and dead jobs after the default 7 days", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("deletes completed jobs after the default 24 h and dead jobs after the default 7 days", async () => {
       const [done] = await completeJobs(1);
       const [dead] = await killJobs(1);
       t.clock.advance(24 * 3_600_000 + 10);
@@ -236,14 +237,14 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.get(dead!)).toBeNull();
     });
 
-    it("deletes dead jobs by their own retention (removeOnFail)", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("deletes dead jobs by their own retention (removeOnFail)", async () => {
       const [dead] = await killJobs(1, { removeOnFail: { ageMs: 1_000 } });
       t.clock.advance(1_001);
       expect((await t.b.prune()).jobs).toBe(1);
       expect(await t.b.get(dead!)).toBeNull();
     });
 
-    it("never deletes scheduled, waiting or active jobs", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("never deletes scheduled, waiting or active jobs", async () => {
       await enqueueOne(t.b, { jobId: "scheduled", delayMs: 400 * 24 * 3_600_000 });
       await enqueueOne(t.b, { jobId: "active" });
       await claimOne(t.b, { leaseMs: 500 * 24 * 3_600_000 });
@@ -253,7 +254,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ scheduled: 1, waiting: 1, active: 1 }));
     });
 
-    it("keeps at most maxCompletedPerQueue completed jobs per queue, the newest", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("keeps at most maxCompletedPerQueue completed jobs per queue, the newest", async () => {
       const a = await completeJobs(5, { queue: "qa" });
       const b = await completeJobs(3, { queue: "qb" });
       expect((await t.b.prune({ maxCompletedPerQueue: 2 })).jobs).toBe(4);
@@ -261,7 +262,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await t.b.list({ queue: "qb" })).map((j) => j.id).sort()).toEqual(b.slice(1).sort());
     });
 
-    it("counts cancelled jobs with completed ones for maxCompletedPerQueue", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven", "cancel"])("counts cancelled jobs with completed ones for maxCompletedPerQueue", async () => {
       const [older] = await completeJobs(1);
       const cancelled = await enqueueOne(t.b);
       expect(await t.b.cancel(cancelled)).toBe("cancelled");
@@ -270,13 +271,13 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.get(cancelled)).not.toBeNull();
     });
 
-    it("keeps at most maxDeadPerQueue dead jobs per queue, the newest", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("keeps at most maxDeadPerQueue dead jobs per queue, the newest", async () => {
       const dead = await killJobs(3);
       expect((await t.b.prune({ maxDeadPerQueue: 1 })).jobs).toBe(2);
       expect((await t.b.list()).map((j) => j.id)).toEqual([dead[2]]);
     });
 
-    it("keeps jobs with retention null (removeOnComplete/removeOnFail: false) forever, outside the count limits", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("keeps jobs with retention null (removeOnComplete/removeOnFail: false) forever, outside the count limits", async () => {
       const [keptDone] = await completeJobs(1, { removeOnComplete: false });
       const [keptDead] = await killJobs(1, { removeOnFail: false });
       t.clock.advance(9 * 365 * 24 * 3_600_000);
@@ -285,7 +286,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await mustGet(t.b, keptDead!)).state).toBe("dead");
     });
 
-    it("deletes at most `limit` rows per call", async () => {
+    itNeeds(t, ["clockDriven"])("deletes at most `limit` rows per call", async () => {
       await completeJobs(10, { removeOnComplete: { ageMs: 1 } });
       t.clock.advance(1_000);
       expect((await t.b.prune({ limit: 4 })).jobs).toBe(4);
@@ -294,7 +295,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await t.b.prune({ limit: 4 })).jobs).toBe(0);
     });
 
-    it("deletes expired idempotency keys and only those", async () => {
+    itNeeds(t, ["clockDriven", "idempotencyKeys"])("deletes expired idempotency keys and only those", async () => {
       expect(await t.b.idempotency.once("short", 1_000)).toBe(true);
       expect(await t.b.idempotency.once("long", 60_000)).toBe(true);
       t.clock.advance(1_001);
@@ -303,7 +304,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.idempotency.once("short", 1_000)).toBe(true);
     });
 
-    it("two concurrent prunes do not error and delete each job once in total", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("two concurrent prunes do not error and delete each job once in total", async () => {
       await completeJobs(20, { removeOnComplete: { ageMs: 1 } });
       t.clock.advance(1_000);
       const results = await Promise.all([t.b.prune(), t.b.prune()]);
@@ -311,7 +312,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.list()).toEqual([]);
     });
 
-    it.skipIf(!t.factory.openSecond)(
+    itNeeds(t, ["jobRecords", "clockDriven"], !t.factory.openSecond)(
       "prunes on two connections do not error and delete each job once in total [needs factory.openSecond]",
       async () => {
         await completeJobs(20, { removeOnComplete: { ageMs: 1 } });

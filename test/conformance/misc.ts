@@ -3,7 +3,7 @@ import { InvalidInputError } from "../../src/core/errors.js";
 import { buildJobSpec, DEFAULT_MAX_PAYLOAD_BYTES, type JobOptions } from "../../src/core/spec.js";
 import type { JobSpec } from "../../src/core/job.js";
 import { waitFor } from "../helpers/wait-for.js";
-import { enqueueOne, mustGet, spec, totalJobs, type SuiteContext } from "./fixtures.js";
+import { A, enqueueOne, mustGet, spec, totalJobs, type SuiteContext, itNeeds } from "./fixtures.js";
 
 export function miscTests(t: SuiteContext): void {
   describe("backend identity", () => {
@@ -16,14 +16,14 @@ export function miscTests(t: SuiteContext): void {
       expect(t.b.capabilities).toEqual(t.factory.capabilities);
     });
 
-    it("migrate() is safe to call again and keeps the data", async () => {
+    itNeeds(t, ["jobRecords"])("migrate() is safe to call again and keeps the data", async () => {
       const id = await enqueueOne(t.b, { data: { survive: true } });
       await t.b.migrate();
       await t.b.migrate();
       expect((await mustGet(t.b, id)).data).toEqual({ survive: true });
     });
 
-    it("now() is the store clock (the injected fake clock), not the wall clock", async () => {
+    itNeeds(t, ["clockDriven"])("now() is the store clock (the injected fake clock), not the wall clock", async () => {
       expect(await t.b.now()).toBe(t.clock.now());
       t.clock.advance(123_456);
       expect(await t.b.now()).toBe(t.clock.now());
@@ -33,7 +33,7 @@ export function miscTests(t: SuiteContext): void {
   });
 
   describe("idempotency.once", () => {
-    it("true the first time, false while recorded, true again after the ttl has passed", async () => {
+    itNeeds(t, ["clockDriven", "idempotencyKeys"])("true the first time, false while recorded, true again after the ttl has passed", async () => {
       expect(await t.b.idempotency.once("charge:42", 10_000)).toBe(true);
       expect(await t.b.idempotency.once("charge:42", 10_000)).toBe(false);
       t.clock.advance(9_999);
@@ -45,18 +45,18 @@ export function miscTests(t: SuiteContext): void {
       expect(await t.b.idempotency.once("charge:42", 10_000)).toBe(false);
     });
 
-    it("keys are independent", async () => {
+    itNeeds(t, ["idempotencyKeys"])("keys are independent", async () => {
       expect(await t.b.idempotency.once("a", 10_000)).toBe(true);
       expect(await t.b.idempotency.once("b", 10_000)).toBe(true);
       expect(await t.b.idempotency.once("a", 10_000)).toBe(false);
     });
 
-    it("concurrent calls with one key: exactly one true", async () => {
+    itNeeds(t, ["idempotencyKeys"])("concurrent calls with one key: exactly one true", async () => {
       const results = await Promise.all(Array.from({ length: 10 }, () => t.b.idempotency.once("race", 10_000)));
       expect(results.filter(Boolean)).toHaveLength(1);
     });
 
-    it.skipIf(!t.factory.openSecond)(
+    itNeeds(t, ["idempotencyKeys"], !t.factory.openSecond)(
       "calls on two connections with one key: exactly one true [needs factory.openSecond]",
       async () => {
         const other = await t.second();
@@ -94,6 +94,9 @@ export function miscTests(t: SuiteContext): void {
         const other = await t.second();
         const woken: string[] = [];
         const stop = other.subscribe((queue) => woken.push(queue));
+        // A worker has claimed from its queues before it waits for a wake-up (on RabbitMQ the
+        // first claim of a queue starts the consumer whose deliveries are the wake-ups).
+        expect(await other.claim({ queues: ["remote"], names: ["job"], worker: A, limit: 1, leaseMs: 30_000 })).toEqual([]);
         await enqueueOne(t.b, { queue: "remote" });
         await waitFor(() => woken.includes("remote"), { timeoutMs: 10_000, description: "cross-connection wake-up" });
         stop();
@@ -170,7 +173,7 @@ export function miscTests(t: SuiteContext): void {
       expect(() => spec({ data: "é".repeat(DEFAULT_MAX_PAYLOAD_BYTES / 2) })).toThrow(/over the limit/);
     });
 
-    it("a batch with one invalid job stores nothing, and a valid enqueue afterwards is stored", async () => {
+    itNeeds(t, ["jobRecords"])("a batch with one invalid job stores nothing, and a valid enqueue afterwards is stored", async () => {
       // Each batch is built before the call: a valid job first, then one the store must refuse,
       // made by hand (buildJobSpec would refuse it before the backend is ever called). A backend
       // that wrote its batch row by row outside one transaction would keep the first job.

@@ -32,6 +32,15 @@ async function tickJobs(b: Backend, queue = QUEUE): Promise<Array<{ id: string; 
 const iso = (ms: number) => new Date(ms).toISOString();
 
 export function scheduleTests(t: SuiteContext): void {
+  if (!t.factory.capabilities.schedules) {
+    describe("cron schedules [skipped: capabilities.schedules is false]", () => {
+      it("every schedule call is refused with UnsupportedByStoreError", async () => {
+        await expect(t.b.scheduleList()).rejects.toMatchObject({ name: "UnsupportedByStoreError" });
+        await expect(t.b.scheduleUpsert(buildScheduleWrite(QUEUE, "s", EVERY_MINUTE))).rejects.toMatchObject({ name: "UnsupportedByStoreError" });
+      });
+    });
+    return;
+  }
   describe("cron schedules: storage", () => {
     it("an upsert creates the schedule anchored at now; another replaces it, keeping the anchor and bumping the version", async () => {
       const start = t.clock.now();

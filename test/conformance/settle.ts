@@ -13,11 +13,12 @@ import {
   errorInfo,
   mustGet,
   type SuiteContext,
+  itNeeds,
 } from "./fixtures.js";
 
 export function settleTests(t: SuiteContext): void {
   describe("complete", () => {
-    it("marks the job completed with its result, finishedAt, no lease, and one history record", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("marks the job completed with its result, finishedAt, no lease, and one history record", async () => {
       const id = await enqueueOne(t.b, { data: { n: 1 } });
       t.clock.advance(500);
       const startedAt = t.clock.now();
@@ -51,7 +52,7 @@ export function settleTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ completed: 1 }));
     });
 
-    it("stores a null result", async () => {
+    itNeeds(t, ["jobRecords"])("stores a null result", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       await t.b.progress(c.lease, { pct: 10 });
@@ -59,7 +60,7 @@ export function settleTests(t: SuiteContext): void {
       expect(await mustGet(t.b, id)).toMatchObject({ state: "completed", result: null });
     });
 
-    it("with retainCompletedMs 0 (removeOnComplete: true) the job is gone once completed", async () => {
+    itNeeds(t, ["jobRecords"])("with retainCompletedMs 0 (removeOnComplete: true) the job is gone once completed", async () => {
       const id = await enqueueOne(t.b, { removeOnComplete: true });
       const c = await claimOne(t.b);
       expect(await t.b.complete([{ lease: c.lease, result: "x" }])).toEqual(["applied"]);
@@ -67,7 +68,7 @@ export function settleTests(t: SuiteContext): void {
       expect(await t.b.list()).toEqual([]);
     });
 
-    it("a completed job is never claimed again", async () => {
+    itNeeds(t, ["clockDriven"])("a completed job is never claimed again", async () => {
       await enqueueOne(t.b);
       const c = await claimOne(t.b);
       await t.b.complete([{ lease: c.lease, result: null }]);
@@ -77,7 +78,7 @@ export function settleTests(t: SuiteContext): void {
   });
 
   describe("progress", () => {
-    it("stores the latest progress report of a running job", async () => {
+    itNeeds(t, ["jobRecords"])("stores the latest progress report of a running job", async () => {
       const id = await enqueueOne(t.b);
       const c = await claimOne(t.b);
       expect(await t.b.progress(c.lease, { pct: 10 })).toBe("applied");
@@ -87,7 +88,7 @@ export function settleTests(t: SuiteContext): void {
   });
 
   describe("fail", () => {
-    it("refuses a retryDelayMs that is NaN, infinite or negative, writing nothing; a fraction is floored", async () => {
+    itNeeds(t, ["jobRecords"])("refuses a retryDelayMs that is NaN, infinite or negative, writing nothing; a fraction is floored", async () => {
       const id = await enqueueOne(t.b, { attempts: 3 });
       const c = await claimOne(t.b, { worker: A });
       for (const retryDelayMs of [Number.NaN, Number.POSITIVE_INFINITY, -1, "5" as unknown as number]) {
@@ -98,7 +99,7 @@ export function settleTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).runAt).toBe(t.clock.now() + 1_000);
     });
 
-    it("with retryDelayMs: scheduled at now + delay, error stored, history records the failed attempt", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("with retryDelayMs: scheduled at now + delay, error stored, history records the failed attempt", async () => {
       const id = await enqueueOne(t.b, { attempts: 3 });
       const startedAt = t.clock.now();
       const c = await claimOne(t.b, { worker: A });
@@ -124,7 +125,7 @@ export function settleTests(t: SuiteContext): void {
       expect((await claimOne(t.b)).job.attempt).toBe(2);
     });
 
-    it("with null: dead, keeping payload, error, finishedAt, total attempts and every attempt's worker in order", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("with null: dead, keeping payload, error, finishedAt, total attempts and every attempt's worker in order", async () => {
       const data = { orderId: "o-77", amount: 1999 };
       const id = await enqueueOne(t.b, { data, attempts: 3 });
       const workers = [A, B, C];
@@ -168,7 +169,7 @@ export function settleTests(t: SuiteContext): void {
       expect(await countsOf(t.b)).toEqual(counts({ dead: 1 }));
     });
 
-    it("with null on the first attempt (unrecoverable): dead at once although attempts remain", async () => {
+    itNeeds(t, ["jobRecords"])("with null on the first attempt (unrecoverable): dead at once although attempts remain", async () => {
       const id = await enqueueOne(t.b, { attempts: 5 });
       const c = await claimOne(t.b);
       const error = errorInfo("user 9 not found", "UnrecoverableError");
@@ -176,7 +177,7 @@ export function settleTests(t: SuiteContext): void {
       expect(await mustGet(t.b, id)).toMatchObject({ state: "dead", attempt: 1, maxAttempts: 5, error });
     });
 
-    it("retry schedule: each run_at is now + the backoffDelay draw, within [now, now + min(max, base * 2^(attempt-1))]", async () => {
+    itNeeds(t, ["jobRecords", "clockDriven"])("retry schedule: each run_at is now + the backoffDelay draw, within [now, now + min(max, base * 2^(attempt-1))]", async () => {
       const backoff: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 };
       const id = await enqueueOne(t.b, { attempts: 6, backoff: { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 } });
       for (let attempt = 1; ; attempt++) {
@@ -211,7 +212,7 @@ export function settleTests(t: SuiteContext): void {
   });
 
   describe("release", () => {
-    it("returns the job to waiting without using an attempt; it is claimable again at once", async () => {
+    itNeeds(t, ["jobRecords"])("returns the job to waiting without using an attempt; it is claimable again at once", async () => {
       const id = await enqueueOne(t.b, { attempts: 1 });
       const first = await claimOne(t.b, { worker: A });
       expect(first.job.attempt).toBe(1);
@@ -223,7 +224,7 @@ export function settleTests(t: SuiteContext): void {
       expect(again.lease.token).toBe(first.lease.token + 1);
     });
 
-    it("releases a batch, one result per lease in input order", async () => {
+    itNeeds(t, ["jobRecords"])("releases a batch, one result per lease in input order", async () => {
       await enqueueOne(t.b, { jobId: "r1" });
       await enqueueOne(t.b, { jobId: "r2" });
       const claimed = await claim(t.b, { limit: 2 });

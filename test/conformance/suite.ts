@@ -14,7 +14,9 @@ import type { Backend } from "../../src/backend/contract.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
 import { claimTests } from "./claim.js";
+import { dedupTests } from "./dedup.js";
 import { enqueueTests } from "./enqueue.js";
+import { flowTests } from "./flows.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
 import { maintenanceTests } from "./maintenance.js";
@@ -61,6 +63,8 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     };
 
     enqueueTests(context);
+    dedupTests(context);
+    flowTests(context);
     claimTests(context);
     leaseTests(context);
     settleTests(context);

@@ -3,7 +3,7 @@ import { InvalidInputError } from "../../src/core/errors.js";
 import { silentLogger, Worker } from "../../src/index.js";
 import { waitFor } from "../helpers/wait-for.js";
 import type { CompletionProbe } from "./fixtures.js";
-import { A, B, claimOne, enqueueOne, mustGet, NAME, QUEUE, spec, totalJobs, type SuiteContext } from "./fixtures.js";
+import { A, B, claimOne, enqueueOne, mustGet, NAME, QUEUE, spec, totalJobs, type SuiteContext, itNeeds } from "./fixtures.js";
 
 /**
  * A backend that declares no transactional enqueue or completion must refuse `{ tx }` and
@@ -14,7 +14,7 @@ export function transactionRefusalTests(t: SuiteContext): void {
   const { transactionalEnqueue, transactionalCompletion } = t.factory.capabilities;
 
   describe("transactions a backend does not declare", () => {
-    it.skipIf(transactionalEnqueue)("enqueue(…, { tx }) is refused and stores nothing [no transactionalEnqueue]", async () => {
+    itNeeds(t, ["jobRecords"], transactionalEnqueue)("enqueue(…, { tx }) is refused and stores nothing [no transactionalEnqueue]", async () => {
       // A client that would take any statement: a backend that ignored it would just enqueue.
       const tx = { query: async () => ({ rows: [], rowCount: 0 }) };
       await expect(t.b.enqueue([spec({ jobId: "in-tx" })], { tx })).rejects.toThrow(InvalidInputError);
@@ -23,7 +23,7 @@ export function transactionRefusalTests(t: SuiteContext): void {
       expect(await totalJobs(t.b)).toBe(0);
     });
 
-    it.skipIf(transactionalCompletion)("ctx.tx() throws in the handler, and the attempt fails instead of completing [no transactionalCompletion]", async () => {
+    itNeeds(t, ["jobRecords"], transactionalCompletion)("ctx.tx() throws in the handler, and the attempt fails instead of completing [no transactionalCompletion]", async () => {
       const errors: unknown[] = [];
       const w = new Worker({
         backend: t.b,
@@ -76,7 +76,7 @@ export function transactionalCompletionTests(t: SuiteContext): void {
       expect(typeof t.b.beginCompletion === "function").toBe(t.b.capabilities.transactionalCompletion);
     });
 
-    it.skipIf(!declared)(
+    itNeeds(t, ["jobRecords"], !declared)(
       "commit completes the job and applies the handler's writes together [needs transactionalCompletion]",
       async () => {
         await probe().setup(t.b);
@@ -92,7 +92,7 @@ export function transactionalCompletionTests(t: SuiteContext): void {
       },
     );
 
-    it.skipIf(!declared)(
+    itNeeds(t, ["jobRecords"], !declared)(
       "rollback discards the handler's writes and leaves the job active under its lease [needs transactionalCompletion]",
       async () => {
         await probe().setup(t.b);
@@ -107,7 +107,7 @@ export function transactionalCompletionTests(t: SuiteContext): void {
       },
     );
 
-    it.skipIf(!declared)(
+    itNeeds(t, ["jobRecords", "clockDriven"], !declared)(
       "commit under a lease lost meanwhile is stale and rolls the handler's writes back [needs transactionalCompletion]",
       async () => {
         await probe().setup(t.b);

@@ -20,6 +20,7 @@ import { freePort } from "./ports.js";
 /** The server start script of the Debian package (the /usr/sbin wrapper would switch to the rabbitmq user). */
 const DEFAULT_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 const EPMD = "/usr/lib/erlang/bin/epmd";
+const CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl";
 
 export interface RabbitServerOptions {
   /** Extra lines for rabbitmq.conf (new-style `key = value`). */
@@ -44,6 +45,8 @@ export interface ThrowawayRabbit {
   start(): Promise<void>;
   /** Stops the broker and its epmd and deletes the directory. Safe to call twice. */
   stop(): Promise<void>;
+  /** Runs `rabbitmqctl ARGS` against this node (its cookie and epmd); resolves with stdout. */
+  ctl(args: string[]): Promise<string>;
 }
 
 /** Path of the rabbitmq-server start script, or null when none is installed. `RABBITMQ_SERVER` overrides. */
@@ -201,6 +204,16 @@ export async function startThrowawayRabbit(options: RabbitServerOptions = {}): P
     kill: () => waitExit("SIGKILL"),
     terminate: () => waitExit("SIGTERM"),
     start,
+    ctl: (args) =>
+      new Promise<string>((resolve, reject) => {
+        const proc = spawn(CTL, ["-n", nodeName, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+        let out = "";
+        let err = "";
+        proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
+        proc.stderr.on("data", (d: Buffer) => (err += d.toString()));
+        proc.once("error", reject);
+        proc.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`rabbitmqctl ${args.join(" ")} exited ${code}: ${err.slice(-2_000)}`))));
+      }),
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -250,4 +263,19 @@ export function rabbitName(label = "t"): string {
 export function requireRabbit(url: string, unavailable: string): string {
   if (!url) throw new Error(unavailable || "no RabbitMQ for the tests: set RABBITMQ_URL");
   return url;
+}
+
+/**
+ * Deletes every RabbitMQ queue a Conveyor AMQP backend declared for the queues it knows, so the
+ * shared broker does not accumulate quorum queues (each one a Raft group) over a test run.
+ */
+export async function deleteBackendQueues(url: string, backend: { knownQueues: string[]; brokerQueues(queue: string): string[] }): Promise<void> {
+  const { connect: connectAmqp } = await import("amqplib");
+  const connection = await connectAmqp(url);
+  try {
+    const channel = await connection.createChannel();
+    for (const queue of backend.knownQueues) for (const name of backend.brokerQueues(queue)) await channel.deleteQueue(name);
+  } finally {
+    await connection.close();
+  }
 }

@@ -24,7 +24,7 @@ import { ROOT, runCli, spawnCli } from "../helpers/cli.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { deletePrefix, requireRedis, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
 import { waitFor } from "../helpers/wait-for.js";
-import { migrateSchema, writeEvents } from "./helpers.js";
+import { expectRedeliveryAfterRelayCrash, migrateSchema, writeEvents } from "./helpers.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const redisUrl = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
@@ -60,29 +60,7 @@ describe("relay crashes", () => {
     const ids = await writeEvents(pool, schema, 40, { keys: 4, perTx: 10 });
     const db = `${url}?schema=${schema}`;
     const args = ["relay", "--db", db, "--target", redisUrl, "--stream-prefix", `${prefix}:`, "--batch-size", "25", "--stats-interval", "0"];
-    const crashed = await runCli(args, { CONVEYOR_FAILPOINTS: "relay-after-publish" });
-    expect(crashed.code).toBe("SIGKILL");
-    expect(crashed.stderr).toMatch(/failpoint relay-after-publish reached/);
-    const first = await streamIds(redis, `${prefix}:t`);
-    expect(first).toHaveLength(25); // the first batch reached Redis…
-    expect(await backlog(schema)).toBe(40); // …but the outbox never heard of it
-
-    const relay = spawnCli(args);
-    cleanups.push(async () => {
-      if (relay.child.exitCode === null) {
-        relay.child.kill("SIGTERM");
-        await relay.exited;
-      }
-    });
-    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 20_000, description: "the restarted relay drained the outbox" });
-    relay.child.kill("SIGTERM");
-    expect(await relay.exited).toBe(0);
-    const all = await streamIds(redis, `${prefix}:t`);
-    // Every event at least once; exactly the crashed batch twice (the one redelivery).
-    expect(new Set(all)).toEqual(new Set(ids));
-    const counts = new Map<string, number>();
-    for (const id of all) counts.set(id, (counts.get(id) ?? 0) + 1);
-    expect([...counts].filter(([, n]) => n === 2).map(([id]) => id).sort()).toEqual([...first].sort());
+    await expectRedeliveryAfterRelayCrash({ args, ids, backlog: () => backlog(schema), received: () => streamIds(redis, `${prefix}:t`), cleanups });
   });
 });
 

@@ -1,10 +1,13 @@
 /** Shared pieces of the outbox tests: a migrated schema, a recording target, event writers. */
 import pg from "pg";
+import { expect } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { silentLogger } from "../../src/core/logger.js";
 import type { OutboxEvent } from "../../src/outbox/event.js";
 import type { PublishOutcome, Target } from "../../src/outbox/target.js";
 import { PostgresOutbox } from "../../src/outbox/writer.js";
+import { runCli, spawnCli } from "../helpers/cli.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 /** Creates `schema` with Conveyor's migrations (the outbox tables among them). */
 export async function migrateSchema(url: string, schema: string): Promise<void> {
@@ -84,4 +87,44 @@ export function sequencesByKey(events: readonly OutboxEvent[]): Map<string, numb
     byKey.set(key, [...(byKey.get(key) ?? []), n]);
   }
   return byKey;
+}
+
+/**
+ * The relay crash every target is tested under: `conveyor relay ARGS` (batch size 25, 40 events
+ * written) SIGKILLed at the `relay-after-publish` failpoint, after the target confirmed the first
+ * batch and before the outbox recorded it; then restarted until the outbox drains. Checks that the
+ * first batch reached the target while the outbox still held all 40, and that afterwards every
+ * event is there, exactly the crashed batch twice (the one redelivery, never a loss).
+ * `received()` lists the outbox ids the target holds, in any order.
+ */
+export async function expectRedeliveryAfterRelayCrash(input: {
+  args: string[];
+  ids: readonly string[];
+  backlog: () => Promise<number>;
+  received: () => Promise<string[]>;
+  cleanups: Array<() => Promise<unknown>>;
+}): Promise<void> {
+  const crashed = await runCli(input.args, { CONVEYOR_FAILPOINTS: "relay-after-publish" });
+  expect(crashed.code).toBe("SIGKILL");
+  expect(crashed.stderr).toMatch(/failpoint relay-after-publish reached/);
+  const first = await input.received();
+  expect(first).toHaveLength(25); // the first batch reached the target…
+  expect(await input.backlog()).toBe(40); // …but the outbox never heard of it
+
+  const relay = spawnCli(input.args);
+  input.cleanups.push(async () => {
+    if (relay.child.exitCode === null) {
+      relay.child.kill("SIGTERM");
+      await relay.exited;
+    }
+  });
+  await waitFor(async () => (await input.backlog()) === 0, { timeoutMs: 20_000, description: "the restarted relay drained the outbox" });
+  relay.child.kill("SIGTERM");
+  expect(await relay.exited).toBe(0);
+  const all = await input.received();
+  // Every event at least once; exactly the crashed batch twice (the one redelivery).
+  expect(new Set(all)).toEqual(new Set(input.ids));
+  const counts = new Map<string, number>();
+  for (const id of all) counts.set(id, (counts.get(id) ?? 0) + 1);
+  expect([...counts].filter(([, n]) => n === 2).map(([id]) => id).sort()).toEqual([...first].sort());
 }

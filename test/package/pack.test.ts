@@ -22,14 +22,16 @@ const EXPECTED_EXPORTS: Record<string, string[]> = {
   "./sqlite": ["SqliteBackend"],
   "./postgres": ["PostgresBackend"],
   "./redis": ["RedisBackend"],
+  "./amqp": ["AmqpBackend"],
   "./http": ["createServer", "conveyorHttp", "verifyWebhook"],
   "./testing": ["createTestBackend", "drain", "FakeClock"],
   "./metrics": ["ConveyorMetrics", "ConveyorTracing", "desiredWorkers"],
-  "./outbox": ["PostgresOutbox", "SqliteOutbox", "Relay", "QueueTarget", "AmqpTarget"],
+  "./outbox": ["PostgresOutbox", "SqliteOutbox", "Relay", "QueueTarget", "AmqpTarget", "KafkaTarget"],
+  "./kafka": ["KafkaWorker", "KAFKA_HEADERS"],
 };
 
 /** The peers a user of every subpath adds, at the versions the repository tests with. */
-const PEERS = ["better-sqlite3", "pg", "ioredis", "fastify", "prom-client", "@opentelemetry/api", "amqplib", "pg-logical-replication"];
+const PEERS = ["better-sqlite3", "pg", "ioredis", "fastify", "prom-client", "@opentelemetry/api", "amqplib", "pg-logical-replication", "kafkajs"];
 /** What a TypeScript user adds to compile against the declarations (skipLibCheck off). */
 const TYPES = ["typescript", "@types/node", "@types/pg", "@types/better-sqlite3"];
 

@@ -43,8 +43,11 @@ import type {
   SqlClient,
   WakeListener,
 } from "../contract.js";
+import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { planDedupBatch } from "../dedup.js";
+import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
@@ -52,7 +55,10 @@ import {
   effectiveState,
   type AttemptRecord,
   type BackoffSpec,
+  type ChildFailurePolicy,
   type ErrorInfo,
+  type FlowInfo,
+  type FlowNodeSpec,
   type JobRecord,
   type JobSpec,
   type JobState,
@@ -132,7 +138,7 @@ const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
 const JOB_COLUMNS = [
   "seq", "id", "queue", "name", "payload", "meta", "state", "priority", "run_at", "created_at", "attempt", "max_attempts",
   "backoff", "timeout_ms", "lease_token", "lease_expires_at", "worker_id", "worker_host", "worker_pid", "started_at",
-  "finished_at", "stalls", "replays", "progress", "result", "error", "history",
+  "finished_at", "stalls", "replays", "progress", "result", "error", "history", "parent_id", "parent_queue",
 ].map((c) => `j.${c}`).join(", ");
 
 /** The statements in queries/, by file name. */
@@ -140,6 +146,7 @@ const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
   "schedule-upsert", "schedule-remove", "schedule-list", "schedule-advance",
+  "dedup", "prune-dedup", "flow-link", "flow",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -190,6 +197,8 @@ interface JobRow {
   result: Json | null;
   error: ErrorInfo | null;
   history: AttemptRecord[];
+  parent_id: string | null;
+  parent_queue: string | null;
 }
 
 interface ObservedJobRow extends JobRow {
@@ -216,6 +225,7 @@ interface StatsRow {
   scheduled: number;
   waiting: number;
   active: number;
+  waiting_children: number;
   completed: number;
   dead: number;
   cancelled: number;
@@ -262,11 +272,13 @@ function queryFiles(): Record<QueryName, string> {
 export class PostgresBackend implements Backend {
   readonly description: string;
   readonly capabilities: Capabilities = Object.freeze({
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: true,
     crossProcessWakeups: true,
     multiProcess: true,
     transactionalCompletion: true,
     claimAcrossQueues: "merged",
+    flows: "across-queues",
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -406,6 +418,7 @@ export class PostgresBackend implements Backend {
       );
     }
     if (specs.length === 0) return [];
+    if (specs.some((s) => s.dedup !== undefined)) return this.enqueueWithWindows(specs, options, tx);
     // Each id goes to the database once; a repeat within the batch is a duplicate of its first
     // occurrence, decided here.
     const batch: JobSpec[] = [];
@@ -504,6 +517,109 @@ export class PostgresBackend implements Backend {
     if (allOrNothing && refusedBatch(results)) return results;
     if (tx === undefined) this.wakeLocally(woken);
     return results;
+  }
+
+  /**
+   * A batch with dedup windows: dedup.sql decides the windows (locking their rows), then the jobs
+   * let through are stored by the plain enqueue, in one transaction (the caller's, with `tx`).
+   */
+  private async enqueueWithWindows(specs: readonly JobSpec[], options: EnqueueOptions | undefined, tx: SqlClient | undefined): Promise<EnqueueResult[]> {
+    const plan = planDedupBatch(specs, options);
+    const windowed = plan.specs.map((spec, i) => ({ spec, i })).filter((w) => w.spec.dedup !== undefined);
+    // One lock order for every producer (see dedup.sql).
+    windowed.sort((a, b) => compareText(a.spec.queue, b.spec.queue) || compareText(a.spec.dedup!.key, b.spec.dedup!.key));
+    const values = [
+      this.nowParam(),
+      textArray(windowed.map((w) => w.spec.queue)),
+      textArray(windowed.map((w) => w.spec.dedup!.key)),
+      textArray(windowed.map((w) => w.spec.id)),
+      integerArray(windowed.map((w) => w.spec.dedup!.ttlMs)),
+      textArray(windowed.map((w) => w.spec.dedup!.mode)),
+      jsonTextArray(windowed.map((w) => w.spec.payload)),
+      integerArray(windowed.map((w) => w.spec.runAt)),
+      integerArray(windowed.map((w) => w.spec.delayMs)),
+    ];
+    const run = async (client: SqlClient): Promise<EnqueueResult[]> => {
+      const decided = rowsOf<{ ord: number | string; outcome: string; window_job_id: string }>(await client.query(this.sql.dedup, values));
+      const answers = new Array<EnqueueResult | null>(plan.specs.length).fill(null);
+      for (const row of decided) {
+        if (row.outcome === "opened") continue;
+        answers[windowed[Number(row.ord) - 1]!.i] = { id: row.window_job_id, duplicate: true, dedup: row.outcome as "dropped" | "extended" | "replaced" };
+      }
+      const store = plan.specs.filter((_, i) => answers[i] === null).map(({ dedup: _window, ...spec }) => spec);
+      const stored = store.length === 0 ? [] : await this.enqueue(store, { tx: client });
+      let next = 0;
+      return plan.answers(answers.map((a) => a ?? stored[next++]!));
+    };
+    if (tx !== undefined) return run(tx);
+    return this.inTransaction(async (client) => ({ value: await run(client), commit: true }));
+  }
+
+  /**
+   * A flow: its jobs through the plain enqueue, then flow-link.sql, in one transaction (a savepoint
+   * in the caller's with `tx`), rolled back when any id existed already.
+   */
+  async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
+    const tx = options?.tx;
+    if (tx !== undefined && !isSqlClient(tx)) return this.enqueue([], { tx });
+    const childCount = checkFlow(nodes, true);
+    const links = [
+      textArray(nodes.map((n) => n.spec.id)),
+      integerArray(childCount),
+      textArray(nodes.map((n) => n.onChildFailure)),
+      textArray(nodes.map((n) => (n.parent === null ? null : nodes[n.parent]!.spec.id))),
+      textArray(nodes.map((n) => (n.parent === null ? null : nodes[n.parent]!.spec.queue))),
+      integerArray(nodes.map((_, i) => i)),
+      textArray(nodes.map((n) => n.spec.queue)),
+      textArray(nodes.map((n) => n.spec.name)),
+    ];
+    const run = async (client: SqlClient): Promise<{ value: EnqueueResult[]; commit: boolean }> => {
+      const results = await this.enqueue(nodes.map((n) => n.spec), { tx: client });
+      if (flowRefused(results)) return { value: results, commit: false };
+      await client.query(this.sql["flow-link"], links);
+      return { value: results, commit: true };
+    };
+    if (tx === undefined) return this.inTransaction(run);
+    await tx.query("SAVEPOINT conveyor_flow");
+    const { value, commit } = await run(tx);
+    await tx.query(commit ? "RELEASE SAVEPOINT conveyor_flow" : "ROLLBACK TO SAVEPOINT conveyor_flow");
+    return value;
+  }
+
+  async flow(id: string, queue?: string): Promise<FlowInfo | null> {
+    const rows = await this.query<{
+      parent_id: string | null;
+      parent_queue: string | null;
+      on_child_failure: ChildFailurePolicy | null;
+      pending_children: number;
+      observed_at: number;
+      child_id: string | null;
+      child_queue: string;
+      child_name: string;
+      state: JobState | null;
+      result: Json | null;
+      error: ErrorInfo | null;
+      live_state: JobState | null;
+      run_at: number | null;
+    }>("flow", [this.nowParam(), id, queue ?? null]);
+    const first = rows[0];
+    if (first === undefined) return null;
+    return {
+      parent: first.parent_id === null ? null : { id: first.parent_id, queue: first.parent_queue! },
+      onChildFailure: first.on_child_failure,
+      pendingChildren: first.pending_children,
+      children: rows
+        .filter((c) => c.child_id !== null)
+        .map((c) => ({
+          id: c.child_id!,
+          queue: c.child_queue,
+          name: c.child_name,
+          state: c.state ?? (c.live_state === null ? "cancelled" : effectiveState(c.live_state, c.run_at!, c.observed_at)),
+          settled: c.state !== null,
+          result: c.result,
+          error: c.error,
+        })),
+    };
   }
 
   /** Runs `work` in a transaction on one pooled client; commits when it says so, else rolls back. */
@@ -745,6 +861,7 @@ export class PostgresBackend implements Backend {
       nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
       positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
     ]);
+    await this.query("prune-dedup", [this.nowParam(), positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT)]);
     return { jobs: row?.jobs ?? 0, idempotencyKeys: row?.idempotency_keys ?? 0 };
   }
 
@@ -785,7 +902,15 @@ export class PostgresBackend implements Backend {
     return rows.map((r) => ({
       queue: r.queue,
       paused: r.paused,
-      counts: { scheduled: r.scheduled, waiting: r.waiting, active: r.active, completed: r.completed, dead: r.dead, cancelled: r.cancelled },
+      counts: {
+        scheduled: r.scheduled,
+        waiting: r.waiting,
+        "waiting-children": r.waiting_children,
+        active: r.active,
+        completed: r.completed,
+        dead: r.dead,
+        cancelled: r.cancelled,
+      },
       oldestWaitingAgeMs: r.oldest_due_at === null ? null : Math.max(0, r.observed_at - r.oldest_due_at),
     }));
   }
@@ -1015,11 +1140,17 @@ function toRecord(row: JobRow, now: number): JobRecord {
     stalls: row.stalls,
     replays: row.replays,
     meta: row.meta,
+    ...(row.parent_id === null ? {} : { parent: { id: row.parent_id, queue: row.parent_queue! } }),
   };
 }
 
 function byClaimOrder(a: JobRow, b: JobRow): number {
   return a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq;
+}
+
+/** Byte-wise order, as COLLATE "C" sorts: the order dedup windows are locked in. */
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function leaseKey(jobId: string, token: number): string {
@@ -1042,7 +1173,7 @@ function queuesOf(rows: readonly SettledRow[]): Set<string> {
 }
 
 function zeroCounts(): Record<JobState, number> {
-  return { scheduled: 0, waiting: 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
+  return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
 }
 
 /** Exactly the ErrorInfo fields, whatever else the caller's object carries. */

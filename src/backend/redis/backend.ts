@@ -37,12 +37,15 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
+import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
-import { type JobRecord, type JobSpec, type Lease } from "../../core/job.js";
+import { type ChildFailurePolicy, type ErrorInfo, type FlowInfo, type FlowNodeSpec, type JobRecord, type JobSpec, type JobState, type Lease } from "../../core/job.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { planDedupBatch } from "../dedup.js";
+import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
@@ -147,11 +150,13 @@ interface Listed {
 export class RedisBackend implements Backend {
   readonly description: string;
   readonly capabilities: Capabilities = Object.freeze({
+    ...FULL_STORE_FEATURES,
     transactionalEnqueue: false,
     crossProcessWakeups: true,
     multiProcess: true,
     transactionalCompletion: false,
     claimAcrossQueues: "turns",
+    flows: "across-queues",
   });
   readonly idempotency: IdempotencyStore;
 
@@ -207,6 +212,9 @@ export class RedisBackend implements Backend {
     this.client.on("ready", this.onReconnect);
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
     this.scripts = new ScriptRunner((command, args) => this.send((c) => c.call(command, args)), isCluster(client));
+    // A child's settle and its parent's release are one script, which on a cluster cannot reach
+    // another queue's slot.
+    if (isCluster(client)) this.capabilities = Object.freeze({ ...this.capabilities, flows: "within-queue" });
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
@@ -247,14 +255,16 @@ export class RedisBackend implements Backend {
 
   // ── producing and claiming ───────────────────────────────────────────────────────────────
 
-  async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
+  async enqueue(given: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
     if (options?.tx !== undefined) {
       throw new InvalidInputError(
         "the Redis backend cannot join your transaction (capabilities.transactionalEnqueue is false); " +
           "enqueue without { tx }, or use the PostgreSQL backend for transactional enqueue",
       );
     }
-    if (specs.length === 0) return [];
+    if (given.length === 0) return [];
+    const plan = planDedupBatch(given, options);
+    const specs = plan.specs;
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
       checkSpec(spec);
@@ -271,18 +281,69 @@ export class RedisBackend implements Backend {
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
         const args = this.enqueueArgs(now, queue, positions.map((i) => specs[i]!), allOrNothing);
-        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as number[];
+        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
         positions.forEach((i, j) => {
-          results[i] = { id: specs[i]!.id, duplicate: duplicates[j] === 1 };
+          results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
         });
       }),
     ]);
-    return results;
+    return plan.answers(results);
+  }
+
+  async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
+    if (options?.tx !== undefined) return this.enqueue([], options);
+    const childCount = checkFlow(nodes, this.capabilities.flows === "across-queues");
+    for (const node of nodes) checkSpec(node.spec);
+    await this.ready();
+    const args: ScriptArg[] = [this.nowArg()];
+    nodes.forEach((node, i) => {
+      const { spec } = node;
+      args.push(
+        this.queue(spec.queue).base, spec.queue, spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs,
+        encodeOptions(spec), spec.meta ?? "", childCount[i]!, node.onChildFailure, node.parent === null ? 0 : node.parent + 1,
+      );
+    });
+    await this.register([...new Set(nodes.map((n) => n.spec.queue))]);
+    const root = this.queue(nodes[0]!.spec.queue);
+    const flags = (await this.scripts.run("flow", [root.meta], args)) as number[];
+    return nodes.map((node, i) => ({ id: node.spec.id, duplicate: flags[i] === 1 }));
+  }
+
+  /** Reads the job, then its children's outcome records (and the live state of the unsettled ones). */
+  async flow(id: string, queue?: string): Promise<FlowInfo | null> {
+    await this.ready();
+    const found = await this.find(id, queue);
+    if (found === null) return null;
+    const f = found.fields;
+    const info: FlowInfo = {
+      parent: f.pi === undefined ? null : { id: f.pi, queue: f.pq ?? "" },
+      onChildFailure: f.pf === undefined ? null : (f.pf as ChildFailurePolicy),
+      pendingChildren: Number(f.pc ?? 0),
+      children: [],
+    };
+    if (f.pf === undefined) return info;
+    const entries = await this.send((c) => c.hgetall(`${this.queue(found.queue).base}fc:${id}`));
+    const positions = Object.keys(entries).filter((k) => !k.startsWith("o")).sort((a, b) => Number(a) - Number(b));
+    const now = await this.now();
+    info.children = await Promise.all(
+      positions.map(async (pos) => {
+        const [childQueue = "", childId = "", name = ""] = entries[pos]!.split("\n");
+        const outcome = entries[`o${pos}`];
+        if (outcome !== undefined) {
+          const o = JSON.parse(outcome) as { s: JobState; r: Json | null; e: ErrorInfo | null };
+          return { id: childId, queue: childQueue, name, state: o.s, settled: true, result: o.r, error: o.e };
+        }
+        const [live] = await this.read(childQueue, [childId]);
+        const state: JobState = live ? toRecord(childId, childQueue, live, now).state : "cancelled";
+        return { id: childId, queue: childQueue, name, state, settled: false, result: null, error: null };
+      }),
+    );
+    return info;
   }
 
   /** The ARGV of enqueue-4.lua for jobs of one queue (also the tail of schedule-fire-5.lua's). */
   private enqueueArgs(now: string, queue: string, specs: readonly JobSpec[], allOrNothing: boolean): ScriptArg[] {
-    const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : ""];
+    const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : "", ...dedupArgs(specs, specs.map((_, i) => i))];
     // Options text is the same for every job built from one set of defaults: encode it once.
     let lastSpec: JobSpec | null = null;
     let lastOptions = "";
@@ -348,11 +409,12 @@ export class RedisBackend implements Backend {
     const k = this.queue(firing.queue);
     const args: ScriptArg[] = [
       firing.id, String(firing.version), firing.expectedTickAt === null ? "" : String(firing.expectedTickAt), String(firing.tickAt),
-      ...this.enqueueArgs(this.nowArg(), firing.queue, firing.jobs, false),
+      // No enqueue arguments at all when the firing enqueues nothing (misfire "skip" dropped the ticks).
+      ...(firing.jobs.length === 0 ? [] : this.enqueueArgs(this.nowArg(), firing.queue, firing.jobs, false)),
     ];
-    const [fired, ...flags] = (await this.scripts.run("schedule-fire", [k.meta, k.sched, k.idx, k.names, k.crons], args)) as number[];
+    const [fired, ...flags] = (await this.scripts.run("schedule-fire", [k.meta, k.sched, k.idx, k.names, k.crons], args)) as Array<number | string>;
     if (fired !== 1) return { fired: false, jobs: [] };
-    return { fired: true, jobs: firing.jobs.map((spec, i) => ({ id: spec.id, duplicate: flags[i] === 1 })) };
+    return { fired: true, jobs: firing.jobs.map((spec, i) => enqueueAnswer(spec.id, flags[i]!)) };
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -620,7 +682,7 @@ export class RedisBackend implements Backend {
         return {
           queue: name,
           paused: n(0) === 1,
-          counts: { waiting: n(1), scheduled: n(2), active: n(3), completed: n(4), cancelled: n(5), dead: n(6) },
+          counts: { waiting: n(1), scheduled: n(2), "waiting-children": n(9), active: n(3), completed: n(4), cancelled: n(5), dead: n(6) },
           oldestWaitingAgeMs: r[7] === null || r[7] === undefined ? null : Math.max(0, n(8) - n(7)),
         };
       }),
@@ -1183,3 +1245,21 @@ function warnListenerFailed(error: unknown): void {
 
 
 
+
+/** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
+function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {
+  const args: ScriptArg[] = [0];
+  positions.forEach((i, j) => {
+    const window = specs[i]!.dedup;
+    if (window !== undefined) args.push(j + 1, window.key, window.ttlMs, window.mode);
+  });
+  args[0] = (args.length - 1) / 4;
+  return args;
+}
+
+/** One job's answer from the enqueue script: 0 stored, 1 duplicate id, or "<outcome> <id>" from a dedup window. */
+function enqueueAnswer(id: string, reply: number | string): EnqueueResult {
+  if (typeof reply !== "string") return { id, duplicate: reply === 1 };
+  const space = reply.indexOf(" ");
+  return { id: reply.slice(space + 1), duplicate: true, dedup: reply.slice(0, space) as "dropped" | "extended" | "replaced" };
+}

@@ -20,6 +20,7 @@ import type { Json } from "../../core/json.js";
 const STATES: Record<string, JobState> = {
   w: "waiting",
   s: "scheduled",
+  wc: "waiting-children",
   a: "active",
   c: "completed",
   d: "dead",
@@ -163,5 +164,6 @@ export function toRecord(id: string, queue: string, f: JobFields, now: number): 
     stalls: Number(f.sl ?? 0),
     replays: Number(f.rp ?? 0),
     meta: f.m === undefined ? null : (JSON.parse(f.m) as { [key: string]: Json }),
+    ...(f.pi === undefined ? {} : { parent: { id: f.pi, queue: f.pq ?? "" } }),
   };
 }

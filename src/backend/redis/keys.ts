@@ -32,6 +32,11 @@
  *                       (absent before the first tick), v version, c created_at, u updated_at (see
  *                       schedule-upsert-1.lua). In the queue's slot, so a firing moves l and
  *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
+ *   dw            HASH  dedup windows (JobOptions.dedup): dedup key -> the window's job id
+ *   dx            ZSET  dedup windows by the time they end (ms)
+ *   wc            ZSET  flow parents waiting for their children (state wc), by seq
+ *   fc:<id>       HASH  a flow parent's children: "<position>" -> "<queue>\n<id>\n<name>", and once a
+ *                       child settled "o<position>" -> its outcome JSON (see _common.lua, Flows)
  *
  * Compact jobs. A job appended to a fast lane at enqueue (due now, priority 0: the bulk of any
  * backlog) has, while it waits there, no hash of its own: it is one field of a bucket hash,
@@ -55,7 +60,9 @@
  *   a attempt [0], k lease token [0], le lease expiry (of the current or last lease; read only
  *   while active), w worker JSON, sa started_at,
  *   f finished_at, sl stalls [0], rp replays [0], pg progress JSON, rs result JSON,
- *   e error JSON, h history JSON array of {a, w, s, f, o, e}, m meta JSON [null].
+ *   e error JSON, h history JSON array of {a, w, s, f, o, e}, m meta JSON [null];
+ *   flows: pi parent id, pq parent queue, pb parent key base, pp position in its flow (children);
+ *   pc unsettled children, pf failure policy "fail" | "continue" (parents). State wc = waiting-children.
  *
  * Cross-queue keys, each read or written on its own, never inside a queue's script:
  *   <prefix>:queues        SET of every queue name used (stats(), maintenance, lookups by id).

@@ -23,6 +23,10 @@ import { asStoreError, errorCodes } from "../store-errors.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
+import { planDedupBatch } from "../dedup.js";
+import { SqliteDedupWindows } from "./dedup.js";
+import { checkFlow, flowRefused } from "../flows.js";
+import { SqliteFlows } from "./flows.js";
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
@@ -50,6 +54,7 @@ import type {
   SettleResult,
   WakeListener,
 } from "../contract.js";
+import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, inQueue, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
@@ -59,6 +64,8 @@ import {
   type AttemptRecord,
   type BackoffSpec,
   type ErrorInfo,
+  type FlowInfo,
+  type FlowNodeSpec,
   type JobRecord,
   type JobSpec,
   type JobState,
@@ -148,6 +155,8 @@ interface JobRow {
   result: string | null;
   error: string | null;
   history: string;
+  parent_id: string | null;
+  parent_queue: string | null;
 }
 
 /** The columns of the claim order. */
@@ -213,6 +222,9 @@ export class SqliteBackend implements Backend {
   private closed = false;
 
   private readonly s: ReturnType<SqliteBackend["prepareStatements"]>;
+  private readonly dedup: SqliteDedupWindows;
+  private readonly flows: SqliteFlows;
+  private readonly storeFlow: (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => { results: EnqueueResult[]; marks: WakeMarks };
   private readonly tx: ReturnType<SqliteBackend["defineTransactions"]>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], JobRow>>();
   private readonly schedules: ScheduleTransactions<WakeMarks>;
@@ -243,6 +255,7 @@ export class SqliteBackend implements Backend {
     this.watchWal = !this.memory && (options.wakeups ?? true);
     this.description = `sqlite:${options.path}`;
     this.capabilities = Object.freeze({
+      ...FULL_STORE_FEATURES,
       transactionalEnqueue: false,
       crossProcessWakeups: this.watchWal,
       multiProcess: !this.memory,
@@ -250,6 +263,7 @@ export class SqliteBackend implements Backend {
       // stalling every other claim and settle on the file.
       transactionalCompletion: false,
       claimAcrossQueues: "merged",
+      flows: "across-queues",
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
@@ -270,10 +284,15 @@ export class SqliteBackend implements Backend {
       // SQLite reuses the WAL file without shrinking it: after one large bulk enqueue it would
       // keep its peak size for as long as any connection stays open. Truncate it past 64 MiB.
       this.db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+      // Cancelling a flow's parent cascades to grandchildren through the same trigger (0003).
+      this.db.pragma("recursive_triggers = ON");
       this.migrateSync();
       this.s = this.prepareStatements();
+      this.dedup = new SqliteDedupWindows(this.db, prefix);
+      this.flows = new SqliteFlows(this.db, prefix);
       this.tx = this.typedErrors(this.defineTransactions());
       this.schedules = scheduleTransactions(this.db, prefix, () => this.nowMs(), (specs) => this.tx.enqueue(specs, false));
+      this.storeFlow = this.defineFlowTransaction();
     } catch (error) {
       this.db.close();
       throw error;
@@ -314,14 +333,45 @@ export class SqliteBackend implements Backend {
     }
     if (specs.length === 0) return [];
     const allOrNothing = allOrNothingOf(specs, options);
+    const plan = planDedupBatch(specs, options);
     try {
-      const { results, marks } = this.tx.enqueue.immediate(specs, allOrNothing);
+      const { results, marks } = this.tx.enqueue.immediate(plan.specs, allOrNothing);
+      this.announce(marks);
+      return plan.answers(results);
+    } catch (error) {
+      if (error instanceof RefusedBatch) return error.results;
+      throw error;
+    }
+  }
+
+  async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
+    if (options?.tx !== undefined) return this.enqueue([], options);
+    const childCount = checkFlow(nodes, true);
+    try {
+      const { results, marks } = this.storeFlow(nodes, childCount);
       this.announce(marks);
       return results;
     } catch (error) {
       if (error instanceof RefusedBatch) return error.results;
       throw error;
     }
+  }
+
+  async flow(id: string, queue?: string): Promise<FlowInfo | null> {
+    return this.flows.flow(id, queue, this.nowMs());
+  }
+
+  /** The flow's jobs through the enqueue transaction (a savepoint inside this one), then their links. */
+  private defineFlowTransaction() {
+    const store = this.db.transaction((nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => {
+      const stored = this.tx.enqueue(nodes.map((n) => n.spec), false);
+      // Thrown to roll the transaction back: a flow is stored whole or not at all.
+      if (flowRefused(stored.results)) throw new RefusedBatch(stored.results);
+      this.flows.link(nodes, childCount);
+      return stored;
+    });
+    const guarded = this.typedErrors({ store }).store;
+    return (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => guarded.immediate(nodes, childCount);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
@@ -925,6 +975,15 @@ export class SqliteBackend implements Backend {
           lastBackoff = spec.backoff;
           lastBackoffText = JSON.stringify(spec.backoff);
         }
+        if (spec.dedup !== undefined) {
+          const taken = this.dedup.decide(spec, now);
+          if (taken !== null) {
+            results[i] = taken.result;
+            seenQueues.add(spec.queue);
+            if (taken.wake) woken.add(spec.queue);
+            continue;
+          }
+        }
         const runAt = spec.runAt ?? now + spec.delayMs;
         const { changes } = s.insertJob.run(
           spec.id,
@@ -1073,6 +1132,7 @@ export class SqliteBackend implements Backend {
         jobs += s.deleteBeyondCount.run(queue, 1, limit - jobs, maxDead).changes;
       }
       const idempotencyKeys = s.deleteExpiredKeys.run(now, limit).changes;
+      this.dedup.prune(now, limit);
       return { jobs, idempotencyKeys };
     });
 
@@ -1088,7 +1148,7 @@ export class SqliteBackend implements Backend {
         byQueue.set(row.name, {
           queue: row.name,
           paused: row.paused === 1,
-          counts: { scheduled: 0, waiting: 0, active: 0, completed: 0, dead: 0, cancelled: 0 },
+          counts: { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0 },
           oldestWaitingAgeMs: null,
         });
       }
@@ -1102,6 +1162,10 @@ export class SqliteBackend implements Backend {
       for (const row of settled) {
         const entry = byQueue.get(row.queue);
         if (entry !== undefined) entry.counts[row.state] = row.n;
+      }
+      for (const row of this.flows.waitingCounts(queue)) {
+        const entry = byQueue.get(row.queue);
+        if (entry !== undefined) entry.counts["waiting-children"] = row.n;
       }
       return [...byQueue.values()];
     });
@@ -1213,6 +1277,7 @@ export class SqliteBackend implements Backend {
       stalls: row.stalls,
       replays: row.replays,
       meta: row.meta === null ? null : (JSON.parse(row.meta) as { [key: string]: Json }),
+      ...(row.parent_id === null ? {} : { parent: { id: row.parent_id, queue: row.parent_queue! } }),
     };
   }
 

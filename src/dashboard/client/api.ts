@@ -19,7 +19,7 @@ import type { DeadJobView, JobView as ServerJobView, QueueView } from "../../htt
 import type { MinuteSample } from "../history.js";
 
 export type { JobState, MinuteSample, QueueView };
-export const STATES: JobState[] = ["waiting", "scheduled", "active", "completed", "dead", "cancelled"];
+export const STATES: JobState[] = ["waiting", "scheduled", "waiting-children", "active", "completed", "dead", "cancelled"];
 
 /** A job as the live stream and listings send it: the status view, plus what admin keys see. */
 export type JobView = ServerJobView &

@@ -5,7 +5,7 @@ import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
 import { authResponses, JOB_PARAMS, JOB_QUERY, JOB_QUEUE_QUERY_PROPERTY, problemResponse } from "../schemas.js";
 import { EventCursor, runEventStream, type OpenStream } from "../sse.js";
-import { jobLinks, jobStateSchema, jobViewSchema, toJobView } from "../views.js";
+import { flowViewSchema, jobLinks, jobStateSchema, jobViewSchema, toFlowView, toJobView } from "../views.js";
 import { principalOf } from "./enqueue.js";
 
 function notFound(id: string): HttpProblem {
@@ -39,6 +39,13 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
   async function status(request: FastifyRequest, reply: FastifyReply) {
     const job = await findJob(ctx, request);
     return reply.header("cache-control", "no-store").send(toJobView(job, ctx.basePath));
+  }
+
+  async function flow(request: FastifyRequest, reply: FastifyReply) {
+    const job = await findJob(ctx, request);
+    const info = await ctx.backend.flow(job.id, job.queue);
+    if (!info) throw notFound(job.id);
+    return reply.header("cache-control", "no-store").send(toFlowView(job, info, ctx.basePath));
   }
 
   async function events(request: FastifyRequest, reply: FastifyReply) {
@@ -141,6 +148,19 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
       responses: { 200: { description: "The job.", schema: jobViewSchema }, ...authResponses(), 404: jobNotFound, 409: ambiguous },
       handler: status,
+    },
+    {
+      method: "GET",
+      url: "/jobs/:id/flow",
+      operationId: "getJobFlow",
+      summary: "A job's flow: its parent, and its children with their states and outcomes",
+      description:
+        "For a job added with a flow (queue.addFlow): the parent's children in the order they were added, each with its state (its outcome once settled), result or error; and a child's parent. A job outside any flow answers parent null and no children.",
+      tags: ["jobs"],
+      access: "read",
+      schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
+      responses: { 200: { description: "The flow around the job.", schema: flowViewSchema }, ...authResponses(), 404: jobNotFound, 409: ambiguous },
+      handler: flow,
     },
     {
       method: "GET",

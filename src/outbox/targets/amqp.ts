@@ -10,7 +10,7 @@
  * (`<queue>.dlx` → `<queue>.dead`) for messages consumers reject.
  */
 import type { ChannelModel, ConfirmChannel, ConsumeMessage } from "amqplib";
-import { InvalidInputError } from "../../core/errors.js";
+import { describeAmqpUrl, openAmqpConnection, publishConfirmed, withTimeout } from "../../amqp/connection.js";
 import type { OutboxEvent } from "../event.js";
 import { outboxHeaders, RejectedEventError, type PublishOutcome, type Target } from "../target.js";
 
@@ -55,20 +55,13 @@ export class AmqpTarget implements Target {
   private readonly returned = new Set<string>();
 
   constructor(options: AmqpTargetOptions) {
-    if (typeof options?.url !== "string") throw new InvalidInputError("AmqpTarget needs { url: 'amqp://…' }");
-    let parsed: URL;
-    try {
-      parsed = new URL(options.url);
-    } catch {
-      throw new InvalidInputError(`AmqpTarget url is not a URL: ${JSON.stringify(options.url.replace(/:[^:@/]*@/, ":***@"))}`);
-    }
-    if (parsed.protocol !== "amqp:" && parsed.protocol !== "amqps:") throw new InvalidInputError(`AmqpTarget url must be amqp:// or amqps://; got ${parsed.protocol}`);
+    const base = describeAmqpUrl(options?.url, "AmqpTarget");
     this.url = options.url;
     this.exchange = options.exchange ?? "conveyor.outbox";
     this.topology = options.declare ?? null;
     this.maxMessageBytes = options.maxMessageBytes ?? 16 * 1024 * 1024;
     this.confirmTimeoutMs = options.confirmTimeoutMs ?? 30_000;
-    this.description = `amqp:${parsed.protocol === "amqps:" ? "s" : ""}//${parsed.hostname}:${parsed.port || 5672}${parsed.pathname || "/"}#${this.exchange}`;
+    this.description = `${base}#${this.exchange}`;
   }
 
   /** Connects (and declares) now rather than at the first publish. */
@@ -85,10 +78,8 @@ export class AmqpTarget implements Target {
   }
 
   private async doOpen(): Promise<ConfirmChannel> {
-    const { connect } = await import("amqplib");
-    const connection = await connect(this.url, { timeout: 10_000 });
+    const connection = await openAmqpConnection(this.url);
     try {
-      connection.on("error", () => undefined);
       connection.on("close", () => {
         if (this.connection === connection) this.reset();
       });
@@ -133,23 +124,14 @@ export class AmqpTarget implements Target {
       this.returned.delete(event.id);
       positions.push(i);
       confirms.push(
-        new Promise<void>((resolve, reject) => {
-          const ok = channel.publish(
-            this.exchange,
-            event.topic,
-            content,
-            {
-              persistent: true,
-              mandatory: true,
-              messageId: event.id,
-              type: event.topic,
-              contentType: "application/json",
-              timestamp: Math.floor(event.createdAt / 1000),
-              headers: outboxHeaders(event),
-            },
-            (error: unknown) => (error ? reject(error instanceof Error ? error : new Error("the broker refused the message (nack)")) : resolve()),
-          );
-          void ok;
+        publishConfirmed(channel, this.exchange, event.topic, content, {
+          persistent: true,
+          mandatory: true,
+          messageId: event.id,
+          type: event.topic,
+          contentType: "application/json",
+          timestamp: Math.floor(event.createdAt / 1000),
+          headers: outboxHeaders(event),
         }),
       );
     }
@@ -199,18 +181,4 @@ async function declareTopology(channel: ConfirmChannel, exchange: string, topolo
     },
   });
   await channel.bindQueue(topology.queue, exchange, topology.bindingKey ?? "#");
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(onTimeout()), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

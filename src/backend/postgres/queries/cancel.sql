@@ -4,10 +4,10 @@
 -- $3 queue text: only that queue's job (another queue's is "no such job"); NULL = any queue
 --
 -- Returns one row, (state), the job's state before the call, or no row when there is no such
--- job. The caller reads the outcome from it: waiting, scheduled or active were cancelled;
+-- job. The caller reads the outcome from it: waiting, scheduled, waiting-children or active were cancelled;
 -- completed, dead or cancelled were already finished and are left alone.
 --
--- A waiting or scheduled job becomes `cancelled` (deleted at once with retention 0). An active
+-- A waiting, scheduled or waiting-children job becomes `cancelled` (deleted at once with retention 0). An active
 -- job becomes `cancelled` too, keeping its lease token so its worker's late settle is refused;
 -- its row outlives the lease even with retention 0, so the worker's next heartbeat can still
 -- tell "cancelled" from "gone". The row lock taken first makes the state read and the change
@@ -18,7 +18,7 @@ WITH target AS MATERIALIZED (
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING target t
-  WHERE j.id = t.id AND t.state IN ('waiting', 'scheduled') AND t.retain_completed_ms = 0
+  WHERE j.id = t.id AND t.state IN ('waiting', 'scheduled', 'waiting-children') AND t.retain_completed_ms = 0
 ),
 cancelled_pending AS (
   UPDATE {{schema}}.jobs AS j
@@ -26,7 +26,7 @@ cancelled_pending AS (
       finished_at = {{schema}}.now_ms($1),
       expires_at = {{schema}}.now_ms($1) + j.retain_completed_ms
   FROM target t
-  WHERE j.id = t.id AND t.state IN ('waiting', 'scheduled') AND t.retain_completed_ms IS DISTINCT FROM 0
+  WHERE j.id = t.id AND t.state IN ('waiting', 'scheduled', 'waiting-children') AND t.retain_completed_ms IS DISTINCT FROM 0
 ),
 cancelled_active AS (
   UPDATE {{schema}}.jobs AS j

@@ -100,7 +100,8 @@ end
 -- Deletes a job that is in no lane: its hash and every index entry. `set` is the finished or
 -- active set it is in, or nil.
 local function delete_job(base, id, set)
-  redis.call('DEL', base .. 'j:' .. id)
+  -- fc:<id>: a flow parent's outcome records of its children (see Flows below), gone with it.
+  redis.call('DEL', base .. 'j:' .. id, base .. 'fc:' .. id)
   redis.call('ZREM', base .. 'idx', id)
   redis.call('ZREM', base .. 'expiry', id)
   if set then redis.call('ZREM', base .. set, id) end
@@ -327,4 +328,186 @@ end
 -- Tells subscribed workers that `queue` has claimable jobs (channel '' = wake-ups disabled).
 local function wake(channel, queue)
   if channel ~= '' then redis.call('PUBLISH', channel, queue) end
+end
+
+-- ── Dedup windows ─────────────────────────────────────────────────────────────────────────
+-- Rules: src/backend/dedup.ts. Per queue, <base>dw (HASH dedup key -> the window's job id) and
+-- <base>dx (ZSET dedup key by the window's end, ms): an ended window is as good as none, and the
+-- enqueue that looks at windows first deletes a few ended ones, so the two stay as small as the
+-- windows in use.
+
+-- Takes a waiting or scheduled job out of wherever it waits (its lane or the scheduled set), as a
+-- full hash indexed in idx, so its run time can change. Returns its name, priority and seq, or nil
+-- when the job has started, finished or is gone.
+local function unlane_pending(base, id)
+  local key = base .. 'j:' .. id
+  local buckets = buckets_open(base)
+  local packed, bucket = compact_get(buckets, id)
+  if packed then
+    local fields = compact_fields(buckets, packed)
+    redis.call('LREM', base .. 'f:' .. fields[2], 1, id)
+    compact_remove(buckets, id, bucket)
+    buckets_close(buckets)
+    redis.call('HSET', key, unpack(fields))
+    redis.call('ZADD', base .. 'idx', fields[12], id)
+    return fields[2], tonumber(fields[6]), tonumber(fields[12])
+  end
+  local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's')
+  if v[1] == 's' then
+    redis.call('ZREM', base .. 'sched', id)
+  elseif v[1] == 'w' then
+    if redis.call('ZREM', base .. 'z:' .. v[2], lane_member(tonumber(v[4]), tonumber(v[5]), id)) == 0 then
+      -- The fast lane is a list: LREM walks it, O(position). Only debounced jobs get here.
+      redis.call('LREM', base .. 'f:' .. v[2], 1, id)
+      redis.call('ZADD', base .. 'idx', v[5], id)
+    end
+  else
+    return nil
+  end
+  return v[2], tonumber(v[3]), tonumber(v[5])
+end
+
+-- Decides the jobs of an enqueue that carry a dedup window. `entries[from..to]` holds 4 values
+-- per such job (its position among the script's jobs counting from 1, dedup key, ttl ms, mode);
+-- `job(i)` gives the job's id, payload, run_at (or '') and delay. Returns position -> reply
+-- ("<outcome> <window's job id>") for the jobs an open window took in; the others had their window
+-- opened for them and are stored as usual. Sets `woken` when a replaced job is due now.
+local function dedup_decide(base, now, entries, from, to, job)
+  local dw, dx = base .. 'dw', base .. 'dx'
+  local ended = redis.call('ZRANGEBYSCORE', dx, '-inf', int(now), 'LIMIT', 0, 20)
+  if #ended > 0 then
+    redis.call('HDEL', dw, unpack(ended))
+    redis.call('ZREM', dx, unpack(ended))
+  end
+  local taken, woken = {}, false
+  for e = from, to, 4 do
+    local pos, dkey, ttl, mode = tonumber(entries[e]), entries[e + 1], tonumber(entries[e + 2]), entries[e + 3]
+    local id, payload, runAtArg, delay = job(pos)
+    local ends = int(now + ttl)
+    local owner = redis.call('HGET', dw, dkey)
+    local open = owner and tonumber(redis.call('ZSCORE', dx, dkey)) > now
+    if open and mode == 'drop' then
+      taken[pos] = 'dropped ' .. owner
+    elseif open and mode == 'extend' then
+      redis.call('ZADD', dx, ends, dkey)
+      taken[pos] = 'extended ' .. owner
+    elseif open then
+      local name, priority, seq = unlane_pending(base, owner)
+      if name then
+        local runAt = runAtArg ~= '' and tonumber(runAtArg) or now + tonumber(delay)
+        local key = base .. 'j:' .. owner
+        if runAt > now then
+          redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 's')
+          redis.call('ZADD', base .. 'sched', int(runAt), owner)
+        else
+          redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 'w')
+          to_slow_lane(base, owner, name, priority, runAt, seq)
+          woken = true
+        end
+        redis.call('ZADD', dx, ends, dkey)
+        taken[pos] = 'replaced ' .. owner
+      end
+    end
+    if not taken[pos] then
+      redis.call('HSET', dw, dkey, id)
+      redis.call('ZADD', dx, ends, dkey)
+    end
+  end
+  return taken, woken
+end
+
+-- ── Flows ─────────────────────────────────────────────────────────────────────────────────
+-- Rules: src/backend/flows.ts. A child's hash names its parent: pi (id), pq (queue), pb (the
+-- parent queue's key base) and pp (its position among the flow's jobs). A parent waits in state
+-- 'wc' (in <base>wc, by seq, for stats), counting its unsettled children in pc, with its policy in
+-- pf ('fail' | 'continue'). <pbase>fc:<parent id> holds one field per child, "<position>" ->
+-- "<queue>\n<id>\n<name>", and once the child settled "o<position>" -> its outcome JSON
+-- {"s": state, "r": result, "e": error}. A child in another queue means keys of two slots: only on
+-- a single Redis server (capabilities.flows "across-queues"); on a cluster a flow stays in one queue.
+
+-- The wake-up channel of the prefix a key base belongs to ("<prefix>:{<queue>}:" -> "<prefix>:wake").
+local function channel_of(base)
+  return string.match(base, '^(.*):{[^{}]*}:$') .. ':wake'
+end
+
+-- Records a job's final settle (completed, dead or cancelled) with its flow parent, and releases
+-- or fails the parent, in the script that settles the job. Only the first settle of a child counts
+-- for its parent (a replayed child settles again: its outcome is overwritten, the parent left
+-- alone). `result` and `err` are JSON text or nil. A job outside any flow costs one HGET.
+local function flow_settled(base, id, state, result, err, now)
+  local key = base .. 'j:' .. id
+  local f = redis.call('HMGET', key, 'pi', 'pq', 'pb', 'pp', 'n')
+  if not f[1] then return end
+  local pid, pq, pb, pos = f[1], f[2], f[3], f[4]
+  local pkey = pb .. 'j:' .. pid
+  local p = redis.call('HMGET', pkey, 'st', 'pc', 'pf', 'r', 'o')
+  -- A parent deleted already (removed after it died) took its records with it: nothing to keep.
+  if not p[1] then return end
+  local fc = pb .. 'fc:' .. pid
+  local first = redis.call('HEXISTS', fc, 'o' .. pos) == 0
+  redis.call('HSET', fc, 'o' .. pos, '{"s":"' .. state .. '","r":' .. (result or 'null') .. ',"e":' .. (err or 'null') .. '}')
+  if not first or p[1] ~= 'wc' then return end
+  local pending = tonumber(p[2]) - 1
+  if state ~= 'completed' and p[3] == 'fail' then
+    local queue = string.match(base, '{([^{}]*)}:$')
+    local perr = cjson.encode({
+      name = 'ChildFailedError',
+      message = 'child ' .. id .. ' (' .. f[5] .. ' in queue ' .. queue .. ') ended ' .. state .. '; the flow\'s policy is "fail"',
+      stack = cjson.null,
+    })
+    redis.call('HSET', pkey, 'st', 'd', 'pc', int(pending), 'e', perr, 'f', int(now))
+    redis.call('ZREM', pb .. 'wc', pid)
+    local _, _, retain = parse_options(p[5])
+    add_finished(pb, 'dead', pid, now, retain and now + retain)
+    -- A parent that is itself a child settles in turn (nested flows; depth bounded by the flow's).
+    flow_settled(pb, pid, 'dead', nil, perr, now)
+  elseif pending <= 0 then
+    -- Released at its own run_at: the claim promotes it once due.
+    local runAt = tonumber(p[4])
+    redis.call('HSET', pkey, 'st', 's', 'pc', '0')
+    redis.call('ZREM', pb .. 'wc', pid)
+    redis.call('ZADD', pb .. 'sched', int(runAt), pid)
+    if runAt <= now then wake(channel_of(pb), pq) else wake(channel_of(pb), pq .. ' ' .. int(runAt - now)) end
+  else
+    redis.call('HSET', pkey, 'pc', int(pending))
+  end
+end
+
+-- Cancels the unsettled children of a parent being cancelled that have not started (and theirs:
+-- an explicit stack, not recursion), each recorded with its parent as cancelled.
+local function flow_cancel_children(base, id, now)
+  local stack = { { base, id } }
+  while #stack > 0 do
+    local top = table.remove(stack)
+    local pb, pid = top[1], top[2]
+    local entries = redis.call('HGETALL', pb .. 'fc:' .. pid)
+    local settled = {}
+    for i = 1, #entries, 2 do
+      if string.sub(entries[i], 1, 1) == 'o' then settled[string.sub(entries[i], 2)] = true end
+    end
+    for i = 1, #entries, 2 do
+      local pos = entries[i]
+      if string.sub(pos, 1, 1) ~= 'o' and not settled[pos] then
+        local queue, cid = string.match(entries[i + 1], '^([^\n]*)\n([^\n]*)\n')
+        local cbase = string.match(pb, '^(.*:){[^{}]*}:$') .. '{' .. queue .. '}:'
+        local ckey = cbase .. 'j:' .. cid
+        local v = redis.call('HMGET', ckey, 'st', 'o', 's')
+        local cancel = false
+        if v[1] == 'wc' then
+          redis.call('ZREM', cbase .. 'wc', cid)
+          stack[#stack + 1] = { cbase, cid }
+          cancel = true
+        elseif v[1] == 'w' or v[1] == 's' then
+          cancel = unlane_pending(cbase, cid) ~= nil
+        end
+        if cancel then
+          local _, retain = parse_options(v[2])
+          redis.call('HSET', ckey, 'st', 'x', 'f', int(now))
+          redis.call('ZADD', cbase .. 'idx', v[3], cid)
+          add_finished(cbase, 'cancelled', cid, now, retain and now + retain)
+          flow_settled(cbase, cid, 'cancelled', nil, nil, now)
+        end
+      end
+    end
+  end
 end

@@ -55,11 +55,18 @@ if state == 'a' then
   local deadline = nil
   if retain then deadline = math.max(now + retain, num(v[11], now)) end
   add_finished(base, 'cancelled', id, now, deadline)
+  flow_settled(base, id, 'cancelled', nil, nil, now)
   return 'cancelled'
 end
 
+-- A flow parent waiting for its children: they are cancelled with it (the ones not started).
+if state == 'wc' then
+  redis.call('ZREM', base .. 'wc', id)
+  -- Cancelled first, so its children's settles below leave it alone.
+  redis.call('HSET', key, 'st', 'x')
+  flow_cancel_children(base, id, now)
 -- Waiting (in one of its name's lanes) or scheduled (in the scheduled set, due or not).
-if redis.call('ZREM', sched, id) == 0 then
+elseif redis.call('ZREM', sched, id) == 0 then
   local member = lane_member(tonumber(v[4]), tonumber(v[5]), id)
   if redis.call('ZREM', base .. 'z:' .. v[2], member) == 0 then
     -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
@@ -72,5 +79,6 @@ else
   redis.call('HSET', key, 'st', 'x', 'f', int(now))
   redis.call('ZADD', idx, v[5], id)
   add_finished(base, 'cancelled', id, now, retain and now + retain)
+  flow_settled(base, id, 'cancelled', nil, nil, now)
 end
 return 'cancelled'

@@ -34,6 +34,7 @@ for i = 2, #ARGV, 3 do
       -- lease; nothing reads it once the job is not active.
       if v[8] or v[9] then redis.call('HDEL', key, 'e', 'sl') end
       add_finished(base, 'completed', id, now, retain and now + retain, finished)
+      flow_settled(base, id, 'completed', ARGV[i + 2], nil, now)
     end
     result[#result + 1] = 1
   else

@@ -21,17 +21,27 @@
   ARGV[3] queue name (the wake-up message: "<queue>" when jobs are claimable now, and
           "<queue> <ms>" when the earliest new scheduled job comes due in <ms>)
   ARGV[4] '1': all or nothing (when any job is a duplicate, nothing is written); '' otherwise
-  ARGV[5..] 8 values per job: id, name, payload JSON, priority, run_at ms or '' (then
+  ARGV[5] D, the number of jobs with a dedup window (never with all or nothing), followed by 4
+          values for each: the job's position among the jobs (from 1), dedup key, ttl ms, mode
+  ARGV[6 + 4D..] 8 values per job: id, name, payload JSON, priority, run_at ms or '' (then
             now + delay), delay ms, options ("maxAttempts|retainCompleted|retainDead|timeout|backoff"),
             meta JSON or '' for none
-  Returns one integer per job, in input order: 0 inserted (or, all or nothing, would have been),
-  1 duplicate.
+  Returns one value per job, in input order: 0 inserted (or, all or nothing, would have been),
+  1 duplicate, or "<dropped|extended|replaced> <id>" for a job an open dedup window took in.
 ]]
 local meta, sched, idx, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
-local count = (#ARGV - 4) / 8
-local FIRST = 5
+local windows = tonumber(ARGV[5])
+local FIRST = 6 + windows * 4
+local count = (#ARGV - FIRST + 1) / 8
+local taken, replacedDue = {}, false
+if windows > 0 then
+  taken, replacedDue = dedup_decide(base, now, ARGV, 6, FIRST - 1, function(pos)
+    local a = FIRST + (pos - 1) * 8
+    return ARGV[a], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5]
+  end)
+end
 
 if ARGV[4] == '1' then
   -- Read-only pass first: an id that exists, or repeats an earlier one of the batch, is a duplicate.
@@ -65,7 +75,9 @@ for i = 0, count - 1 do
   local id, name = ARGV[a], ARGV[a + 1]
   local key = base .. 'j:' .. id
   local packed, bucket = compact_get(buckets, id)
-  if packed or redis.call('EXISTS', key) == 1 then
+  if taken[i + 1] then
+    result[i + 1] = taken[i + 1]
+  elseif packed or redis.call('EXISTS', key) == 1 then
     result[i + 1] = 1
   else
     result[i + 1] = 0
@@ -126,6 +138,6 @@ if watermark ~= startWatermark then redis.call('HSET', meta, 'fw', int(watermark
 local nameList = {}
 for name in pairs(newNames) do nameList[#nameList + 1] = name end
 if #nameList > 0 then call_chunked('SADD', names, nameList, 1) end
-if due then wake(ARGV[2], ARGV[3]) end
+if due or replacedDue then wake(ARGV[2], ARGV[3]) end
 if firstRunAt then wake(ARGV[2], ARGV[3] .. ' ' .. int(firstRunAt - now)) end
 return result

@@ -48,6 +48,7 @@ for i = 4, #ARGV, 4 do
         redis.call('HSET', key, 'st', 'd', 'e', err, 'f', nowText,
           'h', history_with(v[7], v[4], v[5], v[6], now, 'dead', err))
         add_finished(base, 'dead', id, now, retain and now + retain, finished)
+        flow_settled(base, id, 'dead', nil, err, now)
       end
     end
     results[#results + 1] = 1

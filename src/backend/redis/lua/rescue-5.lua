@@ -66,6 +66,7 @@ for _, id in ipairs(ids) do
         redis.call('HSET', key, 'st', 'd', 'e', err, 'f', int(now), 'sl', int(stalls), 'h', history)
         redis.call('HDEL', key, 'le')
         add_finished(base, 'dead', id, now, retainDead and now + retainDead)
+        flow_settled(base, id, 'dead', nil, err, now)
       end
     end
     out[#out + 1] = id

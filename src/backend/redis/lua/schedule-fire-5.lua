@@ -12,8 +12,8 @@
   ARGV[2] version the firing was computed from
   ARGV[3] last_tick_at it was computed from, or '' for none yet
   ARGV[4] the new last_tick_at (ms)
-  ARGV[5..] the arguments of enqueue-4.lua (now, channel, queue, all-or-nothing, 8 per job);
-            only the first four when the firing enqueues no job
+  ARGV[5..] the arguments of enqueue-4.lua (now, channel, queue, all-or-nothing, dedup windows, 8 per job);
+            none when the firing enqueues no job
   Returns {0} when refused; {1, then enqueue-4.lua's answer per job (0 inserted, 1 duplicate)}.
 ]]
 --#include enqueue-4.lua as enqueue_jobs
@@ -26,7 +26,7 @@ local tick = ARGV[4]
 if last ~= '' and tonumber(last) >= tonumber(tick) then return {0} end
 for _ = 1, 4 do table.remove(ARGV, 1) end
 local answer = {1}
-if #ARGV > 4 then
+if #ARGV > 0 then
   for _, flag in ipairs(enqueue_jobs()) do answer[#answer + 1] = flag end
 end
 redis.call('HSET', key, 'l', tick)

@@ -11,7 +11,7 @@
   KEYS[7] names      <base>names
   ARGV[1] now in ms, or '' for Redis TIME
   Returns { paused (0/1), waiting, scheduled, active, completed, cancelled, dead,
-  oldest waiting run_at or false, now }.
+  oldest waiting run_at or false, now, waiting-children }.
 ]]
 local meta, sched = KEYS[1], KEYS[2]
 local base = string.sub(meta, 1, -5)
@@ -71,4 +71,5 @@ return {
   redis.call('ZCARD', KEYS[6]),
   oldest and int(oldest) or false,
   int(now),
+  redis.call('ZCARD', base .. 'wc'),
 }
