@@ -52,3 +52,6 @@ export { backoffDelay, decideRetry, DEFAULT_BACKOFF, type BackoffFunction, type 
 export type { JobOptions, BackoffOption, RetentionOption, JobDefaults, DedupOption } from "./core/spec.js";
 export { systemClock, FakeClock, type Clock } from "./core/clock.js";
 export type * from "./backend/contract.js";
+export { JOB_LOG_MAX_LINES, JOB_LOG_MAX_LINE_LENGTH, type JobLogLine } from "./core/job-log.js";
+export { QUEUE_EVENT_TYPES, type QueueEvent, type QueueEventType, type QueueEventFilter, type EventPrunePolicy } from "./core/queue-events.js";
+export { followEvents, type FollowEventsOptions } from "./producer/events.js";

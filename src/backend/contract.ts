@@ -25,6 +25,8 @@ import type {
 } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../core/schedule.js";
+import type { JobLogLine } from "../core/job-log.js";
+import type { EventLogPage, EventPrunePolicy } from "../core/queue-events.js";
 
 /**
  * The defaults the contract documents below, in one place for every backend (and the maintenance
@@ -132,6 +134,12 @@ export interface Capabilities extends StoreFeatures {
    * `UnsupportedByStoreError`.
    */
   flows: "across-queues" | "within-queue" | "none";
+  /**
+   * The store keeps a durable log of job events, written with each change (`readEvents`,
+   * `latestEventCursor`, `pruneEvents` exist): `queue.events()` and `GET /v1/events` need it.
+   * Absent means false.
+   */
+  eventLog?: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -358,6 +366,14 @@ export interface Backend extends AsyncDisposable {
   release(leases: readonly Lease[]): Promise<SettleResult[]>;
   /** Stores a progress report for a running job (fenced). */
   progress(lease: Lease, progress: Json): Promise<SettleResult>;
+  /**
+   * Appends lines to a running job's log, in order, with the store's time and the job's attempt
+   * (fenced: a stale lease writes nothing). Applies `boundLogLines` and keeps at most
+   * `JOB_LOG_MAX_LINES` per job, dropping the oldest, in the same atomic step.
+   */
+  appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult>;
+  /** A job's log, oldest line first; empty when the job has none or does not exist (queue rule of `get`). */
+  logs(id: string, queue?: string): Promise<JobLogLine[]>;
 
   /** Active jobs whose lease expired: the attempt fails with "lease expired". */
   rescueExpired(options?: RescueOptions): Promise<RescuedJob[]>;
@@ -420,6 +436,16 @@ export interface Backend extends AsyncDisposable {
   enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]>;
   /** A job's parent and children (with their outcomes), or null when there is no such job. */
   flow(id: string, queue?: string): Promise<FlowInfo | null>;
+
+  /**
+   * Only with `capabilities.eventLog`: up to `limit` events after `cursor`, oldest first. The
+   * cursor is opaque; a malformed one is refused with InvalidInputError.
+   */
+  readEvents?(cursor: string, limit: number): Promise<EventLogPage>;
+  /** Only with `capabilities.eventLog`: a cursor at the end of the log ("from now on"). */
+  latestEventCursor?(): Promise<string>;
+  /** Only with `capabilities.eventLog`: deletes old events; returns how many. */
+  pruneEvents?(policy?: EventPrunePolicy): Promise<number>;
 
   /** Only with `capabilities.transactionalCompletion`: opens a transaction for a running job. */
   beginCompletion?(lease: Lease): Promise<CompletionTransaction>;

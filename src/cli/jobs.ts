@@ -2,6 +2,7 @@ import type { Backend } from "../backend/contract.js";
 import { JOB_STATES, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { duration, printJson, table, time } from "./format.js";
+import type { JobLogLine } from "../core/job-log.js";
 
 export const help = `conveyor jobs ls --db URL [--queue Q] [--state S] [--name N] [--limit N] [--offset N] [--json]
 conveyor jobs show ID --db URL [--queue Q] [--json]
@@ -102,6 +103,12 @@ export function showJob(job: JobRecord, flow: FlowInfo | null = null): string {
   return lines.join("\n");
 }
 
+/** The job's ctx.log lines under a "log" heading, or nothing when it has none. */
+export function showLogs(logs: readonly JobLogLine[]): string {
+  if (logs.length === 0) return "";
+  return "\nlog\n" + logs.map((l) => `  ${time(l.at)}  #${l.attempt}  ${l.line.replaceAll("\n", "\n      ")}`).join("\n");
+}
+
 export async function showOne(backend: Backend, id: string | undefined, json: boolean, queue?: string): Promise<number> {
   if (!id) throw new UsageError("which job? conveyor jobs show ID");
   const job = await backend.get(id, queue);
@@ -110,8 +117,9 @@ export async function showOne(backend: Backend, id: string | undefined, json: bo
     return 1;
   }
   const flow = await backend.flow(job.id, job.queue);
-  if (json) printJson(inFlow(flow) ? { ...job, flow } : job);
-  else console.log(showJob(job, flow));
+  const logs = await backend.logs(job.id, job.queue);
+  if (json) printJson(inFlow(flow) ? { ...job, flow, logs } : { ...job, logs });
+  else console.log(showJob(job, flow) + showLogs(logs));
   return 0;
 }
 

@@ -7,12 +7,16 @@ import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals } from "../runtime/shutdown.js";
 import { Worker, type Handlers } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, parse, requiredString, UsageError } from "./args.js";
+import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 
-export const help = `conveyor worker --db URL --queue NAME[,NAME] --handlers MODULE [options]
+export const help = `conveyor worker --db URL [--queue NAME[,NAME]] --handlers MODULE [options]
 
 Runs jobs until SIGTERM/SIGINT. MODULE's default export maps job names to
-async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal, ctx.progress()).
+async (job, ctx) => result (job.id, job.name, job.data, job.attempt; ctx.signal, ctx.progress(),
+ctx.log()). Without --queue, the queues come from MODULE's named export \`queues\`
+(export const queues = ["email"]); job names say nothing about queues. With --sandbox,
+--queue is required (the module is loaded only in the child processes).
 
   --concurrency N        jobs at once (default 10)
   --prefetch N           jobs claimed ahead of free slots and held locally, so slots refill
@@ -81,7 +85,9 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const url = dbUrl(values.db);
-  const queues = listOption("queue", values.queue);
+  if (values.sandbox && values.queue === undefined) {
+    throw new UsageError("which queues? with --sandbox the handlers module is loaded only in the child processes, so its `queues` export cannot be read here: pass --queue NAME[,NAME]");
+  }
   const handlersPath = requiredString("handlers", values.handlers);
   const logger = consoleLogger({ verbose: values.verbose === true });
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
@@ -113,10 +119,13 @@ export async function run(argv: string[]): Promise<number> {
     process.off("SIGINT", onEarlySignal);
   };
   let handlers: Handlers | undefined;
+  let queues: string[] = [];
   let backend: Awaited<ReturnType<typeof openBackend>> | null = null;
   try {
     // In a sandbox the module is loaded only by the child processes.
     handlers = values.sandbox ? undefined : await loadHandlers(handlersPath);
+    // --queue, else the module's `queues` export (the rule `serve --handlers` follows).
+    queues = values.sandbox ? listOption("queue", values.queue) : await queuesForHandlers(values.queue, handlersPath);
     // A store that is down (being restarted, not up yet) is waited for, not a crash: exiting
     // would only make the orchestrator restart us into the same outage. Anything else (a bad
     // URL, wrong password, a schema newer than this code) fails at once.

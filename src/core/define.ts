@@ -55,6 +55,16 @@ export interface JobContext {
   /** Stores a progress report (any JSON) on the job, visible to `get` and the HTTP status API. */
   progress(value: Json): Promise<void>;
   /**
+   * Appends a line to the job's log, kept with the job in the store (`backend.logs(id)`,
+   * `conveyor jobs show`, `GET /v1/jobs/:id`) with the store's time and the attempt. Lines
+   * written in one tick are stored together; the job's outcome is stored only after them. You
+   * need not await it: the promise says when the line is stored (a line of a job whose lease was
+   * lost is not, and the worker emits `job:settle-refused`). Bounds (src/core/job-log.ts): 1000
+   * lines per job over all attempts, the oldest dropped beyond; 1000 characters per line, a
+   * longer one is cut. Not for high-volume tracing: every batch is one store write.
+   */
+  log(line: string): Promise<void>;
+  /**
    * Idempotency guard: true the first time `key` is seen within `ttlMs` milliseconds (default 24 h),
    * false after. Mark the key in the same place you make the side effect, as late as possible.
    */

@@ -23,7 +23,7 @@ export interface WorkerEvents {
   /** This worker lost the lease; the handler's signal was aborted and its result will be discarded. */
   "job:lease-lost": { job: JobRecord; reason: LeaseLossReason };
   /** The store refused a settle because the lease token was stale (a late acknowledgement). */
-  "job:settle-refused": { job: JobRecord; operation: "complete" | "fail" | "release" | "progress" };
+  "job:settle-refused": { job: JobRecord; operation: "complete" | "fail" | "release" | "progress" | "log" };
   /** Jobs handed back to `waiting` on shutdown, no attempt used. */
   "job:released": { jobIds: string[] };
   /** The rescuer found a job whose lease expired (its worker died or stalled). */

@@ -4,6 +4,7 @@
  */
 import type { RouteSpec } from "./context.js";
 import type { JsonSchema } from "./schema.js";
+import { payloadComponentName } from "./payload-schemas.js";
 
 export interface OpenApiInfo {
   title?: string;
@@ -57,8 +58,12 @@ function headerCase(name: string): string {
   return name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
 }
 
-/** Builds the document. `servers` default to the base path on the current origin. */
-export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, info: OpenApiInfo = {}): Json {
+/**
+ * Builds the document. `servers` default to the base path on the current origin. `payloads`:
+ * job name -> JSON Schema of its payload (registered jobs), as `components.schemas` named
+ * `JobPayload.<name>` and listed by job name under `x-conveyor-job-payloads`.
+ */
+export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, info: OpenApiInfo = {}, payloads: ReadonlyMap<string, Json> = new Map()): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     const path = route.url.replace(/:([A-Za-z_]+)/g, "{$1}");
@@ -99,7 +104,20 @@ export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, inf
         "Durable background jobs over HTTP: enqueue answers 202 Accepted with where to follow the job (poll or Server-Sent Events); optional signed webhooks when it finishes.",
     },
     servers: [{ url: basePath || "/" }],
+    ...(payloads.size > 0
+      ? { "x-conveyor-job-payloads": Object.fromEntries([...payloads.keys()].map((name) => [name, { $ref: `#/components/schemas/${payloadComponentName(name)}` }])) }
+      : {}),
     components: {
+      ...(payloads.size > 0
+        ? {
+            schemas: Object.fromEntries(
+              [...payloads].map(([name, schema]) => [
+                payloadComponentName(name),
+                { description: `The payload (\`data\`) of job "${name}", from its registered schema.`, ...schema },
+              ]),
+            ),
+          }
+        : {}),
       securitySchemes: {
         apiKey: {
           type: "http",

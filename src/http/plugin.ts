@@ -26,10 +26,13 @@ import { EnqueueBatcher } from "./batcher.js";
 import { IdDeriver } from "./derived-ids.js";
 import { DurationEstimator, type EstimatorOptions } from "./estimate.js";
 import { buildOpenApi, type OpenApiInfo } from "./openapi.js";
+import { payloadJsonSchemas } from "./payload-schemas.js";
+import { DOCS_CSP, docsPage, loadDocsAssets } from "./api-docs.js";
 import { HttpProblem, problem, sendProblem } from "./problem.js";
 import { enqueueRoutes } from "./routes/enqueue.js";
 import { jobRoutes } from "./routes/jobs.js";
 import { queueRoutes } from "./routes/queues.js";
+import { eventRoutes } from "./routes/events.js";
 import { compileValidator, RequestValidationError } from "./schema.js";
 import { problemResponse } from "./schemas.js";
 import { JobWatcher, type OpenStream } from "./sse.js";
@@ -127,6 +130,11 @@ export interface ConveyorHttpOptions {
   /** Title and version of the OpenAPI document. */
   openapi?: OpenApiInfo;
   /**
+   * Interactive API docs (Swagger UI over this API's OpenAPI document) at `<prefix>/docs`, served
+   * from the package's own files, public like the document. Default true.
+   */
+  apiDocs?: boolean;
+  /**
    * The web dashboard (docs/dashboard.md): `true` or options serve it, by default at "/ui". Its
    * login sets a session cookie that this API then accepts like the key it stands for. Default off.
    */
@@ -142,7 +150,7 @@ const EXPOSED_HEADERS = "Location, Retry-After, Idempotent-Replayed";
 const ALLOWED_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-API-Key";
 const OTHER_BODY_LIMIT = 1024 * 1024;
 /** Routes without a HEAD twin: a HEAD request must not open a long-lived stream. */
-const LONG_LIVED = new Set(["streamJobEvents"]);
+const LONG_LIVED = new Set(["streamJobEvents", "streamQueueEvents"]);
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -358,7 +366,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         ctx.watcher.close();
       });
 
-      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...scheduleRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
+      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...eventRoutes(ctx), ...scheduleRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
       routes.push(
         {
           method: "GET",
@@ -393,7 +401,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           handler: async (_request, reply) => reply.send(openapi),
         },
       );
-      const openapi = buildOpenApi(routes, ctx.basePath, options.openapi);
+      const openapi = buildOpenApi(routes, ctx.basePath, options.openapi, payloadJsonSchemas(ctx.jobs));
       const routePatterns = routes.map((route) => ({
         method: route.method,
         head: route.method === "GET" && !LONG_LIVED.has(route.operationId),
@@ -409,6 +417,21 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         if (methods.size > 0 && cors) methods.add("OPTIONS");
         return [...methods];
       };
+
+      const docsAssets = options.apiDocs === false ? null : loadDocsAssets(ctx.basePath);
+      if (docsAssets) {
+        const page = docsPage(ctx.basePath);
+        scope.get("/docs", { config: { conveyorAccess: "public" } }, async (_request, reply) =>
+          reply.type("text/html; charset=utf-8").header("content-security-policy", DOCS_CSP).header("cache-control", "no-cache").send(page),
+        );
+        scope.get("/docs/:file", { config: { conveyorAccess: "public" } }, async (request, reply) => {
+          const asset = docsAssets.get((request.params as { file: string }).file);
+          if (!asset) throw new HttpProblem(404, "no-route", `no such file of the API docs; open ${ctx.basePath}/docs`);
+          const gzip = /\bgzip\b/.test(String(request.headers["accept-encoding"] ?? ""));
+          void reply.type(asset.type).header("cache-control", "public, max-age=3600").header("vary", "Accept-Encoding");
+          return gzip ? reply.header("content-encoding", "gzip").send(asset.gzip) : reply.send(asset.body);
+        });
+      }
 
       for (const route of routes) {
         scope.route({

@@ -326,6 +326,10 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
   private context(run: Run): JobContext {
     return {
       signal: run.controller.signal,
+      log: async (line) => {
+        // No store keeps it: the line goes to this worker's logger with the job's id.
+        this.logger.info({ jobId: run.job.id, attempt: run.job.attempt }, line);
+      },
       progress: async (value) => {
         // No store keeps it: progress is an event of this process (metrics, logs), not a record.
         run.job.progress = value;

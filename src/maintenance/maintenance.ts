@@ -1,4 +1,5 @@
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { DEFAULT_EVENT_PRUNE_LIMIT, type EventPrunePolicy } from "../core/queue-events.js";
 import { DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, type Backend, type PrunePolicy, type RescuedJob } from "../backend/contract.js";
 
 export interface MaintenanceSettings {
@@ -10,6 +11,11 @@ export interface MaintenanceSettings {
   pruneIntervalMs?: number;
   /** Count limits for finished jobs per queue. */
   retention?: PrunePolicy;
+  /**
+   * Retention of the job event log (stores with `capabilities.eventLog`), pruned with the jobs:
+   * `{ maxAgeMs: 86400000 (24 h), maxEvents: 100000, limit: 10000 }` by default.
+   */
+  eventRetention?: EventPrunePolicy;
   onRescued?: (job: RescuedJob) => void;
   onError?: (error: unknown, during: string) => void;
 }
@@ -66,11 +72,20 @@ export class Maintenance {
     const limit = this.settings.retention?.limit ?? DEFAULT_PRUNE_LIMIT;
     for (;;) {
       const { jobs, idempotencyKeys } = await this.backend.prune(this.settings.retention);
-      if ((jobs < limit && idempotencyKeys < limit) || this.stopRequested) return;
+      if ((jobs < limit && idempotencyKeys < limit) || this.stopRequested) break;
       // SQLite prunes synchronously: let timers (heartbeats, settles) run between batches, or a
       // large backlog would hold the event loop past the leases.
       await yieldToEventLoop();
     }
+    await this.pruneEventsOnce();
+  }
+
+  /** The event log's retention, in batches like the jobs'. */
+  private async pruneEventsOnce(): Promise<void> {
+    const pruneEvents = this.backend.pruneEvents?.bind(this.backend);
+    if (this.backend.capabilities.eventLog !== true || !pruneEvents) return;
+    const limit = this.settings.eventRetention?.limit ?? DEFAULT_EVENT_PRUNE_LIMIT;
+    while (!this.stopRequested && (await pruneEvents(this.settings.eventRetention)) >= limit) await yieldToEventLoop();
   }
 
   private every(intervalMs: number, task: () => Promise<unknown>, during: string): void {

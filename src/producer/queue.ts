@@ -5,6 +5,8 @@ import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import type { ChildFailurePolicy, FlowNodeSpec, JobRecord, JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import type { Json } from "../core/json.js";
+import type { QueueEvent } from "../core/queue-events.js";
+import { followEvents, type FollowEventsOptions } from "./events.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
 import {
   buildScheduleWrite,
@@ -321,6 +323,18 @@ export class Queue {
    * queues and workers may share: call `backend.close()` when its last user is done. Also runs
    * on `await using queue = new Queue(…)`.
    */
+  /**
+   * This queue's job events from every process, as an async iterator (like BullMQ's
+   * QueueEvents): `for await (const e of queue.events({ types: ["completed", "dead"] })) …`.
+   * From now on unless `after` names an event id to resume from; filter by `names`, `jobId`,
+   * `types`; end it with `break` or `signal`. Needs a store with an event log (SQLite,
+   * PostgreSQL); on others it throws at the first `next()`. Event types and their data:
+   * docs/events.md.
+   */
+  events(options: Omit<FollowEventsOptions, "queues"> = {}): AsyncGenerator<QueueEvent, void, undefined> {
+    return followEvents(this.backend, { ...options, queues: [this.name] });
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     await Promise.allSettled([...this.inFlight]);

@@ -42,6 +42,10 @@ async function run(handlers: Map<string, BoundHandler<unknown>>, job: Job<unknow
     progress: async (value: Json) => {
       send({ type: "progress", value });
     },
+    // Stored by the parent's ctx.log, in message order, before the "done" that follows it.
+    log: async (line: string) => {
+      send({ type: "log", line: String(line) });
+    },
     once: (key, ttlMs = 86_400_000) =>
       new Promise<boolean>((resolve, reject) => {
         const requestId = nextRequest++;

@@ -14,6 +14,7 @@ export type FromSandbox =
   /** The module could not be loaded: the sandbox cannot run anything. */
   | { type: "load-error"; error: ErrorInfo }
   | { type: "progress"; value: Json }
+  | { type: "log"; line: string }
   | { type: "once"; requestId: number; key: string; ttlMs: number }
   | { type: "done"; result: Json }
   | { type: "failed"; error: ErrorInfo; unrecoverable: boolean; retryDelayMs: number | null };

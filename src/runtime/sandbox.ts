@@ -123,6 +123,9 @@ class Sandbox {
           case "progress":
             void ctx.progress(m.value).catch(() => {});
             break;
+          case "log":
+            void ctx.log(m.line);
+            break;
           case "once":
             ctx.once(m.key, m.ttlMs).then(
               (value) => this.send({ type: "once-result", requestId: m.requestId, value }),

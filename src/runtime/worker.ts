@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import type { EventPrunePolicy } from "../core/queue-events.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Backend, ClaimedJob, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
 import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
@@ -117,6 +118,11 @@ export interface MaintenanceOptions {
   pruneIntervalMs?: number;
   /** Count limits for finished jobs per queue (ages are per job). */
   retention?: PrunePolicy;
+  /**
+   * Retention of the job event log (docs/events.md), pruned with the jobs. Default
+   * `{ maxAgeMs: 86400000 (24 h), maxEvents: 100000, limit: 10000 }`.
+   */
+  eventRetention?: EventPrunePolicy;
 }
 
 export interface CloseOptions {
@@ -162,6 +168,11 @@ interface Running {
   completionTx: Promise<CompletionTransaction> | null;
   settled: Promise<void>;
   resolveSettled: () => void;
+  /** ctx.log lines not yet handed to the store, and the write that will take them. */
+  logLines: string[];
+  logWrite: Promise<void> | null;
+  /** The last log write started: the outcome is stored after it. */
+  logWritten: Promise<void>;
 }
 
 /**
@@ -483,6 +494,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       completionTx: null,
       settled,
       resolveSettled,
+      logLines: [],
+      logWrite: null,
+      logWritten: Promise.resolve(),
     };
     this.running.set(claimed.job.id, r);
     this.busySlots++;
@@ -504,6 +518,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const ctx: JobContext = {
       signal: controller.signal,
       progress: (value) => this.reportProgress(r, value),
+      log: (line) => this.appendLog(r, line),
       once: (key, ttlMs = 24 * 60 * 60 * 1000) => this.backend.idempotency.once(key, ttlMs),
       tx: () => this.openCompletionTx(r),
       children: async () => (await this.backend.flow(claimed.job.id, claimed.job.queue))?.children ?? [],
@@ -548,6 +563,34 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const outcome = await this.backend.progress(r.claimed.lease, value);
     if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "progress" });
     else this.emit("job:progress", { job: r.job as JobRecord, progress: value });
+  }
+
+  /**
+   * Buffers a ctx.log line; the lines of one tick go to the store in one fenced append, after the
+   * previous append (so lines keep their order). Never rejects: a store error is reported as a
+   * worker error, like a failed heartbeat, rather than failing the handler over a log line.
+   */
+  private appendLog(r: Running, line: string): Promise<void> {
+    if (r.done) return Promise.resolve();
+    r.logLines.push(String(line));
+    if (r.logWrite === null) {
+      const previous = r.logWritten;
+      r.logWrite = (async () => {
+        await previous;
+        await Promise.resolve();
+        const lines = r.logLines;
+        r.logLines = [];
+        r.logWrite = null;
+        try {
+          const outcome = await this.backend.appendLogs(r.claimed.lease, lines);
+          if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "log" });
+        } catch (error) {
+          this.reportError(error, `storing ${lines.length} log line(s) of job ${r.job.id}`);
+        }
+      })();
+      r.logWritten = r.logWrite;
+    }
+    return r.logWrite;
   }
 
   private takeOutcome(r: Running): boolean {
@@ -597,6 +640,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   /** The handler's transaction carries the completion; if it fails we cannot retry it elsewhere. */
   private async commitCompletionTx(r: Running, tx: Promise<CompletionTransaction>, result: Json): Promise<SettleResult | "abandoned"> {
+    await r.logWritten;
     try {
       return await (await tx).commit(result);
     } catch (error) {
@@ -634,6 +678,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
    * ours: giving up early would make the job run again after its lease expires.
    */
   private async settle(r: Running, send: () => Promise<"applied" | "stale">): Promise<"applied" | "stale" | "abandoned"> {
+    // The job's log lines first: once the outcome is stored, the fence refuses them.
+    await r.logWritten;
     for (let attempt = 0; ; attempt++) {
       try {
         return await send();

@@ -45,6 +45,7 @@ backendSuite("postgres", {
     multiProcess: true,
     claimAcrossQueues: "merged",
     flows: "across-queues" as const,
+    eventLog: true,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

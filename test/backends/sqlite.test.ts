@@ -19,6 +19,7 @@ backendSuite("sqlite file", {
     multiProcess: true,
     claimAcrossQueues: "merged",
     flows: "across-queues" as const,
+    eventLog: true,
   },
   async make(clock) {
     lastPath = await temp.file("jobs.db");
@@ -39,6 +40,7 @@ backendSuite("sqlite :memory:", {
     multiProcess: false,
     claimAcrossQueues: "merged",
     flows: "across-queues" as const,
+    eventLog: true,
   },
   async make(clock) {
     return new SqliteBackend({ path: ":memory:", clock });

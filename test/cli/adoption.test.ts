@@ -121,3 +121,37 @@ export default { doomed: async () => { throw new Error("no such user"); } };\n`,
     expect(result.stderr).toContain("export const queues");
   });
 });
+
+describe("conveyor worker without --queue", () => {
+  it("takes the queues the handlers module names and runs their jobs", { timeout: 90_000 }, async () => {
+    const dir = await temp.make();
+    const handlers = join(dir, "handlers.mjs");
+    writeFileSync(handlers, `export const queues = ["mail", "billing"];\nexport default { charge: async (job) => ({ charged: job.data.cents }) };\n`);
+    const seed = new SqliteBackend({ path: join(dir, "w.db") });
+    const billing = new Queue("billing", { backend: seed });
+    const { id } = await billing.add("charge", { cents: 1200 });
+    const worker = spawnCli(["worker", "--db", `sqlite:${join(dir, "w.db")}`, "--handlers", handlers, "--poll-interval-ms", "50"]);
+    try {
+      await waitFor(async () => (await billing.getJob(id))?.state === "completed", { timeoutMs: 20_000, description: "the billing job ran" });
+      expect((await billing.getJob(id))?.result).toEqual({ charged: 1200 });
+      expect(worker.stderr()).toContain("queues mail,billing");
+    } finally {
+      worker.child.kill("SIGTERM");
+    }
+    expect(await worker.exited).toBe(0);
+    await seed.close();
+  });
+
+  it("says what to do without a queues export, and with --sandbox", { timeout: 90_000 }, async () => {
+    const dir = await temp.make();
+    const handlers = join(dir, "handlers.mjs");
+    writeFileSync(handlers, `export default { welcome: async () => {} };\n`);
+    const plain = await runCli(["worker", "--db", `sqlite:${join(dir, "x.db")}`, "--handlers", handlers]);
+    expect(plain.code).toBe(2);
+    expect(plain.stderr).toContain("--queue");
+    expect(plain.stderr).toContain("export const queues");
+    const sandboxed = await runCli(["worker", "--db", `sqlite:${join(dir, "x.db")}`, "--handlers", handlers, "--sandbox"]);
+    expect(sandboxed.code).toBe(2);
+    expect(sandboxed.stderr).toContain("with --sandbox");
+  });
+});

@@ -19,6 +19,8 @@ import { enqueueTests } from "./enqueue.js";
 import { flowTests } from "./flows.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
+import { logTests } from "./logs.js";
+import { eventLogTests } from "./events.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
 import { scheduleTests } from "./schedules.js";
@@ -68,6 +70,8 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     claimTests(context);
     leaseTests(context);
     settleTests(context);
+    logTests(context);
+    eventLogTests(context);
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);

@@ -90,6 +90,11 @@ export interface RequestInit {
   headers?: Record<string, string>;
   /** Sent as is (no Content-Type added). */
   raw?: string;
+  /**
+   * An event stream that may never end (GET /v1/events runs until the client leaves): answer
+   * with its status and headers once they arrive, without reading the body. Default false.
+   */
+  headersOnly?: boolean;
 }
 
 export async function send<T = Obj>(base: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> {
@@ -101,6 +106,10 @@ export async function send<T = Obj>(base: string, method: string, path: string, 
     headers["content-type"] ??= "application/json";
   }
   const res = await fetch(base + path, { method, headers, body });
+  if (init.headersOnly === true) {
+    await res.body?.cancel();
+    return { status: res.status, headers: res.headers, text: "", json: undefined as T };
+  }
   const text = await res.text();
   let json: unknown;
   try {

@@ -79,7 +79,9 @@ function subpaths(): string[] {
 describe("the packed tarball", () => {
   it("holds exactly the compiled modules, their declarations, every asset, the bin and the docs", () => {
     const files = new Set(packed.files);
-    for (const must of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/cli/bin.js", "dist/src/dashboard/assets/app.js", "dist/src/dashboard/assets/app.css"]) {
+    // The API docs' browser files (Swagger UI, with its licence), copied by scripts/copy-api-docs.mjs.
+    const apiDocs = ["swagger-ui-bundle.js", "swagger-ui.css", "LICENSE", "NOTICE"].map((f) => `dist/src/http/api-docs/${f}`);
+    for (const must of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/cli/bin.js", "dist/src/dashboard/assets/app.js", "dist/src/dashboard/assets/app.css", ...apiDocs]) {
       expect(files, must).toContain(must);
     }
     // Every export target ships (types and code).
@@ -93,7 +95,7 @@ describe("the packed tarball", () => {
     // Nothing else: no sources, tests, maps, benchmarks or local files.
     const stray = packed.files.filter(
       (f) =>
-        !["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/dashboard/assets/app.css"].includes(f) &&
+        !["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/dashboard/assets/app.css", ...apiDocs].includes(f) &&
         !/^dist\/src\/.+\.(js|d\.ts|sql|lua)$/.test(f),
     );
     expect(stray).toEqual([]);

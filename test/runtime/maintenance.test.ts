@@ -29,4 +29,13 @@ describe("maintenance", () => {
     const [stats] = await backend.stats("q");
     expect(stats!.counts.completed).toBe(10);
   });
+
+  it("prunes the event log to its retention in the same pass, in batches", async () => {
+    await completed(30); // 90 events: added, active, completed
+    const maintenance = new Maintenance(backend, { eventRetention: { maxEvents: 12, limit: 7 } });
+    await maintenance.pruneOnce();
+    const page = await backend.readEvents!("0", 1_000);
+    expect(page.events).toHaveLength(12);
+    expect(page.events.at(-1)?.type).toBe("completed");
+  });
 });

@@ -32,6 +32,7 @@ import {
   type LeaseLossReason,
 } from "../../core/errors.js";
 import type { AttemptRecord, ErrorInfo, FlowInfo, FlowNodeSpec, JobRecord, JobSpec, JobState, Lease, WorkerIdentity } from "../../core/job.js";
+import type { JobLogLine } from "../../core/job-log.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
 import type {
@@ -741,6 +742,24 @@ export class AmqpBackend implements Backend {
   async progress(lease: Lease): Promise<SettleResult> {
     // Nothing stores it (no job records); the answer still says whether the lease is ours.
     return this.live(lease) ? "applied" : "stale";
+  }
+
+  async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
+    // No job record to keep them with: the lines go to this process's logger, with the job's id,
+    // so an operator still finds them (docs/amqp.md); the answer says whether the lease is ours.
+    if (!this.live(lease)) return "stale";
+    for (const line of lines) this.logger.info({ store: this.description, jobId: lease.jobId, token: lease.token }, line);
+    return "applied";
+  }
+
+  logs(id: string): Promise<JobLogLine[]> {
+    return Promise.reject(
+      new UnsupportedByStoreError(
+        this.description,
+        "jobRecords",
+        `read the ctx.log lines of job ${JSON.stringify(id)}: RabbitMQ keeps no job records; the lines went to the worker's logger`,
+      ),
+    );
   }
 
   // ---------------------------------------------------------------- maintenance: the broker's job

@@ -12,6 +12,8 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
+import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -147,6 +149,7 @@ const QUERY_FILES = [
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
   "schedule-upsert", "schedule-remove", "schedule-list", "schedule-advance",
   "dedup", "prune-dedup", "flow-link", "flow",
+  "append-logs", "logs", "read-events", "latest-event-cursor", "prune-events",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -166,6 +169,11 @@ const TYPES: CustomTypesConfig = {
 
 function parseInt8(value: string): number {
   return Number(value);
+}
+
+/** One row of read-events.sql: the log's columns and the writing transaction's id. */
+interface EventRow extends EventLogRow {
+  xid: string;
 }
 
 /** One row of the jobs table as the statements return it (JSON columns already parsed). */
@@ -279,6 +287,7 @@ export class PostgresBackend implements Backend {
     transactionalCompletion: true,
     claimAcrossQueues: "merged",
     flows: "across-queues",
+    eventLog: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -742,6 +751,40 @@ export class PostgresBackend implements Backend {
   async progress(lease: Lease, progress: Json): Promise<SettleResult> {
     const rows = await this.query("progress", [lease.jobId, lease.token, JSON.stringify(progress ?? null)]);
     return rows.length === 1 ? "applied" : "stale";
+  }
+
+  async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
+    const bounded = boundLogLines(lines);
+    const rows = await this.query("append-logs", [
+      this.nowParam(), lease.jobId, lease.token, textArray(bounded), Math.max(0, JOB_LOG_MAX_LINES - bounded.length),
+    ]);
+    return rows.length === 1 ? "applied" : "stale";
+  }
+
+  async logs(id: string, queue?: string): Promise<JobLogLine[]> {
+    const rows = await this.query<JobLogLine>("logs", [id, queue ?? null]);
+    return rows.map((row) => ({ at: Number(row.at), attempt: row.attempt, line: row.line }));
+  }
+
+  /** Cursors are "<xid>-<seq>" (see migration 0003: the log is read in that order). */
+  async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    const m = /^(\d{1,19})-(\d{1,19})$/.exec(cursor);
+    if (!m) throw badEventCursor(cursor);
+    positiveInt("limit", limit);
+    const rows = await this.query<EventRow>("read-events", [m[1], m[2], limit]);
+    const events = rows.map((row) => eventFromRow(`${row.xid}-${row.seq}`, row));
+    return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
+  }
+
+  async latestEventCursor(): Promise<string> {
+    const [row] = await this.query<{ xid: string }>("latest-event-cursor", []);
+    return `${row!.xid}-0`;
+  }
+
+  async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    const p = eventPrunePolicy(policy);
+    const [row] = await this.query<{ deleted: number }>("prune-events", [this.nowParam(), p.maxEvents, p.limit, p.maxAgeMs]);
+    return row?.deleted ?? 0;
   }
 
   /**

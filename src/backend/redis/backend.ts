@@ -11,6 +11,7 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
+import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { randomBytes } from "node:crypto";
 import type {
@@ -513,6 +514,28 @@ export class RedisBackend implements Backend {
       JSON.stringify(progress ?? null),
     ]);
     return applied === 1 ? "applied" : "stale";
+  }
+
+  async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
+    await this.ready();
+    const [queue] = (await this.groupByQueue([lease])).byQueue.keys();
+    if (queue === undefined) return "stale";
+    const k = this.queue(queue);
+    const applied = await this.scripts.run("append-logs", [k.job(lease.jobId), k.log(lease.jobId)], [
+      this.nowArg(),
+      lease.token,
+      JOB_LOG_MAX_LINES,
+      ...boundLogLines(lines),
+    ]);
+    return applied === 1 ? "applied" : "stale";
+  }
+
+  async logs(id: string, queue?: string): Promise<JobLogLine[]> {
+    await this.ready();
+    const found = await this.find(id, queue);
+    if (found === null) return [];
+    const entries = await this.send((c) => c.lrange(this.queue(found.queue).log(id), 0, -1));
+    return entries.map(parseLogEntry);
   }
 
   /** complete, fail and release: one script call per queue, results back in input order. */
@@ -1242,10 +1265,6 @@ function warnListenerFailed(error: unknown): void {
   process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
 }
 
-
-
-
-
 /** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
 function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {
   const args: ScriptArg[] = [0];
@@ -1262,4 +1281,11 @@ function enqueueAnswer(id: string, reply: number | string): EnqueueResult {
   if (typeof reply !== "string") return { id, duplicate: reply === 1 };
   const space = reply.indexOf(" ");
   return { id: reply.slice(space + 1), duplicate: true, dedup: reply.slice(0, space) as "dropped" | "extended" | "replaced" };
+}
+
+/** A log entry as append-logs-2.lua stores it: "<at> <attempt> <line>". */
+function parseLogEntry(entry: string): JobLogLine {
+  const first = entry.indexOf(" ");
+  const second = entry.indexOf(" ", first + 1);
+  return { at: Number(entry.slice(0, first)), attempt: Number(entry.slice(first + 1, second)), line: entry.slice(second + 1) };
 }

@@ -11,6 +11,8 @@
  *                       do (default options text: the first compact job's; compact records
  *                       with the same options leave them out)
  *   j:<id>        HASH  one job, fields below
+ *   l:<id>        LIST  the job's log (ctx.log), "<at> <attempt> <line>" oldest first; deleted
+ *                       with the job (delete_job in _common.lua)
  *   w:<b>         HASH  bucket b of the compact jobs (below): job id -> packed record
  *   codes         HASH  short codes of job names in packed records: name -> code, "#<code>" ->
  *                       name, "#" -> the last code given
@@ -119,6 +121,10 @@ export class QueueKeys {
 
   job(id: string): string {
     return `${this.base}j:${id}`;
+  }
+
+  log(id: string): string {
+    return `${this.base}l:${id}`;
   }
 
   fastLane(name: string): string {

@@ -30,6 +30,7 @@ export type ScriptName =
   | "fail"
   | "release"
   | "progress"
+  | "append-logs"
   | "rescue"
   | "promote"
   | "prune"

@@ -20,6 +20,10 @@
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
+import { SqliteJobLogs } from "./job-logs.js";
+import { SqliteEventLog } from "./event-log.js";
+import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
+import type { JobLogLine } from "../../core/job-log.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
@@ -264,6 +268,7 @@ export class SqliteBackend implements Backend {
       transactionalCompletion: false,
       claimAcrossQueues: "merged",
       flows: "across-queues",
+      eventLog: true,
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
@@ -440,6 +445,41 @@ export class SqliteBackend implements Backend {
       nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
       positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
     );
+  }
+
+  async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
+    return this.jobLogs().appendLogs(lease, lines);
+  }
+
+  async logs(id: string, queue?: string): Promise<JobLogLine[]> {
+    return this.jobLogs().logs(id, queue);
+  }
+
+  async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    return this.eventLog().readEvents(cursor, limit);
+  }
+
+  async latestEventCursor(): Promise<string> {
+    return this.eventLog().latestEventCursor();
+  }
+
+  async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    return this.eventLog().pruneEvents(policy);
+  }
+
+  private eventLogStore: SqliteEventLog | null = null;
+
+  private eventLog(): SqliteEventLog {
+    this.eventLogStore ??= new SqliteEventLog(this.db, this.prefix, () => this.nowMs(), (error) => asStoreError(error, this.description, isSqliteBusy));
+    return this.eventLogStore;
+  }
+
+  private jobLogStore: SqliteJobLogs | null = null;
+
+  /** Prepared on first use, so a backend that never logs prepares nothing for it. */
+  private jobLogs(): SqliteJobLogs {
+    this.jobLogStore ??= new SqliteJobLogs(this.db, this.prefix, () => this.nowMs(), (error) => asStoreError(error, this.description, isSqliteBusy));
+    return this.jobLogStore;
   }
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────

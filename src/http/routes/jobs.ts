@@ -6,6 +6,8 @@ import { HttpProblem } from "../problem.js";
 import { authResponses, JOB_PARAMS, JOB_QUERY, JOB_QUEUE_QUERY_PROPERTY, problemResponse } from "../schemas.js";
 import { EventCursor, runEventStream, type OpenStream } from "../sse.js";
 import { flowViewSchema, jobLinks, jobStateSchema, jobViewSchema, toFlowView, toJobView } from "../views.js";
+import { jobLogViewSchema, toJobLogView } from "../log-view.js";
+import { JOB_LOG_MAX_LINE_LENGTH, JOB_LOG_MAX_LINES } from "../../core/job-log.js";
 import { principalOf } from "./enqueue.js";
 
 function notFound(id: string): HttpProblem {
@@ -46,6 +48,12 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
     const info = await ctx.backend.flow(job.id, job.queue);
     if (!info) throw notFound(job.id);
     return reply.header("cache-control", "no-store").send(toFlowView(job, info, ctx.basePath));
+  }
+
+  async function logs(request: FastifyRequest, reply: FastifyReply) {
+    const job = await findJob(ctx, request);
+    const lines = await ctx.backend.logs(job.id, job.queue);
+    return reply.header("cache-control", "no-store").send(toJobLogView(job, lines));
   }
 
   async function events(request: FastifyRequest, reply: FastifyReply) {
@@ -161,6 +169,18 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
       responses: { 200: { description: "The flow around the job.", schema: flowViewSchema }, ...authResponses(), 404: jobNotFound, 409: ambiguous },
       handler: flow,
+    },
+    {
+      method: "GET",
+      url: "/jobs/:id/logs",
+      operationId: "getJobLogs",
+      summary: "The lines the job's handler wrote with ctx.log, oldest first",
+      description: `At most ${JOB_LOG_MAX_LINES} lines per job over all its attempts (the oldest are dropped beyond), each at most ${JOB_LOG_MAX_LINE_LENGTH} characters.`,
+      tags: ["jobs"],
+      access: "read",
+      schema: { params: JOB_PARAMS, querystring: JOB_QUERY },
+      responses: { 200: { description: "The job's log.", schema: jobLogViewSchema }, ...authResponses(), 404: jobNotFound, 409: ambiguous },
+      handler: logs,
     },
     {
       method: "GET",

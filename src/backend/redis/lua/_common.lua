@@ -100,8 +100,8 @@ end
 -- Deletes a job that is in no lane: its hash and every index entry. `set` is the finished or
 -- active set it is in, or nil.
 local function delete_job(base, id, set)
-  -- fc:<id>: a flow parent's outcome records of its children (see Flows below), gone with it.
-  redis.call('DEL', base .. 'j:' .. id, base .. 'fc:' .. id)
+  -- fc:<id>: a flow parent's outcome records of its children (see Flows below); l:<id>: its ctx.log lines. Gone with it.
+  redis.call('DEL', base .. 'j:' .. id, base .. 'fc:' .. id, base .. 'l:' .. id)
   redis.call('ZREM', base .. 'idx', id)
   redis.call('ZREM', base .. 'expiry', id)
   if set then redis.call('ZREM', base .. set, id) end

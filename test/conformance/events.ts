@@ -1,0 +1,136 @@
+import { describe, expect, it } from "vitest";
+import type { Backend } from "../../src/backend/contract.js";
+import { InvalidInputError } from "../../src/core/errors.js";
+import type { QueueEvent } from "../../src/core/queue-events.js";
+import { A, B, claimOne, enqueueOne, errorInfo, type SuiteContext } from "./fixtures.js";
+
+type EventLog = Required<Pick<Backend, "readEvents" | "latestEventCursor" | "pruneEvents">>;
+
+function log(b: Backend): EventLog {
+  if (!b.readEvents || !b.latestEventCursor || !b.pruneEvents) throw new Error("capabilities.eventLog is true but the event log methods are missing");
+  return b as Backend & EventLog;
+}
+
+/** Every event after `cursor`, read in small pages (so paging is exercised too). */
+async function readAll(b: Backend, cursor: string): Promise<{ events: QueueEvent[]; cursor: string }> {
+  const events: QueueEvent[] = [];
+  for (;;) {
+    const page = await log(b).readEvents(cursor, 3);
+    events.push(...page.events);
+    if (page.events.length === 0) return { events, cursor };
+    cursor = page.cursor;
+  }
+}
+
+const brief = (events: QueueEvent[]) => events.map((e) => `${e.jobId}:${e.type}:${e.attempt}`);
+
+/** The durable event log (capabilities.eventLog): one event per change, written with it. */
+export function eventLogTests(t: SuiteContext): void {
+  const declared = t.factory.capabilities.eventLog === true;
+  describe("event log", () => {
+    it.skipIf(declared)("has no readEvents [no eventLog]", () => {
+      expect("readEvents" in t.b).toBe(false);
+    });
+
+    it.runIf(declared)("records each change of a job in order, with its details", async () => {
+      const start = await log(t.b).latestEventCursor();
+      const id = await enqueueOne(t.b, { attempts: 2, data: { n: 1 } });
+      const first = await claimOne(t.b, { worker: A });
+      await t.b.progress(first.lease, { pct: 50 });
+      await t.b.progress(first.lease, { pct: 50 }); // unchanged: no event
+      await t.b.fail([{ lease: first.lease, error: errorInfo("flaky"), retryDelayMs: 1_000 }]);
+      t.clock.advance(1_000);
+      await t.b.promoteDue();
+      const second = await claimOne(t.b, { worker: B });
+      await t.b.complete([{ lease: second.lease, result: { ok: true } }]);
+      const { events } = await readAll(t.b, start);
+      // A retry that becomes due is "waiting" where the store relabels it (promoteDue), or
+      // claimed straight from scheduled: both are fine, the rest is exact.
+      expect(brief(events).filter((e) => !e.endsWith(":waiting:1"))).toEqual([
+        `${id}:added:0`,
+        `${id}:active:1`,
+        `${id}:progress:1`,
+        `${id}:retrying:1`,
+        `${id}:active:2`,
+        `${id}:completed:2`,
+      ]);
+      const byType = new Map(events.map((e) => [e.type, e]));
+      expect(byType.get("added")).toMatchObject({ queue: "q", name: "job", data: { state: "waiting", priority: 0 } });
+      expect(byType.get("active")?.data).toMatchObject({ workerId: B.id });
+      expect(byType.get("progress")?.data).toEqual({ progress: { pct: 50 } });
+      expect(byType.get("retrying")?.data).toMatchObject({ error: { name: "Error", message: "flaky" } });
+      expect(byType.get("completed")?.data).toEqual({ result: { ok: true } });
+      expect(byType.get("completed")?.at).toBe(t.clock.now());
+      // Ids increase, and the log read again from the start is the same.
+      expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+      expect((await readAll(t.b, start)).events).toEqual(events);
+    });
+
+    it.runIf(declared)("records dead, cancelled, replayed, released and stalled", async () => {
+      const start = await log(t.b).latestEventCursor();
+      const dead = await enqueueOne(t.b, { attempts: 1 });
+      const d = await claimOne(t.b);
+      await t.b.fail([{ lease: d.lease, error: errorInfo("fatal"), retryDelayMs: null }]);
+      expect(await t.b.replay(dead)).toBe("replayed");
+      const cancelled = await enqueueOne(t.b, { name: "other" });
+      expect(await t.b.cancel(cancelled)).toBe("cancelled");
+      const r = await claimOne(t.b);
+      expect(r.job.id).toBe(dead);
+      await t.b.release([r.lease]);
+      const s = await claimOne(t.b, { leaseMs: 1_000 });
+      t.clock.advance(1_001);
+      await t.b.rescueExpired(); // its one attempt is used up: dead
+      const stalls = await enqueueOne(t.b, { attempts: 3 });
+      await claimOne(t.b, { leaseMs: 1_000 });
+      t.clock.advance(1_001);
+      await t.b.rescueExpired(); // attempts left: waiting again
+      const { events } = await readAll(t.b, start);
+      expect(brief(events)).toEqual([
+        `${dead}:added:0`,
+        `${dead}:active:1`,
+        `${dead}:dead:1`,
+        `${dead}:replayed:0`,
+        `${cancelled}:added:0`,
+        `${cancelled}:cancelled:0`,
+        `${dead}:active:1`,
+        `${dead}:released:0`,
+        `${dead}:active:1`,
+        `${dead}:dead:1`,
+        `${stalls}:added:0`,
+        `${stalls}:active:1`,
+        `${stalls}:stalled:1`,
+      ]);
+      expect(s.job.id).toBe(dead);
+      expect(events.find((e) => e.type === "dead")?.data).toMatchObject({ error: { message: "fatal" } });
+      expect(events.find((e) => e.type === "cancelled")?.data).toEqual({ previousState: "waiting" });
+    });
+
+    it.runIf(declared)("resumes after any event id; the latest cursor skips the past; bad cursors are refused", async () => {
+      await enqueueOne(t.b);
+      const now = await log(t.b).latestEventCursor();
+      expect((await log(t.b).readEvents(now, 100)).events).toEqual([]);
+      const ids = [await enqueueOne(t.b), await enqueueOne(t.b), await enqueueOne(t.b)];
+      const { events } = await readAll(t.b, now);
+      expect(events.map((e) => e.jobId)).toEqual(ids);
+      const resumed = await log(t.b).readEvents(events[0]!.id, 100);
+      expect(resumed.events.map((e) => e.jobId)).toEqual(ids.slice(1));
+      expect(resumed.cursor).toBe(events[2]!.id);
+      for (const bad of ["", "x", "1; DROP TABLE", "-1", "9".repeat(40)]) {
+        await expect(log(t.b).readEvents(bad, 10)).rejects.toBeInstanceOf(InvalidInputError);
+      }
+    });
+
+    it.runIf(declared)("prunes by count and by age, oldest first", async () => {
+      const start = await log(t.b).latestEventCursor();
+      for (let i = 0; i < 5; i++) await enqueueOne(t.b);
+      expect(await log(t.b).pruneEvents({ maxEvents: 3 })).toBeGreaterThanOrEqual(2);
+      const kept = (await readAll(t.b, start)).events;
+      expect(kept).toHaveLength(3);
+      t.clock.advance(60_000);
+      const young = await enqueueOne(t.b);
+      expect(await log(t.b).pruneEvents({ maxAgeMs: 30_000 })).toBe(3);
+      expect((await readAll(t.b, start)).events.map((e) => e.jobId)).toEqual([young]);
+      await expect(log(t.b).pruneEvents({ maxAgeMs: 0 })).rejects.toBeInstanceOf(InvalidInputError);
+    });
+  });
+}
