@@ -19,7 +19,8 @@ const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [-
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
 --max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
 npm run chaos -- --scenario outbox [--source pg-poll|pg-cdc|sqlite-poll] [--target redis|rabbitmq|queue] [--seconds N] [--seed S]
-                    the transactional outbox and its relays (default: --source pg-poll --target redis)`;
+                    the transactional outbox and its relays (default: --source pg-poll --target redis)
+npm run chaos -- --scenario schedule --backend B [--seconds N] [--seed S]   cron schedules: kills around ticks, blackouts, skewed clocks`;
 
 async function main(): Promise<number> {
   let values;
@@ -73,6 +74,23 @@ async function main(): Promise<number> {
   if (!backend || !BACKENDS.includes(backend)) {
     console.error(`--backend must be one of ${BACKENDS.join(", ")}\n${USAGE}`);
     return 2;
+  }
+  if (values.scenario === "schedule") {
+    // Cron schedules under kills around tick times, blackouts and skewed clocks: chaos/schedule-scenario.ts.
+    const { runScheduleScenario, formatScheduleTable } = await import("./schedule-scenario.js");
+    const seed = values.seed !== undefined ? parseSeed(values.seed) : randomInt(1, 2 ** 31);
+    const seconds = values.seconds === undefined ? 60 : Number(values.seconds);
+    const why = await unavailable(backend);
+    if (why) {
+      console.error(`cannot run on ${backend}: ${why}`);
+      return 2;
+    }
+    console.log(`chaos: scenario schedule on ${backend} (3 workers + 1 scheduler, two clocks skewed, kills around ticks, blackouts), seed ${seed}, ${seconds} s`);
+    const result = await runScheduleScenario({ backend, seconds, seed, log: (line) => console.log(`  ${line}`) });
+    console.log(`\n${formatScheduleTable(result)}\n`);
+    for (const problem of result.problems) console.log(`  ! ${problem}`);
+    console.log(`evidence: ${result.dir}\nreproduce: npm run chaos -- --scenario schedule --backend ${backend} --seed ${seed} --seconds ${seconds}`);
+    return result.ok ? 0 : 1;
   }
   const scenarioArg = values.scenario ?? "all";
   const scenarios: ScenarioName[] = scenarioArg === "all" ? [...SCENARIOS] : [scenarioArg as ScenarioName];

@@ -22,6 +22,10 @@ export {
 } from "./runtime/worker.js";
 export { installShutdownSignals, type Closeable, type SignalOptions } from "./runtime/shutdown.js";
 export { Maintenance, type MaintenanceSettings } from "./maintenance/maintenance.js";
+export { Scheduler, fireDueSchedules, type SchedulerOptions, type SchedulerPass, type FiredTick, type ScheduleStore } from "./maintenance/scheduler.js";
+export { tickMetaOf } from "./core/schedule.js";
+export type { ScheduleOptions, ScheduleInfo, ScheduleDefinition, MisfireOption, MisfirePolicy, Misfire, ScheduleJobOptions, TickMeta } from "./core/schedule.js";
+export type { RepeatOptions } from "./producer/queue.js";
 export {
   defineJob,
   type Job,

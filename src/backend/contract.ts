@@ -24,6 +24,7 @@ import type {
   WorkerIdentity,
 } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../core/schedule.js";
 import type { JobLogLine } from "../core/job-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../core/queue-events.js";
 import type { QueueFlow, StoredQueueLimits } from "../core/flow.js";
@@ -92,6 +93,11 @@ export interface StoreFeatures {
    * are enforced by the store on every claim. Without it those calls throw `UnsupportedByStoreError`.
    */
   queueLimits: boolean;
+  /**
+   * Cron schedules are stored and fired (`scheduleUpsert`, `scheduleList`, `scheduleRemove`,
+   * `scheduleFire`). Without it they throw `UnsupportedByStoreError`, and workers run no scheduler.
+   */
+  schedules: boolean;
 }
 
 /** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
@@ -105,6 +111,7 @@ export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
   idempotencyKeys: true,
   dedupWindows: true,
   queueLimits: true,
+  schedules: true,
 });
 
 /** What a backend can do; callers branch on these, never on a backend's name. */
@@ -450,6 +457,23 @@ export interface Backend extends AsyncDisposable {
   holdQueue(queue: string, forMs: number, options?: HoldOptions): Promise<void>;
   /** Registers a wake-up listener; returns the function that removes it. */
   subscribe(listener: WakeListener): () => void;
+
+  /**
+   * Creates or replaces a cron schedule (upsert by queue and id), in one store step. A new
+   * schedule's anchor is now; an update keeps its last fired tick, bumps its version, and moves
+   * the anchor to now only when `timing` changed (so a new pattern starts at its next tick).
+   */
+  scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }>;
+  /** Deletes a schedule; false when there was none. Jobs it already enqueued stay. */
+  scheduleRemove(queue: string, id: string): Promise<boolean>;
+  /** Every schedule (of `queue`, when given), ordered by queue, then id. */
+  scheduleList(queue?: string): Promise<StoredSchedule[]>;
+  /**
+   * Fires a schedule in one atomic step: when its version and `lastTickAt` are still the ones the
+   * firing was computed from (compare-and-set) and `tickAt` is later, sets `lastTickAt` to
+   * `tickAt` and enqueues `jobs`; otherwise writes nothing and answers `fired: false`.
+   */
+  scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }>;
 
   /**
    * Stores a whole flow atomically: every node, or (when any node's id exists already) none, the

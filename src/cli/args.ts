@@ -57,3 +57,13 @@ export function requiredString(name: string, value: unknown): string {
   if (typeof value !== "string" || value === "") throw new UsageError(`--${name} is required`);
   return value;
 }
+
+/** A JSON option such as `--data`; absent: `fallback`. */
+export function jsonOption<T>(name: string, value: unknown, fallback: T): T {
+  if (value === undefined) return fallback;
+  try {
+    return JSON.parse(value as string) as T;
+  } catch (error) {
+    throw new UsageError(`--${name} is not valid JSON: ${(error as Error).message}`);
+  }
+}

@@ -2,7 +2,7 @@ import { Queue } from "../producer/queue.js";
 import type { Json } from "../core/json.js";
 import type { JobOptions } from "../core/spec.js";
 import { printJson } from "./format.js";
-import { intOption, parse, requiredString, UsageError, withBackend } from "./args.js";
+import { intOption, jsonOption, parse, requiredString, UsageError, withBackend } from "./args.js";
 
 export const help = `conveyor enqueue --db URL --queue NAME --name JOB [options]
 
@@ -33,14 +33,7 @@ export async function run(argv: string[]): Promise<number> {
   }
   const queueName = requiredString("queue", values.queue);
   const name = requiredString("name", values.name);
-  let data: Json = {};
-  if (values.data !== undefined) {
-    try {
-      data = JSON.parse(values.data as string) as Json;
-    } catch (error) {
-      throw new UsageError(`--data is not valid JSON: ${(error as Error).message}`);
-    }
-  }
+  const data = jsonOption<Json>("data", values.data, {});
   const options: JobOptions = {};
   if (values.id !== undefined) options.jobId = values.id as string;
   const delayMs = intOption("delay-ms", values["delay-ms"]);

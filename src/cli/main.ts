@@ -9,6 +9,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv
   stats: { summary: "jobs per state and oldest waiting age, per queue", load: () => import("./stats.js") },
   jobs: { summary: "list, show or cancel jobs", load: () => import("./jobs.js") },
   dlq: { summary: "inspect and replay dead jobs", load: () => import("./dlq.js") },
+  schedules: { summary: "list, add or remove cron schedules", load: () => import("./schedules.js") },
   relay: { summary: "publish transactional outbox events to RabbitMQ, Redis Streams, webhooks or a queue", load: () => import("./relay.js") },
   migrate: { summary: "create or upgrade the schema", load: () => import("./migrate.js") },
 };

@@ -5,6 +5,7 @@ import { InvalidInputError } from "../core/errors.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
 import { Worker } from "../runtime/worker.js";
+import { Scheduler } from "../maintenance/scheduler.js";
 import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
@@ -54,6 +55,8 @@ same process, for small deployments.
                          (default: off)
   --outbox-db URL        serve the outbox of this database instead of --db's (postgres://…
                          [?schema=NAME] or sqlite:PATH); implies --outbox
+  --no-scheduler         do not fire cron schedules from this process (fired by default, like
+                         every worker: safe in any number of processes, each tick runs once)
   --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
                          an API key: read keys see, admin keys also act)
   --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
@@ -88,6 +91,7 @@ export async function run(argv: string[]): Promise<number> {
     "api-key": { type: "string", multiple: true },
     "new-key": { type: "string" },
     "no-auth": { type: "boolean", default: false },
+    "no-scheduler": { type: "boolean", default: false },
     handlers: { type: "string" },
     queue: { type: "string" },
     concurrency: { type: "string" },
@@ -215,6 +219,7 @@ export async function run(argv: string[]): Promise<number> {
         concurrency: intOption("concurrency", values.concurrency, 1),
         logger,
         autostart: false,
+        scheduler: values["no-scheduler"] !== true,
         ...(tracing ? { telemetry: tracing } : {}),
       });
       observed?.metrics.observe(worker);
@@ -248,6 +253,16 @@ export async function run(argv: string[]): Promise<number> {
       },
     });
     if (worker) closeables.push(worker);
+    // Cron schedules fire from here too (the in-process worker runs its own loop when there is one).
+    const scheduler = worker === null && values["no-scheduler"] !== true && backend.capabilities.schedules ? new Scheduler(backend, {}, { onError: (error, during) => logger.warn({ error: (error as Error).message }, `scheduler: ${during} failed`) }) : null;
+    if (scheduler) {
+      closeables.push({
+        close: async () => {
+          await scheduler.stop();
+          return { drained: true, releasedJobIds: [] };
+        },
+      });
+    }
     if (webhooks) {
       const dispatcher = webhooks;
       // One process, one set of maintenance timers: the job worker's when there is one.
@@ -278,6 +293,7 @@ export async function run(argv: string[]): Promise<number> {
         exit: resolveExit,
       });
       worker?.run();
+      scheduler?.start();
       process.stderr.write(
         `conveyor serve on http://${shown}${typeof values["base-path"] === "string" ? values["base-path"] : "/v1"} (${backend.description}); ` +
           `${apiKeys === false ? "NO authentication" : `${apiKeys.length} API key(s)`}` +

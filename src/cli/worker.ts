@@ -29,6 +29,8 @@ ctx.log()). Without --queue, the queues come from MODULE's named export \`queues
                          replaced (survives handlers that block or call process.exit)
   --watchdog-ms N        kill this process when its event loop is blocked longer than N ms,
                          so it gets restarted (default: the lease length; 0 turns it off)
+  --no-scheduler         do not fire cron schedules from this worker (fired by default; safe in
+                         every worker at once: each tick runs exactly once)
   --verbose              log every job event
 ${METRICS_HELP}
 
@@ -73,6 +75,7 @@ export async function run(argv: string[]): Promise<number> {
     "poll-interval-ms": { type: "string" },
     "rescue-interval-ms": { type: "string" },
     sandbox: { type: "boolean", default: false },
+    "no-scheduler": { type: "boolean", default: false },
     "watchdog-ms": { type: "string" },
     verbose: { type: "boolean", default: false },
     ...METRICS_OPTIONS,
@@ -175,6 +178,7 @@ export async function run(argv: string[]): Promise<number> {
     shutdownGraceMs,
     pollIntervalMs,
     ...(rescueIntervalMs !== undefined ? { maintenance: { rescueIntervalMs } } : {}),
+    scheduler: values["no-scheduler"] !== true,
     logger,
     autostart: false,
     ...(tracing ? { telemetry: tracing } : {}),

@@ -117,12 +117,12 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
   return { key: d.key, ttlMs, mode: mode as DedupMode };
 }
 
-export function checkName(kind: "queue" | "job", value: unknown): string {
+export function checkName(kind: "queue" | "job" | "schedule", value: unknown): string {
   if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
     throw new InvalidInputError(
       `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` +
         `or digit; got ${JSON.stringify(value)}`,
-      { field: kind === "job" ? "name" : "queue" },
+      { field: kind === "job" ? "name" : kind === "schedule" ? "id" : "queue" },
     );
   }
   return value;

@@ -54,7 +54,7 @@ export interface ResponseSpec {
 export type RouteAccess = Scope | "public" | "events";
 
 export interface RouteSpec {
-  method: "GET" | "POST" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** Relative to the base path, Fastify syntax (`/jobs/:id`). */
   url: string;
   operationId: string;

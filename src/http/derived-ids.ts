@@ -11,10 +11,12 @@
  */
 import { createHash, createHmac } from "node:crypto";
 import { InvalidInputError } from "../core/errors.js";
+import { SCHEDULE_JOB_ID_PREFIX } from "../core/schedule.js";
 
 export const IDEMPOTENCY_ID_PREFIX = "idem_";
 export const WEBHOOK_ID_PREFIX = "whk_";
-export const RESERVED_ID_PREFIXES: readonly string[] = [IDEMPOTENCY_ID_PREFIX, WEBHOOK_ID_PREFIX];
+/** `cron_…`: the ids of cron schedules' tick jobs (core/schedule.ts), so no key can take a tick's id first. */
+export const RESERVED_ID_PREFIXES: readonly string[] = [IDEMPOTENCY_ID_PREFIX, WEBHOOK_ID_PREFIX, SCHEDULE_JOB_ID_PREFIX];
 
 /** The reserved prefix `id` starts with, or null. */
 export function reservedPrefixOf(id: string): string | null {

@@ -40,6 +40,7 @@ import type { WebhookDispatcher } from "./webhooks.js";
 import { registerDashboard, type DashboardOptions } from "../dashboard/plugin.js";
 import type { OutboxDeadLetters } from "../outbox/dead.js";
 import { outboxRoutes } from "./routes/outbox.js";
+import { scheduleRoutes } from "./routes/schedules.js";
 
 export interface CorsOptions {
   /**
@@ -310,7 +311,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         scope.options("/*", { config: { conveyorAccess: "public" } }, async (request, reply) => {
           if (originOk(request.headers.origin)) {
             void reply
-              .header("access-control-allow-methods", "GET, POST, DELETE")
+              .header("access-control-allow-methods", "GET, POST, PUT, DELETE")
               .header("access-control-allow-headers", ALLOWED_HEADERS)
               .header("access-control-max-age", String(cors.maxAgeSeconds ?? 600));
           }
@@ -365,7 +366,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         ctx.watcher.close();
       });
 
-      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...eventRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
+      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...eventRoutes(ctx), ...scheduleRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
       routes.push(
         {
           method: "GET",

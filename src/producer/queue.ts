@@ -9,6 +9,17 @@ import type { QueueEvent } from "../core/queue-events.js";
 import { followEvents, type FollowEventsOptions } from "./events.js";
 import { normalizeQueueLimits, type QueueFlow, type QueueLimits } from "../core/flow.js";
 import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
+import {
+  buildScheduleWrite,
+  checkScheduleId,
+  nextRunAt,
+  notifySchedulesChanged,
+  scheduleInfos,
+  type MisfireOption,
+  type ScheduleInfo,
+  type ScheduleOptions,
+} from "../core/schedule.js";
+import { createHash } from "node:crypto";
 
 export interface QueueOptions {
   /** Where jobs are stored. */
@@ -28,6 +39,25 @@ export interface AddOptions extends JobOptions {
    * whose `capabilities.transactionalEnqueue` is true.
    */
   tx?: unknown;
+  /**
+   * Makes this add a cron schedule instead of one job (the BullMQ form): every tick of `pattern`
+   * enqueues this job. Upserts the schedule `repeat.key` (default derived from the job name,
+   * pattern and time zone, so the same call at every start-up keeps one schedule); the result's
+   * `id` is the schedule's id. See `queue.schedule` for the rules.
+   */
+  repeat?: RepeatOptions;
+}
+
+/** `add(name, data, { repeat })`: a cron schedule in BullMQ's words. */
+export interface RepeatOptions {
+  /** The cron pattern (5 fields, or 6 with seconds first). Required. */
+  pattern: string;
+  /** IANA time zone of the pattern. Default "UTC". */
+  tz?: string;
+  /** Ticks missed during downtime. Default "once" (see MisfirePolicy). */
+  misfire?: MisfireOption;
+  /** The schedule id. Default `repeat:<name>:<hash of pattern and tz>`. */
+  key?: string;
 }
 
 /** One job of `addBulk`. */
@@ -106,7 +136,8 @@ export class Queue {
   add<T, R, I>(job: JobDefinition<T, R, I>, data: I, options?: AddOptions): Promise<AddResult>;
   add(name: string, data?: Json, options?: AddOptions): Promise<AddResult>;
   async add(job: string | JobDefinition<unknown>, data?: unknown, options: AddOptions = {}): Promise<AddResult> {
-    const { tx, ...jobOptions } = options;
+    const { tx, repeat, ...jobOptions } = options;
+    if (repeat !== undefined) return this.addRepeat(job, data, jobOptions, repeat, tx);
     const spec = this.toSpec({ name: job, data, options: jobOptions });
     const [result] = await this.enqueue([spec], tx);
     return result!;
@@ -127,6 +158,62 @@ export class Queue {
       }
     });
     return this.enqueue(specs, options.tx);
+  }
+
+  // ── cron schedules (rules in src/core/schedule.ts, docs/scheduling.md) ────────────────────
+
+  /**
+   * Creates or replaces the cron schedule `id` of this queue: every tick of `cron` (in `tz`)
+   * enqueues one job `name` with `data` and `options`, exactly once however many schedulers run
+   * (workers run one by default). Replacing a schedule keeps its last fired tick; a changed pattern
+   * takes effect from its next tick, without firing a tick twice.
+   *
+   * ```ts
+   * await reports.schedule("weekly-digest", { cron: "0 8 * * MON", tz: "Europe/Berlin", name: "digest" });
+   * ```
+   */
+  async schedule(id: string, schedule: ScheduleOptions): Promise<ScheduleInfo & { created: boolean }> {
+    const write = buildScheduleWrite(this.name, checkScheduleId(id), schedule, this.maxPayloadBytes);
+    const { created, schedule: stored } = await this.backend.scheduleUpsert(write);
+    notifySchedulesChanged(this.backend);
+    return { ...stored, nextRunAt: nextRunAt(stored, await this.backend.now()), created };
+  }
+
+  /** Deletes the schedule `id` of this queue; false when there was none. Jobs it enqueued stay. */
+  async unschedule(id: string): Promise<boolean> {
+    const removed = await this.backend.scheduleRemove(this.name, checkScheduleId(id));
+    if (removed) notifySchedulesChanged(this.backend);
+    return removed;
+  }
+
+  /** This queue's schedules, by id, each with its next run time (store clock, ms since the epoch). */
+  schedules(): Promise<ScheduleInfo[]> {
+    return scheduleInfos(this.backend, this.name);
+  }
+
+  private async addRepeat(job: string | JobDefinition<unknown>, data: unknown, options: JobOptions, repeat: RepeatOptions, tx: unknown): Promise<AddResult> {
+    if (tx !== undefined) throw new InvalidInputError("add({ repeat }) creates a schedule, which cannot join your transaction; drop tx");
+    if (typeof repeat !== "object" || repeat === null) throw new InvalidInputError(`option repeat must be { pattern, tz? }; got ${JSON.stringify(repeat)}`, { field: "options.repeat" });
+    const name = typeof job === "string" ? job : job.name;
+    if (typeof job !== "string") validatePayload(job.name, job.schema, data);
+    const { jobId, delayMs, runAt, ...jobOptions } = options;
+    if (jobId !== undefined || delayMs !== undefined || runAt !== undefined) {
+      throw new InvalidInputError("add({ repeat }) cannot take jobId, delayMs or runAt: each tick decides its job's id and run time; name the schedule with repeat.key", { field: "options" });
+    }
+    const tz = repeat.tz ?? "UTC";
+    const id = repeat.key ?? repeatKey(name, String(repeat.pattern), tz);
+    // A queue's default delay means nothing to a tick (its run time is the tick): left out.
+    const defaults: JobDefaults = typeof job === "string" ? { ...this.defaults } : { ...this.defaults, ...job.defaults };
+    delete defaults.delayMs;
+    const result = await this.schedule(id, {
+      cron: repeat.pattern,
+      tz,
+      name,
+      data: (data ?? {}) as Json,
+      options: { ...defaults, ...jobOptions },
+      ...(repeat.misfire === undefined ? {} : { misfire: repeat.misfire }),
+    });
+    return { id: result.id, duplicate: !result.created };
   }
 
   /**
@@ -314,4 +401,11 @@ export class Queue {
   hold(forMs: number): Promise<void> {
     return this.backend.holdQueue(this.name, forMs);
   }
+}
+
+/** The default schedule id of `add(name, data, { repeat })`: one schedule per name, pattern and zone. */
+function repeatKey(name: string, pattern: string, tz: string): string {
+  const hash = createHash("sha256").update(`${name}\u0000${pattern}\u0000${tz}`).digest("hex").slice(0, 12);
+  const key = `repeat:${name}:${hash}`;
+  return key.length <= 128 ? key : `repeat:${hash}`;
 }

@@ -25,6 +25,7 @@ import { checkName } from "../core/spec.js";
 import { MAX_HOLD_MS } from "../core/flow.js";
 import { QueueThrottle } from "./throttle.js";
 import { Maintenance } from "../maintenance/maintenance.js";
+import { Scheduler, type SchedulerOptions } from "../maintenance/scheduler.js";
 import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
 import { startWatchdog } from "./watchdog.js";
@@ -87,6 +88,13 @@ export interface WorkerOptions {
    * once. Default true.
    */
   maintenance?: boolean | MaintenanceOptions;
+  /**
+   * Fire due cron schedules (`queue.schedule`) from this process: of every queue, not only the
+   * ones this worker takes jobs from, unless `scheduler.queues` says otherwise. Safe in every
+   * process at once (each tick is fired exactly once, by one compare-and-set in the store); turn
+   * it off where another process (e.g. `conveyor serve`) runs it. Default true.
+   */
+  scheduler?: boolean | SchedulerOptions;
   /** Install SIGTERM/SIGINT handlers that close the worker and exit (0 drained, 1 released). Default false. */
   handleSignals?: boolean;
   /** This worker's id in leases and attempt history. Default `host:pid:random`. */
@@ -194,6 +202,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly telemetry: JobTelemetry | null;
   private readonly settler: Settler;
   private readonly maintenance: Maintenance | null;
+  private readonly scheduler: Scheduler | null;
   private readonly running = new Map<string, Running>();
   private readonly prefetch: number;
   /** Claimed ahead of free slots, oldest first; started as slots free up. */
@@ -264,6 +273,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
             onRescued: (rescued) => this.emit("job:stalled-rescued", { rescued }),
             onError: (error, during) => this.reportError(error, during),
           });
+    // A store that keeps no schedules (capabilities.schedules false) gets no scheduler loop.
+    const sched = this.backend.capabilities.schedules ? (options.scheduler ?? true) : false;
+    this.scheduler =
+      sched === false
+        ? null
+        : new Scheduler(this.backend, sched === true ? {} : sched, { onError: (error, during) => this.reportError(error, during) });
     if (options.handleSignals) this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger });
     if (options.autostart ?? true) this.run();
   }
@@ -343,6 +358,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     });
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatIntervalMs);
     this.maintenance?.start();
+    this.scheduler?.start();
     if (this.watchdogOptions) this.stopWatchdog = startWatchdog(this.watchdogOptions);
     this.schedulePoll();
     if (this.sandbox) {
@@ -824,6 +840,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.unsubscribe?.();
     this.unsubscribe = null;
     await this.maintenance?.stop();
+    await this.scheduler?.stop();
     const activeJobIds = [...this.running.keys()];
     this.emit("worker:shutdown", { reason: options.reason ?? "close()", activeJobIds, graceMs });
     if (activeJobIds.length > 0) {

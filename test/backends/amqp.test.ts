@@ -30,6 +30,7 @@ const capabilities: Capabilities = {
   dedupWindows: false,
   queueLimits: false,
   jobFlowKeys: false,
+  schedules: false,
 };
 
 const made: AmqpBackend[] = [];

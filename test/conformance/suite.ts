@@ -24,6 +24,7 @@ import { logTests } from "./logs.js";
 import { eventLogTests } from "./events.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
+import { scheduleTests } from "./schedules.js";
 import { retryPolicyTests, settleTests } from "./settle.js";
 import { transactionalCompletionTests, transactionRefusalTests } from "./transactional.js";
 
@@ -78,6 +79,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     flowControlTests(context);
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
+    scheduleTests(context);
     retryPolicyTests();
   });
 }

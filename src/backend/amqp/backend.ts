@@ -18,6 +18,7 @@
  * ids, pause, an injected clock, idempotency keys) is declared in `capabilities`; see
  * docs/amqp.md for the reasons and for what to use instead.
  */
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { hostname } from "node:os";
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, GetMessage, Options } from "amqplib";
 import { describeAmqpUrl, openAmqpConnection, publishConfirmed, withTimeout } from "../../amqp/connection.js";
@@ -233,6 +234,8 @@ export class AmqpBackend implements Backend {
       // Consumers are pushed deliveries up to their prefetch; no claim passes through a store that could count starts.
       queueLimits: false,
       jobFlowKeys: false,
+      // A schedule's last fired tick must be compared and set with the enqueue: no record to keep it in.
+      schedules: false,
     });
     this.idempotency = options.idempotency ?? {
       once: () =>
@@ -843,6 +846,30 @@ export class AmqpBackend implements Backend {
         "hold a parent job until its children settle: RabbitMQ keeps no records to count them by (capabilities.flows is \"none\"); " +
           "run flows on SQLite, PostgreSQL or Redis",
       ),
+    );
+  }
+
+  scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
+    return Promise.reject(this.noSchedules(`store schedule ${JSON.stringify(write.id)}`));
+  }
+
+  scheduleRemove(_queue: string, id: string): Promise<boolean> {
+    return Promise.reject(this.noSchedules(`remove schedule ${JSON.stringify(id)}`));
+  }
+
+  scheduleList(): Promise<StoredSchedule[]> {
+    return Promise.reject(this.noSchedules("list schedules"));
+  }
+
+  scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
+    return Promise.reject(this.noSchedules(`fire schedule ${JSON.stringify(firing.id)}`));
+  }
+
+  private noSchedules(what: string): UnsupportedByStoreError {
+    return new UnsupportedByStoreError(
+      this.description,
+      "schedules",
+      `${what}: RabbitMQ keeps no record to hold a schedule's last fired tick (capabilities.schedules is false); keep schedules on SQLite, PostgreSQL or Redis`,
     );
   }
 

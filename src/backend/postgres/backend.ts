@@ -72,6 +72,8 @@ import {
 } from "../../core/job.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { integerArray, jsonTextArray, textArray } from "./arrays.js";
+import { scheduleFromRow, type ScheduleRow } from "../schedule-rows.js";
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
@@ -152,6 +154,7 @@ const JOB_COLUMNS = [
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
+  "schedule-upsert", "schedule-remove", "schedule-list", "schedule-advance",
   "dedup", "prune-dedup", "flow-link", "flow",
   "append-logs", "logs", "read-events", "latest-event-cursor", "prune-events",
   // Flow control (flow.ts).
@@ -1068,6 +1071,33 @@ export class PostgresBackend implements Backend {
     }
     await this.query("flow-hold", [this.nowParam(), queue, ms]);
     this.flowQueues?.names.add(queue);
+  }
+
+  // ── schedules (rules in src/core/schedule.ts) ────────────────────────────────────────────
+
+  async scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
+    const [row] = await this.query<ScheduleRow & { inserted: boolean }>("schedule-upsert", [
+      this.nowParam(), write.queue, write.id, write.definition, write.timing,
+    ]);
+    return { created: row!.inserted, schedule: scheduleFromRow(row!) };
+  }
+
+  async scheduleRemove(queue: string, id: string): Promise<boolean> {
+    return (await this.query("schedule-remove", [queue, id])).length > 0;
+  }
+
+  async scheduleList(queue?: string): Promise<StoredSchedule[]> {
+    return (await this.query<ScheduleRow>("schedule-list", [queue ?? null])).map(scheduleFromRow);
+  }
+
+  /** The compare-and-set and the enqueue in one transaction: both commit, or neither. */
+  async scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
+    return this.inTransaction<{ fired: boolean; jobs: EnqueueResult[] }>(async (client) => {
+      const applied = await this.query("schedule-advance", [firing.tickAt, firing.queue, firing.id, firing.version, firing.expectedTickAt], client);
+      if (applied.length === 0) return { value: { fired: false, jobs: [] }, commit: false };
+      const jobs = firing.jobs.length === 0 ? [] : await this.enqueue(firing.jobs, { tx: client });
+      return { value: { fired: true, jobs }, commit: true };
+    });
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {

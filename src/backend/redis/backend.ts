@@ -62,6 +62,8 @@ import {
   type JobFields,
 } from "./codec.js";
 import { connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
+import { scheduleFromRow } from "../schedule-rows.js";
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { ScriptRunner, type ScriptArg } from "./scripts.js";
 
@@ -286,21 +288,11 @@ export class RedisBackend implements Backend {
     await this.ready();
     const now = this.nowArg();
     const results = new Array<EnqueueResult>(specs.length);
-    // Options text is the same for every job built from one set of defaults: encode it once.
-    let lastSpec: JobSpec | null = null;
-    let lastOptions = "";
     await Promise.all([
       this.register([...byQueue.keys()]),
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : "", ...dedupArgs(specs, positions)];
-        for (const i of positions) {
-          const spec = specs[i]!;
-          const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
-          lastSpec = spec;
-          lastOptions = options;
-          args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "");
-        }
+        const args = this.enqueueArgs(now, queue, positions.map((i) => specs[i]!), allOrNothing);
         const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
         positions.forEach((i, j) => {
           results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
@@ -359,6 +351,82 @@ export class RedisBackend implements Backend {
       }),
     );
     return info;
+  }
+
+  /** The ARGV of enqueue-4.lua for jobs of one queue (also the tail of schedule-fire-5.lua's). */
+  private enqueueArgs(now: string, queue: string, specs: readonly JobSpec[], allOrNothing: boolean): ScriptArg[] {
+    const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : "", ...dedupArgs(specs, specs.map((_, i) => i))];
+    // Options text is the same for every job built from one set of defaults: encode it once.
+    let lastSpec: JobSpec | null = null;
+    let lastOptions = "";
+    for (const spec of specs) {
+      const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
+      lastSpec = spec;
+      lastOptions = options;
+      args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "");
+    }
+    return args;
+  }
+
+  // ── schedules (rules in src/core/schedule.ts) ────────────────────────────────────────────
+
+  async scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
+    await this.ready();
+    await this.register([write.queue]);
+    const reply = (await this.scripts.run("schedule-upsert", [this.queue(write.queue).crons], [
+      this.nowArg(), write.id, write.definition, write.timing,
+    ])) as [number, string, string, string, string, string];
+    const [created, anchorAt, lastTickAt, version, createdAt, updatedAt] = reply;
+    return {
+      created: created === 1,
+      schedule: scheduleFromRow({
+        queue: write.queue, id: write.id, definition: write.definition, anchor_at: Number(anchorAt),
+        last_tick_at: lastTickAt === "" ? null : Number(lastTickAt), version: Number(version),
+        created_at: Number(createdAt), updated_at: Number(updatedAt),
+      }),
+    };
+  }
+
+  async scheduleRemove(queue: string, id: string): Promise<boolean> {
+    await this.ready();
+    return (await this.scripts.run("schedule-remove", [this.queue(queue).crons], [id])) === 1;
+  }
+
+  async scheduleList(queue?: string): Promise<StoredSchedule[]> {
+    await this.ready();
+    const queues = queue === undefined ? await this.knownQueues() : [queue];
+    const perQueue = await Promise.all(
+      queues.map(async (name) => {
+        const flat = (await this.scripts.run("schedule-list", [this.queue(name).crons], [])) as string[];
+        const found: StoredSchedule[] = [];
+        for (let i = 0; i < flat.length; i += 7) {
+          found.push(scheduleFromRow({
+            queue: name, id: flat[i]!, definition: flat[i + 1]!, anchor_at: Number(flat[i + 2]),
+            last_tick_at: flat[i + 3] === "" ? null : Number(flat[i + 3]), version: Number(flat[i + 4]),
+            created_at: Number(flat[i + 5]), updated_at: Number(flat[i + 6]),
+          }));
+        }
+        return found.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      }),
+    );
+    return perQueue.flat();
+  }
+
+  async scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
+    for (const spec of firing.jobs) {
+      checkSpec(spec);
+      if (spec.queue !== firing.queue) throw new InvalidInputError(`a firing of schedule ${firing.id} enqueues jobs of its queue ${firing.queue} only`);
+    }
+    await this.ready();
+    const k = this.queue(firing.queue);
+    const args: ScriptArg[] = [
+      firing.id, String(firing.version), firing.expectedTickAt === null ? "" : String(firing.expectedTickAt), String(firing.tickAt),
+      // No enqueue arguments at all when the firing enqueues nothing (misfire "skip" dropped the ticks).
+      ...(firing.jobs.length === 0 ? [] : this.enqueueArgs(this.nowArg(), firing.queue, firing.jobs, false)),
+    ];
+    const [fired, ...flags] = (await this.scripts.run("schedule-fire", [k.meta, k.sched, k.idx, k.names, k.crons], args)) as Array<number | string>;
+    if (fired !== 1) return { fired: false, jobs: [] };
+    return { fired: true, jobs: firing.jobs.map((spec, i) => enqueueAnswer(spec.id, flags[i]!)) };
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {

@@ -33,6 +33,11 @@
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
  *                       order) it lets list() walk jobs newest first without a per-job entry for
  *                       the bulk of a backlog
+ *   crons         SET   ids of the queue's cron schedules
+ *   cron:<id>     HASH  one cron schedule: d definition JSON, t timing, a anchor_at, l last_tick_at
+ *                       (absent before the first tick), v version, c created_at, u updated_at (see
+ *                       schedule-upsert-1.lua). In the queue's slot, so a firing moves l and
+ *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
  *   dw            HASH  dedup windows (JobOptions.dedup): dedup key -> the window's job id
  *   dx            ZSET  dedup windows by the time they end (ms)
  *   wc            ZSET  flow parents waiting for their children (state wc), by seq
@@ -102,6 +107,7 @@ export class QueueKeys {
   /** Flow control: limits and hold (HASH), and the rate window (ZSET). */
   readonly flow: string;
   readonly rate: string;
+  readonly crons: string;
 
   constructor(
     prefix: string,
@@ -119,6 +125,7 @@ export class QueueKeys {
     this.names = `${this.base}names`;
     this.flow = `${this.base}flow`;
     this.rate = `${this.base}rate`;
+    this.crons = `${this.base}crons`;
   }
 
   job(id: string): string {

@@ -45,7 +45,11 @@ export type ScriptName =
   | "layout"
   | "flow"
   | "flow-set"
-  | "flow-hold";
+  | "flow-hold"
+  | "schedule-upsert"
+  | "schedule-remove"
+  | "schedule-list"
+  | "schedule-fire";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
 export interface ScriptText {
@@ -64,7 +68,18 @@ export interface Script {
 }
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
-const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read"]);
+const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list"]);
+
+/**
+ * `--#include <file> as <name>` on a line of its own puts another script's body there as a local
+ * function, so one script can run another's transition as part of its own atomic step (the
+ * included script's KEYS and ARGV are the caller's, as the caller arranged them).
+ */
+const INCLUDE_LINE = /^--#include ([a-z-]+-\d+\.lua) as ([a-z_]+)$/gm;
+
+function withIncludes(source: string, dir: URL): string {
+  return source.replace(INCLUDE_LINE, (_line, file: string, name: string) => `local function ${name}()\n${readFileSync(new URL(file, dir), "utf8")}\nend`);
+}
 
 /** A value Redis accepts as a script argument. */
 export type ScriptArg = string | number;
@@ -97,7 +112,7 @@ export function loadScripts(): ReadonlyMap<ScriptName, Script> {
       throw new ConveyorError(`unexpected file ${file} in ${fileURLToPath(dir)}; scripts are named <name>-<keys>.lua`);
     }
     const name = match[1]!;
-    const source = `${common}\n${readFileSync(new URL(file, dir), "utf8")}`;
+    const source = `${common}\n${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     scripts.set(name as ScriptName, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}`,
       numberOfKeys: Number(match[2]),

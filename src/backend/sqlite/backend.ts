@@ -25,6 +25,8 @@ import { SqliteEventLog } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 import type { JobLogLine } from "../../core/job-log.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js";
+import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { planDedupBatch } from "../dedup.js";
 import { SqliteDedupWindows } from "./dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
@@ -234,6 +236,7 @@ export class SqliteBackend implements Backend {
   private readonly storeFlow: (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => { results: EnqueueResult[]; marks: WakeMarks };
   private readonly tx: ReturnType<SqliteBackend["defineTransactions"]>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], JobRow>>();
+  private readonly schedules: ScheduleTransactions<WakeMarks>;
 
   constructor(options: SqliteBackendOptions) {
     if (typeof options?.path !== "string" || options.path === "") {
@@ -299,6 +302,7 @@ export class SqliteBackend implements Backend {
       this.dedup = new SqliteDedupWindows(this.db, prefix);
       this.flows = new SqliteFlows(this.db, prefix);
       this.tx = this.typedErrors(this.defineTransactions());
+      this.schedules = scheduleTransactions(this.db, prefix, () => this.nowMs(), (specs) => this.tx.enqueue(specs, false));
       this.storeFlow = this.defineFlowTransaction();
     } catch (error) {
       this.db.close();
@@ -567,6 +571,36 @@ export class SqliteBackend implements Backend {
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     this.tx.hold.immediate(checkName("queue", queue), holdMs(forMs), options.keyOfJob);
+  }
+
+  // ── schedules (rules in src/core/schedule.ts) ────────────────────────────────────────────
+
+  async scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
+    return this.storeCall(() => this.schedules.upsert.immediate(write));
+  }
+
+  async scheduleRemove(queue: string, id: string): Promise<boolean> {
+    return this.storeCall(() => this.schedules.remove(queue, id));
+  }
+
+  async scheduleList(queue?: string): Promise<StoredSchedule[]> {
+    return this.storeCall(() => this.schedules.list(queue));
+  }
+
+  async scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
+    // The clock is read by the enqueue inside the transaction, once it holds the write lock.
+    const { fired, jobs, marks } = this.storeCall(() => this.schedules.fire.immediate(firing));
+    if (marks !== null) this.announce(marks);
+    return { fired, jobs };
+  }
+
+  /** Runs a statement outside `tx`, with the same typed error for a database that stayed locked. */
+  private storeCall<T>(call: () => T): T {
+    try {
+      return call();
+    } catch (error) {
+      throw asStoreError(error, this.description, isSqliteBusy);
+    }
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
