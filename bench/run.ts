@@ -4,6 +4,7 @@
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
+ * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, side by side on
@@ -41,6 +42,8 @@ const { values } = parseArgs({
     soak: { type: "boolean", default: false },
     minutes: { type: "string", default: "10" },
     rate: { type: "string", default: "2000" },
+    explain: { type: "boolean", default: false },
+    backlog: { type: "string", default: "100000" },
   },
 });
 
@@ -51,6 +54,16 @@ if (values.soak) {
   }
   const { main } = await import("./pg-soak.js");
   await main({ minutes: Number(values.minutes), rate: Number(values.rate) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values.explain) {
+  if (values.backend !== "postgres") {
+    console.error("--explain shows PostgreSQL statement plans and WAL per job: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-explain.js");
+  await main({ backlog: Number(values.backlog), jobs: Number(values.jobs) });
   process.exit(process.exitCode ?? 0);
 }
 

@@ -981,11 +981,35 @@ function toRecord(row: JobRow, now: number): JobRecord {
     progress: row.progress,
     result: row.result,
     error: row.error,
-    history: row.history,
+    history: row.state === "completed" ? withCompletedAttempt(row) : row.history,
     stalls: row.stalls,
     replays: row.replays,
     meta: row.meta,
   };
+}
+
+/**
+ * The history of a completed row with its completed attempt: complete.sql does not append that
+ * record (every field of it is a column of the row, and building the jsonb per job was a third of
+ * the statement's cost), so it is added here. A row completed before that change carries the
+ * record already (its last entry is this attempt's 'completed' one) and is returned as stored.
+ */
+function withCompletedAttempt(row: JobRow): AttemptRecord[] {
+  const last = row.history.at(-1);
+  if (last !== undefined && last.outcome === "completed" && last.attempt === row.attempt) return row.history;
+  return [
+    ...row.history,
+    {
+      attempt: row.attempt,
+      workerId: row.worker_id!,
+      host: row.worker_host!,
+      pid: row.worker_pid!,
+      startedAt: row.started_at!,
+      finishedAt: row.finished_at!,
+      outcome: "completed",
+      error: null,
+    },
+  ];
 }
 
 function byClaimOrder(a: JobRow, b: JobRow): number {
