@@ -68,6 +68,11 @@ export interface Capabilities {
    * hold (Redis: each queue lives in its own slot and no script may read two).
    */
   claimAcrossQueues: "merged" | "turns";
+  /**
+   * `completeAndClaim` exists: a batch of completions and the next claim go to the store as one
+   * call (one round trip, one commit). Absent means false.
+   */
+  completeAndClaim?: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -131,6 +136,14 @@ export interface ClaimRequest {
   limit: number;
   /** Lease length in milliseconds from the store's now. */
   leaseMs: number;
+}
+
+/** What `completeAndClaim` answers: the completions' results and the jobs claimed. */
+export interface CompleteAndClaimResult {
+  /** One per completion, in input order, as `complete` answers. */
+  settled: SettleResult[];
+  /** As `claim` answers. */
+  claimed: ClaimedJob[];
 }
 
 /** A claimed job: the record plus the lease every settle call must present. */
@@ -279,6 +292,13 @@ export interface Backend extends AsyncDisposable {
   heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult>;
   /** Marks jobs completed with their results (fenced). */
   complete(items: readonly Completion[]): Promise<SettleResult[]>;
+  /**
+   * `complete(items)` then `claim(request)` as one atomic call, each exactly as the separate call
+   * would do it (one result per item in input order; the claimed jobs in claim order). Only
+   * where `capabilities.completeAndClaim`; the worker sends it when it has finished jobs to
+   * settle and wants more work.
+   */
+  completeAndClaim?(items: readonly Completion[], request: ClaimRequest): Promise<CompleteAndClaimResult>;
   /** Records failed attempts: to `scheduled` after the delay, or `dead` (fenced). */
   fail(items: readonly Failure[]): Promise<SettleResult[]>;
   /** Returns jobs to `waiting` without using an attempt (shutdown). Fenced. */

@@ -42,6 +42,7 @@ backendSuite("postgres", {
     crossProcessWakeups: true,
     multiProcess: true,
     claimAcrossQueues: "merged",
+    completeAndClaim: true,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

@@ -14,6 +14,7 @@ import type { Backend } from "../../src/backend/contract.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
 import { claimTests } from "./claim.js";
+import { completeAndClaimTests } from "./complete-and-claim.js";
 import { enqueueTests } from "./enqueue.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
 import { leaseTests } from "./leases.js";
@@ -63,6 +64,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     claimTests(context);
     leaseTests(context);
     settleTests(context);
+    completeAndClaimTests(context);
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);

@@ -23,6 +23,7 @@ import type {
   Capabilities,
   ClaimedJob,
   ClaimRequest,
+  CompleteAndClaimResult,
   Completion,
   CompletionTransaction,
   EnqueueOptions,
@@ -137,6 +138,7 @@ const JOB_COLUMNS = [
 const QUERY_FILES = [
   "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
   "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
+  "complete-and-claim",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -264,6 +266,7 @@ export class PostgresBackend implements Backend {
     multiProcess: true,
     transactionalCompletion: true,
     claimAcrossQueues: "merged",
+    completeAndClaim: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -345,6 +348,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{channel}}", quotedChannel)
         .replaceAll("{{job_columns}}", JOB_COLUMNS);
     }
+    this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
       pool: this.pool,
       channel: this.channel,
@@ -524,25 +528,38 @@ export class PostgresBackend implements Backend {
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
     const limit = Math.floor(request.limit);
     if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
-    const leaseMs = positiveMs("leaseMs", request.leaseMs);
+    const rows = await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams(request, limit)]);
+    return toClaimed(rows);
+  }
+
+  /** claim.sql's parameters after `now` ($2..$8), for claim and complete-and-claim. */
+  private claimParams(request: ClaimRequest, limit: number): unknown[] {
     const { id, host, pid } = request.worker;
-    const rows = await this.query<JobRow>("claim", [
+    return [textArray(request.queues), textArray(request.names), limit, positiveMs("leaseMs", request.leaseMs), id, host, pid];
+  }
+
+  /**
+   * complete() and claim() in one statement (complete-and-claim.sql): one round trip and one
+   * commit where the worker would send two. Each half behaves exactly as its own call.
+   */
+  async completeAndClaim(items: readonly Completion[], request: ClaimRequest): Promise<CompleteAndClaimResult> {
+    const limit = Math.floor(request.limit);
+    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
+    if (items.length === 0) return { settled: [], claimed: await this.claim(request) };
+    const rows = await this.query<{ settled_id: string | null; settled_token: number | null; job: JobRow | null }>("complete-and-claim", [
       this.nowParam(),
-      textArray(request.queues),
-      textArray(request.names),
-      limit,
-      leaseMs,
-      id,
-      host,
-      pid,
+      textArray(items.map((i) => i.lease.jobId)),
+      integerArray(items.map((i) => i.lease.token)),
+      jsonTextArray(items.map((i) => JSON.stringify(i.result ?? null))),
+      ...this.claimParams(request, limit),
     ]);
-    // RETURNING yields rows in no particular order.
-    rows.sort(byClaimOrder);
-    return rows.map((row) => ({
-      job: toRecord(row, row.started_at!),
-      lease: { jobId: row.id, token: row.lease_token },
-      leaseExpiresAt: row.lease_expires_at!,
-    }));
+    const settled: SettledRow[] = [];
+    const claimed: JobRow[] = [];
+    for (const row of rows) {
+      if (row.job !== null) claimed.push(row.job);
+      else settled.push({ id: row.settled_id!, lease_token: row.settled_token! });
+    }
+    return { settled: settleResults(items.map((i) => i.lease), settled), claimed: toClaimed(claimed) };
   }
 
   // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
@@ -1010,6 +1027,30 @@ function withCompletedAttempt(row: JobRow): AttemptRecord[] {
       error: null,
     },
   ];
+}
+
+/** Claimed rows as the contract answers them: in claim order (RETURNING yields no particular order). */
+function toClaimed(rows: JobRow[]): ClaimedJob[] {
+  rows.sort(byClaimOrder);
+  return rows.map((row) => ({
+    job: toRecord(row, row.started_at!),
+    lease: { jobId: row.id, token: row.lease_token },
+    leaseExpiresAt: row.lease_expires_at!,
+  }));
+}
+
+/**
+ * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
+ * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
+ */
+function completeAndClaimText(template: string, complete: string, claim: string): string {
+  const lines = complete.trimEnd().split("\n");
+  const last = lines.pop();
+  if (last !== "SELECT id, lease_token FROM settled") {
+    throw new ConveyorError(`complete.sql must end with "SELECT id, lease_token FROM settled" (complete-and-claim.sql builds on it); it ends with ${JSON.stringify(last)}`);
+  }
+  const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
+  return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
 }
 
 function byClaimOrder(a: JobRow, b: JobRow): number {

@@ -41,7 +41,12 @@ completed AS (
   FROM input i, clock c
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms IS DISTINCT FROM 0
   RETURNING j.id, j.lease_token
+),
+settled AS (
+  SELECT id, lease_token FROM removed
+  UNION ALL
+  SELECT id, lease_token FROM completed
 )
-SELECT id, lease_token FROM removed
-UNION ALL
-SELECT id, lease_token FROM completed
+-- complete-and-claim.sql is this statement with its claim appended after `settled`: keep this
+-- line the last one.
+SELECT id, lease_token FROM settled
