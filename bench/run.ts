@@ -4,6 +4,7 @@
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
+ * `npm run bench -- --backend postgres --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100]` (bench/pg-scale.ts: growth)
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
@@ -43,6 +44,8 @@ const { values } = parseArgs({
     minutes: { type: "string", default: "10" },
     rate: { type: "string", default: "2000" },
     explain: { type: "boolean", default: false },
+    scale: { type: "boolean", default: false },
+    sizes: { type: "string", default: "10000,100000,1000000" },
     backlog: { type: "string", default: "100000" },
   },
 });
@@ -64,6 +67,22 @@ if (values.explain) {
   }
   const { main } = await import("./pg-explain.js");
   await main({ backlog: Number(values.backlog), jobs: Number(values.jobs) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values.scale) {
+  if (values.backend !== "postgres") {
+    console.error("--scale measures growth with the backlog on PostgreSQL for now: use it with --backend postgres");
+    process.exit(2);
+  }
+  const sizes = values.sizes.split(",").map(Number);
+  if (sizes.some((n) => !Number.isInteger(n) || n < 1)) {
+    console.error(`--sizes ${values.sizes}: expected whole numbers separated by commas, e.g. 10000,100000,1000000`);
+    process.exit(2);
+  }
+  const { main } = await import("./pg-scale.js");
+  const runs = values.runs === "5" ? 3 : Number(values.runs);
+  await main({ sizes, runs, samples: values.samples === "300" ? 100 : Number(values.samples), svgPath: "docs/performance-postgres-scale.svg" });
   process.exit(process.exitCode ?? 0);
 }
 
