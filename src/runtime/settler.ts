@@ -34,8 +34,9 @@ export class Settler {
   ) {}
 
   /**
-   * Whether a claim asked for now would ride with completions: some are waiting to go out and
-   * the backend can send both at once. The worker then leaves the claim to the settler.
+   * Whether a claim asked for now would ride with completions: some are about to go out and the
+   * backend can send both at once. The worker then may leave the claim to the settler (which
+   * sends it behind any batch still on its way).
    */
   get carriesClaims(): boolean {
     return this.completes.length > 0 && this.takeClaim !== null && this.backend.capabilities.completeAndClaim === true;

@@ -394,7 +394,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         if (this.stopping || this.paused || room <= 0 || !this.handlersReady) break;
         if (this.buffer.length > 0 && room < Math.ceil(this.prefetch / 2)) break;
         // Slots still have buffered work and completions are about to go out: let the claim ride
-        // with them (one round trip and one commit for both, Backend.completeAndClaim).
+        // with them (one round trip and one commit for both, Backend.completeAndClaim). Not when
+        // the buffer is empty: then slots wait for this claim, and sent on its own it overlaps the
+        // completions on another connection instead of waiting its turn behind them (measured:
+        // no-op jobs at concurrency 10 ran at less than half the rate when every claim rode;
+        // docs/performance-postgres.md).
         if (this.buffer.length > 0 && this.settler.carriesClaims) {
           this.claimWanted = true;
           break;
