@@ -108,13 +108,13 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     await explain(client, `fail, retried at once (${rest.length} jobs, one statement)`, sql.fail!, [
       null, rest.map((r) => r.id), rest.map((r) => r.lease_token), rest.map(() => error), rest.map(() => 0),
     ]);
-    if (sql.settle !== undefined) {
+    if (sql["complete-and-claim"] !== undefined) {
       // Complete-and-claim in one statement (what the worker sends when it wants more work).
       await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1]);
       const again = await client.query<{ id: string; lease_token: string }>(
         "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
       );
-      await explain(client, `settle: complete ${again.rows.length} + claim ${BATCH} (one statement)`, sql.settle, [
+      await explain(client, `complete-and-claim: complete ${again.rows.length} + claim ${BATCH} (one statement)`, sql["complete-and-claim"], [
         null, again.rows.map((r) => r.id), again.rows.map((r) => r.lease_token), again.rows.map(() => "null"),
         ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1,
       ]);

@@ -5,10 +5,11 @@
  * Conveyor beside graphile-worker, each on a fresh database of one server (a throwaway one unless
  * DATABASE_URL). For every size N:
  *
- * - backlog N waiting jobs (and, for the largest size again, N delayed jobs due in a day plus
- *   10,000 waiting), bulk-enqueued in chunks of 5,000;
+ * - backlog N waiting jobs, at least 10,000 (and, for the largest size again, N delayed jobs due
+ *   in a day plus 10,000 waiting), bulk-enqueued in chunks of 5,000;
  * - throughput: one worker (concurrency 10, 500 fetched per round trip on both sides) processes
- *   10,000 jobs off the top of the backlog, `--runs` times, median reported;
+ *   5,000 jobs off the top of the backlog, `--runs` times, median reported; after each run the
+ *   backlog is topped up by as many jobs as the run took;
  * - latency: enqueue-to-start of `--samples` jobs, one at a time, into an idle worker that takes
  *   only them, while the backlog sits beside them: for Conveyor the backlog is another queue (a
  *   queue is Conveyor's unit: one index range per queue), for graphile-worker another task
@@ -30,7 +31,8 @@ import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/
 import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, latencySamples, machineLine, median, peerVersions, percentile, sleep } from "./lib.js";
 
 const PREFETCH = 500;
-const TAKE = 10_000;
+/** Jobs per throughput run; the backlog is topped up to its size again after each run. */
+const TAKE = 5_000;
 const quietGraphile = new Logger(() => () => undefined);
 
 interface Point {
@@ -44,7 +46,14 @@ interface Point {
 interface System {
   name: string;
   /** Fills a fresh database with the backlog and returns what measures it. */
-  open(waiting: number, delayed: number): Promise<{ throughput(): Promise<number>; latency(samples: number): Promise<number[]>; close(): Promise<void> }>;
+  open(waiting: number, delayed: number): Promise<{
+    /** Jobs/s of TAKE jobs; `consumed` counts every job the run took off the backlog (a closing worker may finish a few more). */
+    throughput(): Promise<{ rate: number; consumed: number }>;
+    /** Adds `n` waiting jobs (the top-up after a throughput run). */
+    refill(n: number): Promise<void>;
+    latency(samples: number): Promise<number[]>;
+    close(): Promise<void>;
+  }>;
 }
 
 let dbCounter = 0;
@@ -98,7 +107,10 @@ function conveyor(baseUrl: string): System {
           await done.promise;
           const rate = TAKE / ((performance.now() - t0) / 1000);
           await worker.close();
-          return rate;
+          return { rate, consumed: completed };
+        },
+        async refill(n) {
+          for (const [s, len] of chunks(n, FILL_CHUNK)) await q.addBulk(Array.from({ length: len }, (_, k) => ({ name: "noop", data: { i: s + k } })));
         },
         async latency(samples) {
           const producer = new PostgresBackend({ connectionString: db.url, logger: silentLogger });
@@ -156,15 +168,15 @@ function graphile(baseUrl: string): System {
           const done = deferred();
           let seen = 0;
           const t0 = performance.now();
-          // Stops handing out work after TAKE jobs: later handlers throw, and those jobs are retried later (not counted).
-          const runner = await start(db.url, { noop: () => { if (++seen === TAKE) done.resolve(); if (seen > TAKE) throw new Error("over"); } });
+          const runner = await start(db.url, { noop: () => void (++seen === TAKE && done.resolve()) });
           await done.promise;
           // Completed jobs are deleted: done once TAKE fewer rows are left (the batched completions committed).
           while ((await count()) > before - TAKE) await sleep(5);
           const rate = TAKE / ((performance.now() - t0) / 1000);
           await runner.stop();
-          return rate;
+          return { rate, consumed: before - (await count()) };
         },
+        refill: (n) => add(utils, n),
         async latency(samples) {
           let onStart: (() => void) | null = null;
           const runner = await start(db.url, { ping: () => void onStart?.() });
@@ -263,20 +275,22 @@ export async function main(options: { sizes: number[]; runs: number; samples: nu
     const largest = options.sizes.at(-1)!;
     const shapes: Array<{ label: string; waiting: number; delayed: number }> = [
       ...options.sizes.map((n) => ({ label: `${fmt(n)} waiting`, waiting: n, delayed: 0 })),
-      { label: `${fmt(largest)} delayed + 10,000 waiting`, waiting: TAKE * options.runs, delayed: largest },
+      { label: `${fmt(largest)} delayed + ${fmt(2 * TAKE)} waiting`, waiting: 2 * TAKE, delayed: largest },
     ];
     const results = new Map<string, Point[]>(systems.map((s) => [s.name, []]));
     for (const shape of shapes) {
       for (const system of systems) {
-        // At least TAKE jobs per throughput run must be there.
-        const waiting = Math.max(shape.waiting, TAKE * options.runs);
+        // At least TAKE jobs, and the worker's buffer, must be there for a throughput run.
+        const waiting = Math.max(shape.waiting, 2 * TAKE);
         const opened = await system.open(waiting, shape.delayed);
         try {
           const rates: number[] = [];
           const p50s: number[] = [];
           const p99s: number[] = [];
           for (let r = 0; r < options.runs; r++) {
-            rates.push(await opened.throughput());
+            const { rate, consumed } = await opened.throughput();
+            rates.push(rate);
+            await opened.refill(consumed);
             const samples = await opened.latency(options.samples);
             p50s.push(percentile(samples, 50));
             p99s.push(percentile(samples, 99));

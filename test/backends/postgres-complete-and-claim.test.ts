@@ -61,10 +61,10 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
 
   it("pause awaits a claim riding with completions and hands its jobs back unstarted", async () => {
     const b = await backend();
-    await new Queue("q", { backend: b }).addBulk(Array.from({ length: 200 }, (_, i) => ({ name: "job", data: { i } })));
-    let paused: Promise<void> | null = null;
+    await new Queue("q", { backend: b }).addBulk(Array.from({ length: 600 }, (_, i) => ({ name: "job", data: { i } })));
+    const pausing: { done: Promise<void> | null } = { done: null };
     const w = new Worker({
-      backend: b, queues: "q", concurrency: 2, prefetch: 10, logger: silentLogger, maintenance: false,
+      backend: b, queues: "q", concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false,
       handlers: { job: () => sleep(2) },
     });
     toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
@@ -72,15 +72,15 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
     const original = b.completeAndClaim.bind(b);
     vi.spyOn(b, "completeAndClaim").mockImplementation(async (items, request) => {
       const result = await original(items, request);
-      paused ??= w.pause();
+      pausing.done ??= w.pause();
       return result;
     });
-    await waitFor(() => paused !== null, { timeoutMs: 30_000 });
-    await paused;
-    await waitFor(async () => (await b.stats("q"))[0]!.counts.active === 0, { timeoutMs: 30_000 });
+    await waitFor(() => pausing.done !== null, { timeoutMs: 20_000 });
+    await pausing.done;
+    await waitFor(async () => (await b.stats("q"))[0]!.counts.active === 0, { timeoutMs: 20_000 });
     const counts = (await b.stats("q"))[0]!.counts;
     expect(counts.active).toBe(0);
-    expect(counts.completed + counts.waiting).toBe(200);
+    expect(counts.completed + counts.waiting).toBe(600);
     expect(w.bufferedCount).toBe(0);
   });
 });

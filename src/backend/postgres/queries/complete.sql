@@ -17,6 +17,14 @@
 -- Building and appending that jsonb cost a third of this statement's time per job, on the
 -- hottest write of the backend (docs/performance-postgres.md). "now" is read once per statement
 -- (clock), not three times per row: extract(epoch ...) is numeric arithmetic.
+--
+-- The fence compares state with `(SELECT 'active'::text)`, not the literal, on purpose: a literal
+-- lets the planner walk the partial index jobs_active and join the batch to it, and the generic
+-- plan of this prepared statement (estimates from an ANALYZE that saw no active job: 1 row, and
+-- 10 for the unnest) made that a nested loop of every active job times every batch entry. With
+-- 500 jobs prefetched and a batch of 500 that took 0.9 s per statement, and processing fell to
+-- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
+-- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe.
 WITH clock AS MATERIALIZED (
   SELECT {{schema}}.now_ms($1) AS now
 ),
@@ -26,7 +34,7 @@ input AS (
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms = 0
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND j.retain_completed_ms = 0
   RETURNING j.id, j.lease_token
 ),
 completed AS (
@@ -39,7 +47,7 @@ completed AS (
       stalls = 0,
       expires_at = c.now + j.retain_completed_ms
   FROM input i, clock c
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms IS DISTINCT FROM 0
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND j.retain_completed_ms IS DISTINCT FROM 0
   RETURNING j.id, j.lease_token
 ),
 settled AS (
