@@ -554,7 +554,7 @@ describe("PostgresBackend", () => {
     closeAfterTest.push(b);
     expect(b).toBeInstanceOf(PostgresBackend);
     expect((b as PostgresBackend).schema).toBe(schema);
-    expect(b.capabilities).toEqual({ transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged" });
+    expect(b.capabilities).toEqual({ transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged", completeAndClaim: true });
     await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
     expect((await b.stats("q"))[0]?.counts.waiting).toBe(1);
   });
