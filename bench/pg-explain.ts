@@ -138,6 +138,19 @@ interface Wal {
   processing: number;
 }
 
+/** WAL bytes per job of `enqueue()` and then `processAll()`, each phase after a CHECKPOINT. */
+async function walPerJob(client: pg.Client, jobs: number, enqueue: () => Promise<void>, processAll: () => Promise<void>): Promise<Wal> {
+  await client.query("CHECKPOINT");
+  let lsn = await walLsn(client);
+  await enqueue();
+  const enqueued = await walSince(client, lsn);
+  await client.query("CHECKPOINT");
+  lsn = await walLsn(client);
+  await processAll();
+  const processed = await walSince(client, lsn);
+  return { enqueue: enqueued / jobs, processing: processed / jobs };
+}
+
 async function walConveyor(baseUrl: string, jobs: number): Promise<Wal> {
   const name = `wal_conveyor_${process.pid}`;
   const url = await createDatabase(baseUrl, name);
@@ -147,22 +160,23 @@ async function walConveyor(baseUrl: string, jobs: number): Promise<Wal> {
     await backend.migrate();
     await client.connect();
     const q = new Queue("bench", { backend });
-    await client.query("CHECKPOINT");
-    let lsn = await walLsn(client);
-    for (const [s, n] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
-    const enqueue = await walSince(client, lsn);
-    await client.query("CHECKPOINT");
-    lsn = await walLsn(client);
-    const done = deferred();
-    let completed = 0;
-    const worker = new Worker({ backend, queues: "bench", concurrency: 10, prefetch: BATCH, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
-    worker.on("job:completed", () => {
-      if (++completed === jobs) done.resolve();
-    });
-    await done.promise;
-    await worker.close();
-    const processing = await walSince(client, lsn);
-    return { enqueue: enqueue / jobs, processing: processing / jobs };
+    return await walPerJob(
+      client,
+      jobs,
+      async () => {
+        for (const [s, n] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
+      },
+      async () => {
+        const done = deferred();
+        let completed = 0;
+        const worker = new Worker({ backend, queues: "bench", concurrency: 10, prefetch: BATCH, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+        worker.on("job:completed", () => {
+          if (++completed === jobs) done.resolve();
+        });
+        await done.promise;
+        await worker.close();
+      },
+    );
   } finally {
     await client.end().catch(() => undefined);
     await backend.close();
@@ -178,30 +192,32 @@ async function walGraphile(baseUrl: string, jobs: number): Promise<Wal> {
   try {
     await utils.migrate();
     await client.connect();
-    await client.query("CHECKPOINT");
-    let lsn = await walLsn(client);
-    for (const [s, n] of chunks(jobs, FILL_CHUNK)) {
-      await utils.addJobs(Array.from({ length: n }, (_, k) => ({ identifier: "noop", payload: { i: s + k } })));
-    }
-    const enqueue = await walSince(client, lsn);
-    await client.query("CHECKPOINT");
-    lsn = await walLsn(client);
-    const done = deferred();
-    let seen = 0;
-    const runner = await run({
-      connectionString: url, concurrency: 10, maxPoolSize: 12, noHandleSignals: true, logger: quietGraphile,
-      taskList: { noop: () => void (++seen === jobs && done.resolve()) },
-      preset: { worker: { localQueue: { size: BATCH }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
-    });
-    await done.promise;
-    for (;;) {
-      const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM graphile_worker._private_jobs");
-      if (Number(rows[0]!.n) === 0) break;
-      await sleep(10);
-    }
-    await runner.stop();
-    const processing = await walSince(client, lsn);
-    return { enqueue: enqueue / jobs, processing: processing / jobs };
+    return await walPerJob(
+      client,
+      jobs,
+      async () => {
+        for (const [s, n] of chunks(jobs, FILL_CHUNK)) {
+          await utils.addJobs(Array.from({ length: n }, (_, k) => ({ identifier: "noop", payload: { i: s + k } })));
+        }
+      },
+      async () => {
+        const done = deferred();
+        let seen = 0;
+        const runner = await run({
+          connectionString: url, concurrency: 10, maxPoolSize: 12, noHandleSignals: true, logger: quietGraphile,
+          taskList: { noop: () => void (++seen === jobs && done.resolve()) },
+          preset: { worker: { localQueue: { size: BATCH }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+        });
+        await done.promise;
+        // Completed jobs are deleted: the batched completions are committed once the table is empty.
+        for (;;) {
+          const { rows } = await client.query<{ n: string }>("SELECT count(*) AS n FROM graphile_worker._private_jobs");
+          if (Number(rows[0]!.n) === 0) break;
+          await sleep(10);
+        }
+        await runner.stop();
+      },
+    );
   } finally {
     await client.end().catch(() => undefined);
     await utils.release();
