@@ -6,6 +6,8 @@
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
  * `npm run bench -- --kafka [--events 20000] [--jobs 10000] [--runs 3]` (bench/kafka.ts: mock broker, not Kafka)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
+ * `npm run bench -- --backend postgres --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100]` (bench/pg-scale.ts: growth)
+ * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, rabbitmq races raw amqplib and BullMQ, side by side on
@@ -51,6 +53,10 @@ const { values } = parseArgs({
     soak: { type: "boolean", default: false },
     minutes: { type: "string", default: "10" },
     rate: { type: "string", default: "2000" },
+    explain: { type: "boolean", default: false },
+    scale: { type: "boolean", default: false },
+    sizes: { type: "string", default: "10000,100000,1000000" },
+    backlog: { type: "string", default: "100000" },
   },
 });
 
@@ -61,6 +67,32 @@ if (values.soak) {
   }
   const { main } = await import("./pg-soak.js");
   await main({ minutes: Number(values.minutes), rate: Number(values.rate) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values.explain) {
+  if (values.backend !== "postgres") {
+    console.error("--explain shows PostgreSQL statement plans and WAL per job: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-explain.js");
+  await main({ backlog: Number(values.backlog), jobs: Number(values.jobs) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values.scale) {
+  if (values.backend !== "postgres") {
+    console.error("--scale measures growth with the backlog on PostgreSQL for now: use it with --backend postgres");
+    process.exit(2);
+  }
+  const sizes = values.sizes.split(",").map(Number);
+  if (sizes.some((n) => !Number.isInteger(n) || n < 1)) {
+    console.error(`--sizes ${values.sizes}: expected whole numbers separated by commas, e.g. 10000,100000,1000000`);
+    process.exit(2);
+  }
+  const { main } = await import("./pg-scale.js");
+  const runs = values.runs === "5" ? 3 : Number(values.runs);
+  await main({ sizes, runs, samples: values.samples === "300" ? 100 : Number(values.samples), svgPath: "docs/performance-postgres-scale.svg" });
   process.exit(process.exitCode ?? 0);
 }
 

@@ -153,6 +153,11 @@ export interface Capabilities extends StoreFeatures {
    * job is refused with InvalidInputError rather than run unlimited.
    */
   jobFlowKeys: boolean;
+  /**
+   * `completeAndClaim` exists: a batch of completions and the next claim go to the store as one
+   * call (one round trip, one commit). Absent means false.
+   */
+  completeAndClaim?: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -245,6 +250,14 @@ export interface ClaimThrottle {
   queue: string;
   /** Milliseconds until a start may be possible again, or null (waits on running jobs). */
   retryInMs: number | null;
+}
+
+/** What `completeAndClaim` answers: the completions' results and the jobs claimed. */
+export interface CompleteAndClaimResult {
+  /** One per completion, in input order, as `complete` answers. */
+  settled: SettleResult[];
+  /** As `claim` answers. */
+  claimed: ClaimedJob[];
 }
 
 /** A claimed job: the record plus the lease every settle call must present. */
@@ -393,6 +406,13 @@ export interface Backend extends AsyncDisposable {
   heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult>;
   /** Marks jobs completed with their results (fenced). */
   complete(items: readonly Completion[]): Promise<SettleResult[]>;
+  /**
+   * `complete(items)` then `claim(request)` as one atomic call, each exactly as the separate call
+   * would do it (one result per item in input order; the claimed jobs in claim order). Only
+   * where `capabilities.completeAndClaim`; the worker sends it when it has finished jobs to
+   * settle and wants more work.
+   */
+  completeAndClaim?(items: readonly Completion[], request: ClaimRequest): Promise<CompleteAndClaimResult>;
   /** Records failed attempts: to `scheduled` after the delay, or `dead` (fenced). */
   fail(items: readonly Failure[]): Promise<SettleResult[]>;
   /** Returns jobs to `waiting` without using an attempt (shutdown). Fenced. */

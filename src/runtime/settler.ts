@@ -1,5 +1,15 @@
-import type { Backend, Completion, Failure, SettleResult } from "../backend/contract.js";
+import type { Backend, ClaimedJob, ClaimRequest, Completion, Failure, SettleResult } from "../backend/contract.js";
 import type { Lease } from "../core/job.js";
+
+/**
+ * A claim riding along with a batch of completions (`Backend.completeAndClaim`): what to claim,
+ * and where the claimed jobs (or the error) go.
+ */
+export interface ClaimRide {
+  request: ClaimRequest;
+  deliver(claimed: ClaimedJob[]): void;
+  failed(error: unknown): void;
+}
 
 type Pending<T> = { item: T; resolve: (r: SettleResult) => void; reject: (e: unknown) => void };
 
@@ -14,7 +24,23 @@ export class Settler {
   private scheduled = false;
   private inFlight: Promise<void> = Promise.resolve();
 
-  constructor(private readonly backend: Backend) {}
+  /**
+   * `takeClaim`, when given, is asked as each batch of completions goes out whether the worker
+   * wants a claim sent with it; on a backend with `completeAndClaim` both then take one round trip.
+   */
+  constructor(
+    private readonly backend: Backend,
+    private readonly takeClaim: (() => ClaimRide | null) | null = null,
+  ) {}
+
+  /**
+   * Whether a claim asked for now would ride with completions: some are about to go out and the
+   * backend can send both at once. The worker then may leave the claim to the settler (which
+   * sends it behind any batch still on its way).
+   */
+  get carriesClaims(): boolean {
+    return this.completes.length > 0 && this.takeClaim !== null && this.backend.capabilities.completeAndClaim === true;
+  }
 
   complete(item: Completion): Promise<SettleResult> {
     return this.push(this.completes, item);
@@ -34,6 +60,28 @@ export class Settler {
       await this.flush();
     }
     await this.inFlight;
+  }
+
+  /** Completions, with the worker's next claim when it wants one and the backend can carry it. */
+  private async sendCompletes(completes: Pending<Completion>[]): Promise<void> {
+    const backend = this.backend;
+    const ride = completes.length > 0 && backend.capabilities.completeAndClaim === true && backend.completeAndClaim ? this.takeClaim?.() ?? null : null;
+    if (ride === null) return send(completes, (items) => backend.complete(items));
+    let claimed: ClaimedJob[] = [];
+    let failure: { error: unknown } | null = null;
+    await send(completes, async (items) => {
+      try {
+        const result = await backend.completeAndClaim!(items, ride.request);
+        claimed = result.claimed;
+        return result.settled;
+      } catch (error) {
+        failure = { error };
+        throw error;
+      }
+    });
+    // send() hands an error to every completion (the worker retries those); the claim hears it too.
+    if (failure === null) ride.deliver(claimed);
+    else ride.failed((failure as { error: unknown }).error);
   }
 
   private push<T>(list: Pending<T>[], item: T): Promise<SettleResult> {
@@ -57,7 +105,7 @@ export class Settler {
     // Batches go out one after another so a job's release can never overtake its own completion.
     this.inFlight = this.inFlight.then(async () => {
       await Promise.all([
-        send(completes, (items) => this.backend.complete(items)),
+        this.sendCompletes(completes),
         send(fails, (items) => this.backend.fail(items)),
         send(releases, (items) => this.backend.release(items)),
       ]);

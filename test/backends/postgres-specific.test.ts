@@ -555,7 +555,7 @@ describe("PostgresBackend", () => {
     closeAfterTest.push(b);
     expect(b).toBeInstanceOf(PostgresBackend);
     expect((b as PostgresBackend).schema).toBe(schema);
-    expect(b.capabilities).toEqual({ ...FULL_STORE_FEATURES, transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged", flows: "across-queues", eventLog: true, jobFlowKeys: true });
+    expect(b.capabilities).toEqual({ ...FULL_STORE_FEATURES, transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged", flows: "across-queues", eventLog: true, jobFlowKeys: true, completeAndClaim: true });
     await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
     expect((await b.stats("q"))[0]?.counts.waiting).toBe(1);
   });

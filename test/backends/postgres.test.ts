@@ -47,6 +47,7 @@ backendSuite("postgres", {
     flows: "across-queues" as const,
     eventLog: true,
     jobFlowKeys: true,
+    completeAndClaim: true,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

@@ -15,6 +15,7 @@ import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
 import { claimTests } from "./claim.js";
 import { dedupTests } from "./dedup.js";
+import { completeAndClaimTests } from "./complete-and-claim.js";
 import { enqueueTests } from "./enqueue.js";
 import { flowTests } from "./flows.js";
 import { flowControlTests } from "./flow-control.js";
@@ -73,6 +74,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     settleTests(context);
     logTests(context);
     eventLogTests(context);
+    completeAndClaimTests(context);
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);

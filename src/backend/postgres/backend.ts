@@ -26,6 +26,7 @@ import type {
   Capabilities,
   ClaimedJob,
   ClaimRequest,
+  CompleteAndClaimResult,
   Completion,
   CompletionTransaction,
   EnqueueOptions,
@@ -161,6 +162,7 @@ const QUERY_FILES = [
   "flow-lock", "flow-window", "flow-running", "flow-record", "flow-set", "flow-get", "flow-hold", "flow-queues",
   "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
   "flow-enqueue", "flow-hold-key",
+  "complete-and-claim",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -300,6 +302,7 @@ export class PostgresBackend implements Backend {
     flows: "across-queues",
     eventLog: true,
     jobFlowKeys: true,
+    completeAndClaim: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -381,6 +384,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{channel}}", quotedChannel)
         .replaceAll("{{job_columns}}", JOB_COLUMNS);
     }
+    this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
       pool: this.pool,
       channel: this.channel,
@@ -669,34 +673,52 @@ export class PostgresBackend implements Backend {
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
     const limit = Math.floor(request.limit);
     if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
-    const leaseMs = positiveMs("leaseMs", request.leaseMs);
-    const { id, host, pid } = request.worker;
     const limited = await this.limitedQueues();
     const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
     const rows =
-      plainQueues.length === 0
-        ? []
-        : await this.query<JobRow>("claim", [
-            this.nowParam(),
-            textArray(plainQueues),
-            textArray(request.names),
-            limit,
-            leaseMs,
-            id,
-            host,
-            pid,
-            false,
-          ]);
+      plainQueues.length === 0 ? [] : await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
+      const leaseMs = positiveMs("leaseMs", request.leaseMs);
       rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, leaseMs)));
     }
-    // RETURNING yields rows in no particular order.
-    rows.sort(byClaimOrder);
-    return rows.map((row) => ({
-      job: toRecord(row, row.started_at!),
-      lease: { jobId: row.id, token: row.lease_token },
-      leaseExpiresAt: row.lease_expires_at!,
-    }));
+    return toClaimed(rows);
+  }
+
+  /**
+   * claim.sql's parameters after `now` ($2..$9), for claim and complete-and-claim: the plain
+   * statement, which skips queues under flow limits (flow_checked false; those take claimUnderLimits).
+   */
+  private claimParams(request: ClaimRequest, limit: number): unknown[] {
+    const { id, host, pid } = request.worker;
+    return [textArray(request.queues), textArray(request.names), limit, positiveMs("leaseMs", request.leaseMs), id, host, pid, false];
+  }
+
+  /**
+   * complete() and claim() in one statement (complete-and-claim.sql): one round trip and one
+   * commit where the worker would send two. Each half behaves exactly as its own call. A claim
+   * that touches a queue under flow limits needs its own transaction (claimUnderLimits), so it
+   * goes as two calls.
+   */
+  async completeAndClaim(items: readonly Completion[], request: ClaimRequest): Promise<CompleteAndClaimResult> {
+    const limit = Math.floor(request.limit);
+    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
+    if (items.length === 0) return { settled: [], claimed: await this.claim(request) };
+    const limited = await this.limitedQueues();
+    if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
+    const rows = await this.query<{ settled_id: string | null; settled_token: number | null; job: JobRow | null }>("complete-and-claim", [
+      this.nowParam(),
+      textArray(items.map((i) => i.lease.jobId)),
+      integerArray(items.map((i) => i.lease.token)),
+      jsonTextArray(items.map((i) => JSON.stringify(i.result ?? null))),
+      ...this.claimParams(request, limit),
+    ]);
+    const settled: SettledRow[] = [];
+    const claimed: JobRow[] = [];
+    for (const row of rows) {
+      if (row.job !== null) claimed.push(row.job);
+      else settled.push({ id: row.settled_id!, lease_token: row.settled_token! });
+    }
+    return { settled: settleResults(items.map((i) => i.lease), settled), claimed: toClaimed(claimed) };
   }
 
   // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
@@ -1262,12 +1284,60 @@ function toRecord(row: JobRow, now: number): JobRecord {
     progress: row.progress,
     result: row.result,
     error: row.error,
-    history: row.history,
+    history: row.state === "completed" ? withCompletedAttempt(row) : row.history,
     stalls: row.stalls,
     replays: row.replays,
     meta: row.meta,
     ...(row.parent_id === null ? {} : { parent: { id: row.parent_id, queue: row.parent_queue! } }),
   };
+}
+
+/**
+ * The history of a completed row with its completed attempt: complete.sql does not append that
+ * record (every field of it is a column of the row, and building the jsonb per job was a third of
+ * the statement's cost), so it is added here. A row completed before that change carries the
+ * record already (its last entry is this attempt's 'completed' one) and is returned as stored.
+ */
+function withCompletedAttempt(row: JobRow): AttemptRecord[] {
+  const last = row.history.at(-1);
+  if (last !== undefined && last.outcome === "completed" && last.attempt === row.attempt) return row.history;
+  return [
+    ...row.history,
+    {
+      attempt: row.attempt,
+      workerId: row.worker_id!,
+      host: row.worker_host!,
+      pid: row.worker_pid!,
+      startedAt: row.started_at!,
+      finishedAt: row.finished_at!,
+      outcome: "completed",
+      error: null,
+    },
+  ];
+}
+
+/** Claimed rows as the contract answers them: in claim order (RETURNING yields no particular order). */
+function toClaimed(rows: JobRow[]): ClaimedJob[] {
+  rows.sort(byClaimOrder);
+  return rows.map((row) => ({
+    job: toRecord(row, row.started_at!),
+    lease: { jobId: row.id, token: row.lease_token },
+    leaseExpiresAt: row.lease_expires_at!,
+  }));
+}
+
+/**
+ * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
+ * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
+ */
+function completeAndClaimText(template: string, complete: string, claim: string): string {
+  const lines = complete.trimEnd().split("\n");
+  const last = lines.pop();
+  if (last !== "SELECT id, lease_token FROM settled") {
+    throw new ConveyorError(`complete.sql must end with "SELECT id, lease_token FROM settled" (complete-and-claim.sql builds on it); it ends with ${JSON.stringify(last)}`);
+  }
+  const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
+  return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
 }
 
 function byClaimOrder(a: JobRow, b: JobRow): number {

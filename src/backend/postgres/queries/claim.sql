@@ -84,11 +84,12 @@ UPDATE {{schema}}.jobs AS j
 SET state = 'active',
     attempt = j.attempt + 1,
     lease_token = j.lease_token + 1,
-    lease_expires_at = {{schema}}.now_ms($1) + $5::bigint,
+    -- "now" from params, once per statement rather than twice per row.
+    lease_expires_at = (SELECT now FROM params) + $5::bigint,
     worker_id = $6,
     worker_host = $7,
     worker_pid = $8,
-    started_at = {{schema}}.now_ms($1)
+    started_at = (SELECT now FROM params)
 WHERE j.id = ANY (ARRAY(
   SELECT c.id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM due) AS c
   ORDER BY c.priority, c.run_at, c.seq

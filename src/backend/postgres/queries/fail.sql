@@ -9,6 +9,14 @@
 --
 -- A retry due at once goes straight to `waiting` (and wakes its queue); a later one waits in
 -- `scheduled` until run_at. A dead job kept for 0 ms (removeOnFail: true) is deleted.
+--
+-- The fence compares state with `(SELECT 'active'::text)`, not the literal, on purpose: a literal
+-- lets the planner walk the partial index jobs_active and join the batch to it, and the generic
+-- plan of this prepared statement (estimates from an ANALYZE that saw no active job: 1 row, and
+-- 10 for the unnest) made that a nested loop of every active job times every batch entry. With
+-- 500 jobs prefetched and a batch of 500 that took 0.9 s per statement, and processing fell to
+-- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
+-- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe.
 WITH input AS (
   SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(id, token, error, delay_ms)
 ),
@@ -22,13 +30,13 @@ retried AS (
       history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
                                                       j.started_at, {{schema}}.now_ms($1), 'failed', i.error::jsonb)
   FROM input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NOT NULL
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NOT NULL
   RETURNING j.id, j.lease_token, j.queue, j.state
 ),
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NULL
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NULL
     AND j.retain_dead_ms = 0
   RETURNING j.id, j.lease_token
 ),
@@ -43,7 +51,7 @@ buried AS (
       history = j.history || {{schema}}.attempt_entry(j.attempt, j.worker_id, j.worker_host, j.worker_pid,
                                                       j.started_at, {{schema}}.now_ms($1), 'dead', i.error::jsonb)
   FROM input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NULL
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NULL
     AND j.retain_dead_ms IS DISTINCT FROM 0
   RETURNING j.id, j.lease_token
 ),

@@ -1,0 +1,86 @@
+/**
+ * The worker's complete-and-claim path on PostgreSQL (Backend.completeAndClaim): a worker with a
+ * buffer (`prefetch`) sends its finished batch and its next claim as one statement, every job
+ * still runs exactly once and ends completed with its history, and pause hands the jobs such a
+ * claim brought back to the store.
+ */
+import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { PostgresBackend } from "../../src/backend/postgres/index.js";
+import { Queue, silentLogger, Worker } from "../../src/index.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+const schemas = new TestSchemas(url);
+const toClose: Array<{ close(): Promise<unknown> }> = [];
+
+afterEach(async () => {
+  for (const c of toClose.splice(0).reverse()) await c.close();
+  await schemas.dropAll();
+});
+
+async function backend(): Promise<PostgresBackend> {
+  const b = new PostgresBackend({ connectionString: url, schema: schemas.create(), logger: silentLogger });
+  toClose.push(b);
+  await b.migrate();
+  return b;
+}
+
+describe("worker complete-and-claim (PostgreSQL)", () => {
+  it("claims the next jobs together with completions while the buffer still holds work; each job runs once and ends completed", async () => {
+    const b = await backend();
+    const both = vi.spyOn(b, "completeAndClaim");
+    const n = 600;
+    await new Queue("q", { backend: b }).addBulk(Array.from({ length: n }, (_, i) => ({ name: "job", data: { i } })));
+    const runs = new Map<number, number>();
+    const w = new Worker({
+      backend: b, queues: "q", concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false,
+      // Jobs that take a little while, so the buffer still holds work when completions go out.
+      handlers: {
+        job: async (job) => {
+          const i = (job.data as { i: number }).i;
+          runs.set(i, (runs.get(i) ?? 0) + 1);
+          await sleep(2);
+        },
+      },
+    });
+    toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+    let completed = 0;
+    w.on("job:completed", () => void completed++);
+    await waitFor(() => completed === n, { timeoutMs: 60_000 });
+    expect(both).toHaveBeenCalled();
+    // Claims that rode with completions brought jobs (not only empty answers).
+    const brought = await Promise.all(both.mock.results.map((r) => r.value as ReturnType<PostgresBackend["completeAndClaim"]>));
+    expect(brought.some((r) => r.claimed.length > 0)).toBe(true);
+    expect([...runs.values()].every((count) => count === 1) && runs.size === n).toBe(true);
+    const stats = await b.stats("q");
+    expect(stats[0]!.counts).toMatchObject({ waiting: 0, active: 0, completed: n });
+  });
+
+  it("pause awaits a claim riding with completions and hands its jobs back unstarted", async () => {
+    const b = await backend();
+    await new Queue("q", { backend: b }).addBulk(Array.from({ length: 600 }, (_, i) => ({ name: "job", data: { i } })));
+    const pausing: { done: Promise<void> | null } = { done: null };
+    const w = new Worker({
+      backend: b, queues: "q", concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false,
+      handlers: { job: () => sleep(2) },
+    });
+    toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+    // Pause from inside the ride: the moment the store answers the combined call.
+    const original = b.completeAndClaim.bind(b);
+    vi.spyOn(b, "completeAndClaim").mockImplementation(async (items, request) => {
+      const result = await original(items, request);
+      pausing.done ??= w.pause();
+      return result;
+    });
+    await waitFor(() => pausing.done !== null, { timeoutMs: 20_000 });
+    await pausing.done;
+    await waitFor(async () => (await b.stats("q"))[0]!.counts.active === 0, { timeoutMs: 20_000 });
+    const counts = (await b.stats("q"))[0]!.counts;
+    expect(counts.active).toBe(0);
+    expect(counts.completed + counts.waiting).toBe(600);
+    expect(w.bufferedCount).toBe(0);
+  });
+});
