@@ -178,8 +178,11 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
       scope.post("/api/logout", async (request, reply) => {
         const check = sessions.check(request);
         if (check.kind === "refused" && check.status === 403) return sendProblem(reply, problem(403, "forbidden", check.detail));
-        // The token is self-contained: logging out removes it from the browser (it stays valid
-        // until it expires; removing the key or changing the secret ends every copy).
+        // The token is self-contained: logging out removes it from the browser and this process
+        // refuses it from now on; other instances accept a copy until it expires (removing the
+        // key or changing the secret ends every copy everywhere).
+        const session = sessions.find(request);
+        if (session) sessions.end(session);
         return reply.header("set-cookie", sessions.cookie(null, request.protocol === "https")).code(204).send();
       });
 

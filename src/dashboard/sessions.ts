@@ -83,6 +83,8 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 const TOKEN_VERSION = "s1";
 /** A cookie longer than this is not ours (real tokens are about 300 characters). */
 const MAX_TOKEN_LENGTH = 2048;
+/** Logged-out sessions remembered per process (the oldest forgotten first). */
+const MAX_LOGGED_OUT = 10_000;
 
 function sameToken(a: string, b: string): boolean {
   const x = Buffer.from(a, "utf8");
@@ -123,6 +125,11 @@ export class DashboardSessions {
   /** True when no secret was configured and this process made up its own. */
   readonly ephemeralSecret: boolean;
   private readonly secret: Buffer;
+  /**
+   * Nonces of sessions logged out on this process, with their expiry: refused here until then.
+   * Other instances do not learn of a logout (nothing is shared); at most MAX_LOGGED_OUT kept.
+   */
+  private readonly loggedOut = new Map<string, number>();
 
   constructor(
     private readonly keyring: KeyRing | null,
@@ -183,11 +190,25 @@ export class DashboardSessions {
     return this.seal({ ...claims, e: next }, session.principal);
   }
 
+  /** Logs a session out: this process refuses its token from now until it would have expired. */
+  end(session: Session): void {
+    const v = this.verify(session.token);
+    if (!v.ok) return;
+    const now = this.clock();
+    for (const [nonce, expiresAt] of this.loggedOut) if (expiresAt <= now) this.loggedOut.delete(nonce);
+    while (this.loggedOut.size >= MAX_LOGGED_OUT) {
+      const oldest = this.loggedOut.keys().next().value;
+      if (oldest === undefined) break;
+      this.loggedOut.delete(oldest);
+    }
+    this.loggedOut.set(v.claims.n, v.claims.e);
+  }
+
   /** The Set-Cookie value for a session (or, with null, one that clears it). */
   cookie(session: Session | null, secure: boolean): string {
     const flags = `Path=/; HttpOnly; SameSite=Strict${secure ? "; Secure" : ""}`;
     if (!session) return `${SESSION_COOKIE}=; ${flags}; Max-Age=0`;
-    const maxAge = Math.max(0, Math.floor((session.expiresAt - this.clock()) / 1000));
+    const maxAge = Math.max(0, Math.ceil((session.expiresAt - this.clock()) / 1000));
     return `${SESSION_COOKIE}=${session.token}; ${flags}; Max-Age=${maxAge}`;
   }
 
@@ -227,6 +248,7 @@ export class DashboardSessions {
     }
     if (!isClaims(claims)) return { ok: false, detail: `the dashboard session cookie is malformed; ${again}` };
     if (claims.e <= this.clock()) return { ok: false, detail: `the dashboard session expired; ${again}` };
+    if (this.loggedOut.has(claims.n)) return { ok: false, detail: `this dashboard session was logged out; ${again}` };
     const current = this.keyring?.scopesOf(claims.k) ?? null;
     const fingerprint = this.keyFingerprint(claims.k);
     if (current === null || fingerprint === null || !sameToken(fingerprint, claims.f)) {

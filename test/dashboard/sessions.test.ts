@@ -67,6 +67,13 @@ describe("DashboardSessions (signed cookies)", () => {
     expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://evil.test" }))).toMatchObject({ kind: "refused", status: 403 });
     expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" }))).toMatchObject({ kind: "ok" });
     expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, "sec-fetch-site": "same-site" }))).toMatchObject({ kind: "refused", status: 403 });
+    // Logging out ends the session on this instance only (nothing is shared).
+    const peer = new DashboardSessions(new KeyRing(KEYS), { secret: SECRET });
+    const ending = sessions.create(ops());
+    sessions.end(ending);
+    expect(sessions.check(request(cookieOf(ending)))).toMatchObject({ kind: "refused", status: 401 });
+    expect(peer.check(request(cookieOf(ending)))).toMatchObject({ kind: "ok" });
+    expect(sessions.check(request(cookie))).toMatchObject({ kind: "ok" });
     // Another session's CSRF token does not fit.
     const other = sessions.create(ops());
     expect(sessions.check(request(cookie, "POST", { "x-csrf-token": other.csrfToken }))).toMatchObject({ kind: "refused", status: 403 });
