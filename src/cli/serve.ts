@@ -48,7 +48,9 @@ same process, for small deployments.
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
   --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
-                         an API key: read keys see, admin keys also act)
+                         an API key: read keys see, admin keys also act; its session cookies
+                         are signed with CONVEYOR_DASHBOARD_SECRET, >= 32 bytes, default random
+                         per process: set it so logins survive restarts and work on every instance)
   --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
                          (JSON lines on stdout) for the server, the worker and webhooks
 ${METRICS_HELP}
