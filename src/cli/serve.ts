@@ -58,7 +58,9 @@ same process, for small deployments.
   --no-scheduler         do not fire cron schedules from this process (fired by default, like
                          every worker: safe in any number of processes, each tick runs once)
   --no-dashboard         do not serve the web dashboard (served by default at /ui; log in with
-                         an API key: read keys see, admin keys also act)
+                         an API key: read keys see, admin keys also act; its session cookies
+                         are signed with CONVEYOR_DASHBOARD_SECRET, >= 32 bytes, default random
+                         per process: set it so logins survive restarts and work on every instance)
   --log-level LEVEL      fatal, error, warn, info, debug, silent (default info): one pino logger
                          (JSON lines on stdout) for the server, the worker and webhooks
 ${METRICS_HELP}

@@ -21,7 +21,7 @@ import { toDeadJobView, toJobView, toQueueView } from "../http/views.js";
 import { loadAssets, type Asset } from "./assets.js";
 import { MetricsHistory } from "./history.js";
 import { LiveHub } from "./live.js";
-import { crossSiteReason, DashboardSessions, SESSION_COOKIE, type SessionOptions } from "./sessions.js";
+import { crossSiteReason, DashboardSessions, SESSION_SECRET_ENV, type SessionOptions } from "./sessions.js";
 
 export interface DashboardOptions {
   /** Where the dashboard is served. Default "/ui". */
@@ -31,7 +31,7 @@ export interface DashboardOptions {
    * default: an empty one, so the charts stay empty unless something is attached.
    */
   history?: MetricsHistory;
-  /** Session lifetime and count. */
+  /** Session secret and lifetimes (see docs/dashboard.md). */
   sessions?: SessionOptions;
   /** How often a page's live stream reads the store, ms. Default 1 000. */
   refreshMs?: number;
@@ -75,7 +75,12 @@ function unauthorized(reply: FastifyReply, detail: string): FastifyReply {
 /** Registers the dashboard under its path; returns the sessions the API's auth hook consults. */
 export async function registerDashboard(fastify: FastifyInstance, ctx: DashboardContext): Promise<{ sessions: DashboardSessions; path: string }> {
   const path = normalizePath(ctx.options.path);
-  const sessions = new DashboardSessions(ctx.options.sessions);
+  const sessions = new DashboardSessions(ctx.keyring, ctx.options.sessions);
+  if (ctx.keyring && sessions.ephemeralSecret) {
+    fastify.log.warn(
+      `conveyor dashboard: no session secret configured (dashboard.sessions.secret or ${SESSION_SECRET_ENV}); using a random one, so dashboard logins end when this process restarts and are refused by other instances`,
+    );
+  }
   const history = ctx.options.history ?? new MetricsHistory();
   const assets = loadAssets();
 
@@ -141,6 +146,8 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
       scope.get("/api/session", async (request, reply) => {
         const session = ctx.keyring ? sessions.find(request) : null;
         const principal = ctx.keyring ? (session?.principal ?? null) : ANONYMOUS;
+        const renewed = session ? sessions.renew(session) : null;
+        if (renewed) void reply.header("set-cookie", sessions.cookie(renewed, request.protocol === "https"));
         return reply.header("cache-control", "no-store").send({
           authRequired: ctx.keyring !== null,
           principal: principal ? { id: principal.id, scopes: [...principal.scopes].sort() } : null,
@@ -161,10 +168,8 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
           const principal = ctx.keyring.authenticate((request.body as { key: string }).key.trim());
           if (!principal) return unauthorized(reply, "that API key is not valid; check it, or ask for a new one (conveyor serve --new-key)");
           const session = sessions.create(principal);
-          const secure = request.protocol === "https" ? "; Secure" : "";
-          const maxAge = Math.floor(sessions.idleTimeoutMs / 1000);
           return reply
-            .header("set-cookie", `${SESSION_COOKIE}=${session.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure}`)
+            .header("set-cookie", sessions.cookie(session, request.protocol === "https"))
             .header("cache-control", "no-store")
             .send({ principal: { id: principal.id, scopes: [...principal.scopes].sort() }, csrfToken: session.csrfToken });
         },
@@ -173,9 +178,12 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
       scope.post("/api/logout", async (request, reply) => {
         const check = sessions.check(request);
         if (check.kind === "refused" && check.status === 403) return sendProblem(reply, problem(403, "forbidden", check.detail));
+        // The token is self-contained: logging out removes it from the browser and this process
+        // refuses it from now on; other instances accept a copy until it expires (removing the
+        // key or changing the secret ends every copy everywhere).
         const session = sessions.find(request);
-        if (session) sessions.destroy(session.id);
-        return reply.header("set-cookie", `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`).code(204).send();
+        if (session) sessions.end(session);
+        return reply.header("set-cookie", sessions.cookie(null, request.protocol === "https")).code(204).send();
       });
 
       scope.get(

@@ -127,6 +127,14 @@ export class KeyRing {
     return this.entries.find((e) => e.id === id)?.principal.scopes ?? null;
   }
 
+  /**
+   * The SHA-256 of the key configured under this id now, or null once it is gone: lets a signed
+   * credential made for one key (a dashboard session) tell it from a later key reusing the id.
+   */
+  keyHashOf(id: string): Buffer | null {
+    return this.entries.find((e) => e.id === id)?.hash ?? null;
+  }
+
   /** The principal of a presented key, or null. Takes the same time whichever key (if any) matches. */
   authenticate(presented: string): Principal | null {
     const hash = createHash("sha256").update(presented, "utf8").digest();

@@ -336,7 +336,10 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           // The dashboard's session cookie, with its CSRF checks (see dashboard/sessions.ts).
           const session = dashboard.sessions.check(request);
           if (session.kind === "refused") return sendProblem(reply, problem(session.status, session.status === 401 ? "unauthorized" : "forbidden", session.detail));
-          if (session.kind === "ok") principal = session.principal;
+          if (session.kind === "ok") {
+            principal = session.principal;
+            if (session.renewed) void reply.header("set-cookie", dashboard.sessions.cookie(session.renewed, request.protocol === "https"));
+          }
         }
         if (principal === null && presented === null && access === "events") {
           const token = (request.query as { access_token?: unknown }).access_token;

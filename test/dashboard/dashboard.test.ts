@@ -10,7 +10,9 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { hashApiKey } from "../../src/http/index.js";
+import { Queue } from "../../src/index.js";
 import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -400,6 +402,61 @@ describe("web dashboard in Chromium", () => {
       return shown.length > 0 && shown.every((n) => n === "gated") ? shown : null;
     }, { timeoutMs: 10_000, description: "only gated jobs listed" });
     expect(new Set(names)).toEqual(new Set(["gated"]));
+    expect(s.errors).toEqual([]);
+    await s.context.close();
+  });
+
+  it("a parent job's page shows its flow: children with states, a link to each child and back to the parent", async () => {
+    // The flow is added by a producer in this process, into the file the server works from.
+    const gate = join(dir, "flow-gate");
+    const backend = new SqliteBackend({ path: join(dir, "jobs.db") });
+    let parentId: string;
+    let childIds: string[];
+    try {
+      const added = await new Queue("reports", { backend }).addFlow({
+        name: "quick",
+        data: { merge: true },
+        children: [
+          { name: "quick", queue: "emails", data: { part: 1 } },
+          { name: "gated", queue: "emails", data: { gate, message: "waiting for the gate" }, options: { attempts: 1000, backoff: { type: "fixed", delayMs: 100 } } },
+        ],
+      });
+      parentId = added.id;
+      childIds = added.children.map((c) => c.id);
+    } finally {
+      await backend.close();
+    }
+    const [quickChild, gatedChild] = childIds as [string, string];
+    await untilState(quickChild, "completed");
+    const s = await login(ADMIN_KEY);
+    const { page } = s;
+    // The queue view has a tab for the new state, and the parent is listed under it.
+    await page.goto(`${base}/ui/#/queues/reports`);
+    await page.getByRole("link", { name: /waiting-children/ }).first().click();
+    await page.getByRole("link", { name: parentId }).waitFor();
+    await page.getByRole("link", { name: parentId }).click();
+
+    await page.getByRole("heading", { name: "Flow" }).waitFor();
+    const children = page.getByRole("table", { name: "Children" });
+    await children.getByRole("row").nth(2).waitFor();
+    const rowOf = (id: string) => children.getByRole("row").filter({ has: page.getByRole("link", { name: id }) });
+    await rowOf(quickChild).getByText("completed").waitFor();
+    expect(await rowOf(gatedChild).getByText(/^(waiting|scheduled|active)$/).count()).toBe(1);
+    await page.getByText("2 children, 1 settled").waitFor();
+    expect(await axe(page)).toEqual([]);
+    await shot(page, "flow-parent");
+
+    // Through to a child, and back to the parent by its link.
+    await rowOf(gatedChild).getByRole("link", { name: gatedChild }).click();
+    await page.getByRole("heading", { name: new RegExp(gatedChild) }).waitFor();
+    await page.getByText("Parent:").waitFor();
+    await page.getByRole("link", { name: parentId }).click();
+    await page.getByRole("heading", { name: new RegExp(parentId) }).waitFor();
+
+    // Opening the gate settles the last child: the table follows, and the parent runs.
+    writeFileSync(gate, "open");
+    await rowOf(gatedChild).getByText("completed").waitFor({ timeout: 20_000 });
+    await untilState(parentId, "completed", 20_000);
     expect(s.errors).toEqual([]);
     await s.context.close();
   });

@@ -3,8 +3,6 @@ import { describe, expect, it } from "vitest";
 import type { WorkerEvents } from "../../src/core/events.js";
 import type { JobRecord } from "../../src/core/job.js";
 import { MetricsHistory } from "../../src/dashboard/history.js";
-import { DashboardSessions, readCookie, SESSION_COOKIE } from "../../src/dashboard/sessions.js";
-import type { FastifyRequest } from "fastify";
 
 const MINUTE = 60_000;
 
@@ -70,50 +68,5 @@ describe("MetricsHistory", () => {
     // "q" and "a" are tracked; "b" and "c" were over the limit.
     expect(history.series("a", 1)[0]!.completed).toBe(1);
     expect(history.series("c", 1)[0]!.completed).toBe(0);
-  });
-});
-
-describe("DashboardSessions", () => {
-  const request = (cookie: string | undefined, method = "GET", headers: Record<string, string> = {}) =>
-    ({ method, headers: { ...(cookie ? { cookie } : {}), ...headers }, protocol: "http", host: "127.0.0.1:3000" }) as unknown as FastifyRequest;
-  const principal = { id: "ops", scopes: new Set(["read", "admin", "enqueue"] as const) };
-
-  it("finds a session by its cookie, extends it on use, and ends it after the idle timeout", () => {
-    let now = 0;
-    const sessions = new DashboardSessions({ idleTimeoutMs: 1000 }, () => now);
-    const s = sessions.create(principal);
-    const cookie = `other=1; ${SESSION_COOKIE}=${s.id}`;
-    expect(readCookie(cookie, SESSION_COOKIE)).toBe(s.id);
-    now = 900;
-    expect(sessions.find(request(cookie))?.principal.id).toBe("ops");
-    now = 1800; // 900 ms after the last use: still alive
-    expect(sessions.find(request(cookie))).not.toBeNull();
-    now = 2801;
-    expect(sessions.find(request(cookie))).toBeNull();
-    expect(sessions.check(request(cookie))).toMatchObject({ kind: "refused", status: 401 });
-    expect(sessions.check(request(undefined))).toEqual({ kind: "none" });
-  });
-
-  it("asks changes for the CSRF token and a same-origin request; reads need neither", () => {
-    const sessions = new DashboardSessions();
-    const s = sessions.create(principal);
-    const cookie = `${SESSION_COOKIE}=${s.id}`;
-    expect(sessions.check(request(cookie))).toMatchObject({ kind: "ok" });
-    expect(sessions.check(request(cookie, "POST"))).toMatchObject({ kind: "refused", status: 403 });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken }))).toMatchObject({ kind: "ok" });
-    expect(sessions.check(request(cookie, "DELETE", { "x-csrf-token": `${s.csrfToken}x` }))).toMatchObject({ kind: "refused", status: 403 });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://evil.test" }))).toMatchObject({ kind: "refused", status: 403 });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" }))).toMatchObject({ kind: "ok" });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, "sec-fetch-site": "same-site" }))).toMatchObject({ kind: "refused", status: 403 });
-    sessions.destroy(s.id);
-    expect(sessions.check(request(cookie))).toMatchObject({ kind: "refused", status: 401 });
-  });
-
-  it("ends the oldest session when the limit is reached", () => {
-    const sessions = new DashboardSessions({ maxSessions: 2 });
-    const [a, b, c] = [sessions.create(principal), sessions.create(principal), sessions.create(principal)];
-    expect(sessions.find(request(`${SESSION_COOKIE}=${a.id}`))).toBeNull();
-    expect(sessions.find(request(`${SESSION_COOKIE}=${b.id}`))).not.toBeNull();
-    expect(sessions.find(request(`${SESSION_COOKIE}=${c.id}`))).not.toBeNull();
   });
 });

@@ -41,7 +41,7 @@ describe("dashboard in your own Fastify app", () => {
     const login = await fetch(`${base}/ops/board/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ key: KEY }) });
     expect(login.status).toBe(200);
     const setCookie = login.headers.get("set-cookie")!;
-    expect(setCookie).toMatch(/^conveyor_session=[\w-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200$/);
+    expect(setCookie).toMatch(/^conveyor_session=s1\.[\w-]+\.[\w-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200$/);
     const cookie = setCookie.split(";")[0]!;
     const { csrfToken } = (await login.json()) as { csrfToken: string };
 

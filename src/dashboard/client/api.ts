@@ -15,10 +15,10 @@ export interface SessionInfo {
 
 // The server's own types (type-only imports: nothing of the server is bundled).
 import type { JobState } from "../../core/job.js";
-import type { DeadJobView, JobView as ServerJobView, QueueView } from "../../http/views.js";
+import type { DeadJobView, FlowView, JobView as ServerJobView, QueueView } from "../../http/views.js";
 import type { MinuteSample } from "../history.js";
 
-export type { JobState, MinuteSample, QueueView };
+export type { FlowView, JobState, MinuteSample, QueueView };
 export const STATES: JobState[] = ["waiting", "scheduled", "waiting-children", "active", "completed", "dead", "cancelled"];
 
 /** A job as the live stream and listings send it: the status view, plus what admin keys see. */

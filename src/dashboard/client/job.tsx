@@ -1,5 +1,6 @@
 /** One job: state, live progress, payload, result, attempts with errors and stacks, timings, lease. */
-import { call, can, currentSession, enc, useLive, type JobView } from "./api";
+import { useEffect, useState } from "preact/hooks";
+import { ApiError, call, can, currentSession, enc, useLive, type FlowView, type JobView } from "./api";
 import { duration, time } from "./format";
 import { ActionButton, JsonBlock, LiveDot, Notice, StateBadge } from "./widgets";
 
@@ -18,6 +19,87 @@ function mayCancel(job: JobView): boolean {
   const who = currentSession()?.principal;
   // An enqueue key may cancel the jobs it added; the server decides, so only admin sees the button.
   return !job.finished && who !== null && who !== undefined && can("admin");
+}
+
+/**
+ * The job's flow (GET /jobs/{id}/flow): its parent and its children with their states. Read again
+ * whenever the live job changes, and every 2 s while a child is unsettled (a child's change does
+ * not touch the parent's record).
+ */
+function FlowSection({ id, version }: { id: string; version: unknown }) {
+  const [flow, setFlow] = useState<FlowView | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let gone = false;
+    call<FlowView>("GET", `/jobs/${enc(id)}/flow`).then(
+      (f) => {
+        if (gone) return;
+        setFlow(f);
+        setError(null);
+      },
+      (e: unknown) => {
+        if (!gone) setError(e instanceof ApiError ? e.message : String(e));
+      },
+    );
+    return () => {
+      gone = true;
+    };
+  }, [id, version, tick]);
+  const unsettled = flow?.children.some((c) => !c.settled) === true;
+  useEffect(() => {
+    if (!unsettled) return;
+    const timer = setTimeout(() => setTick((t) => t + 1), 2_000);
+    return () => clearTimeout(timer);
+  }, [unsettled, tick]);
+  if (error) return <Notice kind="error">Could not read this job's flow: {error}</Notice>;
+  if (!flow || (flow.parent === null && flow.children.length === 0)) return null;
+  const settled = flow.children.filter((c) => c.settled).length;
+  return (
+    <section aria-labelledby="flow-title">
+      <h2 id="flow-title">Flow</h2>
+      {flow.parent && (
+        <p>
+          Parent: <a href={`#/jobs/${enc(flow.parent.id)}`} class="mono">{flow.parent.id}</a> <span class="dim">in {flow.parent.queue}</span>
+        </p>
+      )}
+      {flow.children.length > 0 && (
+        <>
+          <p class="dim">
+            {flow.children.length} children, {settled} settled{flow.onChildFailure ? `; a failed child ${flow.onChildFailure === "fail" ? "fails the parent" : "lets the parent run"}` : ""}.
+          </p>
+          <div class="table-wrap">
+            <table class="jobs" aria-label="Children">
+              <thead>
+                <tr>
+                  <th scope="col">Child</th>
+                  <th scope="col">Queue</th>
+                  <th scope="col">Name</th>
+                  <th scope="col">State</th>
+                  <th scope="col">Outcome</th>
+                </tr>
+              </thead>
+              <tbody>
+                {flow.children.map((c) => (
+                  <tr key={c.id}>
+                    <td class="mono">
+                      <a href={`#/jobs/${enc(c.id)}`}>{c.id}</a>
+                    </td>
+                    <td>{c.queue}</td>
+                    <td class="mono">{c.name}</td>
+                    <td>
+                      <StateBadge state={c.state} />
+                    </td>
+                    <td>{c.error ? `${c.error.name}: ${c.error.message}` : c.settled ? "done" : "—"}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </>
+      )}
+    </section>
+  );
 }
 
 export function JobPage({ id }: { id: string }) {
@@ -49,6 +131,8 @@ export function JobPage({ id }: { id: string }) {
         {mayCancel(job) && <ActionButton label="Cancel job" kind="danger" confirm="Cancel this job? A running handler is aborted at its worker's next heartbeat." run={() => call("DELETE", `/jobs/${enc(job.id)}`)} />}
         {job.state === "dead" && can("admin") && <ActionButton label="Replay" run={() => call("POST", `/jobs/${enc(job.id)}/replay`)} />}
       </div>
+
+      <FlowSection id={job.id} version={live.data} />
 
       <h2>Progress</h2>
       {job.progress === null ? (
