@@ -17,7 +17,8 @@ export interface OpenBackendOptions {
 const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
-  "or redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS)";
+  "or redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
+  "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME]";
 
 /**
  * Opens the backend a URL names:
@@ -27,13 +28,16 @@ const SUPPORTED =
  * - `postgres://…` or `postgresql://…`: a PostgreSQL database, its schema (`?schema=NAME`,
  *   default "conveyor") created and migrated if missing;
  * - `redis://…` or `rediss://…` (TLS): a Redis server, keys under `?prefix=NAME` (default
- *   "conveyor"); it must run with maxmemory-policy noeviction.
+ *   "conveyor"); it must run with maxmemory-policy noeviction;
+ * - `redis-cluster://host:port,host:port,…`: a Redis Cluster, from these seed nodes;
+ * - `redis-sentinel://host:port,host:port,…/MASTER`: the primary the sentinels monitor as MASTER,
+ *   followed across failovers.
  *
  * Throws InvalidInputError for anything else.
  */
 export async function openBackend(url: string, options: OpenBackendOptions = {}): Promise<Backend> {
   if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
-  if (typeof url === "string" && /^rediss?:\/\//i.test(url)) return openRedis(url, options);
+  if (typeof url === "string" && /^rediss?(?:-cluster|-sentinel)?:\/\//i.test(url)) return openRedis(url, options);
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
   try {
@@ -102,7 +106,8 @@ async function importDriver<T>(load: () => Promise<T>, driver: RegExp, what: str
 
 /**
  * Takes `?name=value` out of a server URL, so the driver never sees a parameter that is ours.
- * A string that is not a WHATWG URL (a unix socket path as host, say) is left to the driver.
+ * A string that is neither a WHATWG URL nor has a query string (a unix socket path as host, say)
+ * is left to the driver.
  */
 function takeParam(url: string, name: string): { url: string; value: string | undefined } {
   try {
@@ -112,7 +117,16 @@ function takeParam(url: string, name: string): { url: string; value: string | un
     parsed.searchParams.delete(name);
     return { url: parsed.toString(), value };
   } catch {
-    return { url, value: undefined };
+    // A URL listing several hosts (postgres://a:5432,b:5432/db, redis-cluster://a:1,b:2) is no
+    // WHATWG URL, but its query string reads the same way.
+    const q = url.indexOf("?");
+    if (q < 0) return { url, value: undefined };
+    const params = new URLSearchParams(url.slice(q + 1));
+    const value = params.get(name);
+    if (value === null) return { url, value: undefined };
+    params.delete(name);
+    const rest = params.toString();
+    return { url: url.slice(0, q) + (rest ? `?${rest}` : ""), value };
   }
 }
 
