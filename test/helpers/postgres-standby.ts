@@ -11,14 +11,14 @@
  * standby has it.
  */
 import { execFile, spawn } from "node:child_process";
-import { appendFile, chmod, chown, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, chown, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import pg from "pg";
 import { freePort } from "./ports.js";
-import { findPostgresBin, SERVER_USER, serverUser, startThrowawayPostgres, type ThrowawayPostgres } from "./postgres.js";
+import { findPostgresBin, SERVER_USER, serverUser, startThrowawayPostgres } from "./postgres.js";
 
 const exec = promisify(execFile);
 
@@ -26,18 +26,22 @@ const exec = promisify(execFile);
 export const STANDBY_NAME = "conveyor_standby";
 
 export interface PostgresPair {
-  readonly primary: ThrowawayPostgres;
-  readonly standbyPort: number;
-  readonly standbyDataDir: string;
-  /** `postgresql://postgres@127.0.0.1:PRIMARY,127.0.0.1:STANDBY/DB?target_session_attrs=read-write` */
+  /** `postgresql://postgres@127.0.0.1:A,127.0.0.1:B/DB?target_session_attrs=read-write` (both servers). */
   readonly url: string;
-  /** The standby alone (read-only until promoted). */
-  readonly standbyUrl: string;
   readonly synchronous: boolean;
+  /** Port of the server that is primary now (roles swap on promote). */
+  primaryPort(): number;
+  standbyPort(): number;
   /** Crashes the primary: `pg_ctl stop -m immediate`. */
   crashPrimary(): Promise<void>;
-  /** `pg_ctl promote` on the standby; resolves once it accepts writes. */
+  /** `pg_ctl promote` on the standby; resolves once it accepts writes. It is the primary from then on. */
   promote(): Promise<void>;
+  /**
+   * Makes the crashed old primary a standby of the new one: its data directory replaced by a
+   * `pg_basebackup -R` of the primary, started on its old port (so the multi-host URL still lists
+   * both), synchronous again when the pair is. Ready for the next failover.
+   */
+  rebuildStandby(): Promise<void>;
   /** Bytes of WAL the standby has not replayed yet (`pg_stat_replication` on the primary); null when not streaming. */
   replayLagBytes(): Promise<number | null>;
   stop(): Promise<void>;
@@ -56,90 +60,86 @@ export async function startPostgresPair(options: PostgresPairOptions = {}): Prom
   if (bin === null) throw new Error("no PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql-15)");
   const database = options.database ?? "conveyor_test";
   const synchronous = options.synchronous ?? false;
-  const primary = await startThrowawayPostgres({
+  const first = await startThrowawayPostgres({
     database,
     bin,
-    settings: {
-      wal_level: "replica",
-      max_wal_senders: "10",
-      wal_keep_size: "512MB",
-      ...(options.settings ?? {}),
-    },
+    settings: { wal_level: "replica", max_wal_senders: "10", wal_keep_size: "512MB", ...(options.settings ?? {}) },
   });
   const asRoot = userInfo().uid === 0;
   const dir = await mkdtemp(join(tmpdir(), "conveyor-pg-standby-"));
-  const dataDir = join(dir, "data");
-  const logFile = join(dir, "server.log");
   if (asRoot) {
     const { uid, gid } = serverUser();
     await chown(dir, uid, gid);
   }
   await chmod(dir, 0o700);
-  const run = async (program: string, args: string[]) => {
+  const run = async (program: string, args: string[], logFile?: string) => {
     const file = join(bin, program);
     const [cmd, argv] = asRoot ? ["runuser", ["-u", SERVER_USER, "--", file, ...args]] : [file, args];
     try {
       return await exec(cmd, argv, { cwd: dir, timeout: 120_000 });
     } catch (error) {
-      const log = await readFile(logFile, "utf8").catch(() => "");
+      const log = logFile ? await readFile(logFile, "utf8").catch(() => "") : "";
       const e = error as { stderr?: string; message: string };
-      throw new Error(`${program} failed: ${e.stderr ?? e.message}${log ? `\nstandby log:\n${log.slice(-4_000)}` : ""}`, { cause: error });
+      throw new Error(`${program} failed: ${e.stderr ?? e.message}${log ? `\nserver log:\n${log.slice(-4_000)}` : ""}`, { cause: error });
     }
   };
-  let standbyPort = 0;
-  let watchdog: ReturnType<typeof spawn> | null = null;
-  const cleanUp = async () => {
-    watchdog?.kill();
-    await run("pg_ctl", ["-D", dataDir, "-m", "immediate", "-w", "stop"]).catch(() => undefined);
-    await rm(dir, { recursive: true, force: true });
-    await primary.stop();
-  };
-  try {
-    await run("pg_basebackup", [
-      "-d", `host=127.0.0.1 port=${primary.port} user=${SERVER_USER} application_name=${STANDBY_NAME}`,
-      "-D", dataDir, "-R", "-X", "stream", "-c", "fast", "--no-sync",
-    ]);
-    // -R wrote primary_conninfo; the name must be in it for synchronous_standby_names to match.
-    await appendFile(
-      join(dataDir, "postgresql.auto.conf"),
-      `primary_conninfo = 'host=127.0.0.1 port=${primary.port} user=${SERVER_USER} application_name=${STANDBY_NAME}'\n`,
-    );
-    for (let attempt = 1; ; attempt++) {
-      standbyPort = await freePort();
-      const serverOptions = [
-        `-c port=${standbyPort}`,
+  /** The two servers; `roles[0]` is the primary now, `roles[1]` the standby. */
+  const a: Server = { dataDir: first.dataDir, port: first.port };
+  const b: Server = { dataDir: join(dir, "data"), port: 0 };
+  let roles: [Server, Server] = [a, b];
+  const socketDir = (server: Server) => dirname(server.dataDir);
+  const logOf = (server: Server) => join(socketDir(server), "server.log");
+  const start = (server: Server) =>
+    run("pg_ctl", [
+      "-D", server.dataDir, "-l", logOf(server), "-w", "-t", "60", "start", "-o",
+      [
+        `-c port=${server.port}`,
         "-c listen_addresses=127.0.0.1",
-        `-c unix_socket_directories=${dir}`,
+        `-c unix_socket_directories=${socketDir(server)}`,
         "-c max_connections=400",
         "-c hot_standby=on",
         "-c log_min_messages=warning",
+        "-c wal_level=replica",
+        "-c max_wal_senders=10",
+        "-c wal_keep_size=512MB",
         ...Object.entries(options.settings ?? {}).map(([k, v]) => `-c ${k}=${v}`),
-      ].join(" ");
+      ].join(" "),
+    ], logOf(server));
+  /** A base backup of `from` into `into`'s (empty) data directory, started as its standby. */
+  const makeStandby = async (from: Server, into: Server) => {
+    await rm(into.dataDir, { recursive: true, force: true });
+    await run("pg_basebackup", [
+      "-d", `host=127.0.0.1 port=${from.port} user=${SERVER_USER} application_name=${STANDBY_NAME}`,
+      "-D", into.dataDir, "-R", "-X", "stream", "-c", "fast", "--no-sync",
+    ]);
+    // -R wrote primary_conninfo; the name must be in it for synchronous_standby_names to match.
+    // Settings the old primary got by ALTER SYSTEM came along in the copy: a standby has none.
+    await writeFile(
+      join(into.dataDir, "postgresql.auto.conf"),
+      `primary_conninfo = 'host=127.0.0.1 port=${from.port} user=${SERVER_USER} application_name=${STANDBY_NAME}'\n`,
+    );
+    if (asRoot) {
+      const { uid, gid } = serverUser();
+      await chown(join(into.dataDir, "postgresql.auto.conf"), uid, gid);
+    }
+    for (let attempt = 1; ; attempt++) {
+      if (into.port === 0 || attempt > 1) into.port = await freePort();
       try {
-        await run("pg_ctl", ["-D", dataDir, "-l", logFile, "-o", serverOptions, "-w", "-t", "60", "start"]);
+        await start(into);
         break;
       } catch (error) {
         if (attempt >= 5) throw error;
       }
     }
-    const stopCommand = `${asRoot ? `runuser -u ${SERVER_USER} -- ` : ""}${join(bin, "pg_ctl")} -D '${dataDir}' -m immediate -w stop`;
-    watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stopCommand} >/dev/null 2>&1; rm -rf '${dir}'`], {
-      detached: true,
-      stdio: "ignore",
+    // Synchronous only now: with the standby named before it exists, every commit would wait for it.
+    const primaryUrl = urlOf(from, "postgres");
+    await onServer(primaryUrl, async (c) => {
+      await c.query(`ALTER SYSTEM SET synchronous_standby_names = '${synchronous ? STANDBY_NAME : ""}'`);
+      await c.query("SELECT pg_reload_conf()");
     });
-    watchdog.unref();
-    // Synchronous only now: with the standby named before it exists, every commit (the helper's
-    // own CREATE DATABASE first) would wait for it for ever.
-    if (synchronous) {
-      await onPrimary(primary.url, async (c) => {
-        await c.query(`ALTER SYSTEM SET synchronous_standby_names = '${STANDBY_NAME}'`);
-        await c.query("SELECT pg_reload_conf()");
-      });
-    }
-    // Streaming, and (when synchronous) counted as the synchronous standby.
     const deadline = Date.now() + 60_000;
     for (;;) {
-      const state = await onPrimary(primary.url, (c) =>
+      const state = await onServer(primaryUrl, (c) =>
         c.query<{ state: string; sync_state: string }>("SELECT state, sync_state FROM pg_stat_replication WHERE application_name = $1", [STANDBY_NAME]),
       ).catch(() => null);
       const row = state?.rows[0];
@@ -147,38 +147,57 @@ export async function startPostgresPair(options: PostgresPairOptions = {}): Prom
       if (Date.now() > deadline) throw new Error(`the standby did not start streaming within 60 s (${JSON.stringify(row ?? null)})`);
       await sleep(100);
     }
+  };
+  const stopServer = (server: Server) => run("pg_ctl", ["-D", server.dataDir, "-m", "immediate", "-w", "stop"]).catch(() => undefined);
+  let watchdog: ReturnType<typeof spawn> | null = null;
+  const cleanUp = async () => {
+    watchdog?.kill();
+    await stopServer(b);
+    await rm(dir, { recursive: true, force: true });
+    await first.stop();
+  };
+  try {
+    await makeStandby(a, b);
+    const stopCommand = `${asRoot ? `runuser -u ${SERVER_USER} -- ` : ""}${join(bin, "pg_ctl")} -D '${b.dataDir}' -m immediate -w stop`;
+    watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stopCommand} >/dev/null 2>&1; rm -rf '${dir}'`], {
+      detached: true,
+      stdio: "ignore",
+    });
+    watchdog.unref();
   } catch (error) {
     await cleanUp();
     throw error;
   }
 
-  const url = new URL(primary.url);
-  const hosts = `127.0.0.1:${primary.port},127.0.0.1:${standbyPort}`;
+  const path = new URL(first.url).pathname;
   let stopped = false;
   return {
-    primary,
-    standbyPort,
-    standbyDataDir: dataDir,
-    url: `postgresql://${SERVER_USER}@${hosts}${url.pathname}?target_session_attrs=read-write`,
-    standbyUrl: `postgresql://${SERVER_USER}@127.0.0.1:${standbyPort}${url.pathname}`,
+    url: `postgresql://${SERVER_USER}@127.0.0.1:${a.port},127.0.0.1:${b.port}${path}?target_session_attrs=read-write`,
     synchronous,
+    primaryPort: () => roles[0].port,
+    standbyPort: () => roles[1].port,
     async crashPrimary() {
-      await run("pg_ctl", ["-D", primary.dataDir, "-m", "immediate", "-w", "stop"]);
+      await run("pg_ctl", ["-D", roles[0].dataDir, "-m", "immediate", "-w", "stop"]);
     },
     async promote() {
-      await run("pg_ctl", ["-D", dataDir, "-w", "-t", "60", "promote"]);
+      const standby = roles[1];
+      await run("pg_ctl", ["-D", standby.dataDir, "-w", "-t", "60", "promote"], logOf(standby));
       const deadline = Date.now() + 60_000;
       for (;;) {
-        const r = await onPrimary(`postgresql://${SERVER_USER}@127.0.0.1:${standbyPort}/postgres`, (c) =>
-          c.query<{ transaction_read_only: string }>("SHOW transaction_read_only"),
-        ).catch(() => null);
-        if (r?.rows[0]?.transaction_read_only === "off") return;
+        const r = await onServer(urlOf(standby, "postgres"), (c) => c.query<{ transaction_read_only: string }>("SHOW transaction_read_only")).catch(() => null);
+        if (r?.rows[0]?.transaction_read_only === "off") break;
         if (Date.now() > deadline) throw new Error("the promoted standby did not accept writes within 60 s");
         await sleep(50);
       }
+      roles = [standby, roles[0]];
+    },
+    async rebuildStandby() {
+      const [primary, old] = roles;
+      await stopServer(old);
+      await makeStandby(primary, old);
     },
     async replayLagBytes() {
-      const r = await onPrimary(primary.url, (c) =>
+      const r = await onServer(urlOf(roles[0], "postgres"), (c) =>
         c.query<{ lag: string | null }>(
           "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::text AS lag FROM pg_stat_replication WHERE application_name = $1",
           [STANDBY_NAME],
@@ -195,7 +214,16 @@ export async function startPostgresPair(options: PostgresPairOptions = {}): Prom
   };
 }
 
-async function onPrimary<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+interface Server {
+  dataDir: string;
+  port: number;
+}
+
+function urlOf(server: Server, database: string): string {
+  return `postgresql://${SERVER_USER}@127.0.0.1:${server.port}/${database}`;
+}
+
+async function onServer<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3_000 });
   client.on("error", () => undefined);
   await client.connect();
