@@ -43,7 +43,36 @@ export interface Store {
   probe(): Promise<boolean>;
   /** Cuts every client connection; resolves with how many. Null: not possible here. */
   readonly cut: (() => Promise<number>) | null;
+  /**
+   * Replicated stores (chaos/topologies.ts): kills the primary (the master serving the chaos
+   * queue) and resolves once a replica took over, then gives the topology its redundancy back
+   * (the killed node rejoins as a replica, or a new standby is built).
+   */
+  readonly failover?: () => Promise<FailoverOutcome>;
+  /** Redis Cluster: moves the chaos queue's slot (with slots around it) to another master. */
+  readonly reshard?: () => Promise<ReshardOutcome>;
   close(): Promise<void>;
+}
+
+export interface FailoverOutcome {
+  /** When the kill was sent. */
+  from: number;
+  /** When a direct connection to the killed primary failed (the kill is observed), or null. */
+  probeFailedAt: number | null;
+  /** When the replica was seen serving as primary. */
+  promotedAt: number;
+  /** When the topology had its redundancy back (killed node rejoined, standby rebuilt). */
+  restoredAt: number;
+  how: string;
+  /** Which node died and which took over. */
+  detail: string;
+}
+
+export interface ReshardOutcome {
+  from: number;
+  to: number;
+  slots: number;
+  detail: string;
 }
 
 /** Why a backend cannot be used on this machine, or null when it can. */

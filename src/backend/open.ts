@@ -159,16 +159,22 @@ async function openPostgres(url: string, options: OpenBackendOptions): Promise<B
 
 /**
  * A Redis backend for `redis://…` or `rediss://…`, checked (server version, eviction policy) before
- * it is returned. `?prefix=NAME` picks the key prefix and is taken out of the URL before ioredis
- * reads it; every other part of the URL is ioredis'.
+ * it is returned. `?prefix=NAME` picks the key prefix, `?wait_replicas=N[&wait_timeout_ms=T]`
+ * turns on `waitForReplicas`; they are taken out of the URL before ioredis reads it; every other
+ * part of the URL is ioredis'.
  */
 async function openRedis(url: string, options: OpenBackendOptions): Promise<Backend> {
-  const { url: connection, value: prefix } = takeParam(url, "prefix");
+  const { url: withoutPrefix, value: prefix } = takeParam(url, "prefix");
+  const { url: withoutWait, value: waitReplicas } = takeParam(withoutPrefix, "wait_replicas");
+  const { url: connection, value: waitTimeout } = takeParam(withoutWait, "wait_timeout_ms");
   const { RedisBackend } = await importDriver(() => import("./redis/index.js"), /['"]ioredis['"]/, "the Redis backend", "ioredis@5");
+  const waitForReplicas =
+    waitReplicas !== undefined ? { replicas: Number(waitReplicas), ...(waitTimeout !== undefined ? { timeoutMs: Number(waitTimeout) } : {}) } : undefined;
   return migrated(
     new RedisBackend({
       connection,
       ...(prefix !== undefined ? { prefix } : {}),
+      ...(waitForReplicas ? { waitForReplicas } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

@@ -95,6 +95,8 @@ export interface NodeView {
   failed: boolean;
   /** Slots served (masters only). */
   slots: number;
+  /** The slot ranges served, inclusive, in CLUSTER NODES order. */
+  ranges: Array<[number, number]>;
 }
 
 export interface ThrowawayRedisCluster {
@@ -107,9 +109,11 @@ export interface ThrowawayRedisCluster {
   view(): Promise<NodeView[]>;
   /** The node serving `key`'s slot now. */
   masterOf(key: string): Promise<ClusterNode>;
+  /** The hash slot of `key` (CLUSTER KEYSLOT). */
+  slotOf(key: string): Promise<number>;
   /** SIGKILLs a node (no goodbye, no save). */
   kill(node: ClusterNode): Promise<void>;
-  /** Starts a killed node again on its port and directory: it rejoins (as a replica after a failover). */
+  /** Starts a killed node again on its port and directory; resolves once it rejoined (as an in-sync replica after a failover). */
   restart(node: ClusterNode): Promise<void>;
   /** Resolves once `failed` is marked failed and a replica of it serves its slots (cluster_state:ok). */
   waitForFailover(failed: ClusterNode, timeoutMs?: number): Promise<ClusterNode>;
@@ -218,6 +222,7 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
     url: `redis-cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(",")}`,
     startupNodes: nodes.map((n) => ({ host: "127.0.0.1", port: n.port })),
     view,
+    slotOf: async (key) => Number(await once([...alive][0]!.port, (r) => r.call("CLUSTER", ["KEYSLOT", key]))),
     async masterOf(key) {
       const slot = Number(await once([...alive][0]!.port, (r) => r.call("CLUSTER", ["KEYSLOT", key])));
       const owner = await findSlotOwner(alive, slot);
@@ -234,6 +239,16 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
       await node.server.start();
       await waitForPing(node.port, 30_000);
       alive.add(node);
+      // A master that lost its slots to a replica comes back as that replica's replica: ready
+      // to take over in the next failover only once it is in sync.
+      await waitUntil(`:${node.port} to rejoin`, 60_000, async () => {
+        const info = await once(node.port, (r) => r.info("replication"));
+        if (info.includes("role:master")) {
+          const v = await view();
+          return (v.find((n) => n.id === node.id)?.slots ?? 0) > 0;
+        }
+        return /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+      });
     },
     async waitForFailover(failed, timeoutMs = 60_000) {
       let promoted: ClusterNode | null = null;
@@ -309,10 +324,12 @@ export function parseClusterNodes(text: string): NodeView[] {
     const flags = fields[2]!.split(",");
     const port = Number(/:(\d+)@/.exec(fields[1]!)?.[1] ?? 0);
     let slots = 0;
+    const ranges: Array<[number, number]> = [];
     for (const range of fields.slice(8)) {
       if (range.startsWith("[")) continue;
       const [lo, hi] = range.split("-").map(Number);
       slots += (hi ?? lo!) - lo! + 1;
+      ranges.push([lo!, hi ?? lo!]);
     }
     out.push({
       id: fields[0]!,
@@ -321,6 +338,7 @@ export function parseClusterNodes(text: string): NodeView[] {
       masterId: fields[3] === "-" ? null : fields[3]!,
       failed: flags.includes("fail") || flags.includes("fail?"),
       slots,
+      ranges,
     });
   }
   return out;
@@ -341,8 +359,12 @@ export interface ThrowawaySentinel {
   killPrimary(): Promise<ThrowawayRedis>;
   /** Resolves once the sentinels name another server than `old` as primary and it answers as one. */
   waitForFailover(old: ThrowawayRedis, timeoutMs?: number): Promise<ThrowawayRedis>;
-  /** Starts a killed server again; the sentinels turn it into a replica of the current primary. */
-  restart(server: ThrowawayRedis): Promise<void>;
+  /**
+   * Starts a killed server again as a replica of the current primary (REPLICAOF right after it
+   * starts, as an orchestrator's start script would) and resolves once it is in sync (master_link_status:up): only then can it take over in
+   * the next failover without losing what the primary took meanwhile.
+   */
+  restart(server: ThrowawayRedis, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -396,7 +418,8 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
           "sentinel announce-ip 127.0.0.1",
           `sentinel monitor ${SENTINEL_MASTER_NAME} 127.0.0.1 ${first.port} 2`,
           `sentinel down-after-milliseconds ${SENTINEL_MASTER_NAME} ${SENTINEL_DOWN_AFTER_MS}`,
-          `sentinel failover-timeout ${SENTINEL_MASTER_NAME} 10000`,
+          // Also how soon a restarted old primary is turned into a replica of the new one.
+          `sentinel failover-timeout ${SENTINEL_MASTER_NAME} 3000`,
           `sentinel parallel-syncs ${SENTINEL_MASTER_NAME} 1`,
           "",
         ].join("\n"),
@@ -421,6 +444,15 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
     throw error;
   }
 
+  /** The primary every sentinel names, or null while they disagree (the new config spreads by gossip). */
+  const agreedPrimaryPort = async (): Promise<number | null> => {
+    const ports = new Set<number>();
+    for (const s of sentinels) {
+      const addr = (await once(s.port, (r) => r.call("SENTINEL", ["GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER_NAME]))) as string[];
+      ports.add(Number(addr[1]));
+    }
+    return ports.size === 1 ? [...ports][0]! : null;
+  };
   const primaryPort = async (): Promise<number> => {
     let lastError: unknown = null;
     for (const s of sentinels) {
@@ -452,9 +484,11 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
     },
     async waitForFailover(old, timeoutMs = 60_000) {
       let next: ThrowawayRedis | null = null;
+      // Promoted once every sentinel says so: a sentinel still naming the old primary would send
+      // clients to it the moment it is restarted.
       await waitUntil("the sentinels to promote the replica", timeoutMs, async () => {
-        const port = await primaryPort();
-        if (port === old.port) return false;
+        const port = await agreedPrimaryPort();
+        if (port === null || port === old.port) return false;
         const role = (await once(port, (r) => r.call("ROLE"))) as unknown[];
         if (role[0] !== "master") return false;
         next = byPort(port);
@@ -462,9 +496,20 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
       });
       return next!;
     },
-    async restart(server) {
+    async restart(server, timeoutMs = 60_000) {
+      const primary = await agreedPrimaryPort();
       await server.start();
       await waitForPing(server.port, 30_000);
+      // As an orchestrator's start script does (ask the sentinels, start as a replica of the
+      // primary they name): left alone, the sentinels would demote it only 8-16 s later, and
+      // until then it is a primary with stale data.
+      if (primary !== null && primary !== server.port) await once(server.port, (r) => r.call("REPLICAOF", ["127.0.0.1", String(primary)]));
+      await waitUntil(`:${server.port} to rejoin as an in-sync replica`, timeoutMs, async () => {
+        const primary = await agreedPrimaryPort();
+        if (primary === null || primary === server.port) return false;
+        const info = await once(server.port, (r) => r.info("replication"));
+        return info.includes("role:slave") && info.includes(`master_port:${primary}`) && /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+      });
     },
     async stop() {
       if (stopped) return;

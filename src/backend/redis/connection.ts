@@ -95,12 +95,17 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
     return new Cluster(topology.nodes, { redisOptions: { ...options, ...auth } });
   }
   // ioredis asks the sentinels for the primary on every (re)connect and checks it is one (ROLE),
-  // so after a failover it follows the new primary by itself.
+  // so after a failover it follows the new primary by itself. Two more ways to leave a primary
+  // that is one no longer: the sentinels' +switch-master announcement (failoverDetector) drops
+  // the connection at once, and a READONLY reply (the server was demoted to a replica under us)
+  // reconnects, without sending the refused command again.
   return new Redis({
     ...options,
     ...auth,
     sentinels: topology.nodes,
     name: topology.masterName!,
+    failoverDetector: true,
+    reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 1 : false),
     ...(topology.tls ? { enableTLSForSentinelMode: true } : {}),
   });
 }
