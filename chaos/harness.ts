@@ -17,7 +17,7 @@ import { firstCompletionAfter, throughputDip, type ThroughputDip } from "./failo
 import { finalJobs, jobsOf, Monitor, unfinished } from "./monitor.js";
 import { Prng } from "./prng.js";
 import type { EnqueueRecord, RunRecord } from "./records.js";
-import { DEFAULT_MAX_HEALTHY_DEAD, notApplicable, planFaults, queuesOf, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
+import { DEFAULT_MAX_HEALTHY_DEAD, notApplicable, planFaults, QUIET_TAIL_MS, queuesOf, ROLLOUT_BASELINE_MS, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
 import type { BackendKind, Store } from "./stores.js";
 
 /**
@@ -223,6 +223,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         case "rolling": {
           const w = await fleet.rollingRestart();
           events.append({ t: "rolling", ...w, at: w.from });
+          // Steady work after it: its recovery, and the baseline of the next rollout.
+          await sleep(Math.max(0, Math.min(ROLLOUT_BASELINE_MS, t0 + durationMs - Date.now())));
           timings.push({ kind: "rolling", at: w.from, doneAt: w.to, restoredAt: null, offsetMs: 0, detail: `${w.restarted} workers restarted one at a time`, firstCompletionMs: null, dip: null });
           return;
         }
@@ -269,6 +271,12 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       }
     };
     for (const f of plan) {
+      // A failover, reshard or rollout takes seconds: ones still planned once the fault phase is
+      // over (earlier ones ran long) are dropped, not piled up after it.
+      if (Date.now() - t0 >= durationMs - QUIET_TAIL_MS) {
+        skip(f, "the fault phase ended while earlier faults ran");
+        continue;
+      }
       const wait = t0 + f.atMs - Date.now();
       if (wait > 0) await sleep(wait);
       events.append({ t: "fault", fault: f, at: Date.now() });

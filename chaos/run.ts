@@ -20,9 +20,10 @@ const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [-
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
 --max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
 npm run chaos -- --scenario outbox [--seconds N] [--seed S]   the transactional outbox and its relays (PostgreSQL, Redis)
-npm run chaos -- --scenario ${FAILOVER_SCENARIOS.join("|")}|failover [--backend B] [--seconds N] [--seed S] [--workers N]
+npm run chaos -- --scenario ${FAILOVER_SCENARIOS.join("|")}|failover [--backend B] [--seconds N] [--seed S] [--workers N] [--wait-replicas N]
   failover scenarios (docs/failover.md); each but rolling-restart brings its own replicated store and
-  implies its backend; rolling-restart runs on --backend (default postgres), --workers overrides its 20 workers`;
+  implies its backend; rolling-restart runs on --backend (default postgres), --workers overrides its 20 workers,
+  --wait-replicas runs the Redis backend with waitForReplicas (WAIT after each write; default 0, off)`;
 
 async function main(): Promise<number> {
   let values;
@@ -35,6 +36,7 @@ async function main(): Promise<number> {
         scenario: { type: "string", default: "all" },
         "max-healthy-dead": { type: "string" },
         workers: { type: "string" },
+        "wait-replicas": { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -105,7 +107,20 @@ async function main(): Promise<number> {
 }
 
 /** The failover scenarios: each on the store it brings (rolling-restart on --backend). */
-async function runFailover(values: { backend?: string; seconds?: string; seed?: string; scenario?: string; "max-healthy-dead"?: string; workers?: string }): Promise<number> {
+async function runFailover(values: {
+  backend?: string;
+  seconds?: string;
+  seed?: string;
+  scenario?: string;
+  "max-healthy-dead"?: string;
+  workers?: string;
+  "wait-replicas"?: string;
+}): Promise<number> {
+  const waitReplicas = values["wait-replicas"] === undefined ? 0 : Number(values["wait-replicas"]);
+  if (!Number.isInteger(waitReplicas) || waitReplicas < 0) {
+    console.error(`--wait-replicas must be an integer >= 0\n${USAGE}`);
+    return 2;
+  }
   const scenarios = values.scenario === "failover" ? [...FAILOVER_SCENARIOS] : [values.scenario as (typeof FAILOVER_SCENARIOS)[number]];
   const seconds = values.seconds === undefined ? 60 : Number(values.seconds);
   if (!Number.isFinite(seconds) || seconds < 8) {
@@ -139,7 +154,7 @@ async function runFailover(values: { backend?: string; seconds?: string; seed?: 
     }
     const rootDir = join(ROOT, ".tmp", "chaos", `failover-${seed}`);
     console.log(`chaos: ${scenario} on ${topology ?? backend}, seed ${seed}, ${seconds} s; evidence in ${join(rootDir, scenario)}`);
-    const store: Store = topology ? await openTopologyStore(topology) : await openStore(backend);
+    const store: Store = topology ? await openTopologyStore(topology, { waitReplicas }) : await openStore(backend);
     try {
       results.push(await runScenario({ backend, scenario, seconds, seed, store, rootDir, maxHealthyDead, ...(workers ? { workers } : {}), log: (line) => console.log(`  ${line}`) }));
     } finally {
@@ -149,7 +164,7 @@ async function runFailover(values: { backend?: string; seconds?: string; seed?: 
   console.log("");
   console.log(formatTable(results));
   console.log(formatTimings(results));
-  const flags = `--seed ${seed} --seconds ${seconds}${given ? ` --backend ${given}` : ""}${workers ? ` --workers ${workers}` : ""}`;
+  const flags = `--seed ${seed} --seconds ${seconds}${given ? ` --backend ${given}` : ""}${workers ? ` --workers ${workers}` : ""}${waitReplicas ? ` --wait-replicas ${waitReplicas}` : ""}`;
   console.log(`\nreproduce: npm run chaos -- --scenario ${values.scenario} ${flags}`);
   return results.every((r) => r.ok) ? 0 : 1;
 }

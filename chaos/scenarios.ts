@@ -327,6 +327,8 @@ export function scenarioFor(name: ScenarioName, backend: BackendKind): ScenarioD
 /** Quiet time at the start (workers starting) and at the end of the fault phase, ms. */
 export const WARMUP_MS = 3_000;
 export const QUIET_TAIL_MS = 1_500;
+/** Steady work before a rollout starts: the throughput baseline it is measured against. */
+export const ROLLOUT_BASELINE_MS = 10_000;
 
 /** The timed faults of one run, in order. */
 export function planFaults(def: ScenarioDef, durationMs: number, prng: Prng): PlannedFault[] {
@@ -334,7 +336,11 @@ export function planFaults(def: ScenarioDef, durationMs: number, prng: Prng): Pl
   if (def.faults.length === 0) return out;
   let bag: FaultKind[] = [];
   const slots = def.workers ?? WORKER.slots;
-  let t = WARMUP_MS + prng.between(0, def.meanGapMs / (def.fixedOrder || def.topology || def.faults.includes("rolling") ? 6 : 2));
+  // Failovers start early (a short run still gets one); a rollout after ROLLOUT_BASELINE_MS of
+  // steady work, the throughput it is compared with.
+  let t = def.faults.includes("rolling")
+    ? WARMUP_MS + ROLLOUT_BASELINE_MS
+    : WARMUP_MS + prng.between(0, def.meanGapMs / (def.fixedOrder || def.topology ? 6 : 2));
   while (t < durationMs - QUIET_TAIL_MS) {
     if (bag.length === 0) bag = def.fixedOrder ? [...def.faults] : prng.shuffle(def.faults);
     const kind = bag.shift()!;

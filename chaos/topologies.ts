@@ -41,25 +41,31 @@ const notACrash = async () => {
   throw new Error("a replicated store fails over instead: use the failover fault");
 };
 
-export async function openTopologyStore(topology: TopologyKind): Promise<Store> {
+export interface TopologyOptions {
+  /** Redis: the backend's waitForReplicas (WAIT after each script) with this many replicas; 0 off (default). */
+  waitReplicas?: number;
+}
+
+export async function openTopologyStore(topology: TopologyKind, options: TopologyOptions = {}): Promise<Store> {
+  const wait = options.waitReplicas ? `&wait_replicas=${options.waitReplicas}` : "";
   switch (topology) {
     case "redis-cluster":
-      return clusterStore();
+      return clusterStore(wait);
     case "redis-sentinel":
-      return sentinelStore();
+      return sentinelStore(wait);
     case "pg-sync":
     case "pg-async":
       return postgresPairStore(topology === "pg-sync");
   }
 }
 
-async function clusterStore(): Promise<Store> {
+async function clusterStore(wait: string): Promise<Store> {
   const cluster = await startThrowawayRedisClusterTopology();
   // Every key of the chaos queue carries the hash tag {chaos}: one slot, on one master.
   const queueKey = `{${CHAOS_QUEUE}}`;
   return {
     kind: "redis",
-    urlFor: (name) => `${cluster.url}?prefix=chaos-${label(name)}`,
+    urlFor: (name) => `${cluster.url}?prefix=chaos-${label(name)}${wait}`,
     crashHow: "SIGKILL of the master serving the chaos queue; its replica is promoted by the cluster",
     crashMode: "server",
     crash: notACrash,
@@ -124,11 +130,11 @@ async function clusterStore(): Promise<Store> {
   };
 }
 
-async function sentinelStore(): Promise<Store> {
+async function sentinelStore(wait: string): Promise<Store> {
   const topology = await startThrowawaySentinel();
   return {
     kind: "redis",
-    urlFor: (name) => `${topology.url}?prefix=chaos-${label(name)}`,
+    urlFor: (name) => `${topology.url}?prefix=chaos-${label(name)}${wait}`,
     crashHow: "SIGKILL of the primary; the sentinels promote the replica",
     crashMode: "server",
     crash: notACrash,
