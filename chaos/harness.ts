@@ -293,7 +293,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     let drainMs: number | null = null;
     let zeroes = 0;
     while (Date.now() - drainStart < drainTimeoutMs(seconds)) {
-      const n = await unfinished(queue);
+      const n = await unfinished(source);
       zeroes = n === 0 ? zeroes + 1 : 0;
       if (zeroes >= 2) {
         drainMs = Date.now() - drainStart;

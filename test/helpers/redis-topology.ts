@@ -211,10 +211,22 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
       return new Set(views).size === 1;
     });
   };
-  await waitHealthy().catch(async (error: unknown) => {
-    await stopAll();
-    throw error;
-  });
+  // Replicas in sync with their masters too: a replica that never finished its first sync is
+  // "disconnected from master for longer than allowed" and refuses to take over.
+  const replicasInSync = () =>
+    waitUntil("every replica to be in sync", 60_000, async () => {
+      for (const node of alive) {
+        const info = await once(node.port, (r) => r.info("replication"));
+        if (info.includes("role:slave") && !(/master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info))) return false;
+      }
+      return true;
+    });
+  await waitHealthy()
+    .then(replicasInSync)
+    .catch(async (error: unknown) => {
+      await stopAll();
+      throw error;
+    });
 
   let stopped = false;
   const cluster: ThrowawayRedisCluster = {
