@@ -91,11 +91,14 @@ interface Setting {
 async function lossTrials(setting: Setting): Promise<{ acked: number[]; lost: number[] }> {
   const out = { acked: [] as number[], lost: [] as number[] };
   for (let trial = 0; trial < TRIALS; trial++) {
+    console.error(`  ${setting.name}: trial ${trial + 1} starting`);
     const backend = await setting.open();
     const queue = new Queue(`loss-${trial}`, { backend });
     const running = load(queue);
     await sleep(1_000);
+    const t0 = Date.now();
     await setting.failover();
+    const promotedMs = Date.now() - t0;
     await sleep(500);
     await running.stop();
     await backend.close();
@@ -104,7 +107,7 @@ async function lossTrials(setting: Setting): Promise<{ acked: number[]; lost: nu
     out.lost.push(await missing(checker, running.acked));
     await checker.close();
     await setting.restore();
-    console.log(`  ${setting.name}: trial ${trial + 1}: ${running.acked.length} acknowledged, ${out.lost.at(-1)} missing after the promotion`);
+    console.log(`  ${setting.name}: trial ${trial + 1}: ${running.acked.length} acknowledged, ${out.lost.at(-1)} missing after the promotion (promoted after ${promotedMs} ms)`);
   }
   return out;
 }
@@ -133,7 +136,7 @@ function redisSettings(topology: ThrowawaySentinel, prefix: string): Setting[] {
       old = null;
     },
   });
-  return [make("Redis, asynchronous replica", ""), make("Redis, waitForReplicas 1 (WAIT)", "&wait_replicas=1&wait_timeout_ms=1000")];
+  return [make("Redis, asynchronous replica", ""), make("Redis, waitForReplicas 1 (WAIT, 5 s timeout)", "&wait_replicas=1&wait_timeout_ms=5000")];
 }
 
 function postgresSetting(name: string, pair: PostgresPair): Setting {

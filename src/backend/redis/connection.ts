@@ -136,6 +136,9 @@ export async function quit(client: Client): Promise<void> {
     // The server went away meanwhile: nothing left to release.
     client.disconnect();
   }
+  // QUIT ends the data connection only: the sentinel connections ioredis keeps to watch for
+  // failovers (failoverDetector) go with disconnect(), or they keep reconnecting after close().
+  if (!isCluster(client) && client.options.sentinels) client.disconnect();
 }
 
 /** A label for logs: scheme, host, port and db, never the password. */
