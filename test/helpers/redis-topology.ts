@@ -508,19 +508,22 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
       });
       return next!;
     },
-    async restart(server, timeoutMs = 60_000) {
-      const primary = await agreedPrimaryPort();
+    async restart(server, timeoutMs = 120_000) {
       await server.start();
       await waitForPing(server.port, 30_000);
       // As an orchestrator's start script does (ask the sentinels, start as a replica of the
       // primary they name): left alone, the sentinels would demote it only 8-16 s later, and
-      // until then it is a primary with stale data.
-      if (primary !== null && primary !== server.port) await once(server.port, (r) => r.call("REPLICAOF", ["127.0.0.1", String(primary)]));
+      // until then it is a primary with stale data. Sent again while it is not (yet) a replica
+      // of the primary the sentinels agree on.
       await waitUntil(`:${server.port} to rejoin as an in-sync replica`, timeoutMs, async () => {
         const primary = await agreedPrimaryPort();
         if (primary === null || primary === server.port) return false;
         const info = await once(server.port, (r) => r.info("replication"));
-        return info.includes("role:slave") && info.includes(`master_port:${primary}`) && /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+        if (!(info.includes("role:slave") && info.includes(`master_port:${primary}`))) {
+          await once(server.port, (r) => r.call("REPLICAOF", ["127.0.0.1", String(primary)]));
+          return false;
+        }
+        return /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
       });
     },
     async stop() {
