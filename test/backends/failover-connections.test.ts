@@ -49,8 +49,11 @@ describe.skipIf((await findPostgresBin()) === null)("PostgreSQL primary switch t
   it("new connections, the LISTEN one included, find the promoted standby; nothing committed is lost (synchronous standby)", { timeout: 120_000 }, async () => {
     const pair = await startPostgresPair({ synchronous: true });
     const backend = await openBackend(`${pair.url}&schema=switch`);
+    // Enqueues go through another backend instance, so a wake-up here can only come by NOTIFY
+    // over this one's LISTEN connection, never from a local enqueue.
+    const producer = await openBackend(`${pair.url}&schema=switch`);
     try {
-      const queue = new Queue("q", { backend });
+      const queue = new Queue("q", { backend: producer });
       const before = await queue.add("a", { n: 1 });
       let woken = 0;
       const unsubscribe = backend.subscribe(() => woken++);
@@ -71,6 +74,7 @@ describe.skipIf((await findPostgresBin()) === null)("PostgreSQL primary switch t
       }, { timeoutMs: 30_000, intervalMs: 200 });
       unsubscribe();
     } finally {
+      await producer.close();
       await backend.close();
       await pair.stop();
     }
