@@ -22,7 +22,7 @@ const keep = () => {
 
 describe.skipIf(noRedis)("failover, short runs: Redis", () => {
   it("redis-cluster-failover: master SIGKILLed, replica promoted, then the queue's slot resharded", { timeout: 180_000 }, async () => {
-    await shortFailoverRun(temp, "redis-cluster-failover", { seconds: 22, onFailure: keep });
+    await shortFailoverRun(temp, "redis-cluster-failover", { seconds: 30, onFailure: keep });
   });
   it("redis-sentinel-failover: primary SIGKILLed, the sentinels promote the replica, the backend follows", { timeout: 150_000 }, async () => {
     await shortFailoverRun(temp, "redis-sentinel-failover", { seconds: 14, onFailure: keep });

@@ -44,7 +44,8 @@ export async function shortFailoverRun(
     const kinds = SCENARIO_DEFS[scenario].faults;
     expect(result.timings.length, "the fault this scenario exists for happened").toBeGreaterThan(0);
     for (const kind of kinds) {
-      if (kind === "reshard" && options.seconds < 20) continue;
+      // The reshard follows the failover and its rejoin (10-20 s on a loaded machine): short runs may drop it.
+      if (kind === "reshard" && options.seconds < 30) continue;
       expect(result.timings.some((t) => t.kind === kind), `a ${kind} happened`).toBe(true);
     }
     for (const t of result.timings) {
