@@ -97,6 +97,21 @@ function label(text: string): string {
   return text.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40);
 }
 
+/** Whether a fresh connection to `url` runs `SELECT 1` (within 2 s to connect). */
+export async function postgresAnswers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 function sqliteStore(): Store {
   return {
     kind: "sqlite",
@@ -131,19 +146,7 @@ async function postgresStore(): Promise<Store> {
     // With the server stopped, `pg_ctl restart` starts it with the options it last ran with
     // (postmaster.opts): same port, socket directory and settings as the helper chose.
     restart: () => pgCtl(["-D", server.dataDir, "-l", join(dirname(server.dataDir), "server.log"), "-w", "-t", "60", "restart"]),
-    probe: async () => {
-      const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 2_000 });
-      client.on("error", () => undefined);
-      try {
-        await client.connect();
-        await client.query("SELECT 1");
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await client.end().catch(() => undefined);
-      }
-    },
+    probe: () => postgresAnswers(server.url),
     cut: async () => {
       const client = admin();
       await client.connect();

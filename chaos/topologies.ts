@@ -6,12 +6,11 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { Cluster, Redis } from "ioredis";
-import pg from "pg";
 import { startPostgresPair } from "../test/helpers/postgres-standby.js";
 import { startThrowawayRedisClusterTopology, startThrowawaySentinel } from "../test/helpers/redis-topology.js";
 import { waitForPing } from "../test/helpers/redis.js";
 import { CHAOS_QUEUE } from "./jobs.js";
-import type { BackendKind, FailoverOutcome, Store } from "./stores.js";
+import { postgresAnswers, type BackendKind, type FailoverOutcome, type Store } from "./stores.js";
 
 export type TopologyKind = "redis-cluster" | "redis-sentinel" | "pg-sync" | "pg-async";
 
@@ -189,19 +188,7 @@ async function postgresPairStore(synchronous: boolean): Promise<Store> {
     crashMode: "server",
     crash: notACrash,
     restart: notACrash,
-    probe: async () => {
-      const client = new pg.Client({ connectionString: `postgresql://postgres@127.0.0.1:${pair.primaryPort()}/chaos`, connectionTimeoutMillis: 2_000 });
-      client.on("error", () => undefined);
-      try {
-        await client.connect();
-        await client.query("SELECT 1");
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await client.end().catch(() => undefined);
-      }
-    },
+    probe: () => postgresAnswers(`postgresql://postgres@127.0.0.1:${pair.primaryPort()}/chaos`),
     cut: null,
     async failover(): Promise<FailoverOutcome> {
       const oldPort = pair.primaryPort();
@@ -226,14 +213,5 @@ async function postgresPairStore(synchronous: boolean): Promise<Store> {
 }
 
 async function seenDownPg(port: number): Promise<boolean> {
-  const client = new pg.Client({ connectionString: `postgresql://postgres@127.0.0.1:${port}/chaos`, connectionTimeoutMillis: 2_000 });
-  client.on("error", () => undefined);
-  try {
-    await client.connect();
-    return false;
-  } catch {
-    return true;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
+  return !(await postgresAnswers(`postgresql://postgres@127.0.0.1:${port}/chaos`));
 }
