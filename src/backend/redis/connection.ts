@@ -172,55 +172,36 @@ export function describe(connection: ConnectionOption): string {
  * unanswered when the connection closed, without settling their promises (redis/ioredis#2193,
  * fixed after 5.11): a worker awaiting such a claim would wait forever. Every command sent while
  * the connection is up is tracked here until it settles, and the connection's `close` rejects
- * the ones still waiting. Commands issued while it is down sit in ioredis' offline queue and are
- * sent after the reconnect: they are tracked from that "ready" on.
+ * the ones still waiting. Commands issued while it is down sit in ioredis' offline queue, are
+ * sent after the reconnect, and are not touched.
  *
  * Only used where resending is off; a client that resends (ioredis' default, e.g. one passed in
  * by the application) settles its commands itself, after running them again.
  */
 export class InFlight {
   private readonly waiting = new Set<(error: Error) => void>();
-  /** Commands issued while the connection was down: sent after the next "ready". */
-  private readonly offline = new Set<(error: Error) => void>();
   private readonly tracking: boolean;
 
   constructor(private readonly client: Client) {
     this.tracking = !isCluster(client) && client.options.autoResendUnfulfilledCommands === false;
-    if (this.tracking) {
-      client.on("close", this.onClose);
-      client.on("ready", this.onReady);
-    }
+    if (this.tracking) client.on("close", this.onClose);
   }
-
-  private readonly onReady = () => {
-    for (const fail of this.offline) this.waiting.add(fail);
-    this.offline.clear();
-  };
 
   /** Sends a command (or a script call) through `send`, failing it if the connection drops first. */
   run<T>(send: () => Promise<T>): Promise<T> {
-    if (!this.tracking) return send();
+    if (!this.tracking || this.client.status !== "ready") return send();
     return new Promise<T>((resolve, reject) => {
       const fail = (error: Error) => reject(error);
-      // Issued while the connection is down, it waits in ioredis' offline queue and goes out
-      // right after the next "ready": from then on a drop loses it like any other (a failover
-      // can drop the fresh connection again at once: the sentinels' +switch-master).
-      (this.client.status === "ready" ? this.waiting : this.offline).add(fail);
+      this.waiting.add(fail);
       void send()
         .then(resolve, reject)
-        .finally(() => {
-          this.waiting.delete(fail);
-          this.offline.delete(fail);
-        });
+        .finally(() => this.waiting.delete(fail));
     });
   }
 
   /** Stops watching the connection (it stays open). */
   detach(): void {
-    if (this.tracking) {
-      this.client.off("close", this.onClose);
-      this.client.off("ready", this.onReady);
-    }
+    if (this.tracking) this.client.off("close", this.onClose);
   }
 
   private readonly onClose = () => {
