@@ -98,7 +98,8 @@ export interface RedisBackendOptions {
    * crash then has every write Conveyor acknowledged (docs/failover.md measures the window this
    * closes, and the cost). Fewer acknowledgements within the timeout fail the call with
    * ReplicaWaitError (the write did happen on the primary). `timeoutMs` defaults to 1000 ms.
-   * Default: off (replies as soon as the primary has the write).
+   * Default: off (replies as soon as the primary has the write). Known issue: calls in flight
+   * across a Sentinel failover may never settle with this on (docs/failover.md).
    */
   waitForReplicas?: WaitForReplicas;
 }
