@@ -7,13 +7,12 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CHAOS_QUEUE } from "./jobs.js";
 import type { AppendLog } from "./ledger.js";
 import { readWorkerLog } from "./logs.js";
 import type { Prng } from "./prng.js";
 import type { ProducerConfig } from "./producer.js";
 import type { DeathCause, FaultEvent, TermObservation } from "./records.js";
-import { failpointFor, WORKER, type ScenarioDef } from "./scenarios.js";
+import { failpointFor, queueName, WORKER, type ScenarioDef } from "./scenarios.js";
 
 export const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -86,7 +85,7 @@ export class Fleet {
   constructor(private readonly options: FleetOptions) {
     this.logDir = join(options.dir, "logs");
     mkdirSync(this.logDir, { recursive: true });
-    this.slots = Array.from({ length: WORKER.slots }, (_, index) => ({
+    this.slots = Array.from({ length: options.def.workers ?? WORKER.slots }, (_, index) => ({
       index,
       name: `w${index}`,
       sandbox: options.def.sandboxSlots.includes(index),
@@ -180,7 +179,7 @@ export class Fleet {
     const args = [
       "--import", "tsx", "src/cli/bin.ts", "worker",
       "--db", this.options.url,
-      "--queue", CHAOS_QUEUE,
+      "--queue", queueName(slot.index % (this.options.def.queues ?? 1)),
       "--handlers", "chaos/handlers.ts",
       "--concurrency", String(WORKER.concurrency),
       "--lease-ms", String(WORKER.leaseMs),
@@ -362,6 +361,33 @@ export class Fleet {
       }, WORKER.shutdownGraceMs + WORKER.leaseMs + TERM_TOLERANCE_MS),
     };
     child.kill("SIGTERM");
+  }
+
+  /**
+   * A rollout: SIGTERM every worker in turn, as a Deployment with maxUnavailable 1 does; the next
+   * only once the previous one's replacement has started (printed its start line). Resolves with
+   * the rollout's window.
+   */
+  async rollingRestart(): Promise<{ from: number; to: number; restarted: number }> {
+    const from = Date.now();
+    let restarted = 0;
+    const waitReady = async (slot: Slot, notPid: number) => {
+      const deadline = Date.now() + 60_000;
+      while (!(slot.child && slot.ready && slot.state === "up" && slot.pid !== notPid)) {
+        if (!this.running || Date.now() > deadline) return false;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      return true;
+    };
+    for (const slot of this.slots) {
+      if (!this.running) break;
+      if (!(await waitReady(slot, 0))) continue;
+      const pid = slot.pid;
+      this.term(slot);
+      restarted++;
+      await waitReady(slot, pid);
+    }
+    return { from, to: Date.now(), restarted };
   }
 
   /**

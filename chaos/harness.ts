@@ -13,10 +13,11 @@ import { Fleet, leftovers, TERM_TOLERANCE_MS } from "./fleet.js";
 import { CHAOS_QUEUE } from "./jobs.js";
 import { AppendLog, readLogs } from "./ledger.js";
 import { addFacts, emptyFacts, readWorkerLog } from "./logs.js";
-import { finalJobs, Monitor, unfinished } from "./monitor.js";
+import { firstCompletionAfter, throughputDip, type ThroughputDip } from "./failover-metrics.js";
+import { finalJobs, jobsOf, Monitor, unfinished } from "./monitor.js";
 import { Prng } from "./prng.js";
 import type { EnqueueRecord, RunRecord } from "./records.js";
-import { DEFAULT_MAX_HEALTHY_DEAD, notApplicable, planFaults, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
+import { DEFAULT_MAX_HEALTHY_DEAD, notApplicable, planFaults, QUIET_TAIL_MS, queuesOf, ROLLOUT_BASELINE_MS, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
 import type { BackendKind, Store } from "./stores.js";
 
 /**
@@ -51,6 +52,8 @@ export interface ScenarioOptions {
   log?: (line: string) => void;
   /** Healthy jobs that may end dead-lettered, each explained by faults. Default DEFAULT_MAX_HEALTHY_DEAD. */
   maxHealthyDead?: number;
+  /** Worker processes instead of the scenario's own number (a short rolling-restart, say). */
+  workers?: number;
 }
 
 export interface ScenarioResult {
@@ -70,7 +73,27 @@ export interface ScenarioResult {
   monitorTicks: number;
   monitorFailedTicks: number;
   workerErrors: number;
+  /** Failovers, reshards and rollouts as they happened, with what they cost (failover scenarios). */
+  timings: FaultTiming[];
   ok: boolean;
+}
+
+/** One failover, slot move or rollout and its measurements (chaos/failover-metrics.ts). */
+export interface FaultTiming {
+  kind: "failover" | "reshard" | "rolling";
+  /** When it began, from the start of the run (workers and producer spawned), ms. */
+  offsetMs: number;
+  /** When it began (the kill, the reshard command, the first SIGTERM). */
+  at: number;
+  /** When it was over: the replica promoted, the slots moved, the last replacement started. */
+  doneAt: number;
+  /** The topology whole again (node rejoined, standby rebuilt); failovers only. */
+  restoredAt: number | null;
+  detail: string;
+  /** The fault to the first job claimed after it that completed, ms; null when none did. */
+  firstCompletionMs: number | null;
+  /** Rollouts: completions per second before, during, lowest, and the recovery time. */
+  dip: ThroughputDip | null;
 }
 
 export async function runScenario(options: ScenarioOptions): Promise<ScenarioResult> {
@@ -93,6 +116,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     monitorTicks: 0,
     monitorFailedTicks: 0,
     workerErrors: 0,
+    timings: [],
     ok: false,
   };
   const na = notApplicable(scenario, backend);
@@ -100,7 +124,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
 
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  const def = scenarioFor(scenario, backend);
+  const def = { ...scenarioFor(scenario, backend), ...(options.workers ? { workers: options.workers } : {}) };
   // The schedule depends on the scenario and the seed only, so every backend gets the same one.
   const prng = new Prng(seed).fork(scenario);
   const durationMs = Math.round(seconds * 1000);
@@ -124,10 +148,13 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       mix: def.mix,
       ...(def.bursts ? { bursts: def.bursts } : {}),
       ...(def.pills ? { pills: def.pills } : {}),
+      ...((def.queues ?? 1) > 1 ? { queues: queuesOf(def) } : {}),
       maxInFlight: 64,
     },
   });
-  const monitor = new Monitor(queue, 500);
+  const source = (def.queues ?? 1) > 1 ? jobsOf(monitorBackend, queuesOf(def)) : queue;
+  const monitor = new Monitor(source, 500);
+  const timings: FaultTiming[] = [];
   const left: number[] = [];
   log(`${backend}/${scenario}: seed ${seed}, ${seconds} s, ${plan.length} timed fault(s), dir ${dir}`);
   /** The fault phase, the drain, the final stop and read: resolves with what the store ended with. */
@@ -177,6 +204,30 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           }
           return;
         }
+        case "failover": {
+          if (!store.failover) return skip(f, "the store has no replica to fail over to");
+          const o = await store.failover();
+          // The outage is the kill until the replica served: it excuses what it overlapped.
+          fleet.record({ t: "outage", from: o.from, to: o.promotedAt, how: o.how, probeFailedAt: o.probeFailedAt });
+          events.append({ t: "failover", ...o });
+          timings.push({ kind: "failover", at: o.from, doneAt: o.promotedAt, restoredAt: o.restoredAt, offsetMs: 0, detail: o.detail, firstCompletionMs: null, dip: null });
+          return;
+        }
+        case "reshard": {
+          if (!store.reshard) return skip(f, "the store has no slots to move");
+          const o = await store.reshard();
+          events.append({ t: "reshard", ...o, at: o.from });
+          timings.push({ kind: "reshard", at: o.from, doneAt: o.to, restoredAt: null, offsetMs: 0, detail: o.detail, firstCompletionMs: null, dip: null });
+          return;
+        }
+        case "rolling": {
+          const w = await fleet.rollingRestart();
+          events.append({ t: "rolling", ...w, at: w.from });
+          // Steady work after it: its recovery, and the baseline of the next rollout.
+          await sleep(Math.max(0, Math.min(ROLLOUT_BASELINE_MS, t0 + durationMs - Date.now())));
+          timings.push({ kind: "rolling", at: w.from, doneAt: w.to, restoredAt: null, offsetMs: 0, detail: `${w.restarted} workers restarted one at a time`, firstCompletionMs: null, dip: null });
+          return;
+        }
         case "store-crash": {
           if (store.crashMode === "processes") {
             const w = fleet.crashAll(f.downMs);
@@ -220,6 +271,12 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       }
     };
     for (const f of plan) {
+      // A failover, reshard or rollout takes seconds: ones still planned once the fault phase is
+      // over (earlier ones ran long) are dropped, not piled up after it.
+      if (Date.now() - t0 >= durationMs - QUIET_TAIL_MS) {
+        skip(f, "the fault phase ended while earlier faults ran");
+        continue;
+      }
       const wait = t0 + f.atMs - Date.now();
       if (wait > 0) await sleep(wait);
       events.append({ t: "fault", fault: f, at: Date.now() });
@@ -236,7 +293,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     let drainMs: number | null = null;
     let zeroes = 0;
     while (Date.now() - drainStart < drainTimeoutMs(seconds)) {
-      const n = await unfinished(queue);
+      const n = await unfinished(source);
       zeroes = n === 0 ? zeroes + 1 : 0;
       if (zeroes >= 2) {
         drainMs = Date.now() - drainStart;
@@ -247,10 +304,11 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await monitor.stop();
     const exits = await fleet.shutdown();
     events.append({ t: "shutdown", exits, at: Date.now() });
-    const final = await finalJobs(queue);
+    const final = await finalJobs(source);
     return { final, drainMs, skipped };
   };
 
+  const runStart = Date.now();
   fleet.start();
   monitor.start();
   let outcome: Awaited<ReturnType<typeof phases>>;
@@ -307,6 +365,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       healthyDelayLimitMs: scenario === "poison" ? WORKER.leaseMs : null,
       mustExercise: def.mustExercise,
       maxHealthyDead: options.maxHealthyDead ?? DEFAULT_MAX_HEALTHY_DEAD,
+      lossMeasured: def.lossMeasured ?? false,
     },
   };
   // Everything the verdict rests on, so it can be checked again offline (chaos/recheck.ts).
@@ -322,8 +381,14 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   result.bounds.push(extra);
   result.ok = result.ok && extra.ok;
 
+  for (const t of timings) {
+    t.offsetMs = t.at - runStart;
+    t.firstCompletionMs = firstCompletionAfter(t.at, final);
+    if (t.kind === "rolling") t.dip = throughputDip(runs.records, { from: t.at, to: t.doneAt });
+  }
   const out: ScenarioResult = {
     ...base,
+    timings,
     plan,
     skippedFaults: skipped,
     check: result,

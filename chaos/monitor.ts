@@ -8,10 +8,31 @@
  * attempt), which keeps a long run's sample log small.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { JobRecord, JobState, Queue } from "../src/index.js";
+import type { Backend, JobRecord, JobState, ListFilter, Page } from "../src/index.js";
 import type { FinalJob, Observation } from "./records.js";
 
 const PAGE = 1_000;
+
+/** Where the monitor reads jobs: one Queue, or every queue of a scenario (jobsOf). */
+export interface JobSource {
+  list(filter?: Omit<ListFilter, "queue">, page?: Page): Promise<JobRecord[]>;
+  stats(): Promise<{ counts: Record<JobState, number> }>;
+}
+
+/** Every queue of a store (a scenario has a prefix or schema of its own), as one source. */
+export function jobsOf(backend: Backend, queues: readonly string[]): JobSource {
+  return {
+    list: (filter = {}, page) => backend.list(filter, page),
+    async stats() {
+      const counts = { waiting: 0, active: 0, scheduled: 0, completed: 0, dead: 0, cancelled: 0 } as Record<JobState, number>;
+      for (const queue of queues) {
+        const [stats] = await backend.stats(queue);
+        for (const [state, n] of Object.entries(stats?.counts ?? {})) counts[state as JobState] = (counts[state as JobState] ?? 0) + n;
+      }
+      return { counts };
+    },
+  };
+}
 
 export class Monitor {
   readonly observations: Observation[] = [];
@@ -23,7 +44,7 @@ export class Monitor {
   private loop: Promise<void> | null = null;
 
   constructor(
-    private readonly queue: Queue,
+    private readonly queue: JobSource,
     private readonly intervalMs: number,
   ) {}
 
@@ -80,7 +101,7 @@ export class Monitor {
 }
 
 /** Every job of the queue, as the checker needs it. Call when nothing changes any more. */
-export async function finalJobs(queue: Queue): Promise<FinalJob[]> {
+export async function finalJobs(queue: JobSource): Promise<FinalJob[]> {
   const out: FinalJob[] = [];
   const seen = new Set<string>();
   for (let offset = 0; ; offset += PAGE) {
@@ -105,7 +126,7 @@ export async function finalJobs(queue: Queue): Promise<FinalJob[]> {
 }
 
 /** The backend's queue counts of unfinished jobs, or null when the store cannot answer. */
-export async function unfinished(queue: Queue): Promise<number | null> {
+export async function unfinished(queue: JobSource): Promise<number | null> {
   try {
     const { counts } = await queue.stats();
     return counts.waiting + counts.active + counts.scheduled;

@@ -30,6 +30,8 @@ export interface ProducerConfig {
   pills?: { everyMs: number };
   /** Adds in flight at most; beyond that the producer skips a tick (the store is slow or down). */
   maxInFlight: number;
+  /** Queues to spread the jobs over, in turns (default: CHAOS_QUEUE only). */
+  queues?: string[];
 }
 
 function readConfig(): ProducerConfig {
@@ -60,7 +62,8 @@ async function main(): Promise<void> {
     }
   }
   if (backend === null) return;
-  const queue = new Queue(CHAOS_QUEUE, { backend });
+  const queues = (config.queues ?? [CHAOS_QUEUE]).map((name) => new Queue(name, { backend }));
+  let turn = 0;
 
   let seq = 0;
   let pillBag: JobKind[] = [];
@@ -94,6 +97,7 @@ async function main(): Promise<void> {
       ledger.append({ t: "invoke", id: j.id, kind: j.kind, designed: spec.designed, maxAttempts: spec.attempts, at: Date.now(), incarnation: config.incarnation });
     }
     inFlight++;
+    const queue = queues[turn++ % queues.length]!;
     const call = queue
       .addBulk(jobs.map((j) => j.job))
       .then(

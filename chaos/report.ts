@@ -71,7 +71,35 @@ const ROWS: Row[] = [
   ["fault kinds never exercised", (r) => n(r.check?.bounds.find((b) => b.name === "fault kinds that never happened")?.value), "fault kinds that never happened"],
   ["torn ledger lines", (r) => n(r.check?.metrics.tornLines), "torn ledger lines"],
   ["faults recorded, not observed", (r) => n(r.check?.metrics.unobservedFaults), "faults recorded without the observation that proves them"],
+  ["failovers / reshards / rollouts", (r) => (r.timings.length ? `${count(r, "failover")} / ${count(r, "reshard")} / ${count(r, "rolling")}` : "-")],
+  ["max fault->first job completed, ms", (r) => n(maxOf(r.timings.map((t) => t.firstCompletionMs)))],
 ];
+
+const count = (r: ScenarioResult, kind: string) => r.timings.filter((t) => t.kind === kind).length;
+function maxOf(values: ReadonlyArray<number | null>): number | null {
+  const known = values.filter((v): v is number => v !== null);
+  return known.length ? Math.max(...known) : null;
+}
+
+/**
+ * One line per failover, slot move or rollout: when, what, how long until the replica served
+ * (or the slots moved, or the rollout ended), and until the first job claimed after it completed.
+ */
+export function formatTimings(results: readonly ScenarioResult[]): string {
+  const lines: string[] = [];
+  for (const r of results) {
+    for (const t of r.timings) {
+      const done = `${t.kind === "failover" ? "promoted" : t.kind === "reshard" ? "moved" : "rolled"} +${t.doneAt - t.at} ms`;
+      const restored = t.restoredAt !== null ? `, redundancy back +${t.restoredAt - t.at} ms` : "";
+      const first = `first job completed again +${t.firstCompletionMs ?? "never"} ms`;
+      const dip = t.dip
+        ? `; completions/s before ${t.dip.beforePerSec.toFixed(1)}, during ${t.dip.duringPerSec.toFixed(1)} (lowest 1 s: ${t.dip.minPerSec}), back to 90 % ${t.dip.recoveryMs === null ? "never" : `+${t.dip.recoveryMs} ms`} after`
+        : "";
+      lines.push(`${r.scenario} (${r.backend}) ${t.kind} at +${(t.offsetMs / 1000).toFixed(1)} s: ${done}${restored}, ${first}${dip}; ${t.detail}`);
+    }
+  }
+  return lines.length ? ["", "Failovers, slot moves, rollouts:", ...lines].join("\n") : "";
+}
 
 function broken(r: ScenarioResult, bound: string | undefined): boolean {
   if (!bound || !r.check) return false;

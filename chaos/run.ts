@@ -11,16 +11,21 @@ import { parseArgs } from "node:util";
 import { runScenario, type ScenarioResult } from "./harness.js";
 import { ROOT } from "./fleet.js";
 import { parseSeed } from "./prng.js";
-import { formatTable } from "./report.js";
-import { DEFAULT_MAX_HEALTHY_DEAD, SCENARIOS, type ScenarioName } from "./scenarios.js";
-import { BACKENDS, openStore, unavailable, type BackendKind } from "./stores.js";
+import { formatTable, formatTimings } from "./report.js";
+import { DEFAULT_MAX_HEALTHY_DEAD, FAILOVER_SCENARIOS, SCENARIO_DEFS, SCENARIOS, type ScenarioName } from "./scenarios.js";
+import { BACKENDS, openStore, unavailable, type BackendKind, type Store } from "./stores.js";
+import { backendOf, openTopologyStore } from "./topologies.js";
 
 const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
 --max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
 npm run chaos -- --scenario outbox [--source pg-poll|pg-cdc|sqlite-poll] [--target redis|rabbitmq|queue] [--seconds N] [--seed S]
                     the transactional outbox and its relays (default: --source pg-poll --target redis)
-npm run chaos -- --scenario schedule --backend B [--seconds N] [--seed S]   cron schedules: kills around ticks, blackouts, skewed clocks`;
+npm run chaos -- --scenario schedule --backend B [--seconds N] [--seed S]   cron schedules: kills around ticks, blackouts, skewed clocks
+npm run chaos -- --scenario ${FAILOVER_SCENARIOS.join("|")}|failover [--backend B] [--seconds N] [--seed S] [--workers N] [--wait-replicas N]
+  failover scenarios (docs/failover.md); each but rolling-restart brings its own replicated store and
+  implies its backend; rolling-restart runs on --backend (default postgres), --workers overrides its 20 workers,
+  --wait-replicas runs the Redis backend with waitForReplicas (WAIT after each write; default 0, off)`;
 
 async function main(): Promise<number> {
   let values;
@@ -34,6 +39,8 @@ async function main(): Promise<number> {
         "max-healthy-dead": { type: "string" },
         source: { type: "string" },
         target: { type: "string" },
+        workers: { type: "string" },
+        "wait-replicas": { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -70,6 +77,7 @@ async function main(): Promise<number> {
     console.log(`\n${formatOutboxTable(result)}\n\nreproduce: npm run chaos -- --scenario outbox --source ${source} --target ${target} --seed ${seed} --seconds ${seconds}`);
     return result.ok ? 0 : 1;
   }
+  if (values.scenario === "failover" || FAILOVER_SCENARIOS.includes(values.scenario as never)) return runFailover(values);
   const backend = values.backend as BackendKind | undefined;
   if (!backend || !BACKENDS.includes(backend)) {
     console.error(`--backend must be one of ${BACKENDS.join(", ")}\n${USAGE}`);
@@ -130,6 +138,69 @@ async function main(): Promise<number> {
   console.log("");
   console.log(formatTable(results));
   console.log(`\nreproduce: npm run chaos -- --backend ${backend} --seed ${seed} --seconds ${total} --scenario ${scenarioArg} --max-healthy-dead ${maxHealthyDead}`);
+  return results.every((r) => r.ok) ? 0 : 1;
+}
+
+/** The failover scenarios: each on the store it brings (rolling-restart on --backend). */
+async function runFailover(values: {
+  backend?: string;
+  seconds?: string;
+  seed?: string;
+  scenario?: string;
+  "max-healthy-dead"?: string;
+  workers?: string;
+  "wait-replicas"?: string;
+}): Promise<number> {
+  const waitReplicas = values["wait-replicas"] === undefined ? 0 : Number(values["wait-replicas"]);
+  if (!Number.isInteger(waitReplicas) || waitReplicas < 0) {
+    console.error(`--wait-replicas must be an integer >= 0\n${USAGE}`);
+    return 2;
+  }
+  const scenarios = values.scenario === "failover" ? [...FAILOVER_SCENARIOS] : [values.scenario as (typeof FAILOVER_SCENARIOS)[number]];
+  const seconds = values.seconds === undefined ? 60 : Number(values.seconds);
+  if (!Number.isFinite(seconds) || seconds < 8) {
+    console.error(`--seconds must be a number >= 8 (per scenario)\n${USAGE}`);
+    return 2;
+  }
+  const workers = values.workers === undefined ? undefined : Number(values.workers);
+  if (workers !== undefined && (!Number.isInteger(workers) || workers < 1)) {
+    console.error(`--workers must be an integer >= 1\n${USAGE}`);
+    return 2;
+  }
+  const given = values.backend as BackendKind | undefined;
+  if (given !== undefined && !BACKENDS.includes(given)) {
+    console.error(`--backend must be one of ${BACKENDS.join(", ")}\n${USAGE}`);
+    return 2;
+  }
+  const seed = values.seed !== undefined ? parseSeed(values.seed) : randomInt(1, 2 ** 31);
+  const maxHealthyDead = values["max-healthy-dead"] === undefined ? DEFAULT_MAX_HEALTHY_DEAD : Number(values["max-healthy-dead"]);
+  const results: ScenarioResult[] = [];
+  for (const scenario of scenarios) {
+    const topology = SCENARIO_DEFS[scenario].topology;
+    const backend: BackendKind = topology ? backendOf(topology) : (given ?? "postgres");
+    if (topology && given !== undefined && given !== backend) {
+      console.error(`${scenario} runs on ${backend} (its own ${topology} store), not ${given}`);
+      return 2;
+    }
+    const why = await unavailable(backend);
+    if (why) {
+      console.error(`chaos: ${scenario} cannot run here: ${why}`);
+      return 2;
+    }
+    const rootDir = join(ROOT, ".tmp", "chaos", `failover-${seed}`);
+    console.log(`chaos: ${scenario} on ${topology ?? backend}, seed ${seed}, ${seconds} s; evidence in ${join(rootDir, scenario)}`);
+    const store: Store = topology ? await openTopologyStore(topology, { waitReplicas }) : await openStore(backend);
+    try {
+      results.push(await runScenario({ backend, scenario, seconds, seed, store, rootDir, maxHealthyDead, ...(workers ? { workers } : {}), log: (line) => console.log(`  ${line}`) }));
+    } finally {
+      await store.close();
+    }
+  }
+  console.log("");
+  console.log(formatTable(results));
+  console.log(formatTimings(results));
+  const flags = `--seed ${seed} --seconds ${seconds}${given ? ` --backend ${given}` : ""}${workers ? ` --workers ${workers}` : ""}${waitReplicas ? ` --wait-replicas ${waitReplicas}` : ""}`;
+  console.log(`\nreproduce: npm run chaos -- --scenario ${values.scenario} ${flags}`);
   return results.every((r) => r.ok) ? 0 : 1;
 }
 

@@ -7,18 +7,38 @@ import type { ExercisedKind } from "./checker.js";
 import type { Mix } from "./jobs.js";
 import { Prng } from "./prng.js";
 import type { BackendKind } from "./stores.js";
+import type { TopologyKind } from "./topologies.js";
 
-export type ScenarioName = "kill" | "failpoints" | "stop" | "store-crash" | "conn-cut" | "poison" | "sigterm" | "mixed";
+export type ScenarioName =
+  | "kill" | "failpoints" | "stop" | "store-crash" | "conn-cut" | "poison" | "sigterm" | "mixed"
+  | FailoverScenarioName;
+/** The scenarios `--scenario all` runs (each on the backend given). */
 export const SCENARIOS: readonly ScenarioName[] = ["kill", "failpoints", "stop", "store-crash", "conn-cut", "poison", "sigterm", "mixed"];
 
-export type FaultKind = "kill" | "stop" | "term" | "store-crash" | "conn-cut";
+/**
+ * Scale-out and failover (issue 19): each but rolling-restart brings its own replicated store
+ * (chaos/topologies.ts), so it implies its backend; rolling-restart runs on the backend given.
+ * `--scenario failover` runs them all.
+ */
+export type FailoverScenarioName = "redis-cluster-failover" | "redis-sentinel-failover" | "pg-primary-switch" | "pg-primary-switch-async" | "rolling-restart";
+export const FAILOVER_SCENARIOS: readonly FailoverScenarioName[] = [
+  "redis-cluster-failover", "redis-sentinel-failover", "pg-primary-switch", "pg-primary-switch-async", "rolling-restart",
+];
+
+export type FaultKind = "kill" | "stop" | "term" | "store-crash" | "conn-cut" | "failover" | "reshard" | "rolling";
 
 export type PlannedFault =
   | { kind: "kill"; atMs: number; slot: number }
   | { kind: "stop"; atMs: number; slot: number; forMs: number }
   | { kind: "term"; atMs: number; slot: number }
   | { kind: "store-crash"; atMs: number; downMs: number }
-  | { kind: "conn-cut"; atMs: number };
+  | { kind: "conn-cut"; atMs: number }
+  /** Kill the primary (the chaos queue's master) of a replicated store; a replica takes over. */
+  | { kind: "failover"; atMs: number }
+  /** Redis Cluster: move the chaos queue's slot to another master (redis-cli --cluster reshard). */
+  | { kind: "reshard"; atMs: number }
+  /** SIGTERM every worker in turn, the next once the previous one's replacement has started. */
+  | { kind: "rolling"; atMs: number };
 
 /** The worker settings every scenario runs with (CLI flags of `conveyor worker`). */
 export const WORKER = {
@@ -54,6 +74,19 @@ export interface ScenarioDef {
   mustExercise: readonly ExercisedKind[];
   sigtermChecks: boolean;
   poisonChecks: boolean;
+  /** The replicated store the scenario brings (it then runs on that store's backend only). */
+  topology?: TopologyKind;
+  /** Worker processes (default WORKER.slots). */
+  workers?: number;
+  /** Queues the producer spreads jobs over, worker i serving queue i mod queues (default 1). */
+  queues?: number;
+  /** Faults in the order listed, round after round, instead of shuffled. */
+  fixedOrder?: boolean;
+  /**
+   * Acknowledged jobs may go missing (an asynchronous replica promoted before it had them): the
+   * checker still counts them as lost, but as a measurement, not a broken bound.
+   */
+  lossMeasured?: boolean;
 }
 
 const HEALTHY: Mix = { work: 85, flaky: 15 };
@@ -176,7 +209,95 @@ export const SCENARIO_DEFS: Readonly<Record<ScenarioName, ScenarioDef>> = {
     sigtermChecks: true,
     poisonChecks: true,
   },
+  "redis-cluster-failover": {
+    name: "redis-cluster-failover",
+    summary: "Redis Cluster (3 masters + 1 replica each): the chaos queue's master SIGKILLed under load (its replica promoted), and its slot moved to another master (redis-cli --cluster reshard), in turns",
+    faults: ["failover", "reshard"],
+    fixedOrder: true,
+    meanGapMs: 12_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["outage"],
+    sigtermChecks: false,
+    poisonChecks: false,
+    topology: "redis-cluster",
+  },
+  "redis-sentinel-failover": {
+    name: "redis-sentinel-failover",
+    summary: "Redis primary + replica + 3 sentinels: the primary SIGKILLed under load, the sentinels promote the replica, ioredis follows",
+    faults: ["failover"],
+    meanGapMs: 12_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["outage"],
+    sigtermChecks: false,
+    poisonChecks: false,
+    topology: "redis-sentinel",
+  },
+  "pg-primary-switch": {
+    name: "pg-primary-switch",
+    summary: "PostgreSQL primary + synchronous hot standby behind a multi-host URL (target_session_attrs=read-write): the primary crashed under load, the standby promoted",
+    faults: ["failover"],
+    meanGapMs: 12_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["outage"],
+    sigtermChecks: false,
+    poisonChecks: false,
+    topology: "pg-sync",
+  },
+  "pg-primary-switch-async": {
+    name: "pg-primary-switch-async",
+    summary: "the same with an asynchronous standby: what a promotion loses is measured (lost counted, not bounded)",
+    faults: ["failover"],
+    meanGapMs: 12_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["outage"],
+    sigtermChecks: false,
+    poisonChecks: false,
+    topology: "pg-async",
+    lossMeasured: true,
+  },
+  "rolling-restart": {
+    name: "rolling-restart",
+    summary: "20 workers over 4 queues, SIGTERM one at a time (the next once its replacement started), as a Deployment rollout",
+    faults: ["rolling"],
+    meanGapMs: 10_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: { work: 80, flaky: 10, slow: 10 },
+    ratePerSec: 40,
+    sandboxSlots: [],
+    mustExercise: ["term"],
+    sigtermChecks: true,
+    poisonChecks: false,
+    workers: 20,
+    queues: 4,
+  },
 };
+
+/** The name of queue `i` of a scenario (the first is CHAOS_QUEUE). */
+export function queueName(i: number): string {
+  return i === 0 ? "chaos" : `chaos-${i}`;
+}
+
+/** Every queue a scenario's producer fills. */
+export function queuesOf(def: ScenarioDef): string[] {
+  return Array.from({ length: def.queues ?? 1 }, (_, i) => queueName(i));
+}
 
 /**
  * Healthy jobs a scenario may end with dead-lettered, each explained by faults (a dead healthy
@@ -191,6 +312,8 @@ export const DEFAULT_MAX_HEALTHY_DEAD = 0;
 /** Why a scenario does not apply to a backend, or null when it does. */
 export function notApplicable(scenario: ScenarioName, backend: BackendKind): string | null {
   if (scenario === "conn-cut" && backend === "sqlite") return "SQLite is embedded: there are no connections to cut";
+  const topology = SCENARIO_DEFS[scenario].topology;
+  if (topology !== undefined && !topology.startsWith(backend === "postgres" ? "pg-" : backend)) return `it runs on its own ${topology} store`;
   return null;
 }
 
@@ -204,29 +327,36 @@ export function scenarioFor(name: ScenarioName, backend: BackendKind): ScenarioD
 /** Quiet time at the start (workers starting) and at the end of the fault phase, ms. */
 export const WARMUP_MS = 3_000;
 export const QUIET_TAIL_MS = 1_500;
+/** Steady work before a rollout starts: the throughput baseline it is measured against. */
+export const ROLLOUT_BASELINE_MS = 10_000;
 
 /** The timed faults of one run, in order. */
 export function planFaults(def: ScenarioDef, durationMs: number, prng: Prng): PlannedFault[] {
   const out: PlannedFault[] = [];
   if (def.faults.length === 0) return out;
   let bag: FaultKind[] = [];
-  let t = WARMUP_MS + prng.between(0, def.meanGapMs / 2);
+  const slots = def.workers ?? WORKER.slots;
+  // Failovers start early (a short run still gets one); a rollout after ROLLOUT_BASELINE_MS of
+  // steady work, the throughput it is compared with.
+  let t = def.faults.includes("rolling")
+    ? WARMUP_MS + ROLLOUT_BASELINE_MS
+    : WARMUP_MS + prng.between(0, def.meanGapMs / (def.fixedOrder || def.topology ? 6 : 2));
   while (t < durationMs - QUIET_TAIL_MS) {
-    if (bag.length === 0) bag = prng.shuffle(def.faults);
+    if (bag.length === 0) bag = def.fixedOrder ? [...def.faults] : prng.shuffle(def.faults);
     const kind = bag.shift()!;
     const atMs = Math.round(t);
     let busyMs = 0;
     switch (kind) {
       case "kill":
-        out.push({ kind, atMs, slot: prng.int(0, WORKER.slots - 1) });
+        out.push({ kind, atMs, slot: prng.int(0, slots - 1) });
         break;
       case "stop": {
         const forMs = Math.round(WORKER.leaseMs * prng.between(1.5, 2.5));
-        out.push({ kind, atMs, slot: prng.int(0, WORKER.slots - 1), forMs });
+        out.push({ kind, atMs, slot: prng.int(0, slots - 1), forMs });
         break;
       }
       case "term":
-        out.push({ kind, atMs, slot: prng.int(0, WORKER.slots - 1) });
+        out.push({ kind, atMs, slot: prng.int(0, slots - 1) });
         break;
       case "store-crash": {
         const downMs = prng.int(500, 3_000);
@@ -235,6 +365,9 @@ export function planFaults(def: ScenarioDef, durationMs: number, prng: Prng): Pl
         break;
       }
       case "conn-cut":
+      case "failover":
+      case "reshard":
+      case "rolling":
         out.push({ kind, atMs });
         break;
     }

@@ -43,7 +43,36 @@ export interface Store {
   probe(): Promise<boolean>;
   /** Cuts every client connection; resolves with how many. Null: not possible here. */
   readonly cut: (() => Promise<number>) | null;
+  /**
+   * Replicated stores (chaos/topologies.ts): kills the primary (the master serving the chaos
+   * queue) and resolves once a replica took over, then gives the topology its redundancy back
+   * (the killed node rejoins as a replica, or a new standby is built).
+   */
+  readonly failover?: () => Promise<FailoverOutcome>;
+  /** Redis Cluster: moves the chaos queue's slot (with slots around it) to another master. */
+  readonly reshard?: () => Promise<ReshardOutcome>;
   close(): Promise<void>;
+}
+
+export interface FailoverOutcome {
+  /** When the kill was sent. */
+  from: number;
+  /** When a direct connection to the killed primary failed (the kill is observed), or null. */
+  probeFailedAt: number | null;
+  /** When the replica was seen serving as primary. */
+  promotedAt: number;
+  /** When the topology had its redundancy back (killed node rejoined, standby rebuilt). */
+  restoredAt: number;
+  how: string;
+  /** Which node died and which took over. */
+  detail: string;
+}
+
+export interface ReshardOutcome {
+  from: number;
+  to: number;
+  slots: number;
+  detail: string;
 }
 
 /** Why a backend cannot be used on this machine, or null when it can. */
@@ -66,6 +95,21 @@ export async function openStore(kind: BackendKind): Promise<Store> {
 
 function label(text: string): string {
   return text.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40);
+}
+
+/** Whether a fresh connection to `url` runs `SELECT 1` (within 2 s to connect). */
+export async function postgresAnswers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  client.on("error", () => undefined);
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 function sqliteStore(): Store {
@@ -102,19 +146,7 @@ async function postgresStore(): Promise<Store> {
     // With the server stopped, `pg_ctl restart` starts it with the options it last ran with
     // (postmaster.opts): same port, socket directory and settings as the helper chose.
     restart: () => pgCtl(["-D", server.dataDir, "-l", join(dirname(server.dataDir), "server.log"), "-w", "-t", "60", "restart"]),
-    probe: async () => {
-      const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 2_000 });
-      client.on("error", () => undefined);
-      try {
-        await client.connect();
-        await client.query("SELECT 1");
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await client.end().catch(() => undefined);
-      }
-    },
+    probe: () => postgresAnswers(server.url),
     cut: async () => {
       const client = admin();
       await client.connect();

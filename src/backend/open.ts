@@ -18,6 +18,7 @@ const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
   "redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
+  "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
   "or amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b] (RabbitMQ; amqps:// for TLS)";
 
 /**
@@ -28,7 +29,10 @@ const SUPPORTED =
  * - `postgres://…` or `postgresql://…`: a PostgreSQL database, its schema (`?schema=NAME`,
  *   default "conveyor") created and migrated if missing;
  * - `redis://…` or `rediss://…` (TLS): a Redis server, keys under `?prefix=NAME` (default
- *   "conveyor"); it must run with maxmemory-policy noeviction.
+ *   "conveyor"); it must run with maxmemory-policy noeviction;
+ * - `redis-cluster://host:port,host:port,…`: a Redis Cluster, from these seed nodes;
+ * - `redis-sentinel://host:port,host:port,…/MASTER`: the primary the sentinels monitor as MASTER,
+ *   followed across failovers;
  * - `amqp://…` or `amqps://…` (TLS): RabbitMQ, queues named `<prefix>~<queue>` (`?prefix=NAME`,
  *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands.
  *
@@ -36,7 +40,7 @@ const SUPPORTED =
  */
 export async function openBackend(url: string, options: OpenBackendOptions = {}): Promise<Backend> {
   if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
-  if (typeof url === "string" && /^rediss?:\/\//i.test(url)) return openRedis(url, options);
+  if (typeof url === "string" && /^rediss?(?:-cluster|-sentinel)?:\/\//i.test(url)) return openRedis(url, options);
   if (typeof url === "string" && /^amqps?:\/\//i.test(url)) return openAmqp(url, options);
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
@@ -106,7 +110,8 @@ async function importDriver<T>(load: () => Promise<T>, driver: RegExp, what: str
 
 /**
  * Takes `?name=value` out of a server URL, so the driver never sees a parameter that is ours.
- * A string that is not a WHATWG URL (a unix socket path as host, say) is left to the driver.
+ * A string that is neither a WHATWG URL nor has a query string (a unix socket path as host, say)
+ * is left to the driver.
  */
 function takeParam(url: string, name: string): { url: string; value: string | undefined } {
   try {
@@ -116,7 +121,16 @@ function takeParam(url: string, name: string): { url: string; value: string | un
     parsed.searchParams.delete(name);
     return { url: parsed.toString(), value };
   } catch {
-    return { url, value: undefined };
+    // A URL listing several hosts (postgres://a:5432,b:5432/db, redis-cluster://a:1,b:2) is no
+    // WHATWG URL, but its query string reads the same way.
+    const q = url.indexOf("?");
+    if (q < 0) return { url, value: undefined };
+    const params = new URLSearchParams(url.slice(q + 1));
+    const value = params.get(name);
+    if (value === null) return { url, value: undefined };
+    params.delete(name);
+    const rest = params.toString();
+    return { url: url.slice(0, q) + (rest ? `?${rest}` : ""), value };
   }
 }
 
@@ -149,16 +163,22 @@ async function openPostgres(url: string, options: OpenBackendOptions): Promise<B
 
 /**
  * A Redis backend for `redis://…` or `rediss://…`, checked (server version, eviction policy) before
- * it is returned. `?prefix=NAME` picks the key prefix and is taken out of the URL before ioredis
- * reads it; every other part of the URL is ioredis'.
+ * it is returned. `?prefix=NAME` picks the key prefix, `?wait_replicas=N[&wait_timeout_ms=T]`
+ * turns on `waitForReplicas`; they are taken out of the URL before ioredis reads it; every other
+ * part of the URL is ioredis'.
  */
 async function openRedis(url: string, options: OpenBackendOptions): Promise<Backend> {
-  const { url: connection, value: prefix } = takeParam(url, "prefix");
+  const { url: withoutPrefix, value: prefix } = takeParam(url, "prefix");
+  const { url: withoutWait, value: waitReplicas } = takeParam(withoutPrefix, "wait_replicas");
+  const { url: connection, value: waitTimeout } = takeParam(withoutWait, "wait_timeout_ms");
   const { RedisBackend } = await importDriver(() => import("./redis/index.js"), /['"]ioredis['"]/, "the Redis backend", "ioredis@5");
+  const waitForReplicas =
+    waitReplicas !== undefined ? { replicas: Number(waitReplicas), ...(waitTimeout !== undefined ? { timeoutMs: Number(waitTimeout) } : {}) } : undefined;
   return migrated(
     new RedisBackend({
       connection,
       ...(prefix !== undefined ? { prefix } : {}),
+      ...(waitForReplicas ? { waitForReplicas } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

@@ -22,7 +22,7 @@ const INSTALL_ROOT = "/usr/lib/postgresql";
 const PREFERRED_VERSION = "15";
 
 /** The OS user that runs the server when we are root: PostgreSQL refuses to run as root. */
-const SERVER_USER = "postgres";
+export const SERVER_USER = "postgres";
 
 export interface ThrowawayPostgres {
   /** `postgresql://postgres@127.0.0.1:PORT/DB` for the database created at start. */
@@ -157,7 +157,8 @@ export async function startThrowawayPostgres(
   };
 }
 
-function serverUser(): { uid: number; gid: number } {
+/** Uid and gid of the OS user that runs the server when we are root. */
+export function serverUser(): { uid: number; gid: number } {
   const id = (flag: string) => {
     const out = spawnSync("id", [flag, SERVER_USER], { encoding: "utf8" });
     if (out.status !== 0) {

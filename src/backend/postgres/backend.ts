@@ -77,6 +77,7 @@ import { scheduleFromRow, type ScheduleRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
+import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
@@ -351,10 +352,14 @@ export class PostgresBackend implements Backend {
       this.ownsPool = false;
       this.description = `postgres:${describePool(given.pool)} schema=${schema}`;
     } else {
-      const connectionString = given.connectionString!;
-      this.description = `postgres:${describeUrl(connectionString)} schema=${schema}`;
+      const url = given.connectionString!;
+      // Several hosts (or target_session_attrs): each connection picks its host (multi-host.ts).
+      const multiHost = parseMultiHostUrl(url);
+      const connectionString = multiHost ? multiHost.urlFor(multiHost.hosts[0]!) : url;
+      this.description = `postgres:${multiHost ? describeHosts(multiHost) : describeUrl(connectionString)} schema=${schema}`;
       this.pool = new pg.Pool({
         connectionString,
+        ...(multiHost ? { Client: multiHostClient(multiHost) } : {}),
         max: poolSize + 1,
         // Notice a peer that vanished (network partition, failover) instead of waiting on its
         // socket for ever: TCP keepalive probes from 10 s of silence on.

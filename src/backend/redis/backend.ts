@@ -64,6 +64,7 @@ import {
 import { connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
+import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { ScriptRunner, type ScriptArg } from "./scripts.js";
 
@@ -99,6 +100,16 @@ export interface RedisBackendOptions {
   promoteBatch?: number;
   /** Where connection loss and recovery are reported. Default: JSON lines on stderr (warnings and errors). */
   logger?: Logger;
+  /**
+   * Send `WAIT replicas timeoutMs` after every script, in the same round trip, and answer only
+   * once that many replicas have the write: an asynchronous replica promoted after a primary's
+   * crash then has every write Conveyor acknowledged (docs/failover.md measures the window this
+   * closes, and the cost). Fewer acknowledgements within the timeout fail the call with
+   * ReplicaWaitError (the write did happen on the primary). `timeoutMs` defaults to 1000 ms.
+   * Default: off (replies as soon as the primary has the write). Known issue: calls in flight
+   * across a Sentinel failover may never settle with this on (docs/failover.md).
+   */
+  waitForReplicas?: WaitForReplicas;
 }
 
 const DEFAULT_PREFIX = "conveyor";
@@ -215,7 +226,11 @@ export class RedisBackend implements Backend {
     // queues again on next use instead of trusting what this process wrote before.
     this.client.on("ready", this.onReconnect);
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
-    this.scripts = new ScriptRunner((command, args) => this.send((c) => c.call(command, args)), isCluster(client));
+    const replicaWait = options.waitForReplicas ? checkWaitForReplicas(options.waitForReplicas) : null;
+    this.scripts = new ScriptRunner(
+      (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? callThenWait(c, command, args, replicaWait) : c.call(command, args))),
+      isCluster(client),
+    );
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
     // another queue's slot.
     if (isCluster(client)) this.capabilities = Object.freeze({ ...this.capabilities, flows: "within-queue" });

@@ -2,8 +2,8 @@
  * The backend's Redis connections: the options of the ones it opens itself, and the guard that
  * makes every command either answer or fail when its connection drops, never hang.
  */
-import { Redis, type Cluster, type RedisOptions } from "ioredis";
-import { ConveyorError } from "../../core/errors.js";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { ConveyorError, InvalidInputError } from "../../core/errors.js";
 
 /** A connection as the backend uses it: a single server or a cluster. */
 export type Client = Redis | Cluster;
@@ -27,8 +27,87 @@ export function ownConnectionOptions(prefix: string): RedisOptions {
 export function connect(connection: ConnectionOption, prefix: string): { client: Client; owned: boolean } {
   if (isClient(connection)) return { client: connection, owned: false };
   const options = ownConnectionOptions(prefix);
+  const topology = typeof connection === "string" ? parseTopologyUrl(connection) : null;
+  if (topology !== null) return { client: openTopology(topology, options), owned: true };
   const client = typeof connection === "string" ? new Redis(connection, options) : new Redis({ ...options, ...connection });
   return { client, owned: true };
+}
+
+/** A Redis Cluster or a Sentinel-watched primary, as a URL names it (see {@link parseTopologyUrl}). */
+export interface TopologyUrl {
+  kind: "cluster" | "sentinel";
+  /** Cluster seed nodes, or the sentinels. */
+  nodes: Array<{ host: string; port: number }>;
+  /** The primary's name at the sentinels (sentinel only). */
+  masterName: string | null;
+  username: string | undefined;
+  password: string | undefined;
+  tls: boolean;
+}
+
+const TOPOLOGY_SCHEMES: Record<string, { kind: "cluster" | "sentinel"; tls: boolean; defaultPort: number }> = {
+  "redis-cluster": { kind: "cluster", tls: false, defaultPort: 6379 },
+  "rediss-cluster": { kind: "cluster", tls: true, defaultPort: 6379 },
+  "redis-sentinel": { kind: "sentinel", tls: false, defaultPort: 26379 },
+  "rediss-sentinel": { kind: "sentinel", tls: true, defaultPort: 26379 },
+};
+
+/**
+ * Reads `redis-cluster://[user:password@]host:port,host:port,…` (seed nodes of a Redis Cluster)
+ * and `redis-sentinel://[user:password@]host:port,host:port,…/<master name>` (the sentinels
+ * watching a primary; the credentials are the data nodes'); `rediss-…` for TLS. The query string
+ * is not read here (the caller takes out its own parameters first). Null for any other scheme.
+ */
+export function parseTopologyUrl(url: string): TopologyUrl | null {
+  const match = /^([a-z-]+):\/\/(?:([^@/]*)@)?([^/?#]*)(?:\/([^?#]*))?/i.exec(url);
+  const scheme = match ? TOPOLOGY_SCHEMES[match[1]!.toLowerCase()] : undefined;
+  if (!match || !scheme) return null;
+  const [, , credentials, hostList, path] = match;
+  const nodes = hostList!.split(",").filter((h) => h !== "").map((entry) => {
+    const hostPort = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(entry);
+    if (!hostPort) throw new InvalidInputError(`cannot read host:port ${JSON.stringify(entry)} in a ${match[1]}:// URL`);
+    return { host: hostPort[1]!.replace(/^\[|\]$/g, ""), port: hostPort[2] ? Number(hostPort[2]) : scheme.defaultPort };
+  });
+  if (nodes.length === 0) throw new InvalidInputError(`a ${match[1]}:// URL needs at least one host:port`);
+  const masterName = scheme.kind === "sentinel" ? decodeURIComponent(path ?? "") : null;
+  if (scheme.kind === "sentinel" && !masterName) {
+    throw new InvalidInputError(`a ${match[1]}:// URL ends in /<master name>, the name the sentinels monitor the primary under`);
+  }
+  let username: string | undefined;
+  let password: string | undefined;
+  if (credentials) {
+    const colon = credentials.indexOf(":");
+    username = decodeURIComponent(colon < 0 ? credentials : credentials.slice(0, colon)) || undefined;
+    password = colon < 0 ? undefined : decodeURIComponent(credentials.slice(colon + 1));
+  }
+  return { kind: scheme.kind, nodes, masterName, username, password, tls: scheme.tls };
+}
+
+function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
+  const auth: RedisOptions = {
+    ...(topology.username !== undefined ? { username: topology.username } : {}),
+    ...(topology.password !== undefined ? { password: topology.password } : {}),
+    ...(topology.tls ? { tls: {} } : {}),
+  };
+  if (topology.kind === "cluster") {
+    // Commands wait out a failover or a slot move (CLUSTERDOWN, TRYAGAIN, MOVED/ASK) in ioredis'
+    // retry loop; the defaults retry every 100 ms.
+    return new Cluster(topology.nodes, { redisOptions: { ...options, ...auth } });
+  }
+  // ioredis asks the sentinels for the primary on every (re)connect and checks it is one (ROLE),
+  // so after a failover it follows the new primary by itself. Two more ways to leave a primary
+  // that is one no longer: the sentinels' +switch-master announcement (failoverDetector) drops
+  // the connection at once, and a READONLY reply (the server was demoted to a replica under us)
+  // reconnects, without sending the refused command again.
+  return new Redis({
+    ...options,
+    ...auth,
+    sentinels: topology.nodes,
+    name: topology.masterName!,
+    failoverDetector: true,
+    reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 1 : false),
+    ...(topology.tls ? { enableTLSForSentinelMode: true } : {}),
+  });
 }
 
 /**
@@ -57,10 +136,18 @@ export async function quit(client: Client): Promise<void> {
     // The server went away meanwhile: nothing left to release.
     client.disconnect();
   }
+  // QUIT ends the data connection only: the sentinel connections ioredis keeps to watch for
+  // failovers (failoverDetector) go with disconnect(), or they keep reconnecting after close().
+  if (!isCluster(client) && client.options.sentinels) client.disconnect();
 }
 
 /** A label for logs: scheme, host, port and db, never the password. */
 export function describe(connection: ConnectionOption): string {
+  const topology = typeof connection === "string" ? safeTopology(connection) : null;
+  if (topology !== null) {
+    const hosts = topology.nodes.map((n) => `${n.host}:${n.port}`).join(",");
+    return topology.kind === "cluster" ? `redis-cluster://${hosts}` : `redis-sentinel://${hosts}/${topology.masterName ?? ""}`;
+  }
   if (typeof connection === "string") {
     try {
       const url = new URL(connection);
@@ -127,4 +214,12 @@ export class InFlight {
     this.waiting.clear();
     for (const fail of waiting) fail(error);
   };
+}
+
+function safeTopology(url: string): TopologyUrl | null {
+  try {
+    return parseTopologyUrl(url);
+  } catch {
+    return null;
+  }
 }

@@ -7,3 +7,4 @@
  * ```
  */
 export { RedisBackend, type RedisBackendOptions } from "./backend.js";
+export { ReplicaWaitError, type WaitForReplicas } from "./replica-wait.js";

@@ -1,0 +1,217 @@
+/**
+ * Replicated stores for the failover scenarios: a Redis Cluster (3 masters, 1 replica each), a
+ * Redis primary + replica watched by 3 sentinels, and a PostgreSQL primary with a streaming hot
+ * standby (synchronous or not). Built with the topology helpers of test/helpers/ (the runner owns
+ * them: it kills their primaries); their failover and reshard controls are the faults.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { Cluster, Redis } from "ioredis";
+import { startPostgresPair } from "../test/helpers/postgres-standby.js";
+import { startThrowawayRedisClusterTopology, startThrowawaySentinel } from "../test/helpers/redis-topology.js";
+import { waitForPing } from "../test/helpers/redis.js";
+import { CHAOS_QUEUE } from "./jobs.js";
+import { postgresAnswers, type BackendKind, type FailoverOutcome, type Store } from "./stores.js";
+
+export type TopologyKind = "redis-cluster" | "redis-sentinel" | "pg-sync" | "pg-async";
+
+export function backendOf(topology: TopologyKind): BackendKind {
+  return topology.startsWith("pg-") ? "postgres" : "redis";
+}
+
+function label(text: string): string {
+  return text.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40);
+}
+
+/** True once nothing answers on 127.0.0.1:`port` (the kill took), checked for up to 5 s. */
+async function seenDown(port: number): Promise<number | null> {
+  const deadline = Date.now() + 5_000;
+  while (Date.now() < deadline) {
+    const up = await waitForPing(port, 0).then(
+      () => true,
+      () => false,
+    );
+    if (!up) return Date.now();
+    await sleep(20);
+  }
+  return null;
+}
+
+const notACrash = async () => {
+  throw new Error("a replicated store fails over instead: use the failover fault");
+};
+
+export interface TopologyOptions {
+  /** Redis: the backend's waitForReplicas (WAIT after each script) with this many replicas; 0 off (default). */
+  waitReplicas?: number;
+}
+
+export async function openTopologyStore(topology: TopologyKind, options: TopologyOptions = {}): Promise<Store> {
+  const wait = options.waitReplicas ? `&wait_replicas=${options.waitReplicas}` : "";
+  switch (topology) {
+    case "redis-cluster":
+      return clusterStore(wait);
+    case "redis-sentinel":
+      return sentinelStore(wait);
+    case "pg-sync":
+    case "pg-async":
+      return postgresPairStore(topology === "pg-sync");
+  }
+}
+
+async function clusterStore(wait: string): Promise<Store> {
+  const cluster = await startThrowawayRedisClusterTopology();
+  // Every key of the chaos queue carries the hash tag {chaos}: one slot, on one master.
+  const queueKey = `{${CHAOS_QUEUE}}`;
+  return {
+    kind: "redis",
+    urlFor: (name) => `${cluster.url}?prefix=chaos-${label(name)}${wait}`,
+    crashHow: "SIGKILL of the master serving the chaos queue; its replica is promoted by the cluster",
+    crashMode: "server",
+    crash: notACrash,
+    restart: notACrash,
+    probe: async () => {
+      const client = new Cluster(cluster.startupNodes.slice(), { redisOptions: { connectTimeout: 2_000 }, clusterRetryStrategy: () => null });
+      client.on("error", () => undefined);
+      try {
+        return (await Promise.race([client.set(`${queueKey}:probe`, "1").then(() => true), sleep(2_000).then(() => false)])) === true;
+      } catch {
+        return false;
+      } finally {
+        client.disconnect();
+      }
+    },
+    cut: null,
+    async failover(): Promise<FailoverOutcome> {
+      const victim = await cluster.masterOf(queueKey);
+      const from = Date.now();
+      await cluster.kill(victim);
+      const probeFailedAt = await seenDown(victim.port);
+      const heir = await cluster.waitForFailover(victim);
+      const promotedAt = Date.now();
+      await cluster.restart(victim);
+      await cluster.waitHealthy();
+      return {
+        from,
+        probeFailedAt,
+        promotedAt,
+        restoredAt: Date.now(),
+        how: "SIGKILL of the chaos queue's master; the cluster promoted its replica",
+        detail: `master :${victim.port} killed, replica :${heir.port} promoted; :${victim.port} rejoined as a replica`,
+      };
+    },
+    async reshard() {
+      const slot = await cluster.slotOf(queueKey);
+      const source = await cluster.masterOf(queueKey);
+      const view = await cluster.view();
+      const mine = view.find((n) => n.id === source.id)!;
+      // redis-cli takes a source's slots from its lowest up: enough of them to include the queue's.
+      let before = 0;
+      for (const [lo, hi] of [...mine.ranges].sort((x, y) => x[0] - y[0])) {
+        if (slot > hi) before += hi - lo + 1;
+        else {
+          before += slot - lo + 1;
+          break;
+        }
+      }
+      const masters = view.filter((n) => n.role === "master" && !n.failed && n.slots > 0 && n.id !== source.id);
+      const target = cluster.nodes.find((n) => n.id === masters[0]!.id)!;
+      const from = Date.now();
+      await cluster.reshard(source, target, before);
+      const after = await cluster.masterOf(queueKey);
+      return {
+        from,
+        to: Date.now(),
+        slots: before,
+        detail: `${before} slots (the queue's slot ${slot} the last) from :${source.port} to :${target.port}; the queue is now on :${after.port}`,
+      };
+    },
+    close: () => cluster.stop(),
+  };
+}
+
+async function sentinelStore(wait: string): Promise<Store> {
+  const topology = await startThrowawaySentinel();
+  return {
+    kind: "redis",
+    urlFor: (name) => `${topology.url}?prefix=chaos-${label(name)}${wait}`,
+    crashHow: "SIGKILL of the primary; the sentinels promote the replica",
+    crashMode: "server",
+    crash: notACrash,
+    restart: notACrash,
+    probe: async () => {
+      const client = new Redis({
+        sentinels: topology.sentinelPorts.map((port) => ({ host: "127.0.0.1", port })),
+        name: topology.masterName,
+        lazyConnect: true,
+        maxRetriesPerRequest: 0,
+        connectTimeout: 2_000,
+        sentinelRetryStrategy: () => null,
+        retryStrategy: () => null,
+      });
+      client.on("error", () => undefined);
+      try {
+        await client.connect();
+        return (await client.ping()) === "PONG";
+      } catch {
+        return false;
+      } finally {
+        client.disconnect();
+      }
+    },
+    cut: null,
+    async failover(): Promise<FailoverOutcome> {
+      const from = Date.now();
+      const old = await topology.killPrimary();
+      const probeFailedAt = await seenDown(old.port);
+      const next = await topology.waitForFailover(old);
+      const promotedAt = Date.now();
+      await topology.restart(old);
+      return {
+        from,
+        probeFailedAt,
+        promotedAt,
+        restoredAt: Date.now(),
+        how: "SIGKILL of the primary; the sentinels promoted the replica",
+        detail: `primary :${old.port} killed, :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
+      };
+    },
+    close: () => topology.stop(),
+  };
+}
+
+async function postgresPairStore(synchronous: boolean): Promise<Store> {
+  const pair = await startPostgresPair({ database: "chaos", synchronous });
+  return {
+    kind: "postgres",
+    urlFor: (name) => `${pair.url}&schema=chaos_${label(name)}`,
+    crashHow: `pg_ctl stop -m immediate of the primary, pg_ctl promote of the ${synchronous ? "synchronous" : "asynchronous"} standby`,
+    crashMode: "server",
+    crash: notACrash,
+    restart: notACrash,
+    probe: () => postgresAnswers(`postgresql://postgres@127.0.0.1:${pair.primaryPort()}/chaos`),
+    cut: null,
+    async failover(): Promise<FailoverOutcome> {
+      const oldPort = pair.primaryPort();
+      const from = Date.now();
+      await pair.crashPrimary();
+      const probeFailedAt = (await seenDownPg(oldPort)) ? Date.now() : null;
+      await pair.promote();
+      const promotedAt = Date.now();
+      const newPort = pair.primaryPort();
+      await pair.rebuildStandby();
+      return {
+        from,
+        probeFailedAt,
+        promotedAt,
+        restoredAt: Date.now(),
+        how: `primary crashed (pg_ctl stop -m immediate), ${synchronous ? "synchronous" : "asynchronous"} standby promoted (pg_ctl promote)`,
+        detail: `primary :${oldPort} crashed, :${newPort} promoted; :${oldPort} rebuilt as its standby (pg_basebackup)`,
+      };
+    },
+    close: () => pair.stop(),
+  };
+}
+
+async function seenDownPg(port: number): Promise<boolean> {
+  return !(await postgresAnswers(`postgresql://postgres@127.0.0.1:${port}/chaos`));
+}

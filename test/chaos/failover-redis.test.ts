@@ -1,0 +1,30 @@
+/**
+ * Short failover runs on Redis (issue 19): a real Redis Cluster (3 masters + 1 replica each)
+ * whose chaos-queue master is SIGKILLed under load and whose slot is then moved to another master
+ * (redis-cli --cluster reshard), and a primary + replica + 3 sentinels whose primary is SIGKILLed.
+ * Every chaos bound holds (lost = 0, no stranded job, no duplicate the faults do not explain) and
+ * the fleet comes back by itself. About 60 s.
+ */
+import { afterAll, describe, it } from "vitest";
+import { findRedisServer } from "../helpers/redis.js";
+import { TempDirs } from "../helpers/temp.js";
+import { shortFailoverRun } from "./failover-short.js";
+
+const temp = new TempDirs("conveyor-failover-redis-");
+let keepEvidence = false;
+afterAll(async () => {
+  if (!keepEvidence) await temp.removeAll();
+});
+const noRedis = findRedisServer() === null;
+const keep = () => {
+  keepEvidence = true;
+};
+
+describe.skipIf(noRedis)("failover, short runs: Redis", () => {
+  it("redis-cluster-failover: master SIGKILLed, replica promoted, then the queue's slot resharded", { timeout: 180_000 }, async () => {
+    await shortFailoverRun(temp, "redis-cluster-failover", { seconds: 30, onFailure: keep });
+  });
+  it("redis-sentinel-failover: primary SIGKILLed, the sentinels promote the replica, the backend follows", { timeout: 150_000 }, async () => {
+    await shortFailoverRun(temp, "redis-sentinel-failover", { seconds: 14, onFailure: keep });
+  });
+});
