@@ -116,8 +116,9 @@ export async function showOne(backend: Backend, id: string | undefined, json: bo
     console.error(`no job ${id} (unknown, or pruned after its retention)`);
     return 1;
   }
-  const flow = await backend.flow(job.id, job.queue);
-  const logs = await backend.logs(job.id, job.queue);
+  // A store without flows or job records (RabbitMQ) has neither to show: ask only where they exist.
+  const flow = backend.capabilities.flows === "none" ? null : await backend.flow(job.id, job.queue);
+  const logs = backend.capabilities.jobRecords ? await backend.logs(job.id, job.queue) : [];
   if (json) printJson(inFlow(flow) ? { ...job, flow, logs } : { ...job, logs });
   else console.log(showJob(job, flow) + showLogs(logs));
   return 0;
