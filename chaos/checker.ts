@@ -48,7 +48,27 @@ export interface ScenarioChecks {
 
 export type ExercisedKind = "killed" | "failpoint" | "stop" | "outage" | "cut" | "term" | "pill";
 
+/**
+ * How the final state was obtained, which decides the store-specific rules (shared rules apply to both):
+ *
+ * - "records": the store keeps a record of every job (SQLite, PostgreSQL, Redis). `final` is read
+ *   from it, a monitor sampled it, attempts carry lease tokens; jobs are taken back by lease
+ *   expiry and the rescuer, and quarantined after `maxStalls`.
+ * - "broker": the store keeps none (RabbitMQ). `final` is built by the harness from what it
+ *   observes independently (chaos/broker-final.ts): completed = a handler's `end ok` record,
+ *   dead = in the dead queue at the end, waiting = still in a work or delay queue. A delivery is
+ *   taken back by redelivery when its connection or channel dies (no lease, no rescuer), and a
+ *   message dies of `x-delivery-limit` returns instead of `maxStalls`. There are no stored
+ *   results, lease tokens or samples, so the rules that need them (stale acknowledgements
+ *   applied, completions without a run, terminal-state regressions, recovery by the rescuer) are
+ *   replaced by what can be seen: no run starts after the job was dead-lettered, every dead
+ *   letter carries its forensics, and the redelivery time is reported.
+ */
+export type StoreModel = "records" | "broker";
+
 export interface CheckInput {
+  /** Default "records". */
+  model?: StoreModel;
   enqueues: EnqueueRecord[];
   runs: RunRecord[];
   faults: FaultEvent[];
@@ -98,6 +118,15 @@ export interface CheckResult {
     healthyDeadWhy: string[];
     /** Healthy dead letters with an attempt no recorded fault or failed run explains (counted in lost). */
     healthyDeadUnexplained: number;
+    /** Broker model: jobs still in a work or delay queue after the drain (they count as stranded, not lost). */
+    queuedAtEnd: number;
+    /** Broker model: runs that started after their job's dead-lettering (a copy escaped the dead queue). */
+    runsAfterDead: number;
+    /** Broker model: dead letters without an error or without their attempts recorded. */
+    deadWithoutForensics: number;
+    /** Broker model: runs a worker's death cut off, then run again (redelivered), and the longest death-to-run-again, ms (working time). */
+    redeliveries: number;
+    maxRedeliveryMs: number | null;
     /** Faults in the evidence without the observation that proves them (ignored: they excuse nothing). */
     unobservedFaults: number;
     staleRefused: number;
@@ -275,6 +304,21 @@ function unexplainedAttempt(job: FinalJob, runs: readonly Run[], windows: readon
 }
 
 /**
+ * Broker model: why a healthy job the broker dead-lettered itself (`x-delivery-limit`: returned
+ * that often without a settle) is not explained, or null when it is: it must have run, and every
+ * run must have failed or been hit by a fault of its worker or of the broker. Returns without a
+ * run (prefetched and handed back) cannot be told apart here, so they do not explain it.
+ */
+function unexplainedReturns(runs: readonly Run[], windows: readonly Window[], hit: (run: Run, w: Window) => boolean): string | null {
+  if (runs.length === 0) return "dead-lettered by x-delivery-limit, but it never ran";
+  for (const r of runs) {
+    if (r.ok === false) continue;
+    if (!windows.some((w) => hit(r, w))) return `its run of attempt ${r.attempt} on ${r.wpid} at ${r.start} ${r.ok ? "succeeded" : "was cut off"} with no recorded fault on its worker or the broker`;
+  }
+  return null;
+}
+
+/**
  * A function giving, for [from, to], how long some worker was available while the store was up.
  */
 export function workingTime(
@@ -309,6 +353,7 @@ export function workingTime(
 
 export function check(input: CheckInput): CheckResult {
   const { config, checks } = input;
+  const broker = (input.model ?? "records") === "broker";
 
   // ---- the producer's ledger
   const invokes = new Map<string, Extract<EnqueueRecord, { t: "invoke" }>>();
@@ -382,12 +427,15 @@ export function check(input: CheckInput): CheckResult {
   let enqueueFailed = 0;
   let enqueueUnknown = 0;
   let recovered = 0;
+  let queuedAtEnd = 0;
   for (const [id, o] of outcome) {
     if (!invokes.has(id)) continue;
     const f = final.get(id);
     if (o === "ok") {
       enqueuedOk++;
-      if (!f || (f.state !== "completed" && f.state !== "dead")) {
+      // Broker model: a message still queued is not lost (it is stranded, bounded below).
+      if (broker && f?.state === "waiting") queuedAtEnd++;
+      else if (!f || (f.state !== "completed" && f.state !== "dead")) {
         lost++;
         pushExample(lostEx, `${id} (${kindOf(id)}): ${f ? `state ${f.state}, attempt ${f.attempt}` : "not in the store"}, ${runsByJob.get(id)?.length ?? 0} run(s)`);
       }
@@ -463,7 +511,10 @@ export function check(input: CheckInput): CheckResult {
         // A healthy job only dies of what was done to it: every attempt it used up must be a
         // lease expiry a recorded fault hit, or a failed run its handler wrote down. Anything
         // else (no history at all, an expiry no fault explains) is a job the store killed: lost.
-        const unexplained = unexplainedAttempt(f, runsByJob.get(f.id) ?? [], windows);
+        const unexplained =
+          broker && f.error?.startsWith("LeaseExpiredError:")
+            ? unexplainedReturns(runsByJob.get(f.id) ?? [], windows, (r, w) => hits(r, w, config, endOf))
+            : unexplainedAttempt(f, runsByJob.get(f.id) ?? [], windows);
         const what = `${f.id} (${k}) after ${f.attempt} attempt(s) [${f.history.map((h) => h.outcome).join(", ")}]: ${f.error ?? "no error"}`;
         if (unexplained !== null) {
           healthyDeadUnexplained++;
@@ -475,7 +526,10 @@ export function check(input: CheckInput): CheckResult {
         }
       }
     }
-    if (f.state !== "completed") continue;
+    // Broker model: "completed" is a handler's end record itself (no stored result or token), so a
+    // completion without a run cannot exist and a stale acknowledgement cannot be seen; fencing
+    // by channel is tested in test/backends/amqp-specific.test.ts instead.
+    if (f.state !== "completed" || broker) continue;
     const result = f.result;
     const resultAttempt = result && typeof result === "object" && "attempt" in result ? result.attempt : undefined;
     const resultToken = result && typeof result === "object" && "token" in result && typeof result.token === "number" ? result.token : null;
@@ -502,6 +556,28 @@ export function check(input: CheckInput): CheckResult {
         phantomEx,
         `${f.id}: completed at attempt ${f.attempt}${resultToken !== null ? ` under lease token ${resultToken}` : ""}, but no handler finished that ${resultToken !== null ? "claim" : "attempt"}`,
       );
+    }
+  }
+
+  // ---- broker model: no run after the dead-lettering; every dead letter with its forensics
+  let runsAfterDead = 0;
+  let deadWithoutForensics = 0;
+  const afterDeadEx: string[] = [];
+  const forensicsEx: string[] = [];
+  if (broker) {
+    for (const f of input.final) {
+      if (f.state !== "dead") continue;
+      if (f.error === null || (!/^(LeaseExpiredError|ForeignMessage):/.test(f.error) && f.history.length === 0)) {
+        deadWithoutForensics++;
+        pushExample(forensicsEx, `${f.id}: dead letter with ${f.error === null ? "no error" : `error "${f.error}" but no attempt recorded`}`);
+      }
+      const deadAt = f.deadAt ?? null;
+      if (deadAt === null) continue;
+      const late = (runsByJob.get(f.id) ?? []).find((r) => r.start > deadAt + CLOCK_SLACK_MS);
+      if (late) {
+        runsAfterDead++;
+        pushExample(afterDeadEx, `${f.id}: dead-lettered at ${deadAt}, yet attempt ${late.attempt} started at ${late.start} on ${late.wpid}`);
+      }
     }
   }
 
@@ -554,6 +630,23 @@ export function check(input: CheckInput): CheckResult {
   let recoveries = 0;
   const recoveryEx: string[] = [];
   let slowRecoveries = 0;
+  // Broker model: a run its worker's death cut off (no end record) is redelivered by the broker
+  // once it sees the connection gone; reported as the time to the job's next start (working time).
+  let redeliveries = 0;
+  let maxRedeliveryMs: number | null = null;
+  if (broker) {
+    for (const f of observedFaults) {
+      if (f.t !== "death") continue;
+      for (const r of runs) {
+        if (r.wpid !== f.wpid || r.end !== null || r.start > f.at || endOf(r) !== f.at) continue;
+        const next = (runsByJob.get(r.id) ?? []).find((x) => x.start > f.at);
+        if (!next) continue;
+        redeliveries++;
+        const ms = Math.round(workingMs(f.at, next.start));
+        if (maxRedeliveryMs === null || ms > maxRedeliveryMs) maxRedeliveryMs = ms;
+      }
+    }
+  }
   for (const f of observedFaults) {
     if (f.t !== "death" && f.t !== "stop") continue;
     const wpid = f.wpid;
@@ -707,13 +800,20 @@ export function check(input: CheckInput): CheckResult {
     healthyDead <= checks.maxHealthyDead,
     healthyDeadWhy,
   );
-  bound("stranded (not finished after the drain)", "= 0", stranded, stranded === 0, strandedEx);
+  bound(broker ? "stranded (still in a work or delay queue after the drain)" : "stranded (not finished after the drain)", "= 0", stranded, stranded === 0, strandedEx);
   bound("unexpected", "= 0", unexpectedIds.size, unexpectedIds.size === 0, unexpectedEx);
-  bound("terminal-state regressions", "= 0", regressionIds.size, regressionIds.size === 0, regressionEx);
-  bound("stale acknowledgements applied", "= 0", staleApplied, staleApplied === 0, staleEx);
-  bound("completions without a finished run", "= 0", phantom, phantom === 0, phantomEx);
+  if (broker) {
+    bound("runs after the job was dead-lettered (broker)", "= 0", runsAfterDead, runsAfterDead === 0, afterDeadEx);
+    bound("dead letters without forensics (broker)", "= 0", deadWithoutForensics, deadWithoutForensics === 0, forensicsEx);
+  } else {
+    bound("terminal-state regressions", "= 0", regressionIds.size, regressionIds.size === 0, regressionEx);
+    bound("stale acknowledgements applied", "= 0", staleApplied, staleApplied === 0, staleEx);
+    bound("completions without a finished run", "= 0", phantom, phantom === 0, phantomEx);
+  }
   bound("jobs over 'executions <= designed + faults that hit it'", "= 0", execBoundBroken, execBoundBroken === 0, execEx);
-  bound("recoveries slower than lease + rescue interval + tolerance", `= 0 (bound ${recoveryBoundMs} ms)`, slowRecoveries, slowRecoveries === 0, recoveryEx);
+  if (!broker) {
+    bound("recoveries slower than lease + rescue interval + tolerance", `= 0 (bound ${recoveryBoundMs} ms)`, slowRecoveries, slowRecoveries === 0, recoveryEx);
+  }
   bound("job id collisions", "= 0", idCollisions, idCollisions === 0, collisionExamples);
   bound("torn ledger lines", "= 0", input.torn, input.torn === 0);
   bound("faults recorded without the observation that proves them", "= 0", unobservedFaults, unobservedFaults === 0, unobservedEx);
@@ -750,6 +850,11 @@ export function check(input: CheckInput): CheckResult {
       healthyDead,
       healthyDeadWhy,
       healthyDeadUnexplained,
+      queuedAtEnd,
+      runsAfterDead,
+      deadWithoutForensics,
+      redeliveries,
+      maxRedeliveryMs,
       unobservedFaults,
       staleRefused: input.logs.settleRefused,
       leaseLost: input.logs.leaseLost,

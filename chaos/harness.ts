@@ -11,6 +11,7 @@ import { Queue, type Backend } from "../src/index.js";
 import { check, type Bound, type CheckInput, type CheckResult } from "./checker.js";
 import { Fleet, leftovers, TERM_TOLERANCE_MS } from "./fleet.js";
 import { CHAOS_QUEUE } from "./jobs.js";
+import { brokerFinal } from "./broker-final.js";
 import { AppendLog, readLogs } from "./ledger.js";
 import { addFacts, emptyFacts, readWorkerLog } from "./logs.js";
 import { finalJobs, Monitor, unfinished } from "./monitor.js";
@@ -127,6 +128,9 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       maxInFlight: 64,
     },
   });
+  // A store without job records (RabbitMQ) cannot be listed: no monitor; its final state is built
+  // from the ledgers, its dead queue and what is left in its queues (chaos/broker-final.ts).
+  const broker = store.broker;
   const monitor = new Monitor(queue, 500);
   const left: number[] = [];
   log(`${backend}/${scenario}: seed ${seed}, ${seconds} s, ${plan.length} timed fault(s), dir ${dir}`);
@@ -236,7 +240,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     let drainMs: number | null = null;
     let zeroes = 0;
     while (Date.now() - drainStart < drainTimeoutMs(seconds)) {
-      const n = await unfinished(queue);
+      const n = broker ? await broker.unfinished(url) : await unfinished(queue);
       zeroes = n === 0 ? zeroes + 1 : 0;
       if (zeroes >= 2) {
         drainMs = Date.now() - drainStart;
@@ -244,21 +248,27 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       }
       await sleep(500);
     }
-    await monitor.stop();
+    if (!broker) await monitor.stop();
     const exits = await fleet.shutdown();
     events.append({ t: "shutdown", exits, at: Date.now() });
-    const final = await finalJobs(queue);
+    const final = broker
+      ? brokerFinal({
+          dead: await finalJobs(queue, { state: "dead" }),
+          queued: await broker.queuedIds(url),
+          runs: readLogs<RunRecord>(dir, /^runs-\d+\.jsonl$/).records,
+        })
+      : await finalJobs(queue);
     return { final, drainMs, skipped };
   };
 
   fleet.start();
-  monitor.start();
+  if (!broker) monitor.start();
   let outcome: Awaited<ReturnType<typeof phases>>;
   try {
     outcome = await phases();
   } catch (error) {
     // A run that broke (a store that would not restart): leave nothing running behind it.
-    await monitor.stop().catch(() => undefined);
+    if (!broker) await monitor.stop().catch(() => undefined);
     await fleet.shutdown().catch(() => undefined);
     throw error;
   } finally {
@@ -282,6 +292,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   const facts = emptyFacts();
   for (const path of fleet.workerLogs) addFacts(facts, readWorkerLog(path));
   const input: CheckInput = {
+    model: broker ? "broker" : "records",
     enqueues: enqueues.records,
     runs: runs.records,
     faults: fleet.faults,

@@ -116,6 +116,8 @@ export interface FinalJob {
   /** The last error, "Name: message", or null. */
   error: string | null;
   history: HistoryEntry[];
+  /** When it was dead-lettered (store clock), for a dead job of a store without job records. */
+  deadAt?: number | null;
 }
 
 /** What the runner saw of one SIGTERM. */

@@ -15,11 +15,12 @@ import pg from "pg";
 import { Redis } from "ioredis";
 import { findPostgresBin, startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
 import { findRedisServer, startThrowawayRedis, waitForPing, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { rabbitmqStore, rabbitmqUnavailable, type BrokerView } from "./rabbitmq-store.js";
 
 const exec = promisify(execFile);
 
-export type BackendKind = "sqlite" | "postgres" | "redis";
-export const BACKENDS: readonly BackendKind[] = ["sqlite", "postgres", "redis"];
+export type BackendKind = "sqlite" | "postgres" | "redis" | "rabbitmq";
+export const BACKENDS: readonly BackendKind[] = ["sqlite", "postgres", "redis", "rabbitmq"];
 
 export interface Store {
   readonly kind: BackendKind;
@@ -43,6 +44,12 @@ export interface Store {
   probe(): Promise<boolean>;
   /** Cuts every client connection; resolves with how many. Null: not possible here. */
   readonly cut: (() => Promise<number>) | null;
+  /**
+   * A store without job records (a broker: `capabilities.jobRecords` false) is judged from what
+   * the harness observes independently, and this is how it reads the broker (chaos/rabbitmq-store.ts).
+   * Null for the stores that keep a record of every job.
+   */
+  readonly broker: BrokerView | null;
   close(): Promise<void>;
 }
 
@@ -50,6 +57,7 @@ export interface Store {
 export async function unavailable(kind: BackendKind): Promise<string | null> {
   if (kind === "postgres" && (await findPostgresBin()) === null) return "no PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql-15)";
   if (kind === "redis" && findRedisServer() === null) return "no redis-server on PATH (apt-get install redis-server)";
+  if (kind === "rabbitmq") return rabbitmqUnavailable();
   return null;
 }
 
@@ -61,6 +69,8 @@ export async function openStore(kind: BackendKind): Promise<Store> {
       return postgresStore();
     case "redis":
       return redisStore();
+    case "rabbitmq":
+      return rabbitmqStore(label);
   }
 }
 
@@ -78,6 +88,7 @@ function sqliteStore(): Store {
     restart: async () => {},
     probe: async () => true,
     cut: null,
+    broker: null,
     close: async () => {},
   };
 }
@@ -128,6 +139,7 @@ async function postgresStore(): Promise<Store> {
         await client.end();
       }
     },
+    broker: null,
     close: () => server.stop(),
   };
 }
@@ -170,6 +182,7 @@ async function redisStore(): Promise<Store> {
         admin.disconnect();
       }
     },
+    broker: null,
     close: () => server.stop(),
   };
 }
