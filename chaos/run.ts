@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all]`
+ * `npm run chaos -- --backend sqlite|postgres|redis|rabbitmq [--seconds N] [--seed S] [--scenario NAME|all]`
  *
  * Runs one scenario, or all of them one after another (the fault time is then split evenly),
  * prints the report table and exits 0 when every bound held, 1 when one broke, 2 on a usage error.
@@ -15,7 +15,7 @@ import { formatTable } from "./report.js";
 import { DEFAULT_MAX_HEALTHY_DEAD, SCENARIOS, type ScenarioName } from "./scenarios.js";
 import { BACKENDS, openStore, unavailable, type BackendKind } from "./stores.js";
 
-const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
+const USAGE = `npm run chaos -- --backend sqlite|postgres|redis|rabbitmq [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
 --max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
 npm run chaos -- --scenario outbox [--seconds N] [--seed S]   the transactional outbox and its relays (PostgreSQL, Redis)`;
