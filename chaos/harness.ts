@@ -52,6 +52,11 @@ export interface ScenarioOptions {
   log?: (line: string) => void;
   /** Healthy jobs that may end dead-lettered, each explained by faults. Default DEFAULT_MAX_HEALTHY_DEAD. */
   maxHealthyDead?: number;
+  /**
+   * A bug planted in the workers (CHAOS_PLANT, see chaos/handlers.ts), for the tests that prove
+   * the checker reports it. Never set in a real run.
+   */
+  plant?: string;
 }
 
 export interface ScenarioResult {
@@ -119,6 +124,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     def,
     prng: prng.fork("failpoints"),
     events,
+    ...(options.plant ? { plant: options.plant } : {}),
     producer: {
       seed: prng.fork("producer").seed,
       ratePerSec: def.ratePerSec,

@@ -9,8 +9,8 @@
  *   confirmed in the last moments before a SIGKILL (docs/amqp.md, "Durability notes"), which is
  *   the broker's write path, not something a client can make up for; a run with it would report
  *   those as lost, correctly, and prove nothing about Conveyor.
- * - "conn-cut" is `rabbitmqctl close_all_connections`: the broker closes every client
- *   connection (producer, workers, the runner's own) and requeues their unacknowledged deliveries.
+ * - "conn-cut": the broker closes every client connection (producer, workers, the runner's own),
+ *   as `rabbitmqctl close_all_connections` does, and requeues their unacknowledged deliveries.
  */
 import type { ChannelModel } from "amqplib";
 import { findRabbitServer, startThrowawayRabbit, waitForAmqp, type ThrowawayRabbit } from "../test/helpers/rabbitmq.js";
@@ -112,10 +112,15 @@ export async function rabbitmqStore(label: (text: string) => string): Promise<St
       () => false,
     ),
     cut: async () => {
-      // Count first: close_all_connections prints nothing useful to count by.
-      const before = (await server.ctl(["list_connections", "-q", "--no-table-headers", "pid"])).split("\n").filter((l) => l.trim() !== "").length;
-      await server.ctl(["close_all_connections", "chaos: connections closed by the server"]);
-      return before;
+      // `rabbitmqctl close_all_connections` waits for each connection to finish closing, which a
+      // SIGSTOPped worker holds up for as long as it is stopped: the closes run asynchronously on
+      // the node instead (the same rabbit_networking:close_connection the command uses), and the
+      // node answers with one spawned closer per connection it found.
+      const out = await server.ctl([
+        "eval",
+        '[spawn(fun() -> rabbit_networking:close_connection(P, "chaos: connection closed by the server") end) || P <- rabbit_networking:connections()].',
+      ]);
+      return (out.match(/<\d+\.\d+\.\d+>/g) ?? []).length;
     },
     broker: view,
     close: () => server.stop(),
