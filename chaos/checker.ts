@@ -439,7 +439,7 @@ export function check(input: CheckInput): CheckResult {
       if (broker && f?.state === "waiting") queuedAtEnd++;
       else if (!f || (f.state !== "completed" && f.state !== "dead")) {
         lost++;
-        pushExample(lostEx, `${id} (${kindOf(id)}): ${f ? `state ${f.state}, attempt ${f.attempt}` : "not in the store"}, ${runsByJob.get(id)?.length ?? 0} run(s)`);
+        pushExample(lostEx, `${id} (${kindOf(id)}): ${f ? `state ${f.state}, attempt ${f.attempt}` : broker ? "no handler finished it, not dead-lettered, not queued" : "not in the store"}, ${runsByJob.get(id)?.length ?? 0} run(s)`);
       }
     } else if (o === "fail") {
       enqueueFailed++;
