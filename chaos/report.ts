@@ -67,7 +67,8 @@ const ROWS: Row[] = [
   ["worker deaths, other causes (pills)", (r) => n(r.check?.metrics.faults["died-other"]), "worker deaths caused by pills"],
   ["worker starts failed (store down)", (r) => n(r.check?.metrics.faults["start-failed"])],
   ["worker restarts", (r) => n(r.restarts)],
-  ["SIGTERM: jobs in flight (min-max)", (r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-")],
+  // Counted from the stored attempt history, which a broker does not keep.
+  ["SIGTERM: jobs in flight (min-max)", recordsOnly((r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-"))],
   ["SIGTERM: exit 0 / exit 1", (r) => (r.check ? `${r.check.metrics.termExits.zero} / ${r.check.metrics.termExits.one}` : "-")],
   ["SIGTERM: claims after signal", (r) => n(r.check?.metrics.claimsAfterSigterm), "claims after SIGTERM"],
   ["SIGTERM: drains over grace", (r) => n(r.check?.metrics.slowDrains), "drains over grace + tolerance"],
