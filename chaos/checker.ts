@@ -257,7 +257,7 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
       case "outage":
         return { from: f.from, to: f.to, wpid: null, label: `store outage ${f.from}..${f.to}` };
       case "cut":
-        return { from: f.at, to: f.at, wpid: null, label: `connections cut at ${f.at}` };
+        return { from: f.from ?? f.at, to: f.at, wpid: null, label: `connections cut at ${f.from ?? f.at}..${f.at}` };
     }
   });
 }
@@ -490,8 +490,12 @@ export function check(input: CheckInput): CheckResult {
     // between the two forks the job: the redelivered original runs that attempt again and then
     // the attempts after it, while the copy goes on too. A fault hitting a failed run of attempt
     // a allows 1 + (designed - a) more runs.
+    // Broker model, too: a store-wide fault (restart, connections cut) closes the connections one
+    // by one, so a delivery requeued by one close can be pushed to a worker whose connection
+    // closes next, before it settles: such a fault allows one run more per worker it hit.
     const allowance = hitting.reduce((sum, w) => {
       if (!broker) return sum + 1;
+      if (w.wpid === null) sum += new Set(list.filter((r) => hits(r, w, config, endOf)).map((r) => r.wpid)).size - 1;
       const forked = list.filter((r) => r.ok === false && hits(r, w, config, endOf)).map((r) => 1 + Math.max(0, designed - r.attempt));
       return sum + Math.max(1, ...forked);
     }, 0);
@@ -775,6 +779,9 @@ export function check(input: CheckInput): CheckResult {
   for (const [id, list] of runsByJob) {
     const inv = invokes.get(id);
     if (!inv || !HEALTHY_KINDS.includes(inv.kind) || (hitCount.get(id) ?? 0) > 0) continue;
+    // Broker model: a delivery a worker held unstarted (prefetched) when it died or stopped is in
+    // no history; any fault between the enqueue and the first start may have held the job.
+    if (broker && windows.some((w) => w.from <= list[0]!.start && w.to >= inv.at)) continue;
     // Claimed by a worker that went down before starting it (e.g. behind a pill that blocked
     // the loop in the same claim batch): a fault hit it even though it never ran there.
     const f = final.get(id);

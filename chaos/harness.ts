@@ -178,9 +178,10 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         case "conn-cut": {
           if (!store.cut) return skip(f, "the store has no connections to cut");
           try {
+            const from = Date.now();
             const killed = await store.cut();
             // A cut that found no connection to kill did nothing: it is no fault.
-            if (killed > 0) fleet.record({ t: "cut", at: Date.now(), killed });
+            if (killed > 0) fleet.record({ t: "cut", from, at: Date.now(), killed });
             else skip(f, "the cut killed no connection");
           } catch (error) {
             skip(f, `cut failed: ${String(error)}`);

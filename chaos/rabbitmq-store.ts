@@ -115,10 +115,10 @@ export async function rabbitmqStore(label: (text: string) => string): Promise<St
       // `rabbitmqctl close_all_connections` waits for each connection to finish closing, which a
       // SIGSTOPped worker holds up for as long as it is stopped: the closes run asynchronously on
       // the node instead (the same rabbit_networking:close_connection the command uses), and the
-      // node answers with one spawned closer per connection it found.
+      // node answers with the connections it closed, 300 ms later (their deliveries requeued by then).
       const out = await server.ctl([
         "eval",
-        '[spawn(fun() -> rabbit_networking:close_connection(P, "chaos: connection closed by the server") end) || P <- rabbit_networking:connections()].',
+        'Ps = rabbit_networking:connections(), [spawn(fun() -> rabbit_networking:close_connection(P, "chaos: connection closed by the server") end) || P <- Ps], timer:sleep(300), Ps.',
       ]);
       return (out.match(/<\d+\.\d+\.\d+>/g) ?? []).length;
     },
