@@ -58,12 +58,17 @@ export async function rabbitmqStore(label: (text: string) => string): Promise<St
       try {
         const out = await server.ctl(["list_queues", "-q", "--no-table-headers", "name", "messages"]);
         let n = 0;
+        let workQueueSeen = false;
         for (const line of out.split("\n")) {
           const [name, count] = line.trim().split(/\s+/);
           if (!name || count === undefined) continue;
+          if (!/^\d+$/.test(count)) return null;
+          if (name === base) workQueueSeen = true;
           if (name === base || name.startsWith(`${base}~delay~`)) n += Number(count);
         }
-        return n;
+        // A node still booting (or its queues not yet recovered) lists nothing: that is no answer,
+        // not an empty queue (a drain once ended on it with 1117 jobs still queued).
+        return workQueueSeen ? n : null;
       } catch {
         return null;
       }
