@@ -59,6 +59,8 @@ export interface FleetOptions {
   prng: Prng;
   events: AppendLog;
   producer: Omit<ProducerConfig, "incarnation" | "url" | "dir">;
+  /** A planted bug for the workers (CHAOS_PLANT, chaos/handlers.ts): tests only, to prove the checker fails. */
+  plant?: string;
 }
 
 export class Fleet {
@@ -198,6 +200,7 @@ export class Fleet {
         ...process.env,
         CHAOS_DIR: this.options.dir,
         CHAOS_SLOT: slot.name,
+        CHAOS_PLANT: this.options.plant ?? "",
         ...(failpoint ? { CONVEYOR_FAILPOINTS: failpoint } : { CONVEYOR_FAILPOINTS: "" }),
       },
       stdio: ["ignore", fd, fd],

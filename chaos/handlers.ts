@@ -45,9 +45,20 @@ function durationOf(job: Job): number {
   return 10;
 }
 
+/**
+ * A planted bug, for the tests that prove the checker can fail (test/chaos/planted.test.ts):
+ * `ack-without-run:N` makes every Nth job a process takes return at once, without running or
+ * writing anything, so the worker acknowledges a job that never ran (the job is gone from the
+ * store, and no handler finished it: lost). Empty in every real run.
+ */
+const plant = /^ack-without-run:(\d+)$/.exec(process.env.CHAOS_PLANT ?? "");
+const plantEvery = plant ? Number(plant[1]) : 0;
+let taken = 0;
+
 /** Wraps a job's work with its ledger records; the result names the attempt that completed. */
 function recorded(work: (job: Job, ctx: JobContext) => Promise<void>): Handler {
   return async (job, ctx) => {
+    if (plantEvery > 0 && ++taken % plantEvery === 0) return { planted: "ack-without-run" };
     const token = job.lease?.token ?? null;
     record({ t: "start", id: job.id, name: job.name, attempt: job.attempt, token, pid: process.pid, wpid, slot, at: Date.now() });
     try {

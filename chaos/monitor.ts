@@ -101,11 +101,11 @@ export class Monitor {
 }
 
 /** Every job of the queue, as the checker needs it. Call when nothing changes any more. */
-export async function finalJobs(queue: JobSource): Promise<FinalJob[]> {
+export async function finalJobs(queue: JobSource, filter: { state?: JobState } = {}): Promise<FinalJob[]> {
   const out: FinalJob[] = [];
   const seen = new Set<string>();
   for (let offset = 0; ; offset += PAGE) {
-    const rows = await queue.list({}, { limit: PAGE, offset });
+    const rows = await queue.list(filter, { limit: PAGE, offset });
     for (const j of rows) {
       if (seen.has(j.id)) continue;
       seen.add(j.id);
@@ -118,6 +118,7 @@ export async function finalJobs(queue: JobSource): Promise<FinalJob[]> {
         result: j.result,
         error: j.error ? `${j.error.name}: ${j.error.message}` : null,
         history: j.history.map((h) => ({ attempt: h.attempt, pid: h.pid, startedAt: h.startedAt, finishedAt: h.finishedAt, outcome: h.outcome })),
+        ...(j.state === "dead" ? { deadAt: j.finishedAt } : {}),
       });
     }
     if (rows.length < PAGE) break;

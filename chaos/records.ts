@@ -78,8 +78,11 @@ export type FaultEvent =
    * SQLite, the processes with the file open SIGKILLed (`processesKilled` > 0).
    */
   | { t: "outage"; from: number; to: number; how: string; probeFailedAt?: number | null; processesKilled?: number }
-  /** Every client connection to the store was cut at `at`; observed when `killed` > 0. */
-  | { t: "cut"; at: number; killed: number };
+  /**
+   * Every client connection to the store was cut at `at` (by a command started at `from`, when it
+   * takes time: RabbitMQ's closes run on the node while the command returns); observed when `killed` > 0.
+   */
+  | { t: "cut"; at: number; killed: number; from?: number };
 
 /**
  * killed: by the harness. failpoint, watchdog: the process said so. store-crash: SQLite's store
@@ -116,6 +119,8 @@ export interface FinalJob {
   /** The last error, "Name: message", or null. */
   error: string | null;
   history: HistoryEntry[];
+  /** When it was dead-lettered (store clock), for a dead job of a store without job records. */
+  deadAt?: number | null;
 }
 
 /** What the runner saw of one SIGTERM. */

@@ -9,6 +9,9 @@ const HEALTHY_DEAD_BOUND = "healthy jobs dead-lettered (each explained by faults
 type Row = [label: string, cell: (r: ScenarioResult) => string, bound?: string];
 
 const n = (v: number | null | undefined) => (v === null || v === undefined ? "-" : String(v));
+/** A figure only one store model has (chaos/checker.ts, StoreModel): "n/a" under the other. */
+const recordsOnly = (cell: (r: ScenarioResult) => string) => (r: ScenarioResult) => (r.check?.model === "broker" ? "n/a" : cell(r));
+const brokerOnly = (cell: (r: ScenarioResult) => string) => (r: ScenarioResult) => (r.check && r.check.model !== "broker" ? "n/a" : cell(r));
 
 const ROWS: Row[] = [
   ["enqueue attempts", (r) => n(r.check?.metrics.attempted)],
@@ -31,17 +34,22 @@ const ROWS: Row[] = [
   ["  healthy, unexplained (in lost)", (r) => n(r.check?.metrics.healthyDeadUnexplained)],
   ["stale acks refused", (r) => n(r.check?.metrics.staleRefused)],
   ["leases lost (handler aborted)", (r) => n(r.check?.metrics.leaseLost)],
-  ["stale acks applied", (r) => n(r.check?.metrics.staleApplied), "stale acknowledgements applied"],
-  ["completions without a run", (r) => n(r.check?.metrics.phantomCompletions), "completions without a finished run"],
-  ["terminal-state regressions", (r) => n(r.check?.metrics.regressions), "terminal-state regressions"],
+  ["stale acks applied", recordsOnly((r) => n(r.check?.metrics.staleApplied)), "stale acknowledgements applied"],
+  ["completions without a run", recordsOnly((r) => n(r.check?.metrics.phantomCompletions)), "completions without a finished run"],
+  ["terminal-state regressions", recordsOnly((r) => n(r.check?.metrics.regressions)), "terminal-state regressions"],
+  ["broker: still queued after drain", brokerOnly((r) => n(r.check?.metrics.queuedAtEnd)), "stranded (not finished after the drain)"],
+  ["broker: runs after dead-lettering", brokerOnly((r) => n(r.check?.metrics.runsAfterDead)), "runs after the job was dead-lettered (broker)"],
+  ["broker: dead letters w/o forensics", brokerOnly((r) => n(r.check?.metrics.deadWithoutForensics)), "dead letters without forensics (broker)"],
+  ["broker: cut-off runs redelivered", brokerOnly((r) => n(r.check?.metrics.redeliveries))],
+  ["broker: max death->redelivered run, ms *", brokerOnly((r) => n(r.check?.metrics.maxRedeliveryMs))],
   [
     "max death->taken back, ms *",
-    (r) => (r.check ? `${n(r.check.metrics.maxRecoveryMs)} (<= ${r.check.metrics.recoveryBoundMs})` : "-"),
+    recordsOnly((r) => (r.check ? `${n(r.check.metrics.maxRecoveryMs)} (<= ${r.check.metrics.recoveryBoundMs})` : "-")),
     "recoveries slower than lease + rescue interval + tolerance",
   ],
-  ["  same, wall clock, ms", (r) => n(r.check?.metrics.maxRecoveryWallMs)],
+  ["  same, wall clock, ms", recordsOnly((r) => n(r.check?.metrics.maxRecoveryWallMs))],
   ["max death->running again, ms *", (r) => n(r.check?.metrics.maxRunAgainMs)],
-  ["recoveries measured", (r) => n(r.check?.metrics.recoveries)],
+  ["recoveries measured", recordsOnly((r) => n(r.check?.metrics.recoveries))],
   ["faults: SIGKILL", (r) => n(r.check?.metrics.faults.killed)],
   ["faults: failpoint kills", (r) => n(r.check?.metrics.faults.failpoint)],
   [
@@ -59,7 +67,8 @@ const ROWS: Row[] = [
   ["worker deaths, other causes (pills)", (r) => n(r.check?.metrics.faults["died-other"]), "worker deaths caused by pills"],
   ["worker starts failed (store down)", (r) => n(r.check?.metrics.faults["start-failed"])],
   ["worker restarts", (r) => n(r.restarts)],
-  ["SIGTERM: jobs in flight (min-max)", (r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-")],
+  // Counted from the stored attempt history, which a broker does not keep.
+  ["SIGTERM: jobs in flight (min-max)", recordsOnly((r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-"))],
   ["SIGTERM: exit 0 / exit 1", (r) => (r.check ? `${r.check.metrics.termExits.zero} / ${r.check.metrics.termExits.one}` : "-")],
   ["SIGTERM: claims after signal", (r) => n(r.check?.metrics.claimsAfterSigterm), "claims after SIGTERM"],
   ["SIGTERM: drains over grace", (r) => n(r.check?.metrics.slowDrains), "drains over grace + tolerance"],

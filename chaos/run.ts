@@ -1,5 +1,5 @@
 /**
- * `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all]`
+ * `npm run chaos -- --backend sqlite|postgres|redis|rabbitmq [--seconds N] [--seed S] [--scenario NAME|all]`
  *
  * Runs one scenario, or all of them one after another (the fault time is then split evenly),
  * prints the report table and exits 0 when every bound held, 1 when one broke, 2 on a usage error.
@@ -16,7 +16,7 @@ import { DEFAULT_MAX_HEALTHY_DEAD, FAILOVER_SCENARIOS, SCENARIO_DEFS, SCENARIOS,
 import { BACKENDS, openStore, unavailable, type BackendKind, type Store } from "./stores.js";
 import { backendOf, openTopologyStore } from "./topologies.js";
 
-const USAGE = `npm run chaos -- --backend sqlite|postgres|redis [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
+const USAGE = `npm run chaos -- --backend sqlite|postgres|redis|rabbitmq [--seconds N] [--seed S] [--scenario NAME|all] [--max-healthy-dead N]
 scenarios: ${SCENARIOS.join(", ")}, all (default: all; --seconds is then split between them)
 --max-healthy-dead: healthy jobs a scenario may end with dead-lettered, each explained by faults (default ${DEFAULT_MAX_HEALTHY_DEAD})
 npm run chaos -- --scenario outbox [--source pg-poll|pg-cdc|sqlite-poll] [--target redis|rabbitmq|queue] [--seconds N] [--seed S]

@@ -15,11 +15,12 @@ import pg from "pg";
 import { Redis } from "ioredis";
 import { findPostgresBin, startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
 import { findRedisServer, startThrowawayRedis, waitForPing, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { rabbitmqStore, rabbitmqUnavailable, type BrokerView } from "./rabbitmq-store.js";
 
 const exec = promisify(execFile);
 
-export type BackendKind = "sqlite" | "postgres" | "redis";
-export const BACKENDS: readonly BackendKind[] = ["sqlite", "postgres", "redis"];
+export type BackendKind = "sqlite" | "postgres" | "redis" | "rabbitmq";
+export const BACKENDS: readonly BackendKind[] = ["sqlite", "postgres", "redis", "rabbitmq"];
 
 export interface Store {
   readonly kind: BackendKind;
@@ -51,6 +52,12 @@ export interface Store {
   readonly failover?: () => Promise<FailoverOutcome>;
   /** Redis Cluster: moves the chaos queue's slot (with slots around it) to another master. */
   readonly reshard?: () => Promise<ReshardOutcome>;
+  /**
+   * A store without job records (a broker: `capabilities.jobRecords` false) is judged from what
+   * the harness observes independently, and this is how it reads the broker (chaos/rabbitmq-store.ts).
+   * Null for the stores that keep a record of every job.
+   */
+  readonly broker: BrokerView | null;
   close(): Promise<void>;
 }
 
@@ -79,6 +86,7 @@ export interface ReshardOutcome {
 export async function unavailable(kind: BackendKind): Promise<string | null> {
   if (kind === "postgres" && (await findPostgresBin()) === null) return "no PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql-15)";
   if (kind === "redis" && findRedisServer() === null) return "no redis-server on PATH (apt-get install redis-server)";
+  if (kind === "rabbitmq") return rabbitmqUnavailable();
   return null;
 }
 
@@ -90,6 +98,8 @@ export async function openStore(kind: BackendKind): Promise<Store> {
       return postgresStore();
     case "redis":
       return redisStore();
+    case "rabbitmq":
+      return rabbitmqStore(label);
   }
 }
 
@@ -122,6 +132,7 @@ function sqliteStore(): Store {
     restart: async () => {},
     probe: async () => true,
     cut: null,
+    broker: null,
     close: async () => {},
   };
 }
@@ -160,6 +171,7 @@ async function postgresStore(): Promise<Store> {
         await client.end();
       }
     },
+    broker: null,
     close: () => server.stop(),
   };
 }
@@ -202,6 +214,7 @@ async function redisStore(): Promise<Store> {
         admin.disconnect();
       }
     },
+    broker: null,
     close: () => server.stop(),
   };
 }

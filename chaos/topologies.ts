@@ -81,6 +81,7 @@ async function clusterStore(wait: string): Promise<Store> {
       }
     },
     cut: null,
+    broker: null,
     async failover(): Promise<FailoverOutcome> {
       const victim = await cluster.masterOf(queueKey);
       const from = Date.now();
@@ -159,6 +160,7 @@ async function sentinelStore(wait: string): Promise<Store> {
       }
     },
     cut: null,
+    broker: null,
     async failover(): Promise<FailoverOutcome> {
       const from = Date.now();
       const old = await topology.killPrimary();
@@ -190,6 +192,7 @@ async function postgresPairStore(synchronous: boolean): Promise<Store> {
     restart: notACrash,
     probe: () => postgresAnswers(`postgresql://postgres@127.0.0.1:${pair.primaryPort()}/chaos`),
     cut: null,
+    broker: null,
     async failover(): Promise<FailoverOutcome> {
       const oldPort = pair.primaryPort();
       const from = Date.now();

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { brokerFinal } from "../../chaos/broker-final.js";
 import { check, workingTime, type CheckInput, type CheckResult } from "../../chaos/checker.js";
 import { readLog } from "../../chaos/ledger.js";
 import { emptyFacts } from "../../chaos/logs.js";
@@ -602,5 +603,104 @@ describe("chaos building blocks", () => {
     expect(a).not.toEqual(c);
     // Mixed takes every fault kind in turns, so a minute holds each of them.
     expect(new Set(a.map((f) => f.kind))).toEqual(new Set(def.faults));
+  });
+});
+
+/**
+ * The broker model (RabbitMQ: no job records): the final state is built from the ledgers, the
+ * dead queue and what is left queued (chaos/broker-final.ts), and its own rules apply.
+ */
+describe("chaos checker, broker model", () => {
+  /** Clean broker evidence: three jobs run once each by W1; the final state is derived, not read. */
+  function cleanBroker(extra: { dead?: FinalJob[]; queued?: string[] } = {}): CheckInput {
+    const input = clean();
+    return { ...input, model: "broker", final: brokerFinal({ dead: extra.dead ?? [], queued: extra.queued ?? [], runs: input.runs }) };
+  }
+  const rebuild = (input: CheckInput, extra: { dead?: FinalJob[]; queued?: string[] } = {}): CheckInput => ({
+    ...input,
+    final: brokerFinal({ dead: extra.dead ?? [], queued: extra.queued ?? [], runs: input.runs }),
+  });
+
+  it("passes clean evidence, with the record-only bounds replaced by the broker's", () => {
+    const r = check(cleanBroker());
+    expect(broken(r)).toEqual([]);
+    expect(r.model).toBe("broker");
+    expect(r.metrics).toMatchObject({ enqueuedOk: 3, lost: 0, stranded: 0, executions: 3 });
+    const names = r.bounds.map((b) => b.name);
+    expect(names).toContain("runs after the job was dead-lettered (broker)");
+    expect(names).toContain("dead letters without forensics (broker)");
+    expect(names).not.toContain("stale acknowledgements applied");
+    expect(names).not.toContain("terminal-state regressions");
+  });
+
+  it("a job acknowledged without running (no run, not dead, not queued) is lost", () => {
+    const input = cleanBroker();
+    input.runs = input.runs.filter((r) => r.id !== "j2");
+    const r = check(rebuild(input));
+    expect(broken(r)).toEqual(["lost"]);
+    expect(r.metrics.lost).toBe(1);
+    expect(r.bounds.find((b) => b.name === "lost")?.examples[0]).toMatch(/^j2 .*no handler finished it, not dead-lettered, not queued, 0 run/);
+  });
+
+  it("a job dropped after a failed run (no retry copy, no dead letter) is lost", () => {
+    const input = cleanBroker();
+    const end = input.runs.find((r) => r.t === "end" && r.id === "j3") as Extract<RunRecord, { t: "end" }>;
+    end.ok = false;
+    end.error = "Error: boom";
+    const r = check(rebuild(input));
+    expect(r.metrics.lost).toBe(1);
+    expect(broken(r)).toContain("lost");
+  });
+
+  it("a job still queued after the drain is stranded, not lost; dead with forensics is neither", () => {
+    const input = cleanBroker();
+    input.runs = input.runs.filter((r) => r.id !== "j2" && r.id !== "j3");
+    const dead: FinalJob = {
+      id: "j3",
+      name: "work",
+      state: "dead",
+      attempt: 0,
+      maxAttempts: 10,
+      result: null,
+      error: "LeaseExpiredError: dead-lettered by RabbitMQ after x-delivery-limit deliveries",
+      history: [],
+      deadAt: 5_000,
+    };
+    const r = check(rebuild(input, { queued: ["j2"], dead: [dead] }));
+    expect(r.metrics).toMatchObject({ lost: 1, stranded: 1, queuedAtEnd: 1, deadLettered: 1 });
+    // j3 is a healthy job the broker dead-lettered though it never ran: that is no explanation.
+    expect(r.metrics.healthyDeadUnexplained).toBe(1);
+    expect(broken(r).sort()).toEqual(["lost", "stranded (not finished after the drain)"]);
+  });
+
+  it("a run after the job was dead-lettered, and a dead letter without forensics, break their bounds", () => {
+    const input = cleanBroker();
+    const dead: FinalJob = { id: "j1", name: "work", state: "dead", attempt: 1, maxAttempts: 10, result: null, error: null, history: [], deadAt: 0 };
+    const r = check(rebuild(input, { dead: [dead] }));
+    expect(broken(r)).toEqual(expect.arrayContaining(["runs after the job was dead-lettered (broker)", "dead letters without forensics (broker)"]));
+  });
+
+  it("a fault between a failed attempt's retry copy and the original's ack allows the fork, and no more", () => {
+    const input = cleanBroker();
+    // j1 is flaky (designed 2): attempt 1 fails on W1, W1 dies right after (retry copy published,
+    // original not acknowledged): attempt 1 runs again on W2, then both copies run attempt 2.
+    const inv = input.enqueues.find((e) => e.t === "invoke" && e.id === "j1") as Extract<EnqueueRecord, { t: "invoke" }>;
+    inv.kind = "flaky";
+    inv.designed = 2;
+    input.runs = input.runs.filter((r) => r.id !== "j1");
+    const run = (attempt: number, pid: number, at: number, ok: boolean): RunRecord[] => [
+      { t: "start", id: "j1", name: "flaky", attempt, token: null, pid, wpid: pid, slot: "w", at },
+      { t: "end", id: "j1", attempt, token: null, pid, wpid: pid, at: at + 50, ok },
+    ];
+    input.runs.push(...run(1, W1, 2_000, false), ...run(1, W2, 2_200, false), ...run(2, W2, 2_400, true), ...run(2, W2, 2_600, true));
+    input.faults = [{ t: "death", slot: "w0", wpid: W1, at: 2_060, cause: "killed", code: null, signal: "SIGKILL" }];
+    expect(broken(check(rebuild(input)))).toEqual([]);
+    // One run more than the fork explains: broken.
+    input.runs.push(...run(2, W2, 2_800, true));
+    expect(broken(check(rebuild(input)))).toEqual(["jobs over 'executions <= designed + faults that hit it'"]);
+    // The records model allows one run per fault only: the fork alone breaks it there.
+    input.runs.splice(-2);
+    const records = { ...rebuild(input), model: "records" as const };
+    expect(check(records).metrics.execBoundBroken).toBe(1);
   });
 });
