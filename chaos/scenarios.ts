@@ -91,6 +91,29 @@ export interface ScenarioDef {
 
 const HEALTHY: Mix = { work: 85, flaky: 15 };
 
+/**
+ * A failover scenario: healthy jobs at a steady rate, no worker faults, the replicated store of
+ * `topology` failed over every ~12 s; only its name, topology and the differences vary.
+ */
+function failoverScenario(name: ScenarioName, summary: string, topology: TopologyKind, extra: Partial<ScenarioDef> = {}): ScenarioDef {
+  return {
+    name,
+    summary,
+    faults: ["failover"],
+    meanGapMs: 12_000,
+    failpointChance: 0,
+    failpointNth: [1, 1],
+    mix: HEALTHY,
+    ratePerSec: 20,
+    sandboxSlots: [],
+    mustExercise: ["outage"],
+    sigtermChecks: false,
+    poisonChecks: false,
+    topology,
+    ...extra,
+  };
+}
+
 export const SCENARIO_DEFS: Readonly<Record<ScenarioName, ScenarioDef>> = {
   kill: {
     name: "kill",
@@ -209,68 +232,28 @@ export const SCENARIO_DEFS: Readonly<Record<ScenarioName, ScenarioDef>> = {
     sigtermChecks: true,
     poisonChecks: true,
   },
-  "redis-cluster-failover": {
-    name: "redis-cluster-failover",
-    summary: "Redis Cluster (3 masters + 1 replica each): the chaos queue's master SIGKILLed under load (its replica promoted), and its slot moved to another master (redis-cli --cluster reshard), in turns",
-    faults: ["failover", "reshard"],
-    fixedOrder: true,
-    meanGapMs: 12_000,
-    failpointChance: 0,
-    failpointNth: [1, 1],
-    mix: HEALTHY,
-    ratePerSec: 20,
-    sandboxSlots: [],
-    mustExercise: ["outage"],
-    sigtermChecks: false,
-    poisonChecks: false,
-    topology: "redis-cluster",
-  },
-  "redis-sentinel-failover": {
-    name: "redis-sentinel-failover",
-    summary: "Redis primary + replica + 3 sentinels: the primary SIGKILLed under load, the sentinels promote the replica, ioredis follows",
-    faults: ["failover"],
-    meanGapMs: 12_000,
-    failpointChance: 0,
-    failpointNth: [1, 1],
-    mix: HEALTHY,
-    ratePerSec: 20,
-    sandboxSlots: [],
-    mustExercise: ["outage"],
-    sigtermChecks: false,
-    poisonChecks: false,
-    topology: "redis-sentinel",
-  },
-  "pg-primary-switch": {
-    name: "pg-primary-switch",
-    summary: "PostgreSQL primary + synchronous hot standby behind a multi-host URL (target_session_attrs=read-write): the primary crashed under load, the standby promoted",
-    faults: ["failover"],
-    meanGapMs: 12_000,
-    failpointChance: 0,
-    failpointNth: [1, 1],
-    mix: HEALTHY,
-    ratePerSec: 20,
-    sandboxSlots: [],
-    mustExercise: ["outage"],
-    sigtermChecks: false,
-    poisonChecks: false,
-    topology: "pg-sync",
-  },
-  "pg-primary-switch-async": {
-    name: "pg-primary-switch-async",
-    summary: "the same with an asynchronous standby: what a promotion loses is measured (lost counted, not bounded)",
-    faults: ["failover"],
-    meanGapMs: 12_000,
-    failpointChance: 0,
-    failpointNth: [1, 1],
-    mix: HEALTHY,
-    ratePerSec: 20,
-    sandboxSlots: [],
-    mustExercise: ["outage"],
-    sigtermChecks: false,
-    poisonChecks: false,
-    topology: "pg-async",
-    lossMeasured: true,
-  },
+  "redis-cluster-failover": failoverScenario(
+    "redis-cluster-failover",
+    "Redis Cluster (3 masters + 1 replica each): the chaos queue's master SIGKILLed under load (its replica promoted), and its slot moved to another master (redis-cli --cluster reshard), in turns",
+    "redis-cluster",
+    { faults: ["failover", "reshard"], fixedOrder: true },
+  ),
+  "redis-sentinel-failover": failoverScenario(
+    "redis-sentinel-failover",
+    "Redis primary + replica + 3 sentinels: the primary SIGKILLed under load, the sentinels promote the replica, ioredis follows",
+    "redis-sentinel",
+  ),
+  "pg-primary-switch": failoverScenario(
+    "pg-primary-switch",
+    "PostgreSQL primary + synchronous hot standby behind a multi-host URL (target_session_attrs=read-write): the primary crashed under load, the standby promoted",
+    "pg-sync",
+  ),
+  "pg-primary-switch-async": failoverScenario(
+    "pg-primary-switch-async",
+    "the same with an asynchronous standby: what a promotion loses is measured (lost counted, not bounded)",
+    "pg-async",
+    { lossMeasured: true },
+  ),
   "rolling-restart": {
     name: "rolling-restart",
     summary: "20 workers over 4 queues, SIGTERM one at a time (the next once its replacement started), as a Deployment rollout",
