@@ -61,7 +61,7 @@ import {
   workerIdOf,
   type JobFields,
 } from "./codec.js";
-import { connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
+import { connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
@@ -880,6 +880,7 @@ export class RedisBackend implements Backend {
     // SUBSCRIBE may be sent again after a reconnect (ioredis resubscribes anyway): unlike the
     // command connection, this one resends what it had in flight.
     const subscriber = isCluster(this.client) ? this.client.duplicate() : this.client.duplicate({ autoResendUnfulfilledCommands: true });
+    if (this.ownsClient && !isCluster(subscriber) && subscriber.options.sentinels) keepConnecting(subscriber);
     this.subscriber = subscriber;
     this.reportConnection(subscriber, "wake-ups");
     let subscribedBefore = false;

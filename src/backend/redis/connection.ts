@@ -99,7 +99,7 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
   // that is one no longer: the sentinels' +switch-master announcement (failoverDetector) drops
   // the connection at once, and a READONLY reply (the server was demoted to a replica under us)
   // reconnects, without sending the refused command again.
-  return new Redis({
+  return keepConnecting(new Redis({
     ...options,
     ...auth,
     sentinels: topology.nodes,
@@ -107,8 +107,35 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
     failoverDetector: true,
     reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 1 : false),
     ...(topology.tls ? { enableTLSForSentinelMode: true } : {}),
-  });
+  }));
 }
+
+/** Connections closed by {@link quit}: they stay closed. */
+const closedByUs = new WeakSet<Client>();
+
+/**
+ * Makes a Sentinel-watched connection reconnect after ioredis gives up on it.
+ *
+ * ioredis 5 ends a Sentinel client for good ("Connection is closed." on every command after) when
+ * its connector is disconnected while it is still resolving the primary: the failover detector of
+ * the previous connection hears `+switch-master` exactly then, during a failover. A 5-minute chaos
+ * run stalled that way for 4.5 minutes. Only {@link quit} may end the connection: after any
+ * other end it connects again from scratch (the sentinels name the primary anew). Commands sent
+ * while it is ended fail at once, as on a lost connection, and callers retry them.
+ */
+export function keepConnecting<C extends Redis>(client: C): C {
+  client.on("end", () => {
+    if (closedByUs.has(client)) return;
+    setTimeout(() => {
+      if (closedByUs.has(client) || client.status !== "end") return;
+      client.connect().catch(() => undefined);
+    }, SENTINEL_RECONNECT_DELAY_MS).unref();
+  });
+  return client;
+}
+
+/** How long after ioredis ends a Sentinel connection it is connected again, ms. */
+const SENTINEL_RECONNECT_DELAY_MS = 200;
 
 /**
  * A connected ioredis client rather than options. Duck-typed: a client from another copy of
@@ -124,6 +151,7 @@ export function isCluster(client: Client): client is Cluster {
 
 /** Closes a connection, waiting for replies still due, without waiting on one that is down. */
 export async function quit(client: Client): Promise<void> {
+  closedByUs.add(client);
   // On a connection that is down QUIT would wait in the offline queue for a reconnect that may
   // never come.
   if (client.status !== "ready") {
