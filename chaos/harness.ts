@@ -36,12 +36,13 @@ export const RECOVERY_TOLERANCE_MS = 3_000;
 export const ACK_SLACK_MS = 1_000;
 /**
  * Failover scenarios: the longest a failover, slot move or rollout may be followed by no completed
- * job claimed after it. Promotion takes 1-10 s here (Sentinel's down-after plus an election, a
- * cluster's node timeout, a standby's promote), a claim and its acknowledgement then need the new
- * primary: 30 s is several times the slowest seen, and far below a fleet that never came back
- * (a 10-minute Sentinel run once stalled 4.5 minutes after its second failover and still passed).
+ * job claimed after it. Promotion takes 1-12 s here (Sentinel's down-after plus an election, a
+ * cluster's node timeout, a standby's promote), then workers come out of their retry backoff and
+ * need the new primary for a claim and its acknowledgement: 30 s was seen at a load average of 37
+ * on two cores. 60 s leaves room for that and is still far below a fleet that never came back (a
+ * 5-minute Sentinel run once stalled 4.5 minutes after its second failover and passed).
  */
-export const FAULT_PROGRESS_BOUND_MS = 30_000;
+export const FAULT_PROGRESS_BOUND_MS = 60_000;
 /**
  * How long the drain after the fault phase may take before unfinished jobs count as stranded:
  * 90 s, or twice the fault phase when that is longer (a saturating scenario builds a backlog).
