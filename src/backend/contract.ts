@@ -454,6 +454,14 @@ export interface Backend extends AsyncDisposable {
   /** Moves a dead job back to `waiting` with a fresh set of attempts; its history is kept. */
   replay(id: string, queue?: string): Promise<ReplayResult>;
   /**
+   * Replays the dead jobs of `queue` (only those named `name`; at most `limit`, default all) in
+   * one pass, for a store where finding one dead job by id is a scan (RabbitMQ's dead queue):
+   * `dlq replay --all` and the HTTP "replay all" use it where it exists, instead of listing pages
+   * and replaying each by id, which is quadratic there. Jobs that die again during the pass are
+   * not replayed twice. Answers the ids replayed, in the order they were.
+   */
+  replayAllDead?(queue: string, options?: { name?: string; limit?: number }): Promise<{ replayed: string[] }>;
+  /**
    * Deletes a finished job (completed, dead or cancelled) before its retention runs out, e.g. a
    * dead letter an operator has dealt with. Unfinished jobs are refused: cancel them first.
    */

@@ -19,7 +19,7 @@ const SUPPORTED =
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
   "redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
   "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
-  "or amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b] (RabbitMQ; amqps:// for TLS)";
+  "or amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS)";
 
 /**
  * Opens the backend a URL names:
@@ -34,7 +34,8 @@ const SUPPORTED =
  * - `redis-sentinel://host:port,host:port,…/MASTER`: the primary the sentinels monitor as MASTER,
  *   followed across failovers;
  * - `amqp://…` or `amqps://…` (TLS): RabbitMQ, queues named `<prefix>~<queue>` (`?prefix=NAME`,
- *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands.
+ *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands;
+ *   `?deliveryLimit=N` sets the work queues' `x-delivery-limit` (default 20).
  *
  * Throws InvalidInputError for anything else.
  */
@@ -186,18 +187,21 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
 
 /**
  * A RabbitMQ backend for `amqp://…` or `amqps://…`, connected (and the named queues declared)
- * before it is returned. `?prefix=NAME` and `?queues=a,b` are ours and taken out of the URL;
+ * before it is returned. `?prefix=NAME`, `?queues=a,b` and `?deliveryLimit=N` are ours and taken out of the URL;
  * every other parameter (frameMax, heartbeat, …) is amqplib's.
  */
 async function openAmqp(url: string, options: OpenBackendOptions): Promise<Backend> {
   const { url: withoutPrefix, value: prefix } = takeParam(url, "prefix");
-  const { url: connection, value: queues } = takeParam(withoutPrefix, "queues");
+  const { url: withoutQueues, value: queues } = takeParam(withoutPrefix, "queues");
+  const { url: connection, value: deliveryLimit } = takeParam(withoutQueues, "deliveryLimit");
   const { AmqpBackend } = await importDriver(() => import("./amqp/index.js"), /['"]amqplib['"]/, "the RabbitMQ backend", "amqplib@2");
   return migrated(
     new AmqpBackend({
       url: connection,
       ...(prefix !== undefined ? { prefix } : {}),
       ...(queues !== undefined ? { queues: queues.split(",").filter((q) => q !== "") } : {}),
+      // Checked by the backend like the option: a positive integer.
+      ...(deliveryLimit !== undefined ? { deliveryLimit: Number(deliveryLimit) } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

@@ -92,6 +92,10 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     let ids: string[];
     if (body.ids) {
       ids = [...new Set(body.ids)];
+    } else if (ctx.backend.replayAllDead) {
+      // One pass over the dead letters where finding one by id is a scan (RabbitMQ).
+      const { replayed } = await ctx.backend.replayAllDead(queue, { ...(body.name ? { name: body.name } : {}), limit: body.limit ?? 100 });
+      return reply.send({ replayed, notDead: [], notFound: [] });
     } else {
       const dead = await ctx.backend.list({ queue, state: "dead", ...(body.name ? { name: body.name } : {}) }, { limit: body.limit ?? 100 });
       ids = dead.map((j) => j.id);
