@@ -135,10 +135,11 @@ describe.skipIf(findRedisServer() === null)("Redis Sentinel connection kept", ()
       await queue.add("before", {});
       // What the failover detector does when +switch-master arrives while the client resolves
       // the primary: the connector is disconnected mid-connect, and ioredis ends the client.
-      const client = (backend as unknown as { client: Redis & { connector: { disconnect(): void } } }).client;
+      const client = (backend as unknown as { client: Redis }).client;
+      const connector = (client as unknown as { connector: { disconnect(): void } }).connector;
       let ended = false;
       client.once("end", () => (ended = true));
-      client.once("connecting", () => client.connector.disconnect());
+      client.once("connecting", () => connector.disconnect());
       client.disconnect(true);
       await waitFor(() => ended, { timeoutMs: 20_000, intervalMs: 20 });
       // Ended by ioredis, not by us: the backend connects again and commands go through.
