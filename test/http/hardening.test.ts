@@ -126,6 +126,29 @@ for (const c of cases) {
       expect(new IdDeriver(idSecret, "x").derive("idem_", ["victim", "q", "k1"])).toBe(r.json.jobId);
     });
 
+    it("probe 3: without a configured secret, idem_ ids are keyed with the API key's configured hash: not computable, yet the same after a restart and on another instance", async () => {
+      await start();
+      const body = { name: "send", data: { n: 1 } };
+      const first = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body, headers: { "idempotency-key": "k1" } });
+      expect(first.status).toBe(202);
+      const unkeyed = `idem_${createHash("sha256").update("victim\u0000q\u0000k1").digest("base64url").slice(0, 32)}`;
+      expect(first.json.jobId).not.toBe(unkeyed);
+      // A second instance (or the same one restarted) with the same key configuration derives the
+      // same id, so the retry is answered from the stored job instead of storing it again.
+      const other = await createServer({ backend, apiKeys: API_KEYS, logger: false });
+      await other.listen({ port: 0, host: "127.0.0.1" });
+      try {
+        const otherBase = `http://127.0.0.1:${(other.server.address() as { port: number }).port}`;
+        const retry = await send<{ jobId: string }>(otherBase, "POST", "/v1/queues/q/jobs", { body, headers: { authorization: `Bearer ${KEYS.victim}`, "idempotency-key": "k1" } });
+        expect(retry.status).toBe(202);
+        expect(retry.json.jobId).toBe(first.json.jobId);
+        expect(retry.headers.get("idempotent-replayed")).toBe("true");
+      } finally {
+        await other.close();
+      }
+      expect((await backend.list({ queue: "q" })).length).toBe(1);
+    });
+
     it("bulk Idempotency-Key race: requests refused with 422 store nothing; the answered batch is stored whole", async () => {
       await start();
       // 12 concurrent requests with one key, 4 with two jobs and 8 with three, for 12 rounds
