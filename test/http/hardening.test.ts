@@ -85,6 +85,54 @@ for (const c of cases) {
       expect((await as(KEYS.victim, "DELETE", victim.json.pollUrl)).status).toBe(200);
     });
 
+    it("probe 1: every by-id route, with the victim's queue or none, reaches the victim's job or refuses to guess; the attacker acts only on its own copy", async () => {
+      await start();
+      const victim = await as<{ jobId: string; pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/zzz-victim/jobs", {
+        body: { name: "send", data: { owner: "victim" }, options: { jobId: "shared-1", attempts: 1 } },
+      });
+      expect(victim.status).toBe(202);
+      // The victim's job dies (so dead-letter routes and replay apply to it).
+      const [claimed] = await backend.claim({ queues: ["zzz-victim"], names: ["send"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
+      await backend.fail([{ lease: claimed!.lease, error: { name: "Error", message: "boom", stack: null }, retryDelayMs: null }]);
+      const copy = await as(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", { body: { name: "send", data: { owner: "attacker" }, options: { jobId: "shared-1", delayMs: 60_000 } } });
+      expect([200, 202]).toContain(copy.status);
+      const copyStored = (await backend.get("shared-1", "aaa-attacker")) !== null;
+      // Reads: with ?queue= the victim's job; bare, the victim's job where ids are store-wide, else 409.
+      for (const route of ["/v1/jobs/shared-1", "/v1/jobs/shared-1/flow", "/v1/jobs/shared-1/logs"]) {
+        const named = await as<Obj>(KEYS.reader, "GET", `${route}?queue=zzz-victim`);
+        expect(named.status, `${route}: ${named.text}`).toBe(200);
+        expect(JSON.stringify(named.json)).not.toContain("aaa-attacker");
+        const bare = await as<Obj>(KEYS.reader, "GET", route);
+        expect(bare.status, `${route}: ${bare.text}`).toBe(copyStored ? 409 : 200);
+        if (bare.status === 200) expect(JSON.stringify(bare.json)).not.toContain("aaa-attacker");
+      }
+      const token = await as<{ eventsUrl: string }>(KEYS.reader, "POST", "/v1/jobs/shared-1/events/token?queue=zzz-victim");
+      expect(token.status).toBe(200);
+      const stream = await send(base, "GET", token.json.eventsUrl);
+      // The victim's job is dead; the attacker's copy is scheduled.
+      expect(stream.text).toContain('"state":"dead"');
+      expect(stream.text).not.toContain('"state":"scheduled"');
+      expect((await as(KEYS.reader, "POST", "/v1/jobs/shared-1/events/token")).status).toBe(copyStored ? 409 : 200);
+      // Writes by the attacker (enqueue scope): never the victim's job.
+      for (const path of ["/v1/jobs/shared-1", "/v1/jobs/shared-1?queue=zzz-victim"]) {
+        const r = await as(KEYS.attacker, "DELETE", path);
+        expect([403, 409], `${path}: ${r.text}`).toContain(r.status);
+      }
+      for (const [method, path] of [["POST", "/v1/jobs/shared-1/replay?queue=zzz-victim"], ["DELETE", "/v1/queues/zzz-victim/dead/shared-1"]] as const) {
+        expect((await as(KEYS.attacker, method, path)).status, path).toBe(403);
+      }
+      expect((await as(KEYS.attacker, "POST", "/v1/queues/zzz-victim/dead/replay", { body: { ids: ["shared-1"] } })).status).toBe(403);
+      expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "dead", data: { owner: "victim" } });
+      if (copyStored) {
+        // Its own copy, named by its queue, is the attacker's to cancel; the victim's stays dead.
+        expect((await as(KEYS.attacker, "DELETE", "/v1/jobs/shared-1?queue=aaa-attacker")).status).toBe(200);
+        expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "dead", data: { owner: "victim" } });
+      }
+      // The admin acts on the job its request names.
+      expect((await as(KEYS.admin, "POST", "/v1/jobs/shared-1/replay?queue=zzz-victim")).status).toBe(200);
+      expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "waiting" });
+    });
+
     it("probe 2: runAt past year 9999 is refused at enqueue; a stored row with such a time breaks no view or listing", async () => {
       await start();
       const huge = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { runAt: 9007199254740991 } } });
