@@ -382,6 +382,9 @@ describe("probe 7: credentials in query strings", () => {
         expect(log, secret).not.toContain(encodeURIComponent(secret));
       }
       expect(redactUrl("/v1/x?queue=q&access%5Ftoken=abc&lastEventId=3")).toBe("/v1/x?queue=q&access%5Ftoken=[redacted]&lastEventId=3");
+      for (const name of ["api_key", "apikey", "API%5FKEY", "key", "token", "access_token", "%61ccess_token", "x-api-key", "authorization", "client_secret", "password", "session", "jwt", "sig"]) {
+        expect(redactUrl(`/v1/x?queue=q&${name}=s3cr3t-value&limit=5`), name).toBe(`/v1/x?queue=q&${name}=[redacted]&limit=5`);
+      }
     } finally {
       await app.close();
       await backend.close();
