@@ -71,7 +71,10 @@ export interface StoreFeatures {
   cancel: boolean;
   /** Any `priority` is honoured (lower runs first). Without it, enqueue refuses a priority other than 0. */
   priorities: boolean;
-  /** A job id is unique in the store: enqueueing an id that exists is reported as a duplicate. */
+  /**
+   * A job id names at most one job: enqueueing an id that exists is reported as a duplicate. In
+   * the whole store, or, where `Capabilities.jobIdsPerQueue` is set, within its queue.
+   */
   uniqueIds: boolean;
   /** `pause`/`resume` stop and restart claiming from a queue for every worker. Without it they throw `UnsupportedByStoreError`. */
   pause: boolean;
@@ -153,6 +156,15 @@ export interface Capabilities extends StoreFeatures {
    * job is refused with InvalidInputError rather than run unlimited.
    */
   jobFlowKeys: boolean;
+  /**
+   * Job ids are unique per queue rather than in the whole store (Redis: each queue lives in its own
+   * slot, and no script may check another's): the same id enqueued in two queues is two jobs, so
+   * `get`, `cancel`, `replay` and `remove` without a queue throw `AmbiguousJobIdError` for an id
+   * several queues hold, and callers that act for someone (the HTTP service) always name the
+   * queue. Absent means false: the second enqueue is a duplicate of the first queue's job, and a
+   * by-id call naming the other queue finds nothing.
+   */
+  jobIdsPerQueue?: boolean;
   /**
    * `completeAndClaim` exists: a batch of completions and the next claim go to the store as one
    * call (one round trip, one commit). Absent means false.

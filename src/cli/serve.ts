@@ -49,6 +49,11 @@ same process, for small deployments.
                          environment variable holding the secret that signs event-stream tokens
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
+  --id-secret-env NAME   environment variable holding the secret (at least 32 bytes, the same on
+                         every instance) that keys the ids derived from Idempotency-Key headers
+                         (idem_...) and webhook deliveries (whk_...) (default: idem_ ids are
+                         keyed from the requesting API key's configured sha256, so rotating a
+                         key changes its ids; whk_ ids are a plain SHA-256)
   --outbox               also serve the admin routes of the transactional outbox of --db
                          (<base-path>/outbox/dead: list, show, replay, delete the events a
                          relay's target refused for good); PostgreSQL or SQLite only
@@ -103,6 +108,7 @@ export async function run(argv: string[]): Promise<number> {
     "connection-timeout-ms": { type: "string" },
     webhooks: { type: "string" },
     "stream-token-secret-env": { type: "string" },
+    "id-secret-env": { type: "string" },
     "log-level": { type: "string" },
     "no-dashboard": { type: "boolean", default: false },
     outbox: { type: "boolean", default: false },
@@ -163,6 +169,12 @@ export async function run(argv: string[]): Promise<number> {
     if (!streamTokenSecret) throw new UsageError(`--stream-token-secret-env ${values["stream-token-secret-env"]}: that environment variable is empty`);
   }
 
+  let idSecret: string | undefined;
+  if (typeof values["id-secret-env"] === "string") {
+    idSecret = process.env[values["id-secret-env"]];
+    if (!idSecret) throw new UsageError(`--id-secret-env ${values["id-secret-env"]}: that environment variable is empty`);
+  }
+
   const handlersPath = typeof values.handlers === "string" ? values.handlers : null;
   if (handlersPath === null && values.queue !== undefined) throw new UsageError("--queue needs --handlers (the in-process worker's job handlers)");
   const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
@@ -208,6 +220,7 @@ export async function run(argv: string[]): Promise<number> {
         subscriptions: (config.subscriptions ?? []) as never,
         allow: (config.allow ?? []) as string[],
         allowHttp: config.allowHttp === true,
+        ...(idSecret ? { idSecret } : {}),
         logger,
         ...(tracing ? { telemetry: tracing } : {}),
       });
@@ -242,6 +255,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(values["connection-timeout-ms"] !== undefined ? { connectionTimeoutMs: intOption("connection-timeout-ms", values["connection-timeout-ms"], 1) } : {}),
       ...(webhooks ? { webhooks } : {}),
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
+      ...(idSecret ? { idSecret } : {}),
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
       dashboard: history ? { history } : false,

@@ -172,6 +172,7 @@ export class RedisBackend implements Backend {
     claimAcrossQueues: "turns",
     flows: "across-queues",
     jobFlowKeys: false,
+    jobIdsPerQueue: true,
   });
   readonly idempotency: IdempotencyStore;
 
