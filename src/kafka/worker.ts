@@ -29,6 +29,7 @@ import { DEFAULT_BACKOFF, decideRetryAfter } from "../core/retry.js";
 import { errorInfo, type Handlers } from "../runtime/worker.js";
 import { loadKafkajs, openKafka, parseKafkaUrl } from "./client.js";
 import { failureHeaders, HEADER, headerStrings } from "./headers.js";
+import { groupLag, type PartitionLag } from "./lag.js";
 
 export interface KafkaWorkerOptions {
   /** `kafka://host:9092[,host2:9092]`. Give `url`, `brokers` or `kafka`. */
@@ -82,23 +83,13 @@ export interface KafkaWorkerOptions {
   autostart?: boolean;
 }
 
-/** Consumer lag of one partition: the scaling signal (messages produced and not yet committed by the group). */
-export interface PartitionLag {
-  topic: string;
-  partition: number;
-  /** Offset the next produced message gets. */
-  highWatermark: number;
-  /** The group's committed offset (the next message it will read); the log start when it has none. */
-  committed: number;
-  /** highWatermark − committed. */
-  lag: number;
-}
-
 /** Runs one message: its job record, abort controller and outcome. */
 interface Run {
   job: JobRecord;
   controller: AbortController;
 }
+
+export type { PartitionLag } from "./lag.js";
 
 export class KafkaWorker extends TypedEmitter<WorkerEvents> {
   readonly id: string;
@@ -354,20 +345,7 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       await admin.connect();
       this.admin = admin;
     }
-    const admin = this.admin;
-    const out: PartitionLag[] = [];
-    const committed = await admin.fetchOffsets({ groupId: this.groupId, topics: [this.topic, this.retryTopic] });
-    for (const topic of [this.topic, this.retryTopic]) {
-      const ends = await admin.fetchTopicOffsets(topic);
-      const group = committed.find((c) => c.topic === topic)?.partitions ?? [];
-      for (const end of ends) {
-        const high = Number(end.high);
-        const own = Number(group.find((p) => p.partition === end.partition)?.offset ?? -1);
-        const at = own >= 0 ? own : Number(end.low);
-        out.push({ topic, partition: end.partition, highWatermark: high, committed: at, lag: Math.max(0, high - at) });
-      }
-    }
-    return out.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
+    return groupLag(this.admin, this.groupId, [this.topic, this.retryTopic]);
   }
 
   /**
