@@ -465,7 +465,8 @@ export class KafkaBackend implements Backend {
   }
 
   /** A fetched batch: its records are buffered for claims (the fetch position moves on; the commit does not). */
-  private async fetched({ batch, resolveOffset, isRunning, isStale }: EachBatchPayload): Promise<void> {
+  private async fetched(payload: EachBatchPayload): Promise<void> {
+    const { batch } = payload;
     const { topic, partition } = batch;
     const parsed = this.topics.parse(topic);
     if (!parsed) return;
@@ -476,9 +477,9 @@ export class KafkaBackend implements Backend {
       this.parts.set(key, part);
     }
     for (const message of batch.messages) {
-      if (!isRunning() || isStale()) return;
+      if (!payload.isRunning() || payload.isStale()) return;
       const offset = Number(message.offset);
-      resolveOffset(message.offset);
+      payload.resolveOffset(message.offset);
       // Fetched again after a rejoin: already here, or settled and about to be committed.
       if ((part.next >= 0 && offset < part.next) || part.entries.some((e) => e.offset === offset)) continue;
       const envelope = this.envelopeOf(message, parsed.queue);
