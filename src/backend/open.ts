@@ -46,7 +46,7 @@ export async function openBackend(url: string, options: OpenBackendOptions = {})
   if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
   if (typeof url === "string" && /^rediss?(?:-cluster|-sentinel)?:\/\//i.test(url)) return openRedis(url, options);
   if (typeof url === "string" && /^amqps?:\/\//i.test(url)) return openAmqp(url, options);
-  if (typeof url === "string" && /^kafka:\/\//i.test(url)) return migrated(await (await import("./kafka/open.js")).openKafkaBackend(url, options));
+  if (typeof url === "string" && /^kafka:\/\//i.test(url)) return migrated((await import("./kafka/open.js")).openKafkaBackend(url, options));
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
   try {
