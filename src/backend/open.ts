@@ -19,7 +19,8 @@ const SUPPORTED =
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
   "redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
   "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
-  "or amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS)";
+  "amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS), " +
+  "or kafka://host:9092[,host2:9092][?prefix=NAME&group=GROUP&queues=a,b&partition_key=queue|id] (Kafka)";
 
 /**
  * Opens the backend a URL names:
@@ -35,7 +36,10 @@ const SUPPORTED =
  *   followed across failovers;
  * - `amqp://…` or `amqps://…` (TLS): RabbitMQ, queues named `<prefix>~<queue>` (`?prefix=NAME`,
  *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands;
- *   `?deliveryLimit=N` sets the work queues' `x-delivery-limit` (default 20).
+ *   `?deliveryLimit=N` sets the work queues' `x-delivery-limit` (default 20);
+ * - `kafka://host:9092[,host2:9092]`: Kafka, topics named `<prefix>.<queue>` (`?prefix=NAME`,
+ *   default "conveyor"), consumer group `?group=NAME` (default `<prefix>.workers`); see
+ *   src/backend/kafka/open.ts.
  *
  * Throws InvalidInputError for anything else.
  */
@@ -43,6 +47,7 @@ export async function openBackend(url: string, options: OpenBackendOptions = {})
   if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
   if (typeof url === "string" && /^rediss?(?:-cluster|-sentinel)?:\/\//i.test(url)) return openRedis(url, options);
   if (typeof url === "string" && /^amqps?:\/\//i.test(url)) return openAmqp(url, options);
+  if (typeof url === "string" && /^kafka:\/\//i.test(url)) return migrated((await import("./kafka/open.js")).openKafkaBackend(url, options));
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
   try {
