@@ -68,7 +68,8 @@ describe("cdc relay", () => {
 
     const target = new RecordingTarget();
     target.maxDelayMs = 5;
-    let relay = new Relay({ source: source(), target, logger: silentLogger, batchSize: 50, backoffBaseMs: 5, backoffMaxMs: 50 });
+    const firstSource = source();
+    let relay = new Relay({ source: firstSource, target, logger: silentLogger, batchSize: 50, backoffBaseMs: 5, backoffMaxMs: 50 });
     await relay.start();
     const ids = (await Promise.all([writeEvents(pool, schema, 150, { keys: 5, perTx: 3 }), writeEvents(pool, schema, 150, { keys: 5, perTx: 7 })])).flat();
     await waitFor(() => target.received.length >= 300, { timeoutMs: 30_000 });
@@ -78,6 +79,8 @@ describe("cdc relay", () => {
     for (const e of target.received) byKey.set(e.key!, [...(byKey.get(e.key!) ?? []), e.seq]);
     for (const seqs of byKey.values()) expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
     await waitFor(async () => (await relay.stats()).backlog === 0, { timeoutMs: 10_000, description: "published rows deleted" });
+    // Rows are deleted just before the LSN is confirmed: wait for the slot to have it.
+    await waitFor(async () => (await slotLsn(slot)) === firstSource.confirmed, { timeoutMs: 10_000, description: "the last LSN confirmed" });
     const confirmedAfterAll = await slotLsn(slot);
 
     // The target fails: nothing more is confirmed to PostgreSQL, the slot's lag grows.
@@ -149,13 +152,19 @@ describe("cdc relay", () => {
     await setup.setup();
     await setup.close();
     const target = new RecordingTarget();
-    const relay = new Relay({ source: vis(), target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
-    const settledOrWaiting = new Promise<string>((resolve) => {
-      relay.on("relay:published", () => resolve("published"));
-      relay.on("relay:warning", ({ message }) => {
-        if (/not visible yet/.test(message)) resolve("waiting");
-      });
-    });
+    const relaySource = vis();
+    // Counts the relay's DELETEs of the outbox that found nothing to delete.
+    const sourcePool = (relaySource as unknown as { pool: { query: (...args: unknown[]) => Promise<pg.QueryResult> } }).pool;
+    const query = sourcePool.query.bind(sourcePool);
+    let emptyDeletes = 0;
+    sourcePool.query = async (...args: unknown[]) => {
+      const result = await query(...args);
+      if (typeof args[0] === "string" && args[0].startsWith("DELETE FROM") && result.rowCount === 0) emptyDeletes++;
+      return result;
+    };
+    const warnings: string[] = [];
+    const relay = new Relay({ source: relaySource, target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
+    relay.on("relay:warning", ({ message }) => warnings.push(message));
     await relay.start();
     const producer = new pg.Client({ connectionString: server.url });
     await producer.connect();
@@ -176,10 +185,11 @@ describe("cdc relay", () => {
         { timeoutMs: 20_000, description: "the commit flushed and waiting for the standby" },
       );
       expect((await pool.query(`SELECT 1 FROM ${visSchema}.outbox WHERE id = $1`, [id])).rowCount).toBe(0); // not visible yet
-      // The relay decodes and publishes it meanwhile, then either settles (deleting nothing it
-      // can see: the bug) or waits for the transaction to become visible.
+      // The relay decodes and publishes it meanwhile, and its DELETE finds no row it can see.
       await waitFor(() => target.received.some((e) => e.id === id), { timeoutMs: 20_000, description: "the event published" });
-      await settledOrWaiting;
+      await waitFor(() => emptyDeletes > 0, { timeoutMs: 20_000, description: "the relay's DELETE that found nothing" });
+      // It waits for the transaction (and says so after 2 s) rather than confirming the LSN.
+      await waitFor(() => warnings.some((w) => /not visible yet/.test(w)), { timeoutMs: 20_000, description: "the not-visible warning" });
       // The standby wait ends (cancelled: the commit stays, locally); the row becomes visible.
       await pool.query("SELECT pg_cancel_backend($1)", [pid]);
       await commit;
