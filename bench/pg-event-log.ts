@@ -1,0 +1,164 @@
+/**
+ * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]`
+ *
+ * What the durable event log (and the flow and stats-count triggers) cost PostgreSQL's processing and bulk
+ * enqueue, with the triggers as each migration writes them, in one run:
+ *
+ * - `row-level (0004)`: migration 0004's FOR EACH ROW trigger, re-created from that file's text
+ *   (one PL/pgSQL call and one single-row INSERT per job changed);
+ * - `statement-level (0007)`: the schema as migrated today (one INSERT … SELECT per statement,
+ *   from its transition tables);
+ * - `statement-level, flow triggers off`: as above with the flow triggers disabled, so the
+ *   figure shows what their WHEN clauses cost jobs that belong to no flow;
+ * - `statement-level, stats counts off`: the job_counts triggers (stats(), also 0007) disabled,
+ *   so the figure shows what keeping those counts costs;
+ * - `event log off`: every event trigger disabled (no event written at all; counts kept).
+ *
+ * Each variant has its own database on one server (a throwaway one unless DATABASE_URL); every
+ * run empties the tables (TRUNCATE fires no trigger), bulk-enqueues `--jobs` no-op jobs (timed)
+ * and processes them with one Worker at concurrency 10, 500 per fetch, maintenance off (timed
+ * until the last completion is committed). The variants take turns within each run. Medians.
+ */
+import { readFileSync } from "node:fs";
+import pg from "pg";
+import { PostgresBackend } from "../src/backend/postgres/index.js";
+import { Queue, silentLogger, Worker } from "../src/index.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, rate } from "./lib.js";
+import { loadavg } from "node:os";
+
+const PREFETCH = 500;
+const CONCURRENCY = 10;
+
+interface Variant {
+  readonly name: string;
+  /** SQL run once on the migrated schema `conveyor` to turn it into this variant. */
+  readonly setup: string;
+}
+
+/** Migration 0004's row-level event trigger (function and trigger), for schema `conveyor`. */
+function rowLevelTrigger(): string {
+  const text = readFileSync(new URL("../src/backend/postgres/migrations/0004_job_logs.sql", import.meta.url), "utf8");
+  const from = text.indexOf("CREATE FUNCTION {{schema}}.record_job_event()");
+  const end = "FOR EACH ROW EXECUTE FUNCTION {{schema}}.record_job_event();";
+  const to = text.indexOf(end);
+  if (from < 0 || to < 0) throw new Error("migration 0004 no longer holds the row-level event trigger this bench re-creates");
+  return text.slice(from, to + end.length).replaceAll("{{schema}}", "conveyor");
+}
+
+const variants: readonly Variant[] = [
+  {
+    name: "row-level (0004)",
+    setup: `DROP TRIGGER jobs_events_added ON conveyor.jobs; DROP TRIGGER jobs_events_changed ON conveyor.jobs; ${rowLevelTrigger()}`,
+  },
+  { name: "statement-level (0007)", setup: "" },
+  {
+    name: "statement-level, flow triggers off",
+    setup: "ALTER TABLE conveyor.jobs DISABLE TRIGGER flow_child_settled; ALTER TABLE conveyor.jobs DISABLE TRIGGER flow_parent_cancelled",
+  },
+  {
+    name: "statement-level, stats counts off",
+    setup: "ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_added; ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_changed; " +
+      "ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_removed",
+  },
+  {
+    name: "event log off",
+    setup: "ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_events_added; ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_events_changed",
+  },
+];
+
+async function adminQuery(baseUrl: string, sql: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  try {
+    await admin.query(sql);
+  } finally {
+    await admin.end();
+  }
+}
+
+interface Store {
+  readonly name: string;
+  readonly database: string;
+  readonly backend: PostgresBackend;
+  readonly client: pg.Client;
+}
+
+async function openStore(baseUrl: string, variant: Variant, index: number): Promise<Store> {
+  const database = `event_log_cost_${process.pid}_${index}`;
+  await adminQuery(baseUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+  await adminQuery(baseUrl, `CREATE DATABASE ${database}`);
+  const url = new URL(baseUrl);
+  url.pathname = `/${database}`;
+  const backend = new PostgresBackend({ connectionString: url.toString(), logger: silentLogger });
+  await backend.migrate();
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  if (variant.setup !== "") await client.query(variant.setup);
+  return { name: variant.name, database, backend, client };
+}
+
+interface Figures {
+  bulk: number;
+  processing: number;
+  events: number;
+}
+
+async function measure(store: Store, jobs: number): Promise<Figures> {
+  await store.client.query("TRUNCATE conveyor.jobs, conveyor.events, conveyor.job_counts");
+  const q = new Queue("bench", { backend: store.backend });
+  const bulk = await rate(jobs, async () => {
+    for (const [s, n] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
+  });
+  await store.client.query("VACUUM ANALYZE conveyor.jobs");
+  const done = deferred();
+  let completed = 0;
+  let worker: Worker | undefined;
+  const processing = await rate(jobs, async () => {
+    worker = new Worker({
+      backend: store.backend, queues: "bench", concurrency: CONCURRENCY, prefetch: PREFETCH, logger: silentLogger,
+      maintenance: false, handlers: { noop: () => null },
+    });
+    worker.on("job:completed", () => {
+      if (++completed === jobs) done.resolve();
+    });
+    await done.promise;
+  });
+  await worker?.close();
+  const { rows } = await store.client.query<{ n: string }>("SELECT count(*) AS n FROM conveyor.events");
+  return { bulk, processing, events: Number(rows[0]!.n) };
+}
+
+export async function main(options: { jobs: number; runs: number }): Promise<void> {
+  let server: ThrowawayPostgres | null = null;
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    server = await startThrowawayPostgres({ database: "bench" });
+    url = server.url;
+  }
+  const stores: Store[] = [];
+  try {
+    console.log(`# What the event log costs PostgreSQL\n\n${machineLine()}`);
+    console.log(`\n${options.jobs} no-op jobs per run: bulk enqueue, then one worker at concurrency ${CONCURRENCY}, prefetch ${PREFETCH}; medians of ${options.runs} runs, variants taking turns\n`);
+    for (const [i, v] of variants.entries()) stores.push(await openStore(url, v, i));
+    const results = await interleaved(stores, options.runs, "bulk / processing jobs/s", (s) => measure(s, options.jobs),
+      (f) => `${fmt(f.bulk)} / ${fmt(f.processing)} (${f.events} events)`);
+    const base = median(results[1]!.map((f) => f.processing));
+    console.log("| triggers | bulk enqueue jobs/s | processing jobs/s | processing ÷ statement-level | events per job | every run (processing) |");
+    console.log("| --- | ---: | ---: | ---: | ---: | --- |");
+    for (const [i, store] of stores.entries()) {
+      const figures = results[i]!;
+      const processing = median(figures.map((f) => f.processing));
+      console.log(`| ${store.name} | ${fmt(median(figures.map((f) => f.bulk)))} | ${fmt(processing)} | ${(processing / base).toFixed(2)}x | ` +
+        `${fmt(median(figures.map((f) => f.events)) / options.jobs)} | ${figures.map((f) => fmt(f.processing)).join(" / ")} |`);
+    }
+    console.log(`\nload average at the end ${formatLoad(loadavg())} (1/5/15 min)`);
+  } finally {
+    for (const s of stores) {
+      await s.client.end().catch(() => undefined);
+      await s.backend.close().catch(() => undefined);
+      await adminQuery(url, `DROP DATABASE IF EXISTS ${s.database} WITH (FORCE)`).catch(() => undefined);
+    }
+    await server?.stop();
+  }
+}
