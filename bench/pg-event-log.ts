@@ -105,7 +105,7 @@ interface Figures {
 }
 
 async function measure(store: Store, jobs: number): Promise<Figures> {
-  await store.client.query("TRUNCATE conveyor.jobs, conveyor.events, conveyor.job_counts");
+  await store.client.query("TRUNCATE conveyor.jobs, conveyor.events, conveyor.job_counts CASCADE");
   const q = new Queue("bench", { backend: store.backend });
   const bulk = await rate(jobs, async () => {
     for (const [s, n] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));

@@ -372,6 +372,16 @@ export class PostgresBackend implements Backend {
         application_name: given.applicationName ?? "conveyor",
       });
       this.ownsPool = true;
+      // No JIT compilation on Conveyor's own connections: its statements touch a few hundred rows
+      // through index probes, but at a million stored jobs their estimated cost passes
+      // jit_above_cost and PostgreSQL compiled every claim afresh, 0.1-1.6 s each (measured in
+      // docs/performance-postgres.md, "The 1M collapse"). Queued first, so it runs before any
+      // statement the connection is handed out for. A pool passed in is the caller's to configure.
+      this.pool.on("connect", (client) => {
+        client.query("SET jit = off").catch((error: Error) => {
+          this.logger.warn({ backend: this.description, error: error.message }, "could not turn JIT off on a new PostgreSQL connection");
+        });
+      });
       // An idle connection dying (server restart, pg_terminate_backend) is routine: the pool
       // drops it and opens another on demand. Unhandled, the pool's "error" event would end the
       // process.

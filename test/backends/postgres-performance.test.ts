@@ -3,7 +3,8 @@
  * (migration 0007, job_counts) instead of counting the jobs table. These tests hold those counts
  * against a count of the table itself after every kind of change (enqueue, claim, complete, fail,
  * retry, dead, cancel, replay, remove, rescue, prune; two workers at once), check that prune folds
- * the deltas, and that the migration counts the jobs stored before it.
+ * the deltas, and that the migration counts the jobs stored before it. And JIT stays off on the
+ * backend's own connections (at a million stored jobs every claim paid a JIT compilation).
  */
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
@@ -138,5 +139,19 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     const b = await backend(schema);
     expect(await reported(b)).toEqual({ old: { waiting: 5, scheduled: 1 } });
     expect(await reported(b)).toEqual(await countedFromTable(schema));
+  });
+});
+
+describe("JIT (PostgreSQL)", () => {
+  it("is off on every connection of the backend's own pool, whatever the server's default", async () => {
+    const b = await backend(schemas.create());
+    expect((await admin.query<{ jit: string }>("SHOW jit")).rows[0]!.jit).toBe("on");
+    const pool = (b as unknown as { pool: pg.Pool }).pool;
+    const clients = await Promise.all([pool.connect(), pool.connect(), pool.connect()]);
+    try {
+      for (const client of clients) expect((await client.query<{ jit: string }>("SHOW jit")).rows[0]!.jit).toBe("off");
+    } finally {
+      for (const client of clients) client.release();
+    }
   });
 });
