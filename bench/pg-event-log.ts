@@ -26,6 +26,7 @@ import { Queue, silentLogger, Worker } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, rate } from "./lib.js";
 import { loadavg } from "node:os";
+import { enqueueArgs, explain, statements, walLsn, walSince } from "./pg-explain.js";
 
 const PREFETCH = 500;
 const CONCURRENCY = 10;
@@ -102,15 +103,23 @@ interface Figures {
   bulk: number;
   processing: number;
   events: number;
+  /** WAL bytes per job of the bulk enqueue, and of the processing, each after a CHECKPOINT. */
+  walEnqueue: number;
+  walProcessing: number;
 }
 
 async function measure(store: Store, jobs: number): Promise<Figures> {
   await store.client.query("TRUNCATE conveyor.jobs, conveyor.events, conveyor.job_counts CASCADE");
   const q = new Queue("bench", { backend: store.backend });
+  await store.client.query("CHECKPOINT");
+  let lsn = await walLsn(store.client);
   const bulk = await rate(jobs, async () => {
     for (const [s, n] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
   });
+  const walEnqueue = (await walSince(store.client, lsn)) / jobs;
   await store.client.query("VACUUM ANALYZE conveyor.jobs");
+  await store.client.query("CHECKPOINT");
+  lsn = await walLsn(store.client);
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;
@@ -125,8 +134,30 @@ async function measure(store: Store, jobs: number): Promise<Figures> {
     await done.promise;
   });
   await worker?.close();
+  const walProcessing = (await walSince(store.client, lsn)) / jobs;
   const { rows } = await store.client.query<{ n: string }>("SELECT count(*) AS n FROM conveyor.events");
-  return { bulk, processing, events: Number(rows[0]!.n) };
+  return { bulk, processing, events: Number(rows[0]!.n), walEnqueue, walProcessing };
+}
+
+const BATCH = 500;
+
+/** EXPLAIN (ANALYZE, BUFFERS) of enqueue, claim and complete of BATCH jobs over 20,000 waiting, with `store`'s triggers. */
+async function explainStatements(store: Store): Promise<void> {
+  await store.client.query("TRUNCATE conveyor.jobs, conveyor.events, conveyor.job_counts CASCADE");
+  const q = new Queue("bench", { backend: store.backend });
+  for (const [s, n] of chunks(20_000, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
+  await store.client.query("VACUUM ANALYZE conveyor.jobs");
+  const sql = statements(store.backend);
+  console.log(`\n## ${store.name}: statements over 20,000 waiting jobs, batches of ${BATCH}`);
+  const ids = Array.from({ length: BATCH }, (_, i) => `explain-${i}`);
+  await explain(store.client, `enqueue (${BATCH} jobs)`, sql.enqueue!, enqueueArgs(ids, ids.map((_, i) => ({ i }))));
+  await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
+  const { rows } = await store.client.query<{ id: string; lease_token: string }>(
+    "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
+  );
+  await explain(store.client, `complete (${rows.length} jobs)`, sql.complete!, [
+    null, rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => "null"),
+  ]);
 }
 
 export async function main(options: { jobs: number; runs: number }): Promise<void> {
@@ -144,14 +175,19 @@ export async function main(options: { jobs: number; runs: number }): Promise<voi
     const results = await interleaved(stores, options.runs, "bulk / processing jobs/s", (s) => measure(s, options.jobs),
       (f) => `${fmt(f.bulk)} / ${fmt(f.processing)} (${f.events} events)`);
     const base = median(results[1]!.map((f) => f.processing));
-    console.log("| triggers | bulk enqueue jobs/s | processing jobs/s | processing ÷ statement-level | events per job | every run (processing) |");
-    console.log("| --- | ---: | ---: | ---: | ---: | --- |");
+    console.log("| triggers | bulk enqueue jobs/s | processing jobs/s | processing ÷ statement-level | events per job | WAL bytes/job enqueue + processing | every run (processing) |");
+    console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
     for (const [i, store] of stores.entries()) {
       const figures = results[i]!;
       const processing = median(figures.map((f) => f.processing));
       console.log(`| ${store.name} | ${fmt(median(figures.map((f) => f.bulk)))} | ${fmt(processing)} | ${(processing / base).toFixed(2)}x | ` +
-        `${fmt(median(figures.map((f) => f.events)) / options.jobs)} | ${figures.map((f) => fmt(f.processing)).join(" / ")} |`);
+        `${fmt(median(figures.map((f) => f.events)) / options.jobs)} | ` +
+        `${fmt(median(figures.map((f) => f.walEnqueue)))} + ${fmt(median(figures.map((f) => f.walProcessing)))} | ${figures.map((f) => fmt(f.processing)).join(" / ")} |`);
     }
+    console.log(`\nload average ${formatLoad(loadavg())} (1/5/15 min)`);
+    // The statements themselves under each trigger design: the "Trigger …" lines at the end of
+    // each plan are the time the event log took inside the statement.
+    for (const store of stores.slice(0, 2)) await explainStatements(store);
     console.log(`\nload average at the end ${formatLoad(loadavg())} (1/5/15 min)`);
   } finally {
     for (const s of stores) {

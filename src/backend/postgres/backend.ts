@@ -78,6 +78,7 @@ import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/s
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
 import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
+import { withoutJit } from "./no-jit.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
@@ -359,7 +360,8 @@ export class PostgresBackend implements Backend {
       this.description = `postgres:${multiHost ? describeHosts(multiHost) : describeUrl(connectionString)} schema=${schema}`;
       this.pool = new pg.Pool({
         connectionString,
-        ...(multiHost ? { Client: multiHostClient(multiHost) } : {}),
+        // No JIT on Conveyor's own connections (no-jit.ts: at a million jobs it cost every claim).
+        Client: withoutJit(multiHost ? multiHostClient(multiHost) : pg.Client, this.logger, this.description),
         max: poolSize + 1,
         // Notice a peer that vanished (network partition, failover) instead of waiting on its
         // socket for ever: TCP keepalive probes from 10 s of silence on.
@@ -372,16 +374,6 @@ export class PostgresBackend implements Backend {
         application_name: given.applicationName ?? "conveyor",
       });
       this.ownsPool = true;
-      // No JIT compilation on Conveyor's own connections: its statements touch a few hundred rows
-      // through index probes, but at a million stored jobs their estimated cost passes
-      // jit_above_cost and PostgreSQL compiled every claim afresh, 0.1-1.6 s each (measured in
-      // docs/performance-postgres.md, "The 1M collapse"). Queued first, so it runs before any
-      // statement the connection is handed out for. A pool passed in is the caller's to configure.
-      this.pool.on("connect", (client) => {
-        client.query("SET jit = off").catch((error: Error) => {
-          this.logger.warn({ backend: this.description, error: error.message }, "could not turn JIT off on a new PostgreSQL connection");
-        });
-      });
       // An idle connection dying (server restart, pg_terminate_backend) is routine: the pool
       // drops it and opens another on demand. Unhandled, the pool's "error" event would end the
       // process.
