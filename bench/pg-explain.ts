@@ -91,6 +91,8 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
   try {
     await backend.migrate();
     await client.connect();
+    // As on the backend's own connections (src/backend/postgres/no-jit.ts).
+    await client.query("SET jit = off");
     const q = new Queue("bench", { backend });
     for (const [s, n] of chunks(backlog, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
     await client.query("VACUUM ANALYZE conveyor.jobs");
