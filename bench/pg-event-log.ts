@@ -17,7 +17,13 @@
  * Each variant has its own database on one server (a throwaway one unless DATABASE_URL); every
  * run empties the tables (TRUNCATE fires no trigger), bulk-enqueues `--jobs` no-op jobs (timed)
  * and processes them with one Worker at concurrency 10, 500 per fetch, maintenance off (timed
- * until the last completion is committed). The variants take turns within each run. Medians.
+ * until the last completion is committed), with the WAL bytes per job of each phase. The variants
+ * take turns within each run. Medians.
+ *
+ * Then, for the row-level and the statement-level designs: the plans of enqueue, claim and
+ * complete of 500 jobs (EXPLAIN (ANALYZE, BUFFERS); the "Trigger …" lines are the event log's
+ * time inside the statement), and those trigger times as medians of 15 rolled-back runs per
+ * statement, the designs taking turns (steadier than throughput on a loaded machine).
  */
 import { readFileSync } from "node:fs";
 import pg from "pg";
@@ -162,6 +168,82 @@ async function explainStatements(store: Store): Promise<void> {
   ]);
 }
 
+const REPEATS = 15;
+
+interface StatementTimes {
+  events: number;
+  counts: number;
+  execution: number;
+}
+
+/** EXPLAIN ANALYZE of `sql` in a transaction rolled back: the time in the event and count triggers, and in all. */
+async function timedOnce(client: pg.Client, sql: string, values: unknown[]): Promise<StatementTimes> {
+  await client.query("BEGIN");
+  try {
+    const { rows } = await client.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, COSTS OFF) ${sql}`, values);
+    const times: StatementTimes = { events: 0, counts: 0, execution: 0 };
+    for (const { "QUERY PLAN": line } of rows) {
+      const trigger = /^Trigger (jobs_events\w*|jobs_counts\w*)[^:]*: time=([\d.]+)/.exec(line);
+      if (trigger) times[trigger[1]!.startsWith("jobs_events") ? "events" : "counts"] += Number(trigger[2]);
+      const total = /^Execution Time: ([\d.]+)/.exec(line);
+      if (total) times.execution = Number(total[1]);
+    }
+    return times;
+  } finally {
+    await client.query("ROLLBACK");
+  }
+}
+
+/**
+ * The event triggers' own time inside enqueue, claim and complete of BATCH jobs, row-level
+ * against statement-level: each statement run REPEATS times under EXPLAIN ANALYZE and rolled
+ * back, the two designs taking turns, medians. On a loaded machine this is steadier than
+ * throughput: it times only the statement, not the worker around it.
+ */
+async function triggerTimes(stores: readonly Store[]): Promise<void> {
+  const prepared: Array<{ store: Store; run: Record<string, () => Promise<StatementTimes>> }> = [];
+  for (const store of stores) {
+    await store.client.query("TRUNCATE conveyor.jobs, conveyor.events, conveyor.job_counts CASCADE");
+    const q = new Queue("bench", { backend: store.backend });
+    for (const [s, n] of chunks(20_000, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
+    await store.client.query("VACUUM ANALYZE conveyor.jobs");
+    const sql = statements(store.backend);
+    const claimArgs = [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false];
+    // A batch claimed for good, for the completions to settle (each rolled back).
+    await store.client.query(sql.claim!, claimArgs);
+    const { rows } = await store.client.query<{ id: string; lease_token: string }>(
+      "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
+    );
+    const ids = Array.from({ length: BATCH }, (_, i) => `timed-${i}`);
+    prepared.push({
+      store,
+      run: {
+        enqueue: () => timedOnce(store.client, sql.enqueue!, enqueueArgs(ids, ids.map((_, i) => ({ i })))),
+        claim: () => timedOnce(store.client, sql.claim!, claimArgs),
+        complete: () => timedOnce(store.client, sql.complete!, [null, rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => "null")]),
+      },
+    });
+  }
+  const names = ["enqueue", "claim", "complete"];
+  const samples = new Map<string, StatementTimes[]>();
+  for (let rep = 0; rep < REPEATS; rep++) {
+    for (const { store, run } of prepared) {
+      for (const name of names) {
+        const key = `${store.name}|${name}`;
+        samples.set(key, [...(samples.get(key) ?? []), await run[name]!()]);
+      }
+    }
+  }
+  console.log(`\n## Time inside the statement (EXPLAIN ANALYZE, ${BATCH} jobs, 20,000 waiting; medians of ${REPEATS}, rolled back, designs taking turns)\n`);
+  console.log("| statement | triggers | event trigger ms | count triggers ms | whole statement ms |\n| --- | --- | ---: | ---: | ---: |");
+  for (const name of names) {
+    for (const { store } of prepared) {
+      const xs = samples.get(`${store.name}|${name}`)!;
+      console.log(`| ${name} | ${store.name} | ${fmt(median(xs.map((x) => x.events)))} | ${fmt(median(xs.map((x) => x.counts)))} | ${fmt(median(xs.map((x) => x.execution)))} |`);
+    }
+  }
+}
+
 export async function main(options: { jobs: number; runs: number }): Promise<void> {
   let server: ThrowawayPostgres | null = null;
   let url = process.env.DATABASE_URL;
@@ -190,6 +272,7 @@ export async function main(options: { jobs: number; runs: number }): Promise<voi
     // The statements themselves under each trigger design: the "Trigger …" lines at the end of
     // each plan are the time the event log took inside the statement.
     for (const store of stores.slice(0, 2)) await explainStatements(store);
+    await triggerTimes(stores.slice(0, 2));
     console.log(`\nload average at the end ${formatLoad(loadavg())} (1/5/15 min)`);
   } finally {
     for (const s of stores) {
