@@ -93,7 +93,10 @@ export interface PostgresBackendOptions {
    * returns the connections it holds. While anything subscribes to wake-ups (every running
    * Worker does), one of its connections is held for LISTEN. Attach `pool.on("error", …)`:
    * node-postgres emits errors of idle connections there (a server restart, say), and an
-   * EventEmitter error nobody listens to ends the process.
+   * EventEmitter error nobody listens to ends the process. Consider `jit = off` for its
+   * connections (e.g. `options: "-c jit=off"` or `ALTER ROLE … SET jit = off`): with a million
+   * jobs stored, PostgreSQL otherwise JIT-compiles every claim (pools Conveyor opens itself
+   * turn it off, see no-jit.ts).
    */
   pool?: Pool;
   /**
