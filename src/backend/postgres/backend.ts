@@ -78,6 +78,7 @@ import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/s
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
 import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
+import { withoutJit } from "./no-jit.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
@@ -92,7 +93,10 @@ export interface PostgresBackendOptions {
    * returns the connections it holds. While anything subscribes to wake-ups (every running
    * Worker does), one of its connections is held for LISTEN. Attach `pool.on("error", …)`:
    * node-postgres emits errors of idle connections there (a server restart, say), and an
-   * EventEmitter error nobody listens to ends the process.
+   * EventEmitter error nobody listens to ends the process. Consider `jit = off` for its
+   * connections (e.g. `options: "-c jit=off"` or `ALTER ROLE … SET jit = off`): with a million
+   * jobs stored, PostgreSQL otherwise JIT-compiles every claim (pools Conveyor opens itself
+   * turn it off, see no-jit.ts).
    */
   pool?: Pool;
   /**
@@ -359,7 +363,8 @@ export class PostgresBackend implements Backend {
       this.description = `postgres:${multiHost ? describeHosts(multiHost) : describeUrl(connectionString)} schema=${schema}`;
       this.pool = new pg.Pool({
         connectionString,
-        ...(multiHost ? { Client: multiHostClient(multiHost) } : {}),
+        // No JIT on Conveyor's own connections (no-jit.ts: at a million jobs it cost every claim).
+        Client: withoutJit(multiHost ? multiHostClient(multiHost) : pg.Client, this.logger, this.description),
         max: poolSize + 1,
         // Notice a peer that vanished (network partition, failover) instead of waiting on its
         // socket for ever: TCP keepalive probes from 10 s of silence on.
