@@ -6,6 +6,7 @@
 import { nonNegativeInt, positiveInt } from "../core/checks.js";
 import { InvalidInputError } from "../core/errors.js";
 import { JOB_STATES } from "../core/job.js";
+import { checkName } from "../core/spec.js";
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type ListFilter, type Page } from "./contract.js";
 
 export interface ListArgs {
@@ -38,4 +39,26 @@ export function checkListArgs(filter: ListFilter, page: Page): ListArgs {
 /** Why a cursor job cannot be used, for `InvalidInputError`. */
 export function staleCursor(after: string, queue: string): InvalidInputError {
   return new InvalidInputError(`page.after: job ${JSON.stringify(after)} is not in queue ${JSON.stringify(queue)} (deleted since, or never there); start again from the first page`);
+}
+
+/** The most jobs per state one `finishedWindow` call samples. */
+export const MAX_FINISHED_SAMPLES = 1_000;
+
+export interface FinishedWindowArgs {
+  queue: string;
+  fromMs: number;
+  untilMs: number;
+  sampleLimit: number;
+}
+
+/** The rules of `Backend.finishedWindow` arguments, checked once for every backend. */
+export function checkFinishedWindowArgs(queue: string, fromMs: number, untilMs: number, sampleLimit: number): FinishedWindowArgs {
+  const from = time("fromMs", fromMs)!;
+  const until = time("untilMs", untilMs)!;
+  if (fromMs === undefined || untilMs === undefined || until < from) {
+    throw new InvalidInputError(`finishedWindow needs fromMs <= untilMs (ms since the epoch); got ${JSON.stringify(fromMs)} and ${JSON.stringify(untilMs)}`);
+  }
+  const limit = nonNegativeInt("sampleLimit", sampleLimit);
+  if (limit > MAX_FINISHED_SAMPLES) throw new InvalidInputError(`sampleLimit must be at most ${MAX_FINISHED_SAMPLES}; got ${limit}`);
+  return { queue: checkName("queue", queue), fromMs: from, untilMs: until, sampleLimit: limit };
 }

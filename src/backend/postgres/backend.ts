@@ -49,7 +49,8 @@ import type {
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
@@ -164,6 +165,7 @@ const QUERY_FILES = [
   "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
   "flow-enqueue", "flow-hold-key",
   "complete-and-claim",
+  "finished-window",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -988,6 +990,18 @@ export class PostgresBackend implements Backend {
       args.createdUntil,
     ]);
     return rows.map((row) => toRecord(row, row.observed_at));
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    type Row = { state: "completed" | "dead"; n: number | null; run_at: number | null; started_at: number | null; finished_at: number | null };
+    const rows = await this.query<Row>("finished-window", [args.queue, args.fromMs, args.untilMs, args.sampleLimit]);
+    const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+    for (const r of rows) {
+      if (r.n !== null) out[r.state] = r.n;
+      else out.samples.push({ state: r.state, runAt: r.run_at!, startedAt: r.started_at, finishedAt: r.finished_at! });
+    }
+    return out;
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {

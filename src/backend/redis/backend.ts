@@ -45,7 +45,8 @@ import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { type ChildFailurePolicy, type ErrorInfo, type FlowInfo, type FlowNodeSpec, type JobRecord, type JobSpec, type JobState, type Lease } from "../../core/job.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedTiming, FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
@@ -144,6 +145,9 @@ interface ListenerEntry {
   listener: WakeListener;
 }
 
+
+/** Added to the finish-time score of a job kept forever (KEPT in lua/_common.lua). */
+const FINISHED_KEPT_OFFSET = 2 ** 50;
 /** A job read for list(): its record and its insertion number within its queue. */
 interface Listed {
   record: JobRecord;
@@ -722,6 +726,29 @@ export class RedisBackend implements Backend {
     // another key, and creation time is the one they share.
     const merged = perQueue.length === 1 ? perQueue[0]! : perQueue.flat().sort((a, b) => b.record.createdAt - a.record.createdAt || b.seq - a.seq);
     return merged.slice(offset, offset + limit).map((listed) => listed.record);
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    await this.ready();
+    const k = this.queue(args.queue);
+    const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+    for (const state of ["completed", "dead"] as const) {
+      const key = state === "completed" ? k.completed : k.dead;
+      // Scored by finished_at, or finished_at + 2^50 for a job kept forever (_common.lua KEPT): two ranges.
+      const ranges = [0, FINISHED_KEPT_OFFSET].map((offset) => [args.fromMs + offset, `(${args.untilMs + offset}`] as const);
+      const counts = await Promise.all(ranges.map(([lo, hi]) => this.send((c) => c.zcount(key, lo, hi))));
+      out[state] = counts[0]! + counts[1]!;
+      if (args.sampleLimit === 0 || out[state] === 0) continue;
+      const ids = (await Promise.all(ranges.map(([lo, hi]) => this.send((c) => c.zrangebyscore(key, lo, hi, "LIMIT", 0, args.sampleLimit))))).flat();
+      const samples: FinishedTiming[] = [];
+      (await this.read(args.queue, ids)).forEach((f) => {
+        // Pruned since the range was read.
+        if (f !== null) samples.push({ state, runAt: Number(f.r), startedAt: f.sa === undefined ? null : Number(f.sa), finishedAt: Number(f.f) });
+      });
+      out.samples.push(...samples.sort((a, b) => a.finishedAt - b.finishedAt).slice(0, args.sampleLimit));
+    }
+    return out;
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {

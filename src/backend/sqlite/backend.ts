@@ -24,7 +24,8 @@ import { SqliteJobLogs } from "./job-logs.js";
 import { SqliteEventLog } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 import type { JobLogLine } from "../../core/job-log.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedTiming, FinishedWindow } from "../contract.js";
 import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { planDedupBatch } from "../dedup.js";
@@ -236,6 +237,10 @@ export class SqliteBackend implements Backend {
   private readonly storeFlow: (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => { results: EnqueueResult[]; marks: WakeMarks };
   private readonly tx: ReturnType<SqliteBackend["defineTransactions"]>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], JobRow>>();
+  /** finishedWindow's statements, prepared on its first call. */
+  private finishedStatements:
+    | { count: Database.Statement<[string, string, number, number], { n: number }>; sample: Database.Statement<[string, string, number, number, number], { run_at: number; started_at: number | null; finished_at: number }> }
+    | undefined;
   private readonly schedules: ScheduleTransactions<WakeMarks>;
 
   constructor(options: SqliteBackendOptions) {
@@ -532,6 +537,34 @@ export class SqliteBackend implements Backend {
 
   async stats(queue?: string): Promise<QueueStats[]> {
     return this.tx.stats.deferred(queue);
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    const jobs = `${this.prefix}jobs`;
+    // Both read one range of jobs_finished (queue, state, finished_at); the count from the index alone.
+    this.finishedStatements ??= {
+      count: this.db.prepare<[string, string, number, number], { n: number }>(
+        `SELECT count(*) AS n FROM ${jobs} WHERE queue = ? AND state = ? AND finished_at >= ? AND finished_at < ?`,
+      ),
+      sample: this.db.prepare<[string, string, number, number, number], { run_at: number; started_at: number | null; finished_at: number }>(
+        `SELECT run_at, started_at, finished_at FROM ${jobs}
+         WHERE queue = ? AND state = ? AND finished_at >= ? AND finished_at < ? ORDER BY finished_at LIMIT ?`,
+      ),
+    };
+    const read = this.db.transaction(() => {
+      const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+      for (const state of ["completed", "dead"] as const) {
+        const range = [args.queue, state, args.fromMs, args.untilMs] as const;
+        out[state] = this.finishedStatements!.count.get(...range)?.n ?? 0;
+        if (args.sampleLimit === 0 || out[state] === 0) continue;
+        for (const r of this.finishedStatements!.sample.all(...range, args.sampleLimit)) {
+          out.samples.push({ state, runAt: r.run_at, startedAt: r.started_at, finishedAt: r.finished_at } satisfies FinishedTiming);
+        }
+      }
+      return out;
+    });
+    return read.deferred();
   }
 
   // ── administration ───────────────────────────────────────────────────────────────────────
