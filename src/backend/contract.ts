@@ -357,6 +357,13 @@ export interface Page {
    * InvalidInputError (start again from the first page). Default: from the newest job.
    */
   after?: string;
+  /**
+   * The reverse cursor (the previous page): only jobs that come before this job in the
+   * newest-first order, i.e. newer ones, the `limit` closest to it, still returned newest first.
+   * Same rules as `after` (needs `filter.queue`; a deleted cursor job is refused); not with
+   * `after`. Default: none.
+   */
+  before?: string;
 }
 
 /** One finished job's times, as `finishedWindow` samples them (ms since epoch, store clock). */

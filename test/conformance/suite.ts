@@ -17,6 +17,7 @@ import { claimTests } from "./claim.js";
 import { dedupTests } from "./dedup.js";
 import { completeAndClaimTests } from "./complete-and-claim.js";
 import { enqueueTests } from "./enqueue.js";
+import { cursorTests } from "./cursors.js";
 import { finishedWindowTests } from "./finished-window.js";
 import { flowTests } from "./flows.js";
 import { flowControlTests } from "./flow-control.js";
@@ -84,6 +85,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     transactionRefusalTests(context);
     scheduleTests(context);
     finishedWindowTests(context);
+    cursorTests(context);
     retryPolicyTests();
   });
 }

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Json } from "../../src/core/json.js";
 import { hashApiKey } from "../../src/http/index.js";
 import { SqliteOutbox } from "../../src/outbox/index.js";
 import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
@@ -59,7 +60,7 @@ function withDb<T>(fn: (db: Database.Database) => T): T {
   }
 }
 
-function publish(topic: string, payload: unknown): string {
+function publish(topic: string, payload: Json): string {
   return withDb((db) => db.transaction(() => new SqliteOutbox().publish(db, { topic, key: "order-1", payload }))());
 }
 

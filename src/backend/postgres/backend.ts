@@ -166,6 +166,7 @@ const QUERY_FILES = [
   "flow-enqueue", "flow-hold-key",
   "complete-and-claim",
   "finished-window",
+  "list-waiting",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -174,7 +175,7 @@ type QueryName = (typeof QUERY_FILES)[number];
  * PostgreSQL folds the absent ones away and picks the index the others need; a generic plan
  * could not.
  */
-const UNPREPARED = new Set<QueryName>(["list", "stats"]);
+const UNPREPARED = new Set<QueryName>(["list", "list-waiting", "stats"]);
 
 /** bigint (int8) columns arrive as JS numbers: every one holds ms or a counter far below 2^53. */
 const INT8_OID = 20;
@@ -978,17 +979,29 @@ export class PostgresBackend implements Backend {
       if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
       beforeSeq = Number(cursor.seq);
     }
-    const rows = await this.query<ObservedJobRow>("list", [
-      this.nowParam(),
-      filter.queue ?? null,
-      filter.name ?? null,
-      filter.state ?? null,
-      args.limit,
-      args.offset,
-      beforeSeq,
-      args.createdFrom,
-      args.createdUntil,
-    ]);
+    // The reverse cursor: the rows just above it, read upwards and turned back to newest first.
+    const newer = args.before !== null;
+    if (args.before !== null) {
+      const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.before, filter.queue ?? null]);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.before, filter.queue!, "before");
+      beforeSeq = Number(cursor.seq);
+    }
+    const rows =
+      filter.state === "waiting" && filter.queue !== undefined
+        ? await this.query<ObservedJobRow>("list-waiting", [this.nowParam(), filter.queue, filter.name ?? null, args.limit, args.offset, beforeSeq, newer, args.createdFrom, args.createdUntil])
+        : await this.query<ObservedJobRow>("list", [
+            this.nowParam(),
+            filter.queue ?? null,
+            filter.name ?? null,
+            filter.state ?? null,
+            args.limit,
+            args.offset,
+            beforeSeq,
+            args.createdFrom,
+            args.createdUntil,
+            newer,
+          ]);
+    if (newer) rows.reverse();
     return rows.map((row) => toRecord(row, row.observed_at));
   }
 

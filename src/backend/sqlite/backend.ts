@@ -514,6 +514,13 @@ export class SqliteBackend implements Backend {
       if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
       beforeSeq = cursor.seq;
     }
+    // The reverse cursor: the jobs just above it, read upwards from it and turned back to newest first.
+    let afterSeq: number | null = null;
+    if (args.before !== null) {
+      const cursor = this.s.getJob.get(args.before);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.before, filter.queue!, "before");
+      afterSeq = cursor.seq;
+    }
     const now = this.nowMs();
     const params: unknown[] = [];
     if (filter.queue !== undefined) params.push(filter.queue);
@@ -521,6 +528,7 @@ export class SqliteBackend implements Backend {
     if (stateFilter === "due" || stateFilter === "future") params.push(now);
     if (stateFilter === "stored") params.push(filter.state);
     if (beforeSeq !== null) params.push(beforeSeq);
+    if (afterSeq !== null) params.push(afterSeq);
     if (args.createdFrom !== null) params.push(args.createdFrom);
     if (args.createdUntil !== null) params.push(args.createdUntil);
     params.push(args.limit, args.offset);
@@ -531,8 +539,11 @@ export class SqliteBackend implements Backend {
       byCursor: beforeSeq !== null,
       from: args.createdFrom !== null,
       until: args.createdUntil !== null,
+      ...(afterSeq !== null ? { newer: true } : {}),
     });
-    return statement.all(...params).map((row) => this.toRecord(row, now));
+    const rows = statement.all(...params);
+    if (afterSeq !== null) rows.reverse();
+    return rows.map((row) => this.toRecord(row, now));
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {
@@ -1340,7 +1351,7 @@ export class SqliteBackend implements Backend {
    * "(? IS NULL OR col = ?)" terms would stop SQLite from using any index. The cursor is a
    * `seq <` bound, so a page after it reads the rowid (or index) from there on, whatever its depth.
    */
-  private listStatement(shape: { byQueue: boolean; byName: boolean; state: StateFilter; byCursor: boolean; from: boolean; until: boolean }): Database.Statement<unknown[], JobRow> {
+  private listStatement(shape: { byQueue: boolean; byName: boolean; state: StateFilter; byCursor: boolean; from: boolean; until: boolean; newer?: true }): Database.Statement<unknown[], JobRow> {
     const key = JSON.stringify(shape);
     let statement = this.listStatements.get(key);
     if (statement === undefined) {
@@ -1351,11 +1362,12 @@ export class SqliteBackend implements Backend {
       if (shape.state === "future") where.push("state IN ('waiting', 'scheduled') AND run_at > ?");
       if (shape.state === "stored") where.push("state = ?");
       if (shape.byCursor) where.push("seq < ?");
+      if (shape.newer) where.push("seq > ?");
       if (shape.from) where.push("created_at >= ?");
       if (shape.until) where.push("created_at < ?");
       statement = this.db.prepare<unknown[], JobRow>(
         `SELECT * FROM ${this.prefix}jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-         ORDER BY seq DESC LIMIT ? OFFSET ?`,
+         ORDER BY seq ${shape.newer ? "ASC" : "DESC"} LIMIT ? OFFSET ?`,
       );
       this.listStatements.set(key, statement);
     }

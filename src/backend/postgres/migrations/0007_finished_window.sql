@@ -9,3 +9,8 @@
 -- freshly vacuumed table. Cancelled rows stay out: the charts do not show them.
 CREATE INDEX jobs_finished_at ON {{schema}}.jobs (queue, state, finished_at)
   WHERE state IN ('completed', 'dead');
+
+-- A queue's waiting jobs newest first, a page at a time (list with state "waiting" and a
+-- cursor, list-waiting.sql): without it a page sorted the whole backlog. Partial, so it is as
+-- small as the backlog; it costs one index entry per enqueue (a claimed row leaves it).
+CREATE INDEX jobs_waiting_seq ON {{schema}}.jobs (queue, seq) WHERE state = 'waiting';
