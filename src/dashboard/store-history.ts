@@ -70,7 +70,7 @@ export class StoreHistory {
       starts.map((t) => {
         const hit = cached.get(t);
         // Over and settled when read: final. Otherwise fresh enough for `refreshMs`.
-        if (hit && (hit.readAt >= t + MINUTE_MS + SETTLE_MS || now - hit.readAt < this.refreshMs)) return hit;
+        if (hit && (hit.readAt >= t + MINUTE_MS + SETTLE_MS || now - hit.readAt < this.refreshMs)) return Promise.resolve(hit);
         return this.readMinute(queue, t, now, cached);
       }),
     );

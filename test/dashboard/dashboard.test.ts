@@ -363,11 +363,18 @@ describe("web dashboard in Chromium", () => {
     const firstPage = await s.page.locator("table.jobs tbody th").allTextContents();
     await s.page.getByRole("link", { name: "Older →" }).click();
     await s.page.waitForURL(/after=/);
-    await s.page.getByRole("link", { name: "← Newest" }).waitFor();
+    await s.page.getByRole("link", { name: "⇤ Newest" }).waitFor();
     await waitFor(async () => (await rows.count()) === 10, { description: "the second page of 10 jobs" });
     const secondPage = await s.page.locator("table.jobs tbody th").allTextContents();
     expect(new Set([...firstPage, ...secondPage]).size).toBe(60);
     expect(await s.page.getByRole("link", { name: "Older →" }).count()).toBe(0);
+    // Back by the reverse cursor: the same first page, and nothing newer above it.
+    await s.page.getByRole("link", { name: "← Newer" }).click();
+    await s.page.waitForURL(/before=/);
+    await waitFor(async () => (await rows.count()) === 50, { description: "the first page again" });
+    expect(await s.page.locator("table.jobs tbody th").allTextContents()).toEqual(firstPage);
+    await s.page.getByRole("link", { name: "Older →" }).waitFor();
+    expect(await s.page.getByRole("link", { name: "← Newer" }).count()).toBe(0);
 
     const inAnHour = new Date(Date.now() + 3_600_000).toISOString().slice(0, 19);
     await s.page.getByLabel("Created from").fill(inAnHour);
