@@ -83,7 +83,7 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
   const failed = history.reduce((n, h) => n + h.failed, 0);
   const latestRun = [...history].reverse().find((h) => h.runMs !== null);
   return (
-    <div class="charts">
+    <>
       <p class="chart-summary">
         Last hour: {completed.toLocaleString("en")} completed, {failed.toLocaleString("en")} failed
         {completed + failed > 0 ? ` (${((100 * failed) / (completed + failed)).toFixed(1)}% failure rate)` : ""}
@@ -91,6 +91,7 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
           ? `; latest minute with jobs: wait p50 ${fmt(latestRun.waitMs.p50)} ms, run p50 ${fmt(latestRun.runMs.p50)} ms, p95 ${fmt(latestRun.runMs.p95)} ms`
           : ""}
       </p>
+      <div class="charts">
       <TimeChart
         title="Throughput (jobs per minute)"
         unit=""
@@ -114,6 +115,7 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
         times={times}
         series={percentiles((h) => h.runMs)}
       />
-    </div>
+      </div>
+    </>
   );
 }
