@@ -2,6 +2,8 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { expect } from "vitest";
+import { waitFor } from "../helpers/wait-for.js";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
@@ -62,4 +64,29 @@ export function inertness(page: Page): Promise<Record<string, number | null>> {
         scripts: [...document.querySelectorAll("script")].filter((x) => !x.src).length,
         jsLinks: document.querySelectorAll('a[href^="javascript:"]').length })`,
   );
+}
+
+/** The HTTP API of the server at `base()`, called with a key (`defaultKey` unless given). */
+export function apiClient(base: () => string, defaultKey: string) {
+  async function api<T = Record<string, unknown>>(method: string, path: string, body?: unknown, key = defaultKey): Promise<{ status: number; json: T }> {
+    const res = await fetch(`${base()}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    return { status: res.status, json: (text ? JSON.parse(text) : null) as T };
+  }
+  async function enqueue(queue: string, name: string, data: unknown, options: Record<string, unknown> = {}): Promise<string> {
+    const r = await api<{ jobId: string }>("POST", `/v1/queues/${queue}/jobs`, { name, data, options });
+    expect(r.status).toBe(202);
+    return r.json.jobId;
+  }
+  async function untilState<J extends { state: string }>(id: string, state: string, timeoutMs = 15_000): Promise<J> {
+    return waitFor(async () => {
+      const job = (await api<J>("GET", `/v1/jobs/${id}`)).json;
+      return job.state === state ? job : null;
+    }, { timeoutMs, intervalMs: 50, description: `job ${id} to be ${state}` });
+  }
+  return { api, enqueue, untilState };
 }

@@ -17,7 +17,7 @@ import { SqliteOutbox } from "../../src/outbox/index.js";
 import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
-import { axe, inertness, launchChromium, login } from "./browser.js";
+import { apiClient, axe, inertness, launchChromium, login } from "./browser.js";
 
 const ADMIN_KEY = `cvk_admin_${"f".repeat(24)}`;
 const READ_KEY = `cvk_read_${"q".repeat(24)}`;
@@ -30,25 +30,7 @@ let browser: Browser;
 let shots: string;
 let dbPath: string;
 
-async function api<T = Record<string, unknown>>(method: string, path: string, body?: unknown, key = ADMIN_KEY): Promise<{ status: number; json: T }> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : null) as T };
-}
-
-async function enqueue(queue: string, name: string, data: unknown, options: Record<string, unknown> = {}): Promise<string> {
-  const r = await api<{ jobId: string }>("POST", `/v1/queues/${queue}/jobs`, { name, data, options });
-  expect(r.status).toBe(202);
-  return r.json.jobId;
-}
-
-async function untilState(id: string, state: string): Promise<void> {
-  await waitFor(async () => (await api<{ state: string }>("GET", `/v1/jobs/${id}`)).json.state === state, { timeoutMs: 20_000, intervalMs: 50, description: `job ${id} to be ${state}` });
-}
+const { api, enqueue, untilState } = apiClient(() => base, ADMIN_KEY);
 
 /** Writes to the outbox tables of the served database, as an application (and a refusing relay) would. */
 function withDb<T>(fn: (db: Database.Database) => T): T {
