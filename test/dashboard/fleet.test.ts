@@ -107,6 +107,31 @@ describe("dashboard of a serve without workers, in Chromium", () => {
     await s.context.close();
   });
 
+  it("the API pages a queue both ways: next and prev cursors, and a clear refusal of both at once", async () => {
+    // No worker takes "pager": its jobs stay waiting.
+    expect((await api("POST", "/v1/queues/pager/jobs/bulk", { jobs: Array.from({ length: 7 }, (_, i) => ({ name: "quick", data: { i } })) })).status).toBe(202);
+    type Listing = { jobs: Array<{ id: string }>; next: string | null; prev: string | null };
+    const page = async (query: string) => (await api<Listing>("GET", `/v1/queues/pager/jobs?limit=3${query}`)).json;
+    const ids = (l: Listing) => l.jobs.map((j) => j.id);
+    const first = await page("");
+    expect(first.prev).toBeNull();
+    const second = await page(`&after=${first.next}`);
+    const third = await page(`&after=${second.next}`);
+    expect(ids(third)).toHaveLength(1);
+    expect(third.next).toBeNull();
+    expect(new Set([...ids(first), ...ids(second), ...ids(third)]).size).toBe(7);
+    const backToSecond = await page(`&before=${third.prev}`);
+    expect(ids(backToSecond)).toEqual(ids(second));
+    const backToFirst = await page(`&before=${backToSecond.prev}`);
+    expect(ids(backToFirst)).toEqual(ids(first));
+    expect(backToFirst.prev).toBeNull();
+    expect(backToFirst.next).toBe(first.next);
+    const both = await api<{ detail: string }>("GET", `/v1/queues/pager/jobs?after=${first.next}&before=${first.next}`);
+    expect(both.status).toBeGreaterThanOrEqual(400);
+    expect(both.status).toBeLessThan(500);
+    expect(both.json.detail).toMatch(/exclude each other/);
+  });
+
   it("lists schedules with their next runs; admin runs one now and deletes one; a read key sees no buttons and is refused", async () => {
     const put = (id: string, cron: string) => api("PUT", `/v1/queues/fleet/schedules/${id}`, { cron, name: "quick", data: { note: HOSTILE, link: "javascript:window.__pwned = 3" } });
     expect((await put("nightly", "0 3 * * *")).status).toBe(201);
