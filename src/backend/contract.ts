@@ -101,6 +101,12 @@ export interface StoreFeatures {
    * `scheduleFire`). Without it they throw `UnsupportedByStoreError`, and workers run no scheduler.
    */
   schedules: boolean;
+  /**
+   * `finishedWindow` counts and samples the jobs that finished in a time window, from an index on
+   * their finish time (the dashboard's fleet-wide charts). Without it, it throws
+   * `UnsupportedByStoreError`.
+   */
+  finishedWindows: boolean;
 }
 
 /** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
@@ -115,6 +121,7 @@ export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
   dedupWindows: true,
   queueLimits: true,
   schedules: true,
+  finishedWindows: true,
 });
 
 /** What a backend can do; callers branch on these, never on a backend's name. */
@@ -362,6 +369,34 @@ export interface Page {
    * InvalidInputError (start again from the first page). Default: from the newest job.
    */
   after?: string;
+  /**
+   * The reverse cursor (the previous page): only jobs that come before this job in the
+   * newest-first order, i.e. newer ones, the `limit` closest to it, still returned newest first.
+   * Same rules as `after` (needs `filter.queue`; a deleted cursor job is refused); not with
+   * `after`. Default: none.
+   */
+  before?: string;
+}
+
+/** One finished job's times, as `finishedWindow` samples them (ms since epoch, store clock). */
+export interface FinishedTiming {
+  state: "completed" | "dead";
+  /** When its last attempt became due. */
+  runAt: number;
+  /** When its last attempt started (null for a job that never ran, e.g. failed before a claim). */
+  startedAt: number | null;
+  finishedAt: number;
+}
+
+/** The jobs of one queue that finished in `[from, until)`, still stored (retention applies). */
+export interface FinishedWindow {
+  completed: number;
+  dead: number;
+  /**
+   * Up to `sampleLimit` completed and up to `sampleLimit` dead jobs of the window, the earliest
+   * finished first.
+   */
+  samples: FinishedTiming[];
 }
 
 export interface QueueStats {
@@ -458,6 +493,13 @@ export interface Backend extends AsyncDisposable {
   list(filter?: ListFilter, page?: Page): Promise<JobRecord[]>;
   /** Per-queue statistics; every known queue when `queue` is omitted. */
   stats(queue?: string): Promise<QueueStats[]>;
+  /**
+   * Counts the jobs of `queue` that completed or died in `[fromMs, untilMs)` (store clock) and
+   * returns a bounded sample of their times: one indexed range per state, so the cost does not
+   * grow with the rest of the queue. Jobs already pruned (or removed on completion) are not
+   * counted. Only with `capabilities.finishedWindows`; otherwise `UnsupportedByStoreError`.
+   */
+  finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow>;
   /**
    * Cancels a job. Waiting and scheduled jobs never run; an active job is marked cancelled and its
    * worker learns at its next heartbeat (its result is then refused).

@@ -12,7 +12,7 @@ import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSetti
 import type { MetricsServer } from "../observability/http.js";
 import { loadHandlers } from "./worker.js";
 import { combineTelemetry } from "../core/telemetry.js";
-import { migrateOutbox, openDeadLetters, outboxLocation } from "../outbox/open.js";
+import { migrateOutbox, openDeadLetters, openSource, outboxLocation } from "../outbox/open.js";
 
 export const help = `conveyor serve --db URL [options]
 
@@ -195,12 +195,17 @@ export async function run(argv: string[]): Promise<number> {
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
   let metricsServer: MetricsServer | null = null;
   let outbox: Awaited<ReturnType<typeof openDeadLetters>> | null = null;
+  // The dashboard's Relay view reads the outbox's backlog through a polling source's lag() (it never claims).
+  let relayLag: Awaited<ReturnType<typeof openSource>> | null = null;
   try {
     // The outbox tables come with the migrations: --db's are run by openBackend above; a separate
     // --outbox-db is migrated here (as `conveyor migrate` would), so its tables exist too.
     // Closed in afterClose, after the API, so no request finds its pool gone.
     if (outboxUrl !== null && outboxUrl !== url) await migrateOutbox(outboxUrl);
     outbox = outboxUrl === null ? null : await openDeadLetters(outboxUrl);
+    relayLag = outboxUrl === null || values["no-dashboard"] === true ? null : await openSource(outboxUrl, { mode: "poll" });
+    // SQLite's source opens its file in start(); PostgreSQL's reads lag through its pool without it (start would LISTEN).
+    if (relayLag && outboxLocation(outboxUrl!).kind === "sqlite") await relayLag.start({ wake: () => undefined, warn: () => undefined });
     const observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
     const tracing = await loadTracing();
     const secrets = (process.env.CONVEYOR_WEBHOOK_SECRETS ?? "").split(/[,\s]+/).filter(Boolean);
@@ -242,7 +247,8 @@ export async function run(argv: string[]): Promise<number> {
       webhooks?.attach(worker);
     }
 
-    // The dashboard's charts come from the in-process worker's events (see dashboard/history.ts).
+    // The dashboard's charts come from the store (dashboard/store-history.ts); the in-process
+    // worker's events only where the store keeps no finished jobs (dashboard/history.ts).
     const history = values["no-dashboard"] === true ? null : new http.MetricsHistory();
     if (history && worker) history.attach(worker);
     const app = await http.createServer({
@@ -258,7 +264,7 @@ export async function run(argv: string[]): Promise<number> {
       ...(idSecret ? { idSecret } : {}),
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
-      dashboard: history ? { history } : false,
+      dashboard: history ? { history, ...(outbox && relayLag ? { relay: { lag: relayLag.lag.bind(relayLag), deadCount: outbox.dead.count.bind(outbox.dead) } } : {}) } : false,
       ...(outbox ? { outbox: outbox.dead } : {}),
     });
     target = app.log;
@@ -303,6 +309,7 @@ export async function run(argv: string[]): Promise<number> {
         // worker and the API are done, as `conveyor worker` does.
         afterClose: async () => {
           await metricsListener?.close();
+          await relayLag?.close();
           await outbox?.close();
           await backend.close();
         },
@@ -322,6 +329,7 @@ export async function run(argv: string[]): Promise<number> {
   } catch (error) {
     await Promise.all(closeables.map((c) => c.close({ force: true }).catch(() => undefined)));
     await metricsServer?.close();
+    await relayLag?.close().catch(() => undefined);
     await outbox?.close().catch(() => undefined);
     await backend.close();
     if (error instanceof InvalidInputError) throw new UsageError(error.message);

@@ -60,6 +60,7 @@ import type {
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedWindow } from "../contract.js";
 import { decode, encode, envelopeOf, forensicHeaders, propertiesOf, recordOf, type Envelope } from "./envelope.js";
 import { bucketOf, checkPrefix, declareDelay, declareQueue, MAX_BUCKET, MAX_HOP_MS, Names } from "./topology.js";
 
@@ -239,6 +240,8 @@ export class AmqpBackend implements Backend {
       jobFlowKeys: false,
       // A schedule's last fired tick must be compared and set with the enqueue: no record to keep it in.
       schedules: false,
+      // No records of finished jobs to count by finish time.
+      finishedWindows: false,
     });
     this.idempotency = options.idempotency ?? {
       once: () =>
@@ -876,6 +879,17 @@ export class AmqpBackend implements Backend {
       this.description,
       "schedules",
       `${what}: RabbitMQ keeps no record to hold a schedule's last fired tick (capabilities.schedules is false); keep schedules on SQLite, PostgreSQL or Redis`,
+    );
+  }
+
+  finishedWindow(queue: string): Promise<FinishedWindow> {
+    return Promise.reject(
+      new UnsupportedByStoreError(
+        this.description,
+        "finishedWindows",
+        `count the jobs queue ${JSON.stringify(queue)} finished in a time window: RabbitMQ keeps no record of a job once acknowledged (capabilities.finishedWindows is false); ` +
+          "chart throughput from the workers' metrics (conveyor-jobs/metrics) instead",
+      ),
     );
   }
 

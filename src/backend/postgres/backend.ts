@@ -49,7 +49,8 @@ import type {
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
 import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
@@ -168,6 +169,8 @@ const QUERY_FILES = [
   "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
   "flow-enqueue", "flow-hold-key",
   "complete-and-claim",
+  "finished-window",
+  "list-waiting",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -176,7 +179,7 @@ type QueryName = (typeof QUERY_FILES)[number];
  * PostgreSQL folds the absent ones away and picks the index the others need; a generic plan
  * could not.
  */
-const UNPREPARED = new Set<QueryName>(["list", "stats"]);
+const UNPREPARED = new Set<QueryName>(["list", "list-waiting", "stats"]);
 
 /** bigint (int8) columns arrive as JS numbers: every one holds ms or a counter far below 2^53. */
 const INT8_OID = 20;
@@ -981,18 +984,42 @@ export class PostgresBackend implements Backend {
       if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
       beforeSeq = Number(cursor.seq);
     }
-    const rows = await this.query<ObservedJobRow>("list", [
-      this.nowParam(),
-      filter.queue ?? null,
-      filter.name ?? null,
-      filter.state ?? null,
-      args.limit,
-      args.offset,
-      beforeSeq,
-      args.createdFrom,
-      args.createdUntil,
-    ]);
+    // The reverse cursor: the rows just above it, read upwards and turned back to newest first.
+    const newer = args.before !== null;
+    if (args.before !== null) {
+      const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.before, filter.queue ?? null]);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.before, filter.queue!, "before");
+      beforeSeq = Number(cursor.seq);
+    }
+    const rows =
+      filter.state === "waiting" && filter.queue !== undefined
+        ? await this.query<ObservedJobRow>("list-waiting", [this.nowParam(), filter.queue, filter.name ?? null, args.limit, args.offset, beforeSeq, newer, args.createdFrom, args.createdUntil])
+        : await this.query<ObservedJobRow>("list", [
+            this.nowParam(),
+            filter.queue ?? null,
+            filter.name ?? null,
+            filter.state ?? null,
+            args.limit,
+            args.offset,
+            beforeSeq,
+            args.createdFrom,
+            args.createdUntil,
+            newer,
+          ]);
+    if (newer) rows.reverse();
     return rows.map((row) => toRecord(row, row.observed_at));
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    type Row = { state: "completed" | "dead"; n: number | null; run_at: number | null; started_at: number | null; finished_at: number | null };
+    const rows = await this.query<Row>("finished-window", [args.queue, args.fromMs, args.untilMs, args.sampleLimit]);
+    const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+    for (const r of rows) {
+      if (r.n !== null) out[r.state] = r.n;
+      else out.samples.push({ state: r.state, runAt: r.run_at!, startedAt: r.started_at, finishedAt: r.finished_at! });
+    }
+    return out;
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {
