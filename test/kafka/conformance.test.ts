@@ -35,6 +35,7 @@ const capabilities: Capabilities = {
   queueLimits: false,
   jobFlowKeys: false,
   schedules: false,
+  finishedWindows: false,
 };
 
 let prefix: string | undefined;

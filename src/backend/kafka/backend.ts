@@ -52,6 +52,7 @@ import type {
   Page,
   PruneResult,
   QueueStats,
+  FinishedWindow,
   RemoveResult,
   ReplayResult,
   RescuedJob,
@@ -223,6 +224,8 @@ export class KafkaBackend implements Backend {
       queueLimits: false,
       jobFlowKeys: false,
       schedules: false,
+      // Settled records are committed offsets, not rows: nothing to count by finish time.
+      finishedWindows: false,
     });
     this.idempotency = options.idempotency ?? {
       once: () =>
@@ -928,6 +931,17 @@ export class KafkaBackend implements Backend {
 
   async resume(queue: string): Promise<void> {
     throw new UnsupportedByStoreError(this.description, "pause", `resume queue ${JSON.stringify(queue)}: Kafka queues cannot be paused, so there is nothing to resume`);
+  }
+
+  finishedWindow(queue: string): Promise<FinishedWindow> {
+    return Promise.reject(
+      new UnsupportedByStoreError(
+        this.description,
+        "finishedWindows",
+        `count the jobs queue ${JSON.stringify(queue)} finished in a time window: a Kafka log keeps no record of a settled job, only its committed offset ` +
+          "(capabilities.finishedWindows is false); the dashboard charts what this process's workers ran instead",
+      ),
+    );
   }
 
   setQueueLimits(queue: string): Promise<void> {

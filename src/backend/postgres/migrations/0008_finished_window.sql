@@ -1,4 +1,4 @@
--- 0007_finished_window: the finished jobs of a queue by finish time (Backend.finishedWindow, the
+-- 0008_finished_window: the finished jobs of a queue by finish time (Backend.finishedWindow, the
 -- dashboard's fleet-wide charts).
 --
 -- `{{schema}}` is replaced by the backend's schema (quoted) before this runs.
