@@ -12,7 +12,7 @@
 import { Type, type SchemaOptions, type Static, type TSchema, type TUnsafe } from "@sinclair/typebox";
 import type { Json } from "../core/json.js";
 
-export { Type, type Static };
+export { Type, type Static, type TSchema };
 
 /** `schema` or null, as `{ type: [<its type>, "null"], … }`. */
 export function Nullable<T extends TSchema>(schema: T, options: SchemaOptions = {}): TUnsafe<Static<T> | null> {
