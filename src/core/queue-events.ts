@@ -4,9 +4,10 @@
  * event is written by the store in the same transaction as the change it reports, so no event
  * is lost and none is reported for a change that rolled back.
  *
- * Stores: SQLite and PostgreSQL keep the log (triggers of migration 0003). Redis has no event
- * log yet (`capabilities.eventLog` false): `queue.events()` and `/v1/events` refuse it with a
- * clear error; a worker's own `worker.on(...)` events work everywhere.
+ * Stores: SQLite and PostgreSQL keep the log (triggers of migration 0004), Redis one stream per
+ * queue (src/backend/redis/event-log.ts). RabbitMQ has none (`capabilities.eventLog` false):
+ * `queue.events()` and `/v1/events` refuse it with a clear error; a worker's own
+ * `worker.on(...)` events work everywhere.
  */
 import { nonNegativeInt, positiveInt, positiveMs } from "./checks.js";
 import { InvalidInputError } from "./errors.js";

@@ -22,6 +22,8 @@ import { loadAssets, type Asset } from "./assets.js";
 import { MetricsHistory } from "./history.js";
 import { LiveHub } from "./live.js";
 import { StoreHistory, type StoreHistoryOptions } from "./store-history.js";
+import { EventTail } from "../producer/event-tail.js";
+import type { QueueEvent } from "../core/queue-events.js";
 import { crossSiteReason, DashboardSessions, SESSION_SECRET_ENV, type SessionOptions } from "./sessions.js";
 
 export interface DashboardOptions {
@@ -112,9 +114,12 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
 
   await fastify.register(
     async (scope: FastifyInstance) => {
+      const onLiveError = (error: unknown) =>
+        scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor dashboard: reading a live view failed; retrying");
       const hub = new LiveHub(
-        { intervalMs: ctx.options.refreshMs ?? 1_000, heartbeatMs: 15_000, maxStreams: ctx.options.maxStreams ?? 500 },
-        (error) => scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor dashboard: reading a live view failed; retrying"),
+        { intervalMs: ctx.options.refreshMs ?? 1_000, idleRefreshMs: 15_000, heartbeatMs: 15_000, maxStreams: ctx.options.maxStreams ?? 500 },
+        onLiveError,
+        EventTail.of(ctx.backend, { onError: onLiveError }),
       );
       scope.setValidatorCompiler(compileValidator);
       scope.setErrorHandler(ctx.answerError);
@@ -241,6 +246,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
           const admin = principal.scopes.has("admin");
           let key: string;
           let read: () => Promise<unknown>;
+          let concerns: (event: QueueEvent) => boolean = () => true;
           if (q.topic === "overview") {
             key = "overview";
             read = async () => {
@@ -259,6 +265,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
             if (!q.queue) return sendProblem(reply, problem(400, "invalid-request", "topic=queue needs queue=<name>"));
             const name = q.queue;
             key = `queue:${name}`;
+            concerns = (event) => event.queue === name;
             read = async () => {
               const [stats] = await ctx.backend.stats(name);
               return { queue: toQueueView(stats!), history: await seriesOf(name, 60) };
@@ -268,6 +275,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
             const id = q.id;
             // What a principal may see differs (payloads and stacks are admin-only): one topic per level.
             key = `job:${admin ? "admin" : "read"}:${id}`;
+            concerns = (event) => event.jobId === id;
             read = async () => {
               const job = await ctx.backend.get(id);
               if (!job) return { job: null };
@@ -279,7 +287,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
           if (hub.full) return sendProblem(reply, problem(503, "too-many-streams", "this server serves as many live dashboard pages as it allows; close some, or retry later"), { "retry-after": "5" });
           const headers: Record<string, string> = { ...SECURITY_HEADERS };
           reply.hijack();
-          hub.open(request.raw, reply.raw, key, read, headers);
+          hub.open(request.raw, reply.raw, key, read, headers, concerns);
           return reply;
         },
       );

@@ -6,28 +6,19 @@
  * `in` (body, querystring, params, headers) and a JSON Pointer.
  */
 import type { FastifyReply } from "fastify";
-import type { SchemaIssue } from "./schema.js";
+import type { problemSchema } from "./schemas.js";
+import type { Static } from "./typed-schema.js";
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json; charset=utf-8";
 
-/** A field-level error of a 400 or 422 answer. */
-export interface FieldError {
-  in: SchemaIssue["in"];
-  /** JSON Pointer into that part of the request, e.g. `/data/userId` or `/jobs/3/options/priority`. */
-  pointer: string;
-  detail: string;
-}
-
-export interface Problem {
-  /** `urn:conveyor:problem:<slug>`: stable, for clients to branch on. */
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  errors?: FieldError[];
+/** A problem document, as `problemSchema` (schemas.ts) defines and publishes it. */
+export type Problem = Static<typeof problemSchema> & {
   /** Extra members of some problems (e.g. `state` of a job that cannot be cancelled). */
   [extension: string]: unknown;
-}
+};
+
+/** A field-level error of a 400 or 422 answer: `in` the part of the request, a JSON Pointer into it, and what is wrong. */
+export type FieldError = NonNullable<Problem["errors"]>[number];
 
 const TITLES: Record<number, string> = {
   400: "Bad Request",

@@ -1,83 +1,73 @@
-/** Request schemas shared by several routes, and the error document. */
+/**
+ * Request schemas shared by several routes, and the error document: TypeBox schemas
+ * (typed-schema.ts), each giving the JSON Schema and, by `Static`, the type handlers read.
+ */
 import { KEY_TEXT_MAX_LENGTH, KEY_TEXT_PATTERN } from "../core/key-text.js";
 import type { ResponseSpec } from "./context.js";
-import type { JsonSchema } from "./schema.js";
+import { StringEnum, Type, type Static } from "./typed-schema.js";
 
 /**
  * Queue and job names: 1-128 characters of letters, digits and `. _ : - /`, starting with a
  * letter or digit (the rule of `checkName` in core/spec.ts, which still has the last word).
  */
-export const NAME_SCHEMA: JsonSchema = {
-  type: "string",
+export const NAME_SCHEMA = Type.String({
   pattern: "^[A-Za-z0-9][A-Za-z0-9._:\\-/]{0,127}$",
   description: "1-128 characters of letters, digits and . _ : - /, starting with a letter or digit.",
-};
+});
 
 /**
  * Job ids: 1-255 characters, no control characters and no lone surrogate halves (stores either
  * refuse them, as PostgreSQL does NUL, or turn them into U+FFFD, which another id may spell).
  * The rule of core/key-text.ts, which `checkJobId` applies too.
  */
-export const JOB_ID_SCHEMA: JsonSchema = {
-  type: "string",
+export const JOB_ID_SCHEMA = Type.String({
   minLength: 1,
   maxLength: KEY_TEXT_MAX_LENGTH,
   pattern: KEY_TEXT_PATTERN,
   description: "1-255 characters; no control characters, no unpaired surrogates.",
-};
+});
 
-export const QUEUE_PARAMS: JsonSchema = {
-  type: "object",
-  required: ["queue"],
-  properties: { queue: NAME_SCHEMA },
-};
+export const QUEUE_PARAMS = Type.Object({ queue: NAME_SCHEMA });
+export type QueueParams = Static<typeof QUEUE_PARAMS>;
 
-export const JOB_PARAMS: JsonSchema = {
-  type: "object",
-  required: ["id"],
-  properties: { id: JOB_ID_SCHEMA },
-};
+export const JOB_PARAMS = Type.Object({ id: JOB_ID_SCHEMA });
+export type JobParams = Static<typeof JOB_PARAMS>;
 
 /** `?queue=` of the routes that take a job id: which queue's job is meant. */
-export const JOB_QUEUE_QUERY_PROPERTY: Record<string, JsonSchema> = {
-  queue: {
+export const JOB_QUEUE_QUERY_PROPERTY = {
+  queue: Type.String({
     ...NAME_SCHEMA,
     description:
       "The job's queue (the job's links carry it). Optional where ids name one job store-wide (SQLite, PostgreSQL); on Redis ids are unique per queue, and an id held by several queues is refused with 409 until the queue is given.",
+  }),
+};
+
+export const JOB_QUERY = Type.Object({ queue: Type.Optional(JOB_QUEUE_QUERY_PROPERTY.queue) });
+export type JobQuery = Static<typeof JOB_QUERY>;
+
+export const PAGE_QUERY_PROPERTIES = {
+  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 50, description: "Jobs per page (default 50)." }),
+  offset: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0, description: "Jobs to skip (default 0)." }),
+};
+
+export const problemSchema = Type.Object(
+  {
+    type: Type.String({ description: "urn:conveyor:problem:<slug>, stable for clients to branch on." }),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String({ description: "What went wrong and what to do about it." }),
+    errors: Type.Optional(
+      Type.Array(
+        Type.Object({
+          in: StringEnum(["body", "querystring", "params", "headers"] as const),
+          pointer: Type.String({ description: "JSON Pointer into that part of the request." }),
+          detail: Type.String(),
+        }),
+      ),
+    ),
   },
-};
-
-export const JOB_QUERY: JsonSchema = { type: "object", properties: JOB_QUEUE_QUERY_PROPERTY };
-
-export const PAGE_QUERY_PROPERTIES: Record<string, JsonSchema> = {
-  limit: { type: "integer", minimum: 1, maximum: 1000, default: 50, description: "Jobs per page (default 50)." },
-  offset: { type: "integer", minimum: 0, maximum: 1_000_000, default: 0, description: "Jobs to skip (default 0)." },
-};
-
-export const problemSchema: JsonSchema = {
-  title: "Problem",
-  description: "RFC 9457 problem details.",
-  type: "object",
-  required: ["type", "title", "status", "detail"],
-  properties: {
-    type: { type: "string", description: "urn:conveyor:problem:<slug>, stable for clients to branch on." },
-    title: { type: "string" },
-    status: { type: "integer" },
-    detail: { type: "string", description: "What went wrong and what to do about it." },
-    errors: {
-      type: "array",
-      items: {
-        type: "object",
-        required: ["in", "pointer", "detail"],
-        properties: {
-          in: { type: "string", enum: ["body", "querystring", "params", "headers"] },
-          pointer: { type: "string", description: "JSON Pointer into that part of the request." },
-          detail: { type: "string" },
-        },
-      },
-    },
-  },
-};
+  { title: "Problem", description: "RFC 9457 problem details." },
+);
 
 export function problemResponse(description: string): ResponseSpec {
   return { description, schema: problemSchema, contentType: "application/problem+json" };

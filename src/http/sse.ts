@@ -18,8 +18,9 @@
  * that is promoted from `scheduled` to `waiting` when its delay ends is not reported as a change
  * of its own (stores do not record when it happened); its next event is `active`.
  *
- * Polling. One `JobWatcher` per server polls `backend.get(id)` once per interval (default
- * 200 ms) for every job that has at least one open stream, however many streams watch it.
+ * Reading. One `JobWatcher` per server reads `backend.get(id)` for every job that has at least
+ * one open stream, however many streams watch it: when the store's event log reports an event
+ * of the job (stores with `capabilities.eventLog`), else once per interval (default 200 ms).
  * Heartbeat comments (default every 15 s) keep proxies from closing idle streams. The stream
  * ends after the terminal event (completed, dead, cancelled); a client that reconnects after
  * that gets 204 No Content, which tells `EventSource` to stop reconnecting.
@@ -29,6 +30,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Backend } from "../backend/contract.js";
 import { TERMINAL_STATES, type AttemptRecord, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
+import type { QueueEvent } from "../core/queue-events.js";
+import { EventTail } from "../producer/event-tail.js";
 import { iso } from "./views.js";
 
 /** Why the job entered a state. */
@@ -188,31 +191,62 @@ export class EventCursor {
   }
 }
 
-/** Polls the jobs that have open streams; one `get` per job per interval, shared by its streams. */
+/**
+ * Reads the jobs that have open streams, one `get` per job however many streams watch it.
+ *
+ * With a store event log (`capabilities.eventLog`), a job is read when the log reports an event
+ * of it (through the process's one EventTail, shared with every other live view), and otherwise
+ * only every `RECHECK_INTERVALS` poll periods, for changes that log no event (a job deleted by
+ * retention, or at once by `removeOnComplete` on the SQL stores). Without one (RabbitMQ) every
+ * watched job is read once per poll period.
+ */
 export class JobWatcher {
+  /** With an event log, an idle watched job is re-read every this many poll periods. */
+  static readonly RECHECK_INTERVALS = 25;
+
   private readonly watched = new Map<string, Set<(job: JobRecord | null) => void>>();
+  private readonly tail: EventTail | null;
+  private unsubscribe: Promise<() => void> | null = null;
+  /** Jobs to read at the next flush (keys of `watched`). */
+  private readonly due = new Set<string>();
+  private reading = false;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(
     private readonly backend: Backend,
-    /** Poll period in ms. */
+    /** Poll period in ms (with an event log: how often the log is read while idle). */
     private readonly intervalMs: number,
     private readonly onError: (error: unknown) => void,
-  ) {}
+  ) {
+    this.tail = EventTail.of(backend, { pollIntervalMs: intervalMs, onError });
+  }
 
-  /** Calls `listener` with the record of `queue`'s job `jobId` at every poll (null once it no longer exists). */
+  /** Calls `listener` with the record of `queue`'s job `jobId` whenever it may have changed (null once it no longer exists). */
   watch(queue: string, jobId: string, listener: (job: JobRecord | null) => void): () => void {
     const key = JSON.stringify([queue, jobId]);
     let set = this.watched.get(key);
     if (!set) this.watched.set(key, (set = new Set()));
     set.add(listener);
+    if (this.tail) {
+      this.unsubscribe ??= this.tail.subscribe((event) => this.onEvent(event));
+      // One read once the tail is listening closes the gap between the caller's own read and
+      // the first event the tail delivers.
+      this.unsubscribe.then(
+        () => this.read([key]),
+        (error: unknown) => {
+          this.onError(error);
+          this.unsubscribe = null;
+        },
+      );
+    }
     this.schedule();
     return () => {
       const s = this.watched.get(key);
       if (!s) return;
       s.delete(listener);
       if (s.size === 0) this.watched.delete(key);
+      if (this.watched.size === 0) this.stopListening();
     };
   }
 
@@ -225,34 +259,59 @@ export class JobWatcher {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.watched.clear();
+    this.stopListening();
+  }
+
+  private stopListening(): void {
+    const unsubscribe = this.unsubscribe;
+    this.unsubscribe = null;
+    void unsubscribe?.then((stop) => stop(), () => {});
+  }
+
+  private onEvent(event: QueueEvent): void {
+    const key = JSON.stringify([event.queue, event.jobId]);
+    if (this.watched.has(key)) void this.read([key]);
   }
 
   private schedule(): void {
     if (this.timer || this.closed || this.watched.size === 0) return;
-    this.timer = setTimeout(() => void this.poll(), this.intervalMs);
+    const period = this.tail ? this.intervalMs * JobWatcher.RECHECK_INTERVALS : this.intervalMs;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.read([...this.watched.keys()]).finally(() => this.schedule());
+    }, period);
   }
 
-  private async poll(): Promise<void> {
-    const ids = [...this.watched.keys()];
-    const records = await Promise.all(
-      ids.map((key) => {
-        const [queue, id] = JSON.parse(key) as [string, string];
-        return this.backend.get(id, queue).then(
-          (job) => ({ ok: true as const, job }),
-          (error: unknown) => {
-            this.onError(error);
-            return { ok: false as const };
-          },
+  /** Reads the given jobs (and any asked for meanwhile) and hands each record to its listeners. */
+  private async read(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.due.add(key);
+    if (this.reading) return;
+    this.reading = true;
+    try {
+      while (this.due.size > 0 && !this.closed) {
+        const batch = [...this.due].filter((key) => this.watched.has(key));
+        this.due.clear();
+        const records = await Promise.all(
+          batch.map((key) => {
+            const [queue, id] = JSON.parse(key) as [string, string];
+            return this.backend.get(id, queue).then(
+              (job) => ({ ok: true as const, job }),
+              (error: unknown) => {
+                this.onError(error);
+                return { ok: false as const };
+              },
+            );
+          }),
         );
-      }),
-    );
-    ids.forEach((id, i) => {
-      const r = records[i]!;
-      if (!r.ok) return; // the store hiccupped: keep the streams, try again next poll
-      for (const listener of [...(this.watched.get(id) ?? [])]) listener(r.job);
-    });
-    this.timer = null;
-    this.schedule();
+        batch.forEach((key, i) => {
+          const r = records[i]!;
+          if (!r.ok) return; // the store hiccupped: keep the streams, the next read tries again
+          for (const listener of [...(this.watched.get(key) ?? [])]) listener(r.job);
+        });
+      }
+    } finally {
+      this.reading = false;
+    }
   }
 }
 

@@ -1,52 +1,62 @@
 /**
- * What the API shows of jobs and queues, each next to its JSON Schema (published in the OpenAPI
- * document) so the two cannot drift apart.
+ * What the API shows of jobs and queues. Each shape is defined once, as a TypeBox schema
+ * (typed-schema.ts): the JSON Schema the OpenAPI document publishes, and through `Static` the
+ * TypeScript type the code builds, so the two cannot drift apart.
  *
  * The status view (`read` scope) holds no payload, metadata or stack trace: it is what the
  * client that asked for the work needs. The dead-letter view (`admin` scope) adds the forensic
  * details: payload, metadata, stacks, every attempt.
  */
 import type { QueueStats } from "../backend/contract.js";
-import { JOB_STATES, TERMINAL_STATES, type AttemptRecord, type ChildOutcome, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
+import { JOB_STATES, TERMINAL_STATES, type AttemptOutcome, type ErrorInfo, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
-import type { QueueFlow, StoredQueueLimits } from "../core/flow.js";
+import type { QueueFlow } from "../core/flow.js";
 import { LATEST_RUN_AT } from "../core/spec.js";
-import type { JsonSchema } from "./schema.js";
+import { AnyJson, Nullable, StringEnum, Type, type Static } from "./typed-schema.js";
+
+// ---------------------------------------------------------------- schemas (and their types)
+
+const anyJson = (description: string) => AnyJson({ description });
+/** A time every job has; null only when the stored value is no valid date (see `iso`). */
+const timestamp = (options: { description?: string } = {}) => Nullable(Type.String({ format: "date-time" }), options);
+const errorSummary = (description?: string) =>
+  Nullable(Type.Object({ name: Type.String(), message: Type.String() }), description === undefined ? {} : { description });
+
+export const jobStateSchema = StringEnum(JOB_STATES);
 
 /** Links are relative to the server's origin and include the API's base path. */
-export interface JobLinks {
-  self: string;
-  events: string;
-}
+const linksSchema = Type.Object({ self: Type.String(), events: Type.String() });
+export type JobLinks = Static<typeof linksSchema>;
 
-export interface JobView {
-  id: string;
-  queue: string;
-  name: string;
-  state: JobState;
-  /** True for completed, dead and cancelled. */
-  finished: boolean;
-  progress: Json | null;
-  result: Json | null;
-  /** The last failed attempt's error, without its stack. */
-  error: { name: string; message: string } | null;
-  attempts: { made: number; max: number };
-  priority: number;
-  timings: {
-    /** Null only when the stored time is no valid date (see `iso`). */
-    createdAt: string | null;
-    runAt: string | null;
-    startedAt: string | null;
-    finishedAt: string | null;
-    /** From creation to the first attempt's start, ms; null before it starts. */
-    waitMs: number | null;
-    /** Run time of the last attempt, ms; null until it ends. */
-    runMs: number | null;
-  };
-  links: JobLinks;
-  /** Only for a child of a flow: its parent. */
-  parent?: { id: string; queue: string; links: JobLinks };
-}
+const flowParentSchema = (options: { description?: string } = {}) =>
+  Type.Object({ id: Type.String(), queue: Type.String(), links: linksSchema }, options);
+
+export const jobViewSchema = Type.Object(
+  {
+    id: Type.String(),
+    queue: Type.String(),
+    name: Type.String(),
+    state: jobStateSchema,
+    finished: Type.Boolean({ description: "True for completed, dead and cancelled." }),
+    progress: anyJson("The latest progress report of the handler (ctx.progress), or null."),
+    result: anyJson("The handler's return value once completed, or null."),
+    error: errorSummary("The last failed attempt's error, or null."),
+    attempts: Type.Object({ made: Type.Integer({ description: "Attempts started so far." }), max: Type.Integer() }),
+    priority: Type.Integer(),
+    timings: Type.Object({
+      createdAt: timestamp(),
+      runAt: timestamp({ description: "When the job is (or was) due." }),
+      startedAt: timestamp({ description: "Start of the current or last attempt." }),
+      finishedAt: timestamp(),
+      waitMs: Nullable(Type.Integer(), { description: "From creation to the first attempt's start." }),
+      runMs: Nullable(Type.Integer(), { description: "Run time of the last attempt." }),
+    }),
+    links: linksSchema,
+    parent: Type.Optional(flowParentSchema({ description: "Only for a child of a flow (queue.addFlow): its parent." })),
+  },
+  { title: "Job" },
+);
+export type JobView = Static<typeof jobViewSchema>;
 
 /**
  * A stored time as RFC 3339, or null when it is none (not yet) or no valid date: a row written
@@ -94,15 +104,35 @@ export function toJobView(job: JobRecord, basePath: string): JobView {
 }
 
 /** A job's place in a flow: its parent and its children with their states and outcomes. */
-export interface FlowView {
-  jobId: string;
-  queue: string;
-  parent: { id: string; queue: string; links: JobLinks } | null;
-  onChildFailure: "fail" | "continue" | null;
-  pendingChildren: number;
-  /** As `ctx.children()` has them, the error without its stack, plus links. */
-  children: Array<Omit<ChildOutcome, "error"> & { error: { name: string; message: string } | null; links: JobLinks }>;
-}
+export const flowViewSchema = Type.Object(
+  {
+    jobId: Type.String(),
+    queue: Type.String(),
+    parent: Type.Union([flowParentSchema(), Type.Null()], { description: "The job's flow parent, or null." }),
+    onChildFailure: Type.Unsafe<"fail" | "continue" | null>({
+      type: ["string", "null"],
+      enum: ["fail", "continue", null],
+      description: "For a parent: fail (it dies when a child dies or is cancelled) or continue (it runs with the failures listed); null without children.",
+    }),
+    pendingChildren: Type.Integer({ description: "Children that have not settled yet." }),
+    children: Type.Array(
+      // As `ctx.children()` has them, the error without its stack, plus links.
+      Type.Object({
+        id: Type.String(),
+        queue: Type.String(),
+        name: Type.String(),
+        state: jobStateSchema,
+        settled: Type.Boolean({ description: "True once its outcome reached the parent." }),
+        result: anyJson("Its result once completed, else null."),
+        error: errorSummary("Its last error once dead, else null."),
+        links: linksSchema,
+      }),
+      { description: "Every child in the order they were added, with its outcome once settled (else its current state)." },
+    ),
+  },
+  { title: "Flow" },
+);
+export type FlowView = Static<typeof flowViewSchema>;
 
 export function toFlowView(job: JobRecord, flow: FlowInfo, basePath: string): FlowView {
   return {
@@ -124,15 +154,31 @@ export function toFlowView(job: JobRecord, flow: FlowInfo, basePath: string): Fl
   };
 }
 
-export interface DeadJobView extends JobView {
-  data: Json;
-  meta: { [key: string]: Json } | null;
-  /** The error that killed the job, with its stack. */
-  failure: { name: string; message: string; stack: string | null } | null;
-  history: Array<Omit<AttemptRecord, "startedAt" | "finishedAt"> & { startedAt: string | null; finishedAt: string | null }>;
-  replays: number;
-  stalls: number;
-}
+export const deadJobViewSchema = Type.Object(
+  {
+    ...jobViewSchema.properties,
+    data: anyJson("The original payload."),
+    meta: Type.Unsafe<{ [key: string]: Json } | null>({ type: ["object", "null"], description: "Metadata given at enqueue." }),
+    /** The error that killed the job, with its stack. */
+    failure: Nullable(Type.Object({ name: Type.String(), message: Type.String(), stack: Nullable(Type.String()) })),
+    history: Type.Array(
+      Type.Object({
+        attempt: Type.Integer(),
+        workerId: Type.String(),
+        host: Type.String(),
+        pid: Type.Integer(),
+        startedAt: timestamp(),
+        finishedAt: timestamp(),
+        outcome: StringEnum(["completed", "failed", "dead", "released", "lease-expired", "cancelled"] as const satisfies readonly AttemptOutcome[]),
+        error: Type.Unsafe<ErrorInfo | null>({ type: ["object", "null"] }),
+      }),
+    ),
+    replays: Type.Integer(),
+    stalls: Type.Integer(),
+  },
+  { title: "DeadJob" },
+);
+export type DeadJobView = Static<typeof deadJobViewSchema>;
 
 export function toDeadJobView(job: JobRecord, basePath: string): DeadJobView {
   return {
@@ -146,213 +192,62 @@ export function toDeadJobView(job: JobRecord, basePath: string): DeadJobView {
   };
 }
 
-export interface QueueView {
-  name: string;
-  paused: boolean;
-  counts: Record<JobState, number>;
-  oldestWaitingAgeMs: number | null;
-}
+/** A queue's flow control as the one-queue view shows it (docs/flow-control.md). */
+export const queueFlowViewSchema = Nullable(
+  Type.Object({
+    limits: Type.Object({
+      rate: Nullable(Type.Object({ max: Type.Integer(), durationMs: Type.Integer() })),
+      maxRunning: Nullable(Type.Integer()),
+      maxRunningPerName: Type.Unsafe<Record<string, number>>({ type: "object", additionalProperties: { type: "integer" } }),
+    }),
+    /** When a hold (RetryLater with pause) ends, RFC 3339; null when none was set. */
+    heldUntil: Nullable(Type.String({ format: "date-time" })),
+  }),
+  { description: "The queue's flow control (limits, hold), or null when it has none." },
+);
+export type QueueFlowView = NonNullable<Static<typeof queueFlowViewSchema>>;
+
+export const queueViewSchema = Type.Object(
+  {
+    name: Type.String(),
+    paused: Type.Boolean(),
+    counts: Type.Unsafe<Record<JobState, number>>(Type.Object(Object.fromEntries(JOB_STATES.map((s) => [s, Type.Integer()])))),
+    oldestWaitingAgeMs: Nullable(Type.Integer(), { description: "How long the oldest due job has waited, ms; null when none waits." }),
+    flow: Type.Optional(
+      Type.Unsafe<Static<typeof queueFlowViewSchema>>({ ...queueFlowViewSchema, description: "One-queue views only: the queue's flow control, or null when it has none." }),
+    ),
+  },
+  { title: "Queue" },
+);
+export type QueueView = Static<typeof queueViewSchema>;
 
 export function toQueueView(stats: QueueStats): QueueView {
   return { name: stats.queue, paused: stats.paused, counts: stats.counts, oldestWaitingAgeMs: stats.oldestWaitingAgeMs };
-}
-
-/** A queue's flow control as the one-queue view shows it (docs/flow-control.md). */
-export interface QueueFlowView {
-  limits: StoredQueueLimits;
-  /** When a hold (RetryLater with pause) ends, RFC 3339; null when none was set. */
-  heldUntil: string | null;
 }
 
 export function toQueueFlowView(flow: QueueFlow | null): QueueFlowView | null {
   return flow === null ? null : { limits: flow.limits, heldUntil: iso(flow.heldUntil) };
 }
 
-const positiveInteger: JsonSchema = { type: "integer", minimum: 1 };
+const positiveInteger = () => Type.Integer({ minimum: 1 });
 
 /** `queue.setLimits` input over HTTP (checked again, with field names, by normalizeQueueLimits). */
-export const queueLimitsSchema: JsonSchema = {
-  title: "QueueLimits",
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    rate: {
-      type: ["object", "null"],
-      additionalProperties: false,
-      required: ["max", "durationMs"],
-      properties: { max: positiveInteger, durationMs: positiveInteger },
-      description: "At most `max` jobs start in any window of `durationMs` ms, fleet-wide. Default none.",
-    },
-    maxRunning: { type: ["integer", "null"], minimum: 1, description: "Jobs of the queue active at once, fleet-wide. Default none." },
-    maxRunningPerName: {
-      type: ["object", "null"],
-      additionalProperties: positiveInteger,
-      description: "Job name -> jobs of that name active at once, fleet-wide. Default none.",
-    },
+export const queueLimitsSchema = Type.Object(
+  {
+    rate: Type.Optional(
+      Nullable(Type.Object({ max: positiveInteger(), durationMs: positiveInteger() }, { additionalProperties: false }), {
+        description: "At most `max` jobs start in any window of `durationMs` ms, fleet-wide. Default none.",
+      }),
+    ),
+    maxRunning: Type.Optional(Nullable(Type.Integer({ minimum: 1 }), { description: "Jobs of the queue active at once, fleet-wide. Default none." })),
+    maxRunningPerName: Type.Optional(
+      Type.Unsafe<Record<string, number> | null>({
+        type: ["object", "null"],
+        additionalProperties: positiveInteger(),
+        description: "Job name -> jobs of that name active at once, fleet-wide. Default none.",
+      }),
+    ),
   },
-};
-
-export const queueFlowViewSchema: JsonSchema = {
-  type: ["object", "null"],
-  description: "The queue's flow control (limits, hold), or null when it has none.",
-  required: ["limits", "heldUntil"],
-  properties: {
-    limits: {
-      type: "object",
-      required: ["rate", "maxRunning", "maxRunningPerName"],
-      properties: {
-        rate: { type: ["object", "null"], properties: { max: { type: "integer" }, durationMs: { type: "integer" } } },
-        maxRunning: { type: ["integer", "null"] },
-        maxRunningPerName: { type: "object", additionalProperties: { type: "integer" } },
-      },
-    },
-    heldUntil: { type: ["string", "null"], format: "date-time" },
-  },
-};
-
-// ---------------------------------------------------------------- schemas
-
-const anyJson: JsonSchema = { description: "Any JSON value." };
-/** A time every job has; null only when the stored value is no valid date (see `iso`). */
-const timestamp: JsonSchema = { type: ["string", "null"], format: "date-time" };
-const nullableTimestamp: JsonSchema = { type: ["string", "null"], format: "date-time" };
-const errorSummary: JsonSchema = {
-  type: ["object", "null"],
-  properties: { name: { type: "string" }, message: { type: "string" } },
-  required: ["name", "message"],
-};
-
-export const jobStateSchema: JsonSchema = { type: "string", enum: JOB_STATES };
-
-const linksSchema: JsonSchema = {
-  type: "object",
-  required: ["self", "events"],
-  properties: { self: { type: "string" }, events: { type: "string" } },
-};
-
-const flowParentSchema: JsonSchema = {
-  type: "object",
-  required: ["id", "queue", "links"],
-  properties: { id: { type: "string" }, queue: { type: "string" }, links: linksSchema },
-};
-
-export const jobViewSchema: JsonSchema = {
-  title: "Job",
-  type: "object",
-  required: ["id", "queue", "name", "state", "finished", "progress", "result", "error", "attempts", "priority", "timings", "links"],
-  properties: {
-    id: { type: "string" },
-    queue: { type: "string" },
-    name: { type: "string" },
-    state: jobStateSchema,
-    finished: { type: "boolean", description: "True for completed, dead and cancelled." },
-    progress: { ...anyJson, description: "The latest progress report of the handler (ctx.progress), or null." },
-    result: { ...anyJson, description: "The handler's return value once completed, or null." },
-    error: { ...errorSummary, description: "The last failed attempt's error, or null." },
-    attempts: {
-      type: "object",
-      required: ["made", "max"],
-      properties: { made: { type: "integer", description: "Attempts started so far." }, max: { type: "integer" } },
-    },
-    priority: { type: "integer" },
-    timings: {
-      type: "object",
-      required: ["createdAt", "runAt", "startedAt", "finishedAt", "waitMs", "runMs"],
-      properties: {
-        createdAt: timestamp,
-        runAt: { ...timestamp, description: "When the job is (or was) due." },
-        startedAt: { ...nullableTimestamp, description: "Start of the current or last attempt." },
-        finishedAt: nullableTimestamp,
-        waitMs: { type: ["integer", "null"], description: "From creation to the first attempt's start." },
-        runMs: { type: ["integer", "null"], description: "Run time of the last attempt." },
-      },
-    },
-    links: linksSchema,
-    parent: { ...flowParentSchema, description: "Only for a child of a flow (queue.addFlow): its parent." },
-  },
-};
-
-export const flowViewSchema: JsonSchema = {
-  title: "Flow",
-  type: "object",
-  required: ["jobId", "queue", "parent", "onChildFailure", "pendingChildren", "children"],
-  properties: {
-    jobId: { type: "string" },
-    queue: { type: "string" },
-    parent: { anyOf: [flowParentSchema, { type: "null" }], description: "The job's flow parent, or null." },
-    onChildFailure: {
-      type: ["string", "null"],
-      enum: ["fail", "continue", null],
-      description: "For a parent: fail (it dies when a child dies or is cancelled) or continue (it runs with the failures listed); null without children.",
-    },
-    pendingChildren: { type: "integer", description: "Children that have not settled yet." },
-    children: {
-      type: "array",
-      description: "Every child in the order they were added, with its outcome once settled (else its current state).",
-      items: {
-        type: "object",
-        required: ["id", "queue", "name", "state", "settled", "result", "error", "links"],
-        properties: {
-          id: { type: "string" },
-          queue: { type: "string" },
-          name: { type: "string" },
-          state: jobStateSchema,
-          settled: { type: "boolean", description: "True once its outcome reached the parent." },
-          result: { ...anyJson, description: "Its result once completed, else null." },
-          error: { ...errorSummary, description: "Its last error once dead, else null." },
-          links: linksSchema,
-        },
-      },
-    },
-  },
-};
-
-export const deadJobViewSchema: JsonSchema = {
-  title: "DeadJob",
-  type: "object",
-  required: [...(jobViewSchema.required ?? []), "data", "meta", "failure", "history", "replays", "stalls"],
-  properties: {
-    ...jobViewSchema.properties,
-    data: { ...anyJson, description: "The original payload." },
-    meta: { type: ["object", "null"], description: "Metadata given at enqueue." },
-    failure: {
-      type: ["object", "null"],
-      properties: { name: { type: "string" }, message: { type: "string" }, stack: { type: ["string", "null"] } },
-    },
-    history: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          attempt: { type: "integer" },
-          workerId: { type: "string" },
-          host: { type: "string" },
-          pid: { type: "integer" },
-          startedAt: timestamp,
-          finishedAt: timestamp,
-          outcome: { type: "string", enum: ["completed", "failed", "dead", "released", "lease-expired", "cancelled"] },
-          error: { type: ["object", "null"] },
-        },
-      },
-    },
-    replays: { type: "integer" },
-    stalls: { type: "integer" },
-  },
-};
-
-export const queueViewSchema: JsonSchema = {
-  title: "Queue",
-  type: "object",
-  required: ["name", "paused", "counts", "oldestWaitingAgeMs"],
-  properties: {
-    name: { type: "string" },
-    paused: { type: "boolean" },
-    counts: {
-      type: "object",
-      required: [...JOB_STATES],
-      properties: Object.fromEntries(JOB_STATES.map((s) => [s, { type: "integer" } satisfies JsonSchema])),
-    },
-    oldestWaitingAgeMs: { type: ["integer", "null"], description: "How long the oldest due job has waited, ms; null when none waits." },
-    flow: { ...queueFlowViewSchema, description: "One-queue views only: the queue's flow control, or null when it has none." },
-  },
-};
+  { title: "QueueLimits", additionalProperties: false },
+);
+export type QueueLimitsBody = Static<typeof queueLimitsSchema>;

@@ -52,6 +52,7 @@ backendSuite("redis cluster (3 masters, 1 replica each)", {
     flows: "within-queue" as const,
     jobFlowKeys: false,
     jobIdsPerQueue: true,
+    eventLog: true,
   },
   async make(clock) {
     current = testPrefix("rc");

@@ -20,6 +20,7 @@ const capabilities = {
   flows: "across-queues" as const,
   jobFlowKeys: false,
   jobIdsPerQueue: true,
+  eventLog: true,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.

@@ -61,6 +61,31 @@ for (const c of cases) {
       expect(queues.json.queues.find((q) => q.name === "q")?.counts).toMatchObject({ completed: 1 });
     });
 
+    it("GET /v1/events: every event of a job run by a worker, in order; Last-Event-ID resumes after any of them", async () => {
+      await start({ double: async (job) => (job.data as { n: number }).n * 2 });
+      if (backend.capabilities.eventLog !== true) {
+        expect((await send(base, "GET", "/v1/events")).status).toBe(501);
+        return;
+      }
+      const s = await openStream(`${base}/v1/events?queue=q`);
+      expect(s.status).toBe(200);
+      // The stream starts "from now", a moment after its response began: an event of a first
+      // job (its added, active or completed) shows it is live before the job under test is added.
+      const marker = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "double", data: { n: 0 } } });
+      await s.waitForEvent((e) => e.data.jobId === marker.json.jobId);
+      const r = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "double", data: { n: 2 } } });
+      const done = await s.waitForEvent((e) => e.event === "completed" && e.data.jobId === r.json.jobId);
+      s.close();
+      const mine = s.events.filter((e) => e.data.jobId === r.json.jobId);
+      expect(mine.map((e) => e.event)).toEqual(["added", "active", "completed"]);
+      expect(done.data).toMatchObject({ queue: "q", name: "double", attempt: 1, data: { result: 4 } });
+      // Resuming after the first event gives the rest, exactly.
+      const resumed = await openStream(`${base}/v1/events?queue=q`, { "last-event-id": mine[0]!.id! });
+      await resumed.waitForEvent((e) => e.event === "completed" && e.data.jobId === r.json.jobId);
+      resumed.close();
+      expect(resumed.events.filter((e) => e.data.jobId === r.json.jobId).map((e) => e.id)).toEqual(mine.slice(1).map((e) => e.id));
+    });
+
     it("cancel: a waiting job never runs; a running job's signal aborts", async () => {
       let aborted: unknown = null;
       const worker = await start({

@@ -216,7 +216,7 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     expect(head.headers.get("allow")).toBe("GET");
   });
 
-  it("shares one poller per job however many streams watch it, and closes open streams on server close", async () => {
+  it("shares one poller per job however many streams watch it (a store without an event log), and closes open streams on server close", async () => {
     // Counts the store reads of each job. One job is watched by five streams, another by one:
     // both are polled by the same poll, so past the reads that open each stream they are read
     // equally often. A poller per stream would read the first five times as often.
@@ -224,6 +224,8 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     h = await startServer(temp, { events: { pollIntervalMs: 20 } }, {
       wrap: (backend) =>
         Object.assign(Object.create(backend) as SqliteBackend, {
+          // As RabbitMQ: no event log, so the watcher polls.
+          capabilities: { ...backend.capabilities, eventLog: false },
           get: (id: string) => {
             gets.set(id, (gets.get(id) ?? 0) + 1);
             return backend.get(id);
@@ -245,6 +247,47 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     expect([...many, single].every((s) => s.isEnded())).toBe(true);
     await h.backend.close();
     h = null;
+  });
+
+  it("with an event log, reads a watched job when the log reports an event of it, once for all its streams, and not while it is idle", async () => {
+    // Counts the store reads of each job and the reads of the event log. The process reads the
+    // log in one loop (EventTail); a job is read when an event of it arrives, and every
+    // RECHECK_INTERVALS poll periods for changes that log no event (both jobs alike).
+    const gets = new Map<string, number>();
+    let logReads = 0;
+    h = await startServer(temp, { events: { pollIntervalMs: 20 } }, {
+      wrap: (backend) =>
+        Object.assign(Object.create(backend) as SqliteBackend, {
+          get: (id: string, queue?: string) => {
+            gets.set(id, (gets.get(id) ?? 0) + 1);
+            return backend.get(id, queue);
+          },
+          readEvents: (cursor: string, limit: number) => {
+            logReads++;
+            return backend.readEvents(cursor, limit);
+          },
+        }),
+    });
+    const id = await enqueue({ name: "n" });
+    const alone = await enqueue({ name: "n" });
+    const many = await Promise.all(Array.from({ length: 5 }, () => stream(id)));
+    const single = await stream(alone);
+    await Promise.all([...many, single].map((s) => s.waitForEvent((e) => e.data.state === "waiting")));
+    // Idle: ten reads of the log later, the jobs were read no more than the recheck reads both.
+    const reads = () => ({ many: gets.get(id) ?? 0, single: gets.get(alone) ?? 0 });
+    const settled = reads();
+    const logReadsBefore = logReads;
+    await waitFor(() => logReads >= logReadsBefore + 10, { description: "ten reads of the event log" });
+    const idle = reads();
+    expect(idle.many - settled.many).toBe(idle.single - settled.single);
+    expect(idle.many - settled.many).toBeLessThanOrEqual(2);
+    // An event of the job with five streams: it is read once for all five.
+    const lease = await claim("n");
+    expect(lease.jobId).toBe(id);
+    await Promise.all(many.map((s) => s.waitForEvent((e) => e.data.state === "active")));
+    const after = reads();
+    expect(after.many - idle.many - (after.single - idle.single)).toBe(1);
+    expect(states(single)).toEqual(["waiting"]);
   });
 });
 

@@ -68,6 +68,8 @@ import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/s
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { ScriptRunner, type ScriptArg } from "./scripts.js";
+import { RedisEventLog, type StreamEntry } from "./event-log.js";
+import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -177,6 +179,7 @@ export class RedisBackend implements Backend {
     flows: "across-queues",
     jobFlowKeys: false,
     jobIdsPerQueue: true,
+    eventLog: true,
   });
   readonly idempotency: IdempotencyStore;
 
@@ -549,6 +552,8 @@ export class RedisBackend implements Backend {
     const applied = await this.scripts.run("progress", [this.queue(queue).job(lease.jobId)], [
       lease.token,
       JSON.stringify(progress ?? null),
+      this.nowArg(),
+      lease.jobId,
     ]);
     return applied === 1 ? "applied" : "stale";
   }
@@ -694,6 +699,35 @@ export class RedisBackend implements Backend {
       this.clock === null ? 0 : Number(await this.scripts.run("prune-keys", [this.keys.onceIndex], [this.nowArg(), limit]));
     return { jobs, idempotencyKeys };
   }
+
+  // ── event log (event-log.ts) ─────────────────────────────────────────────────────────────
+
+  async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    await this.ready();
+    return this.eventLog.readEvents(cursor, limit);
+  }
+
+  async latestEventCursor(): Promise<string> {
+    await this.ready();
+    return this.eventLog.latestEventCursor();
+  }
+
+  async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    await this.ready();
+    return this.eventLog.pruneEvents(policy);
+  }
+
+  private readonly eventLog = new RedisEventLog({
+    queues: () => this.knownQueues(),
+    streamKey: (queue) => this.queue(queue).events,
+    range: (key, start, count) => this.send((c) => c.xrange(key, start, "+", "COUNT", count) as Promise<StreamEntry[]>),
+    lastId: async (key) => {
+      const [last] = (await this.send((c) => c.xrevrange(key, "+", "-", "COUNT", 1))) as StreamEntry[];
+      return last === undefined ? null : last[0];
+    },
+    prune: async (key, minAt, maxEvents, limit) => Number(await this.scripts.run("prune-events", [key], [minAt, maxEvents, limit])),
+    now: () => this.now(),
+  });
 
   // ── inspection ───────────────────────────────────────────────────────────────────────────
 

@@ -38,6 +38,12 @@
  *                       (absent before the first tick), v version, c created_at, u updated_at (see
  *                       schedule-upsert-1.lua). In the queue's slot, so a firing moves l and
  *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
+ *   ev            STREAM the queue's event log (queue.events(), GET /v1/events): one entry per change
+ *                       of a job, appended by the script that makes it (log_event in _common.lua),
+ *                       fields t type, n name, j job id, a attempt, at ms, d details JSON or '' (none, or
+ *                       an "added" event's common case: added_details in _common.lua).
+ *                       Trimmed to about 100,000 entries; pruneEvents applies the retention
+ *                       (event-log.ts, lua/prune-events-1.lua)
  *   dw            HASH  dedup windows (JobOptions.dedup): dedup key -> the window's job id
  *   dx            ZSET  dedup windows by the time they end (ms)
  *   wc            ZSET  flow parents waiting for their children (state wc), by seq
@@ -108,6 +114,8 @@ export class QueueKeys {
   readonly flow: string;
   readonly rate: string;
   readonly crons: string;
+  /** The queue's event log (STREAM). */
+  readonly events: string;
 
   constructor(
     prefix: string,
@@ -126,6 +134,7 @@ export class QueueKeys {
     this.flow = `${this.base}flow`;
     this.rate = `${this.base}rate`;
     this.crons = `${this.base}crons`;
+    this.events = `${this.base}ev`;
   }
 
   job(id: string): string {

@@ -50,7 +50,8 @@ export type ScriptName =
   | "schedule-upsert"
   | "schedule-remove"
   | "schedule-list"
-  | "schedule-fire";
+  | "schedule-fire"
+  | "prune-events";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
 export interface ScriptText {

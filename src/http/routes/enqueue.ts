@@ -23,131 +23,126 @@ import { buildJobSpec, LATEST_RUN_AT, type JobOptions } from "../../core/spec.js
 import type { Principal } from "../auth.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem, type FieldError } from "../problem.js";
-import type { JsonSchema } from "../schema.js";
-import { authResponses, canonicalJson, JOB_ID_SCHEMA, NAME_SCHEMA, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { authResponses, canonicalJson, JOB_ID_SCHEMA, NAME_SCHEMA, problemResponse, QUEUE_PARAMS, type QueueParams } from "../schemas.js";
+import { AnyJson, Nullable, StringEnum, Type, type Static } from "../typed-schema.js";
 import { IDEMPOTENCY_ID_PREFIX, RESERVED_ID_PREFIXES, reservedPrefixOf, type IdDeriver } from "../derived-ids.js";
 import { jobLinks } from "../views.js";
 
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
 
-const retention: JsonSchema = {
-  anyOf: [
-    { type: "boolean", description: "true deletes the job as it finishes; false keeps it until deleted by hand." },
-    {
-      type: "object",
-      required: ["ageMs"],
-      additionalProperties: false,
-      properties: { ageMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS } },
-    },
-  ],
-};
+const retention = (description: string) =>
+  Type.Union(
+    [
+      Type.Boolean({ description: "true deletes the job as it finishes; false keeps it until deleted by hand." }),
+      Type.Object({ ageMs: Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS }) }, { additionalProperties: false }),
+    ],
+    { description },
+  );
 
-export const jobOptionsSchema: JsonSchema = {
-  title: "JobOptions",
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    jobId: { ...JOB_ID_SCHEMA, description: "Your id for the job; also its dedup key. Not with Idempotency-Key. Ids starting with idem_ or whk_ are reserved for ids the server derives." },
-    delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS, description: "Run no earlier than this many ms from now." },
-    runAt: {
-      anyOf: [
-        { type: "string", format: "date-time" },
-        { type: "integer", minimum: 0, maximum: LATEST_RUN_AT, description: "ms since the epoch, at most 9999-12-31T23:59:59.999Z" },
-      ],
-      description: "Run no earlier than this time; overrides delayMs.",
-    },
-    priority: { type: "integer", minimum: -1_000_000, maximum: 1_000_000, description: "Lower runs first. Default 0." },
-    attempts: { type: "integer", minimum: 1, maximum: 1_000_000, description: "Total attempts including the first. Default 3." },
-    backoff: {
-      anyOf: [
-        {
-          type: "object",
-          required: ["type"],
-          additionalProperties: false,
-          properties: {
-            type: { const: "exponential" },
-            delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS },
-            maxDelayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS },
-          },
-        },
-        {
-          type: "object",
-          required: ["type", "delayMs"],
-          additionalProperties: false,
-          properties: { type: { const: "fixed" }, delayMs: { type: "integer", minimum: 0, maximum: MAX_DELAY_MS } },
-        },
-      ],
-      description: "Default exponential full jitter, 1 s base, 60 s cap.",
-    },
-    timeoutMs: { type: "integer", minimum: 1, maximum: MAX_DELAY_MS, description: "Per-attempt time limit in ms." },
-    removeOnComplete: { ...retention, description: "Retention once completed. Default { ageMs: 86400000 }." },
-    removeOnFail: { ...retention, description: "Retention once dead. Default { ageMs: 604800000 }." },
-    callbackUrl: {
-      type: "string",
-      format: "uri",
-      maxLength: 2048,
-      description: "Receives a signed webhook (Standard Webhooks) when the job completes or dies. Needs webhooks enabled on the server.",
-    },
-    meta: {
-      type: "object",
-      maxProperties: 64,
-      description: "Your metadata, kept with the job (trace context, who asked). The key `conveyor` is reserved.",
-    },
+const literal = <const V extends string>(value: V) => Type.Unsafe<V>({ const: value });
+
+export const jobOptionsSchema = Type.Object(
+  {
+    jobId: Type.Optional(
+      Type.String({
+        ...JOB_ID_SCHEMA,
+        description: "Your id for the job; also its dedup key. Not with Idempotency-Key. Ids starting with idem_ or whk_ are reserved for ids the server derives.",
+      }),
+    ),
+    delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS, description: "Run no earlier than this many ms from now." })),
+    runAt: Type.Optional(
+      Type.Union(
+        [
+          Type.String({ format: "date-time" }),
+          Type.Integer({ minimum: 0, maximum: LATEST_RUN_AT, description: "ms since the epoch, at most 9999-12-31T23:59:59.999Z" }),
+        ],
+        { description: "Run no earlier than this time; overrides delayMs." },
+      ),
+    ),
+    priority: Type.Optional(Type.Integer({ minimum: -1_000_000, maximum: 1_000_000, description: "Lower runs first. Default 0." })),
+    attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: "Total attempts including the first. Default 3." })),
+    backoff: Type.Optional(
+      Type.Union(
+        [
+          Type.Object(
+            {
+              type: literal("exponential"),
+              delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS })),
+              maxDelayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS })),
+            },
+            { additionalProperties: false },
+          ),
+          Type.Object({ type: literal("fixed"), delayMs: Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS }) }, { additionalProperties: false }),
+        ],
+        { description: "Default exponential full jitter, 1 s base, 60 s cap." },
+      ),
+    ),
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DELAY_MS, description: "Per-attempt time limit in ms." })),
+    removeOnComplete: Type.Optional(retention("Retention once completed. Default { ageMs: 86400000 }.")),
+    removeOnFail: Type.Optional(retention("Retention once dead. Default { ageMs: 604800000 }.")),
+    callbackUrl: Type.Optional(
+      Type.String({
+        format: "uri",
+        maxLength: 2048,
+        description: "Receives a signed webhook (Standard Webhooks) when the job completes or dies. Needs webhooks enabled on the server.",
+      }),
+    ),
+    meta: Type.Optional(
+      Type.Unsafe<{ [key: string]: Json }>({
+        type: "object",
+        maxProperties: 64,
+        description: "Your metadata, kept with the job (trace context, who asked). The key `conveyor` is reserved.",
+      }),
+    ),
   },
-};
+  { title: "JobOptions", additionalProperties: false },
+);
 
-export const jobRequestSchema: JsonSchema = {
-  title: "JobRequest",
-  type: "object",
-  required: ["name"],
-  additionalProperties: false,
-  properties: {
-    name: { ...NAME_SCHEMA, description: "The job's name: which handler runs it." },
-    data: { description: "The payload: any JSON, validated against the job's registered schema. Default null." },
-    options: jobOptionsSchema,
+export const jobRequestSchema = Type.Object(
+  {
+    name: Type.String({ ...NAME_SCHEMA, description: "The job's name: which handler runs it." }),
+    data: Type.Optional(AnyJson({ description: "The payload: any JSON, validated against the job's registered schema. Default null." })),
+    options: Type.Optional(jobOptionsSchema),
   },
-};
+  { title: "JobRequest", additionalProperties: false },
+);
+type RequestJob = Static<typeof jobRequestSchema>;
 
-export const acceptedSchema: JsonSchema = {
-  title: "Accepted",
-  type: "object",
-  required: ["status", "jobId", "pollUrl", "eventsUrl", "estimatedDurationSeconds"],
-  properties: {
-    status: { type: "string", enum: ["queued", "duplicate"], description: "duplicate: a job with this options.jobId already existed; nothing was added." },
-    jobId: { type: "string" },
-    pollUrl: { type: "string", description: "GET it for the job's status (also the Location header)." },
-    eventsUrl: { type: "string", description: "Server-Sent Events of the job." },
-    estimatedDurationSeconds: {
-      type: ["number", "null"],
-      description: "Expected seconds until finished: delay + the queue's current head-of-line wait + the median run time of the last 50 completed jobs of this name. null when no job of this name has completed yet.",
-    },
+export const acceptedSchema = Type.Object(
+  {
+    status: StringEnum(["queued", "duplicate"] as const, { description: "duplicate: a job with this options.jobId already existed; nothing was added." }),
+    jobId: Type.String(),
+    pollUrl: Type.String({ description: "GET it for the job's status (also the Location header)." }),
+    eventsUrl: Type.String({ description: "Server-Sent Events of the job." }),
+    estimatedDurationSeconds: Nullable(Type.Number(), {
+      description:
+        "Expected seconds until finished: delay + the queue's current head-of-line wait + the median run time of the last 50 completed jobs of this name. null when no job of this name has completed yet.",
+    }),
   },
-};
+  { title: "Accepted" },
+);
+type Accepted = Static<typeof acceptedSchema>;
 
-const enqueueHeaders: JsonSchema = {
-  type: "object",
-  properties: {
-    "idempotency-key": {
-      type: "string",
+/** The body of a bulk enqueue; `maxJobs` is the server's `maxBulkJobs`. */
+const bulkBodySchema = (maxJobs: number) => Type.Object({ jobs: Type.Array(jobRequestSchema, { minItems: 1, maxItems: maxJobs }) }, { additionalProperties: false });
+type BulkBody = Static<ReturnType<typeof bulkBodySchema>>;
+
+const bulkAcceptedSchema = Type.Object({ status: literal("queued"), count: Type.Integer(), jobs: Type.Array(acceptedSchema) });
+
+const enqueueHeaders = Type.Object({
+  "idempotency-key": Type.Optional(
+    Type.String({
       minLength: 1,
       maxLength: 255,
       description: "Makes retries safe: the same key and body return the same job; a different body is refused (422).",
-    },
-  },
-};
+    }),
+  ),
+});
 
 const acceptedHeaders = {
-  Location: { description: "The job's status URL.", schema: { type: "string" } as JsonSchema },
-  "Retry-After": { description: "Seconds to wait before polling: the estimate rounded up, between 1 and 60.", schema: { type: "integer" } as JsonSchema },
+  Location: { description: "The job's status URL.", schema: Type.String() },
+  "Retry-After": { description: "Seconds to wait before polling: the estimate rounded up, between 1 and 60.", schema: Type.Integer() },
 };
-
-interface RequestJob {
-  name: string;
-  data?: Json;
-  options?: HttpJobOptions;
-}
-
-type HttpJobOptions = Omit<JobOptions, "runAt"> & { runAt?: string | number; callbackUrl?: string };
 
 /** A job ready to store, plus what the answer needs. */
 interface Prepared {
@@ -278,13 +273,13 @@ function idempotencyKeyOf(request: FastifyRequest): string | null {
 }
 
 export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
-  const accepted = (queue: string, jobId: string, status: "queued" | "duplicate", estimate: number | null) => {
+  const accepted = (queue: string, jobId: string, status: Accepted["status"], estimate: number | null): Accepted => {
     const links = jobLinks(ctx.basePath, jobId, queue);
     return { status, jobId, pollUrl: links.self, eventsUrl: links.events, estimatedDurationSeconds: estimate };
   };
 
   async function enqueueOne(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
+    const { queue } = request.params as QueueParams;
     checkQueue(queue);
     const body = request.body as RequestJob;
     const principal = ctx.principal(request);
@@ -321,9 +316,9 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   async function enqueueBulk(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
+    const { queue } = request.params as QueueParams;
     checkQueue(queue);
-    const body = request.body as { jobs: RequestJob[] };
+    const body = request.body as BulkBody;
     const principal = ctx.principal(request);
     const key = idempotencyKeyOf(request);
     const requestHash = key === null ? undefined : hash(canonicalJson({ queue, body }));
@@ -362,7 +357,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const known = estimates.filter((e): e is number => e !== null);
     const longest = known.length === estimates.length && known.length > 0 ? Math.max(...known) : null;
     if (replayed) void reply.header("idempotent-replayed", "true");
-    return reply.code(202).header("retry-after", String(retryAfter(longest))).send({ status: "queued", count: jobs.length, jobs });
+    return reply.code(202).header("retry-after", String(retryAfter(longest))).send({ status: "queued", count: jobs.length, jobs } satisfies Static<typeof bulkAcceptedSchema>);
   }
 
   const errors = {
@@ -405,22 +400,13 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       schema: {
         params: QUEUE_PARAMS,
         headers: enqueueHeaders,
-        body: {
-          type: "object",
-          required: ["jobs"],
-          additionalProperties: false,
-          properties: { jobs: { type: "array", minItems: 1, maxItems: ctx.maxBulkJobs, items: jobRequestSchema } },
-        },
+        body: bulkBodySchema(ctx.maxBulkJobs),
       },
       bodyLimit: ctx.maxBulkBodyBytes,
       responses: {
         202: {
           description: "Queued; one entry per job, in request order.",
-          schema: {
-            type: "object",
-            required: ["status", "count", "jobs"],
-            properties: { status: { const: "queued" }, count: { type: "integer" }, jobs: { type: "array", items: acceptedSchema } },
-          },
+          schema: bulkAcceptedSchema,
           headers: { "Retry-After": acceptedHeaders["Retry-After"] },
         },
         ...errors,

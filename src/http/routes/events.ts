@@ -117,7 +117,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
       operationId: "streamQueueEvents",
       summary: "Server-Sent Events of every job event, from every process (added, active, progress, completed, retrying, dead, …)",
       description:
-        "The store's event log as it grows (SQLite and PostgreSQL keep one; other stores answer 501). Each event has `id:` (resume with `Last-Event-ID` or `?lastEventId=`), `event:` its type, and `data:` a JSON object. Without a resume id the stream starts with events after the request. Events are kept 24 hours and at most 100 000 by default: a resume id older than that resumes at the oldest event kept.",
+        "The store's event log as it grows (SQLite, PostgreSQL and Redis keep one; other stores answer 501). Each event has `id:` (resume with `Last-Event-ID` or `?lastEventId=`), `event:` its type, and `data:` a JSON object. Without a resume id the stream starts with events after the request. Events are kept 24 hours and at most 100 000 by default: a resume id older than that resumes at the oldest event kept.",
       tags: ["events"],
       access: "read",
       schema: {
@@ -128,7 +128,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
             name: { type: "string", maxLength: 13_000, description: "Only these job names (comma-separated)." },
             jobId: { type: "string", minLength: 1, maxLength: 255, description: "Only this job's events." },
             type: { type: "string", maxLength: 1_000, description: `Only these event types (comma-separated): ${QUEUE_EVENT_TYPES.join(", ")}.` },
-            lastEventId: { type: "string", maxLength: 64, description: "Resume after this event id (for clients that cannot send the Last-Event-ID header)." },
+            lastEventId: { type: "string", maxLength: 8_192, description: "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis about 30 bytes per queue that has events." },
           },
         },
       },

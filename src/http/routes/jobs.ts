@@ -3,12 +3,37 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { TERMINAL_STATES, type JobRecord } from "../../core/job.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
-import { authResponses, JOB_PARAMS, JOB_QUERY, JOB_QUEUE_QUERY_PROPERTY, problemResponse } from "../schemas.js";
+import { authResponses, JOB_PARAMS, JOB_QUERY, JOB_QUEUE_QUERY_PROPERTY, problemResponse, type JobParams, type JobQuery } from "../schemas.js";
 import { EventCursor, runEventStream, type OpenStream } from "../sse.js";
-import { flowViewSchema, jobLinks, jobStateSchema, jobViewSchema, toFlowView, toJobView } from "../views.js";
+import { flowViewSchema, jobLinks, jobStateSchema, jobViewSchema, toFlowView, toJobView, type JobLinks } from "../views.js";
 import { jobLogViewSchema, toJobLogView } from "../log-view.js";
 import { JOB_LOG_MAX_LINE_LENGTH, JOB_LOG_MAX_LINES } from "../../core/job-log.js";
 import { principalOf } from "./enqueue.js";
+import { Type, type Static } from "../typed-schema.js";
+
+const eventsQuery = Type.Object({
+  queue: Type.Optional(JOB_QUEUE_QUERY_PROPERTY.queue),
+  access_token: Type.Optional(Type.String({ maxLength: 2048, description: "A stream token for this job." })),
+  lastEventId: Type.Optional(Type.String({ maxLength: 64, description: "Same as the Last-Event-ID header." })),
+});
+type EventsQuery = Static<typeof eventsQuery>;
+
+const eventsHeaders = Type.Object({ "last-event-id": Type.Optional(Type.String({ maxLength: 64 })) });
+
+const tokenResponse = Type.Object({ token: Type.String(), expiresAt: Type.String({ format: "date-time" }), eventsUrl: Type.String() });
+
+const cancelResponse = Type.Object({
+  jobId: Type.String(),
+  state: Type.Unsafe<"cancelled">({ const: "cancelled" }),
+  previousState: jobStateSchema,
+  detail: Type.String(),
+});
+
+const replayResponse = Type.Object({
+  jobId: Type.Optional(Type.String()),
+  state: Type.Optional(Type.Unsafe<"waiting">({ const: "waiting" })),
+  links: Type.Optional(Type.Unsafe<JobLinks>({ type: "object" })),
+});
 
 function notFound(id: string): HttpProblem {
   return new HttpProblem(404, "job-not-found", `no job with id ${JSON.stringify(id)}: it never existed, or it was deleted after its retention period`);
@@ -19,8 +44,8 @@ function notFound(id: string): HttpProblem {
  * the queue of the job found here, so the job whose owner was checked is the job acted on.
  */
 async function findJob(ctx: HttpContext, request: FastifyRequest): Promise<JobRecord> {
-  const { id } = request.params as { id: string };
-  const { queue } = request.query as { queue?: string };
+  const { id } = request.params as JobParams;
+  const { queue } = request.query as JobQuery;
   const grant = ctx.principal(request).stream;
   if (grant) {
     // A stream token opens the job it was issued for, not a later one that reuses its id.
@@ -59,7 +84,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
   async function events(request: FastifyRequest, reply: FastifyReply) {
     const job = await findJob(ctx, request);
     const id = job.id;
-    const query = request.query as { lastEventId?: string };
+    const query = request.query as EventsQuery;
     const lastEventId = typeof request.headers["last-event-id"] === "string" ? request.headers["last-event-id"] : (query.lastEventId ?? null);
     const cursor = new EventCursor(lastEventId);
     // A client that already saw the end (EventSource reconnects after every close): 204 tells
@@ -101,7 +126,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
     const events = jobLinks(ctx.basePath, job.id, job.queue).events;
     return reply
       .header("cache-control", "no-store")
-      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}&access_token=${encodeURIComponent(token)}` });
+      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}&access_token=${encodeURIComponent(token)}` } satisfies Static<typeof tokenResponse>);
   }
 
   async function cancel(request: FastifyRequest, reply: FastifyReply) {
@@ -127,7 +152,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         job.state === "active"
           ? "the job was running: its worker aborts the handler's signal at its next heartbeat, and any result it reports is refused"
           : "the job will not run",
-    });
+    } satisfies Static<typeof cancelResponse>);
   }
 
   async function replay(request: FastifyRequest, reply: FastifyReply) {
@@ -139,7 +164,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       const job = await ctx.backend.get(id, found.queue);
       throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job?.state ?? "not dead"}; only dead jobs can be replayed`, { extensions: { state: job?.state ?? null } });
     }
-    return reply.send({ jobId: id, state: "waiting", links: jobLinks(ctx.basePath, id, found.queue) });
+    return reply.send({ jobId: id, state: "waiting", links: jobLinks(ctx.basePath, id, found.queue) } satisfies Static<typeof replayResponse>);
   }
 
   const jobNotFound = problemResponse("No such job (never existed, or deleted after its retention period).");
@@ -195,15 +220,8 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       access: "events",
       schema: {
         params: JOB_PARAMS,
-        querystring: {
-          type: "object",
-          properties: {
-            ...JOB_QUEUE_QUERY_PROPERTY,
-            access_token: { type: "string", maxLength: 2048, description: "A stream token for this job." },
-            lastEventId: { type: "string", maxLength: 64, description: "Same as the Last-Event-ID header." },
-          },
-        },
-        headers: { type: "object", properties: { "last-event-id": { type: "string", maxLength: 64 } } },
+        querystring: eventsQuery,
+        headers: eventsHeaders,
       },
       responses: {
         200: { description: "The event stream.", contentType: "text/event-stream", schema: { type: "string" } },
@@ -227,11 +245,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       responses: {
         200: {
           description: "The token.",
-          schema: {
-            type: "object",
-            required: ["token", "expiresAt", "eventsUrl"],
-            properties: { token: { type: "string" }, expiresAt: { type: "string", format: "date-time" }, eventsUrl: { type: "string" } },
-          },
+          schema: tokenResponse,
         },
         ...authResponses(),
         404: jobNotFound,
@@ -252,11 +266,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       responses: {
         200: {
           description: "Cancelled.",
-          schema: {
-            type: "object",
-            required: ["jobId", "state", "previousState", "detail"],
-            properties: { jobId: { type: "string" }, state: { const: "cancelled" }, previousState: jobStateSchema, detail: { type: "string" } },
-          },
+          schema: cancelResponse,
         },
         ...authResponses(),
         404: jobNotFound,
@@ -276,7 +286,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       responses: {
         200: {
           description: "Replayed.",
-          schema: { type: "object", properties: { jobId: { type: "string" }, state: { const: "waiting" }, links: { type: "object" } } },
+          schema: replayResponse,
         },
         ...authResponses(),
         404: jobNotFound,

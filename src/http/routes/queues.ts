@@ -1,33 +1,70 @@
 /** Operations on queues: statistics, listings, pause/resume, dead letters (list, replay, delete). */
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { JOB_STATES, type JobState } from "../../core/job.js";
+import { JOB_STATES } from "../../core/job.js";
 import type { ListFilter, Page } from "../../backend/contract.js";
 import type { HttpContext, RouteSpec } from "../context.js";
-import type { JsonSchema } from "../schema.js";
 import { HttpProblem } from "../problem.js";
-import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS, type QueueParams } from "../schemas.js";
 import { deadJobViewSchema, jobViewSchema, queueLimitsSchema, queueViewSchema, toDeadJobView, toJobView, toQueueFlowView, toQueueView } from "../views.js";
 import { normalizeQueueLimits } from "../../core/flow.js";
+import { Nullable, StringEnum, Type, type Static, type TSchema } from "../typed-schema.js";
 
-const JOB_STATES_SCHEMA = { type: "string" as const, enum: JOB_STATES };
+/** The query of the job listings: name, page, keyset cursor and creation-time bounds (see Backend.list). */
+const pageQuery = Type.Object(
+  {
+    name: Type.Optional(Type.String({ ...NAME_SCHEMA, description: "Only jobs of this name." })),
+    limit: Type.Optional(PAGE_QUERY_PROPERTIES.limit),
+    offset: Type.Optional(PAGE_QUERY_PROPERTIES.offset),
+    after: Type.Optional(
+      Type.String({ ...JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." }),
+    ),
+    before: Type.Optional(
+      Type.String({ ...JOB_ID_SCHEMA, description: "Reverse keyset cursor: the `prev` of the next page, for the page before it (newer jobs). Not with `after`." }),
+    ),
+    createdFrom: Type.Optional(Type.String({ format: "date-time", description: "Only jobs created at or after this time (RFC 3339)." })),
+    createdUntil: Type.Optional(Type.String({ format: "date-time", description: "Only jobs created before this time (RFC 3339)." })),
+  },
+  { additionalProperties: false },
+);
+type PageQuery = Static<typeof pageQuery>;
 
-/** Keyset cursor and creation-time bounds of the listings (see Backend.list). */
-const LIST_QUERY_PROPERTIES: Record<string, JsonSchema> = {
-  after: { ...JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." },
-  before: { ...JOB_ID_SCHEMA, description: "Reverse keyset cursor: the `prev` of the next page, for the page before it (newer jobs). Not with `after`." },
-  createdFrom: { type: "string", format: "date-time", description: "Only jobs created at or after this time (RFC 3339)." },
-  createdUntil: { type: "string", format: "date-time", description: "Only jobs created before this time (RFC 3339)." },
-};
+const jobListQuery = Type.Object(
+  { ...pageQuery.properties, state: Type.Optional(StringEnum(JOB_STATES, { description: "Only jobs in this state." })) },
+  { additionalProperties: false },
+);
+type JobListQuery = Static<typeof jobListQuery>;
 
-interface PageQuery {
-  name?: string;
-  limit?: number;
-  offset?: number;
-  after?: string;
-  before?: string;
-  createdFrom?: string;
-  createdUntil?: string;
-}
+const replayBody = Type.Object(
+  {
+    ids: Type.Optional(Type.Array(JOB_ID_SCHEMA, { minItems: 1, maxItems: 1000, description: "The dead jobs to replay." })),
+    all: Type.Optional(Type.Boolean({ description: "Replay every dead job of the queue (up to limit)." })),
+    name: Type.Optional(Type.String({ ...NAME_SCHEMA, description: "With all: only jobs of this name." })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: "With all: at most this many (default 100)." })),
+  },
+  { additionalProperties: false },
+);
+type ReplayBody = Static<typeof replayBody>;
+
+const replayResponse = Type.Object({
+  replayed: Type.Array(Type.String()),
+  notDead: Type.Array(Type.String()),
+  notFound: Type.Array(Type.String()),
+});
+
+const deadJobParams = Type.Object({ queue: NAME_SCHEMA, id: JOB_ID_SCHEMA });
+type DeadJobParams = Static<typeof deadJobParams>;
+
+const queueListResponse = Type.Object({ queues: Type.Array(queueViewSchema) });
+
+/** A page of a listing: its items, and the cursor of the next page. */
+const pageResponse = <T extends TSchema>(items: T) =>
+  Type.Object({
+    jobs: Type.Array(items),
+    limit: Type.Integer(),
+    offset: Type.Integer(),
+    next: Nullable(Type.String(), { description: "The cursor of the next page (pass it as `after`), or null when this page is the last." }),
+    prev: Nullable(Type.String(), { description: "The cursor of the previous page (pass it as `before`), or null when this page is the first." }),
+  });
 
 function listArgs(queue: string, q: PageQuery): { filter: ListFilter; page: Page & { limit: number; offset: number } } {
   const filter: ListFilter = { queue, ...(q.name ? { name: q.name } : {}) };
@@ -64,20 +101,20 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   async function getQueue(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
+    const { queue } = request.params as QueueParams;
     const [stats] = await ctx.backend.stats(queue);
     return reply.send({ ...toQueueView(stats!), flow: toQueueFlowView(await ctx.backend.getQueueFlow(queue)) });
   }
 
   async function setLimits(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
+    const { queue } = request.params as QueueParams;
     await ctx.backend.setQueueLimits(queue, normalizeQueueLimits(request.body));
     return getQueue(request, reply);
   }
 
   async function listJobs(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
-    const q = request.query as PageQuery & { state?: JobState };
+    const { queue } = request.params as QueueParams;
+    const q = request.query as JobListQuery;
     const { filter, page } = listArgs(queue, q);
     const { jobs, next, prev } = await listPage({ ...filter, ...(q.state ? { state: q.state } : {}) }, page);
     return reply.send({ jobs: jobs.map((j) => toJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next, prev });
@@ -85,7 +122,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
 
   const setPaused = (paused: boolean) =>
     async function (request: FastifyRequest, reply: FastifyReply) {
-      const { queue } = request.params as { queue: string };
+      const { queue } = request.params as QueueParams;
       if (paused) await ctx.backend.pause(queue);
       else await ctx.backend.resume(queue);
       const [stats] = await ctx.backend.stats(queue);
@@ -93,15 +130,15 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     };
 
   async function listDead(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
+    const { queue } = request.params as QueueParams;
     const { filter, page } = listArgs(queue, request.query as PageQuery);
     const { jobs, next, prev } = await listPage({ ...filter, state: "dead" }, page);
     return reply.send({ jobs: jobs.map((j) => toDeadJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next, prev });
   }
 
   async function replayDead(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
-    const body = request.body as { ids?: string[]; all?: boolean; name?: string; limit?: number };
+    const { queue } = request.params as QueueParams;
+    const body = request.body as ReplayBody;
     if ((body.ids === undefined) === (body.all !== true)) {
       throw new HttpProblem(422, "invalid-selection", 'give either "ids" (the dead jobs to replay) or "all": true (every dead job of the queue, up to "limit")', {
         errors: [{ in: "body", pointer: "", detail: 'give exactly one of "ids" or "all": true' }],
@@ -130,7 +167,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   async function deleteDead(request: FastifyRequest, reply: FastifyReply) {
-    const { queue, id } = request.params as { queue: string; id: string };
+    const { queue, id } = request.params as DeadJobParams;
     const job = await ctx.backend.get(id, queue);
     if (!job) throw new HttpProblem(404, "job-not-found", `no job ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
     if (job.state !== "dead") throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job.state}; this route deletes dead jobs only`, { extensions: { state: job.state } });
@@ -141,22 +178,6 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   const queueView = { description: "The queue.", schema: queueViewSchema };
-  const pageResponse = (items: JsonSchema): JsonSchema => ({
-    type: "object",
-    required: ["jobs", "limit", "offset", "next"],
-    properties: {
-      jobs: { type: "array", items },
-      limit: { type: "integer" },
-      offset: { type: "integer" },
-      next: { type: ["string", "null"], description: "The cursor of the next page (pass it as `after`), or null when this page is the last." },
-      prev: { type: ["string", "null"], description: "The cursor of the previous page (pass it as `before`), or null when this page is the first." },
-    },
-  });
-  const pageQuery = {
-    type: "object" as const,
-    additionalProperties: false,
-    properties: { name: { ...NAME_SCHEMA, description: "Only jobs of this name." }, ...PAGE_QUERY_PROPERTIES, ...LIST_QUERY_PROPERTIES },
-  };
 
   return [
     {
@@ -168,7 +189,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       access: "read",
       schema: {},
       responses: {
-        200: { description: "The queues.", schema: { type: "object", required: ["queues"], properties: { queues: { type: "array", items: queueViewSchema } } } },
+        200: { description: "The queues.", schema: queueListResponse },
         ...authResponses(),
       },
       handler: listQueues,
@@ -193,7 +214,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       access: "read",
       schema: {
         params: QUEUE_PARAMS,
-        querystring: { ...pageQuery, properties: { ...pageQuery.properties, state: { ...JOB_STATES_SCHEMA, description: "Only jobs in this state." } } },
+        querystring: jobListQuery,
       },
       responses: {
         200: {
@@ -272,29 +293,12 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       access: "admin",
       schema: {
         params: QUEUE_PARAMS,
-        body: {
-          type: "object",
-          additionalProperties: false,
-          properties: {
-            ids: { type: "array", minItems: 1, maxItems: 1000, items: JOB_ID_SCHEMA, description: "The dead jobs to replay." },
-            all: { type: "boolean", description: "Replay every dead job of the queue (up to limit)." },
-            name: { ...NAME_SCHEMA, description: "With all: only jobs of this name." },
-            limit: { type: "integer", minimum: 1, maximum: 1000, description: "With all: at most this many (default 100)." },
-          },
-        },
+        body: replayBody,
       },
       responses: {
         200: {
           description: "What happened to each id.",
-          schema: {
-            type: "object",
-            required: ["replayed", "notDead", "notFound"],
-            properties: {
-              replayed: { type: "array", items: { type: "string" } },
-              notDead: { type: "array", items: { type: "string" } },
-              notFound: { type: "array", items: { type: "string" } },
-            },
-          },
+          schema: replayResponse,
         },
         400: problemResponse("The body does not have the documented shape."),
         ...authResponses(),
@@ -309,7 +313,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       summary: "Delete a dead job for good",
       tags: ["dead letters"],
       access: "admin",
-      schema: { params: { type: "object", required: ["queue", "id"], properties: { queue: NAME_SCHEMA, id: JOB_ID_SCHEMA } } },
+      schema: { params: deadJobParams },
       responses: {
         204: { description: "Deleted." },
         ...authResponses(),

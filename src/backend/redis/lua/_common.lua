@@ -66,6 +66,40 @@ local function history_with(history, attempt, worker, started_at, now, outcome, 
   return string.sub(history, 1, -2) .. ',' .. record .. ']'
 end
 
+-- ── Event log ─────────────────────────────────────────────────────────────────────────────
+-- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
+-- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;
+-- read and pruned by event-log.ts). Entry fields: t type, n job name, j job id, a attempt,
+-- at store time in ms, d details JSON ('' for none, or
+-- for an "added" event the common case: see added_details). Stream ids come from Redis (`*`), so they
+-- only grow within a stream: a reader resumes after the last id it saw of each queue.
+-- Trimmed approximately (whole stream nodes, cheap) to about EVENT_LOG_MAX_LENGTH entries per
+-- queue; pruneEvents applies the retention policy (age, count) exactly.
+local EVENT_LOG_MAX_LENGTH = 100000 -- DEFAULT_MAX_EVENTS of src/core/queue-events.ts
+
+local function log_event(base, kind, name, id, attempt, at, data)
+  redis.call('XADD', base .. 'ev', 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*',
+    't', kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', int(at), 'd', data or '')
+end
+
+-- The worker id inside a worker identity JSON, as a JSON string (the "active" event's workerId).
+local function worker_id_json(worker)
+  local ok, w = pcall(cjson.decode, worker or 'null')
+  if ok and type(w) == 'table' and type(w.id) == 'string' then return cjson.encode(w.id) end
+  return 'null'
+end
+
+-- State letters as the event details name them.
+local STATE_NAMES = { w = 'waiting', s = 'scheduled', a = 'active', c = 'completed', d = 'dead', x = 'cancelled', wc = 'waiting-children' }
+
+-- The details of an "added" event. The common case (waiting, due at once, priority 0: most of
+-- any backlog) is stored as '' and read back as {"state":"waiting","runAt":at,"priority":0}
+-- (event-log.ts), which halves the entry.
+local function added_details(state, run_at, priority, now)
+  if state == 'w' and run_at == now and priority == 0 then return '' end
+  return '{"state":"' .. STATE_NAMES[state] .. '","runAt":' .. int(run_at) .. ',"priority":' .. int(priority) .. '}'
+end
+
 -- Puts a waiting job into the slow lane of its name.
 local function to_slow_lane(base, id, name, priority, run_at, seq)
   redis.call('ZADD', base .. 'z:' .. name, priority, lane_member(run_at, seq, id))
@@ -113,10 +147,11 @@ local function promote_due(base, sched, now, max)
   local due = redis.call('ZRANGEBYSCORE', sched, '-inf', int(now), 'LIMIT', 0, max)
   for _, id in ipairs(due) do
     local key = base .. 'j:' .. id
-    local v = redis.call('HMGET', key, 'n', 'p', 'r', 's')
+    local v = redis.call('HMGET', key, 'n', 'p', 'r', 's', 'a')
     if v[1] then
       to_slow_lane(base, id, v[1], v[2], tonumber(v[3]), tonumber(v[4]))
       redis.call('HSET', key, 'st', 'w')
+      log_event(base, 'waiting', v[1], id, num(v[5], 0), now, nil)
     end
   end
   if #due > 0 then call_chunked('ZREM', sched, due, 1) end
@@ -396,6 +431,10 @@ local function dedup_decide(base, now, entries, from, to, job)
       if name then
         local runAt = runAtArg ~= '' and tonumber(runAtArg) or now + tonumber(delay)
         local key = base .. 'j:' .. owner
+        -- A replacement that moves the job between scheduled and waiting is logged as the SQL
+        -- stores log it: "waiting" (a change of state that is not a settle).
+        local was = redis.call('HMGET', key, 'st', 'a')
+        if was[1] ~= (runAt > now and 's' or 'w') then log_event(base, 'waiting', name, owner, num(was[2], 0), now, nil) end
         if runAt > now then
           redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 's')
           redis.call('ZADD', base .. 'sched', int(runAt), owner)
@@ -440,7 +479,7 @@ local function flow_settled(base, id, state, result, err, now)
   if not f[1] then return end
   local pid, pq, pb, pos = f[1], f[2], f[3], f[4]
   local pkey = pb .. 'j:' .. pid
-  local p = redis.call('HMGET', pkey, 'st', 'pc', 'pf', 'r', 'o')
+  local p = redis.call('HMGET', pkey, 'st', 'pc', 'pf', 'r', 'o', 'n', 'a')
   -- A parent deleted already (removed after it died) took its records with it: nothing to keep.
   if not p[1] then return end
   local fc = pb .. 'fc:' .. pid
@@ -456,6 +495,7 @@ local function flow_settled(base, id, state, result, err, now)
       stack = cjson.null,
     })
     redis.call('HSET', pkey, 'st', 'd', 'pc', int(pending), 'e', perr, 'f', int(now))
+    log_event(pb, 'dead', p[6], pid, num(p[7], 0), now, '{"error":' .. perr .. '}')
     redis.call('ZREM', pb .. 'wc', pid)
     local _, _, retain = parse_options(p[5])
     add_finished(pb, 'dead', pid, now, retain and now + retain)
@@ -465,6 +505,7 @@ local function flow_settled(base, id, state, result, err, now)
     -- Released at its own run_at: the claim promotes it once due.
     local runAt = tonumber(p[4])
     redis.call('HSET', pkey, 'st', 's', 'pc', '0')
+    log_event(pb, 'waiting', p[6], pid, num(p[7], 0), now, nil)
     redis.call('ZREM', pb .. 'wc', pid)
     redis.call('ZADD', pb .. 'sched', int(runAt), pid)
     if runAt <= now then wake(channel_of(pb), pq) else wake(channel_of(pb), pq .. ' ' .. int(runAt - now)) end
@@ -491,7 +532,7 @@ local function flow_cancel_children(base, id, now)
         local queue, cid = string.match(entries[i + 1], '^([^\n]*)\n([^\n]*)\n')
         local cbase = string.match(pb, '^(.*:){[^{}]*}:$') .. '{' .. queue .. '}:'
         local ckey = cbase .. 'j:' .. cid
-        local v = redis.call('HMGET', ckey, 'st', 'o', 's')
+        local v = redis.call('HMGET', ckey, 'st', 'o', 's', 'n', 'a')
         local cancel = false
         if v[1] == 'wc' then
           redis.call('ZREM', cbase .. 'wc', cid)
@@ -501,6 +542,7 @@ local function flow_cancel_children(base, id, now)
           cancel = unlane_pending(cbase, cid) ~= nil
         end
         if cancel then
+          log_event(cbase, 'cancelled', v[4], cid, num(v[5], 0), now, '{"previousState":"' .. STATE_NAMES[v[1]] .. '"}')
           local _, retain = parse_options(v[2])
           redis.call('HSET', ckey, 'st', 'x', 'f', int(now))
           redis.call('ZADD', cbase .. 'idx', v[3], cid)

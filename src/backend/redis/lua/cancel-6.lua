@@ -33,6 +33,7 @@ if packed then
   compact_remove(buckets, id, bucket)
   buckets_close(buckets)
   local _, retain = parse_options(options)
+  log_event(base, 'cancelled', name, id, 0, now, '{"previousState":"waiting"}')
   if retain ~= 0 then
     fields[16] = 'x'
     redis.call('HSET', key, 'f', int(now), unpack(fields))
@@ -47,6 +48,7 @@ local state = v[1]
 if not state then return 'not-found' end
 if state == 'c' or state == 'd' or state == 'x' then return 'already-finished' end
 local _, retain = parse_options(v[6])
+log_event(base, 'cancelled', v[2], id, num(v[7], 0), now, '{"previousState":"' .. STATE_NAMES[state] .. '"}')
 
 if state == 'a' then
   redis.call('ZREM', active, id)

@@ -178,6 +178,7 @@ end
 
 local expires = int(now + leaseMs)
 local nowText = int(now)
+local activeData = '{"workerId":' .. worker_id_json(worker) .. '}'
 local reply = { false }
 local activeArgs, idxArgs = {}, {}
 for _, pick in ipairs(taken) do
@@ -217,6 +218,7 @@ for _, pick in ipairs(taken) do
       end
     end
     redis.call('HSET', key, unpack(packed and fields or updates))
+    log_event(base, 'active', fields[at.n], id, updates[4], now, activeData)
     activeArgs[#activeArgs + 1] = expires
     activeArgs[#activeArgs + 1] = id
     if fromFast then

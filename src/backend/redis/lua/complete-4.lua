@@ -20,10 +20,11 @@ local finished = { completed = {}, expiry = {} }  -- batched ZADDs
 for i = 2, #ARGV, 3 do
   local id, token = ARGV[i], tonumber(ARGV[i + 1])
   local key = base .. 'j:' .. id
-  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'e', 'sl')
+  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'e', 'sl', 'n')
   if v[1] == 'a' and num(v[2], 0) == token then
     local _, retain = parse_options(v[3])
     done[#done + 1] = id
+    log_event(base, 'completed', v[10], id, v[4], now, '{"result":' .. ARGV[i + 2] .. '}')
     if retain == 0 then
       delete_job(base, id, nil)
     else

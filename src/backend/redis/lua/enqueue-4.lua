@@ -127,6 +127,7 @@ for i = 0, count - 1 do
       if ARGV[a + 7] ~= '' then redis.call('HSET', key, 'm', ARGV[a + 7]) end
     end
     newNames[name] = true
+    log_event(base, 'added', name, id, 0, now, added_details(state, runAt, priority, now))
   end
 end
 

@@ -28,7 +28,7 @@ local nextRunAt = false
 for i = 4, #ARGV, 4 do
   local id, token, err, delay = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local key = base .. 'j:' .. id
-  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'sl')
+  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'sl', 'n')
   if v[1] == 'a' and num(v[2], 0) == token then
     done[#done + 1] = id
     -- Any settle other than a lease expiry ends a run of expiries: stalls back to 0.
@@ -37,11 +37,13 @@ for i = 4, #ARGV, 4 do
       local runAt = now + tonumber(delay)
       redis.call('HSET', key, 'st', 's', 'r', int(runAt), 'e', err,
         'h', history_with(v[7], v[4], v[5], v[6], now, 'failed', err))
+      log_event(base, 'retrying', v[9], id, v[4], now, '{"error":' .. err .. ',"runAt":' .. int(runAt) .. '}')
       retries[#retries + 1] = int(runAt)
       retries[#retries + 1] = id
       if not nextRunAt or runAt < nextRunAt then nextRunAt = runAt end
     else
       local _, _, retain = parse_options(v[3])
+      log_event(base, 'dead', v[9], id, v[4], now, '{"error":' .. err .. '}')
       if retain == 0 then
         delete_job(base, id, nil)
       else

@@ -59,6 +59,7 @@ for i = 0, count - 1 do
   end
   redis.call('ZADD', base .. 'idx', seq, id)
   redis.call('SADD', base .. 'names', name)
+  log_event(base, 'added', name, id, 0, now, added_details(state, runAt, tonumber(priority), now))
   if state == 'w' then
     to_slow_lane(base, id, name, priority, runAt, seq)
     woken[queue] = base

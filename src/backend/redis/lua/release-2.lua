@@ -25,6 +25,7 @@ for i = 4, #ARGV, 2 do
     redis.call('HSET', key, 'st', 'w', 'h', history_with(v[6], v[3], v[4], v[5], now, 'released', nil))
     -- The attempt did not count: attempt - 1 (0 is stored as no field at all).
     local attempt = num(v[3], 1) - 1
+    log_event(base, 'released', v[7], id, attempt, now, nil)
     if attempt > 0 then redis.call('HSET', key, 'a', int(attempt)) else redis.call('HDEL', key, 'a') end
     redis.call('HDEL', key, 'le', 'sl')
     to_slow_lane(base, id, v[7], v[8], tonumber(v[9]), tonumber(v[10]))

@@ -52,17 +52,19 @@ for _, id in ipairs(ids) do
     local history = history_with(v[8], v[3], v[6], v[7], now, 'lease-expired', expiredError)
     local state = 'waiting'
     if not quarantined and attempt < maxAttempts then
+      log_event(base, 'stalled', v[2], id, attempt, now, nil)
       redis.call('HSET', key, 'st', 'w', 'r', int(now), 'e', expiredError, 'sl', int(stalls), 'h', history)
       redis.call('HDEL', key, 'le')
       to_slow_lane(base, id, v[2], v[9], now, tonumber(v[10]))
       requeued = true
     else
       state = 'dead'
+      local err = expiredError
+      if quarantined then err = string.gsub(ARGV[7], '__STALLS__', int(stalls)) end
+      log_event(base, 'dead', v[2], id, attempt, now, '{"error":' .. err .. '}')
       if retainDead == 0 then
         delete_job(base, id, nil)
       else
-        local err = expiredError
-        if quarantined then err = string.gsub(ARGV[7], '__STALLS__', int(stalls)) end
         redis.call('HSET', key, 'st', 'd', 'e', err, 'f', int(now), 'sl', int(stalls), 'h', history)
         redis.call('HDEL', key, 'le')
         add_finished(base, 'dead', id, now, retainDead and now + retainDead)
