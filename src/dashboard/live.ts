@@ -34,8 +34,8 @@ export interface LiveSettings {
 interface Topic {
   key: string;
   read: () => Promise<unknown>;
-  /** Whether an event may change this topic's snapshot. */
-  concerns: (event: QueueEvent) => boolean;
+  /** Whether an event may change this topic's snapshot; null when no job event tells (it is read every `intervalMs`). */
+  concerns: ((event: QueueEvent) => boolean) | null;
   streams: Set<ServerResponse>;
   timer: NodeJS.Timeout | null;
   last: string | null;
@@ -67,7 +67,8 @@ export class LiveHub {
    * Streams `topic` to `res` until the client goes away. `read` is called for the first
    * subscriber of a key and reused by the next ones: the key must capture everything `read`
    * depends on (including what the principal may see). `concerns` tells which events may change
-   * what `read` answers.
+   * what `read` answers; null for a topic no job event tells about (the relay's outbox), which is
+   * then read every `intervalMs` as without an event log.
    */
   open(
     req: IncomingMessage,
@@ -75,7 +76,7 @@ export class LiveHub {
     key: string,
     read: () => Promise<unknown>,
     headers: Record<string, string>,
-    concerns: (event: QueueEvent) => boolean = () => true,
+    concerns: ((event: QueueEvent) => boolean) | null = () => true,
   ): void {
     res.writeHead(200, {
       ...headers,
@@ -95,7 +96,8 @@ export class LiveHub {
     const current = topic;
     if (current.last !== null) res.write(current.last);
     if (current.timer === null) {
-      current.timer = setInterval(() => void this.poll(current), this.tail ? this.settings.idleRefreshMs : this.settings.intervalMs);
+      const eventDriven = this.tail !== null && current.concerns !== null;
+      current.timer = setInterval(() => void this.poll(current), eventDriven ? this.settings.idleRefreshMs : this.settings.intervalMs);
       void this.poll(current);
     }
     if (this.tail) this.unsubscribe ??= this.listen(this.tail);
@@ -133,7 +135,7 @@ export class LiveHub {
 
   private listen(tail: EventTail): Promise<() => void> {
     const subscribed = tail.subscribe((event) => {
-      for (const topic of this.topics.values()) if (topic.concerns(event)) this.readSoon(topic);
+      for (const topic of this.topics.values()) if (topic.concerns?.(event)) this.readSoon(topic);
     });
     subscribed.then(
       // Whatever changed between a topic's first read and the tail's start: read once more.

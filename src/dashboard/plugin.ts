@@ -246,7 +246,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
           const admin = principal.scopes.has("admin");
           let key: string;
           let read: () => Promise<unknown>;
-          let concerns: (event: QueueEvent) => boolean = () => true;
+          let concerns: ((event: QueueEvent) => boolean) | null = () => true;
           if (q.topic === "overview") {
             key = "overview";
             read = async () => {
@@ -257,6 +257,8 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
             const relay = ctx.options.relay;
             if (!relay) return sendProblem(reply, problem(404, "no-relay", "this server was not given an outbox to report on (conveyor serve --outbox, or the dashboard's relay option)"));
             key = "relay";
+            // The outbox is not the job store: no job event says it changed, so it is polled.
+            concerns = null;
             read = async () => {
               const [lag, dead] = await Promise.all([relay.lag(), relay.deadCount()]);
               return { backlog: lag.backlog, oldestUnpublishedAgeMs: lag.oldestUnpublishedAgeMs, slotLagBytes: lag.slotLagBytes ?? null, dead };
