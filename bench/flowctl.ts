@@ -204,6 +204,9 @@ interface Accuracy {
   observedPerSecond: number;
   claimsPerSecond: number;
   idleClaimsPerSecond: number;
+  /** Ms from a rate slot opening (a start leaving the window) to the start that took it, p50/p90. */
+  slotLatenessP50Ms: number;
+  slotLatenessP90Ms: number;
 }
 
 async function accuracy(url: string): Promise<Accuracy> {
@@ -235,13 +238,29 @@ async function accuracy(url: string): Promise<Accuracy> {
     for (const w of workers.splice(0)) await w.close();
     // Starts as the store recorded them, whatever the workers believe.
     let started = 0;
+    const starts: number[] = [];
     for (let offset = 0; ; offset += 1_000) {
       const page = await backends[0]!.list({ queue: "limited" }, { limit: 1_000, offset });
       started += page.filter((j) => j.startedAt !== null && j.startedAt >= from && j.startedAt < until).length;
+      for (const j of page) if (j.startedAt !== null) starts.push(j.startedAt);
       if (page.length < 1_000) break;
     }
+    // Slot lateness: a start frees its slot one window later; the start that takes the slot
+    // (max starts further on) came that many ms after it opened. Under a strict sliding window
+    // every ms of it is capacity lost: the rate is max / (window + lateness).
+    starts.sort((x, y) => x - y);
+    const lateness: number[] = [];
+    for (let i = 0; i + ratePerSecond < starts.length; i++) {
+      if (starts[i]! >= from && starts[i + ratePerSecond]! < until) lateness.push(starts[i + ratePerSecond]! - starts[i]! - 1_000);
+    }
     const seconds = (until - from) / 1_000;
-    return { observedPerSecond: started / seconds, claimsPerSecond: claims / seconds, idleClaimsPerSecond };
+    return {
+      observedPerSecond: started / seconds,
+      claimsPerSecond: claims / seconds,
+      idleClaimsPerSecond,
+      slotLatenessP50Ms: lateness.length === 0 ? 0 : percentile(lateness, 50),
+      slotLatenessP90Ms: lateness.length === 0 ? 0 : percentile(lateness, 90),
+    };
   } finally {
     for (const w of workers) await w.close();
     for (const b of backends) await b.close();
@@ -262,6 +281,7 @@ async function reportAccuracy(): Promise<void> {
       `${claims.toFixed(1)} | ${idle.toFixed(1)} |`,
   );
   console.log(`accuracy runs (starts/s): ${all.map((a) => a.observedPerSecond.toFixed(1)).join(", ")}`);
+  console.log(`slot lateness p50/p90 (ms, per run): ${all.map((a) => `${a.slotLatenessP50Ms}/${a.slotLatenessP90Ms}`).join(", ")}`);
 }
 
 const kind = values.backend;
