@@ -3,8 +3,9 @@
  * suite injects a FakeClock, under which no claim ever waits on another's lock). Claimers of a
  * limited queue queue on its flow row lock (flow-lock.sql); a claim that waited there must count
  * the window, record its starts and say when the next slot opens from the time it got the lock,
- * not from when its statement began. Reading the clock before the wait made every contended
- * slot open late and a 100/s limit deliver 89.6/s (bench/flowctl.ts). No timed assertions: the
+ * not from when its statement began. Reading the clock before the wait made a contended slot
+ * open late by the wait, capacity a strict sliding window never gets back (bench/flowctl.ts
+ * measures it as slot lateness; docs/flow-control.md). No timed assertions: the
  * test holds the lock until the database clock has moved past the waiting statement's start,
  * and compares database clock readings.
  */

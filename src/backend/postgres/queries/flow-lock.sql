@@ -11,9 +11,9 @@
 -- queued behind another claimer's lock counts the rate window, records its starts and says when
 -- the next slot opens from the time it got the lock. now_ms() (statement_timestamp) is the time
 -- the statement began, before that wait: a claim that waited saw a window older than the real
--- one (fewer slots open), reported slots as opening later than they did, and on a contended
--- queue the limit under-delivered (100/s observed as 89.6/s with four workers). Rows are
--- locked in order, so the last row's reading is after every lock (flow.ts takes the latest).
+-- one (fewer slots open), recorded its starts before they happened and reported the next slot
+-- late by the wait, which a strict sliding window never gets back (docs/flow-control.md). Rows
+-- are locked in order, so the last row's reading is after every lock (flow.ts takes the latest).
 SELECT l.*, coalesce($1::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
 FROM (
   SELECT f.queue, f.rate_max, f.rate_duration_ms, f.max_running, f.max_running_per_name, f.held_until, f.lanes, f.lane_cursor
