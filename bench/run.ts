@@ -2,7 +2,7 @@
  * `npm run bench [-- --backend sqlite|postgres|redis|rabbitmq] [--jobs 20000] [--single 2000] [--samples 300] [--runs 5]`
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--runs 5]` (bench/metrics.ts: metrics and tracing on vs off)
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
- * `npm run bench -- --flowctl [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 3] [--rate 100] [--window 10] [--minute] [--big 20000] [--million]` (bench/flowctl.ts)
+ * `npm run bench -- --flowctl [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 3] [--rate 100] [--window 10] [--minute] [--big 20000] [--million] [--accuracy-only]` (bench/flowctl.ts)
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
  * `npm run bench -- --kafka [--events 20000] [--jobs 10000] [--runs 3]` (bench/kafka.ts: mock broker, not Kafka)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)

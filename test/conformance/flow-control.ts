@@ -77,6 +77,32 @@ export function flowControlTests(t: SuiteContext): void {
       expect(busiestWindow(await startTimes(t.b), 1_000)).toBe(3);
     });
 
+    it("rate: over many windows, a claimer that comes back exactly when told starts max per window, no fewer", async () => {
+      // Three starts staggered in the first window; then claim only at the reported slot times.
+      // Each slot must be reported open exactly one window after the start that held it and
+      // be claimable then, so the starts repeat with period durationMs: a slot reported even
+      // 1 ms late (rounding, a stale clock, a poll interval added) shifts every later start and
+      // the queue under-delivers by that much per window.
+      await enqueueMany(t.b, 40);
+      await setLimits(t.b, { rate: { max: 3, durationMs: 1_000 } });
+      const t0 = t.clock.now();
+      for (const offset of [0, 250, 500]) {
+        t.clock.set(t0 + offset);
+        expect((await claimWatched(t.b, 1)).jobs).toHaveLength(1);
+      }
+      for (let slot = 3; slot < 3 * 8; slot++) {
+        const full = await claimWatched(t.b, 10);
+        expect(full.jobs).toEqual([]);
+        const expectedAt = t0 + Math.floor(slot / 3) * 1_000 + [0, 250, 500][slot % 3]!;
+        expect(full.throttles).toEqual([{ queue: QUEUE, retryInMs: expectedAt - t.clock.now() }]);
+        t.clock.advance(full.throttles[0]!.retryInMs!);
+        expect((await claimWatched(t.b, 10)).jobs).toHaveLength(1);
+      }
+      const starts = await startTimes(t.b);
+      expect(starts).toEqual(Array.from({ length: 24 }, (_, i) => t0 + Math.floor(i / 3) * 1_000 + [0, 250, 500][i % 3]!));
+      expect(busiestWindow(starts, 1_000)).toBe(3);
+    });
+
     it("rate: other queues are not limited", async () => {
       await enqueueMany(t.b, 4, () => ({ queue: "free" }));
       await setLimits(t.b, { rate: { max: 1, durationMs: 60_000 } });

@@ -58,7 +58,7 @@ import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage,
 import type { Json } from "../../core/json.js";
 import { holdMs, isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
-import { claimUnderLimits, jobFlowValues, limitsOf, type FlowQuery, type PgFlowRow } from "./flow.js";
+import { claimUnderLimits, jobFlowValues, limitsOf, retryInMsFromNow, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -1094,7 +1094,7 @@ export class PostgresBackend implements Backend {
   }
 
   private async claimUnderLimits(queues: readonly string[], request: ClaimRequest, limit: number, leaseMs: number): Promise<JobRow[]> {
-    const { rows, throttles } = await this.inTransaction(async (client) => ({
+    const { rows, throttles, clockReadAt } = await this.inTransaction(async (client) => ({
       value: await claimUnderLimits<JobRow>(
         <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
         queues,
@@ -1105,7 +1105,7 @@ export class PostgresBackend implements Backend {
       ),
       commit: true,
     }));
-    for (const t of throttles) reportThrottle(request.onThrottle, t.queue, t.retryInMs);
+    for (const t of throttles) reportThrottle(request.onThrottle, t.queue, retryInMsFromNow(t.retryInMs, clockReadAt));
     return rows;
   }
 

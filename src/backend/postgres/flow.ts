@@ -63,15 +63,17 @@ export async function claimUnderLimits<Row extends object>(
   limit: number,
   leaseMs: number,
   nowParam: number | null,
-): Promise<{ rows: Row[]; throttles: ClaimThrottle[] }> {
+): Promise<{ rows: Row[]; throttles: ClaimThrottle[]; clockReadAt: number | null }> {
   const locked = await run<PgFlowRow>("flow-lock", [nowParam, textArray(queues)]);
+  const clockReadAt = performance.now();
   const rowOf = new Map(locked.map((row) => [row.queue!, row]));
   const { id, host, pid } = request.worker;
   const rows: Row[] = [];
   const throttles: ClaimThrottle[] = [];
   // Every claim below runs at the locked clock reading, so the starts recorded in the rate
-  // window and the jobs' started_at are the same instant.
-  const now = locked[0]?.now ?? nowParam;
+  // window and the jobs' started_at are the same instant: the latest row's, read once every
+  // row was locked (flow-lock.sql).
+  const now = locked.length === 0 ? nowParam : Math.max(...locked.map((row) => row.now!));
   const claimFrom = async (queue: string, names: readonly string[], lim: number, checked: boolean) =>
     run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked]);
 
@@ -117,7 +119,21 @@ export async function claimUnderLimits<Row extends object>(
     }
     if (limits.rate !== null && taken > 0) await run("flow-record", [queue, now, taken]);
   }
-  return { rows, throttles };
+  return { rows, throttles, clockReadAt: nowParam === null ? clockReadAt : null };
+}
+
+/**
+ * A throttle's `retryInMs` as of now rather than as of the database clock reading it was
+ * computed from: the rest of the claim's transaction, its commit and the reply all ran after
+ * that reading, and a worker counts `retryInMs` from when it hears it (QueueThrottle.note).
+ * Reported as computed, every slot would be heard of late by that much and the limit would
+ * under-deliver by it on every window. `clockReadAt`: when the reading arrived
+ * (performance.now()), null under an injected clock (its time does not move by itself). Never
+ * less than 1 ms, like claimBudget.
+ */
+export function retryInMsFromNow(retryInMs: number | null, clockReadAt: number | null, now = performance.now()): number | null {
+  if (retryInMs === null || clockReadAt === null) return retryInMs;
+  return Math.max(1, retryInMs - Math.floor(now - clockReadAt));
 }
 
 /**
