@@ -30,6 +30,7 @@ import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
 import { startWatchdog } from "./watchdog.js";
 import { Settler, type ClaimRide } from "./settler.js";
+import { BufferMarks } from "./buffer-marks.js";
 import { installShutdownSignals } from "./shutdown.js";
 
 /** Handlers by job name, or handlers bound to definitions (`def.handle(fn)`). */
@@ -201,6 +202,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly random: () => number;
   private readonly telemetry: JobTelemetry | null;
   private readonly settler: Settler;
+  /** Which claimed jobs wait unstarted in the buffer, for the store's stall counting. */
+  private readonly marks: BufferMarks;
   private readonly maintenance: Maintenance | null;
   private readonly scheduler: Scheduler | null;
   private readonly running = new Map<string, Running>();
@@ -266,6 +269,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.id = options.workerId ?? newWorkerId();
     this.identity = { id: this.id, host: hostname(), pid: process.pid };
     this.settler = new Settler(this.backend, () => this.claimRide());
+    this.marks = new BufferMarks(this.backend, (error, during) => this.reportError(error, during));
     const m = options.maintenance ?? true;
     this.maintenance =
       m === false
@@ -466,8 +470,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           break;
         }
         if (claimed.length) failpoint("after-claim");
-        for (const c of claimed) this.buffer.push({ claimed: c, leaseDeadline: requestSentAt + this.leaseMs });
-        this.startBuffered();
+        this.deliverClaimed(claimed, requestSentAt);
         // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
         if (claimed.length === room) this.claimAgain = true;
       } while (this.claimAgain && !this.stopping);
@@ -515,9 +518,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           return;
         }
         if (claimed.length) failpoint("after-claim");
-        for (const c of claimed) this.buffer.push({ claimed: c, leaseDeadline: requestSentAt + this.leaseMs });
         end();
-        this.startBuffered();
+        this.deliverClaimed(claimed, requestSentAt);
         // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
         if (claimed.length === room) this.scheduleFill();
       },
@@ -526,6 +528,19 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         this.reportError(error, "claiming jobs");
       },
     };
+  }
+
+  /**
+   * Puts newly claimed jobs in the buffer and starts what free slots can take; the store is told
+   * which ones stay buffered (see BufferMarks).
+   */
+  private deliverClaimed(claimed: readonly ClaimedJob[], requestSentAt: number): void {
+    const held = claimed.map((c): Buffered => ({ claimed: c, leaseDeadline: requestSentAt + this.leaseMs }));
+    this.buffer.push(...held);
+    this.startBuffered();
+    if (held.length === 0 || this.buffer.length === 0) return;
+    const stillBuffered = new Set(this.buffer);
+    this.marks.buffered(held.filter((b) => stillBuffered.has(b)).map((b) => b.claimed.lease));
   }
 
   /**
@@ -543,6 +558,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         // heartbeats failed) may already belong to another worker: never start it.
         if (performance.now() >= b.leaseDeadline) {
           this.reportBufferedLoss(b, "expired");
+          this.marks.forget(b.claimed.lease);
           // If the store has not rescued it yet, hand it back unstarted (no attempt used) rather
           // than let it wait out the lease and count as a stall; fenced, so harmless otherwise.
           this.settler.release(b.claimed.lease).catch((error: unknown) => this.reportError(error, `releasing buffered job ${b.claimed.job.id}`));
@@ -559,6 +575,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   private start(hold: Buffered): void {
     const claimed = hold.claimed;
+    // Before the handler runs: one that kills this process at once is then on record as started.
+    this.marks.started(claimed.lease);
     const handler = this.handlers.get(claimed.job.name);
     const controller = new AbortController();
     let resolveSettled!: () => void;
@@ -858,6 +876,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const i = this.buffer.findIndex((b) => b.claimed.lease.jobId === jobId && b.claimed.lease.token === token);
     if (i < 0) return;
     const [b] = this.buffer.splice(i, 1);
+    this.marks.forget(b!.claimed.lease);
     this.reportBufferedLoss(b!, reason);
   }
 
@@ -954,6 +973,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     // Jobs still settling (a completion on its way) get to finish: their outcome is decided.
     await Promise.all([...this.running.values()].map((r) => r.settled));
     await this.settler.drain();
+    await this.marks.settled();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = null;
     this.sandbox?.close();
@@ -970,6 +990,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.buffer = [];
     if (buffered.length === 0) return;
     const jobIds = buffered.map((b) => b.claimed.job.id);
+    for (const b of buffered) this.marks.forget(b.claimed.lease);
     try {
       const results = await this.backend.release(buffered.map((b) => b.claimed.lease));
       const released = jobIds.filter((_, i) => results[i] === "applied");

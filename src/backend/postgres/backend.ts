@@ -164,6 +164,7 @@ const QUERY_FILES = [
   "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
   "flow-enqueue", "flow-hold-key",
   "complete-and-claim",
+  "mark-buffered",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -727,6 +728,11 @@ export class PostgresBackend implements Backend {
   }
 
   // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
+
+  async markBuffered(leases: readonly Lease[], buffered: boolean): Promise<void> {
+    if (leases.length === 0) return;
+    await this.query("mark-buffered", [textArray(leases.map((l) => l.jobId)), integerArray(leases.map((l) => l.token)), buffered]);
+  }
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
