@@ -48,7 +48,7 @@ export class LeaseKeeper {
   private stopped = false;
 
   constructor(private readonly o: LeaseKeeperOptions) {
-    this.marks = new BufferMarks(o.backend, o.onError);
+    this.marks = new BufferMarks(o.backend, (error, during) => o.onError(error, during));
   }
 
   get bufferedCount(): number {
