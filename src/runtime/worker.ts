@@ -69,7 +69,10 @@ export interface WorkerOptions {
    * its next job at once instead of after a round trip to the store, and claims fetch many jobs
    * per call. Buffered jobs are `active` in the store under this worker's lease (heartbeated like
    * running ones, released unstarted on shutdown); if this process dies they run again only after
-   * their lease expires, and other workers cannot take them meanwhile. Worth it for many short
+   * their lease expires, and other workers cannot take them meanwhile. The store is told which
+   * claimed jobs wait in the buffer and when they start (one batched call at a time), so a
+   * death of this process does not count toward a buffered job's quarantine (`maxStalls`).
+   * Worth it for many short
    * jobs (the PostgreSQL benchmark uses 500); leave at 0 for long jobs or small fleets where
    * spreading work evenly matters more. Default 0 (claim only what can start now).
    */
@@ -122,7 +125,8 @@ export interface MaintenanceOptions {
   rescueIntervalMs?: number;
   /**
    * Lease expiries in a row before a job is quarantined in `dead`. Default 3. Only expiries of a
-   * job that was its worker's only active job count (see `RescueOptions.maxStalls`).
+   * job that had started (not one held in a prefetch buffer) and was its worker's only started
+   * job count (see `RescueOptions.maxStalls`).
    */
   maxStalls?: number;
   /** How often to prune finished jobs, ms. Default 60 000. */
