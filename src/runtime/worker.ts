@@ -812,7 +812,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         await this.backend.holdQueue(job.queue, forMs, { keyOfJob: job.id });
       } else {
         await this.backend.holdQueue(job.queue, forMs);
-        this.throttle.note(job.queue, delayMs);
+        this.throttle.note(job.queue, delayMs, this.clock.now());
       }
     } catch (error) {
       this.reportError(error, `holding ${pause === "key" ? `the limiter key of job ${job.id}` : `queue ${job.queue}`} for ${delayMs} ms`);
