@@ -8,6 +8,7 @@
   KEYS[1] meta     <base>meta
   ARGV[1] '1' buffered, '0' started
   ARGV[2..] pairs: job id, lease token
+  Returns 0.
 ]]
 local base = string.sub(KEYS[1], 1, -5)
 local buffered = ARGV[1] == '1'
