@@ -412,7 +412,26 @@ describe("worker runtime", () => {
 
     it("keeps buffered jobs' leases alive while they wait for a slot", async () => {
       const clock = await onFakeClock();
-      worker({ clock, concurrency: 1, prefetch: 5, leaseMs: 150, maintenance: false, handlers: { slow: () => sleepOn(clock, 100) } });
+      // The test waits for each heartbeat's answer before it moves the clock on: on a slow store,
+      // fake time must not outrun a renewal that is still on its way.
+      let heartbeatsOut = 0;
+      const watched = new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "heartbeat") {
+            return async (...args: Parameters<Backend["heartbeat"]>) => {
+              heartbeatsOut++;
+              try {
+                return await target.heartbeat(...args);
+              } finally {
+                heartbeatsOut--;
+              }
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      worker({ backend: watched, clock, concurrency: 1, prefetch: 5, leaseMs: 150, maintenance: false, handlers: { slow: () => sleepOn(clock, 100) } });
       const ids = await queue.addBulk(Array.from({ length: 6 }, () => ({ name: "slow", data: {} })));
       await waitFor(async () => (await queue.stats()).counts.active === 6, { description: "one running, five buffered" });
       // Six jobs one after another take 600 ms: four leases' worth for the last one in the buffer.
@@ -421,6 +440,7 @@ describe("worker runtime", () => {
       for (let step = 0; step < 80 && (await queue.stats()).counts.completed < 6; step++) {
         clock.advance(25);
         await settleDown();
+        await waitFor(() => heartbeatsOut === 0, { description: "the heartbeat answered" });
         rescued.push(...(await backend.rescueExpired()).map((r) => r.id));
       }
       expect((await queue.stats()).counts.completed).toBe(6);
