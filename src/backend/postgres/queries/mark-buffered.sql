@@ -1,6 +1,6 @@
 -- mark-buffered: records that leases are held unstarted in a worker's prefetch buffer ($3 true),
 -- or have started since ($3 false), so rescue.sql does not count an expiry while buffered as a
--- stall (0007_stall_blame). Fenced: a lease no longer held is skipped.
+-- stall (the stall_blame migration). Fenced: a lease no longer held is skipped.
 --
 -- $1 job ids text[]    $2 lease tokens bigint[]    $3 buffered boolean
 --

@@ -9,7 +9,7 @@
 -- will run again, `dead` when its attempts ran out or it was quarantined (its lease expired
 -- max_stalls times in a row: it keeps killing its workers). An expiry counts toward the stalls
 -- only when the job had started (it was not held unstarted in a prefetch buffer: excused_token,
--- 0007_stall_blame) and was the only started job of its worker: a worker that died running
+-- the stall_blame migration) and was the only started job of its worker: a worker that died running
 -- several does not say which one killed it, and innocent jobs must not be quarantined with the
 -- guilty one. Such a worker's other active jobs are excused here too, so those whose leases
 -- expire later are not blamed once they are the last ones left.

@@ -1,4 +1,4 @@
--- 0007_stall_blame: which lease expiries may count toward a job's quarantine (maxStalls).
+-- 0008_stall_blame: which lease expiries may count toward a job's quarantine (maxStalls).
 --
 -- `{{prefix}}` is replaced by the backend's table prefix (default "conveyor_").
 --

@@ -1,4 +1,4 @@
--- 0007_stall_blame: which lease expiries may count toward a job's quarantine (maxStalls).
+-- 0009_stall_blame: which lease expiries may count toward a job's quarantine (maxStalls).
 --
 -- `{{schema}}` is replaced by the backend's schema (quoted) before this runs.
 --
