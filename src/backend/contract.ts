@@ -311,9 +311,12 @@ export interface RescueOptions {
   /**
    * Lease expiries in a row after which the job is quarantined in `dead` instead of retried
    * (it keeps killing its workers). Default 3. An expiry counts only when the job is the likely
-   * cause: it was the only active job of its worker (on Redis: of its worker in its queue). A
-   * worker that dies holding several jobs, running or buffered by prefetch, does not say which
-   * one killed it, so none of them is counted (their attempts still are).
+   * cause: it had started (it was not held unstarted in a prefetch buffer, see `markBuffered`)
+   * and it was the only started job of its worker (on Redis: of its worker in its queue). A
+   * worker that dies running several jobs does not say which one killed it, so none of them is
+   * counted, also those whose leases expire later than the first (the rescuer excuses them all
+   * at the first); their attempts still are. An expiry that does not count leaves the count as
+   * it was.
    */
   maxStalls?: number;
   /** Maximum jobs to rescue in one call. Default 1000. */
@@ -451,6 +454,14 @@ export interface Backend extends AsyncDisposable {
   claim(request: ClaimRequest): Promise<ClaimedJob[]>;
   /** Extends every lease still held by `leaseMs` from now; reports the ones that were lost. */
   heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult>;
+  /**
+   * Records that these leases are held unstarted in the worker's prefetch buffer (`buffered`
+   * true), or that they have since started (false), so a lease expiry while buffered does not
+   * count toward the job's quarantine (`RescueOptions.maxStalls`). A claimed job counts as
+   * started until told otherwise. Fenced: a lease no longer held is skipped silently. Absent on
+   * stores without stall counting (RabbitMQ); the worker then sends nothing.
+   */
+  markBuffered?(leases: readonly Lease[], buffered: boolean): Promise<void>;
   /** Marks jobs completed with their results (fenced). */
   complete(items: readonly Completion[]): Promise<SettleResult[]>;
   /**

@@ -1,6 +1,5 @@
 import { hostname } from "node:os";
 import type { EventPrunePolicy } from "../core/queue-events.js";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Backend, ClaimedJob, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
 import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
@@ -30,6 +29,9 @@ import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
 import { startWatchdog } from "./watchdog.js";
 import { Settler, type ClaimRide } from "./settler.js";
+import { LeaseKeeper, type Hold } from "./lease-keeper.js";
+import { ModeMachine, type WorkerMode } from "./worker-mode.js";
+import { monotonicClock, sleepOn, type ClockTimer, type TimerClock } from "../core/clock.js";
 import { installShutdownSignals } from "./shutdown.js";
 
 /** Handlers by job name, or handlers bound to definitions (`def.handle(fn)`). */
@@ -67,7 +69,10 @@ export interface WorkerOptions {
    * its next job at once instead of after a round trip to the store, and claims fetch many jobs
    * per call. Buffered jobs are `active` in the store under this worker's lease (heartbeated like
    * running ones, released unstarted on shutdown); if this process dies they run again only after
-   * their lease expires, and other workers cannot take them meanwhile. Worth it for many short
+   * their lease expires, and other workers cannot take them meanwhile. The store is told which
+   * claimed jobs wait in the buffer and when they start (one batched call at a time), so a
+   * death of this process does not count toward a buffered job's quarantine (`maxStalls`).
+   * Worth it for many short
    * jobs (the PostgreSQL benchmark uses 500); leave at 0 for long jobs or small fleets where
    * spreading work evenly matters more. Default 0 (claim only what can start now).
    */
@@ -107,6 +112,12 @@ export interface WorkerOptions {
   random?: () => number;
   /** Tracing around each handler run (see `conveyor-jobs/metrics`). Default none. */
   telemetry?: JobTelemetry;
+  /**
+   * The clock the worker's lease deadlines, heartbeats, job timeouts, polling and shutdown grace
+   * period run on. Default: monotonic time (`performance.now()`) with Node's timers. Inject a
+   * `FakeClock` (`conveyor-jobs/testing`), usually the store's own, to drive them in tests.
+   */
+  clock?: TimerClock;
 }
 
 export interface MaintenanceOptions {
@@ -114,7 +125,8 @@ export interface MaintenanceOptions {
   rescueIntervalMs?: number;
   /**
    * Lease expiries in a row before a job is quarantined in `dead`. Default 3. Only expiries of a
-   * job that was its worker's only active job count (see `RescueOptions.maxStalls`).
+   * job that had started (not one held in a prefetch buffer) and was its worker's only started
+   * job count (see `RescueOptions.maxStalls`).
    */
   maxStalls?: number;
   /** How often to prune finished jobs, ms. Default 60 000. */
@@ -144,20 +156,10 @@ export interface CloseResult {
   releasedJobIds: string[];
 }
 
-/**
- * A claimed job and its lease deadline: first in the buffer (see `prefetch`), then, once started,
- * shared by its `Running` entry, so a heartbeat renews the one deadline wherever the job is.
- */
-interface Buffered {
-  claimed: ClaimedJob;
-  /** Local monotonic deadline by which the store will consider the lease expired. */
-  leaseDeadline: number;
-}
-
 interface Running {
   claimed: ClaimedJob;
-  /** The claim and its lease deadline. */
-  hold: Buffered;
+  /** The claim and its lease deadline (kept by the LeaseKeeper). */
+  hold: Hold;
   job: Job<unknown>;
   handler: BoundHandler<unknown>;
   controller: AbortController;
@@ -165,8 +167,9 @@ interface Running {
   done: boolean;
   /** Counts against `concurrency` until the handler's outcome is decided (not until it is acknowledged). */
   slotHeld: boolean;
+  /** By the worker's clock. */
   startedAt: number;
-  timer: NodeJS.Timeout | null;
+  timer: ClockTimer | null;
   /** Opened when the handler asks for `ctx.tx()`; the completion commits inside it. */
   completionTx: Promise<CompletionTransaction> | null;
   settled: Promise<void>;
@@ -201,38 +204,36 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly random: () => number;
   private readonly telemetry: JobTelemetry | null;
   private readonly settler: Settler;
+  private readonly clock: TimerClock;
+  /** Every lease this worker holds: the prefetch buffer, heartbeats, deadlines. */
+  private readonly leases: LeaseKeeper;
+  /** created → starting → waiting ⇄ polling → draining → stopped, with paused beside (see WorkerMode). */
+  private readonly modes = new ModeMachine();
+  /** Where `resume()` returns to. */
+  private resumeTo: WorkerMode = "created";
   private readonly maintenance: Maintenance | null;
   private readonly scheduler: Scheduler | null;
   private readonly running = new Map<string, Running>();
   private readonly prefetch: number;
-  /** Claimed ahead of free slots, oldest first; started as slots free up. */
-  private buffer: Buffered[] = [];
+  /** Guards startBuffered against re-entry from a handler that settles synchronously. */
   private startingBuffered = false;
   /** Jobs whose handler is still running: what `concurrency` limits. Settling jobs do not count. */
   private busySlots = 0;
   private readonly sandbox: SandboxPool | null;
   private readonly watchdogOptions: { stallMs: number } | null;
   private stopWatchdog: (() => Promise<void>) | null = null;
-  /** False until a sandbox has told which job names it handles. */
-  private handlersReady: boolean;
 
-  private started = false;
-  /** Set by `pause()`: no claims, no buffered starts, until `resume()`. */
-  private paused = false;
-  private stopping = false;
-  private claiming = false;
-  /** The latest claim round (fill): pause and shutdown await it, so jobs it brings are released. */
-  private claimRound: Promise<void> = Promise.resolve();
+  /** The claim round in flight (fill or a ride): pause and shutdown await it, so jobs it brings are released. */
+  private claimRound: Promise<void> | null = null;
+  /** Something asked for a claim while a round was in flight: the round claims once more. */
   private claimAgain = false;
   /** A claim left to the settler, to go out with the completions waiting there (see `claimRide`). */
   private claimWanted = false;
   private fillScheduled = false;
-  private pollTimer: NodeJS.Timeout | null = null;
+  private pollTimer: ClockTimer | null = null;
   /** Queues whose flow control lets nothing start before a known time (see QueueThrottle). */
   private readonly throttle = new QueueThrottle();
-  private throttleTimer: NodeJS.Timeout | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
-  private heartbeating = false;
+  private throttleTimer: ClockTimer | null = null;
   private unsubscribe: (() => void) | null = null;
   private closing: Promise<CloseResult> | null = null;
   private forceNow: (() => void) | null = null;
@@ -249,7 +250,6 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.sandbox = options.sandbox ? new SandboxPool(options.sandbox) : null;
     if (options.handlers !== undefined) this.registerHandlers(options.handlers);
     else if (!this.sandbox) throw new InvalidInputError("new Worker() needs { handlers } (or { sandbox: { module } })");
-    this.handlersReady = !this.sandbox;
     this.watchdogOptions = options.watchdog ?? null;
     this.concurrency = positiveInt("option concurrency", options.concurrency ?? 10);
     this.prefetch = nonNegativeInt("option prefetch", options.prefetch ?? 0);
@@ -266,6 +266,18 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.id = options.workerId ?? newWorkerId();
     this.identity = { id: this.id, host: hostname(), pid: process.pid };
     this.settler = new Settler(this.backend, () => this.claimRide());
+    this.clock = options.clock ?? monotonicClock;
+    this.leases = new LeaseKeeper({
+      backend: this.backend,
+      clock: this.clock,
+      leaseMs: this.leaseMs,
+      heartbeatIntervalMs: this.heartbeatIntervalMs,
+      onRunningLost: (hold, reason) => this.runningLost(hold, reason),
+      onBufferedLost: (hold, reason) => this.reportBufferedLoss(hold, reason),
+      release: (lease) => this.settler.release(lease),
+      onReleased: (jobIds, why) => this.reportReleased(jobIds, why),
+      onError: (error, during) => this.reportError(error, during),
+    });
     const m = options.maintenance ?? true;
     this.maintenance =
       m === false
@@ -319,7 +331,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   /** Jobs claimed ahead and waiting in this worker for a free slot (see `prefetch`). */
   get bufferedCount(): number {
-    return this.buffer.length;
+    return this.leases.bufferedCount;
+  }
+
+  /**
+   * What the worker is doing: `created` (not run yet), `starting` (its sandbox is loading),
+   * `waiting` (for work), `polling` (a claim is in flight), `paused`, `draining` (closing),
+   * `stopped`. See WorkerMode.
+   */
+  get mode(): WorkerMode {
+    return this.modes.current;
   }
 
   /**
@@ -329,36 +350,43 @@ export class Worker extends TypedEmitter<WorkerEvents> {
    * `resume()` starts claiming again. To stop every worker of a queue, use `queue.pause()`.
    */
   async pause(): Promise<void> {
-    if (this.stopping) return;
-    this.paused = true;
+    if (this.modes.closing) return;
+    if (!this.modes.is("paused")) {
+      this.resumeTo = this.modes.is("polling") ? "waiting" : this.modes.current;
+      this.modes.to("paused");
+    }
     // A claim already on its way lands in the buffer; wait for it so it is released below.
     await this.claimRound;
-    await this.releaseBuffered("paused");
+    await this.leases.releaseBuffered("paused");
     await Promise.all([...this.running.values()].map((r) => r.settled));
   }
 
   /** Takes jobs again after `pause()` (once `run()` has started the worker, with `autostart: false`). */
   resume(): void {
-    if (!this.paused) return;
-    this.paused = false;
+    if (!this.modes.is("paused")) return;
     // Before run() there are no heartbeats, subscription or poll yet: claiming then would hold
     // jobs whose leases nothing renews. run() starts claiming itself.
-    if (this.started) this.scheduleFill();
+    this.modes.to(this.resumeTo);
+    this.scheduleFill();
   }
 
   /** True between `pause()` and `resume()`. */
   get isPaused(): boolean {
-    return this.paused;
+    return this.modes.is("paused");
   }
 
   /** Starts claiming (only needed with `autostart: false`). */
   run(): void {
-    if (this.started || this.stopping) return;
-    this.started = true;
+    const paused = this.modes.is("paused");
+    if (!this.modes.is("created") && !(paused && this.resumeTo === "created")) return;
+    // Until a sandbox says which job names it handles, nothing can be claimed.
+    const next: WorkerMode = this.sandbox ? "starting" : "waiting";
+    if (paused) this.resumeTo = next;
+    else this.modes.to(next);
     this.unsubscribe = this.backend.subscribe((queue) => {
       if (queue === "*" || this.queues.includes(queue)) this.scheduleFill();
     });
-    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.heartbeatIntervalMs);
+    this.leases.start();
     this.maintenance?.start();
     this.scheduler?.start();
     if (this.watchdogOptions) this.stopWatchdog = startWatchdog(this.watchdogOptions);
@@ -370,7 +398,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           for (const name of names) {
             if (!this.handlers.has(name)) this.handlers.set(name, { name, schema: null, run: (job, ctx) => pool.run(job as JobRecord, ctx) });
           }
-          this.handlersReady = true;
+          if (this.modes.is("starting")) this.modes.to("waiting");
+          else if (this.modes.is("paused") && this.resumeTo === "starting") this.resumeTo = "waiting";
           this.scheduleFill();
         },
         (error: unknown) => this.reportError(error, "loading the sandbox handlers module; this worker will claim nothing"),
@@ -382,7 +411,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   // ---------------------------------------------------------------- claiming
 
   private scheduleFill(): void {
-    if (this.fillScheduled || this.stopping) return;
+    if (this.fillScheduled || this.modes.closing) return;
     this.fillScheduled = true;
     // Coalesce: a burst of wake-ups and finished jobs in one tick becomes one claim.
     setImmediate(() => {
@@ -392,65 +421,84 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   private schedulePoll(): void {
-    if (this.stopping) return;
-    if (this.pollTimer) clearTimeout(this.pollTimer);
+    if (this.modes.closing) return;
+    this.pollTimer?.cancel();
     // A little jitter so a fleet started together does not poll in lock-step.
     const delay = Math.round(this.pollIntervalMs * (0.9 + 0.2 * Math.random()));
-    this.pollTimer = setTimeout(() => {
+    this.pollTimer = this.clock.after(delay, () => {
       this.pollTimer = null;
       this.scheduleFill();
       this.schedulePoll();
-    }, delay);
+    });
   }
 
   /** Claims again when the first throttled queue's next slot opens. */
   private armThrottleTimer(): void {
-    const inMs = this.throttle.nextOpenInMs();
-    if (this.throttleTimer) clearTimeout(this.throttleTimer);
+    const inMs = this.throttle.nextOpenInMs(this.clock.now());
+    this.throttleTimer?.cancel();
     this.throttleTimer = null;
-    if (inMs === null || this.stopping) return;
-    this.throttleTimer = setTimeout(() => {
+    if (inMs === null || this.modes.closing) return;
+    this.throttleTimer = this.clock.after(Math.ceil(inMs), () => {
       this.throttleTimer = null;
       this.scheduleFill();
-    }, Math.ceil(inMs));
+    });
+  }
+
+  /** Room for claimed jobs: free slots plus free buffer places. */
+  private get room(): number {
+    return this.concurrency - this.busySlots + this.prefetch - this.leases.bufferedCount;
+  }
+
+  /** A claim round begins: `polling` while claims are allowed (a paused or closing worker stays so). */
+  private beginRound(): () => void {
+    let endRound!: () => void;
+    const round = new Promise<void>((resolve) => (endRound = resolve));
+    this.claimRound = round;
+    if (this.modes.is("waiting")) this.modes.to("polling");
+    return () => {
+      if (this.claimRound === round) this.claimRound = null;
+      if (this.modes.is("polling")) this.modes.to("waiting");
+      endRound();
+    };
   }
 
   private fill(): Promise<void> {
-    if (this.claiming) {
+    if (this.claimRound) {
       this.claimAgain = true;
       return this.claimRound;
     }
-    this.claimRound = this.claimLoop();
-    return this.claimRound;
+    const end = this.beginRound();
+    const round = this.claimRound!;
+    void this.claimLoop(end);
+    return round;
   }
 
-  /** Claims until the slots and the buffer are full or the store has no more (one round of fill). */
-  private async claimLoop(): Promise<void> {
-    this.claiming = true;
+  /** Claims until the slots and the buffer are full or the store has no more (one round of fill); then `end`. */
+  private async claimLoop(end: () => void): Promise<void> {
     try {
       do {
         this.claimAgain = false;
         this.startBuffered();
-        const free = this.concurrency - this.busySlots;
         // What the slots and the buffer can take. With a buffer, wait until it has drained to
         // half before claiming again (unless slots are idle), so claims fetch many jobs each.
-        const room = free + this.prefetch - this.buffer.length;
-        if (this.stopping || this.paused || room <= 0 || !this.handlersReady) break;
-        if (this.buffer.length > 0 && room < Math.ceil(this.prefetch / 2)) break;
+        const room = this.room;
+        if (!this.modes.claiming || room <= 0) break;
+        if (this.modes.is("waiting")) this.modes.to("polling");
+        if (this.leases.bufferedCount > 0 && room < Math.ceil(this.prefetch / 2)) break;
         // Slots still have buffered work and completions are about to go out: let the claim ride
         // with them (one round trip and one commit for both, Backend.completeAndClaim). Not when
         // the buffer is empty: then slots wait for this claim, and sent on its own it overlaps the
         // completions on another connection instead of waiting its turn behind them (measured:
         // no-op jobs at concurrency 10 ran at less than half the rate when every claim rode;
         // docs/performance-postgres.md).
-        if (this.buffer.length > 0 && this.settler.carriesClaims) {
+        if (this.leases.bufferedCount > 0 && this.settler.carriesClaims) {
           this.claimWanted = true;
           break;
         }
         // The store starts the lease before it answers: count our deadline from the request.
-        const requestSentAt = performance.now();
+        const requestSentAt = this.clock.now();
         // Rate-limited or held queues are left out until their next slot opens (flow control).
-        const queues = this.throttle.open(this.queues);
+        const queues = this.throttle.open(this.queues, requestSentAt);
         if (queues.length === 0) break;
         const claimed = await this.backend.claim({
           queues,
@@ -458,25 +506,23 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           worker: this.identity,
           limit: room,
           leaseMs: this.leaseMs,
-          onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs),
+          onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
         });
-        if (this.stopping) {
+        if (this.modes.closing) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted.
           await this.backend.release(claimed.map((c) => c.lease)).catch((e: unknown) => this.reportError(e, "releasing jobs claimed during shutdown"));
           break;
         }
-        if (claimed.length) failpoint("after-claim");
-        for (const c of claimed) this.buffer.push({ claimed: c, leaseDeadline: requestSentAt + this.leaseMs });
-        this.startBuffered();
+        this.deliverClaimed(claimed, requestSentAt);
         // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
         if (claimed.length === room) this.claimAgain = true;
-      } while (this.claimAgain && !this.stopping);
+      } while (this.claimAgain && !this.modes.closing);
     } catch (error) {
       this.reportError(error, "claiming jobs");
       // The store is unreachable: polling will try again; no tight loop.
     } finally {
-      this.claiming = false;
       this.armThrottleTimer();
+      end();
     }
   }
 
@@ -488,24 +534,18 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private claimRide(): ClaimRide | null {
     if (!this.claimWanted) return null;
     this.claimWanted = false;
-    const room = this.concurrency - this.busySlots + this.prefetch - this.buffer.length;
-    if (this.claiming || this.stopping || this.paused || room <= 0 || !this.handlersReady) {
+    const room = this.room;
+    if (this.claimRound || !this.modes.claiming || room <= 0) {
       // Not now: an ordinary claim round decides (one may be running; it then claims again).
       this.scheduleFill();
       return null;
     }
-    this.claiming = true;
-    let endRound!: () => void;
-    this.claimRound = new Promise<void>((resolve) => (endRound = resolve));
-    const requestSentAt = performance.now();
-    const end = () => {
-      this.claiming = false;
-      endRound();
-    };
+    const end = this.beginRound();
+    const requestSentAt = this.clock.now();
     return {
       request: { queues: this.queues, names: this.jobNames, worker: this.identity, limit: room, leaseMs: this.leaseMs },
       deliver: (claimed) => {
-        if (this.stopping) {
+        if (this.modes.closing) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted, before the
           // round ends (shutdown awaits it).
           void this.backend
@@ -514,10 +554,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
             .finally(end);
           return;
         }
-        if (claimed.length) failpoint("after-claim");
-        for (const c of claimed) this.buffer.push({ claimed: c, leaseDeadline: requestSentAt + this.leaseMs });
         end();
-        this.startBuffered();
+        this.deliverClaimed(claimed, requestSentAt);
         // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
         if (claimed.length === room) this.scheduleFill();
       },
@@ -529,26 +567,29 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   /**
+   * Puts newly claimed jobs in the buffer and starts what free slots can take; the store is told
+   * which ones stay buffered (LeaseKeeper.noteBuffered).
+   */
+  private deliverClaimed(claimed: readonly ClaimedJob[], requestSentAt: number): void {
+    if (claimed.length) failpoint("after-claim");
+    const holds = this.leases.accept(claimed, requestSentAt);
+    this.startBuffered();
+    this.leases.noteBuffered(holds);
+  }
+
+  /**
    * Starts buffered jobs while slots are free, oldest claim first. A handler that fails at once
    * frees its slot from inside `start`; the nested call returns and this loop takes the slot, so
    * a run of such jobs never recurses.
    */
   private startBuffered(): void {
-    if (this.stopping || this.paused || this.startingBuffered) return;
+    if (!this.modes.claiming || this.startingBuffered) return;
     this.startingBuffered = true;
     try {
-      while (this.busySlots < this.concurrency && this.buffer.length > 0) {
-        const b = this.buffer.shift()!;
-        // A lease that ran out while the job waited here (this process was stopped, or its
-        // heartbeats failed) may already belong to another worker: never start it.
-        if (performance.now() >= b.leaseDeadline) {
-          this.reportBufferedLoss(b, "expired");
-          // If the store has not rescued it yet, hand it back unstarted (no attempt used) rather
-          // than let it wait out the lease and count as a stall; fenced, so harmless otherwise.
-          this.settler.release(b.claimed.lease).catch((error: unknown) => this.reportError(error, `releasing buffered job ${b.claimed.job.id}`));
-          continue;
-        }
-        this.start(b);
+      while (this.busySlots < this.concurrency) {
+        const hold = this.leases.next();
+        if (!hold) break;
+        this.start(hold);
       }
     } finally {
       this.startingBuffered = false;
@@ -557,7 +598,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   // ---------------------------------------------------------------- running
 
-  private start(hold: Buffered): void {
+  private start(hold: Hold): void {
     const claimed = hold.claimed;
     const handler = this.handlers.get(claimed.job.name);
     const controller = new AbortController();
@@ -571,7 +612,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       controller,
       done: false,
       slotHeld: true,
-      startedAt: performance.now(),
+      startedAt: this.clock.now(),
       hold,
       timer: null,
       completionTx: null,
@@ -592,11 +633,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }
     const timeoutMs = claimed.job.timeoutMs ?? handler.timeoutMs ?? null;
     if (timeoutMs !== null) {
-      r.timer = setTimeout(() => {
+      r.timer = this.clock.after(timeoutMs, () => {
         const error = new JobTimeoutError(timeoutMs);
         controller.abort(error);
         void this.finishFailure(r, error);
-      }, timeoutMs);
+      });
     }
     const ctx: JobContext = {
       signal: controller.signal,
@@ -679,7 +720,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private takeOutcome(r: Running): boolean {
     if (r.done) return false;
     r.done = true;
-    if (r.timer) clearTimeout(r.timer);
+    r.timer?.cancel();
     this.freeSlot(r);
     return true;
   }
@@ -700,7 +741,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   private async finishSuccess(r: Running, value: unknown): Promise<void> {
     if (!this.takeOutcome(r)) return;
-    const durationMs = performance.now() - r.startedAt;
+    const durationMs = this.clock.now() - r.startedAt;
     let result: Json;
     try {
       result = value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
@@ -737,7 +778,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private async finishFailure(r: Running, error: Error): Promise<void> {
     if (!this.takeOutcome(r)) return;
     await this.abandonCompletionTx(r);
-    const durationMs = performance.now() - r.startedAt;
+    const durationMs = this.clock.now() - r.startedAt;
     const job = r.job as JobRecord;
     const decision = decideRetryAfter(error, { attempt: job.attempt, maxAttempts: job.maxAttempts, backoff: job.backoff, backoffFn: r.handler?.backoff, random: this.random });
     const unrecoverable = decision.unrecoverable;
@@ -771,7 +812,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         await this.backend.holdQueue(job.queue, forMs, { keyOfJob: job.id });
       } else {
         await this.backend.holdQueue(job.queue, forMs);
-        this.throttle.note(job.queue, delayMs);
+        this.throttle.note(job.queue, delayMs, this.clock.now());
       }
     } catch (error) {
       this.reportError(error, `holding ${pause === "key" ? `the limiter key of job ${job.id}` : `queue ${job.queue}`} for ${delayMs} ms`);
@@ -790,8 +831,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         return await send();
       } catch (error) {
         this.reportError(error, `settling job ${r.job.id}`);
-        if (performance.now() > r.hold.leaseDeadline || !this.running.has(r.job.id)) return "abandoned";
-        await sleep(Math.min(5_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2));
+        if (!this.leases.isLive(r.hold) || !this.running.has(r.job.id)) return "abandoned";
+        await sleepOn(this.clock, Math.min(5_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2));
       }
     }
   }
@@ -799,6 +840,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   /** The store has the outcome (or it was abandoned): stop heartbeating the job. Its slot was freed earlier. */
   private finished(r: Running): void {
     if (this.running.get(r.job.id) === r) this.running.delete(r.job.id);
+    this.leases.finish(r.hold);
     r.resolveSettled();
   }
 
@@ -812,58 +854,22 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.finished(r);
   }
 
-  // ---------------------------------------------------------------- heartbeats
+  // ---------------------------------------------------------------- leases
 
-  private async heartbeat(): Promise<void> {
-    if (this.heartbeating) return;
-    // Jobs still settling are included: their lease must outlive the acknowledgement. So are
-    // buffered jobs, which are active in the store under our lease although not started yet.
-    const held = [...this.running.values()];
-    const buffered = this.buffer.slice();
-    if (held.length === 0 && buffered.length === 0) return;
-    this.heartbeating = true;
-    const sentAt = performance.now();
-    try {
-      const leases = held.map((r) => r.claimed.lease).concat(buffered.map((b) => b.claimed.lease));
-      const { lost } = await this.backend.heartbeat(leases, this.leaseMs);
-      const lostTokens = new Map<string, number>();
-      const lostRunning: Array<{ r: Running; reason: LeaseLossReason }> = [];
-      for (const { lease, reason } of lost) {
-        lostTokens.set(lease.jobId, lease.token);
-        const r = this.running.get(lease.jobId);
-        if (r && r.claimed.lease.token === lease.token) lostRunning.push({ r, reason });
-        else this.dropBuffered(lease.jobId, lease.token, reason);
-      }
-      // Only now: aborting a running job frees its slot, which starts the next buffered job, and
-      // that must not be one whose lease this same answer reported lost.
-      for (const { r, reason } of lostRunning) this.loseLease(r, reason);
-      // A buffered job that started while the call was out shares its hold: renewed all the same.
-      for (const h of held.map((r) => r.hold).concat(buffered)) {
-        if (lostTokens.get(h.claimed.lease.jobId) !== h.claimed.lease.token) h.leaseDeadline = sentAt + this.leaseMs;
-      }
-    } catch (error) {
-      this.reportError(error, "renewing leases");
-      // Cannot reach the store: once a lease has surely expired there, another worker may already
-      // run the job, so stop ours rather than run it twice at once.
-      const now = performance.now();
-      for (const r of held) if (now > r.hold.leaseDeadline) this.loseLease(r, "expired");
-      for (const b of this.buffer.slice()) if (now > b.leaseDeadline) this.dropBuffered(b.claimed.lease.jobId, b.claimed.lease.token, "expired");
-    } finally {
-      this.heartbeating = false;
-    }
+  /** The keeper reports a started job's lease gone. */
+  private runningLost(hold: Hold, reason: LeaseLossReason): void {
+    const r = this.running.get(hold.claimed.job.id);
+    if (r && r.hold === hold) this.loseLease(r, reason);
   }
 
-  /** A buffered job's lease is gone: forget it unstarted (the store has it, or gave it to another worker). */
-  private dropBuffered(jobId: string, token: number, reason: LeaseLossReason): void {
-    const i = this.buffer.findIndex((b) => b.claimed.lease.jobId === jobId && b.claimed.lease.token === token);
-    if (i < 0) return;
-    const [b] = this.buffer.splice(i, 1);
-    this.reportBufferedLoss(b!, reason);
+  private reportBufferedLoss(hold: Hold, reason: LeaseLossReason): void {
+    this.emit("job:lease-lost", { job: hold.claimed.job, reason });
+    this.logger.warn({ jobId: hold.claimed.job.id, reason, workerId: this.id }, "lease lost on a buffered job before it started; it was not run here");
   }
 
-  private reportBufferedLoss(b: Buffered, reason: LeaseLossReason): void {
-    this.emit("job:lease-lost", { job: b.claimed.job, reason });
-    this.logger.warn({ jobId: b.claimed.job.id, reason, workerId: this.id }, "lease lost on a buffered job before it started; it was not run here");
+  private reportReleased(jobIds: string[], why: string): void {
+    if (jobIds.length) this.emit("job:released", { jobIds });
+    this.logger.info({ workerId: this.id, releasedJobIds: jobIds }, `${why}: released jobs claimed ahead that had not started`);
   }
 
   // ---------------------------------------------------------------- shutdown
@@ -892,10 +898,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   private async shutdown(options: CloseOptions): Promise<CloseResult> {
-    this.stopping = true;
-    if (this.throttleTimer) clearTimeout(this.throttleTimer);
+    this.modes.to("draining");
+    this.throttleTimer?.cancel();
+    this.throttleTimer = null;
     const graceMs = options.graceMs ?? this.shutdownGraceMs;
-    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer?.cancel();
     this.pollTimer = null;
     this.unsubscribe?.();
     this.unsubscribe = null;
@@ -910,16 +917,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     await this.claimRound;
     // Jobs claimed ahead never started: hand them back now, so other workers run them while
     // this one drains.
-    await this.releaseBuffered("shutting down");
+    await this.leases.releaseBuffered("shutting down");
 
     if (!options.force && !this.forceRequested && this.running.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
+      let timer: ClockTimer | undefined;
       const forced = new Promise<void>((resolve) => {
         this.forceNow = resolve;
-        timer = setTimeout(resolve, graceMs);
+        timer = this.clock.after(graceMs, resolve);
       });
       await Promise.race([Promise.all([...this.running.values()].map((r) => r.settled)), forced]);
-      clearTimeout(timer);
+      timer?.cancel();
     }
 
     const leftover = [...this.running.values()].filter((r) => !r.done);
@@ -928,7 +935,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       for (const r of leftover) {
         r.done = true;
         this.freeSlot(r);
-        if (r.timer) clearTimeout(r.timer);
+        r.timer?.cancel();
         r.controller.abort(new ShutdownError());
       }
       await Promise.all(leftover.map((r) => this.abandonCompletionTx(r)));
@@ -942,8 +949,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       );
       leftover.forEach((r, i) => {
         if (results[i] === "applied") releasedJobIds.push(r.job.id);
-        this.running.delete(r.job.id);
-        r.resolveSettled();
+        this.finished(r);
       });
       if (releasedJobIds.length) this.emit("job:released", { jobIds: releasedJobIds });
       this.logger.warn(
@@ -954,32 +960,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     // Jobs still settling (a completion on its way) get to finish: their outcome is decided.
     await Promise.all([...this.running.values()].map((r) => r.settled));
     await this.settler.drain();
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    this.heartbeatTimer = null;
+    await this.leases.stop();
     this.sandbox?.close();
     await this.stopWatchdog?.();
     this.removeSignalHandlers?.();
     const result: CloseResult = { drained: leftover.length === 0, releasedJobIds };
+    this.modes.to("stopped");
     this.emit("worker:closed", result);
     return result;
   }
 
-  /** Releases every buffered job, unstarted (no attempt used). */
-  private async releaseBuffered(why: string): Promise<void> {
-    const buffered = this.buffer;
-    this.buffer = [];
-    if (buffered.length === 0) return;
-    const jobIds = buffered.map((b) => b.claimed.job.id);
-    try {
-      const results = await this.backend.release(buffered.map((b) => b.claimed.lease));
-      const released = jobIds.filter((_, i) => results[i] === "applied");
-      if (released.length) this.emit("job:released", { jobIds: released });
-      this.logger.info({ workerId: this.id, releasedJobIds: released }, `${why}: released jobs claimed ahead that had not started`);
-    } catch (error) {
-      // They come back when their leases expire; nothing is lost, only delayed.
-      this.reportError(error, `releasing ${jobIds.length} buffered jobs (they run again after their leases expire)`);
-    }
-  }
 
   private reportError(error: unknown, during: string): void {
     const e = toError(error);

@@ -26,6 +26,7 @@ import { leaseTests } from "./leases.js";
 import { logTests } from "./logs.js";
 import { eventLogTests } from "./events.js";
 import { maintenanceTests } from "./maintenance.js";
+import { stallBlameTests } from "./stall-blame.js";
 import { miscTests } from "./misc.js";
 import { scheduleTests } from "./schedules.js";
 import { retryPolicyTests, settleTests } from "./settle.js";
@@ -78,6 +79,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     eventLogTests(context);
     completeAndClaimTests(context);
     maintenanceTests(context);
+    stallBlameTests(context);
     adminTests(context);
     miscTests(context);
     flowControlTests(context);

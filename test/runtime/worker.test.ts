@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   defineJob,
@@ -12,7 +12,8 @@ import {
   type Backend,
   type WorkerOptions,
 } from "../../src/index.js";
-import { createTestBackend } from "../../src/testing/index.js";
+import { cleanupRuntimeBackends, RUNTIME_BACKENDS } from "../helpers/runtime-backends.js";
+import { FakeClock, sleepOn } from "../../src/core/clock.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 let backend: Backend;
@@ -29,8 +30,10 @@ async function state(id: string) {
   return (await backend.get(id))?.state;
 }
 
-beforeEach(() => {
-  backend = createTestBackend();
+// Every test on every store: the worker must behave the same whatever holds its jobs.
+describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
+beforeEach(async () => {
+  backend = await store.open();
   queue = new Queue("q", { backend });
 });
 
@@ -38,6 +41,24 @@ afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
   await backend.close();
 });
+afterAll(cleanupRuntimeBackends);
+
+/**
+ * Reopens the test's store on a FakeClock for the workers to share: lease expiries in the store,
+ * and the workers' heartbeats and deadlines, then move only when the test advances it.
+ */
+async function onFakeClock(): Promise<FakeClock> {
+  await backend.close();
+  const clock = new FakeClock(Date.now());
+  backend = await store.open({ clock });
+  queue = new Queue("q", { backend });
+  return clock;
+}
+
+/** Lets the async work that a clock step started (store calls, settles, wake-ups) run its course. */
+async function settleDown(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+}
 
 describe("worker runtime", () => {
   it("runs jobs, stores results, and never exceeds its concurrency", async () => {
@@ -214,20 +235,24 @@ describe("worker runtime", () => {
   });
 
   it("keeps a long job alive with heartbeats while the rescuer runs", async () => {
-    const w = worker({
-      leaseMs: 150,
-      maintenance: { rescueIntervalMs: 20 },
-      handlers: { long: () => new Promise((r) => setTimeout(() => r("done"), 600)) },
-    });
-    const rescued: string[] = [];
-    w.on("job:stalled-rescued", ({ rescued: j }) => rescued.push(j.id));
+    const clock = await onFakeClock();
+    let finish!: (value: string) => void;
+    worker({ clock, leaseMs: 150, maintenance: false, handlers: { long: () => new Promise<string>((r) => (finish = r)) } });
     const { id } = await queue.add("long", {});
-    await waitFor(async () => (await state(id)) === "completed", { timeoutMs: 5_000 });
-    expect(rescued).toEqual([]);
+    await waitFor(async () => (await state(id)) === "active" && finish !== undefined);
+    // Four leases' worth of time, a heartbeat (every 50 ms) at a time, the rescuer after each.
+    for (let t = 0; t < 600; t += 50) {
+      clock.advance(50);
+      await waitFor(async () => (await backend.get(id))!.lease?.expiresAt === clock.now() + 150, { description: "the heartbeat renewed the lease" });
+      expect(await backend.rescueExpired()).toEqual([]);
+    }
+    finish("done");
+    await waitFor(async () => (await state(id)) === "completed");
     expect((await backend.get(id))!.attempt).toBe(1);
   });
 
   it("refuses a stale worker's late acknowledgement after another took the job over", async () => {
+    const clock = await onFakeClock();
     // Worker A's heartbeats never reach the store (a partition, a long GC pause): its lease runs out.
     const partitioned = new Proxy(backend, {
       get(target, prop) {
@@ -240,6 +265,7 @@ describe("worker runtime", () => {
     const gateA = new Promise<void>((r) => (releaseA = r));
     const a = worker({
       backend: partitioned,
+      clock,
       workerId: "A",
       concurrency: 1, // its one slot stays busy, so A cannot take the rescued job back itself
       leaseMs: 100,
@@ -249,8 +275,10 @@ describe("worker runtime", () => {
     const refused: string[] = [];
     a.on("job:settle-refused", ({ operation }) => refused.push(operation));
     const { id } = await queue.add("job", {});
-    await waitFor(async () => (await backend.rescueExpired()).length === 1, { description: "A's lease expired and was rescued" });
-    worker({ workerId: "B", handlers: { job: () => "from B" } });
+    await waitFor(async () => (await state(id)) === "active");
+    clock.advance(101);
+    expect((await backend.rescueExpired()).map((r) => r.id)).toEqual([id]);
+    worker({ clock, workerId: "B", maintenance: false, handlers: { job: () => "from B" } });
     await waitFor(async () => (await state(id)) === "completed");
     releaseA();
     await waitFor(() => refused.length === 1, { description: "A's late completion refused" });
@@ -383,18 +411,39 @@ describe("worker runtime", () => {
     });
 
     it("keeps buffered jobs' leases alive while they wait for a slot", async () => {
-      const w = worker({
-        concurrency: 1,
-        prefetch: 5,
-        leaseMs: 150,
-        maintenance: { rescueIntervalMs: 20 },
-        handlers: { slow: () => new Promise((r) => setTimeout(r, 100)) },
+      const clock = await onFakeClock();
+      // The test waits for each heartbeat's answer before it moves the clock on: on a slow store,
+      // fake time must not outrun a renewal that is still on its way.
+      let heartbeatsOut = 0;
+      const watched = new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "heartbeat") {
+            return async (...args: Parameters<Backend["heartbeat"]>) => {
+              heartbeatsOut++;
+              try {
+                return await target.heartbeat(...args);
+              } finally {
+                heartbeatsOut--;
+              }
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
       });
-      const rescued: string[] = [];
-      w.on("job:stalled-rescued", ({ rescued: j }) => rescued.push(j.id));
+      worker({ backend: watched, clock, concurrency: 1, prefetch: 5, leaseMs: 150, maintenance: false, handlers: { slow: () => sleepOn(clock, 100) } });
       const ids = await queue.addBulk(Array.from({ length: 6 }, () => ({ name: "slow", data: {} })));
-      // Six jobs one after another take ~600 ms: four leases' worth for the last one in the buffer.
-      await waitFor(async () => (await queue.stats()).counts.completed === 6, { timeoutMs: 5_000 });
+      await waitFor(async () => (await queue.stats()).counts.active === 6, { description: "one running, five buffered" });
+      // Six jobs one after another take 600 ms: four leases' worth for the last one in the buffer.
+      // 25 ms at a time (half a heartbeat period), the rescuer after each step.
+      const rescued: string[] = [];
+      for (let step = 0; step < 80 && (await queue.stats()).counts.completed < 6; step++) {
+        clock.advance(25);
+        await settleDown();
+        await waitFor(() => heartbeatsOut === 0, { description: "the heartbeat answered" });
+        rescued.push(...(await backend.rescueExpired()).map((r) => r.id));
+      }
+      expect((await queue.stats()).counts.completed).toBe(6);
       expect(rescued).toEqual([]);
       for (const { id } of ids) expect((await backend.get(id))!.attempt).toBe(1);
     });
@@ -450,6 +499,7 @@ describe("worker runtime", () => {
     });
 
     it("never starts a buffered job whose lease ran out while it waited (the process was stopped, heartbeats stuck)", async () => {
+      const clock = await onFakeClock();
       // Heartbeats that never answer: nothing renews or reports the buffered lease, as when the
       // whole process was SIGSTOPped past its leases.
       const stuck = new Proxy(backend, {
@@ -460,8 +510,11 @@ describe("worker runtime", () => {
         },
       });
       const runs: Array<{ id: string; attempt: number; token: number | undefined }> = [];
+      let finishFirst!: () => void;
+      const first = new Promise<void>((r) => (finishFirst = r));
       const w = worker({
         backend: stuck,
+        clock,
         concurrency: 1,
         prefetch: 1,
         leaseMs: 100,
@@ -469,7 +522,7 @@ describe("worker runtime", () => {
         handlers: {
           job: async (job) => {
             runs.push({ id: job.id, attempt: job.attempt, token: job.lease?.token });
-            if (runs.length === 1) await new Promise((r) => setTimeout(r, 250));
+            if (runs.length === 1) await first;
           },
         },
       });
@@ -477,6 +530,9 @@ describe("worker runtime", () => {
       w.on("job:lease-lost", ({ job, reason }) => lost.push(`${job.id}:${reason}`));
       const [a, b] = (await queue.addBulk([{ name: "job", data: {} }, { name: "job", data: {} }])).map((j) => j.id);
       await waitFor(() => runs.length === 1 && w.bufferedCount === 1);
+      // Both leases run out (the store has not rescued them: no rescuer), then the slot frees up.
+      clock.advance(101);
+      finishFirst();
       await waitFor(() => lost.length === 1, { description: "the buffered job dropped when its slot came free" });
       expect(lost).toEqual([`${b}:expired`]);
       // Handed back unstarted (the store had not rescued it yet), so no attempt is used up: it
@@ -489,11 +545,54 @@ describe("worker runtime", () => {
       expect((await backend.get(b!))!.history.map((h) => h.outcome)).toEqual(["released", "completed"]);
     });
 
+    it("tells the store which jobs were only buffered: when the worker dies, only the running job is blamed (maxStalls)", async () => {
+      const clock = await onFakeClock();
+      // A worker whose heartbeats stop (it died), and whose buffered marks the test can see land.
+      let dead = false;
+      let marksLanded = 0;
+      const dying = new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
+          if (prop === "markBuffered") {
+            return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
+              await target.markBuffered!(...args);
+              marksLanded++;
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const ran: string[] = [];
+      const w = worker({
+        backend: dying,
+        clock,
+        concurrency: 1,
+        prefetch: 3,
+        leaseMs: 1_000,
+        maintenance: false,
+        handlers: { job: (job) => (ran.push(job.id), new Promise(() => undefined)) },
+      });
+      const ids = (await queue.addBulk(Array.from({ length: 4 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
+      await waitFor(() => w.activeCount === 1 && w.bufferedCount === 3 && marksLanded === 1, { description: "one running, three buffered and marked" });
+      dead = true;
+      clock.advance(1_001);
+      const rescued = await backend.rescueExpired({ maxStalls: 1 });
+      const running = ran[0]!;
+      expect(Object.fromEntries(rescued.map((r) => [r.id, r.state]))).toEqual(
+        Object.fromEntries(ids.map((id) => [id, id === running ? "dead" : "waiting"])),
+      );
+      for (const id of ids.filter((id) => id !== running)) expect((await backend.get(id))!.stalls).toBe(0);
+    });
+
     it("never starts a buffered job reported lost in the same heartbeat that aborts the running one", async () => {
+      const clock = await onFakeClock();
       let finish!: () => void;
       const gate = new Promise<void>((r) => (finish = r));
       const ran: string[] = [];
       const w = worker({
+        clock,
+        maintenance: false,
         concurrency: 1,
         prefetch: 2,
         leaseMs: 300,
@@ -513,6 +612,7 @@ describe("worker runtime", () => {
       // Cancel the running job and the buffered job that would take its slot, together.
       expect(await backend.cancel(running)).toBe("cancelled");
       expect(await backend.cancel(nextBuffered!)).toBe("cancelled");
+      clock.advance(100);
       await waitFor(() => lost.length === 2, { description: "one heartbeat reports both leases lost" });
       await waitFor(() => ran.length === 2, { description: "the freed slot starts the job that is still ours" });
       expect(ran).toEqual([running, lastBuffered]);
@@ -556,4 +656,5 @@ describe("worker runtime", () => {
       expect(() => worker({ prefetch: -1, handlers: { job: () => null } })).toThrow(/prefetch/);
     });
   });
+});
 });

@@ -171,6 +171,7 @@ const QUERY_FILES = [
   "complete-and-claim",
   "finished-window",
   "list-waiting",
+  "mark-buffered",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -735,6 +736,11 @@ export class PostgresBackend implements Backend {
   }
 
   // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
+
+  async markBuffered(leases: readonly Lease[], buffered: boolean): Promise<void> {
+    if (leases.length === 0) return;
+    await this.query("mark-buffered", [textArray(leases.map((l) => l.jobId)), integerArray(leases.map((l) => l.token)), buffered]);
+  }
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };

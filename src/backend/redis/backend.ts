@@ -499,6 +499,17 @@ export class RedisBackend implements Backend {
 
   // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
 
+  async markBuffered(leases: readonly Lease[], buffered: boolean): Promise<void> {
+    if (leases.length === 0) return;
+    await this.ready();
+    const { byQueue } = await this.groupByQueue(leases);
+    await Promise.all(
+      [...byQueue].map(([queue, positions]) =>
+        this.scripts.run("mark-buffered", [this.queue(queue).meta], [buffered ? "1" : "0", ...positions.flatMap((i) => [leases[i]!.jobId, leases[i]!.token])]),
+      ),
+    );
+  }
+
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
     const ms = positiveMs("leaseMs", leaseMs);

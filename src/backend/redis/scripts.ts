@@ -26,6 +26,7 @@ export type ScriptName =
   | "enqueue"
   | "claim"
   | "heartbeat"
+  | "mark-buffered"
   | "complete"
   | "fail"
   | "release"

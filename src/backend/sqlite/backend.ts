@@ -175,7 +175,7 @@ type ClaimKey = Pick<JobRow, "seq" | "priority" | "run_at">;
 type ExpiredRow = Pick<
   JobRow,
   "seq" | "id" | "queue" | "name" | "attempt" | "max_attempts" | "stalls" | "worker_id" | "retain_dead_ms"
->;
+> & { /** 1 when this lease's expiry must not count as a stall (the stall_blame migration). */ excused: number };
 
 type CancelRow = Pick<JobRow, "state" | "retain_completed_ms">;
 
@@ -412,6 +412,11 @@ export class SqliteBackend implements Backend {
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
     return { lost: this.tx.heartbeat.immediate(leases, positiveMs("leaseMs", leaseMs)) };
+  }
+
+  async markBuffered(leases: readonly Lease[], buffered: boolean): Promise<void> {
+    if (leases.length === 0) return;
+    this.tx.markBuffered.immediate(leases, buffered);
   }
 
   async complete(items: readonly Completion[]): Promise<SettleResult[]> {
@@ -929,15 +934,28 @@ export class SqliteBackend implements Backend {
 
       /* Plan: SEARCH conveyor_jobs USING INDEX conveyor_jobs_lease (lease_expires_at<?) */
       expiredLeases: db.prepare<[number, number], ExpiredRow>(
-        `SELECT seq, id, queue, name, attempt, max_attempts, stalls, worker_id, retain_dead_ms FROM ${jobs}
+        `SELECT seq, id, queue, name, attempt, max_attempts, stalls, worker_id, retain_dead_ms,
+                excused_token IS lease_token AS excused FROM ${jobs}
          WHERE state = 'active' AND lease_expires_at <= ?
          ORDER BY lease_expires_at
          LIMIT ?`,
       ),
-      /** Workers holding more than one active job: their expiries say nothing about which job killed them. */
+      /**
+       * Workers running more than one job (buffered ones left out): their expiries say nothing
+       * about which job killed them (see RescueOptions.maxStalls).
+       */
       busyWorkers: db.prepare<[], string>(
-        `SELECT worker_id FROM ${jobs} WHERE state = 'active' GROUP BY worker_id HAVING count(*) > 1`,
+        `SELECT worker_id FROM ${jobs} WHERE state = 'active' AND excused_token IS NOT lease_token
+         GROUP BY worker_id HAVING count(*) > 1`,
       ).pluck(),
+      /** A busy worker's expiry excuses every job it holds, also those rescued later (the stall_blame migration). */
+      excuseWorkerJobs: db.prepare<[string]>(
+        `UPDATE ${jobs} SET excused_token = lease_token WHERE state = 'active' AND worker_id = ?`,
+      ),
+      markBuffered: db.prepare<[number, string, number]>(
+        `UPDATE ${jobs} SET excused_token = CASE WHEN ? THEN lease_token END
+         WHERE id = ? AND lease_token = ? AND state = 'active'`,
+      ),
       rescueToWaiting: db.prepare<[{ seq: number; now: number; error: string; stall: number }]>(
         `UPDATE ${jobs}
          SET state = 'waiting', run_at = @now, error = @error, lease_expires_at = NULL, stalls = stalls + @stall,
@@ -1212,6 +1230,10 @@ export class SqliteBackend implements Backend {
       return { results, marks: signal(woken) };
     });
 
+    const markBuffered = db.transaction((leases: readonly Lease[], buffered: boolean) => {
+      for (const lease of leases) s.markBuffered.run(buffered ? 1 : 0, lease.jobId, lease.token);
+    });
+
     const progress = db.transaction(
       (lease: Lease, text: string): SettleResult =>
         s.setProgress.run(text, lease.jobId, lease.token).changes === 1 ? "applied" : "stale",
@@ -1221,10 +1243,12 @@ export class SqliteBackend implements Backend {
       const now = this.nowMs();
       const woken = new Set<string>();
       const expired = s.expiredLeases.all(now, limit);
-      // Read before any of them changes: a job counts a stall only when it was its worker's only one.
+      // Read before any of them changes: a job counts a stall only when it was running, and was
+      // the only job its worker was running (RescueOptions.maxStalls).
       const busy = new Set(expired.length > 0 ? s.busyWorkers.all() : []);
+      for (const worker of new Set(expired.map((row) => row.worker_id))) if (worker !== null && busy.has(worker)) s.excuseWorkerJobs.run(worker);
       const rescued = expired.map((row): RescuedJob => {
-        const stall = row.worker_id !== null && busy.has(row.worker_id) ? 0 : 1;
+        const stall = row.excused === 1 || (row.worker_id !== null && busy.has(row.worker_id)) ? 0 : 1;
         const stalls = row.stalls + stall;
         const quarantined = stall === 1 && stalls >= maxStalls;
         const dead = quarantined || row.attempt >= row.max_attempts;
@@ -1351,7 +1375,7 @@ export class SqliteBackend implements Backend {
       else flow.holdKeyOf(queue, keyOfJob, this.nowMs() + forMs);
     });
 
-    return { enqueue, claim, heartbeat, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once, setLimits, getFlow, hold };
+    return { enqueue, claim, heartbeat, markBuffered, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once, setLimits, getFlow, hold };
   }
 
   /**

@@ -8,29 +8,54 @@
 -- Returns (id, queue, name, state, attempt, worker_id) per job rescued; state is `waiting` when it
 -- will run again, `dead` when its attempts ran out or it was quarantined (its lease expired
 -- max_stalls times in a row: it keeps killing its workers). An expiry counts toward the stalls
--- only when the job was its worker's only active job: a worker that died holding several (running
--- or buffered by prefetch) does not say which one killed it, and innocent jobs must not be
--- quarantined with the guilty one.
+-- only when the job had started (it was not held unstarted in a prefetch buffer: excused_token,
+-- the stall_blame migration) and was the only started job of its worker: a worker that died running
+-- several does not say which one killed it, and innocent jobs must not be quarantined with the
+-- guilty one. Such a worker's other active jobs are excused here too, so those whose leases
+-- expire later are not blamed once they are the last ones left.
 --
 -- FOR UPDATE SKIP LOCKED: any number of rescuers can run at once, each job is rescued by one,
 -- and a rescuer never waits behind a heartbeat that is extending the very lease it looks at.
 WITH busy AS MATERIALIZED (
-  -- Workers holding more than one active job (one read of the active jobs, not one per expiry).
-  SELECT worker_id FROM {{schema}}.jobs WHERE state = 'active' GROUP BY worker_id HAVING count(*) > 1
+  -- Workers running more than one job (one read of the active jobs, not one per expiry).
+  SELECT worker_id FROM {{schema}}.jobs
+  WHERE state = 'active' AND excused_token IS DISTINCT FROM lease_token
+  GROUP BY worker_id HAVING count(*) > 1
 ),
 expired AS MATERIALIZED (
   SELECT x.id,
+         x.worker_id,
          s.stall,
          s.stall = 1 AND x.stalls + 1 >= $2 AS quarantined,
          (s.stall = 1 AND x.stalls + 1 >= $2) OR x.attempt >= x.max_attempts AS dead,
          -- Retention 0 deletes it; NULL (kept forever) must not make this NULL.
          x.retain_dead_ms IS NOT DISTINCT FROM 0 AS drop_when_dead
   FROM {{schema}}.jobs AS x
-  CROSS JOIN LATERAL (SELECT CASE WHEN x.worker_id IN (SELECT worker_id FROM busy) THEN 0 ELSE 1 END AS stall) AS s
+  CROSS JOIN LATERAL (
+    SELECT CASE WHEN x.excused_token IS NOT DISTINCT FROM x.lease_token OR x.worker_id IN (SELECT worker_id FROM busy)
+                THEN 0 ELSE 1 END AS stall
+  ) AS s
   WHERE x.state = 'active' AND x.lease_expires_at <= {{schema}}.now_ms($1)
   ORDER BY x.lease_expires_at
   LIMIT $3
   FOR UPDATE OF x SKIP LOCKED
+),
+siblings AS MATERIALIZED (
+  -- The other active jobs of busy workers with an expiry here: not blamed either when their
+  -- leases expire later. SKIP LOCKED: a job another rescuer holds is that rescuer's to judge
+  -- (waiting for it could deadlock two rescuers excusing each other's rows).
+  SELECT j.id FROM {{schema}}.jobs AS j
+  WHERE j.state = 'active'
+    AND j.worker_id IN (SELECT worker_id FROM busy)
+    AND j.worker_id IN (SELECT worker_id FROM expired)
+    AND j.id NOT IN (SELECT id FROM expired)
+  FOR UPDATE SKIP LOCKED
+),
+excused AS (
+  UPDATE {{schema}}.jobs AS j
+  SET excused_token = j.lease_token
+  FROM siblings AS b
+  WHERE j.id = b.id
 ),
 requeued AS (
   UPDATE {{schema}}.jobs AS j

@@ -3,9 +3,11 @@
   was cut off), earliest expiry first. Each such job goes back to waiting with run_at = now, or
   to dead when its attempts are used up or its lease expired `maxStalls` times in a row
   (quarantine: it keeps killing its workers). An expiry counts toward the stalls only when the
-  job was the only active job of its worker in this queue: a worker that died holding several
-  (running or buffered by prefetch) does not say which one killed it. Safe to run from many
-  processes at once: a job leaves the active set in the same step that rescues it.
+  job had started (it was not held unstarted in a prefetch buffer: field xt, mark-buffered) and
+  was the only started job of its worker in this queue: a worker that died running several does
+  not say which one killed it. Such a worker's other active jobs are excused here too (xt), so
+  those whose leases expire later are not blamed once they are the last ones left. Safe to run
+  from many processes at once: a job leaves the active set in the same step that rescues it.
 
   KEYS[1] meta     <base>meta
   KEYS[2] active   <base>active
@@ -30,22 +32,41 @@ local expiredError = ARGV[6]
 local ids = redis.call('ZRANGEBYSCORE', active, '-inf', int(now), 'LIMIT', 0, tonumber(ARGV[5]))
 local out = {}
 local requeued = false
--- Active jobs per worker, read before any of them changes (only when something expired).
+-- Started (unexcused) active jobs per worker, and every active job per worker, read before any
+-- of them changes (only when something expired).
 local perWorker = {}
+local heldBy = {}
 if #ids > 0 then
   for _, other in ipairs(redis.call('ZRANGE', active, 0, -1)) do
-    local w = redis.call('HGET', base .. 'j:' .. other, 'w')
-    if w then perWorker[w] = (perWorker[w] or 0) + 1 end
+    local o = redis.call('HMGET', base .. 'j:' .. other, 'w', 'k', 'xt')
+    local w = o[1]
+    if w then
+      if o[3] ~= (o[2] or '0') then perWorker[w] = (perWorker[w] or 0) + 1 end
+      heldBy[w] = heldBy[w] or {}
+      table.insert(heldBy[w], other)
+    end
   end
 end
+local excusedWorkers = {}
 for _, id in ipairs(ids) do
   local key = base .. 'j:' .. id
   redis.call('ZREM', active, id)
-  local v = redis.call('HMGET', key, 'st', 'n', 'a', 'o', 'sl', 'w', 'sa', 'h', 'p', 's')
+  local v = redis.call('HMGET', key, 'st', 'n', 'a', 'o', 'sl', 'w', 'sa', 'h', 'p', 's', 'k', 'xt')
   if v[1] == 'a' then
     local attempt = num(v[3], 0)
     local stall = 1
-    if v[6] and (perWorker[v[6]] or 0) > 1 then stall = 0 end
+    if v[12] == (v[11] or '0') then stall = 0 end
+    if v[6] and (perWorker[v[6]] or 0) > 1 then
+      stall = 0
+      if not excusedWorkers[v[6]] then
+        excusedWorkers[v[6]] = true
+        for _, other in ipairs(heldBy[v[6]]) do
+          local okey = base .. 'j:' .. other
+          local o = redis.call('HMGET', okey, 'st', 'k')
+          if o[1] == 'a' then redis.call('HSET', okey, 'xt', o[2] or '0') end
+        end
+      end
+    end
     local stalls = num(v[5], 0) + stall
     local maxAttempts, _, retainDead = parse_options(v[4])
     local quarantined = stall == 1 and stalls >= maxStalls

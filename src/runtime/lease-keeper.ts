@@ -1,0 +1,196 @@
+import type { Backend, ClaimedJob } from "../backend/contract.js";
+import type { TimerClock, ClockTimer } from "../core/clock.js";
+import type { LeaseLossReason } from "../core/errors.js";
+import { BufferMarks } from "./buffer-marks.js";
+
+/**
+ * One claimed job's lease as this worker holds it: first in the prefetch buffer, then, once
+ * started, until the store has its outcome. A heartbeat renews the one deadline wherever it is.
+ */
+export interface Hold {
+  readonly claimed: ClaimedJob;
+  /** By the worker's clock: when the store will consider the lease expired (counted from the claim request). */
+  deadline: number;
+}
+
+export interface LeaseKeeperOptions {
+  backend: Backend;
+  clock: TimerClock;
+  leaseMs: number;
+  heartbeatIntervalMs: number;
+  /** A started job's lease is gone: abort its handler (the store will refuse its outcome). */
+  onRunningLost(hold: Hold, reason: LeaseLossReason): void;
+  /** A buffered job's lease is gone before it started: it was taken out of the buffer, unstarted. */
+  onBufferedLost(hold: Hold, reason: LeaseLossReason): void;
+  /** Hands one lease back to the store (the settler's batched release). */
+  release(lease: ClaimedJob["lease"]): Promise<unknown>;
+  /** Buffered jobs the store took back unstarted (no attempt used). */
+  onReleased(jobIds: string[], why: string): void;
+  onError(error: unknown, during: string): void;
+}
+
+/**
+ * Owns every lease a worker holds (like BullMQ's LockManager): the prefetch buffer, the started
+ * jobs until their outcome is stored, the heartbeat that renews them all in one call, and their
+ * local deadlines. It decides when a lease is surely gone (the store said so, or the deadline
+ * passed while the store was unreachable) and tells the worker, which owns the handlers.
+ *
+ * The store also learns which held jobs are only buffered (BufferMarks), for its stall counting.
+ */
+export class LeaseKeeper {
+  /** Claimed ahead of free slots, oldest first; started as slots free up. */
+  private buffer: Hold[] = [];
+  /** Started and not yet settled, by job id. */
+  private readonly started = new Map<string, Hold>();
+  private readonly marks: BufferMarks;
+  private timer: ClockTimer | null = null;
+  private beat: Promise<void> | null = null;
+  private stopped = false;
+
+  constructor(private readonly o: LeaseKeeperOptions) {
+    this.marks = new BufferMarks(o.backend, (error, during) => o.onError(error, during));
+  }
+
+  get bufferedCount(): number {
+    return this.buffer.length;
+  }
+
+  /** Starts renewing leases every `heartbeatIntervalMs`. */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    const tick = (): void => {
+      this.timer = this.o.clock.after(this.o.heartbeatIntervalMs, tick);
+      void this.heartbeat();
+    };
+    this.timer = this.o.clock.after(this.o.heartbeatIntervalMs, tick);
+  }
+
+  /**
+   * Stops the heartbeats (one in flight is not awaited: a store that does not answer must not
+   * hold up a shutdown) and waits for the buffered marks on their way.
+   */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.timer?.cancel();
+    this.timer = null;
+    await this.marks.settled();
+  }
+
+  /**
+   * Takes newly claimed jobs into the buffer. The store starts a lease before it answers, so the
+   * deadlines count from `requestSentAt` (by this keeper's clock).
+   */
+  accept(claimed: readonly ClaimedJob[], requestSentAt: number): Hold[] {
+    const holds = claimed.map((c): Hold => ({ claimed: c, deadline: requestSentAt + this.o.leaseMs }));
+    this.buffer.push(...holds);
+    return holds;
+  }
+
+  /** Of `holds`, the ones the free slots did not take stay buffered: the store is told so. */
+  noteBuffered(holds: readonly Hold[]): void {
+    if (holds.length === 0 || this.buffer.length === 0) return;
+    const waiting = new Set(this.buffer);
+    this.marks.buffered(holds.filter((h) => waiting.has(h)).map((h) => h.claimed.lease));
+  }
+
+  /**
+   * The oldest buffered job whose lease is still ours, now counted as started; null when the
+   * buffer is empty. A lease that ran out while its job waited here (this process was stopped,
+   * or heartbeats failed) may already belong to another worker: that job is reported lost and
+   * handed back unstarted (fenced, so harmless if the store already rescued it).
+   */
+  next(): Hold | null {
+    for (;;) {
+      const hold = this.buffer.shift();
+      if (!hold) return null;
+      if (this.o.clock.now() >= hold.deadline) {
+        this.marks.forget(hold.claimed.lease);
+        this.o.onBufferedLost(hold, "expired");
+        // Released rather than left to expire: no attempt used, and no stall counted.
+        this.o.release(hold.claimed.lease).catch((error: unknown) => this.o.onError(error, `releasing buffered job ${hold.claimed.job.id}`));
+        continue;
+      }
+      this.started.set(hold.claimed.job.id, hold);
+      // Before the handler runs: one that kills this process at once is then on record as started.
+      this.marks.started(hold.claimed.lease);
+      return hold;
+    }
+  }
+
+  /** The store has the job's outcome, or the worker gave the lease up: stop renewing it. */
+  finish(hold: Hold): void {
+    if (this.started.get(hold.claimed.job.id) === hold) this.started.delete(hold.claimed.job.id);
+  }
+
+  /** True while the lease has surely not expired in the store. */
+  isLive(hold: Hold): boolean {
+    return this.o.clock.now() <= hold.deadline;
+  }
+
+  /** Hands every buffered job back to the store unstarted (no attempt used). */
+  async releaseBuffered(why: string): Promise<void> {
+    const buffered = this.buffer;
+    this.buffer = [];
+    if (buffered.length === 0) return;
+    for (const h of buffered) this.marks.forget(h.claimed.lease);
+    const jobIds = buffered.map((h) => h.claimed.job.id);
+    try {
+      const results = await this.o.backend.release(buffered.map((h) => h.claimed.lease));
+      this.o.onReleased(
+        jobIds.filter((_, i) => results[i] === "applied"),
+        why,
+      );
+    } catch (error) {
+      // They come back when their leases expire; nothing is lost, only delayed.
+      this.o.onError(error, `releasing ${jobIds.length} buffered jobs (they run again after their leases expire)`);
+    }
+  }
+
+  /** Renews every held lease in one call (skipped while the previous one is still out). */
+  heartbeat(): Promise<void> {
+    this.beat ??= this.renew().finally(() => (this.beat = null));
+    return this.beat;
+  }
+
+  private async renew(): Promise<void> {
+    // Started jobs still settling are included: their lease must outlive the acknowledgement. So
+    // are buffered jobs, which are active in the store under our lease although not started yet.
+    const held = [...this.started.values()];
+    const buffered = this.buffer.slice();
+    if (held.length === 0 && buffered.length === 0) return;
+    const sentAt = this.o.clock.now();
+    try {
+      const leases = held.map((h) => h.claimed.lease).concat(buffered.map((h) => h.claimed.lease));
+      const { lost } = await this.o.backend.heartbeat(leases, this.o.leaseMs);
+      const lostTokens = new Map<string, number>();
+      const lostStarted: Array<{ hold: Hold; reason: LeaseLossReason }> = [];
+      for (const { lease, reason } of lost) {
+        lostTokens.set(lease.jobId, lease.token);
+        const hold = this.started.get(lease.jobId);
+        if (hold && hold.claimed.lease.token === lease.token) lostStarted.push({ hold, reason });
+        else this.dropBuffered(lease.jobId, lease.token, reason);
+      }
+      // Only now: aborting a started job frees its slot, which starts the next buffered job, and
+      // that must not be one whose lease this same answer reported lost.
+      for (const { hold, reason } of lostStarted) this.o.onRunningLost(hold, reason);
+      // A buffered job that started while the call was out is renewed all the same.
+      for (const h of held.concat(buffered)) {
+        if (lostTokens.get(h.claimed.lease.jobId) !== h.claimed.lease.token) h.deadline = sentAt + this.o.leaseMs;
+      }
+    } catch (error) {
+      this.o.onError(error, "renewing leases");
+      // Cannot reach the store: once a lease has surely expired there, another worker may already
+      // run the job, so stop ours rather than run it twice at once.
+      for (const h of held) if (!this.isLive(h) && this.started.get(h.claimed.job.id) === h) this.o.onRunningLost(h, "expired");
+      for (const h of this.buffer.slice()) if (!this.isLive(h)) this.dropBuffered(h.claimed.lease.jobId, h.claimed.lease.token, "expired");
+    }
+  }
+
+  private dropBuffered(jobId: string, token: number, reason: LeaseLossReason): void {
+    const i = this.buffer.findIndex((h) => h.claimed.lease.jobId === jobId && h.claimed.lease.token === token);
+    if (i < 0) return;
+    const [hold] = this.buffer.splice(i, 1);
+    this.marks.forget(hold!.claimed.lease);
+    this.o.onBufferedLost(hold!, reason);
+  }
+}
