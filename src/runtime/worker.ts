@@ -540,10 +540,24 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       this.scheduleFill();
       return null;
     }
-    const end = this.beginRound();
     const requestSentAt = this.clock.now();
+    // Flow control as in claimLoop: queues waiting for their next slot are left out, and what
+    // the claim meets arms the wake-up timer (a ride used to ignore both).
+    const queues = this.throttle.open(this.queues, requestSentAt);
+    if (queues.length === 0) {
+      this.armThrottleTimer();
+      return null;
+    }
+    const end = this.beginRound();
     return {
-      request: { queues: this.queues, names: this.jobNames, worker: this.identity, limit: room, leaseMs: this.leaseMs },
+      request: {
+        queues,
+        names: this.jobNames,
+        worker: this.identity,
+        limit: room,
+        leaseMs: this.leaseMs,
+        onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
+      },
       deliver: (claimed) => {
         if (this.modes.closing) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted, before the
@@ -556,11 +570,13 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         }
         end();
         this.deliverClaimed(claimed, requestSentAt);
+        this.armThrottleTimer();
         // A full batch means more may be waiting; an empty one means wait for a wake-up or poll.
         if (claimed.length === room) this.scheduleFill();
       },
       failed: (error) => {
         end();
+        this.armThrottleTimer();
         this.reportError(error, "claiming jobs");
       },
     };
