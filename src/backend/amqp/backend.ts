@@ -18,6 +18,7 @@
  * ids, pause, an injected clock, idempotency keys) is declared in `capabilities`; see
  * docs/amqp.md for the reasons and for what to use instead.
  */
+import { checkedBackend } from "../checked.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { hostname } from "node:os";
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, GetMessage, Options } from "amqplib";
@@ -247,6 +248,8 @@ export class AmqpBackend implements Backend {
           ),
         ),
     };
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ---------------------------------------------------------------- connection

@@ -12,6 +12,7 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { checkedBackend } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
@@ -399,6 +400,8 @@ export class PostgresBackend implements Backend {
       onListening: () => void this.wakeRunnableQueues(),
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────

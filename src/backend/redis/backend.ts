@@ -11,6 +11,7 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
+import { checkedBackend } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { randomBytes } from "node:crypto";
@@ -234,6 +235,8 @@ export class RedisBackend implements Backend {
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
     // another queue's slot.
     if (isCluster(client)) this.capabilities = Object.freeze({ ...this.capabilities, flows: "within-queue" });
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────

@@ -17,6 +17,7 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
+import { checkedBackend } from "../checked.js";
 import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
@@ -308,6 +309,8 @@ export class SqliteBackend implements Backend {
       this.db.close();
       throw error;
     }
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
