@@ -40,6 +40,15 @@ export type ResolvedRescueOptions = Required<RescueOptions>;
 /** `prune`'s policy as the facade hands it to a store: checked, every default applied. */
 export type ResolvedPrunePolicy = Required<PrunePolicy>;
 
+/** What a store's `rescueExpired` works with when called bare (the facade always passes every field). */
+export const RESCUE_DEFAULTS: ResolvedRescueOptions = Object.freeze({ maxStalls: DEFAULT_MAX_STALLS, limit: DEFAULT_RESCUE_LIMIT });
+/** What a store's `prune` works with when called bare (the facade always passes every field). */
+export const PRUNE_DEFAULTS: ResolvedPrunePolicy = Object.freeze({
+  maxCompletedPerQueue: DEFAULT_MAX_COMPLETED_PER_QUEUE,
+  maxDeadPerQueue: DEFAULT_MAX_DEAD_PER_QUEUE,
+  limit: DEFAULT_PRUNE_LIMIT,
+});
+
 const RAW = Symbol("conveyor.uncheckedBackend");
 
 /**
@@ -87,15 +96,13 @@ type ContractMethods = Omit<Backend, "description" | "capabilities" | "idempoten
 /** The checked method of each contract call, forwarding to `store`. */
 function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["idempotency"] } {
   const caps = (): Capabilities => store.capabilities;
-  const refuse = (capability: keyof Capabilities, what: string, instead: string): never => {
-    throw new UnsupportedByStoreError(store.description, capability, `${what} (capabilities.${capability} is ${JSON.stringify(caps()[capability])}); ${instead}`);
-  };
-  const need = (capability: "cancel" | "pause" | "queueLimits" | "schedules" | "idempotencyKeys", what: string, instead: string): void => {
-    if (!caps()[capability]) refuse(capability, what, instead);
+  const need = (call: RefusedCall, subject = ""): void => {
+    const { capability } = REFUSALS[call];
+    const caps_ = caps();
+    if (capability === "flows" ? caps_.flows === "none" : !caps_[capability]) throw featureRefusal(store, call, subject);
   };
   const checkSpecs = (specs: readonly JobSpec[]): void => {
-    if (!Array.isArray(specs)) throw new InvalidInputError(`enqueue takes an array of job specs; got ${describe(specs)}`);
-    specs.forEach((spec, i) => checkSpec(spec, caps(), store.description, i));
+    arrayOf(specs, "enqueue takes an array of job specs").forEach((spec, i) => checkSpec(spec, caps(), store.description, i));
   };
   const checkClaim = (request: ClaimRequest): ClaimRequest => ({
     ...request,
@@ -107,7 +114,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
   const checkFailures = (items: readonly Failure[]): Failure[] => items.map((item) => ({ ...item, retryDelayMs: retryDelayMs(item.retryDelayMs) }));
   const idempotency: Backend["idempotency"] = {
     async once(key, ttlMs) {
-      need("idempotencyKeys", "record idempotency keys", "keep processed keys in your own database, or use a backend with job records (SQLite, PostgreSQL, Redis)");
+      need("once");
       if (typeof key !== "string" || key === "") throw new InvalidInputError("an idempotency key must be a non-empty string");
       return store.idempotency.once(key, positiveMs("ttlMs", ttlMs));
     },
@@ -148,58 +155,56 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     list: (filter, page) => store.list(filter, page),
     stats: (queue) => store.stats(queue),
     cancel(id, queue) {
-      need("cancel", `cancel job ${JSON.stringify(id)}`, "let the job run and make its handler a no-op, or use a backend with job records (SQLite, PostgreSQL, Redis)");
+      need("cancel", id);
       return store.cancel(id, queue);
     },
     replay: (id, queue) => store.replay(id, queue),
     remove: (id, queue) => store.remove(id, queue),
     pause(queue) {
-      need("pause", `pause queue ${JSON.stringify(queue)} for every worker`, "pause the workers themselves (worker.pause()) or scale them to zero");
+      need("pause", queue);
       return store.pause(checkName("queue", queue));
     },
     resume(queue) {
-      need("pause", `resume queue ${JSON.stringify(queue)}`, "its queues cannot be paused, so there is nothing to resume");
+      need("resume", queue);
       return store.resume(checkName("queue", queue));
     },
     setQueueLimits(queue, limits) {
-      need("queueLimits", `keep flow limits for queue ${JSON.stringify(queue)}`, "limit concurrency with the workers' own concurrency option instead");
+      need("setQueueLimits", queue);
       return store.setQueueLimits(checkName("queue", queue), limits);
     },
     getQueueFlow(queue) {
-      need("queueLimits", `read flow limits of queue ${JSON.stringify(queue)}`, "it keeps none");
+      need("getQueueFlow", queue);
       return store.getQueueFlow(checkName("queue", queue));
     },
     holdQueue(queue, forMs, options: HoldOptions = {}) {
-      need("queueLimits", `hold queue ${JSON.stringify(queue)}`, "retry the job later (RetryLater without pause) instead");
-      if (options.keyOfJob !== undefined && !caps().jobFlowKeys) refuse("jobFlowKeys", `hold the limiter key of job ${JSON.stringify(options.keyOfJob)}`, "hold the whole queue instead");
+      need("holdQueue", queue);
       return store.holdQueue(checkName("queue", queue), holdMs(forMs), options);
     },
     subscribe: (listener) => store.subscribe(listener),
     scheduleUpsert(write) {
-      need("schedules", "store cron schedules", "run the cron schedules on a backend with job records (SQLite, PostgreSQL, Redis) or in your own scheduler");
+      need("scheduleUpsert", write.id);
       return store.scheduleUpsert(write);
     },
     scheduleRemove(queue, id) {
-      need("schedules", "store cron schedules", "there is nothing to remove");
+      need("scheduleRemove", id);
       return store.scheduleRemove(queue, id);
     },
     scheduleList(queue) {
-      need("schedules", "store cron schedules", "there is nothing to list");
+      need("scheduleList");
       return store.scheduleList(queue);
     },
     scheduleFire(firing: ScheduleFiring) {
-      need("schedules", "store cron schedules", "there is nothing to fire");
+      need("scheduleFire", firing.id);
       checkSpecs(firing.jobs);
       return store.scheduleFire(firing);
     },
     enqueueFlow(nodes: readonly FlowNodeSpec[], options) {
-      if (caps().flows === "none") refuse("flows", "store flows", "enqueue the parent from the children's handlers instead, or use a backend with job records");
-      if (!Array.isArray(nodes)) throw new InvalidInputError(`a flow is an array of nodes; got ${describe(nodes)}`);
-      nodes.forEach((node, i) => checkSpec(node.spec, caps(), store.description, i));
+      need("enqueueFlow");
+      arrayOf(nodes, "a flow is an array of nodes").forEach((node, i) => checkSpec(node.spec, caps(), store.description, i));
       return store.enqueueFlow(nodes, options);
     },
     flow(id, queue) {
-      if (caps().flows === "none") refuse("flows", `tell the flow of job ${JSON.stringify(id)}`, "it keeps no flows");
+      need("flow", id);
       return store.flow(id, queue);
     },
     readEvents: (cursor, limit) => store.readEvents!(cursor, positiveInt("limit", limit)),
@@ -217,6 +222,45 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
   return { ...asynchronous, idempotency };
 }
 
+type Refusable = "cancel" | "pause" | "queueLimits" | "schedules" | "idempotencyKeys" | "flows";
+
+/**
+ * The contract calls a store without some feature cannot do at all, with what to say: the
+ * facade refuses them before the store is called, and a store that must still implement the
+ * method (the contract has it) answers with the same error through {@link featureRefusal}.
+ */
+const REFUSALS = {
+  cancel: { capability: "cancel", what: (id) => `cancel job ${id}`, instead: "have the handler check a cancellation flag in your own store, or use a backend with job records (SQLite, PostgreSQL, Redis)" },
+  pause: { capability: "pause", what: (queue) => `pause queue ${queue} for every worker`, instead: "pause the workers themselves (worker.pause()) or scale them to zero" },
+  resume: { capability: "pause", what: (queue) => `resume queue ${queue}`, instead: "its queues cannot be paused, so there is nothing to resume" },
+  setQueueLimits: { capability: "queueLimits", what: (queue) => `set flow limits on queue ${queue}`, instead: "bound each worker's concurrency instead, or use SQLite, PostgreSQL or Redis for fleet-wide limits" },
+  getQueueFlow: { capability: "queueLimits", what: (queue) => `read the flow limits of queue ${queue}`, instead: "it keeps none" },
+  holdQueue: { capability: "queueLimits", what: (queue) => `hold queue ${queue}`, instead: "retry the job later (RetryLater without pause) instead" },
+  scheduleUpsert: { capability: "schedules", what: (id) => `store schedule ${id}`, instead: "keep schedules on SQLite, PostgreSQL or Redis" },
+  scheduleRemove: { capability: "schedules", what: (id) => `remove schedule ${id}`, instead: "it keeps no schedules" },
+  scheduleList: { capability: "schedules", what: () => "list schedules", instead: "it keeps no schedules" },
+  scheduleFire: { capability: "schedules", what: (id) => `fire schedule ${id}`, instead: "keep schedules on SQLite, PostgreSQL or Redis" },
+  enqueueFlow: { capability: "flows", what: () => "store a flow", instead: "enqueue the parent from the children's handlers, or use a backend with job records (SQLite, PostgreSQL, Redis)" },
+  flow: { capability: "flows", what: (id) => `tell the flow of job ${id}`, instead: "it keeps no flows" },
+  once: { capability: "idempotencyKeys", what: () => "record idempotency keys (ctx.once)", instead: "pass another store's idempotency (PostgreSQL or Redis) to this backend, or keep processed keys in your own database" },
+} satisfies Record<string, { capability: Refusable; what: (subject: string) => string; instead: string }>;
+
+/** A contract call some stores cannot do (`REFUSALS`). */
+export type RefusedCall = keyof typeof REFUSALS;
+
+/**
+ * The `UnsupportedByStoreError` for `call` on `store`, naming the capability it lacks and what to
+ * do instead; `subject` is the job, queue or schedule the call was about.
+ */
+export function featureRefusal(store: Pick<Backend, "description" | "capabilities">, call: RefusedCall, subject = ""): UnsupportedByStoreError {
+  const { capability, what, instead } = REFUSALS[call];
+  return new UnsupportedByStoreError(
+    store.description,
+    capability,
+    `${what(JSON.stringify(subject))} (capabilities.${capability} is ${JSON.stringify(store.capabilities[capability])}); ${instead}`,
+  );
+}
+
 function unique(values: readonly string[], kind: "queue" | "job"): string[] {
   if (!Array.isArray(values)) throw new InvalidInputError(`claim ${kind === "job" ? "names" : "queues"} must be an array of ${kind} names; got ${describe(values)}`);
   return [...new Set(values)].map((value) => checkName(kind, value));
@@ -230,15 +274,20 @@ function checkLease(lease: Lease): Lease {
 }
 
 function checkLeases(leases: readonly Lease[]): readonly Lease[] {
-  if (!Array.isArray(leases)) throw new InvalidInputError(`leases must be an array; got ${describe(leases)}`);
-  for (const lease of leases) checkLease(lease);
+  for (const lease of arrayOf(leases, "leases must be an array")) checkLease(lease);
   return leases;
 }
 
 function checkSettles<T extends { lease: Lease }>(items: readonly T[]): readonly T[] {
-  if (!Array.isArray(items)) throw new InvalidInputError(`settle calls take an array; got ${describe(items)}`);
-  for (const item of items) checkLease(item?.lease);
+  for (const item of arrayOf(items, "settle calls take an array")) checkLease((item as Partial<T> | null)?.lease as Lease);
   return items;
+}
+
+/** `value`, when it is an array (typed callers can still hand over anything at run time). */
+function arrayOf<T>(value: readonly T[], what: string): readonly T[] {
+  const given: unknown = value;
+  if (!Array.isArray(given)) throw new InvalidInputError(`${what}; got ${describe(value)}`);
+  return value;
 }
 
 /** An integer in [min, max] (a JSON-safe one: the stores keep 64-bit integers at most). */

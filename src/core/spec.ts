@@ -1,4 +1,5 @@
 import { InvalidInputError } from "./errors.js";
+import { MAX_DELAY } from "./checks.js";
 import type { BackoffSpec, DedupMode, DedupWindow, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
@@ -149,8 +150,7 @@ function checkInt(field: string, value: unknown, min: number, max: number): numb
   return value;
 }
 
-/** The longest delay, timeout, backoff or retention a job option takes: ten years, in ms. */
-export const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
+export { MAX_DELAY };
 /** `options.priority` bounds (lower runs first). */
 export const MIN_PRIORITY = -1_000_000;
 export const MAX_PRIORITY = 1_000_000;

@@ -12,10 +12,10 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
-import { checkedBackend } from "../checked.js";
+import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
+import { toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
@@ -49,14 +49,14 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
+import { allOrNothingOf, refusedBatch } from "../contract.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
-import { holdMs, isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
 import { claimUnderLimits, jobFlowValues, limitsOf, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
@@ -679,15 +679,14 @@ export class PostgresBackend implements Backend {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return [];
     const limited = await this.limitedQueues();
     const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
     const rows =
       plainQueues.length === 0 ? [] : await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
-      const leaseMs = positiveMs("leaseMs", request.leaseMs);
-      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, leaseMs)));
+      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, request.leaseMs)));
     }
     return toClaimed(rows);
   }
@@ -698,7 +697,7 @@ export class PostgresBackend implements Backend {
    */
   private claimParams(request: ClaimRequest, limit: number): unknown[] {
     const { id, host, pid } = request.worker;
-    return [textArray(request.queues), textArray(request.names), limit, positiveMs("leaseMs", request.leaseMs), id, host, pid, false];
+    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false];
   }
 
   /**
@@ -708,8 +707,8 @@ export class PostgresBackend implements Backend {
    * goes as two calls.
    */
   async completeAndClaim(items: readonly Completion[], request: ClaimRequest): Promise<CompleteAndClaimResult> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
     if (items.length === 0) return { settled: [], claimed: await this.claim(request) };
     const limited = await this.limitedQueues();
     if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
@@ -737,7 +736,7 @@ export class PostgresBackend implements Backend {
       this.nowParam(),
       textArray(leases.map((l) => l.jobId)),
       integerArray(leases.map((l) => l.token)),
-      positiveMs("leaseMs", leaseMs),
+      leaseMs,
     ]);
     // A lease still "active under its token" in the statement's own snapshot was changed by a
     // transaction that committed while the heartbeat ran (see lease-state.sql): look again.
@@ -781,7 +780,7 @@ export class PostgresBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    const delays = items.map((i) => retryDelayMs(i.retryDelayMs));
+    const delays = items.map((i) => i.retryDelayMs);
     const rows = await this.query<SettledRow>("fail", [
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
@@ -826,7 +825,6 @@ export class PostgresBackend implements Backend {
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
     const m = /^(\d{1,19})-(\d{1,19})$/.exec(cursor);
     if (!m) throw badEventCursor(cursor);
-    positiveInt("limit", limit);
     const rows = await this.query<EventRow>("read-events", [m[1], m[2], limit]);
     const events = rows.map((row) => eventFromRow(`${row.xid}-${row.seq}`, row));
     return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
@@ -927,8 +925,8 @@ export class PostgresBackend implements Backend {
   // ── maintenance ──────────────────────────────────────────────────────────────────────────
 
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
-    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
-    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    // Checked by the facade (../checked.ts); defaults from its one table when called bare.
+    const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
     const rows = await this.query<{
       id: string;
       queue: string;
@@ -953,14 +951,15 @@ export class PostgresBackend implements Backend {
     return total;
   }
 
-  async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
+  async prune(given: PrunePolicy = {}): Promise<PruneResult> {
+    const policy = { ...PRUNE_DEFAULTS, ...given };
     const [row] = await this.query<{ jobs: number; idempotency_keys: number }>("prune", [
       this.nowParam(),
-      nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE),
-      nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
-      positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
+      policy.maxCompletedPerQueue,
+      policy.maxDeadPerQueue,
+      policy.limit,
     ]);
-    await this.query("prune-dedup", [this.nowParam(), positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT)]);
+    await this.query("prune-dedup", [this.nowParam(), policy.limit]);
     return { jobs: row?.jobs ?? 0, idempotencyKeys: row?.idempotency_keys ?? 0 };
   }
 
@@ -1094,7 +1093,7 @@ export class PostgresBackend implements Backend {
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     checkName("queue", queue);
-    const ms = holdMs(forMs);
+    const ms = forMs;
     if (options.keyOfJob !== undefined) {
       await this.query("flow-hold-key", [this.nowParam(), queue, ms, options.keyOfJob]);
       return;
@@ -1131,7 +1130,7 @@ export class PostgresBackend implements Backend {
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
-    const rows = await this.query("once", [this.nowParam(), key, positiveMs("ttlMs", ttlMs)]);
+    const rows = await this.query("once", [this.nowParam(), key, ttlMs]);
     return rows.length === 1;
   }
 

@@ -11,9 +11,10 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
-import { checkedBackend } from "../checked.js";
+import { positiveInt } from "../../core/checks.js";
+import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
+
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
@@ -41,7 +42,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT } from "../contract.js";
+import { allOrNothingOf } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
@@ -52,7 +53,7 @@ import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
-import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import {
   encodeError,
   encodeOptions,
@@ -288,16 +289,8 @@ export class RedisBackend implements Backend {
     const plan = planDedupBatch(given, options);
     const specs = plan.specs;
     if (specs.length === 0) return [];
-    if (specs.some((spec) => spec.flow !== undefined)) {
-      throw new InvalidInputError(
-        "the Redis backend does not store job groups or limiter keys yet (capabilities.jobFlowKeys is false); " +
-          "use queue limits (queue.setLimits) here, or the SQLite or PostgreSQL backend for group and limiter",
-        { field: "options.group" },
-      );
-    }
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
-      checkSpec(spec);
       const positions = byQueue.get(spec.queue);
       if (positions === undefined) byQueue.set(spec.queue, [i]);
       else positions.push(i);
@@ -323,7 +316,6 @@ export class RedisBackend implements Backend {
   async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
     if (options?.tx !== undefined) return this.enqueue([], options);
     const childCount = checkFlow(nodes, this.capabilities.flows === "across-queues");
-    for (const node of nodes) checkSpec(node.spec);
     await this.ready();
     const args: ScriptArg[] = [this.nowArg()];
     nodes.forEach((node, i) => {
@@ -432,7 +424,6 @@ export class RedisBackend implements Backend {
 
   async scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
     for (const spec of firing.jobs) {
-      checkSpec(spec);
       if (spec.queue !== firing.queue) throw new InvalidInputError(`a firing of schedule ${firing.id} enqueues jobs of its queue ${firing.queue} only`);
     }
     await this.ready();
@@ -448,11 +439,9 @@ export class RedisBackend implements Backend {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
-    const leaseMs = positiveMs("leaseMs", request.leaseMs);
-    const names = [...new Set(request.names)].map((name) => checkName("job", name));
-    const queues = [...new Set(request.queues)].map((queue) => checkName("queue", queue));
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return [];
+    const { leaseMs, names, queues } = request;
     const worker = encodeWorker(request.worker);
     await this.ready();
     // Queues are tried in turn, starting one further each call, so a busy first queue cannot
@@ -496,7 +485,7 @@ export class RedisBackend implements Backend {
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
-    const ms = positiveMs("leaseMs", leaseMs);
+    const ms = leaseMs;
     await this.ready();
     const reasons = new Array<LeaseLossReason | null>(leases.length).fill(null);
     const { byQueue, unknown } = await this.groupByQueue(leases);
@@ -531,7 +520,7 @@ export class RedisBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    const delays = new Map(items.map((item) => [item, retryDelayMs(item.retryDelayMs)]));
+    const delays = new Map(items.map((item) => [item, item.retryDelayMs]));
     return this.settle("fail", items, (item) => [item.lease.jobId, item.lease.token, encodeError(item.error), delays.get(item) ?? ""]);
   }
 
@@ -615,8 +604,8 @@ export class RedisBackend implements Backend {
   // ── maintenance ──────────────────────────────────────────────────────────────────────────
 
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
-    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
-    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    // Checked by the facade (../checked.ts); defaults from its one table when called bare.
+    const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
     await this.ready();
     const [queues, now] = await Promise.all([this.knownQueues(), this.now()]);
     // One cheap read per queue first, so the scripts run only where a lease has expired.
@@ -670,9 +659,7 @@ export class RedisBackend implements Backend {
   }
 
   async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
-    const maxCompleted = nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE);
-    const maxDead = nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE);
-    const limit = positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT);
+    const { maxCompletedPerQueue: maxCompleted, maxDeadPerQueue: maxDead, limit } = { ...PRUNE_DEFAULTS, ...policy };
     await this.ready();
     let jobs = 0;
     for (const queue of await this.knownQueues()) {
@@ -827,7 +814,7 @@ export class RedisBackend implements Backend {
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     checkName("queue", queue);
-    const ms = holdMs(forMs);
+    const ms = forMs;
     // Jobs here carry no limiter key (capabilities.jobFlowKeys is false): there is no key to hold.
     if (options.keyOfJob !== undefined) return;
     await this.ready();
@@ -844,8 +831,7 @@ export class RedisBackend implements Backend {
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
-    if (typeof key !== "string" || key === "") throw new InvalidInputError(`an idempotency key must be a non-empty string`);
-    const ttl = positiveMs("ttlMs", ttlMs);
+    const ttl = ttlMs;
     await this.ready();
     if (this.clock === null) {
       // The value is this call's own token: a client that resends commands after a reconnect
@@ -1305,40 +1291,6 @@ function sameOptions(a: JobSpec, b: JobSpec): boolean {
     a.timeoutMs === b.timeoutMs &&
     a.backoff === b.backoff
   );
-}
-
-/**
- * What the scripts rely on: names that cannot break a hash tag, integers where they parse
- * integers. Specs from buildJobSpec always pass; this guards hand-made ones.
- */
-function checkSpec(spec: JobSpec): void {
-  checkName("queue", spec.queue);
-  checkName("job", spec.name);
-  const bad = (field: string, value: unknown) =>
-    new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} is invalid (${JSON.stringify(value)}); build specs with buildJobSpec`);
-  if (typeof spec.id !== "string" || spec.id === "") throw bad("id", spec.id);
-  // Scripts pack hashes with NUL separators (claim-4.lua); JSON text never holds a raw NUL.
-  if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw bad("payload", spec.payload);
-  if (spec.meta !== null && spec.meta !== undefined && (typeof spec.meta !== "string" || spec.meta.includes("\0"))) {
-    throw bad("meta", spec.meta);
-  }
-  if (!Number.isSafeInteger(spec.priority)) throw bad("priority", spec.priority);
-  if (spec.runAt !== null && !(Number.isSafeInteger(spec.runAt) && spec.runAt >= 0)) throw bad("runAt", spec.runAt);
-  if (!(Number.isSafeInteger(spec.delayMs) && spec.delayMs >= 0)) throw bad("delayMs", spec.delayMs);
-  if (!(Number.isSafeInteger(spec.maxAttempts) && spec.maxAttempts >= 1)) throw bad("maxAttempts", spec.maxAttempts);
-  for (const [field, value] of [
-    ["retainCompletedMs", spec.retainCompletedMs],
-    ["retainDeadMs", spec.retainDeadMs],
-    ["timeoutMs", spec.timeoutMs],
-  ] as const) {
-    if (value !== null && !(Number.isSafeInteger(value) && value >= 0)) throw bad(field, value);
-  }
-  const b = spec.backoff;
-  const okBackoff =
-    b?.type === "fixed"
-      ? Number.isSafeInteger(b.delayMs)
-      : b?.type === "exponential" && Number.isSafeInteger(b.delayMs) && Number.isSafeInteger(b.maxDelayMs);
-  if (!okBackoff) throw bad("backoff", b);
 }
 
 function warnListenerFailed(error: unknown): void {

@@ -17,8 +17,8 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
-import { checkedBackend } from "../checked.js";
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
+import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
+
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { SqliteJobLogs } from "./job-logs.js";
@@ -62,11 +62,11 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, inQueue, refusedBatch } from "../contract.js";
+import { allOrNothingOf, inQueue, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
-import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
 import { SqliteFlow } from "./flow.js";
 import {
@@ -389,10 +389,9 @@ export class SqliteBackend implements Backend {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
-    const leaseMs = positiveMs("leaseMs", request.leaseMs);
-    const { rows, now, throttles } = this.tx.claim.immediate(request, limit, leaseMs);
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return [];
+    const { rows, now, throttles } = this.tx.claim.immediate(request, limit, request.leaseMs);
     for (const t of throttles) reportThrottle(request.onThrottle, t.queue, t.retryInMs);
     return rows.map((row) => ({
       job: this.toRecord(row, now),
@@ -405,7 +404,7 @@ export class SqliteBackend implements Backend {
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
-    return { lost: this.tx.heartbeat.immediate(leases, positiveMs("leaseMs", leaseMs)) };
+    return { lost: this.tx.heartbeat.immediate(leases, leaseMs) };
   }
 
   async complete(items: readonly Completion[]): Promise<SettleResult[]> {
@@ -417,7 +416,6 @@ export class SqliteBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    for (const item of items) retryDelayMs(item.retryDelayMs);
     const errors = items.map((item) => serializeError(item.error));
     const { results, marks } = this.tx.fail.immediate(items, errors);
     this.announce(marks);
@@ -438,8 +436,8 @@ export class SqliteBackend implements Backend {
   // ── maintenance ──────────────────────────────────────────────────────────────────────────
 
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
-    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
-    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    // Checked by the facade (../checked.ts); defaults from its one table when called bare.
+    const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
     const { rescued, marks } = this.tx.rescue.immediate(maxStalls, limit);
     this.announce(marks);
     return rescued;
@@ -449,12 +447,9 @@ export class SqliteBackend implements Backend {
     return this.tx.promote.immediate();
   }
 
-  async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
-    return this.tx.prune.immediate(
-      nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE),
-      nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
-      positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
-    );
+  async prune(given: PrunePolicy = {}): Promise<PruneResult> {
+    const policy = { ...PRUNE_DEFAULTS, ...given };
+    return this.tx.prune.immediate(policy.maxCompletedPerQueue, policy.maxDeadPerQueue, policy.limit);
   }
 
   async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
@@ -573,7 +568,7 @@ export class SqliteBackend implements Backend {
   }
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
-    this.tx.hold.immediate(checkName("queue", queue), holdMs(forMs), options.keyOfJob);
+    this.tx.hold.immediate(queue, forMs, options.keyOfJob);
   }
 
   // ── schedules (rules in src/core/schedule.ts) ────────────────────────────────────────────
@@ -607,7 +602,7 @@ export class SqliteBackend implements Backend {
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
-    return this.tx.once.immediate(key, positiveMs("ttlMs", ttlMs));
+    return this.tx.once.immediate(key, ttlMs);
   }
 
   // ── wake-ups ─────────────────────────────────────────────────────────────────────────────
