@@ -11,7 +11,7 @@
  * conformance suite (test/conformance/checks.ts) feeds every store the same bad values and
  * expects the same error.
  */
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../core/checks.js";
+import { intInRange, positiveMs, retryDelayMs } from "../core/checks.js";
 import { InvalidInputError, UnsupportedByStoreError } from "../core/errors.js";
 import type { FlowNodeSpec, JobSpec, Lease } from "../core/job.js";
 import { checkName, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY, MIN_PRIORITY } from "../core/spec.js";
@@ -39,6 +39,11 @@ import {
 export type ResolvedRescueOptions = Required<RescueOptions>;
 /** `prune`'s policy as the facade hands it to a store: checked, every default applied. */
 export type ResolvedPrunePolicy = Required<PrunePolicy>;
+
+/** `ClaimRequest.limit` ceiling: far above any worker's concurrency plus prefetch. */
+export const MAX_CLAIM_LIMIT = 100_000;
+/** Ceiling of the counts and limits of maintenance calls (they land in 32-bit columns and script arguments). */
+export const MAX_COUNT = 1_000_000_000;
 
 /** What a store's `rescueExpired` works with when called bare (the facade always passes every field). */
 export const RESCUE_DEFAULTS: ResolvedRescueOptions = Object.freeze({ maxStalls: DEFAULT_MAX_STALLS, limit: DEFAULT_RESCUE_LIMIT });
@@ -108,7 +113,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     ...request,
     queues: unique(request.queues, "queue"),
     names: unique(request.names, "job"),
-    limit: positiveInt("claim limit", request.limit),
+    limit: intInRange("claim limit", request.limit, 1, MAX_CLAIM_LIMIT),
     leaseMs: positiveMs("leaseMs", request.leaseMs),
   });
   const checkFailures = (items: readonly Failure[]): Failure[] => items.map((item) => ({ ...item, retryDelayMs: retryDelayMs(item.retryDelayMs) }));
@@ -141,15 +146,15 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     logs: (id, queue) => store.logs(id, queue),
     rescueExpired: (options: RescueOptions = {}) =>
       store.rescueExpired({
-        maxStalls: positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS),
-        limit: positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT),
+        maxStalls: intInRange("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS, 1, MAX_COUNT),
+        limit: intInRange("limit", options.limit ?? DEFAULT_RESCUE_LIMIT, 1, MAX_COUNT),
       } satisfies ResolvedRescueOptions),
     promoteDue: () => store.promoteDue(),
     prune: (policy: PrunePolicy = {}) =>
       store.prune({
-        maxCompletedPerQueue: nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE),
-        maxDeadPerQueue: nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
-        limit: positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
+        maxCompletedPerQueue: intInRange("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE, 0, MAX_COUNT),
+        maxDeadPerQueue: intInRange("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE, 0, MAX_COUNT),
+        limit: intInRange("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT, 1, MAX_COUNT),
       } satisfies ResolvedPrunePolicy),
     get: (id, queue) => store.get(id, queue),
     list: (filter, page) => store.list(filter, page),
@@ -207,7 +212,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
       need("flow", id);
       return store.flow(id, queue);
     },
-    readEvents: (cursor, limit) => store.readEvents!(cursor, positiveInt("limit", limit)),
+    readEvents: (cursor, limit) => store.readEvents!(cursor, intInRange("limit", limit, 1, MAX_COUNT)),
     latestEventCursor: () => store.latestEventCursor!(),
     pruneEvents: (policy?: EventPrunePolicy) => store.pruneEvents!(policy),
     beginCompletion: (lease) => store.beginCompletion!(checkLease(lease)),

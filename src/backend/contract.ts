@@ -226,7 +226,7 @@ export interface ClaimRequest {
   /** Only jobs with one of these names are claimed (the names this worker has handlers for). */
   names: readonly string[];
   worker: WorkerIdentity;
-  /** Maximum jobs to claim, >= 1. */
+  /** Maximum jobs to claim: an integer from 1 to 100 000 (`MAX_CLAIM_LIMIT`). */
   limit: number;
   /** Lease length in milliseconds from the store's now. */
   leaseMs: number;

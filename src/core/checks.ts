@@ -12,6 +12,14 @@ export function positiveInt(field: string, value: number): number {
   return value;
 }
 
+/** An integer from `min` to `max`, for counts and limits a store keeps in a 32-bit column. */
+export function intInRange(field: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidInputError(`${field} must be an integer from ${min} to ${max}; got ${shown(value)}`);
+  }
+  return value;
+}
+
 export function nonNegativeInt(field: string, value: number): number {
   if (!Number.isInteger(value) || value < 0) {
     throw new InvalidInputError(`${field} must be an integer >= 0; got ${shown(value)}`);

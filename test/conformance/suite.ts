@@ -13,6 +13,7 @@ import { afterEach, beforeEach, describe } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
+import { checkTests } from "./checks.js";
 import { claimTests } from "./claim.js";
 import { dedupTests } from "./dedup.js";
 import { completeAndClaimTests } from "./complete-and-claim.js";
@@ -78,6 +79,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     maintenanceTests(context);
     adminTests(context);
     miscTests(context);
+    checkTests(context);
     flowControlTests(context);
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
