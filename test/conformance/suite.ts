@@ -27,7 +27,7 @@ import { eventLogTests } from "./events.js";
 import { maintenanceTests } from "./maintenance.js";
 import { miscTests } from "./misc.js";
 import { scheduleTests } from "./schedules.js";
-import { retryPolicyTests, settleTests } from "./settle.js";
+import { settleTests } from "./settle.js";
 import { transactionalCompletionTests, transactionRefusalTests } from "./transactional.js";
 
 export type { BackendFactory } from "./fixtures.js";
@@ -84,6 +84,5 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
     scheduleTests(context);
-    retryPolicyTests();
   });
 }
