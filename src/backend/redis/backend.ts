@@ -63,7 +63,7 @@ import {
   workerIdOf,
   type JobFields,
 } from "./codec.js";
-import { connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
+import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
@@ -1271,7 +1271,7 @@ const REDIS_BUSY_REPLIES = ["LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", 
 const IOREDIS_CONNECTION_MESSAGES = ["Connection is closed", "Stream isn't writeable", "Reached the max retries per request limit"];
 
 function isRedisUnavailable(error: unknown): boolean {
-  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code))) return true;
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || code === CONNECTION_DROPPED)) return true;
   if (!(error instanceof Error)) return false;
   if (error.name === "MaxRetriesPerRequestError") return true;
   if (error.name === "ReplyError") return REDIS_BUSY_REPLIES.some((word) => error.message.startsWith(word));

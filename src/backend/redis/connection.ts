@@ -178,6 +178,9 @@ export function describe(connection: ConnectionOption): string {
  * Only used where resending is off; a client that resends (ioredis' default, e.g. one passed in
  * by the application) settles its commands itself, after running them again.
  */
+/** The `code` of the error a command gets when its connection drops before the answer (the store is unavailable). */
+export const CONNECTION_DROPPED = "CONVEYOR_REDIS_CONNECTION_DROPPED";
+
 export class InFlight {
   private readonly waiting = new Set<(error: Error) => void>();
   private readonly tracking: boolean;
@@ -206,9 +209,12 @@ export class InFlight {
 
   private readonly onClose = () => {
     if (this.waiting.size === 0) return;
-    const error = new ConveyorError(
-      "the connection to Redis dropped before it answered; the command may or may not have run " +
-        "(fenced settles can simply be sent again; an unanswered claim's jobs return after their lease expires)",
+    const error = Object.assign(
+      new ConveyorError(
+        "the connection to Redis dropped before it answered; the command may or may not have run " +
+          "(fenced settles can simply be sent again; an unanswered claim's jobs return after their lease expires)",
+      ),
+      { code: CONNECTION_DROPPED },
     );
     const waiting = [...this.waiting];
     this.waiting.clear();
