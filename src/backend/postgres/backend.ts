@@ -12,6 +12,8 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { WakeListeners } from "../listeners.js";
+import { serializeError } from "../error-json.js";
 import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
@@ -319,7 +321,7 @@ export class PostgresBackend implements Backend {
   private readonly channel: string;
   private readonly sql: Record<QueryName, string>;
   private readonly statementPrefix: string;
-  private readonly listeners = new Set<{ listener: WakeListener }>();
+  private readonly listeners = new WakeListeners({ start: () => this.notifications.start(), stop: () => void this.notifications.stop() });
   private readonly notifications: NotificationListener;
   private schemaReady = false;
   private schemaCheck: Promise<void> | null = null;
@@ -1142,25 +1144,12 @@ export class PostgresBackend implements Backend {
    */
   subscribe(listener: WakeListener): () => void {
     this.assertOpen();
-    const entry = { listener };
-    this.listeners.add(entry);
-    this.notifications.start();
-    return () => {
-      if (!this.listeners.delete(entry)) return;
-      if (this.listeners.size === 0) void this.notifications.stop();
-    };
+    return this.listeners.add(listener);
   }
 
   /** Calls every listener; a throwing listener must not break the caller or the others. */
   private wake(queue: string): void {
-    for (const { listener } of [...this.listeners]) {
-      try {
-        const returned: unknown = listener(queue);
-        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
-      } catch (error) {
-        warnListenerFailed(error);
-      }
-    }
+    this.listeners.wake(queue);
   }
 
   /**
@@ -1379,10 +1368,6 @@ function zeroCounts(): Record<JobState, number> {
   return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
 }
 
-/** Exactly the ErrorInfo fields, whatever else the caller's object carries. */
-function serializeError(error: ErrorInfo): string {
-  return JSON.stringify({ name: error.name, message: error.message, stack: error.stack ?? null });
-}
 
 function isSqlClient(value: unknown): value is SqlClient {
   return typeof value === "object" && value !== null && typeof (value as { query?: unknown }).query === "function";
@@ -1418,9 +1403,6 @@ function describePool(pool: Pool): string {
   return host || database ? `//${host}${port}${database}` : "(your pool)";
 }
 
-function warnListenerFailed(error: unknown): void {
-  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
-}
 
 
 

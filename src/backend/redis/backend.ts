@@ -12,6 +12,7 @@
  * worker's concurrency, so no script holds Redis for long.
  */
 import { positiveInt } from "../../core/checks.js";
+import { WakeListeners } from "../listeners.js";
 import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 
@@ -142,9 +143,6 @@ interface LeaseHome {
   expiresAt: number;
 }
 
-interface ListenerEntry {
-  listener: WakeListener;
-}
 
 /** A job read for list(): its record and its insertion number within its queue. */
 interface Listed {
@@ -190,7 +188,7 @@ export class RedisBackend implements Backend {
   /** Queues this process has put in the registry since its connection (re)opened. */
   private readonly registered = new Set<string>();
   private readonly leases = new Map<string, LeaseHome>();
-  private readonly listeners = new Set<ListenerEntry>();
+  private readonly listeners = new WakeListeners({ start: () => this.startSubscriber(), stop: () => void this.stopSubscriber() });
   private readonly wakeTimers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private subscriber: Client | null = null;
   private readonly onReconnect = () => this.registered.clear();
@@ -855,13 +853,7 @@ export class RedisBackend implements Backend {
    * listening. A connection that dies silently only delays jobs until the worker's next poll.
    */
   subscribe(listener: WakeListener): () => void {
-    const entry: ListenerEntry = { listener };
-    this.listeners.add(entry);
-    this.startSubscriber();
-    return () => {
-      if (!this.listeners.delete(entry)) return;
-      if (this.listeners.size === 0) void this.stopSubscriber();
-    };
+    return this.listeners.add(listener);
   }
 
   private startSubscriber(): void {
@@ -911,14 +903,7 @@ export class RedisBackend implements Backend {
 
   /** Calls every listener; a throwing listener must not break the caller or the others. */
   private wake(queue: string): void {
-    for (const { listener } of [...this.listeners]) {
-      try {
-        const returned: unknown = listener(queue);
-        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
-      } catch (error) {
-        warnListenerFailed(error);
-      }
-    }
+    this.listeners.wake(queue);
   }
 
   /**
@@ -1293,9 +1278,6 @@ function sameOptions(a: JobSpec, b: JobSpec): boolean {
   );
 }
 
-function warnListenerFailed(error: unknown): void {
-  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
-}
 
 /** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
 function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {

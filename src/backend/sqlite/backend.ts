@@ -17,6 +17,8 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
+import { WakeListeners } from "../listeners.js";
+import { serializeError } from "../error-json.js";
 import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
@@ -191,9 +193,6 @@ interface Migration {
   sql: string;
 }
 
-interface ListenerEntry {
-  listener: WakeListener;
-}
 
 /** Queue name -> its wake counter after a commit (see the queues table). */
 type WakeMarks = Map<string, number>;
@@ -221,7 +220,7 @@ export class SqliteBackend implements Backend {
   /** Absolute path of the database file, fixed at construction (a later chdir must not move it). */
   private readonly file: string;
   private readonly watchWal: boolean;
-  private readonly listeners = new Set<ListenerEntry>();
+  private readonly listeners = new WakeListeners({ start: () => this.startWatcher(), stop: () => this.stopWatcher() });
   private watcher: FSWatcher | null = null;
   private wakeCheckTimer: NodeJS.Timeout | null = null;
   private wakeCheckDueAt = 0;
@@ -608,13 +607,7 @@ export class SqliteBackend implements Backend {
   // ── wake-ups ─────────────────────────────────────────────────────────────────────────────
 
   subscribe(listener: WakeListener): () => void {
-    const entry: ListenerEntry = { listener };
-    this.listeners.add(entry);
-    this.startWatcher();
-    return () => {
-      if (!this.listeners.delete(entry)) return;
-      if (this.listeners.size === 0) this.stopWatcher();
-    };
+    return this.listeners.add(listener);
   }
 
   /**
@@ -630,14 +623,7 @@ export class SqliteBackend implements Backend {
 
   /** Calls every listener; a throwing listener must not break the caller or the others. */
   private wake(queue: string): void {
-    for (const { listener } of [...this.listeners]) {
-      try {
-        const returned: unknown = listener(queue);
-        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
-      } catch (error) {
-        warnListenerFailed(error);
-      }
-    }
+    this.listeners.wake(queue);
   }
 
   /**
@@ -1406,10 +1392,6 @@ function jsonText(value: Json | undefined): string {
   return JSON.stringify(value ?? null) ?? "null";
 }
 
-/** Exactly the ErrorInfo fields, whatever else the caller's object carries. */
-function serializeError(error: ErrorInfo): string {
-  return JSON.stringify({ name: error.name, message: error.message, stack: error.stack ?? null });
-}
 
 function quarantineError(stalls: number): ErrorInfo {
   return {
@@ -1419,9 +1401,6 @@ function quarantineError(stalls: number): ErrorInfo {
   };
 }
 
-function warnListenerFailed(error: unknown): void {
-  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
-}
 
 
 
