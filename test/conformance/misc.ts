@@ -114,8 +114,8 @@ export function miscTests(t: SuiteContext): void {
       const valid = (id: string) => spec({ jobId: id });
       const batches: JobSpec[][] = [
         [valid("ok-1"), { ...spec(), payload: null as unknown as string }],
-        [valid("ok-2"), { ...spec(), queue: null as unknown as string }],
-        [valid("ok-3"), { ...spec(), maxAttempts: null as unknown as number }],
+        [valid("ok-2"), { ...spec(), name: null as unknown as string }],
+        [valid("ok-3"), { ...spec(), priority: null as unknown as number }],
       ];
       for (const batch of batches) await expect(store.enqueue(batch)).rejects.toThrow();
       expect(await totalJobs(t.b)).toBe(0);
