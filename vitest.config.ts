@@ -16,8 +16,12 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Two cores: files run in parallel forks; each test file uses its own database.
+    // Files run in two parallel forks (vitest's default on two cores is one: cores - 1). Most of
+    // the suite waits on servers, child processes and timers, not on the CPU, so two at a time
+    // shortens it; each test file uses its own database, prefix or vhost names, and the tests
+    // that kill or pause a server start a private one.
     pool: "forks",
+    maxWorkers: 2,
     // Start throwaway servers unless DATABASE_URL / REDIS_URL name them; tests get the URLs via inject().
     globalSetup: ["test/setup/postgres.ts", "test/setup/redis.ts", "test/setup/rabbitmq.ts", "test/setup/kafka.ts"],
   },

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]`
+ * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3] [--modes poll,cdc] [--targets queue,amqp]`
  *
  * The transactional outbox's relay, on a throwaway PostgreSQL (wal_level=logical) and a throwaway
  * RabbitMQ: for poll and cdc mode, to a Conveyor PostgreSQL queue and to RabbitMQ (quorum queue,
@@ -13,6 +13,7 @@
  * Then, once: marking published rows by DELETE versus UPDATE published_at (the migration's choice).
  * Each figure is the median of `--runs`. Not part of `npm test`.
  */
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
@@ -30,8 +31,17 @@ import { startThrowawayRabbit } from "../test/helpers/rabbitmq.js";
 import { fmt, median, percentile, sleep } from "./lib.js";
 
 const { values } = parseArgs({
-  options: { outbox: { type: "boolean" }, events: { type: "string", default: "20000" }, samples: { type: "string", default: "200" }, runs: { type: "string", default: "3" } },
+  options: {
+    outbox: { type: "boolean" },
+    events: { type: "string", default: "20000" },
+    samples: { type: "string", default: "200" },
+    runs: { type: "string", default: "3" },
+    modes: { type: "string", default: "poll,cdc" },
+    targets: { type: "string", default: "queue,amqp" },
+  },
 });
+const MODES = values.modes.split(",").filter((m): m is "poll" | "cdc" => m === "poll" || m === "cdc");
+const TARGETS = values.targets.split(",").filter((t): t is "queue" | "amqp" => t === "queue" || t === "amqp");
 const EVENTS = Number(values.events);
 const SAMPLES = Number(values.samples);
 const RUNS = Number(values.runs);
@@ -176,11 +186,11 @@ async function markStrategies(): Promise<Array<{ strategy: string; rowsPerSecond
 }
 
 try {
-  console.log(`outbox relay: ${EVENTS} events (100 keys), batch ${BATCH}, ${SAMPLES} latency samples, median of ${RUNS} run(s)\n`);
+  console.log(`outbox relay: ${EVENTS} events (100 keys), batch ${BATCH}, ${SAMPLES} latency samples, median of ${RUNS} run(s); load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}\n`);
   console.log("| mode | target | relay events/s | target raw events/s | relay / raw | commit→published p50 ms | p99 ms |");
   console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
-  for (const mode of ["poll", "cdc"] as const) {
-    for (const kind of ["queue", "amqp"] as const) {
+  for (const mode of MODES) {
+    for (const kind of TARGETS) {
       const runs = [];
       for (let r = 0; r < RUNS; r++) runs.push(await measure(mode, kind, r));
       const relay = median(runs.map((x) => x.relay));
@@ -189,6 +199,7 @@ try {
       console.log(`| ${mode} | ${label} | ${fmt(relay)} | ${fmt(raw)} | ${(relay / raw).toFixed(2)} | ${median(runs.map((x) => x.p50)).toFixed(1)} | ${median(runs.map((x) => x.p99)).toFixed(1)} |`);
     }
   }
+  console.log(`\nload average after: ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
   console.log("\nmarking published rows (claim 500 with SKIP LOCKED, then mark), one run:");
   for (const m of await markStrategies()) console.log(`  ${m.strategy.padEnd(12)} ${fmt(m.rowsPerSecond)} rows/s, table + indexes after: ${(m.tableBytes / 1024).toFixed(0)} KiB`);
 } finally {

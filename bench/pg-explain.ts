@@ -27,7 +27,7 @@ const BATCH = 500;
 const quietGraphile = new Logger(() => () => undefined);
 
 /** The backend's rendered statements (queries/*.sql with schema, channel and columns filled in). */
-function statements(backend: PostgresBackend): Record<string, string> {
+export function statements(backend: PostgresBackend): Record<string, string> {
   return (backend as unknown as { sql: Record<string, string> }).sql;
 }
 
@@ -55,18 +55,18 @@ async function dropDatabase(baseUrl: string, name: string): Promise<void> {
   }
 }
 
-async function walLsn(client: pg.Client): Promise<string> {
+export async function walLsn(client: pg.Client): Promise<string> {
   const { rows } = await client.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn");
   return rows[0]!.lsn;
 }
 
-async function walSince(client: pg.Client, lsn: string): Promise<number> {
+export async function walSince(client: pg.Client, lsn: string): Promise<number> {
   const { rows } = await client.query<{ n: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint AS n", [lsn]);
   return Number(rows[0]!.n);
 }
 
 /** EXPLAIN (ANALYZE, BUFFERS) of `sql` with `values`; prints and returns the plan text. */
-async function explain(client: pg.Client, label: string, sql: string, values: unknown[]): Promise<void> {
+export async function explain(client: pg.Client, label: string, sql: string, values: unknown[]): Promise<void> {
   // A custom plan, as the first five executions of a prepared statement get; the claim hides its
   // parameters in a MATERIALIZED CTE, so its custom and generic plans are the same.
   const { rows } = await client.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, values);
@@ -75,6 +75,15 @@ async function explain(client: pg.Client, label: string, sql: string, values: un
 
 const textArray = (xs: readonly (string | null)[]) => xs;
 
+/** enqueue.sql's parameters for no-op jobs `ids` in queue "bench" carrying `data`, the way Queue.addBulk sends them. */
+export function enqueueArgs(ids: readonly string[], data: readonly unknown[]): unknown[] {
+  return [
+    null, textArray(ids), ids.map(() => "bench"), ids.map(() => "noop"), data.map((d) => JSON.stringify(d)),
+    ids.map(() => 0), ids.map(() => null), ids.map(() => 0), ids.map(() => 3), ids.map(() => '{"type":"exponential","delayMs":1000}'),
+    ids.map(() => null), ids.map(() => 86_400_000), ids.map(() => null), ids.map(() => null), ["bench"],
+  ];
+}
+
 async function explainConveyor(baseUrl: string, backlog: number): Promise<void> {
   const url = await createDatabase(baseUrl, `explain_conveyor_${process.pid}`);
   const backend = new PostgresBackend({ connectionString: url, logger: silentLogger });
@@ -82,6 +91,8 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
   try {
     await backend.migrate();
     await client.connect();
+    // As on the backend's own connections (src/backend/postgres/no-jit.ts).
+    await client.query("SET jit = off");
     const q = new Queue("bench", { backend });
     for (const [s, n] of chunks(backlog, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
     await client.query("VACUUM ANALYZE conveyor.jobs");
@@ -90,12 +101,8 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     // enqueue: a batch of BATCH more, as Queue.addBulk sends them.
     const specs = noopJobs(backlog, BATCH);
     const ids = specs.map((_, i) => `explain-${i}`);
-    await explain(client, `enqueue (${BATCH} jobs, one statement)`, sql.enqueue!, [
-      null, textArray(ids), ids.map(() => "bench"), ids.map(() => "noop"), specs.map((s) => JSON.stringify(s.data)),
-      ids.map(() => 0), ids.map(() => null), ids.map(() => 0), ids.map(() => 3), ids.map(() => '{"type":"exponential","delayMs":1000}'),
-      ids.map(() => null), ids.map(() => 86_400_000), ids.map(() => null), ids.map(() => null), ["bench"],
-    ]);
-    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1]);
+    await explain(client, `enqueue (${BATCH} jobs, one statement)`, sql.enqueue!, enqueueArgs(ids, specs.map((s) => s.data)));
+    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
     const claimed = await client.query<{ id: string; lease_token: string }>(
       "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
     );
@@ -110,13 +117,13 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     ]);
     if (sql["complete-and-claim"] !== undefined) {
       // Complete-and-claim in one statement (what the worker sends when it wants more work).
-      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1]);
+      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
       const again = await client.query<{ id: string; lease_token: string }>(
         "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
       );
       await explain(client, `complete-and-claim: complete ${again.rows.length} + claim ${BATCH} (one statement)`, sql["complete-and-claim"], [
         null, again.rows.map((r) => r.id), again.rows.map((r) => r.lease_token), again.rows.map(() => "null"),
-        ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1,
+        ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false,
       ]);
     }
     const t0 = performance.now();

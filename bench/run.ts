@@ -8,6 +8,7 @@
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  * `npm run bench -- --backend postgres --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100]` (bench/pg-scale.ts: growth)
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
+ * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, rabbitmq races raw amqplib and BullMQ, side by side on
@@ -55,6 +56,7 @@ const { values } = parseArgs({
     rate: { type: "string", default: "2000" },
     explain: { type: "boolean", default: false },
     scale: { type: "boolean", default: false },
+    "event-log-cost": { type: "boolean", default: false },
     sizes: { type: "string", default: "10000,100000,1000000" },
     backlog: { type: "string", default: "100000" },
   },
@@ -77,6 +79,16 @@ if (values.explain) {
   }
   const { main } = await import("./pg-explain.js");
   await main({ backlog: Number(values.backlog), jobs: Number(values.jobs) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values["event-log-cost"]) {
+  if (values.backend !== "postgres") {
+    console.error("--event-log-cost measures PostgreSQL's event-log triggers: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-event-log.js");
+  await main({ jobs: Number(values.jobs), runs: Number(values.runs) });
   process.exit(process.exitCode ?? 0);
 }
 

@@ -25,6 +25,14 @@ export function firstCompletionAfter(at: number, final: readonly FinalJob[]): nu
   return best;
 }
 
+/**
+ * The faults (by their time from the run's start and their measured first completion) after which
+ * no job claimed later completed within `boundMs`: the fleet did not come back, or came back late.
+ */
+export function stalledAfter<T extends { firstCompletionMs: number | null }>(timings: readonly T[], boundMs: number): T[] {
+  return timings.filter((t) => t.firstCompletionMs === null || t.firstCompletionMs > boundMs);
+}
+
 export interface ThroughputDip {
   /** Completions per second in the `baselineMs` before the window. */
   beforePerSec: number;

@@ -14,7 +14,7 @@ import { CHAOS_QUEUE } from "./jobs.js";
 import { brokerFinal } from "./broker-final.js";
 import { AppendLog, readLogs } from "./ledger.js";
 import { addFacts, emptyFacts, readWorkerLog } from "./logs.js";
-import { firstCompletionAfter, throughputDip, type ThroughputDip } from "./failover-metrics.js";
+import { firstCompletionAfter, stalledAfter, throughputDip, type ThroughputDip } from "./failover-metrics.js";
 import { finalJobs, jobsOf, Monitor, unfinished } from "./monitor.js";
 import { Prng } from "./prng.js";
 import type { EnqueueRecord, RunRecord } from "./records.js";
@@ -34,6 +34,15 @@ export const RECOVERY_TOLERANCE_MS = 3_000;
  * after a run's end does not excuse running it again.
  */
 export const ACK_SLACK_MS = 1_000;
+/**
+ * Failover scenarios: the longest a failover, slot move or rollout may be followed by no completed
+ * job claimed after it. Promotion takes 1-12 s here (Sentinel's down-after plus an election, a
+ * cluster's node timeout, a standby's promote), then workers come out of their retry backoff and
+ * need the new primary for a claim and its acknowledgement: 30 s was seen at a load average of 37
+ * on two cores. 60 s leaves room for that and is still far below a fleet that never came back (a
+ * 5-minute Sentinel run once stalled 4.5 minutes after its second failover and passed).
+ */
+export const FAULT_PROGRESS_BOUND_MS = 60_000;
 /**
  * How long the drain after the fault phase may take before unfinished jobs count as stranded:
  * 90 s, or twice the fault phase when that is longer (a saturating scenario builds a backlog).
@@ -413,6 +422,20 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     t.offsetMs = t.at - runStart;
     t.firstCompletionMs = firstCompletionAfter(t.at, final);
     if (t.kind === "rolling") t.dip = throughputDip(runs.records, { from: t.at, to: t.doneAt });
+  }
+  if (timings.length > 0) {
+    // Progress, not only safety: a fleet that stops completing jobs after a failover loses nothing
+    // and breaks no other bound, yet it is down.
+    const stalled = stalledAfter(timings, FAULT_PROGRESS_BOUND_MS);
+    const progress: Bound = {
+      name: "failovers, slot moves or rollouts not followed by a completed job in time",
+      limit: `= 0 (within ${FAULT_PROGRESS_BOUND_MS} ms)`,
+      value: stalled.length,
+      ok: stalled.length === 0,
+      examples: stalled.map((t) => `${t.kind} at +${t.offsetMs} ms: first job completed again ${t.firstCompletionMs === null ? "never" : `+${t.firstCompletionMs} ms`}`),
+    };
+    result.bounds.push(progress);
+    result.ok = result.ok && progress.ok;
   }
   const out: ScenarioResult = {
     ...base,

@@ -50,10 +50,17 @@ export type OutboxTargetKind = (typeof OUTBOX_TARGETS)[number];
 export interface OutboxChaosResult {
   ok: boolean;
   rows: Array<[string, string | number]>;
+  /** Relays SIGKILLed by the runner (timed kills; failpoint kills not counted). */
+  relayKills: number;
 }
 
 export interface OutboxChaosOptions {
   seconds: number;
+  /**
+   * The faults go on past `seconds` until the runner has SIGKILLed relays this many times (the
+   * later faults all kills), so a short run cannot end without any. Default 0.
+   */
+  minRelayKills?: number;
   seed: number;
   /** Default "pg-poll". */
   source?: OutboxSourceKind;
@@ -347,10 +354,11 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
 
     for (let slot = 0; slot < source.relays; slot++) startRelay(slot);
     const deadline = Date.now() + options.seconds * 1000;
-    while (Date.now() < deadline) {
+    const minRelayKills = options.minRelayKills ?? 0;
+    while (Date.now() < deadline || counts.relayKills < minRelayKills) {
       await sleep(rng.int(500, 2_500));
       for (let slot = 0; slot < source.relays; slot++) if (relays[slot] === null) startRelay(slot);
-      if (rng.next() < 0.6) {
+      if (rng.next() < 0.6 || Date.now() >= deadline) {
         const victim = relays[rng.int(0, source.relays - 1)];
         if (victim) {
           killedByRunner.add(victim);
@@ -426,7 +434,7 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
       ((undrained?.state as { left?: Array<{ id: string }> } | undefined)?.left ?? []).map((r) => [r.id, delivered.filter((d) => d.id === r.id).length]),
     );
     writeFileSync(join(dir, "report.json"), JSON.stringify({ seed: options.seed, seconds: options.seconds, source: sourceKind, target: targetKind, counts, undrained, copiesOfLeft, missing: missing.slice(0, 50), phantom: phantom.slice(0, 50), orderViolations }, null, 2));
-    return { ok, rows };
+    return { ok, rows, relayKills: counts.relayKills };
   } finally {
     stopping = true;
     for (const child of relays) {

@@ -159,6 +159,10 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     get: (id, queue) => store.get(id, queue),
     list: (filter, page) => store.list(filter, page),
     stats: (queue) => store.stats(queue),
+    finishedWindow(queue, fromMs, untilMs, sampleLimit) {
+      need("finishedWindow", queue);
+      return store.finishedWindow(queue, fromMs, untilMs, sampleLimit);
+    },
     cancel(id, queue) {
       need("cancel", id);
       return store.cancel(id, queue);
@@ -227,7 +231,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
   return { ...asynchronous, idempotency };
 }
 
-type Refusable = "cancel" | "pause" | "queueLimits" | "schedules" | "idempotencyKeys" | "flows";
+type Refusable = "cancel" | "pause" | "queueLimits" | "schedules" | "idempotencyKeys" | "flows" | "finishedWindows";
 
 /**
  * The contract calls a store without some feature cannot do at all, with what to say: the
@@ -247,6 +251,7 @@ const REFUSALS = {
   scheduleFire: { capability: "schedules", what: (id) => `fire schedule ${id}`, instead: "keep schedules on SQLite, PostgreSQL or Redis" },
   enqueueFlow: { capability: "flows", what: () => "store a flow", instead: "enqueue the parent from the children's handlers, or use a backend with job records (SQLite, PostgreSQL, Redis)" },
   flow: { capability: "flows", what: (id) => `tell the flow of job ${id}`, instead: "it keeps no flows" },
+  finishedWindow: { capability: "finishedWindows", what: (queue) => `count the jobs of queue ${queue} finished in a time window`, instead: "it keeps no index of finished jobs; use SQLite, PostgreSQL or Redis for fleet-wide charts" },
   once: { capability: "idempotencyKeys", what: () => "record idempotency keys (ctx.once)", instead: "pass another store's idempotency (PostgreSQL or Redis) to this backend, or keep processed keys in your own database" },
 } satisfies Record<string, { capability: Refusable; what: (subject: string) => string; instead: string }>;
 

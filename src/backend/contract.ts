@@ -74,7 +74,10 @@ export interface StoreFeatures {
   cancel: boolean;
   /** Any `priority` is honoured (lower runs first). Without it, enqueue refuses a priority other than 0. */
   priorities: boolean;
-  /** A job id is unique in the store: enqueueing an id that exists is reported as a duplicate. */
+  /**
+   * A job id names at most one job: enqueueing an id that exists is reported as a duplicate. In
+   * the whole store, or, where `Capabilities.jobIdsPerQueue` is set, within its queue.
+   */
   uniqueIds: boolean;
   /** `pause`/`resume` stop and restart claiming from a queue for every worker. Without it they throw `UnsupportedByStoreError`. */
   pause: boolean;
@@ -101,6 +104,12 @@ export interface StoreFeatures {
    * `scheduleFire`). Without it they throw `UnsupportedByStoreError`, and workers run no scheduler.
    */
   schedules: boolean;
+  /**
+   * `finishedWindow` counts and samples the jobs that finished in a time window, from an index on
+   * their finish time (the dashboard's fleet-wide charts). Without it, it throws
+   * `UnsupportedByStoreError`.
+   */
+  finishedWindows: boolean;
 }
 
 /** Every {@link StoreFeatures} present: SQLite, PostgreSQL and Redis. */
@@ -115,6 +124,7 @@ export const FULL_STORE_FEATURES: Readonly<StoreFeatures> = Object.freeze({
   dedupWindows: true,
   queueLimits: true,
   schedules: true,
+  finishedWindows: true,
 });
 
 /** What a backend can do; callers branch on these, never on a backend's name. */
@@ -156,6 +166,15 @@ export interface Capabilities extends StoreFeatures {
    * job is refused with InvalidInputError rather than run unlimited.
    */
   jobFlowKeys: boolean;
+  /**
+   * Job ids are unique per queue rather than in the whole store (Redis: each queue lives in its own
+   * slot, and no script may check another's): the same id enqueued in two queues is two jobs, so
+   * `get`, `cancel`, `replay` and `remove` without a queue throw `AmbiguousJobIdError` for an id
+   * several queues hold, and callers that act for someone (the HTTP service) always name the
+   * queue. Absent means false: the second enqueue is a duplicate of the first queue's job, and a
+   * by-id call naming the other queue finds nothing.
+   */
+  jobIdsPerQueue?: boolean;
   /**
    * `completeAndClaim` exists: a batch of completions and the next claim go to the store as one
    * call (one round trip, one commit). Absent means false.
@@ -353,6 +372,34 @@ export interface Page {
    * InvalidInputError (start again from the first page). Default: from the newest job.
    */
   after?: string;
+  /**
+   * The reverse cursor (the previous page): only jobs that come before this job in the
+   * newest-first order, i.e. newer ones, the `limit` closest to it, still returned newest first.
+   * Same rules as `after` (needs `filter.queue`; a deleted cursor job is refused); not with
+   * `after`. Default: none.
+   */
+  before?: string;
+}
+
+/** One finished job's times, as `finishedWindow` samples them (ms since epoch, store clock). */
+export interface FinishedTiming {
+  state: "completed" | "dead";
+  /** When its last attempt became due. */
+  runAt: number;
+  /** When its last attempt started (null for a job that never ran, e.g. failed before a claim). */
+  startedAt: number | null;
+  finishedAt: number;
+}
+
+/** The jobs of one queue that finished in `[from, until)`, still stored (retention applies). */
+export interface FinishedWindow {
+  completed: number;
+  dead: number;
+  /**
+   * Up to `sampleLimit` completed and up to `sampleLimit` dead jobs of the window, the earliest
+   * finished first.
+   */
+  samples: FinishedTiming[];
 }
 
 export interface QueueStats {
@@ -450,12 +497,27 @@ export interface Backend extends AsyncDisposable {
   /** Per-queue statistics; every known queue when `queue` is omitted. */
   stats(queue?: string): Promise<QueueStats[]>;
   /**
+   * Counts the jobs of `queue` that completed or died in `[fromMs, untilMs)` (store clock) and
+   * returns a bounded sample of their times: one indexed range per state, so the cost does not
+   * grow with the rest of the queue. Jobs already pruned (or removed on completion) are not
+   * counted. Only with `capabilities.finishedWindows`; otherwise `UnsupportedByStoreError`.
+   */
+  finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow>;
+  /**
    * Cancels a job. Waiting and scheduled jobs never run; an active job is marked cancelled and its
    * worker learns at its next heartbeat (its result is then refused).
    */
   cancel(id: string, queue?: string): Promise<CancelResult>;
   /** Moves a dead job back to `waiting` with a fresh set of attempts; its history is kept. */
   replay(id: string, queue?: string): Promise<ReplayResult>;
+  /**
+   * Replays the dead jobs of `queue` (only those named `name`; at most `limit`, default all) in
+   * one pass, for a store where finding one dead job by id is a scan (RabbitMQ's dead queue):
+   * `dlq replay --all` and the HTTP "replay all" use it where it exists, instead of listing pages
+   * and replaying each by id, which is quadratic there. Jobs that die again during the pass are
+   * not replayed twice. Answers the ids replayed, in the order they were.
+   */
+  replayAllDead?(queue: string, options?: { name?: string; limit?: number }): Promise<{ replayed: string[] }>;
   /**
    * Deletes a finished job (completed, dead or cancelled) before its retention runs out, e.g. a
    * dead letter an operator has dealt with. Unfinished jobs are refused: cancel them first.

@@ -6,6 +6,7 @@
 import { nonNegativeInt, positiveInt } from "../core/checks.js";
 import { InvalidInputError } from "../core/errors.js";
 import { JOB_STATES } from "../core/job.js";
+import { checkName } from "../core/spec.js";
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type ListFilter, type Page } from "./contract.js";
 
 export interface ListArgs {
@@ -13,6 +14,8 @@ export interface ListArgs {
   offset: number;
   /** The cursor job's id, when paging by keyset. */
   after: string | null;
+  /** The reverse cursor job's id (the previous page: newer jobs), when paging back by keyset. */
+  before: string | null;
   createdFrom: number | null;
   createdUntil: number | null;
 }
@@ -32,10 +35,36 @@ export function checkListArgs(filter: ListFilter, page: Page): ListArgs {
   const after = page.after ?? null;
   if (after !== null && (typeof after !== "string" || after === "")) throw new InvalidInputError("page.after must be the id of the last job of the previous page");
   if (after !== null && filter.queue === undefined) throw new InvalidInputError("page.after needs filter.queue: pages by cursor stay within one queue");
-  return { limit, offset, after, createdFrom: time("filter.createdFrom", filter.createdFrom), createdUntil: time("filter.createdUntil", filter.createdUntil) };
+  const before = page.before ?? null;
+  if (before !== null && (typeof before !== "string" || before === "")) throw new InvalidInputError("page.before must be the id of the first job of the next page");
+  if (before !== null && filter.queue === undefined) throw new InvalidInputError("page.before needs filter.queue: pages by cursor stay within one queue");
+  if (before !== null && after !== null) throw new InvalidInputError("page.after and page.before exclude each other: give the cursor of the way you page");
+  return { limit, offset, after, before, createdFrom: time("filter.createdFrom", filter.createdFrom), createdUntil: time("filter.createdUntil", filter.createdUntil) };
 }
 
 /** Why a cursor job cannot be used, for `InvalidInputError`. */
-export function staleCursor(after: string, queue: string): InvalidInputError {
-  return new InvalidInputError(`page.after: job ${JSON.stringify(after)} is not in queue ${JSON.stringify(queue)} (deleted since, or never there); start again from the first page`);
+export function staleCursor(after: string, queue: string, field: "after" | "before" = "after"): InvalidInputError {
+  return new InvalidInputError(`page.${field}: job ${JSON.stringify(after)} is not in queue ${JSON.stringify(queue)} (deleted since, or never there); start again from the first page`);
+}
+
+/** The most jobs per state one `finishedWindow` call samples. */
+export const MAX_FINISHED_SAMPLES = 1_000;
+
+export interface FinishedWindowArgs {
+  queue: string;
+  fromMs: number;
+  untilMs: number;
+  sampleLimit: number;
+}
+
+/** The rules of `Backend.finishedWindow` arguments, checked once for every backend. */
+export function checkFinishedWindowArgs(queue: string, fromMs: number, untilMs: number, sampleLimit: number): FinishedWindowArgs {
+  const from = time("fromMs", fromMs)!;
+  const until = time("untilMs", untilMs)!;
+  if (fromMs === undefined || untilMs === undefined || until < from) {
+    throw new InvalidInputError(`finishedWindow needs fromMs <= untilMs (ms since the epoch); got ${JSON.stringify(fromMs)} and ${JSON.stringify(untilMs)}`);
+  }
+  const limit = nonNegativeInt("sampleLimit", sampleLimit);
+  if (limit > MAX_FINISHED_SAMPLES) throw new InvalidInputError(`sampleLimit must be at most ${MAX_FINISHED_SAMPLES}; got ${limit}`);
+  return { queue: checkName("queue", queue), fromMs: from, untilMs: until, sampleLimit: limit };
 }

@@ -19,7 +19,8 @@ const SUPPORTED =
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
   "redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
   "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
-  "or amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b] (RabbitMQ; amqps:// for TLS)";
+  "amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS), " +
+  "or kafka://host:9092[,host2:9092][?prefix=NAME&group=GROUP&queues=a,b&partition_key=queue|id] (Kafka)";
 
 /**
  * Opens the backend a URL names:
@@ -34,7 +35,11 @@ const SUPPORTED =
  * - `redis-sentinel://host:port,host:port,…/MASTER`: the primary the sentinels monitor as MASTER,
  *   followed across failovers;
  * - `amqp://…` or `amqps://…` (TLS): RabbitMQ, queues named `<prefix>~<queue>` (`?prefix=NAME`,
- *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands.
+ *   default "conveyor"); `?queues=a,b` names queues for stats and dead-letter commands;
+ *   `?deliveryLimit=N` sets the work queues' `x-delivery-limit` (default 20);
+ * - `kafka://host:9092[,host2:9092]`: Kafka, topics named `<prefix>.<queue>` (`?prefix=NAME`,
+ *   default "conveyor"), consumer group `?group=NAME` (default `<prefix>.workers`); see
+ *   src/backend/kafka/open.ts.
  *
  * Throws InvalidInputError for anything else.
  */
@@ -42,6 +47,7 @@ export async function openBackend(url: string, options: OpenBackendOptions = {})
   if (typeof url === "string" && /^postgres(?:ql)?:\/\//i.test(url)) return openPostgres(url, options);
   if (typeof url === "string" && /^rediss?(?:-cluster|-sentinel)?:\/\//i.test(url)) return openRedis(url, options);
   if (typeof url === "string" && /^amqps?:\/\//i.test(url)) return openAmqp(url, options);
+  if (typeof url === "string" && /^kafka:\/\//i.test(url)) return migrated((await import("./kafka/open.js")).openKafkaBackend(url, options));
   const path = sqlitePath(url);
   const { SqliteBackend } = await importSqlite();
   try {
@@ -186,18 +192,21 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
 
 /**
  * A RabbitMQ backend for `amqp://…` or `amqps://…`, connected (and the named queues declared)
- * before it is returned. `?prefix=NAME` and `?queues=a,b` are ours and taken out of the URL;
+ * before it is returned. `?prefix=NAME`, `?queues=a,b` and `?deliveryLimit=N` are ours and taken out of the URL;
  * every other parameter (frameMax, heartbeat, …) is amqplib's.
  */
 async function openAmqp(url: string, options: OpenBackendOptions): Promise<Backend> {
   const { url: withoutPrefix, value: prefix } = takeParam(url, "prefix");
-  const { url: connection, value: queues } = takeParam(withoutPrefix, "queues");
+  const { url: withoutQueues, value: queues } = takeParam(withoutPrefix, "queues");
+  const { url: connection, value: deliveryLimit } = takeParam(withoutQueues, "deliveryLimit");
   const { AmqpBackend } = await importDriver(() => import("./amqp/index.js"), /['"]amqplib['"]/, "the RabbitMQ backend", "amqplib@2");
   return migrated(
     new AmqpBackend({
       url: connection,
       ...(prefix !== undefined ? { prefix } : {}),
       ...(queues !== undefined ? { queues: queues.split(",").filter((q) => q !== "") } : {}),
+      // Checked by the backend like the option: a positive integer.
+      ...(deliveryLimit !== undefined ? { deliveryLimit: Number(deliveryLimit) } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

@@ -86,6 +86,12 @@ export async function replayAllDead(
     else progress.write(`${line}\n`);
   };
   for (const q of queues) {
+    if (backend.replayAllDead) {
+      // The store replays a whole queue in one pass (RabbitMQ, where a lookup by id is a scan).
+      replayed += (await backend.replayAllDead(q)).replayed.length;
+      report(false);
+      continue;
+    }
     // The last job of every page read so far in this queue: the newest usable one is the cursor.
     const cursors: string[] = [];
     for (;;) {

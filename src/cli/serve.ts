@@ -12,7 +12,7 @@ import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSetti
 import type { MetricsServer } from "../observability/http.js";
 import { loadHandlers } from "./worker.js";
 import { combineTelemetry } from "../core/telemetry.js";
-import { migrateOutbox, openDeadLetters, outboxLocation } from "../outbox/open.js";
+import { migrateOutbox, openDeadLetters, openSource, outboxLocation } from "../outbox/open.js";
 
 export const help = `conveyor serve --db URL [options]
 
@@ -49,6 +49,11 @@ same process, for small deployments.
                          environment variable holding the secret that signs event-stream tokens
                          (default: random per process; set one when several instances serve
                          behind one load balancer)
+  --id-secret-env NAME   environment variable holding the secret (at least 32 bytes, the same on
+                         every instance) that keys the ids derived from Idempotency-Key headers
+                         (idem_...) and webhook deliveries (whk_...) (default: idem_ ids are
+                         keyed from the requesting API key's configured sha256, so rotating a
+                         key changes its ids; whk_ ids are a plain SHA-256)
   --outbox               also serve the admin routes of the transactional outbox of --db
                          (<base-path>/outbox/dead: list, show, replay, delete the events a
                          relay's target refused for good); PostgreSQL or SQLite only
@@ -103,6 +108,7 @@ export async function run(argv: string[]): Promise<number> {
     "connection-timeout-ms": { type: "string" },
     webhooks: { type: "string" },
     "stream-token-secret-env": { type: "string" },
+    "id-secret-env": { type: "string" },
     "log-level": { type: "string" },
     "no-dashboard": { type: "boolean", default: false },
     outbox: { type: "boolean", default: false },
@@ -163,6 +169,12 @@ export async function run(argv: string[]): Promise<number> {
     if (!streamTokenSecret) throw new UsageError(`--stream-token-secret-env ${values["stream-token-secret-env"]}: that environment variable is empty`);
   }
 
+  let idSecret: string | undefined;
+  if (typeof values["id-secret-env"] === "string") {
+    idSecret = process.env[values["id-secret-env"]];
+    if (!idSecret) throw new UsageError(`--id-secret-env ${values["id-secret-env"]}: that environment variable is empty`);
+  }
+
   const handlersPath = typeof values.handlers === "string" ? values.handlers : null;
   if (handlersPath === null && values.queue !== undefined) throw new UsageError("--queue needs --handlers (the in-process worker's job handlers)");
   const handlers = handlersPath ? await loadHandlers(handlersPath) : null;
@@ -183,12 +195,17 @@ export async function run(argv: string[]): Promise<number> {
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
   let metricsServer: MetricsServer | null = null;
   let outbox: Awaited<ReturnType<typeof openDeadLetters>> | null = null;
+  // The dashboard's Relay view reads the outbox's backlog through a polling source's lag() (it never claims).
+  let relayLag: Awaited<ReturnType<typeof openSource>> | null = null;
   try {
     // The outbox tables come with the migrations: --db's are run by openBackend above; a separate
     // --outbox-db is migrated here (as `conveyor migrate` would), so its tables exist too.
     // Closed in afterClose, after the API, so no request finds its pool gone.
     if (outboxUrl !== null && outboxUrl !== url) await migrateOutbox(outboxUrl);
     outbox = outboxUrl === null ? null : await openDeadLetters(outboxUrl);
+    relayLag = outboxUrl === null || values["no-dashboard"] === true ? null : await openSource(outboxUrl, { mode: "poll" });
+    // SQLite's source opens its file in start(); PostgreSQL's reads lag through its pool without it (start would LISTEN).
+    if (relayLag && outboxLocation(outboxUrl!).kind === "sqlite") await relayLag.start({ wake: () => undefined, warn: () => undefined });
     const observed = metricsFlags ? await createMetrics(metricsFlags, backend) : null;
     const tracing = await loadTracing();
     const secrets = (process.env.CONVEYOR_WEBHOOK_SECRETS ?? "").split(/[,\s]+/).filter(Boolean);
@@ -208,6 +225,7 @@ export async function run(argv: string[]): Promise<number> {
         subscriptions: (config.subscriptions ?? []) as never,
         allow: (config.allow ?? []) as string[],
         allowHttp: config.allowHttp === true,
+        ...(idSecret ? { idSecret } : {}),
         logger,
         ...(tracing ? { telemetry: tracing } : {}),
       });
@@ -229,7 +247,8 @@ export async function run(argv: string[]): Promise<number> {
       webhooks?.attach(worker);
     }
 
-    // The dashboard's charts come from the in-process worker's events (see dashboard/history.ts).
+    // The dashboard's charts come from the store (dashboard/store-history.ts); the in-process
+    // worker's events only where the store keeps no finished jobs (dashboard/history.ts).
     const history = values["no-dashboard"] === true ? null : new http.MetricsHistory();
     if (history && worker) history.attach(worker);
     const app = await http.createServer({
@@ -242,9 +261,10 @@ export async function run(argv: string[]): Promise<number> {
       ...(values["connection-timeout-ms"] !== undefined ? { connectionTimeoutMs: intOption("connection-timeout-ms", values["connection-timeout-ms"], 1) } : {}),
       ...(webhooks ? { webhooks } : {}),
       ...(streamTokenSecret ? { streamTokenSecret } : {}),
+      ...(idSecret ? { idSecret } : {}),
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
-      dashboard: history ? { history } : false,
+      dashboard: history ? { history, ...(outbox && relayLag ? { relay: { lag: relayLag.lag.bind(relayLag), deadCount: outbox.dead.count.bind(outbox.dead) } } : {}) } : false,
       ...(outbox ? { outbox: outbox.dead } : {}),
     });
     target = app.log;
@@ -289,6 +309,7 @@ export async function run(argv: string[]): Promise<number> {
         // worker and the API are done, as `conveyor worker` does.
         afterClose: async () => {
           await metricsListener?.close();
+          await relayLag?.close();
           await outbox?.close();
           await backend.close();
         },
@@ -308,6 +329,7 @@ export async function run(argv: string[]): Promise<number> {
   } catch (error) {
     await Promise.all(closeables.map((c) => c.close({ force: true }).catch(() => undefined)));
     await metricsServer?.close();
+    await relayLag?.close().catch(() => undefined);
     await outbox?.close().catch(() => undefined);
     await backend.close();
     if (error instanceof InvalidInputError) throw new UsageError(error.message);

@@ -120,7 +120,8 @@ export async function run(argv: string[]): Promise<number> {
   return withBackend(values.db, async (backend) => {
     const stats = await backend.stats(values.queue as string | undefined);
     const windows = new Map<string, WindowFigures>();
-    if (windowMs > 0) {
+    // A store without job records (RabbitMQ, Kafka) keeps no finished jobs to measure a window on.
+    if (windowMs > 0 && backend.capabilities.jobRecords) {
       const now = await backend.now();
       for (const s of stats) {
         const { jobs, sampled } = await finishedJobs(backend, s.queue, now - windowMs, sample);
@@ -128,7 +129,7 @@ export async function run(argv: string[]): Promise<number> {
       }
     }
     const flows = new Map<string, QueueFlow>();
-    for (const s of stats) {
+    for (const s of backend.capabilities.queueLimits ? stats : []) {
       const flow = await backend.getQueueFlow(s.queue);
       if (flow !== null) flows.set(s.queue, flow);
     }
@@ -178,7 +179,7 @@ export async function run(argv: string[]): Promise<number> {
         ),
       );
     }
-    if (windowMs > 0) {
+    if (windows.size > 0) {
       console.log(`\nlast ${duration(windowMs)} (finished jobs the store keeps):`);
       console.log(
         table(

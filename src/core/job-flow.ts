@@ -5,12 +5,10 @@
 import { InvalidInputError } from "./errors.js";
 import type { JobFlow } from "./job.js";
 import { MAX_RATE_DURATION_MS, MAX_RATE_MAX, MAX_RUNNING_LIMIT } from "./flow.js";
-
-/** Control characters and unpaired surrogates: PostgreSQL refuses NUL, Redis members need none. */
-const UNSAFE_KEY_CHARACTER = /[\u0000-\u001F\u007F]|\p{Cs}/u;
+import { isKeyText } from "./key-text.js";
 
 function checkKey(field: string, value: unknown): string {
-  if (typeof value !== "string" || value.length === 0 || value.length > 255 || UNSAFE_KEY_CHARACTER.test(value)) {
+  if (!isKeyText(value)) {
     throw new InvalidInputError(`option ${field} must be a string of 1-255 characters without control characters; got ${JSON.stringify(value)}`, { field: `options.${field}` });
   }
   return value;

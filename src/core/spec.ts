@@ -5,6 +5,7 @@ import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
 import { jobFlowOf } from "./job-flow.js";
+import { isKeyText } from "./key-text.js";
 
 /** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
 export type RetentionOption = boolean | { ageMs: number };
@@ -101,7 +102,7 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
   for (const k of Object.keys(d)) {
     if (!DEDUP_FIELDS.has(k)) throw new InvalidInputError(`unknown field dedup.${k}; dedup is ${shape}`, { field: `options.dedup.${k}` });
   }
-  if (typeof d.key !== "string" || d.key.length === 0 || d.key.length > 255 || UNSAFE_ID_CHARACTER.test(d.key)) {
+  if (!isKeyText(d.key)) {
     throw new InvalidInputError(
       `option dedup.key must be a non-empty string of at most 255 characters, without control characters; got ${JSON.stringify(d.key)}`,
       { field: "options.dedup.key" },
@@ -129,12 +130,9 @@ export function checkName(kind: "queue" | "job" | "schedule", value: unknown): s
   return value;
 }
 
-/** Control characters (PostgreSQL refuses NUL) and unpaired surrogate halves (stored as U+FFFD). */
-const UNSAFE_ID_CHARACTER = /[\u0000-\u001F\u007F]|\p{Cs}/u;
-
 /** A job id: 1-255 characters, none of them a control character or an unpaired surrogate. */
 export function checkJobId(value: unknown): string {
-  if (typeof value !== "string" || value.length === 0 || value.length > 255 || UNSAFE_ID_CHARACTER.test(value)) {
+  if (!isKeyText(value)) {
     throw new InvalidInputError(
       `option jobId must be a non-empty string of at most 255 characters, without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
       { field: "options.jobId" },

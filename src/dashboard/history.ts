@@ -69,11 +69,16 @@ class Reservoir {
     }
   }
   percentiles(): Percentiles | null {
-    if (this.values.length === 0) return null;
-    const sorted = [...this.values].sort((a, b) => a - b);
-    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-    return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
+    return percentilesOf(this.values);
   }
+}
+
+/** The nearest-rank 50th, 95th and 99th percentiles of `values`, or null when there are none. */
+export function percentilesOf(values: readonly number[]): Percentiles | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
 }
 
 /** Anything with a worker's typed `on` (a `Worker`). */

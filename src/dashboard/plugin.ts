@@ -21,16 +21,24 @@ import { toDeadJobView, toJobView, toQueueView } from "../http/views.js";
 import { loadAssets, type Asset } from "./assets.js";
 import { MetricsHistory } from "./history.js";
 import { LiveHub } from "./live.js";
+import { StoreHistory, type StoreHistoryOptions } from "./store-history.js";
 import { crossSiteReason, DashboardSessions, SESSION_SECRET_ENV, type SessionOptions } from "./sessions.js";
 
 export interface DashboardOptions {
   /** Where the dashboard is served. Default "/ui". */
   path?: string;
   /**
-   * Per-minute history for the charts. Attach your workers to it (`history.attach(worker)`);
-   * default: an empty one, so the charts stay empty unless something is attached.
+   * Per-minute history for the charts from workers in this process (`history.attach(worker)`).
+   * Used only where the store cannot tell (`capabilities.finishedWindows` false, i.e. RabbitMQ)
+   * or `storeHistory` is false. Default: an empty one.
    */
   history?: MetricsHistory;
+  /**
+   * Charts read from the store: every job the fleet finished, whichever process ran it (see
+   * store-history.ts for the sampling and caching). `false` charts only `history`. Default: on
+   * where `capabilities.finishedWindows`, with the defaults of {@link StoreHistoryOptions}.
+   */
+  storeHistory?: StoreHistoryOptions | false;
   /** Session secret and lifetimes (see docs/dashboard.md). */
   sessions?: SessionOptions;
   /** How often a page's live stream reads the store, ms. Default 1 000. */
@@ -38,10 +46,25 @@ export interface DashboardOptions {
   /** Live streams open at once on this server. Default 500. */
   maxStreams?: number;
   /**
+   * The transactional outbox's relay status for the Relay view: how many events wait and how old
+   * the oldest is (an `OutboxSource`'s `lag()`), and how many were set aside. Give it together
+   * with the HTTP plugin's `outbox` option (whose routes list, replay and delete the set-aside
+   * events). `conveyor serve --outbox` sets both. Default: no Relay view.
+   */
+  relay?: RelayStatusSource;
+  /**
    * Sections that other parts of Conveyor provide once present; their navigation entries stay
    * hidden until then. Default none.
    */
   sections?: { schedules?: boolean; relay?: boolean };
+}
+
+/** What the Relay view reads (see `DashboardOptions.relay`). */
+export interface RelayStatusSource {
+  /** Events waiting in the outbox (null when unknown) and the age of the oldest in ms (null when none waits). */
+  lag(): Promise<{ backlog: number | null; oldestUnpublishedAgeMs: number | null; slotLagBytes?: number | null }>;
+  /** How many events a target refused for good and were set aside. */
+  deadCount(): Promise<number>;
 }
 
 export interface DashboardContext {
@@ -82,6 +105,9 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
     );
   }
   const history = ctx.options.history ?? new MetricsHistory();
+  const storeHistory = ctx.options.storeHistory === false || !ctx.backend.capabilities.finishedWindows ? null : new StoreHistory(ctx.backend, ctx.options.storeHistory);
+  /** A queue's last `minutes` per-minute samples: from the store where it can tell, else this process's workers. */
+  const seriesOf = async (queue: string, minutes?: number) => (storeHistory ? storeHistory.series(queue, minutes) : history.series(queue, minutes));
   const assets = loadAssets();
 
   await fastify.register(
@@ -153,8 +179,13 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
           principal: principal ? { id: principal.id, scopes: [...principal.scopes].sort() } : null,
           csrfToken: session?.csrfToken ?? null,
           apiBasePath: ctx.apiBasePath,
-          historyAttached: history.attached > 0,
-          sections: { schedules: ctx.options.sections?.schedules === true, relay: ctx.options.sections?.relay === true },
+          historyAttached: storeHistory !== null || history.attached > 0,
+          historySource: storeHistory ? "store" : history.attached > 0 ? "workers" : "none",
+          sections: {
+            // Schedules live in the store: shown wherever it keeps them, unless turned off.
+            schedules: ctx.options.sections?.schedules ?? ctx.backend.capabilities.schedules,
+            relay: ctx.options.sections?.relay ?? ctx.options.relay !== undefined,
+          },
         });
       });
 
@@ -195,7 +226,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
               additionalProperties: false,
               required: ["topic"],
               properties: {
-                topic: { type: "string", enum: ["overview", "queue", "job"] },
+                topic: { type: "string", enum: ["overview", "queue", "job", "relay"] },
                 queue: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:\\-/]{0,127}$" },
                 id: { type: "string", minLength: 1, maxLength: 255 },
               },
@@ -206,7 +237,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
           const principal = principalOf(request);
           if (!principal) return unauthorized(reply, "log in to the dashboard, or send Authorization: Bearer <API key>");
           if (!principal.scopes.has("read")) return sendProblem(reply, problem(403, "forbidden", `API key "${principal.id}" lacks the "read" scope`));
-          const q = request.query as { topic: "overview" | "queue" | "job"; queue?: string; id?: string };
+          const q = request.query as { topic: "overview" | "queue" | "job" | "relay"; queue?: string; id?: string };
           const admin = principal.scopes.has("admin");
           let key: string;
           let read: () => Promise<unknown>;
@@ -214,7 +245,15 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
             key = "overview";
             read = async () => {
               const stats = await ctx.backend.stats();
-              return { queues: stats.map((s) => ({ ...toQueueView(s), history: history.series(s.queue, 60) })) };
+              return { queues: await Promise.all(stats.map(async (s) => ({ ...toQueueView(s), history: await seriesOf(s.queue, 60) }))) };
+            };
+          } else if (q.topic === "relay") {
+            const relay = ctx.options.relay;
+            if (!relay) return sendProblem(reply, problem(404, "no-relay", "this server was not given an outbox to report on (conveyor serve --outbox, or the dashboard's relay option)"));
+            key = "relay";
+            read = async () => {
+              const [lag, dead] = await Promise.all([relay.lag(), relay.deadCount()]);
+              return { backlog: lag.backlog, oldestUnpublishedAgeMs: lag.oldestUnpublishedAgeMs, slotLagBytes: lag.slotLagBytes ?? null, dead };
             };
           } else if (q.topic === "queue") {
             if (!q.queue) return sendProblem(reply, problem(400, "invalid-request", "topic=queue needs queue=<name>"));
@@ -222,7 +261,7 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
             key = `queue:${name}`;
             read = async () => {
               const [stats] = await ctx.backend.stats(name);
-              return { queue: toQueueView(stats!), history: history.series(name) };
+              return { queue: toQueueView(stats!), history: await seriesOf(name, 60) };
             };
           } else {
             if (!q.id) return sendProblem(reply, problem(400, "invalid-request", "topic=job needs id=<job id>"));

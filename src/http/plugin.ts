@@ -110,10 +110,12 @@ export interface ConveyorHttpOptions {
    */
   streamTokenSecret?: string;
   /**
-   * Keys the hash that derives job ids from Idempotency-Key headers (`idem_…`), so no one can
+   * Keys the HMAC that derives job ids from Idempotency-Key headers (`idem_…`), so no one can
    * compute another key's ids: at least 32 bytes, the same on every instance. Default:
-   * `streamTokenSecret` when given, else none (a plain SHA-256; the `idem_` prefix is reserved
-   * either way). Changing it lets a retry that spans the change store its job a second time.
+   * `streamTokenSecret` when given, else a key derived from the requesting API key's configured
+   * `sha256` (stable across restarts and instances; rotating that key changes its ids), else
+   * (only with `apiKeys: false`) a plain SHA-256. The `idem_` prefix is reserved either way.
+   * Changing it lets a retry that spans the change store its job a second time.
    */
   idSecret?: string;
   /** Lifetime of event-stream tokens, ms. Default 600 000 (10 min). */
@@ -245,7 +247,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         maxBulkJobs: positive("maxBulkJobs", options.maxBulkJobs, 1_000),
         webhooks: options.webhooks ?? null,
         tokens: new StreamTokens(options.streamTokenSecret),
-        derivedIds: new IdDeriver(options.idSecret ?? options.streamTokenSecret, options.idSecret !== undefined ? "idSecret" : "streamTokenSecret"),
+        derivedIds: new IdDeriver(options.idSecret ?? options.streamTokenSecret, options.idSecret !== undefined ? "idSecret" : "streamTokenSecret", (id) => keyring?.keyHashOf(id) ?? null),
         streamTokenTtlMs: positive("streamTokenTtlMs", options.streamTokenTtlMs, 600_000),
         watcher: new JobWatcher(options.backend, positive("events.pollIntervalMs", events.pollIntervalMs, 200), (error) =>
           scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor: polling a job for its event stream failed; retrying"),

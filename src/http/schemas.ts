@@ -1,4 +1,5 @@
 /** Request schemas shared by several routes, and the error document. */
+import { KEY_TEXT_MAX_LENGTH, KEY_TEXT_PATTERN } from "../core/key-text.js";
 import type { ResponseSpec } from "./context.js";
 import type { JsonSchema } from "./schema.js";
 
@@ -15,13 +16,13 @@ export const NAME_SCHEMA: JsonSchema = {
 /**
  * Job ids: 1-255 characters, no control characters and no lone surrogate halves (stores either
  * refuse them, as PostgreSQL does NUL, or turn them into U+FFFD, which another id may spell).
- * The rule of `checkJobId` in core/spec.ts, which still has the last word.
+ * The rule of core/key-text.ts, which `checkJobId` applies too.
  */
 export const JOB_ID_SCHEMA: JsonSchema = {
   type: "string",
   minLength: 1,
-  maxLength: 255,
-  pattern: "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]+$",
+  maxLength: KEY_TEXT_MAX_LENGTH,
+  pattern: KEY_TEXT_PATTERN,
   description: "1-255 characters; no control characters, no unpaired surrogates.",
 };
 

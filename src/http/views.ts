@@ -165,7 +165,7 @@ export interface QueueFlowView {
 }
 
 export function toQueueFlowView(flow: QueueFlow | null): QueueFlowView | null {
-  return flow === null ? null : { limits: flow.limits, heldUntil: flow.heldUntil === null ? null : new Date(flow.heldUntil).toISOString() };
+  return flow === null ? null : { limits: flow.limits, heldUntil: iso(flow.heldUntil) };
 }
 
 const positiveInteger: JsonSchema = { type: "integer", minimum: 1 };

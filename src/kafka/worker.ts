@@ -29,6 +29,7 @@ import { DEFAULT_BACKOFF, decideRetryAfter } from "../core/retry.js";
 import { errorInfo, type Handlers } from "../runtime/worker.js";
 import { loadKafkajs, openKafka, parseKafkaUrl } from "./client.js";
 import { failureHeaders, HEADER, headerStrings } from "./headers.js";
+import { groupLag, type PartitionLag } from "./lag.js";
 
 export interface KafkaWorkerOptions {
   /** `kafka://host:9092[,host2:9092]`. Give `url`, `brokers` or `kafka`. */
@@ -82,22 +83,19 @@ export interface KafkaWorkerOptions {
   autostart?: boolean;
 }
 
-/** Consumer lag of one partition: the scaling signal (messages produced and not yet committed by the group). */
-export interface PartitionLag {
-  topic: string;
-  partition: number;
-  /** Offset the next produced message gets. */
-  highWatermark: number;
-  /** The group's committed offset (the next message it will read); the log start when it has none. */
-  committed: number;
-  /** highWatermark − committed. */
-  lag: number;
-}
-
 /** Runs one message: its job record, abort controller and outcome. */
 interface Run {
   job: JobRecord;
   controller: AbortController;
+}
+
+export type { PartitionLag } from "./lag.js";
+
+/** An offset commit acknowledged by the brokers: `offset` is the next message the group reads in that partition. */
+export interface CommittedOffset {
+  topic: string;
+  partition: number;
+  offset: number;
 }
 
 export class KafkaWorker extends TypedEmitter<WorkerEvents> {
@@ -162,6 +160,24 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
     return this.running.size;
   }
 
+  private assigned: Record<string, number[]> = {};
+  private readonly commitListeners = new Set<(offsets: CommittedOffset[]) => void>();
+
+  /**
+   * Calls `listener` after the brokers acknowledged an offset commit of this worker, with the
+   * offsets committed (the next offset the group will read, per partition). Returns the function
+   * that removes it. For audit logs and tests: what a crash of this worker would run again starts there.
+   */
+  onCommit(listener: (offsets: CommittedOffset[]) => void): () => void {
+    this.commitListeners.add(listener);
+    return () => this.commitListeners.delete(listener);
+  }
+
+  /** The partitions the group gave this worker at its latest join, by topic (empty before it joined). */
+  get assignment(): Record<string, number[]> {
+    return this.assigned;
+  }
+
   /** Messages fetched and not started are kafkajs's, not counted here. */
   get bufferedCount(): number {
     return 0;
@@ -175,23 +191,7 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       // Retry copies and dead letters keep the message key, so they land by key like the original.
       this.producer = kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner });
       await this.producer.connect();
-      this.consumer = kafka.consumer({
-        groupId: this.groupId,
-        sessionTimeout: this.options.sessionTimeoutMs ?? 30_000,
-        heartbeatInterval: this.options.heartbeatIntervalMs ?? 3_000,
-        maxWaitTimeInMs: this.fetchMaxWaitMs,
-        allowAutoTopicCreation: true,
-      });
-      this.consumer.on(this.consumer.events.CRASH, ({ payload }) => this.reportError(payload.error, "consuming (the consumer restarts)"));
-      await this.consumer.connect();
-      await this.consumer.subscribe({ topics: [this.topic, this.retryTopic], fromBeginning: this.options.fromBeginning ?? true });
-      await this.consumer.run({
-        partitionsConsumedConcurrently: this.concurrency,
-        // kafkajs commits the offsets of the messages whose eachMessage resolved, after each batch
-        // and before it leaves the group; a message whose handler is unsettled never resolves.
-        autoCommit: true,
-        eachMessage: (payload) => this.handle(payload),
-      });
+      await this.runConsumer(kafka);
     })().catch(async (error: unknown) => {
       // Not started: release what connected, and let a later start() try again.
       this.starting = null;
@@ -200,6 +200,53 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       throw error;
     });
     return this.starting;
+  }
+
+  /** A consumer of the topic and its retry topic, joined to the group and running. */
+  private async runConsumer(kafka: Kafka): Promise<void> {
+    const consumer = kafka.consumer({
+      groupId: this.groupId,
+      sessionTimeout: this.options.sessionTimeoutMs ?? 30_000,
+      heartbeatInterval: this.options.heartbeatIntervalMs ?? 3_000,
+      maxWaitTimeInMs: this.fetchMaxWaitMs,
+      allowAutoTopicCreation: true,
+    });
+    this.consumer = consumer;
+    consumer.on(consumer.events.COMMIT_OFFSETS, ({ payload }) => {
+      const offsets = payload.topics.flatMap((t) => t.partitions.map((p) => ({ topic: t.topic, partition: Number(p.partition), offset: Number(p.offset) })));
+      for (const listener of this.commitListeners) listener(offsets);
+    });
+    consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+      this.assigned = payload.memberAssignment;
+    });
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.assigned = {};
+      if (payload.restart) {
+        this.reportError(payload.error, "consuming (kafkajs restarts the consumer)");
+        return;
+      }
+      // kafkajs gives up on errors it does not class as retriable (the mock broker answers a
+      // SyncGroup in a racing rebalance with INVALID_REQUEST, say): a worker must not stay
+      // silently idle, so a new consumer joins the group after a pause.
+      this.reportError(payload.error, "consuming (a new consumer joins in 1 s)");
+      setTimeout(() => {
+        if (this.closing || this.consumer !== consumer) return;
+        void consumer
+          .disconnect()
+          .catch(() => undefined)
+          .then(() => (this.closing ? undefined : this.runConsumer(kafka)))
+          .catch((error: unknown) => this.reportError(error, "restarting the consumer"));
+      }, 1_000).unref();
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [this.topic, this.retryTopic], fromBeginning: this.options.fromBeginning ?? true });
+    await consumer.run({
+      partitionsConsumedConcurrently: this.concurrency,
+      // kafkajs commits the offsets of the messages whose eachMessage resolved, after each batch
+      // and before it leaves the group; a message whose handler is unsettled never resolves.
+      autoCommit: true,
+      eachMessage: (payload) => this.handle(payload),
+    });
   }
 
   private async handle(payload: EachMessagePayload): Promise<void> {
@@ -354,20 +401,7 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       await admin.connect();
       this.admin = admin;
     }
-    const admin = this.admin;
-    const out: PartitionLag[] = [];
-    const committed = await admin.fetchOffsets({ groupId: this.groupId, topics: [this.topic, this.retryTopic] });
-    for (const topic of [this.topic, this.retryTopic]) {
-      const ends = await admin.fetchTopicOffsets(topic);
-      const group = committed.find((c) => c.topic === topic)?.partitions ?? [];
-      for (const end of ends) {
-        const high = Number(end.high);
-        const own = Number(group.find((p) => p.partition === end.partition)?.offset ?? -1);
-        const at = own >= 0 ? own : Number(end.low);
-        out.push({ topic, partition: end.partition, highWatermark: high, committed: at, lag: Math.max(0, high - at) });
-      }
-    }
-    return out.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
+    return groupLag(this.admin, this.groupId, [this.topic, this.retryTopic]);
   }
 
   /**

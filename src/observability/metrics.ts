@@ -19,6 +19,8 @@ import type { WorkerEvents } from "../core/events.js";
 import { JOB_STATES, type JobSpec } from "../core/job.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import { JobCounter, JobHistogram, type HistogramSeries } from "./series.js";
+import type { LagSource } from "../kafka/lag.js";
+import { KafkaLagGauge } from "./kafka-lag.js";
 
 /** Seconds, from 1 ms to 10 min: short jobs and slow ones both land in a bucket of their own. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [
@@ -72,6 +74,12 @@ export interface MetricsOptions {
    * Default 1000.
    */
   maxLabelSets?: number;
+}
+
+/** True for a store or worker that reports a Kafka consumer group's lag. */
+function isLagSource(value: unknown): value is LagSource {
+  const v = value as Partial<LagSource> | null;
+  return typeof v?.lag === "function" && typeof v.groupId === "string";
 }
 
 /** Labels shared by every (queue, job name) pair past `maxLabelSets`. */
@@ -208,6 +216,20 @@ export class ConveyorMetrics implements JobTelemetry {
     new Gauge({ name: "conveyor_worker_prefetch_buffered", help: "Jobs claimed ahead and waiting in this process for a free slot.", registers, collect() { this.set(sum((w) => w.bufferedCount)); } });
 
     if (this.backend) this.registerStoreGauges(registers);
+    // A Kafka backend reports its consumer group's lag, the scaling signal (docs/kafka.md).
+    if (isLagSource(this.backend)) this.observeLag(this.backend);
+  }
+
+  private kafkaLag: KafkaLagGauge | null = null;
+
+  /**
+   * Exports the consumer lag of a Kafka consumer group (`KafkaWorker`, `KafkaBackend`) as
+   * `conveyor_kafka_consumer_lag{group, topic, partition}`, read at most every `storeCacheMs`.
+   * A `KafkaBackend` given as `backend` is observed already. Returns the function that stops it.
+   */
+  observeLag(source: LagSource): () => void {
+    this.kafkaLag ??= new KafkaLagGauge([this.registry], { cacheMs: this.storeCacheMs, timeoutMs: this.storeTimeoutMs, maxSeries: this.maxLabelSets, overflowLabel: OVERFLOW_LABEL });
+    return this.kafkaLag.add(source);
   }
 
   private registerStoreGauges(registers: Registry[]): void {

@@ -67,8 +67,13 @@ interface PendingEvent {
 
 interface CommitRecord {
   endLsn: bigint;
+  /** The transaction's id (32 bits, as pgoutput sends it). */
+  xid: number;
   outstanding: number;
 }
+
+/** How long published rows may stay invisible to the relay's deletes before it warns, in ms. */
+const INVISIBLE_WARN_MS = 2_000;
 
 /** The wal_level is not logical: say what to change. */
 export class WalLevelError extends ConveyorError {
@@ -94,9 +99,11 @@ export class CdcSource implements OutboxSource {
   private generation = 0;
   private pending: PendingEvent[] = [];
   private commits: CommitRecord[] = [];
-  private current: { events: OutboxEvent[] } | null = null;
+  private current: { xid: number; events: OutboxEvent[] } | null = null;
   private confirmedLsn = 0n;
   private drainWaiters: Array<() => void> = [];
+  /** The batch being recorded in the background (rows deleted, LSN confirmed); never rejects. */
+  private recording: Promise<void> = Promise.resolve();
   private walTimer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private reconnectFailures = 0;
@@ -242,7 +249,7 @@ export class CdcSource implements OutboxSource {
     return (internal._messageQueue?.length ?? 0) === 0 && internal._processing !== true;
   }
 
-  private scheduleReconnect(error: Error): void {
+  private scheduleReconnect(error: Error, message = "cdc: the replication connection was lost; reconnecting"): void {
     if (this.reconnectTimer !== null || !this.running) return;
     this.generation++;
     const old = this.service;
@@ -250,7 +257,7 @@ export class CdcSource implements OutboxSource {
     void old?.destroy().catch(() => undefined);
     this.reconnectFailures++;
     const delay = Math.floor(Math.random() * Math.min(10_000, 100 * 2 ** Math.min(this.reconnectFailures, 10))) + 50;
-    this.hooks?.warn("cdc: the replication connection was lost; reconnecting", { error: error.message, delayMs: delay });
+    this.hooks?.warn(message, { error: error.message, delayMs: delay });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       if (!this.running) return;
@@ -262,7 +269,7 @@ export class CdcSource implements OutboxSource {
     if (generation !== this.generation) return;
     switch (message.tag) {
       case "begin":
-        this.current = { events: [] };
+        this.current = { xid: message.xid, events: [] };
         return;
       case "insert": {
         if (this.current === null || message.relation.schema !== this.schema || message.relation.name !== "outbox") return;
@@ -273,8 +280,9 @@ export class CdcSource implements OutboxSource {
       case "commit": {
         const endLsn = lsnToBigInt(message.commitEndLsn ?? "0/0");
         const events = this.current?.events ?? [];
+        const xid = this.current?.xid ?? 0;
         this.current = null;
-        const commit: CommitRecord = { endLsn, outstanding: events.length };
+        const commit: CommitRecord = { endLsn, xid, outstanding: events.length };
         this.commits.push(commit);
         for (const event of events) this.pending.push({ event, commit, inFlight: false });
         if (events.length === 0) await this.advance();
@@ -303,27 +311,45 @@ export class CdcSource implements OutboxSource {
       events: taken.map((p) => p.event),
       settle: async (published, rejected, target) => {
         if (generation !== this.generation) return; // the stream restarted: these come again
-        // The database first: set-aside rows stored, published rows deleted. A failure here
-        // changes nothing in memory (the relay abandons the batch and publishes it again), and
-        // rows are never left behind an LSN already confirmed, where nothing would read them.
-        if (rejected.length > 0) await this.setAside(rejected, target);
-        if (published.length > 0) {
-          await this.pool.query(`DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE id = ANY ($1::text[])`, [published.map((e) => e.id)]);
-        }
-        if (generation !== this.generation) return;
-        const done = new Set<string>([...published.map((e) => e.id), ...rejected.map((r) => r.event.id)]);
-        for (const p of taken) {
-          p.inFlight = false;
-          if (done.has(p.event.id)) p.commit.outstanding--;
-        }
-        this.pending = this.pending.filter((p) => !done.has(p.event.id));
+        const byId = new Map(taken.map((p) => [p.event.id, p]));
+        const handled = [...published, ...rejected.map((r) => r.event)].map((e) => byId.get(e.id)).filter((p) => p !== undefined);
+        const done = new Set(handled);
+        for (const p of taken) p.inFlight = false;
+        this.pending = this.pending.filter((p) => !done.has(p));
         if (this.pending.length < this.maxBufferedEvents) for (const wake of this.drainWaiters.splice(0)) wake();
-        await this.advance();
+        // The batch is recorded (rows deleted, LSN confirmed) in the background while the relay
+        // publishes the next one: the two take about as long on a PostgreSQL queue target, and
+        // order is kept because the next batch is published only after this one was confirmed.
+        // One batch is recorded at a time: wait for the previous one first.
+        await this.recording;
+        if (generation !== this.generation) return;
+        this.recording = this.record(handled, rejected, target, generation);
       },
       abandon: async () => {
         for (const p of taken) p.inFlight = false;
       },
     };
+  }
+
+  /**
+   * The database first: set-aside rows stored, published rows deleted; only then are their
+   * commits done and the LSN confirmed, so rows are never left behind an LSN already confirmed,
+   * where nothing would read them. A failure restarts the stream from the confirmed LSN: these
+   * events and every later one are decoded and published again, in order (a redelivery).
+   */
+  private async record(handled: readonly PendingEvent[], rejected: readonly RejectedEvent[], target: string, generation: number): Promise<void> {
+    try {
+      if (rejected.length > 0) await this.setAside(rejected, target);
+      await this.deleteRows(handled, generation);
+    } catch (error) {
+      if (generation === this.generation && this.running) {
+        this.scheduleReconnect(toError(error), "cdc: recording published events in the outbox failed; replaying from the slot");
+      }
+      return;
+    }
+    if (generation !== this.generation) return;
+    for (const p of handled) p.commit.outstanding--;
+    await this.advance();
   }
 
   private async setAside(rejected: readonly RejectedEvent[], target: string): Promise<void> {
@@ -346,7 +372,60 @@ export class CdcSource implements OutboxSource {
         rejected.map((r) => r.error.message.slice(0, 4_000)),
       ],
     );
-    await this.pool.query(`DELETE FROM ${s}.outbox WHERE id = ANY ($1::text[])`, [rejected.map((r) => r.event.id)]);
+  }
+
+  /**
+   * Deletes the rows of handled events (published, or stored in outbox_dead). The WAL sender
+   * sends a transaction once its commit record is flushed, which is before the committing
+   * backend leaves the proc array: for that moment — longer while its commit waits for a
+   * synchronous standby, or its backend for a CPU — no other session sees the rows, and a
+   * DELETE finds nothing to delete. Confirming the LSN then would leave the rows in the table
+   * for good (no restarted relay decodes them again), counted as backlog and lag forever. So the
+   * rows a DELETE missed are deleted again once their transactions are visible; any still
+   * missing then were deleted already, by a relay that died before confirming (a redelivery).
+   */
+  private async deleteRows(events: readonly PendingEvent[], generation: number): Promise<void> {
+    if (events.length === 0) return;
+    // By seq, the primary key: a cheaper probe than the text id.
+    const sql = `DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE seq = ANY ($1::bigint[]) RETURNING seq::text AS seq`;
+    const { rows } = await this.pool.query<{ seq: string }>(sql, [events.map((p) => p.event.seq)]);
+    if (rows.length === events.length) return;
+    const deleted = new Set(rows.map((r) => Number(r.seq)));
+    const missed = events.filter((p) => !deleted.has(p.event.seq));
+    await this.awaitVisible(new Set(missed.map((p) => p.commit.xid)), generation);
+    await this.pool.query(sql, [missed.map((p) => p.event.seq)]);
+  }
+
+  /** Waits until no transaction of `xids` is still in progress for a new snapshot (the proc array). */
+  private async awaitVisible(xids: ReadonlySet<number>, generation: number): Promise<void> {
+    const started = Date.now();
+    let warned = false;
+    for (let attempt = 0; ; attempt++) {
+      // pgoutput sends 32-bit xids, snapshots take 64-bit ones (epoch << 32 | xid): widen each
+      // by its signed 32-bit distance from the snapshot's xmax (transactions in progress are
+      // far closer than 2^31). An xid at or past xmax is not visible either, though not listed.
+      const { rows } = await this.pool.query<{ xid: string }>(
+        `WITH snapshot AS (SELECT s, pg_snapshot_xmax(s)::text::bigint AS xmax FROM pg_current_snapshot() AS s)
+         SELECT x::text AS xid FROM snapshot, unnest($1::bigint[]) AS x
+          WHERE NOT pg_visible_in_snapshot(
+                  (xmax + (x - xmax % 4294967296 + 6442450944) % 4294967296 - 2147483648)::text::xid8, s)`,
+        [[...xids]],
+      );
+      if (rows.length === 0) return;
+      if (!this.running || generation !== this.generation) {
+        throw new ConveyorError("cdc: the relay stopped or reconnected while waiting for published rows to become visible; they come again from the slot");
+      }
+      const waitedMs = Date.now() - started;
+      if (!warned && waitedMs >= INVISIBLE_WARN_MS) {
+        warned = true;
+        this.hooks?.warn(
+          `cdc: transactions decoded from the WAL are not visible yet to other sessions after ${waitedMs} ms; the relay deletes ` +
+            `their published rows, and confirms their LSN, once they are (a commit waiting for a synchronous standby holds them)`,
+          { xids: rows.map((r) => Number(r.xid)) },
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100, 2 ** attempt)));
+    }
   }
 
   /** Confirms every commit whose events are all done, in order, to PostgreSQL. */
@@ -409,6 +488,8 @@ export class CdcSource implements OutboxSource {
 
   async close(): Promise<void> {
     this.running = false;
+    // A clean stop records the last published batch (no redelivery after a restart).
+    await this.recording;
     this.generation++;
     if (this.walTimer) clearInterval(this.walTimer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);

@@ -90,7 +90,7 @@ export interface RelayOptions {
 
 /** The relay's event stream (stats come from it; logs and metrics subscribe to it). */
 export interface RelayEvents {
-  /** A batch's events were confirmed by the target and recorded. */
+  /** A batch's events were confirmed by the target and recorded (cdc: recorded in the background, docs/outbox.md). */
   "relay:published": { count: number; ids: string[] };
   /** The target failed (down, timed out, refused for now): the relay backs off `delayMs`. */
   "relay:retry": { error: Error; pending: number; failures: number; delayMs: number };

@@ -36,7 +36,8 @@ function jobs(queue: string, name: string, count: number) {
 }
 
 /** A worker counting completions per job id (a job may run twice after a fault, never zero times). */
-function countingWorker(backend: AmqpBackend, queue: string, handlerMs: number) {
+/** `hold`, when given, is awaited by every handler before it works (a test holds jobs across a fault with it). */
+function countingWorker(backend: AmqpBackend, queue: string, handlerMs: number, hold?: () => Promise<void>) {
   const done = new Map<string, number>();
   const worker = new Worker({
     backend,
@@ -45,7 +46,12 @@ function countingWorker(backend: AmqpBackend, queue: string, handlerMs: number) 
     logger: silentLogger,
     maintenance: false,
     pollIntervalMs: 200,
-    handlers: { job: async () => void (await new Promise((r) => setTimeout(r, handlerMs))) },
+    handlers: {
+      job: async () => {
+        await hold?.();
+        await new Promise((r) => setTimeout(r, handlerMs));
+      },
+    },
   });
   worker.on("job:completed", ({ job }) => done.set(job.id, (done.get(job.id) ?? 0) + 1));
   closeAfter.push(worker);
@@ -75,9 +81,15 @@ describe("RabbitMQ faults", () => {
     const backend = new AmqpBackend({ url: broker.url, prefix: rabbitName("close"), logger });
     closeAfter.push(backend);
     const ids = (await backend.enqueue(jobs("close", "job", 500))).map((r) => r.id);
-    ({ done } = countingWorker(backend, "close", 20));
+    // Jobs after the first 20 wait until the session is gone, so the close always lands mid-run
+    // (on a loaded machine rabbitmqctl alone can take longer than the 500 jobs).
+    let release!: () => void;
+    const closed = new Promise<void>((resolve) => (release = resolve));
+    ({ done } = countingWorker(backend, "close", 20, () => (done.size >= 20 ? closed : Promise.resolve())));
     await waitFor(() => done.size >= 20, { timeoutMs: 20_000 });
     await broker.ctl(["close_all_connections", "conveyor fault test"]);
+    await waitFor(() => lostAt.length >= 1, { timeoutMs: 20_000, description: "the backend saw its session go" });
+    release();
     await waitFor(() => ids.every((id) => done.has(id)), { timeoutMs: 40_000, description: "every job completed after the close" });
     expect(lostAt.length).toBeGreaterThanOrEqual(1);
     expect(lostAt[0]).toBeLessThan(500);

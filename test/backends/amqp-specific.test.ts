@@ -149,6 +149,45 @@ describe("AmqpBackend with the Worker", () => {
     expect(await b.replay(id, "dlq")).toBe("not-found");
   });
 
+  it("replayAllDead: one pass in confirmed bursts, every replayed letter gone from the dead queue; a name filter, a limit; letters dying again meanwhile are not replayed twice", { timeout: 300_000 }, async () => {
+    const prefix = rabbitName("all");
+    const b = backend({ prefix });
+    const names = (n: number, name: string) => Array.from({ length: n }, (_, i) => spec("all", { name, data: { i } }));
+    const doomed = await b.enqueue([...names(600, "a"), ...names(30, "b")]);
+    const dying = () => worker(b, "all", { a: async () => { throw new UnrecoverableError("a"); }, b: async () => { throw new UnrecoverableError("b"); } }, { concurrency: 20 });
+    const counts = async () => {
+      const { dead, waiting } = (await b.stats("all"))[0]!.counts;
+      return { dead, waiting };
+    };
+    const first = dying();
+    await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
+    await first.close();
+
+    // No worker: what the passes replayed is waiting, and gone from the dead queue (a quorum
+    // queue lost the last burst's acks to the channel's close before the settle barrier).
+    const onlyB = await b.replayAllDead("all", { name: "b" });
+    expect(onlyB.replayed.sort()).toEqual(doomed.slice(600).map((r) => r.id).sort());
+    expect(await counts()).toEqual({ dead: 600, waiting: 30 });
+    expect((await b.replayAllDead("all", { limit: 7 })).replayed).toHaveLength(7);
+    expect(await counts()).toEqual({ dead: 593, waiting: 37 });
+    const rest = await b.replayAllDead("all");
+    expect(rest.replayed).toHaveLength(593);
+    expect(await counts()).toEqual({ dead: 0, waiting: 630 });
+
+    // With a worker killing every replay at once: each letter replayed once in a pass although
+    // its replay dies again (to the dead queue's tail) while the pass is still reading.
+    dying();
+    await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
+    const all = await b.replayAllDead("all");
+    expect(all.replayed).toHaveLength(630);
+    expect(new Set(all.replayed).size).toBe(630);
+    await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
+    // The CLI's --all goes through the same pass.
+    const cli = await runCli(["dlq", "replay", "--all", "--db", `${url}?prefix=${prefix}`, "--queue", "all"]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stdout).toContain("replayed 630 dead job(s)");
+  });
+
   it("an UnrecoverableError goes to the dead queue at once, attempts left or not", async () => {
     const b = backend();
     const w = worker(b, "unrec", { job: async () => { throw new UnrecoverableError("no such user"); } });
@@ -267,6 +306,20 @@ describe("AmqpBackend settles", () => {
     const dead = await waitFor(() => b.list({ queue: "poison", state: "dead" }).then((l) => l[0]), { timeoutMs: 5_000 });
     expect(dead).toMatchObject({ id, state: "dead", error: { name: "LeaseExpiredError" } });
     expect(dead.error!.message).toContain("x-delivery-limit");
+  });
+
+  it("?deliveryLimit=N in the URL sets x-delivery-limit (the CLI's way to it); nonsense is refused", async () => {
+    const b = (await openBackend(`${url}?prefix=${rabbitName("limit")}&deliveryLimit=1`)) as AmqpBackend;
+    open.push(b);
+    const id = await enqueueOne(b, spec("poison"));
+    for (let i = 0; i < 2; i++) {
+      const [c] = await claimSoon(b, "poison");
+      expect(await b.release([c!.lease])).toEqual(["applied"]);
+    }
+    const dead = await waitFor(() => b.list({ queue: "poison", state: "dead" }).then((l) => l[0]), { timeoutMs: 5_000 });
+    expect(dead).toMatchObject({ id, state: "dead" });
+    await expect(openBackend(`${url}?deliveryLimit=0`)).rejects.toThrow(/deliveryLimit/);
+    await expect(openBackend(`${url}?deliveryLimit=many`)).rejects.toThrow(InvalidInputError);
   });
 });
 

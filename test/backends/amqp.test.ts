@@ -31,6 +31,7 @@ const capabilities: Capabilities = {
   queueLimits: false,
   jobFlowKeys: false,
   schedules: false,
+  finishedWindows: false,
 };
 
 const made: AmqpBackend[] = [];

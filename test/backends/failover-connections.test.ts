@@ -14,6 +14,8 @@ import { InvalidInputError, Queue } from "../../src/index.js";
 import { startPostgresPair } from "../helpers/postgres-standby.js";
 import { findPostgresBin } from "../helpers/postgres.js";
 import { findRedisServer, startThrowawayRedis, type ThrowawayRedis } from "../helpers/redis.js";
+import { startThrowawaySentinel, type ThrowawaySentinel } from "../helpers/redis-topology.js";
+import type { Redis } from "ioredis";
 import { waitFor } from "../helpers/wait-for.js";
 
 describe("multi-host PostgreSQL URLs", () => {
@@ -116,5 +118,35 @@ describe.skipIf(findRedisServer() === null)("Redis waitForReplicas (WAIT)", () =
   it("refuses nonsense settings", () => {
     expect(() => new RedisBackend({ connection: "redis://127.0.0.1:1", waitForReplicas: { replicas: 0 } })).toThrow(InvalidInputError);
     expect(() => new RedisBackend({ connection: "redis://127.0.0.1:1", waitForReplicas: { replicas: 1, timeoutMs: 0.5 } })).toThrow(/timeoutMs/);
+  });
+});
+
+describe.skipIf(findRedisServer() === null)("Redis Sentinel connection kept", () => {
+  let sentinel: ThrowawaySentinel | null = null;
+  afterAll(async () => {
+    await sentinel?.stop();
+  });
+
+  it("connects again after ioredis ends it (the failover detector disconnecting a reconnect in progress)", { timeout: 90_000 }, async () => {
+    sentinel = await startThrowawaySentinel();
+    const backend = (await openBackend(`${sentinel.url}?prefix=kept`)) as RedisBackend;
+    try {
+      const queue = new Queue("q", { backend });
+      await queue.add("before", {});
+      // What the failover detector does when +switch-master arrives while the client resolves
+      // the primary: the connector is disconnected mid-connect, and ioredis ends the client.
+      const client = (backend as unknown as { client: Redis }).client;
+      const connector = (client as unknown as { connector: { disconnect(): void } }).connector;
+      let ended = false;
+      client.once("end", () => (ended = true));
+      client.once("connecting", () => connector.disconnect());
+      client.disconnect(true);
+      await waitFor(() => ended, { timeoutMs: 20_000, intervalMs: 20 });
+      // Ended by ioredis, not by us: the backend connects again and commands go through.
+      await waitFor(async () => await queue.add("after", {}).then(() => true, () => false), { timeoutMs: 30_000, intervalMs: 200 });
+      expect((await queue.stats()).counts.waiting).toBe(2);
+    } finally {
+      await backend.close();
+    }
   });
 });

@@ -51,6 +51,7 @@ backendSuite("redis cluster (3 masters, 1 replica each)", {
     claimAcrossQueues: "turns" as const,
     flows: "within-queue" as const,
     jobFlowKeys: false,
+    jobIdsPerQueue: true,
   },
   async make(clock) {
     current = testPrefix("rc");

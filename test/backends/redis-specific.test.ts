@@ -567,6 +567,42 @@ describe("faults, with the worker runtime", () => {
     }
   });
 
+  it("a command written from the offline queue when the connection came back, then dropped with it, fails instead of hanging", async () => {
+    const s = await server();
+    const control = new Redis(s.url);
+    const b = backend({ connection: s.url, prefix: testPrefix("offline"), logger: silentLogger });
+    try {
+      const queue = new Queue("q", { backend: b });
+      await queue.add("warm", {});
+      const client = (b as unknown as { client: Redis }).client;
+      const killBackend = async (what: RegExp) => {
+        const lines = String(await control.client("LIST")).split("\n").filter((line) => what.test(line));
+        expect(lines.length).toBeGreaterThanOrEqual(1);
+        for (const line of lines) await control.client("KILL", "ID", /\bid=(\d+)/.exec(line)![1]!);
+      };
+      // Scripts wait while writes are paused; CLIENT and INFO (the reconnect's ready check) do not.
+      await control.call("CLIENT", ["PAUSE", "20000", "WRITE"]);
+      const closed = new Promise((resolve) => client.once("close", resolve));
+      await killBackend(/ name=cvt-offline\S*-conveyor .*cmd=(?!subscribe)/);
+      await closed;
+      // Issued while the connection is down: it waits in ioredis' offline queue, is written when
+      // the connection is ready again, and then waits on the pause.
+      const add = queue.add("offline", {}).then(
+        () => "stored",
+        (error: unknown) => (error instanceof Error ? error.message : String(error)),
+      );
+      await waitFor(async () => String(await control.client("LIST")).includes("cmd=evalsha"), { description: "the add written and paused" });
+      await killBackend(/cmd=evalsha/);
+      // Dropped with the connection that took it: it fails (it may or may not have run), never hangs.
+      const outcome = await Promise.race([add, sleep(10_000).then(() => "still waiting")]);
+      await control.call("CLIENT", ["UNPAUSE"]);
+      expect(outcome).toMatch(/dropped before it answered/);
+    } finally {
+      await control.call("CLIENT", ["UNPAUSE"]).catch(() => undefined);
+      control.disconnect();
+    }
+  });
+
   it("Redis restarted mid-run: the worker logs, reconnects, reloads its scripts and finishes every job", async () => {
     const s = await server({ persistence: "everysec" });
     const { ids, seen, logger } = await runThrough(s, 600, 150, async () => {

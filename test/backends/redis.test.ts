@@ -19,6 +19,7 @@ const capabilities = {
   claimAcrossQueues: "turns" as const,
   flows: "across-queues" as const,
   jobFlowKeys: false,
+  jobIdsPerQueue: true,
 };
 
 // Every store is a key prefix of its own on the shared server, deleted after the file.

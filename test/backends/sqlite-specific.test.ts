@@ -286,7 +286,7 @@ describe("openBackend", () => {
   });
 
   it("refuses sqlite://, an empty sqlite: and anything it cannot place, listing what it accepts", async () => {
-    for (const url of ["sqlite://jobs.db", "sqlite:", "kafka://broker:9092", "jobs.txt", ""]) {
+    for (const url of ["sqlite://jobs.db", "sqlite:", "nats://broker:4222", "jobs.txt", ""]) {
       await expect(openBackend(url), url).rejects.toThrow(/supported: sqlite:PATH/);
     }
   });

@@ -3,7 +3,7 @@
  * cannot come out wrong proves nothing.
  */
 import { describe, expect, it } from "vitest";
-import { firstCompletionAfter, throughputDip } from "../../chaos/failover-metrics.js";
+import { firstCompletionAfter, stalledAfter, throughputDip } from "../../chaos/failover-metrics.js";
 import type { FinalJob, HistoryEntry, RunRecord } from "../../chaos/records.js";
 
 const job = (id: string, history: Array<Partial<HistoryEntry>>): FinalJob => ({
@@ -33,6 +33,19 @@ describe("firstCompletionAfter", () => {
 
 const ends = (times: number[]): RunRecord[] =>
   times.map((at, i) => ({ t: "end", id: `j${i}`, attempt: 1, token: 1, pid: 1, wpid: 1, at, ok: true }));
+
+describe("stalledAfter", () => {
+  it("names the faults never or too late followed by a completed job", () => {
+    const timings = [
+      { kind: "failover", firstCompletionMs: 2_400 },
+      { kind: "failover", firstCompletionMs: null },
+      { kind: "reshard", firstCompletionMs: 30_000 },
+      { kind: "failover", firstCompletionMs: 270_000 },
+    ];
+    expect(stalledAfter(timings, 30_000)).toEqual([timings[1], timings[3]]);
+    expect(stalledAfter(timings.slice(0, 1), 30_000)).toEqual([]);
+  });
+});
 
 describe("throughputDip", () => {
   it("measures the rate before, during, the lowest second and the recovery", () => {

@@ -15,7 +15,8 @@ beforeAll(async () => {
 afterAll(() => temp.removeAll());
 
 describe("conveyor schedules", () => {
-  it("add creates then replaces a schedule; ls shows it with its next run; rm deletes it", async () => {
+  // Nine CLI processes in a row: on a loaded machine each start alone can take seconds.
+  it("add creates then replaces a schedule; ls shows it with its next run; rm deletes it", { timeout: 120_000 }, async () => {
     const add = await runCli(["schedules", "add", "digest", "--db", db, "--queue", "reports", "--cron", "0 8 * * MON", "--tz", "Europe/Berlin", "--name", "send-digest", "--data", '{"to":"team"}', "--misfire", "all", "--misfire-limit", "5", "--attempts", "4"]);
     expect(add.stderr).toBe("");
     expect(add.code).toBe(0);

@@ -1,5 +1,6 @@
 import { describe, expect } from "vitest";
 import type { QueueStats } from "../../src/backend/contract.js";
+import { AmbiguousJobIdError } from "../../src/core/errors.js";
 import {
   B,
   claim,
@@ -11,6 +12,7 @@ import {
   errorInfo,
   mustGet,
   one,
+  spec,
   type SuiteContext,
   itNeeds,
 } from "./fixtures.js";
@@ -80,6 +82,37 @@ export function adminTests(t: SuiteContext): void {
       expect(await t.b.cancel(id, "q")).toBe("cancelled");
       expect(await t.b.remove(id, "q")).toBe("removed");
       expect(await t.b.get(id)).toBeNull();
+    });
+  });
+
+  describe("the same id in two queues", () => {
+    itNeeds(t, ["jobRecords", "cancel", "uniqueIds"])("is one job (a duplicate), or two where capabilities.jobIdsPerQueue; by-id calls never act on the job of a queue they did not name", async () => {
+      const perQueue = t.factory.capabilities.jobIdsPerQueue === true;
+      expect(t.b.capabilities.jobIdsPerQueue === true, "the backend declares what the suite was told").toBe(perQueue);
+      const first = await enqueueOne(t.b, { queue: "first", jobId: "twin", data: { n: 1 } });
+      const [second] = await t.b.enqueue([spec({ queue: "second", jobId: "twin", data: { n: 2 } })]);
+      expect(second).toMatchObject({ id: first, duplicate: !perQueue });
+      expect(await t.b.get("twin", "first")).toMatchObject({ queue: "first", data: { n: 1 } });
+      if (!perQueue) {
+        // One job: the other queue holds nothing under the id, and every call reaches the first.
+        expect(await t.b.get("twin", "second")).toBeNull();
+        expect(await t.b.get("twin")).toMatchObject({ queue: "first" });
+        expect(await t.b.cancel("twin", "second")).toBe("not-found");
+        expect(await t.b.remove("twin", "second")).toBe("not-found");
+        expect(await t.b.cancel("twin")).toBe("cancelled");
+        expect(await t.b.list({ queue: "second" })).toEqual([]);
+        return;
+      }
+      // Two jobs: each queue's call reaches its own; without a queue nothing is guessed.
+      expect(await t.b.get("twin", "second")).toMatchObject({ queue: "second", data: { n: 2 } });
+      await expect(t.b.get("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+      await expect(t.b.cancel("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+      await expect(t.b.remove("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+      expect(await t.b.cancel("twin", "second")).toBe("cancelled");
+      expect(await t.b.get("twin", "first")).toMatchObject({ state: "waiting", data: { n: 1 } });
+      expect(await t.b.remove("twin", "second")).toBe("removed");
+      // Once one queue holds it again, the id needs no queue.
+      expect(await t.b.get("twin")).toMatchObject({ queue: "first", state: "waiting" });
     });
   });
 

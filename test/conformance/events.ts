@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { InvalidInputError } from "../../src/core/errors.js";
 import type { QueueEvent } from "../../src/core/queue-events.js";
-import { A, B, claimOne, enqueueOne, errorInfo, type SuiteContext } from "./fixtures.js";
+import { A, B, claim, claimOne, enqueueMany, enqueueOne, errorInfo, LEASE_MS, type SuiteContext } from "./fixtures.js";
 
 type EventLog = Required<Pick<Backend, "readEvents" | "latestEventCursor" | "pruneEvents">>;
 
@@ -103,6 +103,26 @@ export function eventLogTests(t: SuiteContext): void {
       expect(s.job.id).toBe(dead);
       expect(events.find((e) => e.type === "dead")?.data).toMatchObject({ error: { message: "fatal" } });
       expect(events.find((e) => e.type === "cancelled")?.data).toEqual({ previousState: "waiting" });
+    });
+
+    it.runIf(declared)("records one event per job for batch calls, none for heartbeats", async () => {
+      const start = await log(t.b).latestEventCursor();
+      const ids = await enqueueMany(t.b, 3, (i) => ({ data: { i } }));
+      const claimed = await claim(t.b, { limit: 3 });
+      expect(claimed).toHaveLength(3);
+      await t.b.heartbeat(claimed.map((c) => c.lease), LEASE_MS);
+      await t.b.progress(claimed[0]!.lease, { pct: 10 });
+      await t.b.complete(claimed.map((c, i) => ({ lease: c.lease, result: { i } })));
+      const { events } = await readAll(t.b, start);
+      // Bulk enqueue keeps the caller's order; within the other batch calls the order between jobs is open.
+      expect(brief(events.slice(0, 3))).toEqual(ids.map((id) => `${id}:added:0`));
+      expect(brief(events.slice(3, 6)).sort()).toEqual(ids.map((id) => `${id}:active:1`).sort());
+      expect(brief(events.slice(6, 7))).toEqual([`${claimed[0]!.job.id}:progress:1`]);
+      expect(brief(events.slice(7)).sort()).toEqual(ids.map((id) => `${id}:completed:1`).sort());
+      for (const c of claimed) {
+        expect(events.find((e) => e.jobId === c.job.id && e.type === "completed")?.data).toEqual({ result: { i: claimed.indexOf(c) } });
+        expect(events.find((e) => e.jobId === c.job.id && e.type === "active")?.data).toMatchObject({ workerId: A.id });
+      }
     });
 
     it.runIf(declared)("resumes after any event id; the latest cursor skips the past; bad cursors are refused", async () => {

@@ -18,6 +18,8 @@ import { claimTests } from "./claim.js";
 import { dedupTests } from "./dedup.js";
 import { completeAndClaimTests } from "./complete-and-claim.js";
 import { enqueueTests } from "./enqueue.js";
+import { cursorTests } from "./cursors.js";
+import { finishedWindowTests } from "./finished-window.js";
 import { flowTests } from "./flows.js";
 import { flowControlTests } from "./flow-control.js";
 import type { BackendFactory, SuiteContext } from "./fixtures.js";
@@ -84,5 +86,7 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
     scheduleTests(context);
+    finishedWindowTests(context);
+    cursorTests(context);
   });
 }

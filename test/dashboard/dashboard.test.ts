@@ -6,9 +6,8 @@
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { hashApiKey } from "../../src/http/index.js";
@@ -16,8 +15,8 @@ import { Queue } from "../../src/index.js";
 import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { apiClient, axe, inPage, launchChromium, login as loginAs, type Session } from "./browser.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ADMIN_KEY = `cvk_admin_${"a".repeat(24)}`;
 const READ_KEY = `cvk_read_${"r".repeat(24)}`;
 const temp = new TempDirs("conveyor-dashboard-");
@@ -29,75 +28,18 @@ let dir: string;
 
 type Job = { id: string; state: string; result: unknown; attempts: { made: number } };
 
-async function api<T = Record<string, unknown>>(method: string, path: string, body?: unknown, key = ADMIN_KEY): Promise<{ status: number; json: T }> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : null) as T };
-}
-
-async function enqueue(queue: string, name: string, data: unknown, options: Record<string, unknown> = {}): Promise<string> {
-  const r = await api<{ jobId: string }>("POST", `/v1/queues/${queue}/jobs`, { name, data, options });
-  expect(r.status).toBe(202);
-  return r.json.jobId;
-}
+const client = apiClient(() => base, ADMIN_KEY);
+const { api, enqueue } = client;
+const untilState = (id: string, state: string, timeoutMs?: number) => client.untilState<Job>(id, state, timeoutMs);
 
 async function jobState(id: string): Promise<Job> {
   return (await api<Job>("GET", `/v1/jobs/${id}`)).json;
 }
 
-async function untilState(id: string, state: string, timeoutMs = 15_000): Promise<Job> {
-  return waitFor(async () => {
-    const job = await jobState(id);
-    return job.state === state ? job : null;
-  }, { timeoutMs, intervalMs: 50, description: `job ${id} to be ${state}` });
-}
-
-/** Evaluates a JavaScript expression in the page. */
-async function inPage<T>(page: Page, expression: string): Promise<T> {
-  const value: unknown = await page.evaluate(expression);
-  return value as T;
-}
-
-interface Session {
-  context: BrowserContext;
-  page: Page;
-  /** Console errors and uncaught exceptions seen so far. */
-  errors: string[];
-}
-
-async function login(key: string): Promise<Session> {
-  const context = await browser.newContext({ viewport: { width: 1360, height: 900 }, timezoneId: "UTC" });
-  const page = await context.newPage();
-  const errors: string[] = [];
-  page.on("console", (m) => {
-    if (m.type() === "error") errors.push(m.text());
-  });
-  page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(`${base}/ui/`);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Log in" }).click();
-  await page.getByRole("heading", { name: "Queues", level: 1 }).waitFor();
-  return { context, page, errors };
-}
+const login = (key: string): Promise<Session> => loginAs(browser, base, key);
 
 async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-}
-
-/** axe-core's serious and critical violations on the current page. */
-async function axe(page: Page): Promise<string[]> {
-  const source = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-  // Evaluated through the DevTools protocol, which the page's CSP (script-src 'self') allows.
-  await page.evaluate(source);
-  const violations = await inPage<Array<{ id: string; impact: string; help: string; targets: string[] }>>(
-    page,
-    `axe.run().then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) })))`,
-  );
-  return violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.targets.join(", ")}`);
 }
 
 beforeAll(async () => {
@@ -112,11 +54,7 @@ beforeAll(async () => {
     { CONVEYOR_API_KEYS: keys },
   );
   base = await waitFor(() => /dashboard on (http:\/\/\S+?)\/ui\//.exec(server.stderr())?.[1], { timeoutMs: 30_000, description: `conveyor serve to start (stderr: ${server.stderr()})` });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
 }, 90_000);
 
 afterAll(async () => {
@@ -363,11 +301,18 @@ describe("web dashboard in Chromium", () => {
     const firstPage = await s.page.locator("table.jobs tbody th").allTextContents();
     await s.page.getByRole("link", { name: "Older →" }).click();
     await s.page.waitForURL(/after=/);
-    await s.page.getByRole("link", { name: "← Newest" }).waitFor();
+    await s.page.getByRole("link", { name: "⇤ Newest" }).waitFor();
     await waitFor(async () => (await rows.count()) === 10, { description: "the second page of 10 jobs" });
     const secondPage = await s.page.locator("table.jobs tbody th").allTextContents();
     expect(new Set([...firstPage, ...secondPage]).size).toBe(60);
     expect(await s.page.getByRole("link", { name: "Older →" }).count()).toBe(0);
+    // Back by the reverse cursor: the same first page, and nothing newer above it.
+    await s.page.getByRole("link", { name: "← Newer" }).click();
+    await s.page.waitForURL(/before=/);
+    await waitFor(async () => (await rows.count()) === 50, { description: "the first page again" });
+    expect(await s.page.locator("table.jobs tbody th").allTextContents()).toEqual(firstPage);
+    await s.page.getByRole("link", { name: "Older →" }).waitFor();
+    expect(await s.page.getByRole("link", { name: "← Newer" }).count()).toBe(0);
 
     const inAnHour = new Date(Date.now() + 3_600_000).toISOString().slice(0, 19);
     await s.page.getByLabel("Created from").fill(inAnHour);

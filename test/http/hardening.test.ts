@@ -86,6 +86,54 @@ for (const c of cases) {
       expect((await as(KEYS.victim, "DELETE", victim.json.pollUrl)).status).toBe(200);
     });
 
+    it("probe 1: every by-id route, with the victim's queue or none, reaches the victim's job or refuses to guess; the attacker acts only on its own copy", async () => {
+      await start();
+      const victim = await as<{ jobId: string; pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/zzz-victim/jobs", {
+        body: { name: "send", data: { owner: "victim" }, options: { jobId: "shared-1", attempts: 1 } },
+      });
+      expect(victim.status).toBe(202);
+      // The victim's job dies (so dead-letter routes and replay apply to it).
+      const [claimed] = await backend.claim({ queues: ["zzz-victim"], names: ["send"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
+      await backend.fail([{ lease: claimed!.lease, error: { name: "Error", message: "boom", stack: null }, retryDelayMs: null }]);
+      const copy = await as(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", { body: { name: "send", data: { owner: "attacker" }, options: { jobId: "shared-1", delayMs: 60_000 } } });
+      expect([200, 202]).toContain(copy.status);
+      const copyStored = (await backend.get("shared-1", "aaa-attacker")) !== null;
+      // Reads: with ?queue= the victim's job; bare, the victim's job where ids are store-wide, else 409.
+      for (const route of ["/v1/jobs/shared-1", "/v1/jobs/shared-1/flow", "/v1/jobs/shared-1/logs"]) {
+        const named = await as<Obj>(KEYS.reader, "GET", `${route}?queue=zzz-victim`);
+        expect(named.status, `${route}: ${named.text}`).toBe(200);
+        expect(JSON.stringify(named.json)).not.toContain("aaa-attacker");
+        const bare = await as<Obj>(KEYS.reader, "GET", route);
+        expect(bare.status, `${route}: ${bare.text}`).toBe(copyStored ? 409 : 200);
+        if (bare.status === 200) expect(JSON.stringify(bare.json)).not.toContain("aaa-attacker");
+      }
+      const token = await as<{ eventsUrl: string }>(KEYS.reader, "POST", "/v1/jobs/shared-1/events/token?queue=zzz-victim");
+      expect(token.status).toBe(200);
+      const stream = await send(base, "GET", token.json.eventsUrl);
+      // The victim's job is dead; the attacker's copy is scheduled.
+      expect(stream.text).toContain('"state":"dead"');
+      expect(stream.text).not.toContain('"state":"scheduled"');
+      expect((await as(KEYS.reader, "POST", "/v1/jobs/shared-1/events/token")).status).toBe(copyStored ? 409 : 200);
+      // Writes by the attacker (enqueue scope): never the victim's job.
+      for (const path of ["/v1/jobs/shared-1", "/v1/jobs/shared-1?queue=zzz-victim"]) {
+        const r = await as(KEYS.attacker, "DELETE", path);
+        expect([403, 409], `${path}: ${r.text}`).toContain(r.status);
+      }
+      for (const [method, path] of [["POST", "/v1/jobs/shared-1/replay?queue=zzz-victim"], ["DELETE", "/v1/queues/zzz-victim/dead/shared-1"]] as const) {
+        expect((await as(KEYS.attacker, method, path)).status, path).toBe(403);
+      }
+      expect((await as(KEYS.attacker, "POST", "/v1/queues/zzz-victim/dead/replay", { body: { ids: ["shared-1"] } })).status).toBe(403);
+      expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "dead", data: { owner: "victim" } });
+      if (copyStored) {
+        // Its own copy, named by its queue, is the attacker's to cancel; the victim's stays dead.
+        expect((await as(KEYS.attacker, "DELETE", "/v1/jobs/shared-1?queue=aaa-attacker")).status).toBe(200);
+        expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "dead", data: { owner: "victim" } });
+      }
+      // The admin acts on the job its request names.
+      expect((await as(KEYS.admin, "POST", "/v1/jobs/shared-1/replay?queue=zzz-victim")).status).toBe(200);
+      expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "waiting" });
+    });
+
     it("probe 2: runAt past year 9999 is refused at enqueue; a stored row with such a time breaks no view or listing", async () => {
       await start();
       const huge = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { runAt: 9007199254740991 } } });
@@ -128,9 +176,34 @@ for (const c of cases) {
       expect(new IdDeriver(idSecret, "x").derive("idem_", ["victim", "q", "k1"])).toBe(r.json.jobId);
     });
 
+    it("probe 3: without a configured secret, idem_ ids are keyed with the API key's configured hash: not computable, yet the same after a restart and on another instance", async () => {
+      await start();
+      const body = { name: "send", data: { n: 1 } };
+      const first = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body, headers: { "idempotency-key": "k1" } });
+      expect(first.status).toBe(202);
+      const unkeyed = `idem_${createHash("sha256").update("victim\u0000q\u0000k1").digest("base64url").slice(0, 32)}`;
+      expect(first.json.jobId).not.toBe(unkeyed);
+      // A second instance (or the same one restarted) with the same key configuration derives the
+      // same id, so the retry is answered from the stored job instead of storing it again.
+      const other = await createServer({ backend, apiKeys: API_KEYS, logger: false });
+      await other.listen({ port: 0, host: "127.0.0.1" });
+      try {
+        const otherBase = `http://127.0.0.1:${(other.server.address() as { port: number }).port}`;
+        const retry = await send<{ jobId: string }>(otherBase, "POST", "/v1/queues/q/jobs", { body, headers: { authorization: `Bearer ${KEYS.victim}`, "idempotency-key": "k1" } });
+        expect(retry.status).toBe(202);
+        expect(retry.json.jobId).toBe(first.json.jobId);
+        expect(retry.headers.get("idempotent-replayed")).toBe("true");
+      } finally {
+        await other.close();
+      }
+      expect((await backend.list({ queue: "q" })).length).toBe(1);
+    });
+
     it("bulk Idempotency-Key race: requests refused with 422 store nothing; the answered batch is stored whole", async () => {
       await start();
-      for (let round = 0; round < 3; round++) {
+      // 12 concurrent requests with one key, 4 with two jobs and 8 with three, for 12 rounds
+      // (without the fix about one round in four stores the refused batch's third job).
+      for (let round = 0; round < 12; round++) {
         const key = `race-${round}`;
         const two = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }] };
         const three = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }, { name: "send", data: { n: 3 } }] };
@@ -143,7 +216,9 @@ for (const c of cases) {
         const winners = new Set(answers.flatMap((a, i) => (a.status === 202 ? [bodies[i]!.jobs.length] : [])));
         expect(winners.size, "every 202 answers the same batch").toBe(1);
         const stored = await backend.list({ queue: `race${round}` });
-        expect(stored.length).toBe([...winners][0]);
+        // Exactly the answered batch: no job of a request refused with 422 (the third job of the
+        // long batch, when a short one won) was left behind.
+        expect(stored.map((j) => (j.data as { n: number }).n).sort()).toEqual([1, 2, 3].slice(0, [...winners][0]));
       }
     });
 
@@ -309,6 +384,9 @@ describe("probe 7: credentials in query strings", () => {
         expect(log, secret).not.toContain(encodeURIComponent(secret));
       }
       expect(redactUrl("/v1/x?queue=q&access%5Ftoken=abc&lastEventId=3")).toBe("/v1/x?queue=q&access%5Ftoken=[redacted]&lastEventId=3");
+      for (const name of ["api_key", "apikey", "API%5FKEY", "key", "token", "access_token", "%61ccess_token", "x-api-key", "authorization", "client_secret", "password", "session", "jwt", "sig"]) {
+        expect(redactUrl(`/v1/x?queue=q&${name}=s3cr3t-value&limit=5`), name).toBe(`/v1/x?queue=q&${name}=[redacted]&limit=5`);
+      }
     } finally {
       await app.close();
       await backend.close();

@@ -1,4 +1,5 @@
 /** `conveyor serve` as an operator runs it: keys, the in-process worker, webhooks, SIGTERM. */
+import { createHmac } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type IncomingHttpHeaders } from "node:http";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -41,6 +42,27 @@ describe("conveyor serve", () => {
     const r = await runCli(["serve", "--db", `sqlite:${db}`]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/no API keys: pass --api-key/);
+  });
+
+  it("--id-secret-env keys the idem_ ids with that secret, the same after a restart; an empty variable is refused", async () => {
+    const db = await temp.file("jobs.db");
+    const web = await newKey("web:enqueue,read");
+    const secret = "0123456789abcdef0123456789abcdef-serve-id-secret";
+    const refused = await runCli(["serve", "--db", `sqlite:${db}`, "--api-key", web.flag, "--id-secret-env", "CONVEYOR_TEST_ID_SECRET"], { CONVEYOR_TEST_ID_SECRET: "" });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--id-secret-env CONVEYOR_TEST_ID_SECRET: that environment variable is empty/);
+    const expected = `idem_${createHmac("sha256", secret).update("web\u0000q\u0000k1").digest("base64url").slice(0, 32)}`;
+    const ids: string[] = [];
+    for (let run = 0; run < 2; run++) {
+      const { child, base } = await serve(["--db", `sqlite:${db}`, "--api-key", web.flag, "--id-secret-env", "CONVEYOR_TEST_ID_SECRET"], { CONVEYOR_TEST_ID_SECRET: secret });
+      const r = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: { authorization: `Bearer ${web.key}`, "idempotency-key": "k1" } });
+      expect(r.status).toBe(202);
+      expect(r.headers.get("idempotent-replayed")).toBe(run === 0 ? null : "true");
+      ids.push(r.json.jobId);
+      child.child.kill("SIGTERM");
+      await child.exited;
+    }
+    expect(ids).toEqual([expected, expected]);
   });
 
   it("serves the API with hashed keys and runs jobs in-process with --handlers; SIGTERM exits 0", async () => {

@@ -7,8 +7,9 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { silentLogger } from "../../src/core/logger.js";
-import { CdcSource, WalLevelError } from "../../src/outbox/relay-cdc.js";
+import { CdcSource, lsnToBigInt, WalLevelError } from "../../src/outbox/relay-cdc.js";
 import { Relay } from "../../src/outbox/relay.js";
+import { PostgresOutbox } from "../../src/outbox/writer.js";
 import { runCli } from "../helpers/cli.js";
 import { requireDatabase, startThrowawayPostgres, type ThrowawayPostgres } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -83,9 +84,12 @@ describe("cdc relay", () => {
     target.failWhole = new Error("target down");
     const retries: number[] = [];
     relay.on("relay:retry", ({ delayMs }) => retries.push(delayMs));
-    const failing = await writeEvents(pool, schema, 20, { keys: 2 });
+    const failing = await writeEvents(pool, schema, 20, { keys: 2, perTx: 20 });
+    const failingCommitEnd = (await pool.query<{ lsn: string }>("SELECT pg_current_wal_insert_lsn()::text AS lsn")).rows[0]!.lsn;
     await waitFor(() => retries.length >= 3, { timeoutMs: 15_000 });
-    expect(await slotLsn(slot)).toBe(confirmedAfterAll);
+    // Not confirmed up to the failing transaction's commit (an idle relay may still confirm the
+    // keepalives' positions before it; a new relay getting the events again, below, is the proof).
+    expect(lsnToBigInt(await slotLsn(slot))).toBeLessThan(lsnToBigInt(failingCommitEnd));
     expect((await relay.stats()).slotLagBytes).toBeGreaterThan(0);
 
     // Stopped before the target comes back: a new relay gets those events from the slot.
@@ -129,6 +133,77 @@ describe("cdc relay", () => {
     } finally {
       await relay.close();
       const down = exact();
+      await down.teardown();
+      await down.close();
+    }
+  });
+
+  // The WAL sender sends a transaction once its commit record is flushed, but other sessions see
+  // its rows only once the committing backend leaves the proc array, a moment later (longer while
+  // a synchronous standby is awaited, or when the backend waits for a CPU). A relay that publishes
+  // in that moment found no row to delete and still confirmed the LSN: the row stayed in the
+  // outbox for good (the chaos runs' "rows left"). Synchronous replication to a standby that never
+  // comes holds one commit in exactly that moment.
+  it("deletes a published row whose transaction was decoded before other sessions could see it", { timeout: 60_000 }, async () => {
+    const visSchema = "cdc_visibility";
+    await migrateSchema(server.url, visSchema);
+    const vis = () => new CdcSource({ connectionString: server.url, schema: visSchema });
+    const setup = vis();
+    await setup.setup();
+    await setup.close();
+    const target = new RecordingTarget();
+    const relaySource = vis();
+    // Counts the relay's DELETEs of the outbox that found nothing to delete.
+    const sourcePool = (relaySource as unknown as { pool: { query: (...args: unknown[]) => Promise<pg.QueryResult> } }).pool;
+    const query = sourcePool.query.bind(sourcePool);
+    let emptyDeletes = 0;
+    sourcePool.query = async (...args: unknown[]) => {
+      const result = await query(...args);
+      if (typeof args[0] === "string" && args[0].startsWith("DELETE FROM") && result.rowCount === 0) emptyDeletes++;
+      return result;
+    };
+    const warnings: string[] = [];
+    const relay = new Relay({ source: relaySource, target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
+    relay.on("relay:warning", ({ message }) => warnings.push(message));
+    await relay.start();
+    const producer = new pg.Client({ connectionString: server.url });
+    await producer.connect();
+    producer.on("error", () => undefined);
+    let commit: Promise<unknown> | null = null;
+    try {
+      // Only the producer's commit waits for the (absent) standby; the relay's own writes do not.
+      await pool.query("ALTER SYSTEM SET synchronous_standby_names = 'conveyor_absent_standby'");
+      await pool.query("ALTER SYSTEM SET synchronous_commit = 'local'");
+      await pool.query("SELECT pg_reload_conf()");
+      const pid = (await producer.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+      await producer.query("BEGIN");
+      await producer.query("SET LOCAL synchronous_commit = on");
+      const id = await new PostgresOutbox({ schema: visSchema }).publish(producer, { topic: "t", key: "k", payload: { n: 1 } });
+      commit = producer.query("COMMIT");
+      await waitFor(
+        async () => (await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'", [pid])).rowCount === 1,
+        { timeoutMs: 20_000, description: "the commit flushed and waiting for the standby" },
+      );
+      expect((await pool.query(`SELECT 1 FROM ${visSchema}.outbox WHERE id = $1`, [id])).rowCount).toBe(0); // not visible yet
+      // The relay decodes and publishes it meanwhile, and its DELETE finds no row it can see.
+      await waitFor(() => target.received.some((e) => e.id === id), { timeoutMs: 20_000, description: "the event published" });
+      await waitFor(() => emptyDeletes > 0, { timeoutMs: 20_000, description: "the relay's DELETE that found nothing" });
+      // It waits for the transaction (and says so after 2 s) rather than confirming the LSN.
+      await waitFor(() => warnings.some((w) => /not visible yet/.test(w)), { timeoutMs: 20_000, description: "the not-visible warning" });
+      // The standby wait ends (cancelled: the commit stays, locally); the row becomes visible.
+      await pool.query("SELECT pg_cancel_backend($1)", [pid]);
+      await commit;
+      expect((await pool.query(`SELECT 1 FROM ${visSchema}.outbox WHERE id = $1`, [id])).rowCount).toBe(1);
+      await waitFor(async () => (await relay.stats()).backlog === 0, { timeoutMs: 15_000, description: "the published row deleted" });
+      expect(target.received.filter((e) => e.id === id)).toHaveLength(1);
+    } finally {
+      await pool.query("ALTER SYSTEM RESET synchronous_standby_names");
+      await pool.query("ALTER SYSTEM RESET synchronous_commit");
+      await pool.query("SELECT pg_reload_conf()");
+      await commit?.catch(() => undefined);
+      await producer.end().catch(() => undefined);
+      await relay.close();
+      const down = vis();
       await down.teardown();
       await down.close();
     }

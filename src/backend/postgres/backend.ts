@@ -52,7 +52,8 @@ import type {
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
 import { allOrNothingOf, refusedBatch } from "../contract.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
@@ -81,6 +82,7 @@ import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/s
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { NotificationListener } from "./listener.js";
 import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
+import { withoutJit } from "./no-jit.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
@@ -95,7 +97,10 @@ export interface PostgresBackendOptions {
    * returns the connections it holds. While anything subscribes to wake-ups (every running
    * Worker does), one of its connections is held for LISTEN. Attach `pool.on("error", …)`:
    * node-postgres emits errors of idle connections there (a server restart, say), and an
-   * EventEmitter error nobody listens to ends the process.
+   * EventEmitter error nobody listens to ends the process. Consider `jit = off` for its
+   * connections (e.g. `options: "-c jit=off"` or `ALTER ROLE … SET jit = off`): with a million
+   * jobs stored, PostgreSQL otherwise JIT-compiles every claim (pools Conveyor opens itself
+   * turn it off, see no-jit.ts).
    */
   pool?: Pool;
   /**
@@ -167,6 +172,8 @@ const QUERY_FILES = [
   "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
   "flow-enqueue", "flow-hold-key",
   "complete-and-claim",
+  "finished-window",
+  "list-waiting",
 ] as const;
 type QueryName = (typeof QUERY_FILES)[number];
 
@@ -175,7 +182,7 @@ type QueryName = (typeof QUERY_FILES)[number];
  * PostgreSQL folds the absent ones away and picks the index the others need; a generic plan
  * could not.
  */
-const UNPREPARED = new Set<QueryName>(["list", "stats"]);
+const UNPREPARED = new Set<QueryName>(["list", "list-waiting", "stats"]);
 
 /** bigint (int8) columns arrive as JS numbers: every one holds ms or a counter far below 2^53. */
 const INT8_OID = 20;
@@ -362,7 +369,8 @@ export class PostgresBackend implements Backend {
       this.description = `postgres:${multiHost ? describeHosts(multiHost) : describeUrl(connectionString)} schema=${schema}`;
       this.pool = new pg.Pool({
         connectionString,
-        ...(multiHost ? { Client: multiHostClient(multiHost) } : {}),
+        // No JIT on Conveyor's own connections (no-jit.ts: at a million jobs it cost every claim).
+        Client: withoutJit(multiHost ? multiHostClient(multiHost) : pg.Client, this.logger, this.description),
         max: poolSize + 1,
         // Notice a peer that vanished (network partition, failover) instead of waiting on its
         // socket for ever: TCP keepalive probes from 10 s of silence on.
@@ -980,18 +988,42 @@ export class PostgresBackend implements Backend {
       if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
       beforeSeq = Number(cursor.seq);
     }
-    const rows = await this.query<ObservedJobRow>("list", [
-      this.nowParam(),
-      filter.queue ?? null,
-      filter.name ?? null,
-      filter.state ?? null,
-      args.limit,
-      args.offset,
-      beforeSeq,
-      args.createdFrom,
-      args.createdUntil,
-    ]);
+    // The reverse cursor: the rows just above it, read upwards and turned back to newest first.
+    const newer = args.before !== null;
+    if (args.before !== null) {
+      const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.before, filter.queue ?? null]);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.before, filter.queue!, "before");
+      beforeSeq = Number(cursor.seq);
+    }
+    const rows =
+      filter.state === "waiting" && filter.queue !== undefined
+        ? await this.query<ObservedJobRow>("list-waiting", [this.nowParam(), filter.queue, filter.name ?? null, args.limit, args.offset, beforeSeq, newer, args.createdFrom, args.createdUntil])
+        : await this.query<ObservedJobRow>("list", [
+            this.nowParam(),
+            filter.queue ?? null,
+            filter.name ?? null,
+            filter.state ?? null,
+            args.limit,
+            args.offset,
+            beforeSeq,
+            args.createdFrom,
+            args.createdUntil,
+            newer,
+          ]);
+    if (newer) rows.reverse();
     return rows.map((row) => toRecord(row, row.observed_at));
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    type Row = { state: "completed" | "dead"; n: number | null; run_at: number | null; started_at: number | null; finished_at: number | null };
+    const rows = await this.query<Row>("finished-window", [args.queue, args.fromMs, args.untilMs, args.sampleLimit]);
+    const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+    for (const r of rows) {
+      if (r.n !== null) out[r.state] = r.n;
+      else out.samples.push({ state: r.state, runAt: r.run_at!, startedAt: r.started_at, finishedAt: r.finished_at! });
+    }
+    return out;
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {

@@ -48,7 +48,8 @@ import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import { type ChildFailurePolicy, type ErrorInfo, type FlowInfo, type FlowNodeSpec, type JobRecord, type JobSpec, type JobState, type Lease } from "../../core/job.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedTiming, FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
@@ -64,7 +65,7 @@ import {
   workerIdOf,
   type JobFields,
 } from "./codec.js";
-import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, quit, type Client, type ConnectionOption } from "./connection.js";
+import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
@@ -144,6 +145,9 @@ interface LeaseHome {
 }
 
 
+
+/** Added to the finish-time score of a job kept forever (KEPT in lua/_common.lua). */
+const FINISHED_KEPT_OFFSET = 2 ** 50;
 /** A job read for list(): its record and its insertion number within its queue. */
 interface Listed {
   record: JobRecord;
@@ -172,6 +176,7 @@ export class RedisBackend implements Backend {
     claimAcrossQueues: "turns",
     flows: "across-queues",
     jobFlowKeys: false,
+    jobIdsPerQueue: true,
   });
   readonly idempotency: IdempotencyStore;
 
@@ -692,7 +697,7 @@ export class RedisBackend implements Backend {
    * may be missed or seen in their newer state.
    */
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const { limit, offset, after, createdFrom, createdUntil } = checkListArgs(filter, page);
+    const { limit, offset, after, before, createdFrom, createdUntil } = checkListArgs(filter, page);
     await this.ready();
     let beforeSeq: number | null = null;
     if (after !== null) {
@@ -700,16 +705,48 @@ export class RedisBackend implements Backend {
       if (!cursor) throw staleCursor(after, filter.queue!);
       beforeSeq = Number(cursor.s);
     }
+    // The reverse cursor (previous page): jobs above it, read upwards, turned back to newest first.
+    let afterSeq: number | null = null;
+    if (before !== null) {
+      const [cursor] = await this.read(filter.queue!, [before]);
+      if (!cursor) throw staleCursor(before, filter.queue!, "before");
+      afterSeq = Number(cursor.s);
+    }
     const [queues, now] = await Promise.all([
       filter.queue !== undefined ? Promise.resolve([filter.queue]) : this.knownQueues(),
       this.now(),
     ]);
-    const bounds = { beforeSeq, createdFrom, createdUntil };
+    const bounds = { beforeSeq, afterSeq, createdFrom, createdUntil };
     const perQueue = await Promise.all(queues.map((queue) => this.listQueue(queue, filter, offset + limit, now, bounds)));
     // Each queue's jobs already come newest first by insertion; only a merge across queues needs
     // another key, and creation time is the one they share.
     const merged = perQueue.length === 1 ? perQueue[0]! : perQueue.flat().sort((a, b) => b.record.createdAt - a.record.createdAt || b.seq - a.seq);
-    return merged.slice(offset, offset + limit).map((listed) => listed.record);
+    // Upwards (reverse cursor) the `offset` skipped are the ones nearest the cursor: the last ones.
+    const shown = afterSeq === null ? merged.slice(offset, offset + limit) : merged.slice(Math.max(0, merged.length - offset - limit), Math.max(0, merged.length - offset));
+    return shown.map((listed) => listed.record);
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    await this.ready();
+    const k = this.queue(args.queue);
+    const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+    for (const state of ["completed", "dead"] as const) {
+      const key = state === "completed" ? k.completed : k.dead;
+      // Scored by finished_at, or finished_at + 2^50 for a job kept forever (_common.lua KEPT): two ranges.
+      const ranges = [0, FINISHED_KEPT_OFFSET].map((offset) => [args.fromMs + offset, `(${args.untilMs + offset}`] as const);
+      const counts = await Promise.all(ranges.map(([lo, hi]) => this.send((c) => c.zcount(key, lo, hi))));
+      out[state] = counts[0]! + counts[1]!;
+      if (args.sampleLimit === 0 || out[state] === 0) continue;
+      const ids = (await Promise.all(ranges.map(([lo, hi]) => this.send((c) => c.zrangebyscore(key, lo, hi, "LIMIT", 0, args.sampleLimit))))).flat();
+      const samples: FinishedTiming[] = [];
+      (await this.read(args.queue, ids)).forEach((f) => {
+        // Pruned since the range was read.
+        if (f !== null) samples.push({ state, runAt: Number(f.r), startedAt: f.sa === undefined ? null : Number(f.sa), finishedAt: Number(f.f) });
+      });
+      out.samples.push(...samples.sort((a, b) => a.finishedAt - b.finishedAt).slice(0, args.sampleLimit));
+    }
+    return out;
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {
@@ -861,6 +898,7 @@ export class RedisBackend implements Backend {
     // SUBSCRIBE may be sent again after a reconnect (ioredis resubscribes anyway): unlike the
     // command connection, this one resends what it had in flight.
     const subscriber = isCluster(this.client) ? this.client.duplicate() : this.client.duplicate({ autoResendUnfulfilledCommands: true });
+    if (this.ownsClient && !isCluster(subscriber) && subscriber.options.sentinels) keepConnecting(subscriber);
     this.subscriber = subscriber;
     this.reportConnection(subscriber, "wake-ups");
     let subscribedBefore = false;
@@ -1113,29 +1151,46 @@ export class RedisBackend implements Backend {
     filter: ListFilter,
     want: number,
     now: number,
-    bounds: { beforeSeq: number | null; createdFrom: number | null; createdUntil: number | null },
+    bounds: { beforeSeq: number | null; afterSeq: number | null; createdFrom: number | null; createdUntil: number | null },
   ): Promise<Listed[]> {
     const k = this.queue(queue);
     const chunk = Math.min(500, Math.max(32, want));
     // Fast lanes hold only waiting jobs; everything else is in idx.
     const withLanes = filter.state === undefined || filter.state === "waiting";
     const names = !withLanes ? [] : filter.name !== undefined ? [filter.name] : await this.send((c) => c.smembers(k.names));
+    const upwards = bounds.afterSeq !== null;
+    /** How many of a lane's jobs have a seq below `seq` (a binary search in one read-only script). */
+    const lanePosition = async (name: string, seq: number) => Number(await this.scripts.run("lane-position", [k.meta, k.fastLane(name)], [String(seq)]));
     const sources = [
       new ListSource(chunk, async (from, to) => {
-        // idx is scored by seq: a cursor starts the read right below it, however deep.
+        // idx is scored by seq: a cursor starts the read right next to it, however deep.
         const ids = await this.send((c) =>
-          bounds.beforeSeq === null ? c.zrevrange(k.idx, from, to) : c.zrevrangebyscore(k.idx, `(${bounds.beforeSeq}`, "-inf", "LIMIT", from, to - from + 1),
+          upwards ? c.zrangebyscore(k.idx, `(${bounds.afterSeq}`, "+inf", "LIMIT", from, to - from + 1)
+          : bounds.beforeSeq === null ? c.zrevrange(k.idx, from, to)
+          : c.zrevrangebyscore(k.idx, `(${bounds.beforeSeq}`, "-inf", "LIMIT", from, to - from + 1),
         );
         return this.readJobs(queue, ids, now);
       }),
-      ...names.map(
-        (name) =>
-          new ListSource(chunk, async (from, to) => {
-            // A fast lane is oldest first: read it from the tail.
+      ...names.map((name) => {
+        // A fast lane is oldest first, in seq order: a cursor's place in it is found by bisection.
+        let start: Promise<number> | null = null;
+        return new ListSource(chunk, async (from, to) => {
+          if (upwards) {
+            start ??= lanePosition(name, bounds.afterSeq! + 1);
+            const first = await start;
+            return this.readJobs(queue, await this.send((c) => c.lrange(k.fastLane(name), first + from, first + to)), now);
+          }
+          if (bounds.beforeSeq === null) {
             const ids = await this.send((c) => c.lrange(k.fastLane(name), -(to + 1), -(from + 1)));
             return this.readJobs(queue, ids.reverse(), now);
-          }),
-      ),
+          }
+          start ??= lanePosition(name, bounds.beforeSeq);
+          const end = (await start) - 1 - from;
+          if (end < 0) return [];
+          const ids = await this.send((c) => c.lrange(k.fastLane(name), Math.max(0, end - (to - from)), end));
+          return this.readJobs(queue, ids.reverse(), now);
+        });
+      }),
     ];
     const out: Listed[] = [];
     const seen = new Set<string>();
@@ -1144,7 +1199,7 @@ export class RedisBackend implements Backend {
       let best: ListSource | null = null;
       for (const source of sources) {
         const head = source.peek();
-        if (head !== undefined && (best === null || head.seq > best.peek()!.seq)) best = source;
+        if (head !== undefined && (best === null || (upwards ? head.seq < best.peek()!.seq : head.seq > best.peek()!.seq))) best = source;
       }
       if (best === null) break;
       const next = best.take();
@@ -1155,11 +1210,12 @@ export class RedisBackend implements Backend {
       if (filter.state !== undefined && next.record.state !== filter.state) continue;
       // Fast lanes are read from their newest end; jobs at or above the cursor are skipped here.
       if (bounds.beforeSeq !== null && next.seq >= bounds.beforeSeq) continue;
+      if (bounds.afterSeq !== null && next.seq <= bounds.afterSeq) continue;
       if (bounds.createdFrom !== null && next.record.createdAt < bounds.createdFrom) continue;
       if (bounds.createdUntil !== null && next.record.createdAt >= bounds.createdUntil) continue;
       out.push(next);
     }
-    return out;
+    return upwards ? out.reverse() : out;
   }
 
   private async readJobs(queue: string, ids: readonly string[], now: number): Promise<Listed[]> {

@@ -99,7 +99,7 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
   // that is one no longer: the sentinels' +switch-master announcement (failoverDetector) drops
   // the connection at once, and a READONLY reply (the server was demoted to a replica under us)
   // reconnects, without sending the refused command again.
-  return new Redis({
+  return keepConnecting(new Redis({
     ...options,
     ...auth,
     sentinels: topology.nodes,
@@ -107,8 +107,35 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
     failoverDetector: true,
     reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 1 : false),
     ...(topology.tls ? { enableTLSForSentinelMode: true } : {}),
-  });
+  }));
 }
+
+/** Connections closed by {@link quit}: they stay closed. */
+const closedByUs = new WeakSet<Client>();
+
+/**
+ * Makes a Sentinel-watched connection reconnect after ioredis gives up on it.
+ *
+ * ioredis 5 ends a Sentinel client for good ("Connection is closed." on every command after) when
+ * its connector is disconnected while it is still resolving the primary: the failover detector of
+ * the previous connection hears `+switch-master` exactly then, during a failover. A 5-minute chaos
+ * run stalled that way for 4.5 minutes. Only {@link quit} may end the connection: after any
+ * other end it connects again from scratch (the sentinels name the primary anew). Commands sent
+ * while it is ended fail at once, as on a lost connection, and callers retry them.
+ */
+export function keepConnecting<C extends Redis>(client: C): C {
+  client.on("end", () => {
+    if (closedByUs.has(client)) return;
+    setTimeout(() => {
+      if (closedByUs.has(client) || client.status !== "end") return;
+      client.connect().catch(() => undefined);
+    }, SENTINEL_RECONNECT_DELAY_MS).unref();
+  });
+  return client;
+}
+
+/** How long after ioredis ends a Sentinel connection it is connected again, ms. */
+const SENTINEL_RECONNECT_DELAY_MS = 200;
 
 /**
  * A connected ioredis client rather than options. Duck-typed: a client from another copy of
@@ -124,6 +151,7 @@ export function isCluster(client: Client): client is Cluster {
 
 /** Closes a connection, waiting for replies still due, without waiting on one that is down. */
 export async function quit(client: Client): Promise<void> {
+  closedByUs.add(client);
   // On a connection that is down QUIT would wait in the offline queue for a reconnect that may
   // never come.
   if (client.status !== "ready") {
@@ -165,50 +193,69 @@ export function describe(connection: ConnectionOption): string {
   return `${scheme}://${options.host ?? "localhost"}:${options.port ?? 6379}${options.db ? `/${options.db}` : ""}`;
 }
 
+/** The `code` of the error a command gets when its connection drops before the answer (the store is unavailable). */
+export const CONNECTION_DROPPED = "CONVEYOR_REDIS_CONNECTION_DROPPED";
+
 /**
  * Fails the commands a dropped connection took with it.
  *
  * With `autoResendUnfulfilledCommands: false`, ioredis 5 forgets the commands that were sent but
  * unanswered when the connection closed, without settling their promises (redis/ioredis#2193,
- * fixed after 5.11): a worker awaiting such a claim would wait forever. Every command sent while
- * the connection is up is tracked here until it settles, and the connection's `close` rejects
- * the ones still waiting. Commands issued while it is down sit in ioredis' offline queue, are
- * sent after the reconnect, and are not touched.
+ * fixed after 5.11): a worker awaiting such a claim would wait forever. Every command is tracked
+ * here until it settles, and the connection's `close` rejects the ones on the wire: sent while it
+ * was ready, or issued while it was down and then written from ioredis' offline queue when it
+ * became ready (a reconnect that drops again, as in a Sentinel failover, took those with it too).
+ * Commands still in the offline queue at a close are not touched: ioredis sends them after the
+ * next reconnect, or fails them itself after `maxRetriesPerRequest` attempts.
  *
  * Only used where resending is off; a client that resends (ioredis' default, e.g. one passed in
  * by the application) settles its commands itself, after running them again.
  */
-/** The `code` of the error a command gets when its connection drops before the answer (the store is unavailable). */
-export const CONNECTION_DROPPED = "CONVEYOR_REDIS_CONNECTION_DROPPED";
-
 export class InFlight {
-  private readonly waiting = new Set<(error: Error) => void>();
+  /** Commands written to the connection and not yet answered. */
+  private readonly sent = new Set<(error: Error) => void>();
+  /** Commands issued while the connection was down: in ioredis' offline queue. */
+  private readonly queued = new Set<(error: Error) => void>();
   private readonly tracking: boolean;
 
   constructor(private readonly client: Client) {
     this.tracking = !isCluster(client) && client.options.autoResendUnfulfilledCommands === false;
-    if (this.tracking) client.on("close", this.onClose);
+    if (this.tracking) {
+      client.on("close", this.onClose);
+      client.on("ready", this.onReady);
+    }
   }
 
   /** Sends a command (or a script call) through `send`, failing it if the connection drops first. */
   run<T>(send: () => Promise<T>): Promise<T> {
-    if (!this.tracking || this.client.status !== "ready") return send();
+    if (!this.tracking) return send();
     return new Promise<T>((resolve, reject) => {
       const fail = (error: Error) => reject(error);
-      this.waiting.add(fail);
+      (this.client.status === "ready" ? this.sent : this.queued).add(fail);
       void send()
         .then(resolve, reject)
-        .finally(() => this.waiting.delete(fail));
+        .finally(() => {
+          this.sent.delete(fail);
+          this.queued.delete(fail);
+        });
     });
   }
 
   /** Stops watching the connection (it stays open). */
   detach(): void {
-    if (this.tracking) this.client.off("close", this.onClose);
+    if (!this.tracking) return;
+    this.client.off("close", this.onClose);
+    this.client.off("ready", this.onReady);
   }
 
+  // ioredis announces "ready" and then, in the same turn, writes its offline queue.
+  private readonly onReady = () => {
+    for (const fail of this.queued) this.sent.add(fail);
+    this.queued.clear();
+  };
+
   private readonly onClose = () => {
-    if (this.waiting.size === 0) return;
+    if (this.sent.size === 0) return;
     const error = Object.assign(
       new ConveyorError(
         "the connection to Redis dropped before it answered; the command may or may not have run " +
@@ -216,9 +263,9 @@ export class InFlight {
       ),
       { code: CONNECTION_DROPPED },
     );
-    const waiting = [...this.waiting];
-    this.waiting.clear();
-    for (const fail of waiting) fail(error);
+    const sent = [...this.sent];
+    this.sent.clear();
+    for (const fail of sent) fail(error);
   };
 }
 

@@ -40,6 +40,7 @@ export type ScriptName =
   | "pause"
   | "stats"
   | "read"
+  | "lane-position"
   | "once"
   | "prune-keys"
   | "layout"
@@ -68,7 +69,7 @@ export interface Script {
 }
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
-const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list"]);
+const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position"]);
 
 /**
  * `--#include <file> as <name>` on a line of its own puts another script's body there as a local

@@ -27,7 +27,8 @@ import { SqliteJobLogs } from "./job-logs.js";
 import { SqliteEventLog } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 import type { JobLogLine } from "../../core/job-log.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import type { FinishedTiming, FinishedWindow } from "../contract.js";
 import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { planDedupBatch } from "../dedup.js";
@@ -208,6 +209,12 @@ type StateFilter = "none" | "due" | "future" | "stored";
  * const backend = new SqliteBackend({ path: "jobs.db" });
  * ```
  */
+/** finishedWindow's statements for one state. */
+interface FinishedStatements {
+  count: Database.Statement<[string, number, number], { n: number }>;
+  sample: Database.Statement<[string, number, number, number], { run_at: number; started_at: number | null; finished_at: number }>;
+}
+
 export class SqliteBackend implements Backend {
   readonly description: string;
   readonly capabilities: Capabilities;
@@ -236,6 +243,8 @@ export class SqliteBackend implements Backend {
   private readonly storeFlow: (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => { results: EnqueueResult[]; marks: WakeMarks };
   private readonly tx: ReturnType<SqliteBackend["defineTransactions"]>;
   private readonly listStatements = new Map<string, Database.Statement<unknown[], JobRow>>();
+  /** finishedWindow's statements, prepared on its first call. */
+  private finishedStatements: Record<"completed" | "dead", FinishedStatements> | undefined;
   private readonly schedules: ScheduleTransactions<WakeMarks>;
 
   constructor(options: SqliteBackendOptions) {
@@ -506,6 +515,13 @@ export class SqliteBackend implements Backend {
       if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.after, filter.queue!);
       beforeSeq = cursor.seq;
     }
+    // The reverse cursor: the jobs just above it, read upwards from it and turned back to newest first.
+    let afterSeq: number | null = null;
+    if (args.before !== null) {
+      const cursor = this.s.getJob.get(args.before);
+      if (cursor === undefined || cursor.queue !== filter.queue) throw staleCursor(args.before, filter.queue!, "before");
+      afterSeq = cursor.seq;
+    }
     const now = this.nowMs();
     const params: unknown[] = [];
     if (filter.queue !== undefined) params.push(filter.queue);
@@ -513,6 +529,7 @@ export class SqliteBackend implements Backend {
     if (stateFilter === "due" || stateFilter === "future") params.push(now);
     if (stateFilter === "stored") params.push(filter.state);
     if (beforeSeq !== null) params.push(beforeSeq);
+    if (afterSeq !== null) params.push(afterSeq);
     if (args.createdFrom !== null) params.push(args.createdFrom);
     if (args.createdUntil !== null) params.push(args.createdUntil);
     params.push(args.limit, args.offset);
@@ -523,12 +540,47 @@ export class SqliteBackend implements Backend {
       byCursor: beforeSeq !== null,
       from: args.createdFrom !== null,
       until: args.createdUntil !== null,
+      ...(afterSeq !== null ? { newer: true } : {}),
     });
-    return statement.all(...params).map((row) => this.toRecord(row, now));
+    const rows = statement.all(...params);
+    if (afterSeq !== null) rows.reverse();
+    return rows.map((row) => this.toRecord(row, now));
   }
 
   async stats(queue?: string): Promise<QueueStats[]> {
     return this.tx.stats.deferred(queue);
+  }
+
+  async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
+    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    const jobs = `${this.prefix}jobs`;
+    // One range of jobs_finished (queue, state, finished_at) each, the count from the index alone.
+    // SQLite uses a partial index only when the query repeats its WHERE term word for word.
+    const partial = `state IN ('completed', 'cancelled', 'dead')`;
+    const prepare = (state: "completed" | "dead") => ({
+      count: this.db.prepare<[string, number, number], { n: number }>(
+        `SELECT count(*) AS n FROM ${jobs} WHERE queue = ? AND ${partial} AND state = '${state}' AND finished_at >= ? AND finished_at < ?`,
+      ),
+      sample: this.db.prepare<[string, number, number, number], { run_at: number; started_at: number | null; finished_at: number }>(
+        `SELECT run_at, started_at, finished_at FROM ${jobs}
+         WHERE queue = ? AND ${partial} AND state = '${state}' AND finished_at >= ? AND finished_at < ? ORDER BY finished_at LIMIT ?`,
+      ),
+    });
+    this.finishedStatements ??= { completed: prepare("completed"), dead: prepare("dead") };
+    const statements = this.finishedStatements;
+    const read = this.db.transaction(() => {
+      const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
+      for (const state of ["completed", "dead"] as const) {
+        const range = [args.queue, args.fromMs, args.untilMs] as const;
+        out[state] = statements[state].count.get(...range)?.n ?? 0;
+        if (args.sampleLimit === 0 || out[state] === 0) continue;
+        for (const r of statements[state].sample.all(...range, args.sampleLimit)) {
+          out.samples.push({ state, runAt: r.run_at, startedAt: r.started_at, finishedAt: r.finished_at } satisfies FinishedTiming);
+        }
+      }
+      return out;
+    });
+    return read.deferred();
   }
 
   // ── administration ───────────────────────────────────────────────────────────────────────
@@ -1291,7 +1343,7 @@ export class SqliteBackend implements Backend {
    * "(? IS NULL OR col = ?)" terms would stop SQLite from using any index. The cursor is a
    * `seq <` bound, so a page after it reads the rowid (or index) from there on, whatever its depth.
    */
-  private listStatement(shape: { byQueue: boolean; byName: boolean; state: StateFilter; byCursor: boolean; from: boolean; until: boolean }): Database.Statement<unknown[], JobRow> {
+  private listStatement(shape: { byQueue: boolean; byName: boolean; state: StateFilter; byCursor: boolean; from: boolean; until: boolean; newer?: true }): Database.Statement<unknown[], JobRow> {
     const key = JSON.stringify(shape);
     let statement = this.listStatements.get(key);
     if (statement === undefined) {
@@ -1302,11 +1354,12 @@ export class SqliteBackend implements Backend {
       if (shape.state === "future") where.push("state IN ('waiting', 'scheduled') AND run_at > ?");
       if (shape.state === "stored") where.push("state = ?");
       if (shape.byCursor) where.push("seq < ?");
+      if (shape.newer) where.push("seq > ?");
       if (shape.from) where.push("created_at >= ?");
       if (shape.until) where.push("created_at < ?");
       statement = this.db.prepare<unknown[], JobRow>(
         `SELECT * FROM ${this.prefix}jobs ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-         ORDER BY seq DESC LIMIT ? OFFSET ?`,
+         ORDER BY seq ${shape.newer ? "ASC" : "DESC"} LIMIT ? OFFSET ?`,
       );
       this.listStatements.set(key, statement);
     }

@@ -10,6 +10,8 @@ export interface SessionInfo {
   csrfToken: string | null;
   apiBasePath: string;
   historyAttached: boolean;
+  /** Where the charts come from: the store (every worker of the fleet), this server's workers, or nothing. */
+  historySource: "store" | "workers" | "none";
   sections: { schedules: boolean; relay: boolean };
 }
 
@@ -41,7 +43,7 @@ export function setSession(s: SessionInfo | null): void {
 export function currentSession(): SessionInfo | null {
   return session;
 }
-export function can(scope: "read" | "admin"): boolean {
+export function can(scope: "read" | "enqueue" | "admin"): boolean {
   return session?.principal?.scopes.includes(scope) === true;
 }
 

@@ -79,8 +79,19 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
     { label: "p95", values: pct(pick, "p95"), color: "#b26a00" },
     { label: "p99", values: pct(pick, "p99"), color: "#c62828" },
   ];
+  const completed = history.reduce((n, h) => n + h.completed, 0);
+  const failed = history.reduce((n, h) => n + h.failed, 0);
+  const latestRun = [...history].reverse().find((h) => h.runMs !== null);
   return (
-    <div class="charts">
+    <>
+      <p class="chart-summary">
+        Last hour: {completed.toLocaleString("en")} completed, {failed.toLocaleString("en")} failed
+        {completed + failed > 0 ? ` (${((100 * failed) / (completed + failed)).toFixed(1)}% failure rate)` : ""}
+        {latestRun?.runMs && latestRun.waitMs
+          ? `; latest minute with jobs: wait p50 ${fmt(latestRun.waitMs.p50)} ms, run p50 ${fmt(latestRun.runMs.p50)} ms, p95 ${fmt(latestRun.runMs.p95)} ms`
+          : ""}
+      </p>
+      <div class="charts">
       <TimeChart
         title="Throughput (jobs per minute)"
         unit=""
@@ -104,6 +115,7 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
         times={times}
         series={percentiles((h) => h.runMs)}
       />
-    </div>
+      </div>
+    </>
   );
 }

@@ -6,6 +6,8 @@ import { DeadPage } from "./dead";
 import { JobPage } from "./job";
 import { OverviewPage } from "./overview";
 import { QueuePage } from "./queue";
+import { RelayPage } from "./relay";
+import { SchedulesPage } from "./schedules";
 import { useRoute, type Route } from "./router";
 import { Notice } from "./widgets";
 
@@ -53,6 +55,10 @@ function View({ route }: { route: Route }) {
       return <DeadPage queue={route.queue} params={route.params} />;
     case "job":
       return <JobPage id={route.id} />;
+    case "schedules":
+      return currentSession()?.sections.schedules ? <SchedulesPage /> : <Notice kind="error">This server's store keeps no schedules.</Notice>;
+    case "relay":
+      return currentSession()?.sections.relay ? <RelayPage /> : <Notice kind="error">This server reports on no outbox (conveyor serve --outbox).</Notice>;
     case "missing":
       return <Notice kind="error">No such page. Go back to the queues.</Notice>;
   }
@@ -68,6 +74,10 @@ function titleOf(route: Route): string {
       return `Dead letters of ${route.queue}`;
     case "job":
       return `Job ${route.id}`;
+    case "schedules":
+      return "Schedules";
+    case "relay":
+      return "Relay";
     case "missing":
       return "Not found";
   }
@@ -115,8 +125,16 @@ function App() {
           <a href="#/" aria-current={route.view === "overview" ? "page" : undefined}>
             Queues
           </a>
-          {session.sections.schedules && <a href="#/schedules">Schedules</a>}
-          {session.sections.relay && <a href="#/relay">Relay</a>}
+          {session.sections.schedules && (
+            <a href="#/schedules" aria-current={route.view === "schedules" ? "page" : undefined}>
+              Schedules
+            </a>
+          )}
+          {session.sections.relay && (
+            <a href="#/relay" aria-current={route.view === "relay" ? "page" : undefined}>
+              Relay
+            </a>
+          )}
         </nav>
         <span class="spacer" />
         {who && (

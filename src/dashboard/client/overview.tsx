@@ -25,7 +25,7 @@ export function OverviewPage() {
         <LiveDot connected={live.connected} />
       </div>
       {!currentSession()?.historyAttached && (
-        <Notice>Throughput and failure history come from workers running in this server process (conveyor serve --handlers); none is attached, so the sparklines stay flat.</Notice>
+        <Notice>This store keeps no finished jobs to chart, so throughput and failure history come from workers running in this server process (conveyor serve --handlers); none is attached, so the sparklines stay flat.</Notice>
       )}
       {queues !== null && queues.length > 0 && <Summary queues={queues} />}
       {queues === null ? (

@@ -27,39 +27,43 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
   const state = (params.get("state") as JobState | null) ?? null;
   const name = params.get("name") ?? "";
   const after = params.get("after") ?? "";
+  const before = params.get("before") ?? "";
   const from = params.get("from") ?? "";
   const until = params.get("until") ?? "";
   const [jobs, setJobs] = useState<JobView[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
+  const [prev, setPrev] = useState<string | null>(null);
   const [fromInput, setFromInput] = useState(from);
   const [untilInput, setUntilInput] = useState(until);
   const [error, setError] = useState<string | null>(null);
   const [idInput, setIdInput] = useState("");
   const counts = live.data?.queue.counts;
   // On the first page the list follows the live counts; further pages stay put while you read.
-  const followKey = after === "" && counts ? JSON.stringify(counts) : "";
+  const followKey = after === "" && before === "" && counts ? JSON.stringify(counts) : "";
 
   useEffect(() => {
     let cancelled = false;
-    // Pages go by keyset cursor (`after`), so the thousandth page costs what the first does.
+    // Pages go by keyset cursor (`after` older, `before` newer), so the thousandth page costs what the first does.
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (state) q.set("state", state);
     if (name) q.set("name", name);
     if (after) q.set("after", after);
+    if (before) q.set("before", before);
     if (from) q.set("createdFrom", localToIso(from));
     if (until) q.set("createdUntil", localToIso(until));
-    call<{ jobs: JobView[]; next: string | null }>("GET", `/queues/${enc(queue)}/jobs?${q}`)
+    call<{ jobs: JobView[]; next: string | null; prev?: string | null }>("GET", `/queues/${enc(queue)}/jobs?${q}`)
       .then((r) => {
         if (cancelled) return;
         setJobs(r.jobs);
         setNext(r.next);
+        setPrev(r.prev ?? null);
         setError(null);
       })
       .catch((e: unknown) => !cancelled && setError(e instanceof ApiError ? e.message : String(e)));
     return () => {
       cancelled = true;
     };
-  }, [queue, state, name, after, from, until, followKey]);
+  }, [queue, state, name, after, before, from, until, followKey]);
 
   useEffect(() => setFromInput(from), [from]);
   useEffect(() => setUntilInput(until), [until]);
@@ -100,23 +104,23 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
 
       <h2>Jobs</h2>
       <nav class="tabs" aria-label="Job state">
-        <a href={link({ state: null, after: null })} aria-current={state === null ? "page" : undefined}>
+        <a href={link({ state: null, after: null, before: null })} aria-current={state === null ? "page" : undefined}>
           all
         </a>
         {STATES.map((s) => (
-          <a key={s} href={link({ state: s, after: null })} aria-current={state === s ? "page" : undefined}>
+          <a key={s} href={link({ state: s, after: null, before: null })} aria-current={state === s ? "page" : undefined}>
             {s} <span class="count">{counts ? count(counts[s]) : ""}</span>
           </a>
         ))}
       </nav>
       <div class="filters">
-        <NameFilter id="name-filter" label="Filter by job name" applied={name} onApply={(n) => go(link({ name: n, after: null }))} clearHref={link({ name: null, after: null })} />
+        <NameFilter id="name-filter" label="Filter by job name" applied={name} onApply={(n) => go(link({ name: n, after: null, before: null }))} clearHref={link({ name: null, after: null, before: null })} />
         <form
           role="search"
           aria-label="Filter by creation time"
           onSubmit={(e) => {
             e.preventDefault();
-            go(link({ from: fromInput, until: untilInput, after: null }));
+            go(link({ from: fromInput, until: untilInput, after: null, before: null }));
           }}
         >
           <label for="created-from">Created from</label>
@@ -127,7 +131,7 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
             Apply
           </button>
           {(from || until) && (
-            <a class="clear" href={link({ from: null, until: null, after: null })}>
+            <a class="clear" href={link({ from: null, until: null, after: null, before: null })}>
               clear
             </a>
           )}
@@ -148,15 +152,15 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
           No jobs{state ? ` in state ${state}` : ""}
           {name ? ` named ${name}` : ""}
           {from || until ? " created in that time range" : ""}
-          {after ? " on this page" : ""}.
+          {after || before ? " on this page" : ""}.
         </Notice>
       ) : (
         <JobTable jobs={jobs} />
       )}
       <nav class="pager" aria-label="Pages">
-        {after ? <a href={link({ after: null })}>← Newest</a> : <span />}
-        <span class="dim">{after ? "Use Back for the previous page." : ""}</span>
-        {next ? <a href={link({ after: next })}>Older →</a> : <span />}
+        {after || before ? <a href={link({ after: null, before: null })}>⇤ Newest</a> : <span />}
+        {prev ? <a href={link({ after: null, before: prev })}>← Newer</a> : <span />}
+        {next ? <a href={link({ after: next, before: null })}>Older →</a> : <span />}
       </nav>
     </section>
   );

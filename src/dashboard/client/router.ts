@@ -6,6 +6,8 @@ export type Route =
   | { view: "queue"; queue: string; params: URLSearchParams }
   | { view: "dead"; queue: string; params: URLSearchParams }
   | { view: "job"; id: string }
+  | { view: "schedules" }
+  | { view: "relay" }
   | { view: "missing" };
 
 export function parse(hash: string): Route {
@@ -23,6 +25,8 @@ export function parse(hash: string): Route {
   if (parts[0] === "queues" && parts.length === 2) return { view: "queue", queue: parts[1]!, params };
   if (parts[0] === "queues" && parts.length === 3 && parts[2] === "dead") return { view: "dead", queue: parts[1]!, params };
   if (parts[0] === "jobs" && parts.length === 2) return { view: "job", id: parts[1]! };
+  if (parts[0] === "schedules" && parts.length === 1) return { view: "schedules" };
+  if (parts[0] === "relay" && parts.length === 1) return { view: "relay" };
   return { view: "missing" };
 }
 

@@ -174,7 +174,7 @@ function hash(text: string): string {
 }
 
 export function idempotentJobId(ids: IdDeriver, principal: Principal, queue: string, key: string, index: number | null): string {
-  return ids.derive(IDEMPOTENCY_ID_PREFIX, index === null ? [principal.id, queue, key] : [principal.id, queue, key, String(index)]);
+  return ids.derive(IDEMPOTENCY_ID_PREFIX, index === null ? [principal.id, queue, key] : [principal.id, queue, key, String(index)], principal.id);
 }
 
 interface ConveyorMeta {

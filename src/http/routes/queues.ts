@@ -14,6 +14,7 @@ const JOB_STATES_SCHEMA = { type: "string" as const, enum: JOB_STATES };
 /** Keyset cursor and creation-time bounds of the listings (see Backend.list). */
 const LIST_QUERY_PROPERTIES: Record<string, JsonSchema> = {
   after: { ...JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." },
+  before: { ...JOB_ID_SCHEMA, description: "Reverse keyset cursor: the `prev` of the next page, for the page before it (newer jobs). Not with `after`." },
   createdFrom: { type: "string", format: "date-time", description: "Only jobs created at or after this time (RFC 3339)." },
   createdUntil: { type: "string", format: "date-time", description: "Only jobs created before this time (RFC 3339)." },
 };
@@ -23,6 +24,7 @@ interface PageQuery {
   limit?: number;
   offset?: number;
   after?: string;
+  before?: string;
   createdFrom?: string;
   createdUntil?: string;
 }
@@ -31,7 +33,7 @@ function listArgs(queue: string, q: PageQuery): { filter: ListFilter; page: Page
   const filter: ListFilter = { queue, ...(q.name ? { name: q.name } : {}) };
   if (q.createdFrom !== undefined) filter.createdFrom = Date.parse(q.createdFrom);
   if (q.createdUntil !== undefined) filter.createdUntil = Date.parse(q.createdUntil);
-  return { filter, page: { limit: q.limit ?? 50, offset: q.offset ?? 0, ...(q.after ? { after: q.after } : {}) } };
+  return { filter, page: { limit: q.limit ?? 50, offset: q.offset ?? 0, ...(q.after ? { after: q.after } : {}), ...(q.before ? { before: q.before } : {}) } };
 }
 
 /** The next page's cursor: the last job of a full page. */
@@ -40,6 +42,22 @@ function nextCursor(jobs: readonly { id: string }[], limit: number): string | nu
 }
 
 export function queueRoutes(ctx: HttpContext): RouteSpec[] {
+  /**
+   * A page and the cursors around it: `next` (older jobs) after a full page, or after any page
+   * reached by `before` (the cursor's own job is older); `prev` (newer jobs) for a page reached
+   * by `after`, or by `before` when one more newer job exists (read one extra to know).
+   */
+  async function listPage(filter: ListFilter, page: Page & { limit: number }) {
+    if (page.before === undefined) {
+      const jobs = await ctx.backend.list(filter, page);
+      return { jobs, next: nextCursor(jobs, page.limit), prev: page.after !== undefined ? (jobs[0]?.id ?? page.after) : null };
+    }
+    const read = await ctx.backend.list(filter, { ...page, limit: page.limit + 1 });
+    const more = read.length > page.limit;
+    const jobs = more ? read.slice(1) : read;
+    return { jobs, next: jobs.at(-1)?.id ?? page.before, prev: more ? jobs[0]!.id : null };
+  }
+
   async function listQueues(_request: FastifyRequest, reply: FastifyReply) {
     const stats = await ctx.backend.stats();
     return reply.send({ queues: stats.map(toQueueView) });
@@ -61,8 +79,8 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     const { queue } = request.params as { queue: string };
     const q = request.query as PageQuery & { state?: JobState };
     const { filter, page } = listArgs(queue, q);
-    const jobs = await ctx.backend.list({ ...filter, ...(q.state ? { state: q.state } : {}) }, page);
-    return reply.send({ jobs: jobs.map((j) => toJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next: nextCursor(jobs, page.limit) });
+    const { jobs, next, prev } = await listPage({ ...filter, ...(q.state ? { state: q.state } : {}) }, page);
+    return reply.send({ jobs: jobs.map((j) => toJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next, prev });
   }
 
   const setPaused = (paused: boolean) =>
@@ -77,8 +95,8 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
   async function listDead(request: FastifyRequest, reply: FastifyReply) {
     const { queue } = request.params as { queue: string };
     const { filter, page } = listArgs(queue, request.query as PageQuery);
-    const jobs = await ctx.backend.list({ ...filter, state: "dead" }, page);
-    return reply.send({ jobs: jobs.map((j) => toDeadJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next: nextCursor(jobs, page.limit) });
+    const { jobs, next, prev } = await listPage({ ...filter, state: "dead" }, page);
+    return reply.send({ jobs: jobs.map((j) => toDeadJobView(j, ctx.basePath)), limit: page.limit, offset: page.offset, next, prev });
   }
 
   async function replayDead(request: FastifyRequest, reply: FastifyReply) {
@@ -92,6 +110,10 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     let ids: string[];
     if (body.ids) {
       ids = [...new Set(body.ids)];
+    } else if (ctx.backend.replayAllDead) {
+      // One pass over the dead letters where finding one by id is a scan (RabbitMQ).
+      const { replayed } = await ctx.backend.replayAllDead(queue, { ...(body.name ? { name: body.name } : {}), limit: body.limit ?? 100 });
+      return reply.send({ replayed, notDead: [], notFound: [] });
     } else {
       const dead = await ctx.backend.list({ queue, state: "dead", ...(body.name ? { name: body.name } : {}) }, { limit: body.limit ?? 100 });
       ids = dead.map((j) => j.id);
@@ -127,6 +149,7 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
       limit: { type: "integer" },
       offset: { type: "integer" },
       next: { type: ["string", "null"], description: "The cursor of the next page (pass it as `after`), or null when this page is the last." },
+      prev: { type: ["string", "null"], description: "The cursor of the previous page (pass it as `before`), or null when this page is the first." },
     },
   });
   const pageQuery = {

@@ -54,5 +54,16 @@ deleted_keys AS (
     FOR UPDATE SKIP LOCKED
   )
   RETURNING 1
+),
+-- stats()' job counts (migration 0007): the deltas of each (queue, state) that has more than one
+-- row become one row with their sum; deltas written meanwhile (not in this snapshot) stay as they are.
+folded_counts AS (
+  DELETE FROM {{schema}}.job_counts
+  WHERE (queue, state) IN (SELECT queue, state FROM {{schema}}.job_counts GROUP BY queue, state HAVING count(*) > 1)
+  RETURNING queue, state, n
+),
+refolded_counts AS (
+  INSERT INTO {{schema}}.job_counts (queue, state, n)
+  SELECT queue, state, sum(n) FROM folded_counts GROUP BY queue, state HAVING sum(n) <> 0
 )
 SELECT (SELECT count(*) FROM deleted) AS jobs, (SELECT count(*) FROM deleted_keys) AS idempotency_keys

@@ -3,29 +3,63 @@
 -- $1 now: bigint ms, NULL = the database clock    $2 queue text (NULL = every known queue)
 --
 -- Returns one row per known queue, by name: (queue, paused, scheduled, waiting, active,
--- waiting_children, completed, dead, cancelled, oldest_due_at). A due `scheduled` job counts as waiting. One
--- statement, so every count comes from the same snapshot. One pass over the queue's rows:
--- retention keeps the finished ones bounded, and the rest are the backlog being counted.
-WITH counts AS (
+-- waiting_children, completed, dead, cancelled, oldest_due_at, observed_at). A due `scheduled`
+-- job counts as waiting. One statement, so every figure comes from the same snapshot.
+--
+-- Cost does not grow with the jobs stored (migration 0007): the counts are sums over job_counts
+-- (a few delta rows per (queue, state), folded by prune); the due scheduled jobs, which the
+-- stored state still calls scheduled, are a jobs_scheduled range up to now (promoteDue keeps it
+-- short); the oldest waiting job of a queue is the first jobs_claim entry of each priority in
+-- use, found by skipping from one priority to the next (one probe per priority, not one read per
+-- job: jobs_claim is ordered by priority first, so min(run_at) cannot read one end of it).
+WITH totals AS (
   SELECT queue,
-         count(*) FILTER (WHERE state = 'scheduled' AND run_at > {{schema}}.now_ms($1)) AS scheduled,
-         count(*) FILTER (WHERE state = 'waiting' OR (state = 'scheduled' AND run_at <= {{schema}}.now_ms($1))) AS waiting,
-         count(*) FILTER (WHERE state = 'active') AS active,
-         count(*) FILTER (WHERE state = 'waiting-children') AS waiting_children,
-         count(*) FILTER (WHERE state = 'completed') AS completed,
-         count(*) FILTER (WHERE state = 'dead') AS dead,
-         count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
-         min(run_at) FILTER (WHERE state = 'waiting' OR (state = 'scheduled' AND run_at <= {{schema}}.now_ms($1))) AS oldest_due_at
-  FROM {{schema}}.jobs
+         sum(n) FILTER (WHERE state = 'scheduled')::bigint AS scheduled,
+         sum(n) FILTER (WHERE state = 'waiting')::bigint AS waiting,
+         sum(n) FILTER (WHERE state = 'active')::bigint AS active,
+         sum(n) FILTER (WHERE state = 'waiting-children')::bigint AS waiting_children,
+         sum(n) FILTER (WHERE state = 'completed')::bigint AS completed,
+         sum(n) FILTER (WHERE state = 'dead')::bigint AS dead,
+         sum(n) FILTER (WHERE state = 'cancelled')::bigint AS cancelled
+  FROM {{schema}}.job_counts
   WHERE $2::text IS NULL OR queue = $2
+  GROUP BY queue
+),
+due AS (
+  SELECT queue, count(*) AS n, min(run_at) AS oldest
+  FROM {{schema}}.jobs
+  WHERE state = 'scheduled' AND run_at <= {{schema}}.now_ms($1)
+    AND ($2::text IS NULL OR queue = $2)
   GROUP BY queue
 )
 SELECT q.name AS queue, q.paused,
-       coalesce(c.scheduled, 0) AS scheduled, coalesce(c.waiting, 0) AS waiting, coalesce(c.active, 0) AS active,
-       coalesce(c.waiting_children, 0) AS waiting_children,
-       coalesce(c.completed, 0) AS completed, coalesce(c.dead, 0) AS dead, coalesce(c.cancelled, 0) AS cancelled,
-       c.oldest_due_at, {{schema}}.now_ms($1) AS observed_at
+       coalesce(t.scheduled, 0) - coalesce(d.n, 0) AS scheduled,
+       coalesce(t.waiting, 0) + coalesce(d.n, 0) AS waiting,
+       coalesce(t.active, 0) AS active,
+       coalesce(t.waiting_children, 0) AS waiting_children,
+       coalesce(t.completed, 0) AS completed, coalesce(t.dead, 0) AS dead, coalesce(t.cancelled, 0) AS cancelled,
+       -- least() skips NULLs: the older of the oldest waiting and the oldest due scheduled job.
+       least(d.oldest, CASE WHEN coalesce(t.waiting, 0) > 0 THEN (
+         WITH RECURSIVE priorities AS (
+           SELECT (SELECT j.priority FROM {{schema}}.jobs AS j
+                   WHERE j.queue = q.name AND j.state = 'waiting'
+                   ORDER BY j.priority LIMIT 1) AS priority
+           UNION ALL
+           SELECT (SELECT j.priority FROM {{schema}}.jobs AS j
+                   WHERE j.queue = q.name AND j.state = 'waiting' AND j.priority > p.priority
+                   ORDER BY j.priority LIMIT 1)
+           FROM priorities AS p
+           WHERE p.priority IS NOT NULL
+         )
+         SELECT min((SELECT j.run_at FROM {{schema}}.jobs AS j
+                     WHERE j.queue = q.name AND j.state = 'waiting' AND j.priority = p.priority
+                     ORDER BY j.run_at LIMIT 1))
+         FROM priorities AS p
+         WHERE p.priority IS NOT NULL
+       ) END) AS oldest_due_at,
+       {{schema}}.now_ms($1) AS observed_at
 FROM {{schema}}.queues q
-LEFT JOIN counts c ON c.queue = q.name
+LEFT JOIN totals t ON t.queue = q.name
+LEFT JOIN due d ON d.queue = q.name
 WHERE $2::text IS NULL OR q.name = $2
 ORDER BY q.name

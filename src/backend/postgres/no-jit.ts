@@ -1,0 +1,38 @@
+/**
+ * Connections without JIT compilation, for the pools the PostgreSQL backend opens itself.
+ *
+ * Conveyor's statements touch a few hundred rows through index probes, but once a table holds
+ * about a million jobs the estimated cost of their generic plans passes `jit_above_cost`, and
+ * PostgreSQL JIT-compiles every claim afresh (compiled code is not kept with the cached plan):
+ * 0.1 to 1.6 s per claim of 500 jobs, measured in docs/performance-postgres.md ("The 1M collapse").
+ * JIT never pays off for such statements, so each connection turns it off for its session as soon
+ * as it is open, before the pool hands it out.
+ */
+import pg from "pg";
+import type { Logger } from "../../core/logger.js";
+
+/** `Base` (pg.Client or a subclass) whose connect() also runs `SET jit = off`; a failing SET is logged, not fatal. */
+export function withoutJit(Base: typeof pg.Client, logger: Logger, description: string): typeof pg.Client {
+  class NoJitClient extends Base {
+    override connect(): Promise<pg.Client>;
+    override connect(callback: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): void;
+    override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | void {
+      const done = super.connect().then(async () => {
+        try {
+          await this.query("SET jit = off");
+        } catch (error) {
+          // A server or proxy without the setting: the connection still works, with JIT as configured.
+          logger.warn({ backend: description, error: (error as Error).message }, "could not turn JIT off on a new PostgreSQL connection");
+        }
+        return this;
+      });
+      if (callback === undefined) return done;
+      const settle = callback as (err: Error | null, c?: pg.Client) => void;
+      done.then(
+        (client) => settle(null, client),
+        (error: unknown) => settle(error instanceof Error ? error : new Error(String(error))),
+      );
+    }
+  }
+  return NoJitClient;
+}

@@ -1,0 +1,20 @@
+/**
+ * The one rule for text that names something in a store (job ids, dedup keys, flow groups and
+ * limiter keys): no control characters (PostgreSQL refuses NUL) and no surrogate halves outside a
+ * pair (stores turn them into U+FFFD, which another name may spell; a well-formed pair is one code
+ * point above U+FFFF and passes). `checkJobId` (core/spec.ts), the option checks and the HTTP
+ * schemas all use it.
+ */
+
+/** Longest job id (and dedup, group or limiter key), in UTF-16 code units. */
+export const KEY_TEXT_MAX_LENGTH = 255;
+
+/** The rule as a pattern read in Unicode mode (`new RegExp(p, "u")`, as JSON Schema validators do). */
+export const KEY_TEXT_PATTERN = "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]+$";
+
+const KEY_TEXT = new RegExp(KEY_TEXT_PATTERN, "u");
+
+/** True for 1-255 characters that follow the rule. */
+export function isKeyText(value: unknown): value is string {
+  return typeof value === "string" && value.length > 0 && value.length <= KEY_TEXT_MAX_LENGTH && KEY_TEXT.test(value);
+}

@@ -1,0 +1,157 @@
+/**
+ * PostgreSQL's stats() reads per-(queue, state) counts kept by statement-level triggers
+ * (migration 0007, job_counts) instead of counting the jobs table. These tests hold those counts
+ * against a count of the table itself after every kind of change (enqueue, claim, complete, fail,
+ * retry, dead, cancel, replay, remove, rescue, prune; two workers at once), check that prune folds
+ * the deltas, and that the migration counts the jobs stored before it. And JIT stays off on the
+ * backend's own connections (at a million stored jobs every claim paid a JIT compilation).
+ */
+import pg from "pg";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { PostgresBackend } from "../../src/backend/postgres/index.js";
+import { loadMigrations } from "../../src/backend/postgres/migrate.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import { Queue, silentLogger, Worker } from "../../src/index.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+const schemas = new TestSchemas(url);
+const admin = new pg.Pool({ connectionString: url, max: 2 });
+const toClose: Array<{ close(): Promise<unknown> }> = [];
+
+afterEach(async () => {
+  for (const c of toClose.splice(0).reverse()) await c.close();
+  await schemas.dropAll();
+});
+afterAll(() => admin.end());
+
+async function backend(schema: string): Promise<PostgresBackend> {
+  const b = new PostgresBackend({ connectionString: url, schema, logger: silentLogger });
+  toClose.push(b);
+  await b.migrate();
+  return b;
+}
+
+type Counts = Record<string, Record<string, number>>;
+
+/** What stats() must report, counted from the jobs table itself (a due scheduled job is waiting). */
+async function countedFromTable(schema: string): Promise<Counts> {
+  const s = pg.escapeIdentifier(schema);
+  const { rows } = await admin.query<{ queue: string; state: string; n: string }>(
+    `SELECT queue, CASE WHEN state = 'scheduled' AND run_at <= ${s}.now_ms(NULL) THEN 'waiting' ELSE state END AS state, count(*) AS n
+     FROM ${s}.jobs GROUP BY 1, 2`,
+  );
+  const out: Counts = {};
+  for (const r of rows) (out[r.queue] ??= {})[r.state] = (out[r.queue]?.[r.state] ?? 0) + Number(r.n);
+  return out;
+}
+
+async function reported(b: PostgresBackend): Promise<Counts> {
+  const out: Counts = {};
+  for (const s of await b.stats()) {
+    const nonZero = Object.entries(s.counts).filter(([, n]) => n !== 0);
+    if (nonZero.length > 0) out[s.queue] = Object.fromEntries(nonZero);
+  }
+  return out;
+}
+
+const job = (queue: string, options: Parameters<typeof buildJobSpec>[0]["options"] = {}) =>
+  buildJobSpec({ queue, name: "job", data: null, options });
+const worker = { id: "w", host: "h", pid: 1 };
+const error = { name: "Error", message: "boom", stack: null };
+
+describe("stats() counts kept by triggers (PostgreSQL)", () => {
+  it("match a count of the table after every kind of change, and prune folds them to one row per queue and state", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const check = async () => expect(await reported(b)).toEqual(await countedFromTable(schema));
+
+    await b.enqueue([...Array.from({ length: 20 }, () => job("a")), job("a", { delayMs: 3_600_000 }), job("b", { priority: 5 }), job("b", { attempts: 1 })]);
+    await b.enqueue([job("a", { jobId: "dup" })]);
+    await b.enqueue([job("a", { jobId: "dup" })]); // a duplicate: stores nothing, counts nothing
+    await check();
+    const claimed = await b.claim({ queues: ["a", "b"], names: ["job"], worker, limit: 10, leaseMs: 30_000 });
+    await b.heartbeat(claimed.map((c) => c.lease), 30_000);
+    await check();
+    await b.complete(claimed.slice(0, 4).map((c) => ({ lease: c.lease, result: null })));
+    await b.fail(claimed.slice(4, 6).map((c) => ({ lease: c.lease, error, retryDelayMs: 0 }))); // due retries: waiting
+    await b.fail(claimed.slice(6, 7).map((c) => ({ lease: c.lease, error, retryDelayMs: null }))); // dead
+    await b.release(claimed.slice(7, 8).map((c) => c.lease));
+    await check();
+    expect(await b.cancel("dup")).toBe("cancelled");
+    const dead = claimed[6]!.job.id;
+    expect(await b.replay(dead)).toBe("replayed");
+    expect(await b.remove(claimed[0]!.job.id)).toBe("removed");
+    await b.promoteDue();
+    await check();
+    // Short leases, then rescued: back to waiting (attempts left) or dead.
+    const short = await b.claim({ queues: ["a", "b"], names: ["job"], worker, limit: 5, leaseMs: 1 });
+    expect(short.length).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await b.rescueExpired();
+    await check();
+
+    // Two workers at once on one queue, each with its own connections.
+    const other = await backend(schema);
+    await new Queue("c", { backend: b }).addBulk(Array.from({ length: 400 }, (_, i) => ({ name: "job", data: { i } })));
+    let completed = 0;
+    for (const store of [b, other]) {
+      const w = new Worker({ backend: store, queues: "c", concurrency: 4, prefetch: 20, logger: silentLogger, maintenance: false, handlers: { job: () => null } });
+      w.on("job:completed", () => void completed++);
+      toClose.push({ close: () => w.close() });
+    }
+    await waitFor(() => completed === 400, { timeoutMs: 60_000 });
+    for (const c of toClose.splice(-2)) await c.close();
+    await check();
+
+    const deltas = async () =>
+      (await admin.query<{ rows: string; pairs: string }>(
+        `SELECT count(*) AS rows, count(DISTINCT (queue, state)) AS pairs FROM ${pg.escapeIdentifier(schema)}.job_counts`,
+      )).rows[0]!;
+    const before = await deltas();
+    expect(Number(before.rows)).toBeGreaterThan(Number(before.pairs));
+    const pruned = await b.prune({ maxCompletedPerQueue: 100 });
+    expect(pruned.jobs).toBeGreaterThan(0);
+    await check();
+    // The prune's own deletes add one delta row per (queue, state) they touched; a second prune folds those too.
+    await b.prune({ maxCompletedPerQueue: 100 });
+    const after = await deltas();
+    expect(after.rows).toBe(after.pairs);
+    await check();
+  }, 90_000);
+
+  it("the migration counts the jobs stored before it", async () => {
+    const schema = schemas.create();
+    const quoted = pg.escapeIdentifier(schema);
+    // Every migration before job_counts', applied by hand, then jobs stored through the SQL enqueue.
+    const earlier = loadMigrations(quoted);
+    const mine = earlier.findIndex((m) => m.file.includes("postgres_performance"));
+    expect(mine).toBeGreaterThan(0);
+    await admin.query(`CREATE SCHEMA ${quoted}`);
+    await admin.query(`CREATE TABLE ${quoted}.migrations (version integer PRIMARY KEY, file text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    for (const m of earlier.slice(0, mine)) {
+      await admin.query(m.sql);
+      await admin.query(`INSERT INTO ${quoted}.migrations (version, file) VALUES ($1, $2)`, [m.version, m.file]);
+    }
+    for (let i = 0; i < 5; i++) await admin.query(`SELECT ${quoted}.add_job('old', 'job')`);
+    await admin.query(`SELECT ${quoted}.add_job('old', 'job', '{}', '{"delayMs": 3600000}')`);
+    const b = await backend(schema);
+    expect(await reported(b)).toEqual({ old: { waiting: 5, scheduled: 1 } });
+    expect(await reported(b)).toEqual(await countedFromTable(schema));
+  });
+});
+
+describe("JIT (PostgreSQL)", () => {
+  it("is off on every connection of the backend's own pool, whatever the server's default", async () => {
+    const b = await backend(schemas.create());
+    expect((await admin.query<{ jit: string }>("SHOW jit")).rows[0]!.jit).toBe("on");
+    const pool = (b as unknown as { pool: pg.Pool }).pool;
+    const clients = await Promise.all([pool.connect(), pool.connect(), pool.connect()]);
+    try {
+      for (const client of clients) expect((await client.query<{ jit: string }>("SHOW jit")).rows[0]!.jit).toBe("off");
+    } finally {
+      for (const client of clients) client.release();
+    }
+  });
+});
