@@ -11,6 +11,9 @@
  * - Maintenance calls (`rescueExpired`, `promoteDue`, `prune`) are safe to run from many processes
  *   at once.
  * - Batch calls return one result per input, in input order.
+ * - Arguments are checked, and defaults applied, once for every store by the checking facade
+ *   (./checked.ts) that each backend constructor returns: a store trusts what reaches it, and a
+ *   call its `StoreFeatures` rule out is refused there with `UnsupportedByStoreError`.
  */
 import type { Json } from "../core/json.js";
 import type {
@@ -245,7 +248,7 @@ export interface ClaimRequest {
   /** Only jobs with one of these names are claimed (the names this worker has handlers for). */
   names: readonly string[];
   worker: WorkerIdentity;
-  /** Maximum jobs to claim, >= 1. */
+  /** Maximum jobs to claim: an integer from 1 to 100 000 (`MAX_CLAIM_LIMIT`). */
   limit: number;
   /** Lease length in milliseconds from the store's now. */
   leaseMs: number;

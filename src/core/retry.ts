@@ -1,4 +1,5 @@
 import { RetryLater, UnrecoverableError } from "./errors.js";
+import { MAX_DELAY } from "./checks.js";
 import type { BackoffSpec } from "./job.js";
 
 /** The default backoff: full jitter over 1 s doubling up to 60 s. */
@@ -45,7 +46,8 @@ export function decideRetry(input: {
   else if (input.backoffFn) delayMs = input.backoffFn(input.attempt, input.error);
   else delayMs = backoffDelay(input.backoff, input.attempt, input.random);
   if (!Number.isFinite(delayMs) || delayMs < 0) delayMs = 0;
-  return { kind: "retry", delayMs: Math.floor(delayMs) };
+  // The stores take delays up to MAX_DELAY (ten years) and refuse longer ones.
+  return { kind: "retry", delayMs: Math.floor(Math.min(delayMs, MAX_DELAY)) };
 }
 
 /**

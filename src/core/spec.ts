@@ -1,4 +1,5 @@
 import { InvalidInputError } from "./errors.js";
+import { MAX_DELAY } from "./checks.js";
 import type { BackoffSpec, DedupMode, DedupWindow, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
@@ -147,7 +148,12 @@ function checkInt(field: string, value: unknown, min: number, max: number): numb
   return value;
 }
 
-const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
+export { MAX_DELAY };
+/** `options.priority` bounds (lower runs first). */
+export const MIN_PRIORITY = -1_000_000;
+export const MAX_PRIORITY = 1_000_000;
+/** `options.attempts` ceiling. */
+export const MAX_ATTEMPTS = 1_000_000;
 
 /**
  * The latest `runAt` accepted, 9999-12-31T23:59:59.999Z: the last instant RFC 3339 (four-digit
@@ -313,10 +319,10 @@ export function buildJobSpec(input: {
     queue,
     name,
     payload,
-    priority: o.priority === undefined ? 0 : checkInt("priority", o.priority, -1_000_000, 1_000_000),
+    priority: o.priority === undefined ? 0 : checkInt("priority", o.priority, MIN_PRIORITY, MAX_PRIORITY),
     runAt,
     delayMs,
-    maxAttempts: o.attempts === undefined ? DEFAULT_ATTEMPTS : checkInt("attempts", o.attempts, 1, 1_000_000),
+    maxAttempts: o.attempts === undefined ? DEFAULT_ATTEMPTS : checkInt("attempts", o.attempts, 1, MAX_ATTEMPTS),
     backoff: normalizeBackoff(o.backoff),
     timeoutMs: o.timeoutMs === undefined ? null : checkInt("timeoutMs", o.timeoutMs, 1, MAX_DELAY),
     retainCompletedMs: normalizeRetention("removeOnComplete", o.removeOnComplete, DEFAULT_RETAIN_COMPLETED_MS),

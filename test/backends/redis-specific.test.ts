@@ -154,6 +154,13 @@ describe("server checks", () => {
     prefixes.push(prefix);
     await admin.set(`${prefix}:layout`, "99");
     await expect(backend({ prefix }).migrate()).rejects.toThrow(/layout version 99, newer than this Conveyor/);
+    // Not only migrate: the first call of any kind checks the layout at connect, names both
+    // versions, and writes nothing (an older process must not store jobs a newer one cannot see).
+    const old = backend({ prefix });
+    await expect(old.enqueue([spec({ jobId: "lost" })])).rejects.toThrow(/layout version 99, newer than this Conveyor \(knows up to \d+\); upgrade conveyor/);
+    await expect(old.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 1_000 })).rejects.toThrow(/layout version 99/);
+    expect(await admin.get(`${prefix}:layout`)).toBe("99");
+    expect((await admin.keys(`*${prefix}*`)).sort()).toEqual([`${prefix}:layout`]);
   });
 
   it("leaves a client it was given connected when closed", async () => {

@@ -4,7 +4,7 @@
  * waits), while a mistake keeps its own error.
  */
 import Database from "better-sqlite3";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, inject, it } from "vitest";
 import { isPostgresUnavailable, PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
@@ -15,6 +15,12 @@ import { silentLogger, StoreUnavailableError } from "../../src/index.js";
 import { send } from "../http/harness.js";
 import { freePort } from "../helpers/ports.js";
 import { TempDirs } from "../helpers/temp.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { startThrowawayRedis } from "../helpers/redis.js";
+import { waitFor } from "../helpers/wait-for.js";
+import type { Backend } from "../../src/backend/contract.js";
+import pg from "pg";
+import { Redis } from "ioredis";
 
 const temp = new TempDirs();
 afterAll(() => temp.removeAll());
@@ -86,4 +92,79 @@ describe("StoreUnavailableError at the driver boundary", () => {
       await backend.close().catch(() => undefined);
     }
   });
+});
+
+/** An HTTP service over `backend`, and its base URL. */
+async function serve(backend: Backend): Promise<{ base: string; close: () => Promise<void> }> {
+  const app = await createServer({ backend, apiKeys: false, logger: false, batchEnqueues: false });
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  return { base: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`, close: () => app.close() };
+}
+
+describe("a store that goes away mid-request: HTTP 503 with Retry-After, then service again", () => {
+  it("PostgreSQL: the server ends the connection serving the request", async () => {
+    const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+    const schemas = new TestSchemas(url);
+    const schema = schemas.create();
+    const application = `conveyor-outage-${process.pid}-${Date.now()}`;
+    const backend = new PostgresBackend({ connectionString: url, schema, applicationName: application, logger: silentLogger });
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const http = await serve(backend);
+    try {
+      await backend.migrate();
+      // Hold the jobs table, so the enqueue is sure to be in the middle of its statement…
+      await admin.query("BEGIN");
+      await admin.query(`LOCK TABLE "${schema}".jobs IN ACCESS EXCLUSIVE MODE`);
+      const reply = send(http.base, "POST", "/v1/queues/q/jobs", { body: { name: "n" } });
+      const waiting = async () =>
+        (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])).rows;
+      const [victim] = await waitFor(async () => ((await waiting()).length > 0 ? await waiting() : null), { timeoutMs: 20_000, description: "the enqueue waits on the lock" });
+      // …then the server kills the process serving it (what a crash or failover does to it).
+      await admin.query("SELECT pg_terminate_backend($1)", [victim!.pid]);
+      const r = await reply;
+      expect(r.status).toBe(503);
+      expect(r.headers.get("retry-after")).toBe("1");
+      expect(r.json).toMatchObject({ type: expect.stringContaining("store-unavailable") as string });
+      await admin.query("ROLLBACK");
+      // The pool reconnects: the next request is served, and the refused one stored nothing.
+      const again = await send(http.base, "POST", "/v1/queues/q/jobs", { body: { name: "n" } });
+      expect(again.status).toBeLessThan(300);
+      expect(await backend.list({ queue: "q" })).toHaveLength(1);
+    } finally {
+      await http.close();
+      await admin.end();
+      await backend.close();
+      await schemas.dropAll();
+    }
+  }, 60_000);
+
+  it("Redis: the server is killed (SIGKILL) while the request waits on it", async () => {
+    const server = await startThrowawayRedis();
+    const backend = new RedisBackend({ connection: server.url, logger: silentLogger });
+    const admin = new Redis(server.url);
+    const http = await serve(backend);
+    try {
+      await backend.migrate();
+      // Every client's commands wait (the admin's CLIENT PAUSE), so the enqueue cannot finish…
+      await admin.call("CLIENT", "PAUSE", "30000", "ALL");
+      const reply = send(http.base, "POST", "/v1/queues/q/jobs", { body: { name: "n" } });
+      // …when the server dies, with the command sent or about to be: either way no answer comes.
+      admin.disconnect();
+      await server.kill();
+      const r = await reply;
+      expect(r.status).toBe(503);
+      expect(r.headers.get("retry-after")).toBe("1");
+      await server.start();
+      await waitFor(async () => (await send(http.base, "POST", "/v1/queues/q/jobs", { body: { name: "n" } })).status < 300, {
+        timeoutMs: 30_000,
+        description: "service again once Redis is back",
+      });
+    } finally {
+      admin.disconnect();
+      await http.close();
+      await backend.close().catch(() => undefined);
+      await server.stop();
+    }
+  }, 90_000);
 });

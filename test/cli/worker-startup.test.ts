@@ -17,11 +17,19 @@ const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable")
 const schemas = new TestSchemas(url);
 const children: Spawned[] = [];
 const servers: Server[] = [];
+/** Every connection a relay carries, so a test can drop them all (what a store crash looks like to its clients). */
+const relayed = new Set<Socket>();
 
 afterEach(() => {
   for (const c of children.splice(0)) if (c.child.exitCode === null) c.child.kill("SIGKILL");
   for (const s of servers.splice(0)) s.close();
+  dropRelayed();
 });
+
+function dropRelayed(): void {
+  for (const socket of relayed) socket.destroy();
+  relayed.clear();
+}
 afterAll(() => schemas.dropAll());
 
 /** Starts relaying `port` to the test server. */
@@ -29,6 +37,7 @@ async function relay(port: number): Promise<void> {
   const target = new URL(url);
   const server = createServer((client: Socket) => {
     const upstream = connect(Number(target.port), target.hostname);
+    relayed.add(client).add(upstream);
     client.pipe(upstream).pipe(client);
     client.on("error", () => upstream.destroy());
     upstream.on("error", () => client.destroy());
@@ -66,6 +75,35 @@ describe("conveyor worker while the store is down", () => {
     w.child.kill("SIGTERM");
     expect(await w.exited).toBe(0);
   }, 60_000);
+
+  it("survives a store outage while running: keeps its process, then runs jobs again once the store is back", async () => {
+    const port = await freePort();
+    const schema = schemas.create();
+    await relay(port);
+    const backend = new PostgresBackend({ connectionString: url, schema, logger: silentLogger });
+    try {
+      await backend.migrate();
+      const queue = new Queue("q", { backend });
+      const w = startWorker(port, schema);
+      const before = await queue.add("sleep", { ms: 1 });
+      await waitFor(async () => (await backend.get(before.id))?.state === "completed", { timeoutMs: 30_000, description: "a job ran before the outage" });
+
+      // The store goes away: the relay stops listening and every open connection is cut.
+      for (const server of servers.splice(0)) server.close();
+      dropRelayed();
+      const during = await queue.add("sleep", { ms: 1 });
+      await waitFor(() => /unreachable or busy/.test(w.stderr()), { timeoutMs: 20_000, description: "the worker reports the store as unavailable" });
+      expect(w.child.exitCode).toBeNull();
+      expect((await backend.get(during.id))?.state).toBe("waiting");
+
+      await relay(port);
+      await waitFor(async () => (await backend.get(during.id))?.state === "completed", { timeoutMs: 30_000, description: "the worker resumed once the store was back" });
+      w.child.kill("SIGTERM");
+      expect(await w.exited).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  }, 90_000);
 
   it("exits 0 at once on SIGTERM while still waiting for the store", async () => {
     const w = startWorker(await freePort(), schemas.create());

@@ -13,6 +13,7 @@ import { afterEach, beforeEach, describe } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { adminTests } from "./admin.js";
+import { checkTests } from "./checks.js";
 import { claimTests } from "./claim.js";
 import { dedupTests } from "./dedup.js";
 import { completeAndClaimTests } from "./complete-and-claim.js";
@@ -29,7 +30,7 @@ import { maintenanceTests } from "./maintenance.js";
 import { stallBlameTests } from "./stall-blame.js";
 import { miscTests } from "./misc.js";
 import { scheduleTests } from "./schedules.js";
-import { retryPolicyTests, settleTests } from "./settle.js";
+import { settleTests } from "./settle.js";
 import { transactionalCompletionTests, transactionRefusalTests } from "./transactional.js";
 
 export type { BackendFactory } from "./fixtures.js";
@@ -82,12 +83,12 @@ export function backendSuite(name: string, factory: BackendFactory): void {
     stallBlameTests(context);
     adminTests(context);
     miscTests(context);
+    checkTests(context);
     flowControlTests(context);
     transactionalCompletionTests(context);
     transactionRefusalTests(context);
     scheduleTests(context);
     finishedWindowTests(context);
     cursorTests(context);
-    retryPolicyTests();
   });
 }

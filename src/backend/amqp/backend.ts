@@ -18,11 +18,12 @@
  * ids, pause, an injected clock, idempotency keys) is declared in `capabilities`; see
  * docs/amqp.md for the reasons and for what to use instead.
  */
+import { checkedBackend, featureRefusal } from "../checked.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { hostname } from "node:os";
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, GetMessage, Options } from "amqplib";
 import { describeAmqpUrl, openAmqpConnection, publishConfirmed, withTimeout } from "../../amqp/connection.js";
-import { nonNegativeInt, positiveInt, retryDelayMs } from "../../core/checks.js";
+import { nonNegativeInt, positiveInt } from "../../core/checks.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import {
   ConveyorError,
@@ -243,16 +244,9 @@ export class AmqpBackend implements Backend {
       // No records of finished jobs to count by finish time.
       finishedWindows: false,
     });
-    this.idempotency = options.idempotency ?? {
-      once: () =>
-        Promise.reject(
-          new UnsupportedByStoreError(
-            this.description,
-            "idempotencyKeys",
-            "record idempotency keys (ctx.once): RabbitMQ has nowhere to keep them; pass { idempotency: otherBackend.idempotency } (PostgreSQL or Redis) to AmqpBackend",
-          ),
-        ),
-    };
+    this.idempotency = options.idempotency ?? { once: () => Promise.reject(featureRefusal(this, "once")) };
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ---------------------------------------------------------------- connection
@@ -435,23 +429,6 @@ export class AmqpBackend implements Backend {
       );
     }
     allOrNothingOf(specs, options);
-    for (const spec of specs) {
-      if (spec.priority !== 0) {
-        throw new InvalidInputError(
-          `job ${JSON.stringify(spec.id)} has priority ${spec.priority}: RabbitMQ quorum queues have no priorities (capabilities.priorities is false); ` +
-            "leave priority unset, or put urgent jobs on a queue of their own with its own workers",
-          { field: "priority" },
-        );
-      }
-      if (spec.dedup !== undefined) {
-        throw new UnsupportedByStoreError(
-          this.description,
-          "dedupWindows",
-          `keep a dedup window for job ${JSON.stringify(spec.id)}: RabbitMQ keeps no record of what it holds (capabilities.dedupWindows is false); ` +
-            "drop options.dedup, or use a backend with job records (SQLite, PostgreSQL, Redis)",
-        );
-      }
-    }
     if (specs.length === 0) return [];
     const now = this.clock.now();
     const envelopes = specs.map((spec) => envelopeOf(spec, now, spec.runAt ?? now + spec.delayMs));
@@ -467,7 +444,7 @@ export class AmqpBackend implements Backend {
   // ---------------------------------------------------------------- claim
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = positiveInt("claim limit", request.limit);
+    const { limit } = request;
     const queues = request.queues.map((q) => checkName("queue", q));
     const names = new Set(request.names);
     if (queues.length === 0 || names.size === 0) return [];
@@ -693,7 +670,7 @@ export class AmqpBackend implements Backend {
   }
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
-    const delays = items.map((item) => retryDelayMs(item.retryDelayMs));
+    const delays = items.map((item) => item.retryDelayMs);
     const queues = new Set(items.map((i) => this.held.get(i.lease.token)?.delivery.queue));
     return this.guard(async () => {
       const session = await this.session();
@@ -773,25 +750,18 @@ export class AmqpBackend implements Backend {
   }
 
   setQueueLimits(queue: string): Promise<void> {
-    return Promise.reject(this.noQueueLimits(`set flow limits on queue ${JSON.stringify(queue)}`));
+    return Promise.reject(featureRefusal(this, "setQueueLimits", queue));
   }
 
   getQueueFlow(queue: string): Promise<QueueFlow | null> {
-    return Promise.reject(this.noQueueLimits(`read the flow limits of queue ${JSON.stringify(queue)}`));
+    return Promise.reject(featureRefusal(this, "getQueueFlow", queue));
   }
 
   holdQueue(queue: string): Promise<void> {
-    return Promise.reject(this.noQueueLimits(`hold queue ${JSON.stringify(queue)}`));
+    return Promise.reject(featureRefusal(this, "holdQueue", queue));
   }
 
-  private noQueueLimits(what: string): UnsupportedByStoreError {
-    return new UnsupportedByStoreError(
-      this.description,
-      "queueLimits",
-      `${what}: the broker pushes deliveries to each consumer up to its prefetch and keeps no count of starts across workers ` +
-        "(capabilities.queueLimits is false); bound each worker's concurrency instead, or use SQLite, PostgreSQL or Redis for fleet-wide limits",
-    );
-  }
+
 
   // ---------------------------------------------------------------- maintenance: the broker's job
 
@@ -848,39 +818,26 @@ export class AmqpBackend implements Backend {
   }
 
   enqueueFlow(_nodes: readonly FlowNodeSpec[]): Promise<EnqueueResult[]> {
-    return Promise.reject(
-      new UnsupportedByStoreError(
-        this.description,
-        "flows",
-        "hold a parent job until its children settle: RabbitMQ keeps no records to count them by (capabilities.flows is \"none\"); " +
-          "run flows on SQLite, PostgreSQL or Redis",
-      ),
-    );
+    return Promise.reject(featureRefusal(this, "enqueueFlow"));
   }
 
   scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
-    return Promise.reject(this.noSchedules(`store schedule ${JSON.stringify(write.id)}`));
+    return Promise.reject(featureRefusal(this, "scheduleUpsert", write.id));
   }
 
   scheduleRemove(_queue: string, id: string): Promise<boolean> {
-    return Promise.reject(this.noSchedules(`remove schedule ${JSON.stringify(id)}`));
+    return Promise.reject(featureRefusal(this, "scheduleRemove", id));
   }
 
   scheduleList(): Promise<StoredSchedule[]> {
-    return Promise.reject(this.noSchedules("list schedules"));
+    return Promise.reject(featureRefusal(this, "scheduleList"));
   }
 
   scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
-    return Promise.reject(this.noSchedules(`fire schedule ${JSON.stringify(firing.id)}`));
+    return Promise.reject(featureRefusal(this, "scheduleFire", firing.id));
   }
 
-  private noSchedules(what: string): UnsupportedByStoreError {
-    return new UnsupportedByStoreError(
-      this.description,
-      "schedules",
-      `${what}: RabbitMQ keeps no record to hold a schedule's last fired tick (capabilities.schedules is false); keep schedules on SQLite, PostgreSQL or Redis`,
-    );
-  }
+
 
   finishedWindow(queue: string): Promise<FinishedWindow> {
     return Promise.reject(
@@ -894,9 +851,7 @@ export class AmqpBackend implements Backend {
   }
 
   flow(id: string): Promise<FlowInfo | null> {
-    return Promise.reject(
-      new UnsupportedByStoreError(this.description, "flows", `tell the flow of job ${JSON.stringify(id)}: RabbitMQ keeps no flows (capabilities.flows is "none")`),
-    );
+    return Promise.reject(featureRefusal(this, "flow", id));
   }
 
   async get(id: string, queue?: string): Promise<JobRecord | null> {
@@ -1073,19 +1028,15 @@ export class AmqpBackend implements Backend {
   }
 
   async cancel(id: string, _queue?: string): Promise<CancelResult> {
-    throw new UnsupportedByStoreError(
-      this.description,
-      "cancel",
-      `cancel job ${JSON.stringify(id)}: a message in a RabbitMQ queue cannot be taken out by id. Have the handler check a cancellation flag in your own store`,
-    );
+    throw featureRefusal(this, "cancel", id);
   }
 
   async pause(queue: string): Promise<void> {
-    throw new UnsupportedByStoreError(this.description, "pause", `pause queue ${JSON.stringify(queue)} for every worker: RabbitMQ has no such switch; pause the workers themselves (worker.pause()) or scale them to zero`);
+    throw featureRefusal(this, "pause", queue);
   }
 
   async resume(queue: string): Promise<void> {
-    throw new UnsupportedByStoreError(this.description, "pause", `resume queue ${JSON.stringify(queue)}: RabbitMQ queues cannot be paused, so there is nothing to resume`);
+    throw featureRefusal(this, "resume", queue);
   }
 
   /**

@@ -12,9 +12,12 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { WakeListeners } from "../listeners.js";
+import { serializeError } from "../error-json.js";
+import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs, toError } from "../../core/checks.js";
+import { toError } from "../../core/checks.js";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
@@ -48,7 +51,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, refusedBatch } from "../contract.js";
+import { allOrNothingOf, refusedBatch } from "../contract.js";
 import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
 import type { FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
@@ -56,7 +59,7 @@ import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
-import { holdMs, isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
 import { claimUnderLimits, jobFlowValues, limitsOf, retryInMsFromNow, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
@@ -326,7 +329,7 @@ export class PostgresBackend implements Backend {
   private readonly channel: string;
   private readonly sql: Record<QueryName, string>;
   private readonly statementPrefix: string;
-  private readonly listeners = new Set<{ listener: WakeListener }>();
+  private readonly listeners = new WakeListeners({ start: () => this.notifications.start(), stop: () => void this.notifications.stop() });
   private readonly notifications: NotificationListener;
   private schemaReady = false;
   private schemaCheck: Promise<void> | null = null;
@@ -408,6 +411,8 @@ export class PostgresBackend implements Backend {
       onListening: () => void this.wakeRunnableQueues(),
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
@@ -685,15 +690,14 @@ export class PostgresBackend implements Backend {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return [];
     const limited = await this.limitedQueues();
     const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
     const rows =
       plainQueues.length === 0 ? [] : await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
-      const leaseMs = positiveMs("leaseMs", request.leaseMs);
-      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, leaseMs)));
+      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, request.leaseMs)));
     }
     return toClaimed(rows);
   }
@@ -704,7 +708,7 @@ export class PostgresBackend implements Backend {
    */
   private claimParams(request: ClaimRequest, limit: number): unknown[] {
     const { id, host, pid } = request.worker;
-    return [textArray(request.queues), textArray(request.names), limit, positiveMs("leaseMs", request.leaseMs), id, host, pid, false];
+    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false];
   }
 
   /**
@@ -714,8 +718,8 @@ export class PostgresBackend implements Backend {
    * goes as two calls.
    */
   async completeAndClaim(items: readonly Completion[], request: ClaimRequest): Promise<CompleteAndClaimResult> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
     if (items.length === 0) return { settled: [], claimed: await this.claim(request) };
     const limited = await this.limitedQueues();
     if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
@@ -748,7 +752,7 @@ export class PostgresBackend implements Backend {
       this.nowParam(),
       textArray(leases.map((l) => l.jobId)),
       integerArray(leases.map((l) => l.token)),
-      positiveMs("leaseMs", leaseMs),
+      leaseMs,
     ]);
     // A lease still "active under its token" in the statement's own snapshot was changed by a
     // transaction that committed while the heartbeat ran (see lease-state.sql): look again.
@@ -792,7 +796,7 @@ export class PostgresBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    const delays = items.map((i) => retryDelayMs(i.retryDelayMs));
+    const delays = items.map((i) => i.retryDelayMs);
     const rows = await this.query<SettledRow>("fail", [
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
@@ -837,7 +841,6 @@ export class PostgresBackend implements Backend {
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
     const m = /^(\d{1,19})-(\d{1,19})$/.exec(cursor);
     if (!m) throw badEventCursor(cursor);
-    positiveInt("limit", limit);
     const rows = await this.query<EventRow>("read-events", [m[1], m[2], limit]);
     const events = rows.map((row) => eventFromRow(`${row.xid}-${row.seq}`, row));
     return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
@@ -938,8 +941,8 @@ export class PostgresBackend implements Backend {
   // ── maintenance ──────────────────────────────────────────────────────────────────────────
 
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
-    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
-    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    // Checked by the facade (../checked.ts); defaults from its one table when called bare.
+    const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
     const rows = await this.query<{
       id: string;
       queue: string;
@@ -964,14 +967,15 @@ export class PostgresBackend implements Backend {
     return total;
   }
 
-  async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
+  async prune(given: PrunePolicy = {}): Promise<PruneResult> {
+    const policy = { ...PRUNE_DEFAULTS, ...given };
     const [row] = await this.query<{ jobs: number; idempotency_keys: number }>("prune", [
       this.nowParam(),
-      nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE),
-      nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
-      positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
+      policy.maxCompletedPerQueue,
+      policy.maxDeadPerQueue,
+      policy.limit,
     ]);
-    await this.query("prune-dedup", [this.nowParam(), positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT)]);
+    await this.query("prune-dedup", [this.nowParam(), policy.limit]);
     return { jobs: row?.jobs ?? 0, idempotencyKeys: row?.idempotency_keys ?? 0 };
   }
 
@@ -1129,7 +1133,7 @@ export class PostgresBackend implements Backend {
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     checkName("queue", queue);
-    const ms = holdMs(forMs);
+    const ms = forMs;
     if (options.keyOfJob !== undefined) {
       await this.query("flow-hold-key", [this.nowParam(), queue, ms, options.keyOfJob]);
       return;
@@ -1166,7 +1170,7 @@ export class PostgresBackend implements Backend {
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
-    const rows = await this.query("once", [this.nowParam(), key, positiveMs("ttlMs", ttlMs)]);
+    const rows = await this.query("once", [this.nowParam(), key, ttlMs]);
     return rows.length === 1;
   }
 
@@ -1178,25 +1182,12 @@ export class PostgresBackend implements Backend {
    */
   subscribe(listener: WakeListener): () => void {
     this.assertOpen();
-    const entry = { listener };
-    this.listeners.add(entry);
-    this.notifications.start();
-    return () => {
-      if (!this.listeners.delete(entry)) return;
-      if (this.listeners.size === 0) void this.notifications.stop();
-    };
+    return this.listeners.add(listener);
   }
 
   /** Calls every listener; a throwing listener must not break the caller or the others. */
   private wake(queue: string): void {
-    for (const { listener } of [...this.listeners]) {
-      try {
-        const returned: unknown = listener(queue);
-        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
-      } catch (error) {
-        warnListenerFailed(error);
-      }
-    }
+    this.listeners.wake(queue);
   }
 
   /**
@@ -1415,10 +1406,6 @@ function zeroCounts(): Record<JobState, number> {
   return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
 }
 
-/** Exactly the ErrorInfo fields, whatever else the caller's object carries. */
-function serializeError(error: ErrorInfo): string {
-  return JSON.stringify({ name: error.name, message: error.message, stack: error.stack ?? null });
-}
 
 function isSqlClient(value: unknown): value is SqlClient {
   return typeof value === "object" && value !== null && typeof (value as { query?: unknown }).query === "function";
@@ -1454,9 +1441,6 @@ function describePool(pool: Pool): string {
   return host || database ? `//${host}${port}${database}` : "(your pool)";
 }
 
-function warnListenerFailed(error: unknown): void {
-  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
-}
 
 
 

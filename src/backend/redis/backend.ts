@@ -11,8 +11,11 @@
  * batch is atomic as a whole, which is stronger than the contract asks. Batches are bounded by a
  * worker's concurrency, so no script holds Redis for long.
  */
+import { positiveInt } from "../../core/checks.js";
+import { WakeListeners } from "../listeners.js";
+import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
+
 import { randomBytes } from "node:crypto";
 import type {
   Backend,
@@ -40,7 +43,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT } from "../contract.js";
+import { allOrNothingOf } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
@@ -52,7 +55,7 @@ import { checkFlow } from "../flows.js";
 import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
-import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import {
   encodeError,
   encodeOptions,
@@ -62,7 +65,7 @@ import {
   workerIdOf,
   type JobFields,
 } from "./codec.js";
-import { connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
+import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
@@ -143,9 +146,6 @@ interface LeaseHome {
   expiresAt: number;
 }
 
-interface ListenerEntry {
-  listener: WakeListener;
-}
 
 
 /** Added to the finish-time score of a job kept forever (KEPT in lua/_common.lua). */
@@ -196,7 +196,7 @@ export class RedisBackend implements Backend {
   /** Queues this process has put in the registry since its connection (re)opened. */
   private readonly registered = new Set<string>();
   private readonly leases = new Map<string, LeaseHome>();
-  private readonly listeners = new Set<ListenerEntry>();
+  private readonly listeners = new WakeListeners({ start: () => this.startSubscriber(), stop: () => void this.stopSubscriber() });
   private readonly wakeTimers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private subscriber: Client | null = null;
   private readonly onReconnect = () => this.registered.clear();
@@ -242,6 +242,8 @@ export class RedisBackend implements Backend {
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
     // another queue's slot.
     if (isCluster(client)) this.capabilities = Object.freeze({ ...this.capabilities, flows: "within-queue" });
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
@@ -293,16 +295,8 @@ export class RedisBackend implements Backend {
     const plan = planDedupBatch(given, options);
     const specs = plan.specs;
     if (specs.length === 0) return [];
-    if (specs.some((spec) => spec.flow !== undefined)) {
-      throw new InvalidInputError(
-        "the Redis backend does not store job groups or limiter keys yet (capabilities.jobFlowKeys is false); " +
-          "use queue limits (queue.setLimits) here, or the SQLite or PostgreSQL backend for group and limiter",
-        { field: "options.group" },
-      );
-    }
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
-      checkSpec(spec);
       const positions = byQueue.get(spec.queue);
       if (positions === undefined) byQueue.set(spec.queue, [i]);
       else positions.push(i);
@@ -328,7 +322,6 @@ export class RedisBackend implements Backend {
   async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
     if (options?.tx !== undefined) return this.enqueue([], options);
     const childCount = checkFlow(nodes, this.capabilities.flows === "across-queues");
-    for (const node of nodes) checkSpec(node.spec);
     await this.ready();
     const args: ScriptArg[] = [this.nowArg()];
     nodes.forEach((node, i) => {
@@ -437,7 +430,6 @@ export class RedisBackend implements Backend {
 
   async scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
     for (const spec of firing.jobs) {
-      checkSpec(spec);
       if (spec.queue !== firing.queue) throw new InvalidInputError(`a firing of schedule ${firing.id} enqueues jobs of its queue ${firing.queue} only`);
     }
     await this.ready();
@@ -453,11 +445,9 @@ export class RedisBackend implements Backend {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
-    const leaseMs = positiveMs("leaseMs", request.leaseMs);
-    const names = [...new Set(request.names)].map((name) => checkName("job", name));
-    const queues = [...new Set(request.queues)].map((queue) => checkName("queue", queue));
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return [];
+    const { leaseMs, names, queues } = request;
     const worker = encodeWorker(request.worker);
     await this.ready();
     // Queues are tried in turn, starting one further each call, so a busy first queue cannot
@@ -512,7 +502,7 @@ export class RedisBackend implements Backend {
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
-    const ms = positiveMs("leaseMs", leaseMs);
+    const ms = leaseMs;
     await this.ready();
     const reasons = new Array<LeaseLossReason | null>(leases.length).fill(null);
     const { byQueue, unknown } = await this.groupByQueue(leases);
@@ -547,7 +537,7 @@ export class RedisBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    const delays = new Map(items.map((item) => [item, retryDelayMs(item.retryDelayMs)]));
+    const delays = new Map(items.map((item) => [item, item.retryDelayMs]));
     return this.settle("fail", items, (item) => [item.lease.jobId, item.lease.token, encodeError(item.error), delays.get(item) ?? ""]);
   }
 
@@ -633,8 +623,8 @@ export class RedisBackend implements Backend {
   // ── maintenance ──────────────────────────────────────────────────────────────────────────
 
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
-    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
-    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    // Checked by the facade (../checked.ts); defaults from its one table when called bare.
+    const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
     await this.ready();
     const [queues, now] = await Promise.all([this.knownQueues(), this.now()]);
     // One cheap read per queue first, so the scripts run only where a lease has expired.
@@ -688,9 +678,7 @@ export class RedisBackend implements Backend {
   }
 
   async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
-    const maxCompleted = nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE);
-    const maxDead = nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE);
-    const limit = positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT);
+    const { maxCompletedPerQueue: maxCompleted, maxDeadPerQueue: maxDead, limit } = { ...PRUNE_DEFAULTS, ...policy };
     await this.ready();
     let jobs = 0;
     for (const queue of await this.knownQueues()) {
@@ -906,7 +894,7 @@ export class RedisBackend implements Backend {
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     checkName("queue", queue);
-    const ms = holdMs(forMs);
+    const ms = forMs;
     // Jobs here carry no limiter key (capabilities.jobFlowKeys is false): there is no key to hold.
     if (options.keyOfJob !== undefined) return;
     await this.ready();
@@ -923,8 +911,7 @@ export class RedisBackend implements Backend {
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
-    if (typeof key !== "string" || key === "") throw new InvalidInputError(`an idempotency key must be a non-empty string`);
-    const ttl = positiveMs("ttlMs", ttlMs);
+    const ttl = ttlMs;
     await this.ready();
     if (this.clock === null) {
       // The value is this call's own token: a client that resends commands after a reconnect
@@ -948,13 +935,7 @@ export class RedisBackend implements Backend {
    * listening. A connection that dies silently only delays jobs until the worker's next poll.
    */
   subscribe(listener: WakeListener): () => void {
-    const entry: ListenerEntry = { listener };
-    this.listeners.add(entry);
-    this.startSubscriber();
-    return () => {
-      if (!this.listeners.delete(entry)) return;
-      if (this.listeners.size === 0) void this.stopSubscriber();
-    };
+    return this.listeners.add(listener);
   }
 
   private startSubscriber(): void {
@@ -1005,14 +986,7 @@ export class RedisBackend implements Backend {
 
   /** Calls every listener; a throwing listener must not break the caller or the others. */
   private wake(queue: string): void {
-    for (const { listener } of [...this.listeners]) {
-      try {
-        const returned: unknown = listener(queue);
-        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
-      } catch (error) {
-        warnListenerFailed(error);
-      }
-    }
+    this.listeners.wake(queue);
   }
 
   /**
@@ -1383,7 +1357,7 @@ const REDIS_BUSY_REPLIES = ["LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", 
 const IOREDIS_CONNECTION_MESSAGES = ["Connection is closed", "Stream isn't writeable", "Reached the max retries per request limit"];
 
 function isRedisUnavailable(error: unknown): boolean {
-  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code))) return true;
+  if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || code === CONNECTION_DROPPED)) return true;
   if (!(error instanceof Error)) return false;
   if (error.name === "MaxRetriesPerRequestError") return true;
   if (error.name === "ReplyError") return REDIS_BUSY_REPLIES.some((word) => error.message.startsWith(word));
@@ -1405,43 +1379,6 @@ function sameOptions(a: JobSpec, b: JobSpec): boolean {
   );
 }
 
-/**
- * What the scripts rely on: names that cannot break a hash tag, integers where they parse
- * integers. Specs from buildJobSpec always pass; this guards hand-made ones.
- */
-function checkSpec(spec: JobSpec): void {
-  checkName("queue", spec.queue);
-  checkName("job", spec.name);
-  const bad = (field: string, value: unknown) =>
-    new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} is invalid (${JSON.stringify(value)}); build specs with buildJobSpec`);
-  if (typeof spec.id !== "string" || spec.id === "") throw bad("id", spec.id);
-  // Scripts pack hashes with NUL separators (claim-4.lua); JSON text never holds a raw NUL.
-  if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw bad("payload", spec.payload);
-  if (spec.meta !== null && spec.meta !== undefined && (typeof spec.meta !== "string" || spec.meta.includes("\0"))) {
-    throw bad("meta", spec.meta);
-  }
-  if (!Number.isSafeInteger(spec.priority)) throw bad("priority", spec.priority);
-  if (spec.runAt !== null && !(Number.isSafeInteger(spec.runAt) && spec.runAt >= 0)) throw bad("runAt", spec.runAt);
-  if (!(Number.isSafeInteger(spec.delayMs) && spec.delayMs >= 0)) throw bad("delayMs", spec.delayMs);
-  if (!(Number.isSafeInteger(spec.maxAttempts) && spec.maxAttempts >= 1)) throw bad("maxAttempts", spec.maxAttempts);
-  for (const [field, value] of [
-    ["retainCompletedMs", spec.retainCompletedMs],
-    ["retainDeadMs", spec.retainDeadMs],
-    ["timeoutMs", spec.timeoutMs],
-  ] as const) {
-    if (value !== null && !(Number.isSafeInteger(value) && value >= 0)) throw bad(field, value);
-  }
-  const b = spec.backoff;
-  const okBackoff =
-    b?.type === "fixed"
-      ? Number.isSafeInteger(b.delayMs)
-      : b?.type === "exponential" && Number.isSafeInteger(b.delayMs) && Number.isSafeInteger(b.maxDelayMs);
-  if (!okBackoff) throw bad("backoff", b);
-}
-
-function warnListenerFailed(error: unknown): void {
-  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
-}
 
 /** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
 function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {

@@ -193,6 +193,9 @@ export function describe(connection: ConnectionOption): string {
   return `${scheme}://${options.host ?? "localhost"}:${options.port ?? 6379}${options.db ? `/${options.db}` : ""}`;
 }
 
+/** The `code` of the error a command gets when its connection drops before the answer (the store is unavailable). */
+export const CONNECTION_DROPPED = "CONVEYOR_REDIS_CONNECTION_DROPPED";
+
 /**
  * Fails the commands a dropped connection took with it.
  *
@@ -253,9 +256,12 @@ export class InFlight {
 
   private readonly onClose = () => {
     if (this.sent.size === 0) return;
-    const error = new ConveyorError(
-      "the connection to Redis dropped before it answered; the command may or may not have run " +
-        "(fenced settles can simply be sent again; an unanswered claim's jobs return after their lease expires)",
+    const error = Object.assign(
+      new ConveyorError(
+        "the connection to Redis dropped before it answered; the command may or may not have run " +
+          "(fenced settles can simply be sent again; an unanswered claim's jobs return after their lease expires)",
+      ),
+      { code: CONNECTION_DROPPED },
     );
     const sent = [...this.sent];
     this.sent.clear();

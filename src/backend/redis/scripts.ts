@@ -156,6 +156,12 @@ export class ScriptRunner {
     if (keys.length !== script.numberOfKeys) {
       throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
     }
+    // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
+    // it wrote (Redis does not roll a script back): refuse such an argument before anything runs.
+    const bad = args.findIndex((arg) => !(typeof arg === "string" || (typeof arg === "number" && Number.isFinite(arg))));
+    if (bad >= 0) {
+      throw new ConveyorError(`${script.fullName} argument ${bad + 1} is ${String(args[bad])}, not a string or finite number; nothing was written`);
+    }
     const { sha, source } = this.flagged ? script.flagged : script.plain;
     // One array, never spread into a call: a bulk enqueue has far more arguments than a JS call
     // stack can take.

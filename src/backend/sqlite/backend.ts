@@ -17,7 +17,10 @@
  * listeners watches the file's directory and, when another connection has committed (PRAGMA
  * data_version), wakes exactly the queues whose counter moved.
  */
-import { nonNegativeInt, positiveInt, positiveMs, retryDelayMs } from "../../core/checks.js";
+import { WakeListeners } from "../listeners.js";
+import { serializeError } from "../error-json.js";
+import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
+
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import { SqliteJobLogs } from "./job-logs.js";
@@ -62,11 +65,11 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
-import { DEFAULT_MAX_COMPLETED_PER_QUEUE, DEFAULT_MAX_DEAD_PER_QUEUE, DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, allOrNothingOf, DEFAULT_RESCUE_LIMIT, inQueue, refusedBatch } from "../contract.js";
+import { allOrNothingOf, inQueue, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
-import { holdMs, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
 import { SqliteFlow } from "./flow.js";
 import {
@@ -191,9 +194,6 @@ interface Migration {
   sql: string;
 }
 
-interface ListenerEntry {
-  listener: WakeListener;
-}
 
 /** Queue name -> its wake counter after a commit (see the queues table). */
 type WakeMarks = Map<string, number>;
@@ -227,7 +227,7 @@ export class SqliteBackend implements Backend {
   /** Absolute path of the database file, fixed at construction (a later chdir must not move it). */
   private readonly file: string;
   private readonly watchWal: boolean;
-  private readonly listeners = new Set<ListenerEntry>();
+  private readonly listeners = new WakeListeners({ start: () => this.startWatcher(), stop: () => this.stopWatcher() });
   private watcher: FSWatcher | null = null;
   private wakeCheckTimer: NodeJS.Timeout | null = null;
   private wakeCheckDueAt = 0;
@@ -317,6 +317,8 @@ export class SqliteBackend implements Backend {
       this.db.close();
       throw error;
     }
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ── lifecycle ────────────────────────────────────────────────────────────────────────────
@@ -395,10 +397,9 @@ export class SqliteBackend implements Backend {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
-    const limit = Math.floor(request.limit);
-    if (!(limit >= 1) || request.queues.length === 0 || request.names.length === 0) return [];
-    const leaseMs = positiveMs("leaseMs", request.leaseMs);
-    const { rows, now, throttles } = this.tx.claim.immediate(request, limit, leaseMs);
+    const { limit } = request;
+    if (request.queues.length === 0 || request.names.length === 0) return [];
+    const { rows, now, throttles } = this.tx.claim.immediate(request, limit, request.leaseMs);
     for (const t of throttles) reportThrottle(request.onThrottle, t.queue, t.retryInMs);
     return rows.map((row) => ({
       job: this.toRecord(row, now),
@@ -411,7 +412,7 @@ export class SqliteBackend implements Backend {
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
-    return { lost: this.tx.heartbeat.immediate(leases, positiveMs("leaseMs", leaseMs)) };
+    return { lost: this.tx.heartbeat.immediate(leases, leaseMs) };
   }
 
   async markBuffered(leases: readonly Lease[], buffered: boolean): Promise<void> {
@@ -428,7 +429,6 @@ export class SqliteBackend implements Backend {
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
     if (items.length === 0) return [];
-    for (const item of items) retryDelayMs(item.retryDelayMs);
     const errors = items.map((item) => serializeError(item.error));
     const { results, marks } = this.tx.fail.immediate(items, errors);
     this.announce(marks);
@@ -449,8 +449,8 @@ export class SqliteBackend implements Backend {
   // ── maintenance ──────────────────────────────────────────────────────────────────────────
 
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
-    const maxStalls = positiveInt("maxStalls", options.maxStalls ?? DEFAULT_MAX_STALLS);
-    const limit = positiveInt("limit", options.limit ?? DEFAULT_RESCUE_LIMIT);
+    // Checked by the facade (../checked.ts); defaults from its one table when called bare.
+    const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
     const { rescued, marks } = this.tx.rescue.immediate(maxStalls, limit);
     this.announce(marks);
     return rescued;
@@ -460,12 +460,9 @@ export class SqliteBackend implements Backend {
     return this.tx.promote.immediate();
   }
 
-  async prune(policy: PrunePolicy = {}): Promise<PruneResult> {
-    return this.tx.prune.immediate(
-      nonNegativeInt("maxCompletedPerQueue", policy.maxCompletedPerQueue ?? DEFAULT_MAX_COMPLETED_PER_QUEUE),
-      nonNegativeInt("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE),
-      positiveInt("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT),
-    );
+  async prune(given: PrunePolicy = {}): Promise<PruneResult> {
+    const policy = { ...PRUNE_DEFAULTS, ...given };
+    return this.tx.prune.immediate(policy.maxCompletedPerQueue, policy.maxDeadPerQueue, policy.limit);
   }
 
   async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
@@ -627,7 +624,7 @@ export class SqliteBackend implements Backend {
   }
 
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
-    this.tx.hold.immediate(checkName("queue", queue), holdMs(forMs), options.keyOfJob);
+    this.tx.hold.immediate(queue, forMs, options.keyOfJob);
   }
 
   // ── schedules (rules in src/core/schedule.ts) ────────────────────────────────────────────
@@ -661,19 +658,13 @@ export class SqliteBackend implements Backend {
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
-    return this.tx.once.immediate(key, positiveMs("ttlMs", ttlMs));
+    return this.tx.once.immediate(key, ttlMs);
   }
 
   // ── wake-ups ─────────────────────────────────────────────────────────────────────────────
 
   subscribe(listener: WakeListener): () => void {
-    const entry: ListenerEntry = { listener };
-    this.listeners.add(entry);
-    this.startWatcher();
-    return () => {
-      if (!this.listeners.delete(entry)) return;
-      if (this.listeners.size === 0) this.stopWatcher();
-    };
+    return this.listeners.add(listener);
   }
 
   /**
@@ -689,14 +680,7 @@ export class SqliteBackend implements Backend {
 
   /** Calls every listener; a throwing listener must not break the caller or the others. */
   private wake(queue: string): void {
-    for (const { listener } of [...this.listeners]) {
-      try {
-        const returned: unknown = listener(queue);
-        if (returned instanceof Promise) returned.catch((error: unknown) => warnListenerFailed(error));
-      } catch (error) {
-        warnListenerFailed(error);
-      }
-    }
+    this.listeners.wake(queue);
   }
 
   /**
@@ -1485,10 +1469,6 @@ function jsonText(value: Json | undefined): string {
   return JSON.stringify(value ?? null) ?? "null";
 }
 
-/** Exactly the ErrorInfo fields, whatever else the caller's object carries. */
-function serializeError(error: ErrorInfo): string {
-  return JSON.stringify({ name: error.name, message: error.message, stack: error.stack ?? null });
-}
 
 function quarantineError(stalls: number): ErrorInfo {
   return {
@@ -1498,9 +1478,6 @@ function quarantineError(stalls: number): ErrorInfo {
   };
 }
 
-function warnListenerFailed(error: unknown): void {
-  process.emitWarning(`a Conveyor wake-up listener threw; it was skipped: ${String(error)}`, "ConveyorWarning");
-}
 
 
 

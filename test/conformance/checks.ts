@@ -1,0 +1,162 @@
+/**
+ * The checking facade (src/backend/checked.ts) in front of every store: the same bad argument
+ * gets the same InvalidInputError (naming the field) from every backend, and nothing is written.
+ * Specs are made by hand here, past `buildJobSpec`, the way a caller of the Backend contract
+ * (the HTTP service, a relay, a custom producer) could hand them over.
+ */
+import { describe, expect, it } from "vitest";
+import { InvalidInputError, UnsupportedByStoreError } from "../../src/core/errors.js";
+import type { JobSpec } from "../../src/core/job.js";
+import { A, claimOne, enqueueOne, errorInfo, itNeeds, LEASE_MS, mustGet, NAME, QUEUE, spec, totalJobs, type SuiteContext } from "./fixtures.js";
+
+/** Values no numeric argument takes: not a number, not finite, negative, fractional, beyond 2^53. */
+const HOSTILE_NUMBERS: ReadonlyArray<[string, unknown]> = [
+  ["NaN", Number.NaN],
+  ["Infinity", Number.POSITIVE_INFINITY],
+  ["-Infinity", Number.NEGATIVE_INFINITY],
+  ["-1", -1],
+  ["1.5", 1.5],
+  ["2^53", 2 ** 53],
+  ["1e300", 1e300],
+  ['"5"', "5"],
+  ["null", null],
+];
+
+/** Spec fields, the job option each stands for, and the hostile values a store must refuse for it. */
+const SPEC_FIELDS: ReadonlyArray<{ key: keyof JobSpec; field: string; refused: ReadonlyArray<[string, unknown]> }> = [
+  { key: "priority", field: "options.priority", refused: [...HOSTILE_NUMBERS.filter(([w]) => w !== "-1"), ["2000000", 2_000_000]] },
+  { key: "delayMs", field: "options.delayMs", refused: HOSTILE_NUMBERS },
+  { key: "maxAttempts", field: "options.attempts", refused: [...HOSTILE_NUMBERS, ["0", 0]] },
+  { key: "timeoutMs", field: "options.timeoutMs", refused: [...HOSTILE_NUMBERS.filter(([w]) => w !== "null"), ["0", 0]] },
+  { key: "runAt", field: "options.runAt", refused: [...HOSTILE_NUMBERS.filter(([w]) => w !== "null" && w !== "1.5"), ["year 10000", Date.UTC(10_000, 0, 1)]] },
+  { key: "retainCompletedMs", field: "options.removeOnComplete", refused: HOSTILE_NUMBERS.filter(([w]) => w !== "null") },
+  { key: "retainDeadMs", field: "options.removeOnFail", refused: HOSTILE_NUMBERS.filter(([w]) => w !== "null") },
+];
+
+/** The error a refused call must end with: an InvalidInputError naming `field` (when given) and matching `message`. */
+async function refused(call: Promise<unknown>, message: RegExp, field?: string): Promise<void> {
+  const error: unknown = await call.then(
+    () => new Error("the call was accepted"),
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(InvalidInputError);
+  expect((error as Error).message).toMatch(message);
+  if (field !== undefined) expect((error as InvalidInputError).field).toBe(field);
+}
+
+export function checkTests(t: SuiteContext): void {
+  describe("checked arguments (the facade in front of every store)", () => {
+    for (const { key, field, refused: values } of SPEC_FIELDS) {
+      it(`enqueue refuses a spec whose ${key} is ${values.map(([w]) => w).join(", ")}; nothing is stored`, async () => {
+        for (const [what, value] of values) {
+          const bad = { ...spec({ jobId: `bad-${key}` }), [key]: value };
+          await refused(t.b.enqueue([spec({ jobId: "good" }), bad]), new RegExp(`${field.replace(".", "\\.")} must be`), field).catch((e: unknown) => {
+            throw new Error(`${key} = ${what}: ${String(e)}`);
+          });
+        }
+        if (t.factory.capabilities.jobRecords) expect(await totalJobs(t.b)).toBe(0);
+      });
+    }
+
+    it("enqueue refuses a bad backoff, a NUL in the payload, and a spec that is no object", async () => {
+      const cases: Array<[JobSpec, string]> = [
+        [{ ...spec(), backoff: { type: "fixed", delayMs: Number.NaN } }, "options.backoff"],
+        [{ ...spec(), backoff: { type: "exponential", delayMs: 1_000, maxDelayMs: Number.POSITIVE_INFINITY } }, "options.backoff"],
+        [{ ...spec(), backoff: { type: "linear" } as unknown as JobSpec["backoff"] }, "options.backoff"],
+        [{ ...spec(), payload: '"a\u0000b"' }, "data"],
+        [{ ...spec(), payload: null as unknown as string }, "data"],
+        [{ ...spec(), id: "" }, "options.jobId"],
+      ];
+      for (const [bad, field] of cases) await refused(t.b.enqueue([bad]), /must be/, field);
+      await refused(t.b.enqueue([null as unknown as JobSpec]), /must be an object/);
+      await refused(t.b.enqueue("jobs" as unknown as JobSpec[]), /enqueue takes an array/);
+      if (t.factory.capabilities.jobRecords) expect(await totalJobs(t.b)).toBe(0);
+    });
+
+    it("claim refuses a limit or lease that is not a positive integer of ms, before touching any job", async () => {
+      await enqueueOne(t.b);
+      const request = { queues: [QUEUE], names: [NAME], worker: A, limit: 1, leaseMs: LEASE_MS };
+      for (const [what, limit] of [...HOSTILE_NUMBERS, ["0", 0] as [string, unknown]]) {
+        await refused(t.b.claim({ ...request, limit: limit as number }), /claim limit must be an integer from 1 to 100000/).catch((e: unknown) => {
+          throw new Error(`limit = ${what}: ${String(e)}`);
+        });
+      }
+      for (const [what, leaseMs] of [...HOSTILE_NUMBERS.filter(([w]) => w !== "1.5"), ["0", 0] as [string, unknown]]) {
+        await refused(t.b.claim({ ...request, leaseMs: leaseMs as number }), /leaseMs must be a number of milliseconds from 1 to/).catch((e: unknown) => {
+          throw new Error(`leaseMs = ${what}: ${String(e)}`);
+        });
+      }
+      await refused(t.b.claim({ ...request, queues: ["bad queue"] }), /queue name must be/, "queue");
+      // Nothing was claimed by the refused calls: the job is still there for a good one.
+      expect(await claimOne(t.b)).toBeDefined();
+    });
+
+    it("heartbeat, fail and the settle calls refuse a bad lease length, delay or lease; nothing changes", async () => {
+      const id = await enqueueOne(t.b, { attempts: 3 });
+      const c = await claimOne(t.b);
+      for (const [what, leaseMs] of HOSTILE_NUMBERS.filter(([w]) => w !== "1.5")) {
+        await refused(t.b.heartbeat([c.lease], leaseMs as number), /leaseMs must be a number of milliseconds/).catch((e: unknown) => {
+          throw new Error(`heartbeat leaseMs = ${what}: ${String(e)}`);
+        });
+      }
+      for (const [what, retryDelayMs] of HOSTILE_NUMBERS.filter(([w]) => w !== "1.5" && w !== "null")) {
+        await refused(t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs: retryDelayMs as number }]), /retryDelayMs must be a number of milliseconds from 0 to/).catch(
+          (e: unknown) => {
+            throw new Error(`retryDelayMs = ${what}: ${String(e)}`);
+          },
+        );
+      }
+      await refused(t.b.complete([{ lease: { jobId: c.lease.jobId, token: "1" as unknown as number }, result: null }]), /a lease is \{ jobId: string, token: integer \}/);
+      await refused(t.b.complete("x" as unknown as []), /settle calls take an array/);
+      await refused(t.b.appendLogs(c.lease, [1 as unknown as string]), /log lines must be an array of strings/);
+      if (t.factory.capabilities.jobRecords) expect((await mustGet(t.b, id)).state).toBe("active");
+      // The lease still holds: the refused calls changed nothing.
+      expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["applied"]);
+    });
+
+    it("rescueExpired and prune refuse bad limits and apply the documented defaults", async () => {
+      for (const [what, value] of [...HOSTILE_NUMBERS.filter(([w]) => w !== "null"), ["0", 0] as [string, unknown]]) {
+        await refused(t.b.rescueExpired({ maxStalls: value as number }), /maxStalls must be an integer from 1 to/).catch((e: unknown) => {
+          throw new Error(`maxStalls = ${what}: ${String(e)}`);
+        });
+        await refused(t.b.rescueExpired({ limit: value as number }), /limit must be an integer from 1 to/);
+        await refused(t.b.prune({ limit: value as number }), /limit must be an integer from 1 to/);
+      }
+      await refused(t.b.prune({ maxDeadPerQueue: -1 }), /maxDeadPerQueue must be an integer from 0 to/);
+      await refused(t.b.prune({ maxCompletedPerQueue: Number.NaN }), /maxCompletedPerQueue must be an integer from 0 to \d+; got NaN/);
+      expect(await t.b.rescueExpired()).toEqual([]);
+      expect(await t.b.prune()).toEqual({ jobs: 0, idempotencyKeys: 0 });
+    });
+
+    itNeeds(t, ["idempotencyKeys"])("idempotency.once refuses an empty key and a ttl that is no positive number of ms", async () => {
+      await refused(t.b.idempotency.once("", 1_000), /an idempotency key must be a non-empty string/);
+      for (const ttl of [Number.NaN, 0, -5, Number.POSITIVE_INFINITY]) await refused(t.b.idempotency.once("k", ttl), /ttlMs must be a number of milliseconds/);
+      expect(await t.b.idempotency.once("k", 1_000)).toBe(true);
+    });
+
+    itNeeds(t, ["queueLimits"])("holdQueue refuses a hold that is not a positive number of ms", async () => {
+      for (const forMs of [Number.NaN, -1, Number.POSITIVE_INFINITY]) await expect(t.b.holdQueue(QUEUE, forMs)).rejects.toThrow(InvalidInputError);
+      expect(await t.b.getQueueFlow(QUEUE)).toBeNull();
+    });
+
+    it("a call the store cannot do at all is refused with UnsupportedByStoreError naming the capability", async () => {
+      const caps = t.factory.capabilities;
+      const expectRefusal = async (call: () => Promise<unknown>, capability: string): Promise<void> => {
+        const error: unknown = await call().then(() => null, (e: unknown) => e);
+        expect(error, capability).toBeInstanceOf(UnsupportedByStoreError);
+        expect(error).toMatchObject({ capability });
+        expect((error as Error).message).toContain(`capabilities.${capability} is false`);
+      };
+      if (!caps.cancel) await expectRefusal(() => t.b.cancel("x", QUEUE), "cancel");
+      if (!caps.pause) await expectRefusal(() => t.b.pause(QUEUE), "pause");
+      if (!caps.queueLimits) await expectRefusal(() => t.b.holdQueue(QUEUE, 1_000), "queueLimits");
+      if (!caps.schedules) await expectRefusal(() => t.b.scheduleList(), "schedules");
+      if (!caps.idempotencyKeys) await expectRefusal(() => t.b.idempotency.once("k", 1_000), "idempotencyKeys");
+      if (!caps.dedupWindows) await expectRefusal(() => t.b.enqueue([spec({ dedup: { key: "d", ttlMs: 1_000 } })]), "dedupWindows");
+      if (!caps.priorities) await refused(t.b.enqueue([spec({ priority: 1 })]), /has no priorities/, "options.priority");
+      // A store with every feature answers these calls (the refusals above are not blanket ones).
+      if (caps.cancel) expect(await t.b.cancel("none", QUEUE)).toBe("not-found");
+      if (caps.schedules) expect(await t.b.scheduleList()).toEqual([]);
+    });
+  });
+}
