@@ -60,6 +60,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
+import { checkedBackend } from "../checked.js";
 import { checkListArgs, staleCursor } from "../listing.js";
 import { DeadLetterView, DEAD_MARKER } from "./dead-view.js";
 import { checkTopicPrefix, TopicNames, type TopicKind } from "./topics.js";
@@ -237,6 +238,8 @@ export class KafkaBackend implements Backend {
           ),
         ),
     };
+    // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
+    return checkedBackend(this);
   }
 
   // ---------------------------------------------------------------- connection
