@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import type { EventPrunePolicy } from "../core/queue-events.js";
-import type { Backend, ClaimedJob, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
+import type { Backend, ClaimedJob, ClaimRequest, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
 import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
 import {
@@ -497,17 +497,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         }
         // The store starts the lease before it answers: count our deadline from the request.
         const requestSentAt = this.clock.now();
-        // Rate-limited or held queues are left out until their next slot opens (flow control).
-        const queues = this.throttle.open(this.queues, requestSentAt);
-        if (queues.length === 0) break;
-        const claimed = await this.backend.claim({
-          queues,
-          names: this.jobNames,
-          worker: this.identity,
-          limit: room,
-          leaseMs: this.leaseMs,
-          onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
-        });
+        const request = this.claimRequest(room, requestSentAt);
+        if (request === null) break;
+        const claimed = await this.backend.claim(request);
         if (this.modes.closing) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted.
           await this.backend.release(claimed.map((c) => c.lease)).catch((e: unknown) => this.reportError(e, "releasing jobs claimed during shutdown"));
@@ -527,6 +519,24 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   /**
+   * The claim for `room` jobs, made at `now`: queues rate-limited or held are left out until their
+   * next slot opens (flow control), and the throttles the store reports are noted. Null when every
+   * queue is waiting for its slot.
+   */
+  private claimRequest(room: number, now: number): ClaimRequest | null {
+    const queues = this.throttle.open(this.queues, now);
+    if (queues.length === 0) return null;
+    return {
+      queues,
+      names: this.jobNames,
+      worker: this.identity,
+      limit: room,
+      leaseMs: this.leaseMs,
+      onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
+    };
+  }
+
+  /**
    * Asked by the settler as a batch of completions goes out: the claim to send with it, when this
    * worker left one to it (`claimWanted`) and no claim round is running. The ride is a claim
    * round like `claimLoop`'s (pause and shutdown await it), and delivers into the buffer as it does.
@@ -541,23 +551,16 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       return null;
     }
     const requestSentAt = this.clock.now();
-    // Flow control as in claimLoop: queues waiting for their next slot are left out, and what
-    // the claim meets arms the wake-up timer (a ride used to ignore both).
-    const queues = this.throttle.open(this.queues, requestSentAt);
-    if (queues.length === 0) {
+    // Flow control as in claimLoop (a ride used to ignore it): what the claim meets arms the
+    // wake-up timer once it is delivered or failed.
+    const request = this.claimRequest(room, requestSentAt);
+    if (request === null) {
       this.armThrottleTimer();
       return null;
     }
     const end = this.beginRound();
     return {
-      request: {
-        queues,
-        names: this.jobNames,
-        worker: this.identity,
-        limit: room,
-        leaseMs: this.leaseMs,
-        onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
-      },
+      request,
       deliver: (claimed) => {
         if (this.modes.closing) {
           // The claim raced with shutdown: hand the jobs straight back, unstarted, before the
