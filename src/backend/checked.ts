@@ -70,8 +70,10 @@ export function checkedBackend<B extends Backend>(backend: B): B {
   // through to the store instead, the checked method would call the wrapper, which calls the
   // checked method again: a loop that never answers.
   const replaced = new Map<PropertyKey, unknown>();
-  return new Proxy(backend, {
-    set(target, key, value) {
+  const proxy: B = new Proxy(backend, {
+    set(target, key, value, receiver) {
+      // An object built on the facade (Object.create(backend)) gets its own property, as usual.
+      if (receiver !== proxy) return Reflect.set(target, key, value, receiver);
       if (typeof key === "string" && Object.hasOwn(facade, key)) {
         replaced.set(key, value);
         return true;
@@ -96,6 +98,7 @@ export function checkedBackend<B extends Backend>(backend: B): B {
       return fn;
     },
   });
+  return proxy;
 }
 
 /** The store behind the facade, for tests that must reach it with input the facade would refuse. */
