@@ -240,8 +240,14 @@ function saidBy(cause: "failpoint" | "watchdog", said: string | null): boolean {
   return cause === "failpoint" ? /failpoint \S+ reached, killing process/.test(said) : said.includes("watchdog limit");
 }
 
-/** The fault windows: when each fault could interrupt a run, and whose runs. */
-function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] {
+/**
+ * The fault windows: when each fault could interrupt a run, and whose runs. `resumeSlackMs`
+ * extends a SIGSTOP past the SIGCONT. On a broker, a worker stopped longer than its heartbeat
+ * resumes holding deliveries of a session the broker already closed, and may start some before
+ * it processes the close (timers run before the socket's events): their acknowledgements are
+ * refused and the broker delivers them again. Those runs are the stop's doing.
+ */
+function faultWindows(faults: readonly FaultEvent[], leaseMs: number, resumeSlackMs = 0): Window[] {
   return faults.map((f): Window => {
     switch (f.t) {
       case "death":
@@ -256,7 +262,7 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
           label: `death(${f.cause}) of ${f.slot}/${f.wpid} at ${f.at}`,
         };
       case "stop":
-        return { from: f.from, to: f.to, wpid: f.wpid, label: `SIGSTOP of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
+        return { from: f.from, to: f.to + resumeSlackMs, wpid: f.wpid, label: `SIGSTOP of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
       case "term":
         return { from: f.from, to: f.to, wpid: f.wpid, label: `SIGTERM of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
       case "outage":
@@ -411,7 +417,7 @@ export function check(input: CheckInput): CheckResult {
       if (f.t === "death") observedFaults.push({ ...f, cause: "unknown" });
     }
   }
-  const windows = faultWindows(observedFaults, config.leaseMs);
+  const windows = faultWindows(observedFaults, config.leaseMs, broker ? config.ackSlackMs : 0);
   // When each worker process ended (death or exit after SIGTERM): a run without an end record
   // ended then, at the latest.
   const processEnds = new Map<number, number[]>();

@@ -80,6 +80,22 @@ export function checkedBackend<B extends Backend>(backend: B): B {
       }
       return Reflect.set(target, key, value, target);
     },
+    // vi.spyOn and Object.defineProperty define instead of assigning: the same rule as `set`.
+    defineProperty(target, key, descriptor) {
+      if (typeof key === "string" && Object.hasOwn(facade, key) && "value" in descriptor) {
+        replaced.set(key, descriptor.value);
+        return true;
+      }
+      return Reflect.defineProperty(target, key, descriptor);
+    },
+    getOwnPropertyDescriptor(target, key) {
+      if (replaced.has(key)) return { value: replaced.get(key), writable: true, enumerable: true, configurable: true };
+      return Reflect.getOwnPropertyDescriptor(target, key);
+    },
+    deleteProperty(target, key) {
+      if (replaced.delete(key)) return true;
+      return Reflect.deleteProperty(target, key);
+    },
     get(target, key) {
       if (key === RAW) return target;
       if (replaced.has(key)) return replaced.get(key);
