@@ -4,7 +4,11 @@ import { defineConfig } from "vitest/config";
 
 // Tests import the examples, which import the package by name: resolve those names to the sources
 // as tsconfig.json "paths" do for tsc and tsx (no build needed).
-const paths = (ts.readConfigFile(fileURLToPath(new URL("./tsconfig.json", import.meta.url)), (path) => ts.sys.readFile(path)).config as { compilerOptions: { paths: Record<string, string[]> } }).compilerOptions.paths;
+const paths = (
+  ts.readConfigFile(fileURLToPath(new URL("./tsconfig.json", import.meta.url)), (path) => ts.sys.readFile(path)).config as {
+    compilerOptions: { paths: Record<string, string[]> };
+  }
+).compilerOptions.paths;
 const packageNames = Object.entries(paths).map(([name, [target]]) => ({
   find: new RegExp(`^${name.replace(/[/-]/g, "\\$&")}$`),
   replacement: fileURLToPath(new URL(target!, import.meta.url)),

@@ -82,7 +82,15 @@ async function processing(tree: Tree, concurrency: number): Promise<number> {
     let finish!: () => void;
     const done = new Promise<void>((r) => (finish = r));
     const started = performance.now();
-    const worker = new tree.Worker({ backend, queues: "bench", concurrency, prefetch: 100, logger: tree.silentLogger, maintenance: false, handlers: { noop: () => null } });
+    const worker = new tree.Worker({
+      backend,
+      queues: "bench",
+      concurrency,
+      prefetch: 100,
+      logger: tree.silentLogger,
+      maintenance: false,
+      handlers: { noop: () => null },
+    });
     worker.on("job:completed", () => {
       if (++completed === jobs) finish();
     });
@@ -117,9 +125,13 @@ try {
       results.base!.push(a);
       results.this!.push(b);
       ratios.push(b / a);
-      console.log(`  .. run ${r + 1}/${runs}  ${name}: base ${a.toFixed(0)}, this ${b.toFixed(0)} jobs/s; Redis CPU per job base ${cpu.base!.at(-1)!.toFixed(1)} µs, this ${cpu.this!.at(-1)!.toFixed(1)} µs`);
+      console.log(
+        `  .. run ${r + 1}/${runs}  ${name}: base ${a.toFixed(0)}, this ${b.toFixed(0)} jobs/s; Redis CPU per job base ${cpu.base!.at(-1)!.toFixed(1)} µs, this ${cpu.this!.at(-1)!.toFixed(1)} µs`,
+      );
     }
-    rows.push(`${name.padEnd(28)} Redis CPU per job: base ${median(cpu.base!).toFixed(1)} µs, this ${median(cpu.this!).toFixed(1)} µs (this/base ${(median(cpu.this!) / median(cpu.base!)).toFixed(2)}x)`);
+    rows.push(
+      `${name.padEnd(28)} Redis CPU per job: base ${median(cpu.base!).toFixed(1)} µs, this ${median(cpu.this!).toFixed(1)} µs (this/base ${(median(cpu.this!) / median(cpu.base!)).toFixed(2)}x)`,
+    );
     rows.push(
       `${name.padEnd(28)} base ${median(results.base!).toFixed(0).padStart(7)}  this ${median(results.this!).toFixed(0).padStart(7)} jobs/s  this/base ${median(ratios).toFixed(2)}x  (runs: base ${results.base!.map((x) => x.toFixed(0)).join(" / ")}; this ${results.this!.map((x) => x.toFixed(0)).join(" / ")})`,
     );

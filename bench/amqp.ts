@@ -13,8 +13,21 @@ import { deleteBackendQueues, startThrowawayRabbit, type ThrowawayRabbit } from 
 import { startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
 import { bullmq, Prefixes } from "./redis.js";
 import {
-  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide,
-  sleep, type Subject, type WithFreshBackend,
+  type BenchSizes,
+  chunks,
+  conveyorLatency,
+  conveyorThroughput,
+  deferred,
+  FILL_CHUNK,
+  latencySamples,
+  machineLine,
+  peerVersions,
+  printReport,
+  rate,
+  runSideBySide,
+  sleep,
+  type Subject,
+  type WithFreshBackend,
 } from "./lib.js";
 
 /** Deliveries buffered ahead of free slots, for Conveyor (Worker `prefetch`) and raw amqplib alike. */
@@ -86,7 +99,11 @@ function raw(url: string): Subject {
         const channel = await connection.createConfirmChannel();
         const r = await rate(count, async () => {
           for (let i = 0; i < count; i++) {
-            await new Promise<void>((resolve, reject) => channel.sendToQueue(queue, body(i), { persistent: true }, (error: unknown) => (error ? reject(error instanceof Error ? error : new Error("nack")) : resolve())));
+            await new Promise<void>((resolve, reject) =>
+              channel.sendToQueue(queue, body(i), { persistent: true }, (error: unknown) =>
+                error ? reject(error instanceof Error ? error : new Error("nack")) : resolve(),
+              ),
+            );
           }
         });
         await channel.close();
@@ -128,7 +145,12 @@ function raw(url: string): Subject {
         const out = await latencySamples(
           [],
           samples,
-          (i) => new Promise<void>((resolve, reject) => producer.sendToQueue(queue, body(i), { persistent: true }, (error: unknown) => (error ? reject(error instanceof Error ? error : new Error("nack")) : resolve()))),
+          (i) =>
+            new Promise<void>((resolve, reject) =>
+              producer.sendToQueue(queue, body(i), { persistent: true }, (error: unknown) =>
+                error ? reject(error instanceof Error ? error : new Error("nack")) : resolve(),
+              ),
+            ),
           (fn) => (onStart = fn),
         );
         await consumer.close();

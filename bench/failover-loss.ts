@@ -119,7 +119,9 @@ async function lossTrials(setting: Setting): Promise<{ acked: number[]; lost: nu
     out.lost.push(await missing(checker, running.acked));
     await checker.close();
     await setting.restore();
-    console.log(`  ${setting.name}: trial ${trial + 1}: ${running.acked.length} acknowledged, ${out.lost.at(-1)} missing after the promotion (promoted after ${promotedMs} ms)${running.hung ? `, ${running.hung} add(s) never settled` : ""}`);
+    console.log(
+      `  ${setting.name}: trial ${trial + 1}: ${running.acked.length} acknowledged, ${out.lost.at(-1)} missing after the promotion (promoted after ${promotedMs} ms)${running.hung ? `, ${running.hung} add(s) never settled` : ""}`,
+    );
   }
   return out;
 }
@@ -210,7 +212,9 @@ async function main(): Promise<void> {
   console.log("| --- | ---: | ---: | ---: | ---: |");
   for (const [i, r] of costRows.entries()) {
     const base = costRows[i % 2 === 0 ? i : i - 1]!;
-    console.log(`| ${r.name} | ${fmt(median(r.perSec))} | ${(median(r.perSec) / median(base.perSec)).toFixed(2)} | ${fmt(median(r.p50))} | ${fmt(median(r.p99))} |`);
+    console.log(
+      `| ${r.name} | ${fmt(median(r.perSec))} | ${(median(r.perSec) / median(base.perSec)).toFixed(2)} | ${fmt(median(r.p50))} | ${fmt(median(r.p99))} |`,
+    );
   }
   console.log(`\n${machineLine()}`);
 }

@@ -222,12 +222,31 @@ async function accuracy(url: string): Promise<Accuracy> {
     const counter = { claims: 0 };
     // Idle first: what four workers cost an empty queue (polls), for comparison.
     const idleCounter = { claims: 0 };
-    const idle = backends.map((b) => new Worker({ backend: counting(b, idleCounter), queues: "empty", concurrency: 20, logger: silentLogger, maintenance: false, handlers: { noop: () => null } }));
+    const idle = backends.map(
+      (b) =>
+        new Worker({
+          backend: counting(b, idleCounter),
+          queues: "empty",
+          concurrency: 20,
+          logger: silentLogger,
+          maintenance: false,
+          handlers: { noop: () => null },
+        }),
+    );
     await sleep(3_000);
     const idleClaimsPerSecond = idleCounter.claims / 3;
     for (const w of idle) await w.close();
     for (const b of backends) {
-      workers.push(new Worker({ backend: counting(b, counter), queues: "limited", concurrency: 20, logger: silentLogger, maintenance: false, handlers: { noop: () => null } }));
+      workers.push(
+        new Worker({
+          backend: counting(b, counter),
+          queues: "limited",
+          concurrency: 20,
+          logger: silentLogger,
+          maintenance: false,
+          handlers: { noop: () => null },
+        }),
+      );
     }
     await sleep(1_500); // one window of warm-up and then some
     const from = await backends[0]!.now();
@@ -274,7 +293,9 @@ async function reportAccuracy(): Promise<void> {
   const observed = median(all.map((a) => a.observedPerSecond));
   const claims = median(all.map((a) => a.claimsPerSecond));
   const idle = median(all.map((a) => a.idleClaimsPerSecond));
-  console.log(`\n| rate limit | window | observed (store start times, median of ${runs}) | error | claims/s while limited (4 workers) | claims/s idle (4 workers) |`);
+  console.log(
+    `\n| rate limit | window | observed (store start times, median of ${runs}) | error | claims/s while limited (4 workers) | claims/s idle (4 workers) |`,
+  );
   console.log(`| --- | --- | --- | --- | --- | --- |`);
   console.log(
     `| ${ratePerSecond}/s | ${windowS} s | ${observed.toFixed(1)}/s | ${(((observed - ratePerSecond) / ratePerSecond) * 100).toFixed(2)}% | ` +
@@ -305,17 +326,21 @@ try {
   const limited = median(tp[1]!);
   console.log(`\n| figure | no limits | limits (not binding) | ratio |`);
   console.log(`| --- | --- | --- | --- |`);
-  console.log(`| processing, ${jobs} no-op jobs, concurrency 50 (jobs/s, median of ${runs}) | ${fmt(plain)} | ${fmt(limited)} | ${(limited / plain).toFixed(2)} |`);
+  console.log(
+    `| processing, ${jobs} no-op jobs, concurrency 50 (jobs/s, median of ${runs}) | ${fmt(plain)} | ${fmt(limited)} | ${(limited / plain).toFixed(2)} |`,
+  );
   await reportAccuracy();
-  const keyed = (await openBackend(await s.fresh()).then(async (b) => {
+  const keyed = await openBackend(await s.fresh()).then(async (b) => {
     const k = b.capabilities.jobFlowKeys;
     await b.close();
     return k;
-  }));
+  });
   if (keyed) {
     const without = await fairness(await s.fresh(), bigGroup, false);
     const withGroups = await fairness(await s.fresh(), bigGroup, true);
-    console.log(`\n| fairness: ${fmt(bigGroup)} jobs of one group, then 100 of another; 4 workers x 20 | small group's wait p50 | p99 | big-group jobs started meanwhile |`);
+    console.log(
+      `\n| fairness: ${fmt(bigGroup)} jobs of one group, then 100 of another; 4 workers x 20 | small group's wait p50 | p99 | big-group jobs started meanwhile |`,
+    );
     console.log(`| --- | --- | --- | --- |`);
     console.log(`| without groups | ${fmt(without.smallWaitP50Ms)} ms | ${fmt(without.smallWaitP99Ms)} ms | ${fmt(without.bigStarted)} |`);
     console.log(`| with groups | ${fmt(withGroups.smallWaitP50Ms)} ms | ${fmt(withGroups.smallWaitP99Ms)} ms | ${fmt(withGroups.bigStarted)} |`);

@@ -54,7 +54,11 @@ async function serve(url: string): Promise<void> {
   await app.listen({ port: 0, host: "127.0.0.1" });
   process.send!({ port: (app.server.address() as { port: number }).port, db: backend.description });
   process.on("message", (m) => {
-    if (m === "stop") void app.close().then(() => backend.close()).then(() => process.exit(0));
+    if (m === "stop")
+      void app
+        .close()
+        .then(() => backend.close())
+        .then(() => process.exit(0));
   });
 }
 
@@ -172,7 +176,9 @@ async function main(): Promise<void> {
       const r = await oneRun(where.next());
       results.push(r);
       if (!values.json) {
-        console.error(`run ${i + 1}/${runs}: ${Math.round(r.requestsPerSecond)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`);
+        console.error(
+          `run ${i + 1}/${runs}: ${Math.round(r.requestsPerSecond)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`,
+        );
       }
     }
   } finally {

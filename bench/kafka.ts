@@ -34,7 +34,12 @@ import { startThrowawayRedis } from "../test/helpers/redis.js";
 import { deferred, fmt, machineLine, median, peerVersions, sleep } from "./lib.js";
 
 const { values } = parseArgs({
-  options: { kafka: { type: "boolean" }, events: { type: "string", default: "20000" }, jobs: { type: "string", default: "10000" }, runs: { type: "string", default: "3" } },
+  options: {
+    kafka: { type: "boolean" },
+    events: { type: "string", default: "20000" },
+    jobs: { type: "string", default: "10000" },
+    runs: { type: "string", default: "3" },
+  },
 });
 const EVENTS = Number(values.events);
 const JOBS = Number(values.jobs);
@@ -62,7 +67,8 @@ async function fillOutbox(): Promise<void> {
     const client = await pool.connect();
     try {
       await client.query("BEGIN");
-      for (let k = 0; k < Math.min(100, EVENTS - i); k++) await outbox.publish(client, { topic: "order.created", key: `k${k}`, payload: { n: i + k, orderId: `o-${i + k}` } });
+      for (let k = 0; k < Math.min(100, EVENTS - i); k++)
+        await outbox.publish(client, { topic: "order.created", key: `k${k}`, payload: { n: i + k, orderId: `o-${i + k}` } });
       await client.query("COMMIT");
     } finally {
       client.release();
@@ -71,7 +77,15 @@ async function fillOutbox(): Promise<void> {
 }
 
 const memoryEvents = (): OutboxEvent[] =>
-  Array.from({ length: EVENTS }, (_, n) => ({ id: `raw-${n}`, seq: n, topic: "order.created", key: `k${n % 100}`, payloadText: JSON.stringify({ n, orderId: `o-${n}` }), headers: {}, createdAt: Date.now() }));
+  Array.from({ length: EVENTS }, (_, n) => ({
+    id: `raw-${n}`,
+    seq: n,
+    topic: "order.created",
+    key: `k${n % 100}`,
+    payloadText: JSON.stringify({ n, orderId: `o-${n}` }),
+    headers: {},
+    createdAt: Date.now(),
+  }));
 
 async function relayRate(): Promise<number> {
   await fillOutbox();
@@ -109,7 +123,10 @@ async function rawProduceRate(): Promise<number> {
   const topic = name("raw");
   const t0 = performance.now();
   for (let i = 0; i < events.length; i += BATCH) {
-    await producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: events.slice(i, i + BATCH).map((e) => ({ key: e.key, value: e.payloadText, headers: { "outbox-id": e.id } })) }] });
+    await producer.sendBatch({
+      acks: -1,
+      topicMessages: [{ topic, messages: events.slice(i, i + BATCH).map((e) => ({ key: e.key, value: e.payloadText, headers: { "outbox-id": e.id } })) }],
+    });
   }
   const r = events.length / ((performance.now() - t0) / 1000);
   await producer.disconnect();
@@ -121,7 +138,11 @@ async function kafkaProcessing(): Promise<number> {
   const producer = kafka.producer();
   await producer.connect();
   for (let i = 0; i < JOBS; i += BATCH) {
-    await producer.send({ topic, acks: -1, messages: Array.from({ length: Math.min(BATCH, JOBS - i) }, (_, k) => ({ key: `k${(i + k) % 100}`, value: JSON.stringify({ i: i + k }) })) });
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: Array.from({ length: Math.min(BATCH, JOBS - i) }, (_, k) => ({ key: `k${(i + k) % 100}`, value: JSON.stringify({ i: i + k }) })),
+    });
   }
   await producer.disconnect();
   const done = deferred();
@@ -185,9 +206,15 @@ console.log(`| --- | ---: | ---: |`);
 console.log(`| kafkajs producer.sendBatch, raw (acks=all, batch ${BATCH}) | ${fmt(m("raw"))} | 1.00 |`);
 console.log(`| KafkaTarget.publish from memory (batch ${BATCH}) | ${fmt(m("target"))} | ${(m("target") / m("raw")).toFixed(2)} of raw |`);
 console.log(`| relay PostgreSQL outbox → KafkaTarget (poll, batch ${BATCH}) | ${fmt(m("relay"))} | ${(m("relay") / m("raw")).toFixed(2)} of raw |`);
-console.log(`| KafkaWorker processing, no-op, 4 partitions / concurrency 4 | ${fmt(m("kafkaWorker"))} | ${(m("kafkaWorker") / m("bullmq")).toFixed(2)} of BullMQ |`);
+console.log(
+  `| KafkaWorker processing, no-op, 4 partitions / concurrency 4 | ${fmt(m("kafkaWorker"))} | ${(m("kafkaWorker") / m("bullmq")).toFixed(2)} of BullMQ |`,
+);
 console.log(`| BullMQ processing, no-op, concurrency 4 (Redis, no persistence) | ${fmt(m("bullmq"))} | 1.00 |`);
-console.log(`\nruns: ${Object.entries(figures).map(([k, v]) => `${k} ${v.map(fmt).join(" / ")}`).join("; ")}`);
+console.log(
+  `\nruns: ${Object.entries(figures)
+    .map(([k, v]) => `${k} ${v.map(fmt).join(" / ")}`)
+    .join("; ")}`,
+);
 console.log(machineLine());
 
 await pool.end();

@@ -221,7 +221,10 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
     await latency("latency cross-process", (s) => s.crossProcessLatency?.bind(s));
   }
   if (subjects.some((s) => s.memory)) {
-    const describe = (m: Record<string, number>) => Object.entries(m).map(([k, v]) => `${k} ${fmt(v)} B`).join(", ");
+    const describe = (m: Record<string, number>) =>
+      Object.entries(m)
+        .map(([k, v]) => `${k} ${fmt(v)} B`)
+        .join(", ");
     const all = await interleaved(subjects, runs, "memory per waiting job", async (s) => (await s.memory?.(sizes.jobs)) ?? {}, describe);
     const keys = [...new Set(all.flat().flatMap((m) => Object.keys(m)))];
     for (const k of keys) {
@@ -241,15 +244,9 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
 export function printReport(subjects: readonly Subject[], report: Report): void {
   const names = subjects.map((s) => s.name);
   const header = ["figure", "unit", ...names, ...names.slice(1).map((n) => `${names[0]}/${n}`)];
-  const body = report.rows.map((r) => [
-    r.label,
-    r.unit,
-    ...r.values.map(fmt),
-    ...r.ratios.map((x) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : "-")),
-  ]);
+  const body = report.rows.map((r) => [r.label, r.unit, ...r.values.map(fmt), ...r.ratios.map((x) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : "-"))]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => line[i]!.length)));
-  const line = (cells: readonly string[]) =>
-    cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   console.log(`Medians of ${report.runs} run${report.runs === 1 ? "" : "s"} per figure and subject, subjects interleaved run by run.\n`);
   console.log(line(header));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
@@ -352,13 +349,22 @@ export async function conveyorLatency(workerBackend: Backend, producer: Backend,
   const q = new Queue("bench", { backend: producer });
   let onStart: (() => void) | null = null;
   const worker = new Worker({
-    backend: workerBackend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false,
+    backend: workerBackend,
+    queues: "bench",
+    concurrency: 10,
+    logger: silentLogger,
+    maintenance: false,
     // Long poll interval: starts must come from wake-ups, not from a lucky poll.
     pollIntervalMs: 5_000,
     handlers: { noop: () => void onStart?.() },
   });
   await sleep(200);
-  const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
+  const out = await latencySamples(
+    [],
+    samples,
+    (i) => q.add("noop", { i }),
+    (fn) => (onStart = fn),
+  );
   await worker.close();
   await producer.close();
   await workerBackend.close();

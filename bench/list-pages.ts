@@ -77,7 +77,9 @@ async function main(): Promise<void> {
   if (!Number.isSafeInteger(jobs) || jobs < (DEEP + 1) * PAGE) throw new Error(`--jobs must be an integer of at least ${(DEEP + 1) * PAGE}`);
   const only = new Set(values.only.split(","));
   console.log(`one page (${PAGE} jobs) of a queue's waiting jobs, ${jobs} waiting; median of ${RUNS} calls\n`);
-  console.log(`  ${"store".padEnd(9)} ${"first".padStart(11)}  ${`page ${DEEP} (after)`.padStart(11)}  ${"previous (before)".padStart(11)}  ${`page ${DEEP} (OFFSET)`.padStart(12)}`);
+  console.log(
+    `  ${"store".padEnd(9)} ${"first".padStart(11)}  ${`page ${DEEP} (after)`.padStart(11)}  ${"previous (before)".padStart(11)}  ${`page ${DEEP} (OFFSET)`.padStart(12)}`,
+  );
   if (only.has("sqlite")) {
     const dir = mkdtempSync(join(tmpdir(), "conveyor-bench-pages-"));
     try {

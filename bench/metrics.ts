@@ -112,7 +112,15 @@ async function processing(mode: Mode): Promise<Sample> {
     let worker: Worker | undefined;
     let scrapes: NodeJS.Timeout | undefined;
     const r = await timed(JOBS, async () => {
-      worker = new Worker({ backend, queues: queueName, concurrency: CONCURRENCY, logger: silentLogger, maintenance: false, handlers: { noop: () => null }, ...(telemetry ? { telemetry } : {}) });
+      worker = new Worker({
+        backend,
+        queues: queueName,
+        concurrency: CONCURRENCY,
+        logger: silentLogger,
+        maintenance: false,
+        handlers: { noop: () => null },
+        ...(telemetry ? { telemetry } : {}),
+      });
       if (metrics) {
         metrics.observe(worker);
         scrapes = setInterval(() => void metrics.metrics(), 1_000);
@@ -161,7 +169,9 @@ async function figure(label: string, fn: (mode: Mode) => Promise<Sample>): Promi
   // Ratios per round (neighbours in time share the machine's load), then their median.
   const ratio = (mode: Mode, pick: (s: Sample) => number) => median(results.get(mode)!.map((s, i) => pick(s) / pick(off[i]!)));
   console.log(`  ${label}`);
-  console.log(`    ${"mode".padEnd(8)} ${"jobs/s".padStart(8)}  ${"vs off".padStart(7)}  ${"CPU µs/job".padStart(10)}  ${"vs off".padStart(7)}   runs (jobs/s)`);
+  console.log(
+    `    ${"mode".padEnd(8)} ${"jobs/s".padStart(8)}  ${"vs off".padStart(7)}  ${"CPU µs/job".padStart(10)}  ${"vs off".padStart(7)}   runs (jobs/s)`,
+  );
   for (const mode of MODES) {
     const xs = results.get(mode)!;
     const pct = (r: number) => (mode === "off" ? "" : `${(r * 100).toFixed(1)}%`).padStart(7);
@@ -209,7 +219,11 @@ async function perJobCost(): Promise<void> {
   const run = async () => null;
   const tracing = new ConveyorTracing();
   const direct = median([await time(run), await time(run), await time(run)]);
-  const traced = median([await time(() => tracing.attempt(job, run)), await time(() => tracing.attempt(job, run)), await time(() => tracing.attempt(job, run))]);
+  const traced = median([
+    await time(() => tracing.attempt(job, run)),
+    await time(() => tracing.attempt(job, run)),
+    await time(() => tracing.attempt(job, run)),
+  ]);
   console.log("  per job, in isolation (medians of 3 × 1M)");
   console.log(`    metrics listeners (start + completion)   ${(withMetrics - bare).toFixed(0)} ns   (events alone ${bare.toFixed(0)} ns)`);
   console.log(`    traced attempt, no SDK registered        ${(traced - direct).toFixed(0)} ns   (the bare call ${direct.toFixed(0)} ns)`);

@@ -65,7 +65,8 @@ async function fill(count: number): Promise<void> {
     const client = await pool.connect();
     try {
       await client.query("BEGIN");
-      for (let k = 0; k < Math.min(100, count - i); k++) await outbox.publish(client, { topic: "order.created", key: `k${k}`, payload: { n: i + k, orderId: `o-${i + k}` } });
+      for (let k = 0; k < Math.min(100, count - i); k++)
+        await outbox.publish(client, { topic: "order.created", key: `k${k}`, payload: { n: i + k, orderId: `o-${i + k}` } });
       await client.query("COMMIT");
     } finally {
       client.release();
@@ -107,7 +108,15 @@ async function measure(mode: "poll" | "cdc", kind: TargetKind, run: number): Pro
   const { rows } = await pool.query<{ seq: string; id: string; topic: string; key: string; payload: string; created_at: string }>(
     `SELECT seq::text, id, topic, key, payload::text AS payload, created_at::text FROM ${SCHEMA}.outbox ORDER BY seq`,
   );
-  const events: OutboxEvent[] = rows.map((r) => ({ id: `raw-${r.id}`, seq: Number(r.seq), topic: r.topic, key: r.key, payloadText: r.payload, headers: {}, createdAt: Number(r.created_at) }));
+  const events: OutboxEvent[] = rows.map((r) => ({
+    id: `raw-${r.id}`,
+    seq: Number(r.seq),
+    topic: r.topic,
+    key: r.key,
+    payloadText: r.payload,
+    headers: {},
+    createdAt: Number(r.created_at),
+  }));
   const rawTarget = makeTarget(kind, queueBackend);
   const t0 = performance.now();
   for (let i = 0; i < events.length; i += BATCH) await rawTarget.publish(events.slice(i, i + BATCH));
@@ -158,12 +167,15 @@ async function markStrategies(): Promise<Array<{ strategy: string; rowsPerSecond
   const out = [];
   for (const strategy of ["delete", "published_at"]) {
     await pool.query("DROP TABLE IF EXISTS bench_mark");
-    await pool.query(`CREATE TABLE bench_mark (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id text NOT NULL, payload json NOT NULL, published_at bigint)`);
+    await pool.query(
+      `CREATE TABLE bench_mark (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id text NOT NULL, payload json NOT NULL, published_at bigint)`,
+    );
     if (strategy === "published_at") await pool.query("CREATE INDEX bench_mark_unpublished ON bench_mark (seq) WHERE published_at IS NULL");
     await pool.query(`INSERT INTO bench_mark (id, payload) SELECT 'e' || g, '{"n":1}' FROM generate_series(1, $1) g`, [EVENTS]);
     await pool.query("VACUUM ANALYZE bench_mark");
     const unpublished = strategy === "delete" ? "" : "WHERE published_at IS NULL";
-    const mark = strategy === "delete" ? "DELETE FROM bench_mark WHERE seq = ANY ($1::bigint[])" : "UPDATE bench_mark SET published_at = 1 WHERE seq = ANY ($1::bigint[])";
+    const mark =
+      strategy === "delete" ? "DELETE FROM bench_mark WHERE seq = ANY ($1::bigint[])" : "UPDATE bench_mark SET published_at = 1 WHERE seq = ANY ($1::bigint[])";
     const client = await pool.connect();
     const t0 = performance.now();
     for (;;) {
@@ -186,7 +198,11 @@ async function markStrategies(): Promise<Array<{ strategy: string; rowsPerSecond
 }
 
 try {
-  console.log(`outbox relay: ${EVENTS} events (100 keys), batch ${BATCH}, ${SAMPLES} latency samples, median of ${RUNS} run(s); load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}\n`);
+  console.log(
+    `outbox relay: ${EVENTS} events (100 keys), batch ${BATCH}, ${SAMPLES} latency samples, median of ${RUNS} run(s); load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}\n`,
+  );
   console.log("| mode | target | relay events/s | target raw events/s | relay / raw | commit→published p50 ms | p99 ms |");
   console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
   for (const mode of MODES) {
@@ -196,12 +212,19 @@ try {
       const relay = median(runs.map((x) => x.relay));
       const raw = median(runs.map((x) => x.raw));
       const label = kind === "queue" ? "Conveyor PostgreSQL queue" : "RabbitMQ quorum queue";
-      console.log(`| ${mode} | ${label} | ${fmt(relay)} | ${fmt(raw)} | ${(relay / raw).toFixed(2)} | ${median(runs.map((x) => x.p50)).toFixed(1)} | ${median(runs.map((x) => x.p99)).toFixed(1)} |`);
+      console.log(
+        `| ${mode} | ${label} | ${fmt(relay)} | ${fmt(raw)} | ${(relay / raw).toFixed(2)} | ${median(runs.map((x) => x.p50)).toFixed(1)} | ${median(runs.map((x) => x.p99)).toFixed(1)} |`,
+      );
     }
   }
-  console.log(`\nload average after: ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+  console.log(
+    `\nload average after: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}`,
+  );
   console.log("\nmarking published rows (claim 500 with SKIP LOCKED, then mark), one run:");
-  for (const m of await markStrategies()) console.log(`  ${m.strategy.padEnd(12)} ${fmt(m.rowsPerSecond)} rows/s, table + indexes after: ${(m.tableBytes / 1024).toFixed(0)} KiB`);
+  for (const m of await markStrategies())
+    console.log(`  ${m.strategy.padEnd(12)} ${fmt(m.rowsPerSecond)} rows/s, table + indexes after: ${(m.tableBytes / 1024).toFixed(0)} KiB`);
 } finally {
   await pool.end();
   await rabbit.stop();

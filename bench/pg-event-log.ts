@@ -65,7 +65,8 @@ const variants: readonly Variant[] = [
   },
   {
     name: "statement-level, stats counts off",
-    setup: "ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_added; ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_changed; " +
+    setup:
+      "ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_added; ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_changed; " +
       "ALTER TABLE conveyor.jobs DISABLE TRIGGER jobs_counts_removed",
   },
   {
@@ -133,8 +134,13 @@ async function measure(store: Store, jobs: number): Promise<Figures> {
   let worker: Worker | undefined;
   const processing = await rate(jobs, async () => {
     worker = new Worker({
-      backend: store.backend, queues: "bench", concurrency: CONCURRENCY, prefetch: PREFETCH, logger: silentLogger,
-      maintenance: false, handlers: { noop: () => null },
+      backend: store.backend,
+      queues: "bench",
+      concurrency: CONCURRENCY,
+      prefetch: PREFETCH,
+      logger: silentLogger,
+      maintenance: false,
+      handlers: { noop: () => null },
     });
     worker.on("job:completed", () => {
       if (++completed === jobs) done.resolve();
@@ -158,13 +164,24 @@ async function explainStatements(store: Store): Promise<void> {
   const sql = statements(store.backend);
   console.log(`\n## ${store.name}: statements over 20,000 waiting jobs, batches of ${BATCH}`);
   const ids = Array.from({ length: BATCH }, (_, i) => `explain-${i}`);
-  await explain(store.client, `enqueue (${BATCH} jobs)`, sql.enqueue!, enqueueArgs(ids, ids.map((_, i) => ({ i }))));
+  await explain(
+    store.client,
+    `enqueue (${BATCH} jobs)`,
+    sql.enqueue!,
+    enqueueArgs(
+      ids,
+      ids.map((_, i) => ({ i })),
+    ),
+  );
   await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
   const { rows } = await store.client.query<{ id: string; lease_token: string }>(
     "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
   );
   await explain(store.client, `complete (${rows.length} jobs)`, sql.complete!, [
-    null, rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => "null"),
+    null,
+    rows.map((r) => r.id),
+    rows.map((r) => r.lease_token),
+    rows.map(() => "null"),
   ]);
 }
 
@@ -218,7 +235,15 @@ async function triggerTimes(stores: readonly Store[]): Promise<void> {
     prepared.push({
       store,
       run: {
-        enqueue: () => timedOnce(store.client, sql.enqueue!, enqueueArgs(ids, ids.map((_, i) => ({ i })))),
+        enqueue: () =>
+          timedOnce(
+            store.client,
+            sql.enqueue!,
+            enqueueArgs(
+              ids,
+              ids.map((_, i) => ({ i })),
+            ),
+          ),
         claim: () => timedOnce(store.client, sql.claim!, claimArgs),
         complete: () => timedOnce(store.client, sql.complete!, [null, rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => "null")]),
       },
@@ -239,7 +264,9 @@ async function triggerTimes(stores: readonly Store[]): Promise<void> {
   for (const name of names) {
     for (const { store } of prepared) {
       const xs = samples.get(`${store.name}|${name}`)!;
-      console.log(`| ${name} | ${store.name} | ${fmt(median(xs.map((x) => x.events)))} | ${fmt(median(xs.map((x) => x.counts)))} | ${fmt(median(xs.map((x) => x.execution)))} |`);
+      console.log(
+        `| ${name} | ${store.name} | ${fmt(median(xs.map((x) => x.events)))} | ${fmt(median(xs.map((x) => x.counts)))} | ${fmt(median(xs.map((x) => x.execution)))} |`,
+      );
     }
   }
 }
@@ -254,19 +281,30 @@ export async function main(options: { jobs: number; runs: number }): Promise<voi
   const stores: Store[] = [];
   try {
     console.log(`# What the event log costs PostgreSQL\n\n${machineLine()}`);
-    console.log(`\n${options.jobs} no-op jobs per run: bulk enqueue, then one worker at concurrency ${CONCURRENCY}, prefetch ${PREFETCH}; medians of ${options.runs} runs, variants taking turns\n`);
+    console.log(
+      `\n${options.jobs} no-op jobs per run: bulk enqueue, then one worker at concurrency ${CONCURRENCY}, prefetch ${PREFETCH}; medians of ${options.runs} runs, variants taking turns\n`,
+    );
     for (const [i, v] of variants.entries()) stores.push(await openStore(url, v, i));
-    const results = await interleaved(stores, options.runs, "bulk / processing jobs/s", (s) => measure(s, options.jobs),
-      (f) => `${fmt(f.bulk)} / ${fmt(f.processing)} (${f.events} events)`);
+    const results = await interleaved(
+      stores,
+      options.runs,
+      "bulk / processing jobs/s",
+      (s) => measure(s, options.jobs),
+      (f) => `${fmt(f.bulk)} / ${fmt(f.processing)} (${f.events} events)`,
+    );
     const base = median(results[1]!.map((f) => f.processing));
-    console.log("| triggers | bulk enqueue jobs/s | processing jobs/s | processing ÷ statement-level | events per job | WAL bytes/job enqueue + processing | every run (processing) |");
+    console.log(
+      "| triggers | bulk enqueue jobs/s | processing jobs/s | processing ÷ statement-level | events per job | WAL bytes/job enqueue + processing | every run (processing) |",
+    );
     console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
     for (const [i, store] of stores.entries()) {
       const figures = results[i]!;
       const processing = median(figures.map((f) => f.processing));
-      console.log(`| ${store.name} | ${fmt(median(figures.map((f) => f.bulk)))} | ${fmt(processing)} | ${(processing / base).toFixed(2)}x | ` +
-        `${fmt(median(figures.map((f) => f.events)) / options.jobs)} | ` +
-        `${fmt(median(figures.map((f) => f.walEnqueue)))} + ${fmt(median(figures.map((f) => f.walProcessing)))} | ${figures.map((f) => fmt(f.processing)).join(" / ")} |`);
+      console.log(
+        `| ${store.name} | ${fmt(median(figures.map((f) => f.bulk)))} | ${fmt(processing)} | ${(processing / base).toFixed(2)}x | ` +
+          `${fmt(median(figures.map((f) => f.events)) / options.jobs)} | ` +
+          `${fmt(median(figures.map((f) => f.walEnqueue)))} + ${fmt(median(figures.map((f) => f.walProcessing)))} | ${figures.map((f) => fmt(f.processing)).join(" / ")} |`,
+      );
     }
     console.log(`\nload average ${formatLoad(loadavg())} (1/5/15 min)`);
     // The statements themselves under each trigger design: the "Trigger …" lines at the end of

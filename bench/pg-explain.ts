@@ -78,9 +78,21 @@ const textArray = (xs: readonly (string | null)[]) => xs;
 /** enqueue.sql's parameters for no-op jobs `ids` in queue "bench" carrying `data`, the way Queue.addBulk sends them. */
 export function enqueueArgs(ids: readonly string[], data: readonly unknown[]): unknown[] {
   return [
-    null, textArray(ids), ids.map(() => "bench"), ids.map(() => "noop"), data.map((d) => JSON.stringify(d)),
-    ids.map(() => 0), ids.map(() => null), ids.map(() => 0), ids.map(() => 3), ids.map(() => '{"type":"exponential","delayMs":1000}'),
-    ids.map(() => null), ids.map(() => 86_400_000), ids.map(() => null), ids.map(() => null), ["bench"],
+    null,
+    textArray(ids),
+    ids.map(() => "bench"),
+    ids.map(() => "noop"),
+    data.map((d) => JSON.stringify(d)),
+    ids.map(() => 0),
+    ids.map(() => null),
+    ids.map(() => 0),
+    ids.map(() => 3),
+    ids.map(() => '{"type":"exponential","delayMs":1000}'),
+    ids.map(() => null),
+    ids.map(() => 86_400_000),
+    ids.map(() => null),
+    ids.map(() => null),
+    ["bench"],
   ];
 }
 
@@ -101,7 +113,15 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     // enqueue: a batch of BATCH more, as Queue.addBulk sends them.
     const specs = noopJobs(backlog, BATCH);
     const ids = specs.map((_, i) => `explain-${i}`);
-    await explain(client, `enqueue (${BATCH} jobs, one statement)`, sql.enqueue!, enqueueArgs(ids, specs.map((s) => s.data)));
+    await explain(
+      client,
+      `enqueue (${BATCH} jobs, one statement)`,
+      sql.enqueue!,
+      enqueueArgs(
+        ids,
+        specs.map((s) => s.data),
+      ),
+    );
     await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
     const claimed = await client.query<{ id: string; lease_token: string }>(
       "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
@@ -109,11 +129,18 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     const half = claimed.rows.slice(0, BATCH / 2);
     const rest = claimed.rows.slice(BATCH / 2);
     await explain(client, `complete (${half.length} jobs, one statement)`, sql.complete!, [
-      null, half.map((r) => r.id), half.map((r) => r.lease_token), half.map(() => "null"),
+      null,
+      half.map((r) => r.id),
+      half.map((r) => r.lease_token),
+      half.map(() => "null"),
     ]);
     const error = JSON.stringify({ name: "Error", message: "boom", stack: null });
     await explain(client, `fail, retried at once (${rest.length} jobs, one statement)`, sql.fail!, [
-      null, rest.map((r) => r.id), rest.map((r) => r.lease_token), rest.map(() => error), rest.map(() => 0),
+      null,
+      rest.map((r) => r.id),
+      rest.map((r) => r.lease_token),
+      rest.map(() => error),
+      rest.map(() => 0),
     ]);
     if (sql["complete-and-claim"] !== undefined) {
       // Complete-and-claim in one statement (what the worker sends when it wants more work).
@@ -122,8 +149,18 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
         "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
       );
       await explain(client, `complete-and-claim: complete ${again.rows.length} + claim ${BATCH} (one statement)`, sql["complete-and-claim"], [
-        null, again.rows.map((r) => r.id), again.rows.map((r) => r.lease_token), again.rows.map(() => "null"),
-        ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false,
+        null,
+        again.rows.map((r) => r.id),
+        again.rows.map((r) => r.lease_token),
+        again.rows.map(() => "null"),
+        ["bench"],
+        ["noop"],
+        BATCH,
+        30_000,
+        "explain-worker",
+        "host",
+        1,
+        false,
       ]);
     }
     const t0 = performance.now();
@@ -176,7 +213,15 @@ async function walConveyor(baseUrl: string, jobs: number): Promise<Wal> {
       async () => {
         const done = deferred();
         let completed = 0;
-        const worker = new Worker({ backend, queues: "bench", concurrency: 10, prefetch: BATCH, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+        const worker = new Worker({
+          backend,
+          queues: "bench",
+          concurrency: 10,
+          prefetch: BATCH,
+          logger: silentLogger,
+          maintenance: false,
+          handlers: { noop: () => null },
+        });
         worker.on("job:completed", () => {
           if (++completed === jobs) done.resolve();
         });
@@ -211,7 +256,11 @@ async function walGraphile(baseUrl: string, jobs: number): Promise<Wal> {
         const done = deferred();
         let seen = 0;
         const runner = await run({
-          connectionString: url, concurrency: 10, maxPoolSize: 12, noHandleSignals: true, logger: quietGraphile,
+          connectionString: url,
+          concurrency: 10,
+          maxPoolSize: 12,
+          noHandleSignals: true,
+          logger: quietGraphile,
           taskList: { noop: () => void (++seen === jobs && done.resolve()) },
           preset: { worker: { localQueue: { size: BATCH }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
         });
@@ -244,7 +293,10 @@ export async function main(options: { backlog: number; jobs: number }): Promise<
     await explainConveyor(url, options.backlog);
     console.log(`\n## WAL bytes per job (${options.jobs} jobs: bulk enqueue, then one worker at concurrency 10, prefetch ${BATCH})\n`);
     console.log("| system | enqueue | processing (claim + complete) | total |\n| --- | ---: | ---: | ---: |");
-    for (const [label, measure] of [["Conveyor", walConveyor], ["graphile-worker", walGraphile]] as const) {
+    for (const [label, measure] of [
+      ["Conveyor", walConveyor],
+      ["graphile-worker", walGraphile],
+    ] as const) {
       const wal = await measure(url, options.jobs);
       console.log(`| ${label} | ${fmt(wal.enqueue)} | ${fmt(wal.processing)} | ${fmt(wal.enqueue + wal.processing)} |`);
     }

@@ -46,7 +46,10 @@ interface Point {
 interface System {
   name: string;
   /** Fills a fresh database with the backlog and returns what measures it. */
-  open(waiting: number, delayed: number): Promise<{
+  open(
+    waiting: number,
+    delayed: number,
+  ): Promise<{
     /** Jobs/s of TAKE jobs; `consumed` counts every job the run took off the backlog (a closing worker may finish a few more). */
     throughput(): Promise<{ rate: number; consumed: number }>;
     /** Adds `n` waiting jobs (the top-up after a throughput run). */
@@ -92,7 +95,8 @@ function conveyor(baseUrl: string): System {
       const backend = new PostgresBackend({ connectionString: db.url, logger: silentLogger });
       await backend.migrate();
       const q = new Queue("bench", { backend });
-      for (const [s, n] of chunks(delayed, FILL_CHUNK)) await q.addBulk(Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: s + k }, options: { delayMs: 86_400_000 } })));
+      for (const [s, n] of chunks(delayed, FILL_CHUNK))
+        await q.addBulk(Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: s + k }, options: { delayMs: 86_400_000 } })));
       for (const [s, n] of chunks(waiting, FILL_CHUNK)) await q.addBulk(Array.from({ length: n }, (_, k) => ({ name: "noop", data: { i: s + k } })));
       await vacuumAnalyze(db.url);
       return {
@@ -100,7 +104,15 @@ function conveyor(baseUrl: string): System {
           const done = deferred();
           let completed = 0;
           const t0 = performance.now();
-          const worker = new Worker({ backend, queues: "bench", concurrency: 10, prefetch: PREFETCH, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+          const worker = new Worker({
+            backend,
+            queues: "bench",
+            concurrency: 10,
+            prefetch: PREFETCH,
+            logger: silentLogger,
+            maintenance: false,
+            handlers: { noop: () => null },
+          });
           worker.on("job:completed", () => {
             if (++completed === TAKE) done.resolve();
           });
@@ -116,9 +128,22 @@ function conveyor(baseUrl: string): System {
           const producer = new PostgresBackend({ connectionString: db.url, logger: silentLogger });
           const lq = new Queue("latency", { backend: producer });
           let onStart: (() => void) | null = null;
-          const worker = new Worker({ backend, queues: "latency", concurrency: 10, logger: silentLogger, maintenance: false, pollIntervalMs: 5_000, handlers: { ping: () => void onStart?.() } });
+          const worker = new Worker({
+            backend,
+            queues: "latency",
+            concurrency: 10,
+            logger: silentLogger,
+            maintenance: false,
+            pollIntervalMs: 5_000,
+            handlers: { ping: () => void onStart?.() },
+          });
           await sleep(200);
-          const out = await latencySamples([], samples, (i) => lq.add("ping", { i }), (fn) => (onStart = fn));
+          const out = await latencySamples(
+            [],
+            samples,
+            (i) => lq.add("ping", { i }),
+            (fn) => (onStart = fn),
+          );
           await worker.close();
           await producer.close();
           return out;
@@ -140,7 +165,12 @@ function graphile(baseUrl: string): System {
   };
   const start = (url: string, taskList: Parameters<typeof run>[0]["taskList"]): Promise<Runner> =>
     run({
-      connectionString: url, concurrency: 10, maxPoolSize: 12, noHandleSignals: true, logger: quietGraphile, taskList,
+      connectionString: url,
+      concurrency: 10,
+      maxPoolSize: 12,
+      noHandleSignals: true,
+      logger: quietGraphile,
+      taskList,
       preset: { worker: { localQueue: { size: PREFETCH }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
     });
   return {
@@ -181,7 +211,12 @@ function graphile(baseUrl: string): System {
           let onStart: (() => void) | null = null;
           const runner = await start(db.url, { ping: () => void onStart?.() });
           await sleep(200);
-          const out = await latencySamples([], samples, (i) => utils.addJob("ping", { i }), (fn) => (onStart = fn));
+          const out = await latencySamples(
+            [],
+            samples,
+            (i) => utils.addJob("ping", { i }),
+            (fn) => (onStart = fn),
+          );
           await runner.stop();
           return out;
         },
@@ -230,7 +265,12 @@ async function manyQueues(baseUrl: string, queueCount: number, perQueue: number,
 
 /** A small SVG: one panel per metric, log-scale x (backlog), one line per system. */
 function svg(sizes: number[], results: Map<string, Point[]>, loadLine: string): string {
-  const W = 420, H = 260, L = 60, R = 20, T = 40, B = 45;
+  const W = 420,
+    H = 260,
+    L = 60,
+    R = 20,
+    T = 40,
+    B = 45;
   const colors = ["#1f77b4", "#d62728", "#2ca02c"];
   const panel = (x0: number, title: string, value: (p: Point) => number, unit: string) => {
     const all = [...results.values()].flatMap((ps) => ps.slice(0, sizes.length).map(value));
@@ -246,7 +286,10 @@ function svg(sizes: number[], results: Map<string, Point[]>, loadLine: string): 
     }
     out += `<text x="${x0 + W / 2}" y="${H - 8}" text-anchor="middle" font-size="11">waiting jobs in the backlog (log scale); y: ${unit}</text>`;
     [...results.entries()].forEach(([name, ps], i) => {
-      const pts = ps.slice(0, sizes.length).map((p, j) => `${lx(sizes[j]!).toFixed(1)},${ly(value(p)).toFixed(1)}`).join(" ");
+      const pts = ps
+        .slice(0, sizes.length)
+        .map((p, j) => `${lx(sizes[j]!).toFixed(1)},${ly(value(p)).toFixed(1)}`)
+        .join(" ");
       out += `<polyline fill="none" stroke="${colors[i % colors.length]}" stroke-width="2" points="${pts}"/>`;
       out += `<text x="${x0 + L + 8}" y="${T + 14 + 14 * i}" font-size="12" fill="${colors[i % colors.length]}">${name}</text>`;
     });
@@ -295,9 +338,17 @@ export async function main(options: { sizes: number[]; runs: number; samples: nu
             p50s.push(percentile(samples, 50));
             p99s.push(percentile(samples, 99));
           }
-          const point = { label: shape.label, throughput: median(rates), p50: median(p50s), p99: median(p99s), heapMb: process.memoryUsage().heapUsed / 2 ** 20 };
+          const point = {
+            label: shape.label,
+            throughput: median(rates),
+            p50: median(p50s),
+            p99: median(p99s),
+            heapMb: process.memoryUsage().heapUsed / 2 ** 20,
+          };
           results.get(system.name)!.push(point);
-          process.stderr.write(`  .. ${system.name} ${shape.label}: ${rates.map(fmt).join(" / ")} jobs/s; p50 ${p50s.map(fmt).join(" / ")} ms; load ${formatLoad(loadavg())}\n`);
+          process.stderr.write(
+            `  .. ${system.name} ${shape.label}: ${rates.map(fmt).join(" / ")} jobs/s; p50 ${p50s.map(fmt).join(" / ")} ms; load ${formatLoad(loadavg())}\n`,
+          );
         } finally {
           await opened.close();
         }
@@ -315,8 +366,10 @@ export async function main(options: { sizes: number[]; runs: number; samples: nu
       console.log(`| ${shape.label} | ${cells.join(" | ")} | ${ratio.toFixed(2)}x |`);
     });
     const c = results.get("Conveyor")!;
-    console.log(`\nConveyor at ${fmt(largest)} ÷ at ${fmt(options.sizes[0]!)}: throughput ${(c[options.sizes.length - 1]!.throughput / c[0]!.throughput).toFixed(2)}x, ` +
-      `p50 latency ${(c[options.sizes.length - 1]!.p50 / c[0]!.p50).toFixed(2)}x; bench process heap ${c.map((p) => fmt(p.heapMb)).join(" / ")} MB after each size.`);
+    console.log(
+      `\nConveyor at ${fmt(largest)} ÷ at ${fmt(options.sizes[0]!)}: throughput ${(c[options.sizes.length - 1]!.throughput / c[0]!.throughput).toFixed(2)}x, ` +
+        `p50 latency ${(c[options.sizes.length - 1]!.p50 / c[0]!.p50).toFixed(2)}x; bench process heap ${c.map((p) => fmt(p.heapMb)).join(" / ")} MB after each size.`,
+    );
 
     console.log("\n## Many queues (Conveyor): median ms per claim of 5 jobs, one worker over every queue\n");
     const one = await manyQueues(url, 1, 5_000, 200);

@@ -156,7 +156,10 @@ export function verdict(samples: readonly SoakSample[]): { bounded: boolean; rea
   if (deadLow > deadPeakBefore) {
     return { bounded: false, reason: `dead tuples never fell below the first half's peak (${fmt(deadPeakBefore)}) in the second half: lowest ${fmt(deadLow)}` };
   }
-  return { bounded: true, reason: `second half peaks ${mb(size)} (limit ${mb(sizeLimit)}); dead tuples fell to ${fmt(deadLow)} (first half peak ${fmt(deadPeakBefore)})` };
+  return {
+    bounded: true,
+    reason: `second half peaks ${mb(size)} (limit ${mb(sizeLimit)}); dead tuples fell to ${fmt(deadLow)} (first half peak ${fmt(deadPeakBefore)})`,
+  };
 }
 
 const mb = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MB`;

@@ -12,8 +12,21 @@ import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
 import {
-  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, peerVersions, printReport, rate, runSideBySide, sleep,
-  type Subject, type WithFreshBackend,
+  type BenchSizes,
+  chunks,
+  conveyorLatency,
+  conveyorThroughput,
+  deferred,
+  FILL_CHUNK,
+  latencySamples,
+  machineLine,
+  peerVersions,
+  printReport,
+  rate,
+  runSideBySide,
+  sleep,
+  type Subject,
+  type WithFreshBackend,
 } from "./lib.js";
 
 /**
@@ -179,7 +192,12 @@ function graphileWorker(dbs: Databases): Subject {
       let onStart: (() => void) | null = null;
       const runner = await start(url, 10, { noop: () => void onStart?.() });
       await sleep(200);
-      const out = await latencySamples([], samples, (i) => utils.addJob("noop", { i }), (fn) => (onStart = fn));
+      const out = await latencySamples(
+        [],
+        samples,
+        (i) => utils.addJob("noop", { i }),
+        (fn) => (onStart = fn),
+      );
       await runner.stop();
       await utils.release();
       return out;
@@ -258,7 +276,12 @@ function pgBoss(dbs: Databases): Subject {
       // Ten workers of one job each, as the others run ten handlers at once; woken by NOTIFY.
       await boss.work("bench", { localConcurrency: 10 }, async () => void onStart?.());
       await sleep(200);
-      const out = await latencySamples([], samples, (i) => boss.send("bench", { i }), (fn) => (onStart = fn));
+      const out = await latencySamples(
+        [],
+        samples,
+        (i) => boss.send("bench", { i }),
+        (fn) => (onStart = fn),
+      );
       await stop(boss);
       return out;
     },
@@ -276,7 +299,9 @@ export async function main(sizes: BenchSizes): Promise<void> {
   try {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
-    const { rows } = await c.query<{ v: string; sc: string }>("SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc").finally(() => c.end());
+    const { rows } = await c
+      .query<{ v: string; sc: string }>("SELECT current_setting('server_version') AS v, current_setting('synchronous_commit') AS sc")
+      .finally(() => c.end());
     console.log(
       `PostgreSQL ${rows[0]?.v} (synchronous_commit ${rows[0]?.sc}${server ? ", throwaway server" : ", DATABASE_URL"}); ` +
         `${peerVersions(["graphile-worker", "pg-boss"])}; ${sizes.jobs} jobs; ${machineLine()}\n`,

@@ -9,8 +9,22 @@ import { RedisBackend } from "../src/backend/redis/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
 import {
-  type BenchSizes, chunks, conveyorLatency, conveyorThroughput, deferred, FILL_CHUNK, latencySamples, machineLine, noopJobs, peerVersions, printReport, rate, runSideBySide,
-  sleep, type Subject, type WithFreshBackend,
+  type BenchSizes,
+  chunks,
+  conveyorLatency,
+  conveyorThroughput,
+  deferred,
+  FILL_CHUNK,
+  latencySamples,
+  machineLine,
+  noopJobs,
+  peerVersions,
+  printReport,
+  rate,
+  runSideBySide,
+  sleep,
+  type Subject,
+  type WithFreshBackend,
 } from "./lib.js";
 
 /** Conveyor's `prefetch` in processing runs (jobs claimed ahead of free slots). */
@@ -59,7 +73,12 @@ async function keyBytes(admin: Redis, prefix: string): Promise<number> {
  * more, and divide the growth by `jobs`, by two measures: INFO used_memory (everything the server
  * allocated, allocator overhead included) and the sum of MEMORY USAGE over the prefix's keys.
  */
-async function memoryPerJob(admin: Redis, prefix: string, jobs: number, enqueue: (start: number, n: number) => Promise<unknown>): Promise<Record<string, number>> {
+async function memoryPerJob(
+  admin: Redis,
+  prefix: string,
+  jobs: number,
+  enqueue: (start: number, n: number) => Promise<unknown>,
+): Promise<Record<string, number>> {
   await enqueue(0, 1);
   const used0 = await usedMemory(admin);
   const keys0 = await keyBytes(admin, prefix);
@@ -173,7 +192,12 @@ export function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
         const worker = new BullWorker("bench", async () => void onStart?.(), { connection, prefix, concurrency: 10 });
         await worker.waitUntilReady();
         await sleep(200);
-        const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
+        const out = await latencySamples(
+          [],
+          samples,
+          (i) => q.add("noop", { i }),
+          (fn) => (onStart = fn),
+        );
         await worker.close();
         await q.close();
         return out;

@@ -12,5 +12,12 @@ const worker = new Worker({
   pollIntervalMs: 5_000,
   handlers: { noop: () => void process.send!(performance.timeOrigin + performance.now()) },
 });
-process.on("SIGTERM", () => void worker.close().then(() => backend.close()).then(() => process.exit(0)));
+process.on(
+  "SIGTERM",
+  () =>
+    void worker
+      .close()
+      .then(() => backend.close())
+      .then(() => process.exit(0)),
+);
 process.send!("ready");

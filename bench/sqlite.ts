@@ -49,12 +49,21 @@ function conveyor(db: ReturnType<typeof files>): Subject {
       const q = new Queue("bench", { backend });
       let onStart: (() => void) | null = null;
       const worker = new Worker({
-        backend, queues: "bench", concurrency: 10, logger: silentLogger, maintenance: false,
+        backend,
+        queues: "bench",
+        concurrency: 10,
+        logger: silentLogger,
+        maintenance: false,
         // Long poll interval: starts must come from wake-ups, not from a lucky poll.
         pollIntervalMs: 5_000,
         handlers: { noop: () => void onStart?.() },
       });
-      const out = await latencySamples([], samples, (i) => q.add("noop", { i }), (fn) => (onStart = fn));
+      const out = await latencySamples(
+        [],
+        samples,
+        (i) => q.add("noop", { i }),
+        (fn) => (onStart = fn),
+      );
       await worker.close();
       await backend.close();
       return out;
@@ -63,7 +72,10 @@ function conveyor(db: ReturnType<typeof files>): Subject {
     async crossProcessLatency(samples) {
       const { backend, path } = db.fresh();
       const q = new Queue("bench", { backend });
-      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path], {
+        execArgv: ["--import", "tsx"],
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      });
       await new Promise<void>((r) => child.once("message", () => r()));
       const out: number[] = [];
       for (let i = 0; i < samples; i++) {

@@ -24,7 +24,14 @@ async function measure(label: string, backend: Backend, backlog: number): Promis
     await done.addBulk(Array.from({ length: 1_000 }, () => ({ name: "noop", data: null })));
     const finished = deferred();
     let n = 0;
-    const worker = new Worker({ backend, queues: "stats-done", concurrency: 50, logger: silentLogger, maintenance: false, handlers: { noop: () => (++n === 1_000 ? finished.resolve() : null) } });
+    const worker = new Worker({
+      backend,
+      queues: "stats-done",
+      concurrency: 50,
+      logger: silentLogger,
+      maintenance: false,
+      handlers: { noop: () => (++n === 1_000 ? finished.resolve() : null) },
+    });
     await finished.promise;
     await worker.close();
     const times: number[] = [];

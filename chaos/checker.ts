@@ -216,7 +216,8 @@ export function pairRuns(records: readonly RunRecord[]): Run[] {
 export function unobserved(f: FaultEvent): string | null {
   switch (f.t) {
     case "death":
-      if (f.cause === "killed" && f.signal !== "SIGKILL") return `death of ${f.slot}/${f.wpid} attributed to a SIGKILL, but it exited with ${f.code ?? f.signal}`;
+      if (f.cause === "killed" && f.signal !== "SIGKILL")
+        return `death of ${f.slot}/${f.wpid} attributed to a SIGKILL, but it exited with ${f.code ?? f.signal}`;
       if ((f.cause === "failpoint" || f.cause === "watchdog") && !saidBy(f.cause, f.said ?? null)) {
         return `death of ${f.slot}/${f.wpid} attributed to its ${f.cause}, which it never logged`;
       }
@@ -308,7 +309,8 @@ function unexplainedAttempt(job: FinalJob, runs: readonly Run[], windows: readon
       if (!hit) return `attempt ${h.attempt} (worker ${h.pid}, ${h.startedAt}..${h.finishedAt}) expired with no recorded fault on its worker or the store`;
     } else {
       const failedRun = runs.some(
-        (r) => r.attempt === h.attempt && r.wpid === h.pid && r.ok === false && r.start >= h.startedAt - CLOCK_SLACK_MS && r.start <= h.finishedAt + CLOCK_SLACK_MS,
+        (r) =>
+          r.attempt === h.attempt && r.wpid === h.pid && r.ok === false && r.start >= h.startedAt - CLOCK_SLACK_MS && r.start <= h.finishedAt + CLOCK_SLACK_MS,
       );
       if (!failedRun) return `attempt ${h.attempt} (worker ${h.pid}) is recorded as ${h.outcome}, but no handler run of it failed`;
     }
@@ -326,7 +328,8 @@ function unexplainedReturns(runs: readonly Run[], windows: readonly Window[], hi
   if (runs.length === 0) return "dead-lettered by x-delivery-limit, but it never ran";
   for (const r of runs) {
     if (r.ok === false) continue;
-    if (!windows.some((w) => hit(r, w))) return `its run of attempt ${r.attempt} on ${r.wpid} at ${r.start} ${r.ok ? "succeeded" : "was cut off"} with no recorded fault on its worker or the broker`;
+    if (!windows.some((w) => hit(r, w)))
+      return `its run of attempt ${r.attempt} on ${r.wpid} at ${r.start} ${r.ok ? "succeeded" : "was cut off"} with no recorded fault on its worker or the broker`;
   }
   return null;
 }
@@ -450,7 +453,10 @@ export function check(input: CheckInput): CheckResult {
       if (broker && f?.state === "waiting") queuedAtEnd++;
       else if (!f || (f.state !== "completed" && f.state !== "dead")) {
         lost++;
-        pushExample(lostEx, `${id} (${kindOf(id)}): ${f ? `state ${f.state}, attempt ${f.attempt}` : broker ? "no handler finished it, not dead-lettered, not queued" : "not in the store"}, ${runsByJob.get(id)?.length ?? 0} run(s)`);
+        pushExample(
+          lostEx,
+          `${id} (${kindOf(id)}): ${f ? `state ${f.state}, attempt ${f.attempt}` : broker ? "no handler finished it, not dead-lettered, not queued" : "not in the store"}, ${runsByJob.get(id)?.length ?? 0} run(s)`,
+        );
       }
     } else if (o === "fail") {
       enqueueFailed++;
@@ -474,7 +480,10 @@ export function check(input: CheckInput): CheckResult {
     const o = invokes.has(id) ? outcome.get(id) : undefined;
     if (o === undefined || o === "fail") {
       unexpectedIds.add(id);
-      pushExample(unexpectedEx, `${id}: ${o === "fail" ? "its enqueue failed definitely" : "never enqueued"}, yet ${runsByJob.has(id) ? "it ran" : "it is in the store"}`);
+      pushExample(
+        unexpectedEx,
+        `${id}: ${o === "fail" ? "its enqueue failed definitely" : "never enqueued"}, yet ${runsByJob.has(id) ? "it ran" : "it is in the store"}`,
+      );
     }
   }
 
@@ -576,7 +585,9 @@ export function check(input: CheckInput): CheckResult {
           (newer ? `; a later claim (token ${String(newer.token)}, attempt ${newer.attempt}) ran at ${newer.start}` : ""),
       );
     }
-    const completedRun = jobRuns.find((r) => (resultToken !== null ? r.token === resultToken : r.attempt === f.attempt) && r.attempt === f.attempt && r.ok === true);
+    const completedRun = jobRuns.find(
+      (r) => (resultToken !== null ? r.token === resultToken : r.attempt === f.attempt) && r.attempt === f.attempt && r.ok === true,
+    );
     if (!completedRun) {
       phantom++;
       pushExample(
@@ -618,7 +629,8 @@ export function check(input: CheckInput): CheckResult {
     if (TERMINAL.has(o.state)) {
       if (!t) firstTerminal.set(o.id, o);
     } else if (t && o.at > t.at) {
-      if (!regressionIds.has(o.id)) pushExample(regressionEx, `${o.id}: seen ${t.state} (attempt ${t.attempt}) at ${t.at}, then ${o.state} (attempt ${o.attempt}) at ${o.at}`);
+      if (!regressionIds.has(o.id))
+        pushExample(regressionEx, `${o.id}: seen ${t.state} (attempt ${t.attempt}) at ${t.at}, then ${o.state} (attempt ${o.attempt}) at ${o.at}`);
       regressionIds.add(o.id);
     }
   }
@@ -720,7 +732,8 @@ export function check(input: CheckInput): CheckResult {
     const signalAt = received ?? t.sentAt;
     let inFlight = 0;
     for (const f of input.final) for (const h of f.history) if (h.pid === t.wpid && h.startedAt <= signalAt && h.finishedAt >= signalAt) inFlight++;
-    termInFlight = termInFlight === null ? { min: inFlight, max: inFlight } : { min: Math.min(termInFlight.min, inFlight), max: Math.max(termInFlight.max, inFlight) };
+    termInFlight =
+      termInFlight === null ? { min: inFlight, max: inFlight } : { min: Math.min(termInFlight.min, inFlight), max: Math.max(termInFlight.max, inFlight) };
     if (received !== null) {
       // The worker's own clock for its handlers (in-process only: a sandbox starts later)…
       if (!sandboxed.has(t.wpid)) {
@@ -759,7 +772,10 @@ export function check(input: CheckInput): CheckResult {
     const expected = t.loggedDrained === null ? null : t.loggedDrained ? 0 : 1;
     if (!t.forced && (t.code === null || expected === null || t.code !== expected)) {
       wrongExitCodes++;
-      pushExample(exitEx, `${t.slot}/${t.wpid}: exit ${t.code ?? t.signal}, log said ${t.loggedDrained === null ? "nothing" : t.loggedDrained ? "drained (0)" : "released (1)"}`);
+      pushExample(
+        exitEx,
+        `${t.slot}/${t.wpid}: exit ${t.code ?? t.signal}, log said ${t.loggedDrained === null ? "nothing" : t.loggedDrained ? "drained (0)" : "released (1)"}`,
+      );
     }
   }
 
@@ -806,7 +822,17 @@ export function check(input: CheckInput): CheckResult {
   }
 
   // ---- what actually happened
-  const faults: CheckResult["metrics"]["faults"] = { killed: 0, failpoint: 0, stop: 0, outage: 0, cut: 0, term: 0, pill: pills, "died-other": 0, "start-failed": 0 };
+  const faults: CheckResult["metrics"]["faults"] = {
+    killed: 0,
+    failpoint: 0,
+    stop: 0,
+    outage: 0,
+    cut: 0,
+    term: 0,
+    pill: pills,
+    "died-other": 0,
+    "start-failed": 0,
+  };
   for (const f of observedFaults) {
     if (f.t === "death") {
       // Deaths in a SQLite store crash are counted by its outage event.
@@ -855,7 +881,12 @@ export function check(input: CheckInput): CheckResult {
   }
   if (checks.poison) {
     bound("pills not dead within their attempts", "= 0", pillsNotDead, pillsNotDead === 0, pillEx);
-    bound("worker deaths caused by pills", `<= ${inProcessPillRuns} (in-process pill runs; 0 in sandboxes)`, pillDeaths, pillDeaths <= inProcessPillRuns && sandboxedPillDeaths === 0);
+    bound(
+      "worker deaths caused by pills",
+      `<= ${inProcessPillRuns} (in-process pill runs; 0 in sandboxes)`,
+      pillDeaths,
+      pillDeaths <= inProcessPillRuns && sandboxedPillDeaths === 0,
+    );
     if (checks.healthyDelayLimitMs !== null) {
       bound("healthy jobs (no fault hit) delayed over a lease", `= 0 (limit ${checks.healthyDelayLimitMs} ms)`, slowHealthy, slowHealthy === 0, waitEx);
     }

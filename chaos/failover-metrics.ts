@@ -45,7 +45,10 @@ export interface ThroughputDip {
 }
 
 export function throughputDip(runs: readonly RunRecord[], window: { from: number; to: number }, baselineMs = 10_000, until = Infinity): ThroughputDip {
-  const ends = runs.filter((r): r is Extract<RunRecord, { t: "end" }> => r.t === "end" && r.ok).map((r) => r.at).sort((a, b) => a - b);
+  const ends = runs
+    .filter((r): r is Extract<RunRecord, { t: "end" }> => r.t === "end" && r.ok)
+    .map((r) => r.at)
+    .sort((a, b) => a - b);
   const count = (from: number, to: number) => ends.filter((t) => t >= from && t < to).length;
   const beforePerSec = count(window.from - baselineMs, window.from) / (baselineMs / 1000);
   const span = Math.max(1, window.to - window.from);

@@ -179,15 +179,26 @@ export class Fleet {
     this.workerLogs.push(slot.logPath);
     const failpoint = this.faultsOn ? failpointFor(this.options.def, this.options.prng) : null;
     const args = [
-      "--import", "tsx", "src/cli/bin.ts", "worker",
-      "--db", this.options.url,
-      "--queue", queueName(slot.index % (this.options.def.queues ?? 1)),
-      "--handlers", "chaos/handlers.ts",
-      "--concurrency", String(WORKER.concurrency),
-      "--lease-ms", String(WORKER.leaseMs),
-      "--rescue-interval-ms", String(WORKER.rescueIntervalMs),
-      "--poll-interval-ms", String(WORKER.pollIntervalMs),
-      "--shutdown-grace-ms", String(WORKER.shutdownGraceMs),
+      "--import",
+      "tsx",
+      "src/cli/bin.ts",
+      "worker",
+      "--db",
+      this.options.url,
+      "--queue",
+      queueName(slot.index % (this.options.def.queues ?? 1)),
+      "--handlers",
+      "chaos/handlers.ts",
+      "--concurrency",
+      String(WORKER.concurrency),
+      "--lease-ms",
+      String(WORKER.leaseMs),
+      "--rescue-interval-ms",
+      String(WORKER.rescueIntervalMs),
+      "--poll-interval-ms",
+      String(WORKER.pollIntervalMs),
+      "--shutdown-grace-ms",
+      String(WORKER.shutdownGraceMs),
       ...(slot.sandbox ? ["--sandbox"] : []),
       // One worker claims ahead of its free slots, so every fault also hits jobs that are held
       // by a worker but not started (rescued after their lease, released on SIGTERM).
@@ -357,11 +368,14 @@ export class Fleet {
     slot.term = {
       sentAt: Date.now(),
       forced: false,
-      killTimer: setTimeout(() => {
-        if (slot.child !== child || !slot.term) return;
-        slot.term.forced = true;
-        child.kill("SIGKILL");
-      }, WORKER.shutdownGraceMs + WORKER.leaseMs + TERM_TOLERANCE_MS),
+      killTimer: setTimeout(
+        () => {
+          if (slot.child !== child || !slot.term) return;
+          slot.term.forced = true;
+          child.kill("SIGKILL");
+        },
+        WORKER.shutdownGraceMs + WORKER.leaseMs + TERM_TOLERANCE_MS,
+      ),
     };
     child.kill("SIGTERM");
   }

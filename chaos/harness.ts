@@ -18,7 +18,18 @@ import { firstCompletionAfter, stalledAfter, throughputDip, type ThroughputDip }
 import { finalJobs, jobsOf, Monitor, unfinished } from "./monitor.js";
 import { Prng } from "./prng.js";
 import type { EnqueueRecord, RunRecord } from "./records.js";
-import { DEFAULT_MAX_HEALTHY_DEAD, notApplicable, planFaults, QUIET_TAIL_MS, queuesOf, ROLLOUT_BASELINE_MS, scenarioFor, WORKER, type PlannedFault, type ScenarioName } from "./scenarios.js";
+import {
+  DEFAULT_MAX_HEALTHY_DEAD,
+  notApplicable,
+  planFaults,
+  QUIET_TAIL_MS,
+  queuesOf,
+  ROLLOUT_BASELINE_MS,
+  scenarioFor,
+  WORKER,
+  type PlannedFault,
+  type ScenarioName,
+} from "./scenarios.js";
 import type { BackendKind, Store } from "./stores.js";
 
 /**
@@ -237,7 +248,16 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           // The outage is the kill until the replica served: it excuses what it overlapped.
           fleet.record({ t: "outage", from: o.from, to: o.promotedAt, how: o.how, probeFailedAt: o.probeFailedAt });
           events.append({ t: "failover", ...o });
-          timings.push({ kind: "failover", at: o.from, doneAt: o.promotedAt, restoredAt: o.restoredAt, offsetMs: 0, detail: o.detail, firstCompletionMs: null, dip: null });
+          timings.push({
+            kind: "failover",
+            at: o.from,
+            doneAt: o.promotedAt,
+            restoredAt: o.restoredAt,
+            offsetMs: 0,
+            detail: o.detail,
+            firstCompletionMs: null,
+            dip: null,
+          });
           return;
         }
         case "reshard": {
@@ -252,7 +272,16 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           events.append({ t: "rolling", ...w, at: w.from });
           // Steady work after it: its recovery, and the baseline of the next rollout.
           await sleep(Math.max(0, Math.min(ROLLOUT_BASELINE_MS, t0 + durationMs - Date.now())));
-          timings.push({ kind: "rolling", at: w.from, doneAt: w.to, restoredAt: null, offsetMs: 0, detail: `${w.restarted} workers restarted one at a time`, firstCompletionMs: null, dip: null });
+          timings.push({
+            kind: "rolling",
+            at: w.from,
+            doneAt: w.to,
+            restoredAt: null,
+            offsetMs: 0,
+            detail: `${w.restarted} workers restarted one at a time`,
+            firstCompletionMs: null,
+            dip: null,
+          });
           return;
         }
         case "store-crash": {
@@ -432,7 +461,9 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       limit: `= 0 (within ${FAULT_PROGRESS_BOUND_MS} ms)`,
       value: stalled.length,
       ok: stalled.length === 0,
-      examples: stalled.map((t) => `${t.kind} at +${t.offsetMs} ms: first job completed again ${t.firstCompletionMs === null ? "never" : `+${t.firstCompletionMs} ms`}`),
+      examples: stalled.map(
+        (t) => `${t.kind} at +${t.offsetMs} ms: first job completed again ${t.firstCompletionMs === null ? "never" : `+${t.firstCompletionMs} ms`}`,
+      ),
     };
     result.bounds.push(progress);
     result.ok = result.ok && progress.ok;

@@ -135,4 +135,3 @@ export async function unfinished(queue: JobSource): Promise<number | null> {
     return null;
   }
 }
-

@@ -105,7 +105,10 @@ interface TargetEnv {
 
 async function postgresSource(kind: "pg-poll" | "pg-cdc", dir: string): Promise<SourceEnv> {
   const cdc = kind === "pg-cdc";
-  const server = await startThrowawayPostgres({ database: "chaos", ...(cdc ? { settings: { wal_level: "logical", max_wal_senders: "5", max_replication_slots: "5" } } : {}) });
+  const server = await startThrowawayPostgres({
+    database: "chaos",
+    ...(cdc ? { settings: { wal_level: "logical", max_wal_senders: "5", max_replication_slots: "5" } } : {}),
+  });
   const pool = new pg.Pool({ connectionString: server.url, max: 4 });
   pool.on("error", () => undefined);
   try {
@@ -153,7 +156,11 @@ async function postgresSource(kind: "pg-poll" | "pg-cdc", dir: string): Promise<
     backlog: async () => Number((await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${SCHEMA}.outbox`)).rows[0]!.n),
     diagnose: async () => ({
       left: (await pool.query(`SELECT seq::text, id, key, created_at FROM ${SCHEMA}.outbox ORDER BY seq LIMIT 20`)).rows,
-      slots: (await pool.query(`SELECT slot_name, active, active_pid, restart_lsn::text, confirmed_flush_lsn::text, pg_current_wal_lsn()::text AS current_lsn FROM pg_replication_slots`)).rows,
+      slots: (
+        await pool.query(
+          `SELECT slot_name, active, active_pid, restart_lsn::text, confirmed_flush_lsn::text, pg_current_wal_lsn()::text AS current_lsn FROM pg_replication_slots`,
+        )
+      ).rows,
       senders: (await pool.query(`SELECT pid, state, sent_lsn::text, flush_lsn::text, application_name FROM pg_stat_replication`)).rows,
     }),
     async close() {
@@ -285,7 +292,9 @@ async function queueTarget(): Promise<TargetEnv> {
       const client = new pg.Client({ connectionString: server.url });
       await client.connect();
       try {
-        const { rows } = await client.query<{ id: string; payload: string }>(`SELECT id, payload::text AS payload FROM ${schema}.jobs WHERE queue = 'orders' ORDER BY seq`);
+        const { rows } = await client.query<{ id: string; payload: string }>(
+          `SELECT id, payload::text AS payload FROM ${schema}.jobs WHERE queue = 'orders' ORDER BY seq`,
+        );
         return rows.map((r) => ({ id: r.id, ...(JSON.parse(r.payload) as { key: string; n: number }) }));
       } finally {
         await client.end();
@@ -324,8 +333,25 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
       const armed = rng.next() < 0.3;
       const child = spawn(
         process.execPath,
-        ["--import", "tsx", "src/cli/bin.ts", "relay", ...source.relayArgs, ...relayTarget.relayArgs, "--batch-size", "50", "--backoff-max", "500", "--stats-interval", "0"],
-        { cwd: ROOT, env: { ...process.env, ...(armed ? { CONVEYOR_FAILPOINTS: `relay-after-publish:${rng.int(1, 20)}` } : {}) }, stdio: ["ignore", "ignore", "pipe"] },
+        [
+          "--import",
+          "tsx",
+          "src/cli/bin.ts",
+          "relay",
+          ...source.relayArgs,
+          ...relayTarget.relayArgs,
+          "--batch-size",
+          "50",
+          "--backoff-max",
+          "500",
+          "--stats-interval",
+          "0",
+        ],
+        {
+          cwd: ROOT,
+          env: { ...process.env, ...(armed ? { CONVEYOR_FAILPOINTS: `relay-after-publish:${rng.int(1, 20)}` } : {}) },
+          stdio: ["ignore", "ignore", "pipe"],
+        },
       );
       child.stderr?.pipe(createWriteStream(join(dir, `relay-${slot}.log`), { flags: "a" }));
       child.on("exit", (_code, signal) => {
@@ -372,7 +398,9 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
     }
     stopping = true;
     await producer;
-    options.log(`faults stopped: ${counts.relayKills} relay kills (+${counts.failpointKills} at the failpoint), ${counts.targetFaults} target faults; draining`);
+    options.log(
+      `faults stopped: ${counts.relayKills} relay kills (+${counts.failpointKills} at the failpoint), ${counts.targetFaults} target faults; draining`,
+    );
     const drainDeadline = Date.now() + 120_000;
     // Not drained in time is a failed run, still checked: the table then says whether the events
     // left behind had reached the target, and report.json holds the source's state.
@@ -409,11 +437,21 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
         if (!relayTarget.dedups || !keptIndex.has(d.id)) keptIndex.set(d.id, i);
       });
       const keptOrder = list.filter((d, i) => keptIndex.get(d.id) === i).map((d) => d.n);
-      const expected = committed.filter((r) => r.key === key).map((r) => r.n).sort((a, b) => a - b);
-      if (JSON.stringify(keptOrder) !== JSON.stringify(expected)) orderViolations.push(`${key}: delivered ${keptOrder.slice(0, 12).join(",")}… expected ${expected.slice(0, 12).join(",")}…`);
+      const expected = committed
+        .filter((r) => r.key === key)
+        .map((r) => r.n)
+        .sort((a, b) => a - b);
+      if (JSON.stringify(keptOrder) !== JSON.stringify(expected))
+        orderViolations.push(`${key}: delivered ${keptOrder.slice(0, 12).join(",")}… expected ${expected.slice(0, 12).join(",")}…`);
     }
     const duplicates = delivered.length - deliveredIds.size;
-    const ok = undrained === null && missing.length === 0 && phantom.length === 0 && rolledBackDelivered.length === 0 && orderViolations.length === 0 && committed.length > 0;
+    const ok =
+      undrained === null &&
+      missing.length === 0 &&
+      phantom.length === 0 &&
+      rolledBackDelivered.length === 0 &&
+      orderViolations.length === 0 &&
+      committed.length > 0;
     const rows: Array<[string, string | number]> = [
       ["source → target", `${sourceKind} → ${targetKind}`],
       ["committed events (orders table)", committed.length],
@@ -421,7 +459,10 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
       ["commits with a lost answer", counts.commitUnknown],
       ["relay SIGKILLs (timed / at relay-after-publish)", `${counts.relayKills} / ${counts.failpointKills}`],
       [relayTarget.faultLabel, counts.targetFaults],
-      [relayTarget.dedups ? "delivered (jobs; redeliveries refused by job id)" : "delivered (copies / distinct)", relayTarget.dedups ? delivered.length : `${delivered.length} / ${deliveredIds.size}`],
+      [
+        relayTarget.dedups ? "delivered (jobs; redeliveries refused by job id)" : "delivered (copies / distinct)",
+        relayTarget.dedups ? delivered.length : `${delivered.length} / ${deliveredIds.size}`,
+      ],
       ["redeliveries (duplicates)", relayTarget.dedups ? "dropped by the target" : duplicates],
       ["committed but never delivered", missing.length],
       ["delivered but never committed", phantom.length + rolledBackDelivered.length],
@@ -433,7 +474,25 @@ export async function runOutboxScenario(options: OutboxChaosOptions): Promise<Ou
     const copiesOfLeft = Object.fromEntries(
       ((undrained?.state as { left?: Array<{ id: string }> } | undefined)?.left ?? []).map((r) => [r.id, delivered.filter((d) => d.id === r.id).length]),
     );
-    writeFileSync(join(dir, "report.json"), JSON.stringify({ seed: options.seed, seconds: options.seconds, source: sourceKind, target: targetKind, counts, undrained, copiesOfLeft, missing: missing.slice(0, 50), phantom: phantom.slice(0, 50), orderViolations }, null, 2));
+    writeFileSync(
+      join(dir, "report.json"),
+      JSON.stringify(
+        {
+          seed: options.seed,
+          seconds: options.seconds,
+          source: sourceKind,
+          target: targetKind,
+          counts,
+          undrained,
+          copiesOfLeft,
+          missing: missing.slice(0, 50),
+          phantom: phantom.slice(0, 50),
+          orderViolations,
+        },
+        null,
+        2,
+      ),
+    );
     return { ok, rows, relayKills: counts.relayKills };
   } finally {
     stopping = true;

@@ -94,7 +94,15 @@ async function main(): Promise<void> {
     const jobs = Array.from({ length: count }, () => nextJob(pill));
     for (const j of jobs) {
       const spec = KINDS[j.kind];
-      ledger.append({ t: "invoke", id: j.id, kind: j.kind, designed: spec.designed, maxAttempts: spec.attempts, at: Date.now(), incarnation: config.incarnation });
+      ledger.append({
+        t: "invoke",
+        id: j.id,
+        kind: j.kind,
+        designed: spec.designed,
+        maxAttempts: spec.attempts,
+        at: Date.now(),
+        incarnation: config.incarnation,
+      });
     }
     inFlight++;
     const queue = queues[turn++ % queues.length]!;

@@ -112,10 +112,11 @@ export async function rabbitmqStore(label: (text: string) => string): Promise<St
     crash: () => server.terminate(),
     restart: () => server.start(),
     // The broker answers the AMQP protocol header (retried for up to 1.5 s).
-    probe: () => waitForAmqp(server.port, 1_500).then(
-      () => true,
-      () => false,
-    ),
+    probe: () =>
+      waitForAmqp(server.port, 1_500).then(
+        () => true,
+        () => false,
+      ),
     cut: async () => {
       // `rabbitmqctl close_all_connections` waits for each connection to finish closing, which a
       // SIGSTOPped worker holds up for as long as it is stopped: the closes run asynchronously on

@@ -28,7 +28,8 @@ const ROWS: Row[] = [
   ["dead-lettered", (r) => n(r.check?.metrics.deadLettered)],
   [
     "  healthy, explained by faults",
-    (r) => (r.check ? `${r.check.metrics.healthyDead} (<= ${r.check.bounds.find((b) => b.name === HEALTHY_DEAD_BOUND)?.limit.replace("<= ", "") ?? "?"})` : "-"),
+    (r) =>
+      r.check ? `${r.check.metrics.healthyDead} (<= ${r.check.bounds.find((b) => b.name === HEALTHY_DEAD_BOUND)?.limit.replace("<= ", "") ?? "?"})` : "-",
     HEALTHY_DEAD_BOUND,
   ],
   ["  healthy, unexplained (in lost)", (r) => n(r.check?.metrics.healthyDeadUnexplained)],
@@ -68,7 +69,10 @@ const ROWS: Row[] = [
   ["worker starts failed (store down)", (r) => n(r.check?.metrics.faults["start-failed"])],
   ["worker restarts", (r) => n(r.restarts)],
   // Counted from the stored attempt history, which a broker does not keep.
-  ["SIGTERM: jobs in flight (min-max)", recordsOnly((r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-"))],
+  [
+    "SIGTERM: jobs in flight (min-max)",
+    recordsOnly((r) => (r.check?.metrics.termInFlight ? `${r.check.metrics.termInFlight.min}-${r.check.metrics.termInFlight.max}` : "-")),
+  ],
   ["SIGTERM: exit 0 / exit 1", (r) => (r.check ? `${r.check.metrics.termExits.zero} / ${r.check.metrics.termExits.one}` : "-")],
   ["SIGTERM: claims after signal", (r) => n(r.check?.metrics.claimsAfterSigterm), "claims after SIGTERM"],
   ["SIGTERM: drains over grace", (r) => n(r.check?.metrics.slowDrains), "drains over grace + tolerance"],
@@ -77,7 +81,11 @@ const ROWS: Row[] = [
   ["max healthy wait (no fault), ms", (r) => n(r.check?.metrics.maxHealthyWaitMs), "healthy jobs (no fault hit) delayed over a lease"],
   ["drain after faults, ms", (r) => n(r.drainMs)],
   ["processes left behind", (r) => n(r.leftoverProcesses), "processes left behind after the workers exited"],
-  ["fault kinds never exercised", (r) => n(r.check?.bounds.find((b) => b.name === "fault kinds that never happened")?.value), "fault kinds that never happened"],
+  [
+    "fault kinds never exercised",
+    (r) => n(r.check?.bounds.find((b) => b.name === "fault kinds that never happened")?.value),
+    "fault kinds that never happened",
+  ],
   ["torn ledger lines", (r) => n(r.check?.metrics.tornLines), "torn ledger lines"],
   ["faults recorded, not observed", (r) => n(r.check?.metrics.unobservedFaults), "faults recorded without the observation that proves them"],
   ["failovers / reshards / rollouts", (r) => (r.timings.length ? `${count(r, "failover")} / ${count(r, "reshard")} / ${count(r, "rolling")}` : "-")],

@@ -74,7 +74,9 @@ async function main(): Promise<number> {
     }
     console.log(`chaos: scenario outbox, source ${source}, target ${target}, seed ${seed}, ${seconds} s`);
     const result = await runOutboxScenario({ seconds, seed, source, target, log: (line) => console.log(`  ${line}`) });
-    console.log(`\n${formatOutboxTable(result)}\n\nreproduce: npm run chaos -- --scenario outbox --source ${source} --target ${target} --seed ${seed} --seconds ${seconds}`);
+    console.log(
+      `\n${formatOutboxTable(result)}\n\nreproduce: npm run chaos -- --scenario outbox --source ${source} --target ${target} --seed ${seed} --seconds ${seconds}`,
+    );
     return result.ok ? 0 : 1;
   }
   if (values.scenario === "failover" || FAILOVER_SCENARIOS.includes(values.scenario as never)) return runFailover(values);
@@ -93,7 +95,9 @@ async function main(): Promise<number> {
       console.error(`cannot run on ${backend}: ${why}`);
       return 2;
     }
-    console.log(`chaos: scenario schedule on ${backend} (3 workers + 1 scheduler, two clocks skewed, kills around ticks, blackouts), seed ${seed}, ${seconds} s`);
+    console.log(
+      `chaos: scenario schedule on ${backend} (3 workers + 1 scheduler, two clocks skewed, kills around ticks, blackouts), seed ${seed}, ${seconds} s`,
+    );
     const result = await runScheduleScenario({ backend, seconds, seed, log: (line) => console.log(`  ${line}`) });
     console.log(`\n${formatScheduleTable(result)}\n`);
     for (const problem of result.problems) console.log(`  ! ${problem}`);
@@ -137,7 +141,9 @@ async function main(): Promise<number> {
   }
   console.log("");
   console.log(formatTable(results));
-  console.log(`\nreproduce: npm run chaos -- --backend ${backend} --seed ${seed} --seconds ${total} --scenario ${scenarioArg} --max-healthy-dead ${maxHealthyDead}`);
+  console.log(
+    `\nreproduce: npm run chaos -- --backend ${backend} --seed ${seed} --seconds ${total} --scenario ${scenarioArg} --max-healthy-dead ${maxHealthyDead}`,
+  );
   return results.every((r) => r.ok) ? 0 : 1;
 }
 
@@ -191,7 +197,19 @@ async function runFailover(values: {
     console.log(`chaos: ${scenario} on ${topology ?? backend}, seed ${seed}, ${seconds} s; evidence in ${join(rootDir, scenario)}`);
     const store: Store = topology ? await openTopologyStore(topology, { waitReplicas }) : await openStore(backend);
     try {
-      results.push(await runScenario({ backend, scenario, seconds, seed, store, rootDir, maxHealthyDead, ...(workers ? { workers } : {}), log: (line) => console.log(`  ${line}`) }));
+      results.push(
+        await runScenario({
+          backend,
+          scenario,
+          seconds,
+          seed,
+          store,
+          rootDir,
+          maxHealthyDead,
+          ...(workers ? { workers } : {}),
+          log: (line) => console.log(`  ${line}`),
+        }),
+      );
     } finally {
       await store.close();
     }

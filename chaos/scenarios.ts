@@ -9,9 +9,7 @@ import { Prng } from "./prng.js";
 import type { BackendKind } from "./stores.js";
 import type { TopologyKind } from "./topologies.js";
 
-export type ScenarioName =
-  | "kill" | "failpoints" | "stop" | "store-crash" | "conn-cut" | "poison" | "sigterm" | "mixed"
-  | FailoverScenarioName;
+export type ScenarioName = "kill" | "failpoints" | "stop" | "store-crash" | "conn-cut" | "poison" | "sigterm" | "mixed" | FailoverScenarioName;
 /** The scenarios `--scenario all` runs (each on the backend given). */
 export const SCENARIOS: readonly ScenarioName[] = ["kill", "failpoints", "stop", "store-crash", "conn-cut", "poison", "sigterm", "mixed"];
 
@@ -22,7 +20,11 @@ export const SCENARIOS: readonly ScenarioName[] = ["kill", "failpoints", "stop",
  */
 export type FailoverScenarioName = "redis-cluster-failover" | "redis-sentinel-failover" | "pg-primary-switch" | "pg-primary-switch-async" | "rolling-restart";
 export const FAILOVER_SCENARIOS: readonly FailoverScenarioName[] = [
-  "redis-cluster-failover", "redis-sentinel-failover", "pg-primary-switch", "pg-primary-switch-async", "rolling-restart",
+  "redis-cluster-failover",
+  "redis-sentinel-failover",
+  "pg-primary-switch",
+  "pg-primary-switch-async",
+  "rolling-restart",
 ];
 
 export type FaultKind = "kill" | "stop" | "term" | "store-crash" | "conn-cut" | "failover" | "reshard" | "rolling";

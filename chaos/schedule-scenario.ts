@@ -171,7 +171,9 @@ export function checkScheduleEvidence(evidence: ScheduleEvidence): ScheduleVerdi
     for (const j of f.jobs) {
       if (j.duplicate) {
         duplicateAnswers++;
-        problems.push(`firing of ${f.id} at ${new Date(f.tickAt).toISOString()} by pid ${f.pid} met an existing job ${j.id}: a second firing passed the compare-and-set`);
+        problems.push(
+          `firing of ${f.id} at ${new Date(f.tickAt).toISOString()} by pid ${f.pid} met an existing job ${j.id}: a second firing passed the compare-and-set`,
+        );
       }
       firedTicks.set(j.id, (firedTicks.get(j.id) ?? 0) + 1);
     }
@@ -201,7 +203,10 @@ export function checkScheduleEvidence(evidence: ScheduleEvidence): ScheduleVerdi
       for (const job of jobs) {
         if (Date.parse(job.meta.since) !== cursor) {
           violations++;
-          if (violations <= 5) problems.push(`${id} (misfire once): job of ${job.meta.tick} stands for ticks since ${job.meta.since}, but the previous one ended at ${new Date(cursor).toISOString()}`);
+          if (violations <= 5)
+            problems.push(
+              `${id} (misfire once): job of ${job.meta.tick} stands for ticks since ${job.meta.since}, but the previous one ended at ${new Date(cursor).toISOString()}`,
+            );
         }
         cursor = Date.parse(job.meta.tick);
       }
@@ -217,7 +222,8 @@ export function checkScheduleEvidence(evidence: ScheduleEvidence): ScheduleVerdi
         if (explained) allowedMissing++;
         else {
           violations++;
-          if (violations <= 5) problems.push(`${id} (misfire skip): tick ${new Date(t).toISOString()} was dropped although a scheduler was up to fire it on time`);
+          if (violations <= 5)
+            problems.push(`${id} (misfire skip): tick ${new Date(t).toISOString()} was dropped although a scheduler was up to fire it on time`);
         }
       }
     }
@@ -269,7 +275,12 @@ export interface ScheduleChaosResult {
   dir: string;
 }
 
-export async function runScheduleScenario(options: { backend: BackendKind; seconds: number; seed: number; log: (line: string) => void }): Promise<ScheduleChaosResult> {
+export async function runScheduleScenario(options: {
+  backend: BackendKind;
+  seconds: number;
+  seed: number;
+  log: (line: string) => void;
+}): Promise<ScheduleChaosResult> {
   const rng = new Prng(options.seed);
   const dir = join(ROOT, ".tmp", "chaos", `schedule-${options.backend}-${options.seed}`);
   rmSync(dir, { recursive: true, force: true });
@@ -371,7 +382,7 @@ export async function runScheduleScenario(options: { backend: BackendKind; secon
     for (const child of procs.values()) child.kill("SIGTERM");
     await sleep(500);
     const jobs: StoredTickJob[] = [];
-    for (let after: string | undefined; ; ) {
+    for (let after: string | undefined; ;) {
       const page = await queue.list({}, { limit: 1000, ...(after ? { after } : {}) });
       for (const j of page) jobs.push({ id: j.id, state: j.state, meta: tickMetaOf(j)! });
       if (page.length < 1000) break;
@@ -382,7 +393,10 @@ export async function runScheduleScenario(options: { backend: BackendKind; secon
     const evidence: ScheduleEvidence = { definitions, jobs, fired: fired.records, runs: runs.records, events, torn: fired.torn + runs.torn };
     writeFileSync(join(dir, "evidence.json"), JSON.stringify(evidence));
     const verdict = checkScheduleEvidence(evidence);
-    writeFileSync(join(dir, "report.json"), JSON.stringify({ seed: options.seed, backend: options.backend, seconds: options.seconds, counts, ...verdict }, null, 2));
+    writeFileSync(
+      join(dir, "report.json"),
+      JSON.stringify({ seed: options.seed, backend: options.backend, seconds: options.seconds, counts, ...verdict }, null, 2),
+    );
     return { ...verdict, dir };
   } finally {
     stopping = true;

@@ -104,7 +104,10 @@ export async function openStore(kind: BackendKind): Promise<Store> {
 }
 
 function label(text: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40);
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, "_")
+    .slice(0, 40);
 }
 
 /** Whether a fresh connection to `url` runs `SELECT 1` (within 2 s to connect). */

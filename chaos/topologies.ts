@@ -19,7 +19,10 @@ export function backendOf(topology: TopologyKind): BackendKind {
 }
 
 function label(text: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 40);
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, "_")
+    .slice(0, 40);
 }
 
 /** True once nothing answers on 127.0.0.1:`port` (the kill took), checked for up to 5 s. */

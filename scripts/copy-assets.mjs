@@ -13,8 +13,7 @@ function walk(dir) {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) {
       if (path !== BUNDLED) walk(path);
-    }
-    else if (!entry.name.endsWith(".ts") && !entry.name.endsWith(".md")) {
+    } else if (!entry.name.endsWith(".ts") && !entry.name.endsWith(".md")) {
       mkdirSync(dirname(join("dist", path)), { recursive: true });
       copyFileSync(path, join("dist", path));
     }

@@ -12,19 +12,21 @@
  * - dead: the dead-letter state: attempts exhausted or an unrecoverable error; replayable.
  */
 export { Queue, type QueueOptions, type AddOptions, type AddResult, type BulkJob, type FlowJob, type FlowAdded } from "./producer/queue.js";
-export {
-  Worker,
-  type WorkerOptions,
-  type Handlers,
-  type MaintenanceOptions,
-  type CloseOptions,
-  type CloseResult,
-} from "./runtime/worker.js";
+export { Worker, type WorkerOptions, type Handlers, type MaintenanceOptions, type CloseOptions, type CloseResult } from "./runtime/worker.js";
 export { installShutdownSignals, type Closeable, type SignalOptions } from "./runtime/shutdown.js";
 export { Maintenance, type MaintenanceSettings } from "./maintenance/maintenance.js";
 export { Scheduler, fireDueSchedules, type SchedulerOptions, type SchedulerPass, type FiredTick, type ScheduleStore } from "./maintenance/scheduler.js";
 export { tickMetaOf } from "./core/schedule.js";
-export type { ScheduleOptions, ScheduleInfo, ScheduleDefinition, MisfireOption, MisfirePolicy, Misfire, ScheduleJobOptions, TickMeta } from "./core/schedule.js";
+export type {
+  ScheduleOptions,
+  ScheduleInfo,
+  ScheduleDefinition,
+  MisfireOption,
+  MisfirePolicy,
+  Misfire,
+  ScheduleJobOptions,
+  TickMeta,
+} from "./core/schedule.js";
 export type { RepeatOptions } from "./producer/queue.js";
 export {
   defineJob,

@@ -117,7 +117,9 @@ async function render(final = false): Promise<void> {
     stats.map((s) => [s.queue, s.counts.waiting, s.counts.active, s.counts.scheduled, s.counts.completed, s.counts.dead, shortDuration(s.oldestWaitingAgeMs)]),
   );
   if (tty && !final) {
-    const running = active.map((j) => `  ${j.name.padEnd(15)} ${j.id.slice(-6)} attempt ${j.attempt}${j.progress ? ` progress ${JSON.stringify(j.progress)}` : ""}`);
+    const running = active.map(
+      (j) => `  ${j.name.padEnd(15)} ${j.id.slice(-6)} attempt ${j.attempt}${j.progress ? ` progress ${JSON.stringify(j.progress)}` : ""}`,
+    );
     process.stdout.write(
       "\x1b[H\x1b[2J" +
         `Conveyor checkout demo — ${elapsed} — ${totals.orders} orders accepted (202) — sqlite:${dbPath}\n` +
@@ -161,10 +163,13 @@ async function finish(reason: string, drainFirst: boolean): Promise<number> {
   const closed = await Promise.all(workers.map((w) => w.close({ reason })));
   await render(true);
   const stats = await backend.stats();
-  console.log("\n" + grid(
-    ["queue", "waiting", "running", "retrying", "completed", "dead"],
-    stats.map((s) => [s.queue, s.counts.waiting, s.counts.active, s.counts.scheduled, s.counts.completed, s.counts.dead]),
-  ));
+  console.log(
+    "\n" +
+      grid(
+        ["queue", "waiting", "running", "retrying", "completed", "dead"],
+        stats.map((s) => [s.queue, s.counts.waiting, s.counts.active, s.counts.scheduled, s.counts.completed, s.counts.dead]),
+      ),
+  );
   console.log(`\n${totals.orders} orders, ${totals.completed} jobs completed, ${totals.retries} retries, ${totals.dead} dead.`);
   const [dead] = await backend.list({ state: "dead" }, { limit: 1 });
   if (dead) {

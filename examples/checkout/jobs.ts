@@ -17,11 +17,11 @@ export class CardDeclined extends UnrecoverableError {
   override name = "CardDeclined";
 }
 
-export const chargePayment = defineJob(
-  "charge-payment",
-  z.object({ orderId: z.string(), amountCents: z.number().int().positive(), card: z.string() }),
-  { attempts: 4, backoff: { type: "exponential", delayMs: 200, maxDelayMs: 2_000 }, timeoutMs: 2_000 },
-);
+export const chargePayment = defineJob("charge-payment", z.object({ orderId: z.string(), amountCents: z.number().int().positive(), card: z.string() }), {
+  attempts: 4,
+  backoff: { type: "exponential", delayMs: 200, maxDelayMs: 2_000 },
+  timeoutMs: 2_000,
+});
 
 export const renderInvoice = defineJob("render-invoice", z.object({ orderId: z.string() }), {
   attempts: 3,

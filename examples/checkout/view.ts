@@ -11,7 +11,11 @@ export function grid(headers: string[], rows: Cell[][]): string {
   const text = [headers, ...rows.map((row) => row.map((cell) => (cell === null ? "-" : String(cell))))];
   const width = (column: number) => Math.max(...text.map((row) => (row[column] ?? "").length));
   const widths = headers.map((_, column) => width(column));
-  const render = (row: string[]) => row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd();
+  const render = (row: string[]) =>
+    row
+      .map((cell, column) => cell.padEnd(widths[column]!))
+      .join("  ")
+      .trimEnd();
   return [render(text[0]!), render(widths.map((w) => "─".repeat(w))), ...text.slice(1).map(render)].join("\n");
 }
 
@@ -34,7 +38,14 @@ export function forensics(job: JobRecord): string {
     "attempts",
     grid(
       ["#", "outcome", "worker", "pid", "took", "error"],
-      job.history.map((a) => [a.attempt, a.outcome, a.workerId, a.pid, shortDuration(a.finishedAt - a.startedAt), a.error ? a.error.message.slice(0, 60) : null]),
+      job.history.map((a) => [
+        a.attempt,
+        a.outcome,
+        a.workerId,
+        a.pid,
+        shortDuration(a.finishedAt - a.startedAt),
+        a.error ? a.error.message.slice(0, 60) : null,
+      ]),
     )
       .split("\n")
       .map((line) => `  ${line}`)

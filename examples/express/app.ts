@@ -24,7 +24,10 @@ export function createApp(queue: Queue): express.Express {
   app.post("/signup", async (req: Request, res: Response) => {
     // Validated by the job's schema; a bad body is answered below with 422 and the field errors.
     const { id } = await queue.add(sendWelcome, req.body as { userId: string }, { jobId: `welcome:${String((req.body as { userId?: unknown })?.userId)}` });
-    res.status(202).location(`/jobs/${encodeURIComponent(id)}`).json({ jobId: id, statusUrl: `/jobs/${encodeURIComponent(id)}` });
+    res
+      .status(202)
+      .location(`/jobs/${encodeURIComponent(id)}`)
+      .json({ jobId: id, statusUrl: `/jobs/${encodeURIComponent(id)}` });
   });
 
   app.get("/jobs/:id", async (req: Request<{ id: string }>, res: Response) => {
@@ -69,17 +72,11 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const server = createApp(queue).listen(Number(process.env.PORT ?? 3000), "127.0.0.1", () => {
     console.log(`listening on http://127.0.0.1:${(server.address() as { port: number }).port}`);
   });
-  installShutdownSignals(
-    [
-      { close: () => new Promise((resolve) => server.close(() => resolve({ drained: true, releasedJobIds: [] }))) },
-      worker,
-    ],
-    {
-      logger: consoleLogger(),
-      afterClose: async () => {
-        await queue.close();
-        await backend.close();
-      },
+  installShutdownSignals([{ close: () => new Promise((resolve) => server.close(() => resolve({ drained: true, releasedJobIds: [] }))) }, worker], {
+    logger: consoleLogger(),
+    afterClose: async () => {
+      await queue.close();
+      await backend.close();
     },
-  );
+  });
 }

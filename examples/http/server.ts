@@ -41,7 +41,10 @@ const app = Fastify({ logger: { level: "info" } });
 const invoices = new Queue("documents", { backend });
 app.post<{ Params: { orderId: string } }>("/orders/:orderId/invoice", async (request, reply) => {
   const { id } = await invoices.add(renderInvoice, { orderId: request.params.orderId, locale: "en" }, { jobId: `invoice:${request.params.orderId}` });
-  return reply.code(202).header("location", `/jobs-api/v1/jobs/${encodeURIComponent(id)}`).send({ jobId: id });
+  return reply
+    .code(202)
+    .header("location", `/jobs-api/v1/jobs/${encodeURIComponent(id)}`)
+    .send({ jobId: id });
 });
 
 await app.register(conveyorHttp, {

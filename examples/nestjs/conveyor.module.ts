@@ -9,15 +9,7 @@
  * emitDecoratorMetadata, which esbuild/tsx do not emit).
  */
 import "reflect-metadata";
-import {
-  Inject,
-  Injectable,
-  Module,
-  type DynamicModule,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-  type Provider,
-} from "@nestjs/common";
+import { Inject, Injectable, Module, type DynamicModule, type OnApplicationBootstrap, type OnApplicationShutdown, type Provider } from "@nestjs/common";
 import { Queue, Worker, type Backend, type Handlers, type WorkerOptions } from "conveyor-jobs";
 
 /** Injection token of the store. */
@@ -70,8 +62,7 @@ export class ConveyorModule {
         { ...options.handlers, provide: CONVEYOR_HANDLERS },
         {
           provide: Worker,
-          useFactory: (backend: Backend, handlers: Handlers) =>
-            new Worker({ ...options.worker, backend, queues: options.queue, handlers, autostart: false }),
+          useFactory: (backend: Backend, handlers: Handlers) => new Worker({ ...options.worker, backend, queues: options.queue, handlers, autostart: false }),
           inject: [CONVEYOR_BACKEND, CONVEYOR_HANDLERS],
         },
         ConveyorLifecycle,

@@ -53,13 +53,7 @@ export async function openAmqpConnection(url: string, options: { heartbeatSecond
  * it refused it (nack) or the channel closed first. The caller bounds the wait with
  * {@link withTimeout} (per batch, so one timer serves many messages).
  */
-export function publishConfirmed(
-  channel: ConfirmChannel,
-  exchange: string,
-  routingKey: string,
-  content: Buffer,
-  options: Options.Publish,
-): Promise<void> {
+export function publishConfirmed(channel: ConfirmChannel, exchange: string, routingKey: string, content: Buffer, options: Options.Publish): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     channel.publish(exchange, routingKey, content, options, (error: unknown) =>
       error ? reject(error instanceof Error ? error : new Error("the broker refused the message (nack)")) : resolve(),

@@ -172,7 +172,8 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     release: (leases) => store.release(checkLeases(leases)),
     progress: (lease, progress) => store.progress(checkLease(lease), progress),
     appendLogs(lease, lines) {
-      if (!Array.isArray(lines) || lines.some((l) => typeof l !== "string")) throw new InvalidInputError(`log lines must be an array of strings; got ${describe(lines)}`);
+      if (!Array.isArray(lines) || lines.some((l) => typeof l !== "string"))
+        throw new InvalidInputError(`log lines must be an array of strings; got ${describe(lines)}`);
       return store.appendLogs(checkLease(lease), lines);
     },
     logs: (id, queue) => store.logs(id, queue),
@@ -271,20 +272,44 @@ type Refusable = "cancel" | "pause" | "queueLimits" | "schedules" | "idempotency
  * method (the contract has it) answers with the same error through {@link featureRefusal}.
  */
 const REFUSALS = {
-  cancel: { capability: "cancel", what: (id) => `cancel job ${id}`, instead: "have the handler check a cancellation flag in your own store, or use a backend with job records (SQLite, PostgreSQL, Redis)" },
-  pause: { capability: "pause", what: (queue) => `pause queue ${queue} for every worker`, instead: "pause the workers themselves (worker.pause()) or scale them to zero" },
+  cancel: {
+    capability: "cancel",
+    what: (id) => `cancel job ${id}`,
+    instead: "have the handler check a cancellation flag in your own store, or use a backend with job records (SQLite, PostgreSQL, Redis)",
+  },
+  pause: {
+    capability: "pause",
+    what: (queue) => `pause queue ${queue} for every worker`,
+    instead: "pause the workers themselves (worker.pause()) or scale them to zero",
+  },
   resume: { capability: "pause", what: (queue) => `resume queue ${queue}`, instead: "its queues cannot be paused, so there is nothing to resume" },
-  setQueueLimits: { capability: "queueLimits", what: (queue) => `set flow limits on queue ${queue}`, instead: "bound each worker's concurrency instead, or use SQLite, PostgreSQL or Redis for fleet-wide limits" },
+  setQueueLimits: {
+    capability: "queueLimits",
+    what: (queue) => `set flow limits on queue ${queue}`,
+    instead: "bound each worker's concurrency instead, or use SQLite, PostgreSQL or Redis for fleet-wide limits",
+  },
   getQueueFlow: { capability: "queueLimits", what: (queue) => `read the flow limits of queue ${queue}`, instead: "it keeps none" },
   holdQueue: { capability: "queueLimits", what: (queue) => `hold queue ${queue}`, instead: "retry the job later (RetryLater without pause) instead" },
   scheduleUpsert: { capability: "schedules", what: (id) => `store schedule ${id}`, instead: "keep schedules on SQLite, PostgreSQL or Redis" },
   scheduleRemove: { capability: "schedules", what: (id) => `remove schedule ${id}`, instead: "it keeps no schedules" },
   scheduleList: { capability: "schedules", what: () => "list schedules", instead: "it keeps no schedules" },
   scheduleFire: { capability: "schedules", what: (id) => `fire schedule ${id}`, instead: "keep schedules on SQLite, PostgreSQL or Redis" },
-  enqueueFlow: { capability: "flows", what: () => "store a flow", instead: "enqueue the parent from the children's handlers, or use a backend with job records (SQLite, PostgreSQL, Redis)" },
+  enqueueFlow: {
+    capability: "flows",
+    what: () => "store a flow",
+    instead: "enqueue the parent from the children's handlers, or use a backend with job records (SQLite, PostgreSQL, Redis)",
+  },
   flow: { capability: "flows", what: (id) => `tell the flow of job ${id}`, instead: "it keeps no flows" },
-  finishedWindow: { capability: "finishedWindows", what: (queue) => `count the jobs of queue ${queue} finished in a time window`, instead: "it keeps no index of finished jobs; use SQLite, PostgreSQL or Redis for fleet-wide charts" },
-  once: { capability: "idempotencyKeys", what: () => "record idempotency keys (ctx.once)", instead: "pass another store's idempotency (PostgreSQL or Redis) to this backend, or keep processed keys in your own database" },
+  finishedWindow: {
+    capability: "finishedWindows",
+    what: (queue) => `count the jobs of queue ${queue} finished in a time window`,
+    instead: "it keeps no index of finished jobs; use SQLite, PostgreSQL or Redis for fleet-wide charts",
+  },
+  once: {
+    capability: "idempotencyKeys",
+    what: () => "record idempotency keys (ctx.once)",
+    instead: "pass another store's idempotency (PostgreSQL or Redis) to this backend, or keep processed keys in your own database",
+  },
 } satisfies Record<string, { capability: Refusable; what: (subject: string) => string; instead: string }>;
 
 /** A contract call some stores cannot do (`REFUSALS`). */
@@ -304,7 +329,8 @@ export function featureRefusal(store: Pick<Backend, "description" | "capabilitie
 }
 
 function unique(values: readonly string[], kind: "queue" | "job"): string[] {
-  if (!Array.isArray(values)) throw new InvalidInputError(`claim ${kind === "job" ? "names" : "queues"} must be an array of ${kind} names; got ${describe(values)}`);
+  if (!Array.isArray(values))
+    throw new InvalidInputError(`claim ${kind === "job" ? "names" : "queues"} must be an array of ${kind} names; got ${describe(values)}`);
   return [...new Set(values)].map((value) => checkName(kind, value));
 }
 
@@ -344,7 +370,8 @@ function inRange(value: unknown, min: number, max: number): boolean {
  * every store. `field` says which job option was wrong, as the producer names it.
  */
 export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, index = 0): void {
-  if (typeof spec !== "object" || spec === null) throw new InvalidInputError(`job spec ${index} must be an object built by buildJobSpec; got ${describe(spec)}`);
+  if (typeof spec !== "object" || spec === null)
+    throw new InvalidInputError(`job spec ${index} must be an object built by buildJobSpec; got ${describe(spec)}`);
   const bad = (field: string, what: string, value: unknown): InvalidInputError =>
     new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} must be ${what}; got ${describe(value)}`, { field });
   checkName("queue", spec.queue);
@@ -355,10 +382,12 @@ export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, inde
   if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw bad("data", "JSON text (serialised by buildJobSpec)", spec.payload);
   if (spec.meta !== null && (typeof spec.meta !== "string" || spec.meta.includes("\0"))) throw bad("options.meta", "JSON text or null", spec.meta);
   if (!inRange(spec.priority, MIN_PRIORITY, MAX_PRIORITY)) throw bad("options.priority", `an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`, spec.priority);
-  if (spec.runAt !== null && !inRange(spec.runAt, 0, LATEST_RUN_AT)) throw bad("options.runAt", `ms since the epoch from 0 to ${LATEST_RUN_AT}, or null`, spec.runAt);
+  if (spec.runAt !== null && !inRange(spec.runAt, 0, LATEST_RUN_AT))
+    throw bad("options.runAt", `ms since the epoch from 0 to ${LATEST_RUN_AT}, or null`, spec.runAt);
   if (!inRange(spec.delayMs, 0, MAX_DELAY)) throw bad("options.delayMs", `an integer from 0 to ${MAX_DELAY} ms`, spec.delayMs);
   if (!inRange(spec.maxAttempts, 1, MAX_ATTEMPTS)) throw bad("options.attempts", `an integer from 1 to ${MAX_ATTEMPTS}`, spec.maxAttempts);
-  if (spec.timeoutMs !== null && !inRange(spec.timeoutMs, 1, MAX_DELAY)) throw bad("options.timeoutMs", `an integer from 1 to ${MAX_DELAY} ms, or null`, spec.timeoutMs);
+  if (spec.timeoutMs !== null && !inRange(spec.timeoutMs, 1, MAX_DELAY))
+    throw bad("options.timeoutMs", `an integer from 1 to ${MAX_DELAY} ms, or null`, spec.timeoutMs);
   for (const [field, value] of [
     ["options.removeOnComplete", spec.retainCompletedMs],
     ["options.removeOnFail", spec.retainDeadMs],
@@ -368,10 +397,12 @@ export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, inde
   const b: unknown = spec.backoff;
   const backoff = b as Record<string, unknown> | null;
   const okBackoff =
-    typeof b === "object" && backoff !== null &&
+    typeof b === "object" &&
+    backoff !== null &&
     ((backoff.type === "fixed" && inRange(backoff.delayMs, 0, MAX_DELAY)) ||
       (backoff.type === "exponential" && inRange(backoff.delayMs, 0, MAX_DELAY) && inRange(backoff.maxDelayMs, 0, MAX_DELAY)));
-  if (!okBackoff) throw bad("options.backoff", `{ type: "fixed", delayMs } or { type: "exponential", delayMs, maxDelayMs } with integers from 0 to ${MAX_DELAY} ms`, b);
+  if (!okBackoff)
+    throw bad("options.backoff", `{ type: "fixed", delayMs } or { type: "exponential", delayMs, maxDelayMs } with integers from 0 to ${MAX_DELAY} ms`, b);
   if (!caps.priorities && spec.priority !== 0) {
     throw new InvalidInputError(
       `job ${JSON.stringify(spec.id)} has priority ${spec.priority}, but ${store} has no priorities (capabilities.priorities is false); ` +
@@ -381,7 +412,14 @@ export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, inde
   }
   if (spec.dedup !== undefined) {
     const d = spec.dedup as unknown as Record<string, unknown> | null;
-    if (typeof d !== "object" || d === null || typeof d.key !== "string" || d.key === "" || !inRange(d.ttlMs, 1, MAX_DELAY) || !["drop", "extend", "replace"].includes(d.mode as string)) {
+    if (
+      typeof d !== "object" ||
+      d === null ||
+      typeof d.key !== "string" ||
+      d.key === "" ||
+      !inRange(d.ttlMs, 1, MAX_DELAY) ||
+      !["drop", "extend", "replace"].includes(d.mode as string)
+    ) {
       throw bad("options.dedup", `{ key, ttlMs from 1 to ${MAX_DELAY}, mode "drop" | "extend" | "replace" }`, spec.dedup);
     }
     if (!caps.dedupWindows) {

@@ -16,16 +16,7 @@
  *   call its `StoreFeatures` rule out is refused there with `UnsupportedByStoreError`.
  */
 import type { Json } from "../core/json.js";
-import type {
-  ErrorInfo,
-  FlowInfo,
-  FlowNodeSpec,
-  JobRecord,
-  JobSpec,
-  JobState,
-  Lease,
-  WorkerIdentity,
-} from "../core/job.js";
+import type { ErrorInfo, FlowInfo, FlowNodeSpec, JobRecord, JobSpec, JobState, Lease, WorkerIdentity } from "../core/job.js";
 import { InvalidInputError, type LeaseLossReason } from "../core/errors.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../core/schedule.js";
 import type { JobLogLine } from "../core/job-log.js";

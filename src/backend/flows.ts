@@ -35,7 +35,9 @@ export function checkFlow(nodes: readonly FlowNodeSpec[], crossQueue: boolean): 
     if (ids.has(key)) throw new InvalidInputError(`job id ${JSON.stringify(spec.id)} appears twice in one flow; give each job its own id`, { field: "jobId" });
     ids.add(key);
     if (spec.dedup !== undefined) {
-      throw new InvalidInputError("a job of a flow cannot have a dedup window (options.dedup); dedup the flow by the parent's jobId instead", { field: "options.dedup" });
+      throw new InvalidInputError("a job of a flow cannot have a dedup window (options.dedup); dedup the flow by the parent's jobId instead", {
+        field: "options.dedup",
+      });
     }
     if (node.parent === null) {
       if (i !== 0) throw new InvalidInputError("a flow has one root: only its first node may lack a parent");

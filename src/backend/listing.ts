@@ -22,7 +22,8 @@ export interface ListArgs {
 
 function time(field: string, value: number | undefined): number | null {
   if (value === undefined) return null;
-  if (!Number.isSafeInteger(value) || value < 0) throw new InvalidInputError(`${field} must be a time in ms since the epoch (a non-negative integer); got ${JSON.stringify(value)}`);
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new InvalidInputError(`${field} must be a time in ms since the epoch (a non-negative integer); got ${JSON.stringify(value)}`);
   return value;
 }
 
@@ -33,18 +34,29 @@ export function checkListArgs(filter: ListFilter, page: Page): ListArgs {
     throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
   }
   const after = page.after ?? null;
-  if (after !== null && (typeof after !== "string" || after === "")) throw new InvalidInputError("page.after must be the id of the last job of the previous page");
+  if (after !== null && (typeof after !== "string" || after === ""))
+    throw new InvalidInputError("page.after must be the id of the last job of the previous page");
   if (after !== null && filter.queue === undefined) throw new InvalidInputError("page.after needs filter.queue: pages by cursor stay within one queue");
   const before = page.before ?? null;
-  if (before !== null && (typeof before !== "string" || before === "")) throw new InvalidInputError("page.before must be the id of the first job of the next page");
+  if (before !== null && (typeof before !== "string" || before === ""))
+    throw new InvalidInputError("page.before must be the id of the first job of the next page");
   if (before !== null && filter.queue === undefined) throw new InvalidInputError("page.before needs filter.queue: pages by cursor stay within one queue");
   if (before !== null && after !== null) throw new InvalidInputError("page.after and page.before exclude each other: give the cursor of the way you page");
-  return { limit, offset, after, before, createdFrom: time("filter.createdFrom", filter.createdFrom), createdUntil: time("filter.createdUntil", filter.createdUntil) };
+  return {
+    limit,
+    offset,
+    after,
+    before,
+    createdFrom: time("filter.createdFrom", filter.createdFrom),
+    createdUntil: time("filter.createdUntil", filter.createdUntil),
+  };
 }
 
 /** Why a cursor job cannot be used, for `InvalidInputError`. */
 export function staleCursor(after: string, queue: string, field: "after" | "before" = "after"): InvalidInputError {
-  return new InvalidInputError(`page.${field}: job ${JSON.stringify(after)} is not in queue ${JSON.stringify(queue)} (deleted since, or never there); start again from the first page`);
+  return new InvalidInputError(
+    `page.${field}: job ${JSON.stringify(after)} is not in queue ${JSON.stringify(queue)} (deleted since, or never there); start again from the first page`,
+  );
 }
 
 /** The most jobs per state one `finishedWindow` call samples. */

@@ -32,10 +32,9 @@ export class SchemaOutdatedError extends ConveyorError {
   ) {
     super(
       databaseVersion === 0
-        ? `the Conveyor schema "${schema}" does not exist yet; call \`await backend.migrate()\` at startup or ` +
-          `run \`conveyor migrate --db …\``
+        ? `the Conveyor schema "${schema}" does not exist yet; call \`await backend.migrate()\` at startup or ` + `run \`conveyor migrate --db …\``
         : `the Conveyor schema "${schema}" is at version ${databaseVersion}, this Conveyor needs ${codeVersion}; ` +
-          `call \`await backend.migrate()\` at startup or run \`conveyor migrate --db …\``,
+            `call \`await backend.migrate()\` at startup or run \`conveyor migrate --db …\``,
     );
   }
 }

@@ -105,10 +105,9 @@ async function importDriver<T>(load: () => Promise<T>, driver: RegExp, what: str
     const code = (error as { code?: unknown } | null)?.code;
     if (code === "ERR_MODULE_NOT_FOUND" && error instanceof Error && driver.test(error.message)) {
       const name = install.replace(/@[^@]*$/, "");
-      throw new ConveyorError(
-        `${what} needs the ${name} package, an optional peer dependency of Conveyor: install ${install} (npm install ${install})`,
-        { cause: error },
-      );
+      throw new ConveyorError(`${what} needs the ${name} package, an optional peer dependency of Conveyor: install ${install} (npm install ${install})`, {
+        cause: error,
+      });
     }
     throw error;
   }

@@ -50,7 +50,10 @@ export function intOption(name: string, value: unknown, min = 0): number | undef
 
 export function listOption(name: string, value: unknown): string[] {
   if (typeof value !== "string" || value.trim() === "") throw new UsageError(`--${name} is required`);
-  return value.split(",").map((s) => s.trim()).filter(Boolean);
+  return value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export function requiredString(name: string, value: unknown): string {

@@ -36,7 +36,10 @@ export async function run(argv: string[]): Promise<number> {
         if (ids.length) throw new UsageError("give job ids or --all, not both");
         const result = await replayAllDead(backend, queue, values.json === true ? null : process.stderr);
         if (values.json) printJson(result);
-        else console.log(`replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${s.id} (${s.outcome})`).join(", ")}` : ""}`);
+        else
+          console.log(
+            `replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${s.id} (${s.outcome})`).join(", ")}` : ""}`,
+          );
         return result.skipped.length ? 1 : 0;
       }
       if (ids.length === 0) throw new UsageError("which jobs? conveyor dlq replay ID [ID...] or --all");

@@ -23,7 +23,10 @@ export async function handlerModuleQueues(modulePath: string): Promise<string[] 
 export async function queuesForHandlers(option: unknown, modulePath: string): Promise<string[]> {
   if (option !== undefined) {
     if (typeof option !== "string" || option.trim() === "") throw new UsageError("--queue needs a queue name");
-    return option.split(",").map((s) => s.trim()).filter(Boolean);
+    return option
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
   }
   const named = await handlerModuleQueues(modulePath);
   if (named) return named;

@@ -102,7 +102,10 @@ async function loadObservability(): Promise<typeof import("../observability/metr
 /** The metrics of one CLI process, before its listener starts. */
 export async function createMetrics(settings: MetricsSettings, backend: Backend): Promise<{ metrics: ConveyorMetrics; listen: () => Promise<MetricsServer> }> {
   const obs = await loadObservability();
-  const metrics = new obs.ConveyorMetrics({ ...(settings.store ? { backend } : {}), ...(settings.storeCacheMs !== undefined ? { storeCacheMs: settings.storeCacheMs } : {}) });
+  const metrics = new obs.ConveyorMetrics({
+    ...(settings.store ? { backend } : {}),
+    ...(settings.storeCacheMs !== undefined ? { storeCacheMs: settings.storeCacheMs } : {}),
+  });
   const scaling = settings.policy ? { policy: settings.policy } : {};
   return { metrics, listen: () => obs.startMetricsServer(metrics, { port: settings.port, host: settings.host, scaling }) };
 }

@@ -78,7 +78,13 @@ export async function run(argv: string[]): Promise<number> {
 
   const mode = values.mode;
   if (mode !== "poll" && mode !== "cdc") throw new UsageError(`--mode must be poll or cdc; got ${JSON.stringify(mode)}`);
-  const topics = typeof values.topic === "string" ? values.topic.split(",").map((t) => t.trim()).filter(Boolean) : [];
+  const topics =
+    typeof values.topic === "string"
+      ? values.topic
+          .split(",")
+          .map((t) => t.trim())
+          .filter(Boolean)
+      : [];
   const cdc = {
     ...(typeof values.slot === "string" ? { slot: values.slot } : {}),
     ...(typeof values.publication === "string" ? { publication: values.publication } : {}),
@@ -119,7 +125,13 @@ export async function run(argv: string[]): Promise<number> {
     ...(maxLen !== undefined ? { maxLen } : {}),
     ...(typeof values["topic-prefix"] === "string" ? { topicPrefix: values["topic-prefix"] } : {}),
     webhookSecrets: secrets,
-    allow: typeof values.allow === "string" ? values.allow.split(",").map((s) => s.trim()).filter(Boolean) : [],
+    allow:
+      typeof values.allow === "string"
+        ? values.allow
+            .split(",")
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [],
   });
   const leaseMs = intOption("lease", values.lease, 1_000);
   const source = await openSource(db, { mode, topics, cdc, ...(leaseMs !== undefined ? { sqliteLeaseMs: leaseMs } : {}) }).catch(async (error: unknown) => {
@@ -187,7 +199,12 @@ async function dead(db: string, args: string[], json: boolean, limit: number | u
       else if (events.length === 0) console.log("no set-aside outbox events");
       else {
         const now = Date.now();
-        console.log(table(["id", "topic", "key", "set aside", "age", "target", "error"], events.map((e) => [e.id, e.topic, e.key, time(e.failedAt), duration(now - e.createdAt), e.target, e.error.slice(0, 80)])));
+        console.log(
+          table(
+            ["id", "topic", "key", "set aside", "age", "target", "error"],
+            events.map((e) => [e.id, e.topic, e.key, time(e.failedAt), duration(now - e.createdAt), e.target, e.error.slice(0, 80)]),
+          ),
+        );
       }
       return 0;
     }
@@ -201,7 +218,9 @@ async function dead(db: string, args: string[], json: boolean, limit: number | u
       if (json) printJson(event);
       else {
         console.log(`id:        ${event.id}\ntopic:     ${event.topic}\nkey:       ${event.key ?? "-"}\ncreated:   ${time(event.createdAt)}`);
-        console.log(`set aside: ${time(event.failedAt)} by ${event.target}\nerror:     ${event.error}\nheaders:   ${JSON.stringify(event.headers)}\npayload:   ${event.payloadText}`);
+        console.log(
+          `set aside: ${time(event.failedAt)} by ${event.target}\nerror:     ${event.error}\nheaders:   ${JSON.stringify(event.headers)}\npayload:   ${event.payloadText}`,
+        );
       }
       return 0;
     }

@@ -72,7 +72,8 @@ function addInput(values: Record<string, unknown>) {
   const name = requiredString("name", values.name);
   const data = jsonOption<Json>("data", values.data, {});
   const policy = values.misfire as string | undefined;
-  if (policy !== undefined && policy !== "skip" && policy !== "once" && policy !== "all") throw new UsageError(`--misfire must be skip, once or all; got ${JSON.stringify(policy)}`);
+  if (policy !== undefined && policy !== "skip" && policy !== "once" && policy !== "all")
+    throw new UsageError(`--misfire must be skip, once or all; got ${JSON.stringify(policy)}`);
   const limit = intOption("misfire-limit", values["misfire-limit"], 1);
   const graceMs = intOption("grace-ms", values["grace-ms"], 0);
   if (limit !== undefined && policy !== "all") throw new UsageError("--misfire-limit goes with --misfire all");

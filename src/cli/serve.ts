@@ -135,10 +135,18 @@ export async function run(argv: string[]): Promise<number> {
   const url = dbUrl(values.db);
   const port = intOption("port", values.port, 0) ?? 3000;
   const host = typeof values.host === "string" ? values.host : "127.0.0.1";
-  const specs = [...((values["api-key"] as string[] | undefined) ?? []), ...(process.env.CONVEYOR_API_KEYS ?? "").split(";").map((s) => s.trim()).filter(Boolean)];
+  const specs = [
+    ...((values["api-key"] as string[] | undefined) ?? []),
+    ...(process.env.CONVEYOR_API_KEYS ?? "")
+      .split(";")
+      .map((s) => s.trim())
+      .filter(Boolean),
+  ];
   const noAuth = values["no-auth"] === true;
   if (specs.length === 0 && !noAuth) {
-    throw new UsageError("no API keys: pass --api-key ID:SCOPES:SHA256 (conveyor serve --new-key web:enqueue,read makes one), or --no-auth to run without authentication");
+    throw new UsageError(
+      "no API keys: pass --api-key ID:SCOPES:SHA256 (conveyor serve --new-key web:enqueue,read makes one), or --no-auth to run without authentication",
+    );
   }
   if (specs.length > 0 && noAuth) throw new UsageError("--no-auth and --api-key contradict each other; pick one");
   let apiKeys: ReturnType<typeof http.parseApiKeySpec>[] | false = false;
@@ -148,7 +156,8 @@ export async function run(argv: string[]): Promise<number> {
     throw new UsageError((error as Error).message);
   }
   const logLevel = typeof values["log-level"] === "string" ? values["log-level"] : "info";
-  if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel)) throw new UsageError(`--log-level must be fatal, error, warn, info, debug or silent; got ${logLevel}`);
+  if (!["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(logLevel))
+    throw new UsageError(`--log-level must be fatal, error, warn, info, debug or silent; got ${logLevel}`);
   // One logger for the whole process: until the server exists, JSON lines on stderr; from then on
   // Fastify's pino, so --log-level governs the worker and the webhooks as well as the requests.
   let target: Logger = consoleLogger({ verbose: logLevel === "info" || logLevel === "debug" || logLevel === "trace" });
@@ -243,7 +252,9 @@ export async function run(argv: string[]): Promise<number> {
         ...(tracing ? { telemetry: tracing } : {}),
       });
       observed?.metrics.observe(worker);
-      worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
+      worker.on("job:dead", ({ job, error, reason }) =>
+        logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"),
+      );
       webhooks?.attach(worker);
     }
 
@@ -264,7 +275,9 @@ export async function run(argv: string[]): Promise<number> {
       ...(idSecret ? { idSecret } : {}),
       ...(observed || tracing ? { telemetry: combineTelemetry(observed?.metrics, tracing) } : {}),
       logger: logLevel === "silent" ? false : { level: logLevel },
-      dashboard: history ? { history, ...(outbox && relayLag ? { relay: { lag: relayLag.lag.bind(relayLag), deadCount: outbox.dead.count.bind(outbox.dead) } } : {}) } : false,
+      dashboard: history
+        ? { history, ...(outbox && relayLag ? { relay: { lag: relayLag.lag.bind(relayLag), deadCount: outbox.dead.count.bind(outbox.dead) } } : {}) }
+        : false,
       ...(outbox ? { outbox: outbox.dead } : {}),
     });
     target = app.log;
@@ -276,7 +289,10 @@ export async function run(argv: string[]): Promise<number> {
     });
     if (worker) closeables.push(worker);
     // Cron schedules fire from here too (the in-process worker runs its own loop when there is one).
-    const scheduler = worker === null && values["no-scheduler"] !== true && backend.capabilities.schedules ? new Scheduler(backend, {}, { onError: (error, during) => logger.warn({ error: (error as Error).message }, `scheduler: ${during} failed`) }) : null;
+    const scheduler =
+      worker === null && values["no-scheduler"] !== true && backend.capabilities.schedules
+        ? new Scheduler(backend, {}, { onError: (error, during) => logger.warn({ error: (error as Error).message }, `scheduler: ${during} failed`) })
+        : null;
     if (scheduler) {
       closeables.push({
         close: async () => {
@@ -300,7 +316,8 @@ export async function run(argv: string[]): Promise<number> {
     }
     await app.listen({ port, host });
     const address = app.server.address();
-    const shown = typeof address === "object" && address ? `${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}` : String(address);
+    const shown =
+      typeof address === "object" && address ? `${address.family === "IPv6" ? `[${address.address}]` : address.address}:${address.port}` : String(address);
     return await new Promise<number>((resolveExit) => {
       const metricsListener = metricsServer;
       installShutdownSignals(closeables, {

@@ -91,7 +91,7 @@ async function finishedJobs(backend: Backend, queue: string, since: number, samp
   const jobs: JobRecord[] = [];
   let sampled = false;
   for (const state of ["completed", "dead"] as const) {
-    for (let offset = 0; offset < sample; ) {
+    for (let offset = 0; offset < sample;) {
       const limit = Math.min(1_000, sample - offset);
       const page = await backend.list({ queue, state }, { limit, offset });
       jobs.push(...page);
@@ -173,7 +173,9 @@ export async function run(argv: string[]): Promise<number> {
             queue,
             limits.rate === null ? "-" : `${limits.rate.max} / ${duration(limits.rate.durationMs)}`,
             limits.maxRunning ?? "-",
-            Object.entries(limits.maxRunningPerName).map(([name, cap]) => `${name}=${cap}`).join(", ") || "-",
+            Object.entries(limits.maxRunningPerName)
+              .map(([name, cap]) => `${name}=${cap}`)
+              .join(", ") || "-",
             heldUntil !== null && heldUntil > now ? duration(heldUntil - now) : "-",
           ]),
         ),

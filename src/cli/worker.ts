@@ -86,7 +86,9 @@ export async function run(argv: string[]): Promise<number> {
   }
   const url = dbUrl(values.db);
   if (values.sandbox && values.queue === undefined) {
-    throw new UsageError("which queues? with --sandbox the handlers module is loaded only in the child processes, so its `queues` export cannot be read here: pass --queue NAME[,NAME]");
+    throw new UsageError(
+      "which queues? with --sandbox the handlers module is loaded only in the child processes, so its `queues` export cannot be read here: pass --queue NAME[,NAME]",
+    );
   }
   const handlersPath = requiredString("handlers", values.handlers);
   const logger = consoleLogger({ verbose: values.verbose === true });
@@ -185,11 +187,18 @@ export async function run(argv: string[]): Promise<number> {
   });
   if (values.verbose) {
     worker.on("job:completed", ({ job, durationMs }) => logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, durationMs }, "completed"));
-    worker.on("job:retry-scheduled", ({ job, error, delayMs }) => logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, delayMs, error: error.message }, "retry scheduled"));
+    worker.on("job:retry-scheduled", ({ job, error, delayMs }) =>
+      logger.info({ jobId: job.id, name: job.name, attempt: job.attempt, delayMs, error: error.message }, "retry scheduled"),
+    );
   }
-  worker.on("job:dead", ({ job, error, reason }) => logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"));
+  worker.on("job:dead", ({ job, error, reason }) =>
+    logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, reason, error: error.message }, "job dead"),
+  );
   worker.on("job:settle-refused", ({ job, operation }) =>
-    logger.warn({ jobId: job.id, name: job.name, attempt: job.attempt, token: job.lease?.token ?? null, operation }, "settle refused: the lease is stale (fencing token); nothing was applied"),
+    logger.warn(
+      { jobId: job.id, name: job.name, attempt: job.attempt, token: job.lease?.token ?? null, operation },
+      "settle refused: the lease is stale (fencing token); nothing was applied",
+    ),
   );
   worker.on("job:stalled-rescued", ({ rescued }) => logger.warn({ ...rescued }, "rescued a job whose lease expired"));
 

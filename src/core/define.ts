@@ -25,9 +25,7 @@ export interface PayloadSchema<Output = unknown, Input = unknown> {
 }
 
 /** What a Standard Schema's `validate` answers: the (possibly transformed) value, or issues. */
-export type SchemaResult<Output> =
-  | { readonly value: Output; readonly issues?: undefined }
-  | { readonly issues: ReadonlyArray<SchemaIssue> };
+export type SchemaResult<Output> = { readonly value: Output; readonly issues?: undefined } | { readonly issues: ReadonlyArray<SchemaIssue> };
 
 /** One problem found by a schema; a path segment is a key or `{ key }`. */
 export interface SchemaIssue {

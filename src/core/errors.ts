@@ -60,8 +60,7 @@ export class JobTimeoutError extends ConveyorError {
   override name = "JobTimeoutError";
   constructor(readonly timeoutMs: number) {
     super(
-      `the handler ran longer than its timeout of ${timeoutMs} ms; raise timeoutMs for this job ` +
-        `or make the handler honour ctx.signal and finish sooner`,
+      `the handler ran longer than its timeout of ${timeoutMs} ms; raise timeoutMs for this job ` + `or make the handler honour ctx.signal and finish sooner`,
     );
   }
 }
@@ -79,8 +78,7 @@ export class LeaseLostError extends ConveyorError {
     super(
       reason === "cancelled"
         ? `job ${jobId} was cancelled while running; its result will be discarded`
-        : `lost the lease on job ${jobId} (${reason}); another worker may run it — keep handlers ` +
-            `idempotent and heartbeats faster than leaseMs`,
+        : `lost the lease on job ${jobId} (${reason}); another worker may run it — keep handlers ` + `idempotent and heartbeats faster than leaseMs`,
     );
   }
 }
@@ -102,10 +100,7 @@ export class PayloadValidationError extends UnrecoverableError {
     readonly jobName: string,
     readonly issues: readonly ValidationIssue[],
   ) {
-    super(
-      `invalid payload for job "${jobName}": ` +
-        issues.map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`).join("; "),
-    );
+    super(`invalid payload for job "${jobName}": ` + issues.map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`).join("; "));
   }
 }
 

@@ -68,7 +68,9 @@ const KNOWN_LIMITS = new Set(["rate", "maxRunning", "maxRunningPerName"]);
 /** Validates `queue.setLimits` input. Throws InvalidInputError naming the field. */
 export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
-    throw new InvalidInputError(`limits must be an object such as { rate: { max, durationMs }, maxRunning, maxRunningPerName }; got ${JSON.stringify(input)}`, { field: "limits" });
+    throw new InvalidInputError(`limits must be an object such as { rate: { max, durationMs }, maxRunning, maxRunningPerName }; got ${JSON.stringify(input)}`, {
+      field: "limits",
+    });
   }
   const given = input as Record<string, unknown>;
   for (const key of Object.keys(given)) {
@@ -83,7 +85,8 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
     }
     const r = given.rate as Record<string, unknown>;
     for (const key of Object.keys(r)) {
-      if (key !== "max" && key !== "durationMs") throw new InvalidInputError(`unknown field rate.${key}; rate is { max, durationMs }`, { field: `limits.rate.${key}` });
+      if (key !== "max" && key !== "durationMs")
+        throw new InvalidInputError(`unknown field rate.${key}; rate is { max, durationMs }`, { field: `limits.rate.${key}` });
     }
     rate = { max: limitInt("rate.max", r.max, MAX_RATE_MAX), durationMs: limitInt("rate.durationMs", r.durationMs, MAX_RATE_DURATION_MS) };
   }
@@ -92,7 +95,9 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
   if (given.maxRunningPerName !== undefined && given.maxRunningPerName !== null) {
     const m = given.maxRunningPerName;
     if (typeof m !== "object" || Array.isArray(m)) {
-      throw new InvalidInputError(`limit maxRunningPerName must be an object of job name -> cap; got ${JSON.stringify(m)}`, { field: "limits.maxRunningPerName" });
+      throw new InvalidInputError(`limit maxRunningPerName must be an object of job name -> cap; got ${JSON.stringify(m)}`, {
+        field: "limits.maxRunningPerName",
+      });
     }
     for (const [name, cap] of Object.entries(m as Record<string, unknown>)) {
       checkName("job", name);
@@ -282,7 +287,7 @@ export function pickAcrossLanes<K>(
   let lastLane: string | null = null;
   let waitsOnRunning = false;
   let reopensIn: number | null = null;
-  for (let progress = true; progress && picked.length < total; ) {
+  for (let progress = true; progress && picked.length < total;) {
     progress = false;
     for (let i = 0; i < lanes.length && picked.length < total; i++) {
       const job = stopped[i] ? undefined : lanes[i]!.jobs[position[i]!];

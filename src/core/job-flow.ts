@@ -9,7 +9,9 @@ import { isKeyText } from "./key-text.js";
 
 function checkKey(field: string, value: unknown): string {
   if (!isKeyText(value)) {
-    throw new InvalidInputError(`option ${field} must be a string of 1-255 characters without control characters; got ${JSON.stringify(value)}`, { field: `options.${field}` });
+    throw new InvalidInputError(`option ${field} must be a string of 1-255 characters without control characters; got ${JSON.stringify(value)}`, {
+      field: `options.${field}`,
+    });
   }
   return value;
 }
@@ -26,7 +28,8 @@ function checkObject(field: string, value: unknown, keys: readonly string[]): Re
     throw new InvalidInputError(`option ${field} must be { ${keys.join(", ")} }; got ${JSON.stringify(value)}`, { field: `options.${field}` });
   }
   for (const key of Object.keys(value)) {
-    if (!keys.includes(key)) throw new InvalidInputError(`unknown field ${field}.${key}; ${field} is { ${keys.join(", ")} }`, { field: `options.${field}.${key}` });
+    if (!keys.includes(key))
+      throw new InvalidInputError(`unknown field ${field}.${key}; ${field} is { ${keys.join(", ")} }`, { field: `options.${field}.${key}` });
   }
   return value as Record<string, unknown>;
 }

@@ -152,7 +152,10 @@ export function parseCron(cron: unknown, tz: string): Cron {
   try {
     return new Cron(cron, { timezone: tz, mode: "5-or-6-parts" });
   } catch (error) {
-    throw new InvalidInputError(`cron pattern ${JSON.stringify(cron)} is not valid: ${(error as Error).message}. Use 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first`, { field: "cron", cause: error });
+    throw new InvalidInputError(
+      `cron pattern ${JSON.stringify(cron)} is not valid: ${(error as Error).message}. Use 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first`,
+      { field: "cron", cause: error },
+    );
   }
 }
 
@@ -184,7 +187,8 @@ export function normalizeMisfire(value: unknown): Misfire {
   for (const key of Object.keys(o)) if (key !== "policy" && key !== "graceMs" && key !== "limit") throw bad();
   if (o.policy !== "skip" && o.policy !== "once" && o.policy !== "all") throw bad();
   if (o.graceMs !== undefined && (o.policy !== "skip" || !Number.isInteger(o.graceMs) || (o.graceMs as number) < 0)) throw bad();
-  if (o.limit !== undefined && (o.policy !== "all" || !Number.isInteger(o.limit) || (o.limit as number) < 1 || (o.limit as number) > MAX_MISFIRE_LIMIT)) throw bad();
+  if (o.limit !== undefined && (o.policy !== "all" || !Number.isInteger(o.limit) || (o.limit as number) < 1 || (o.limit as number) > MAX_MISFIRE_LIMIT))
+    throw bad();
   return { policy: o.policy, graceMs: (o.graceMs as number | undefined) ?? base.graceMs, limit: (o.limit as number | undefined) ?? base.limit };
 }
 
@@ -266,7 +270,7 @@ function ticksUpTo(definition: ScheduleDefinition, at: number, count: number): n
     .map((d) => d.getTime())
     .filter((t) => t <= at)
     .sort((a, b) => a - b);
-  for (let last = ticks.at(-1); last !== undefined; ) {
+  for (let last = ticks.at(-1); last !== undefined;) {
     const next = pattern.nextRun(new Date(last))?.getTime();
     if (next === undefined || next > at) break;
     ticks.push(next);
@@ -395,7 +399,10 @@ export function tickMetaOf(job: { meta: { [key: string]: Json } | null }): TickM
 }
 
 /** Every schedule (of `queue`) with its next run time, read from a store at its own clock's now. */
-export async function scheduleInfos(store: { scheduleList(queue?: string): Promise<StoredSchedule[]>; now(): Promise<number> }, queue?: string): Promise<ScheduleInfo[]> {
+export async function scheduleInfos(
+  store: { scheduleList(queue?: string): Promise<StoredSchedule[]>; now(): Promise<number> },
+  queue?: string,
+): Promise<ScheduleInfo[]> {
   const [list, now] = await Promise.all([store.scheduleList(queue), store.now()]);
   return list.map((s) => ({ ...s, nextRunAt: nextRunAt(s, now) }));
 }

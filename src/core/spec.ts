@@ -72,9 +72,7 @@ export interface DedupOption {
 }
 
 /** `exponential` (full jitter) or `fixed`; `delayMs` in ms, `maxDelayMs` caps exponential (default 60 000). */
-export type BackoffOption =
-  | { type: "exponential"; delayMs?: number; maxDelayMs?: number }
-  | { type: "fixed"; delayMs: number };
+export type BackoffOption = { type: "exponential"; delayMs?: number; maxDelayMs?: number } | { type: "fixed"; delayMs: number };
 
 export const DEFAULT_ATTEMPTS = 3;
 export const DEFAULT_RETAIN_COMPLETED_MS = 24 * 60 * 60 * 1000;
@@ -84,9 +82,19 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:\-/]{0,127}$/;
 const KNOWN_OPTIONS = new Set([
-  "jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail", "meta",
+  "jobId",
+  "delayMs",
+  "runAt",
+  "priority",
+  "attempts",
+  "backoff",
+  "timeoutMs",
+  "removeOnComplete",
+  "removeOnFail",
+  "meta",
   "dedup",
-  "group", "limiter",
+  "group",
+  "limiter",
 ]);
 const DEDUP_MODES: readonly DedupMode[] = ["drop", "replace", "extend"];
 const DEDUP_FIELDS = new Set(["key", "ttlMs", "mode"]);
@@ -122,8 +130,7 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
 export function checkName(kind: "queue" | "job" | "schedule", value: unknown): string {
   if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
     throw new InvalidInputError(
-      `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` +
-        `or digit; got ${JSON.stringify(value)}`,
+      `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` + `or digit; got ${JSON.stringify(value)}`,
       { field: kind === "job" ? "name" : kind === "schedule" ? "id" : "queue" },
     );
   }
@@ -171,13 +178,14 @@ function normalizeBackoff(value: unknown): BackoffSpec {
     );
   }
   if (typeof value !== "object" || value === null) {
-    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`, { field: "options.backoff" });
+    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`, {
+      field: "options.backoff",
+    });
   }
   const b = value as Record<string, unknown>;
   if (b.type === "exponential") {
     const delayMs = b.delayMs === undefined ? DEFAULT_BACKOFF.delayMs : checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY);
-    const maxDelayMs =
-      b.maxDelayMs === undefined ? Math.max(60_000, delayMs) : checkInt("backoff.maxDelayMs", b.maxDelayMs, 0, MAX_DELAY);
+    const maxDelayMs = b.maxDelayMs === undefined ? Math.max(60_000, delayMs) : checkInt("backoff.maxDelayMs", b.maxDelayMs, 0, MAX_DELAY);
     return { type: "exponential", delayMs, maxDelayMs };
   }
   if (b.type === "fixed") {
@@ -191,7 +199,7 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
   if (value === true) return 0;
   if (value === false) return null;
   if (typeof value === "object" && value !== null && "ageMs" in value) {
-    return checkInt(`${field}.ageMs`, (value).ageMs, 0, MAX_DELAY);
+    return checkInt(`${field}.ageMs`, value.ageMs, 0, MAX_DELAY);
   }
   throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`, { field: `options.${field}` });
 }
@@ -204,7 +212,9 @@ export function serializePayload(jobName: string, data: unknown, maxBytes: numbe
   const what = field === "data" ? "payload" : "meta";
   const problem = findNonJson(data, field, new Set());
   if (problem) {
-    throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`, { field: field === "data" ? "data" : "options.meta" });
+    throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`, {
+      field: field === "data" ? "data" : "options.meta",
+    });
   }
   const text = JSON.stringify(data === undefined ? null : data);
   checkSize(jobName, Buffer.byteLength(text, "utf8"), maxBytes);
@@ -281,7 +291,8 @@ export function buildJobSpec(input: {
   const queue = checkName("queue", input.queue);
   const name = checkName("job", input.name);
   const given = input.options ?? {};
-  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`, { field: "options" });
+  if (typeof given !== "object" || given === null)
+    throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`, { field: "options" });
   for (const key of Object.keys(given)) {
     if (!KNOWN_OPTIONS.has(key)) {
       throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`, { field: `options.${key}` });

@@ -49,7 +49,10 @@ class Bucket {
   dead = 0;
   readonly wait: Reservoir;
   readonly run: Reservoir;
-  constructor(readonly t: number, size: number) {
+  constructor(
+    readonly t: number,
+    size: number,
+  ) {
     this.wait = new Reservoir(size);
     this.run = new Reservoir(size);
   }
@@ -93,7 +96,10 @@ export class MetricsHistory {
   private readonly maxQueues: number;
   private attachedCount = 0;
 
-  constructor(options: HistoryOptions = {}, private readonly clock: () => number = Date.now) {
+  constructor(
+    options: HistoryOptions = {},
+    private readonly clock: () => number = Date.now,
+  ) {
     this.minutes = options.minutes ?? 180;
     this.samples = options.samplesPerMinute ?? 256;
     this.maxQueues = options.maxQueues ?? 200;
@@ -135,7 +141,14 @@ export class MetricsHistory {
     const out: MinuteSample[] = [];
     for (let t = now - (count - 1) * MINUTE_MS; t <= now; t += MINUTE_MS) {
       const b = byTime.get(t);
-      out.push({ t, completed: b?.completed ?? 0, failed: b?.failed ?? 0, dead: b?.dead ?? 0, waitMs: b?.wait.percentiles() ?? null, runMs: b?.run.percentiles() ?? null });
+      out.push({
+        t,
+        completed: b?.completed ?? 0,
+        failed: b?.failed ?? 0,
+        dead: b?.dead ?? 0,
+        waitMs: b?.wait.percentiles() ?? null,
+        runMs: b?.run.percentiles() ?? null,
+      });
     }
     return out;
   }

@@ -153,7 +153,10 @@ export class LiveHub {
   private stopListening(): void {
     const unsubscribe = this.unsubscribe;
     this.unsubscribe = null;
-    void unsubscribe?.then((stop) => stop(), () => {});
+    void unsubscribe?.then(
+      (stop) => stop(),
+      () => {},
+    );
   }
 
   /** Reads `topic` now, or once `intervalMs` has passed since its last read, or after the running one. */

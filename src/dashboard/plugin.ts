@@ -89,7 +89,8 @@ const SECURITY_HEADERS = {
 
 function normalizePath(value: string | undefined): string {
   const p = value ?? "/ui";
-  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p)) throw new InvalidInputError(`dashboard.path must start with "/" and not end with one, e.g. "/ui"; got ${JSON.stringify(value)}`);
+  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p))
+    throw new InvalidInputError(`dashboard.path must start with "/" and not end with one, e.g. "/ui"; got ${JSON.stringify(value)}`);
   return p;
 }
 
@@ -107,7 +108,8 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
     );
   }
   const history = ctx.options.history ?? new MetricsHistory();
-  const storeHistory = ctx.options.storeHistory === false || !ctx.backend.capabilities.finishedWindows ? null : new StoreHistory(ctx.backend, ctx.options.storeHistory);
+  const storeHistory =
+    ctx.options.storeHistory === false || !ctx.backend.capabilities.finishedWindows ? null : new StoreHistory(ctx.backend, ctx.options.storeHistory);
   /** A queue's last `minutes` per-minute samples: from the store where it can tell, else this process's workers. */
   const seriesOf = async (queue: string, minutes?: number) => (storeHistory ? storeHistory.series(queue, minutes) : history.series(queue, minutes));
   const assets = loadAssets();
@@ -139,7 +141,14 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
 
       const page = (reply: FastifyReply) => {
         if (!assets) {
-          return sendProblem(reply, problem(503, "dashboard-not-built", "the dashboard's files are missing from this installation; run npm run build (it bundles src/dashboard/client)"));
+          return sendProblem(
+            reply,
+            problem(
+              503,
+              "dashboard-not-built",
+              "the dashboard's files are missing from this installation; run npm run build (it bundles src/dashboard/client)",
+            ),
+          );
         }
         const v = (f: string) => `assets/${f}?v=${(assets.get(f) as Asset).hash}`;
         const html = `<!doctype html>
@@ -196,7 +205,12 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
 
       scope.post(
         "/api/login",
-        { bodyLimit: 4096, schema: { body: { type: "object", required: ["key"], additionalProperties: false, properties: { key: { type: "string", minLength: 1, maxLength: 512 } } } } },
+        {
+          bodyLimit: 4096,
+          schema: {
+            body: { type: "object", required: ["key"], additionalProperties: false, properties: { key: { type: "string", minLength: 1, maxLength: 512 } } },
+          },
+        },
         async (request, reply) => {
           const forged = crossSiteReason(request);
           if (forged) return sendProblem(reply, problem(403, "cross-site", `refused: ${forged}`));
@@ -219,7 +233,10 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
         // key or changing the secret ends every copy everywhere).
         const session = sessions.find(request);
         if (session) sessions.end(session);
-        return reply.header("set-cookie", sessions.cookie(null, request.protocol === "https")).code(204).send();
+        return reply
+          .header("set-cookie", sessions.cookie(null, request.protocol === "https"))
+          .code(204)
+          .send();
       });
 
       scope.get(
@@ -255,7 +272,11 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
             };
           } else if (q.topic === "relay") {
             const relay = ctx.options.relay;
-            if (!relay) return sendProblem(reply, problem(404, "no-relay", "this server was not given an outbox to report on (conveyor serve --outbox, or the dashboard's relay option)"));
+            if (!relay)
+              return sendProblem(
+                reply,
+                problem(404, "no-relay", "this server was not given an outbox to report on (conveyor serve --outbox, or the dashboard's relay option)"),
+              );
             key = "relay";
             // The outbox is not the job store: no job event says it changed, so it is polled.
             concerns = null;
@@ -286,7 +307,12 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
               return { job: { ...view, lease } };
             };
           }
-          if (hub.full) return sendProblem(reply, problem(503, "too-many-streams", "this server serves as many live dashboard pages as it allows; close some, or retry later"), { "retry-after": "5" });
+          if (hub.full)
+            return sendProblem(
+              reply,
+              problem(503, "too-many-streams", "this server serves as many live dashboard pages as it allows; close some, or retry later"),
+              { "retry-after": "5" },
+            );
           const headers: Record<string, string> = { ...SECURITY_HEADERS };
           reply.hijack();
           hub.open(request.raw, reply.raw, key, read, headers, concerns);

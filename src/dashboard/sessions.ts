@@ -59,9 +59,7 @@ export interface SessionOptions {
 
 /** What the API's auth hook learns from a request's cookie. */
 export type SessionCheck =
-  | { kind: "none" }
-  | { kind: "ok"; principal: Principal; session: Session; renewed: Session | null }
-  | { kind: "refused"; status: 401 | 403; detail: string };
+  { kind: "none" } | { kind: "ok"; principal: Principal; session: Session; renewed: Session | null } | { kind: "refused"; status: 401 | 403; detail: string };
 
 /** What a session token carries. */
 interface SessionClaims {
@@ -138,7 +136,10 @@ export class DashboardSessions {
   ) {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 12 * 60 * 60 * 1000;
     this.maxLifetimeMs = options.maxLifetimeMs ?? 7 * 24 * 60 * 60 * 1000;
-    for (const [name, v] of [["idleTimeoutMs", this.idleTimeoutMs], ["maxLifetimeMs", this.maxLifetimeMs]] as const) {
+    for (const [name, v] of [
+      ["idleTimeoutMs", this.idleTimeoutMs],
+      ["maxLifetimeMs", this.maxLifetimeMs],
+    ] as const) {
       if (!Number.isSafeInteger(v) || v <= 0) throw new InvalidInputError(`dashboard.sessions.${name} must be a positive whole number of ms; got ${String(v)}`);
     }
     const configured = options.secret ?? (process.env[SESSION_SECRET_ENV] || undefined);
@@ -149,7 +150,9 @@ export class DashboardSessions {
       this.secret = typeof configured === "string" ? Buffer.from(configured, "utf8") : configured;
       this.ephemeralSecret = false;
       if (this.secret.length < 32) {
-        throw new InvalidInputError(`dashboard.sessions.secret (or ${SESSION_SECRET_ENV}) must be at least 32 bytes; generate one with: openssl rand -base64 32`);
+        throw new InvalidInputError(
+          `dashboard.sessions.secret (or ${SESSION_SECRET_ENV}) must be at least 32 bytes; generate one with: openssl rand -base64 32`,
+        );
       }
     }
   }
@@ -226,7 +229,11 @@ export class DashboardSessions {
       if (forged) return { kind: "refused", status: 403, detail: `refused as a possible cross-site request forgery: ${forged}` };
       const csrf = request.headers[CSRF_HEADER];
       if (typeof csrf !== "string" || !sameToken(csrf, v.session.csrfToken)) {
-        return { kind: "refused", status: 403, detail: `a change made with the dashboard's session cookie needs its CSRF token in ${CSRF_HEADER} (the dashboard page reads it from its api/session route)` };
+        return {
+          kind: "refused",
+          status: 403,
+          detail: `a change made with the dashboard's session cookie needs its CSRF token in ${CSRF_HEADER} (the dashboard page reads it from its api/session route)`,
+        };
       }
     }
     return { kind: "ok", principal: v.session.principal, session: v.session, renewed: this.renew(v.session) };
@@ -238,7 +245,10 @@ export class DashboardSessions {
     if (parts.length !== 3 || parts[0] !== TOKEN_VERSION) return { ok: false, detail: `the dashboard session cookie is malformed; ${again}` };
     const [, body, signature] = parts as [string, string, string];
     if (!sameToken(signature, this.sign(body))) {
-      return { ok: false, detail: `the dashboard session cookie was not signed by this server's secret (altered, or made with another dashboard.sessions.secret); ${again}` };
+      return {
+        ok: false,
+        detail: `the dashboard session cookie was not signed by this server's secret (altered, or made with another dashboard.sessions.secret); ${again}`,
+      };
     }
     let claims: unknown;
     try {
@@ -252,7 +262,10 @@ export class DashboardSessions {
     const current = this.keyring?.scopesOf(claims.k) ?? null;
     const fingerprint = this.keyFingerprint(claims.k);
     if (current === null || fingerprint === null || !sameToken(fingerprint, claims.f)) {
-      return { ok: false, detail: `the API key "${claims.k.slice(0, 64)}" this session was made with is no longer configured (revoked or replaced); ${again} with a valid key` };
+      return {
+        ok: false,
+        detail: `the API key "${claims.k.slice(0, 64)}" this session was made with is no longer configured (revoked or replaced); ${again} with a valid key`,
+      };
     }
     // The scopes granted at login, cut to what the key may do now.
     const scopes = new Set<Scope>(claims.s.filter((s) => current.has(s)));

@@ -70,4 +70,5 @@ export function docsPage(basePath: string): string {
 }
 
 /** Swagger UI styles elements inline and shows data: images; everything else only from here. */
-export const DOCS_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
+export const DOCS_CSP =
+  "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";

@@ -54,12 +54,18 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     connectionTimeoutMs = DEFAULT_CONNECTION_TIMEOUT_MS,
     ...plugin
   } = options;
-  for (const [name, value] of [["requestTimeoutMs", requestTimeoutMs], ["connectionTimeoutMs", connectionTimeoutMs]] as const) {
-    if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`createServer option ${name} must be a positive integer (ms); got ${JSON.stringify(value)}`);
+  for (const [name, value] of [
+    ["requestTimeoutMs", requestTimeoutMs],
+    ["connectionTimeoutMs", connectionTimeoutMs],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 1)
+      throw new InvalidInputError(`createServer option ${name} must be a positive integer (ms); got ${JSON.stringify(value)}`);
   }
   const heartbeatMs = plugin.events?.heartbeatMs ?? 15_000;
   if (connectionTimeoutMs <= heartbeatMs) {
-    throw new InvalidInputError(`connectionTimeoutMs (${connectionTimeoutMs}) must exceed events.heartbeatMs (${heartbeatMs}), or idle event streams are cut between heartbeats`);
+    throw new InvalidInputError(
+      `connectionTimeoutMs (${connectionTimeoutMs}) must exceed events.heartbeatMs (${heartbeatMs}), or idle event streams are cut between heartbeats`,
+    );
   }
   const given: LoggerConfig = logger === true || logger === false ? {} : logger;
   const theirRedact = Array.isArray(given.redact) ? given.redact : (given.redact?.paths ?? []);
@@ -97,7 +103,10 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
 
   app.setErrorHandler(answerError);
   app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem(404, "no-route", `no route ${request.method} ${request.url.split("?")[0]!.slice(0, 200)}; the API is under ${plugin.basePath ?? "/v1"}`)),
+    sendProblem(
+      reply,
+      problem(404, "no-route", `no route ${request.method} ${request.url.split("?")[0]!.slice(0, 200)}; the API is under ${plugin.basePath ?? "/v1"}`),
+    ),
   );
   await app.register(conveyorHttp, plugin);
   return app;

@@ -68,12 +68,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, inf
   for (const route of routes) {
     const path = route.url.replace(/:([A-Za-z_]+)/g, "{$1}");
     const item = (paths[path] ??= {});
-    const security =
-      route.access === "public"
-        ? []
-        : route.access === "events"
-          ? [{ apiKey: ["read"] }, { streamToken: [] }]
-          : [{ apiKey: [route.access] }];
+    const security = route.access === "public" ? [] : route.access === "events" ? [{ apiKey: ["read"] }, { streamToken: [] }] : [{ apiKey: [route.access] }];
     const responses: Json = {};
     for (const [code, r] of Object.entries(route.responses)) {
       responses[code] = {
@@ -105,7 +100,11 @@ export function buildOpenApi(routes: readonly RouteSpec[], basePath: string, inf
     },
     servers: [{ url: basePath || "/" }],
     ...(payloads.size > 0
-      ? { "x-conveyor-job-payloads": Object.fromEntries([...payloads.keys()].map((name) => [name, { $ref: `#/components/schemas/${payloadComponentName(name)}` }])) }
+      ? {
+          "x-conveyor-job-payloads": Object.fromEntries(
+            [...payloads.keys()].map((name) => [name, { $ref: `#/components/schemas/${payloadComponentName(name)}` }]),
+          ),
+        }
       : {}),
     components: {
       ...(payloads.size > 0

@@ -156,14 +156,16 @@ const LONG_LIVED = new Set(["streamJobEvents", "streamQueueEvents"]);
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`conveyorHttp option ${name} must be a positive integer; got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(value) || value < 1)
+    throw new InvalidInputError(`conveyorHttp option ${name} must be a positive integer; got ${JSON.stringify(value)}`);
   return value;
 }
 
 function normalizeBasePath(value: string | undefined): string {
   const p = value ?? "/v1";
   if (p === "" || p === "/") return "";
-  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p)) throw new InvalidInputError(`basePath must start with "/" and not end with one, e.g. "/v1"; got ${JSON.stringify(value)}`);
+  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p))
+    throw new InvalidInputError(`basePath must start with "/" and not end with one, e.g. "/v1"; got ${JSON.stringify(value)}`);
   return p;
 }
 
@@ -227,7 +229,13 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
   const principals = new WeakMap<FastifyRequest, Principal>();
   const streams = new Set<OpenStream>();
   const dashboard = options.dashboard
-    ? await registerDashboard(fastify, { backend: options.backend, keyring, apiBasePath: `${fastify.prefix}${basePath}`, options: options.dashboard === true ? {} : options.dashboard, answerError })
+    ? await registerDashboard(fastify, {
+        backend: options.backend,
+        keyring,
+        apiBasePath: `${fastify.prefix}${basePath}`,
+        options: options.dashboard === true ? {} : options.dashboard,
+        answerError,
+      })
     : null;
 
   await fastify.register(
@@ -247,7 +255,11 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         maxBulkJobs: positive("maxBulkJobs", options.maxBulkJobs, 1_000),
         webhooks: options.webhooks ?? null,
         tokens: new StreamTokens(options.streamTokenSecret),
-        derivedIds: new IdDeriver(options.idSecret ?? options.streamTokenSecret, options.idSecret !== undefined ? "idSecret" : "streamTokenSecret", (id) => keyring?.keyHashOf(id) ?? null),
+        derivedIds: new IdDeriver(
+          options.idSecret ?? options.streamTokenSecret,
+          options.idSecret !== undefined ? "idSecret" : "streamTokenSecret",
+          (id) => keyring?.keyHashOf(id) ?? null,
+        ),
         streamTokenTtlMs: positive("streamTokenTtlMs", options.streamTokenTtlMs, 600_000),
         watcher: new JobWatcher(options.backend, positive("events.pollIntervalMs", events.pollIntervalMs, 200), (error) =>
           scope.log.warn({ err: error instanceof Error ? error.message : String(error) }, "conveyor: polling a job for its event stream failed; retrying"),
@@ -337,7 +349,8 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         } else if (dashboard) {
           // The dashboard's session cookie, with its CSRF checks (see dashboard/sessions.ts).
           const session = dashboard.sessions.check(request);
-          if (session.kind === "refused") return sendProblem(reply, problem(session.status, session.status === 401 ? "unauthorized" : "forbidden", session.detail));
+          if (session.kind === "refused")
+            return sendProblem(reply, problem(session.status, session.status === 401 ? "unauthorized" : "forbidden", session.detail));
           if (session.kind === "ok") {
             principal = session.principal;
             if (session.renewed) void reply.header("set-cookie", dashboard.sessions.cookie(session.renewed, request.protocol === "https"));
@@ -350,13 +363,20 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
             principal = ctx.tokens.verify(token, id);
             // A revoked key's tokens are revoked with it.
             if (principal && !keyring.scopesOf(principal.id)?.has("read")) principal = null;
-            if (!principal) return unauthorized(reply, "the access_token is not valid for this job, it expired, or the key that asked for it was revoked; get a new one from POST /jobs/{id}/events/token");
+            if (!principal)
+              return unauthorized(
+                reply,
+                "the access_token is not valid for this job, it expired, or the key that asked for it was revoked; get a new one from POST /jobs/{id}/events/token",
+              );
           }
         }
         if (!principal) {
-          return unauthorized(reply, access === "events"
-            ? "send Authorization: Bearer <API key>, or ?access_token= from POST /jobs/{id}/events/token (for browsers)"
-            : "send Authorization: Bearer <API key>");
+          return unauthorized(
+            reply,
+            access === "events"
+              ? "send Authorization: Bearer <API key>, or ?access_token= from POST /jobs/{id}/events/token (for browsers)"
+              : "send Authorization: Bearer <API key>",
+          );
         }
         const needed = access === "events" ? "read" : access;
         if (!principal.scopes.has(needed)) {
@@ -371,7 +391,14 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         ctx.watcher.close();
       });
 
-      const routes: RouteSpec[] = [...enqueueRoutes(ctx), ...jobRoutes(ctx), ...queueRoutes(ctx), ...eventRoutes(ctx), ...scheduleRoutes(ctx), ...(options.outbox ? outboxRoutes(options.outbox) : [])];
+      const routes: RouteSpec[] = [
+        ...enqueueRoutes(ctx),
+        ...jobRoutes(ctx),
+        ...queueRoutes(ctx),
+        ...eventRoutes(ctx),
+        ...scheduleRoutes(ctx),
+        ...(options.outbox ? outboxRoutes(options.outbox) : []),
+      ];
       routes.push(
         {
           method: "GET",
@@ -410,7 +437,12 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
       const routePatterns = routes.map((route) => ({
         method: route.method,
         head: route.method === "GET" && !LONG_LIVED.has(route.operationId),
-        pattern: new RegExp(`^${escapeRegExp(scope.prefix)}${route.url.split("/").map((part) => (part.startsWith(":") ? "[^/]+" : escapeRegExp(part))).join("/")}/?$`),
+        pattern: new RegExp(
+          `^${escapeRegExp(scope.prefix)}${route.url
+            .split("/")
+            .map((part) => (part.startsWith(":") ? "[^/]+" : escapeRegExp(part)))
+            .join("/")}/?$`,
+        ),
       }));
       allowedMethods = (path: string): string[] => {
         const methods = new Set<string>();
@@ -468,7 +500,14 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
   }
   if (error instanceof InvalidInputError) return sendProblem(reply, problem(422, "invalid-input", error.message));
   if (error instanceof AmbiguousJobIdError) {
-    return sendProblem(reply, problem(409, "ambiguous-job-id", `job id ${JSON.stringify(error.jobId)} exists in several queues on this store; add ?queue=<the job's queue> (the job's links carry it)`));
+    return sendProblem(
+      reply,
+      problem(
+        409,
+        "ambiguous-job-id",
+        `job id ${JSON.stringify(error.jobId)} exists in several queues on this store; add ?queue=<the job's queue> (the job's links carry it)`,
+      ),
+    );
   }
   if (error instanceof UnsupportedByStoreError) {
     return sendProblem(reply, problem(501, "not-supported-by-store", error.message, undefined, { capability: error.capability }));
@@ -478,7 +517,14 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
     switch (error.code) {
       case "FST_ERR_CTP_BODY_TOO_LARGE": {
         const limit = request.routeOptions.bodyLimit;
-        return sendProblem(reply, problem(413, "body-too-large", `the body is larger than this route's limit of ${limit} bytes; send ids and load documents in the worker, or split a bulk request`));
+        return sendProblem(
+          reply,
+          problem(
+            413,
+            "body-too-large",
+            `the body is larger than this route's limit of ${limit} bytes; send ids and load documents in the worker, or split a bulk request`,
+          ),
+        );
       }
       case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
         return sendProblem(reply, problem(415, "unsupported-media-type", "send the body as JSON with Content-Type: application/json"));
@@ -491,7 +537,10 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
     return sendProblem(reply, problem(status, "bad-request", error.message));
   }
   // Log the error, never the request's headers or tokens.
-  request.log.error({ err: { name: error.name, message: error.message, stack: error.stack }, reqId: request.id, url: redactUrl(request.url) }, "conveyor: request failed");
+  request.log.error(
+    { err: { name: error.name, message: error.message, stack: error.stack }, reqId: request.id, url: redactUrl(request.url) },
+    "conveyor: request failed",
+  );
   if (error instanceof StoreUnavailableError) {
     return sendProblem(reply, problem(503, "store-unavailable", "the job store is busy or unreachable; retry shortly"), { "retry-after": "1" });
   }

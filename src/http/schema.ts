@@ -124,12 +124,7 @@ function isHttpUri(s: string): boolean {
  * `coerce` converts strings for integer, number and boolean schemas (query and path parameters).
  * With `coerce`, the returned `value` holds the converted data.
  */
-export function validate(
-  schema: JsonSchema,
-  value: unknown,
-  part: RequestPart,
-  coerce = false,
-): { issues: SchemaIssue[]; value: unknown } {
+export function validate(schema: JsonSchema, value: unknown, part: RequestPart, coerce = false): { issues: SchemaIssue[]; value: unknown } {
   const issues: SchemaIssue[] = [];
   const out = check(schema, value, "", part, coerce, issues);
   return { issues, value: out };
@@ -170,7 +165,10 @@ function check(schema: JsonSchema, value: unknown, pointer: string, part: Reques
   }
   const actual = typeOf(v);
   if (types && !types.some((t) => matchesType(actual, t))) {
-    fail(`must be ${types.map((t) => (t === "integer" ? "an integer" : t === "array" || t === "object" ? `an ${t}` : `a ${t}`)).join(" or ")}; got ${describe(v)}`, true);
+    fail(
+      `must be ${types.map((t) => (t === "integer" ? "an integer" : t === "array" || t === "object" ? `an ${t}` : `a ${t}`)).join(" or ")}; got ${describe(v)}`,
+      true,
+    );
     return v;
   }
   if (schema.const !== undefined && v !== schema.const) {
@@ -261,8 +259,7 @@ function summarize(schema: JsonSchema): string {
  * other routes keep whatever validation they had.
  */
 export function compileValidator({ schema, httpPart }: { schema: unknown; httpPart?: string }) {
-  const part: RequestPart =
-    httpPart === "querystring" || httpPart === "params" || httpPart === "headers" ? httpPart : "body";
+  const part: RequestPart = httpPart === "querystring" || httpPart === "params" || httpPart === "headers" ? httpPart : "body";
   const coerce = part === "querystring" || part === "params";
   const s = schema as JsonSchema;
   return (data: unknown): { value: unknown } | { error: RequestValidationError } => {

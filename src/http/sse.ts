@@ -35,16 +35,7 @@ import { EventTail } from "../producer/event-tail.js";
 import { iso } from "./views.js";
 
 /** Why the job entered a state. */
-export type TransitionReason =
-  | "created"
-  | "started"
-  | "completed"
-  | "retry-scheduled"
-  | "dead"
-  | "released"
-  | "lease-expired"
-  | "cancelled"
-  | "replayed";
+export type TransitionReason = "created" | "started" | "completed" | "retry-scheduled" | "dead" | "released" | "lease-expired" | "cancelled" | "replayed";
 
 /** One state change of a job, as sent in a `state` event. */
 export interface Transition {
@@ -59,7 +50,6 @@ export interface Transition {
   error?: { name: string; message: string };
   result?: Json;
 }
-
 
 /** The job's state changes so far, oldest first, derived from its record. */
 export function transitions(job: JobRecord): Transition[] {
@@ -265,7 +255,10 @@ export class JobWatcher {
   private stopListening(): void {
     const unsubscribe = this.unsubscribe;
     this.unsubscribe = null;
-    void unsubscribe?.then((stop) => stop(), () => {});
+    void unsubscribe?.then(
+      (stop) => stop(),
+      () => {},
+    );
   }
 
   private onEvent(event: QueueEvent): void {

@@ -146,7 +146,8 @@ export class SsrfGuard {
       if (host === "localhost" || host.endsWith(".localhost")) {
         if (!hostAllowed) throw new SsrfError(`callback URL host ${host} is loopback; such targets are refused unless allow-listed`);
       }
-      if (url.protocol === "http:" && !hostAllowed && !this.allowHttp) throw new SsrfError("callback URL must use https (plain http only to allow-listed hosts)");
+      if (url.protocol === "http:" && !hostAllowed && !this.allowHttp)
+        throw new SsrfError("callback URL must use https (plain http only to allow-listed hosts)");
     }
     return url;
   }
@@ -178,7 +179,10 @@ export class SsrfGuard {
 }
 
 function hostOf(url: URL): string {
-  return url.hostname.replace(/^\[|\]$/g, "").toLowerCase().replace(/\.$/, "");
+  return url.hostname
+    .replace(/^\[|\]$/g, "")
+    .toLowerCase()
+    .replace(/\.$/, "");
 }
 
 export interface PostResult {

@@ -28,8 +28,7 @@ export const jobStateSchema = StringEnum(JOB_STATES);
 const linksSchema = Type.Object({ self: Type.String(), events: Type.String() });
 export type JobLinks = Static<typeof linksSchema>;
 
-const flowParentSchema = (options: { description?: string } = {}) =>
-  Type.Object({ id: Type.String(), queue: Type.String(), links: linksSchema }, options);
+const flowParentSchema = (options: { description?: string } = {}) => Type.Object({ id: Type.String(), queue: Type.String(), links: linksSchema }, options);
 
 export const jobViewSchema = Type.Object(
   {
@@ -214,7 +213,10 @@ export const queueViewSchema = Type.Object(
     counts: Type.Unsafe<Record<JobState, number>>(Type.Object(Object.fromEntries(JOB_STATES.map((s) => [s, Type.Integer()])))),
     oldestWaitingAgeMs: Nullable(Type.Integer(), { description: "How long the oldest due job has waited, ms; null when none waits." }),
     flow: Type.Optional(
-      Type.Unsafe<Static<typeof queueFlowViewSchema>>({ ...queueFlowViewSchema, description: "One-queue views only: the queue's flow control, or null when it has none." }),
+      Type.Unsafe<Static<typeof queueFlowViewSchema>>({
+        ...queueFlowViewSchema,
+        description: "One-queue views only: the queue's flow control, or null when it has none.",
+      }),
     ),
   },
   { title: "Queue" },

@@ -298,11 +298,13 @@ export class WebhookDispatcher {
     this.guard = new SsrfGuard({ allow: options.allow ?? [], allowHttp: options.allowHttp ?? false });
     const ids = new Set<string>();
     this.subscriptions = (options.subscriptions ?? []).map((s, i) => {
-      if (typeof s?.id !== "string" || !/^[A-Za-z0-9._-]{1,64}$/.test(s.id)) throw new InvalidInputError(`subscriptions[${i}].id must be 1-64 letters, digits, ".", "_" or "-"`);
+      if (typeof s?.id !== "string" || !/^[A-Za-z0-9._-]{1,64}$/.test(s.id))
+        throw new InvalidInputError(`subscriptions[${i}].id must be 1-64 letters, digits, ".", "_" or "-"`);
       if (ids.has(s.id)) throw new InvalidInputError(`subscriptions[${i}].id "${s.id}" is used twice`);
       ids.add(s.id);
       this.guard.checkUrl(s.url);
-      if (s.events?.some((e) => !WEBHOOK_EVENT_TYPES.includes(e))) throw new InvalidInputError(`subscriptions[${i}].events may list ${WEBHOOK_EVENT_TYPES.join(", ")}`);
+      if (s.events?.some((e) => !WEBHOOK_EVENT_TYPES.includes(e)))
+        throw new InvalidInputError(`subscriptions[${i}].events may list ${WEBHOOK_EVENT_TYPES.join(", ")}`);
       s.secrets?.forEach(secretKey);
       return s;
     });
@@ -323,7 +325,14 @@ export class WebhookDispatcher {
 
   /** The delivery handler, for a Worker on `this.queue`. */
   handlers(): BoundHandler<unknown>[] {
-    return [{ name: DELIVERY_JOB_NAME, schema: null, run: (job: Job<unknown>, ctx) => this.deliver(job as Job<DeliveryData>, ctx.signal), timeoutMs: this.requestTimeoutMs + 5_000 }];
+    return [
+      {
+        name: DELIVERY_JOB_NAME,
+        schema: null,
+        run: (job: Job<unknown>, ctx) => this.deliver(job as Job<DeliveryData>, ctx.signal),
+        timeoutMs: this.requestTimeoutMs + 5_000,
+      },
+    ];
   }
 
   /** Enqueues deliveries as soon as `worker` reports a job completed or dead. Returns a detach function. */
@@ -463,7 +472,8 @@ export class WebhookDispatcher {
   /** Sends one delivery; throws to retry, UnrecoverableError when retrying cannot help. */
   private async deliver(job: Job<DeliveryData>, signal: AbortSignal): Promise<Json> {
     const { target, url, event } = job.data ?? ({} as Partial<DeliveryData>);
-    if (typeof url !== "string" || typeof target !== "string" || !event) throw new UnrecoverableError("malformed webhook delivery job: needs { target, url, event }");
+    if (typeof url !== "string" || typeof target !== "string" || !event)
+      throw new UnrecoverableError("malformed webhook delivery job: needs { target, url, event }");
     const secrets = this.secretsFor(target);
     const body = JSON.stringify(event);
     const timestamp = Math.floor(Date.now() / 1000);
@@ -479,7 +489,8 @@ export class WebhookDispatcher {
     try {
       result = await guardedPost(this.guard, url, body, headers, { timeoutMs: this.requestTimeoutMs, signal });
     } catch (error) {
-      if (error instanceof SsrfError) throw new UnrecoverableError(`${error.message}. Add the host to the webhook allow-list if it is trusted, then replay this delivery.`);
+      if (error instanceof SsrfError)
+        throw new UnrecoverableError(`${error.message}. Add the host to the webhook allow-list if it is trusted, then replay this delivery.`);
       throw error;
     }
     const { status } = result;
@@ -490,7 +501,8 @@ export class WebhookDispatcher {
     if (status === 410) throw new UnrecoverableError(`${shown} answered 410 Gone: the receiver asked to stop; remove the callback or subscription`);
     if (status === 429 || status === 503) {
       const retryAfter = Number(result.headers["retry-after"]);
-      if (Number.isFinite(retryAfter) && retryAfter >= 0) throw new RetryLater(Math.min(3_600_000, retryAfter * 1000), `${shown} answered ${status}; retrying after ${retryAfter} s as it asked`);
+      if (Number.isFinite(retryAfter) && retryAfter >= 0)
+        throw new RetryLater(Math.min(3_600_000, retryAfter * 1000), `${shown} answered ${status}; retrying after ${retryAfter} s as it asked`);
     }
     const location = typeof result.headers.location === "string" ? withoutQuery(result.headers.location) : "the final URL";
     const redirect = status >= 300 && status < 400 ? ` (redirects are not followed; point the webhook at ${location})` : "";

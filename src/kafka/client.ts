@@ -20,9 +20,13 @@ export interface KafkaLocation {
 export function parseKafkaUrl(url: string): KafkaLocation {
   const match = /^kafka:\/\/([^/?#]+)(?:\/([^?#]*))?$/i.exec(url);
   if (!match) throw new InvalidInputError(`a Kafka URL looks like kafka://host:9092[,host2:9092][/topic]; got ${JSON.stringify(url)}`);
-  const brokers = match[1]!.split(",").map((b) => b.trim()).filter(Boolean);
+  const brokers = match[1]!
+    .split(",")
+    .map((b) => b.trim())
+    .filter(Boolean);
   for (const broker of brokers) {
-    if (!/^[^:\s]+:\d{1,5}$/.test(broker)) throw new InvalidInputError(`Kafka broker ${JSON.stringify(broker)} must be host:port (kafka://host:9092,host2:9092)`);
+    if (!/^[^:\s]+:\d{1,5}$/.test(broker))
+      throw new InvalidInputError(`Kafka broker ${JSON.stringify(broker)} must be host:port (kafka://host:9092,host2:9092)`);
   }
   return { brokers, topic: decodeURIComponent(match[2] ?? "") };
 }
@@ -57,12 +61,14 @@ export async function openKafka(options: KafkaClientOptions): Promise<Kafka> {
   if (!Array.isArray(options.brokers) || options.brokers.length === 0) throw new InvalidInputError("a Kafka client needs { brokers: ['host:9092', …] }");
   const { Kafka: KafkaCtor, logLevel } = await loadKafkajs();
   const logger = options.logger;
-  const bridge: logCreator = () => ({ level, log }) => {
-    if (!logger) return;
-    const { message, ...fields } = log;
-    if (level === logLevel.ERROR) logger.error({ kafka: fields }, `kafkajs: ${message}`);
-    else if (level === logLevel.WARN) logger.warn({ kafka: fields }, `kafkajs: ${message}`);
-  };
+  const bridge: logCreator =
+    () =>
+    ({ level, log }) => {
+      if (!logger) return;
+      const { message, ...fields } = log;
+      if (level === logLevel.ERROR) logger.error({ kafka: fields }, `kafkajs: ${message}`);
+      else if (level === logLevel.WARN) logger.warn({ kafka: fields }, `kafkajs: ${message}`);
+    };
   return new KafkaCtor({
     clientId: options.clientId,
     brokers: options.brokers,

@@ -50,12 +50,7 @@ export function headerStrings(raw: RawHeaders | undefined): Record<string, strin
 }
 
 /** The forensics of a failed attempt, as headers. */
-export function failureHeaders(input: {
-  error: ErrorInfo;
-  worker: WorkerIdentity;
-  startedAt: number;
-  failedAt: number;
-}): Record<string, string> {
+export function failureHeaders(input: { error: ErrorInfo; worker: WorkerIdentity; startedAt: number; failedAt: number }): Record<string, string> {
   return {
     [HEADER.errorName]: input.error.name,
     [HEADER.errorMessage]: input.error.message,

@@ -124,16 +124,20 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
 
   constructor(options: KafkaWorkerOptions) {
     super();
-    if (!options || typeof options.topic !== "string" || options.topic === "") throw new InvalidInputError("new KafkaWorker() needs { topic, groupId, handlers } and url, brokers or kafka");
-    if (typeof options.groupId !== "string" || options.groupId === "") throw new InvalidInputError("new KafkaWorker() needs { groupId }: the consumer group the workers share");
+    if (!options || typeof options.topic !== "string" || options.topic === "")
+      throw new InvalidInputError("new KafkaWorker() needs { topic, groupId, handlers } and url, brokers or kafka");
+    if (typeof options.groupId !== "string" || options.groupId === "")
+      throw new InvalidInputError("new KafkaWorker() needs { groupId }: the consumer group the workers share");
     this.options = options;
     this.brokers = options.url !== undefined ? parseKafkaUrl(options.url).brokers : (options.brokers ?? []);
     this.kafka = options.kafka ?? null;
-    if (this.brokers.length === 0 && this.kafka === null) throw new InvalidInputError("new KafkaWorker() needs { url: 'kafka://host:9092' }, { brokers } or { kafka }");
+    if (this.brokers.length === 0 && this.kafka === null)
+      throw new InvalidInputError("new KafkaWorker() needs { url: 'kafka://host:9092' }, { brokers } or { kafka }");
     this.topic = options.topic;
     this.retryTopic = options.retryTopic ?? `${options.topic}.retry`;
     this.deadLetterTopic = options.deadLetterTopic ?? `${options.topic}.dead`;
-    if (new Set([this.topic, this.retryTopic, this.deadLetterTopic]).size !== 3) throw new InvalidInputError("topic, retryTopic and deadLetterTopic must be three different topics");
+    if (new Set([this.topic, this.retryTopic, this.deadLetterTopic]).size !== 3)
+      throw new InvalidInputError("topic, retryTopic and deadLetterTopic must be three different topics");
     this.groupId = options.groupId;
     this.concurrency = positiveInt("concurrency", options.concurrency, 10);
     this.attempts = positiveInt("attempts", options.attempts, 3);
@@ -149,7 +153,8 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
           typeof h === "function" ? { name, schema: null, run: h } : { ...h, name },
         );
     for (const h of entries) this.handlers.set(h.name, h);
-    if (this.handlers.size === 0) throw new InvalidInputError("new KafkaWorker() needs { handlers }: job name -> async (job, ctx) => result, or [definition.handle(fn)]");
+    if (this.handlers.size === 0)
+      throw new InvalidInputError("new KafkaWorker() needs { handlers }: job name -> async (job, ctx) => result, or [definition.handle(fn)]");
     if (options.autostart !== false) {
       this.start().catch((error: unknown) => this.reportError(error, "starting"));
     }
@@ -287,7 +292,10 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       lease: null,
       progress: null,
       result: null,
-      error: headers[HEADER.errorName] !== undefined ? { name: headers[HEADER.errorName]!, message: headers[HEADER.errorMessage] ?? "", stack: headers[HEADER.errorStack] || null } : null,
+      error:
+        headers[HEADER.errorName] !== undefined
+          ? { name: headers[HEADER.errorName]!, message: headers[HEADER.errorMessage] ?? "", stack: headers[HEADER.errorStack] || null }
+          : null,
       history: [],
       stalls: 0,
       replays: 0,
@@ -299,7 +307,10 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
     this.emit("job:started", { job, workerId: this.id, waitMs: Math.max(0, startedAt - job.runAt) });
     const started = performance.now();
     try {
-      if (!handler) throw new UnrecoverableError(`no handler for job "${name}" in this worker (it has ${[...this.handlers.keys()].join(", ")}); set the conveyor-job header or add the handler`);
+      if (!handler)
+        throw new UnrecoverableError(
+          `no handler for job "${name}" in this worker (it has ${[...this.handlers.keys()].join(", ")}); set the conveyor-job header or add the handler`,
+        );
       let data: Json;
       try {
         data = message.value === null ? null : (JSON.parse(message.value.toString()) as Json);
@@ -314,7 +325,12 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       const error = run.controller.signal.aborted ? toError(run.controller.signal.reason) : toError(thrown);
       // Aborted by shutdown: not an attempt. The message stays uncommitted and is delivered again.
       if (error instanceof ShutdownError) throw error;
-      await this.settleFailure(job, error, { sourceTopic, sourcePartition, sourceOffset, headers, key: message.key, value: message.value, startedAt }, performance.now() - started);
+      await this.settleFailure(
+        job,
+        error,
+        { sourceTopic, sourcePartition, sourceOffset, headers, key: message.key, value: message.value, startedAt },
+        performance.now() - started,
+      );
     } finally {
       if (timer) clearTimeout(timer);
       this.running.delete(run);
@@ -325,10 +341,23 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
   private async settleFailure(
     job: JobRecord,
     error: Error,
-    source: { sourceTopic: string; sourcePartition: number; sourceOffset: string; headers: Record<string, string>; key: Buffer | null; value: Buffer | null; startedAt: number },
+    source: {
+      sourceTopic: string;
+      sourcePartition: number;
+      sourceOffset: string;
+      headers: Record<string, string>;
+      key: Buffer | null;
+      value: Buffer | null;
+      startedAt: number;
+    },
     durationMs: number,
   ): Promise<void> {
-    const decision = decideRetryAfter(error, { attempt: job.attempt, maxAttempts: job.maxAttempts, backoff: this.backoff, backoffFn: this.handlers.get(job.name)?.backoff });
+    const decision = decideRetryAfter(error, {
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      backoff: this.backoff,
+      backoffFn: this.handlers.get(job.name)?.backoff,
+    });
     const unrecoverable = decision.unrecoverable;
     const now = Date.now();
     const headers: Record<string, string> = {
@@ -383,7 +412,11 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
         this.emit("job:progress", { job: run.job, progress: value });
       },
       once: () =>
-        Promise.reject(new ConveyorError("ctx.once needs a job store; the Kafka transport has none: dedup on job.id (the outbox id, or topic:partition:offset) in your own database")),
+        Promise.reject(
+          new ConveyorError(
+            "ctx.once needs a job store; the Kafka transport has none: dedup on job.id (the outbox id, or topic:partition:offset) in your own database",
+          ),
+        ),
       tx: () => Promise.reject(new ConveyorError("ctx.tx() needs a backend with transactionalCompletion (PostgreSQL); the Kafka transport has none")),
       // A Kafka message is never the parent of a flow (queue.addFlow needs a job store).
       children: () => Promise.resolve([]),

@@ -20,7 +20,6 @@ export interface MaintenanceSettings {
   onError?: (error: unknown, during: string) => void;
 }
 
-
 /**
  * The small timers that keep a store healthy: the rescuer (expired leases back to waiting, or
  * quarantined), the promoter (due scheduled jobs relabelled waiting) and the pruner (retention).

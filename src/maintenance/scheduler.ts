@@ -59,7 +59,11 @@ export interface SchedulerPass {
  * One pass over the schedules: fires every due one (each in its own atomic step) and returns the
  * earliest next run. Exported for tools and tests that drive time themselves.
  */
-export async function fireDueSchedules(backend: ScheduleStore, options: { queues?: readonly string[] } = {}, callbacks: SchedulerCallbacks = {}): Promise<SchedulerPass> {
+export async function fireDueSchedules(
+  backend: ScheduleStore,
+  options: { queues?: readonly string[] } = {},
+  callbacks: SchedulerCallbacks = {},
+): Promise<SchedulerPass> {
   const now = await backend.now();
   const all = await backend.scheduleList();
   const wanted = options.queues === undefined ? all : all.filter((s) => options.queues!.includes(s.queue));
@@ -164,10 +168,13 @@ export class Scheduler {
       this.failures++;
     }
     if (this.stopped || this.rerun) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.wake();
-    }, Math.min(delay, MAX_TIMER_MS));
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        this.wake();
+      },
+      Math.min(delay, MAX_TIMER_MS),
+    );
     // The scheduler alone never keeps a process alive.
     this.timer.unref();
   }

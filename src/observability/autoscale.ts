@@ -88,8 +88,10 @@ function checkPolicy(policy: ScalingPolicy): Required<ScalingPolicy> {
   positive("jobsPerSecondPerWorker", p.jobsPerSecondPerWorker);
   positive("maxStepIn", p.maxStepIn);
   positive("slotsPerWorker", p.slotsPerWorker);
-  if (!(Number.isFinite(p.headroom) && p.headroom >= 0)) throw new InvalidInputError(`scaling policy headroom must be a number >= 0; got ${JSON.stringify(p.headroom)}`);
-  if (!(p.scaleInBelow > 0 && p.scaleInBelow < 1)) throw new InvalidInputError(`scaling policy scaleInBelow must be between 0 and 1; got ${JSON.stringify(p.scaleInBelow)}`);
+  if (!(Number.isFinite(p.headroom) && p.headroom >= 0))
+    throw new InvalidInputError(`scaling policy headroom must be a number >= 0; got ${JSON.stringify(p.headroom)}`);
+  if (!(p.scaleInBelow > 0 && p.scaleInBelow < 1))
+    throw new InvalidInputError(`scaling policy scaleInBelow must be between 0 and 1; got ${JSON.stringify(p.scaleInBelow)}`);
   if (!(Number.isInteger(p.minWorkers) && Number.isInteger(p.maxWorkers) && p.minWorkers >= 0 && p.maxWorkers >= Math.max(1, p.minWorkers))) {
     throw new InvalidInputError(`scaling policy needs integers 0 <= minWorkers <= maxWorkers, maxWorkers >= 1; got ${p.minWorkers} and ${p.maxWorkers}`);
   }

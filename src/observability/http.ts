@@ -190,7 +190,8 @@ export interface MetricsRoutesOptions {
  */
 export const conveyorMetricsRoutes: FastifyPluginAsync<MetricsRoutesOptions> = async (app, options) => {
   const endpoints = new MetricsEndpoints(options.metrics, options.scaling);
-  const send = (a: Answer, reply: import("fastify").FastifyReply) => reply.code(a.status).header("content-type", a.contentType).header("cache-control", "no-store").send(a.body);
+  const send = (a: Answer, reply: import("fastify").FastifyReply) =>
+    reply.code(a.status).header("content-type", a.contentType).header("cache-control", "no-store").send(a.body);
   app.get("/metrics", async (_request, reply) => send(await endpoints.metricsText(), reply));
   app.get("/scaling", async (request, reply) => {
     const q = (request.query as { queue?: unknown }).queue;

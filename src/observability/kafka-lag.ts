@@ -30,7 +30,11 @@ export class KafkaLagGauge {
     private readonly options: { cacheMs: number; timeoutMs: number; maxSeries: number; overflowLabel: string },
   ) {
     const read = () => this.read();
-    this.errors = new Counter({ name: "conveyor_kafka_consumer_lag_errors_total", help: "Failed reads of a consumer group's lag; its series are left out of that scrape.", registers });
+    this.errors = new Counter({
+      name: "conveyor_kafka_consumer_lag_errors_total",
+      help: "Failed reads of a consumer group's lag; its series are left out of that scrape.",
+      registers,
+    });
     new Gauge({
       name: "conveyor_kafka_consumer_lag",
       help: "Kafka consumer lag per group, topic and partition: records produced and not yet committed by the group (the scaling signal).",
@@ -75,7 +79,12 @@ export class KafkaLagGauge {
         const key = `${source.groupId}\u0000${p.topic}\u0000${p.partition}`;
         const own = this.kept.has(key) || this.kept.size < this.options.maxSeries;
         if (own) this.kept.add(key);
-        rows.push({ group: source.groupId, topic: own ? p.topic : this.options.overflowLabel, partition: own ? String(p.partition) : this.options.overflowLabel, lag: p.lag });
+        rows.push({
+          group: source.groupId,
+          topic: own ? p.topic : this.options.overflowLabel,
+          partition: own ? String(p.partition) : this.options.overflowLabel,
+          lag: p.lag,
+        });
       }
     }
     this.cached = { at: performance.now(), rows };

@@ -23,9 +23,7 @@ import type { LagSource } from "../kafka/lag.js";
 import { KafkaLagGauge } from "./kafka-lag.js";
 
 /** Seconds, from 1 ms to 10 min: short jobs and slow ones both land in a bucket of their own. */
-export const DEFAULT_DURATION_BUCKETS: readonly number[] = [
-  0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
-];
+export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
 /** The part of a Worker the metrics read: its events and its slot figures. */
 export interface ObservableWorker {
@@ -157,7 +155,9 @@ export class ConveyorMetrics implements JobTelemetry {
     this.backend = options.backend ?? null;
     this.storeCacheMs = options.storeCacheMs ?? 5_000;
     if (!Number.isInteger(this.storeCacheMs) || this.storeCacheMs < 1_000) {
-      throw new InvalidInputError(`storeCacheMs must be an integer of at least 1000 (ms), so scrapes do not load the store; got ${JSON.stringify(options.storeCacheMs)}`);
+      throw new InvalidInputError(
+        `storeCacheMs must be an integer of at least 1000 (ms), so scrapes do not load the store; got ${JSON.stringify(options.storeCacheMs)}`,
+      );
     }
     this.maxLabelSets = options.maxLabelSets ?? 1_000;
     if (!Number.isInteger(this.maxLabelSets) || this.maxLabelSets < 1) {
@@ -177,13 +177,27 @@ export class ConveyorMetrics implements JobTelemetry {
     this.completed = counter("conveyor_jobs_completed_total", "Jobs completed by this process's workers (the store accepted the completion).");
     this.failed = counter("conveyor_jobs_failed_total", "Failed attempts in this process's workers (retried or dead).");
     this.retried = counter("conveyor_jobs_retried_total", "Failed attempts scheduled for a retry after a backoff.");
-    this.dead = counter("conveyor_jobs_dead_total", "Jobs this process moved to the dead-letter state (failures, and rescues whose stall limit or attempts ran out).");
-    this.leaseLost = counter("conveyor_jobs_lease_lost_total", "Jobs whose lease this process's workers lost (expired, cancelled, taken over); the handler was aborted.");
+    this.dead = counter(
+      "conveyor_jobs_dead_total",
+      "Jobs this process moved to the dead-letter state (failures, and rescues whose stall limit or attempts ran out).",
+    );
+    this.leaseLost = counter(
+      "conveyor_jobs_lease_lost_total",
+      "Jobs whose lease this process's workers lost (expired, cancelled, taken over); the handler was aborted.",
+    );
     this.settleRefused = counter("conveyor_jobs_settle_refused_total", "Acknowledgements the store refused because the lease token was stale.");
     this.leaseExpiries = counter("conveyor_lease_expiries_total", "Expired leases found by this process's rescuer (a worker died or stalled).");
     this.rescued = counter("conveyor_jobs_rescued_total", "Jobs with an expired lease that the rescuer put back to waiting.");
-    this.quarantined = counter("conveyor_jobs_quarantined_total", "Jobs with an expired lease that the rescuer moved to dead (stall limit or attempts ran out).");
-    this.duration = new JobHistogram("conveyor_job_duration_seconds", "Handler run time of finished attempts (completed or failed), seconds.", durationBuckets, registers);
+    this.quarantined = counter(
+      "conveyor_jobs_quarantined_total",
+      "Jobs with an expired lease that the rescuer moved to dead (stall limit or attempts ran out).",
+    );
+    this.duration = new JobHistogram(
+      "conveyor_job_duration_seconds",
+      "Handler run time of finished attempts (completed or failed), seconds.",
+      durationBuckets,
+      registers,
+    );
     this.wait = new JobHistogram(
       "conveyor_job_wait_seconds",
       "Time from when a job became due (its enqueue time unless delayed or retried) to the start of its attempt, seconds.",
@@ -192,10 +206,14 @@ export class ConveyorMetrics implements JobTelemetry {
     );
     this.labelOverflow = new Counter({
       name: "conveyor_metrics_label_sets_overflow_total",
-      help: "Job events counted under queue=\"_other\", name=\"_other\" because maxLabelSets distinct (queue, name) pairs already had series.",
+      help: 'Job events counted under queue="_other", name="_other" because maxLabelSets distinct (queue, name) pairs already had series.',
       registers,
     });
-    this.workerErrors = new Counter({ name: "conveyor_worker_errors_total", help: "Errors outside handlers in this process's workers (store unreachable, …).", registers });
+    this.workerErrors = new Counter({
+      name: "conveyor_worker_errors_total",
+      help: "Errors outside handlers in this process's workers (store unreachable, …).",
+      registers,
+    });
     // Counted where the query fails; waiting for this scrape's query makes its failure show now.
     const settleStoreQuery = async () => {
       if (this.backend) await this.storeSnapshot().catch(() => undefined);
@@ -211,9 +229,30 @@ export class ConveyorMetrics implements JobTelemetry {
 
     const workers = this.workers;
     const sum = (pick: (w: ObservableWorker) => number) => [...workers].reduce((total, w) => total + pick(w), 0);
-    new Gauge({ name: "conveyor_worker_slots", help: "Handler slots (concurrency) of this process's workers.", registers, collect() { this.set(sum((w) => w.concurrency)); } });
-    new Gauge({ name: "conveyor_worker_slots_busy", help: "Slots whose handler is running now.", registers, collect() { this.set(sum((w) => w.busySlotCount)); } });
-    new Gauge({ name: "conveyor_worker_prefetch_buffered", help: "Jobs claimed ahead and waiting in this process for a free slot.", registers, collect() { this.set(sum((w) => w.bufferedCount)); } });
+    new Gauge({
+      name: "conveyor_worker_slots",
+      help: "Handler slots (concurrency) of this process's workers.",
+      registers,
+      collect() {
+        this.set(sum((w) => w.concurrency));
+      },
+    });
+    new Gauge({
+      name: "conveyor_worker_slots_busy",
+      help: "Slots whose handler is running now.",
+      registers,
+      collect() {
+        this.set(sum((w) => w.busySlotCount));
+      },
+    });
+    new Gauge({
+      name: "conveyor_worker_prefetch_buffered",
+      help: "Jobs claimed ahead and waiting in this process for a free slot.",
+      registers,
+      collect() {
+        this.set(sum((w) => w.bufferedCount));
+      },
+    });
 
     if (this.backend) this.registerStoreGauges(registers);
     // A Kafka backend reports its consumer group's lag, the scaling signal (docs/kafka.md).
@@ -228,7 +267,12 @@ export class ConveyorMetrics implements JobTelemetry {
    * A `KafkaBackend` given as `backend` is observed already. Returns the function that stops it.
    */
   observeLag(source: LagSource): () => void {
-    this.kafkaLag ??= new KafkaLagGauge([this.registry], { cacheMs: this.storeCacheMs, timeoutMs: this.storeTimeoutMs, maxSeries: this.maxLabelSets, overflowLabel: OVERFLOW_LABEL });
+    this.kafkaLag ??= new KafkaLagGauge([this.registry], {
+      cacheMs: this.storeCacheMs,
+      timeoutMs: this.storeTimeoutMs,
+      maxSeries: this.maxLabelSets,
+      overflowLabel: OVERFLOW_LABEL,
+    });
     return this.kafkaLag.add(source);
   }
 
@@ -255,7 +299,7 @@ export class ConveyorMetrics implements JobTelemetry {
     };
     new Gauge({
       name: "conveyor_metrics_queues_folded",
-      help: "Queues of the store reported together under queue=\"_other\" by the conveyor_queue_* gauges because maxLabelSets queues already had series.",
+      help: 'Queues of the store reported together under queue="_other" by the conveyor_queue_* gauges because maxLabelSets queues already had series.',
       registers,
       async collect() {
         const folded = await foldedNow();

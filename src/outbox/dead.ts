@@ -43,7 +43,8 @@ export interface DeadListOptions {
 
 function checkLimit(limit: number | undefined): number {
   const value = limit ?? 50;
-  if (!Number.isInteger(value) || value < 1 || value > 1000) throw new InvalidInputError(`limit must be an integer from 1 to 1000; got ${JSON.stringify(limit)}`);
+  if (!Number.isInteger(value) || value < 1 || value > 1000)
+    throw new InvalidInputError(`limit must be an integer from 1 to 1000; got ${JSON.stringify(limit)}`);
   return value;
 }
 
@@ -76,11 +77,12 @@ export const OutboxDeadLetters = {
   postgres(db: SqlExecutor, options: { schema?: string } = {}): OutboxDeadLetters {
     const schema = checkSchema(options.schema ?? "conveyor");
     const s = quoteIdent(schema);
-    const rows = async <R>(text: string, params: unknown[]) => (await db.query(text, params) as { rows: R[] }).rows;
+    const rows = async <R>(text: string, params: unknown[]) => ((await db.query(text, params)) as { rows: R[] }).rows;
     const columns = `id, topic, key, payload::text AS payload, headers::text AS headers, created_at, failed_at, target, error`;
     return {
       description: `postgres ${schema}.outbox_dead`,
-      list: async (o = {}) => (await rows<DeadRow>(`SELECT ${columns} FROM ${s}.outbox_dead ORDER BY failed_at DESC, id DESC LIMIT $1`, [checkLimit(o.limit)])).map(toDead),
+      list: async (o = {}) =>
+        (await rows<DeadRow>(`SELECT ${columns} FROM ${s}.outbox_dead ORDER BY failed_at DESC, id DESC LIMIT $1`, [checkLimit(o.limit)])).map(toDead),
       get: async (id) => {
         const found = await rows<DeadRow>(`SELECT ${columns} FROM ${s}.outbox_dead WHERE id = $1`, [id]);
         return found[0] ? toDead(found[0]) : null;
@@ -108,7 +110,8 @@ export const OutboxDeadLetters = {
     const inList = (ids: string[]) => `(${ids.map(() => "?").join(", ")})`;
     return {
       description: `sqlite ${p}outbox_dead`,
-      list: async (o = {}) => (db.prepare(`SELECT ${columns} FROM ${p}outbox_dead ORDER BY failed_at DESC, id DESC LIMIT ?`).all(checkLimit(o.limit)) as DeadRow[]).map(toDead),
+      list: async (o = {}) =>
+        (db.prepare(`SELECT ${columns} FROM ${p}outbox_dead ORDER BY failed_at DESC, id DESC LIMIT ?`).all(checkLimit(o.limit)) as DeadRow[]).map(toDead),
       get: async (id) => {
         const row = db.prepare(`SELECT ${columns} FROM ${p}outbox_dead WHERE id = ?`).get(id) as DeadRow | undefined;
         return row ? toDead(row) : null;
@@ -116,17 +119,19 @@ export const OutboxDeadLetters = {
       count: async () => (db.prepare(`SELECT count(*) AS n FROM ${p}outbox_dead`).get() as { n: number }).n,
       replay: async (given) => {
         const ids = checkIds(given);
-        return db.transaction(() => {
-          const found = db.prepare(`SELECT id FROM ${p}outbox_dead WHERE id IN ${inList(ids)} ORDER BY created_at, id`).all(...ids) as Array<{ id: string }>;
-          const moved = found.map((r) => r.id);
-          if (moved.length === 0) return moved;
-          db.prepare(
-            `INSERT INTO ${p}outbox (id, topic, key, payload, headers, created_at)
+        return db
+          .transaction(() => {
+            const found = db.prepare(`SELECT id FROM ${p}outbox_dead WHERE id IN ${inList(ids)} ORDER BY created_at, id`).all(...ids) as Array<{ id: string }>;
+            const moved = found.map((r) => r.id);
+            if (moved.length === 0) return moved;
+            db.prepare(
+              `INSERT INTO ${p}outbox (id, topic, key, payload, headers, created_at)
              SELECT id, topic, key, payload, headers, created_at FROM ${p}outbox_dead WHERE id IN ${inList(moved)} ORDER BY created_at, id`,
-          ).run(...moved);
-          db.prepare(`DELETE FROM ${p}outbox_dead WHERE id IN ${inList(moved)}`).run(...moved);
-          return moved;
-        }).immediate();
+            ).run(...moved);
+            db.prepare(`DELETE FROM ${p}outbox_dead WHERE id IN ${inList(moved)}`).run(...moved);
+            return moved;
+          })
+          .immediate();
       },
       remove: async (given) => {
         const ids = checkIds(given);

@@ -12,9 +12,7 @@ import type { OutboxSource } from "./relay.js";
 import type { Target } from "./target.js";
 
 /** Where the outbox lives, as a URL says. */
-export type OutboxLocation =
-  | { kind: "postgres"; connectionString: string; schema: string }
-  | { kind: "sqlite"; path: string; tablePrefix: string };
+export type OutboxLocation = { kind: "postgres"; connectionString: string; schema: string } | { kind: "sqlite"; path: string; tablePrefix: string };
 
 /** `postgres://…[?schema=S]` or `sqlite:PATH` (or a path ending in .db/.sqlite/.sqlite3). */
 export function outboxLocation(dbUrl: string): OutboxLocation {
@@ -48,7 +46,12 @@ export async function openSource(dbUrl: string, choice: SourceChoice): Promise<O
   if (where.kind === "sqlite") {
     if (choice.mode === "cdc") throw new InvalidInputError("--mode cdc needs PostgreSQL (logical replication); SQLite relays by polling (--mode poll)");
     const { SqlitePollSource } = await import("./relay-polling.js");
-    return new SqlitePollSource({ path: where.path, tablePrefix: where.tablePrefix, topics: choice.topics ?? [], ...(choice.sqliteLeaseMs !== undefined ? { leaseMs: choice.sqliteLeaseMs } : {}) });
+    return new SqlitePollSource({
+      path: where.path,
+      tablePrefix: where.tablePrefix,
+      topics: choice.topics ?? [],
+      ...(choice.sqliteLeaseMs !== undefined ? { leaseMs: choice.sqliteLeaseMs } : {}),
+    });
   }
   if (choice.mode === "cdc") {
     const { CdcSource } = await import("./relay-cdc.js");
@@ -92,10 +95,15 @@ export async function openTarget(url: string, choice: TargetChoice = {}): Promis
   }
   if (/^rediss?:\/\//i.test(url)) {
     const { RedisStreamTarget } = await import("./targets/redis-stream.js");
-    return new RedisStreamTarget({ url, ...(choice.streamPrefix ? { streamPrefix: choice.streamPrefix } : {}), ...(choice.maxLen ? { maxLen: choice.maxLen } : {}) });
+    return new RedisStreamTarget({
+      url,
+      ...(choice.streamPrefix ? { streamPrefix: choice.streamPrefix } : {}),
+      ...(choice.maxLen ? { maxLen: choice.maxLen } : {}),
+    });
   }
   if (/^https?:\/\//i.test(url)) {
-    if (!choice.webhookSecrets?.length) throw new InvalidInputError("a webhook target needs a signing secret: --webhook-secret whsec_… (or CONVEYOR_WEBHOOK_SECRET)");
+    if (!choice.webhookSecrets?.length)
+      throw new InvalidInputError("a webhook target needs a signing secret: --webhook-secret whsec_… (or CONVEYOR_WEBHOOK_SECRET)");
     const { WebhookTarget } = await import("./targets/webhook.js");
     return new WebhookTarget({ url, secrets: choice.webhookSecrets, ssrf: { allow: choice.allow ?? [] } });
   }

@@ -116,8 +116,12 @@ export class CdcSource implements OutboxSource {
     this.schema = checkSchema(options.schema ?? "conveyor");
     this.slot = options.slot ?? `conveyor_outbox_${this.schema}`;
     this.publication = options.publication ?? `conveyor_outbox_${this.schema}`;
-    for (const [field, value] of [["slot", this.slot], ["publication", this.publication]] as const) {
-      if (!NAME.test(value)) throw new InvalidInputError(`${field} must be lower-case letters, digits and _ (at most 63), not starting with a digit; got ${JSON.stringify(value)}`);
+    for (const [field, value] of [
+      ["slot", this.slot],
+      ["publication", this.publication],
+    ] as const) {
+      if (!NAME.test(value))
+        throw new InvalidInputError(`${field} must be lower-case letters, digits and _ (at most 63), not starting with a digit; got ${JSON.stringify(value)}`);
     }
     this.connectionString = options.connectionString;
     this.topics = options.topics && options.topics.length > 0 ? new Set(options.topics) : null;
@@ -183,7 +187,9 @@ export class CdcSource implements OutboxSource {
       [this.slot],
     );
     if (rows.length === 0) {
-      throw new ConveyorError(`replication slot ${this.slot} does not exist: create it with \`conveyor relay --mode cdc --setup --db …\` (or CdcSource.setup())`);
+      throw new ConveyorError(
+        `replication slot ${this.slot} does not exist: create it with \`conveyor relay --mode cdc --setup --db …\` (or CdcSource.setup())`,
+      );
     }
     const pub = await this.pool.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [this.publication]);
     if (pub.rowCount === 0) throw new ConveyorError(`publication ${this.publication} does not exist: run \`conveyor relay --mode cdc --setup --db …\``);
@@ -237,7 +243,12 @@ export class CdcSource implements OutboxSource {
         if (this.generation === generation && this.running) this.scheduleReconnect(toError(error));
       },
     );
-    await Promise.race([started, streaming.then(() => { throw new ConveyorError("the replication stream ended before it started"); })]);
+    await Promise.race([
+      started,
+      streaming.then(() => {
+        throw new ConveyorError("the replication stream ended before it started");
+      }),
+    ]);
     this.reconnectFailures = 0;
   }
 

@@ -250,7 +250,8 @@ export class SqlitePollSource implements OutboxSource {
     this.prefix = checkPrefix(options.tablePrefix ?? "conveyor_");
     this.topics = options.topics && options.topics.length > 0 ? [...options.topics] : null;
     this.leaseMs = options.leaseMs ?? 30_000;
-    if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1_000) throw new InvalidInputError(`leaseMs must be an integer >= 1000; got ${JSON.stringify(options.leaseMs)}`);
+    if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1_000)
+      throw new InvalidInputError(`leaseMs must be an integer >= 1000; got ${JSON.stringify(options.leaseMs)}`);
     this.relayName = options.relayName ?? "default";
     this.busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     this.description = `sqlite:${options.path}`;
@@ -322,9 +323,10 @@ export class SqlitePollSource implements OutboxSource {
     const db = this.database();
     const topicFilter = this.topics === null ? "" : `WHERE topic IN (SELECT value FROM json_each(?))`;
     const params = this.topics === null ? [] : [JSON.stringify(this.topics)];
-    const row = db
-      .prepare(`SELECT min(created_at) AS oldest, count(*) AS backlog FROM ${this.prefix}outbox ${topicFilter}`)
-      .get(...params) as { oldest: number | null; backlog: number };
+    const row = db.prepare(`SELECT min(created_at) AS oldest, count(*) AS backlog FROM ${this.prefix}outbox ${topicFilter}`).get(...params) as {
+      oldest: number | null;
+      backlog: number;
+    };
     return { oldestUnpublishedAgeMs: row.oldest === null ? null : Math.max(0, Date.now() - row.oldest), backlog: row.backlog, slotLagBytes: null };
   }
 

@@ -286,7 +286,10 @@ export class Relay extends TypedEmitter<RelayEvents> {
     }
     for (const r of rejected) {
       this.rejected++;
-      this.logger.warn({ id: r.event.id, topic: r.event.topic, target: this.target.description, error: r.error.message }, "outbox event set aside: the target refused it for good");
+      this.logger.warn(
+        { id: r.event.id, topic: r.event.topic, target: this.target.description, error: r.error.message },
+        "outbox event set aside: the target refused it for good",
+      );
       this.emit("relay:rejected", r);
     }
     return { count: retried, failure };

@@ -121,9 +121,7 @@ export class SqliteOutbox {
     let statement = this.statements.get(db);
     if (statement === undefined) {
       try {
-        statement = db.prepare(
-          `INSERT INTO ${this.tablePrefix}outbox (id, topic, key, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-        );
+        statement = db.prepare(`INSERT INTO ${this.tablePrefix}outbox (id, topic, key, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, ?)`);
       } catch (error) {
         throw explainMissingTable(error, `${this.tablePrefix}outbox`);
       }

@@ -193,12 +193,16 @@ export class Queue {
 
   private async addRepeat(job: string | JobDefinition<unknown>, data: unknown, options: JobOptions, repeat: RepeatOptions, tx: unknown): Promise<AddResult> {
     if (tx !== undefined) throw new InvalidInputError("add({ repeat }) creates a schedule, which cannot join your transaction; drop tx");
-    if (typeof repeat !== "object" || repeat === null) throw new InvalidInputError(`option repeat must be { pattern, tz? }; got ${JSON.stringify(repeat)}`, { field: "options.repeat" });
+    if (typeof repeat !== "object" || repeat === null)
+      throw new InvalidInputError(`option repeat must be { pattern, tz? }; got ${JSON.stringify(repeat)}`, { field: "options.repeat" });
     const name = typeof job === "string" ? job : job.name;
     if (typeof job !== "string") validatePayload(job.name, job.schema, data);
     const { jobId, delayMs, runAt, ...jobOptions } = options;
     if (jobId !== undefined || delayMs !== undefined || runAt !== undefined) {
-      throw new InvalidInputError("add({ repeat }) cannot take jobId, delayMs or runAt: each tick decides its job's id and run time; name the schedule with repeat.key", { field: "options" });
+      throw new InvalidInputError(
+        "add({ repeat }) cannot take jobId, delayMs or runAt: each tick decides its job's id and run time; name the schedule with repeat.key",
+        { field: "options" },
+      );
     }
     const tz = repeat.tz ?? "UTC";
     const id = repeat.key ?? repeatKey(name, String(repeat.pattern), tz);
@@ -228,7 +232,9 @@ export class Queue {
   async addFlow(flow: FlowJob, options: { tx?: unknown } = {}): Promise<FlowAdded> {
     if (typeof flow !== "object" || flow === null) throw new InvalidInputError("addFlow takes { name, data, options, children: [...] }");
     if (flow.queue !== undefined && flow.queue !== this.name) {
-      throw new InvalidInputError(`the root of a flow is in the queue addFlow is called on ("${this.name}"); got queue ${JSON.stringify(flow.queue)}`, { field: "queue" });
+      throw new InvalidInputError(`the root of a flow is in the queue addFlow is called on ("${this.name}"); got queue ${JSON.stringify(flow.queue)}`, {
+        field: "queue",
+      });
     }
     const nodes: FlowNodeSpec[] = [];
     const shape: Array<{ node: number; children: number[] }> = [];
@@ -240,9 +246,12 @@ export class Queue {
       if (typeof job !== "object" || job === null) throw new InvalidInputError(`${path} must be { name, data, options, children }`);
       const policy = job.onChildFailure ?? "fail";
       if (policy !== "fail" && policy !== "continue") {
-        throw new InvalidInputError(`${path}.onChildFailure must be "fail" or "continue"; got ${JSON.stringify(job.onChildFailure)}`, { field: "onChildFailure" });
+        throw new InvalidInputError(`${path}.onChildFailure must be "fail" or "continue"; got ${JSON.stringify(job.onChildFailure)}`, {
+          field: "onChildFailure",
+        });
       }
-      if (job.children !== undefined && !Array.isArray(job.children)) throw new InvalidInputError(`${path}.children must be an array of flow jobs`, { field: "children" });
+      if (job.children !== undefined && !Array.isArray(job.children))
+        throw new InvalidInputError(`${path}.children must be an array of flow jobs`, { field: "children" });
       const jobQueue = job.queue ?? queue;
       const index = nodes.length;
       let spec: JobSpec;
@@ -263,11 +272,16 @@ export class Queue {
     if (this.closed) throw new ConveyorError(`queue "${this.name}" is closed; adding needs a new Queue`);
     const tx = options.tx;
     if (tx !== undefined && !this.backend.capabilities.transactionalEnqueue) {
-      throw new InvalidInputError(`${this.backend.description} cannot enqueue inside your transaction (no transactionalEnqueue capability); drop the tx option`);
+      throw new InvalidInputError(
+        `${this.backend.description} cannot enqueue inside your transaction (no transactionalEnqueue capability); drop the tx option`,
+      );
     }
     // Telemetry counts the flow's jobs and may add trace context to their specs, as for add.
     const store = (specs: readonly JobSpec[]) =>
-      this.backend.enqueueFlow(nodes.map((node, i) => ({ ...node, spec: specs[i]! })), tx === undefined ? undefined : { tx });
+      this.backend.enqueueFlow(
+        nodes.map((node, i) => ({ ...node, spec: specs[i]! })),
+        tx === undefined ? undefined : { tx },
+      );
     const specs = nodes.map((n) => n.spec);
     const sent = this.telemetry ? this.telemetry.enqueue!(specs, store) : store(specs);
     this.inFlight.add(sent);

@@ -51,9 +51,7 @@ function childExecArgv(module: string): string[] {
 
 function revive(info: ErrorInfo, unrecoverable: boolean, retryDelayMs: number | null): Error {
   const error =
-    retryDelayMs !== null ? new RetryLater(retryDelayMs, info.message)
-    : unrecoverable ? new UnrecoverableError(info.message)
-    : new Error(info.message);
+    retryDelayMs !== null ? new RetryLater(retryDelayMs, info.message) : unrecoverable ? new UnrecoverableError(info.message) : new Error(info.message);
   error.name = info.name;
   if (info.stack) error.stack = info.stack;
   return error;

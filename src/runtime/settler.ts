@@ -65,7 +65,7 @@ export class Settler {
   /** Completions, with the worker's next claim when it wants one and the backend can carry it. */
   private async sendCompletes(completes: Pending<Completion>[]): Promise<void> {
     const backend = this.backend;
-    const ride = completes.length > 0 && backend.capabilities.completeAndClaim === true && backend.completeAndClaim ? this.takeClaim?.() ?? null : null;
+    const ride = completes.length > 0 && backend.capabilities.completeAndClaim === true && backend.completeAndClaim ? (this.takeClaim?.() ?? null) : null;
     if (ride === null) return send(completes, (items) => backend.complete(items));
     let claimed: ClaimedJob[] = [];
     let failure: { error: unknown } | null = null;

@@ -3,15 +3,7 @@ import type { EventPrunePolicy } from "../core/queue-events.js";
 import type { Backend, ClaimedJob, ClaimRequest, CompletionTransaction, PrunePolicy, SettleResult } from "../backend/contract.js";
 import type { BoundHandler, Handler, Job, JobContext } from "../core/define.js";
 import { validatePayload } from "../core/define.js";
-import {
-  InvalidInputError,
-  JobTimeoutError,
-  LeaseLostError,
-  RetryLater,
-  ShutdownError,
-  UnrecoverableError,
-  type LeaseLossReason,
-} from "../core/errors.js";
+import { InvalidInputError, JobTimeoutError, LeaseLostError, RetryLater, ShutdownError, UnrecoverableError, type LeaseLossReason } from "../core/errors.js";
 import { TypedEmitter, type WorkerEvents } from "../core/events.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import { newWorkerId } from "../core/ids.js";
@@ -256,7 +248,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     this.leaseMs = positiveInt("option leaseMs", options.leaseMs ?? 30_000);
     this.heartbeatIntervalMs = positiveInt("option heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
     if (this.heartbeatIntervalMs >= this.leaseMs) {
-      throw new InvalidInputError(`heartbeatIntervalMs (${this.heartbeatIntervalMs}) must be shorter than leaseMs (${this.leaseMs}); leave it unset for leaseMs / 3`);
+      throw new InvalidInputError(
+        `heartbeatIntervalMs (${this.heartbeatIntervalMs}) must be shorter than leaseMs (${this.leaseMs}); leave it unset for leaseMs / 3`,
+      );
     }
     this.pollIntervalMs = positiveInt("option pollIntervalMs", options.pollIntervalMs ?? 1_000);
     this.shutdownGraceMs = nonNegativeInt("option shutdownGraceMs", options.shutdownGraceMs ?? 25_000);
@@ -290,9 +284,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     // A store that keeps no schedules (capabilities.schedules false) gets no scheduler loop.
     const sched = this.backend.capabilities.schedules ? (options.scheduler ?? true) : false;
     this.scheduler =
-      sched === false
-        ? null
-        : new Scheduler(this.backend, sched === true ? {} : sched, { onError: (error, during) => this.reportError(error, during) });
+      sched === false ? null : new Scheduler(this.backend, sched === true ? {} : sched, { onError: (error, during) => this.reportError(error, during) });
     if (options.handleSignals) this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger });
     if (options.autostart ?? true) this.run();
   }
@@ -304,7 +296,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const entries: BoundHandler<unknown>[] = Array.isArray(handlers)
       ? (handlers as ReadonlyArray<BoundHandler<unknown>>).slice()
       : Object.entries(handlers as Record<string, Handler | BoundHandler>).map(([name, h]) =>
-          typeof h === "function" ? ({ name, schema: null, run: h }) : ({ ...h, name }),
+          typeof h === "function" ? { name, schema: null, run: h } : { ...h, name },
         );
     for (const h of entries) {
       checkName("job", h.name);
@@ -772,9 +764,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }
     failpoint("after-handler");
     const tx = r.completionTx;
-    const outcome = tx
-      ? await this.commitCompletionTx(r, tx, result)
-      : await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }));
+    const outcome = tx ? await this.commitCompletionTx(r, tx, result) : await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }));
     if (outcome !== "abandoned") failpoint("after-ack");
     if (outcome === "applied") this.emit("job:completed", { job: r.job as JobRecord, result, durationMs });
     else if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "complete" });
@@ -799,7 +789,13 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     await this.abandonCompletionTx(r);
     const durationMs = this.clock.now() - r.startedAt;
     const job = r.job as JobRecord;
-    const decision = decideRetryAfter(error, { attempt: job.attempt, maxAttempts: job.maxAttempts, backoff: job.backoff, backoffFn: r.handler?.backoff, random: this.random });
+    const decision = decideRetryAfter(error, {
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      backoff: job.backoff,
+      backoffFn: r.handler?.backoff,
+      random: this.random,
+    });
     const unrecoverable = decision.unrecoverable;
     const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
     if (error instanceof RetryLater && error.pause !== undefined) await this.holdQueue(job, error.pause, error.delayMs);
@@ -989,14 +985,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     return result;
   }
 
-
   private reportError(error: unknown, during: string): void {
     const e = toError(error);
     this.logger.error({ workerId: this.id, during, err: errorInfo(e) }, `worker error while ${during}`);
     this.emit("worker:error", { error: e, during });
   }
 }
-
 
 const MAX_STACK_CHARS = 16_384;
 

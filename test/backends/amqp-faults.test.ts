@@ -32,7 +32,9 @@ afterAll(async () => {
 });
 
 function jobs(queue: string, name: string, count: number) {
-  return Array.from({ length: count }, (_, i) => buildJobSpec({ queue, name, data: { i }, options: { attempts: 10, backoff: { type: "fixed", delayMs: 50 } } }));
+  return Array.from({ length: count }, (_, i) =>
+    buildJobSpec({ queue, name, data: { i }, options: { attempts: 10, backoff: { type: "fixed", delayMs: 50 } } }),
+  );
 }
 
 /** A worker counting completions per job id (a job may run twice after a fault, never zero times). */
@@ -100,7 +102,10 @@ describe("RabbitMQ faults", () => {
     const backend = new AmqpBackend({ url: broker.url, prefix, logger: silentLogger });
     closeAfter.push(backend);
     const ids = (await backend.enqueue(jobs("faults", "slow", 8))).map((r) => r.id);
-    const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/amqp-worker.ts", broker.url, prefix, "20"], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/amqp-worker.ts", broker.url, prefix, "20"], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     let out = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     await waitFor(() => (out.match(/started/g) ?? []).length >= 4, { timeoutMs: 30_000, description: "the child started 4 jobs" });
@@ -108,7 +113,14 @@ describe("RabbitMQ faults", () => {
     child.kill("SIGKILL");
     await exited;
     const done = new Set<string>();
-    const worker = new Worker({ backend, queues: "faults", concurrency: 8, logger: silentLogger, maintenance: false, handlers: { slow: async () => undefined } });
+    const worker = new Worker({
+      backend,
+      queues: "faults",
+      concurrency: 8,
+      logger: silentLogger,
+      maintenance: false,
+      handlers: { slow: async () => undefined },
+    });
     closeAfter.push(worker);
     worker.on("job:completed", ({ job }) => done.add(job.id));
     await waitFor(() => ids.every((id) => done.has(id)), { timeoutMs: 20_000, description: "the killed worker's jobs ran elsewhere" });
@@ -123,7 +135,10 @@ describe("RabbitMQ faults", () => {
     // Each child takes the job and dies with it; after deliveryLimit + 1 deliveries the broker
     // dead-letters the message instead of delivering it again.
     for (let run = 0; run <= deliveryLimit; run++) {
-      const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/amqp-worker.ts", broker.url, prefix, String(deliveryLimit)], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+      const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/amqp-worker.ts", broker.url, prefix, String(deliveryLimit)], {
+        cwd: ROOT,
+        stdio: ["ignore", "ignore", "inherit"],
+      });
       const signal = await new Promise((resolve) => child.once("exit", (_code, sig) => resolve(sig)));
       expect(signal).toBe("SIGKILL");
     }
@@ -158,7 +173,10 @@ describe("RabbitMQ faults", () => {
     const connection = await connect(broker.url);
     try {
       const channel = await connection.createChannel();
-      await waitFor(async () => (await channel.checkQueue(`${prefix}~order`)).messageCount === 1, { timeoutMs: 10_000, description: "the job back in its work queue" });
+      await waitFor(async () => (await channel.checkQueue(`${prefix}~order`)).messageCount === 1, {
+        timeoutMs: 10_000,
+        description: "the job back in its work queue",
+      });
     } finally {
       await connection.close();
     }

@@ -56,15 +56,23 @@ async function enqueueOne(b: Backend, job: ReturnType<typeof spec>): Promise<str
 }
 
 async function claimSoon(b: Backend, queue: string, limit = 1, names = ["job"]): Promise<ClaimedJob[]> {
-  return waitFor(async () => {
-    const got = await b.claim({ queues: [queue], names, worker: A, limit, leaseMs: 30_000 });
-    if (got.length === 0) return null;
-    // Give the rest of a batch a moment to arrive, then take it too.
-    return got;
-  }, { timeoutMs: 10_000, description: `a job on ${queue}` });
+  return waitFor(
+    async () => {
+      const got = await b.claim({ queues: [queue], names, worker: A, limit, leaseMs: 30_000 });
+      if (got.length === 0) return null;
+      // Give the rest of a batch a moment to arrive, then take it too.
+      return got;
+    },
+    { timeoutMs: 10_000, description: `a job on ${queue}` },
+  );
 }
 
-function worker(b: Backend, queue: string, handlers: ConstructorParameters<typeof Worker>[0]["handlers"], extra: Partial<ConstructorParameters<typeof Worker>[0]> = {}): Worker {
+function worker(
+  b: Backend,
+  queue: string,
+  handlers: ConstructorParameters<typeof Worker>[0]["handlers"],
+  extra: Partial<ConstructorParameters<typeof Worker>[0]> = {},
+): Worker {
   const w = new Worker({ backend: b, queues: queue, handlers, logger: silentLogger, maintenance: false, pollIntervalMs: 200, ...extra });
   open.push(w);
   return w;
@@ -74,7 +82,12 @@ describe("AmqpBackend with the Worker", () => {
   it("runs every job exactly once at concurrency 8, pushed by the broker", async () => {
     const b = backend();
     const seen = new Map<number, number>();
-    const w = worker(b, "work", { job: async (job) => void seen.set((job.data as { i: number }).i, (seen.get((job.data as { i: number }).i) ?? 0) + 1) }, { concurrency: 8 });
+    const w = worker(
+      b,
+      "work",
+      { job: async (job) => void seen.set((job.data as { i: number }).i, (seen.get((job.data as { i: number }).i) ?? 0) + 1) },
+      { concurrency: 8 },
+    );
     await b.enqueue(Array.from({ length: 200 }, (_, i) => spec("work", { data: { i } })));
     await waitFor(() => seen.size === 200, { timeoutMs: 20_000 });
     await w.close();
@@ -149,48 +162,74 @@ describe("AmqpBackend with the Worker", () => {
     expect(await b.replay(id, "dlq")).toBe("not-found");
   });
 
-  it("replayAllDead: one pass in confirmed bursts, every replayed letter gone from the dead queue; a name filter, a limit; letters dying again meanwhile are not replayed twice", { timeout: 300_000 }, async () => {
-    const prefix = rabbitName("all");
-    const b = backend({ prefix });
-    const names = (n: number, name: string) => Array.from({ length: n }, (_, i) => spec("all", { name, data: { i } }));
-    const doomed = await b.enqueue([...names(600, "a"), ...names(30, "b")]);
-    const dying = () => worker(b, "all", { a: async () => { throw new UnrecoverableError("a"); }, b: async () => { throw new UnrecoverableError("b"); } }, { concurrency: 20 });
-    const counts = async () => {
-      const { dead, waiting } = (await b.stats("all"))[0]!.counts;
-      return { dead, waiting };
-    };
-    const first = dying();
-    await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
-    await first.close();
+  it(
+    "replayAllDead: one pass in confirmed bursts, every replayed letter gone from the dead queue; a name filter, a limit; letters dying again meanwhile are not replayed twice",
+    { timeout: 300_000 },
+    async () => {
+      const prefix = rabbitName("all");
+      const b = backend({ prefix });
+      const names = (n: number, name: string) => Array.from({ length: n }, (_, i) => spec("all", { name, data: { i } }));
+      const doomed = await b.enqueue([...names(600, "a"), ...names(30, "b")]);
+      const dying = () =>
+        worker(
+          b,
+          "all",
+          {
+            a: async () => {
+              throw new UnrecoverableError("a");
+            },
+            b: async () => {
+              throw new UnrecoverableError("b");
+            },
+          },
+          { concurrency: 20 },
+        );
+      const counts = async () => {
+        const { dead, waiting } = (await b.stats("all"))[0]!.counts;
+        return { dead, waiting };
+      };
+      const first = dying();
+      await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
+      await first.close();
 
-    // No worker: what the passes replayed is waiting, and gone from the dead queue (a quorum
-    // queue lost the last burst's acks to the channel's close before the settle barrier).
-    const onlyB = await b.replayAllDead("all", { name: "b" });
-    expect(onlyB.replayed.sort()).toEqual(doomed.slice(600).map((r) => r.id).sort());
-    expect(await counts()).toEqual({ dead: 600, waiting: 30 });
-    expect((await b.replayAllDead("all", { limit: 7 })).replayed).toHaveLength(7);
-    expect(await counts()).toEqual({ dead: 593, waiting: 37 });
-    const rest = await b.replayAllDead("all");
-    expect(rest.replayed).toHaveLength(593);
-    expect(await counts()).toEqual({ dead: 0, waiting: 630 });
+      // No worker: what the passes replayed is waiting, and gone from the dead queue (a quorum
+      // queue lost the last burst's acks to the channel's close before the settle barrier).
+      const onlyB = await b.replayAllDead("all", { name: "b" });
+      expect(onlyB.replayed.sort()).toEqual(
+        doomed
+          .slice(600)
+          .map((r) => r.id)
+          .sort(),
+      );
+      expect(await counts()).toEqual({ dead: 600, waiting: 30 });
+      expect((await b.replayAllDead("all", { limit: 7 })).replayed).toHaveLength(7);
+      expect(await counts()).toEqual({ dead: 593, waiting: 37 });
+      const rest = await b.replayAllDead("all");
+      expect(rest.replayed).toHaveLength(593);
+      expect(await counts()).toEqual({ dead: 0, waiting: 630 });
 
-    // With a worker killing every replay at once: each letter replayed once in a pass although
-    // its replay dies again (to the dead queue's tail) while the pass is still reading.
-    dying();
-    await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
-    const all = await b.replayAllDead("all");
-    expect(all.replayed).toHaveLength(630);
-    expect(new Set(all.replayed).size).toBe(630);
-    await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
-    // The CLI's --all goes through the same pass.
-    const cli = await runCli(["dlq", "replay", "--all", "--db", `${url}?prefix=${prefix}`, "--queue", "all"]);
-    expect(cli.code, cli.stderr).toBe(0);
-    expect(cli.stdout).toContain("replayed 630 dead job(s)");
-  });
+      // With a worker killing every replay at once: each letter replayed once in a pass although
+      // its replay dies again (to the dead queue's tail) while the pass is still reading.
+      dying();
+      await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
+      const all = await b.replayAllDead("all");
+      expect(all.replayed).toHaveLength(630);
+      expect(new Set(all.replayed).size).toBe(630);
+      await waitFor(async () => (await counts()).dead === 630, { timeoutMs: 90_000 });
+      // The CLI's --all goes through the same pass.
+      const cli = await runCli(["dlq", "replay", "--all", "--db", `${url}?prefix=${prefix}`, "--queue", "all"]);
+      expect(cli.code, cli.stderr).toBe(0);
+      expect(cli.stdout).toContain("replayed 630 dead job(s)");
+    },
+  );
 
   it("an UnrecoverableError goes to the dead queue at once, attempts left or not", async () => {
     const b = backend();
-    const w = worker(b, "unrec", { job: async () => { throw new UnrecoverableError("no such user"); } });
+    const w = worker(b, "unrec", {
+      job: async () => {
+        throw new UnrecoverableError("no such user");
+      },
+    });
     const dead = new Promise((resolve) => w.on("job:dead", resolve));
     const id = await enqueueOne(b, spec("unrec", { attempts: 5 }));
     await dead;
@@ -220,7 +259,9 @@ describe("AmqpBackend with the Worker", () => {
 
   it("graceful shutdown: a job past the grace period is handed back (nack-requeue) and runs on another worker", async () => {
     const b = backend();
-    const w = worker(b, "grace", { job: (_job, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener("abort", () => reject(new Error("aborted")))) });
+    const w = worker(b, "grace", {
+      job: (_job, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener("abort", () => reject(new Error("aborted")))),
+    });
     const started = new Promise((resolve) => w.on("job:started", resolve));
     await b.enqueue([spec("grace")]);
     await started;
@@ -326,7 +367,16 @@ describe("AmqpBackend settles", () => {
 describe("AmqpBackend capabilities", () => {
   it("declares what RabbitMQ cannot do, and refuses those calls with a clear error", async () => {
     const b = backend();
-    expect(b.capabilities).toMatchObject({ jobRecords: false, cancel: false, priorities: false, uniqueIds: false, pause: false, clockDriven: false, idempotencyKeys: false, claimAcrossQueues: "turns" });
+    expect(b.capabilities).toMatchObject({
+      jobRecords: false,
+      cancel: false,
+      priorities: false,
+      uniqueIds: false,
+      pause: false,
+      clockDriven: false,
+      idempotencyKeys: false,
+      claimAcrossQueues: "turns",
+    });
     const id = await enqueueOne(b, spec("caps"));
     await expect(b.get(id, "caps")).rejects.toThrow(UnsupportedByStoreError);
     await expect(b.get(id, "caps")).rejects.toThrow(/only dead letters can be looked up/);
@@ -357,7 +407,11 @@ describe("AmqpBackend capabilities", () => {
   it("the CLI: worker-less enqueue, dlq ls and dlq replay on --db amqp://", async () => {
     const prefix = rabbitName("cli");
     const b = backend({ prefix });
-    worker(b, "cli", { job: async () => { throw new UnrecoverableError("bad"); } });
+    worker(b, "cli", {
+      job: async () => {
+        throw new UnrecoverableError("bad");
+      },
+    });
     const id = await enqueueOne(b, spec("cli"));
     await waitFor(async () => (await b.list({ queue: "cli", state: "dead" })).length === 1, { timeoutMs: 10_000 });
     const db = `${url}?prefix=${prefix}`;
@@ -382,9 +436,25 @@ describe("AmqpBackend capabilities", () => {
     const b = backend({ prefix });
     await b.enqueue(Array.from({ length: 5 }, (_, i) => spec("cliw", { name: "sleep", data: { ms: 10, i } })));
     const db = `${url}?prefix=${prefix}`;
-    const args = ["worker", "--db", db, "--queue", "cliw", "--handlers", "test/fixtures/handlers.ts", "--poll-interval-ms", "200", "--shutdown-grace-ms", "300", "--verbose"];
+    const args = [
+      "worker",
+      "--db",
+      db,
+      "--queue",
+      "cliw",
+      "--handlers",
+      "test/fixtures/handlers.ts",
+      "--poll-interval-ms",
+      "200",
+      "--shutdown-grace-ms",
+      "300",
+      "--verbose",
+    ];
     const first = spawnCli(args);
-    await waitFor(() => (first.stderr().match(/"msg":"completed"/g) ?? []).length >= 5, { timeoutMs: 30_000, description: "5 jobs completed by the CLI worker" });
+    await waitFor(() => (first.stderr().match(/"msg":"completed"/g) ?? []).length >= 5, {
+      timeoutMs: 30_000,
+      description: "5 jobs completed by the CLI worker",
+    });
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
     // A job that outlives the grace period is handed back: exit 1, and the job is in its queue again.
@@ -412,7 +482,11 @@ describe("AmqpBackend capabilities", () => {
     const cancel = await app.inject({ method: "DELETE", url: `/v1/jobs/${jobId}?queue=http` });
     expect(cancel.statusCode).toBe(501);
 
-    const w = worker(b, "http", { job: async () => { throw new UnrecoverableError("declined"); } });
+    const w = worker(b, "http", {
+      job: async () => {
+        throw new UnrecoverableError("declined");
+      },
+    });
     await waitFor(async () => (await b.list({ queue: "http", state: "dead" })).length === 1, { timeoutMs: 10_000 });
     await w.close();
     const dead = await app.inject({ method: "GET", url: `/v1/jobs/${jobId}?queue=http` });

@@ -21,7 +21,10 @@ import { waitFor } from "../helpers/wait-for.js";
 describe("multi-host PostgreSQL URLs", () => {
   it("reads hosts, ports and target_session_attrs, and rebuilds a one-host URL keeping the rest", () => {
     const parsed = parseMultiHostUrl("postgresql://u:p%40ss@db1:5433,db2/app?target_session_attrs=read-write&sslmode=disable&schema=x")!;
-    expect(parsed.hosts).toEqual([{ host: "db1", port: 5433 }, { host: "db2", port: 5432 }]);
+    expect(parsed.hosts).toEqual([
+      { host: "db1", port: 5433 },
+      { host: "db2", port: 5432 },
+    ]);
     expect(parsed.targetSessionAttrs).toBe("read-write");
     expect(parsed.urlFor(parsed.hosts[1]!)).toBe("postgresql://u:p%40ss@db2:5432/app?sslmode=disable&schema=x");
     expect(parseMultiHostUrl("postgres://u@db1:5432/app")).toBeNull();
@@ -34,11 +37,18 @@ describe("Redis topology URLs", () => {
   it("reads redis-cluster:// seed nodes and redis-sentinel:// sentinels with the primary's name", () => {
     expect(parseTopologyUrl("redis-cluster://a:7000,b:7001,c")).toMatchObject({
       kind: "cluster",
-      nodes: [{ host: "a", port: 7000 }, { host: "b", port: 7001 }, { host: "c", port: 6379 }],
+      nodes: [
+        { host: "a", port: 7000 },
+        { host: "b", port: 7001 },
+        { host: "c", port: 6379 },
+      ],
     });
     expect(parseTopologyUrl("redis-sentinel://:secret@s1:26380,s2/mymaster")).toMatchObject({
       kind: "sentinel",
-      nodes: [{ host: "s1", port: 26380 }, { host: "s2", port: 26379 }],
+      nodes: [
+        { host: "s1", port: 26380 },
+        { host: "s2", port: 26379 },
+      ],
       masterName: "mymaster",
       password: "secret",
     });
@@ -59,21 +69,34 @@ describe.skipIf((await findPostgresBin()) === null)("PostgreSQL primary switch t
       const before = await queue.add("a", { n: 1 });
       let woken = 0;
       const unsubscribe = backend.subscribe(() => woken++);
-      await waitFor(async () => {
-        await queue.add("wake", {});
-        return woken > 0;
-      }, { timeoutMs: 30_000, intervalMs: 200 });
+      await waitFor(
+        async () => {
+          await queue.add("wake", {});
+          return woken > 0;
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
       await pair.crashPrimary();
       await pair.promote();
       // Enqueue on the new primary: the pool's connections to the dead one fail and are replaced.
-      await waitFor(async () => await queue.add("b", {}).then(() => true, () => false), { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor(
+        async () =>
+          await queue.add("b", {}).then(
+            () => true,
+            () => false,
+          ),
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
       expect((await queue.getJob(before.id))?.name).toBe("a");
       // The LISTEN connection came back on the new primary: an enqueue there wakes us.
       const seen = woken;
-      await waitFor(async () => {
-        await queue.add("wake", {});
-        return woken > seen;
-      }, { timeoutMs: 30_000, intervalMs: 200 });
+      await waitFor(
+        async () => {
+          await queue.add("wake", {});
+          return woken > seen;
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
       unsubscribe();
     } finally {
       await producer.close();
@@ -96,7 +119,14 @@ describe.skipIf(findRedisServer() === null)("Redis waitForReplicas (WAIT)", () =
     replica = await startThrowawayRedis({ args: ["--replicaof", "127.0.0.1", String(primary.port)] });
     const backend = new RedisBackend({ connection: primary.url, prefix: "wait", logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 300 } });
     try {
-      await waitFor(async () => await backend.migrate().then(() => true, () => false), { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor(
+        async () =>
+          await backend.migrate().then(
+            () => true,
+            () => false,
+          ),
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
       const queue = new Queue("q", { backend });
       const { id } = await queue.add("a", {});
       // The replica has it the moment the add returned.
@@ -143,7 +173,14 @@ describe.skipIf(findRedisServer() === null)("Redis Sentinel connection kept", ()
       client.disconnect(true);
       await waitFor(() => ended, { timeoutMs: 20_000, intervalMs: 20 });
       // Ended by ioredis, not by us: the backend connects again and commands go through.
-      await waitFor(async () => await queue.add("after", {}).then(() => true, () => false), { timeoutMs: 30_000, intervalMs: 200 });
+      await waitFor(
+        async () =>
+          await queue.add("after", {}).then(
+            () => true,
+            () => false,
+          ),
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
       expect((await queue.stats()).counts.waiting).toBe(2);
     } finally {
       await backend.close();

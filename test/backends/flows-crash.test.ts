@@ -74,12 +74,16 @@ describe("flows: a crash between a child's settle and its parent's release", () 
     const [claimed] = await b.claim({ queues: ["q"], names: ["child"], worker: WORKER, limit: 1, leaseMs: LEASE_MS });
 
     // The real settle statement, in a transaction of its own connection.
-    const sql = readFileSync(new URL("../../src/backend/postgres/queries/complete.sql", import.meta.url), "utf8")
-      .replaceAll("{{schema}}", pg.escapeIdentifier(schema));
+    const sql = readFileSync(new URL("../../src/backend/postgres/queries/complete.sql", import.meta.url), "utf8").replaceAll(
+      "{{schema}}",
+      pg.escapeIdentifier(schema),
+    );
     const worker = new pg.Client({ connectionString: url });
     worker.on("error", () => {});
     await worker.connect();
-    const { rows: [me] } = await worker.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+    const {
+      rows: [me],
+    } = await worker.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
     await worker.query("BEGIN");
     const settled = await worker.query(sql, [clock.now(), [claimed!.lease.jobId], [claimed!.lease.token], ['"first attempt"']]);
     expect(settled.rowCount).toBe(1);

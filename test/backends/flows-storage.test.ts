@@ -46,7 +46,14 @@ async function runAndRemove(b: Backend, count: () => Promise<number>): Promise<v
 
   // A parent that died of its first child and was removed: its other child settling later
   // leaves no record behind either.
-  await q.addFlow({ name: "parent", options: { jobId: "p2" }, children: [{ name: "child", options: { jobId: "c2" } }, { name: "child", options: { jobId: "c3" } }] });
+  await q.addFlow({
+    name: "parent",
+    options: { jobId: "p2" },
+    children: [
+      { name: "child", options: { jobId: "c2" } },
+      { name: "child", options: { jobId: "c3" } },
+    ],
+  });
   const [first, second] = await b.claim({ queues: ["q"], names: ["child"], worker, limit: 2, leaseMs: 30_000 });
   await b.fail([{ lease: first!.lease, error: { name: "Error", message: "no", stack: null }, retryDelayMs: null }]);
   expect((await b.get("p2"))!.state).toBe("dead");
@@ -75,7 +82,10 @@ describe("a flow parent's outcome records go with it", () => {
     const admin = new pg.Client({ connectionString: pgUrl });
     await admin.connect();
     try {
-      await runAndRemove(b, async () => (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${pg.escapeIdentifier(schema)}.flow_children`)).rows[0]!.n);
+      await runAndRemove(
+        b,
+        async () => (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${pg.escapeIdentifier(schema)}.flow_children`)).rows[0]!.n,
+      );
     } finally {
       await admin.end();
     }

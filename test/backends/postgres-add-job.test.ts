@@ -35,7 +35,12 @@ afterEach(async () => {
 afterAll(() => admin.end());
 
 const addJob = async (queue: string, name: string, payload: unknown, options: unknown = {}): Promise<string> => {
-  const { rows } = await admin.query<{ id: string }>(`SELECT "${schema}".add_job($1, $2, $3::json, $4::jsonb) AS id`, [queue, name, JSON.stringify(payload), JSON.stringify(options)]);
+  const { rows } = await admin.query<{ id: string }>(`SELECT "${schema}".add_job($1, $2, $3::json, $4::jsonb) AS id`, [
+    queue,
+    name,
+    JSON.stringify(payload),
+    JSON.stringify(options),
+  ]);
   return rows[0]!.id;
 };
 
@@ -69,7 +74,12 @@ describe("conveyor.add_job", () => {
       queues: "email",
       logger: silentLogger,
       pollIntervalMs: 50,
-      handlers: { "order-created": async (job) => { ran.push(job.data); return { sent: true }; } },
+      handlers: {
+        "order-created": async (job) => {
+          ran.push(job.data);
+          return { sent: true };
+        },
+      },
     });
     workers.push(worker);
     await admin.query(`INSERT INTO ${table} VALUES (2, 'ada@example.com')`);
@@ -94,8 +104,14 @@ describe("conveyor.add_job", () => {
       const fromTs = (await backend.get((await queue.add("n", { a: 1 }, options)).id))!;
       const fromSql = (await backend.get(await addJob("q", "n", { a: 1 }, options)))!;
       const shape = (j: typeof fromTs) => ({
-        state: j.state, priority: j.priority, maxAttempts: j.maxAttempts, backoff: j.backoff, timeoutMs: j.timeoutMs,
-        data: j.data, meta: j.meta, delay: options.runAt === undefined ? Math.round((j.runAt - j.createdAt) / 1000) : j.runAt,
+        state: j.state,
+        priority: j.priority,
+        maxAttempts: j.maxAttempts,
+        backoff: j.backoff,
+        timeoutMs: j.timeoutMs,
+        data: j.data,
+        meta: j.meta,
+        delay: options.runAt === undefined ? Math.round((j.runAt - j.createdAt) / 1000) : j.runAt,
       });
       expect(shape(fromSql), JSON.stringify(options)).toEqual(shape(fromTs));
       expect(fromSql.id).toMatch(/^[0-9a-hjkmnp-tv-z]{22}$/);
@@ -131,7 +147,10 @@ describe("conveyor.add_job", () => {
     ];
     for (const [queue, name, payload, options, message] of bad) {
       expect(() => buildJobSpec({ queue, name, data: payload, options }), JSON.stringify(options)).toThrow(InvalidInputError);
-      const error = await addJob(queue, name, payload, options).then(() => null, (e: unknown) => e as { code?: string; message: string });
+      const error = await addJob(queue, name, payload, options).then(
+        () => null,
+        (e: unknown) => e as { code?: string; message: string },
+      );
       expect(error, JSON.stringify(options)).not.toBeNull();
       expect(error!.code).toBe("22023");
       expect(error!.message).toMatch(message);

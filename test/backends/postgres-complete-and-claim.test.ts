@@ -36,7 +36,12 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
     await new Queue("q", { backend: b }).addBulk(Array.from({ length: n }, (_, i) => ({ name: "job", data: { i } })));
     const runs = new Map<number, number>();
     const w = new Worker({
-      backend: b, queues: "q", concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false,
+      backend: b,
+      queues: "q",
+      concurrency: 4,
+      prefetch: 40,
+      logger: silentLogger,
+      maintenance: false,
       // Jobs that take a little while, so the buffer still holds work when completions go out.
       handlers: {
         job: async (job) => {
@@ -64,7 +69,12 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
     await new Queue("q", { backend: b }).addBulk(Array.from({ length: 600 }, (_, i) => ({ name: "job", data: { i } })));
     const pausing: { done: Promise<void> | null } = { done: null };
     const w = new Worker({
-      backend: b, queues: "q", concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false,
+      backend: b,
+      queues: "q",
+      concurrency: 4,
+      prefetch: 40,
+      logger: silentLogger,
+      maintenance: false,
       handlers: { job: () => sleep(2) },
     });
     toClose.push({ close: () => w.close({ graceMs: 5_000 }) });

@@ -56,8 +56,7 @@ async function reported(b: PostgresBackend): Promise<Counts> {
   return out;
 }
 
-const job = (queue: string, options: Parameters<typeof buildJobSpec>[0]["options"] = {}) =>
-  buildJobSpec({ queue, name: "job", data: null, options });
+const job = (queue: string, options: Parameters<typeof buildJobSpec>[0]["options"] = {}) => buildJobSpec({ queue, name: "job", data: null, options });
 const worker = { id: "w", host: "h", pid: 1 };
 const error = { name: "Error", message: "boom", stack: null };
 
@@ -72,7 +71,10 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     await b.enqueue([job("a", { jobId: "dup" })]); // a duplicate: stores nothing, counts nothing
     await check();
     const claimed = await b.claim({ queues: ["a", "b"], names: ["job"], worker, limit: 10, leaseMs: 30_000 });
-    await b.heartbeat(claimed.map((c) => c.lease), 30_000);
+    await b.heartbeat(
+      claimed.map((c) => c.lease),
+      30_000,
+    );
     await check();
     await b.complete(claimed.slice(0, 4).map((c) => ({ lease: c.lease, result: null })));
     await b.fail(claimed.slice(4, 6).map((c) => ({ lease: c.lease, error, retryDelayMs: 0 }))); // due retries: waiting
@@ -97,7 +99,15 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     await new Queue("c", { backend: b }).addBulk(Array.from({ length: 400 }, (_, i) => ({ name: "job", data: { i } })));
     let completed = 0;
     for (const store of [b, other]) {
-      const w = new Worker({ backend: store, queues: "c", concurrency: 4, prefetch: 20, logger: silentLogger, maintenance: false, handlers: { job: () => null } });
+      const w = new Worker({
+        backend: store,
+        queues: "c",
+        concurrency: 4,
+        prefetch: 20,
+        logger: silentLogger,
+        maintenance: false,
+        handlers: { job: () => null },
+      });
       w.on("job:completed", () => void completed++);
       toClose.push({ close: () => w.close() });
     }
@@ -106,9 +116,11 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     await check();
 
     const deltas = async () =>
-      (await admin.query<{ rows: string; pairs: string }>(
-        `SELECT count(*) AS rows, count(DISTINCT (queue, state)) AS pairs FROM ${pg.escapeIdentifier(schema)}.job_counts`,
-      )).rows[0]!;
+      (
+        await admin.query<{ rows: string; pairs: string }>(
+          `SELECT count(*) AS rows, count(DISTINCT (queue, state)) AS pairs FROM ${pg.escapeIdentifier(schema)}.job_counts`,
+        )
+      ).rows[0]!;
     const before = await deltas();
     expect(Number(before.rows)).toBeGreaterThan(Number(before.pairs));
     const pruned = await b.prune({ maxCompletedPerQueue: 100 });

@@ -156,7 +156,11 @@ describe("transactional enqueue ({ tx })", () => {
       await client.query("BEGIN");
       const queue = new Queue("q", { backend: b });
       const results = await queue.addBulk(
-        [{ name: "job", data: 1, options: { jobId: "a" } }, { name: "job", data: 2, options: { jobId: "b" } }, { name: "job", data: 3, options: { jobId: "a" } }],
+        [
+          { name: "job", data: 1, options: { jobId: "a" } },
+          { name: "job", data: 2, options: { jobId: "b" } },
+          { name: "job", data: 3, options: { jobId: "a" } },
+        ],
         { tx },
       );
       expect(results).toEqual([
@@ -219,15 +223,18 @@ describe("wake-ups (LISTEN/NOTIFY)", () => {
     stopFirst();
     const heardBeforeUnsubscribe = first.length;
     // Both connections of the pool, whichever held the LISTEN: neither listens any more.
-    await waitFor(async () => {
-      const clients = await Promise.all([pool.connect(), pool.connect()]);
-      try {
-        const channels = await Promise.all(clients.map((c) => c.query("SELECT pg_listening_channels() AS channel")));
-        return channels.every((r) => r.rows.length === 0);
-      } finally {
-        for (const c of clients) c.release();
-      }
-    }, { description: "the LISTEN connection to be back in the pool, unlistened" });
+    await waitFor(
+      async () => {
+        const clients = await Promise.all([pool.connect(), pool.connect()]);
+        try {
+          const channels = await Promise.all(clients.map((c) => c.query("SELECT pg_listening_channels() AS channel")));
+          return channels.every((r) => r.rows.length === 0);
+        } finally {
+          for (const c of clients) c.release();
+        }
+      },
+      { description: "the LISTEN connection to be back in the pool, unlistened" },
+    );
 
     const second = wakeLog(b);
     await listening(second, other);
@@ -242,10 +249,9 @@ describe("wake-ups (LISTEN/NOTIFY)", () => {
     const woken = wakeLog(b);
     await listening(woken, other);
 
-    const { rows } = await admin.query<{ n: number }>(
-      "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1",
-      [app],
-    );
+    const { rows } = await admin.query<{ n: number }>("SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1", [
+      app,
+    ]);
     expect(rows[0]!.n).toBeGreaterThanOrEqual(1);
     // Enqueued from another backend while b's LISTEN connection is down or coming back: either
     // the NOTIFY reaches the new connection, or the look for runnable queues after reconnecting
@@ -259,9 +265,7 @@ describe("wake-ups (LISTEN/NOTIFY)", () => {
 
 describe("migrations", () => {
   async function versions(schema: string): Promise<Array<{ version: number; file: string }>> {
-    const { rows } = await admin.query<{ version: number; file: string }>(
-      `SELECT version, file FROM ${table(schema, "migrations")} ORDER BY version`,
-    );
+    const { rows } = await admin.query<{ version: number; file: string }>(`SELECT version, file FROM ${table(schema, "migrations")} ORDER BY version`);
     return rows;
   }
 
@@ -300,9 +304,7 @@ describe("migrations", () => {
 
   it("refuses a schema newer than this code, at migrate() and at first use, saying what to do", async () => {
     const b = await backend();
-    await admin.query(`INSERT INTO ${table(b.schema, "migrations")} (version, file) VALUES ($1, '9999_from_the_future.sql')`, [
-      latestVersion() + 1,
-    ]);
+    await admin.query(`INSERT INTO ${table(b.schema, "migrations")} (version, file) VALUES ($1, '9999_from_the_future.sql')`, [latestVersion() + 1]);
     const older = new PostgresBackend({ connectionString: url, schema: b.schema, logger: silentLogger });
     closeAfterTest.push(older);
     await expect(older.migrate()).rejects.toThrow(SchemaTooNewError);
@@ -325,13 +327,10 @@ describe("migrations", () => {
 
   it("gives the jobs table fillfactor and autovacuum settings for a high-churn table", async () => {
     const b = await backend();
-    const { rows } = await admin.query<{ reloptions: string[] }>(
-      "SELECT reloptions FROM pg_class WHERE oid = to_regclass($1)",
-      [`${pg.escapeIdentifier(b.schema)}.jobs`],
-    );
-    expect(rows[0]!.reloptions).toEqual(
-      expect.arrayContaining(["fillfactor=80", "autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=5000"]),
-    );
+    const { rows } = await admin.query<{ reloptions: string[] }>("SELECT reloptions FROM pg_class WHERE oid = to_regclass($1)", [
+      `${pg.escapeIdentifier(b.schema)}.jobs`,
+    ]);
+    expect(rows[0]!.reloptions).toEqual(expect.arrayContaining(["fillfactor=80", "autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=5000"]));
   });
 });
 
@@ -417,11 +416,7 @@ describe("transactional completion (ctx.tx)", () => {
 
 describe("faults", () => {
   /** Runs `total` jobs through a worker, calling `disrupt` once `at` of them completed. */
-  async function runThrough(
-    b: PostgresBackend,
-    total: number,
-    disruptions: Array<{ at: number; disrupt: () => Promise<void> }>,
-  ): Promise<Map<string, number>> {
+  async function runThrough(b: PostgresBackend, total: number, disruptions: Array<{ at: number; disrupt: () => Promise<void> }>): Promise<Map<string, number>> {
     const runs = new Map<string, number>();
     await b.enqueue(Array.from({ length: total }, (_, i) => buildJobSpec({ queue: "q", name: "job", data: { i }, options: { jobId: `job-${i}` } })));
     let completed = 0;
@@ -456,10 +451,9 @@ describe("faults", () => {
     const logger = recordingLogger();
     const b = await backend({ applicationName: app, poolSize: 4, logger });
     const terminate = async () => {
-      const { rows } = await admin.query<{ n: number }>(
-        "SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1",
-        [app],
-      );
+      const { rows } = await admin.query<{ n: number }>("SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1", [
+        app,
+      ]);
       expect(rows[0]!.n).toBeGreaterThanOrEqual(1);
     };
     const total = 600;
@@ -504,7 +498,8 @@ describe("faults", () => {
 describe("PostgresBackend", () => {
   it("uses the database clock when no clock is injected, not this process's", async () => {
     const b = await backend();
-    const serverNow = async () => Number((await admin.query<{ ms: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::text AS ms")).rows[0]!.ms);
+    const serverNow = async () =>
+      Number((await admin.query<{ ms: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::text AS ms")).rows[0]!.ms);
     // This process's clock runs a day ahead; the server's does not.
     await expectServerClock(b, serverNow);
   });
@@ -555,7 +550,18 @@ describe("PostgresBackend", () => {
     closeAfterTest.push(b);
     expect(b).toBeInstanceOf(PostgresBackend);
     expect((b as PostgresBackend).schema).toBe(schema);
-    expect(b.capabilities).toEqual({ ...FULL_STORE_FEATURES, transactionalEnqueue: true, crossProcessWakeups: true, multiProcess: true, transactionalCompletion: true, claimAcrossQueues: "merged", flows: "across-queues", eventLog: true, jobFlowKeys: true, completeAndClaim: true });
+    expect(b.capabilities).toEqual({
+      ...FULL_STORE_FEATURES,
+      transactionalEnqueue: true,
+      crossProcessWakeups: true,
+      multiProcess: true,
+      transactionalCompletion: true,
+      claimAcrossQueues: "merged",
+      flows: "across-queues",
+      eventLog: true,
+      jobFlowKeys: true,
+      completeAndClaim: true,
+    });
     await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
     expect((await b.stats("q"))[0]?.counts.waiting).toBe(1);
   });
@@ -602,10 +608,7 @@ describe("PostgresBackend", () => {
       await replaying.query(`UPDATE ${table(b.schema, "jobs")} SET state = 'waiting', expires_at = NULL, finished_at = NULL WHERE id = 'd1'`);
       const pruning = b.prune({ maxDeadPerQueue: 1 });
       await waitFor(
-        async () =>
-          (
-            await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app])
-          ).rows.length === 1,
+        async () => (await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app])).rows.length === 1,
         { description: "prune to wait for the replayed row" },
       );
       await replaying.query("COMMIT");
@@ -647,7 +650,8 @@ describe("heartbeat racing a cancel", () => {
       const heartbeat = b.heartbeat([claimed!.lease], 60_000);
       await waitFor(
         async () =>
-          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1", [app])).rows[0]?.n ?? "0") !== "0",
+          ((await admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1", [app]))
+            .rows[0]?.n ?? "0") !== "0",
         { description: "the heartbeat waiting on the row lock" },
       );
       await client.query("COMMIT");

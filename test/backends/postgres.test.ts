@@ -59,9 +59,7 @@ backendSuite("postgres", {
       await client.query(`INSERT INTO ${pg.escapeIdentifier(currentSchema())}.markers (marker) VALUES ($1)`, [marker]);
     },
     async read() {
-      const { rows } = await admin.query<{ marker: string }>(
-        `SELECT marker FROM ${pg.escapeIdentifier(currentSchema())}.markers ORDER BY marker`,
-      );
+      const { rows } = await admin.query<{ marker: string }>(`SELECT marker FROM ${pg.escapeIdentifier(currentSchema())}.markers ORDER BY marker`);
       return rows.map((r) => r.marker);
     },
   },

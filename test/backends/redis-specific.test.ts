@@ -158,7 +158,9 @@ describe("server checks", () => {
     // versions, and writes nothing (an older process must not store jobs a newer one cannot see).
     const old = backend({ prefix });
     await expect(old.enqueue([spec({ jobId: "lost" })])).rejects.toThrow(/layout version 99, newer than this Conveyor \(knows up to \d+\); upgrade conveyor/);
-    await expect(old.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 1_000 })).rejects.toThrow(/layout version 99/);
+    await expect(old.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 1_000 })).rejects.toThrow(
+      /layout version 99/,
+    );
     expect(await admin.get(`${prefix}:layout`)).toBe("99");
     expect((await admin.keys(`*${prefix}*`)).sort()).toEqual([`${prefix}:layout`]);
   });
@@ -251,7 +253,7 @@ describe("key layout", () => {
     expect((await b.get("same", "zeta"))?.state).toBe("waiting");
   });
 
-  it("a waiting job with a small payload costs under 120 bytes of Redis memory (compact record and lane entry), its \"added\" event under 80 more", async () => {
+  it('a waiting job with a small payload costs under 120 bytes of Redis memory (compact record and lane entry), its "added" event under 80 more', async () => {
     const prefix = testPrefix("mem");
     const b = backend({ prefix });
     await b.enqueue([spec({ data: { i: 0 } })]);
@@ -271,9 +273,7 @@ describe("compact waiting jobs", () => {
   /** Every bucket of queue q: its length and encoding. */
   async function buckets(prefix: string): Promise<{ key: string; length: number; encoding: string }[]> {
     const keys = await scanKeys(`${prefix}:{q}:w:*`);
-    return Promise.all(
-      keys.map(async (key) => ({ key, length: await admin.hlen(key), encoding: String(await admin.call("OBJECT", "ENCODING", key)) })),
-    );
+    return Promise.all(keys.map(async (key) => ({ key, length: await admin.hlen(key), encoding: String(await admin.call("OBJECT", "ENCODING", key)) })));
   }
 
   it("a small waiting job has no hash of its own until it is claimed", async () => {
@@ -343,7 +343,14 @@ describe("compact waiting jobs", () => {
   it("the queue's default options follow its jobs: an unusual first job does not stop later ones from being compact", async () => {
     const prefix = testPrefix("defaults");
     const b = backend({ prefix, clock: new FakeClock() });
-    await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: "unusual", attempts: 7, timeoutMs: 123_456, removeOnComplete: { ageMs: 3_600_000 } } })]);
+    await b.enqueue([
+      buildJobSpec({
+        queue: "q",
+        name: "job",
+        data: {},
+        options: { jobId: "unusual", attempts: 7, timeoutMs: 123_456, removeOnComplete: { ageMs: 3_600_000 } },
+      }),
+    ]);
     const [first] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 60_000 });
     expect(first!.job).toMatchObject({ id: "unusual", maxAttempts: 7, timeoutMs: 123_456 });
     const ids = (await b.enqueue(Array.from({ length: 50 }, (_, i) => spec({ data: { i } })))).map((r) => r.id);
@@ -405,7 +412,25 @@ describe("data layout", () => {
     await admin.set(`${prefix}:layout`, "1");
     await admin.sadd(`${prefix}:queues`, "q");
     await admin.hset(`${base}meta`, "seq", "1", "fw", "1000");
-    await admin.hset(`${base}j:old`, "n", "job", "d", "{\"v\":1}", "p", "0", "r", "1000", "c", "1000", "s", "1", "o", "3|86400000|604800000||e1000,60000", "st", "w");
+    await admin.hset(
+      `${base}j:old`,
+      "n",
+      "job",
+      "d",
+      '{"v":1}',
+      "p",
+      "0",
+      "r",
+      "1000",
+      "c",
+      "1000",
+      "s",
+      "1",
+      "o",
+      "3|86400000|604800000||e1000,60000",
+      "st",
+      "w",
+    );
     await admin.rpush(`${base}f:job`, "old");
     await admin.sadd(`${base}names`, "job");
 
@@ -476,15 +501,16 @@ describe("wake-ups", () => {
     let claiming = 0;
     const counted = new Proxy(b, {
       get(target, key, receiver) {
-        if (key === "claim") return async (...args: Parameters<RedisBackend["claim"]>) => {
-          claiming++;
-          try {
-            return await target.claim(...args);
-          } finally {
-            claiming--;
-            claims++;
-          }
-        };
+        if (key === "claim")
+          return async (...args: Parameters<RedisBackend["claim"]>) => {
+            claiming++;
+            try {
+              return await target.claim(...args);
+            } finally {
+              claiming--;
+              claims++;
+            }
+          };
         const value: unknown = Reflect.get(target, key, receiver);
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
@@ -581,7 +607,9 @@ describe("faults, with the worker runtime", () => {
       await queue.add("warm", {});
       const client = (b as unknown as { client: Redis }).client;
       const killBackend = async (what: RegExp) => {
-        const lines = String(await control.client("LIST")).split("\n").filter((line) => what.test(line));
+        const lines = String(await control.client("LIST"))
+          .split("\n")
+          .filter((line) => what.test(line));
         expect(lines.length).toBeGreaterThanOrEqual(1);
         for (const line of lines) await control.client("KILL", "ID", /\bid=(\d+)/.exec(line)![1]!);
       };

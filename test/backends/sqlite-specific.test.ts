@@ -200,7 +200,10 @@ describe("wake-ups through the file", () => {
     await waitFor(() => woken.includes("remote"), { timeoutMs: 10_000, description: "wake-up for queue remote" });
 
     const claimed = await writing.claim({ queues: ["remote"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 30_000 });
-    await writing.heartbeat(claimed.map((c) => c.lease), 30_000);
+    await writing.heartbeat(
+      claimed.map((c) => c.lease),
+      30_000,
+    );
     await writing.complete(claimed.map((c) => ({ lease: c.lease, result: null })));
     // Commits are seen in order, so once "marker" arrives the claim, heartbeat and complete have
     // been looked at too: none of them may have woken anyone.

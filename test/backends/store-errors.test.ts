@@ -119,7 +119,10 @@ describe("a store that goes away mid-request: HTTP 503 with Retry-After, then se
       const reply = send(http.base, "POST", "/v1/queues/q/jobs", { body: { name: "n" } });
       const waiting = async () =>
         (await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])).rows;
-      const [victim] = await waitFor(async () => ((await waiting()).length > 0 ? await waiting() : null), { timeoutMs: 20_000, description: "the enqueue waits on the lock" });
+      const [victim] = await waitFor(async () => ((await waiting()).length > 0 ? await waiting() : null), {
+        timeoutMs: 20_000,
+        description: "the enqueue waits on the lock",
+      });
       // …then the server kills the process serving it (what a crash or failover does to it).
       await admin.query("SELECT pg_terminate_backend($1)", [victim!.pid]);
       const r = await reply;

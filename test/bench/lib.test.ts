@@ -46,7 +46,11 @@ describe("bench runner", () => {
     const subjects = ["A", "B", "C"].map((n) => fake(n, log, [1]));
     const results = await interleaved(subjects, 3, "bulk", (s) => s.bulk(1), String);
     expect(log).toEqual(["A:bulk", "B:bulk", "C:bulk", "A:bulk", "B:bulk", "C:bulk", "A:bulk", "B:bulk", "C:bulk"]);
-    expect(results).toEqual([[1, 1, 1], [1, 1, 1], [1, 1, 1]]);
+    expect(results).toEqual([
+      [1, 1, 1],
+      [1, 1, 1],
+      [1, 1, 1],
+    ]);
   });
 
   it("reports per figure the median of each subject's runs, every run, and the load at start and end", async () => {
@@ -57,7 +61,10 @@ describe("bench runner", () => {
     const report = await runSideBySide([a, b], { jobs: 1, single: 1, samples: 100, runs: 3 });
 
     const bulk = report.rows.find((r) => r.label.startsWith("bulk"))!;
-    expect(bulk.runs).toEqual([[10, 30, 20], [5, 50, 1]]);
+    expect(bulk.runs).toEqual([
+      [10, 30, 20],
+      [5, 50, 1],
+    ]);
     expect(bulk.values).toEqual([20, 5]);
     // The ratio pairs the runs of a round: 10/5, 30/50, 20/1 -> median 2 (not 20/5 = 4).
     expect(bulk.ratios).toEqual([2]);
@@ -86,7 +93,11 @@ describe("bench runner", () => {
       let i = 0;
       return { ...fake(name, log, [1]), memory: async () => (log.push(`${name}:memory`), { used: bytes[i++]! }) };
     };
-    const report = await runSideBySide([withMemory("A", [90, 80, 85]), withMemory("B", [240, 230, 250])], { jobs: 1, single: 1, samples: 1, runs: 3 }, { only: "memory" });
+    const report = await runSideBySide(
+      [withMemory("A", [90, 80, 85]), withMemory("B", [240, 230, 250])],
+      { jobs: 1, single: 1, samples: 1, runs: 3 },
+      { only: "memory" },
+    );
     expect(log).toEqual(["A:memory", "B:memory", "A:memory", "B:memory", "A:memory", "B:memory"]);
     expect(report.rows).toHaveLength(1);
     expect(report.rows[0]!.values).toEqual([85, 240]);

@@ -8,12 +8,25 @@ import { verdict, type SoakSample } from "../../bench/pg-soak.js";
 
 const MB = 1024 * 1024;
 const sample = (atS: number, deadTuples: number, totalMb: number, autovacuums: number): SoakSample => ({
-  atS, processed: atS * 1_000, liveTuples: 5_000, deadTuples, heapBytes: totalMb * MB * 0.8, totalBytes: totalMb * MB, autovacuums,
+  atS,
+  processed: atS * 1_000,
+  liveTuples: 5_000,
+  deadTuples,
+  heapBytes: totalMb * MB * 0.8,
+  totalBytes: totalMb * MB,
+  autovacuums,
 });
 
 describe("soak verdict", () => {
   it("calls a sawtooth of dead tuples at a steady size bounded", () => {
-    const samples = [sample(5, 10_000, 10, 0), sample(10, 30_000, 20, 1), sample(15, 5_000, 20, 2), sample(20, 25_000, 21, 2), sample(25, 4_000, 21, 3), sample(30, 20_000, 21, 3)];
+    const samples = [
+      sample(5, 10_000, 10, 0),
+      sample(10, 30_000, 20, 1),
+      sample(15, 5_000, 20, 2),
+      sample(20, 25_000, 21, 2),
+      sample(25, 4_000, 21, 3),
+      sample(30, 20_000, 21, 3),
+    ];
     expect(verdict(samples).bounded).toBe(true);
   });
 

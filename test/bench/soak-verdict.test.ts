@@ -37,7 +37,12 @@ describe("bloat soak verdict", () => {
   });
 
   it("catches dead tuples that never fall back (vacuum not keeping up), even at a steady size", () => {
-    const r = verdict(series(() => 8 * MB, (i) => 1_000 * (i + 1)));
+    const r = verdict(
+      series(
+        () => 8 * MB,
+        (i) => 1_000 * (i + 1),
+      ),
+    );
     expect(r.bounded).toBe(false);
     expect(r.reason).toMatch(/dead tuples never fell/);
   });

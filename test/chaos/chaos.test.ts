@@ -35,22 +35,28 @@ describe("chaos, short runs", () => {
   // RabbitMQ's short runs (a clean one and a planted bug, on one broker) are in rabbitmq.test.ts.
   for (const backend of BACKENDS.filter((b) => b !== "rabbitmq")) {
     const skip = why.get(backend) ?? null;
-    it.skipIf(skip !== null)(`${backend}: every bound holds under mixed faults${skip ? ` (skipped: ${skip})` : ""}`, { timeout: (SECONDS + 150) * 1000 }, async () => {
-      onTestFailed(() => {
-        keepEvidence = true;
-      });
-      const rootDir = await temp.make();
-      const store = await openStore(backend);
-      try {
-        const result = await runScenario({ backend, scenario: "mixed", seconds: SECONDS, seed: SEED, store, rootDir, maxHealthyDead: MAX_HEALTHY_DEAD });
-        console.log(formatTable([result]));
-        expect(result.notRun).toBeNull();
-        const brokenBounds = (result.check?.bounds ?? []).filter((b) => !b.ok).map((b) => ({ bound: b.name, limit: b.limit, value: b.value, examples: b.examples }));
-        expect(brokenBounds, `seed ${SEED}; evidence in ${result.dir}`).toEqual([]);
-        expect(result.check?.metrics.enqueuedOk).toBeGreaterThan(0);
-      } finally {
-        await store.close();
-      }
-    });
+    it.skipIf(skip !== null)(
+      `${backend}: every bound holds under mixed faults${skip ? ` (skipped: ${skip})` : ""}`,
+      { timeout: (SECONDS + 150) * 1000 },
+      async () => {
+        onTestFailed(() => {
+          keepEvidence = true;
+        });
+        const rootDir = await temp.make();
+        const store = await openStore(backend);
+        try {
+          const result = await runScenario({ backend, scenario: "mixed", seconds: SECONDS, seed: SEED, store, rootDir, maxHealthyDead: MAX_HEALTHY_DEAD });
+          console.log(formatTable([result]));
+          expect(result.notRun).toBeNull();
+          const brokenBounds = (result.check?.bounds ?? [])
+            .filter((b) => !b.ok)
+            .map((b) => ({ bound: b.name, limit: b.limit, value: b.value, examples: b.examples }));
+          expect(brokenBounds, `seed ${SEED}; evidence in ${result.dir}`).toEqual([]);
+          expect(result.check?.metrics.enqueuedOk).toBeGreaterThan(0);
+        } finally {
+          await store.close();
+        }
+      },
+    );
   }
 });

@@ -282,7 +282,16 @@ describe("chaos checker", () => {
       input.enqueues.push({ t: "ok", id: "late", at: 1_101, duplicate: false });
       input.runs.push({ t: "start", id: "late", name: "work", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 1_300 });
       input.runs.push({ t: "end", id: "late", attempt: 1, token: 1, pid: W1, wpid: W1, at: 1_350, ok: true });
-      input.final.push({ id: "late", name: "work", state: "completed", attempt: 1, maxAttempts: 10, result: { attempt: 1 }, error: null, history: [{ attempt: 1, pid: W1, startedAt: 1_299, finishedAt: 1_351, outcome: "completed" }] });
+      input.final.push({
+        id: "late",
+        name: "work",
+        state: "completed",
+        attempt: 1,
+        maxAttempts: 10,
+        result: { attempt: 1 },
+        error: null,
+        history: [{ attempt: 1, pid: W1, startedAt: 1_299, finishedAt: 1_351, outcome: "completed" }],
+      });
       const r = check(input);
       expect(r.metrics.claimsAfterSigterm).toBeGreaterThan(0);
       expect(broken(r)).toEqual(["claims after SIGTERM"]);
@@ -351,12 +360,19 @@ describe("chaos checker", () => {
       j.attempt = 3;
       j.result = null;
       j.error = "LeaseExpiredError: quarantined after 3 lease expiries in a row";
-      j.history = [1, 2, 3].map((attempt) => ({ attempt, pid: W1, startedAt: attempt * 10_000, finishedAt: attempt * 10_000 + 4_000, outcome: "lease-expired" as const }));
+      j.history = [1, 2, 3].map((attempt) => ({
+        attempt,
+        pid: W1,
+        startedAt: attempt * 10_000,
+        finishedAt: attempt * 10_000 + 4_000,
+        outcome: "lease-expired" as const,
+      }));
       input.runs = input.runs.filter((r) => r.id !== "j2");
       return input;
     }
     const killsOfW1 = (input: CheckInput) => {
-      for (const attempt of [1, 2, 3]) input.faults.push({ t: "death", slot: "w0", wpid: W1, at: attempt * 10_000 + 500, cause: "killed", code: null, signal: "SIGKILL" });
+      for (const attempt of [1, 2, 3])
+        input.faults.push({ t: "death", slot: "w0", wpid: W1, at: attempt * 10_000 + 500, cause: "killed", code: null, signal: "SIGKILL" });
     };
 
     it("counts a healthy job that is dead with no history at all as lost (it was delivered nowhere)", () => {
@@ -384,7 +400,8 @@ describe("chaos checker", () => {
       one.faults.pop();
       expect(check(one).metrics.lost).toBe(1);
       const other = quarantined();
-      for (const attempt of [1, 2, 3]) other.faults.push({ t: "death", slot: "w1", wpid: W2, at: attempt * 10_000 + 500, cause: "killed", code: null, signal: "SIGKILL" });
+      for (const attempt of [1, 2, 3])
+        other.faults.push({ t: "death", slot: "w1", wpid: W2, at: attempt * 10_000 + 500, cause: "killed", code: null, signal: "SIGKILL" });
       expect(check(other).metrics.lost).toBe(1);
     });
 

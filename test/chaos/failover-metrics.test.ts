@@ -23,7 +23,10 @@ describe("firstCompletionAfter", () => {
       // Claimed before the fault, acknowledged after it: not proof the claim path is back.
       job("a", [{ startedAt: 900, finishedAt: 1_100 }]),
       // Claimed after it but failed, then completed later.
-      job("b", [{ startedAt: 1_200, finishedAt: 1_300, outcome: "lease-expired" }, { startedAt: 2_000, finishedAt: 2_500 }]),
+      job("b", [
+        { startedAt: 1_200, finishedAt: 1_300, outcome: "lease-expired" },
+        { startedAt: 2_000, finishedAt: 2_500 },
+      ]),
       job("c", [{ startedAt: 1_800, finishedAt: 2_200 }]),
     ];
     expect(firstCompletionAfter(1_000, final)).toBe(1_200);
@@ -31,8 +34,7 @@ describe("firstCompletionAfter", () => {
   });
 });
 
-const ends = (times: number[]): RunRecord[] =>
-  times.map((at, i) => ({ t: "end", id: `j${i}`, attempt: 1, token: 1, pid: 1, wpid: 1, at, ok: true }));
+const ends = (times: number[]): RunRecord[] => times.map((at, i) => ({ t: "end", id: `j${i}`, attempt: 1, token: 1, pid: 1, wpid: 1, at, ok: true }));
 
 describe("stalledAfter", () => {
   it("names the faults never or too late followed by a completed job", () => {
@@ -69,7 +71,16 @@ describe("throughputDip", () => {
     const times: number[] = [];
     for (let t = 0; t < 10_000; t += 100) times.push(t);
     for (let t = 10_000; t < 20_000; t += 1_000) times.push(t);
-    const failed: RunRecord[] = Array.from({ length: 50 }, (_, i) => ({ t: "end", id: `f${i}`, attempt: 1, token: 1, pid: 1, wpid: 1, at: 12_000 + i, ok: false }));
+    const failed: RunRecord[] = Array.from({ length: 50 }, (_, i) => ({
+      t: "end",
+      id: `f${i}`,
+      attempt: 1,
+      token: 1,
+      pid: 1,
+      wpid: 1,
+      at: 12_000 + i,
+      ok: false,
+    }));
     const dip = throughputDip([...ends(times), ...failed], { from: 10_000, to: 12_000 });
     expect(dip.minPerSec).toBe(1);
     expect(dip.recoveryMs).toBeNull();

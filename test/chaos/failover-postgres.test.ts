@@ -21,9 +21,13 @@ const keep = () => {
 };
 
 describe.skipIf(noPostgres)("failover, short runs: PostgreSQL", () => {
-  it("pg-primary-switch: primary crashed, synchronous standby promoted; producers, workers and LISTEN reconnect by themselves", { timeout: 150_000 }, async () => {
-    await shortFailoverRun(temp, "pg-primary-switch", { seconds: 14, onFailure: keep });
-  });
+  it(
+    "pg-primary-switch: primary crashed, synchronous standby promoted; producers, workers and LISTEN reconnect by themselves",
+    { timeout: 150_000 },
+    async () => {
+      await shortFailoverRun(temp, "pg-primary-switch", { seconds: 14, onFailure: keep });
+    },
+  );
   it("rolling-restart: 4 workers over 4 queues SIGTERMed one at a time", { timeout: 180_000 }, async () => {
     await shortFailoverRun(temp, "rolling-restart", { seconds: 16, backend: "postgres", workers: 4, onFailure: keep });
   });

@@ -46,7 +46,10 @@ export async function shortFailoverRun(
     for (const kind of kinds) {
       // The reshard follows the failover and its rejoin (10-20 s on a loaded machine): short runs may drop it.
       if (kind === "reshard" && options.seconds < 30) continue;
-      expect(result.timings.some((t) => t.kind === kind), `a ${kind} happened`).toBe(true);
+      expect(
+        result.timings.some((t) => t.kind === kind),
+        `a ${kind} happened`,
+      ).toBe(true);
     }
     for (const t of result.timings) {
       expect(t.firstCompletionMs, `a job was claimed and completed after the ${t.kind} at +${t.offsetMs} ms`).not.toBeNull();

@@ -99,10 +99,13 @@ describe.skipIf(!existsSync("/proc"))("chaos findings", () => {
     const pill = await queue.add("block", {}, { timeoutMs: 60_000 });
     await waitFor(async () => (await backend.get(pill.id))?.state === "active", { timeoutMs: 20_000, description: "the pill runs" });
     // The child has received the job and spins in its loop: it burns CPU (a tenth of a second).
-    const children = await waitFor(() => {
-      const found = sandboxChildrenOf(w.child.pid!);
-      return found.some((pid) => cpuTicks(pid) >= 10) ? found : null;
-    }, { timeoutMs: 20_000, description: "a sandbox child spinning in the pill" });
+    const children = await waitFor(
+      () => {
+        const found = sandboxChildrenOf(w.child.pid!);
+        return found.some((pid) => cpuTicks(pid) >= 10) ? found : null;
+      },
+      { timeoutMs: 20_000, description: "a sandbox child spinning in the pill" },
+    );
     strays.push(...children);
     w.child.kill("SIGKILL");
     await w.exited;
@@ -131,10 +134,13 @@ describe.skipIf(!existsSync("/proc"))("chaos findings", () => {
   it("a sandboxed worker replaces a killed child at once, so the next job does not wait for a cold start", async () => {
     const w = worker(["--handlers", "test/fixtures/pills.ts", "--sandbox", "--concurrency", "1"]);
     // The pool's only child, started with the worker.
-    const [first] = await waitFor(() => {
-      const found = sandboxChildrenOf(w.child.pid!);
-      return found.length === 1 ? found : null;
-    }, { timeoutMs: 20_000, description: "the first sandbox child" });
+    const [first] = await waitFor(
+      () => {
+        const found = sandboxChildrenOf(w.child.pid!);
+        return found.length === 1 ? found : null;
+      },
+      { timeoutMs: 20_000, description: "the first sandbox child" },
+    );
     const pill = await queue.add("block", {}, { timeoutMs: 300, attempts: 1 });
     await waitFor(async () => (await backend.get(pill.id))?.state === "dead", { timeoutMs: 20_000, description: "the pill is dead" });
     // The pill's child was killed at the timeout. A replacement — a new process, not the dying
@@ -145,10 +151,13 @@ describe.skipIf(!existsSync("/proc"))("chaos findings", () => {
     });
     await waitFor(() => !alive(first!), { timeoutMs: 5_000, description: "the pill's child is gone" });
     const healthy = await queue.add("ok", {});
-    const done = await waitFor(async () => {
-      const j = await backend.get(healthy.id);
-      return j?.state === "completed" ? j : null;
-    }, { timeoutMs: 20_000, description: "the healthy job completed" });
+    const done = await waitFor(
+      async () => {
+        const j = await backend.get(healthy.id);
+        return j?.state === "completed" ? j : null;
+      },
+      { timeoutMs: 20_000, description: "the healthy job completed" },
+    );
     // It ran in the replacement that was already up.
     expect((done.result as { pid: number }).pid).toBe(replacement);
   });

@@ -42,7 +42,15 @@ describe.skipIf(skip !== null)(`chaos on RabbitMQ${skip ? ` (skipped: ${skip})` 
     onTestFailed(() => {
       keepEvidence = true;
     });
-    const result = await runScenario({ backend: "rabbitmq", scenario: "kill", seconds: 8, seed: SEED, store: store!, rootDir: await temp.make(), plant: "ack-without-run:15" });
+    const result = await runScenario({
+      backend: "rabbitmq",
+      scenario: "kill",
+      seconds: 8,
+      seed: SEED,
+      store: store!,
+      rootDir: await temp.make(),
+      plant: "ack-without-run:15",
+    });
     console.log(formatTable([result]));
     const broken = brokenBounds(result);
     expect(result.ok).toBe(false);
@@ -60,7 +68,15 @@ describe.skipIf(skip !== null)(`chaos on RabbitMQ${skip ? ` (skipped: ${skip})` 
     onTestFailed(() => {
       keepEvidence = true;
     });
-    const result = await runScenario({ backend: "rabbitmq", scenario: "mixed", seconds: SECONDS, seed: SEED, store: store!, rootDir: await temp.make(), maxHealthyDead: 0 });
+    const result = await runScenario({
+      backend: "rabbitmq",
+      scenario: "mixed",
+      seconds: SECONDS,
+      seed: SEED,
+      store: store!,
+      rootDir: await temp.make(),
+      maxHealthyDead: 0,
+    });
     console.log(formatTable([result]));
     expect(result.notRun).toBeNull();
     expect(brokenBounds(result), `seed ${SEED}; evidence in ${result.dir}`).toEqual([]);

@@ -5,7 +5,14 @@
  * `npm run chaos -- --scenario schedule --backend B --seed S` replays a run (PostgreSQL, Redis too).
  */
 import { describe, expect, it } from "vitest";
-import { checkScheduleEvidence, formatScheduleTable, runScheduleScenario, type NodeEvent, type ScheduleEvidence, type StoredTickJob } from "../../chaos/schedule-scenario.js";
+import {
+  checkScheduleEvidence,
+  formatScheduleTable,
+  runScheduleScenario,
+  type NodeEvent,
+  type ScheduleEvidence,
+  type StoredTickJob,
+} from "../../chaos/schedule-scenario.js";
 import { parseSeed } from "../../chaos/prng.js";
 import { normalizeMisfire, type ScheduleDefinition } from "../../src/core/schedule.js";
 
@@ -16,7 +23,16 @@ const T0 = Date.parse("2030-01-01T00:00:00Z");
 const iso = (ms: number) => new Date(ms).toISOString();
 
 function definition(cron: string, misfire: ScheduleDefinition["misfire"]["policy"]): ScheduleDefinition & { anchorAt: number; lastTickAt: number } {
-  return { cron, tz: "UTC", name: "tick", data: {}, options: {}, misfire: { ...normalizeMisfire(misfire), graceMs: 3_000 }, anchorAt: T0, lastTickAt: T0 + 10_000 };
+  return {
+    cron,
+    tz: "UTC",
+    name: "tick",
+    data: {},
+    options: {},
+    misfire: { ...normalizeMisfire(misfire), graceMs: 3_000 },
+    anchorAt: T0,
+    lastTickAt: T0 + 10_000,
+  };
 }
 
 /** A clean run: ticks 1..10 s of an every-second "all" schedule, each fired once, run once; one kill and one blackout. */
@@ -29,7 +45,10 @@ function clean(): ScheduleEvidence {
     const id = `cron_q~all~${iso(tick)}`;
     jobs.push({ id, state: "completed", meta: { id: "all", tick: iso(tick), since: iso(tick - 1000) } });
     fired.push({ t: tick, pid: 1, id: "all", tickAt: tick, jobs: [{ id, duplicate: false }] });
-    runs.push({ type: "start", t: tick + 10, pid: 1, id, schedule: "all", tick: iso(tick), attempt: 1 }, { type: "end", t: tick + 50, pid: 1, id, schedule: "all", tick: iso(tick), attempt: 1 });
+    runs.push(
+      { type: "start", t: tick + 10, pid: 1, id, schedule: "all", tick: iso(tick), attempt: 1 },
+      { type: "end", t: tick + 50, pid: 1, id, schedule: "all", tick: iso(tick), attempt: 1 },
+    );
   }
   const events: NodeEvent[] = [
     { t: T0 - 5_000, type: "spawn", node: "w0", pid: 1 },
@@ -60,7 +79,9 @@ describe("schedule chaos checker", () => {
     const once = clean();
     once.definitions = { all: { ...definition("* * * * * *", "once") } };
     once.jobs.splice(4, 1);
-    expect(checkScheduleEvidence(once).problems.join("\n")).toMatch(/misfire once\): job of 2030-01-01T00:00:06.000Z stands for ticks since 2030-01-01T00:00:05.000Z/);
+    expect(checkScheduleEvidence(once).problems.join("\n")).toMatch(
+      /misfire once\): job of 2030-01-01T00:00:06.000Z stands for ticks since 2030-01-01T00:00:05.000Z/,
+    );
   });
 
   it("allows a skip-policy drop only when no process was up to fire the tick on time by its own clock", () => {
@@ -70,10 +91,20 @@ describe("schedule chaos checker", () => {
     for (const f of e.fired.slice(5)) f.t = Math.max(f.t, T0 + 9_000); // the firings past it came 4 s late
     expect(checkScheduleEvidence(e).problems.join("\n")).toMatch(/misfire skip\): tick 2030-01-01T00:00:05.000Z was dropped although a scheduler was up/);
     // The only process died just before the tick and was back 3.5 s later: the drop is the policy.
-    e.events.splice(2, 0, { t: T0 + 4_500, type: "death", node: "w0", pid: 1, killed: true }, { t: T0 + 4_600, type: "spawn", node: "w0", pid: 3 }, { t: T0 + 8_000, type: "ready", node: "w0", pid: 3 });
+    e.events.splice(
+      2,
+      0,
+      { t: T0 + 4_500, type: "death", node: "w0", pid: 1, killed: true },
+      { t: T0 + 4_600, type: "spawn", node: "w0", pid: 3 },
+      { t: T0 + 8_000, type: "ready", node: "w0", pid: 3 },
+    );
     expect(checkScheduleEvidence(e).problems).toEqual([]);
     // A process whose clock runs 2 s behind was up through 00:00:07 by real time: it should have fired 00:00:05.
-    e.events.push({ t: T0, type: "spawn", node: "s0", pid: 4, skewMs: -2_000 }, { t: T0 + 1_000, type: "ready", node: "s0", pid: 4 }, { t: T0 + 9_500, type: "death", node: "s0", pid: 4, killed: true });
+    e.events.push(
+      { t: T0, type: "spawn", node: "s0", pid: 4, skewMs: -2_000 },
+      { t: T0 + 1_000, type: "ready", node: "s0", pid: 4 },
+      { t: T0 + 9_500, type: "death", node: "s0", pid: 4, killed: true },
+    );
     expect(checkScheduleEvidence(e).problems.join("\n")).toMatch(/00:00:05.000Z was dropped although a scheduler was up/);
   });
 

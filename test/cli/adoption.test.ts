@@ -80,7 +80,14 @@ export default { doomed: async () => { throw new Error("no such user"); } };\n`,
     try {
       await waitFor(() => server.stderr().includes("worker on mail,billing"), { timeoutMs: 20_000, description: "serve started with the module's queues" });
       // The dead job's warning comes from the worker, written by pino (numeric level, pid, hostname).
-      const line = await waitFor(() => server.stdout().split("\n").find((l) => l.includes('"job dead"')), { timeoutMs: 20_000, description: "the worker's job-dead warning" });
+      const line = await waitFor(
+        () =>
+          server
+            .stdout()
+            .split("\n")
+            .find((l) => l.includes('"job dead"')),
+        { timeoutMs: 20_000, description: "the worker's job-dead warning" },
+      );
       const entry = JSON.parse(line) as { level: unknown; msg: unknown; name: unknown; pid: unknown; hostname: unknown };
       expect(entry).toMatchObject({ level: 40, msg: "job dead", name: "doomed" });
       expect(typeof entry.pid).toBe("number");

@@ -32,7 +32,23 @@ describe("conveyor CLI", () => {
     expect(one.stdout.trim()).toBe("welcome:u1");
     const dup = await runCli(["enqueue", "--db", db, "--queue", "mail", "--name", "welcome", "--id", "welcome:u1", "--json"]);
     expect(JSON.parse(dup.stdout)).toEqual({ id: "welcome:u1", duplicate: true });
-    const many = await runCli(["enqueue", "--db", db, "--queue", "bulk", "--name", "n", "--data", '{"x":1}', "--count", "25", "--priority", "2", "--attempts", "4"]);
+    const many = await runCli([
+      "enqueue",
+      "--db",
+      db,
+      "--queue",
+      "bulk",
+      "--name",
+      "n",
+      "--data",
+      '{"x":1}',
+      "--count",
+      "25",
+      "--priority",
+      "2",
+      "--attempts",
+      "4",
+    ]);
     expect(many.code).toBe(0);
     expect(many.stdout).toContain("enqueued 25 job(s)");
     const backend = new SqliteBackend({ path });
@@ -71,7 +87,9 @@ describe("conveyor CLI", () => {
     const backend = new SqliteBackend({ path });
     try {
       const [claimed] = await backend.claim({ queues: ["mail"], names: ["welcome"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 1000 });
-      await backend.fail([{ lease: claimed!.lease, error: { name: "TypeError", message: "boom", stack: "TypeError: boom\n    at handler" }, retryDelayMs: null }]);
+      await backend.fail([
+        { lease: claimed!.lease, error: { name: "TypeError", message: "boom", stack: "TypeError: boom\n    at handler" }, retryDelayMs: null },
+      ]);
     } finally {
       await backend.close();
     }

@@ -71,7 +71,10 @@ describe("dlq replay --all", () => {
   it("without a queue replays every queue's dead jobs, and steps back when the cursor's job is deleted meanwhile", { timeout: 60_000 }, async () => {
     const backend = new SqliteBackend({ path: await temp.file("dlq.db") });
     try {
-      for (const [queue, count] of [["mail", 700], ["other", 3]] as const) {
+      for (const [queue, count] of [
+        ["mail", 700],
+        ["other", 3],
+      ] as const) {
         await new Queue(queue, { backend }).addBulk(Array.from({ length: count }, () => ({ name: "welcome", data: {} })));
         const claimed = await backend.claim({ queues: [queue], names: ["welcome"], worker, limit: count, leaseMs: 60_000 });
         await backend.fail(claimed.map((c) => ({ lease: c.lease, error: boom, retryDelayMs: null })));

@@ -8,7 +8,16 @@ describe("metrics flags", () => {
   it("parse into settings, with the documented defaults", () => {
     expect(metricsSettings({})).toBeNull();
     expect(metricsSettings({ "metrics-port": "9464" })).toEqual({ port: 9464, host: "127.0.0.1", storeCacheMs: undefined, policy: undefined, store: true });
-    expect(metricsSettings({ "metrics-port": "0", "metrics-host": "0.0.0.0", "metrics-store-cache-ms": "2000", "scale-target-age-seconds": "30", "scale-jobs-per-second": "2.5", "scale-max-workers": "20" })).toEqual({
+    expect(
+      metricsSettings({
+        "metrics-port": "0",
+        "metrics-host": "0.0.0.0",
+        "metrics-store-cache-ms": "2000",
+        "scale-target-age-seconds": "30",
+        "scale-jobs-per-second": "2.5",
+        "scale-max-workers": "20",
+      }),
+    ).toEqual({
       port: 0,
       host: "0.0.0.0",
       storeCacheMs: 2000,
@@ -28,8 +37,14 @@ describe("metrics flags", () => {
     refused({ "metrics-port": "9464", "scale-max-workers": "5" }, /need --scale-target-age-seconds and --scale-jobs-per-second/);
     refused({ "metrics-port": "9464", "metrics-store-cache-ms": "100" }, /--metrics-store-cache-ms must be an integer >= 1000/);
     refused({ "metrics-port": "9464", "scale-target-age-seconds": "0", "scale-jobs-per-second": "1" }, /--scale-target-age-seconds must be a positive number/);
-    refused({ "metrics-port": "9464", "metrics-no-store": true, "scale-target-age-seconds": "30", "scale-jobs-per-second": "1" }, /--metrics-no-store leaves out the store's figures/);
-    refused({ "metrics-port": "9464", "scale-target-age-seconds": "30", "scale-jobs-per-second": "1", "scale-min-workers": "9", "scale-max-workers": "3" }, /is above --scale-max-workers/);
+    refused(
+      { "metrics-port": "9464", "metrics-no-store": true, "scale-target-age-seconds": "30", "scale-jobs-per-second": "1" },
+      /--metrics-no-store leaves out the store's figures/,
+    );
+    refused(
+      { "metrics-port": "9464", "scale-target-age-seconds": "30", "scale-jobs-per-second": "1", "scale-min-workers": "9", "scale-max-workers": "3" },
+      /is above --scale-max-workers/,
+    );
   });
 
   it("conveyor worker exits 2 on a bad metrics flag before touching the store, and says why", async () => {

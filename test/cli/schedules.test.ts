@@ -17,13 +17,65 @@ afterAll(() => temp.removeAll());
 describe("conveyor schedules", () => {
   // Nine CLI processes in a row: on a loaded machine each start alone can take seconds.
   it("add creates then replaces a schedule; ls shows it with its next run; rm deletes it", { timeout: 120_000 }, async () => {
-    const add = await runCli(["schedules", "add", "digest", "--db", db, "--queue", "reports", "--cron", "0 8 * * MON", "--tz", "Europe/Berlin", "--name", "send-digest", "--data", '{"to":"team"}', "--misfire", "all", "--misfire-limit", "5", "--attempts", "4"]);
+    const add = await runCli([
+      "schedules",
+      "add",
+      "digest",
+      "--db",
+      db,
+      "--queue",
+      "reports",
+      "--cron",
+      "0 8 * * MON",
+      "--tz",
+      "Europe/Berlin",
+      "--name",
+      "send-digest",
+      "--data",
+      '{"to":"team"}',
+      "--misfire",
+      "all",
+      "--misfire-limit",
+      "5",
+      "--attempts",
+      "4",
+    ]);
     expect(add.stderr).toBe("");
     expect(add.code).toBe(0);
     expect(add.stdout).toMatch(/^created reports\/digest; next run \d{4}-\d\d-\d\dT\d\d:00:00\.000Z/);
-    const again = await runCli(["schedules", "add", "digest", "--db", db, "--queue", "reports", "--cron", "0 9 * * MON", "--tz", "Europe/Berlin", "--name", "send-digest"]);
+    const again = await runCli([
+      "schedules",
+      "add",
+      "digest",
+      "--db",
+      db,
+      "--queue",
+      "reports",
+      "--cron",
+      "0 9 * * MON",
+      "--tz",
+      "Europe/Berlin",
+      "--name",
+      "send-digest",
+    ]);
     expect(again.stdout).toMatch(/^replaced reports\/digest/);
-    await runCli(["schedules", "add", "tick", "--db", db, "--queue", "other", "--cron", "*/10 * * * * *", "--name", "t", "--misfire", "skip", "--grace-ms", "2000"]);
+    await runCli([
+      "schedules",
+      "add",
+      "tick",
+      "--db",
+      db,
+      "--queue",
+      "other",
+      "--cron",
+      "*/10 * * * * *",
+      "--name",
+      "t",
+      "--misfire",
+      "skip",
+      "--grace-ms",
+      "2000",
+    ]);
 
     const ls = await runCli(["schedules", "ls", "--db", db]);
     expect(ls.code).toBe(0);
@@ -31,7 +83,12 @@ describe("conveyor schedules", () => {
     expect(ls.stdout).toMatch(/reports\s+digest\s+0 9 \* \* MON\s+Europe\/Berlin\s+send-digest\s+once\s+-\s+\d{4}-/);
     const json = JSON.parse((await runCli(["schedules", "ls", "--db", db, "--queue", "other", "--json"])).stdout) as ScheduleInfo[];
     expect(json).toHaveLength(1);
-    expect(json[0]).toMatchObject({ queue: "other", id: "tick", definition: { cron: "*/10 * * * * *", misfire: { policy: "skip", graceMs: 2000 } }, lastTickAt: null });
+    expect(json[0]).toMatchObject({
+      queue: "other",
+      id: "tick",
+      definition: { cron: "*/10 * * * * *", misfire: { policy: "skip", graceMs: 2000 } },
+      lastTickAt: null,
+    });
     expect(json[0]!.nextRunAt! % 10_000).toBe(0);
 
     const rm = await runCli(["schedules", "rm", "digest", "--db", db, "--queue", "reports"]);

@@ -36,15 +36,41 @@ export default {
     const seed = new SqliteBackend({ path });
     const queue = new Queue("slow", { backend: seed });
     const { id } = await queue.add("slow", {});
-    const server = spawnCli(["serve", "--db", `sqlite:${path}`, "--port", "0", "--no-auth", "--handlers", handlers, "--metrics-port", "0", "--log-level", "warn"]);
+    const server = spawnCli([
+      "serve",
+      "--db",
+      `sqlite:${path}`,
+      "--port",
+      "0",
+      "--no-auth",
+      "--handlers",
+      handlers,
+      "--metrics-port",
+      "0",
+      "--log-level",
+      "warn",
+    ]);
     try {
-      const [, metricsUrl] = await waitFor(() => /conveyor serve metrics on (http:\/\/\S+\/metrics)/.exec(server.stderr()), { timeoutMs: 30_000, description: "the metrics listener" });
-      const [, apiUrl] = await waitFor(() => /conveyor serve on (http:\/\/\S+\/v1)/.exec(server.stderr()), { timeoutMs: 30_000, description: "the API listener" });
+      const [, metricsUrl] = await waitFor(() => /conveyor serve metrics on (http:\/\/\S+\/metrics)/.exec(server.stderr()), {
+        timeoutMs: 30_000,
+        description: "the metrics listener",
+      });
+      const [, apiUrl] = await waitFor(() => /conveyor serve on (http:\/\/\S+\/v1)/.exec(server.stderr()), {
+        timeoutMs: 30_000,
+        description: "the API listener",
+      });
       await waitFor(() => existsSync(started), { timeoutMs: 30_000, description: "the slow job started" });
 
       server.child.kill("SIGTERM");
       // The API stops accepting requests: the drain has begun.
-      await waitFor(async () => fetch(`${apiUrl!}/queues`).then(() => false, () => true), { timeoutMs: 30_000, description: "the API closed" });
+      await waitFor(
+        async () =>
+          fetch(`${apiUrl!}/queues`).then(
+            () => false,
+            () => true,
+          ),
+        { timeoutMs: 30_000, description: "the API closed" },
+      );
       const scrape = await fetch(metricsUrl!);
       expect(scrape.status).toBe(200);
       // The scrape sees the drain: the job's slot still busy.

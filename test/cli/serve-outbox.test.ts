@@ -49,10 +49,14 @@ describe("conveyor serve --outbox", () => {
     // serve migrated the database: the outbox tables exist. A refused event, as a relay sets it aside:
     const db = new Database(path, { timeout: 5_000 });
     try {
-      db.prepare(`INSERT INTO conveyor_outbox_dead ${DEAD_COLUMNS} VALUES ('ev-1', 'order.created', 'o1', '{"n":1}', '{}', 1700000000000, 1700000001000, 'amqp://h/#x', 'NOT_FOUND - no exchange')`).run();
+      db.prepare(
+        `INSERT INTO conveyor_outbox_dead ${DEAD_COLUMNS} VALUES ('ev-1', 'order.created', 'o1', '{"n":1}', '{}', 1700000000000, 1700000001000, 'amqp://h/#x', 'NOT_FOUND - no exchange')`,
+      ).run();
       const auth = { authorization: `Bearer ${admin.key}` };
 
-      const list = await send<{ total: number; events: Array<{ id: string; payload: unknown; error: string }> }>(base, "GET", "/v1/outbox/dead", { headers: auth });
+      const list = await send<{ total: number; events: Array<{ id: string; payload: unknown; error: string }> }>(base, "GET", "/v1/outbox/dead", {
+        headers: auth,
+      });
       expect(list.status).toBe(200);
       expect(list.json).toMatchObject({ total: 1, events: [{ id: "ev-1", payload: { n: 1 }, error: "NOT_FOUND - no exchange" }] });
       expect((await send(base, "GET", "/v1/outbox/dead", { headers: { authorization: `Bearer ${reader.key}` } })).status).toBe(403);
@@ -91,7 +95,9 @@ describe("conveyor serve --outbox", () => {
     const client = new pg.Client({ connectionString: pgUrl });
     await client.connect();
     try {
-      await client.query(`INSERT INTO "${schema}".outbox_dead ${DEAD_COLUMNS} VALUES ('ev-pg', 'invoice.paid', 'c7', '{"amount":12}', '{}', 1700000000000, 1700000001000, 'amqp://h/#x', 'refused')`);
+      await client.query(
+        `INSERT INTO "${schema}".outbox_dead ${DEAD_COLUMNS} VALUES ('ev-pg', 'invoice.paid', 'c7', '{"amount":12}', '{}', 1700000000000, 1700000001000, 'amqp://h/#x', 'refused')`,
+      );
       expect((await send(base, "GET", "/v1/outbox/dead")).json).toMatchObject({ total: 1, events: [{ id: "ev-pg", key: "c7", payload: { amount: 12 } }] });
       expect((await send(base, "POST", "/v1/outbox/dead/replay", { body: { ids: ["ev-pg"] } })).json).toEqual({ replayed: ["ev-pg"], missing: [] });
       expect((await client.query(`SELECT id FROM "${schema}".outbox`)).rows).toEqual([{ id: "ev-pg" }]);

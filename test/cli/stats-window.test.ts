@@ -57,17 +57,24 @@ describe("conveyor stats --window", () => {
           },
         },
       });
-      await waitFor(async () => {
-        const [s] = await backend.stats("thumbs");
-        return s!.counts.completed === 12 && s!.counts.dead === 1;
-      }, { timeoutMs: 15_000 });
+      await waitFor(
+        async () => {
+          const [s] = await backend.stats("thumbs");
+          return s!.counts.completed === 12 && s!.counts.dead === 1;
+        },
+        { timeoutMs: 15_000 },
+      );
       await worker.close();
     } finally {
       await backend.close();
     }
     const json = await runCli(["stats", "--db", `sqlite:${path}`, "--json", "--window", "10m"]);
     expect(json.code).toBe(0);
-    const [thumbs] = JSON.parse(json.stdout) as Array<{ queue: string; counts: { completed: number }; window: { completed: number; dead: number; windowMs: number; coveredMs: number; completedPerSecond: number; runMs: { p50: number; p99: number } } }>;
+    const [thumbs] = JSON.parse(json.stdout) as Array<{
+      queue: string;
+      counts: { completed: number };
+      window: { completed: number; dead: number; windowMs: number; coveredMs: number; completedPerSecond: number; runMs: { p50: number; p99: number } };
+    }>;
     expect(thumbs!.counts.completed).toBe(12);
     expect(thumbs!.window).toMatchObject({ completed: 12, dead: 1, windowMs: 600_000 });
     expect(thumbs!.window.runMs.p50).toBeGreaterThanOrEqual(19);

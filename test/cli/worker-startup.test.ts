@@ -97,7 +97,10 @@ describe("conveyor worker while the store is down", () => {
       expect((await backend.get(during.id))?.state).toBe("waiting");
 
       await relay(port);
-      await waitFor(async () => (await backend.get(during.id))?.state === "completed", { timeoutMs: 30_000, description: "the worker resumed once the store was back" });
+      await waitFor(async () => (await backend.get(during.id))?.state === "completed", {
+        timeoutMs: 30_000,
+        description: "the worker resumed once the store was back",
+      });
       w.child.kill("SIGTERM");
       expect(await w.exited).toBe(0);
     } finally {

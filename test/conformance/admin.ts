@@ -1,21 +1,7 @@
 import { describe, expect } from "vitest";
 import type { QueueStats } from "../../src/backend/contract.js";
 import { AmbiguousJobIdError } from "../../src/core/errors.js";
-import {
-  B,
-  claim,
-  claimOne,
-  counts,
-  countsOf,
-  enqueueMany,
-  enqueueOne,
-  errorInfo,
-  mustGet,
-  one,
-  spec,
-  type SuiteContext,
-  itNeeds,
-} from "./fixtures.js";
+import { B, claim, claimOne, counts, countsOf, enqueueMany, enqueueOne, errorInfo, mustGet, one, spec, type SuiteContext, itNeeds } from "./fixtures.js";
 
 export function adminTests(t: SuiteContext): void {
   /** Enqueues a job with one attempt and fails it dead; returns its id. */
@@ -28,27 +14,30 @@ export function adminTests(t: SuiteContext): void {
   }
 
   describe("replay", () => {
-    itNeeds(t, ["jobRecords", "clockDriven"])("moves a dead job to waiting with a fresh set of attempts, keeping its history and counting the replay", async () => {
-      const id = await deadJob({ data: { keep: "me" } });
-      const before = await mustGet(t.b, id);
-      expect(before.state).toBe("dead");
-      t.clock.advance(5_000);
-      expect(await t.b.replay(id)).toBe("replayed");
-      const job = await mustGet(t.b, id);
-      expect(job).toMatchObject({ state: "waiting", attempt: 0, replays: 1, data: { keep: "me" }, lease: null, maxAttempts: 1 });
-      expect(job.history.length).toBeGreaterThanOrEqual(before.history.length);
-      expect(job.history.slice(0, before.history.length)).toEqual(before.history);
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "moves a dead job to waiting with a fresh set of attempts, keeping its history and counting the replay",
+      async () => {
+        const id = await deadJob({ data: { keep: "me" } });
+        const before = await mustGet(t.b, id);
+        expect(before.state).toBe("dead");
+        t.clock.advance(5_000);
+        expect(await t.b.replay(id)).toBe("replayed");
+        const job = await mustGet(t.b, id);
+        expect(job).toMatchObject({ state: "waiting", attempt: 0, replays: 1, data: { keep: "me" }, lease: null, maxAttempts: 1 });
+        expect(job.history.length).toBeGreaterThanOrEqual(before.history.length);
+        expect(job.history.slice(0, before.history.length)).toEqual(before.history);
 
-      const c = await claimOne(t.b, { worker: B });
-      expect(c.job).toMatchObject({ id, attempt: 1 });
-      await t.b.fail([{ lease: c.lease, error: errorInfo("again"), retryDelayMs: null }]);
-      const dead = await mustGet(t.b, id);
-      expect(dead).toMatchObject({ state: "dead", attempt: 1, replays: 1 });
-      expect(dead.history.length).toBeGreaterThan(job.history.length);
-      expect(dead.history.at(-1)).toMatchObject({ attempt: 1, workerId: B.id, error: errorInfo("again") });
-      expect(await t.b.replay(id)).toBe("replayed");
-      expect((await mustGet(t.b, id)).replays).toBe(2);
-    });
+        const c = await claimOne(t.b, { worker: B });
+        expect(c.job).toMatchObject({ id, attempt: 1 });
+        await t.b.fail([{ lease: c.lease, error: errorInfo("again"), retryDelayMs: null }]);
+        const dead = await mustGet(t.b, id);
+        expect(dead).toMatchObject({ state: "dead", attempt: 1, replays: 1 });
+        expect(dead.history.length).toBeGreaterThan(job.history.length);
+        expect(dead.history.at(-1)).toMatchObject({ attempt: 1, workerId: B.id, error: errorInfo("again") });
+        expect(await t.b.replay(id)).toBe("replayed");
+        expect((await mustGet(t.b, id)).replays).toBe(2);
+      },
+    );
 
     itNeeds(t, ["jobRecords", "cancel"])("refuses jobs that are not dead, and reports unknown ids", async () => {
       const active = await enqueueOne(t.b);
@@ -86,34 +75,37 @@ export function adminTests(t: SuiteContext): void {
   });
 
   describe("the same id in two queues", () => {
-    itNeeds(t, ["jobRecords", "cancel", "uniqueIds"])("is one job (a duplicate), or two where capabilities.jobIdsPerQueue; by-id calls never act on the job of a queue they did not name", async () => {
-      const perQueue = t.factory.capabilities.jobIdsPerQueue === true;
-      expect(t.b.capabilities.jobIdsPerQueue === true, "the backend declares what the suite was told").toBe(perQueue);
-      const first = await enqueueOne(t.b, { queue: "first", jobId: "twin", data: { n: 1 } });
-      const [second] = await t.b.enqueue([spec({ queue: "second", jobId: "twin", data: { n: 2 } })]);
-      expect(second).toMatchObject({ id: first, duplicate: !perQueue });
-      expect(await t.b.get("twin", "first")).toMatchObject({ queue: "first", data: { n: 1 } });
-      if (!perQueue) {
-        // One job: the other queue holds nothing under the id, and every call reaches the first.
-        expect(await t.b.get("twin", "second")).toBeNull();
-        expect(await t.b.get("twin")).toMatchObject({ queue: "first" });
-        expect(await t.b.cancel("twin", "second")).toBe("not-found");
-        expect(await t.b.remove("twin", "second")).toBe("not-found");
-        expect(await t.b.cancel("twin")).toBe("cancelled");
-        expect(await t.b.list({ queue: "second" })).toEqual([]);
-        return;
-      }
-      // Two jobs: each queue's call reaches its own; without a queue nothing is guessed.
-      expect(await t.b.get("twin", "second")).toMatchObject({ queue: "second", data: { n: 2 } });
-      await expect(t.b.get("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
-      await expect(t.b.cancel("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
-      await expect(t.b.remove("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
-      expect(await t.b.cancel("twin", "second")).toBe("cancelled");
-      expect(await t.b.get("twin", "first")).toMatchObject({ state: "waiting", data: { n: 1 } });
-      expect(await t.b.remove("twin", "second")).toBe("removed");
-      // Once one queue holds it again, the id needs no queue.
-      expect(await t.b.get("twin")).toMatchObject({ queue: "first", state: "waiting" });
-    });
+    itNeeds(t, ["jobRecords", "cancel", "uniqueIds"])(
+      "is one job (a duplicate), or two where capabilities.jobIdsPerQueue; by-id calls never act on the job of a queue they did not name",
+      async () => {
+        const perQueue = t.factory.capabilities.jobIdsPerQueue === true;
+        expect(t.b.capabilities.jobIdsPerQueue === true, "the backend declares what the suite was told").toBe(perQueue);
+        const first = await enqueueOne(t.b, { queue: "first", jobId: "twin", data: { n: 1 } });
+        const [second] = await t.b.enqueue([spec({ queue: "second", jobId: "twin", data: { n: 2 } })]);
+        expect(second).toMatchObject({ id: first, duplicate: !perQueue });
+        expect(await t.b.get("twin", "first")).toMatchObject({ queue: "first", data: { n: 1 } });
+        if (!perQueue) {
+          // One job: the other queue holds nothing under the id, and every call reaches the first.
+          expect(await t.b.get("twin", "second")).toBeNull();
+          expect(await t.b.get("twin")).toMatchObject({ queue: "first" });
+          expect(await t.b.cancel("twin", "second")).toBe("not-found");
+          expect(await t.b.remove("twin", "second")).toBe("not-found");
+          expect(await t.b.cancel("twin")).toBe("cancelled");
+          expect(await t.b.list({ queue: "second" })).toEqual([]);
+          return;
+        }
+        // Two jobs: each queue's call reaches its own; without a queue nothing is guessed.
+        expect(await t.b.get("twin", "second")).toMatchObject({ queue: "second", data: { n: 2 } });
+        await expect(t.b.get("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+        await expect(t.b.cancel("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+        await expect(t.b.remove("twin")).rejects.toBeInstanceOf(AmbiguousJobIdError);
+        expect(await t.b.cancel("twin", "second")).toBe("cancelled");
+        expect(await t.b.get("twin", "first")).toMatchObject({ state: "waiting", data: { n: 1 } });
+        expect(await t.b.remove("twin", "second")).toBe("removed");
+        // Once one queue holds it again, the id needs no queue.
+        expect(await t.b.get("twin")).toMatchObject({ queue: "first", state: "waiting" });
+      },
+    );
   });
 
   describe("remove", () => {
@@ -274,9 +266,7 @@ export function adminTests(t: SuiteContext): void {
     itNeeds(t, ["jobRecords"])("stats(queue) reports only that queue", async () => {
       await enqueueOne(t.b, { queue: "one" });
       await enqueueMany(t.b, 2, () => ({ queue: "two" }));
-      expect(await t.b.stats("two")).toEqual([
-        { queue: "two", paused: false, counts: counts({ waiting: 2 }), oldestWaitingAgeMs: 0 },
-      ]);
+      expect(await t.b.stats("two")).toEqual([{ queue: "two", paused: false, counts: counts({ waiting: 2 }), oldestWaitingAgeMs: 0 }]);
     });
   });
 

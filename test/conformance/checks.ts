@@ -100,13 +100,17 @@ export function checkTests(t: SuiteContext): void {
         });
       }
       for (const [what, retryDelayMs] of HOSTILE_NUMBERS.filter(([w]) => w !== "1.5" && w !== "null")) {
-        await refused(t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs: retryDelayMs as number }]), /retryDelayMs must be a number of milliseconds from 0 to/).catch(
-          (e: unknown) => {
-            throw new Error(`retryDelayMs = ${what}: ${String(e)}`);
-          },
-        );
+        await refused(
+          t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs: retryDelayMs as number }]),
+          /retryDelayMs must be a number of milliseconds from 0 to/,
+        ).catch((e: unknown) => {
+          throw new Error(`retryDelayMs = ${what}: ${String(e)}`);
+        });
       }
-      await refused(t.b.complete([{ lease: { jobId: c.lease.jobId, token: "1" as unknown as number }, result: null }]), /a lease is \{ jobId: string, token: integer \}/);
+      await refused(
+        t.b.complete([{ lease: { jobId: c.lease.jobId, token: "1" as unknown as number }, result: null }]),
+        /a lease is \{ jobId: string, token: integer \}/,
+      );
       await refused(t.b.complete("x" as unknown as []), /settle calls take an array/);
       await refused(t.b.appendLogs(c.lease, [1 as unknown as string]), /log lines must be an array of strings/);
       if (t.factory.capabilities.jobRecords) expect((await mustGet(t.b, id)).state).toBe("active");
@@ -142,7 +146,10 @@ export function checkTests(t: SuiteContext): void {
     it("a call the store cannot do at all is refused with UnsupportedByStoreError naming the capability", async () => {
       const caps = t.factory.capabilities;
       const expectRefusal = async (call: () => Promise<unknown>, capability: string): Promise<void> => {
-        const error: unknown = await call().then(() => null, (e: unknown) => e);
+        const error: unknown = await call().then(
+          () => null,
+          (e: unknown) => e,
+        );
         expect(error, capability).toBeInstanceOf(UnsupportedByStoreError);
         expect(error).toMatchObject({ capability });
         expect((error as Error).message).toContain(`capabilities.${capability} is false`);

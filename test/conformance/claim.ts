@@ -1,20 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Backend, ClaimedJob } from "../../src/backend/contract.js";
-import {
-  B,
-  LEASE_MS,
-  QUEUE,
-  claim,
-  claimOne,
-  enqueueMany,
-  enqueueOne,
-  errorInfo,
-  mustGet,
-  spec,
-  worker,
-  type SuiteContext,
-  itNeeds,
-} from "./fixtures.js";
+import { B, LEASE_MS, QUEUE, claim, claimOne, enqueueMany, enqueueOne, errorInfo, mustGet, spec, worker, type SuiteContext, itNeeds } from "./fixtures.js";
 
 export function claimTests(t: SuiteContext): void {
   describe("claim", () => {
@@ -128,17 +114,18 @@ export function claimTests(t: SuiteContext): void {
       expectEachOnce(claimed, ids);
     });
 
-    itNeeds(t, ["jobRecords"], !t.factory.openSecond)(
-      "claimers on two connections over 500 jobs: every job claimed exactly once [needs factory.openSecond]",
-      async () => {
-        const ids = await enqueueMany(t.b, 500);
-        const other = await t.second();
-        const claimed = await drainConcurrently([t.b, other], 20, 7);
-        expectEachOnce(claimed, ids);
-        // Both connections see the same final state.
-        expect((await mustGet(other, ids[0]!)).state).toBe("active");
-      },
-    );
+    itNeeds(
+      t,
+      ["jobRecords"],
+      !t.factory.openSecond,
+    )("claimers on two connections over 500 jobs: every job claimed exactly once [needs factory.openSecond]", async () => {
+      const ids = await enqueueMany(t.b, 500);
+      const other = await t.second();
+      const claimed = await drainConcurrently([t.b, other], 20, 7);
+      expectEachOnce(claimed, ids);
+      // Both connections see the same final state.
+      expect((await mustGet(other, ids[0]!)).state).toBe("active");
+    });
   });
 }
 
@@ -147,9 +134,7 @@ async function drainConcurrently(backends: readonly Backend[], claimers: number,
   const all: ClaimedJob[] = [];
   for (let round = 0; round < 1_000; round++) {
     const batches = await Promise.all(
-      Array.from({ length: claimers }, (_, i) =>
-        claim(backends[i % backends.length]!, { worker: worker(`c${i}`), limit, leaseMs: LEASE_MS }),
-      ),
+      Array.from({ length: claimers }, (_, i) => claim(backends[i % backends.length]!, { worker: worker(`c${i}`), limit, leaseMs: LEASE_MS })),
     );
     const got = batches.flat();
     if (got.length === 0) return all;

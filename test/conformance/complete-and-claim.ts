@@ -40,7 +40,16 @@ export function completeAndClaimTests(t: SuiteContext): void {
         const done = await mustGet(t.b, ids[5]!);
         expect(done).toMatchObject({ state: "completed", result: { ok: 0 }, finishedAt: t.clock.now(), lease: null });
         expect(done.history).toEqual([
-          { attempt: 1, workerId: A.id, host: A.host, pid: A.pid, startedAt: t.clock.now() - 1_000, finishedAt: t.clock.now(), outcome: "completed", error: null },
+          {
+            attempt: 1,
+            workerId: A.id,
+            host: A.host,
+            pid: A.pid,
+            startedAt: t.clock.now() - 1_000,
+            finishedAt: t.clock.now(),
+            outcome: "completed",
+            error: null,
+          },
         ]);
         expect(await mustGet(t.b, ids[0]!)).toMatchObject({ state: "completed", result: { ok: 1 } });
         // The claimed leases settle like any other.
@@ -56,7 +65,13 @@ export function completeAndClaimTests(t: SuiteContext): void {
         const request = { queues: [QUEUE], names: [NAME], worker: A, limit: 5, leaseMs: LEASE_MS };
         const a = await t.b.completeAndClaim!([{ lease: c0!.lease, result: null }], request);
         expect(a).toEqual({ settled: ["applied"], claimed: [] });
-        const b = await t.b.completeAndClaim!([{ lease: c1!.lease, result: 7 }, { lease: c1!.lease, result: 8 }], request);
+        const b = await t.b.completeAndClaim!(
+          [
+            { lease: c1!.lease, result: 7 },
+            { lease: c1!.lease, result: 8 },
+          ],
+          request,
+        );
         expect(b.settled).toEqual(["applied", "stale"]);
         expect(await mustGet(t.b, ids[1]!)).toMatchObject({ state: "completed", result: 7 });
         const [more] = await enqueueMany(t.b, 1);

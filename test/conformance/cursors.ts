@@ -28,7 +28,12 @@ export function cursorTests(t: SuiteContext): void {
   describe("list: keyset pages both ways", () => {
     test("the reverse cursor gives back the previous pages, newest first, with offsets and filters kept", async () => {
       // Fast-lane jobs, prioritised ones and delayed-then-due ones: every place a store keeps waiting jobs.
-      await enqueueMany(t.b, 12, (i) => ({ queue: Q, name: i % 3 === 0 ? "odd" : "n", ...(i % 4 === 1 ? { priority: 5 } : {}), ...(i % 5 === 2 ? { delayMs: 1_000 } : {}) }));
+      await enqueueMany(t.b, 12, (i) => ({
+        queue: Q,
+        name: i % 3 === 0 ? "odd" : "n",
+        ...(i % 4 === 1 ? { priority: 5 } : {}),
+        ...(i % 5 === 2 ? { delayMs: 1_000 } : {}),
+      }));
       t.clock.advance(2_000);
       const all = (await t.b.list({ queue: Q }, { limit: 100 })).map((j) => j.id);
       expect(all).toHaveLength(12);
@@ -44,7 +49,9 @@ export function cursorTests(t: SuiteContext): void {
       // Filters apply before the cursor too: state and name.
       const [taken] = await claim(t.b, { queues: [Q], names: ["n"] });
       const waiting = all.filter((id) => id !== taken!.job.id);
-      expect((await t.b.list({ queue: Q, state: "waiting" }, { before: all[11]!, limit: 100 })).map((j) => j.id)).toEqual(waiting.slice(0, waiting.indexOf(all[11]!)));
+      expect((await t.b.list({ queue: Q, state: "waiting" }, { before: all[11]!, limit: 100 })).map((j) => j.id)).toEqual(
+        waiting.slice(0, waiting.indexOf(all[11]!)),
+      );
       const odd = (await t.b.list({ queue: Q, name: "odd" }, { limit: 100 })).map((j) => j.id);
       expect((await t.b.list({ queue: Q, name: "odd" }, { before: odd.at(-1)!, limit: 100 })).map((j) => j.id)).toEqual(odd.slice(0, -1));
       expect((await walk(t.b, { queue: Q, state: "waiting" }, 3, "older")).flat()).toEqual(waiting);

@@ -166,9 +166,7 @@ export function dedupTests(t: SuiteContext): void {
       const other = t.factory.openSecond ? await t.second() : t.b;
       for (const mode of ["drop", "extend", "replace"] as const) {
         const key = `race-${mode}`;
-        const adds = Array.from({ length: 24 }, (_, i) =>
-          add(i % 2 === 0 ? t.b : other, { data: { i }, delayMs: 60_000, dedup: { key, ttlMs: TTL, mode } }),
-        );
+        const adds = Array.from({ length: 24 }, (_, i) => add(i % 2 === 0 ? t.b : other, { data: { i }, delayMs: 60_000, dedup: { key, ttlMs: TTL, mode } }));
         const results = await Promise.all(adds);
         const stored = results.filter((r) => !r.duplicate);
         expect(stored, `mode ${mode}`).toHaveLength(1);

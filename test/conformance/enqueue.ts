@@ -41,46 +41,49 @@ export function enqueueTests(t: SuiteContext): void {
       expect(await t.b.list()).toEqual([]);
     });
 
-    itNeeds(t, ["jobRecords", "clockDriven", "priorities"])("get returns the stored record: data parsed, state waiting, attempt 0, options, createdAt = store now", async () => {
-      const data = { orderId: 42, items: ["a", "b"], nested: { ok: true, none: null }, text: "héllo 😀" };
-      t.clock.advance(12_345);
-      await t.b.enqueue([
-        spec({
-          jobId: "j1",
+    itNeeds(t, ["jobRecords", "clockDriven", "priorities"])(
+      "get returns the stored record: data parsed, state waiting, attempt 0, options, createdAt = store now",
+      async () => {
+        const data = { orderId: 42, items: ["a", "b"], nested: { ok: true, none: null }, text: "héllo 😀" };
+        t.clock.advance(12_345);
+        await t.b.enqueue([
+          spec({
+            jobId: "j1",
+            name: "send-email",
+            data,
+            priority: 7,
+            attempts: 5,
+            backoff: { type: "fixed", delayMs: 250 },
+            timeoutMs: 9_000,
+          }),
+        ]);
+        const job = await mustGet(t.b, "j1");
+        expect(job).toEqual({
+          id: "j1",
+          queue: QUEUE,
           name: "send-email",
           data,
+          state: "waiting",
           priority: 7,
-          attempts: 5,
+          attempt: 0,
+          maxAttempts: 5,
           backoff: { type: "fixed", delayMs: 250 },
           timeoutMs: 9_000,
-        }),
-      ]);
-      const job = await mustGet(t.b, "j1");
-      expect(job).toEqual({
-        id: "j1",
-        queue: QUEUE,
-        name: "send-email",
-        data,
-        state: "waiting",
-        priority: 7,
-        attempt: 0,
-        maxAttempts: 5,
-        backoff: { type: "fixed", delayMs: 250 },
-        timeoutMs: 9_000,
-        runAt: t.clock.now(),
-        createdAt: t.clock.now(),
-        startedAt: null,
-        finishedAt: null,
-        lease: null,
-        progress: null,
-        result: null,
-        error: null,
-        history: [],
-        stalls: 0,
-        replays: 0,
-        meta: null,
-      });
-    });
+          runAt: t.clock.now(),
+          createdAt: t.clock.now(),
+          startedAt: null,
+          finishedAt: null,
+          lease: null,
+          progress: null,
+          result: null,
+          error: null,
+          history: [],
+          stalls: 0,
+          replays: 0,
+          meta: null,
+        });
+      },
+    );
 
     itNeeds(t, ["jobRecords", "uniqueIds"])("stores meta beside the payload and returns it parsed; a duplicate does not replace it", async () => {
       const meta = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", callbackUrl: "https://example.test/cb", n: [1, null] };
@@ -124,23 +127,22 @@ export function enqueueTests(t: SuiteContext): void {
   });
 
   describe("dedup by id", () => {
-    itNeeds(t, ["jobRecords", "clockDriven", "priorities", "uniqueIds"])("a second enqueue of the same id is a duplicate: stored once, original data kept", async () => {
-      expect(await t.b.enqueue([spec({ jobId: "d", data: { v: 1 } })])).toEqual([{ id: "d", duplicate: false }]);
-      t.clock.advance(1_000);
-      expect(await t.b.enqueue([spec({ jobId: "d", data: { v: 2 }, priority: 9 })])).toEqual([{ id: "d", duplicate: true }]);
-      const job = await mustGet(t.b, "d");
-      expect(job.data).toEqual({ v: 1 });
-      expect(job.priority).toBe(0);
-      expect(job.createdAt).toBe(t.clock.now() - 1_000);
-      expect(await countsOf(t.b)).toEqual(counts({ waiting: 1 }));
-    });
+    itNeeds(t, ["jobRecords", "clockDriven", "priorities", "uniqueIds"])(
+      "a second enqueue of the same id is a duplicate: stored once, original data kept",
+      async () => {
+        expect(await t.b.enqueue([spec({ jobId: "d", data: { v: 1 } })])).toEqual([{ id: "d", duplicate: false }]);
+        t.clock.advance(1_000);
+        expect(await t.b.enqueue([spec({ jobId: "d", data: { v: 2 }, priority: 9 })])).toEqual([{ id: "d", duplicate: true }]);
+        const job = await mustGet(t.b, "d");
+        expect(job.data).toEqual({ v: 1 });
+        expect(job.priority).toBe(0);
+        expect(job.createdAt).toBe(t.clock.now() - 1_000);
+        expect(await countsOf(t.b)).toEqual(counts({ waiting: 1 }));
+      },
+    );
 
     itNeeds(t, ["jobRecords", "uniqueIds"])("the same id twice in one batch: the second is the duplicate, the rest of the batch is stored", async () => {
-      const results = await t.b.enqueue([
-        spec({ jobId: "d", data: { v: 1 } }),
-        spec({ jobId: "other" }),
-        spec({ jobId: "d", data: { v: 2 } }),
-      ]);
+      const results = await t.b.enqueue([spec({ jobId: "d", data: { v: 1 } }), spec({ jobId: "other" }), spec({ jobId: "d", data: { v: 2 } })]);
       expect(results).toEqual([
         { id: "d", duplicate: false },
         { id: "other", duplicate: false },
@@ -212,7 +214,10 @@ export function enqueueTests(t: SuiteContext): void {
 
     itNeeds(t, ["jobRecords"])("a batch without duplicates is stored whole; one over several queues is refused", async () => {
       const results = await t.b.enqueue([spec({ jobId: "x" }), spec({ jobId: "y" })], { allOrNothing: true });
-      expect(results).toEqual([{ id: "x", duplicate: false }, { id: "y", duplicate: false }]);
+      expect(results).toEqual([
+        { id: "x", duplicate: false },
+        { id: "y", duplicate: false },
+      ]);
       expect(await countsOf(t.b)).toEqual(counts({ waiting: 2 }));
       await expect(t.b.enqueue([spec({ jobId: "p" }), spec({ jobId: "r", queue: "other" })], { allOrNothing: true })).rejects.toThrow(/one queue/);
       expect(await t.b.get("p")).toBeNull();

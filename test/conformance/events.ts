@@ -110,7 +110,10 @@ export function eventLogTests(t: SuiteContext): void {
       const ids = await enqueueMany(t.b, 3, (i) => ({ data: { i } }));
       const claimed = await claim(t.b, { limit: 3 });
       expect(claimed).toHaveLength(3);
-      await t.b.heartbeat(claimed.map((c) => c.lease), LEASE_MS);
+      await t.b.heartbeat(
+        claimed.map((c) => c.lease),
+        LEASE_MS,
+      );
       await t.b.progress(claimed[0]!.lease, { pct: 10 });
       await t.b.complete(claimed.map((c, i) => ({ lease: c.lease, result: { i } })));
       const { events } = await readAll(t.b, start);

@@ -158,7 +158,11 @@ type TestBody = () => Promise<void> | void;
  * on such a backend, its title ending in `[needs feature, …]`, and run unchanged on the others.
  * `skip` adds a condition of the test's own (a second connection, say; its title already says so).
  */
-export function itNeeds(t: SuiteContext, features: ReadonlyArray<keyof StoreFeatures>, skip = false): (title: string, body: TestBody, timeout?: number) => void {
+export function itNeeds(
+  t: SuiteContext,
+  features: ReadonlyArray<keyof StoreFeatures>,
+  skip = false,
+): (title: string, body: TestBody, timeout?: number) => void {
   const lacking = features.filter((f) => !t.factory.capabilities[f]);
   return (title, body, timeout) => {
     if (lacking.length > 0) it.skip(`${title} [needs ${lacking.join(", ")}]`, body, timeout);

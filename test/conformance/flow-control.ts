@@ -39,11 +39,14 @@ function busiestWindow(starts: readonly number[], durationMs: number): number {
 }
 
 export function flowControlTests(t: SuiteContext): void {
-  it.skipIf(t.factory.capabilities.queueLimits)("a store without queue limits refuses setQueueLimits, getQueueFlow and holdQueue with UnsupportedByStoreError", async () => {
-    await expect(t.b.setQueueLimits(QUEUE, normalizeQueueLimits({ rate: { max: 1, durationMs: 1000 } }))).rejects.toThrow(UnsupportedByStoreError);
-    await expect(t.b.getQueueFlow(QUEUE)).rejects.toThrow(UnsupportedByStoreError);
-    await expect(t.b.holdQueue(QUEUE, 1000)).rejects.toThrow(UnsupportedByStoreError);
-  });
+  it.skipIf(t.factory.capabilities.queueLimits)(
+    "a store without queue limits refuses setQueueLimits, getQueueFlow and holdQueue with UnsupportedByStoreError",
+    async () => {
+      await expect(t.b.setQueueLimits(QUEUE, normalizeQueueLimits({ rate: { max: 1, durationMs: 1000 } }))).rejects.toThrow(UnsupportedByStoreError);
+      await expect(t.b.getQueueFlow(QUEUE)).rejects.toThrow(UnsupportedByStoreError);
+      await expect(t.b.holdQueue(QUEUE, 1000)).rejects.toThrow(UnsupportedByStoreError);
+    },
+  );
 
   describe.skipIf(!t.factory.capabilities.queueLimits)(t.factory.capabilities.queueLimits ? "flow control" : "flow control [needs queueLimits]", () => {
     it("stores a queue's limits and reads them back; limits that limit nothing remove them", async () => {
@@ -228,19 +231,22 @@ export function flowControlTests(t: SuiteContext): void {
       expect(batch.jobs.map((c) => c.job.id)).toEqual(["big03", "big04", "big05", "big06"]);
     });
 
-    it.skipIf(!keyed)("limiter keys: at most max starts per key per window; other keys go on; the claim says when the key reopens [needs jobFlowKeys]", async () => {
-      await enqueueMany(t.b, 5, (i) => ({ jobId: `x${i}`, limiter: { key: "acct-x", max: 2, durationMs: 1_000 } }));
-      await enqueueMany(t.b, 1, () => ({ jobId: "y0", limiter: { key: "acct-y", max: 2, durationMs: 1_000 } }));
-      const first = await claimWatched(t.b, 10);
-      expect(first.jobs.map((c) => c.job.id).sort()).toEqual(["x0", "x1", "y0"]);
-      t.clock.advance(300);
-      const limited = await claimWatched(t.b, 10);
-      expect(limited.jobs).toEqual([]);
-      expect(limited.throttles).toEqual([{ queue: QUEUE, retryInMs: 700 }]);
-      t.clock.advance(700);
-      expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id).sort()).toEqual(["x2", "x3"]);
-      expect(busiestWindow(await startTimes(t.b), 1_000)).toBeLessThanOrEqual(3);
-    });
+    it.skipIf(!keyed)(
+      "limiter keys: at most max starts per key per window; other keys go on; the claim says when the key reopens [needs jobFlowKeys]",
+      async () => {
+        await enqueueMany(t.b, 5, (i) => ({ jobId: `x${i}`, limiter: { key: "acct-x", max: 2, durationMs: 1_000 } }));
+        await enqueueMany(t.b, 1, () => ({ jobId: "y0", limiter: { key: "acct-y", max: 2, durationMs: 1_000 } }));
+        const first = await claimWatched(t.b, 10);
+        expect(first.jobs.map((c) => c.job.id).sort()).toEqual(["x0", "x1", "y0"]);
+        t.clock.advance(300);
+        const limited = await claimWatched(t.b, 10);
+        expect(limited.jobs).toEqual([]);
+        expect(limited.throttles).toEqual([{ queue: QUEUE, retryInMs: 700 }]);
+        t.clock.advance(700);
+        expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id).sort()).toEqual(["x2", "x3"]);
+        expect(busiestWindow(await startTimes(t.b), 1_000)).toBeLessThanOrEqual(3);
+      },
+    );
 
     it.skipIf(!keyed)("holdQueue with keyOfJob holds that job's limiter key only, until the hold ends [needs jobFlowKeys]", async () => {
       await enqueueMany(t.b, 3, (i) => ({ jobId: `x${i}`, limiter: { key: "acct-x", max: 100, durationMs: 1_000 } }));

@@ -283,27 +283,21 @@ export function flowTests(t: SuiteContext): void {
       expect(await t.b.flow("solo")).toEqual({ parent: null, onChildFailure: null, pendingChildren: 0, children: [] });
     });
 
-    it.skipIf(t.factory.capabilities.flows !== "across-queues")(
-      "children may live in other queues (needs capabilities.flows across-queues)",
-      async () => {
-        await addFlow(t.b, node("p", { children: [node("c1", { queue: "images" }), node("c2", { queue: "mail" })] }));
-        expect((await mustGet(t.b, "c1")).parent).toEqual({ id: "p", queue: QUEUE });
-        await complete(t.b, "c1", "thumb", "images");
-        await complete(t.b, "c2", "sent", "mail");
-        await claimId(t.b, "p");
-        expect((await t.b.flow("p"))!.children.map((c) => [c.queue, c.result])).toEqual([
-          ["images", "thumb"],
-          ["mail", "sent"],
-        ]);
-      },
-    );
+    it.skipIf(t.factory.capabilities.flows !== "across-queues")("children may live in other queues (needs capabilities.flows across-queues)", async () => {
+      await addFlow(t.b, node("p", { children: [node("c1", { queue: "images" }), node("c2", { queue: "mail" })] }));
+      expect((await mustGet(t.b, "c1")).parent).toEqual({ id: "p", queue: QUEUE });
+      await complete(t.b, "c1", "thumb", "images");
+      await complete(t.b, "c2", "sent", "mail");
+      await claimId(t.b, "p");
+      expect((await t.b.flow("p"))!.children.map((c) => [c.queue, c.result])).toEqual([
+        ["images", "thumb"],
+        ["mail", "sent"],
+      ]);
+    });
 
-    it.skipIf(t.factory.capabilities.flows !== "within-queue")(
-      'a child in another queue is refused where capabilities.flows is "within-queue"',
-      async () => {
-        await expect(addFlow(t.b, node("p", { children: [node("c1", { queue: "images" })] }))).rejects.toThrow(/within-queue/);
-      },
-    );
+    it.skipIf(t.factory.capabilities.flows !== "within-queue")('a child in another queue is refused where capabilities.flows is "within-queue"', async () => {
+      await expect(addFlow(t.b, node("p", { children: [node("c1", { queue: "images" })] }))).rejects.toThrow(/within-queue/);
+    });
 
     it("children settling at once on two connections release the parent exactly once", async () => {
       const other = t.factory.openSecond ? await t.second() : t.b;
@@ -311,9 +305,7 @@ export function flowTests(t: SuiteContext): void {
       await addFlow(t.b, node("p", { children: ids.map((id) => node(id)) }));
       const claimed = await claim(t.b, { names: ids.map(nameOf), limit: 12, worker: A });
       expect(claimed).toHaveLength(12);
-      await Promise.all(
-        claimed.map((c, i) => (i % 2 === 0 ? t.b : other).complete([{ lease: c.lease, result: i }])),
-      );
+      await Promise.all(claimed.map((c, i) => (i % 2 === 0 ? t.b : other).complete([{ lease: c.lease, result: i }])));
       expect((await t.b.flow("p"))!.pendingChildren).toBe(0);
       const parent = await claimOne(t.b, { names: [nameOf("p")], worker: B });
       expect(parent.job.id).toBe("p");

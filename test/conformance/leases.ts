@@ -1,17 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  A,
-  B,
-  claim,
-  claimOne,
-  enqueueMany,
-  enqueueOne,
-  errorInfo,
-  mustGet,
-  spec,
-  type SuiteContext,
-  itNeeds,
-} from "./fixtures.js";
+import { A, B, claim, claimOne, enqueueMany, enqueueOne, errorInfo, mustGet, spec, type SuiteContext, itNeeds } from "./fixtures.js";
 
 export function leaseTests(t: SuiteContext): void {
   describe("heartbeat", () => {
@@ -19,7 +7,12 @@ export function leaseTests(t: SuiteContext): void {
       await enqueueMany(t.b, 3);
       const claimed = await claim(t.b, { limit: 3, leaseMs: 1_000 });
       t.clock.advance(800);
-      expect(await t.b.heartbeat(claimed.map((c) => c.lease), 5_000)).toEqual({ lost: [] });
+      expect(
+        await t.b.heartbeat(
+          claimed.map((c) => c.lease),
+          5_000,
+        ),
+      ).toEqual({ lost: [] });
       for (const c of claimed) {
         const job = await mustGet(t.b, c.job.id);
         expect(job.lease).toMatchObject({ token: c.lease.token, expiresAt: t.clock.now() + 5_000, worker: A });
@@ -108,28 +101,31 @@ export function leaseTests(t: SuiteContext): void {
   });
 
   describe("fencing", () => {
-    itNeeds(t, ["jobRecords", "clockDriven"])("after rescue and re-claim by B, A's late complete/fail/release/progress are stale and change nothing; B's complete applies", async () => {
-      const id = await enqueueOne(t.b, { attempts: 5 });
-      const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });
-      expect(await t.b.progress(a.lease, { step: "a-1" })).toBe("applied");
-      t.clock.advance(1_001);
-      expect(await t.b.rescueExpired()).toHaveLength(1);
-      const b = await claimOne(t.b, { worker: B });
-      expect(b.lease.token).toBeGreaterThan(a.lease.token);
-      const before = await mustGet(t.b, id);
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "after rescue and re-claim by B, A's late complete/fail/release/progress are stale and change nothing; B's complete applies",
+      async () => {
+        const id = await enqueueOne(t.b, { attempts: 5 });
+        const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });
+        expect(await t.b.progress(a.lease, { step: "a-1" })).toBe("applied");
+        t.clock.advance(1_001);
+        expect(await t.b.rescueExpired()).toHaveLength(1);
+        const b = await claimOne(t.b, { worker: B });
+        expect(b.lease.token).toBeGreaterThan(a.lease.token);
+        const before = await mustGet(t.b, id);
 
-      expect(await t.b.complete([{ lease: a.lease, result: { by: "A" } }])).toEqual(["stale"]);
-      expect(await t.b.fail([{ lease: a.lease, error: errorInfo("late A"), retryDelayMs: 0 }])).toEqual(["stale"]);
-      expect(await t.b.fail([{ lease: a.lease, error: errorInfo("late A"), retryDelayMs: null }])).toEqual(["stale"]);
-      expect(await t.b.release([a.lease])).toEqual(["stale"]);
-      expect(await t.b.progress(a.lease, { step: "a-late" })).toBe("stale");
-      expect(await mustGet(t.b, id)).toEqual(before);
+        expect(await t.b.complete([{ lease: a.lease, result: { by: "A" } }])).toEqual(["stale"]);
+        expect(await t.b.fail([{ lease: a.lease, error: errorInfo("late A"), retryDelayMs: 0 }])).toEqual(["stale"]);
+        expect(await t.b.fail([{ lease: a.lease, error: errorInfo("late A"), retryDelayMs: null }])).toEqual(["stale"]);
+        expect(await t.b.release([a.lease])).toEqual(["stale"]);
+        expect(await t.b.progress(a.lease, { step: "a-late" })).toBe("stale");
+        expect(await mustGet(t.b, id)).toEqual(before);
 
-      expect(await t.b.complete([{ lease: b.lease, result: { by: "B" } }])).toEqual(["applied"]);
-      const done = await mustGet(t.b, id);
-      expect(done).toMatchObject({ state: "completed", result: { by: "B" }, attempt: 2 });
-      expect(done.history.at(-1)).toMatchObject({ attempt: 2, workerId: B.id, outcome: "completed" });
-    });
+        expect(await t.b.complete([{ lease: b.lease, result: { by: "B" } }])).toEqual(["applied"]);
+        const done = await mustGet(t.b, id);
+        expect(done).toMatchObject({ state: "completed", result: { by: "B" }, attempt: 2 });
+        expect(done.history.at(-1)).toMatchObject({ attempt: 2, workerId: B.id, outcome: "completed" });
+      },
+    );
 
     itNeeds(t, ["jobRecords", "clockDriven"])("after rescue without a re-claim, the old holder's complete is stale and the job stays waiting", async () => {
       const id = await enqueueOne(t.b);

@@ -5,10 +5,13 @@ import { A, B, claimOne, enqueueOne, errorInfo, mustGet, type SuiteContext } fro
 
 /** Job logs (ctx.log): fenced like progress, bounded, kept across attempts, deleted with the job. */
 export function logTests(t: SuiteContext): void {
-  it.skipIf(t.factory.capabilities.jobRecords)("a store without job records refuses to read logs with UnsupportedByStoreError, and takes lines only under a live lease", async () => {
-    await expect(t.b.logs("nope")).rejects.toThrow(UnsupportedByStoreError);
-    expect(await t.b.appendLogs({ jobId: "nope", token: 1 }, ["x"])).toBe("stale");
-  });
+  it.skipIf(t.factory.capabilities.jobRecords)(
+    "a store without job records refuses to read logs with UnsupportedByStoreError, and takes lines only under a live lease",
+    async () => {
+      await expect(t.b.logs("nope")).rejects.toThrow(UnsupportedByStoreError);
+      expect(await t.b.appendLogs({ jobId: "nope", token: 1 }, ["x"])).toBe("stale");
+    },
+  );
 
   describe.skipIf(!t.factory.capabilities.jobRecords)(t.factory.capabilities.jobRecords ? "job logs" : "job logs [needs jobRecords]", () => {
     it("appends lines in order with the store's time and the attempt, across attempts", async () => {
@@ -53,7 +56,12 @@ export function logTests(t: SuiteContext): void {
       const c = await claimOne(t.b);
       const lines = Array.from({ length: JOB_LOG_MAX_LINES - 10 }, (_, i) => `line ${i}`);
       expect(await t.b.appendLogs(c.lease, lines)).toBe("applied");
-      expect(await t.b.appendLogs(c.lease, Array.from({ length: 15 }, (_, i) => `more ${i}`))).toBe("applied");
+      expect(
+        await t.b.appendLogs(
+          c.lease,
+          Array.from({ length: 15 }, (_, i) => `more ${i}`),
+        ),
+      ).toBe("applied");
       const long = "x".repeat(JOB_LOG_MAX_LINE_LENGTH + 500);
       expect(await t.b.appendLogs(c.lease, [long])).toBe("applied");
       const stored = await t.b.logs(id);
@@ -84,7 +92,6 @@ export function logTests(t: SuiteContext): void {
       // The same id again starts with an empty log (nothing left behind by the removed job).
       await enqueueOne(t.b, { queue: "q", jobId: id });
       expect(await t.b.logs(id)).toEqual([]);
-
     });
 
     it("goes when the pruner deletes its job", async () => {

@@ -1,22 +1,6 @@
 import { describe, expect } from "vitest";
 import type { Backend, RescuedJob } from "../../src/backend/contract.js";
-import {
-  A,
-  B,
-  C,
-  claim,
-  claimOne,
-  counts,
-  countsOf,
-  enqueueMany,
-  enqueueOne,
-  errorInfo,
-  mustGet,
-  one,
-  spec,
-  type SuiteContext,
-  itNeeds,
-} from "./fixtures.js";
+import { A, B, C, claim, claimOne, counts, countsOf, enqueueMany, enqueueOne, errorInfo, mustGet, one, spec, type SuiteContext, itNeeds } from "./fixtures.js";
 
 export function maintenanceTests(t: SuiteContext): void {
   describe("rescueExpired", () => {
@@ -66,25 +50,31 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await claim(t.b, { limit: 10 })).toEqual([]);
     });
 
-    itNeeds(t, ["jobRecords", "clockDriven"])("a worker that dies holding several jobs (running or prefetched) stalls none of them: no innocent job is quarantined", async () => {
-      const ids = await enqueueMany(t.b, 4, () => ({ attempts: 100 }));
-      for (let round = 0; round < 5; round++) {
-        // The same worker takes all four (one running, three buffered) and dies.
-        expect(await claim(t.b, { worker: A, limit: 4, leaseMs: 1_000 })).toHaveLength(4);
-        t.clock.advance(1_001);
-        const rescued = await t.b.rescueExpired({ maxStalls: 2 });
-        expect(rescued.map((r) => r.state)).toEqual(["waiting", "waiting", "waiting", "waiting"]);
-      }
-      for (const id of ids) expect(await mustGet(t.b, id)).toMatchObject({ state: "waiting", stalls: 0, attempt: 5 });
-      // Alone in its worker, a job is the likely cause: its expiries count.
-      const solo = await enqueueOne(t.b, { name: "solo", attempts: 100 });
-      for (const [w, state] of [[B, "waiting"], [C, "dead"]] as const) {
-        await claimOne(t.b, { worker: w, names: ["solo"], leaseMs: 1_000 });
-        t.clock.advance(1_001);
-        expect(one(await t.b.rescueExpired({ maxStalls: 2 }))).toMatchObject({ id: solo, state });
-      }
-      expect((await mustGet(t.b, solo)).stalls).toBe(2);
-    });
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "a worker that dies holding several jobs (running or prefetched) stalls none of them: no innocent job is quarantined",
+      async () => {
+        const ids = await enqueueMany(t.b, 4, () => ({ attempts: 100 }));
+        for (let round = 0; round < 5; round++) {
+          // The same worker takes all four (one running, three buffered) and dies.
+          expect(await claim(t.b, { worker: A, limit: 4, leaseMs: 1_000 })).toHaveLength(4);
+          t.clock.advance(1_001);
+          const rescued = await t.b.rescueExpired({ maxStalls: 2 });
+          expect(rescued.map((r) => r.state)).toEqual(["waiting", "waiting", "waiting", "waiting"]);
+        }
+        for (const id of ids) expect(await mustGet(t.b, id)).toMatchObject({ state: "waiting", stalls: 0, attempt: 5 });
+        // Alone in its worker, a job is the likely cause: its expiries count.
+        const solo = await enqueueOne(t.b, { name: "solo", attempts: 100 });
+        for (const [w, state] of [
+          [B, "waiting"],
+          [C, "dead"],
+        ] as const) {
+          await claimOne(t.b, { worker: w, names: ["solo"], leaseMs: 1_000 });
+          t.clock.advance(1_001);
+          expect(one(await t.b.rescueExpired({ maxStalls: 2 }))).toMatchObject({ id: solo, state });
+        }
+        expect((await mustGet(t.b, solo)).stalls).toBe(2);
+      },
+    );
 
     itNeeds(t, ["jobRecords", "clockDriven"])("maxStalls: 1 quarantines on the first expiry", async () => {
       const id = await enqueueOne(t.b, { attempts: 10 });
@@ -118,9 +108,7 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.rescueExpired({ maxStalls: 100 })).toMatchObject([{ id, state: "waiting", attempt: 1 }]);
       await claimOne(t.b, { leaseMs: 1_000, worker: B });
       t.clock.advance(1_001);
-      expect(await t.b.rescueExpired({ maxStalls: 100 })).toEqual([
-        { id, queue: "q", name: "job", state: "dead", attempt: 2, workerId: B.id },
-      ]);
+      expect(await t.b.rescueExpired({ maxStalls: 100 })).toEqual([{ id, queue: "q", name: "job", state: "dead", attempt: 2, workerId: B.id }]);
       const job = await mustGet(t.b, id);
       expect(job).toMatchObject({ state: "dead", attempt: 2, lease: null, finishedAt: t.clock.now() });
       expect(job.history.map((h) => [h.attempt, h.workerId, h.outcome])).toEqual([
@@ -147,17 +135,18 @@ export function maintenanceTests(t: SuiteContext): void {
       await expectRescuedOnce(t.b, results.flat(), ids);
     });
 
-    itNeeds(t, ["clockDriven"], !t.factory.openSecond)(
-      "rescuers on two connections rescue each job once in total [needs factory.openSecond]",
-      async () => {
-        const ids = await enqueueMany(t.b, 40);
-        await claim(t.b, { limit: 40, leaseMs: 1_000 });
-        t.clock.advance(1_001);
-        const other = await t.second();
-        const results = await Promise.all([t.b.rescueExpired(), other.rescueExpired(), t.b.rescueExpired(), other.rescueExpired()]);
-        await expectRescuedOnce(t.b, results.flat(), ids);
-      },
-    );
+    itNeeds(
+      t,
+      ["clockDriven"],
+      !t.factory.openSecond,
+    )("rescuers on two connections rescue each job once in total [needs factory.openSecond]", async () => {
+      const ids = await enqueueMany(t.b, 40);
+      await claim(t.b, { limit: 40, leaseMs: 1_000 });
+      t.clock.advance(1_001);
+      const other = await t.second();
+      const results = await Promise.all([t.b.rescueExpired(), other.rescueExpired(), t.b.rescueExpired(), other.rescueExpired()]);
+      await expectRescuedOnce(t.b, results.flat(), ids);
+    });
   });
 
   describe("promoteDue", () => {
@@ -277,14 +266,17 @@ export function maintenanceTests(t: SuiteContext): void {
       expect((await t.b.list()).map((j) => j.id)).toEqual([dead[2]]);
     });
 
-    itNeeds(t, ["jobRecords", "clockDriven"])("keeps jobs with retention null (removeOnComplete/removeOnFail: false) forever, outside the count limits", async () => {
-      const [keptDone] = await completeJobs(1, { removeOnComplete: false });
-      const [keptDead] = await killJobs(1, { removeOnFail: false });
-      t.clock.advance(9 * 365 * 24 * 3_600_000);
-      expect(await t.b.prune({ maxCompletedPerQueue: 0, maxDeadPerQueue: 0 })).toEqual({ jobs: 0, idempotencyKeys: 0 });
-      expect((await mustGet(t.b, keptDone!)).state).toBe("completed");
-      expect((await mustGet(t.b, keptDead!)).state).toBe("dead");
-    });
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "keeps jobs with retention null (removeOnComplete/removeOnFail: false) forever, outside the count limits",
+      async () => {
+        const [keptDone] = await completeJobs(1, { removeOnComplete: false });
+        const [keptDead] = await killJobs(1, { removeOnFail: false });
+        t.clock.advance(9 * 365 * 24 * 3_600_000);
+        expect(await t.b.prune({ maxCompletedPerQueue: 0, maxDeadPerQueue: 0 })).toEqual({ jobs: 0, idempotencyKeys: 0 });
+        expect((await mustGet(t.b, keptDone!)).state).toBe("completed");
+        expect((await mustGet(t.b, keptDead!)).state).toBe("dead");
+      },
+    );
 
     itNeeds(t, ["clockDriven"])("deletes at most `limit` rows per call", async () => {
       await completeJobs(10, { removeOnComplete: { ageMs: 1 } });
@@ -312,17 +304,18 @@ export function maintenanceTests(t: SuiteContext): void {
       expect(await t.b.list()).toEqual([]);
     });
 
-    itNeeds(t, ["jobRecords", "clockDriven"], !t.factory.openSecond)(
-      "prunes on two connections do not error and delete each job once in total [needs factory.openSecond]",
-      async () => {
-        await completeJobs(20, { removeOnComplete: { ageMs: 1 } });
-        t.clock.advance(1_000);
-        const other = await t.second();
-        const results = await Promise.all([t.b.prune(), other.prune(), t.b.prune(), other.prune()]);
-        expect(results.reduce((sum, r) => sum + r.jobs, 0)).toBe(20);
-        expect(await t.b.list()).toEqual([]);
-      },
-    );
+    itNeeds(
+      t,
+      ["jobRecords", "clockDriven"],
+      !t.factory.openSecond,
+    )("prunes on two connections do not error and delete each job once in total [needs factory.openSecond]", async () => {
+      await completeJobs(20, { removeOnComplete: { ageMs: 1 } });
+      t.clock.advance(1_000);
+      const other = await t.second();
+      const results = await Promise.all([t.b.prune(), other.prune(), t.b.prune(), other.prune()]);
+      expect(results.reduce((sum, r) => sum + r.jobs, 0)).toBe(20);
+      expect(await t.b.list()).toEqual([]);
+    });
   });
 }
 

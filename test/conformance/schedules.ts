@@ -6,7 +6,16 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
-import { buildScheduleWrite, dueTicks, firingFor, tickJobId, tickMetaOf, type ScheduleOptions, type StoredSchedule, type TickMeta } from "../../src/core/schedule.js";
+import {
+  buildScheduleWrite,
+  dueTicks,
+  firingFor,
+  tickJobId,
+  tickMetaOf,
+  type ScheduleOptions,
+  type StoredSchedule,
+  type TickMeta,
+} from "../../src/core/schedule.js";
 import { fireDueSchedules } from "../../src/maintenance/scheduler.js";
 import { claim, mustGet, one, QUEUE, totalJobs, type SuiteContext } from "./fixtures.js";
 
@@ -24,9 +33,7 @@ async function only(b: Backend, id: string, queue = QUEUE): Promise<StoredSchedu
 /** Every job of the store, oldest tick first, as (id, tick) pairs read from the job's meta. */
 async function tickJobs(b: Backend, queue = QUEUE): Promise<Array<{ id: string; meta: TickMeta }>> {
   const jobs = await b.list({ queue }, { limit: 1000 });
-  return jobs
-    .map((j) => ({ id: j.id, meta: tickMetaOf(j)! }))
-    .sort((a, b) => (a.meta.tick < b.meta.tick ? -1 : 1));
+  return jobs.map((j) => ({ id: j.id, meta: tickMetaOf(j)! })).sort((a, b) => (a.meta.tick < b.meta.tick ? -1 : 1));
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -1,20 +1,7 @@
 import { describe, expect } from "vitest";
 import type { BackoffSpec } from "../../src/core/job.js";
 import { decideRetry } from "../../src/core/retry.js";
-import {
-  A,
-  B,
-  C,
-  claim,
-  claimOne,
-  counts,
-  countsOf,
-  enqueueOne,
-  errorInfo,
-  mustGet,
-  type SuiteContext,
-  itNeeds,
-} from "./fixtures.js";
+import { A, B, C, claim, claimOne, counts, countsOf, enqueueOne, errorInfo, mustGet, type SuiteContext, itNeeds } from "./fixtures.js";
 
 export function settleTests(t: SuiteContext): void {
   describe("complete", () => {
@@ -92,7 +79,9 @@ export function settleTests(t: SuiteContext): void {
       const id = await enqueueOne(t.b, { attempts: 3 });
       const c = await claimOne(t.b, { worker: A });
       for (const retryDelayMs of [Number.NaN, Number.POSITIVE_INFINITY, -1, "5" as unknown as number]) {
-        await expect(t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs }]), String(retryDelayMs)).rejects.toThrow(/retryDelayMs must be a number of milliseconds from 0 to/);
+        await expect(t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs }]), String(retryDelayMs)).rejects.toThrow(
+          /retryDelayMs must be a number of milliseconds from 0 to/,
+        );
         expect((await mustGet(t.b, id)).state).toBe("active");
       }
       expect(await t.b.fail([{ lease: c.lease, error: errorInfo("x"), retryDelayMs: 1_000.9 }])).toEqual(["applied"]);
@@ -116,58 +105,59 @@ export function settleTests(t: SuiteContext): void {
         finishedAt: null,
         stalls: 0,
       });
-      expect(job.history).toEqual([
-        { attempt: 1, workerId: A.id, host: A.host, pid: A.pid, startedAt, finishedAt: t.clock.now(), outcome: "failed", error },
-      ]);
+      expect(job.history).toEqual([{ attempt: 1, workerId: A.id, host: A.host, pid: A.pid, startedAt, finishedAt: t.clock.now(), outcome: "failed", error }]);
       expect(await claim(t.b)).toEqual([]);
       t.clock.advance(4_000);
       expect((await mustGet(t.b, id)).state).toBe("waiting");
       expect((await claimOne(t.b)).job.attempt).toBe(2);
     });
 
-    itNeeds(t, ["jobRecords", "clockDriven"])("with null: dead, keeping payload, error, finishedAt, total attempts and every attempt's worker in order", async () => {
-      const data = { orderId: "o-77", amount: 1999 };
-      const id = await enqueueOne(t.b, { data, attempts: 3 });
-      const workers = [A, B, C];
-      const errors = [errorInfo("first", "TypeError"), errorInfo("second", "RangeError"), errorInfo("third", "PaymentDeclined")];
-      const times: Array<{ startedAt: number; finishedAt: number }> = [];
-      for (let i = 0; i < 3; i++) {
-        const startedAt = t.clock.now();
-        const c = await claimOne(t.b, { worker: workers[i] });
-        expect(c.job.attempt).toBe(i + 1);
-        t.clock.advance(100 * (i + 1));
-        const last = i === 2;
-        expect(await t.b.fail([{ lease: c.lease, error: errors[i]!, retryDelayMs: last ? null : 1_000 }])).toEqual(["applied"]);
-        times.push({ startedAt, finishedAt: t.clock.now() });
-        if (!last) t.clock.advance(1_000);
-      }
-      const job = await mustGet(t.b, id);
-      expect(job).toMatchObject({
-        state: "dead",
-        data,
-        error: errors[2],
-        finishedAt: times[2]!.finishedAt,
-        attempt: 3,
-        maxAttempts: 3,
-        lease: null,
-        result: null,
-      });
-      expect(job.error?.stack).toContain("PaymentDeclined: third");
-      expect(job.history).toEqual(
-        workers.map((w, i) => ({
-          attempt: i + 1,
-          workerId: w.id,
-          host: w.host,
-          pid: w.pid,
-          startedAt: times[i]!.startedAt,
-          finishedAt: times[i]!.finishedAt,
-          outcome: i === 2 ? "dead" : "failed",
-          error: errors[i],
-        })),
-      );
-      expect(await claim(t.b, { limit: 10 })).toEqual([]);
-      expect(await countsOf(t.b)).toEqual(counts({ dead: 1 }));
-    });
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "with null: dead, keeping payload, error, finishedAt, total attempts and every attempt's worker in order",
+      async () => {
+        const data = { orderId: "o-77", amount: 1999 };
+        const id = await enqueueOne(t.b, { data, attempts: 3 });
+        const workers = [A, B, C];
+        const errors = [errorInfo("first", "TypeError"), errorInfo("second", "RangeError"), errorInfo("third", "PaymentDeclined")];
+        const times: Array<{ startedAt: number; finishedAt: number }> = [];
+        for (let i = 0; i < 3; i++) {
+          const startedAt = t.clock.now();
+          const c = await claimOne(t.b, { worker: workers[i] });
+          expect(c.job.attempt).toBe(i + 1);
+          t.clock.advance(100 * (i + 1));
+          const last = i === 2;
+          expect(await t.b.fail([{ lease: c.lease, error: errors[i]!, retryDelayMs: last ? null : 1_000 }])).toEqual(["applied"]);
+          times.push({ startedAt, finishedAt: t.clock.now() });
+          if (!last) t.clock.advance(1_000);
+        }
+        const job = await mustGet(t.b, id);
+        expect(job).toMatchObject({
+          state: "dead",
+          data,
+          error: errors[2],
+          finishedAt: times[2]!.finishedAt,
+          attempt: 3,
+          maxAttempts: 3,
+          lease: null,
+          result: null,
+        });
+        expect(job.error?.stack).toContain("PaymentDeclined: third");
+        expect(job.history).toEqual(
+          workers.map((w, i) => ({
+            attempt: i + 1,
+            workerId: w.id,
+            host: w.host,
+            pid: w.pid,
+            startedAt: times[i]!.startedAt,
+            finishedAt: times[i]!.finishedAt,
+            outcome: i === 2 ? "dead" : "failed",
+            error: errors[i],
+          })),
+        );
+        expect(await claim(t.b, { limit: 10 })).toEqual([]);
+        expect(await countsOf(t.b)).toEqual(counts({ dead: 1 }));
+      },
+    );
 
     itNeeds(t, ["jobRecords"])("with null on the first attempt (unrecoverable): dead at once although attempts remain", async () => {
       const id = await enqueueOne(t.b, { attempts: 5 });
@@ -177,38 +167,41 @@ export function settleTests(t: SuiteContext): void {
       expect(await mustGet(t.b, id)).toMatchObject({ state: "dead", attempt: 1, maxAttempts: 5, error });
     });
 
-    itNeeds(t, ["jobRecords", "clockDriven"])("retry schedule: each run_at is now + the backoffDelay draw, within [now, now + min(max, base * 2^(attempt-1))]", async () => {
-      const backoff: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 };
-      const id = await enqueueOne(t.b, { attempts: 6, backoff: { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 } });
-      for (let attempt = 1; ; attempt++) {
-        const c = await claimOne(t.b);
-        expect(c.job.attempt).toBe(attempt);
-        expect(c.job.backoff).toEqual(backoff);
-        const decision = decideRetry({
-          attempt,
-          maxAttempts: c.job.maxAttempts,
-          unrecoverable: false,
-          backoff: c.job.backoff,
-          error: new Error(`attempt ${attempt}`),
-        });
-        const now = t.clock.now();
-        if (decision.kind === "dead") {
-          expect(attempt).toBe(6);
-          await t.b.fail([{ lease: c.lease, error: errorInfo(`attempt ${attempt}`), retryDelayMs: null }]);
-          break;
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "retry schedule: each run_at is now + the backoffDelay draw, within [now, now + min(max, base * 2^(attempt-1))]",
+      async () => {
+        const backoff: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 };
+        const id = await enqueueOne(t.b, { attempts: 6, backoff: { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 } });
+        for (let attempt = 1; ; attempt++) {
+          const c = await claimOne(t.b);
+          expect(c.job.attempt).toBe(attempt);
+          expect(c.job.backoff).toEqual(backoff);
+          const decision = decideRetry({
+            attempt,
+            maxAttempts: c.job.maxAttempts,
+            unrecoverable: false,
+            backoff: c.job.backoff,
+            error: new Error(`attempt ${attempt}`),
+          });
+          const now = t.clock.now();
+          if (decision.kind === "dead") {
+            expect(attempt).toBe(6);
+            await t.b.fail([{ lease: c.lease, error: errorInfo(`attempt ${attempt}`), retryDelayMs: null }]);
+            break;
+          }
+          await t.b.fail([{ lease: c.lease, error: errorInfo(`attempt ${attempt}`), retryDelayMs: decision.delayMs }]);
+          const job = await mustGet(t.b, id);
+          const cap = Math.min(5_000, 1_000 * 2 ** (attempt - 1));
+          expect(job.runAt).toBe(now + decision.delayMs);
+          expect(job.runAt).toBeGreaterThanOrEqual(now);
+          expect(job.runAt).toBeLessThanOrEqual(now + cap);
+          t.clock.advance(job.runAt - now);
         }
-        await t.b.fail([{ lease: c.lease, error: errorInfo(`attempt ${attempt}`), retryDelayMs: decision.delayMs }]);
-        const job = await mustGet(t.b, id);
-        const cap = Math.min(5_000, 1_000 * 2 ** (attempt - 1));
-        expect(job.runAt).toBe(now + decision.delayMs);
-        expect(job.runAt).toBeGreaterThanOrEqual(now);
-        expect(job.runAt).toBeLessThanOrEqual(now + cap);
-        t.clock.advance(job.runAt - now);
-      }
-      const dead = await mustGet(t.b, id);
-      expect(dead.state).toBe("dead");
-      expect(dead.history.map((h) => h.outcome)).toEqual(["failed", "failed", "failed", "failed", "failed", "dead"]);
-    });
+        const dead = await mustGet(t.b, id);
+        expect(dead.state).toBe("dead");
+        expect(dead.history.map((h) => h.outcome)).toEqual(["failed", "failed", "failed", "failed", "failed", "dead"]);
+      },
+    );
   });
 
   describe("release", () => {

@@ -52,7 +52,14 @@ export function stallBlameTests(t: SuiteContext): void {
     itNeeds(t, ["jobRecords", "clockDriven"])("marks are fenced: a stale lease token marks nothing, and a new claim starts unexcused", async () => {
       const id = await enqueueOne(t.b, { attempts: 100 });
       const first = await claimOne(t.b, { worker: worker("one"), leaseMs: 1_000 });
-      await mark(t.b, [{ jobId: id, token: first.lease.token + 1 }, { jobId: "no-such-job", token: 1 }], true);
+      await mark(
+        t.b,
+        [
+          { jobId: id, token: first.lease.token + 1 },
+          { jobId: "no-such-job", token: 1 },
+        ],
+        true,
+      );
       t.clock.advance(1_001);
       expect(one(await t.b.rescueExpired({ maxStalls: 2 }))).toMatchObject({ id, state: "waiting" });
       expect((await mustGet(t.b, id)).stalls).toBe(1);

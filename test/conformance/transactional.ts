@@ -14,7 +14,11 @@ export function transactionRefusalTests(t: SuiteContext): void {
   const { transactionalEnqueue, transactionalCompletion } = t.factory.capabilities;
 
   describe("transactions a backend does not declare", () => {
-    itNeeds(t, ["jobRecords"], transactionalEnqueue)("enqueue(…, { tx }) is refused and stores nothing [no transactionalEnqueue]", async () => {
+    itNeeds(
+      t,
+      ["jobRecords"],
+      transactionalEnqueue,
+    )("enqueue(…, { tx }) is refused and stores nothing [no transactionalEnqueue]", async () => {
       // A client that would take any statement: a backend that ignored it would just enqueue.
       const tx = { query: async () => ({ rows: [], rowCount: 0 }) };
       await expect(t.b.enqueue([spec({ jobId: "in-tx" })], { tx })).rejects.toThrow(InvalidInputError);
@@ -23,7 +27,11 @@ export function transactionRefusalTests(t: SuiteContext): void {
       expect(await totalJobs(t.b)).toBe(0);
     });
 
-    itNeeds(t, ["jobRecords"], transactionalCompletion)("ctx.tx() throws in the handler, and the attempt fails instead of completing [no transactionalCompletion]", async () => {
+    itNeeds(
+      t,
+      ["jobRecords"],
+      transactionalCompletion,
+    )("ctx.tx() throws in the handler, and the attempt fails instead of completing [no transactionalCompletion]", async () => {
       const errors: unknown[] = [];
       const w = new Worker({
         backend: t.b,
@@ -76,55 +84,58 @@ export function transactionalCompletionTests(t: SuiteContext): void {
       expect(typeof t.b.beginCompletion === "function").toBe(t.b.capabilities.transactionalCompletion);
     });
 
-    itNeeds(t, ["jobRecords"], !declared)(
-      "commit completes the job and applies the handler's writes together [needs transactionalCompletion]",
-      async () => {
-        await probe().setup(t.b);
-        const id = await enqueueOne(t.b);
-        const c = await claimOne(t.b, { worker: A });
-        const tx = await begin()(c.lease);
-        await probe().write(tx.client, "m-1");
-        expect(await tx.commit({ saved: true })).toBe("applied");
-        expect(await probe().read(t.b)).toEqual(["m-1"]);
-        const job = await mustGet(t.b, id);
-        expect(job).toMatchObject({ state: "completed", result: { saved: true }, finishedAt: t.clock.now(), lease: null });
-        expect(job.history).toMatchObject([{ attempt: 1, workerId: A.id, outcome: "completed" }]);
-      },
-    );
+    itNeeds(
+      t,
+      ["jobRecords"],
+      !declared,
+    )("commit completes the job and applies the handler's writes together [needs transactionalCompletion]", async () => {
+      await probe().setup(t.b);
+      const id = await enqueueOne(t.b);
+      const c = await claimOne(t.b, { worker: A });
+      const tx = await begin()(c.lease);
+      await probe().write(tx.client, "m-1");
+      expect(await tx.commit({ saved: true })).toBe("applied");
+      expect(await probe().read(t.b)).toEqual(["m-1"]);
+      const job = await mustGet(t.b, id);
+      expect(job).toMatchObject({ state: "completed", result: { saved: true }, finishedAt: t.clock.now(), lease: null });
+      expect(job.history).toMatchObject([{ attempt: 1, workerId: A.id, outcome: "completed" }]);
+    });
 
-    itNeeds(t, ["jobRecords"], !declared)(
-      "rollback discards the handler's writes and leaves the job active under its lease [needs transactionalCompletion]",
-      async () => {
-        await probe().setup(t.b);
-        const id = await enqueueOne(t.b);
-        const c = await claimOne(t.b);
-        const tx = await begin()(c.lease);
-        await probe().write(tx.client, "m-rolled-back");
-        await tx.rollback();
-        expect(await probe().read(t.b)).toEqual([]);
-        expect(await mustGet(t.b, id)).toMatchObject({ state: "active", lease: { token: c.lease.token } });
-        expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["applied"]);
-      },
-    );
+    itNeeds(
+      t,
+      ["jobRecords"],
+      !declared,
+    )("rollback discards the handler's writes and leaves the job active under its lease [needs transactionalCompletion]", async () => {
+      await probe().setup(t.b);
+      const id = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      const tx = await begin()(c.lease);
+      await probe().write(tx.client, "m-rolled-back");
+      await tx.rollback();
+      expect(await probe().read(t.b)).toEqual([]);
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "active", lease: { token: c.lease.token } });
+      expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["applied"]);
+    });
 
-    itNeeds(t, ["jobRecords", "clockDriven"], !declared)(
-      "commit under a lease lost meanwhile is stale and rolls the handler's writes back [needs transactionalCompletion]",
-      async () => {
-        await probe().setup(t.b);
-        const id = await enqueueOne(t.b);
-        const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });
-        const tx = await begin()(a.lease);
-        await probe().write(tx.client, "m-stale");
-        t.clock.advance(1_001);
-        // Rescue and re-claim happen on another connection when there is one: the open transaction
-        // must not block them for ever, nor be allowed to commit afterwards.
-        const other = t.factory.openSecond ? await t.second() : t.b;
-        expect(await other.rescueExpired()).toHaveLength(1);
-        const b = await claimOne(other, { worker: B });
-        expect(await tx.commit({ by: "A" })).toBe("stale");
-        expect(await probe().read(t.b)).toEqual([]);
-        expect(await mustGet(t.b, id)).toMatchObject({ state: "active", result: null, lease: { token: b.lease.token, worker: B } });
-      },
-    );
+    itNeeds(
+      t,
+      ["jobRecords", "clockDriven"],
+      !declared,
+    )("commit under a lease lost meanwhile is stale and rolls the handler's writes back [needs transactionalCompletion]", async () => {
+      await probe().setup(t.b);
+      const id = await enqueueOne(t.b);
+      const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });
+      const tx = await begin()(a.lease);
+      await probe().write(tx.client, "m-stale");
+      t.clock.advance(1_001);
+      // Rescue and re-claim happen on another connection when there is one: the open transaction
+      // must not block them for ever, nor be allowed to commit afterwards.
+      const other = t.factory.openSecond ? await t.second() : t.b;
+      expect(await other.rescueExpired()).toHaveLength(1);
+      const b = await claimOne(other, { worker: B });
+      expect(await tx.commit({ by: "A" })).toBe("stale");
+      expect(await probe().read(t.b)).toEqual([]);
+      expect(await mustGet(t.b, id)).toMatchObject({ state: "active", result: null, lease: { token: b.lease.token, worker: B } });
+    });
   });
 }

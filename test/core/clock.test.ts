@@ -11,7 +11,11 @@ describe("FakeClock timers", () => {
     clock.advance(9);
     expect(fired).toEqual([]);
     clock.advance(100);
-    expect(fired).toEqual([["a", 1_010], ["b", 1_030], ["c", 1_030]]);
+    expect(fired).toEqual([
+      ["a", 1_010],
+      ["b", 1_030],
+      ["c", 1_030],
+    ]);
     expect(clock.now()).toBe(1_109);
     expect(clock.pendingTimers).toBe(0);
   });

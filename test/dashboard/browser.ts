@@ -11,7 +11,16 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 }
 
@@ -83,10 +92,13 @@ export function apiClient(base: () => string, defaultKey: string) {
     return r.json.jobId;
   }
   async function untilState<J extends { state: string }>(id: string, state: string, timeoutMs = 15_000): Promise<J> {
-    return waitFor(async () => {
-      const job = (await api<J>("GET", `/v1/jobs/${id}`)).json;
-      return job.state === state ? job : null;
-    }, { timeoutMs, intervalMs: 50, description: `job ${id} to be ${state}` });
+    return waitFor(
+      async () => {
+        const job = (await api<J>("GET", `/v1/jobs/${id}`)).json;
+        return job.state === state ? job : null;
+      },
+      { timeoutMs, intervalMs: 50, description: `job ${id} to be ${state}` },
+    );
   }
   return { api, enqueue, untilState };
 }

@@ -50,10 +50,29 @@ beforeAll(async () => {
   execFileSync(process.execPath, ["scripts/build-dashboard.mjs"], { cwd: ROOT, stdio: "pipe" });
   const keys = `admin:admin:${hashApiKey(ADMIN_KEY)};ro:read:${hashApiKey(READ_KEY)}`;
   server = spawnCli(
-    ["serve", "--db", `sqlite:${join(dir, "jobs.db")}`, "--port", "0", "--log-level", "warn", "--handlers", "test/fixtures/dashboard-handlers.ts", "--queue", "emails,reports", "--concurrency", "4", "--max-body-bytes", "3000000"],
+    [
+      "serve",
+      "--db",
+      `sqlite:${join(dir, "jobs.db")}`,
+      "--port",
+      "0",
+      "--log-level",
+      "warn",
+      "--handlers",
+      "test/fixtures/dashboard-handlers.ts",
+      "--queue",
+      "emails,reports",
+      "--concurrency",
+      "4",
+      "--max-body-bytes",
+      "3000000",
+    ],
     { CONVEYOR_API_KEYS: keys },
   );
-  base = await waitFor(() => /dashboard on (http:\/\/\S+?)\/ui\//.exec(server.stderr())?.[1], { timeoutMs: 30_000, description: `conveyor serve to start (stderr: ${server.stderr()})` });
+  base = await waitFor(() => /dashboard on (http:\/\/\S+?)\/ui\//.exec(server.stderr())?.[1], {
+    timeoutMs: 30_000,
+    description: `conveyor serve to start (stderr: ${server.stderr()})`,
+  });
   browser = await launchChromium();
 }, 90_000);
 
@@ -148,7 +167,10 @@ describe("web dashboard in Chromium", () => {
     await untilState(id, "cancelled");
     // The badge follows over the live stream, and the worker aborts the handler at its next heartbeat.
     await s.page.locator(".title-row .badge", { hasText: "cancelled" }).waitFor();
-    await waitFor(() => existsSync(marker) && readFileSync(marker, "utf8").includes("aborted"), { timeoutMs: 20_000, description: "the handler to be aborted" });
+    await waitFor(() => existsSync(marker) && readFileSync(marker, "utf8").includes("aborted"), {
+      timeoutMs: 20_000,
+      description: "the handler to be aborted",
+    });
     expect(s.errors).toEqual([]);
     await s.context.close();
   });
@@ -176,15 +198,21 @@ describe("web dashboard in Chromium", () => {
     await s.page.getByRole("heading", { name: "Progress" }).waitFor();
     await inPage(s.page, "window.sameDocument = true");
     const seen = new Set<string>();
-    await waitFor(async () => {
-      const text = await s.page.locator(".progress-line strong").textContent().catch(() => null);
-      if (text) seen.add(text);
-      if (text && text !== "100%" && !seen.has("shot")) {
-        seen.add("shot");
-        await shot(s.page, "job-progress");
-      }
-      return seen.has("100%");
-    }, { timeoutMs: 20_000, intervalMs: 50, description: "progress to reach 100% on the page" });
+    await waitFor(
+      async () => {
+        const text = await s.page
+          .locator(".progress-line strong")
+          .textContent()
+          .catch(() => null);
+        if (text) seen.add(text);
+        if (text && text !== "100%" && !seen.has("shot")) {
+          seen.add("shot");
+          await shot(s.page, "job-progress");
+        }
+        return seen.has("100%");
+      },
+      { timeoutMs: 20_000, intervalMs: 50, description: "progress to reach 100% on the page" },
+    );
     // Intermediate values were shown as they came.
     expect([...seen].filter((t) => t !== "100%" && t !== "shot").length).toBeGreaterThanOrEqual(1);
     await s.page.locator(".title-row .badge", { hasText: "completed" }).waitFor();
@@ -196,11 +224,16 @@ describe("web dashboard in Chromium", () => {
   it("hostile payloads, errors and huge strings stay inert text", async () => {
     const hostile = {
       html: "<script>window.__pwned = 1</script>",
-      img: "<img src=x onerror=\"window.__pwned = 2\">",
+      img: '<img src=x onerror="window.__pwned = 2">',
       link: "javascript:window.__pwned = 3",
       big: "y".repeat(1_000_000),
     };
-    const id = await enqueue("reports", "gated", { ...hostile, message: "<img src=x onerror=\"window.__pwned = 4\"><script>window.__pwned = 5</script>" }, { attempts: 1 });
+    const id = await enqueue(
+      "reports",
+      "gated",
+      { ...hostile, message: '<img src=x onerror="window.__pwned = 4"><script>window.__pwned = 5</script>' },
+      { attempts: 1 },
+    );
     await untilState(id, "dead");
     const s = await login(ADMIN_KEY);
     let dialogs = 0;
@@ -248,7 +281,10 @@ describe("web dashboard in Chromium", () => {
     expect(await ro.page.getByText("Payloads are shown to admin keys only.").count()).toBe(1);
     // The read session's own CSRF token does not lend it scopes it lacks.
     const roSession = await ro.page.evaluate(async () => (await (await fetch("api/session")).json()) as { csrfToken: string });
-    const roForged = await ro.page.evaluate(async (token) => (await fetch("/v1/queues/emails/pause", { method: "POST", headers: { "x-csrf-token": token } })).status, roSession.csrfToken);
+    const roForged = await ro.page.evaluate(
+      async (token) => (await fetch("/v1/queues/emails/pause", { method: "POST", headers: { "x-csrf-token": token } })).status,
+      roSession.csrfToken,
+    );
     expect(roForged).toBe(403);
     expect(ro.errors.filter((e) => !e.includes("403"))).toEqual([]);
 
@@ -277,7 +313,10 @@ describe("web dashboard in Chromium", () => {
     expect((await api<{ paused: boolean }>("GET", "/v1/queues/emails")).json.paused).toBe(false);
     // The same request, same-origin with the token, works: the refusals above were the checks.
     await admin.page.goto(`${base}/ui/`);
-    const ok = await admin.page.evaluate(async (t) => (await fetch("/v1/queues/emails/pause", { method: "POST", headers: { "x-csrf-token": t } })).status, token);
+    const ok = await admin.page.evaluate(
+      async (t) => (await fetch("/v1/queues/emails/pause", { method: "POST", headers: { "x-csrf-token": t } })).status,
+      token,
+    );
     expect(ok).toBe(200);
     await api("POST", "/v1/queues/emails/resume");
     // Logging out ends the session on the server: its cookie no longer works.
@@ -291,7 +330,9 @@ describe("web dashboard in Chromium", () => {
 
   it("pages through a queue by cursor, and filters jobs by creation time", async () => {
     // No worker takes "backlog": its jobs stay waiting.
-    const r = await api<{ jobs: Array<{ jobId: string }> }>("POST", "/v1/queues/backlog/jobs/bulk", { jobs: Array.from({ length: 60 }, (_, i) => ({ name: "quick", data: { i } })) });
+    const r = await api<{ jobs: Array<{ jobId: string }> }>("POST", "/v1/queues/backlog/jobs/bulk", {
+      jobs: Array.from({ length: 60 }, (_, i) => ({ name: "quick", data: { i } })),
+    });
     expect(r.status).toBe(202);
     const s = await login(ADMIN_KEY);
     await s.page.goto(`${base}/ui/#/queues/backlog`);
@@ -342,10 +383,13 @@ describe("web dashboard in Chromium", () => {
     await s.page.keyboard.press("Enter");
     await s.page.waitForURL(/name=gated/);
     // The unfiltered rows stay until the filtered page arrives: wait for it.
-    const names = await waitFor(async () => {
-      const shown = await s.page.locator("table.jobs tbody td.mono").allTextContents();
-      return shown.length > 0 && shown.every((n) => n === "gated") ? shown : null;
-    }, { timeoutMs: 10_000, description: "only gated jobs listed" });
+    const names = await waitFor(
+      async () => {
+        const shown = await s.page.locator("table.jobs tbody td.mono").allTextContents();
+        return shown.length > 0 && shown.every((n) => n === "gated") ? shown : null;
+      },
+      { timeoutMs: 10_000, description: "only gated jobs listed" },
+    );
     expect(new Set(names)).toEqual(new Set(["gated"]));
     expect(s.errors).toEqual([]);
     await s.context.close();
@@ -363,7 +407,12 @@ describe("web dashboard in Chromium", () => {
         data: { merge: true },
         children: [
           { name: "quick", queue: "emails", data: { part: 1 } },
-          { name: "gated", queue: "emails", data: { gate, message: "waiting for the gate" }, options: { attempts: 1000, backoff: { type: "fixed", delayMs: 100 } } },
+          {
+            name: "gated",
+            queue: "emails",
+            data: { gate, message: "waiting for the gate" },
+            options: { attempts: 1000, backoff: { type: "fixed", delayMs: 100 } },
+          },
         ],
       });
       parentId = added.id;
@@ -377,7 +426,10 @@ describe("web dashboard in Chromium", () => {
     const { page } = s;
     // The queue view has a tab for the new state, and the parent is listed under it.
     await page.goto(`${base}/ui/#/queues/reports`);
-    await page.getByRole("link", { name: /waiting-children/ }).first().click();
+    await page
+      .getByRole("link", { name: /waiting-children/ })
+      .first()
+      .click();
     await page.getByRole("link", { name: parentId }).waitFor();
     await page.getByRole("link", { name: parentId }).click();
 
@@ -386,7 +438,11 @@ describe("web dashboard in Chromium", () => {
     await children.getByRole("row").nth(2).waitFor();
     const rowOf = (id: string) => children.getByRole("row").filter({ has: page.getByRole("link", { name: id }) });
     await rowOf(quickChild).getByText("completed").waitFor();
-    expect(await rowOf(gatedChild).getByText(/^(waiting|scheduled|active)$/).count()).toBe(1);
+    expect(
+      await rowOf(gatedChild)
+        .getByText(/^(waiting|scheduled|active)$/)
+        .count(),
+    ).toBe(1);
     await page.getByText("2 children, 1 settled").waitFor();
     expect(await axe(page)).toEqual([]);
     await shot(page, "flow-parent");

@@ -21,7 +21,7 @@ import { apiClient, axe, inertness, launchChromium, login } from "./browser.js";
 
 const ADMIN_KEY = `cvk_admin_${"f".repeat(24)}`;
 const READ_KEY = `cvk_read_${"q".repeat(24)}`;
-const HOSTILE = "<img src=x onerror=\"window.__pwned = 1\"><script>window.__pwned = 2</script>";
+const HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>';
 const temp = new TempDirs("conveyor-dashboard-fleet-");
 let server: Spawned;
 let worker: Spawned;
@@ -50,7 +50,9 @@ function publish(topic: string, payload: Json): string {
 function setAside(id: string, payload: unknown): void {
   withDb((db) =>
     db
-      .prepare(`INSERT INTO conveyor_outbox_dead (id, topic, key, payload, headers, created_at, failed_at, target, error) VALUES (?, 'order.created', 'order-1', ?, '{}', ?, ?, 'amqp://broker:5672/#orders', ?)`)
+      .prepare(
+        `INSERT INTO conveyor_outbox_dead (id, topic, key, payload, headers, created_at, failed_at, target, error) VALUES (?, 'order.created', 'order-1', ?, '{}', ?, ?, 'amqp://broker:5672/#orders', ?)`,
+      )
       .run(id, JSON.stringify(payload), Date.now() - 5_000, Date.now(), `the broker refused it: ${HOSTILE}`),
   );
 }
@@ -64,9 +66,24 @@ beforeAll(async () => {
   const keys = `admin:admin:${hashApiKey(ADMIN_KEY)};ro:read:${hashApiKey(READ_KEY)}`;
   // No --handlers: this server runs no worker; every job is run by the worker process below.
   server = spawnCli(["serve", "--db", `sqlite:${dbPath}`, "--port", "0", "--log-level", "warn", "--outbox"], { CONVEYOR_API_KEYS: keys });
-  base = await waitFor(() => /dashboard on (http:\/\/\S+?)\/ui\//.exec(server.stderr())?.[1], { timeoutMs: 30_000, description: `conveyor serve to start (stderr: ${server.stderr()})` });
+  base = await waitFor(() => /dashboard on (http:\/\/\S+?)\/ui\//.exec(server.stderr())?.[1], {
+    timeoutMs: 30_000,
+    description: `conveyor serve to start (stderr: ${server.stderr()})`,
+  });
   expect(server.stderr()).not.toContain("worker on");
-  worker = spawnCli(["worker", "--db", `sqlite:${dbPath}`, "--handlers", "test/fixtures/dashboard-handlers.ts", "--queue", "fleet", "--concurrency", "4", "--poll-interval-ms", "100"]);
+  worker = spawnCli([
+    "worker",
+    "--db",
+    `sqlite:${dbPath}`,
+    "--handlers",
+    "test/fixtures/dashboard-handlers.ts",
+    "--queue",
+    "fleet",
+    "--concurrency",
+    "4",
+    "--poll-interval-ms",
+    "100",
+  ]);
   browser = await launchChromium();
 }, 90_000);
 
@@ -95,7 +112,9 @@ describe("dashboard of a serve without workers, in Chromium", () => {
     await page.getByRole("link", { name: "fleet" }).click();
     await page.getByRole("heading", { name: "Queue fleet" }).waitFor();
     const summary = page.locator(".chart-summary");
-    await summary.getByText(/Last hour: 7 completed, 1 failed \(12\.5% failure rate\); latest minute with jobs: wait p50 \d+ ms, run p50 \d+ ms, p95 \d+ ms/).waitFor();
+    await summary
+      .getByText(/Last hour: 7 completed, 1 failed \(12\.5% failure rate\); latest minute with jobs: wait p50 \d+ ms, run p50 \d+ ms, p95 \d+ ms/)
+      .waitFor();
     // The run time percentiles are the handlers' (20 to 80 ms of sleep each), not zeros.
     const text = (await summary.textContent()) ?? "";
     const p95 = Number(/run p50 \d+ ms, p95 (\d+) ms/.exec(text)?.[1]);
@@ -133,7 +152,8 @@ describe("dashboard of a serve without workers, in Chromium", () => {
   });
 
   it("lists schedules with their next runs; admin runs one now and deletes one; a read key sees no buttons and is refused", async () => {
-    const put = (id: string, cron: string) => api("PUT", `/v1/queues/fleet/schedules/${id}`, { cron, name: "quick", data: { note: HOSTILE, link: "javascript:window.__pwned = 3" } });
+    const put = (id: string, cron: string) =>
+      api("PUT", `/v1/queues/fleet/schedules/${id}`, { cron, name: "quick", data: { note: HOSTILE, link: "javascript:window.__pwned = 3" } });
     expect((await put("nightly", "0 3 * * *")).status).toBe(201);
     expect((await put("hourly", "15 * * * *")).status).toBe(201);
     const admin = await login(browser, base, ADMIN_KEY);
@@ -145,8 +165,12 @@ describe("dashboard of a serve without workers, in Chromium", () => {
     await admin.page.getByRole("link", { name: "Schedules" }).click();
     await admin.page.getByRole("heading", { name: "Schedules", level: 1 }).waitFor();
     const row = (id: string) => admin.page.getByRole("row").filter({ has: admin.page.getByRole("rowheader", { name: new RegExp(`^${id}`) }) });
-    await row("nightly").getByText(/\d{4}-\d\d-\d\d 03:00:00 UTC/).waitFor();
-    await row("hourly").getByText(/\d{4}-\d\d-\d\d \d\d:15:00 UTC/).waitFor();
+    await row("nightly")
+      .getByText(/\d{4}-\d\d-\d\d 03:00:00 UTC/)
+      .waitFor();
+    await row("hourly")
+      .getByText(/\d{4}-\d\d-\d\d \d\d:15:00 UTC/)
+      .waitFor();
     await row("nightly").getByText("Payload and options").click();
     expect(await inertness(admin.page)).toEqual({ pwned: null, imgs: 0, scripts: 0, jsLinks: 0 });
     expect(await axe(admin.page)).toEqual([]);
@@ -200,7 +224,10 @@ describe("dashboard of a serve without workers, in Chromium", () => {
     await waitFor(async () => (await card(/Backlog/).textContent()) === "2", { description: "a backlog of 2" });
     await waitFor(async () => /^\d+(\.\d)? s$|^\d+ ms$/.test((await card(/Lag/).textContent()) ?? ""), { description: "the lag of the oldest event" });
     await waitFor(async () => (await card(/Set aside/).textContent()) === "2", { description: "2 set-aside events" });
-    await admin.page.getByText(/the broker refused it: <img src=x onerror/).first().waitFor();
+    await admin.page
+      .getByText(/the broker refused it: <img src=x onerror/)
+      .first()
+      .waitFor();
     await admin.page.getByText("Payload and headers").first().click();
     expect(await inertness(admin.page)).toEqual({ pwned: null, imgs: 0, scripts: 0, jsLinks: 0 });
     expect(await axe(admin.page)).toEqual([]);
@@ -208,7 +235,9 @@ describe("dashboard of a serve without workers, in Chromium", () => {
 
     // Replay puts the event back into the outbox: the backlog grows and the set-aside count falls, live.
     await admin.page.getByRole("button", { name: "Replay event ev-replay" }).click();
-    await waitFor(async () => (await card(/Backlog/).textContent()) === "3" && (await card(/Set aside/).textContent()) === "1", { description: "backlog 3, set aside 1" });
+    await waitFor(async () => (await card(/Backlog/).textContent()) === "3" && (await card(/Set aside/).textContent()) === "1", {
+      description: "backlog 3, set aside 1",
+    });
     expect(withDb((db) => db.prepare("SELECT count(*) AS n FROM conveyor_outbox WHERE id = 'ev-replay'").get())).toEqual({ n: 1 });
     await admin.page.getByRole("button", { name: "Delete event ev-delete" }).click();
     await waitFor(async () => (await card(/Set aside/).textContent()) === "0", { description: "nothing set aside" });

@@ -33,16 +33,27 @@ it("reads a topic when an event of its queue is logged, once per interval at mos
   });
   // A long idle refresh: every read below is caused by an event.
   const tail = EventTail.of(counted, { pollIntervalMs: 20 });
-  const hub = new LiveHub({ intervalMs: 50, idleRefreshMs: 600_000, heartbeatMs: 60_000, maxStreams: 10 }, (error) => {
-    throw error;
-  }, tail);
+  const hub = new LiveHub(
+    { intervalMs: 50, idleRefreshMs: 600_000, heartbeatMs: 60_000, maxStreams: 10 },
+    (error) => {
+      throw error;
+    },
+    tail,
+  );
   let reads = 0;
   const server: Server = createServer((req, res) => {
-    hub.open(req, res, "queue:q", async () => {
-      reads++;
-      const [stats] = await backend.stats("q");
-      return { waiting: stats?.counts.waiting ?? 0 };
-    }, {}, (event) => event.queue === "q");
+    hub.open(
+      req,
+      res,
+      "queue:q",
+      async () => {
+        reads++;
+        const [stats] = await backend.stats("q");
+        return { waiting: stats?.counts.waiting ?? 0 };
+      },
+      {},
+      (event) => event.queue === "q",
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));

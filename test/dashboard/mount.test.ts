@@ -18,7 +18,12 @@ async function mount(): Promise<string> {
   const backend = new SqliteBackend({ path: await temp.file("jobs.db") });
   const app: FastifyInstance = Fastify();
   app.get("/", async () => "the user's own route");
-  await app.register(conveyorHttp, { prefix: "/ops", backend, apiKeys: [{ id: "ops", sha256: hashApiKey(KEY), scopes: ["read"] }], dashboard: { path: "/board" } });
+  await app.register(conveyorHttp, {
+    prefix: "/ops",
+    backend,
+    apiKeys: [{ id: "ops", sha256: hashApiKey(KEY), scopes: ["read"] }],
+    dashboard: { path: "/board" },
+  });
   await app.listen({ port: 0, host: "127.0.0.1" });
   closers.push(async () => {
     await app.close();
@@ -37,8 +42,20 @@ describe("dashboard in your own Fastify app", () => {
     const session = (await (await fetch(`${base}/ops/board/api/session`)).json()) as { apiBasePath: string; principal: unknown; authRequired: boolean };
     expect(session).toMatchObject({ apiBasePath: "/ops/v1", principal: null, authRequired: true });
 
-    expect((await fetch(`${base}/ops/board/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ key: "wrong-key-wrong-key" }) })).status).toBe(401);
-    const login = await fetch(`${base}/ops/board/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ key: KEY }) });
+    expect(
+      (
+        await fetch(`${base}/ops/board/api/login`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ key: "wrong-key-wrong-key" }),
+        })
+      ).status,
+    ).toBe(401);
+    const login = await fetch(`${base}/ops/board/api/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ key: KEY }),
+    });
     expect(login.status).toBe(200);
     const setCookie = login.headers.get("set-cookie")!;
     expect(setCookie).toMatch(/^conveyor_session=s1\.[\w-]+\.[\w-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=43200$/);
@@ -71,7 +88,11 @@ describe("dashboard in your own Fastify app", () => {
 describe("dashboard errors", () => {
   it("answers bad input with problem documents, like the API", async () => {
     const base = await mount();
-    const login = await fetch(`${base}/ops/board/api/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ key: 42 }) });
+    const login = await fetch(`${base}/ops/board/api/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ key: 42 }),
+    });
     expect(login.status).toBe(400);
     expect(login.headers.get("content-type")).toMatch(/application\/problem\+json/);
     const live = await fetch(`${base}/ops/board/api/live?topic=everything`, { headers: { authorization: `Bearer ${KEY}` } });

@@ -64,9 +64,17 @@ describe("DashboardSessions (signed cookies)", () => {
     expect(sessions.check(request(cookie, "POST"))).toMatchObject({ kind: "refused", status: 403 });
     expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken }))).toMatchObject({ kind: "ok" });
     expect(sessions.check(request(cookie, "DELETE", { "x-csrf-token": `${s.csrfToken}x` }))).toMatchObject({ kind: "refused", status: 403 });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://evil.test" }))).toMatchObject({ kind: "refused", status: 403 });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" }))).toMatchObject({ kind: "ok" });
-    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, "sec-fetch-site": "same-site" }))).toMatchObject({ kind: "refused", status: 403 });
+    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://evil.test" }))).toMatchObject({
+      kind: "refused",
+      status: 403,
+    });
+    expect(
+      sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, origin: "http://127.0.0.1:3000", "sec-fetch-site": "same-origin" })),
+    ).toMatchObject({ kind: "ok" });
+    expect(sessions.check(request(cookie, "POST", { "x-csrf-token": s.csrfToken, "sec-fetch-site": "same-site" }))).toMatchObject({
+      kind: "refused",
+      status: 403,
+    });
     // Logging out ends the session on this instance only (nothing is shared).
     const peer = new DashboardSessions(new KeyRing(KEYS), { secret: SECRET });
     const ending = sessions.create(ops());
@@ -171,7 +179,12 @@ describe("dashboard sessions across server instances", () => {
     const session = await b.inject({ method: "GET", url: "/ui/api/session", headers: { cookie } });
     expect(session.json()).toMatchObject({ principal: { id: "ops", scopes: ["admin", "enqueue", "read"] }, csrfToken: csrf });
     expect((await b.inject({ method: "GET", url: "/v1/queues", headers: { cookie } })).statusCode).toBe(200);
-    const added = await b.inject({ method: "POST", url: "/v1/queues/mail/jobs", headers: { cookie, "x-csrf-token": csrf }, payload: { name: "send", data: {} } });
+    const added = await b.inject({
+      method: "POST",
+      url: "/v1/queues/mail/jobs",
+      headers: { cookie, "x-csrf-token": csrf },
+      payload: { name: "send", data: {} },
+    });
     expect(added.statusCode).toBe(202);
     const noCsrf = await b.inject({ method: "POST", url: "/v1/queues/mail/jobs", headers: { cookie }, payload: { name: "send", data: {} } });
     expect(noCsrf.statusCode).toBe(403);
@@ -181,7 +194,10 @@ describe("dashboard sessions across server instances", () => {
     const a = await instance(SECRET);
     const { cookie } = await loginOn(a, READ_KEY);
     const other = await instance("u".repeat(40));
-    const revoked = await instance(SECRET, KEYS.filter((k) => k.id !== "reader"));
+    const revoked = await instance(
+      SECRET,
+      KEYS.filter((k) => k.id !== "reader"),
+    );
     const ephemeral = await instance(undefined);
     const value = cookie.slice(`${SESSION_COOKIE}=`.length);
     const tampered = [

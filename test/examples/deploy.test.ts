@@ -48,11 +48,15 @@ interface Running {
 /** `conveyor ARGS` from the sources, in `cwd` (the image's /app), with `env` added. */
 function conveyor(args: string[], cwd: string, env: NodeJS.ProcessEnv): Running {
   // tsx by its path: `cwd` may be outside the repository, where "tsx" would not resolve.
-  const child = spawn(process.execPath, ["--import", pathToFileURL(join(ROOT, "node_modules/tsx/dist/loader.mjs")).href, join(ROOT, "src/cli/bin.ts"), ...args], {
-    cwd,
-    env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", pathToFileURL(join(ROOT, "node_modules/tsx/dist/loader.mjs")).href, join(ROOT, "src/cli/bin.ts"), ...args],
+    {
+      cwd,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   child.stdout.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr.on("data", (d: Buffer) => (output += d.toString()));
@@ -76,44 +80,54 @@ const stores = {
 };
 
 describe("deploy/compose.yaml", () => {
-  it.each(Object.keys(stores) as Array<keyof typeof stores>)("migrate, serve and worker run as written on %s and finish a job enqueued over HTTP", { timeout: 90_000 }, async (store) => {
-    const commands = composeCommands();
-    expect(Object.keys(commands)).toEqual(expect.arrayContaining(["migrate", "serve", "worker"]));
-    const key = "deploy-test-key-0123456789abcdef";
-    const env = { CONVEYOR_DB: stores[store](), CONVEYOR_API_KEYS: `ci:enqueue,read:${hashApiKey(key)}` };
+  it.each(Object.keys(stores) as Array<keyof typeof stores>)(
+    "migrate, serve and worker run as written on %s and finish a job enqueued over HTTP",
+    { timeout: 90_000 },
+    async (store) => {
+      const commands = composeCommands();
+      expect(Object.keys(commands)).toEqual(expect.arrayContaining(["migrate", "serve", "worker"]));
+      const key = "deploy-test-key-0123456789abcdef";
+      const env = { CONVEYOR_DB: stores[store](), CONVEYOR_API_KEYS: `ci:enqueue,read:${hashApiKey(key)}` };
 
-    const migrate = conveyor(commands.migrate!, DEPLOY, env);
-    expect(await migrate.exited, migrate.output()).toBe(0);
+      const migrate = conveyor(commands.migrate!, DEPLOY, env);
+      expect(await migrate.exited, migrate.output()).toBe(0);
 
-    const serveArgs = commands.serve!.map((arg, i, all) => (all[i - 1] === "--port" ? "0" : arg));
-    const serve = conveyor(serveArgs, DEPLOY, env);
-    const worker = conveyor(commands.worker!, DEPLOY, env);
-    try {
-      const port = await waitFor(() => /conveyor serve on http:\/\/[^:]+:(\d+)/.exec(serve.output())?.[1], { timeoutMs: 20_000, description: "serve listening" });
-      await waitFor(() => worker.output().includes("conveyor worker"), { timeoutMs: 20_000, description: "worker started" });
-      const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
-      const accepted = await fetch(`http://127.0.0.1:${port}/v1/queues/email/jobs`, {
-        method: "POST",
-        headers,
-        body: JSON.stringify({ name: "send-welcome", data: { userId: "u_1" } }),
-      });
-      expect(accepted.status).toBe(202);
-      const { jobId } = (await accepted.json()) as { jobId: string };
-      const done = await waitFor(
-        async () => {
-          const job = (await (await fetch(`http://127.0.0.1:${port}/v1/jobs/${encodeURIComponent(jobId)}`, { headers })).json()) as { state: string; result: unknown };
-          return job.state === "completed" ? job : null;
-        },
-        { timeoutMs: 20_000, intervalMs: 100, description: `job ${jobId} completed by the compose worker` },
-      );
-      expect(done.result).toEqual({ sent: true, userId: "u_1" });
-    } finally {
-      serve.child.kill("SIGTERM");
-      worker.child.kill("SIGTERM");
-    }
-    expect(await serve.exited, serve.output()).toBe(0);
-    expect(await worker.exited, worker.output()).toBe(0);
-  });
+      const serveArgs = commands.serve!.map((arg, i, all) => (all[i - 1] === "--port" ? "0" : arg));
+      const serve = conveyor(serveArgs, DEPLOY, env);
+      const worker = conveyor(commands.worker!, DEPLOY, env);
+      try {
+        const port = await waitFor(() => /conveyor serve on http:\/\/[^:]+:(\d+)/.exec(serve.output())?.[1], {
+          timeoutMs: 20_000,
+          description: "serve listening",
+        });
+        await waitFor(() => worker.output().includes("conveyor worker"), { timeoutMs: 20_000, description: "worker started" });
+        const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+        const accepted = await fetch(`http://127.0.0.1:${port}/v1/queues/email/jobs`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ name: "send-welcome", data: { userId: "u_1" } }),
+        });
+        expect(accepted.status).toBe(202);
+        const { jobId } = (await accepted.json()) as { jobId: string };
+        const done = await waitFor(
+          async () => {
+            const job = (await (await fetch(`http://127.0.0.1:${port}/v1/jobs/${encodeURIComponent(jobId)}`, { headers })).json()) as {
+              state: string;
+              result: unknown;
+            };
+            return job.state === "completed" ? job : null;
+          },
+          { timeoutMs: 20_000, intervalMs: 100, description: `job ${jobId} completed by the compose worker` },
+        );
+        expect(done.result).toEqual({ sent: true, userId: "u_1" });
+      } finally {
+        serve.child.kill("SIGTERM");
+        worker.child.kill("SIGTERM");
+      }
+      expect(await serve.exited, serve.output()).toBe(0);
+      expect(await worker.exited, worker.output()).toBe(0);
+    },
+  );
 });
 
 describe("deploy/conveyor-worker@.service", () => {
@@ -146,9 +160,11 @@ describe("deploy/conveyor-worker@.service", () => {
     const { id } = await queue.add("send-welcome", { userId: "u_2" });
     const worker = conveyor(args, app, { CONVEYOR_DB: `sqlite:${db}` });
     try {
-      await waitFor(async () => (await queue.getJob(id))?.state === "completed", { timeoutMs: 20_000, description: "the unit's worker ran the job" }).catch((error: Error) => {
-        throw new Error(`${error.message}; worker output:\n${worker.output()}`);
-      });
+      await waitFor(async () => (await queue.getJob(id))?.state === "completed", { timeoutMs: 20_000, description: "the unit's worker ran the job" }).catch(
+        (error: Error) => {
+          throw new Error(`${error.message}; worker output:\n${worker.output()}`);
+        },
+      );
       expect((await queue.getJob(id))!.result).toEqual({ sent: true, userId: "u_2" });
     } finally {
       worker.child.kill("SIGTERM");

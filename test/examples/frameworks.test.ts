@@ -29,7 +29,10 @@ describe("examples/express", () => {
   it("answers 202 with a job id, 422 for a bad body, and shows the typed result the worker stored", { timeout: 90_000 }, async () => {
     const app = start(["--import", "tsx", "examples/express/app.ts"], { PORT: "0", DB: await temp.file("express.db") });
     try {
-      const port = await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.output())?.[1], { timeoutMs: 20_000, description: "express listening" });
+      const port = await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(app.output())?.[1], {
+        timeoutMs: 20_000,
+        description: "express listening",
+      });
       const base = `http://127.0.0.1:${port}`;
       const post = (body: unknown) => fetch(`${base}/signup`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       const accepted = await post({ userId: "u_1" });
@@ -93,7 +96,11 @@ describe("examples/nextjs route handlers", () => {
       const { jobId } = (await accepted.json()) as { jobId: string };
       expect((await POST(request(JSON.stringify({ userId: 7 })))).status).toBe(422);
       expect((await POST(request("{not json"))).status).toBe(400);
-      const read = async () => (await (await GET(new Request(`http://localhost/api/jobs/${jobId}`), { params: Promise.resolve({ id: jobId }) })).json()) as { state: string; sent: boolean | null };
+      const read = async () =>
+        (await (await GET(new Request(`http://localhost/api/jobs/${jobId}`), { params: Promise.resolve({ id: jobId }) })).json()) as {
+          state: string;
+          sent: boolean | null;
+        };
       const done = await waitFor(async () => ((await read()).state === "completed" ? read() : null), { description: "the route's job completed" });
       expect(done.sent).toBe(true);
       const missing = await GET(new Request("http://localhost/api/jobs/nope"), { params: Promise.resolve({ id: "nope" }) });

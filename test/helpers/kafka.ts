@@ -156,7 +156,10 @@ export async function startMockKafka(options: MockKafkaOptions = {}): Promise<Mo
 
 /** The `host:port` list of a `kafka://` URL. */
 export function kafkaBrokers(url: string): string[] {
-  return url.replace(/^kafka:\/\//, "").split("/")[0]!.split(",");
+  return url
+    .replace(/^kafka:\/\//, "")
+    .split("/")[0]!
+    .split(",");
 }
 
 /** A topic or group name no other test uses. */
@@ -184,7 +187,9 @@ export async function readTopic(url: string, topic: string): Promise<KcatRecord[
   const kcat = findKcat();
   if (kcat === null) throw new Error("no kcat to read the topic with");
   const out = await new Promise<string>((resolve, reject) => {
-    const proc = spawn(kcat, ["-b", kafkaBrokers(url).join(","), "-C", "-t", topic, "-o", "beginning", "-e", "-J", "-q"], { stdio: ["ignore", "pipe", "pipe"] });
+    const proc = spawn(kcat, ["-b", kafkaBrokers(url).join(","), "-C", "-t", topic, "-o", "beginning", "-e", "-J", "-q"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     proc.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

@@ -90,27 +90,47 @@ export async function startPostgresPair(options: PostgresPairOptions = {}): Prom
   const socketDir = (server: Server) => dirname(server.dataDir);
   const logOf = (server: Server) => join(socketDir(server), "server.log");
   const start = (server: Server) =>
-    run("pg_ctl", [
-      "-D", server.dataDir, "-l", logOf(server), "-w", "-t", "60", "start", "-o",
+    run(
+      "pg_ctl",
       [
-        `-c port=${server.port}`,
-        "-c listen_addresses=127.0.0.1",
-        `-c unix_socket_directories=${socketDir(server)}`,
-        "-c max_connections=400",
-        "-c hot_standby=on",
-        "-c log_min_messages=warning",
-        "-c wal_level=replica",
-        "-c max_wal_senders=10",
-        "-c wal_keep_size=512MB",
-        ...Object.entries(options.settings ?? {}).map(([k, v]) => `-c ${k}=${v}`),
-      ].join(" "),
-    ], logOf(server));
+        "-D",
+        server.dataDir,
+        "-l",
+        logOf(server),
+        "-w",
+        "-t",
+        "60",
+        "start",
+        "-o",
+        [
+          `-c port=${server.port}`,
+          "-c listen_addresses=127.0.0.1",
+          `-c unix_socket_directories=${socketDir(server)}`,
+          "-c max_connections=400",
+          "-c hot_standby=on",
+          "-c log_min_messages=warning",
+          "-c wal_level=replica",
+          "-c max_wal_senders=10",
+          "-c wal_keep_size=512MB",
+          ...Object.entries(options.settings ?? {}).map(([k, v]) => `-c ${k}=${v}`),
+        ].join(" "),
+      ],
+      logOf(server),
+    );
   /** A base backup of `from` into `into`'s (empty) data directory, started as its standby. */
   const makeStandby = async (from: Server, into: Server) => {
     await rm(into.dataDir, { recursive: true, force: true });
     await run("pg_basebackup", [
-      "-d", `host=127.0.0.1 port=${from.port} user=${SERVER_USER} application_name=${STANDBY_NAME}`,
-      "-D", into.dataDir, "-R", "-X", "stream", "-c", "fast", "--no-sync",
+      "-d",
+      `host=127.0.0.1 port=${from.port} user=${SERVER_USER} application_name=${STANDBY_NAME}`,
+      "-D",
+      into.dataDir,
+      "-R",
+      "-X",
+      "stream",
+      "-c",
+      "fast",
+      "--no-sync",
     ]);
     // -R wrote primary_conninfo; the name must be in it for synchronous_standby_names to match.
     // Settings the old primary got by ALTER SYSTEM came along in the copy: a standby has none.

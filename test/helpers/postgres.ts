@@ -40,9 +40,7 @@ export async function findPostgresBin(): Promise<string | null> {
   if (!existsSync(INSTALL_ROOT)) return null;
   const versions = (await readdir(INSTALL_ROOT)).filter((v) => existsSync(join(INSTALL_ROOT, v, "bin", "postgres")));
   if (versions.length === 0) return null;
-  const chosen = versions.includes(PREFERRED_VERSION)
-    ? PREFERRED_VERSION
-    : versions.sort((a, b) => Number(b) - Number(a))[0]!;
+  const chosen = versions.includes(PREFERRED_VERSION) ? PREFERRED_VERSION : versions.sort((a, b) => Number(b) - Number(a))[0]!;
   return join(INSTALL_ROOT, chosen, "bin");
 }
 
@@ -57,8 +55,7 @@ export async function startThrowawayPostgres(
   const bin = options.bin ?? (await findPostgresBin());
   if (bin === null) {
     throw new Error(
-      `no PostgreSQL server found under ${INSTALL_ROOT}/*/bin; install one (apt-get install postgresql-15) ` +
-        `or point DATABASE_URL at a server you provide`,
+      `no PostgreSQL server found under ${INSTALL_ROOT}/*/bin; install one (apt-get install postgresql-15) ` + `or point DATABASE_URL at a server you provide`,
     );
   }
   const database = options.database ?? "conveyor_test";
@@ -123,11 +120,10 @@ export async function startThrowawayPostgres(
   // gone, stops the server and removes its directory.
   const pgCtl = join(bin, "pg_ctl");
   const stopCommand = `${asRoot ? `runuser -u ${SERVER_USER} -- ` : ""}${pgCtl} -D '${dataDir}' -m immediate -w stop`;
-  const watchdog = spawn(
-    "sh",
-    ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stopCommand} >/dev/null 2>&1; rm -rf '${dir}'`],
-    { detached: true, stdio: "ignore" },
-  );
+  const watchdog = spawn("sh", ["-c", `while kill -0 ${process.pid} 2>/dev/null; do sleep 1; done; ${stopCommand} >/dev/null 2>&1; rm -rf '${dir}'`], {
+    detached: true,
+    stdio: "ignore",
+  });
   watchdog.unref();
 
   const admin = new pg.Client({ host: "127.0.0.1", port, user: SERVER_USER, database: "postgres" });
@@ -168,7 +164,6 @@ export function serverUser(): { uid: number; gid: number } {
   };
   return { uid: id("-u"), gid: id("-g") };
 }
-
 
 /** A schema name no other test uses: lower case, so it never needs quoting in psql. */
 export function randomSchema(prefix = "t"): string {

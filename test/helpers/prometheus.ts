@@ -13,7 +13,6 @@ import { freePort } from "./ports.js";
 export const PROMETHEUS_BIN = process.env.PROMETHEUS_BIN ?? "/usr/bin/prometheus";
 export const PROMTOOL_BIN = process.env.PROMTOOL_BIN ?? "/usr/bin/promtool";
 
-
 export interface PromSample {
   metric: Record<string, string>;
   value: [number, string];

@@ -80,8 +80,7 @@ export async function startThrowawayRabbit(options: RabbitServerOptions = {}): P
   const binary = findRabbitServer();
   if (binary === null) {
     throw new Error(
-      `no rabbitmq-server found at ${DEFAULT_SERVER}: install it (apt-get install rabbitmq-server) or point RABBITMQ_URL ` +
-        `at a broker you provide`,
+      `no rabbitmq-server found at ${DEFAULT_SERVER}: install it (apt-get install rabbitmq-server) or point RABBITMQ_URL ` + `at a broker you provide`,
     );
   }
   const dir = await mkdtemp(join(tmpdir(), "conveyor-rabbit-"));
@@ -151,7 +150,10 @@ export async function startThrowawayRabbit(options: RabbitServerOptions = {}): P
       proc.once("exit", (code, signal) => resolve(`rabbitmq-server exited (${signal ?? code})`));
       proc.once("error", (error) => resolve(`rabbitmq-server did not start: ${error.message}`));
     });
-    const ready = waitForAmqp(port, bootTimeoutMs).then(() => null, (error: Error) => error.message);
+    const ready = waitForAmqp(port, bootTimeoutMs).then(
+      () => null,
+      (error: Error) => error.message,
+    );
     const failure = await Promise.race([ready, exited]);
     if (failure !== null) {
       killGroup(proc, "SIGKILL");
@@ -252,7 +254,6 @@ function answersAmqp(port: number): Promise<boolean> {
     socket.once("data", (data: Buffer) => done(data[0] === 1 && data[1] === 0 && data[2] === 0));
   });
 }
-
 
 /** A queue / exchange name no other test uses. */
 export function rabbitName(label = "t"): string {

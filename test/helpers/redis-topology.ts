@@ -150,22 +150,21 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
           // and its nodes.conf, and rejoins.
           persistence: "everysec",
           args: [
-            "--cluster-enabled", "yes",
-            "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", String(CLUSTER_NODE_TIMEOUT_MS),
-            "--cluster-announce-ip", "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            String(CLUSTER_NODE_TIMEOUT_MS),
+            "--cluster-announce-ip",
+            "127.0.0.1",
             ...(options.args ?? []),
           ],
         }),
       ),
     );
     servers.push(...started);
-    await cli([
-      "--cluster", "create",
-      ...servers.map((s) => `127.0.0.1:${s.port}`),
-      "--cluster-replicas", String(replicas),
-      "--cluster-yes",
-    ]);
+    await cli(["--cluster", "create", ...servers.map((s) => `127.0.0.1:${s.port}`), "--cluster-replicas", String(replicas), "--cluster-yes"]);
   } catch (error) {
     await stopAll();
     throw error;
@@ -206,7 +205,12 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
         const v = parseClusterNodes(await once(node.port, async (r) => String(await r.call("CLUSTER", ["NODES"]))));
         const servingMasters = v.filter((n) => n.role === "master" && n.slots > 0 && !n.failed);
         if (servingMasters.reduce((sum, n) => sum + n.slots, 0) !== 16_384) return false;
-        views.push(servingMasters.map((n) => `${n.id}:${n.slots}`).sort().join(","));
+        views.push(
+          servingMasters
+            .map((n) => `${n.id}:${n.slots}`)
+            .sort()
+            .join(","),
+        );
       }
       return new Set(views).size === 1;
     });
@@ -286,15 +290,24 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
       await waitHealthy(timeoutMs);
     },
     async reshard(from, to, slots) {
-      await cli([
-        "--cluster", "reshard", `127.0.0.1:${to.port}`,
-        "--cluster-from", from.id,
-        "--cluster-to", to.id,
-        "--cluster-slots", String(slots),
-        "--cluster-yes",
-        // Keys per MIGRATE batch; small batches keep each move short under load.
-        "--cluster-pipeline", "50",
-      ], 300_000);
+      await cli(
+        [
+          "--cluster",
+          "reshard",
+          `127.0.0.1:${to.port}`,
+          "--cluster-from",
+          from.id,
+          "--cluster-to",
+          to.id,
+          "--cluster-slots",
+          String(slots),
+          "--cluster-yes",
+          // Keys per MIGRATE batch; small batches keep each move short under load.
+          "--cluster-pipeline",
+          "50",
+        ],
+        300_000,
+      );
       await waitHealthy();
     },
     waitHealthy,

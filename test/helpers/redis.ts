@@ -63,10 +63,7 @@ process.once("exit", () => {
 export async function startThrowawayRedis(options: RedisServerOptions = {}): Promise<ThrowawayRedis> {
   const binary = findRedisServer();
   if (binary === null) {
-    throw new Error(
-      "no redis-server found: install one (apt-get install redis-server, brew install redis) or point " +
-        "REDIS_URL at a Redis you provide",
-    );
+    throw new Error("no redis-server found: install one (apt-get install redis-server, brew install redis) or point " + "REDIS_URL at a Redis you provide");
   }
   const dir = await mkdtemp(join(tmpdir(), "conveyor-redis-"));
   const persistence = options.persistence ?? "none";
@@ -74,15 +71,19 @@ export async function startThrowawayRedis(options: RedisServerOptions = {}): Pro
   let child: ChildProcess | null = null;
 
   const args = () => [
-    "--port", String(port),
-    "--bind", "127.0.0.1",
-    "--dir", dir,
-    "--logfile", join(dir, "redis.log"),
-    "--daemonize", "no",
-    "--save", "",
-    ...(persistence === "none"
-      ? ["--appendonly", "no"]
-      : ["--appendonly", "yes", "--appendfsync", persistence]),
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--dir",
+    dir,
+    "--logfile",
+    join(dir, "redis.log"),
+    "--daemonize",
+    "no",
+    "--save",
+    "",
+    ...(persistence === "none" ? ["--appendonly", "no"] : ["--appendonly", "yes", "--appendfsync", persistence]),
     ...(options.args ?? []),
   ];
 
@@ -171,7 +172,6 @@ function ping(port: number): Promise<boolean> {
     });
   });
 }
-
 
 /** A key prefix no other test uses. */
 export function testPrefix(label = "t"): string {

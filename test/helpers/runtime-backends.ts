@@ -31,10 +31,7 @@ const prefixes: string[] = [];
 
 /** Empties every table of the file's schema but its migration record. */
 async function truncateSchema(pool: pg.Pool, name: string): Promise<void> {
-  const { rows } = await pool.query<{ tablename: string }>(
-    "SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename <> 'migrations'",
-    [name],
-  );
+  const { rows } = await pool.query<{ tablename: string }>("SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename <> 'migrations'", [name]);
   if (rows.length === 0) return;
   const tables = rows.map((r) => `${pg.escapeIdentifier(name)}.${pg.escapeIdentifier(r.tablename)}`).join(", ");
   await pool.query(`TRUNCATE ${tables} RESTART IDENTITY CASCADE`);

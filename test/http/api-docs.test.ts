@@ -21,7 +21,16 @@ beforeAll(async () => {
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 }, 60_000);
 
@@ -67,7 +76,9 @@ describe("GET /v1/docs", () => {
     await health.locator(".opblock-summary").click();
     await health.locator("button.try-out__btn").click();
     await health.locator("button.execute").click();
-    await expect.poll(async () => health.locator(".live-responses-table tbody .response-col_status").first().textContent(), { timeout: 20_000 }).toContain("200");
+    await expect
+      .poll(async () => health.locator(".live-responses-table tbody .response-col_status").first().textContent(), { timeout: 20_000 })
+      .toContain("200");
     expect(elsewhere).toEqual([]);
     expect(errors).toEqual([]);
     await context.close();

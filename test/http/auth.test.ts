@@ -85,7 +85,10 @@ describe("API keys and scopes", () => {
   });
 
   it("keys are kept hashed and compared against every configured key", () => {
-    const ring = new KeyRing([{ id: "k", key: KEYS.web, scopes: ["read"] }, { id: "j", sha256: hashApiKey(KEYS.read), scopes: ["admin"] }]);
+    const ring = new KeyRing([
+      { id: "k", key: KEYS.web, scopes: ["read"] },
+      { id: "j", sha256: hashApiKey(KEYS.read), scopes: ["admin"] },
+    ]);
     expect(JSON.stringify(ring)).not.toContain(KEYS.web);
     expect(ring.authenticate(KEYS.web)?.id).toBe("k");
     expect([...ring.authenticate(KEYS.read)!.scopes].sort()).toEqual(["admin", "enqueue", "read"]);
@@ -144,7 +147,11 @@ describe("CORS", () => {
     h = await startTestServer({ apiKeys: API_KEYS, cors: { origins: ["https://app.example.com"], maxAgeSeconds: 120 } });
     const pre = await fetch(`${h.url}/v1/queues/q/jobs`, {
       method: "OPTIONS",
-      headers: { origin: "https://app.example.com", "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type, idempotency-key" },
+      headers: {
+        origin: "https://app.example.com",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type, idempotency-key",
+      },
     });
     expect(pre.status).toBe(204);
     expect(pre.headers.get("access-control-allow-origin")).toBe("https://app.example.com");
@@ -169,7 +176,10 @@ describe("CORS", () => {
 
   it("is off unless configured", async () => {
     h = await startTestServer();
-    const pre = await fetch(`${h.url}/v1/queues/q/jobs`, { method: "OPTIONS", headers: { origin: "https://app.example.com", "access-control-request-method": "POST" } });
+    const pre = await fetch(`${h.url}/v1/queues/q/jobs`, {
+      method: "OPTIONS",
+      headers: { origin: "https://app.example.com", "access-control-request-method": "POST" },
+    });
     expect(pre.headers.get("access-control-allow-origin")).toBeNull();
     const r = await h.request("GET", "/v1/queues", { headers: { origin: "https://app.example.com" } });
     expect(r.headers.get("access-control-allow-origin")).toBeNull();

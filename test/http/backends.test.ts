@@ -27,14 +27,26 @@ for (const c of cases) {
 
     async function start(handlers: Record<string, Handler>): Promise<Worker> {
       backend = await c.make();
-      webhooks = new WebhookDispatcher({ backend, secrets: [secret], allow: ["127.0.0.1"], backoff: { type: "fixed", delayMs: 10 }, sweepIntervalMs: 0, logger: silentLogger });
+      webhooks = new WebhookDispatcher({
+        backend,
+        secrets: [secret],
+        allow: ["127.0.0.1"],
+        backoff: { type: "fixed", delayMs: 10 },
+        sweepIntervalMs: 0,
+        logger: silentLogger,
+      });
       const app = await createServer({ backend, apiKeys: false, logger: false, webhooks, events: { pollIntervalMs: 25 } });
       await app.listen({ port: 0, host: "127.0.0.1" });
       base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
       const worker = new Worker({ backend, queues: "q", handlers, pollIntervalMs: 20, heartbeatIntervalMs: 100, leaseMs: 2_000, logger: silentLogger });
       webhooks.attach(worker);
       webhooks.start({ pollIntervalMs: 20, logger: silentLogger, maintenance: false });
-      closers.push(() => backend.close(), () => app.close(), () => webhooks.close({ force: true }), () => worker.close({ force: true }));
+      closers.push(
+        () => backend.close(),
+        () => app.close(),
+        () => webhooks.close({ force: true }),
+        () => worker.close({ force: true }),
+      );
       return worker;
     }
     afterEach(async () => {
@@ -137,7 +149,10 @@ for (const c of cases) {
         body: { name: "broken", data: { x: 1 }, options: { attempts: 1, callbackUrl: `http://127.0.0.1:${port}/hook` } },
       });
       await waitFor(() => received.length === 1, { timeoutMs: 15_000, description: "the job.dead webhook" });
-      expect(verifyWebhook(secret, received[0]!.headers, received[0]!.body)).toMatchObject({ type: "job.dead", data: { id: r.json.jobId, error: { message: "always broken" } } });
+      expect(verifyWebhook(secret, received[0]!.headers, received[0]!.body)).toMatchObject({
+        type: "job.dead",
+        data: { id: r.json.jobId, error: { message: "always broken" } },
+      });
       const dead = await send<{ jobs: Obj[] }>(base, "GET", "/v1/queues/q/dead");
       expect(dead.json.jobs[0]).toMatchObject({ id: r.json.jobId, data: { x: 1 }, failure: { message: "always broken" } });
       expect((await send(base, "POST", "/v1/queues/q/dead/replay", { body: { ids: [r.json.jobId] } })).json).toMatchObject({ replayed: [r.json.jobId] });

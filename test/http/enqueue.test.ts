@@ -58,7 +58,7 @@ describe("POST /v1/queues/:queue/jobs", () => {
     const a = await h.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "later", options: { runAt: at } } });
     const b = await h.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "later", options: { delayMs: 60_000 } } });
     expect([a.status, b.status]).toEqual([202, 202]);
-    expect((await h.backend.get(a.json.jobId))).toMatchObject({ state: "scheduled", runAt: Date.parse(at) });
+    expect(await h.backend.get(a.json.jobId)).toMatchObject({ state: "scheduled", runAt: Date.parse(at) });
     expect((await h.backend.get(b.json.jobId))?.state).toBe("scheduled");
   });
 
@@ -142,7 +142,10 @@ describe("Idempotency-Key", () => {
   it("reusing a key with a different body is refused with 422 and stores nothing", async () => {
     h = await startTestServer();
     await h.request("POST", "/v1/queues/payments/jobs", { body: { name: "charge", data: { cents: 1 } }, headers: { "idempotency-key": "k" } });
-    const other = await h.request<ProblemBody>("POST", "/v1/queues/payments/jobs", { body: { name: "charge", data: { cents: 2 } }, headers: { "idempotency-key": "k" } });
+    const other = await h.request<ProblemBody>("POST", "/v1/queues/payments/jobs", {
+      body: { name: "charge", data: { cents: 2 } },
+      headers: { "idempotency-key": "k" },
+    });
     expect(other.status).toBe(422);
     expect(other.json.type).toBe("urn:conveyor:problem:idempotency-key-reused");
     expect(await countJobs(h.backend)).toBe(1);
@@ -170,7 +173,9 @@ describe("Idempotency-Key", () => {
   it("concurrent retries of one request create exactly one job", async () => {
     h = await startTestServer();
     const replies = await Promise.all(
-      Array.from({ length: 12 }, () => h!.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: { x: 1 } }, headers: { "idempotency-key": "burst" } })),
+      Array.from({ length: 12 }, () =>
+        h!.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: { x: 1 } }, headers: { "idempotency-key": "burst" } }),
+      ),
     );
     expect(replies.every((r) => r.status === 202)).toBe(true);
     expect(new Set(replies.map((r) => r.json.jobId)).size).toBe(1);
@@ -179,7 +184,10 @@ describe("Idempotency-Key", () => {
 
   it("refuses options.jobId together with a key (422), and an over-long key (400)", async () => {
     h = await startTestServer();
-    const both = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", { body: { name: "n", options: { jobId: "x" } }, headers: { "idempotency-key": "k" } });
+    const both = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", {
+      body: { name: "n", options: { jobId: "x" } },
+      headers: { "idempotency-key": "k" },
+    });
     expect(both.status).toBe(422);
     expect(both.json.errors?.[0]?.pointer).toBe("/options/jobId");
     const long = await h.request<ProblemBody>("POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: { "idempotency-key": "k".repeat(300) } });
@@ -265,7 +273,13 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
   it("stores every job in one batch and answers one entry per job, in order", async () => {
     h = await startTestServer();
     const r = await h.request<{ status: string; count: number; jobs: Accepted[] }>("POST", "/v1/queues/q/jobs/bulk", {
-      body: { jobs: [{ name: "a", data: { i: 0 } }, { name: "b", data: { i: 1 }, options: { priority: 3 } }, { name: "a", data: { i: 2 } }] },
+      body: {
+        jobs: [
+          { name: "a", data: { i: 0 } },
+          { name: "b", data: { i: 1 }, options: { priority: 3 } },
+          { name: "a", data: { i: 2 } },
+        ],
+      },
     });
     expect(r.status).toBe(202);
     expect(r.json.count).toBe(3);
@@ -293,7 +307,10 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
     const again = await h.request("POST", "/v1/queues/q/jobs/bulk", { body, headers: { "idempotency-key": "batch-1" } });
     expect(again.text).toBe(first.text);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
-    const changed = await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }, { name: "c" }] }, headers: { "idempotency-key": "batch-1" } });
+    const changed = await h.request("POST", "/v1/queues/q/jobs/bulk", {
+      body: { jobs: [{ name: "a" }, { name: "c" }] },
+      headers: { "idempotency-key": "batch-1" },
+    });
     expect(changed.status).toBe(422);
     expect(await countJobs(h.backend)).toBe(2);
   });
@@ -301,7 +318,10 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
   it("stores nothing when a reused Idempotency-Key comes with a longer batch (found by the property test)", async () => {
     h = await startTestServer();
     await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }] }, headers: { "idempotency-key": "k1" } });
-    const longer = await h.request("POST", "/v1/queues/q/jobs/bulk", { body: { jobs: [{ name: "a" }, { name: "b" }, { name: "c" }] }, headers: { "idempotency-key": "k1" } });
+    const longer = await h.request("POST", "/v1/queues/q/jobs/bulk", {
+      body: { jobs: [{ name: "a" }, { name: "b" }, { name: "c" }] },
+      headers: { "idempotency-key": "k1" },
+    });
     expect(longer.status).toBe(422);
     expect(longer.json.type).toBe("urn:conveyor:problem:idempotency-key-reused");
     expect(await countJobs(h.backend)).toBe(1);
@@ -311,18 +331,23 @@ describe("POST /v1/queues/:queue/jobs/bulk", () => {
 describe("group commit", () => {
   it("stores the jobs of concurrent requests with fewer backend calls, each answered after its own commit", async () => {
     const batches: number[] = [];
-    h = await startTestServer({}, {
-      wrap: (backend) =>
-        Object.assign(Object.create(backend) as SqliteBackend, {
-          // A store with a round trip (like PostgreSQL): requests arriving meanwhile queue up.
-          enqueue: async (specs: Parameters<SqliteBackend["enqueue"]>[0]) => {
-            batches.push(specs.length);
-            await new Promise((r) => setTimeout(r, 30));
-            return backend.enqueue(specs);
-          },
-        }),
-    });
-    const replies = await Promise.all(Array.from({ length: 60 }, (_, i) => h!.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: { i } } })));
+    h = await startTestServer(
+      {},
+      {
+        wrap: (backend) =>
+          Object.assign(Object.create(backend) as SqliteBackend, {
+            // A store with a round trip (like PostgreSQL): requests arriving meanwhile queue up.
+            enqueue: async (specs: Parameters<SqliteBackend["enqueue"]>[0]) => {
+              batches.push(specs.length);
+              await new Promise((r) => setTimeout(r, 30));
+              return backend.enqueue(specs);
+            },
+          }),
+      },
+    );
+    const replies = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => h!.request<Accepted>("POST", "/v1/queues/q/jobs", { body: { name: "n", data: { i } } })),
+    );
     expect(replies.every((r) => r.status === 202)).toBe(true);
     for (const r of replies) expect(await h.backend.get(r.json.jobId)).not.toBeNull();
     expect(batches.reduce((a, b) => a + b, 0)).toBe(60);
@@ -336,21 +361,24 @@ describe("group commit", () => {
     // to the store together: the poison shares a batch with healthy requests.
     const calls: string[][] = [];
     let hold: Promise<void> | null = null;
-    h = await startTestServer({}, {
-      wrap: (backend) =>
-        Object.assign(Object.create(backend) as SqliteBackend, {
-          enqueue: async (specs: Parameters<SqliteBackend["enqueue"]>[0]) => {
-            calls.push(specs.map((s) => s.name));
-            if (hold) {
-              const wait = hold;
-              hold = null;
-              await wait;
-            }
-            if (specs.some((s) => s.name === "poison")) throw new Error("the store refused this batch");
-            return backend.enqueue(specs);
-          },
-        }),
-    });
+    h = await startTestServer(
+      {},
+      {
+        wrap: (backend) =>
+          Object.assign(Object.create(backend) as SqliteBackend, {
+            enqueue: async (specs: Parameters<SqliteBackend["enqueue"]>[0]) => {
+              calls.push(specs.map((s) => s.name));
+              if (hold) {
+                const wait = hold;
+                hold = null;
+                await wait;
+              }
+              if (specs.some((s) => s.name === "poison")) throw new Error("the store refused this batch");
+              return backend.enqueue(specs);
+            },
+          }),
+      },
+    );
     let received = 0;
     h.app.server.on("request", (req: IncomingMessage) => req.once("end", () => received++));
     const sharedBatches: number[] = [];

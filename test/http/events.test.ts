@@ -67,7 +67,11 @@ describe("queue.events()", () => {
     abort.abort();
     await iterating;
 
-    const ofJob = (id: string) => seen.filter((e) => e.jobId === id).map((e) => e.type).filter((t) => t !== "waiting");
+    const ofJob = (id: string) =>
+      seen
+        .filter((e) => e.jobId === id)
+        .map((e) => e.type)
+        .filter((t) => t !== "waiting");
     expect(ofJob(okId)).toEqual(["added", "active", "progress", "completed"]);
     expect(ofJob(badId)).toEqual(["added", "active", "retrying", "active", "dead"]);
     expect(seen.every((e) => e.queue === "mail")).toBe(true);
@@ -79,7 +83,8 @@ describe("queue.events()", () => {
     const again = new AbortController();
     const first = seen[0]!;
     const reading = (async () => {
-      for await (const e of queue.events({ after: first.id, types: ["dead", "completed"], names: ["bad"], signal: again.signal, pollIntervalMs: 20 })) resumed.push(e);
+      for await (const e of queue.events({ after: first.id, types: ["dead", "completed"], names: ["bad"], signal: again.signal, pollIntervalMs: 20 }))
+        resumed.push(e);
     })();
     await waitFor(() => resumed.length === 1, { timeoutMs: 10_000 });
     again.abort();

@@ -22,7 +22,14 @@ it("POST /queues/{queue}/limits sets the limits the one-queue view shows; {} rem
 
 it("bad limits answer 400 or 422 with what to fix, never 5xx", async () => {
   h = await startTestServer();
-  for (const body of [{ rate: { max: 0, durationMs: 10 } }, { maxRunning: -1 }, { speed: 3 }, { rate: { max: 2 } }, { maxRunningPerName: { "bad name!": 1 } }, { maxRunning: 2.5 }]) {
+  for (const body of [
+    { rate: { max: 0, durationMs: 10 } },
+    { maxRunning: -1 },
+    { speed: 3 },
+    { rate: { max: 2 } },
+    { maxRunningPerName: { "bad name!": 1 } },
+    { maxRunning: 2.5 },
+  ]) {
     const r = await h.request<{ detail: string }>("POST", "/v1/queues/email/limits", { body });
     expect([400, 422]).toContain(r.status);
     expect(r.json.detail.length).toBeGreaterThan(10);

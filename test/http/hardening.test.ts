@@ -95,7 +95,9 @@ for (const c of cases) {
       // The victim's job dies (so dead-letter routes and replay apply to it).
       const [claimed] = await backend.claim({ queues: ["zzz-victim"], names: ["send"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
       await backend.fail([{ lease: claimed!.lease, error: { name: "Error", message: "boom", stack: null }, retryDelayMs: null }]);
-      const copy = await as(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", { body: { name: "send", data: { owner: "attacker" }, options: { jobId: "shared-1", delayMs: 60_000 } } });
+      const copy = await as(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", {
+        body: { name: "send", data: { owner: "attacker" }, options: { jobId: "shared-1", delayMs: 60_000 } },
+      });
       expect([200, 202]).toContain(copy.status);
       const copyStored = (await backend.get("shared-1", "aaa-attacker")) !== null;
       // Reads: with ?queue= the victim's job; bare, the victim's job where ids are store-wide, else 409.
@@ -119,7 +121,10 @@ for (const c of cases) {
         const r = await as(KEYS.attacker, "DELETE", path);
         expect([403, 409], `${path}: ${r.text}`).toContain(r.status);
       }
-      for (const [method, path] of [["POST", "/v1/jobs/shared-1/replay?queue=zzz-victim"], ["DELETE", "/v1/queues/zzz-victim/dead/shared-1"]] as const) {
+      for (const [method, path] of [
+        ["POST", "/v1/jobs/shared-1/replay?queue=zzz-victim"],
+        ["DELETE", "/v1/queues/zzz-victim/dead/shared-1"],
+      ] as const) {
         expect((await as(KEYS.attacker, method, path)).status, path).toBe(403);
       }
       expect((await as(KEYS.attacker, "POST", "/v1/queues/zzz-victim/dead/replay", { body: { ids: ["shared-1"] } })).status).toBe(403);
@@ -143,7 +148,11 @@ for (const c of cases) {
       expect((await as<Obj>(KEYS.victim, "GET", latest.json.pollUrl)).json).toMatchObject({ timings: { runAt: "9999-12-31T23:59:59.999Z" } });
       expect(() => buildJobSpec({ queue: "q", name: "send", data: null, options: { runAt: LATEST_RUN_AT + 1 } })).toThrow(/no later than 9999-12-31/);
       // A row stored before the bound existed (written straight to the store, as an older version did).
-      const spec = { ...buildJobSpec({ queue: "q", name: "send", data: null, options: { jobId: "old-row", priority: 1 } }), delayMs: 0, runAt: 9007199254740991 };
+      const spec = {
+        ...buildJobSpec({ queue: "q", name: "send", data: null, options: { jobId: "old-row", priority: 1 } }),
+        delayMs: 0,
+        runAt: 9007199254740991,
+      };
       // Past the checking facade, which refuses such a time now.
       await uncheckedBackend(backend).enqueue([spec]);
       const view = await as<Obj>(KEYS.victim, "GET", "/v1/jobs/old-row?queue=q");
@@ -189,7 +198,10 @@ for (const c of cases) {
       await other.listen({ port: 0, host: "127.0.0.1" });
       try {
         const otherBase = `http://127.0.0.1:${(other.server.address() as { port: number }).port}`;
-        const retry = await send<{ jobId: string }>(otherBase, "POST", "/v1/queues/q/jobs", { body, headers: { authorization: `Bearer ${KEYS.victim}`, "idempotency-key": "k1" } });
+        const retry = await send<{ jobId: string }>(otherBase, "POST", "/v1/queues/q/jobs", {
+          body,
+          headers: { authorization: `Bearer ${KEYS.victim}`, "idempotency-key": "k1" },
+        });
         expect(retry.status).toBe(202);
         expect(retry.json.jobId).toBe(first.json.jobId);
         expect(retry.headers.get("idempotent-replayed")).toBe("true");
@@ -205,14 +217,30 @@ for (const c of cases) {
       // (without the fix about one round in four stores the refused batch's third job).
       for (let round = 0; round < 12; round++) {
         const key = `race-${round}`;
-        const two = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }] };
-        const three = { jobs: [{ name: "send", data: { n: 1 } }, { name: "send", data: { n: 2 } }, { name: "send", data: { n: 3 } }] };
+        const two = {
+          jobs: [
+            { name: "send", data: { n: 1 } },
+            { name: "send", data: { n: 2 } },
+          ],
+        };
+        const three = {
+          jobs: [
+            { name: "send", data: { n: 1 } },
+            { name: "send", data: { n: 2 } },
+            { name: "send", data: { n: 3 } },
+          ],
+        };
         const bodies = Array.from({ length: 12 }, (_, i) => (i % 3 === 0 ? two : three));
         const answers = await Promise.all(
-          bodies.map((body) => as<{ jobs: Array<{ jobId: string }> }>(KEYS.victim, "POST", `/v1/queues/race${round}/jobs/bulk`, { body, headers: { "idempotency-key": key } })),
+          bodies.map((body) =>
+            as<{ jobs: Array<{ jobId: string }> }>(KEYS.victim, "POST", `/v1/queues/race${round}/jobs/bulk`, { body, headers: { "idempotency-key": key } }),
+          ),
         );
         const statuses = answers.map((a) => a.status);
-        expect(statuses.every((s) => s === 202 || s === 422), statuses.join(",")).toBe(true);
+        expect(
+          statuses.every((s) => s === 202 || s === 422),
+          statuses.join(","),
+        ).toBe(true);
         const winners = new Set(answers.flatMap((a, i) => (a.status === 202 ? [bodies[i]!.jobs.length] : [])));
         expect(winners.size, "every 202 answers the same batch").toBe(1);
         const stored = await backend.list({ queue: `race${round}` });
@@ -224,7 +252,9 @@ for (const c of cases) {
 
     it("probe 4: a stream token opens the job it was issued for, not a later job that reuses its id", async () => {
       await start();
-      const first = await as<{ eventsUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", attempts: 1 } } });
+      const first = await as<{ eventsUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", {
+        body: { name: "send", options: { jobId: "reused", attempts: 1 } },
+      });
       expect(first.status).toBe(202);
       const [claimed] = await backend.claim({ queues: ["q"], names: ["send"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
       await backend.fail([{ lease: claimed!.lease, error: { name: "Error", message: "boom", stack: null }, retryDelayMs: null }]);
@@ -236,7 +266,9 @@ for (const c of cases) {
       expect((await as(KEYS.admin, "DELETE", "/v1/queues/q/dead/reused")).status).toBe(204);
       // Another key adds a job under the freed id (a ms later at least: creation times differ).
       await new Promise((r) => setTimeout(r, 5));
-      expect((await as(KEYS.attacker, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", delayMs: 60_000 } } })).status).toBe(202);
+      expect((await as(KEYS.attacker, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId: "reused", delayMs: 60_000 } } })).status).toBe(
+        202,
+      );
       const after = await send(base, "GET", token.json.eventsUrl);
       expect(after.status, after.text).toBe(401);
       const bare = await send(base, "GET", `/v1/jobs/reused/events?access_token=${encodeURIComponent(token.json.token)}`);
@@ -247,21 +279,23 @@ for (const c of cases) {
       await start();
       const deep = `${"[".repeat(20_000)}${"]".repeat(20_000)}`;
       const deepObject = `${'{"a":'.repeat(20_000)}1${"}".repeat(20_000)}`;
-      for (const raw of [
-        `{"name":"send","data":${deep}}`,
-        `{"name":"send","data":${deepObject}}`,
-        `{"name":"send","options":{"meta":${deepObject}}}`,
-      ]) {
+      for (const raw of [`{"name":"send","data":${deep}}`, `{"name":"send","data":${deepObject}}`, `{"name":"send","options":{"meta":${deepObject}}}`]) {
         const variants: Array<Record<string, string>> = [{}, { "idempotency-key": `deep-${raw.length}` }];
         for (const headers of variants) {
           const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw, headers: { "content-type": "application/json", ...headers } });
           expect(r.status, r.text.slice(0, 200)).toBe(400);
         }
       }
-      const bulk = await as(KEYS.victim, "POST", "/v1/queues/q/jobs/bulk", { raw: `{"jobs":[{"name":"send","data":${deep}}]}`, headers: { "content-type": "application/json" } });
+      const bulk = await as(KEYS.victim, "POST", "/v1/queues/q/jobs/bulk", {
+        raw: `{"jobs":[{"name":"send","data":${deep}}]}`,
+        headers: { "content-type": "application/json" },
+      });
       expect(bulk.status).toBe(400);
       // 128 levels of payload are fine.
-      const ok = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { raw: `{"name":"send","data":${"[".repeat(127)}${"]".repeat(127)}}`, headers: { "content-type": "application/json" } });
+      const ok = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", {
+        raw: `{"name":"send","data":${"[".repeat(127)}${"]".repeat(127)}}`,
+        headers: { "content-type": "application/json" },
+      });
       expect(ok.status, ok.text).toBe(202);
       for (const jobId of ["a\u0000b", "tab\there", "\ud800lone", "lone\udfff"]) {
         const r = await as(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "send", options: { jobId } } });
@@ -384,7 +418,22 @@ describe("probe 7: credentials in query strings", () => {
         expect(log, secret).not.toContain(encodeURIComponent(secret));
       }
       expect(redactUrl("/v1/x?queue=q&access%5Ftoken=abc&lastEventId=3")).toBe("/v1/x?queue=q&access%5Ftoken=[redacted]&lastEventId=3");
-      for (const name of ["api_key", "apikey", "API%5FKEY", "key", "token", "access_token", "%61ccess_token", "x-api-key", "authorization", "client_secret", "password", "session", "jwt", "sig"]) {
+      for (const name of [
+        "api_key",
+        "apikey",
+        "API%5FKEY",
+        "key",
+        "token",
+        "access_token",
+        "%61ccess_token",
+        "x-api-key",
+        "authorization",
+        "client_secret",
+        "password",
+        "session",
+        "jwt",
+        "sig",
+      ]) {
         expect(redactUrl(`/v1/x?queue=q&${name}=s3cr3t-value&limit=5`), name).toBe(`/v1/x?queue=q&${name}=[redacted]&limit=5`);
       }
     } finally {
@@ -418,12 +467,21 @@ describe("decisions: revoked keys and other Authorization schemes", () => {
       await backend.cancel(r.json.jobId);
       expect((await send(before, "GET", t.json.eventsUrl)).status).toBe(200);
       // Instances restarted with the key removed, or without its read scope.
-      const revoked = await serve(backend, API_KEYS.filter((k) => k.id !== "victim"));
+      const revoked = await serve(
+        backend,
+        API_KEYS.filter((k) => k.id !== "victim"),
+      );
       expect((await send(revoked, "GET", t.json.eventsUrl)).status).toBe(401);
-      const demoted = await serve(backend, API_KEYS.map((k) => (k.id === "victim" ? { ...k, scopes: ["enqueue" as const] } : k)));
+      const demoted = await serve(
+        backend,
+        API_KEYS.map((k) => (k.id === "victim" ? { ...k, scopes: ["enqueue" as const] } : k)),
+      );
       expect((await send(demoted, "GET", t.json.eventsUrl)).status).toBe(401);
       // Rotating the key under the same id keeps its tokens.
-      const rotated = await serve(backend, API_KEYS.map((k) => (k.id === "victim" ? { ...k, sha256: hashApiKey("cvk_rotated-0123456789abcdefgh") } : k)));
+      const rotated = await serve(
+        backend,
+        API_KEYS.map((k) => (k.id === "victim" ? { ...k, sha256: hashApiKey("cvk_rotated-0123456789abcdefgh") } : k)),
+      );
       expect((await send(rotated, "GET", t.json.eventsUrl)).status).toBe(200);
     } finally {
       for (const app of apps.splice(0)) await app.close();
@@ -462,13 +520,18 @@ describe("OpenAPI and methods", () => {
         if (node === null || typeof node !== "object") return;
         const o = node as Obj;
         const type = o.type;
-        const isObject = type === "object" || (Array.isArray(type) && type.includes("object")) || (o.properties !== undefined && typeof o.properties === "object" && where.includes("schema"));
+        const isObject =
+          type === "object" ||
+          (Array.isArray(type) && type.includes("object")) ||
+          (o.properties !== undefined && typeof o.properties === "object" && where.includes("schema"));
         if (isObject && o.additionalProperties === undefined) missing.push(where);
         for (const [k, v] of Object.entries(o)) walk(v, `${where}/${k}`);
       };
       walk(doc.paths, "");
       expect(missing).toEqual([]);
-      const enqueue = (doc.paths as Obj)["/queues/{queue}/jobs"] as { post: { requestBody: { content: { "application/json": { schema: { properties: { options: { properties: { meta: Obj } } } } } } } } };
+      const enqueue = (doc.paths as Obj)["/queues/{queue}/jobs"] as {
+        post: { requestBody: { content: { "application/json": { schema: { properties: { options: { properties: { meta: Obj } } } } } } } };
+      };
       expect(enqueue.post.requestBody.content["application/json"].schema.properties.options.properties.meta.additionalProperties).toBe(true);
       // Unsupported methods on a known path: 405 with Allow; unknown paths stay 404.
       const del = await send(base, "DELETE", "/v1/queues/q/jobs");

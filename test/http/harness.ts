@@ -154,8 +154,7 @@ export async function openStream(url: string, headers: Record<string, string> = 
     retry: null,
     ended: Promise.resolve(),
     isEnded: () => ended,
-    waitForEvent: async (predicate, timeoutMs = 10_000) =>
-      waitFor(() => client.events.find(predicate), { timeoutMs, description: "an SSE event" }),
+    waitForEvent: async (predicate, timeoutMs = 10_000) => waitFor(() => client.events.find(predicate), { timeoutMs, description: "an SSE event" }),
     close: () => controller.abort(),
   };
   let ended = false;

@@ -60,7 +60,15 @@ describe("GET /v1/jobs/:id", () => {
     const lease = await claim("work");
     await h.backend.progress(lease, { pct: 50 });
     const running = await h.request("GET", `/v1/jobs/${id}`);
-    expect(running.json).toMatchObject({ id, queue: "q", name: "work", state: "active", finished: false, progress: { pct: 50 }, attempts: { made: 1, max: 2 } });
+    expect(running.json).toMatchObject({
+      id,
+      queue: "q",
+      name: "work",
+      state: "active",
+      finished: false,
+      progress: { pct: 50 },
+      attempts: { made: 1, max: 2 },
+    });
     expect(running.json).not.toHaveProperty("data");
     expect(running.headers.get("cache-control")).toBe("no-store");
 
@@ -136,7 +144,11 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     await h.backend.complete([{ lease, result: 42 }]);
     const s = await stream(id);
     await s.ended;
-    expect(s.events.map((e) => [e.id, e.data.state])).toEqual([["1", "waiting"], ["2", "active"], ["3", "completed"]]);
+    expect(s.events.map((e) => [e.id, e.data.state])).toEqual([
+      ["1", "waiting"],
+      ["2", "active"],
+      ["3", "completed"],
+    ]);
     expect(s.events[2]!.data.result).toBe(42);
   });
 
@@ -179,7 +191,7 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     await second.waitForEvent((e) => e.event === "progress");
     await h.backend.complete([{ lease, result: "ok" }]);
     await second.ended;
-    expect(second.events.map((e) => e.event === "progress" ? `progress ${JSON.stringify(e.data.progress)}` : e.data.state)).toEqual([
+    expect(second.events.map((e) => (e.event === "progress" ? `progress ${JSON.stringify(e.data.progress)}` : e.data.state))).toEqual([
       'progress {"pct":90}',
       "completed",
     ]);
@@ -221,17 +233,21 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     // both are polled by the same poll, so past the reads that open each stream they are read
     // equally often. A poller per stream would read the first five times as often.
     const gets = new Map<string, number>();
-    h = await startServer(temp, { events: { pollIntervalMs: 20 } }, {
-      wrap: (backend) =>
-        Object.assign(Object.create(backend) as SqliteBackend, {
-          // As RabbitMQ: no event log, so the watcher polls.
-          capabilities: { ...backend.capabilities, eventLog: false },
-          get: (id: string) => {
-            gets.set(id, (gets.get(id) ?? 0) + 1);
-            return backend.get(id);
-          },
-        }),
-    });
+    h = await startServer(
+      temp,
+      { events: { pollIntervalMs: 20 } },
+      {
+        wrap: (backend) =>
+          Object.assign(Object.create(backend) as SqliteBackend, {
+            // As RabbitMQ: no event log, so the watcher polls.
+            capabilities: { ...backend.capabilities, eventLog: false },
+            get: (id: string) => {
+              gets.set(id, (gets.get(id) ?? 0) + 1);
+              return backend.get(id);
+            },
+          }),
+      },
+    );
     const id = await enqueue({ name: "n" });
     const alone = await enqueue({ name: "n" });
     const many = await Promise.all(Array.from({ length: 5 }, () => stream(id)));
@@ -255,19 +271,23 @@ describe("GET /v1/jobs/:id/events (Server-Sent Events)", () => {
     // RECHECK_INTERVALS poll periods for changes that log no event (both jobs alike).
     const gets = new Map<string, number>();
     let logReads = 0;
-    h = await startServer(temp, { events: { pollIntervalMs: 20 } }, {
-      wrap: (backend) =>
-        Object.assign(Object.create(backend) as SqliteBackend, {
-          get: (id: string, queue?: string) => {
-            gets.set(id, (gets.get(id) ?? 0) + 1);
-            return backend.get(id, queue);
-          },
-          readEvents: (cursor: string, limit: number) => {
-            logReads++;
-            return backend.readEvents(cursor, limit);
-          },
-        }),
-    });
+    h = await startServer(
+      temp,
+      { events: { pollIntervalMs: 20 } },
+      {
+        wrap: (backend) =>
+          Object.assign(Object.create(backend) as SqliteBackend, {
+            get: (id: string, queue?: string) => {
+              gets.set(id, (gets.get(id) ?? 0) + 1);
+              return backend.get(id, queue);
+            },
+            readEvents: (cursor: string, limit: number) => {
+              logReads++;
+              return backend.readEvents(cursor, limit);
+            },
+          }),
+      },
+    );
     const id = await enqueue({ name: "n" });
     const alone = await enqueue({ name: "n" });
     const many = await Promise.all(Array.from({ length: 5 }, () => stream(id)));
@@ -314,11 +334,23 @@ describe("DELETE /v1/jobs/:id (cancel)", () => {
     const marker = await temp.file("marker.txt");
     const id = await enqueue({ name: "hold", data: { marker } });
     const child = spawnCli([
-      "worker", "--db", `sqlite:${h.dbPath}`, "--queue", "q",
-      "--handlers", "test/fixtures/http-handlers.ts", "--lease-ms", "1500", "--poll-interval-ms", "50",
+      "worker",
+      "--db",
+      `sqlite:${h.dbPath}`,
+      "--queue",
+      "q",
+      "--handlers",
+      "test/fixtures/http-handlers.ts",
+      "--lease-ms",
+      "1500",
+      "--poll-interval-ms",
+      "50",
     ]);
     children.push(child);
-    await waitFor(() => existsSync(marker) && readFileSync(marker, "utf8").includes("started"), { timeoutMs: 20_000, description: "the worker process to start the job" });
+    await waitFor(() => existsSync(marker) && readFileSync(marker, "utf8").includes("started"), {
+      timeoutMs: 20_000,
+      description: "the worker process to start the job",
+    });
     const pid = /started (\d+)/.exec(readFileSync(marker, "utf8"))![1];
     expect(Number(pid)).toBe(child.child.pid);
     const s = await stream(id);

@@ -23,9 +23,30 @@ type Operation = {
 type Doc = { openapi: string; servers: Array<{ url: string }>; paths: Record<string, Record<string, Operation>> };
 
 const KNOWN_KEYWORDS = new Set([
-  "type", "title", "description", "examples", "default", "format", "enum", "const", "properties", "required",
-  "additionalProperties", "minProperties", "maxProperties", "items", "minItems", "maxItems", "minLength",
-  "maxLength", "pattern", "minimum", "maximum", "anyOf", "readOnly", "deprecated",
+  "type",
+  "title",
+  "description",
+  "examples",
+  "default",
+  "format",
+  "enum",
+  "const",
+  "properties",
+  "required",
+  "additionalProperties",
+  "minProperties",
+  "maxProperties",
+  "items",
+  "minItems",
+  "maxItems",
+  "minLength",
+  "maxLength",
+  "pattern",
+  "minimum",
+  "maximum",
+  "anyOf",
+  "readOnly",
+  "deprecated",
 ]);
 
 function keywords(schema: JsonSchema, out: Set<string>): void {
@@ -69,7 +90,11 @@ describe("GET /v1/openapi.json", () => {
     // Every documented path exists (an admin-free server answers something other than "no route").
     for (const [template, methods] of Object.entries(doc.paths)) {
       for (const method of Object.keys(methods)) {
-        const res = await h.request(method.toUpperCase(), "/v1" + template.replace("{queue}", "q").replace("{id}", "x"), method === "post" ? { body: {} } : { headersOnly: template === "/events" });
+        const res = await h.request(
+          method.toUpperCase(),
+          "/v1" + template.replace("{queue}", "q").replace("{id}", "x"),
+          method === "post" ? { body: {} } : { headersOnly: template === "/events" },
+        );
         if (res.status === 404) expect((res.json as { type: string }).type, `${method} ${template}`).not.toBe("urn:conveyor:problem:no-route");
       }
     }

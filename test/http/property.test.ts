@@ -48,7 +48,10 @@ beforeAll(async () => {
   // A few jobs in various states for the id-shaped paths to hit.
   const worker = { id: "w", host: "h", pid: 1 };
   for (const name of ["a", "b", "c", "d"]) {
-    const r = await h.request<{ jobId: string }>("POST", "/v1/queues/q/jobs", { body: { name, options: { attempts: 1 } }, headers: { authorization: `Bearer ${ADMIN}` } });
+    const r = await h.request<{ jobId: string }>("POST", "/v1/queues/q/jobs", {
+      body: { name, options: { attempts: 1 } },
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
     accepted.add(r.json.jobId);
     existing.push(r.json.jobId);
   }
@@ -104,7 +107,25 @@ const path = fc.oneof(
 );
 const query = fc.oneof(
   fc.constant(""),
-  fc.constantFrom("?limit=5", "?limit=-1", "?limit=abc", "?state=dead", "?state=nope", "?offset=1e9", "?name=a&limit=1", "?access_token=v1.abc.def", "?lastEventId=2.1.x", "?limit=1&limit=2", "?after=a", "?after=%00", "?createdFrom=yesterday", "?createdUntil=2026-01-01T00:00:00Z&createdFrom=2027-01-01T00:00:00Z", "?queue=q", "?queue=q&queue=r", "?topic=%F0%9F%92%A5"),
+  fc.constantFrom(
+    "?limit=5",
+    "?limit=-1",
+    "?limit=abc",
+    "?state=dead",
+    "?state=nope",
+    "?offset=1e9",
+    "?name=a&limit=1",
+    "?access_token=v1.abc.def",
+    "?lastEventId=2.1.x",
+    "?limit=1&limit=2",
+    "?after=a",
+    "?after=%00",
+    "?createdFrom=yesterday",
+    "?createdUntil=2026-01-01T00:00:00Z&createdFrom=2027-01-01T00:00:00Z",
+    "?queue=q",
+    "?queue=q&queue=r",
+    "?topic=%F0%9F%92%A5",
+  ),
   fc.webQueryParameters().map((s) => `?${s}`),
 );
 const auth = fc.constantFrom<Record<string, string>>(
@@ -119,15 +140,57 @@ const auth = fc.constantFrom<Record<string, string>>(
 );
 const extraHeaders = fc.dictionary(
   fc.constantFrom("content-type", "idempotency-key", "last-event-id", "origin", "accept", "x-anything", "accept-encoding"),
-  fc.oneof(printable, fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "https://app.example.com", "2", "*/*")),
+  fc.oneof(
+    printable,
+    fc.constantFrom(
+      "application/json",
+      "application/json; charset=utf-8",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "https://app.example.com",
+      "2",
+      "*/*",
+    ),
+  ),
   { maxKeys: 4 },
 );
 const jsonish = fc.jsonValue({ maxDepth: 4 });
 const options = fc.dictionary(
-  fc.constantFrom("jobId", "delayMs", "runAt", "priority", "attempts", "backoff", "timeoutMs", "removeOnComplete", "removeOnFail", "callbackUrl", "meta", "bogus"),
+  fc.constantFrom(
+    "jobId",
+    "delayMs",
+    "runAt",
+    "priority",
+    "attempts",
+    "backoff",
+    "timeoutMs",
+    "removeOnComplete",
+    "removeOnFail",
+    "callbackUrl",
+    "meta",
+    "bogus",
+  ),
   fc.oneof(
     jsonish,
-    fc.constantFrom(1, -1, 0, 1.5, 1e300, "2030-01-01T00:00:00Z", "yesterday", { type: "fixed", delayMs: 5 }, { type: "exponential" }, { ageMs: 5 }, true, "http://127.0.0.1:9/x", "https://10.0.0.1/", "https://example.com/hook", { conveyor: 1 }, { trace: "t" }),
+    fc.constantFrom(
+      1,
+      -1,
+      0,
+      1.5,
+      1e300,
+      "2030-01-01T00:00:00Z",
+      "yesterday",
+      { type: "fixed", delayMs: 5 },
+      { type: "exponential" },
+      { ageMs: 5 },
+      true,
+      "http://127.0.0.1:9/x",
+      "https://10.0.0.1/",
+      "https://example.com/hook",
+      { conveyor: 1 },
+      { trace: "t" },
+    ),
   ),
   { maxKeys: 4 },
 );
@@ -144,7 +207,18 @@ const body = fc.oneof(
   fc.constant(undefined),
   jobBody.map((b) => JSON.stringify(b)),
   fc.array(jobBody, { maxLength: 4 }).map((jobs) => JSON.stringify({ jobs })),
-  fc.constantFrom(JSON.stringify({ ids: ["x"], all: true }), JSON.stringify({ all: true, limit: 2 }), JSON.stringify({ ids: [] }), "", "null", "[]", "{", '{"__proto__": {"x": 1}}', '{"name": "a", "constructor": {"prototype": {}}}', "x".repeat(20_000)),
+  fc.constantFrom(
+    JSON.stringify({ ids: ["x"], all: true }),
+    JSON.stringify({ all: true, limit: 2 }),
+    JSON.stringify({ ids: [] }),
+    "",
+    "null",
+    "[]",
+    "{",
+    '{"__proto__": {"x": 1}}',
+    '{"name": "a", "constructor": {"prototype": {}}}',
+    "x".repeat(20_000),
+  ),
   jsonish.map((v) => JSON.stringify(v)),
   fc.string(),
 );
@@ -161,7 +235,11 @@ const anything = fc.record({
 const plausibleJob = fc.record(
   {
     name: fc.constantFrom("a", "typed", "send-email", "typed", "bad name!"),
-    data: fc.oneof(jsonish, fc.constant({ userId: "u_1" }), fc.record({ userId: fc.oneof(fc.string(), fc.integer()), n: fc.oneof(fc.integer(), fc.double()) }, { requiredKeys: [] })),
+    data: fc.oneof(
+      jsonish,
+      fc.constant({ userId: "u_1" }),
+      fc.record({ userId: fc.oneof(fc.string(), fc.integer()), n: fc.oneof(fc.integer(), fc.double()) }, { requiredKeys: [] }),
+    ),
     options: fc.oneof({ weight: 3, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: options }),
   },
   { requiredKeys: ["name"] },
@@ -175,7 +253,10 @@ const plausible = fc.record({
     fc.constant<Record<string, string>>({ "content-type": "application/json" }),
     fc.record({ "content-type": fc.constant("application/json"), "idempotency-key": fc.constantFrom("k1", "k2", "") }),
   ),
-  body: fc.oneof(plausibleJob.map((b) => JSON.stringify(b)), fc.array(plausibleJob, { minLength: 1, maxLength: 3 }).map((jobs) => JSON.stringify({ jobs }))),
+  body: fc.oneof(
+    plausibleJob.map((b) => JSON.stringify(b)),
+    fc.array(plausibleJob, { minLength: 1, maxLength: 3 }).map((jobs) => JSON.stringify({ jobs })),
+  ),
 });
 const request = fc.oneof({ weight: 2, arbitrary: anything }, { weight: 1, arbitrary: plausible });
 

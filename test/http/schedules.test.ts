@@ -15,7 +15,11 @@ afterEach(async () => {
 });
 let h: Harness;
 
-const KEYS = { read: "ck_read_0123456789abcdefghijklmnopqrstuv", admin: "ck_admin_0123456789abcdefghijklmnopqrstu", enqueue: "ck_enq_0123456789abcdefghijklmnopqrstuvw" };
+const KEYS = {
+  read: "ck_read_0123456789abcdefghijklmnopqrstuv",
+  admin: "ck_admin_0123456789abcdefghijklmnopqrstu",
+  enqueue: "ck_enq_0123456789abcdefghijklmnopqrstuvw",
+};
 const API_KEYS: ApiKeyConfig[] = [
   { id: "read", sha256: hashApiKey(KEYS.read), scopes: ["read"] },
   { id: "admin", sha256: hashApiKey(KEYS.admin), scopes: ["admin"] },
@@ -39,10 +43,27 @@ interface View {
 describe("schedules API", () => {
   it("PUT creates (201) then replaces (200); GET lists them with next run times; DELETE removes (204, then 404)", async () => {
     h = await startTestServer();
-    const body = { cron: "0 8 * * MON", tz: "Europe/Berlin", name: "digest", data: { to: "team" }, options: { attempts: 5 }, misfire: { policy: "all", limit: 10 } };
+    const body = {
+      cron: "0 8 * * MON",
+      tz: "Europe/Berlin",
+      name: "digest",
+      data: { to: "team" },
+      options: { attempts: 5 },
+      misfire: { policy: "all", limit: 10 },
+    };
     const created = await h.request<View>("PUT", "/v1/queues/reports/schedules/weekly", { body });
     expect(created.status).toBe(201);
-    expect(created.json).toMatchObject({ queue: "reports", id: "weekly", cron: "0 8 * * MON", tz: "Europe/Berlin", name: "digest", data: { to: "team" }, misfire: { policy: "all", limit: 10 }, lastTickAt: null, version: 1 });
+    expect(created.json).toMatchObject({
+      queue: "reports",
+      id: "weekly",
+      cron: "0 8 * * MON",
+      tz: "Europe/Berlin",
+      name: "digest",
+      data: { to: "team" },
+      misfire: { policy: "all", limit: 10 },
+      lastTickAt: null,
+      version: 1,
+    });
     // Monday 08:00 in Berlin is 07:00 or 06:00 UTC, depending on the season.
     expect(created.json.nextRunAt).toMatch(/T0[67]:00:00\.000Z$/);
     expect(new Date(created.json.nextRunAt!).getUTCDay()).toBe(1);
@@ -117,7 +138,10 @@ describe("conveyor serve fires schedules", () => {
     const db = await temp.file("serve.db");
     const child = spawnCli(["serve", "--port", "0", "--log-level", "warn", "--no-auth", "--db", `sqlite:${db}`]);
     children.push(child);
-    const base = await waitFor(() => /conveyor serve on (http:\/\/\S+?)\/v1 /.exec(child.stderr())?.[1], { timeoutMs: 20_000, description: `serve to start (stderr: ${child.stderr()})` });
+    const base = await waitFor(() => /conveyor serve on (http:\/\/\S+?)\/v1 /.exec(child.stderr())?.[1], {
+      timeoutMs: 20_000,
+      description: `serve to start (stderr: ${child.stderr()})`,
+    });
     expect((await send(base, "PUT", "/v1/queues/ticks/schedules/every-second", { body: { cron: "* * * * * *", name: "tick" } })).status).toBe(201);
     const jobs = await waitFor(
       async () => {

@@ -48,14 +48,21 @@ describe("conveyor serve", () => {
     const db = await temp.file("jobs.db");
     const web = await newKey("web:enqueue,read");
     const secret = "0123456789abcdef0123456789abcdef-serve-id-secret";
-    const refused = await runCli(["serve", "--db", `sqlite:${db}`, "--api-key", web.flag, "--id-secret-env", "CONVEYOR_TEST_ID_SECRET"], { CONVEYOR_TEST_ID_SECRET: "" });
+    const refused = await runCli(["serve", "--db", `sqlite:${db}`, "--api-key", web.flag, "--id-secret-env", "CONVEYOR_TEST_ID_SECRET"], {
+      CONVEYOR_TEST_ID_SECRET: "",
+    });
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/--id-secret-env CONVEYOR_TEST_ID_SECRET: that environment variable is empty/);
     const expected = `idem_${createHmac("sha256", secret).update("web\u0000q\u0000k1").digest("base64url").slice(0, 32)}`;
     const ids: string[] = [];
     for (let run = 0; run < 2; run++) {
-      const { child, base } = await serve(["--db", `sqlite:${db}`, "--api-key", web.flag, "--id-secret-env", "CONVEYOR_TEST_ID_SECRET"], { CONVEYOR_TEST_ID_SECRET: secret });
-      const r = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "n" }, headers: { authorization: `Bearer ${web.key}`, "idempotency-key": "k1" } });
+      const { child, base } = await serve(["--db", `sqlite:${db}`, "--api-key", web.flag, "--id-secret-env", "CONVEYOR_TEST_ID_SECRET"], {
+        CONVEYOR_TEST_ID_SECRET: secret,
+      });
+      const r = await send<{ jobId: string }>(base, "POST", "/v1/queues/q/jobs", {
+        body: { name: "n" },
+        headers: { authorization: `Bearer ${web.key}`, "idempotency-key": "k1" },
+      });
       expect(r.status).toBe(202);
       expect(r.headers.get("idempotent-replayed")).toBe(run === 0 ? null : "true");
       ids.push(r.json.jobId);
@@ -71,7 +78,10 @@ describe("conveyor serve", () => {
     const { child, base } = await serve(["--db", `sqlite:${db}`, "--api-key", web.flag, "--handlers", "test/fixtures/http-handlers.ts", "--queue", "q"]);
     const auth = { authorization: `Bearer ${web.key}` };
     expect((await send(base, "GET", "/v1/queues")).status).toBe(401);
-    const r = await send<{ jobId: string; pollUrl: string }>(base, "POST", "/v1/queues/q/jobs", { body: { name: "echo", data: { value: { hello: "world" } } }, headers: auth });
+    const r = await send<{ jobId: string; pollUrl: string }>(base, "POST", "/v1/queues/q/jobs", {
+      body: { name: "echo", data: { value: { hello: "world" } } },
+      headers: auth,
+    });
     expect(r.status).toBe(202);
     const s = await openStream(`${base}/v1/jobs/${r.json.jobId}/events`, auth);
     await s.ended;

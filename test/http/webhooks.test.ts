@@ -133,7 +133,9 @@ describe("SSRF guard", () => {
 
   it("resolves host names and refuses them when an address is internal", async () => {
     await expect(new SsrfGuard().resolve(new URL("http://localhost/"))).rejects.toThrow(/loopback/);
-    await expect(new SsrfGuard({ allow: ["127.0.0.1", "::1"] }).resolve(new URL("http://localhost/"))).resolves.toMatchObject({ address: expect.stringMatching(/^(127\.0\.0\.1|::1)$/) as string });
+    await expect(new SsrfGuard({ allow: ["127.0.0.1", "::1"] }).resolve(new URL("http://localhost/"))).resolves.toMatchObject({
+      address: expect.stringMatching(/^(127\.0\.0\.1|::1)$/) as string,
+    });
   });
 
   it("connects to the address it checked, not to a fresh DNS answer (pinning), and never follows redirects", async () => {
@@ -158,7 +160,9 @@ interface Received {
   url: string;
 }
 
-async function startReceiver(answer: (n: number) => { status: number; headers?: Record<string, string> }): Promise<{ url: string; port: number; requests: Received[] }> {
+async function startReceiver(
+  answer: (n: number) => { status: number; headers?: Record<string, string> },
+): Promise<{ url: string; port: number; requests: Received[] }> {
   const requests: Received[] = [];
   const server: Server = createHttpServer((req, res) => {
     let body = "";
@@ -178,25 +182,35 @@ async function startReceiver(answer: (n: number) => { status: number; headers?: 
 
 const SECRET = generateWebhookSecret();
 
-async function setup(extra: Partial<WebhookOptions> = {}, handlers: Record<string, Handler> = { work: async (job) => ({ doubled: (job.data as { n: number }).n * 2 }) }) {
+async function setup(
+  extra: Partial<WebhookOptions> = {},
+  handlers: Record<string, Handler> = { work: async (job) => ({ doubled: (job.data as { n: number }).n * 2 }) },
+) {
   let webhooks!: WebhookDispatcher;
-  h = await startServer(temp, {}, {
-    configure: (backend) => {
-      webhooks = new WebhookDispatcher({
-        backend,
-        secrets: [SECRET],
-        allow: ["127.0.0.1"],
-        backoff: { type: "fixed", delayMs: 10 },
-        sweepIntervalMs: 0,
-        logger: silentLogger,
-        ...extra,
-      });
-      return { webhooks };
+  h = await startServer(
+    temp,
+    {},
+    {
+      configure: (backend) => {
+        webhooks = new WebhookDispatcher({
+          backend,
+          secrets: [SECRET],
+          allow: ["127.0.0.1"],
+          backoff: { type: "fixed", delayMs: 10 },
+          sweepIntervalMs: 0,
+          logger: silentLogger,
+          ...extra,
+        });
+        return { webhooks };
+      },
     },
-  });
+  );
   webhooks.start({ pollIntervalMs: 20, logger: silentLogger, maintenance: false });
   const worker = new Worker({ backend: h.backend, queues: "jobs", handlers, pollIntervalMs: 20, logger: silentLogger });
-  cleanups.push(() => webhooks.close({ force: true }), () => worker.close({ force: true }));
+  cleanups.push(
+    () => webhooks.close({ force: true }),
+    () => worker.close({ force: true }),
+  );
   return { webhooks, worker };
 }
 
@@ -248,10 +262,13 @@ describe("webhook deliveries", () => {
     const { webhooks, worker } = await setup({ attempts: 2 });
     webhooks.attach(worker);
     await enqueue({ name: "work", data: { n: 1 }, options: { callbackUrl: receiver.url } });
-    const dead = await waitFor(async () => {
-      const r = await h!.request<{ jobs: Obj[] }>("GET", "/v1/queues/conveyor.webhooks/dead");
-      return r.json.jobs.length === 1 ? r.json.jobs[0] : null;
-    }, { timeoutMs: 15_000 });
+    const dead = await waitFor(
+      async () => {
+        const r = await h!.request<{ jobs: Obj[] }>("GET", "/v1/queues/conveyor.webhooks/dead");
+        return r.json.jobs.length === 1 ? r.json.jobs[0] : null;
+      },
+      { timeoutMs: 15_000 },
+    );
     expect(dead).toMatchObject({ name: DELIVERY_JOB_NAME, attempts: { made: 2, max: 2 }, failure: { name: "WebhookDeliveryError" } });
     expect(receiver.requests).toHaveLength(2);
     expect((await h!.request("POST", `/v1/jobs/${encodeURIComponent(dead.id as string)}/replay`)).status).toBe(200);
@@ -314,7 +331,13 @@ describe("webhook deliveries", () => {
 
   it("refuses internal callback URLs at enqueue (422), and re-checks them at delivery", async () => {
     const { webhooks } = await setup({ allow: [] });
-    for (const url of ["http://10.0.0.1/hook", "https://169.254.169.254/latest/meta-data", "https://localhost/x", "https://[::1]/", "http://hooks.example.com/"]) {
+    for (const url of [
+      "http://10.0.0.1/hook",
+      "https://169.254.169.254/latest/meta-data",
+      "https://localhost/x",
+      "https://[::1]/",
+      "http://hooks.example.com/",
+    ]) {
       const r = await enqueue({ name: "work", options: { callbackUrl: url } });
       expect(r.status, url).toBe(422);
       expect((r.json.errors as Obj[])[0]).toMatchObject({ pointer: "/options/callbackUrl" });
@@ -340,10 +363,13 @@ describe("webhook deliveries", () => {
         meta: null,
       },
     ]);
-    const dead = await waitFor(async () => {
-      const d = await h!.backend.get("whk_forged");
-      return d?.state === "dead" ? d : null;
-    }, { timeoutMs: 10_000 });
+    const dead = await waitFor(
+      async () => {
+        const d = await h!.backend.get("whk_forged");
+        return d?.state === "dead" ? d : null;
+      },
+      { timeoutMs: 10_000 },
+    );
     expect(dead.attempt).toBe(1);
     expect(dead.error?.message).toMatch(/loopback.*allow-list/);
     expect(spy.requests).toHaveLength(0);

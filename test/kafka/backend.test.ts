@@ -37,7 +37,17 @@ function tracked(onTestFinished: (fn: () => Promise<void>) => void): Track {
 
 /** A backend under a prefix (and so a group) of its own, closed after the test. */
 function backend(track: Track, options: Partial<KafkaBackendOptions> = {}): KafkaBackend {
-  return track(new KafkaBackend({ url, prefix: kafkaName("kb").replace(/-/g, "_"), logger: silentLogger, heartbeatIntervalMs: 300, sessionTimeoutMs: 6_000, fetchMaxWaitMs: 100, ...options }));
+  return track(
+    new KafkaBackend({
+      url,
+      prefix: kafkaName("kb").replace(/-/g, "_"),
+      logger: silentLogger,
+      heartbeatIntervalMs: 300,
+      sessionTimeoutMs: 6_000,
+      fetchMaxWaitMs: 100,
+      ...options,
+    }),
+  );
 }
 
 function spec(queue: string, options: JobOptions & { name?: string; data?: unknown } = {}) {
@@ -49,10 +59,13 @@ const A = { id: "worker-A", host: "host-A", pid: 4242 };
 
 async function claimSoon(b: Backend, queue: string, limit: number): Promise<ClaimedJob[]> {
   const got: ClaimedJob[] = [];
-  await waitFor(async () => {
-    got.push(...(await b.claim({ queues: [queue], names: ["job"], worker: A, limit: limit - got.length, leaseMs: 30_000 })));
-    return got.length >= limit;
-  }, { timeoutMs: 20_000, description: `${limit} jobs claimed on ${queue}` });
+  await waitFor(
+    async () => {
+      got.push(...(await b.claim({ queues: [queue], names: ["job"], worker: A, limit: limit - got.length, leaseMs: 30_000 })));
+      return got.length >= limit;
+    },
+    { timeoutMs: 20_000, description: `${limit} jobs claimed on ${queue}` },
+  );
   return got;
 }
 
@@ -61,75 +74,88 @@ function worker(track: Track, b: Backend, queue: string, handlers: ConstructorPa
 }
 
 describe.concurrent("KafkaBackend (mock broker, not Kafka)", () => {
-  it("the Worker on openBackend('kafka://…'): jobs run once; a failure is retried through the retry topic, then dead with the forensics headers; the dead letter is got, listed, replayed and removed", { timeout: 90_000 }, async ({ onTestFinished }) => {
-    const track = tracked(onTestFinished);
-    const prefix = kafkaName("open").replace(/-/g, "_");
-    const b = await openBackend(`${url}?prefix=${prefix}`);
-    track(b);
-    expect(b).toBeInstanceOf(KafkaBackend);
-    const kb = b as KafkaBackend;
-    const ran = new Map<number, number>();
-    let failures = 0;
-    let replayed = false;
-    worker(track, b, "w", {
-      job: async (job) => {
-        const { n } = job.data as { n: number };
-        ran.set(n, (ran.get(n) ?? 0) + 1);
-        if (n === 0 && !replayed) {
-          failures++;
-          throw new Error(`boom ${job.attempt}`);
-        }
-      },
-    });
-    await b.enqueue([spec("w", { data: { n: 0 }, attempts: 2, backoff: { type: "fixed", delayMs: 50 }, jobId: "poison" }), ...Array.from({ length: 30 }, (_, i) => spec("w", { data: { n: i + 1 } }))]);
-    await waitFor(async () => (await b.list({ queue: "w", state: "dead" })).length === 1, { timeoutMs: 30_000, description: "the poison job dead" });
-    await waitFor(() => ran.size === 31, { timeoutMs: 20_000, description: "every job run" });
-    for (let n = 1; n <= 30; n++) expect(ran.get(n), `job ${n}`).toBe(1);
-    expect(failures).toBe(2);
+  it(
+    "the Worker on openBackend('kafka://…'): jobs run once; a failure is retried through the retry topic, then dead with the forensics headers; the dead letter is got, listed, replayed and removed",
+    { timeout: 90_000 },
+    async ({ onTestFinished }) => {
+      const track = tracked(onTestFinished);
+      const prefix = kafkaName("open").replace(/-/g, "_");
+      const b = await openBackend(`${url}?prefix=${prefix}`);
+      track(b);
+      expect(b).toBeInstanceOf(KafkaBackend);
+      const kb = b as KafkaBackend;
+      const ran = new Map<number, number>();
+      let failures = 0;
+      let replayed = false;
+      worker(track, b, "w", {
+        job: async (job) => {
+          const { n } = job.data as { n: number };
+          ran.set(n, (ran.get(n) ?? 0) + 1);
+          if (n === 0 && !replayed) {
+            failures++;
+            throw new Error(`boom ${job.attempt}`);
+          }
+        },
+      });
+      await b.enqueue([
+        spec("w", { data: { n: 0 }, attempts: 2, backoff: { type: "fixed", delayMs: 50 }, jobId: "poison" }),
+        ...Array.from({ length: 30 }, (_, i) => spec("w", { data: { n: i + 1 } })),
+      ]);
+      await waitFor(async () => (await b.list({ queue: "w", state: "dead" })).length === 1, { timeoutMs: 30_000, description: "the poison job dead" });
+      await waitFor(() => ran.size === 31, { timeoutMs: 20_000, description: "every job run" });
+      for (let n = 1; n <= 30; n++) expect(ran.get(n), `job ${n}`).toBe(1);
+      expect(failures).toBe(2);
 
-    // The retry copy went through the retry topic; the dead letter carries the forensics (read with kcat: librdkafka).
-    const retries = await readTopic(url, kb.topics.retry("w"));
-    expect(retries.map((r) => r.headers["conveyor-id"])).toEqual(["poison"]);
-    expect(retries[0]!.headers).toMatchObject({ "conveyor-attempt": "2", "conveyor-error-message": "boom 1", "conveyor-source-topic": kb.topics.work("w") });
-    const dead = await readTopic(url, kb.topics.dead("w"));
-    expect(dead).toHaveLength(1);
-    expect(dead[0]!.headers).toMatchObject({
-      "conveyor-id": "poison",
-      "conveyor-job": "job",
-      "conveyor-attempt": "2",
-      "conveyor-max-attempts": "2",
-      "conveyor-dead-reason": "attempts-exhausted",
-      "conveyor-error-name": "Error",
-      "conveyor-error-message": "boom 2",
-      "conveyor-host": hostname(),
-      "conveyor-pid": String(process.pid),
-      "conveyor-source-topic": kb.topics.retry("w"),
-    });
-    expect(dead[0]!.headers["conveyor-error-stack"]).toMatch(/boom 2/);
+      // The retry copy went through the retry topic; the dead letter carries the forensics (read with kcat: librdkafka).
+      const retries = await readTopic(url, kb.topics.retry("w"));
+      expect(retries.map((r) => r.headers["conveyor-id"])).toEqual(["poison"]);
+      expect(retries[0]!.headers).toMatchObject({ "conveyor-attempt": "2", "conveyor-error-message": "boom 1", "conveyor-source-topic": kb.topics.work("w") });
+      const dead = await readTopic(url, kb.topics.dead("w"));
+      expect(dead).toHaveLength(1);
+      expect(dead[0]!.headers).toMatchObject({
+        "conveyor-id": "poison",
+        "conveyor-job": "job",
+        "conveyor-attempt": "2",
+        "conveyor-max-attempts": "2",
+        "conveyor-dead-reason": "attempts-exhausted",
+        "conveyor-error-name": "Error",
+        "conveyor-error-message": "boom 2",
+        "conveyor-host": hostname(),
+        "conveyor-pid": String(process.pid),
+        "conveyor-source-topic": kb.topics.retry("w"),
+      });
+      expect(dead[0]!.headers["conveyor-error-stack"]).toMatch(/boom 2/);
 
-    const got = await b.get("poison", "w");
-    expect(got).toMatchObject({ id: "poison", state: "dead", attempt: 2, error: { message: "boom 2" }, data: { n: 0 } });
-    expect(got!.history.map((h) => h.outcome)).toEqual(["failed", "dead"]);
-    // Not a dead letter: refused by name, never a wrong answer.
-    const other = await b.enqueue([spec("w", { data: { n: 99 }, jobId: "not-dead", delayMs: 600_000 })]);
-    await expect(b.get(other[0]!.id, "w")).rejects.toThrow(UnsupportedByStoreError);
-    await expect(b.cancel("not-dead", "w")).rejects.toThrow(UnsupportedByStoreError);
-    await expect(b.list({ queue: "w", state: "waiting" })).rejects.toThrow(UnsupportedByStoreError);
+      const got = await b.get("poison", "w");
+      expect(got).toMatchObject({ id: "poison", state: "dead", attempt: 2, error: { message: "boom 2" }, data: { n: 0 } });
+      expect(got!.history.map((h) => h.outcome)).toEqual(["failed", "dead"]);
+      // Not a dead letter: refused by name, never a wrong answer.
+      const other = await b.enqueue([spec("w", { data: { n: 99 }, jobId: "not-dead", delayMs: 600_000 })]);
+      await expect(b.get(other[0]!.id, "w")).rejects.toThrow(UnsupportedByStoreError);
+      await expect(b.cancel("not-dead", "w")).rejects.toThrow(UnsupportedByStoreError);
+      await expect(b.list({ queue: "w", state: "waiting" })).rejects.toThrow(UnsupportedByStoreError);
 
-    // Replay: a fresh copy runs (and completes); the dead letter is gone, in this view and in a new one.
-    replayed = true;
-    expect(await b.replay("poison", "w")).toBe("replayed");
-    await waitFor(() => ran.get(0) === 3, { timeoutMs: 20_000, description: "the replayed job run" });
-    expect(await b.list({ queue: "w", state: "dead" })).toEqual([]);
-    const fresh = backend(track, { prefix, groupId: `${prefix}.other` });
-    expect(await fresh.list({ queue: "w", state: "dead" })).toEqual([]);
-    expect(await fresh.replay("poison", "w")).toBe("not-found");
-  });
+      // Replay: a fresh copy runs (and completes); the dead letter is gone, in this view and in a new one.
+      replayed = true;
+      expect(await b.replay("poison", "w")).toBe("replayed");
+      await waitFor(() => ran.get(0) === 3, { timeoutMs: 20_000, description: "the replayed job run" });
+      expect(await b.list({ queue: "w", state: "dead" })).toEqual([]);
+      const fresh = backend(track, { prefix, groupId: `${prefix}.other` });
+      expect(await fresh.list({ queue: "w", state: "dead" })).toEqual([]);
+      expect(await fresh.replay("poison", "w")).toBe("not-found");
+    },
+  );
 
-  it("remove hides a dead letter in every view; a record that is no Conveyor job is set aside in the dead topic, not run and not lost", async ({ onTestFinished }) => {
+  it("remove hides a dead letter in every view; a record that is no Conveyor job is set aside in the dead topic, not run and not lost", async ({
+    onTestFinished,
+  }) => {
     const track = tracked(onTestFinished);
     const b = backend(track);
-    worker(track, b, "r", { job: async () => { throw new UnrecoverableError("declined"); } });
+    worker(track, b, "r", {
+      job: async () => {
+        throw new UnrecoverableError("declined");
+      },
+    });
     const [r] = await b.enqueue([spec("r", { data: { n: 1 } })]);
     // A foreign record produced straight to the queue's topic by another client.
     const { Kafka, logLevel } = await import("kafkajs");
@@ -137,7 +163,10 @@ describe.concurrent("KafkaBackend (mock broker, not Kafka)", () => {
     await raw.connect();
     await raw.send({ topic: b.topics.work("r"), acks: -1, messages: [{ key: "x", value: "not a job" }] });
     await raw.disconnect();
-    await waitFor(async () => (await b.list({ queue: "r", state: "dead" })).length === 2, { timeoutMs: 30_000, description: "the dead job and the foreign record set aside" });
+    await waitFor(async () => (await b.list({ queue: "r", state: "dead" })).length === 2, {
+      timeoutMs: 30_000,
+      description: "the dead job and the foreign record set aside",
+    });
     const letters = await b.list({ queue: "r", state: "dead" });
     expect(letters.find((j) => j.id === r!.id)).toMatchObject({ state: "dead", error: { message: "declined" } });
     expect(letters.find((j) => j.id !== r!.id)).toMatchObject({ data: "not a job", error: { name: "ForeignMessage" } });
@@ -190,25 +219,35 @@ describe.concurrent("KafkaBackend (mock broker, not Kafka)", () => {
     expect(prioritized.statusCode).toBe(422);
   });
 
-  it("the consumer lag is exported per partition (conveyor_kafka_consumer_lag, scraped by Prometheus) and is the /scaling backlog", { timeout: 90_000 }, async ({ onTestFinished }) => {
-    const track = tracked(onTestFinished);
-    const b = backend(track, { partitionKey: "id" });
-    await b.enqueue(Array.from({ length: 12 }, (_, i) => spec("lag", { data: { i } })));
-    const metrics = new ConveyorMetrics({ backend: b, storeCacheMs: 1_000 });
-    const server = track(await startMetricsServer(metrics, { port: 0, host: "127.0.0.1", scaling: { policy: { targetAgeSeconds: 60, jobsPerSecondPerWorker: 1, minWorkers: 0, maxWorkers: 10 } } }));
-    const prometheus = await PrometheusServer.start({ kafka: [`127.0.0.1:${server.address.port}`] }, 1);
-    track({ close: () => prometheus.stop() });
-    const lagOf = (group: string) => prometheus.value(`sum(conveyor_kafka_consumer_lag{group="${group}",topic="${b.topics.work("lag")}"})`);
-    await waitFor(async () => (await lagOf(b.groupId)) === 12, { timeoutMs: 30_000, description: "Prometheus scraped a lag of 12" });
-    // Per partition: keyed by id, the 12 records spread over the topic's partitions.
-    const series = await prometheus.query(`conveyor_kafka_consumer_lag{group="${b.groupId}",topic="${b.topics.work("lag")}"}`);
-    expect(series.length).toBeGreaterThan(1);
-    expect(series.map((s) => s.metric.partition).every((p) => /^\d+$/.test(p!))).toBe(true);
-    // The scaling endpoint's backlog for the queue is that lag.
-    const scaling = (await (await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=lag`)).json()) as { backlog: number; desiredWorkers?: number };
-    expect(scaling.backlog).toBe(12);
-    // A worker drains it; the scraped lag follows down to 0.
-    worker(track, b, "lag", { job: async () => undefined });
-    await waitFor(async () => (await lagOf(b.groupId)) === 0, { timeoutMs: 40_000, description: "Prometheus scraped a lag of 0" });
-  });
+  it(
+    "the consumer lag is exported per partition (conveyor_kafka_consumer_lag, scraped by Prometheus) and is the /scaling backlog",
+    { timeout: 90_000 },
+    async ({ onTestFinished }) => {
+      const track = tracked(onTestFinished);
+      const b = backend(track, { partitionKey: "id" });
+      await b.enqueue(Array.from({ length: 12 }, (_, i) => spec("lag", { data: { i } })));
+      const metrics = new ConveyorMetrics({ backend: b, storeCacheMs: 1_000 });
+      const server = track(
+        await startMetricsServer(metrics, {
+          port: 0,
+          host: "127.0.0.1",
+          scaling: { policy: { targetAgeSeconds: 60, jobsPerSecondPerWorker: 1, minWorkers: 0, maxWorkers: 10 } },
+        }),
+      );
+      const prometheus = await PrometheusServer.start({ kafka: [`127.0.0.1:${server.address.port}`] }, 1);
+      track({ close: () => prometheus.stop() });
+      const lagOf = (group: string) => prometheus.value(`sum(conveyor_kafka_consumer_lag{group="${group}",topic="${b.topics.work("lag")}"})`);
+      await waitFor(async () => (await lagOf(b.groupId)) === 12, { timeoutMs: 30_000, description: "Prometheus scraped a lag of 12" });
+      // Per partition: keyed by id, the 12 records spread over the topic's partitions.
+      const series = await prometheus.query(`conveyor_kafka_consumer_lag{group="${b.groupId}",topic="${b.topics.work("lag")}"}`);
+      expect(series.length).toBeGreaterThan(1);
+      expect(series.map((s) => s.metric.partition).every((p) => /^\d+$/.test(p!))).toBe(true);
+      // The scaling endpoint's backlog for the queue is that lag.
+      const scaling = (await (await fetch(`http://127.0.0.1:${server.address.port}/scaling?queue=lag`)).json()) as { backlog: number; desiredWorkers?: number };
+      expect(scaling.backlog).toBe(12);
+      // A worker drains it; the scraped lag follows down to 0.
+      worker(track, b, "lag", { job: async () => undefined });
+      await waitFor(async () => (await lagOf(b.groupId)) === 0, { timeoutMs: 40_000, description: "Prometheus scraped a lag of 0" });
+    },
+  );
 });

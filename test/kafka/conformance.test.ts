@@ -43,7 +43,16 @@ let prefix: string | undefined;
 function open(clock: FakeClock): Promise<KafkaBackend> {
   // claimWaitMs: the suite claims right after enqueueing; give the fetch a moment.
   // Short heartbeats: a second store's join is a rebalance the first must answer.
-  const b = new KafkaBackend({ url, prefix: prefix!, clock, logger: silentLogger, claimWaitMs: 300, heartbeatIntervalMs: 200, sessionTimeoutMs: 6_000, fetchMaxWaitMs: 100 });
+  const b = new KafkaBackend({
+    url,
+    prefix: prefix!,
+    clock,
+    logger: silentLogger,
+    claimWaitMs: 300,
+    heartbeatIntervalMs: 200,
+    sessionTimeoutMs: 6_000,
+    fetchMaxWaitMs: 100,
+  });
   return b.migrate().then(() => b);
 }
 

@@ -43,7 +43,10 @@ async function topicWith(count: number, keys: number, label = "w"): Promise<{ to
 }
 
 /** A worker closed when its test ends (the tests run concurrently: each cleans up its own). */
-function worker(onTestFinished: (fn: () => Promise<void>) => void, options: Partial<KafkaWorkerOptions> & Pick<KafkaWorkerOptions, "topic" | "handlers">): KafkaWorker {
+function worker(
+  onTestFinished: (fn: () => Promise<void>) => void,
+  options: Partial<KafkaWorkerOptions> & Pick<KafkaWorkerOptions, "topic" | "handlers">,
+): KafkaWorker {
   const w = new KafkaWorker({ url, groupId: `${options.topic}-g`, heartbeatIntervalMs: 500, sessionTimeoutMs: 6_000, shutdownGraceMs: 10_000, ...options });
   onTestFinished(async () => void (await w.close()));
   return w;
@@ -95,11 +98,19 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     for (const [key, ns] of order) expect(ns).toEqual([...ns].sort((a, b) => a - b).filter((n) => `k${n % 8}` === key));
     expect(maxConcurrent).toBeGreaterThan(1);
     expect(maxConcurrent).toBeLessThanOrEqual(4);
-    const lag = await waitFor(async () => {
-      const l = await w.lag();
-      return l.filter((p) => p.topic === topic).reduce((n, p) => n + p.lag, 0) === 0 ? l : null;
-    }, { timeoutMs: 15_000, description: "the lag drained to 0" });
-    expect(lag.filter((p) => p.topic === topic).map((p) => p.partition).sort()).toEqual([0, 1, 2, 3]);
+    const lag = await waitFor(
+      async () => {
+        const l = await w.lag();
+        return l.filter((p) => p.topic === topic).reduce((n, p) => n + p.lag, 0) === 0 ? l : null;
+      },
+      { timeoutMs: 15_000, description: "the lag drained to 0" },
+    );
+    expect(
+      lag
+        .filter((p) => p.topic === topic)
+        .map((p) => p.partition)
+        .sort(),
+    ).toEqual([0, 1, 2, 3]);
     expect(lag.filter((p) => p.topic === topic).reduce((n, p) => n + p.highWatermark, 0)).toBe(200);
   });
 
@@ -189,15 +200,25 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     expect(Number(poison.headers["conveyor-last-started-at"])).toBeLessThanOrEqual(Number(poison.headers["conveyor-failed-at"]));
     expect(poison.headers["conveyor-source-partition"]).toMatch(/^\d$/);
     expect(poison.headers["conveyor-source-offset"]).toMatch(/^\d+$/);
-    expect(byId.get("m5")!.headers).toMatchObject({ "conveyor-attempt": "1", "conveyor-dead-reason": "unrecoverable", "conveyor-error-name": "UnrecoverableError" });
+    expect(byId.get("m5")!.headers).toMatchObject({
+      "conveyor-attempt": "1",
+      "conveyor-dead-reason": "unrecoverable",
+      "conveyor-error-name": "UnrecoverableError",
+    });
     expect(byId.get("m7")!.headers).toMatchObject({ "conveyor-attempt": "2", "conveyor-dead-reason": "attempts-exhausted" });
     expect(byId.get("garbage")!.headers["conveyor-error-message"]).toMatch(/not JSON/);
   });
 
-  it("graceful shutdown lets running handlers finish and commits them before leaving: the next worker of the group sees none again", async ({ onTestFinished }) => {
+  it("graceful shutdown lets running handlers finish and commits them before leaving: the next worker of the group sees none again", async ({
+    onTestFinished,
+  }) => {
     const { topic, ids } = await topicWith(60, 6, "drain");
     const first: string[] = [];
-    const a = worker(onTestFinished, { topic, concurrency: 4, handlers: { [topic]: async (job) => void (await new Promise((r) => setTimeout(r, 30)), first.push(job.id)) } });
+    const a = worker(onTestFinished, {
+      topic,
+      concurrency: 4,
+      handlers: { [topic]: async (job) => void (await new Promise((r) => setTimeout(r, 30)), first.push(job.id)) },
+    });
     await waitFor(() => first.length >= 10, { timeoutMs: 20_000 });
     expect(await a.close()).toEqual({ drained: true });
     const second: string[] = [];
@@ -207,7 +228,9 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     expect(first.filter((id) => second.includes(id))).toEqual([]);
   });
 
-  it("a handler still running when the grace ends is aborted with ShutdownError and its message stays uncommitted for the next worker", async ({ onTestFinished }) => {
+  it("a handler still running when the grace ends is aborted with ShutdownError and its message stays uncommitted for the next worker", async ({
+    onTestFinished,
+  }) => {
     const { topic } = await topicWith(1, 1, "grace");
     let reason: unknown = null;
     const a = worker(onTestFinished, {
@@ -255,80 +278,98 @@ describe.concurrent("KafkaWorker (mock broker, not Kafka)", () => {
     expect(byWorker.b.length).toBeGreaterThan(0);
   });
 
-  it("rebalances when a worker process is SIGKILLed: the survivor takes its partitions, nothing is lost, and it runs again only what was uncommitted at the kill", { timeout: 60_000 }, async ({ onTestFinished }) => {
-    const { topic, ids } = await topicWith(300, 12, "kill");
-    const groupId = `${topic}-g`;
-    const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/kafka-worker.ts", url, topic, groupId, "60"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    onTestFinished(async () => void child.kill("SIGKILL"));
-    /** What the child finished: id → where the message was. */
-    const byChild = new Map<string, { partition: number; offset: number }>();
-    const childAssignments: Array<Record<string, number[]>> = [];
-    /** The ledger of the child's acknowledged commits: partition → highest committed offset. */
-    const childCommits = new Map<number, number>();
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      const lines = out.split("\n");
-      out = lines.pop()!;
-      for (const line of lines) {
-        const [kind, ...rest] = line.split(" ");
-        if (kind === "done") byChild.set(rest[0]!, { partition: Number(rest[1]), offset: Number(rest[2]) });
-        if (kind === "commit") childCommits.set(Number(rest[0]), Math.max(childCommits.get(Number(rest[0])) ?? 0, Number(rest[1])));
-        if (kind === "assigned" && rest[0] !== "{}") childAssignments.push(JSON.parse(rest.join(" ")) as Record<string, number[]>);
-      }
-    });
-    await waitFor(() => byChild.size >= 40, { timeoutMs: 30_000, description: "the child worked a while" });
-    const bySurvivor: Array<{ id: string; partition: number; offset: number }> = [];
-    const kafkaLog: string[] = [];
-    const logTo = (level: string) => (fields: unknown, msg?: string) => void kafkaLog.push(`${level} ${msg ?? ""} ${JSON.stringify(fields).slice(0, 400)}`);
-    const survivor = worker(onTestFinished, {
-      topic,
-      groupId,
-      logger: { ...silentLogger, warn: logTo("warn"), error: logTo("error") },
-      concurrency: 4,
-      handlers: {
-        [topic]: async (job) => {
-          await new Promise((r) => setTimeout(r, 5));
-          const { partition, offset } = job.meta!.kafka as { partition: number; offset: string };
-          bySurvivor.push({ id: job.id, partition, offset: Number(offset) });
+  it(
+    "rebalances when a worker process is SIGKILLed: the survivor takes its partitions, nothing is lost, and it runs again only what was uncommitted at the kill",
+    { timeout: 60_000 },
+    async ({ onTestFinished }) => {
+      const { topic, ids } = await topicWith(300, 12, "kill");
+      const groupId = `${topic}-g`;
+      const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/kafka-worker.ts", url, topic, groupId, "60"], {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      onTestFinished(async () => void child.kill("SIGKILL"));
+      /** What the child finished: id → where the message was. */
+      const byChild = new Map<string, { partition: number; offset: number }>();
+      const childAssignments: Array<Record<string, number[]>> = [];
+      /** The ledger of the child's acknowledged commits: partition → highest committed offset. */
+      const childCommits = new Map<number, number>();
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+        const lines = out.split("\n");
+        out = lines.pop()!;
+        for (const line of lines) {
+          const [kind, ...rest] = line.split(" ");
+          if (kind === "done") byChild.set(rest[0]!, { partition: Number(rest[1]), offset: Number(rest[2]) });
+          if (kind === "commit") childCommits.set(Number(rest[0]), Math.max(childCommits.get(Number(rest[0])) ?? 0, Number(rest[1])));
+          if (kind === "assigned" && rest[0] !== "{}") childAssignments.push(JSON.parse(rest.join(" ")) as Record<string, number[]>);
+        }
+      });
+      await waitFor(() => byChild.size >= 40, { timeoutMs: 30_000, description: "the child worked a while" });
+      const bySurvivor: Array<{ id: string; partition: number; offset: number }> = [];
+      const kafkaLog: string[] = [];
+      const logTo = (level: string) => (fields: unknown, msg?: string) => void kafkaLog.push(`${level} ${msg ?? ""} ${JSON.stringify(fields).slice(0, 400)}`);
+      const survivor = worker(onTestFinished, {
+        topic,
+        groupId,
+        logger: { ...silentLogger, warn: logTo("warn"), error: logTo("error") },
+        concurrency: 4,
+        handlers: {
+          [topic]: async (job) => {
+            await new Promise((r) => setTimeout(r, 5));
+            const { partition, offset } = job.meta!.kafka as { partition: number; offset: string };
+            bySurvivor.push({ id: job.id, partition, offset: Number(offset) });
+          },
         },
-      },
-    });
-    const survivorErrors: string[] = [];
-    survivor.on("worker:error", ({ error, during }) => survivorErrors.push(`${during}: ${error.message}`));
-    await waitFor(() => bySurvivor.length > 0 && childAssignments.length >= 2, { timeoutMs: 30_000, description: "the rebalance split the partitions between the child and the second worker" }).catch((error: unknown) => {
-      throw new Error(`${String(error)}; survivor ran ${bySurvivor.length}, child assignments ${JSON.stringify(childAssignments)}, child finished ${byChild.size}, survivor errors ${JSON.stringify(survivorErrors)}, survivor assignment ${JSON.stringify(survivor.assignment)}\n${kafkaLog.join("\n")}`);
-    });
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    child.kill("SIGKILL");
-    await exited;
-    // The child is dead: what the group has committed for its partitions can no longer move
-    // until the survivor is given them (after the session timeout). Read it from the brokers now.
-    const heldAtKill = childAssignments.at(-1)![topic] ?? [];
-    expect(heldAtKill.length).toBeGreaterThan(0);
-    const admin = kafka.admin();
-    await admin.connect();
-    const committed = new Map((await admin.fetchOffsets({ groupId, topics: [topic] }))[0]!.partitions.map((p) => [p.partition, Number(p.offset)]));
-    await admin.disconnect();
-    // Killed with work outstanding: the survivor has partitions to take over.
-    expect(new Set([...byChild.keys(), ...bySurvivor.map((s) => s.id)]).size).toBeLessThan(300);
-    await waitFor(() => new Set([...byChild.keys(), ...bySurvivor.map((s) => s.id)]).size === 300, { timeoutMs: 45_000, description: "every message handled by one or the other" });
-    expect(new Set([...byChild.keys(), ...bySurvivor.map((s) => s.id)])).toEqual(new Set(ids));
-    // The survivor runs nothing twice itself, unless its own consumer crashed and a new one
-    // fetched again from its last commit (the mock can answer a racing SyncGroup with
-    // INVALID_REQUEST; the worker then rejoins with a new consumer: at least once, as promised).
-    if (survivorErrors.length === 0) expect(new Set(bySurvivor.map((s) => s.id)).size).toBe(bySurvivor.length);
-    // The brokers' committed offsets of the partitions the child held at the kill are what its
-    // ledger says (or one commit further, acknowledged as it died and never printed).
-    for (const p of heldAtKill) expect(committed.get(p) ?? -1, `partition ${p}`).toBeGreaterThanOrEqual(childCommits.get(p) ?? -1);
-    // Duplicates ⊆ what the child left uncommitted: each at or after the last offset it committed
-    // in that partition (on a partition it held at the kill: the brokers' committed offset then;
-    // one that moved when the survivor joined: the child's last commit before the move).
-    const duplicates = bySurvivor.filter((s, i) => byChild.has(s.id) && bySurvivor.findIndex((t) => t.id === s.id) === i);
-    const floor = (p: number) => (heldAtKill.includes(p) ? Math.max(committed.get(p) ?? 0, 0) : (childCommits.get(p) ?? 0));
-    const outside = duplicates.filter((d) => d.offset < floor(d.partition));
-    expect(outside, `committed at the kill: ${JSON.stringify([...committed])}, child held ${JSON.stringify(heldAtKill)}, its ledger ${JSON.stringify([...childCommits])}`).toEqual([]);
-    // Each duplicate is the same record (partition and offset) the child finished.
-    for (const d of duplicates) expect(byChild.get(d.id)).toEqual({ partition: d.partition, offset: d.offset });
-  });
+      });
+      const survivorErrors: string[] = [];
+      survivor.on("worker:error", ({ error, during }) => survivorErrors.push(`${during}: ${error.message}`));
+      await waitFor(() => bySurvivor.length > 0 && childAssignments.length >= 2, {
+        timeoutMs: 30_000,
+        description: "the rebalance split the partitions between the child and the second worker",
+      }).catch((error: unknown) => {
+        throw new Error(
+          `${String(error)}; survivor ran ${bySurvivor.length}, child assignments ${JSON.stringify(childAssignments)}, child finished ${byChild.size}, survivor errors ${JSON.stringify(survivorErrors)}, survivor assignment ${JSON.stringify(survivor.assignment)}\n${kafkaLog.join("\n")}`,
+        );
+      });
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGKILL");
+      await exited;
+      // The child is dead: what the group has committed for its partitions can no longer move
+      // until the survivor is given them (after the session timeout). Read it from the brokers now.
+      const heldAtKill = childAssignments.at(-1)![topic] ?? [];
+      expect(heldAtKill.length).toBeGreaterThan(0);
+      const admin = kafka.admin();
+      await admin.connect();
+      const committed = new Map((await admin.fetchOffsets({ groupId, topics: [topic] }))[0]!.partitions.map((p) => [p.partition, Number(p.offset)]));
+      await admin.disconnect();
+      // Killed with work outstanding: the survivor has partitions to take over.
+      expect(new Set([...byChild.keys(), ...bySurvivor.map((s) => s.id)]).size).toBeLessThan(300);
+      await waitFor(() => new Set([...byChild.keys(), ...bySurvivor.map((s) => s.id)]).size === 300, {
+        timeoutMs: 45_000,
+        description: "every message handled by one or the other",
+      });
+      expect(new Set([...byChild.keys(), ...bySurvivor.map((s) => s.id)])).toEqual(new Set(ids));
+      // The survivor runs nothing twice itself, unless its own consumer crashed and a new one
+      // fetched again from its last commit (the mock can answer a racing SyncGroup with
+      // INVALID_REQUEST; the worker then rejoins with a new consumer: at least once, as promised).
+      if (survivorErrors.length === 0) expect(new Set(bySurvivor.map((s) => s.id)).size).toBe(bySurvivor.length);
+      // The brokers' committed offsets of the partitions the child held at the kill are what its
+      // ledger says (or one commit further, acknowledged as it died and never printed).
+      for (const p of heldAtKill) expect(committed.get(p) ?? -1, `partition ${p}`).toBeGreaterThanOrEqual(childCommits.get(p) ?? -1);
+      // Duplicates ⊆ what the child left uncommitted: each at or after the last offset it committed
+      // in that partition (on a partition it held at the kill: the brokers' committed offset then;
+      // one that moved when the survivor joined: the child's last commit before the move).
+      const duplicates = bySurvivor.filter((s, i) => byChild.has(s.id) && bySurvivor.findIndex((t) => t.id === s.id) === i);
+      const floor = (p: number) => (heldAtKill.includes(p) ? Math.max(committed.get(p) ?? 0, 0) : (childCommits.get(p) ?? 0));
+      const outside = duplicates.filter((d) => d.offset < floor(d.partition));
+      expect(
+        outside,
+        `committed at the kill: ${JSON.stringify([...committed])}, child held ${JSON.stringify(heldAtKill)}, its ledger ${JSON.stringify([...childCommits])}`,
+      ).toEqual([]);
+      // Each duplicate is the same record (partition and offset) the child finished.
+      for (const d of duplicates) expect(byChild.get(d.id)).toEqual({ partition: d.partition, offset: d.offset });
+    },
+  );
 });

@@ -45,11 +45,21 @@ describe("alert rules", () => {
   it("every alert has a firing and a quiet case, and the relay-lag alert watches the outbox relay's metric", async () => {
     const tests = await readFile(join(dir, "alerts.test.yml"), "utf8");
     const names = await alertNames();
-    expect(names).toEqual(["ConveyorOldestJobOverSLO", "ConveyorDeadLetterIngestion", "ConveyorBacklogWithoutWorkers", "ConveyorLeaseExpirySpike", "ConveyorOutboxRelayLag", "ConveyorStoreUnreadable"]);
+    expect(names).toEqual([
+      "ConveyorOldestJobOverSLO",
+      "ConveyorDeadLetterIngestion",
+      "ConveyorBacklogWithoutWorkers",
+      "ConveyorLeaseExpirySpike",
+      "ConveyorOutboxRelayLag",
+      "ConveyorStoreUnreadable",
+    ]);
     for (const name of names) {
       const cases = [...tests.matchAll(new RegExp(`alertname: ${name}\\n\\s+exp_alerts:(.*)`, "g"))].map((m) => m[1]!.trim());
       expect(cases, name).toContain("[]");
-      expect(cases.filter((c) => c === ""), name).not.toHaveLength(0);
+      expect(
+        cases.filter((c) => c === ""),
+        name,
+      ).not.toHaveLength(0);
     }
     expect(await readFile(join(dir, "alerts.yml"), "utf8")).toMatch(/expr: max\(conveyor_outbox_relay_lag_seconds\) > 60/);
   });

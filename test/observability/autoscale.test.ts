@@ -79,7 +79,11 @@ function reversals(ticks: Tick[]): number {
 const policy: ScalingPolicy = { targetAgeSeconds: 30, jobsPerSecondPerWorker: 2, slotsPerWorker: SLOTS, minWorkers: 1, maxWorkers: 40 };
 
 describe("desiredWorkers", () => {
-  const ticks = replay((k) => desiredWorkers(policy, { backlog: k.backlog, oldestAgeSeconds: k.oldestAgeSeconds, activeJobs: k.activeJobs, currentWorkers: k.workers }), 2, 1);
+  const ticks = replay(
+    (k) => desiredWorkers(policy, { backlog: k.backlog, oldestAgeSeconds: k.oldestAgeSeconds, activeJobs: k.activeJobs, currentWorkers: k.workers }),
+    2,
+    1,
+  );
 
   it("scales out whenever the oldest job is over target (below the maximum)", () => {
     const lagging = ticks.filter((k) => k.oldestAgeSeconds > policy.targetAgeSeconds);
@@ -115,15 +119,33 @@ describe("desiredWorkers", () => {
   it("edge cases: no backlog scales to the minimum; waiting work gets at least one worker; bounds hold", () => {
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 0, oldestAgeSeconds: 0, activeJobs: 0, currentWorkers: 3 })).toBe(2);
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 0, oldestAgeSeconds: 0, activeJobs: 0, currentWorkers: 0 })).toBe(0);
-    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 100 }, { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 0 })).toBe(1);
-    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1, maxWorkers: 5 }, { backlog: 10_000, oldestAgeSeconds: 900, activeJobs: 50, currentWorkers: 5 })).toBe(5);
+    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 100 }, { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 0 })).toBe(
+      1,
+    );
+    expect(
+      desiredWorkers(
+        { targetAgeSeconds: 30, jobsPerSecondPerWorker: 1, maxWorkers: 5 },
+        { backlog: 10_000, oldestAgeSeconds: 900, activeJobs: 50, currentWorkers: 5 },
+      ),
+    ).toBe(5);
     // Lagging although the figures say the fleet suffices (a stuck or slow job): out by one anyway.
-    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 1, oldestAgeSeconds: 100, activeJobs: 0, currentWorkers: 3 })).toBe(4);
+    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 1, oldestAgeSeconds: 100, activeJobs: 0, currentWorkers: 3 })).toBe(
+      4,
+    );
     // The dead band: age between half the target and the target holds the fleet.
-    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 10, oldestAgeSeconds: 20, activeJobs: 10, currentWorkers: 4 })).toBe(4);
+    expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 10, oldestAgeSeconds: 20, activeJobs: 10, currentWorkers: 4 })).toBe(
+      4,
+    );
     // Calm but busy: never in below the busy workers plus headroom (36 running / 10 slots × 1.2 → 5).
     expect(desiredWorkers({ targetAgeSeconds: 30, jobsPerSecondPerWorker: 1 }, { backlog: 0, oldestAgeSeconds: 0, activeJobs: 36, currentWorkers: 5 })).toBe(5);
-    expect(() => desiredWorkers({ targetAgeSeconds: 0, jobsPerSecondPerWorker: 1 }, { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 1 })).toThrow(/targetAgeSeconds must be a positive number/);
-    expect(() => desiredWorkers({ targetAgeSeconds: 1, jobsPerSecondPerWorker: 1, scaleInBelow: 1 }, { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 1 })).toThrow(/scaleInBelow must be between 0 and 1/);
+    expect(() =>
+      desiredWorkers({ targetAgeSeconds: 0, jobsPerSecondPerWorker: 1 }, { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 1 }),
+    ).toThrow(/targetAgeSeconds must be a positive number/);
+    expect(() =>
+      desiredWorkers(
+        { targetAgeSeconds: 1, jobsPerSecondPerWorker: 1, scaleInBelow: 1 },
+        { backlog: 1, oldestAgeSeconds: 1, activeJobs: 0, currentWorkers: 1 },
+      ),
+    ).toThrow(/scaleInBelow must be between 0 and 1/);
   });
 });

@@ -39,7 +39,11 @@ describe("deploy/", () => {
     const backend = new SqliteBackend({ path: ":memory:" });
     try {
       const metrics = new ConveyorMetrics({ backend });
-      const exported = new Set((await metrics.registry.getMetricsAsJSON()).flatMap((m) => (String(m.type) === "histogram" ? [`${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name])));
+      const exported = new Set(
+        (await metrics.registry.getMetricsAsJSON()).flatMap((m) =>
+          String(m.type) === "histogram" ? [`${m.name}_bucket`, `${m.name}_count`, `${m.name}_sum`] : [m.name],
+        ),
+      );
       // Defined by the outbox relay (conveyor-jobs/outbox), built separately.
       exported.add("conveyor_outbox_relay_lag_seconds");
       const used = new Set<string>();

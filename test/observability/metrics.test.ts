@@ -153,10 +153,13 @@ describe("ConveyorMetrics", () => {
     const later = new ConveyorMetrics({ backend: flaky, storeCacheMs: 1_000 });
     expect(await later.metrics()).toMatch(/^conveyor_store_stats_age_seconds \d/m);
     down = true;
-    const afterFailure = await waitFor(async () => {
-      const scrape = await later.metrics();
-      return /^conveyor_store_up 0$/m.test(scrape) ? scrape : null;
-    }, { timeoutMs: 5_000, intervalMs: 100 });
+    const afterFailure = await waitFor(
+      async () => {
+        const scrape = await later.metrics();
+        return /^conveyor_store_up 0$/m.test(scrape) ? scrape : null;
+      },
+      { timeoutMs: 5_000, intervalMs: 100 },
+    );
     const age = Number(/^conveyor_store_stats_age_seconds (\S+)$/m.exec(afterFailure)?.[1]);
     // The 1 s cache expired before the failing query: the statistics are older than that.
     expect(age).toBeGreaterThanOrEqual(1);
@@ -172,10 +175,13 @@ describe("ConveyorMetrics", () => {
     const realNow = Date.now.bind(Date);
     const stepBack = vi.spyOn(Date, "now").mockImplementation(() => realNow() - 3_600_000);
     try {
-      await waitFor(async () => {
-        await metrics.storeSnapshot();
-        return stats.calls() === 2;
-      }, { timeoutMs: 5_000, intervalMs: 100, description: "a second stats() query once the 1 s cache has expired" });
+      await waitFor(
+        async () => {
+          await metrics.storeSnapshot();
+          return stats.calls() === 2;
+        },
+        { timeoutMs: 5_000, intervalMs: 100, description: "a second stats() query once the 1 s cache has expired" },
+      );
       expect(await value(metrics.registry, "conveyor_store_stats_age_seconds")).toBeLessThan(1);
     } finally {
       stepBack.mockRestore();
@@ -189,7 +195,10 @@ describe("ConveyorMetrics", () => {
     const ours = new Registry();
     const reference = new Histogram({ name: "h_seconds", help: "h", labelNames: ["queue", "name"], buckets, registers: [theirs] });
     const mine = new JobHistogram("h_seconds", "h", buckets, [ours]);
-    for (const [queue, name] of [["a", "x"], ["b", "y"]] as const) {
+    for (const [queue, name] of [
+      ["a", "x"],
+      ["b", "y"],
+    ] as const) {
       const series = mine.for({ queue, name });
       for (const v of observations) {
         reference.observe({ queue, name }, v);
@@ -229,7 +238,9 @@ describe("ConveyorMetrics", () => {
       'conveyor_jobs_enqueued_total{queue="spam",name="spam-2"} 1',
       'conveyor_jobs_enqueued_total{queue="_other",name="_other"} 47',
     ]);
-    expect(await metrics.registry.getSingleMetricAsString("conveyor_metrics_label_sets_overflow_total")).toMatch(/^conveyor_metrics_label_sets_overflow_total 47$/m);
+    expect(await metrics.registry.getSingleMetricAsString("conveyor_metrics_label_sets_overflow_total")).toMatch(
+      /^conveyor_metrics_label_sets_overflow_total 47$/m,
+    );
   });
 
   it("a store that does not answer leaves its gauges out after storeTimeoutMs, not the whole scrape", async () => {
@@ -289,7 +300,10 @@ describe("ConveyorMetrics", () => {
     const server = await startMetricsServer(metrics, { port: 0, scaling: { policy: { targetAgeSeconds: 30, jobsPerSecondPerWorker: 10 } } });
     cleanups.push(() => server.close());
     const desired = async (path: string) => {
-      const body = (await (await fetch(`http://127.0.0.1:${server.address.port}${path}`)).json()) as { desiredWorkers?: number; queues?: Array<{ desiredWorkers: number }> };
+      const body = (await (await fetch(`http://127.0.0.1:${server.address.port}${path}`)).json()) as {
+        desiredWorkers?: number;
+        queues?: Array<{ desiredWorkers: number }>;
+      };
       return body.desiredWorkers ?? body.queues![0]!.desiredWorkers;
     };
     // KEDA, a second KEDA and a person with curl all polling the same cached snapshot.
@@ -322,17 +336,23 @@ describe("ConveyorMetrics", () => {
     // The backlog halves while the age stays in the dead band: hold the last answer (4), not drop
     // to the 2 workers the backlog alone would need.
     await backend.cancel("newer");
-    const next = await waitFor(async () => {
-      const a = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { backlog: number; desiredWorkers: number };
-      return a.backlog === 1 ? a : null;
-    }, { timeoutMs: 5_000, intervalMs: 100 });
+    const next = await waitFor(
+      async () => {
+        const a = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { backlog: number; desiredWorkers: number };
+        return a.backlog === 1 ? a : null;
+      },
+      { timeoutMs: 5_000, intervalMs: 100 },
+    );
     expect(next.desiredWorkers).toBe(4);
     // Paused, its backlog cannot be worked off: step in, never out.
     await backend.pause("video");
-    const paused = await waitFor(async () => {
-      const p = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { paused: boolean; desiredWorkers: number };
-      return p.paused ? p : null;
-    }, { timeoutMs: 5_000, intervalMs: 100 });
+    const paused = await waitFor(
+      async () => {
+        const p = (await (await fetch(`${base}/scaling?queue=video`)).json()) as { paused: boolean; desiredWorkers: number };
+        return p.paused ? p : null;
+      },
+      { timeoutMs: 5_000, intervalMs: 100 },
+    );
     expect(paused.desiredWorkers).toBe(3);
     await backend.resume("video");
     const unknown = await fetch(`${base}/scaling?queue=nope`);
@@ -374,7 +394,13 @@ describe("ConveyorMetrics", () => {
   it("store gauges keep series for at most maxLabelSets queues; the rest are summed under _other and counted; /scaling remembers at most as many", async () => {
     const backend = await store();
     // Queues a hostile key could create by enqueueing: five, for a bound of two.
-    for (const [queue, jobs] of [["a", 1], ["b", 2], ["c", 3], ["d", 4], ["e", 5]] as const) {
+    for (const [queue, jobs] of [
+      ["a", 1],
+      ["b", 2],
+      ["c", 3],
+      ["d", 4],
+      ["e", 5],
+    ] as const) {
       const q = new Queue(queue, { backend });
       for (let i = 0; i < jobs; i++) await q.add("x", {}, i === 0 && queue === "d" ? { runAt: Date.now() - 60_000 } : {});
     }

@@ -59,7 +59,22 @@ describe("Prometheus scraping conveyor worker and conveyor serve", () => {
 
     const workerMetricsPort = await freePort();
     const serveMetricsPort = await freePort();
-    await start(["worker", "--db", db, "--queue", "work", "--handlers", "test/fixtures/handlers.ts", "--poll-interval-ms", "100", "--metrics-port", String(workerMetricsPort)], /worker metrics on http:/);
+    await start(
+      [
+        "worker",
+        "--db",
+        db,
+        "--queue",
+        "work",
+        "--handlers",
+        "test/fixtures/handlers.ts",
+        "--poll-interval-ms",
+        "100",
+        "--metrics-port",
+        String(workerMetricsPort),
+      ],
+      /worker metrics on http:/,
+    );
     const serve = await start(
       ["serve", "--db", db, "--no-auth", "--port", "0", "--log-level", "warn", "--metrics-port", String(serveMetricsPort), "--metrics-store-cache-ms", "1000"],
       /conveyor serve on (http:\/\/\S+?)\/v1 /,
@@ -68,7 +83,11 @@ describe("Prometheus scraping conveyor worker and conveyor serve", () => {
 
     // Three jobs through the HTTP API (counted by serve as enqueued), run by the worker.
     for (let i = 0; i < 3; i++) {
-      const res = await fetch(`${api}/v1/queues/work/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "sleep", data: { ms: 5, i } }) });
+      const res = await fetch(`${api}/v1/queues/work/jobs`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ name: "sleep", data: { ms: 5, i } }),
+      });
       expect(res.status).toBe(202);
     }
 
@@ -107,19 +126,37 @@ describe("Prometheus scraping conveyor worker and conveyor serve", () => {
 
     // Every query of the Grafana dashboard is valid PromQL for this Prometheus, and the first of
     // each panel on what this run produced returns data (no job failed, so failures have none).
-    const dashboard = JSON.parse(await readFile(`${ROOT}/deploy/grafana/conveyor-dashboard.json`, "utf8")) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
-    const produced = new Set(["Oldest waiting job", "Backlog by state", "Throughput", "Run time p50 / p95 / p99", "Wait time p50 / p95 / p99", "Worker slots", "Store statistics query"]);
+    const dashboard = JSON.parse(await readFile(`${ROOT}/deploy/grafana/conveyor-dashboard.json`, "utf8")) as {
+      panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+    };
+    const produced = new Set([
+      "Oldest waiting job",
+      "Backlog by state",
+      "Throughput",
+      "Run time p50 / p95 / p99",
+      "Wait time p50 / p95 / p99",
+      "Worker slots",
+      "Store statistics query",
+    ]);
     for (const panel of dashboard.panels) {
       for (const [i, { expr }] of panel.targets.entries()) {
         const promql = expr.replaceAll("$queue", ".*").replaceAll("$__rate_interval", "1m");
         await prom.query(promql); // throws on invalid PromQL
         // A rate needs two scrapes of the series: wait for them rather than assume.
-        if (produced.has(panel.title) && i === 0) await waitFor(async () => (await prom.query(promql)).length > 0, { timeoutMs: 10_000, intervalMs: 250, description: `${panel.title}: ${expr} returns data` });
+        if (produced.has(panel.title) && i === 0)
+          await waitFor(async () => (await prom.query(promql)).length > 0, {
+            timeoutMs: 10_000,
+            intervalMs: 250,
+            description: `${panel.title}: ${expr} returns data`,
+          });
       }
     }
 
     // The KEDA endpoint on the same listener.
-    const scaling = (await (await fetch(`http://127.0.0.1:${serveMetricsPort}/scaling?queue=backlog`)).json()) as { backlog: number; oldestWaitingAgeSeconds: number };
+    const scaling = (await (await fetch(`http://127.0.0.1:${serveMetricsPort}/scaling?queue=backlog`)).json()) as {
+      backlog: number;
+      oldestWaitingAgeSeconds: number;
+    };
     expect(scaling.backlog).toBe(4);
     expect(scaling.oldestWaitingAgeSeconds).toBeGreaterThanOrEqual(backlogAgeSeconds);
   });

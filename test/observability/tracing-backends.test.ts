@@ -71,7 +71,14 @@ describe.each(Object.keys(makers))("trace context on %s", (name) => {
     const sc = trace.getSpanContext(propagation.extract(ROOT_CONTEXT, { traceparent: stored!.meta!.traceparent as string }));
     expect(sc).toMatchObject({ traceId: producer.spanContext().traceId, spanId: producer.spanContext().spanId });
 
-    const worker = new Worker({ backend, queues: "traced", pollIntervalMs: 20, logger: silentLogger, telemetry: tracing, handlers: { work: async () => "ok" } });
+    const worker = new Worker({
+      backend,
+      queues: "traced",
+      pollIntervalMs: 20,
+      logger: silentLogger,
+      telemetry: tracing,
+      handlers: { work: async () => "ok" },
+    });
     closing.push(() => worker.close({ force: true }));
     const consumer = await waitFor(() => exporter.getFinishedSpans().find((s) => s.name === "process traced"), { timeoutMs: 10_000 });
     expect(consumer.spanContext().traceId).toBe(producer.spanContext().traceId);

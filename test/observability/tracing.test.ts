@@ -50,7 +50,13 @@ function spansNamed(name: string): ReadableSpan[] {
 
 function one(name: string): ReadableSpan {
   const found = spansNamed(name);
-  expect(found, `spans named ${name}: ${exporter.getFinishedSpans().map((s) => s.name).join(", ")}`).toHaveLength(1);
+  expect(
+    found,
+    `spans named ${name}: ${exporter
+      .getFinishedSpans()
+      .map((s) => s.name)
+      .join(", ")}`,
+  ).toHaveLength(1);
   return found[0]!;
 }
 
@@ -72,7 +78,14 @@ describe("tracing", () => {
   it("one trace runs from an HTTP request through the queue into the handler and its webhook delivery", async () => {
     const store = await backend();
     const tracing = new ConveyorTracing();
-    const webhooks = new WebhookDispatcher({ backend: store, secrets: [generateWebhookSecret()], allow: ["127.0.0.1"], sweepIntervalMs: 0, logger: silentLogger, telemetry: tracing });
+    const webhooks = new WebhookDispatcher({
+      backend: store,
+      secrets: [generateWebhookSecret()],
+      allow: ["127.0.0.1"],
+      sweepIntervalMs: 0,
+      logger: silentLogger,
+      telemetry: tracing,
+    });
     const app: FastifyInstance = await createServer({ backend: store, apiKeys: false, webhooks, telemetry: tracing, logger: false });
     await app.listen({ port: 0, host: "127.0.0.1" });
     cleanups.push(() => app.close());
@@ -93,7 +106,10 @@ describe("tracing", () => {
     });
     webhooks.attach(worker);
     webhooks.start({ pollIntervalMs: 20, logger: silentLogger, maintenance: false });
-    cleanups.push(() => worker.close({ force: true }), () => webhooks.close({ force: true }));
+    cleanups.push(
+      () => worker.close({ force: true }),
+      () => webhooks.close({ force: true }),
+    );
     const hook = await receiver();
 
     // The calling service: its own span, propagated as a traceparent header.

@@ -99,7 +99,12 @@ describe("cdc relay", () => {
     relay = new Relay({ source: source(), target, logger: silentLogger, batchSize: 50 });
     await relay.start();
     await waitFor(() => target.received.length >= 330, { timeoutMs: 30_000 });
-    expect(target.received.slice(300).map((e) => e.id).sort()).toEqual([...failing, ...whileStopped].sort());
+    expect(
+      target.received
+        .slice(300)
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual([...failing, ...whileStopped].sort());
     await waitFor(async () => (await slotLsn(slot)) !== confirmedAfterAll);
     await relay.close();
   });
@@ -125,7 +130,11 @@ describe("cdc relay", () => {
     await relay.start();
     try {
       for (const [i, payload] of payloads.entries()) {
-        await pool.query(`INSERT INTO ${exactSchema}.outbox (id, topic, key, payload, headers) VALUES ($1, 'exact', 'k', $2, $3)`, [`exact-${i}`, payload, headers]);
+        await pool.query(`INSERT INTO ${exactSchema}.outbox (id, topic, key, payload, headers) VALUES ($1, 'exact', 'k', $2, $3)`, [
+          `exact-${i}`,
+          payload,
+          headers,
+        ]);
       }
       await waitFor(() => target.received.length >= payloads.length, { timeoutMs: 20_000, description: "the exact-text events relayed" });
       expect(target.received.map((e) => e.payloadText)).toEqual(payloads);
@@ -180,10 +189,10 @@ describe("cdc relay", () => {
       await producer.query("SET LOCAL synchronous_commit = on");
       const id = await new PostgresOutbox({ schema: visSchema }).publish(producer, { topic: "t", key: "k", payload: { n: 1 } });
       commit = producer.query("COMMIT");
-      await waitFor(
-        async () => (await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'", [pid])).rowCount === 1,
-        { timeoutMs: 20_000, description: "the commit flushed and waiting for the standby" },
-      );
+      await waitFor(async () => (await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'", [pid])).rowCount === 1, {
+        timeoutMs: 20_000,
+        description: "the commit flushed and waiting for the standby",
+      });
       expect((await pool.query(`SELECT 1 FROM ${visSchema}.outbox WHERE id = $1`, [id])).rowCount).toBe(0); // not visible yet
       // The relay decodes and publishes it meanwhile, and its DELETE finds no row it can see.
       await waitFor(() => target.received.some((e) => e.id === id), { timeoutMs: 20_000, description: "the event published" });
@@ -226,11 +235,17 @@ describe("cdc relay", () => {
     try {
       const before = await writeEvents(pool, schema, 20, { keys: 2 });
       await waitFor(() => target.received.filter((e) => before.includes(e.id)).length === 20, { timeoutMs: 20_000 });
-      await waitFor(() => warnings.some((w) => /holds back \d+ bytes of WAL.*teardown/.test(w)), { timeoutMs: 10_000, description: "the retained-WAL warning" });
+      await waitFor(() => warnings.some((w) => /holds back \d+ bytes of WAL.*teardown/.test(w)), {
+        timeoutMs: 10_000,
+        description: "the retained-WAL warning",
+      });
 
       await server.restart();
       const after = await writeEvents(pool, schema, 20, { keys: 2 });
-      await waitFor(() => after.every((id) => target.received.some((e) => e.id === id)), { timeoutMs: 60_000, description: "events after the restart relayed" });
+      await waitFor(() => after.every((id) => target.received.some((e) => e.id === id)), {
+        timeoutMs: 60_000,
+        description: "events after the restart relayed",
+      });
       // Nothing lost; per key in order (a redelivery after the restart may repeat a tail).
       for (const seq of sequencesByKey(target.received.filter((e) => after.includes(e.id))).values()) {
         const last = [...new Set([...seq].reverse())].reverse();

@@ -140,7 +140,8 @@ describe("RabbitMQ down", () => {
     try {
       const channel = await connection.createChannel();
       const ids: string[] = [];
-      for (let m = await channel.get(queue, { noAck: true }); m !== false; m = await channel.get(queue, { noAck: true })) ids.push(String(m.properties.messageId));
+      for (let m = await channel.get(queue, { noAck: true }); m !== false; m = await channel.get(queue, { noAck: true }))
+        ids.push(String(m.properties.messageId));
       // Confirmed before the kill, or after the restart: all there (redeliveries allowed).
       expect(new Set(ids)).toEqual(new Set([...before, ...during]));
     } finally {
@@ -205,7 +206,21 @@ describe("conveyor relay from an SQLite outbox to RabbitMQ", () => {
     db.close();
     const queue = rabbitName("cli");
     const exchange = rabbitName("cli-x");
-    const relay = spawnCli(["relay", "--db", `sqlite:${path}`, "--target", rabbitUrl, "--exchange", exchange, "--declare-queue", queue, "--binding-key", "order.#", "--stats-interval", "0"]);
+    const relay = spawnCli([
+      "relay",
+      "--db",
+      `sqlite:${path}`,
+      "--target",
+      rabbitUrl,
+      "--exchange",
+      exchange,
+      "--declare-queue",
+      queue,
+      "--binding-key",
+      "order.#",
+      "--stats-interval",
+      "0",
+    ]);
     cleanups.push(async () => {
       if (relay.child.exitCode === null) {
         relay.child.kill("SIGTERM");
@@ -232,11 +247,14 @@ describe("conveyor relay from an SQLite outbox to RabbitMQ", () => {
     const first = await channel.get(queue, { noAck: true });
     const second = await channel.get(queue, { noAck: true });
     expect([first && first.properties.messageId, second && second.properties.messageId]).toEqual([ids[0], ids[2]]);
-    const dead = await waitFor(async () => {
-      const listed = await runCli(["relay", "dead", "ls", "--db", `sqlite:${path}`, "--json"]);
-      const events = JSON.parse(listed.stdout) as Array<{ id: string; error: string }>;
-      return events.length === 1 ? events : null;
-    }, { timeoutMs: 15_000 });
+    const dead = await waitFor(
+      async () => {
+        const listed = await runCli(["relay", "dead", "ls", "--db", `sqlite:${path}`, "--json"]);
+        const events = JSON.parse(listed.stdout) as Array<{ id: string; error: string }>;
+        return events.length === 1 ? events : null;
+      },
+      { timeoutMs: 15_000 },
+    );
     expect(dead[0]).toMatchObject({ id: ids[1] });
     expect(dead[0]!.error).toMatch(/no queue is bound to exchange/);
     relay.child.kill("SIGTERM");

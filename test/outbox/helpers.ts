@@ -60,7 +60,7 @@ export async function writeEvents(
     // Each transaction writes its keys in one global order (sorted), as docs/outbox.md asks:
     // publish() holds each key's lock to commit, so two transactions taking two keys in
     // opposite orders would deadlock.
-    const batch = Array.from({ length: Math.min(count, i + perTx) - i }, (_, o) => i + o).sort((a, b) => a % keys - b % keys || a - b);
+    const batch = Array.from({ length: Math.min(count, i + perTx) - i }, (_, o) => i + o).sort((a, b) => (a % keys) - (b % keys) || a - b);
     const client = await pool.connect();
     try {
       await client.query("BEGIN");
@@ -126,5 +126,10 @@ export async function expectRedeliveryAfterRelayCrash(input: {
   expect(new Set(all)).toEqual(new Set(input.ids));
   const counts = new Map<string, number>();
   for (const id of all) counts.set(id, (counts.get(id) ?? 0) + 1);
-  expect([...counts].filter(([, n]) => n === 2).map(([id]) => id).sort()).toEqual([...first].sort());
+  expect(
+    [...counts]
+      .filter(([, n]) => n === 2)
+      .map(([id]) => id)
+      .sort(),
+  ).toEqual([...first].sort());
 }

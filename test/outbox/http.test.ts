@@ -35,10 +35,18 @@ describe("HTTP /v1/outbox/dead", () => {
     try {
       const list = await app.inject({ method: "GET", url: "/v1/outbox/dead", headers: admin });
       expect(list.statusCode).toBe(200);
-      expect(list.json()).toMatchObject({ total: 2, events: [{ id: "ev-b", payload: { n: 1 }, headers: { "trace-id": "t" }, error: "no queue is bound" }, { id: "ev-a" }] });
-      expect((await app.inject({ method: "GET", url: "/v1/outbox/dead", headers: { authorization: "Bearer k-read-0123456789abcdef00" } })).statusCode).toBe(403);
+      expect(list.json()).toMatchObject({
+        total: 2,
+        events: [{ id: "ev-b", payload: { n: 1 }, headers: { "trace-id": "t" }, error: "no queue is bound" }, { id: "ev-a" }],
+      });
+      expect((await app.inject({ method: "GET", url: "/v1/outbox/dead", headers: { authorization: "Bearer k-read-0123456789abcdef00" } })).statusCode).toBe(
+        403,
+      );
       expect((await app.inject({ method: "GET", url: "/v1/outbox/dead?limit=0", headers: admin })).statusCode).toBe(400);
-      expect((await app.inject({ method: "GET", url: "/v1/outbox/dead/ev-a", headers: admin })).json()).toMatchObject({ id: "ev-a", target: "amqp://h:5672/#x" });
+      expect((await app.inject({ method: "GET", url: "/v1/outbox/dead/ev-a", headers: admin })).json()).toMatchObject({
+        id: "ev-a",
+        target: "amqp://h:5672/#x",
+      });
       expect((await app.inject({ method: "GET", url: "/v1/outbox/dead/nope", headers: admin })).statusCode).toBe(404);
       expect((await app.inject({ method: "POST", url: "/v1/outbox/dead/replay", headers: admin, payload: { ids: [] } })).statusCode).toBe(400);
 

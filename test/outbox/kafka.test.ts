@@ -36,7 +36,16 @@ async function backlog(schema: string): Promise<number> {
 let seq = 0;
 function event(over: Partial<OutboxEvent> = {}): OutboxEvent {
   seq++;
-  return { id: `ev-${seq}-${Math.random().toString(36).slice(2, 8)}`, seq, topic: "order.created", key: "o1", payloadText: `{"n":${seq}}`, headers: { "trace-id": "t1" }, createdAt: 1_700_000_000_000 + seq, ...over };
+  return {
+    id: `ev-${seq}-${Math.random().toString(36).slice(2, 8)}`,
+    seq,
+    topic: "order.created",
+    key: "o1",
+    payloadText: `{"n":${seq}}`,
+    headers: { "trace-id": "t1" },
+    createdAt: 1_700_000_000_000 + seq,
+    ...over,
+  };
 }
 
 describe("KafkaTarget (mock broker, not Kafka)", () => {
@@ -103,36 +112,40 @@ describe("relay to Kafka under failure (mock broker, not Kafka)", () => {
     await expectRedeliveryAfterRelayCrash({ args, ids, backlog: () => backlog(schema), received, cleanups });
   });
 
-  it("broker process killed and restarted: the relay backs off, keeps the unconfirmed events and publishes them to the restarted cluster", { timeout: 60_000 }, async () => {
-    const cluster = await startMockKafka({ fixedPorts: true, brokers: 1 });
-    cleanups.push(() => cluster.stop());
-    const schema = schemas.create("okb");
-    await migrateSchema(url, schema);
-    const relay = new Relay({
-      source: new PostgresPollSource({ connectionString: url, schema, logger: silentLogger }),
-      target: new KafkaTarget({ url: cluster.url, ackTimeoutMs: 2_000 }),
-      logger: silentLogger,
-      backoffBaseMs: 50,
-      backoffMaxMs: 500,
-    });
-    cleanups.push(() => relay.close());
-    let retries = 0;
-    relay.on("relay:retry", () => retries++);
-    await relay.start();
-    const before = await writeEvents(pool, schema, 10, { keys: 2 });
-    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 20_000 });
-    // The mock keeps records in memory only: read what the first cluster confirmed before killing it.
-    const confirmedBefore = (await readTopic(cluster.url, "t")).map((r) => r.headers["outbox-id"]);
+  it(
+    "broker process killed and restarted: the relay backs off, keeps the unconfirmed events and publishes them to the restarted cluster",
+    { timeout: 60_000 },
+    async () => {
+      const cluster = await startMockKafka({ fixedPorts: true, brokers: 1 });
+      cleanups.push(() => cluster.stop());
+      const schema = schemas.create("okb");
+      await migrateSchema(url, schema);
+      const relay = new Relay({
+        source: new PostgresPollSource({ connectionString: url, schema, logger: silentLogger }),
+        target: new KafkaTarget({ url: cluster.url, ackTimeoutMs: 2_000 }),
+        logger: silentLogger,
+        backoffBaseMs: 50,
+        backoffMaxMs: 500,
+      });
+      cleanups.push(() => relay.close());
+      let retries = 0;
+      relay.on("relay:retry", () => retries++);
+      await relay.start();
+      const before = await writeEvents(pool, schema, 10, { keys: 2 });
+      await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 20_000 });
+      // The mock keeps records in memory only: read what the first cluster confirmed before killing it.
+      const confirmedBefore = (await readTopic(cluster.url, "t")).map((r) => r.headers["outbox-id"]);
 
-    await cluster.kill();
-    const during = await writeEvents(pool, schema, 20, { keys: 2 });
-    await waitFor(() => retries >= 2, { timeoutMs: 30_000, description: "retries while the broker is down" });
-    expect(await backlog(schema)).toBe(20);
-    await cluster.start();
-    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 40_000, description: "delivery resumed on the restarted broker" });
-    const afterRestart = (await readTopic(cluster.url, "t")).map((r) => r.headers["outbox-id"]);
-    expect(new Set(confirmedBefore)).toEqual(new Set(before));
-    // Everything written while the broker was down reached the new one; nothing was marked published without it.
-    expect(new Set(afterRestart)).toEqual(new Set(during));
-  });
+      await cluster.kill();
+      const during = await writeEvents(pool, schema, 20, { keys: 2 });
+      await waitFor(() => retries >= 2, { timeoutMs: 30_000, description: "retries while the broker is down" });
+      expect(await backlog(schema)).toBe(20);
+      await cluster.start();
+      await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 40_000, description: "delivery resumed on the restarted broker" });
+      const afterRestart = (await readTopic(cluster.url, "t")).map((r) => r.headers["outbox-id"]);
+      expect(new Set(confirmedBefore)).toEqual(new Set(before));
+      // Everything written while the broker was down reached the new one; nothing was marked published without it.
+      expect(new Set(afterRestart)).toEqual(new Set(during));
+    },
+  );
 });

@@ -87,7 +87,10 @@ describe("PostgreSQL poll relay", () => {
     const schema = schemas.create("ob");
     await migrateSchema(url, schema);
     const target = new RecordingTarget();
-    target.decide = (e) => (JSON.parse(e.payloadText) as { n: number }).n === 2 ? { status: "rejected", error: new RejectedEventError("too large for the target") } : { status: "published" };
+    target.decide = (e) =>
+      (JSON.parse(e.payloadText) as { n: number }).n === 2
+        ? { status: "rejected", error: new RejectedEventError("too large for the target") }
+        : { status: "published" };
     const r = relay(schema, target);
     const rejected: string[] = [];
     r.on("relay:rejected", ({ event }) => rejected.push(event.id));

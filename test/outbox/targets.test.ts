@@ -29,7 +29,16 @@ afterAll(() => temp.removeAll());
 let seq = 0;
 function event(over: Partial<OutboxEvent> = {}): OutboxEvent {
   seq++;
-  return { id: `ev-${seq}-${Math.random().toString(36).slice(2, 8)}`, seq, topic: "order.created", key: "o1", payloadText: `{"n":${seq}}`, headers: { "trace-id": "t1" }, createdAt: 1_700_000_000_000 + seq, ...over };
+  return {
+    id: `ev-${seq}-${Math.random().toString(36).slice(2, 8)}`,
+    seq,
+    topic: "order.created",
+    key: "o1",
+    payloadText: `{"n":${seq}}`,
+    headers: { "trace-id": "t1" },
+    createdAt: 1_700_000_000_000 + seq,
+    ...over,
+  };
 }
 
 describe("AmqpTarget (RabbitMQ)", () => {
@@ -90,7 +99,13 @@ describe("RedisStreamTarget", () => {
       const [[, fields]] = (await redis.xrevrange(`${prefix}order.created`, "+", "-", "COUNT", 1)) as [[string, string[]]];
       const record: Record<string, string> = {};
       for (let i = 0; i < fields.length; i += 2) record[fields[i]!] = fields[i + 1]!;
-      expect(record).toMatchObject({ id: events[299]!.id, topic: "order.created", key: "o1", payload: events[299]!.payloadText, created_at: String(events[299]!.createdAt) });
+      expect(record).toMatchObject({
+        id: events[299]!.id,
+        topic: "order.created",
+        key: "o1",
+        payload: events[299]!.payloadText,
+        created_at: String(events[299]!.createdAt),
+      });
       expect(JSON.parse(record.headers!) as unknown).toMatchObject({ "outbox-id": events[299]!.id, "trace-id": "t1" });
       // A key of another type under the stream's name: refused for good, not retried forever.
       await redis.set(`${prefix}taken`, "x");

@@ -50,7 +50,9 @@ beforeAll(async () => {
   mkdirSync(app);
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "pack-test-app", private: true, type: "module" }, null, 2));
   await must("npm", ["install", "--no-save", "--loglevel=error", packed.tarball, ...[...PEERS, ...TYPES].map(devVersion)], app);
-  const manifest = JSON.parse(readFileSync(join(app, "node_modules/conveyor-jobs/package.json"), "utf8")) as { exports: Record<string, string | Record<string, string>> };
+  const manifest = JSON.parse(readFileSync(join(app, "node_modules/conveyor-jobs/package.json"), "utf8")) as {
+    exports: Record<string, string | Record<string, string>>;
+  };
   installed = manifest.exports;
 }, 240_000);
 
@@ -81,7 +83,17 @@ describe("the packed tarball", () => {
     const files = new Set(packed.files);
     // The API docs' browser files (Swagger UI, with its licence), copied by scripts/copy-api-docs.mjs.
     const apiDocs = ["swagger-ui-bundle.js", "swagger-ui.css", "LICENSE", "NOTICE"].map((f) => `dist/src/http/api-docs/${f}`);
-    for (const must of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "bin/conveyor.js", "dist/src/cli/bin.js", "dist/src/dashboard/assets/app.js", "dist/src/dashboard/assets/app.css", ...apiDocs]) {
+    for (const must of [
+      "package.json",
+      "README.md",
+      "LICENSE",
+      "CHANGELOG.md",
+      "bin/conveyor.js",
+      "dist/src/cli/bin.js",
+      "dist/src/dashboard/assets/app.js",
+      "dist/src/dashboard/assets/app.css",
+      ...apiDocs,
+    ]) {
       expect(files, must).toContain(must);
     }
     // Every export target ships (types and code).
@@ -114,7 +126,9 @@ describe("the examples", () => {
   it("import the package by name, mapped to the sources by tsconfig paths that match the exports", () => {
     const config = ts.readConfigFile(join(ROOT, "tsconfig.json"), (path) => ts.sys.readFile(path));
     const paths = (config.config as { compilerOptions: { paths: Record<string, string[]> } }).compilerOptions.paths;
-    const exported = Object.keys(installed).filter((s) => s !== "./package.json").map((s) => `conveyor-jobs${s.slice(1)}`);
+    const exported = Object.keys(installed)
+      .filter((s) => s !== "./package.json")
+      .map((s) => `conveyor-jobs${s.slice(1)}`);
     expect(Object.keys(paths).sort()).toEqual(exported.sort());
     for (const [name, [target]] of Object.entries(paths)) {
       // The compiled file of each export is the source file the path names.
@@ -213,7 +227,15 @@ await backend.close();
       JSON.stringify({
         // node16 also checks every declaration file (ours and the peers'); bundler takes the usual
         // skipLibCheck, so the two compilations do not both pay for checking fastify's and pg's.
-        compilerOptions: { module, moduleResolution: resolution, target: "es2022", strict: true, noEmit: true, skipLibCheck: resolution !== "node16", types: ["node"] },
+        compilerOptions: {
+          module,
+          moduleResolution: resolution,
+          target: "es2022",
+          strict: true,
+          noEmit: true,
+          skipLibCheck: resolution !== "node16",
+          types: ["node"],
+        },
         files: [`consumer-${resolution}.ts`],
       }),
     );
@@ -271,7 +293,12 @@ function quickStartScript(readme: string, tarball: string): { script: string; ex
     if (lang === "sh") {
       lines.push(body.replace(/^npm install conveyor-jobs /m, `npm install ${tarball} `));
       const comments = body.trimEnd().split("\n").reverse();
-      const tail = comments.slice(0, comments.findIndex((l) => !l.startsWith("# "))).reverse();
+      const tail = comments
+        .slice(
+          0,
+          comments.findIndex((l) => !l.startsWith("# ")),
+        )
+        .reverse();
       if (tail.length > 0) expected = tail.map((l) => l.slice(2));
     } else {
       const name = /^\/\/ (\S+)\n/.exec(body)?.[1];

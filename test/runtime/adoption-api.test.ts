@@ -63,22 +63,25 @@ const schemas = {
 };
 
 describe("payload schemas through Standard Schema", () => {
-  it.each(Object.entries(schemas))("%s: add stores the payload as given, refuses bad payloads with field paths, and nothing is stored", async (_library, schema) => {
-    const sendMail = defineJob("send-mail", schema);
-    expectTypeOf<ReturnType<typeof sendMail.parse>>().toEqualTypeOf<{ to: string; tries: number }>();
-    const { id } = await queue.add(sendMail, { to: "ada@example.com", tries: 2 });
-    expect((await backend.get(id))!.data).toEqual({ to: "ada@example.com", tries: 2 });
-    // add takes the schema's input type, where the defaulted field is optional; the default is
-    // applied by the worker, right before the handler (see "validates again at run time").
-    const defaulted = await queue.add(sendMail, { to: "bob@example.com" });
-    expect((await backend.get(defaulted.id))!.data).toEqual({ to: "bob@example.com" });
+  it.each(Object.entries(schemas))(
+    "%s: add stores the payload as given, refuses bad payloads with field paths, and nothing is stored",
+    async (_library, schema) => {
+      const sendMail = defineJob("send-mail", schema);
+      expectTypeOf<ReturnType<typeof sendMail.parse>>().toEqualTypeOf<{ to: string; tries: number }>();
+      const { id } = await queue.add(sendMail, { to: "ada@example.com", tries: 2 });
+      expect((await backend.get(id))!.data).toEqual({ to: "ada@example.com", tries: 2 });
+      // add takes the schema's input type, where the defaulted field is optional; the default is
+      // applied by the worker, right before the handler (see "validates again at run time").
+      const defaulted = await queue.add(sendMail, { to: "bob@example.com" });
+      expect((await backend.get(defaulted.id))!.data).toEqual({ to: "bob@example.com" });
 
-    const refused = await queue.add(sendMail, { to: "not-an-address", tries: 0 }).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(PayloadValidationError);
-    const paths = (refused as PayloadValidationError).issues.map((i) => i.path.join("."));
-    expect(paths).toEqual(expect.arrayContaining(["to", "tries"]));
-    expect((await backend.list()).length).toBe(2);
-  });
+      const refused = await queue.add(sendMail, { to: "not-an-address", tries: 0 }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(PayloadValidationError);
+      const paths = (refused as PayloadValidationError).issues.map((i) => i.path.join("."));
+      expect(paths).toEqual(expect.arrayContaining(["to", "tries"]));
+      expect((await backend.list()).length).toBe(2);
+    },
+  );
 
   it.each(Object.entries(schemas))("%s: the worker validates again at run time and a bad stored payload goes dead", async (_library, schema) => {
     const sendMail = defineJob("send-mail", schema);
@@ -99,7 +102,9 @@ describe("payload schemas through Standard Schema", () => {
     await waitFor(async () => (await backend.get(id))?.state === "completed");
     expect((await backend.get(id))!.data).toEqual({ to: "ADA@EXAMPLE.COM" });
     expect(seen).toEqual([{ to: "ada@example.com" }]);
-    await expect(queue.add(notify, { to: 1 } as unknown as { to: string })).rejects.toMatchObject({ issues: [{ path: ["to"], message: "must be an email address" }] });
+    await expect(queue.add(notify, { to: 1 } as unknown as { to: string })).rejects.toMatchObject({
+      issues: [{ path: ["to"], message: "must be an email address" }],
+    });
   });
 
   it("the HTTP API answers 422 with JSON pointers from a valibot schema", async () => {
@@ -132,7 +137,10 @@ describe("payload schemas through Standard Schema", () => {
   it("refuses what is not a Standard Schema, and an asynchronous schema, with errors that say what to do", async () => {
     const legacy = { safeParse: (data: unknown) => ({ success: true as const, data }) };
     expect(() => defineJob("old", legacy as unknown as PayloadSchema<unknown>)).toThrow(/Standard Schema v1/);
-    const slow = defineJob("slow", z.object({ n: z.number() }).refine(async () => true));
+    const slow = defineJob(
+      "slow",
+      z.object({ n: z.number() }).refine(async () => true),
+    );
     const error = await queue.add(slow, { n: 1 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidInputError);
     expect((error as Error).message).toMatch(/validates asynchronously.*handler/);
@@ -166,11 +174,12 @@ describe("Queue.close()", () => {
     const held = new Promise<void>((r) => (answer = r));
     const slow = new Proxy(backend, {
       get(target, key, receiver) {
-        if (key === "enqueue") return async (...args: Parameters<Backend["enqueue"]>) => {
-          const result = await target.enqueue(...args);
-          await held;
-          return result;
-        };
+        if (key === "enqueue")
+          return async (...args: Parameters<Backend["enqueue"]>) => {
+            const result = await target.enqueue(...args);
+            await held;
+            return result;
+          };
         const value: unknown = Reflect.get(target, key, receiver);
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },

@@ -42,7 +42,10 @@ describe.each(stores)("%s: a SIGKILLed worker's slot", (_name, storeUrl) => {
       await backend.migrate();
       await backend.setQueueLimits("limited", normalizeQueueLimits({ maxRunning: 1 }));
       await backend.enqueue([0, 1].map((i) => buildJobSpec({ queue: "limited", name: "job", data: { i } })));
-      const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/flow-slot-holder.ts", url, "limited"], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+      const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/flow-slot-holder.ts", url, "limited"], {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "inherit"],
+      });
       let output = "";
       child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
       const exited = new Promise((resolve) => child.once("exit", resolve));

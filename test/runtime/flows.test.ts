@@ -44,7 +44,11 @@ describe("flows with real workers", () => {
         { name: "thumbnail", queue: "images", data: { page: 1 }, children: [{ name: "fetch", queue: "images", data: { url: "a" } }] },
       ],
     });
-    expect(added).toMatchObject({ queue: "reports", duplicate: false, children: [{ queue: "reports" }, { queue: "reports" }, { queue: "images", children: [{ queue: "images" }] }] });
+    expect(added).toMatchObject({
+      queue: "reports",
+      duplicate: false,
+      children: [{ queue: "reports" }, { queue: "reports" }, { queue: "images", children: [{ queue: "images" }] }],
+    });
     expect((await reports.getJob(added.id))!.state).toBe("waiting-children");
 
     let seen: ChildOutcome[] = [];
@@ -88,7 +92,10 @@ describe("flows with real workers", () => {
     const tolerant = await q.addFlow({
       name: "sum",
       onChildFailure: "continue",
-      children: [{ name: "part", data: { ok: true } }, { name: "part", data: { ok: false } }],
+      children: [
+        { name: "part", data: { ok: true } },
+        { name: "part", data: { ok: false } },
+      ],
     });
     const strict = await q.addFlow({ name: "sum", children: [{ name: "part", data: { ok: false } }] });
     let listed: ChildOutcome[] = [];
@@ -126,7 +133,14 @@ describe("flows with real workers", () => {
   it("jobs show (CLI) and GET /v1/jobs/{id}/flow show the parent and its children with their states", async () => {
     const { backend, path } = await store();
     const q = new Queue("q", { backend });
-    const added = await q.addFlow({ name: "parent", options: { jobId: "p-1" }, children: [{ name: "child", options: { jobId: "c-1" } }, { name: "child", options: { jobId: "c-2" } }] });
+    const added = await q.addFlow({
+      name: "parent",
+      options: { jobId: "p-1" },
+      children: [
+        { name: "child", options: { jobId: "c-1" } },
+        { name: "child", options: { jobId: "c-2" } },
+      ],
+    });
     const [claimed] = await backend.claim({ queues: ["q"], names: ["child"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
     await backend.complete([{ lease: claimed!.lease, result: { done: 1 } }]);
 

@@ -126,7 +126,10 @@ describe("ctx.log", () => {
       expect(reply.statusCode).toBe(200);
       const body = reply.json<{ jobId: string; queue: string; lines: Array<{ at: string; attempt: number; line: string }> }>();
       expect(body).toMatchObject({ jobId: id, queue: "q" });
-      expect(body.lines.map((l) => [l.attempt, l.line])).toEqual([[1, "fetched 3 invoices"], [1, "multi\nline"]]);
+      expect(body.lines.map((l) => [l.attempt, l.line])).toEqual([
+        [1, "fetched 3 invoices"],
+        [1, "multi\nline"],
+      ]);
       expect(Date.parse(body.lines[0]!.at)).toBeGreaterThan(0);
       expect((await app.inject({ method: "GET", url: `/v1/jobs/${id}/logs?queue=other` })).statusCode).toBe(404);
       expect((await app.inject({ method: "GET", url: `/v1/jobs/nope/logs` })).statusCode).toBe(404);

@@ -15,14 +15,7 @@ let queue: Queue;
 const children: Spawned[] = [];
 
 function startWorker(extra: string[] = []): Spawned {
-  const s = spawnCli([
-    "worker",
-    "--db", `sqlite:${dbPath}`,
-    "--queue", "q",
-    "--handlers", "test/fixtures/handlers.ts",
-    "--poll-interval-ms", "50",
-    ...extra,
-  ]);
+  const s = spawnCli(["worker", "--db", `sqlite:${dbPath}`, "--queue", "q", "--handlers", "test/fixtures/handlers.ts", "--poll-interval-ms", "50", ...extra]);
   children.push(s);
   return s;
 }
@@ -48,10 +41,13 @@ describe("worker process", () => {
     await queue.addBulk(Array.from({ length: total }, (_, i) => ({ name: "sleep", data: { ms: 200, i } })));
     const first = startWorker(["--concurrency", "8", "--lease-ms", "1000"]);
     // Killed while it holds jobs: each runs 200 ms, so a busy worker has its slots full.
-    await waitFor(async () => {
-      const c = await counts();
-      return c.completed >= 16 && c.active >= 4;
-    }, { timeoutMs: 20_000, description: "first worker progressed and holds jobs" });
+    await waitFor(
+      async () => {
+        const c = await counts();
+        return c.completed >= 16 && c.active >= 4;
+      },
+      { timeoutMs: 20_000, description: "first worker progressed and holds jobs" },
+    );
     first.child.kill("SIGKILL");
     expect(await first.exited).toBe("SIGKILL");
     const orphaned = (await counts()).active;

@@ -88,8 +88,17 @@ describe("watchdog", () => {
   it("kills a worker process whose event loop is blocked, so it can be restarted", async () => {
     await queue.add("block", {});
     const w = spawnCli([
-      "worker", "--db", `sqlite:${dbPath}`, "--queue", "q", "--handlers", "test/fixtures/pills.ts",
-      "--lease-ms", "2000", "--watchdog-ms", "500",
+      "worker",
+      "--db",
+      `sqlite:${dbPath}`,
+      "--queue",
+      "q",
+      "--handlers",
+      "test/fixtures/pills.ts",
+      "--lease-ms",
+      "2000",
+      "--watchdog-ms",
+      "500",
     ]);
     expect(await w.exited).toBe("SIGKILL");
     expect(w.stderr()).toContain("event loop blocked");

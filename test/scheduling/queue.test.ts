@@ -28,7 +28,10 @@ function setup(clock = new FakeClock()) {
 }
 
 async function refused(promise: Promise<unknown>, message: RegExp, field?: string): Promise<void> {
-  const error = await promise.then(() => null, (e: unknown) => e);
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(error).toBeInstanceOf(InvalidInputError);
   expect((error as Error).message).toMatch(message);
   if (field !== undefined) expect((error as InvalidInputError).field).toBe(field);
@@ -91,11 +94,19 @@ describe("queue.schedules / unschedule / add({ repeat })", () => {
     expect(keyed.id).toBe("every-minute");
     const list = await queue.schedules();
     expect(list.map((s) => s.id).sort()).toEqual([first.id, "every-minute"].sort());
-    expect(list.find((s) => s.id === first.id)!.definition).toMatchObject({ cron: "0 8 * * MON", tz: "Europe/Berlin", name: "digest", data: { to: "team" }, options: { attempts: 5 } });
+    expect(list.find((s) => s.id === first.id)!.definition).toMatchObject({
+      cron: "0 8 * * MON",
+      tz: "Europe/Berlin",
+      name: "digest",
+      data: { to: "team" },
+      options: { attempts: 5 },
+    });
     clock.advance(MINUTE);
     await fireDueSchedules(backend);
     const jobs = await queue.list();
-    expect(jobs.map((j) => [j.name, j.meta])).toEqual([["digest", { schedule: { id: "every-minute", tick: new Date(clock.now()).toISOString(), since: new Date(clock.now() - MINUTE).toISOString() } }]]);
+    expect(jobs.map((j) => [j.name, j.meta])).toEqual([
+      ["digest", { schedule: { id: "every-minute", tick: new Date(clock.now()).toISOString(), since: new Date(clock.now() - MINUTE).toISOString() } }],
+    ]);
     await refused(queue.add("digest", {}, { repeat: { pattern: "* * * * *" }, jobId: "x" }), /cannot take jobId/);
     await refused(queue.add("digest", {}, { repeat: { pattern: "nope" } }), /not valid/);
   });

@@ -31,10 +31,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
   if ((await findPostgresBin()) === null) {
     project.provide("postgresUrl", "");
-    project.provide(
-      "postgresUnavailable",
-      "no PostgreSQL: set DATABASE_URL, or install a server under /usr/lib/postgresql (apt-get install postgresql-15)",
-    );
+    project.provide("postgresUnavailable", "no PostgreSQL: set DATABASE_URL, or install a server under /usr/lib/postgresql (apt-get install postgresql-15)");
     return async () => {};
   }
   const server: ThrowawayPostgres = await startThrowawayPostgres();

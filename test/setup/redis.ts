@@ -30,10 +30,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
   if (findRedisServer() === null) {
     project.provide("redisUrl", "");
-    project.provide(
-      "redisUnavailable",
-      "no Redis: set REDIS_URL, or install redis-server (apt-get install redis-server, brew install redis)",
-    );
+    project.provide("redisUnavailable", "no Redis: set REDIS_URL, or install redis-server (apt-get install redis-server, brew install redis)");
     return async () => {};
   }
   const server = await startThrowawayRedis();

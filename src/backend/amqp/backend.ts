@@ -25,13 +25,7 @@ import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, GetMessage,
 import { describeAmqpUrl, openAmqpConnection, publishConfirmed, withTimeout } from "../../amqp/connection.js";
 import { nonNegativeInt, positiveInt } from "../../core/checks.js";
 import { systemClock, type Clock } from "../../core/clock.js";
-import {
-  ConveyorError,
-  InvalidInputError,
-  StoreUnavailableError,
-  UnsupportedByStoreError,
-  type LeaseLossReason,
-} from "../../core/errors.js";
+import { ConveyorError, InvalidInputError, StoreUnavailableError, UnsupportedByStoreError, type LeaseLossReason } from "../../core/errors.js";
 import type { AttemptRecord, ErrorInfo, FlowInfo, FlowNodeSpec, JobRecord, JobSpec, JobState, Lease, WorkerIdentity } from "../../core/job.js";
 import type { QueueFlow } from "../../core/flow.js";
 import type { JobLogLine } from "../../core/job-log.js";
@@ -316,7 +310,10 @@ export class AmqpBackend implements Backend {
     }
     session.connection.close().catch(() => undefined);
     if (!this.closed) {
-      this.logger.warn({ store: this.description, generation: session.generation, why }, "RabbitMQ session lost; its unsettled deliveries return to their queues, reconnecting on next use");
+      this.logger.warn(
+        { store: this.description, generation: session.generation, why },
+        "RabbitMQ session lost; its unsettled deliveries return to their queues, reconnecting on next use",
+      );
       // Workers claim again (and so reconnect and consume again) at once rather than at their next poll.
       setTimeout(() => this.wake("*"), 100).unref();
     }
@@ -611,7 +608,10 @@ export class AmqpBackend implements Backend {
       const props = delivery.message.properties as Options.Publish;
       await publishConfirmed(session.publisher, "", this.names.dead(delivery.queue), delivery.message.content, {
         ...props,
-        headers: { ...(props.headers as Record<string, unknown>), "x-conveyor-error-message": "not a Conveyor job message (unreadable body); set aside unprocessed" },
+        headers: {
+          ...(props.headers as Record<string, unknown>),
+          "x-conveyor-error-message": "not a Conveyor job message (unreadable body); set aside unprocessed",
+        },
       });
     });
   }
@@ -652,7 +652,10 @@ export class AmqpBackend implements Backend {
         // one back alone. It runs again (the delivery counts toward x-delivery-limit).
         this.held.delete(lease.token);
         held.delivery.session.consumer.nack(held.delivery.message, false, true);
-        this.logger.warn({ store: this.description, jobId: lease.jobId, consumerTimeoutMs: this.consumerTimeoutMs }, "job held close to RabbitMQ's consumer_timeout: handed back to its queue; raise consumer_timeout for jobs this long");
+        this.logger.warn(
+          { store: this.description, jobId: lease.jobId, consumerTimeoutMs: this.consumerTimeoutMs },
+          "job held close to RabbitMQ's consumer_timeout: handed back to its queue; raise consumer_timeout for jobs this long",
+        );
         lost.push({ lease, reason: "expired" });
       }
     }
@@ -761,8 +764,6 @@ export class AmqpBackend implements Backend {
     return Promise.reject(featureRefusal(this, "holdQueue", queue));
   }
 
-
-
   // ---------------------------------------------------------------- maintenance: the broker's job
 
   async rescueExpired(): Promise<RescuedJob[]> {
@@ -812,7 +813,9 @@ export class AmqpBackend implements Backend {
   private queuesFor(queue: string | undefined, what: string): string[] {
     if (queue !== undefined) return [checkName("queue", queue)];
     if (this.known.size === 0) {
-      throw new InvalidInputError(`${what} on RabbitMQ needs a queue name (RabbitMQ cannot list queues over AMQP); name the queue, or pass { queues } to AmqpBackend`);
+      throw new InvalidInputError(
+        `${what} on RabbitMQ needs a queue name (RabbitMQ cannot list queues over AMQP); name the queue, or pass { queues } to AmqpBackend`,
+      );
     }
     return [...this.known];
   }
@@ -836,8 +839,6 @@ export class AmqpBackend implements Backend {
   scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
     return Promise.reject(featureRefusal(this, "scheduleFire", firing.id));
   }
-
-
 
   finishedWindow(queue: string): Promise<FinishedWindow> {
     return Promise.reject(

@@ -16,8 +16,10 @@ const FORMAT = 1;
  * The message body: everything about a job that outlives one delivery. The spec's fields as the
  * producer gave them (the payload stays JSON text, so it round-trips byte for byte), and its state.
  */
-export interface Envelope
-  extends Pick<JobSpec, "id" | "queue" | "name" | "payload" | "maxAttempts" | "backoff" | "timeoutMs" | "retainCompletedMs" | "retainDeadMs" | "meta"> {
+export interface Envelope extends Pick<
+  JobSpec,
+  "id" | "queue" | "name" | "payload" | "maxAttempts" | "backoff" | "timeoutMs" | "retainCompletedMs" | "retainDeadMs" | "meta"
+> {
   v: typeof FORMAT;
   createdAt: number;
   /** When the job is due, ms since epoch. */

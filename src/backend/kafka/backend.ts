@@ -185,7 +185,8 @@ export class KafkaBackend implements Backend {
     const location = options.url !== undefined ? parseKafkaUrl(options.url) : null;
     this.brokers = location?.brokers ?? options.brokers ?? [];
     this.kafka = options.kafka ?? null;
-    if (this.brokers.length === 0 && this.kafka === null) throw new InvalidInputError("new KafkaBackend() needs { url: 'kafka://host:9092' }, { brokers } or { kafka }");
+    if (this.brokers.length === 0 && this.kafka === null)
+      throw new InvalidInputError("new KafkaBackend() needs { url: 'kafka://host:9092' }, { brokers } or { kafka }");
     this.topics = new TopicNames(checkTopicPrefix(options.prefix ?? DEFAULT_PREFIX));
     this.groupId = options.groupId ?? `${this.topics.prefix}.workers`;
     if (typeof this.groupId !== "string" || this.groupId === "") throw new InvalidInputError("the Kafka backend's groupId must be a non-empty string");
@@ -372,7 +373,10 @@ export class KafkaBackend implements Backend {
         );
       }
       if (spec.flow !== undefined) {
-        throw new InvalidInputError(`job ${JSON.stringify(spec.id)} has a group or limiter: the Kafka backend has no fleet-wide flow keys (capabilities.jobFlowKeys is false)`, { field: "group" });
+        throw new InvalidInputError(
+          `job ${JSON.stringify(spec.id)} has a group or limiter: the Kafka backend has no fleet-wide flow keys (capabilities.jobFlowKeys is false)`,
+          { field: "group" },
+        );
       }
     }
     if (specs.length === 0) return [];
@@ -534,7 +538,17 @@ export class KafkaBackend implements Backend {
         await this.commit(part);
       } else {
         // Passed once the records before it are settled: a settled placeholder keeps the commit in order.
-        part.entries.push({ part, offset, envelope: null as unknown as Envelope, state: "settled", token: 0, attempt: 0, startedAt: 0, worker: null, seq: this.seq++ });
+        part.entries.push({
+          part,
+          offset,
+          envelope: null as unknown as Envelope,
+          state: "settled",
+          token: 0,
+          attempt: 0,
+          startedAt: 0,
+          worker: null,
+          seq: this.seq++,
+        });
       }
     } catch (error) {
       this.logger.error({ store: this.description, err: String(error) }, "could not set a foreign record aside; it stays uncommitted");
@@ -550,15 +564,19 @@ export class KafkaBackend implements Backend {
     if (this.dueTimer) clearTimeout(this.dueTimer);
     this.dueTimer = null;
     let earliest = Infinity;
-    for (const part of this.parts.values()) for (const e of part.entries) if (e.state === "buffered" && e.envelope.runAt < earliest) earliest = e.envelope.runAt;
+    for (const part of this.parts.values())
+      for (const e of part.entries) if (e.state === "buffered" && e.envelope.runAt < earliest) earliest = e.envelope.runAt;
     if (earliest === Infinity || this.closed) return;
     const inMs = earliest - this.clock.now();
     if (inMs <= 0) return;
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      for (const part of this.parts.values()) this.wake(part.queue);
-      this.armDueTimer();
-    }, Math.min(inMs, 60_000));
+    this.dueTimer = setTimeout(
+      () => {
+        this.dueTimer = null;
+        for (const part of this.parts.values()) this.wake(part.queue);
+        this.armDueTimer();
+      },
+      Math.min(inMs, 60_000),
+    );
     this.dueTimer.unref();
   }
 
@@ -574,7 +592,10 @@ export class KafkaBackend implements Backend {
       await this.consumer.commitOffsets([{ topic: part.topic, partition: part.partition, offset: String(part.next) }]);
       return true;
     } catch (error) {
-      this.logger.warn({ store: this.description, topic: part.topic, partition: part.partition, err: String(error) }, "offset commit failed; the records after it may run again");
+      this.logger.warn(
+        { store: this.description, topic: part.topic, partition: part.partition, err: String(error) },
+        "offset commit failed; the records after it may run again",
+      );
       return false;
     }
   }
@@ -605,7 +626,11 @@ export class KafkaBackend implements Backend {
         this.held.set(token, entry);
         const lease: Lease = { jobId: entry.envelope.id, token };
         claimed.push({
-          job: recordOf(entry.envelope, "active", { attempt: entry.attempt, startedAt: now, lease: { ...lease, expiresAt: now + request.leaseMs, worker: request.worker } }),
+          job: recordOf(entry.envelope, "active", {
+            attempt: entry.attempt,
+            startedAt: now,
+            lease: { ...lease, expiresAt: now + request.leaseMs, worker: request.worker },
+          }),
           lease,
           leaseExpiresAt: now + request.leaseMs,
         });
@@ -722,7 +747,16 @@ export class KafkaBackend implements Backend {
   /** The envelope after an attempt: its history entry and error recorded. */
   private afterAttempt(entry: Entry, now: number, outcome: AttemptRecord["outcome"], error: ErrorInfo): Envelope {
     const worker = entry.worker!;
-    const record: AttemptRecord = { attempt: entry.attempt, workerId: worker.id, host: worker.host, pid: worker.pid, startedAt: entry.startedAt, finishedAt: now, outcome, error };
+    const record: AttemptRecord = {
+      attempt: entry.attempt,
+      workerId: worker.id,
+      host: worker.host,
+      pid: worker.pid,
+      startedAt: entry.startedAt,
+      finishedAt: now,
+      outcome,
+      error,
+    };
     return { ...entry.envelope, attempt: entry.attempt, history: [...entry.envelope.history, record], error };
   }
 
@@ -756,7 +790,11 @@ export class KafkaBackend implements Backend {
 
   logs(id: string): Promise<JobLogLine[]> {
     return Promise.reject(
-      new UnsupportedByStoreError(this.description, "jobRecords", `read the ctx.log lines of job ${JSON.stringify(id)}: a Kafka log keeps no job records; the lines went to the worker's logger`),
+      new UnsupportedByStoreError(
+        this.description,
+        "jobRecords",
+        `read the ctx.log lines of job ${JSON.stringify(id)}: a Kafka log keeps no job records; the lines went to the worker's logger`,
+      ),
     );
   }
 
@@ -788,7 +826,11 @@ export class KafkaBackend implements Backend {
     const queues = queue !== undefined ? [checkName("queue", queue)] : [...this.known];
     return this.guard(async () => {
       await this.connected();
-      return groupLag(this.admin!, this.groupId, queues.flatMap((q) => [this.topics.work(q), this.topics.retry(q)]));
+      return groupLag(
+        this.admin!,
+        this.groupId,
+        queues.flatMap((q) => [this.topics.work(q), this.topics.retry(q)]),
+      );
     });
   }
 
@@ -806,7 +848,13 @@ export class KafkaBackend implements Backend {
   private async dead(queues: readonly string[]): Promise<DeadLetterView> {
     return this.guard(async () => {
       await this.connected();
-      this.deadView ??= new DeadLetterView({ kafka: await this.client(), admin: this.admin!, topics: this.topics, logger: this.logger, groupPrefix: `${this.groupId}.dead-view` });
+      this.deadView ??= new DeadLetterView({
+        kafka: await this.client(),
+        admin: this.admin!,
+        topics: this.topics,
+        logger: this.logger,
+        groupPrefix: `${this.groupId}.dead-view`,
+      });
       await this.deadView.catchUp(queues);
       return this.deadView;
     });
@@ -840,7 +888,12 @@ export class KafkaBackend implements Backend {
     const view = await this.dead(queues);
     const jobs = queues
       .flatMap((q) => view.all(q).map((d) => recordOf(d.envelope, "dead")))
-      .filter((job) => (filter.name === undefined || job.name === filter.name) && (args.createdFrom === null || job.createdAt >= args.createdFrom) && (args.createdUntil === null || job.createdAt < args.createdUntil));
+      .filter(
+        (job) =>
+          (filter.name === undefined || job.name === filter.name) &&
+          (args.createdFrom === null || job.createdAt >= args.createdFrom) &&
+          (args.createdUntil === null || job.createdAt < args.createdUntil),
+      );
     jobs.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
     let from = 0;
     if (args.after !== null) {
@@ -862,7 +915,9 @@ export class KafkaBackend implements Backend {
       const again: Envelope = { ...found.envelope, attempt: 0, error: null, finishedAt: null, runAt: now, replays: found.envelope.replays + 1 };
       await this.guard(async () => {
         await this.produce(this.topicFor(again), [{ key: this.keyOf(again), value: encode(again), headers: this.jobHeaders(again) }]);
-        await this.produce(this.topics.dead(q), [{ key: this.keyOf(again), value: Buffer.from(id), headers: { [DEAD_MARKER]: "replayed", "conveyor-id": id, "conveyor-marker-at": String(now) } }]);
+        await this.produce(this.topics.dead(q), [
+          { key: this.keyOf(again), value: Buffer.from(id), headers: { [DEAD_MARKER]: "replayed", "conveyor-id": id, "conveyor-marker-at": String(now) } },
+        ]);
       });
       view.forget(q, id);
       return "replayed";
@@ -878,7 +933,13 @@ export class KafkaBackend implements Backend {
       const found = view.find(q, id);
       if (!found) continue;
       await this.guard(() =>
-        this.produce(this.topics.dead(q), [{ key: this.keyOf(found.envelope), value: Buffer.from(id), headers: { [DEAD_MARKER]: "removed", "conveyor-id": id, "conveyor-marker-at": String(this.clock.now()) } }]),
+        this.produce(this.topics.dead(q), [
+          {
+            key: this.keyOf(found.envelope),
+            value: Buffer.from(id),
+            headers: { [DEAD_MARKER]: "removed", "conveyor-id": id, "conveyor-marker-at": String(this.clock.now()) },
+          },
+        ]),
       );
       view.forget(q, id);
       return "removed";
@@ -929,11 +990,19 @@ export class KafkaBackend implements Backend {
   }
 
   async pause(queue: string): Promise<void> {
-    throw new UnsupportedByStoreError(this.description, "pause", `pause queue ${JSON.stringify(queue)} for every worker: a Kafka consumer group has no such switch; pause the workers themselves (worker.pause()) or scale them to zero`);
+    throw new UnsupportedByStoreError(
+      this.description,
+      "pause",
+      `pause queue ${JSON.stringify(queue)} for every worker: a Kafka consumer group has no such switch; pause the workers themselves (worker.pause()) or scale them to zero`,
+    );
   }
 
   async resume(queue: string): Promise<void> {
-    throw new UnsupportedByStoreError(this.description, "pause", `resume queue ${JSON.stringify(queue)}: Kafka queues cannot be paused, so there is nothing to resume`);
+    throw new UnsupportedByStoreError(
+      this.description,
+      "pause",
+      `resume queue ${JSON.stringify(queue)}: Kafka queues cannot be paused, so there is nothing to resume`,
+    );
   }
 
   finishedWindow(queue: string): Promise<FinishedWindow> {
@@ -970,12 +1039,22 @@ export class KafkaBackend implements Backend {
 
   enqueueFlow(_nodes: readonly FlowNodeSpec[]): Promise<EnqueueResult[]> {
     return Promise.reject(
-      new UnsupportedByStoreError(this.description, "flows", 'hold a parent job until its children settle: a Kafka log keeps no records to count them by (capabilities.flows is "none"); run flows on SQLite, PostgreSQL or Redis'),
+      new UnsupportedByStoreError(
+        this.description,
+        "flows",
+        'hold a parent job until its children settle: a Kafka log keeps no records to count them by (capabilities.flows is "none"); run flows on SQLite, PostgreSQL or Redis',
+      ),
     );
   }
 
   flow(id: string): Promise<FlowInfo | null> {
-    return Promise.reject(new UnsupportedByStoreError(this.description, "flows", `tell the flow of job ${JSON.stringify(id)}: a Kafka log keeps no flows (capabilities.flows is "none")`));
+    return Promise.reject(
+      new UnsupportedByStoreError(
+        this.description,
+        "flows",
+        `tell the flow of job ${JSON.stringify(id)}: a Kafka log keeps no flows (capabilities.flows is "none")`,
+      ),
+    );
   }
 
   scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {

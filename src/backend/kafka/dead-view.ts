@@ -36,9 +36,7 @@ export class DeadLetterView {
   private readonly progressWaiters = new Set<() => void>();
   private closed = false;
 
-  constructor(
-    private readonly deps: { kafka: Kafka; admin: Admin; topics: TopicNames; logger: Logger; groupPrefix: string },
-  ) {}
+  constructor(private readonly deps: { kafka: Kafka; admin: Admin; topics: TopicNames; logger: Logger; groupPrefix: string }) {}
 
   /** Reads the dead topics of `queues` up to their current ends. */
   async catchUp(queues: readonly string[]): Promise<void> {
@@ -166,7 +164,11 @@ function foreignEnvelope(id: string, queue: string, value: Buffer | null, header
     runAt: 0,
     attempt: 0,
     history: [],
-    error: { name: headers["conveyor-error-name"] ?? "ForeignMessage", message: headers["conveyor-error-message"] ?? "not a Conveyor job record: set aside unprocessed", stack: null },
+    error: {
+      name: headers["conveyor-error-name"] ?? "ForeignMessage",
+      message: headers["conveyor-error-message"] ?? "not a Conveyor job record: set aside unprocessed",
+      stack: null,
+    },
     replays: 0,
     finishedAt: null,
   };

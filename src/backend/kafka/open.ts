@@ -17,13 +17,23 @@ export function openKafkaBackend(url: string, options: { clock?: Clock } = {}): 
   for (const name of params.keys()) {
     if (!PARAMS.has(name)) throw new InvalidInputError(`unknown parameter "${name}" in a kafka:// backend URL; known: ${[...PARAMS].join(", ")}`);
   }
-  if (/^kafka:\/\/[^/]*\/./i.test(base)) throw new InvalidInputError("a kafka:// backend URL names brokers only (kafka://host:9092,host2:9092); queues become topics <prefix>.<queue>, set the prefix with ?prefix=NAME");
+  if (/^kafka:\/\/[^/]*\/./i.test(base))
+    throw new InvalidInputError(
+      "a kafka:// backend URL names brokers only (kafka://host:9092,host2:9092); queues become topics <prefix>.<queue>, set the prefix with ?prefix=NAME",
+    );
   const partitionKey = params.get("partition_key");
   const config: KafkaBackendOptions = {
     url: base.replace(/\/$/, ""),
     ...(params.get("prefix") !== null ? { prefix: params.get("prefix")! } : {}),
     ...(params.get("group") !== null ? { groupId: params.get("group")! } : {}),
-    ...(params.get("queues") !== null ? { queues: params.get("queues")!.split(",").filter((x) => x !== "") } : {}),
+    ...(params.get("queues") !== null
+      ? {
+          queues: params
+            .get("queues")!
+            .split(",")
+            .filter((x) => x !== ""),
+        }
+      : {}),
     ...(partitionKey !== null ? { partitionKey: partitionKey as KafkaBackendOptions["partitionKey"] } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
   };

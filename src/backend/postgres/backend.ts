@@ -155,22 +155,93 @@ const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
  * runs) would fail with "cached plan must not change result type".
  */
 const JOB_COLUMNS = [
-  "seq", "id", "queue", "name", "payload", "meta", "state", "priority", "run_at", "created_at", "attempt", "max_attempts",
-  "backoff", "timeout_ms", "lease_token", "lease_expires_at", "worker_id", "worker_host", "worker_pid", "started_at",
-  "finished_at", "stalls", "replays", "progress", "result", "error", "history", "parent_id", "parent_queue",
-].map((c) => `j.${c}`).join(", ");
+  "seq",
+  "id",
+  "queue",
+  "name",
+  "payload",
+  "meta",
+  "state",
+  "priority",
+  "run_at",
+  "created_at",
+  "attempt",
+  "max_attempts",
+  "backoff",
+  "timeout_ms",
+  "lease_token",
+  "lease_expires_at",
+  "worker_id",
+  "worker_host",
+  "worker_pid",
+  "started_at",
+  "finished_at",
+  "stalls",
+  "replays",
+  "progress",
+  "result",
+  "error",
+  "history",
+  "parent_id",
+  "parent_queue",
+]
+  .map((c) => `j.${c}`)
+  .join(", ");
 
 /** The statements in queries/, by file name. */
 const QUERY_FILES = [
-  "enqueue", "claim", "heartbeat", "complete", "fail", "release", "progress", "rescue", "promote", "prune",
-  "get", "list", "stats", "cancel", "replay", "remove", "lease-state", "pause", "once", "now", "runnable-queues",
-  "schedule-upsert", "schedule-remove", "schedule-list", "schedule-advance",
-  "dedup", "prune-dedup", "flow-link", "flow",
-  "append-logs", "logs", "read-events", "latest-event-cursor", "prune-events",
+  "enqueue",
+  "claim",
+  "heartbeat",
+  "complete",
+  "fail",
+  "release",
+  "progress",
+  "rescue",
+  "promote",
+  "prune",
+  "get",
+  "list",
+  "stats",
+  "cancel",
+  "replay",
+  "remove",
+  "lease-state",
+  "pause",
+  "once",
+  "now",
+  "runnable-queues",
+  "schedule-upsert",
+  "schedule-remove",
+  "schedule-list",
+  "schedule-advance",
+  "dedup",
+  "prune-dedup",
+  "flow-link",
+  "flow",
+  "append-logs",
+  "logs",
+  "read-events",
+  "latest-event-cursor",
+  "prune-events",
   // Flow control (flow.ts).
-  "flow-lock", "flow-window", "flow-running", "flow-record", "flow-set", "flow-get", "flow-hold", "flow-queues",
-  "flow-lanes", "flow-lane-heads", "flow-group-running", "flow-windows", "flow-claim-ids", "flow-record-buckets", "flow-cursor",
-  "flow-enqueue", "flow-hold-key",
+  "flow-lock",
+  "flow-window",
+  "flow-running",
+  "flow-record",
+  "flow-set",
+  "flow-get",
+  "flow-hold",
+  "flow-queues",
+  "flow-lanes",
+  "flow-lane-heads",
+  "flow-group-running",
+  "flow-windows",
+  "flow-claim-ids",
+  "flow-record-buckets",
+  "flow-cursor",
+  "flow-enqueue",
+  "flow-hold-key",
   "complete-and-claim",
   "finished-window",
   "list-waiting",
@@ -342,9 +413,7 @@ export class PostgresBackend implements Backend {
     }
     const schema = given.schema ?? DEFAULT_SCHEMA;
     if (!SCHEMA_PATTERN.test(schema)) {
-      throw new InvalidInputError(
-        `schema must be 1-50 lower-case letters, digits and _, not starting with a digit; got ${JSON.stringify(schema)}`,
-      );
+      throw new InvalidInputError(`schema must be 1-50 lower-case letters, digits and _, not starting with a digit; got ${JSON.stringify(schema)}`);
     }
     const poolSize = given.poolSize ?? DEFAULT_POOL_SIZE;
     if (!Number.isInteger(poolSize) || poolSize < 1) {
@@ -623,7 +692,10 @@ export class PostgresBackend implements Backend {
       textArray(nodes.map((n) => n.spec.name)),
     ];
     const run = async (client: SqlClient): Promise<{ value: EnqueueResult[]; commit: boolean }> => {
-      const results = await this.enqueue(nodes.map((n) => n.spec), { tx: client });
+      const results = await this.enqueue(
+        nodes.map((n) => n.spec),
+        { tx: client },
+      );
       if (flowRefused(results)) return { value: results, commit: false };
       await client.query(this.sql["flow-link"], links);
       return { value: results, commit: true };
@@ -697,7 +769,14 @@ export class PostgresBackend implements Backend {
     const rows =
       plainQueues.length === 0 ? [] : await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
-      rows.push(...(await this.claimUnderLimits(request.queues.filter((q) => limited.has(q)), request, limit - rows.length, request.leaseMs)));
+      rows.push(
+        ...(await this.claimUnderLimits(
+          request.queues.filter((q) => limited.has(q)),
+          request,
+          limit - rows.length,
+          request.leaseMs,
+        )),
+      );
     }
     return toClaimed(rows);
   }
@@ -736,7 +815,13 @@ export class PostgresBackend implements Backend {
       if (row.job !== null) claimed.push(row.job);
       else settled.push({ id: row.settled_id!, lease_token: row.settled_token! });
     }
-    return { settled: settleResults(items.map((i) => i.lease), settled), claimed: toClaimed(claimed) };
+    return {
+      settled: settleResults(
+        items.map((i) => i.lease),
+        settled,
+      ),
+      claimed: toClaimed(claimed),
+    };
   }
 
   // ── settling (fenced by lease token) ─────────────────────────────────────────────────────
@@ -758,9 +843,7 @@ export class PostgresBackend implements Backend {
     // transaction that committed while the heartbeat ran (see lease-state.sql): look again.
     const stale = rows.filter((r) => r.state === "active" && String(r.current_token) === String(r.token));
     if (stale.length > 0) {
-      const fresh = new Map(
-        (await this.query<Omit<LostRow, "token">>("lease-state", [textArray(stale.map((r) => r.id))])).map((r) => [r.id, r]),
-      );
+      const fresh = new Map((await this.query<Omit<LostRow, "token">>("lease-state", [textArray(stale.map((r) => r.id))])).map((r) => [r.id, r]));
       for (const row of stale) {
         const now = fresh.get(row.id);
         row.state = now?.state ?? null;
@@ -769,10 +852,7 @@ export class PostgresBackend implements Backend {
     }
     const lost = new Map<string, LeaseLossReason>();
     for (const row of rows) {
-      const reason: LeaseLossReason =
-        row.state === null ? "gone"
-        : row.state === "cancelled" && row.current_token === row.token ? "cancelled"
-        : "expired";
+      const reason: LeaseLossReason = row.state === null ? "gone" : row.state === "cancelled" && row.current_token === row.token ? "cancelled" : "expired";
       lost.set(leaseKey(row.id, row.token), reason);
     }
     const result: HeartbeatResult["lost"] = [];
@@ -791,7 +871,10 @@ export class PostgresBackend implements Backend {
       integerArray(items.map((i) => i.lease.token)),
       jsonTextArray(items.map((i) => JSON.stringify(i.result ?? null))),
     ]);
-    return settleResults(items.map((i) => i.lease), rows);
+    return settleResults(
+      items.map((i) => i.lease),
+      rows,
+    );
   }
 
   async fail(items: readonly Failure[]): Promise<SettleResult[]> {
@@ -805,16 +888,15 @@ export class PostgresBackend implements Backend {
       integerArray(delays),
     ]);
     this.wakeLocally(queuesOf(rows));
-    return settleResults(items.map((i) => i.lease), rows);
+    return settleResults(
+      items.map((i) => i.lease),
+      rows,
+    );
   }
 
   async release(leases: readonly Lease[]): Promise<SettleResult[]> {
     if (leases.length === 0) return [];
-    const rows = await this.query<SettledRow>("release", [
-      this.nowParam(),
-      textArray(leases.map((l) => l.jobId)),
-      integerArray(leases.map((l) => l.token)),
-    ]);
+    const rows = await this.query<SettledRow>("release", [this.nowParam(), textArray(leases.map((l) => l.jobId)), integerArray(leases.map((l) => l.token))]);
     this.wakeLocally(queuesOf(rows));
     return settleResults(leases, rows);
   }
@@ -827,7 +909,11 @@ export class PostgresBackend implements Backend {
   async appendLogs(lease: Lease, lines: readonly string[]): Promise<SettleResult> {
     const bounded = boundLogLines(lines);
     const rows = await this.query("append-logs", [
-      this.nowParam(), lease.jobId, lease.token, textArray(bounded), Math.max(0, JOB_LOG_MAX_LINES - bounded.length),
+      this.nowParam(),
+      lease.jobId,
+      lease.token,
+      textArray(bounded),
+      Math.max(0, JOB_LOG_MAX_LINES - bounded.length),
     ]);
     return rows.length === 1 ? "applied" : "stale";
   }
@@ -1003,7 +1089,17 @@ export class PostgresBackend implements Backend {
     }
     const rows =
       filter.state === "waiting" && filter.queue !== undefined
-        ? await this.query<ObservedJobRow>("list-waiting", [this.nowParam(), filter.queue, filter.name ?? null, args.limit, args.offset, beforeSeq, newer, args.createdFrom, args.createdUntil])
+        ? await this.query<ObservedJobRow>("list-waiting", [
+            this.nowParam(),
+            filter.queue,
+            filter.name ?? null,
+            args.limit,
+            args.offset,
+            beforeSeq,
+            newer,
+            args.createdFrom,
+            args.createdUntil,
+          ])
         : await this.query<ObservedJobRow>("list", [
             this.nowParam(),
             filter.queue ?? null,
@@ -1122,7 +1218,14 @@ export class PostgresBackend implements Backend {
   async setQueueLimits(queue: string, limits: StoredQueueLimits): Promise<void> {
     checkName("queue", queue);
     const rate = limits.rate;
-    await this.query("flow-set", [queue, rate?.max ?? null, rate?.durationMs ?? null, limits.maxRunning, JSON.stringify(limits.maxRunningPerName), isUnlimited(limits)]);
+    await this.query("flow-set", [
+      queue,
+      rate?.max ?? null,
+      rate?.durationMs ?? null,
+      limits.maxRunning,
+      JSON.stringify(limits.maxRunningPerName),
+      isUnlimited(limits),
+    ]);
     this.flowQueues = null;
   }
 
@@ -1146,7 +1249,11 @@ export class PostgresBackend implements Backend {
 
   async scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
     const [row] = await this.query<ScheduleRow & { inserted: boolean }>("schedule-upsert", [
-      this.nowParam(), write.queue, write.id, write.definition, write.timing,
+      this.nowParam(),
+      write.queue,
+      write.id,
+      write.definition,
+      write.timing,
     ]);
     return { created: row!.inserted, schedule: scheduleFromRow(row!) };
   }
@@ -1207,7 +1314,10 @@ export class PostgresBackend implements Backend {
       for (const row of rows) this.wake(row.name);
     } catch (error) {
       if (this.closed) return;
-      this.logger.warn({ backend: this.description, error: toError(error).message }, "could not look for runnable queues after (re)connecting LISTEN; workers will find them by polling");
+      this.logger.warn(
+        { backend: this.description, error: toError(error).message },
+        "could not look for runnable queues after (re)connecting LISTEN; workers will find them by polling",
+      );
     }
   }
 
@@ -1368,7 +1478,9 @@ function completeAndClaimText(template: string, complete: string, claim: string)
   const lines = complete.trimEnd().split("\n");
   const last = lines.pop();
   if (last !== "SELECT id, lease_token FROM settled") {
-    throw new ConveyorError(`complete.sql must end with "SELECT id, lease_token FROM settled" (complete-and-claim.sql builds on it); it ends with ${JSON.stringify(last)}`);
+    throw new ConveyorError(
+      `complete.sql must end with "SELECT id, lease_token FROM settled" (complete-and-claim.sql builds on it); it ends with ${JSON.stringify(last)}`,
+    );
   }
   const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
   return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
@@ -1406,7 +1518,6 @@ function zeroCounts(): Record<JobState, number> {
   return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
 }
 
-
 function isSqlClient(value: unknown): value is SqlClient {
   return typeof value === "object" && value !== null && typeof (value as { query?: unknown }).query === "function";
 }
@@ -1440,8 +1551,3 @@ function describePool(pool: Pool): string {
   const database = typeof o.database === "string" ? `/${o.database}` : "";
   return host || database ? `//${host}${port}${database}` : "(your pool)";
 }
-
-
-
-
-

@@ -14,8 +14,18 @@ import { integerArray, textArray } from "./arrays.js";
 
 /** The statements this module runs. */
 export type FlowQuery =
-  | "flow-lock" | "flow-window" | "flow-running" | "flow-record" | "claim"
-  | "flow-lanes" | "flow-lane-heads" | "flow-group-running" | "flow-windows" | "flow-claim-ids" | "flow-record-buckets" | "flow-cursor";
+  | "flow-lock"
+  | "flow-window"
+  | "flow-running"
+  | "flow-record"
+  | "claim"
+  | "flow-lanes"
+  | "flow-lane-heads"
+  | "flow-group-running"
+  | "flow-windows"
+  | "flow-claim-ids"
+  | "flow-record-buckets"
+  | "flow-cursor";
 
 /** Runs one of the backend's statements on the transaction's client. */
 export type RunFlowQuery = <R extends object>(name: FlowQuery, values: unknown[]) => Promise<R[]>;
@@ -180,7 +190,11 @@ async function claimLanes<Row extends object>(
   if (limiterWindows.size > 0) {
     const keys = [...limiterWindows.keys()];
     const buckets = keys.map((key) => limiterBucket(queue, key));
-    const counted = await run<{ bucket: string; n: number; oldest: number | null; held_until: number | null }>("flow-windows", [textArray(buckets), integerArray(keys.map((k) => limiterWindows.get(k)!)), now]);
+    const counted = await run<{ bucket: string; n: number; oldest: number | null; held_until: number | null }>("flow-windows", [
+      textArray(buckets),
+      integerArray(keys.map((k) => limiterWindows.get(k)!)),
+      now,
+    ]);
     const byBucket = new Map(counted.map((r) => [r.bucket, r]));
     keys.forEach((key, i) => {
       const r = byBucket.get(buckets[i]!);

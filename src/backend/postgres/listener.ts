@@ -185,4 +185,3 @@ export class NotificationListener {
 }
 
 function ignore(): void {}
-

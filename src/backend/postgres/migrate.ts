@@ -43,10 +43,7 @@ export function latestVersion(): number {
  * no lock; for the "is the schema current?" check every backend makes before its first call.
  */
 export async function schemaVersion(pool: Pool, quotedSchema: string): Promise<number> {
-  const { rows } = await pool.query<{ exists: boolean }>(
-    `SELECT to_regclass($1) IS NOT NULL AS exists`,
-    [`${quotedSchema}.migrations`],
-  );
+  const { rows } = await pool.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [`${quotedSchema}.migrations`]);
   if (!rows[0]?.exists) return 0;
   const result = await pool.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${quotedSchema}.migrations`);
   return result.rows[0]?.version ?? 0;
@@ -84,23 +81,14 @@ export async function migrate(pool: Pool, schema: string, quotedSchema: string):
 }
 
 /** One transaction: lock, read the version, apply the next migration if any. */
-async function applyNext(
-  client: PoolClient,
-  schema: string,
-  quotedSchema: string,
-  migrations: readonly Migration[],
-  latest: number,
-): Promise<number | null> {
+async function applyNext(client: PoolClient, schema: string, quotedSchema: string, migrations: readonly Migration[], latest: number): Promise<number | null> {
   await client.query("BEGIN");
   try {
     // Serialises migrators of this schema (other schemas migrate in parallel). Transaction-level:
     // released by COMMIT or ROLLBACK, never leaked by a crashed process.
     await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`conveyor:migrate:${schema}`]);
     // Checked first so a role without CREATE on the database can run a schema its DBA made.
-    const { rows: found } = await client.query<{ found: boolean }>(
-      "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS found",
-      [schema],
-    );
+    const { rows: found } = await client.query<{ found: boolean }>("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS found", [schema]);
     if (!found[0]?.found) await client.query(`CREATE SCHEMA ${quotedSchema}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (

@@ -40,9 +40,7 @@ export function parseMultiHostUrl(url: string): MultiHostUrl | null {
   if (attrs === null || attrs === "any") targetSessionAttrs = "any";
   else if (attrs === "read-write" || attrs === "primary") targetSessionAttrs = "read-write";
   else {
-    throw new InvalidInputError(
-      `target_session_attrs=${attrs} is not supported; use read-write (or primary: a server that accepts writes) or any`,
-    );
+    throw new InvalidInputError(`target_session_attrs=${attrs} is not supported; use read-write (or primary: a server that accepts writes) or any`);
   }
   params.delete("target_session_attrs");
   const hosts = entries.map((entry) => {
@@ -129,9 +127,7 @@ export function multiHostClient(target: MultiHostUrl): typeof pg.Client {
         self.connectionParameters.port = host.port;
         return;
       }
-      throw new Error(
-        `no PostgreSQL host${target.targetSessionAttrs === "read-write" ? " accepting writes" : ""} among ${n}: ${failures.join("; ")}`,
-      );
+      throw new Error(`no PostgreSQL host${target.targetSessionAttrs === "read-write" ? " accepting writes" : ""} among ${n}: ${failures.join("; ")}`);
     }
   }
   return MultiHostClient;

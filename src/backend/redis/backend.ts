@@ -47,7 +47,16 @@ import { allOrNothingOf } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
 import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
-import { type ChildFailurePolicy, type ErrorInfo, type FlowInfo, type FlowNodeSpec, type JobRecord, type JobSpec, type JobState, type Lease } from "../../core/job.js";
+import {
+  type ChildFailurePolicy,
+  type ErrorInfo,
+  type FlowInfo,
+  type FlowNodeSpec,
+  type JobRecord,
+  type JobSpec,
+  type JobState,
+  type Lease,
+} from "../../core/job.js";
 import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
 import type { FinishedTiming, FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
@@ -56,15 +65,7 @@ import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
 import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
-import {
-  encodeError,
-  encodeOptions,
-  encodeWorker,
-  fieldsFromPacked,
-  toRecord,
-  workerIdOf,
-  type JobFields,
-} from "./codec.js";
+import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, toRecord, workerIdOf, type JobFields } from "./codec.js";
 import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
@@ -146,8 +147,6 @@ interface LeaseHome {
   expiresAt: number;
 }
 
-
-
 /** Added to the finish-time score of a job kept forever (KEPT in lua/_common.lua). */
 const FINISHED_KEPT_OFFSET = 2 ** 50;
 /** A job read for list(): its record and its insertion number within its queue. */
@@ -214,8 +213,7 @@ export class RedisBackend implements Backend {
     const prefix = options.prefix ?? DEFAULT_PREFIX;
     if (!PREFIX_PATTERN.test(prefix)) {
       throw new InvalidInputError(
-        `prefix must be 1-64 letters, digits and _ - . : (no braces: they would break the cluster hash tags); ` +
-          `got ${JSON.stringify(prefix)}`,
+        `prefix must be 1-64 letters, digits and _ - . : (no braces: they would break the cluster hash tags); ` + `got ${JSON.stringify(prefix)}`,
       );
     }
     this.keys = new PrefixKeys(prefix);
@@ -309,7 +307,12 @@ export class RedisBackend implements Backend {
       this.register([...byQueue.keys()]),
       ...[...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const args = this.enqueueArgs(now, queue, positions.map((i) => specs[i]!), allOrNothing);
+        const args = this.enqueueArgs(
+          now,
+          queue,
+          positions.map((i) => specs[i]!),
+          allOrNothing,
+        );
         const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
         positions.forEach((i, j) => {
           results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
@@ -327,8 +330,19 @@ export class RedisBackend implements Backend {
     nodes.forEach((node, i) => {
       const { spec } = node;
       args.push(
-        this.queue(spec.queue).base, spec.queue, spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs,
-        encodeOptions(spec), spec.meta ?? "", childCount[i]!, node.onChildFailure, node.parent === null ? 0 : node.parent + 1,
+        this.queue(spec.queue).base,
+        spec.queue,
+        spec.id,
+        spec.name,
+        spec.payload,
+        spec.priority,
+        spec.runAt ?? "",
+        spec.delayMs,
+        encodeOptions(spec),
+        spec.meta ?? "",
+        childCount[i]!,
+        node.onChildFailure,
+        node.parent === null ? 0 : node.parent + 1,
       );
     });
     await this.register([...new Set(nodes.map((n) => n.spec.queue))]);
@@ -351,7 +365,9 @@ export class RedisBackend implements Backend {
     };
     if (f.pf === undefined) return info;
     const entries = await this.send((c) => c.hgetall(`${this.queue(found.queue).base}fc:${id}`));
-    const positions = Object.keys(entries).filter((k) => !k.startsWith("o")).sort((a, b) => Number(a) - Number(b));
+    const positions = Object.keys(entries)
+      .filter((k) => !k.startsWith("o"))
+      .sort((a, b) => Number(a) - Number(b));
     const now = await this.now();
     info.children = await Promise.all(
       positions.map(async (pos) => {
@@ -371,7 +387,16 @@ export class RedisBackend implements Backend {
 
   /** The ARGV of enqueue-4.lua for jobs of one queue (also the tail of schedule-fire-5.lua's). */
   private enqueueArgs(now: string, queue: string, specs: readonly JobSpec[], allOrNothing: boolean): ScriptArg[] {
-    const args: ScriptArg[] = [now, this.keys.channel, queue, allOrNothing ? "1" : "", ...dedupArgs(specs, specs.map((_, i) => i))];
+    const args: ScriptArg[] = [
+      now,
+      this.keys.channel,
+      queue,
+      allOrNothing ? "1" : "",
+      ...dedupArgs(
+        specs,
+        specs.map((_, i) => i),
+      ),
+    ];
     // Options text is the same for every job built from one set of defaults: encode it once.
     let lastSpec: JobSpec | null = null;
     let lastOptions = "";
@@ -389,16 +414,26 @@ export class RedisBackend implements Backend {
   async scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
     await this.ready();
     await this.register([write.queue]);
-    const reply = (await this.scripts.run("schedule-upsert", [this.queue(write.queue).crons], [
-      this.nowArg(), write.id, write.definition, write.timing,
-    ])) as [number, string, string, string, string, string];
+    const reply = (await this.scripts.run("schedule-upsert", [this.queue(write.queue).crons], [this.nowArg(), write.id, write.definition, write.timing])) as [
+      number,
+      string,
+      string,
+      string,
+      string,
+      string,
+    ];
     const [created, anchorAt, lastTickAt, version, createdAt, updatedAt] = reply;
     return {
       created: created === 1,
       schedule: scheduleFromRow({
-        queue: write.queue, id: write.id, definition: write.definition, anchor_at: Number(anchorAt),
-        last_tick_at: lastTickAt === "" ? null : Number(lastTickAt), version: Number(version),
-        created_at: Number(createdAt), updated_at: Number(updatedAt),
+        queue: write.queue,
+        id: write.id,
+        definition: write.definition,
+        anchor_at: Number(anchorAt),
+        last_tick_at: lastTickAt === "" ? null : Number(lastTickAt),
+        version: Number(version),
+        created_at: Number(createdAt),
+        updated_at: Number(updatedAt),
       }),
     };
   }
@@ -416,11 +451,18 @@ export class RedisBackend implements Backend {
         const flat = (await this.scripts.run("schedule-list", [this.queue(name).crons], [])) as string[];
         const found: StoredSchedule[] = [];
         for (let i = 0; i < flat.length; i += 7) {
-          found.push(scheduleFromRow({
-            queue: name, id: flat[i]!, definition: flat[i + 1]!, anchor_at: Number(flat[i + 2]),
-            last_tick_at: flat[i + 3] === "" ? null : Number(flat[i + 3]), version: Number(flat[i + 4]),
-            created_at: Number(flat[i + 5]), updated_at: Number(flat[i + 6]),
-          }));
+          found.push(
+            scheduleFromRow({
+              queue: name,
+              id: flat[i]!,
+              definition: flat[i + 1]!,
+              anchor_at: Number(flat[i + 2]),
+              last_tick_at: flat[i + 3] === "" ? null : Number(flat[i + 3]),
+              version: Number(flat[i + 4]),
+              created_at: Number(flat[i + 5]),
+              updated_at: Number(flat[i + 6]),
+            }),
+          );
         }
         return found.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       }),
@@ -435,7 +477,10 @@ export class RedisBackend implements Backend {
     await this.ready();
     const k = this.queue(firing.queue);
     const args: ScriptArg[] = [
-      firing.id, String(firing.version), firing.expectedTickAt === null ? "" : String(firing.expectedTickAt), String(firing.tickAt),
+      firing.id,
+      String(firing.version),
+      firing.expectedTickAt === null ? "" : String(firing.expectedTickAt),
+      String(firing.tickAt),
       // No enqueue arguments at all when the firing enqueues nothing (misfire "skip" dropped the ticks).
       ...(firing.jobs.length === 0 ? [] : this.enqueueArgs(this.nowArg(), firing.queue, firing.jobs, false)),
     ];
@@ -458,14 +503,11 @@ export class RedisBackend implements Backend {
       const queue = queues[(start + n) % queues.length]!;
       const k = this.queue(queue);
       const now = this.nowArg();
-      const reply = (await this.scripts.run("claim", [k.meta, k.sched, k.active, k.idx], [
-        now,
-        leaseMs,
-        limit - claimed.length,
-        worker,
-        this.promoteBatch,
-        ...names,
-      ])) as unknown[];
+      const reply = (await this.scripts.run(
+        "claim",
+        [k.meta, k.sched, k.active, k.idx],
+        [now, leaseMs, limit - claimed.length, worker, this.promoteBatch, ...names],
+      )) as unknown[];
       if (Array.isArray(reply[0])) {
         // Flow control let none start (claim-4.lua): when a slot opens, or -1 for "when one finishes".
         const retryIn = Number(reply[0][0]);
@@ -511,11 +553,11 @@ export class RedisBackend implements Backend {
     await Promise.all(
       [...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
-        const reply = (await this.scripts.run("heartbeat", [k.meta, k.active], [
-          now,
-          ms,
-          ...positions.flatMap((i) => [leases[i]!.jobId, leases[i]!.token]),
-        ])) as unknown[];
+        const reply = (await this.scripts.run(
+          "heartbeat",
+          [k.meta, k.active],
+          [now, ms, ...positions.flatMap((i) => [leases[i]!.jobId, leases[i]!.token])],
+        )) as unknown[];
         for (let j = 0; j + 1 < reply.length; j += 2) reasons[positions[Number(reply[j]) - 1]!] = String(reply[j + 1]) as LeaseLossReason;
         for (const i of positions) {
           if (reasons[i] === null) this.touchLease(leases[i]!, ms);
@@ -543,19 +585,22 @@ export class RedisBackend implements Backend {
 
   async release(leases: readonly Lease[]): Promise<SettleResult[]> {
     if (leases.length === 0) return [];
-    return this.settle("release", leases.map((lease) => ({ lease })), (item) => [item.lease.jobId, item.lease.token]);
+    return this.settle(
+      "release",
+      leases.map((lease) => ({ lease })),
+      (item) => [item.lease.jobId, item.lease.token],
+    );
   }
 
   async progress(lease: Lease, progress: Json): Promise<SettleResult> {
     await this.ready();
     const [queue] = (await this.groupByQueue([lease])).byQueue.keys();
     if (queue === undefined) return "stale";
-    const applied = await this.scripts.run("progress", [this.queue(queue).job(lease.jobId)], [
-      lease.token,
-      JSON.stringify(progress ?? null),
-      this.nowArg(),
-      lease.jobId,
-    ]);
+    const applied = await this.scripts.run(
+      "progress",
+      [this.queue(queue).job(lease.jobId)],
+      [lease.token, JSON.stringify(progress ?? null), this.nowArg(), lease.jobId],
+    );
     return applied === 1 ? "applied" : "stale";
   }
 
@@ -564,12 +609,11 @@ export class RedisBackend implements Backend {
     const [queue] = (await this.groupByQueue([lease])).byQueue.keys();
     if (queue === undefined) return "stale";
     const k = this.queue(queue);
-    const applied = await this.scripts.run("append-logs", [k.job(lease.jobId), k.log(lease.jobId)], [
-      this.nowArg(),
-      lease.token,
-      JOB_LOG_MAX_LINES,
-      ...boundLogLines(lines),
-    ]);
+    const applied = await this.scripts.run(
+      "append-logs",
+      [k.job(lease.jobId), k.log(lease.jobId)],
+      [this.nowArg(), lease.token, JOB_LOG_MAX_LINES, ...boundLogLines(lines)],
+    );
     return applied === 1 ? "applied" : "stale";
   }
 
@@ -601,12 +645,7 @@ export class RedisBackend implements Backend {
         } else if (kind === "release") {
           flags = (await this.scripts.run("release", [k.meta, k.active], [now, this.keys.channel, queue, ...args])) as unknown[];
         } else {
-          const reply = (await this.scripts.run("fail", [k.meta, k.active, k.sched, k.dead, k.expiry], [
-            now,
-            this.keys.channel,
-            queue,
-            ...args,
-          ])) as unknown[];
+          const reply = (await this.scripts.run("fail", [k.meta, k.active, k.sched, k.dead, k.expiry], [now, this.keys.channel, queue, ...args])) as unknown[];
           flags = reply[0] as unknown[];
           if (reply[1] !== null && reply[1] !== undefined) this.wakeAfter(queue, Number(reply[1]));
         }
@@ -635,15 +674,11 @@ export class RedisBackend implements Backend {
       if (rescued.length >= limit) break;
       if (first.length < 2 || Number(first[1]) > now) continue;
       const k = this.queue(queue);
-      const reply = (await this.scripts.run("rescue", [k.meta, k.active, k.dead, k.expiry, k.idx], [
-        this.nowArg(),
-        this.keys.channel,
-        queue,
-        maxStalls,
-        limit - rescued.length,
-        LEASE_EXPIRED_ERROR,
-        QUARANTINE_ERROR,
-      ])) as unknown[];
+      const reply = (await this.scripts.run(
+        "rescue",
+        [k.meta, k.active, k.dead, k.expiry, k.idx],
+        [this.nowArg(), this.keys.channel, queue, maxStalls, limit - rescued.length, LEASE_EXPIRED_ERROR, QUARANTINE_ERROR],
+      )) as unknown[];
       for (let j = 0; j + 4 < reply.length; j += 5) {
         rescued.push({
           id: String(reply[j]),
@@ -666,9 +701,7 @@ export class RedisBackend implements Backend {
         const k = this.queue(queue);
         let total = 0;
         for (;;) {
-          const moved = Number(
-            await this.scripts.run("promote", [k.meta, k.sched], [this.nowArg(), this.promoteBatch, this.keys.channel, queue]),
-          );
+          const moved = Number(await this.scripts.run("promote", [k.meta, k.sched], [this.nowArg(), this.promoteBatch, this.keys.channel, queue]));
           total += moved;
           if (moved < this.promoteBatch) return total;
         }
@@ -685,17 +718,11 @@ export class RedisBackend implements Backend {
       if (jobs >= limit) break;
       const k = this.queue(queue);
       jobs += Number(
-        await this.scripts.run("prune", [k.meta, k.completed, k.cancelled, k.dead, k.expiry, k.idx], [
-          this.nowArg(),
-          maxCompleted,
-          maxDead,
-          limit - jobs,
-        ]),
+        await this.scripts.run("prune", [k.meta, k.completed, k.cancelled, k.dead, k.expiry, k.idx], [this.nowArg(), maxCompleted, maxDead, limit - jobs]),
       );
     }
     // On Redis' clock idempotency keys carry a TTL and Redis deletes them itself.
-    const idempotencyKeys =
-      this.clock === null ? 0 : Number(await this.scripts.run("prune-keys", [this.keys.onceIndex], [this.nowArg(), limit]));
+    const idempotencyKeys = this.clock === null ? 0 : Number(await this.scripts.run("prune-keys", [this.keys.onceIndex], [this.nowArg(), limit]));
     return { jobs, idempotencyKeys };
   }
 
@@ -757,17 +784,15 @@ export class RedisBackend implements Backend {
       if (!cursor) throw staleCursor(before, filter.queue!, "before");
       afterSeq = Number(cursor.s);
     }
-    const [queues, now] = await Promise.all([
-      filter.queue !== undefined ? Promise.resolve([filter.queue]) : this.knownQueues(),
-      this.now(),
-    ]);
+    const [queues, now] = await Promise.all([filter.queue !== undefined ? Promise.resolve([filter.queue]) : this.knownQueues(), this.now()]);
     const bounds = { beforeSeq, afterSeq, createdFrom, createdUntil };
     const perQueue = await Promise.all(queues.map((queue) => this.listQueue(queue, filter, offset + limit, now, bounds)));
     // Each queue's jobs already come newest first by insertion; only a merge across queues needs
     // another key, and creation time is the one they share.
     const merged = perQueue.length === 1 ? perQueue[0]! : perQueue.flat().sort((a, b) => b.record.createdAt - a.record.createdAt || b.seq - a.seq);
     // Upwards (reverse cursor) the `offset` skipped are the ones nearest the cursor: the last ones.
-    const shown = afterSeq === null ? merged.slice(offset, offset + limit) : merged.slice(Math.max(0, merged.length - offset - limit), Math.max(0, merged.length - offset));
+    const shown =
+      afterSeq === null ? merged.slice(offset, offset + limit) : merged.slice(Math.max(0, merged.length - offset - limit), Math.max(0, merged.length - offset));
     return shown.map((listed) => listed.record);
   }
 
@@ -800,9 +825,7 @@ export class RedisBackend implements Backend {
     return Promise.all(
       queues.map(async (name): Promise<QueueStats> => {
         const k = this.queue(name);
-        const r = (await this.scripts.run("stats", [k.meta, k.sched, k.active, k.completed, k.cancelled, k.dead, k.names], [
-          this.nowArg(),
-        ])) as unknown[];
+        const r = (await this.scripts.run("stats", [k.meta, k.sched, k.active, k.completed, k.cancelled, k.dead, k.names], [this.nowArg()])) as unknown[];
         const n = (i: number) => Number(r[i]);
         return {
           queue: name,
@@ -830,12 +853,7 @@ export class RedisBackend implements Backend {
     const found = await this.find(id, queue);
     if (found === null) return "not-found";
     const k = this.queue(found.queue);
-    const result = await this.scripts.run("replay", [k.meta, k.dead, k.expiry, k.names], [
-      this.nowArg(),
-      id,
-      this.keys.channel,
-      found.queue,
-    ]);
+    const result = await this.scripts.run("replay", [k.meta, k.dead, k.expiry, k.names], [this.nowArg(), id, this.keys.channel, found.queue]);
     return String(result) as ReplayResult;
   }
 
@@ -865,14 +883,11 @@ export class RedisBackend implements Backend {
     const rate = limits.rate;
     await Promise.all([
       this.register([queue]),
-      this.scripts.run("flow-set", [k.flow, k.rate], [
-        rate?.max ?? "",
-        rate?.durationMs ?? "",
-        limits.maxRunning ?? "",
-        JSON.stringify(limits.maxRunningPerName),
-        this.keys.channel,
-        queue,
-      ]),
+      this.scripts.run(
+        "flow-set",
+        [k.flow, k.rate],
+        [rate?.max ?? "", rate?.durationMs ?? "", limits.maxRunning ?? "", JSON.stringify(limits.maxRunningPerName), this.keys.channel, queue],
+      ),
     ]);
   }
 
@@ -904,10 +919,7 @@ export class RedisBackend implements Backend {
   private async setPaused(queue: string, paused: boolean): Promise<void> {
     checkName("queue", queue);
     await this.ready();
-    await Promise.all([
-      this.register([queue]),
-      this.scripts.run("pause", [this.queue(queue).meta], [paused ? "1" : "0", this.keys.channel, queue]),
-    ]);
+    await Promise.all([this.register([queue]), this.scripts.run("pause", [this.queue(queue).meta], [paused ? "1" : "0", this.keys.channel, queue])]);
   }
 
   private async once(key: string, ttlMs: number): Promise<boolean> {
@@ -1024,8 +1036,7 @@ export class RedisBackend implements Backend {
       // ioredis gives up with "Reached the max retries per request limit": say what failed.
       if (error instanceof Error && error.name === "MaxRetriesPerRequestError") {
         throw new ConveyorError(
-          `could not reach Redis at ${this.description}: ${this.lastConnectionError || error.message}; ` +
-            `check the URL and that Redis is running`,
+          `could not reach Redis at ${this.description}: ${this.lastConnectionError || error.message}; ` + `check the URL and that Redis is running`,
           { cause: error },
         );
       }
@@ -1039,15 +1050,11 @@ export class RedisBackend implements Backend {
     // On a cluster every master holds jobs, so each must refuse to evict (the first command above
     // made the cluster client discover its nodes).
     const nodes: Client[] = isCluster(this.client) ? this.client.nodes("master") : [this.client];
-    const policies = await Promise.all(
-      nodes.map(async (node) => infoField(await this.inFlight.run(() => node.info("memory")), "maxmemory_policy")),
-    );
+    const policies = await Promise.all(nodes.map(async (node) => infoField(await this.inFlight.run(() => node.info("memory")), "maxmemory_policy")));
     const version = infoField(server, "redis_version");
     const [major = 0, minor = 0] = (version ?? "0.0").split(".").map(Number);
     if (major < MIN_REDIS_VERSION[0] || (major === MIN_REDIS_VERSION[0] && minor < MIN_REDIS_VERSION[1])) {
-      throw new ConveyorError(
-        `${this.description} runs Redis ${version ?? "(unknown version)"}; Conveyor needs Redis ${MIN_REDIS_VERSION.join(".")} or newer`,
-      );
+      throw new ConveyorError(`${this.description} runs Redis ${version ?? "(unknown version)"}; Conveyor needs Redis ${MIN_REDIS_VERSION.join(".")} or newer`);
     }
     const policy = policies.find((p) => p !== undefined && p !== "noeviction");
     if (this.checkEvictionPolicy && policy !== undefined) {
@@ -1082,9 +1089,11 @@ export class RedisBackend implements Backend {
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */
   private send<T>(command: (client: Client) => Promise<T>): Promise<T> {
-    return this.inFlight.run(() => command(this.client)).catch((error: unknown) => {
-      throw asStoreError(error, this.description, isRedisUnavailable);
-    });
+    return this.inFlight
+      .run(() => command(this.client))
+      .catch((error: unknown) => {
+        throw asStoreError(error, this.description, isRedisUnavailable);
+      });
   }
 
   /** ARGV[1] of every script: the injected clock's now, or '' to use Redis TIME inside. */
@@ -1159,7 +1168,14 @@ export class RedisBackend implements Backend {
     if (missing.length > 0) {
       const queues = await this.knownQueues();
       // Per queue, the job of every missing lease (null where the queue has no such job).
-      const jobs = await Promise.all(queues.map((queue) => this.read(queue, missing.map((i) => leases[i]!.jobId))));
+      const jobs = await Promise.all(
+        queues.map((queue) =>
+          this.read(
+            queue,
+            missing.map((i) => leases[i]!.jobId),
+          ),
+        ),
+      );
       missing.forEach((i, m) => {
         const found = jobs.map((perQueue) => perQueue[m]!);
         const holder = found.findIndex((fields) => fields !== null && Number(fields.k ?? 0) === leases[i]!.token);
@@ -1210,9 +1226,11 @@ export class RedisBackend implements Backend {
       new ListSource(chunk, async (from, to) => {
         // idx is scored by seq: a cursor starts the read right next to it, however deep.
         const ids = await this.send((c) =>
-          upwards ? c.zrangebyscore(k.idx, `(${bounds.afterSeq}`, "+inf", "LIMIT", from, to - from + 1)
-          : bounds.beforeSeq === null ? c.zrevrange(k.idx, from, to)
-          : c.zrevrangebyscore(k.idx, `(${bounds.beforeSeq}`, "-inf", "LIMIT", from, to - from + 1),
+          upwards
+            ? c.zrangebyscore(k.idx, `(${bounds.afterSeq}`, "+inf", "LIMIT", from, to - from + 1)
+            : bounds.beforeSeq === null
+              ? c.zrevrange(k.idx, from, to)
+              : c.zrevrangebyscore(k.idx, `(${bounds.beforeSeq}`, "-inf", "LIMIT", from, to - from + 1),
         );
         return this.readJobs(queue, ids, now);
       }),
@@ -1301,10 +1319,7 @@ export class RedisBackend implements Backend {
       lost = true;
       if (Date.now() - lastLoggedAt < ERROR_LOG_INTERVAL_MS) return;
       lastLoggedAt = Date.now();
-      this.logger.warn(
-        { backend: this.description, connection: role, err: lastError || "connection closed" },
-        "Redis connection lost; reconnecting",
-      );
+      this.logger.warn({ backend: this.description, connection: role, err: lastError || "connection closed" }, "Redis connection lost; reconnecting");
     });
     connection.on("ready", () => {
       if (!lost) return;
@@ -1347,7 +1362,6 @@ class ListSource {
   }
 }
 
-
 /**
  * Redis errors that mean "not now": a refused or lost connection (ioredis reports a closed
  * connection and exhausted reconnect attempts without a code), and the error replies Redis sends
@@ -1378,7 +1392,6 @@ function sameOptions(a: JobSpec, b: JobSpec): boolean {
     a.backoff === b.backoff
   );
 }
-
 
 /** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
 function dedupArgs(specs: readonly JobSpec[], positions: readonly number[]): ScriptArg[] {

@@ -40,13 +40,7 @@ export function fieldsFromPacked(packed: string): JobFields {
 
 /** The `o` field: "maxAttempts|retainCompletedMs|retainDeadMs|timeoutMs|backoff", empty = null. */
 export function encodeOptions(spec: JobSpec): string {
-  return [
-    spec.maxAttempts,
-    spec.retainCompletedMs ?? "",
-    spec.retainDeadMs ?? "",
-    spec.timeoutMs ?? "",
-    encodeBackoff(spec.backoff),
-  ].join("|");
+  return [spec.maxAttempts, spec.retainCompletedMs ?? "", spec.retainDeadMs ?? "", spec.timeoutMs ?? "", encodeBackoff(spec.backoff)].join("|");
 }
 
 /** "e<delayMs>,<maxDelayMs>" or "f<delayMs>": the default backoff costs 11 bytes, not 55. */

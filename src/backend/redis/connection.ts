@@ -63,11 +63,14 @@ export function parseTopologyUrl(url: string): TopologyUrl | null {
   const scheme = match ? TOPOLOGY_SCHEMES[match[1]!.toLowerCase()] : undefined;
   if (!match || !scheme) return null;
   const [, , credentials, hostList, path] = match;
-  const nodes = hostList!.split(",").filter((h) => h !== "").map((entry) => {
-    const hostPort = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(entry);
-    if (!hostPort) throw new InvalidInputError(`cannot read host:port ${JSON.stringify(entry)} in a ${match[1]}:// URL`);
-    return { host: hostPort[1]!.replace(/^\[|\]$/g, ""), port: hostPort[2] ? Number(hostPort[2]) : scheme.defaultPort };
-  });
+  const nodes = hostList!
+    .split(",")
+    .filter((h) => h !== "")
+    .map((entry) => {
+      const hostPort = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(entry);
+      if (!hostPort) throw new InvalidInputError(`cannot read host:port ${JSON.stringify(entry)} in a ${match[1]}:// URL`);
+      return { host: hostPort[1]!.replace(/^\[|\]$/g, ""), port: hostPort[2] ? Number(hostPort[2]) : scheme.defaultPort };
+    });
   if (nodes.length === 0) throw new InvalidInputError(`a ${match[1]}:// URL needs at least one host:port`);
   const masterName = scheme.kind === "sentinel" ? decodeURIComponent(path ?? "") : null;
   if (scheme.kind === "sentinel" && !masterName) {
@@ -99,15 +102,17 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
   // that is one no longer: the sentinels' +switch-master announcement (failoverDetector) drops
   // the connection at once, and a READONLY reply (the server was demoted to a replica under us)
   // reconnects, without sending the refused command again.
-  return keepConnecting(new Redis({
-    ...options,
-    ...auth,
-    sentinels: topology.nodes,
-    name: topology.masterName!,
-    failoverDetector: true,
-    reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 1 : false),
-    ...(topology.tls ? { enableTLSForSentinelMode: true } : {}),
-  }));
+  return keepConnecting(
+    new Redis({
+      ...options,
+      ...auth,
+      sentinels: topology.nodes,
+      name: topology.masterName!,
+      failoverDetector: true,
+      reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 1 : false),
+      ...(topology.tls ? { enableTLSForSentinelMode: true } : {}),
+    }),
+  );
 }
 
 /** Connections closed by {@link quit}: they stay closed. */

@@ -1,13 +1,6 @@
 import { positiveInt } from "../../core/checks.js";
 import type { Json } from "../../core/json.js";
-import {
-  badEventCursor,
-  eventPrunePolicy,
-  type EventLogPage,
-  type EventPrunePolicy,
-  type QueueEvent,
-  type QueueEventType,
-} from "../../core/queue-events.js";
+import { badEventCursor, eventPrunePolicy, type EventLogPage, type EventPrunePolicy, type QueueEvent, type QueueEventType } from "../../core/queue-events.js";
 
 /**
  * The event log on Redis. Each queue has its own stream, `<prefix>:{<queue>}:ev`, appended to by

@@ -103,8 +103,7 @@ export function loadScripts(): ReadonlyMap<ScriptName, Script> {
     common = readFileSync(new URL("_common.lua", dir), "utf8");
   } catch (error) {
     throw new ConveyorError(
-      `Conveyor's Redis scripts are missing from ${fileURLToPath(dir)}; the package build must copy ` +
-        `src/backend/redis/lua next to backend.js`,
+      `Conveyor's Redis scripts are missing from ${fileURLToPath(dir)}; the package build must copy ` + `src/backend/redis/lua next to backend.js`,
       { cause: error },
     );
   }

@@ -175,10 +175,9 @@ interface JobRow {
 /** The columns of the claim order. */
 type ClaimKey = Pick<JobRow, "seq" | "priority" | "run_at">;
 
-type ExpiredRow = Pick<
-  JobRow,
-  "seq" | "id" | "queue" | "name" | "attempt" | "max_attempts" | "stalls" | "worker_id" | "retain_dead_ms"
-> & { /** 1 when this lease's expiry must not count as a stall (the stall_blame migration). */ excused: number };
+type ExpiredRow = Pick<JobRow, "seq" | "id" | "queue" | "name" | "attempt" | "max_attempts" | "stalls" | "worker_id" | "retain_dead_ms"> & {
+  /** 1 when this lease's expiry must not count as a stall (the stall_blame migration). */ excused: number;
+};
 
 type CancelRow = Pick<JobRow, "state" | "retain_completed_ms">;
 
@@ -193,7 +192,6 @@ interface Migration {
   file: string;
   sql: string;
 }
-
 
 /** Queue name -> its wake counter after a commit (see the queues table). */
 type WakeMarks = Map<string, number>;
@@ -253,9 +251,7 @@ export class SqliteBackend implements Backend {
     }
     const prefix = options.tablePrefix ?? DEFAULT_TABLE_PREFIX;
     if (!PREFIX_PATTERN.test(prefix)) {
-      throw new InvalidInputError(
-        `tablePrefix must be letters, digits and _ and not start with a digit; got ${JSON.stringify(prefix)}`,
-      );
+      throw new InvalidInputError(`tablePrefix must be letters, digits and _ and not start with a digit; got ${JSON.stringify(prefix)}`);
     }
     const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
     if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
@@ -311,7 +307,12 @@ export class SqliteBackend implements Backend {
       this.dedup = new SqliteDedupWindows(this.db, prefix);
       this.flows = new SqliteFlows(this.db, prefix);
       this.tx = this.typedErrors(this.defineTransactions());
-      this.schedules = scheduleTransactions(this.db, prefix, () => this.nowMs(), (specs) => this.tx.enqueue(specs, false));
+      this.schedules = scheduleTransactions(
+        this.db,
+        prefix,
+        () => this.nowMs(),
+        (specs) => this.tx.enqueue(specs, false),
+      );
       this.storeFlow = this.defineFlowTransaction();
     } catch (error) {
       this.db.close();
@@ -386,7 +387,10 @@ export class SqliteBackend implements Backend {
   /** The flow's jobs through the enqueue transaction (a savepoint inside this one), then their links. */
   private defineFlowTransaction() {
     const store = this.db.transaction((nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => {
-      const stored = this.tx.enqueue(nodes.map((n) => n.spec), false);
+      const stored = this.tx.enqueue(
+        nodes.map((n) => n.spec),
+        false,
+      );
       // Thrown to roll the transaction back: a flow is stored whole or not at all.
       if (flowRefused(stored.results)) throw new RefusedBatch(stored.results);
       this.flows.link(nodes, childCount);
@@ -488,7 +492,12 @@ export class SqliteBackend implements Backend {
   private eventLogStore: SqliteEventLog | null = null;
 
   private eventLog(): SqliteEventLog {
-    this.eventLogStore ??= new SqliteEventLog(this.db, this.prefix, () => this.nowMs(), (error) => asStoreError(error, this.description, isSqliteBusy));
+    this.eventLogStore ??= new SqliteEventLog(
+      this.db,
+      this.prefix,
+      () => this.nowMs(),
+      (error) => asStoreError(error, this.description, isSqliteBusy),
+    );
     return this.eventLogStore;
   }
 
@@ -496,7 +505,12 @@ export class SqliteBackend implements Backend {
 
   /** Prepared on first use, so a backend that never logs prepares nothing for it. */
   private jobLogs(): SqliteJobLogs {
-    this.jobLogStore ??= new SqliteJobLogs(this.db, this.prefix, () => this.nowMs(), (error) => asStoreError(error, this.description, isSqliteBusy));
+    this.jobLogStore ??= new SqliteJobLogs(
+      this.db,
+      this.prefix,
+      () => this.nowMs(),
+      (error) => asStoreError(error, this.description, isSqliteBusy),
+    );
     return this.jobLogStore;
   }
 
@@ -510,10 +524,7 @@ export class SqliteBackend implements Backend {
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
     const args = checkListArgs(filter, page);
     const stateFilter: StateFilter =
-      filter.state === undefined ? "none"
-      : filter.state === "waiting" ? "due"
-      : filter.state === "scheduled" ? "future"
-      : "stored";
+      filter.state === undefined ? "none" : filter.state === "waiting" ? "due" : filter.state === "scheduled" ? "future" : "stored";
     let beforeSeq: number | null = null;
     if (args.after !== null) {
       const cursor = this.s.getJob.get(args.after);
@@ -782,9 +793,7 @@ export class SqliteBackend implements Backend {
     }
 
     const applyNext = this.db.transaction((): boolean => {
-      this.db.exec(
-        `CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`,
-      );
+      this.db.exec(`CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`);
       const current = this.db.prepare(`SELECT coalesce(max(version), 0) FROM ${table}`).pluck().get() as number;
       if (current > latest) throw tooNew(current);
       const next = migrations.find((m) => m.version === current + 1);
@@ -823,10 +832,7 @@ export class SqliteBackend implements Backend {
       dataVersion: db.prepare<[], number>("PRAGMA data_version").pluck(),
 
       insertJob: db.prepare<
-        [
-          string, string, string, string, string | null, JobState, number, number, number, number, string,
-          number | null, number | null, number | null,
-        ]
+        [string, string, string, string, string | null, JobState, number, number, number, number, string, number | null, number | null, number | null]
       >(
         `INSERT INTO ${jobs} (id, queue, name, payload, meta, state, priority, run_at, created_at, max_attempts,
                               backoff, timeout_ms, retain_completed_ms, retain_dead_ms)
@@ -834,17 +840,15 @@ export class SqliteBackend implements Backend {
          ON CONFLICT (id) DO NOTHING`,
       ),
       upsertQueue: db.prepare<[string]>(`INSERT OR IGNORE INTO ${queues} (name) VALUES (?)`),
-      signalQueue: db.prepare<[string], number>(
-        `INSERT INTO ${queues} (name, wake) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET wake = wake + 1
+      signalQueue: db
+        .prepare<[string], number>(
+          `INSERT INTO ${queues} (name, wake) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET wake = wake + 1
          RETURNING wake`,
-      ).pluck(),
+        )
+        .pluck(),
       wakeCounters: db.prepare<[], { name: string; wake: number }>(`SELECT name, wake FROM ${queues}`),
-      setPaused: db.prepare<[string, number]>(
-        `INSERT INTO ${queues} (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`,
-      ),
-      pausedAmong: db.prepare<[string], string>(
-        `SELECT name FROM ${queues} WHERE paused = 1 AND name IN (SELECT value FROM json_each(?))`,
-      ).pluck(),
+      setPaused: db.prepare<[string, number]>(`INSERT INTO ${queues} (name, paused) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET paused = excluded.paused`),
+      pausedAmong: db.prepare<[string], string>(`SELECT name FROM ${queues} WHERE paused = 1 AND name IN (SELECT value FROM json_each(?))`).pluck(),
 
       /*
        * The runnable head of one queue, in claim order. Plan (SQLite 3.53):
@@ -871,16 +875,10 @@ export class SqliteBackend implements Backend {
          RETURNING *`,
       ),
 
-      extendLease: db.prepare<[number, string, number]>(
-        `UPDATE ${jobs} SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'active'`,
-      ),
-      leaseState: db.prepare<[string], Pick<JobRow, "state" | "lease_token">>(
-        `SELECT state, lease_token FROM ${jobs} WHERE id = ?`,
-      ),
+      extendLease: db.prepare<[number, string, number]>(`UPDATE ${jobs} SET lease_expires_at = ? WHERE id = ? AND lease_token = ? AND state = 'active'`),
+      leaseState: db.prepare<[string], Pick<JobRow, "state" | "lease_token">>(`SELECT state, lease_token FROM ${jobs} WHERE id = ?`),
 
-      deleteCompletedUnretained: db.prepare<[FenceParams]>(
-        `DELETE FROM ${jobs} WHERE ${fenced} AND retain_completed_ms = 0`,
-      ),
+      deleteCompletedUnretained: db.prepare<[FenceParams]>(`DELETE FROM ${jobs} WHERE ${fenced} AND retain_completed_ms = 0`),
       // `@now + retain_completed_ms` stays NULL for a job kept forever (NULL + x is NULL). `error`
       // is cleared: it means the last attempt's error, and the last attempt succeeded.
       completeJob: db.prepare<[FenceParams & { result: string }]>(
@@ -889,32 +887,32 @@ export class SqliteBackend implements Backend {
              stalls = 0, expires_at = @now + retain_completed_ms, ${appendHistory("completed", "NULL")}
          WHERE ${fenced}`,
       ),
-      retryJob: db.prepare<[FenceParams & { runAt: number; error: string }], string>(
-        `UPDATE ${jobs}
+      retryJob: db
+        .prepare<[FenceParams & { runAt: number; error: string }], string>(
+          `UPDATE ${jobs}
          SET state = 'scheduled', run_at = @runAt, error = @error, lease_expires_at = NULL, stalls = 0,
              ${appendHistory("failed", "json(@error)")}
          WHERE ${fenced}
          RETURNING queue`,
-      ).pluck(),
-      deleteDeadUnretained: db.prepare<[FenceParams]>(
-        `DELETE FROM ${jobs} WHERE ${fenced} AND retain_dead_ms = 0`,
-      ),
+        )
+        .pluck(),
+      deleteDeadUnretained: db.prepare<[FenceParams]>(`DELETE FROM ${jobs} WHERE ${fenced} AND retain_dead_ms = 0`),
       buryJob: db.prepare<[FenceParams & { error: string }]>(
         `UPDATE ${jobs}
          SET state = 'dead', error = @error, finished_at = @now, lease_expires_at = NULL, stalls = 0,
              expires_at = @now + retain_dead_ms, ${appendHistory("dead", "json(@error)")}
          WHERE ${fenced}`,
       ),
-      releaseJob: db.prepare<[FenceParams], string>(
-        `UPDATE ${jobs}
+      releaseJob: db
+        .prepare<[FenceParams], string>(
+          `UPDATE ${jobs}
          SET state = 'waiting', attempt = attempt - 1, lease_expires_at = NULL, stalls = 0,
              ${appendHistory("released", "NULL")}
          WHERE ${fenced}
          RETURNING queue`,
-      ).pluck(),
-      setProgress: db.prepare<[string, string, number]>(
-        `UPDATE ${jobs} SET progress = ? WHERE id = ? AND lease_token = ? AND state = 'active'`,
-      ),
+        )
+        .pluck(),
+      setProgress: db.prepare<[string, string, number]>(`UPDATE ${jobs} SET progress = ? WHERE id = ? AND lease_token = ? AND state = 'active'`),
 
       /* Plan: SEARCH conveyor_jobs USING INDEX conveyor_jobs_lease (lease_expires_at<?) */
       expiredLeases: db.prepare<[number, number], ExpiredRow>(
@@ -928,14 +926,14 @@ export class SqliteBackend implements Backend {
        * Workers running more than one job (buffered ones left out): their expiries say nothing
        * about which job killed them (see RescueOptions.maxStalls).
        */
-      busyWorkers: db.prepare<[], string>(
-        `SELECT worker_id FROM ${jobs} WHERE state = 'active' AND excused_token IS NOT lease_token
+      busyWorkers: db
+        .prepare<[], string>(
+          `SELECT worker_id FROM ${jobs} WHERE state = 'active' AND excused_token IS NOT lease_token
          GROUP BY worker_id HAVING count(*) > 1`,
-      ).pluck(),
+        )
+        .pluck(),
       /** A busy worker's expiry excuses every job it holds, also those rescued later (the stall_blame migration). */
-      excuseWorkerJobs: db.prepare<[string]>(
-        `UPDATE ${jobs} SET excused_token = lease_token WHERE state = 'active' AND worker_id = ?`,
-      ),
+      excuseWorkerJobs: db.prepare<[string]>(`UPDATE ${jobs} SET excused_token = lease_token WHERE state = 'active' AND worker_id = ?`),
       markBuffered: db.prepare<[number, string, number]>(
         `UPDATE ${jobs} SET excused_token = CASE WHEN ? THEN lease_token END
          WHERE id = ? AND lease_token = ? AND state = 'active'`,
@@ -955,14 +953,10 @@ export class SqliteBackend implements Backend {
       deleteBySeq: db.prepare<[number]>(`DELETE FROM ${jobs} WHERE seq = ?`),
 
       /* Plan: SEARCH conveyor_jobs USING INDEX conveyor_jobs_due (run_at<?) */
-      promoteDue: db.prepare<[number]>(
-        `UPDATE ${jobs} SET state = 'waiting' WHERE state = 'scheduled' AND run_at <= ?`,
-      ),
+      promoteDue: db.prepare<[number]>(`UPDATE ${jobs} SET state = 'waiting' WHERE state = 'scheduled' AND run_at <= ?`),
 
       /* Plan: SEARCH conveyor_jobs USING COVERING INDEX conveyor_jobs_expires (expires_at<?) */
-      deleteExpired: db.prepare<[number, number]>(
-        `DELETE FROM ${jobs} WHERE seq IN (SELECT seq FROM ${jobs} WHERE expires_at <= ? LIMIT ?)`,
-      ),
+      deleteExpired: db.prepare<[number, number]>(`DELETE FROM ${jobs} WHERE seq IN (SELECT seq FROM ${jobs} WHERE expires_at <= ? LIMIT ?)`),
       /*
        * Plan: SEARCH conveyor_jobs USING INDEX conveyor_jobs_prunable (queue=? AND <expr>=?)
        * Walks one bucket newest first straight off the index; OFFSET skips the rows to keep.
@@ -975,9 +969,7 @@ export class SqliteBackend implements Backend {
            LIMIT ? OFFSET ?)`,
       ),
       queueNames: db.prepare<[], string>(`SELECT name FROM ${queues} ORDER BY name`).pluck(),
-      deleteExpiredKeys: db.prepare<[number, number]>(
-        `DELETE FROM ${keys} WHERE key IN (SELECT key FROM ${keys} WHERE expires_at <= ? LIMIT ?)`,
-      ),
+      deleteExpiredKeys: db.prepare<[number, number]>(`DELETE FROM ${keys} WHERE key IN (SELECT key FROM ${keys} WHERE expires_at <= ? LIMIT ?)`),
 
       getJob: db.prepare<[string], JobRow>(`SELECT * FROM ${jobs} WHERE id = ?`),
 
@@ -1024,16 +1016,16 @@ export class SqliteBackend implements Backend {
       deleteById: db.prepare<[string]>(`DELETE FROM ${jobs} WHERE id = ?`),
       // `error` is kept: until the replayed job's next attempt settles, the last error is still
       // the one that killed it, which is what an operator looking at a replayed job wants to see.
-      replayJob: db.prepare<[number, string], string>(
-        `UPDATE ${jobs}
+      replayJob: db
+        .prepare<[number, string], string>(
+          `UPDATE ${jobs}
          SET state = 'waiting', run_at = ?, attempt = 0, stalls = 0, replays = replays + 1,
              finished_at = NULL, expires_at = NULL, lease_expires_at = NULL
          WHERE id = ? AND state = 'dead'
          RETURNING queue`,
-      ).pluck(),
-      removeFinished: db.prepare<[string]>(
-        `DELETE FROM ${jobs} WHERE id = ? AND state IN ('completed', 'dead', 'cancelled')`,
-      ),
+        )
+        .pluck(),
+      removeFinished: db.prepare<[string]>(`DELETE FROM ${jobs} WHERE id = ? AND state IN ('completed', 'dead', 'cancelled')`),
       jobState: db.prepare<[string], JobState>(`SELECT state FROM ${jobs} WHERE id = ?`).pluck(),
       jobQueue: db.prepare<[string], string>(`SELECT queue FROM ${jobs} WHERE id = ?`).pluck(),
 
@@ -1165,10 +1157,7 @@ export class SqliteBackend implements Backend {
       for (const lease of leases) {
         if (s.extendLease.run(now + leaseMs, lease.jobId, lease.token).changes === 1) continue;
         const row = s.leaseState.get(lease.jobId);
-        const reason: LeaseLossReason =
-          row === undefined ? "gone"
-          : row.state === "cancelled" && row.lease_token === lease.token ? "cancelled"
-          : "expired";
+        const reason: LeaseLossReason = row === undefined ? "gone" : row.state === "cancelled" && row.lease_token === lease.token ? "cancelled" : "expired";
         lost.push({ lease, reason });
       }
       return lost;
@@ -1218,9 +1207,8 @@ export class SqliteBackend implements Backend {
       for (const lease of leases) s.markBuffered.run(buffered ? 1 : 0, lease.jobId, lease.token);
     });
 
-    const progress = db.transaction(
-      (lease: Lease, text: string): SettleResult =>
-        s.setProgress.run(text, lease.jobId, lease.token).changes === 1 ? "applied" : "stale",
+    const progress = db.transaction((lease: Lease, text: string): SettleResult =>
+      s.setProgress.run(text, lease.jobId, lease.token).changes === 1 ? "applied" : "stale",
     );
 
     const rescue = db.transaction((maxStalls: number, limit: number) => {
@@ -1276,8 +1264,7 @@ export class SqliteBackend implements Backend {
     // A read transaction, so every count comes from the same snapshot.
     const stats = db.transaction((queue: string | undefined): QueueStats[] => {
       const now = this.nowMs();
-      const queueRows =
-        queue === undefined ? s.queueRows.all() : [s.queueRow.get(queue) ?? { name: queue, paused: 0 }];
+      const queueRows = queue === undefined ? s.queueRows.all() : [s.queueRow.get(queue) ?? { name: queue, paused: 0 }];
       const pending = queue === undefined ? s.pendingCounts.all(now, now) : s.pendingCountsOf.all(now, now, queue);
       const settled = queue === undefined ? s.settledCounts.all() : s.settledCountsOf.all(queue, queue);
       const byQueue = new Map<string, QueueStats>();
@@ -1359,7 +1346,29 @@ export class SqliteBackend implements Backend {
       else flow.holdKeyOf(queue, keyOfJob, this.nowMs() + forMs);
     });
 
-    return { enqueue, claim, heartbeat, markBuffered, complete, fail, release, progress, rescue, promote, prune, stats, cancel, replay, remove, pause, resume, once, setLimits, getFlow, hold };
+    return {
+      enqueue,
+      claim,
+      heartbeat,
+      markBuffered,
+      complete,
+      fail,
+      release,
+      progress,
+      rescue,
+      promote,
+      prune,
+      stats,
+      cancel,
+      replay,
+      remove,
+      pause,
+      resume,
+      once,
+      setLimits,
+      getFlow,
+      hold,
+    };
   }
 
   /**
@@ -1367,7 +1376,15 @@ export class SqliteBackend implements Backend {
    * "(? IS NULL OR col = ?)" terms would stop SQLite from using any index. The cursor is a
    * `seq <` bound, so a page after it reads the rowid (or index) from there on, whatever its depth.
    */
-  private listStatement(shape: { byQueue: boolean; byName: boolean; state: StateFilter; byCursor: boolean; from: boolean; until: boolean; newer?: true }): Database.Statement<unknown[], JobRow> {
+  private listStatement(shape: {
+    byQueue: boolean;
+    byName: boolean;
+    state: StateFilter;
+    byCursor: boolean;
+    from: boolean;
+    until: boolean;
+    newer?: true;
+  }): Database.Statement<unknown[], JobRow> {
     const key = JSON.stringify(shape);
     let statement = this.listStatements.get(key);
     if (statement === undefined) {
@@ -1469,7 +1486,6 @@ function jsonText(value: Json | undefined): string {
   return JSON.stringify(value ?? null) ?? "null";
 }
 
-
 function quarantineError(stalls: number): ErrorInfo {
   return {
     name: "LeaseExpiredError",
@@ -1477,10 +1493,6 @@ function quarantineError(stalls: number): ErrorInfo {
     stack: null,
   };
 }
-
-
-
-
 
 /**
  * Reads the numbered migrations next to this module (`migrations/0001_init.sql`, …). The build

@@ -36,9 +36,7 @@ export class SqliteDedupWindows {
        SET payload = @payload, run_at = @runAt, state = CASE WHEN @runAt > @now THEN 'scheduled' ELSE 'waiting' END
        WHERE id = @id AND state IN ('waiting', 'scheduled')`,
     );
-    this.deleteEnded = db.prepare(
-      `DELETE FROM ${windows} WHERE (queue, key) IN (SELECT queue, key FROM ${windows} WHERE expires_at <= ? LIMIT ?)`,
-    );
+    this.deleteEnded = db.prepare(`DELETE FROM ${windows} WHERE (queue, key) IN (SELECT queue, key FROM ${windows} WHERE expires_at <= ? LIMIT ?)`);
   }
 
   /**

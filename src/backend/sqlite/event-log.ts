@@ -26,9 +26,7 @@ export class SqliteEventLog {
     // newest maxEvents, whichever is later. Old events sit at the front, so the scan for the
     // first young one reads about as many rows as it deletes.
     const firstYoung = db.prepare<[number], number>(`SELECT seq FROM ${events} WHERE at >= ? ORDER BY seq LIMIT 1`).pluck();
-    const remove = db.prepare<[number, number]>(
-      `DELETE FROM ${events} WHERE seq IN (SELECT seq FROM ${events} WHERE seq < ? ORDER BY seq LIMIT ?)`,
-    );
+    const remove = db.prepare<[number, number]>(`DELETE FROM ${events} WHERE seq IN (SELECT seq FROM ${events} WHERE seq < ? ORDER BY seq LIMIT ?)`);
     const prune = db.transaction((now: number, policy: Required<EventPrunePolicy>): number => {
       const newest = this.latest.get()!;
       const byAge = firstYoung.get(now - policy.maxAgeMs) ?? newest + 1;

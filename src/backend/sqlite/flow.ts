@@ -5,7 +5,17 @@
  */
 import type Database from "better-sqlite3";
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, flowSnapshot, isUnlimited, needsRunningCounts, pickAcrossLanes, type LaneHead, type LimiterWindow, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import {
+  claimBudget,
+  flowSnapshot,
+  isUnlimited,
+  needsRunningCounts,
+  pickAcrossLanes,
+  type LaneHead,
+  type LimiterWindow,
+  type QueueFlow,
+  type StoredQueueLimits,
+} from "../../core/flow.js";
 import type { JobFlow } from "../../core/job.js";
 import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
 
@@ -96,9 +106,11 @@ export class SqliteFlow {
     const cursor = row.lane_cursor ?? "";
     const maxLanes = lanesToVisit(total);
     const lanes: string[] = [];
-    for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
+    for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next))
+      lanes.push(next);
     if (cursor !== "") {
-      for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next)) lanes.push(next);
+      for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next))
+        lanes.push(next);
     }
     const perLane = headsPerLane(total, lanes.length);
     const heads: Array<LaneHead<FlowCandidate>> = [
@@ -244,16 +256,12 @@ function prepare(db: Database.Database, prefix: string) {
     /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=?): the first entry */
     oldest: db.prepare<[string], number>(`SELECT at FROM ${starts} WHERE queue = ? ORDER BY at LIMIT 1`).pluck(),
     count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
-    countUp: db.prepare<[string, number]>(
-      `INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`,
-    ),
+    countUp: db.prepare<[string, number]>(`INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`),
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
     addStart: db.prepare<[string, number]>(`INSERT INTO ${starts} (queue, at) VALUES (?, ?)`),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
     /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
-    running: db.prepare<[string], { name: string; n: number }>(
-      `SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`,
-    ),
+    running: db.prepare<[string], { name: string; n: number }>(`SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`),
     upsertLimits: db.prepare<[string, number | null, number | null, number | null, string]>(
       `INSERT INTO ${flow} (queue, rate_max, rate_duration_ms, max_running, max_running_per_name) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (queue) DO UPDATE SET rate_max = excluded.rate_max, rate_duration_ms = excluded.rate_duration_ms,
@@ -262,9 +270,9 @@ function prepare(db: Database.Database, prefix: string) {
     // No limits, no hold, no keyed jobs: the row goes, and the queue's claims take the plain path again.
     dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL AND lanes = 0`),
     /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane>?) */
-    nextLane: db.prepare<[string, string], string>(
-      `SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`,
-    ).pluck(),
+    nextLane: db
+      .prepare<[string, string], string>(`SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`)
+      .pluck(),
     /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane=?) */
     laneHead: db.prepare<[string, string, number, string, number], LaneRow>(
       `SELECT seq, priority, run_at, name, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms
@@ -274,13 +282,9 @@ function prepare(db: Database.Database, prefix: string) {
        ORDER BY priority, run_at, seq
        LIMIT ?`,
     ),
-    lanedAmong: db.prepare<[string], string>(
-      `SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`,
-    ).pluck(),
+    lanedAmong: db.prepare<[string], string>(`SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`).pluck(),
     setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
-    backfillUnkeyed: db.prepare<[string]>(
-      `UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state IN ('waiting', 'scheduled')`,
-    ),
+    backfillUnkeyed: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state IN ('waiting', 'scheduled')`),
     /* Plan: SEARCH jobs USING COVERING INDEX jobs_group_running (queue=?) */
     groupRunning: db.prepare<[string], { group_key: string; n: number }>(
       `SELECT group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' AND group_key IS NOT NULL GROUP BY group_key`,
@@ -292,9 +296,7 @@ function prepare(db: Database.Database, prefix: string) {
        WHERE id = ?`,
     ),
     // Changes a row only when the queue was not laned yet (the caller then backfills).
-    markLaned: db.prepare<[string]>(
-      `INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1 WHERE lanes = 0`,
-    ),
+    markLaned: db.prepare<[string]>(`INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1 WHERE lanes = 0`),
     hold: db.prepare<[string, number]>(
       `INSERT INTO ${flow} (queue, held_until) VALUES (?, ?)
        ON CONFLICT (queue) DO UPDATE SET held_until = max(coalesce(held_until, 0), excluded.held_until)`,

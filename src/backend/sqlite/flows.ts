@@ -37,13 +37,9 @@ export class SqliteFlows {
   constructor(db: Database.Database, prefix: string) {
     const jobs = `${prefix}jobs`;
     // A parent stays out of every claim until its children have settled (see the triggers).
-    this.markParent = db.prepare(
-      `UPDATE ${jobs} SET state = 'waiting-children', pending_children = ?, on_child_failure = ? WHERE id = ?`,
-    );
+    this.markParent = db.prepare(`UPDATE ${jobs} SET state = 'waiting-children', pending_children = ?, on_child_failure = ? WHERE id = ?`);
     this.markChild = db.prepare(`UPDATE ${jobs} SET parent_id = ?, parent_queue = ? WHERE id = ?`);
-    this.addChild = db.prepare(
-      `INSERT INTO ${prefix}flow_children (parent_id, child_id, position, child_queue, child_name) VALUES (?, ?, ?, ?, ?)`,
-    );
+    this.addChild = db.prepare(`INSERT INTO ${prefix}flow_children (parent_id, child_id, position, child_queue, child_name) VALUES (?, ?, ?, ?, ?)`);
     this.flowRow = db.prepare(`SELECT queue, parent_id, parent_queue, on_child_failure, pending_children FROM ${jobs} WHERE id = ?`);
     this.childRows = db.prepare(
       `SELECT c.child_id, c.child_queue, c.child_name, c.state, c.result, c.error, j.state AS live_state, j.run_at
@@ -52,9 +48,7 @@ export class SqliteFlows {
     );
     /* Plan: SCAN conveyor_jobs USING COVERING INDEX conveyor_jobs_waiting_children */
     this.waitingChildren = db.prepare(`SELECT queue, count(*) AS n FROM ${jobs} WHERE state = 'waiting-children' GROUP BY queue`);
-    this.waitingChildrenOf = db.prepare(
-      `SELECT queue, count(*) AS n FROM ${jobs} WHERE state = 'waiting-children' AND queue = ? GROUP BY queue`,
-    );
+    this.waitingChildrenOf = db.prepare(`SELECT queue, count(*) AS n FROM ${jobs} WHERE state = 'waiting-children' AND queue = ? GROUP BY queue`);
   }
 
   /** Links a freshly stored flow (inside the transaction that stored its jobs). */

@@ -27,12 +27,8 @@ export class SqliteJobLogs {
   ) {
     const jobs = `${prefix}jobs`;
     const logs = `${prefix}job_logs`;
-    const fenced = db.prepare<[string, number], number>(
-      `SELECT attempt FROM ${jobs} WHERE id = ? AND lease_token = ? AND state = 'active'`,
-    ).pluck();
-    const insert = db.prepare<[string, number, number, string]>(
-      `INSERT INTO ${logs} (job_id, attempt, at, line) VALUES (?, ?, ?, ?)`,
-    );
+    const fenced = db.prepare<[string, number], number>(`SELECT attempt FROM ${jobs} WHERE id = ? AND lease_token = ? AND state = 'active'`).pluck();
+    const insert = db.prepare<[string, number, number, string]>(`INSERT INTO ${logs} (job_id, attempt, at, line) VALUES (?, ?, ?, ?)`);
     // Deletes every line older than the newest JOB_LOG_MAX_LINES of the job.
     const trim = db.prepare<[string, string, number]>(
       `DELETE FROM ${logs} WHERE job_id = ? AND seq <= (

@@ -31,7 +31,10 @@ export type JobView = ServerJobView &
 
 /** An answer the server refused, with its problem document's detail. */
 export class ApiError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }

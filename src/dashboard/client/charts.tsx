@@ -24,7 +24,19 @@ type Series = { label: string; values: Array<number | null>; color: string };
  * A time series chart over per-minute samples. Percentile series are gappy (a minute without a
  * job has none), so their points are drawn too: a lone busy minute would otherwise be invisible.
  */
-export function TimeChart({ title, unit, times, series, points = false }: { title: string; unit: string; times: number[]; series: Series[]; points?: boolean }) {
+export function TimeChart({
+  title,
+  unit,
+  times,
+  series,
+  points = false,
+}: {
+  title: string;
+  unit: string;
+  times: number[];
+  series: Series[];
+  points?: boolean;
+}) {
   const el = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const width = () => Math.max(260, (el.current?.parentElement?.clientWidth ?? 400) - 20);
@@ -37,7 +49,16 @@ export function TimeChart({ title, unit, times, series, points = false }: { titl
       cursor: { show: true, drag: { x: false, y: false } },
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
       axes: [{ stroke: "#555" }, { stroke: "#555", size: 60, values: (_u, ticks) => ticks.map((t) => `${fmt(t)}${unit ? ` ${unit}` : ""}`) }],
-      series: [{}, ...series.map((s) => ({ label: s.label, stroke: s.color, width: 1.5, spanGaps: false, ...(points ? { points: { show: true, size: 6, fill: s.color } } : {}) }))],
+      series: [
+        {},
+        ...series.map((s) => ({
+          label: s.label,
+          stroke: s.color,
+          width: 1.5,
+          spanGaps: false,
+          ...(points ? { points: { show: true, size: 6, fill: s.color } } : {}),
+        })),
+      ],
     };
     plot.current = new uPlot(opts, [times.map((t) => t / 1000), ...series.map((s) => s.values)] as uPlot.AlignedData, el.current);
     const resize = () => plot.current?.setSize({ width: width(), height: 180 });
@@ -92,29 +113,17 @@ export function QueueCharts({ history }: { history: MinuteSample[] }) {
           : ""}
       </p>
       <div class="charts">
-      <TimeChart
-        title="Throughput (jobs per minute)"
-        unit=""
-        times={times}
-        series={[
-          { label: "completed", values: history.map((h) => h.completed), color: "#1a7f37" },
-          { label: "failed", values: history.map((h) => h.failed), color: "#c62828" },
-        ]}
-      />
-      <TimeChart
-        title="Wait time, due to start (ms)"
-        unit="ms"
-        points
-        times={times}
-        series={percentiles((h) => h.waitMs)}
-      />
-      <TimeChart
-        title="Run time (ms)"
-        unit="ms"
-        points
-        times={times}
-        series={percentiles((h) => h.runMs)}
-      />
+        <TimeChart
+          title="Throughput (jobs per minute)"
+          unit=""
+          times={times}
+          series={[
+            { label: "completed", values: history.map((h) => h.completed), color: "#1a7f37" },
+            { label: "failed", values: history.map((h) => h.failed), color: "#c62828" },
+          ]}
+        />
+        <TimeChart title="Wait time, due to start (ms)" unit="ms" points times={times} series={percentiles((h) => h.waitMs)} />
+        <TimeChart title="Run time (ms)" unit="ms" points times={times} series={percentiles((h) => h.runMs)} />
       </div>
     </>
   );

@@ -40,7 +40,10 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
   const link = (changes: Record<string, string | null>) => withParams(`#/queues/${enc(queue)}/dead`, params, changes);
   const replayed = (r: unknown) => {
     const out = r as { replayed: string[]; notDead: string[]; notFound: string[] };
-    setMessage({ kind: "info", text: `Replayed ${count(out.replayed.length)} job(s)${out.notDead.length ? `; ${out.notDead.length} were no longer dead` : ""}${out.notFound.length ? `; ${out.notFound.length} not found` : ""}.` });
+    setMessage({
+      kind: "info",
+      text: `Replayed ${count(out.replayed.length)} job(s)${out.notDead.length ? `; ${out.notDead.length} were no longer dead` : ""}${out.notFound.length ? `; ${out.notFound.length} not found` : ""}.`,
+    });
     setSelected(new Set());
     setReload((n) => n + 1);
   };
@@ -60,10 +63,24 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
       <QueueHeader queue={queue} live={live.data?.queue ?? null} connected={live.connected} />
       <h2>Dead letters {deadCount !== undefined && <span class="count">({count(deadCount)})</span>}</h2>
       <div class="filters">
-        <NameFilter id="dead-name" label="Filter dead letters by job name" applied={name} onApply={(n) => go(link({ name: n, after: null }))} clearHref={link({ name: null, after: null })} />
+        <NameFilter
+          id="dead-name"
+          label="Filter dead letters by job name"
+          applied={name}
+          onApply={(n) => go(link({ name: n, after: null }))}
+          clearHref={link({ name: null, after: null })}
+        />
       </div>
       <div class="actions bulk">
-        <ActionButton label={`Replay selected (${selected.size})`} run={async () => (selected.size === 0 ? Promise.reject(new ApiError(400, "select dead letters first")) : call("POST", `/queues/${enc(queue)}/dead/replay`, { ids: [...selected] }))} onDone={replayed} />
+        <ActionButton
+          label={`Replay selected (${selected.size})`}
+          run={async () =>
+            selected.size === 0
+              ? Promise.reject(new ApiError(400, "select dead letters first"))
+              : call("POST", `/queues/${enc(queue)}/dead/replay`, { ids: [...selected] })
+          }
+          onDone={replayed}
+        />
         <ActionButton
           label={name ? `Replay all named ${name}` : "Replay all"}
           confirm={`Replay every dead job of ${queue}${name ? ` named ${name}` : ""} (up to 1000)?`}
@@ -92,7 +109,12 @@ export function DeadPage({ queue, params }: { queue: string; params: URLSearchPa
                   died {time(j.timings.finishedAt)} after {j.attempts.made} attempt(s){j.replays ? `, replayed ${j.replays}×` : ""}
                 </span>
                 <span class="spacer" />
-                <ActionButton label="Replay" title={`Replay job ${j.id}`} run={() => call("POST", `/jobs/${enc(j.id)}/replay`)} onDone={() => replayed({ replayed: [j.id], notDead: [], notFound: [] })} />
+                <ActionButton
+                  label="Replay"
+                  title={`Replay job ${j.id}`}
+                  run={() => call("POST", `/jobs/${enc(j.id)}/replay`)}
+                  onDone={() => replayed({ replayed: [j.id], notDead: [], notFound: [] })}
+                />
                 <ActionButton
                   label="Delete"
                   kind="danger"

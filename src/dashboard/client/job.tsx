@@ -60,13 +60,18 @@ function FlowSection({ id, version }: { id: string; version: unknown }) {
       <h2 id="flow-title">Flow</h2>
       {flow.parent && (
         <p>
-          Parent: <a href={`#/jobs/${enc(flow.parent.id)}`} class="mono">{flow.parent.id}</a> <span class="dim">in {flow.parent.queue}</span>
+          Parent:{" "}
+          <a href={`#/jobs/${enc(flow.parent.id)}`} class="mono">
+            {flow.parent.id}
+          </a>{" "}
+          <span class="dim">in {flow.parent.queue}</span>
         </p>
       )}
       {flow.children.length > 0 && (
         <>
           <p class="dim">
-            {flow.children.length} children, {settled} settled{flow.onChildFailure ? `; a failed child ${flow.onChildFailure === "fail" ? "fails the parent" : "lets the parent run"}` : ""}.
+            {flow.children.length} children, {settled} settled
+            {flow.onChildFailure ? `; a failed child ${flow.onChildFailure === "fail" ? "fails the parent" : "lets the parent run"}` : ""}.
           </p>
           <div class="table-wrap">
             <table class="jobs" aria-label="Children">
@@ -128,7 +133,14 @@ export function JobPage({ id }: { id: string }) {
         <LiveDot connected={live.connected} />
       </div>
       <div class="actions">
-        {mayCancel(job) && <ActionButton label="Cancel job" kind="danger" confirm="Cancel this job? A running handler is aborted at its worker's next heartbeat." run={() => call("DELETE", `/jobs/${enc(job.id)}`)} />}
+        {mayCancel(job) && (
+          <ActionButton
+            label="Cancel job"
+            kind="danger"
+            confirm="Cancel this job? A running handler is aborted at its worker's next heartbeat."
+            run={() => call("DELETE", `/jobs/${enc(job.id)}`)}
+          />
+        )}
         {job.state === "dead" && can("admin") && <ActionButton label="Replay" run={() => call("POST", `/jobs/${enc(job.id)}/replay`)} />}
       </div>
 
@@ -222,7 +234,8 @@ export function JobPage({ id }: { id: string }) {
           {job.history.map((a, i) => (
             <li key={i}>
               <p>
-                <strong>Attempt {a.attempt}</strong> <StateBadge state={a.outcome} /> {time(a.startedAt)} → {time(a.finishedAt)} ({a.finishedAt && a.startedAt ? duration(Date.parse(a.finishedAt) - Date.parse(a.startedAt)) : "—"}) on{" "}
+                <strong>Attempt {a.attempt}</strong> <StateBadge state={a.outcome} /> {time(a.startedAt)} → {time(a.finishedAt)} (
+                {a.finishedAt && a.startedAt ? duration(Date.parse(a.finishedAt) - Date.parse(a.startedAt)) : "—"}) on{" "}
                 <span class="mono">
                   {a.workerId} {a.host} pid {a.pid}
                 </span>

@@ -35,7 +35,10 @@ function Login({ onDone }: { onDone: () => void }) {
       <form onSubmit={(e) => void submit(e)}>
         <label for="api-key">API key</label>
         <input id="api-key" type="password" autoComplete="off" value={key} onInput={(e) => setKey(e.currentTarget.value)} required autoFocus />
-        <p class="hint">A read key shows queues and jobs; an admin key can also pause, cancel and replay. The key stays on the server side: the browser keeps only a session cookie.</p>
+        <p class="hint">
+          A read key shows queues and jobs; an admin key can also pause, cancel and replay. The key stays on the server side: the browser keeps only a session
+          cookie.
+        </p>
         <button type="submit" class="btn btn-primary" disabled={busy}>
           {busy ? "Logging in…" : "Log in"}
         </button>
@@ -114,7 +117,14 @@ function App() {
   const who = currentSession()?.principal;
   return (
     <>
-      <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); main.current?.focus(); }}>
+      <a
+        class="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          main.current?.focus();
+        }}
+      >
         Skip to content
       </a>
       <header class="top">
@@ -152,7 +162,9 @@ function App() {
         {session.principal.scopes.includes("read") ? (
           <View route={route} />
         ) : (
-          <Notice kind="error">The key {session.principal.id} has no read scope, and the dashboard shows nothing without it. Log out and log in with a read or admin key.</Notice>
+          <Notice kind="error">
+            The key {session.principal.id} has no read scope, and the dashboard shows nothing without it. Log out and log in with a read or admin key.
+          </Notice>
         )}
       </main>
     </>

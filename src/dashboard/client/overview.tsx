@@ -25,7 +25,10 @@ export function OverviewPage() {
         <LiveDot connected={live.connected} />
       </div>
       {!currentSession()?.historyAttached && (
-        <Notice>This store keeps no finished jobs to chart, so throughput and failure history come from workers running in this server process (conveyor serve --handlers); none is attached, so the sparklines stay flat.</Notice>
+        <Notice>
+          This store keeps no finished jobs to chart, so throughput and failure history come from workers running in this server process (conveyor serve
+          --handlers); none is attached, so the sparklines stay flat.
+        </Notice>
       )}
       {queues !== null && queues.length > 0 && <Summary queues={queues} />}
       {queues === null ? (
@@ -44,7 +47,9 @@ export function OverviewPage() {
                     {s}
                   </th>
                 ))}
-                <th scope="col" class="num">Oldest waiting</th>
+                <th scope="col" class="num">
+                  Oldest waiting
+                </th>
                 <th scope="col">Completed, last hour</th>
                 <th scope="col">Failed attempts, last hour</th>
                 {can("admin") && <th scope="col">Actions</th>}
@@ -64,7 +69,11 @@ export function OverviewPage() {
                     <td>{q.paused ? <span class="badge paused">paused</span> : <span class="badge running">running</span>}</td>
                     {STATES.map((s) => (
                       <td class={`num ${s === "dead" && q.counts.dead > 0 ? "bad" : ""}`} key={s}>
-                        {s === "dead" && q.counts.dead > 0 && can("admin") ? <a href={`#/queues/${enc(q.name)}/dead`}>{count(q.counts.dead)}</a> : count(q.counts[s])}
+                        {s === "dead" && q.counts.dead > 0 && can("admin") ? (
+                          <a href={`#/queues/${enc(q.name)}/dead`}>{count(q.counts.dead)}</a>
+                        ) : (
+                          count(q.counts[s])
+                        )}
                       </td>
                     ))}
                     <td class={`num ${q.oldestWaitingAgeMs !== null && q.oldestWaitingAgeMs > 60_000 ? "warn" : ""}`}>{duration(q.oldestWaitingAgeMs)}</td>
@@ -79,7 +88,9 @@ export function OverviewPage() {
                         tone="bad"
                         label={`${q.name}: ${lastHourDone + lastHourFailed === 0 ? "no attempts" : `${failurePercent(lastHourFailed, lastHourDone)} of attempts failed`} in the last hour`}
                       />
-                      <span class={`spark-num ${lastHourFailed > 0 ? "bad" : ""}`}>{lastHourDone + lastHourFailed === 0 ? "—" : failurePercent(lastHourFailed, lastHourDone)}</span>
+                      <span class={`spark-num ${lastHourFailed > 0 ? "bad" : ""}`}>
+                        {lastHourDone + lastHourFailed === 0 ? "—" : failurePercent(lastHourFailed, lastHourDone)}
+                      </span>
                     </td>
                     {can("admin") && (
                       <td>

@@ -96,7 +96,13 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
           </div>
           <div>
             <dt>Dead letters</dt>
-            <dd>{can("admin") ? <a href={`#/queues/${enc(queue)}/dead`}>{count(live.data.queue.counts.dead)} — inspect and replay</a> : count(live.data.queue.counts.dead)}</dd>
+            <dd>
+              {can("admin") ? (
+                <a href={`#/queues/${enc(queue)}/dead`}>{count(live.data.queue.counts.dead)} — inspect and replay</a>
+              ) : (
+                count(live.data.queue.counts.dead)
+              )}
+            </dd>
           </div>
         </dl>
       )}
@@ -114,7 +120,13 @@ export function QueuePage({ queue, params }: { queue: string; params: URLSearchP
         ))}
       </nav>
       <div class="filters">
-        <NameFilter id="name-filter" label="Filter by job name" applied={name} onApply={(n) => go(link({ name: n, after: null, before: null }))} clearHref={link({ name: null, after: null, before: null })} />
+        <NameFilter
+          id="name-filter"
+          label="Filter by job name"
+          applied={name}
+          onApply={(n) => go(link({ name: n, after: null, before: null }))}
+          clearHref={link({ name: null, after: null, before: null })}
+        />
         <form
           role="search"
           aria-label="Filter by creation time"
@@ -176,10 +188,16 @@ export function JobTable({ jobs }: { jobs: JobView[] }) {
             <th scope="col">Job</th>
             <th scope="col">Name</th>
             <th scope="col">State</th>
-            <th scope="col" class="num">Attempts</th>
+            <th scope="col" class="num">
+              Attempts
+            </th>
             <th scope="col">Created</th>
-            <th scope="col" class="num">Wait</th>
-            <th scope="col" class="num">Run</th>
+            <th scope="col" class="num">
+              Wait
+            </th>
+            <th scope="col" class="num">
+              Run
+            </th>
             <th scope="col">Last error</th>
           </tr>
         </thead>

@@ -123,7 +123,11 @@ export function RelayPage() {
           ))}
         </ul>
       )}
-      {admin && deadCount !== undefined && deadCount > PAGE && <p class="hint">Showing the newest {PAGE} of {count(deadCount)}; replay or delete some to see older ones, or use conveyor relay dead ls.</p>}
+      {admin && deadCount !== undefined && deadCount > PAGE && (
+        <p class="hint">
+          Showing the newest {PAGE} of {count(deadCount)}; replay or delete some to see older ones, or use conveyor relay dead ls.
+        </p>
+      )}
     </section>
   );
 }

@@ -14,13 +14,16 @@ export function parse(hash: string): Route {
   const raw = hash.replace(/^#/, "") || "/";
   const [path = "/", query = ""] = raw.split("?", 2);
   const params = new URLSearchParams(query);
-  const parts = path.split("/").filter(Boolean).map((p) => {
-    try {
-      return decodeURIComponent(p);
-    } catch {
-      return p;
-    }
-  });
+  const parts = path
+    .split("/")
+    .filter(Boolean)
+    .map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return p;
+      }
+    });
   if (parts.length === 0) return { view: "overview" };
   if (parts[0] === "queues" && parts.length === 2) return { view: "queue", queue: parts[1]!, params };
   if (parts[0] === "queues" && parts.length === 3 && parts[2] === "dead") return { view: "dead", queue: parts[1]!, params };

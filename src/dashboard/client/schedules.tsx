@@ -114,7 +114,10 @@ export function SchedulesPage() {
                             call<{ jobId: string }>("POST", `/queues/${enc(s.queue)}/jobs`, {
                               name: s.name,
                               data: s.data,
-                              options: { ...s.options, meta: { ...((s.options.meta as Record<string, unknown> | undefined) ?? {}), triggeredBySchedule: { queue: s.queue, id: s.id } } },
+                              options: {
+                                ...s.options,
+                                meta: { ...((s.options.meta as Record<string, unknown> | undefined) ?? {}), triggeredBySchedule: { queue: s.queue, id: s.id } },
+                              },
                             })
                           }
                           onDone={(r) => setMessage({ kind: "info", text: `Enqueued job ${(r as { jobId: string }).jobId} from schedule ${s.id}.` })}

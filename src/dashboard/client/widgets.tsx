@@ -88,7 +88,19 @@ export function LiveDot({ connected }: { connected: boolean }) {
 }
 
 /** The "Job name" filter form: applies on submit; "clear" shows while a name is applied. */
-export function NameFilter({ id, label, applied, onApply, clearHref }: { id: string; label: string; applied: string; onApply: (name: string) => void; clearHref: string }) {
+export function NameFilter({
+  id,
+  label,
+  applied,
+  onApply,
+  clearHref,
+}: {
+  id: string;
+  label: string;
+  applied: string;
+  onApply: (name: string) => void;
+  clearHref: string;
+}) {
   const [value, setValue] = useState(applied);
   useEffect(() => setValue(applied), [applied]);
   return (

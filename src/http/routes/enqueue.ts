@@ -46,7 +46,8 @@ export const jobOptionsSchema = Type.Object(
     jobId: Type.Optional(
       Type.String({
         ...JOB_ID_SCHEMA,
-        description: "Your id for the job; also its dedup key. Not with Idempotency-Key. Ids starting with idem_ or whk_ are reserved for ids the server derives.",
+        description:
+          "Your id for the job; also its dedup key. Not with Idempotency-Key. Ids starting with idem_ or whk_ are reserved for ids the server derives.",
       }),
     ),
     delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_DELAY_MS, description: "Run no earlier than this many ms from now." })),
@@ -124,7 +125,8 @@ export const acceptedSchema = Type.Object(
 type Accepted = Static<typeof acceptedSchema>;
 
 /** The body of a bulk enqueue; `maxJobs` is the server's `maxBulkJobs`. */
-const bulkBodySchema = (maxJobs: number) => Type.Object({ jobs: Type.Array(jobRequestSchema, { minItems: 1, maxItems: maxJobs }) }, { additionalProperties: false });
+const bulkBodySchema = (maxJobs: number) =>
+  Type.Object({ jobs: Type.Array(jobRequestSchema, { minItems: 1, maxItems: maxJobs }) }, { additionalProperties: false });
 type BulkBody = Static<ReturnType<typeof bulkBodySchema>>;
 
 const bulkAcceptedSchema = Type.Object({ status: literal("queued"), count: Type.Integer(), jobs: Type.Array(acceptedSchema) });
@@ -212,7 +214,12 @@ function prepare(
         pointer: `${at}/data${i.path.map((p) => `/${String(p).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("")}`,
         detail: i.message,
       }));
-      throw new HttpProblem(422, "invalid-payload", `the payload of job "${input.name}" does not match its schema: ${errors.map((e) => `${e.pointer}: ${e.detail}`).join("; ")}`, { errors });
+      throw new HttpProblem(
+        422,
+        "invalid-payload",
+        `the payload of job "${input.name}" does not match its schema: ${errors.map((e) => `${e.pointer}: ${e.detail}`).join("; ")}`,
+        { errors },
+      );
     }
     // Stored as sent: the worker applies the schema's defaults and transforms once, before the handler.
   }
@@ -222,7 +229,10 @@ function prepare(
   }
   const reserved = typeof rest.jobId === "string" ? reservedPrefixOf(rest.jobId) : null;
   if (reserved !== null) {
-    fail("/options/jobId", `job ids starting with "${reserved}" are reserved for ids the server derives (${RESERVED_ID_PREFIXES.join(", ")}); choose another id`);
+    fail(
+      "/options/jobId",
+      `job ids starting with "${reserved}" are reserved for ids the server derives (${RESERVED_ID_PREFIXES.join(", ")}); choose another id`,
+    );
   }
   if (userMeta && Object.hasOwn(userMeta, "conveyor")) fail("/options/meta/conveyor", 'the meta key "conveyor" is reserved; use another key');
   const conveyor: ConveyorMeta = { principal: extra.principal.id };
@@ -296,10 +306,15 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     if (result!.duplicate) {
       if (key !== null) {
         const existing = await ctx.backend.get(id, queue);
-        if (!existing) throw new HttpProblem(409, "idempotency-conflict", "the job of this Idempotency-Key was deleted while this request ran; retry the request");
+        if (!existing)
+          throw new HttpProblem(409, "idempotency-conflict", "the job of this Idempotency-Key was deleted while this request ran; retry the request");
         const meta = conveyorMetaOf(existing);
         if (meta.requestHash !== requestHash) {
-          throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
+          throw new HttpProblem(
+            422,
+            "idempotency-key-reused",
+            "this Idempotency-Key was already used with a different request body; use a new key for a new request",
+          );
         }
         answer = accepted(queue, id, "queued", meta.estimate ?? null);
         void reply.header("idempotent-replayed", "true");
@@ -339,7 +354,11 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     if (key !== null && refusedBatch(results)) {
       const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id, queue)));
       if (existing.some((e) => e !== null && conveyorMetaOf(e).requestHash !== requestHash)) {
-        throw new HttpProblem(422, "idempotency-key-reused", "this Idempotency-Key was already used with a different request body; use a new key for a new request");
+        throw new HttpProblem(
+          422,
+          "idempotency-key-reused",
+          "this Idempotency-Key was already used with a different request body; use a new key for a new request",
+        );
       }
       if (existing.every((e) => e === null)) {
         throw new HttpProblem(409, "idempotency-conflict", "the jobs of this Idempotency-Key were deleted while this request ran; retry the request");
@@ -357,7 +376,10 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const known = estimates.filter((e): e is number => e !== null);
     const longest = known.length === estimates.length && known.length > 0 ? Math.max(...known) : null;
     if (replayed) void reply.header("idempotent-replayed", "true");
-    return reply.code(202).header("retry-after", String(retryAfter(longest))).send({ status: "queued", count: jobs.length, jobs } satisfies Static<typeof bulkAcceptedSchema>);
+    return reply
+      .code(202)
+      .header("retry-after", String(retryAfter(longest)))
+      .send({ status: "queued", count: jobs.length, jobs } satisfies Static<typeof bulkAcceptedSchema>);
   }
 
   const errors = {
@@ -365,7 +387,9 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     ...authResponses(),
     413: problemResponse("The body is larger than the server's limit."),
     415: problemResponse("The body is not application/json."),
-    422: problemResponse("A job is invalid: its payload fails the job's registered schema, an option is out of range, the callback URL is refused, or the Idempotency-Key was used with a different body."),
+    422: problemResponse(
+      "A job is invalid: its payload fails the job's registered schema, an option is out of range, the callback URL is refused, or the Idempotency-Key was used with a different body.",
+    ),
   };
 
   return [
@@ -381,7 +405,11 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       schema: { params: QUEUE_PARAMS, body: jobRequestSchema, headers: enqueueHeaders },
       bodyLimit: ctx.maxBodyBytes,
       responses: {
-        202: { description: "Queued.", schema: acceptedSchema, headers: { ...acceptedHeaders, "Idempotent-Replayed": { description: "true when this answers a retried request.", schema: { type: "string" } } } },
+        202: {
+          description: "Queued.",
+          schema: acceptedSchema,
+          headers: { ...acceptedHeaders, "Idempotent-Replayed": { description: "true when this answers a retried request.", schema: { type: "string" } } },
+        },
         200: { description: "A job with this options.jobId already exists; nothing was added.", schema: acceptedSchema, headers: acceptedHeaders },
         ...errors,
         409: problemResponse("The job of this Idempotency-Key was deleted while the request ran; retry."),

@@ -17,8 +17,12 @@ import { iso } from "../views.js";
 /** Comma-separated values of one query parameter, each checked. */
 function list<T extends string>(value: string | undefined, field: string, check: (v: string) => T): T[] | undefined {
   if (value === undefined) return undefined;
-  const items = value.split(",").map((v) => v.trim()).filter((v) => v !== "");
-  if (items.length === 0 || items.length > 100) throw new HttpProblem(400, "bad-request", `${field} takes 1 to 100 comma-separated values; got ${JSON.stringify(value.slice(0, 100))}`);
+  const items = value
+    .split(",")
+    .map((v) => v.trim())
+    .filter((v) => v !== "");
+  if (items.length === 0 || items.length > 100)
+    throw new HttpProblem(400, "bad-request", `${field} takes 1 to 100 comma-separated values; got ${JSON.stringify(value.slice(0, 100))}`);
   return items.map((v) => {
     try {
       return check(v);
@@ -29,7 +33,8 @@ function list<T extends string>(value: string | undefined, field: string, check:
 }
 
 function eventType(v: string): QueueEventType {
-  if (!(QUEUE_EVENT_TYPES as readonly string[]).includes(v)) throw new InvalidInputError(`unknown event type ${JSON.stringify(v.slice(0, 40))}; use ${QUEUE_EVENT_TYPES.join(", ")}`);
+  if (!(QUEUE_EVENT_TYPES as readonly string[]).includes(v))
+    throw new InvalidInputError(`unknown event type ${JSON.stringify(v.slice(0, 40))}; use ${QUEUE_EVENT_TYPES.join(", ")}`);
   return v as QueueEventType;
 }
 
@@ -49,7 +54,11 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
     const { backend } = ctx;
     const readEvents = backend.readEvents?.bind(backend);
     if (backend.capabilities.eventLog !== true || !readEvents) {
-      throw new HttpProblem(501, "no-event-log", `this server's store (${backend.description}) keeps no event log; follow one job with GET /jobs/{id}/events instead`);
+      throw new HttpProblem(
+        501,
+        "no-event-log",
+        `this server's store (${backend.description}) keeps no event log; follow one job with GET /jobs/{id}/events instead`,
+      );
     }
     if (after !== undefined) {
       // Refuse a cursor this store never issued now, while a 400 can still be sent.
@@ -61,7 +70,9 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
       }
     }
     if (ctx.streams.size >= ctx.sse.maxStreams) {
-      throw new HttpProblem(503, "too-many-streams", `this server already serves ${ctx.sse.maxStreams} event streams; retry later`, { headers: { "retry-after": "5" } });
+      throw new HttpProblem(503, "too-many-streams", `this server already serves ${ctx.sse.maxStreams} event streams; retry later`, {
+        headers: { "retry-after": "5" },
+      });
     }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(reply.getHeaders())) if (v !== undefined) headers[k] = String(v);
@@ -128,7 +139,12 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
             name: { type: "string", maxLength: 13_000, description: "Only these job names (comma-separated)." },
             jobId: { type: "string", minLength: 1, maxLength: 255, description: "Only this job's events." },
             type: { type: "string", maxLength: 1_000, description: `Only these event types (comma-separated): ${QUEUE_EVENT_TYPES.join(", ")}.` },
-            lastEventId: { type: "string", maxLength: 8_192, description: "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis about 30 bytes per queue that has events." },
+            lastEventId: {
+              type: "string",
+              maxLength: 8_192,
+              description:
+                "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis about 30 bytes per queue that has events.",
+            },
           },
         },
       },

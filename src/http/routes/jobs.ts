@@ -51,9 +51,14 @@ async function findJob(ctx: HttpContext, request: FastifyRequest): Promise<JobRe
     // A stream token opens the job it was issued for, not a later one that reuses its id.
     const job = await ctx.backend.get(id, grant.queue);
     if (!job || job.queue !== grant.queue || job.createdAt !== grant.createdAt || (queue !== undefined && queue !== grant.queue)) {
-      throw new HttpProblem(401, "unauthorized", "the access_token was issued for an earlier job with this id, which no longer exists; get a new one from POST /jobs/{id}/events/token", {
-        headers: { "www-authenticate": 'Bearer realm="conveyor"' },
-      });
+      throw new HttpProblem(
+        401,
+        "unauthorized",
+        "the access_token was issued for an earlier job with this id, which no longer exists; get a new one from POST /jobs/{id}/events/token",
+        {
+          headers: { "www-authenticate": 'Bearer realm="conveyor"' },
+        },
+      );
     }
     return job;
   }
@@ -94,9 +99,14 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       if (probe.advance(job).events.length === 0) return reply.code(204).send();
     }
     if (ctx.streams.size >= ctx.sse.maxStreams) {
-      throw new HttpProblem(503, "too-many-streams", `this server already serves ${ctx.sse.maxStreams} event streams; poll ${jobLinks(ctx.basePath, id, job.queue).self} instead, or retry later`, {
-        headers: { "retry-after": "5" },
-      });
+      throw new HttpProblem(
+        503,
+        "too-many-streams",
+        `this server already serves ${ctx.sse.maxStreams} event streams; poll ${jobLinks(ctx.basePath, id, job.queue).self} instead, or retry later`,
+        {
+          headers: { "retry-after": "5" },
+        },
+      );
     }
     // Headers set by hooks (CORS) must go out with the hijacked response.
     const headers: Record<string, string> = {};
@@ -122,11 +132,17 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function token(request: FastifyRequest, reply: FastifyReply) {
     const job = await findJob(ctx, request);
-    const { token, expiresAt } = ctx.tokens.issue({ jobId: job.id, queue: job.queue, createdAt: job.createdAt }, ctx.principal(request).id, ctx.streamTokenTtlMs);
+    const { token, expiresAt } = ctx.tokens.issue(
+      { jobId: job.id, queue: job.queue, createdAt: job.createdAt },
+      ctx.principal(request).id,
+      ctx.streamTokenTtlMs,
+    );
     const events = jobLinks(ctx.basePath, job.id, job.queue).events;
     return reply
       .header("cache-control", "no-store")
-      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}&access_token=${encodeURIComponent(token)}` } satisfies Static<typeof tokenResponse>);
+      .send({ token, expiresAt: new Date(expiresAt).toISOString(), eventsUrl: `${events}&access_token=${encodeURIComponent(token)}` } satisfies Static<
+        typeof tokenResponse
+      >);
   }
 
   async function cancel(request: FastifyRequest, reply: FastifyReply) {
@@ -162,7 +178,9 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
     if (outcome === "not-found") throw notFound(id);
     if (outcome === "not-dead") {
       const job = await ctx.backend.get(id, found.queue);
-      throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job?.state ?? "not dead"}; only dead jobs can be replayed`, { extensions: { state: job?.state ?? null } });
+      throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job?.state ?? "not dead"}; only dead jobs can be replayed`, {
+        extensions: { state: job?.state ?? null },
+      });
     }
     return reply.send({ jobId: id, state: "waiting", links: jobLinks(ctx.basePath, id, found.queue) } satisfies Static<typeof replayResponse>);
   }

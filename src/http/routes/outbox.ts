@@ -41,7 +41,8 @@ function view(event: DeadOutboxEvent) {
 }
 
 export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
-  const notFound = (id: string) => new HttpProblem(404, "outbox-event-not-found", `no set-aside outbox event ${JSON.stringify(id)}: it was replayed or deleted, or never set aside`);
+  const notFound = (id: string) =>
+    new HttpProblem(404, "outbox-event-not-found", `no set-aside outbox event ${JSON.stringify(id)}: it was replayed or deleted, or never set aside`);
   return [
     {
       method: "GET",
@@ -50,9 +51,18 @@ export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
       summary: "Outbox events a relay's target refused for good, newest first",
       tags: ["outbox"],
       access: "admin",
-      schema: { querystring: { type: "object", additionalProperties: false, properties: { limit: { type: "integer", minimum: 1, maximum: 1000, default: 50 } } } },
+      schema: {
+        querystring: { type: "object", additionalProperties: false, properties: { limit: { type: "integer", minimum: 1, maximum: 1000, default: 50 } } },
+      },
       responses: {
-        200: { description: "Set-aside events and how many there are.", schema: { type: "object", required: ["events", "total"], properties: { events: { type: "array", items: deadEventSchema }, total: { type: "integer" } } } },
+        200: {
+          description: "Set-aside events and how many there are.",
+          schema: {
+            type: "object",
+            required: ["events", "total"],
+            properties: { events: { type: "array", items: deadEventSchema }, total: { type: "integer" } },
+          },
+        },
         400: problemResponse("A query parameter is invalid."),
         ...authResponses(),
       },
@@ -96,7 +106,11 @@ export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
       responses: {
         200: {
           description: "Which ids were replayed, and which were not set aside.",
-          schema: { type: "object", required: ["replayed", "missing"], properties: { replayed: { type: "array", items: { type: "string" } }, missing: { type: "array", items: { type: "string" } } } },
+          schema: {
+            type: "object",
+            required: ["replayed", "missing"],
+            properties: { replayed: { type: "array", items: { type: "string" } }, missing: { type: "array", items: { type: "string" } } },
+          },
         },
         400: problemResponse("The body is invalid."),
         ...authResponses(),

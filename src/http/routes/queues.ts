@@ -19,7 +19,10 @@ const pageQuery = Type.Object(
       Type.String({ ...JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." }),
     ),
     before: Type.Optional(
-      Type.String({ ...JOB_ID_SCHEMA, description: "Reverse keyset cursor: the `prev` of the next page, for the page before it (newer jobs). Not with `after`." }),
+      Type.String({
+        ...JOB_ID_SCHEMA,
+        description: "Reverse keyset cursor: the `prev` of the next page, for the page before it (newer jobs). Not with `after`.",
+      }),
     ),
     createdFrom: Type.Optional(Type.String({ format: "date-time", description: "Only jobs created at or after this time (RFC 3339)." })),
     createdUntil: Type.Optional(Type.String({ format: "date-time", description: "Only jobs created before this time (RFC 3339)." })),
@@ -140,9 +143,14 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     const { queue } = request.params as QueueParams;
     const body = request.body as ReplayBody;
     if ((body.ids === undefined) === (body.all !== true)) {
-      throw new HttpProblem(422, "invalid-selection", 'give either "ids" (the dead jobs to replay) or "all": true (every dead job of the queue, up to "limit")', {
-        errors: [{ in: "body", pointer: "", detail: 'give exactly one of "ids" or "all": true' }],
-      });
+      throw new HttpProblem(
+        422,
+        "invalid-selection",
+        'give either "ids" (the dead jobs to replay) or "all": true (every dead job of the queue, up to "limit")',
+        {
+          errors: [{ in: "body", pointer: "", detail: 'give exactly one of "ids" or "all": true' }],
+        },
+      );
     }
     let ids: string[];
     if (body.ids) {
@@ -170,7 +178,8 @@ export function queueRoutes(ctx: HttpContext): RouteSpec[] {
     const { queue, id } = request.params as DeadJobParams;
     const job = await ctx.backend.get(id, queue);
     if (!job) throw new HttpProblem(404, "job-not-found", `no job ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
-    if (job.state !== "dead") throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job.state}; this route deletes dead jobs only`, { extensions: { state: job.state } });
+    if (job.state !== "dead")
+      throw new HttpProblem(409, "job-not-dead", `job ${id} is ${job.state}; this route deletes dead jobs only`, { extensions: { state: job.state } });
     const outcome = await ctx.backend.remove(id, queue);
     if (outcome === "not-found") throw new HttpProblem(404, "job-not-found", `job ${id} was already deleted`);
     if (outcome === "not-finished") throw new HttpProblem(409, "job-not-dead", `job ${id} is no longer dead (replayed meanwhile)`);

@@ -2,7 +2,17 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { checkPayload } from "../../core/define.js";
 import type { Json } from "../../core/json.js";
-import { buildScheduleWrite, DEFAULT_MISFIRE_GRACE_MS, DEFAULT_MISFIRE_LIMIT, MAX_MISFIRE_LIMIT, nextRunAt, notifySchedulesChanged, scheduleInfos, type ScheduleInfo, type ScheduleOptions } from "../../core/schedule.js";
+import {
+  buildScheduleWrite,
+  DEFAULT_MISFIRE_GRACE_MS,
+  DEFAULT_MISFIRE_LIMIT,
+  MAX_MISFIRE_LIMIT,
+  nextRunAt,
+  notifySchedulesChanged,
+  scheduleInfos,
+  type ScheduleInfo,
+  type ScheduleOptions,
+} from "../../core/schedule.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
 import type { JsonSchema } from "../schema.js";
@@ -23,7 +33,12 @@ const MISFIRE_SCHEMA: JsonSchema = {
       properties: {
         policy: { type: "string", enum: ["skip", "once", "all"] },
         graceMs: { type: "integer", minimum: 0, description: `skip: how late a tick may still fire, ms (default ${DEFAULT_MISFIRE_GRACE_MS}).` },
-        limit: { type: "integer", minimum: 1, maximum: MAX_MISFIRE_LIMIT, description: `all: the most missed ticks enqueued at once (default ${DEFAULT_MISFIRE_LIMIT}).` },
+        limit: {
+          type: "integer",
+          minimum: 1,
+          maximum: MAX_MISFIRE_LIMIT,
+          description: `all: the most missed ticks enqueued at once (default ${DEFAULT_MISFIRE_LIMIT}).`,
+        },
       },
     },
   ],
@@ -34,13 +49,19 @@ const SCHEDULE_BODY: JsonSchema = {
   additionalProperties: false,
   required: ["cron", "name"],
   properties: {
-    cron: { type: "string", minLength: 1, maxLength: 256, description: '5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, e.g. "0 8 * * MON".' },
+    cron: {
+      type: "string",
+      minLength: 1,
+      maxLength: 256,
+      description: '5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, e.g. "0 8 * * MON".',
+    },
     tz: { type: "string", minLength: 1, maxLength: 64, description: 'IANA time zone of the pattern, e.g. "Europe/Berlin" (default "UTC").' },
     name: { ...NAME_SCHEMA, description: "The job name every tick enqueues." },
     data: { description: "The payload of every tick's job (default {})." },
     options: {
       type: "object",
-      description: "Job options of every tick's job (attempts, priority, backoff, timeoutMs, removeOnComplete, removeOnFail, meta); not jobId, delayMs or runAt.",
+      description:
+        "Job options of every tick's job (attempts, priority, backoff, timeoutMs, removeOnComplete, removeOnFail, meta); not jobId, delayMs or runAt.",
     },
     misfire: MISFIRE_SCHEMA,
   },
@@ -120,15 +141,23 @@ export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
     const body = request.body as ScheduleOptions;
     const def = ctx.jobs.get(body.name);
     if (!def && ctx.strictJobNames) {
-      throw new HttpProblem(422, "invalid-schedule", `job "${body.name}" is not registered on this server; registered: ${[...ctx.jobs.keys()].join(", ") || "(none)"}`, {
-        errors: [{ in: "body", pointer: "/name", detail: "not a registered job" }],
-      });
+      throw new HttpProblem(
+        422,
+        "invalid-schedule",
+        `job "${body.name}" is not registered on this server; registered: ${[...ctx.jobs.keys()].join(", ") || "(none)"}`,
+        {
+          errors: [{ in: "body", pointer: "/name", detail: "not a registered job" }],
+        },
+      );
     }
     const data: Json = body.data === undefined ? {} : body.data;
     if (def) {
       const parsed = checkPayload(body.name, def.schema, data);
       if (!parsed.ok) {
-        const detail = parsed.issues.slice(0, 20).map((i) => `/data/${i.path.join("/")}: ${i.message}`).join("; ");
+        const detail = parsed.issues
+          .slice(0, 20)
+          .map((i) => `/data/${i.path.join("/")}: ${i.message}`)
+          .join("; ");
         throw new HttpProblem(422, "invalid-payload", `the data of job "${body.name}" does not match its schema: ${detail}`);
       }
     }
@@ -142,7 +171,8 @@ export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function remove(request: FastifyRequest, reply: FastifyReply) {
     const { queue, id } = request.params as { queue: string; id: string };
-    if (!(await ctx.backend.scheduleRemove(queue, id))) throw new HttpProblem(404, "schedule-not-found", `no schedule ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
+    if (!(await ctx.backend.scheduleRemove(queue, id)))
+      throw new HttpProblem(404, "schedule-not-found", `no schedule ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
     notifySchedulesChanged(ctx.backend);
     return reply.code(204).send();
   }

@@ -118,7 +118,10 @@ export class AmqpTarget implements Target {
     for (const [i, event] of events.entries()) {
       const content = Buffer.from(event.payloadText);
       if (content.length > this.maxMessageBytes) {
-        outcomes[i] = { status: "rejected", error: new RejectedEventError(`event is ${content.length} bytes, over the AMQP target's maxMessageBytes of ${this.maxMessageBytes}`) };
+        outcomes[i] = {
+          status: "rejected",
+          error: new RejectedEventError(`event is ${content.length} bytes, over the AMQP target's maxMessageBytes of ${this.maxMessageBytes}`),
+        };
         continue;
       }
       this.returned.delete(event.id);

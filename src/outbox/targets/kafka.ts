@@ -48,7 +48,14 @@ export interface KafkaTargetOptions {
 }
 
 /** Errors no resend can cure: the record or the topic is wrong for this cluster. */
-const PERMANENT = new Set(["MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_TOPIC_EXCEPTION", "INVALID_RECORD", "TOPIC_AUTHORIZATION_FAILED", "CORRUPT_MESSAGE"]);
+const PERMANENT = new Set([
+  "MESSAGE_TOO_LARGE",
+  "RECORD_LIST_TOO_LARGE",
+  "INVALID_TOPIC_EXCEPTION",
+  "INVALID_RECORD",
+  "TOPIC_AUTHORIZATION_FAILED",
+  "CORRUPT_MESSAGE",
+]);
 
 /** The kafkajs protocol error type behind `error` (kafkajs wraps the broker's error in retries). */
 export function kafkaErrorType(error: unknown): string | null {
@@ -79,14 +86,17 @@ export class KafkaTarget implements Target {
     const location = options.url !== undefined ? parseKafkaUrl(options.url) : null;
     this.brokers = location?.brokers ?? options.brokers ?? [];
     this.ownKafka = options.kafka ?? null;
-    if (this.brokers.length === 0 && this.ownKafka === null) throw new InvalidInputError("KafkaTarget needs { url: 'kafka://host:9092' }, { brokers } or { kafka }");
+    if (this.brokers.length === 0 && this.ownKafka === null)
+      throw new InvalidInputError("KafkaTarget needs { url: 'kafka://host:9092' }, { brokers } or { kafka }");
     this.topic = options.topic ?? (location?.topic || null);
     this.topicPrefix = options.topicPrefix ?? "";
     this.idempotent = options.idempotent ?? false;
     this.maxMessageBytes = options.maxMessageBytes ?? 1_000_000;
     this.ackTimeoutMs = options.ackTimeoutMs ?? 30_000;
-    if (!Number.isInteger(this.maxMessageBytes) || this.maxMessageBytes < 1) throw new InvalidInputError(`maxMessageBytes must be an integer >= 1; got ${JSON.stringify(options.maxMessageBytes)}`);
-    if (!Number.isInteger(this.ackTimeoutMs) || this.ackTimeoutMs < 1) throw new InvalidInputError(`ackTimeoutMs must be an integer >= 1; got ${JSON.stringify(options.ackTimeoutMs)}`);
+    if (!Number.isInteger(this.maxMessageBytes) || this.maxMessageBytes < 1)
+      throw new InvalidInputError(`maxMessageBytes must be an integer >= 1; got ${JSON.stringify(options.maxMessageBytes)}`);
+    if (!Number.isInteger(this.ackTimeoutMs) || this.ackTimeoutMs < 1)
+      throw new InvalidInputError(`ackTimeoutMs must be an integer >= 1; got ${JSON.stringify(options.ackTimeoutMs)}`);
     this.clientId = options.clientId ?? "conveyor-relay";
     this.logger = options.logger;
     const where = this.topic !== null ? this.topic : `${this.topicPrefix}*`;
@@ -104,7 +114,12 @@ export class KafkaTarget implements Target {
       const kafka = this.ownKafka ?? (await openKafka({ brokers: this.brokers, clientId: this.clientId, ...(this.logger ? { logger: this.logger } : {}) }));
       // Named explicitly: kafkajs's default (murmur2, as the Java client) warns when left implicit.
       const { Partitioners } = await loadKafkajs();
-      const producer = kafka.producer({ idempotent: this.idempotent, maxInFlightRequests: 1, allowAutoTopicCreation: true, createPartitioner: Partitioners.DefaultPartitioner });
+      const producer = kafka.producer({
+        idempotent: this.idempotent,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: true,
+        createPartitioner: Partitioners.DefaultPartitioner,
+      });
       try {
         await producer.connect();
       } catch (error) {
@@ -124,9 +139,15 @@ export class KafkaTarget implements Target {
     const byTopic = new Map<string, { indexes: number[]; messages: TopicMessages["messages"] }>();
     events.forEach((event, i) => {
       const headers = outboxHeaders(event);
-      const bytes = Buffer.byteLength(event.payloadText) + Buffer.byteLength(event.key ?? "") + Object.entries(headers).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v), 0);
+      const bytes =
+        Buffer.byteLength(event.payloadText) +
+        Buffer.byteLength(event.key ?? "") +
+        Object.entries(headers).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(v), 0);
       if (bytes > this.maxMessageBytes) {
-        outcomes[i] = { status: "rejected", error: new RejectedEventError(`event is ${bytes} bytes, over the Kafka target's maxMessageBytes of ${this.maxMessageBytes}`) };
+        outcomes[i] = {
+          status: "rejected",
+          error: new RejectedEventError(`event is ${bytes} bytes, over the Kafka target's maxMessageBytes of ${this.maxMessageBytes}`),
+        };
         return;
       }
       const topic = this.topic ?? this.topicPrefix + event.topic;

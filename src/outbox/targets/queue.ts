@@ -52,7 +52,9 @@ export class QueueTarget implements Target {
     const positions: number[] = [];
     events.forEach((event, i) => {
       try {
-        const meta: { [key: string]: Json } = { outbox: { id: event.id, topic: event.topic, key: event.key, headers: event.headers, createdAt: event.createdAt } };
+        const meta: { [key: string]: Json } = {
+          outbox: { id: event.id, topic: event.topic, key: event.key, headers: event.headers, createdAt: event.createdAt },
+        };
         specs.push(
           buildJobSpec({
             queue: this.queue,

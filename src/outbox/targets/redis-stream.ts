@@ -66,12 +66,30 @@ export class RedisStreamTarget implements Target {
       const headers = JSON.stringify(outboxHeaders(event));
       const bytes = Buffer.byteLength(event.payloadText) + Buffer.byteLength(headers);
       if (bytes > this.maxMessageBytes) {
-        outcomes[i] = { status: "rejected", error: new RejectedEventError(`event is ${bytes} bytes, over the stream target's maxMessageBytes of ${this.maxMessageBytes}`) };
+        outcomes[i] = {
+          status: "rejected",
+          error: new RejectedEventError(`event is ${bytes} bytes, over the stream target's maxMessageBytes of ${this.maxMessageBytes}`),
+        };
         return;
       }
       const trim = this.maxLen === null ? [] : ["MAXLEN", "~", String(this.maxLen)];
-      pipeline.xadd(this.streamPrefix + event.topic, ...trim, "*",
-        "id", event.id, "topic", event.topic, "key", event.key ?? "", "payload", event.payloadText, "headers", headers, "created_at", String(event.createdAt));
+      pipeline.xadd(
+        this.streamPrefix + event.topic,
+        ...trim,
+        "*",
+        "id",
+        event.id,
+        "topic",
+        event.topic,
+        "key",
+        event.key ?? "",
+        "payload",
+        event.payloadText,
+        "headers",
+        headers,
+        "created_at",
+        String(event.createdAt),
+      );
       sent.push(i);
     });
     if (sent.length === 0) return outcomes;

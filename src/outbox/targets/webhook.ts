@@ -48,7 +48,8 @@ export class WebhookTarget implements Target {
     signWebhook(this.secrets, { id: "probe", timestamp: 0, body: "" });
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.concurrency = options.concurrency ?? 8;
-    if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new InvalidInputError(`concurrency must be an integer >= 1; got ${JSON.stringify(options.concurrency)}`);
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
+      throw new InvalidInputError(`concurrency must be an integer >= 1; got ${JSON.stringify(options.concurrency)}`);
     this.description = `webhook:${url.origin}${url.pathname}`;
   }
 

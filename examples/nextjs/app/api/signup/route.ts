@@ -14,11 +14,14 @@ export async function POST(request: Request): Promise<Response> {
   try {
     body = await request.json();
   } catch {
-    return Response.json({ error: "the body must be JSON: { \"userId\": \"…\" }" }, { status: 400 });
+    return Response.json({ error: 'the body must be JSON: { "userId": "…" }' }, { status: 400 });
   }
   try {
     const { id } = await conveyor().queue.add(sendWelcome, body as { userId: string });
-    return Response.json({ jobId: id, statusUrl: `/api/jobs/${encodeURIComponent(id)}` }, { status: 202, headers: { location: `/api/jobs/${encodeURIComponent(id)}` } });
+    return Response.json(
+      { jobId: id, statusUrl: `/api/jobs/${encodeURIComponent(id)}` },
+      { status: 202, headers: { location: `/api/jobs/${encodeURIComponent(id)}` } },
+    );
   } catch (error) {
     if (error instanceof PayloadValidationError) return Response.json({ error: "invalid payload", issues: error.issues }, { status: 422 });
     throw error;
