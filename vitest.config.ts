@@ -20,12 +20,11 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Files run in two parallel forks (vitest's default on two cores is one: cores - 1). Most of
-    // the suite waits on servers, child processes and timers, not on the CPU, so two at a time
-    // shortens it; each test file uses its own database, prefix or vhost names, and the tests
-    // that kill or pause a server start a private one.
+    // One file at a time on two cores (vitest's default, cores - 1). Two at a time took the suite
+    // from about 13 to 8 minutes, but a chaos short run beside another file starved its workers
+    // (an event loop blocked 3 s, heartbeats late, a lease lost: a bound broken) in one CI run
+    // out of three. Next step: the chaos files as their own project, run alone after the rest.
     pool: "forks",
-    maxWorkers: 2,
     // Start throwaway servers unless DATABASE_URL / REDIS_URL name them; tests get the URLs via inject().
     globalSetup: ["test/setup/postgres.ts", "test/setup/redis.ts", "test/setup/rabbitmq.ts", "test/setup/kafka.ts"],
   },
