@@ -44,6 +44,8 @@ interface Slot {
   availableSince: number | null;
   /** The current process said it started ("conveyor worker … on …"): its rescuer runs. */
   ready: boolean;
+  /** The failpoint the current process was started with (it kills itself there), or null. */
+  failpoint: string | null;
   readyPoll: NodeJS.Timeout | null;
   contTimer: NodeJS.Timeout | null;
   term: { sentAt: number; forced: boolean; killTimer: NodeJS.Timeout | null } | null;
@@ -102,6 +104,7 @@ export class Fleet {
       stopSeen: false,
       availableSince: null,
       ready: false,
+      failpoint: null,
       readyPoll: null,
       contTimer: null,
       term: null,
@@ -178,6 +181,7 @@ export class Fleet {
     slot.logPath = join(this.logDir, `${slot.name}-${slot.incarnation}.log`);
     this.workerLogs.push(slot.logPath);
     const failpoint = this.faultsOn ? failpointFor(this.options.def, this.options.prng) : null;
+    slot.failpoint = failpoint;
     const args = [
       "--import",
       "tsx",
@@ -299,10 +303,15 @@ export class Fleet {
    * `started`, only one whose worker has started (SIGTERM before that meets Node's default action:
    * the CLI installs its handlers once the backend is open).
    */
-  target(preferred: number, started = false): Slot | null {
-    for (let i = 0; i < this.slots.length; i++) {
-      const slot = this.slots[(preferred + i) % this.slots.length]!;
-      if (slot.state === "up" && slot.child && (!started || slot.ready)) return slot;
+  target(preferred: number, started = false, avoidFailpoints = false): Slot | null {
+    // A SIGTERM aimed at a worker with a failpoint armed can end in the failpoint's own kill
+    // while the worker drains, and the run then never sees a SIGTERM exit: prefer one without.
+    for (const pass of avoidFailpoints ? [true, false] : [false]) {
+      for (let i = 0; i < this.slots.length; i++) {
+        const slot = this.slots[(preferred + i) % this.slots.length]!;
+        if (pass && slot.failpoint !== null) continue;
+        if (slot.state === "up" && slot.child && (!started || slot.ready)) return slot;
+      }
     }
     return null;
   }

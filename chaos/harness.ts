@@ -224,7 +224,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           return skip(f, "every target died before it was seen stopped");
         }
         case "term": {
-          const slot = fleet.target(f.slot, true);
+          const slot = fleet.target(f.slot, true, true);
           if (slot) fleet.term(slot);
           else skip(f, "no worker up");
           return;
