@@ -16,5 +16,7 @@ set_aside AS (
   ON CONFLICT (id) DO UPDATE SET failed_at = excluded.failed_at, target = excluded.target, error = excluded.error
   RETURNING id
 )
+-- One array, so the delete probes the primary key (an OR with a subquery is planned as a scan of
+-- the whole table).
 DELETE FROM {{schema}}.outbox
-WHERE seq = ANY ($1::bigint[]) OR seq IN (SELECT seq FROM refused)
+WHERE seq = ANY ($1::bigint[] || $2::bigint[])
