@@ -5,6 +5,7 @@
  * claims its next batch while the target confirms the previous one, and never lets that batch
  * overtake an event of the previous one that failed.
  */
+import { readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
@@ -336,5 +337,36 @@ describe("pipelined rounds", () => {
     // Event 2 was claimed ahead each time 1 failed: it reached the target only after 1 did, and
     // nothing went twice.
     expect(sequencesByKey(target.received).get("k0")).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+});
+
+describe("poll settle plan", () => {
+  it("deletes a batch through the primary key on a fresh outbox with a large backlog (no statistics yet)", async () => {
+    const schema = schemas.create("ob");
+    await migrateSchema(url, schema);
+    await pool.query(
+      `INSERT INTO ${schema}.outbox (id, topic, key, payload, created_at) SELECT 'e' || g, 't', 'k' || (g % 100), '{"n":1}', 1 FROM generate_series(1, 100000) g`,
+    );
+    const { rows: stats } = await pool.query<{ reltuples: number }>(
+      `SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'outbox'`,
+      [schema],
+    );
+    expect(stats[0]!.reltuples).toBe(-1); // never analyzed: the planner has only the table's size
+    const settle = readFileSync(new URL("../../src/outbox/queries/poll-settle.sql", import.meta.url), "utf8").replaceAll("{{schema}}", schema);
+    const published = Array.from({ length: 500 }, (_, i) => 5_001 + i);
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      const { rows } = await client.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) ${settle}`, [published, [5_600], ["refused"], "t"]);
+      const plan = JSON.stringify(rows[0]!["QUERY PLAN"]);
+      // The DELETE's own scan of outbox (the set-aside INSERT probes it by seq too).
+      expect(plan).not.toMatch(/"Node Type":"Seq Scan"/);
+      expect(plan).toMatch(/"Index Name":"outbox_pkey"/);
+      const deleted = await client.query(settle, [published, [5_600], ["refused"], "t"]);
+      expect(deleted.rowCount).toBe(501);
+    } finally {
+      await client.query("ROLLBACK");
+      client.release();
+    }
   });
 });
