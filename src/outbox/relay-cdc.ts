@@ -510,9 +510,27 @@ export class CdcSource implements OutboxSource {
     if (this.walTimer) clearInterval(this.walTimer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     for (const wake of this.drainWaiters.splice(0)) wake();
+    const streamed = this.service !== null;
     await this.service?.destroy().catch(() => undefined);
     this.service = null;
+    if (streamed) await this.awaitSlotReleased();
     await this.pool.end();
+  }
+
+  /**
+   * Waits (up to 5 s) until PostgreSQL marks the slot inactive: its WAL sender exits a moment
+   * after the connection closes, and until then a teardown or the next relay finds the slot in use.
+   */
+  private async awaitSlotReleased(): Promise<void> {
+    const deadline = Date.now() + 5_000;
+    for (let attempt = 0; Date.now() < deadline; attempt++) {
+      const active = await this.pool
+        .query<{ active: boolean }>("SELECT active FROM pg_replication_slots WHERE slot_name = $1", [this.slot])
+        .then((r) => r.rows[0]?.active === true)
+        .catch(() => false); // the database is gone: nothing to wait for
+      if (!active) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100, 5 * 2 ** attempt)));
+    }
   }
 }
 
