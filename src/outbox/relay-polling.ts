@@ -9,12 +9,15 @@
  * confirmed, one statement deletes the published rows and moves the refused ones to
  * `outbox_dead`, and COMMIT releases the locks. A relay that dies mid-round leaves nothing
  * behind: its transaction aborts and the rows are claimable again (published again, the one
- * redelivery). Idle relays sleep on LISTEN; publish() NOTIFYs at commit.
+ * redelivery). Idle relays sleep on LISTEN; publish() NOTIFYs at commit. The relay overlaps two
+ * rounds (the next claim runs while the target confirms the current batch): the source passes
+ * its own open batches' seqs to the claim, which counts them as held by this relay.
  *
  * SQLite: one writer at a time, and a publish cannot run inside a write transaction without
  * stopping every writer for its duration. So one relay per database publishes, holding a lease
  * row in `outbox_relay` (renewed every round); others wait as standbys and take over once it
- * expires. Rows are deleted after the target confirmed, in one short transaction.
+ * expires. Rows are deleted after the target confirmed, in one short transaction; a claim made
+ * while a batch is open skips that batch's rows.
  */
 import { readFileSync } from "node:fs";
 import type Database from "better-sqlite3";
