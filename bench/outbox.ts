@@ -26,8 +26,8 @@ import type { Target } from "../src/outbox/target.js";
 import { AmqpTarget } from "../src/outbox/targets/amqp.js";
 import { QueueTarget } from "../src/outbox/targets/queue.js";
 import { PostgresOutbox } from "../src/outbox/writer.js";
-import { startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRabbit } from "../test/helpers/rabbitmq.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRabbit } from "../testkit/servers/rabbitmq.js";
 import { fmt, median, percentile, sleep } from "./lib.js";
 
 const { values } = parseArgs({

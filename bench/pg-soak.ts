@@ -18,7 +18,7 @@ import { loadavg } from "node:os";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { fmt, formatLoad, machineLine, sleep } from "./lib.js";
 
 export interface SoakOptions {
