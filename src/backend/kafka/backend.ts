@@ -61,7 +61,7 @@ import type {
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
 import { checkedBackend } from "../checked.js";
-import { checkListArgs, staleCursor } from "../listing.js";
+import { checkListArgs, pageDeadLetters } from "../listing.js";
 import { DeadLetterView, DEAD_MARKER } from "./dead-view.js";
 import { checkTopicPrefix, TopicNames, type TopicKind } from "./topics.js";
 
@@ -886,22 +886,11 @@ export class KafkaBackend implements Backend {
     }
     const queues = this.queuesFor(filter.queue, "listing dead jobs");
     const view = await this.dead(queues);
-    const jobs = queues
-      .flatMap((q) => view.all(q).map((d) => recordOf(d.envelope, "dead")))
-      .filter(
-        (job) =>
-          (filter.name === undefined || job.name === filter.name) &&
-          (args.createdFrom === null || job.createdAt >= args.createdFrom) &&
-          (args.createdUntil === null || job.createdAt < args.createdUntil),
-      );
-    jobs.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
-    let from = 0;
-    if (args.after !== null) {
-      const i = jobs.findIndex((j) => j.id === args.after);
-      if (i < 0) throw staleCursor(args.after, filter.queue!);
-      from = i + 1;
-    }
-    return jobs.slice(from + args.offset, from + args.offset + args.limit);
+    return pageDeadLetters(
+      queues.flatMap((q) => view.all(q).map((d) => recordOf(d.envelope, "dead"))),
+      filter,
+      args,
+    );
   }
 
   /** Replays a dead letter: a fresh copy to the work topic (acknowledged), then a marker hides the dead letter. */
