@@ -33,9 +33,9 @@ import { RedisStreamTarget } from "../src/outbox/targets/redis-stream.js";
 import { outboxHeaders } from "../src/outbox/target.js";
 import { PostgresOutbox } from "../src/outbox/writer.js";
 import { Queue } from "../src/producer/queue.js";
-import { startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRabbit } from "../test/helpers/rabbitmq.js";
-import { startThrowawayRedis } from "../test/helpers/redis.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRabbit } from "../testkit/servers/rabbitmq.js";
+import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { fmt, median, percentile, sleep } from "./lib.js";
 
 const { values } = parseArgs({

@@ -27,7 +27,7 @@ import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "gra
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, latencySamples, machineLine, median, peerVersions, percentile, sleep } from "./lib.js";
 
 const PREFETCH = 500;

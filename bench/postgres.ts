@@ -1,6 +1,6 @@
 /**
  * PostgreSQL: Conveyor, graphile-worker and pg-boss side by side on one server (a throwaway one
- * from test/helpers/postgres.ts, or DATABASE_URL). Every measurement gets a fresh database of its
+ * from testkit/servers/postgres.ts, or DATABASE_URL). Every measurement gets a fresh database of its
  * own, so no system sees another's tables, indexes or dead tuples, and each peer runs with the
  * fast settings its own documentation gives for the version installed (see each subject below).
  * All three wake idle workers through LISTEN/NOTIFY, so every enqueue pays for a NOTIFY alike.
@@ -10,7 +10,7 @@ import pg from "pg";
 import { PgBoss } from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { silentLogger } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import {
   type BenchSizes,
   chunks,
