@@ -133,6 +133,40 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     await check();
   }, 90_000);
 
+  it("stay bounded without maintenance: the writers fold them every 64 statements (migration 0010)", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const q = new Queue("g", { backend: b });
+    const rowsStored = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.job_counts`)).rows[0]!.n);
+    // 1,000 enqueue statements, one delta row each: unfolded, 1,000 rows.
+    let most = 0;
+    for (let i = 0; i < 1_000; i++) {
+      await q.add("job", { i });
+      if (i % 50 === 0) most = Math.max(most, await rowsStored());
+    }
+    most = Math.max(most, await rowsStored());
+    // At most 64 statements' deltas plus the folded row: never near the 1,000 written.
+    expect(most).toBeLessThanOrEqual(70);
+    expect(await reported(b)).toEqual(await countedFromTable(schema));
+
+    // Claims and completions one job at a time (two delta rows per statement), no maintenance.
+    let completed = 0;
+    const w = new Worker({ backend: b, queues: "g", concurrency: 1, logger: silentLogger, maintenance: false, handlers: { job: () => null } });
+    w.on("job:completed", () => void completed++);
+    toClose.push({ close: () => w.close() });
+    await waitFor(
+      async () => {
+        most = Math.max(most, await rowsStored());
+        return completed === 1_000;
+      },
+      { timeoutMs: 60_000 },
+    );
+    await toClose.pop()!.close();
+    most = Math.max(most, await rowsStored());
+    expect(most).toBeLessThanOrEqual(140);
+    expect(await reported(b)).toEqual(await countedFromTable(schema));
+  }, 90_000);
+
   it("the migration counts the jobs stored before it", async () => {
     const schema = schemas.create();
     const quoted = pg.escapeIdentifier(schema);
