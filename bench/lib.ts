@@ -360,6 +360,11 @@ export function conveyorThroughput(withFreshBackend: WithFreshBackend, prefetch 
 export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const q = new Queue("bench", { backend });
   for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+  return conveyorProcessFilled(backend, n, concurrency, prefetch);
+}
+
+/** conveyorProcessing's timed part: jobs/s of one Worker draining `n` jobs already in queue "bench". */
+export async function conveyorProcessFilled(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;
