@@ -42,7 +42,7 @@
 --   Execution Time: 0.465 ms
 -- Ten index entries read for ten jobs claimed, whatever the backlog; the 1k future jobs are
 -- never touched.
-WITH params AS MATERIALIZED (
+WITH RECURSIVE params AS MATERIALIZED (
   -- Every parameter the planner would otherwise look into, read through this one-row CTE. With
   -- their values hidden, a custom plan is estimated exactly like the generic one, so after five
   -- executions PostgreSQL keeps the generic plan of this prepared statement instead of planning
@@ -51,9 +51,41 @@ WITH params AS MATERIALIZED (
   SELECT $2::text[] AS queues, $3::text[] AS names, $4::int AS lim, {{schema}}.now_ms($1) AS now,
          $9::boolean AS flow_checked
 ),
+-- The named queues that hold waiting jobs, found without one probe per named queue: a loose
+-- index scan of jobs_claim (one descent per distinct queue with waiting jobs, from the first
+-- named queue to the last) gives them directly when there are at most as many such queues as
+-- names; when there are more (a worker naming a few of many busy queues) it stops one past that
+-- and every named queue is probed instead. Either way a claim costs at most about two descents
+-- per named queue, and a worker naming 1,000 queues of which 999 are empty pays two or three
+-- descents, not 1,000 (docs/performance-postgres.md, "Third pass").
+named AS MATERIALIZED (
+  SELECT DISTINCT q.name FROM params, unnest(params.queues) AS q(name)
+),
+named_range AS MATERIALIZED (
+  SELECT min(name COLLATE "C") AS first, max(name COLLATE "C") AS last, count(*) AS n FROM named
+),
+waiting_queues AS (
+  -- Recursive: the statement starts WITH RECURSIVE (which the non-recursive CTEs ignore).
+  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j, named_range r WHERE j.state = 'waiting' AND j.queue >= r.first) AS queue
+  UNION ALL
+  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue > w.queue)
+  FROM waiting_queues w, named_range r
+  WHERE w.queue < r.last
+),
+scanned AS MATERIALIZED (
+  SELECT w.queue FROM waiting_queues w, named_range r WHERE w.queue IS NOT NULL AND w.queue <= r.last
+  LIMIT (SELECT n + 1 FROM named_range)
+),
+candidate_queues AS (
+  SELECT s.queue AS name FROM scanned s
+  WHERE (SELECT count(*) FROM scanned) <= (SELECT n FROM named_range) AND s.queue IN (SELECT name FROM named)
+  UNION ALL
+  SELECT name FROM named
+  WHERE (SELECT count(*) FROM scanned) > (SELECT n FROM named_range)
+),
 open_queues AS (
-  SELECT DISTINCT q.name
-  FROM params, unnest(params.queues) AS q(name)
+  SELECT q.name
+  FROM params, candidate_queues q
   WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q.name AND p.paused)
     -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
     AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
@@ -69,16 +101,16 @@ waiting AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
   ) AS c
 ),
+-- Due scheduled jobs of every named queue in one walk of jobs_scheduled (its due part: future
+-- jobs are never read), not one walk per named queue.
 due AS MATERIALIZED (
-  SELECT c.id, c.priority, c.run_at, c.seq
-  FROM params, open_queues q
-  CROSS JOIN LATERAL (
-    SELECT id, priority, run_at, seq FROM {{schema}}.jobs
-    WHERE queue = q.name AND state = 'scheduled' AND run_at <= params.now AND name = ANY(params.names)
-    ORDER BY priority, run_at, seq
-    LIMIT params.lim
-    FOR UPDATE SKIP LOCKED
-  ) AS c
+  SELECT id, priority, run_at, seq FROM params, {{schema}}.jobs
+  WHERE state = 'scheduled' AND run_at <= params.now AND queue = ANY(params.queues) AND name = ANY(params.names)
+    AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = jobs.queue AND p.paused)
+    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = jobs.queue))
+  ORDER BY priority, run_at, seq
+  LIMIT (SELECT lim FROM params)
+  FOR UPDATE OF jobs SKIP LOCKED
 )
 UPDATE {{schema}}.jobs AS j
 SET state = 'active',
