@@ -66,7 +66,7 @@ named_range AS MATERIALIZED (
 ),
 waiting_queues AS (
   -- Recursive: the statement starts WITH RECURSIVE (which the non-recursive CTEs ignore).
-  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j, named_range r WHERE j.state = 'waiting' AND j.queue >= r.first) AS queue
+  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue >= (SELECT first FROM named_range)) AS queue
   UNION ALL
   SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue > w.queue)
   FROM waiting_queues w, named_range r
