@@ -188,6 +188,30 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
   });
 });
 
+describe("claims naming many queues (PostgreSQL)", () => {
+  // claim.sql finds the named queues holding waiting jobs by a loose scan of jobs_claim when
+  // there are at most as many such queues as names, and probes every named queue otherwise.
+  const claimAll = async (b: PostgresBackend, queues: string[], limit: number) =>
+    (await b.claim({ queues, names: ["job"], worker, limit, leaseMs: 30_000 })).map((c) => `${c.job.queue}/${c.job.priority}`).sort();
+
+  it("take every runnable job of the named queues, in priority order, whichever way the queues are found", async () => {
+    const b = await backend(schemas.create());
+    // Busy queues a, b, c, m, z; 200 named queues of which only a and z hold jobs; due retries in e.
+    for (const queue of ["a", "b", "c", "m", "z"]) await b.enqueue([job(queue, { priority: 2 }), job(queue, { priority: 1 })]);
+    await b.enqueue([job("e", { delayMs: 1 })]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const named = [...Array.from({ length: 198 }, (_, i) => `n${String(i).padStart(3, "0")}`), "a", "z", "e"];
+    // Loose scan: a, b, c, e?, m, n…, z are fewer than the 201 names: the claim takes a's, z's and the due e.
+    expect(await claimAll(b, named, 3)).toEqual(["a/1", "e/0", "z/1"]);
+    // More busy queues than names (a, b, c, m, z against 2 names): every named queue is probed.
+    expect(await claimAll(b, ["c", "a"], 10)).toEqual(["a/2", "c/1", "c/2"]);
+    // A paused queue found by the loose scan (b, c, m, z: fewer than the 5 names) is still skipped.
+    await b.pause("m");
+    expect(await claimAll(b, ["m", "z", "b", "x1", "x2"], 10)).toEqual(["b/1", "b/2", "z/2"]);
+    expect(await claimAll(b, named, 10)).toEqual([]);
+  });
+});
+
 describe("JIT (PostgreSQL)", () => {
   it("is off on every connection of the backend's own pool, whatever the server's default", async () => {
     const b = await backend(schemas.create());
