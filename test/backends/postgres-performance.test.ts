@@ -209,6 +209,10 @@ describe("claims naming many queues (PostgreSQL)", () => {
     await b.pause("m");
     expect(await claimAll(b, ["m", "z", "b", "x1", "x2"], 10)).toEqual(["b/1", "b/2", "z/2"]);
     expect(await claimAll(b, named, 10)).toEqual([]);
+    // More than 32 busy queues among the names: the scan gives up and every named queue is probed.
+    const busy = Array.from({ length: 40 }, (_, i) => `busy${String(i).padStart(2, "0")}`);
+    await b.enqueue(busy.map((queue) => job(queue, { priority: 3 })));
+    expect(await claimAll(b, [...busy, "zz1", "zz2"], 100)).toEqual(busy.map((queue) => `${queue}/3`));
   });
 });
 

@@ -53,11 +53,11 @@ WITH RECURSIVE params AS MATERIALIZED (
 ),
 -- The named queues that hold waiting jobs, found without one probe per named queue: a loose
 -- index scan of jobs_claim (one descent per distinct queue with waiting jobs, from the first
--- named queue to the last) gives them directly when there are at most as many such queues as
--- names; when there are more (a worker naming a few of many busy queues) it stops one past that
--- and every named queue is probed instead. Either way a claim costs at most about two descents
--- per named queue, and a worker naming 1,000 queues of which 999 are empty pays two or three
--- descents, not 1,000 (docs/performance-postgres.md, "Third pass").
+-- named queue to the last) gives them directly when it finds at most 32 such queues (and no
+-- more than there are names). When it finds more, every named queue is probed, as before: the
+-- scan stops after 33 descents, so that case pays about 33 descents more than probing alone. So a
+-- worker naming 1,000 queues of which 999 are empty pays two or three descents, not 1,000 probes
+-- (docs/performance-postgres.md, "Third pass"); one naming 1,000 busy queues pays the probes.
 named AS MATERIALIZED (
   SELECT DISTINCT q.name FROM params, unnest(params.queues) AS q(name)
 ),
@@ -74,17 +74,17 @@ waiting_queues AS (
 ),
 scanned AS MATERIALIZED (
   SELECT w.queue FROM waiting_queues w, named_range r WHERE w.queue IS NOT NULL AND w.queue <= r.last
-  LIMIT (SELECT n + 1 FROM named_range)
+  LIMIT (SELECT least(n, 32) + 1 FROM named_range)
 ),
 candidate_queues AS (
   -- INTERSECT: hashed, where a semi-join of two CTEs gets a nested loop (their sizes unknown to
   -- the planner): 1,000 × 1,000 comparisons for a worker naming 1,000 busy queues.
-  (SELECT queue AS name FROM scanned WHERE (SELECT count(*) FROM scanned) <= (SELECT n FROM named_range)
+  (SELECT queue AS name FROM scanned WHERE (SELECT count(*) FROM scanned) <= (SELECT least(n, 32) FROM named_range)
    INTERSECT
    SELECT name FROM named)
   UNION ALL
   SELECT name FROM named
-  WHERE (SELECT count(*) FROM scanned) > (SELECT n FROM named_range)
+  WHERE (SELECT count(*) FROM scanned) > (SELECT least(n, 32) FROM named_range)
 ),
 open_queues AS (
   SELECT q.name
