@@ -133,7 +133,7 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     await check();
   }, 90_000);
 
-  it("stay bounded without maintenance: the writers fold them every 64 statements (migration 0010)", async () => {
+  it("stay bounded without maintenance: every 64th statement on jobs folds them (migration 0010)", async () => {
     const schema = schemas.create();
     const b = await backend(schema);
     const q = new Queue("g", { backend: b });

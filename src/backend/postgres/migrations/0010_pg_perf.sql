@@ -5,9 +5,8 @@
 -- 0007's count triggers append one delta row per (queue, state) a statement changes, and only
 -- prune (maintenance) folded them: a deployment running no maintenance grew job_counts by a few
 -- rows per statement forever, and stats() summed all of them. Now the writers fold as they go:
--- every FOLD_EVERY-th statement that writes deltas (a sequence counts them, across every
--- connection) folds the table into one row per (queue, state) inside its own transaction. So the
--- table holds at most about FOLD_EVERY statements' deltas plus one row per (queue, state) and per
+-- every 64th statement that changes jobs (a sequence counts them, across every connection)
+-- folds the table into one row per (queue, state) inside its own transaction. So the table holds at most about 64 statements' deltas plus one row per (queue, state) and per
 -- transaction still open, whatever runs or does not run maintenance.
 --
 -- The fold locks the rows it folds with FOR UPDATE SKIP LOCKED: two folds at once (or a fold
@@ -30,49 +29,21 @@ CREATE FUNCTION {{schema}}.fold_job_counts() RETURNS void
   SELECT queue, state, sum(n) FROM folded GROUP BY queue, state HAVING sum(n) <> 0
 $$;
 
--- Called by the three count triggers after their INSERT: folds on every 64th call. 64: a fold
--- reads at most ~64 statements' deltas (a few hundred rows, well under a millisecond), once per
--- 64 statements; a sequence's nextval writes WAL once per 32 calls.
-CREATE FUNCTION {{schema}}.count_written() RETURNS void
+-- Folds on every 64th statement that changes jobs: a fold then reads at most ~64 statements'
+-- deltas (a few hundred rows, well under a millisecond), once per 64 statements; a sequence's
+-- nextval writes WAL once per 32 calls. A trigger of its own rather than a line in 0007's three
+-- count functions (which stay as they are); PostgreSQL fires a table's AFTER statement triggers in
+-- name order, and "then" sorts after "added", "changed" and "removed", so it runs after the
+-- statement's own deltas are written and folds them too. Statements that change no
+-- count (heartbeats) also advance the sequence: that only brings the next fold a little closer.
+CREATE FUNCTION {{schema}}.fold_job_counts_every_64() RETURNS trigger
   LANGUAGE plpgsql AS $$
 BEGIN
   IF nextval('{{schema}}.job_counts_writes') % 64 = 0 THEN
     PERFORM {{schema}}.fold_job_counts();
   END IF;
-END $$;
-
-CREATE OR REPLACE FUNCTION {{schema}}.count_added_jobs() RETURNS trigger
-  LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO {{schema}}.job_counts (queue, state, n)
-  SELECT queue, state, count(*) FROM added_jobs GROUP BY queue, state;
-  PERFORM {{schema}}.count_written();
   RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION {{schema}}.count_changed_jobs() RETURNS trigger
-  LANGUAGE plpgsql AS $$
-BEGIN
-  -- Rows whose state (and queue) did not change cancel out: a heartbeat adds nothing.
-  INSERT INTO {{schema}}.job_counts (queue, state, n)
-  SELECT queue, state, sum(n)
-  FROM (SELECT queue, state, -1 AS n FROM changed_before
-        UNION ALL
-        SELECT queue, state, 1 FROM changed_after) AS d
-  GROUP BY queue, state
-  HAVING sum(n) <> 0;
-  -- A statement that changed no count (a heartbeat, a progress write) wrote nothing to fold.
-  IF FOUND THEN
-    PERFORM {{schema}}.count_written();
-  END IF;
-  RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION {{schema}}.count_removed_jobs() RETURNS trigger
-  LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO {{schema}}.job_counts (queue, state, n)
-  SELECT queue, state, -count(*) FROM removed_jobs GROUP BY queue, state;
-  PERFORM {{schema}}.count_written();
-  RETURN NULL;
-END $$;
+CREATE TRIGGER jobs_counts_then_fold AFTER INSERT OR UPDATE OR DELETE ON {{schema}}.jobs
+  FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.fold_job_counts_every_64();
