@@ -8,16 +8,18 @@
 -- Returns the claimed rows ({{job_columns}}) in no particular order; the caller sorts them.
 --
 -- Runnable = waiting, or scheduled and due; queue not paused; name among $3. Order: priority,
--- then run_at, then seq (insertion order). Per queue, two index walks that each stop after $4
--- rows: jobs_claim over waiting rows (already in claim order) and jobs_scheduled over the due
--- part of the scheduled ones (future jobs are never read). FOR UPDATE SKIP LOCKED makes
+-- then run_at, then seq (insertion order). Per named queue that holds waiting jobs (found by
+-- the loose scan below), one walk of jobs_claim that stops after $4 rows (already in claim
+-- order); for all named queues together, one walk of jobs_scheduled over the due part of the
+-- scheduled rows (future jobs are never read), sorted, $4 kept. FOR UPDATE SKIP LOCKED makes
 -- concurrent claimers step over each other's rows instead of queueing behind them; rows locked
 -- here but not among the best $4 are unlocked when the statement commits. The two walks are
 -- separate MATERIALIZED CTEs because PostgreSQL allows no FOR UPDATE under a UNION, and
 -- MATERIALIZED guarantees each runs exactly once (a LIMIT ... SKIP LOCKED subquery the planner
 -- re-ran could lock a different set the second time).
 --
--- EXPLAIN (ANALYZE) of the generic plan, PostgreSQL 15; 100k waiting and 1k future jobs in
+-- EXPLAIN (ANALYZE) of the generic plan before the loose scan and the single due walk (third
+-- pass, docs/performance-postgres.md; the waiting walk is unchanged), PostgreSQL 15; 100k waiting and 1k future jobs in
 -- queue 'q', 1k waiting in another queue; claim of 10 from 'q' (sorts, hashes and the
 -- open_queues anti-join on `queues` trimmed):
 --   Update on jobs j (actual rows=10)
@@ -52,7 +54,8 @@ WITH RECURSIVE params AS MATERIALIZED (
          $9::boolean AS flow_checked
 ),
 -- The named queues that hold waiting jobs, found without one probe per named queue: a loose
--- index scan of jobs_claim (one descent per distinct queue with waiting jobs, from the first
+-- index scan of the waiting rows' queues (jobs_waiting_seq or jobs_claim, whichever the planner
+-- picks; one descent per distinct queue with waiting jobs, from the first
 -- named queue to the last) gives them directly when it finds at most 32 such queues (and no
 -- more than there are names). When it finds more, every named queue is probed, as before: the
 -- scan stops after 33 descents, so that case pays about 33 descents more than probing alone. So a
