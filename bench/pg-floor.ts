@@ -149,7 +149,7 @@ export function floorSubject(freshDatabase: () => Promise<string>, prefetch: num
           } while (again);
           running = false;
         };
-        listener.on("notification", () => void drain());
+        listener.on("notification", () => void drain().catch((error: unknown) => console.error("floor latency:", error)));
         await listener.query("LISTEN floor_jobs");
         await sleep(200);
         try {
