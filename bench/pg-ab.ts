@@ -13,7 +13,7 @@ import { pathToFileURL } from "node:url";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, pairedRatio, rate } from "./lib.js";
 import { freshDatabase, manyQueues } from "./pg-scale.js";
 
