@@ -82,6 +82,9 @@
  *                          enqueue or pause by this process; it is discovery only, so a name in
  *                          it with no jobs is harmless.
  *   <prefix>:layout        the data layout version, so an older Conveyor refuses newer data.
+ *   <prefix>:event-log     "on" or "off": whether the scripts write the queues' event streams,
+ *                          set by the first process on the prefix (SET NX); a process configured
+ *                          otherwise refuses to start. Absent (older data): on.
  *   <prefix>:idem:<key>    idempotency keys on Redis' clock (SET NX PX; Redis expires them).
  *   {<prefix>:idem}:k:<key>, {<prefix>:idem}:exp
  *                          idempotency keys and their deadline index on an injected clock.
@@ -154,6 +157,8 @@ export class QueueKeys {
 export class PrefixKeys {
   readonly queues: string;
   readonly layout: string;
+  /** "on" or "off": the prefix's event log setting. */
+  readonly eventLog: string;
   readonly channel: string;
   /** Deadline index of idempotency keys on an injected clock. */
   readonly onceIndex: string;
@@ -161,6 +166,7 @@ export class PrefixKeys {
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
     this.layout = `${prefix}:layout`;
+    this.eventLog = `${prefix}:event-log`;
     this.channel = `${prefix}:wake`;
     this.onceIndex = `{${prefix}:idem}:exp`;
   }
