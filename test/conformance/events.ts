@@ -132,6 +132,16 @@ export function eventLogTests(t: SuiteContext): void {
       // A stale settle of a deleted job logs nothing more.
       expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["stale"]);
       expect((await readAll(t.b, events.at(-1)!.id)).events).toEqual([]);
+      // Nor does a lease that expires on the last attempt, deleting the job as it dies, go unlogged.
+      const lost = await enqueueOne(t.b, { attempts: 1, removeOnFail: true });
+      const l = await claimOne(t.b, { leaseMs: 1_000 });
+      expect(l.job.id).toBe(lost);
+      t.clock.advance(1_001);
+      await t.b.rescueExpired();
+      expect(await t.b.get(lost)).toBeNull();
+      const after = (await readAll(t.b, events.at(-1)!.id)).events;
+      expect(brief(after)).toEqual([`${lost}:added:0`, `${lost}:active:1`, `${lost}:dead:1`]);
+      expect(after[2]).toMatchObject({ data: { error: { name: "LeaseExpiredError" } }, at: t.clock.now() });
     });
 
     it.runIf(declared)("records one event per job for batch calls, none for heartbeats", async () => {

@@ -964,6 +964,11 @@ export class SqliteBackend implements Backend {
          WHERE seq = @seq`,
       ),
       deleteBySeq: db.prepare<[number]>(`DELETE FROM ${jobs} WHERE seq = ?`),
+      // A rescued job deleted as it dies: its "dead" event (the triggers fire on insert and update only).
+      logDeadBySeq: db.prepare<[{ seq: number; now: number; error: string }]>(
+        `INSERT INTO ${this.prefix}events (at, type, queue, name, job_id, attempt, data)
+         SELECT @now, 'dead', queue, name, id, attempt, json_object('error', json(@error)) FROM ${jobs} WHERE seq = @seq`,
+      ),
 
       /* Plan: SEARCH conveyor_jobs USING INDEX conveyor_jobs_due (run_at<?) */
       promoteDue: db.prepare<[number]>(`UPDATE ${jobs} SET state = 'waiting' WHERE state = 'scheduled' AND run_at <= ?`),
@@ -1247,6 +1252,7 @@ export class SqliteBackend implements Backend {
           s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT, stall });
           woken.add(row.queue);
         } else if (row.retain_dead_ms === 0) {
+          s.logDeadBySeq.run({ seq: row.seq, now, error: quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT });
           s.deleteBySeq.run(row.seq);
         } else {
           const error = quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT;
