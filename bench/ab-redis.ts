@@ -7,6 +7,9 @@
  * Redis server's own CPU time per job (INFO commandstats, every command of the measurement).
  *
  * `npx tsx bench/ab-redis.ts --base /tmp/base [--jobs 20000] [--runs 3]`
+ *
+ * `--event-log-off` compares this checkout with itself instead: base is the event log on (the
+ * default), this is `eventLog: false` (RedisBackendOptions), so the ratios are the log's cost.
  */
 import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
@@ -14,8 +17,15 @@ import { resolve } from "node:path";
 import { Redis } from "ioredis";
 import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
 
-const { values } = parseArgs({ options: { base: { type: "string" }, jobs: { type: "string", default: "20000" }, runs: { type: "string", default: "3" } } });
-if (!values.base) {
+const { values } = parseArgs({
+  options: {
+    base: { type: "string" },
+    jobs: { type: "string", default: "20000" },
+    runs: { type: "string", default: "3" },
+    "event-log-off": { type: "boolean" },
+  },
+});
+if (!values.base && !values["event-log-off"]) {
   console.error("--base DIR: the other checkout to compare with (its src/ is imported as is)");
   process.exit(2);
 }
@@ -24,10 +34,15 @@ const runs = Number(values.runs);
 
 interface Tree {
   label: string;
-  RedisBackend: new (options: { connection: string; prefix: string; logger: unknown }) => { migrate(): Promise<void>; close(): Promise<void> };
+  RedisBackend: new (options: { connection: string; prefix: string; logger: unknown; eventLog?: boolean }) => {
+    migrate(): Promise<void>;
+    close(): Promise<void>;
+  };
   Queue: new (name: string, options: { backend: unknown }) => { addBulk(jobs: { name: string; data: unknown }[]): Promise<unknown> };
   Worker: new (options: Record<string, unknown>) => { on(event: string, fn: () => void): void; close(): Promise<void> };
   silentLogger: unknown;
+  /** Extra RedisBackend options of this side (--event-log-off). */
+  options?: { eventLog: boolean };
 }
 
 async function load(label: string, root: string): Promise<Tree> {
@@ -37,7 +52,9 @@ async function load(label: string, root: string): Promise<Tree> {
   return { label, RedisBackend: redis.RedisBackend, Queue: core.Queue, Worker: core.Worker, silentLogger: core.silentLogger };
 }
 
-const trees = [await load("base", values.base), await load("this", ".")];
+const trees = values["event-log-off"]
+  ? [await load("base", "."), { ...(await load("this", ".")), options: { eventLog: false } }]
+  : [await load("base", values.base!), await load("this", ".")];
 const server = await startThrowawayRedis();
 const url = server.url;
 const admin = new Redis(url);
@@ -55,7 +72,7 @@ const noop = (from: number, count: number) => Array.from({ length: count }, (_, 
 
 async function withBackend<T>(tree: Tree, fn: (backend: unknown) => Promise<T>): Promise<T> {
   const prefix = `ab-${tree.label}-${process.pid}-${n++}`;
-  const backend = new tree.RedisBackend({ connection: url, prefix, logger: tree.silentLogger });
+  const backend = new tree.RedisBackend({ connection: url, prefix, logger: tree.silentLogger, ...tree.options });
   await backend.migrate();
   try {
     return await fn(backend);

@@ -17,7 +17,7 @@ export interface OpenBackendOptions {
 const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
   "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
-  "redis://[user:password@]host:6379[/db][?prefix=NAME] (rediss:// for TLS), " +
+  "redis://[user:password@]host:6379[/db][?prefix=NAME&eventLog=off] (rediss:// for TLS), " +
   "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
   "amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS), " +
   "or kafka://host:9092[,host2:9092][?prefix=NAME&group=GROUP&queues=a,b&partition_key=queue|id] (Kafka)";
@@ -169,13 +169,18 @@ async function openPostgres(url: string, options: OpenBackendOptions): Promise<B
 /**
  * A Redis backend for `redis://…` or `rediss://…`, checked (server version, eviction policy) before
  * it is returned. `?prefix=NAME` picks the key prefix, `?wait_replicas=N[&wait_timeout_ms=T]`
- * turns on `waitForReplicas`; they are taken out of the URL before ioredis reads it; every other
+ * turns on `waitForReplicas`, `?eventLog=off` turns the event log off (RedisBackendOptions.eventLog);
+ * they are taken out of the URL before ioredis reads it; every other
  * part of the URL is ioredis'.
  */
 async function openRedis(url: string, options: OpenBackendOptions): Promise<Backend> {
   const { url: withoutPrefix, value: prefix } = takeParam(url, "prefix");
   const { url: withoutWait, value: waitReplicas } = takeParam(withoutPrefix, "wait_replicas");
-  const { url: connection, value: waitTimeout } = takeParam(withoutWait, "wait_timeout_ms");
+  const { url: withoutTimeout, value: waitTimeout } = takeParam(withoutWait, "wait_timeout_ms");
+  const { url: connection, value: eventLogParam } = takeParam(withoutTimeout, "eventLog");
+  if (eventLogParam !== undefined && eventLogParam !== "on" && eventLogParam !== "off") {
+    throw new InvalidInputError(`?eventLog= takes on or off; got ${JSON.stringify(eventLogParam.slice(0, 20))}`);
+  }
   const { RedisBackend } = await importDriver(() => import("./redis/index.js"), /['"]ioredis['"]/, "the Redis backend", "ioredis@5");
   const waitForReplicas =
     waitReplicas !== undefined ? { replicas: Number(waitReplicas), ...(waitTimeout !== undefined ? { timeoutMs: Number(waitTimeout) } : {}) } : undefined;
@@ -184,6 +189,7 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
       connection,
       ...(prefix !== undefined ? { prefix } : {}),
       ...(waitForReplicas ? { waitForReplicas } : {}),
+      ...(eventLogParam !== undefined ? { eventLog: eventLogParam === "on" } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

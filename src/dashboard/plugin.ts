@@ -17,6 +17,8 @@ import { InvalidInputError } from "../core/errors.js";
 import { ANONYMOUS, presentedKey, type KeyRing, type Principal } from "../http/auth.js";
 import { problem, sendProblem } from "../http/problem.js";
 import { compileValidator } from "../http/schema.js";
+import { JOB_ID_SCHEMA, NAME_SCHEMA } from "../http/schemas.js";
+import { StringEnum, Type, type Static } from "../http/typed-schema.js";
 import { toDeadJobView, toJobView, toQueueView } from "../http/views.js";
 import { loadAssets, type Asset } from "./assets.js";
 import { MetricsHistory } from "./history.js";
@@ -97,6 +99,20 @@ function normalizePath(value: string | undefined): string {
 function unauthorized(reply: FastifyReply, detail: string): FastifyReply {
   return sendProblem(reply, problem(401, "unauthorized", detail));
 }
+
+const LOGIN_BODY = Type.Object({ key: Type.String({ minLength: 1, maxLength: 512 }) }, { additionalProperties: false });
+type LoginBody = Static<typeof LOGIN_BODY>;
+
+/** `GET /api/live`: which view to stream (`queue` needs `queue=`, `job` needs `id=`). */
+const LIVE_QUERY = Type.Object(
+  {
+    topic: StringEnum(["overview", "queue", "job", "relay"] as const),
+    queue: Type.Optional(NAME_SCHEMA),
+    id: Type.Optional(JOB_ID_SCHEMA),
+  },
+  { additionalProperties: false },
+);
+type LiveQuery = Static<typeof LIVE_QUERY>;
 
 /** Registers the dashboard under its path; returns the sessions the API's auth hook consults. */
 export async function registerDashboard(fastify: FastifyInstance, ctx: DashboardContext): Promise<{ sessions: DashboardSessions; path: string }> {
@@ -208,14 +224,14 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
         {
           bodyLimit: 4096,
           schema: {
-            body: { type: "object", required: ["key"], additionalProperties: false, properties: { key: { type: "string", minLength: 1, maxLength: 512 } } },
+            body: LOGIN_BODY,
           },
         },
         async (request, reply) => {
           const forged = crossSiteReason(request);
           if (forged) return sendProblem(reply, problem(403, "cross-site", `refused: ${forged}`));
           if (!ctx.keyring) return sendProblem(reply, problem(409, "no-auth", "this server runs without API keys; there is nothing to log in to"));
-          const principal = ctx.keyring.authenticate((request.body as { key: string }).key.trim());
+          const principal = ctx.keyring.authenticate((request.body as LoginBody).key.trim());
           if (!principal) return unauthorized(reply, "that API key is not valid; check it, or ask for a new one (conveyor serve --new-key)");
           const session = sessions.create(principal);
           return reply
@@ -243,23 +259,14 @@ export async function registerDashboard(fastify: FastifyInstance, ctx: Dashboard
         "/api/live",
         {
           schema: {
-            querystring: {
-              type: "object",
-              additionalProperties: false,
-              required: ["topic"],
-              properties: {
-                topic: { type: "string", enum: ["overview", "queue", "job", "relay"] },
-                queue: { type: "string", pattern: "^[A-Za-z0-9][A-Za-z0-9._:\\-/]{0,127}$" },
-                id: { type: "string", minLength: 1, maxLength: 255 },
-              },
-            },
+            querystring: LIVE_QUERY,
           },
         },
         async (request, reply) => {
           const principal = principalOf(request);
           if (!principal) return unauthorized(reply, "log in to the dashboard, or send Authorization: Bearer <API key>");
           if (!principal.scopes.has("read")) return sendProblem(reply, problem(403, "forbidden", `API key "${principal.id}" lacks the "read" scope`));
-          const q = request.query as { topic: "overview" | "queue" | "job" | "relay"; queue?: string; id?: string };
+          const q = request.query as LiveQuery;
           const admin = principal.scopes.has("admin");
           let key: string;
           let read: () => Promise<unknown>;

@@ -35,6 +35,7 @@ import { queueRoutes } from "./routes/queues.js";
 import { eventRoutes } from "./routes/events.js";
 import { compileValidator, RequestValidationError } from "./schema.js";
 import { problemResponse } from "./schemas.js";
+import { Type } from "./typed-schema.js";
 import { JobWatcher, type OpenStream } from "./sse.js";
 import type { WebhookDispatcher } from "./webhooks.js";
 import { registerDashboard, type DashboardOptions } from "../dashboard/plugin.js";
@@ -147,6 +148,8 @@ export interface ConveyorHttpOptions {
    */
   telemetry?: JobTelemetry;
 }
+
+const HEALTH_RESPONSE = Type.Object({ status: Type.Unsafe<"ok">({ const: "ok" }) });
 
 const EXPOSED_HEADERS = "Location, Retry-After, Idempotent-Replayed";
 const ALLOWED_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, X-API-Key";
@@ -409,7 +412,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           access: "public",
           schema: {},
           responses: {
-            200: { description: "Up, and the store answers.", schema: { type: "object", properties: { status: { const: "ok" } } } },
+            200: { description: "Up, and the store answers.", schema: HEALTH_RESPONSE },
             503: problemResponse("The store does not answer."),
           },
           handler: async (_request, reply) => {

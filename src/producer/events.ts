@@ -27,8 +27,8 @@ export const DEFAULT_EVENT_POLL_INTERVAL_MS = 250;
 export function requireEventLog(backend: Backend): Required<Pick<Backend, "readEvents" | "latestEventCursor">> {
   if (backend.capabilities.eventLog !== true || !backend.readEvents || !backend.latestEventCursor) {
     throw new ConveyorError(
-      `${backend.description} keeps no event log, so there is no cross-process event stream on it (SQLite, PostgreSQL and Redis have one); ` +
-        `use worker.on(…) events in the worker process instead`,
+      `${backend.description} keeps no event log, so there is no cross-process event stream on it (SQLite, PostgreSQL and Redis have one, ` +
+        `Redis unless its prefix's log is turned off with eventLog: false); use worker.on(…) events in the worker process instead`,
     );
   }
   return {

@@ -105,6 +105,45 @@ export function eventLogTests(t: SuiteContext): void {
       expect(events.find((e) => e.type === "cancelled")?.data).toEqual({ previousState: "waiting" });
     });
 
+    it.runIf(declared)("records the completion and the death of a job deleted as it finishes (removeOnComplete / removeOnFail: true)", async () => {
+      const start = await log(t.b).latestEventCursor();
+      const done = await enqueueOne(t.b, { removeOnComplete: true });
+      const c = await claimOne(t.b);
+      expect(c.job.id).toBe(done);
+      expect(await t.b.complete([{ lease: c.lease, result: { ok: 1 } }])).toEqual(["applied"]);
+      const buried = await enqueueOne(t.b, { attempts: 1, removeOnFail: true });
+      const d = await claimOne(t.b);
+      expect(d.job.id).toBe(buried);
+      expect(await t.b.fail([{ lease: d.lease, error: errorInfo("fatal"), retryDelayMs: null }])).toEqual(["applied"]);
+      // Both are gone from the store, and the log says how they ended.
+      expect(await t.b.get(done)).toBeNull();
+      expect(await t.b.get(buried)).toBeNull();
+      const { events } = await readAll(t.b, start);
+      expect(brief(events)).toEqual([
+        `${done}:added:0`,
+        `${done}:active:1`,
+        `${done}:completed:1`,
+        `${buried}:added:0`,
+        `${buried}:active:1`,
+        `${buried}:dead:1`,
+      ]);
+      expect(events[2]).toMatchObject({ queue: "q", name: "job", data: { result: { ok: 1 } }, at: t.clock.now() });
+      expect(events[5]).toMatchObject({ queue: "q", name: "job", data: { error: { name: "Error", message: "fatal" } }, at: t.clock.now() });
+      // A stale settle of a deleted job logs nothing more.
+      expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["stale"]);
+      expect((await readAll(t.b, events.at(-1)!.id)).events).toEqual([]);
+      // Nor does a lease that expires on the last attempt, deleting the job as it dies, go unlogged.
+      const lost = await enqueueOne(t.b, { attempts: 1, removeOnFail: true });
+      const l = await claimOne(t.b, { leaseMs: 1_000 });
+      expect(l.job.id).toBe(lost);
+      t.clock.advance(1_001);
+      await t.b.rescueExpired();
+      expect(await t.b.get(lost)).toBeNull();
+      const after = (await readAll(t.b, events.at(-1)!.id)).events;
+      expect(brief(after)).toEqual([`${lost}:added:0`, `${lost}:active:1`, `${lost}:dead:1`]);
+      expect(after[2]).toMatchObject({ data: { error: { name: "LeaseExpiredError" } }, at: t.clock.now() });
+    });
+
     it.runIf(declared)("records one event per job for batch calls, none for heartbeats", async () => {
       const start = await log(t.b).latestEventCursor();
       const ids = await enqueueMany(t.b, 3, (i) => ({ data: { i } }));

@@ -116,16 +116,32 @@ describe("GET /v1/openapi.json", () => {
   });
 });
 
-describe("the schema subset", () => {
-  it("reports every issue with a JSON Pointer, escapes keys, and coerces only query and path values", () => {
+describe("request validation (Ajv: no coercion, no stripping, no defaults)", () => {
+  it("reports every issue with a JSON Pointer, escapes keys, and parses only query and path values", () => {
     const schema: JsonSchema = {
       type: "object",
       additionalProperties: false,
       required: ["n"],
       properties: { n: { type: "integer", minimum: 1 }, "a/b~c": { type: "string", maxLength: 2 }, flag: { type: "boolean" } },
     };
-    expect(validate(schema, { n: 0, "a/b~c": "long", extra: 1 }, "body").issues.map((i) => i.pointer)).toEqual(["/n", "/a~1b~0c", "/extra"]);
-    expect(validate(schema, { n: "5" }, "body").issues).toHaveLength(1);
+    expect(
+      validate(schema, { n: 0, "a/b~c": "long", extra: 1 }, "body")
+        .issues.map((i) => i.pointer)
+        .sort(),
+    ).toEqual(["/a~1b~0c", "/extra", "/n"]);
+    // A body is checked as sent: "5" is not coerced to 5, nor 5 to "5"; an unknown property is
+    // refused, not silently dropped; no default is written into it.
+    expect(validate(schema, { n: "5" }, "body").issues).toEqual([{ in: "body", pointer: "/n", detail: 'must be an integer; got "5"' }]);
+    const withExtra = { n: 1, extra: true };
+    expect(validate(schema, withExtra, "body").issues).toEqual([
+      { in: "body", pointer: "/extra", detail: expect.stringMatching(/^is not a known property/) as string },
+    ]);
+    expect(withExtra).toEqual({ n: 1, extra: true });
+    const withDefault = { type: "object", properties: { limit: { type: "integer", default: 50 } } } as const satisfies JsonSchema;
+    const empty = {};
+    expect(validate(withDefault, empty, "body")).toEqual({ issues: [], value: {} });
+    expect(validate(withDefault, {}, "querystring", true)).toEqual({ issues: [], value: {} });
+    expect(validate({ type: "object", properties: { s: { type: "string" } } }, { s: 5 }, "body").issues[0]!.detail).toBe("must be a string; got 5");
     expect(validate(schema, { n: "5", flag: "true" }, "querystring", true)).toEqual({ issues: [], value: { n: 5, flag: true } });
     expect(validate(schema, { n: "5.5" }, "querystring", true).issues[0]!.detail).toMatch(/integer/);
     expect(validate(schema, {}, "body").issues[0]).toMatchObject({ pointer: "/n", detail: "is required" });

@@ -46,7 +46,15 @@ import { FULL_STORE_FEATURES } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
-import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
+import {
+  AmbiguousJobIdError,
+  ConveyorError,
+  InvalidInputError,
+  LeaseExpiredError,
+  quarantineMessage,
+  UnsupportedByStoreError,
+  type LeaseLossReason,
+} from "../../core/errors.js";
 import {
   type ChildFailurePolicy,
   type ErrorInfo,
@@ -72,7 +80,7 @@ import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/s
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { RedisLayoutTooNewError } from "./layout-error.js";
-import { ScriptRunner, type ScriptArg } from "./scripts.js";
+import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 
@@ -118,6 +126,16 @@ export interface RedisBackendOptions {
    * across a Sentinel failover may never settle with this on (docs/failover.md).
    */
   waitForReplicas?: WaitForReplicas;
+  /**
+   * Keep the durable event log (one stream per queue, written by the same script as each change):
+   * what `queue.events()`, `GET /v1/events` and the event-driven dashboard read. It costs about
+   * 1.7 times the Redis CPU per job (docs/events.md has the measurement). With `false` no stream is
+   * written, `queue.events()` and `GET /v1/events` refuse by name (`capabilities.eventLog` false)
+   * and the dashboard and job event streams poll instead. One setting per prefix: the first
+   * process on a prefix records it, and a process configured otherwise refuses to start, so every
+   * process on one prefix agrees. In URLs: `?eventLog=off`. Default `true`.
+   */
+  eventLog?: boolean;
 }
 
 const DEFAULT_PREFIX = "conveyor";
@@ -188,6 +206,8 @@ export class RedisBackend implements Backend {
   private readonly inFlight: InFlight;
   private readonly scripts: ScriptRunner;
   private readonly keys: PrefixKeys;
+  /** RedisBackendOptions.eventLog: which script set runs, checked against the prefix's record. */
+  private readonly eventLogOn: boolean;
   private readonly clock: Clock | null;
   private readonly checkEvictionPolicy: boolean;
   private readonly promoteBatch: number;
@@ -218,6 +238,8 @@ export class RedisBackend implements Backend {
       );
     }
     this.keys = new PrefixKeys(prefix);
+    this.eventLogOn = options.eventLog ?? true;
+    if (typeof this.eventLogOn !== "boolean") throw new InvalidInputError(`eventLog must be true or false; got ${JSON.stringify(options.eventLog)}`);
     this.clock = options.clock ?? null;
     this.checkEvictionPolicy = options.checkEvictionPolicy ?? true;
     this.promoteBatch = positiveInt("promoteBatch", options.promoteBatch ?? DEFAULT_PROMOTE_BATCH);
@@ -237,7 +259,9 @@ export class RedisBackend implements Backend {
     this.scripts = new ScriptRunner(
       (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? callThenWait(c, command, args, replicaWait) : c.call(command, args))),
       isCluster(client),
+      loadScripts(this.eventLogOn),
     );
+    if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
     // another queue's slot.
     if (isCluster(client)) this.capabilities = Object.freeze({ ...this.capabilities, flows: "within-queue" });
@@ -730,18 +754,31 @@ export class RedisBackend implements Backend {
   // ── event log (event-log.ts) ─────────────────────────────────────────────────────────────
 
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    this.requireEventLog("read the event log");
     await this.ready();
     return this.eventLog.readEvents(cursor, limit);
   }
 
   async latestEventCursor(): Promise<string> {
+    this.requireEventLog("read the event log");
     await this.ready();
     return this.eventLog.latestEventCursor();
   }
 
   async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    this.requireEventLog("prune the event log");
     await this.ready();
     return this.eventLog.pruneEvents(policy);
+  }
+
+  private requireEventLog(what: string): void {
+    if (!this.eventLogOn) {
+      throw new UnsupportedByStoreError(
+        this.description,
+        "eventLog",
+        `${what}: its event log is off (eventLog: false / ?eventLog=off); follow one job with queue.getJob or GET /v1/jobs/{id}/events, or use another prefix with the log on`,
+      );
+    }
   }
 
   private readonly eventLog = new RedisEventLog({
@@ -1075,6 +1112,7 @@ export class RedisBackend implements Backend {
     const layout = Number(await this.scripts.run("layout", [this.keys.layout], [LAYOUT_VERSION]));
     if (layout > LAYOUT_VERSION) throw new RedisLayoutTooNewError(`prefix ${JSON.stringify(this.keys.prefix)}`, layout, LAYOUT_VERSION);
     if (layout < LAYOUT_VERSION) await this.stampLayout();
+    await this.checkEventLogSetting();
     if (layout !== 0 && layout < LAYOUT_VERSION) {
       this.logger.warn(
         { backend: this.description, from: layout, to: LAYOUT_VERSION },
@@ -1092,6 +1130,28 @@ export class RedisBackend implements Backend {
   private async stampLayout(): Promise<void> {
     const queues = await this.send((c) => c.smembers(this.keys.queues));
     for (const queue of queues) await this.scripts.run("layout-stamp", [this.queue(queue).meta], []);
+  }
+
+  /**
+   * Records this process's event log setting for the prefix, unless one is recorded already, and
+   * refuses to run with a different one: with two settings on one prefix some changes would have
+   * events and others not, and a reader would miss them without knowing. A prefix with jobs but
+   * no record predates the setting, and had the log on.
+   */
+  private async checkEventLogSetting(): Promise<void> {
+    const key = this.keys.eventLog;
+    const wanted = this.eventLogOn ? "on" : "off";
+    const layoutWasNew = await this.send((c) => c.exists(this.keys.queues));
+    const initial = layoutWasNew === 0 ? wanted : "on";
+    await this.send((c) => c.set(key, initial, "NX"));
+    const stored = await this.send((c) => c.get(key));
+    if (stored !== wanted) {
+      throw new ConveyorError(
+        `the data under prefix "${this.keys.prefix}" keeps its event log ${stored ?? "(unset)"}, but this process was configured with ` +
+          `eventLog ${wanted}; all processes on one prefix must agree: pass eventLog: ${String(stored === "on")} ` +
+          `(?eventLog=${stored ?? "on"} in a URL), or use another prefix`,
+      );
+    }
   }
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */

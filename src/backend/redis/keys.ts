@@ -85,6 +85,9 @@
  *                          connect. Each queue's meta field lv holds the newest layout that wrote
  *                          the queue (stamped by the writing script itself), so a process connected
  *                          before an upgrade is refused at run time too (layout_guard, _common.lua).
+ *   <prefix>:event-log     "on" or "off": whether the scripts write the queues' event streams,
+ *                          set by the first process on the prefix (SET NX); a process configured
+ *                          otherwise refuses to start. Absent (older data): on.
  *   <prefix>:idem:<key>    idempotency keys on Redis' clock (SET NX PX; Redis expires them).
  *   {<prefix>:idem}:k:<key>, {<prefix>:idem}:exp
  *                          idempotency keys and their deadline index on an injected clock.
@@ -157,6 +160,8 @@ export class QueueKeys {
 export class PrefixKeys {
   readonly queues: string;
   readonly layout: string;
+  /** "on" or "off": the prefix's event log setting. */
+  readonly eventLog: string;
   readonly channel: string;
   /** Deadline index of idempotency keys on an injected clock. */
   readonly onceIndex: string;
@@ -164,6 +169,7 @@ export class PrefixKeys {
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
     this.layout = `${prefix}:layout`;
+    this.eventLog = `${prefix}:event-log`;
     this.channel = `${prefix}:wake`;
     this.onceIndex = `{${prefix}:idem}:exp`;
   }

@@ -138,14 +138,21 @@ function withIncludes(source: string, dir: URL): string {
 /** A value Redis accepts as a script argument. */
 export type ScriptArg = string | number;
 
-let cache: ReadonlyMap<ScriptName, Script> | null = null;
+/** The two script sets, by whether they write the event log; each read once per process. */
+const cache = new Map<boolean, ReadonlyMap<ScriptName, Script>>();
 
 /**
- * Reads the scripts next to this module (once per process). The package build copies the lua
- * folder next to the compiled backend, so source and build read the same files.
+ * Reads the scripts next to this module (once per process and set). The package build copies the
+ * lua folder next to the compiled backend, so source and build read the same files.
+ *
+ * `eventLog` picks the set: with false every script is the same but for a first line
+ * `local EVENT_LOG = false`, which makes `log_event` (lua/_common.lua) write nothing. The two
+ * sets have different SHAs, so processes on one Redis with different settings never share a
+ * script; one prefix has one setting (RedisBackend checks it against the prefix's record).
  */
-export function loadScripts(): ReadonlyMap<ScriptName, Script> {
-  if (cache !== null) return cache;
+export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
+  const cached = cache.get(eventLog);
+  if (cached !== undefined) return cached;
   const dir = new URL("./lua/", import.meta.url);
   let files: string[];
   let common: string;
@@ -166,15 +173,15 @@ export function loadScripts(): ReadonlyMap<ScriptName, Script> {
     }
     const name = match[1]! as ScriptName;
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     scripts.set(name, {
-      fullName: `conveyor.${name}.v${LAYOUT_VERSION}`,
+      fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
       plain: text(source),
       flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source}`),
     });
   }
-  cache = scripts;
+  cache.set(eventLog, scripts);
   return scripts;
 }
 

@@ -879,6 +879,19 @@ export class SqliteBackend implements Backend {
       leaseState: db.prepare<[string], Pick<JobRow, "state" | "lease_token">>(`SELECT state, lease_token FROM ${jobs} WHERE id = ?`),
 
       deleteCompletedUnretained: db.prepare<[FenceParams]>(`DELETE FROM ${jobs} WHERE ${fenced} AND retain_completed_ms = 0`),
+      // The event triggers (migration 0004) fire on insert and update only: a job deleted as it
+      // finishes gets its "completed" / "dead" event here, written (with the details the trigger
+      // would give) while its row still exists, in the transaction that deletes it.
+      logCompletedUnretained: db.prepare<[FenceParams & { result: string }]>(
+        `INSERT INTO ${this.prefix}events (at, type, queue, name, job_id, attempt, data)
+         SELECT @now, 'completed', queue, name, id, attempt, json_object('result', json(@result)) FROM ${jobs}
+         WHERE ${fenced} AND retain_completed_ms = 0`,
+      ),
+      logDeadUnretained: db.prepare<[FenceParams & { error: string }]>(
+        `INSERT INTO ${this.prefix}events (at, type, queue, name, job_id, attempt, data)
+         SELECT @now, 'dead', queue, name, id, attempt, json_object('error', json(@error)) FROM ${jobs}
+         WHERE ${fenced} AND retain_dead_ms = 0`,
+      ),
       // `@now + retain_completed_ms` stays NULL for a job kept forever (NULL + x is NULL). `error`
       // is cleared: it means the last attempt's error, and the last attempt succeeded.
       completeJob: db.prepare<[FenceParams & { result: string }]>(
@@ -951,6 +964,11 @@ export class SqliteBackend implements Backend {
          WHERE seq = @seq`,
       ),
       deleteBySeq: db.prepare<[number]>(`DELETE FROM ${jobs} WHERE seq = ?`),
+      // A rescued job deleted as it dies: its "dead" event (the triggers fire on insert and update only).
+      logDeadBySeq: db.prepare<[{ seq: number; now: number; error: string }]>(
+        `INSERT INTO ${this.prefix}events (at, type, queue, name, job_id, attempt, data)
+         SELECT @now, 'dead', queue, name, id, attempt, json_object('error', json(@error)) FROM ${jobs} WHERE seq = @seq`,
+      ),
 
       /* Plan: SEARCH conveyor_jobs USING INDEX conveyor_jobs_due (run_at<?) */
       promoteDue: db.prepare<[number]>(`UPDATE ${jobs} SET state = 'waiting' WHERE state = 'scheduled' AND run_at <= ?`),
@@ -1167,7 +1185,10 @@ export class SqliteBackend implements Backend {
       const now = this.nowMs();
       return items.map((item, i): SettleResult => {
         const fence = { id: item.lease.jobId, token: item.lease.token, now };
-        if (s.deleteCompletedUnretained.run(fence).changes === 1) return "applied";
+        if (s.logCompletedUnretained.run({ ...fence, result: results[i]! }).changes === 1) {
+          s.deleteCompletedUnretained.run(fence);
+          return "applied";
+        }
         return s.completeJob.run({ ...fence, result: results[i]! }).changes === 1 ? "applied" : "stale";
       });
     });
@@ -1185,7 +1206,10 @@ export class SqliteBackend implements Backend {
           woken.add(queue);
           return "applied";
         }
-        if (s.deleteDeadUnretained.run(fence).changes === 1) return "applied";
+        if (s.logDeadUnretained.run({ ...fence, error }).changes === 1) {
+          s.deleteDeadUnretained.run(fence);
+          return "applied";
+        }
         return s.buryJob.run({ ...fence, error }).changes === 1 ? "applied" : "stale";
       });
       return { results, marks: signal(woken) };
@@ -1228,6 +1252,7 @@ export class SqliteBackend implements Backend {
           s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT, stall });
           woken.add(row.queue);
         } else if (row.retain_dead_ms === 0) {
+          s.logDeadBySeq.run({ seq: row.seq, now, error: quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT });
           s.deleteBySeq.run(row.seq);
         } else {
           const error = quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT;

@@ -84,6 +84,8 @@ export const jobOptionsSchema = Type.Object(
     callbackUrl: Type.Optional(
       Type.String({
         format: "uri",
+        // http and https only (the webhook sender speaks nothing else; internal targets are refused after).
+        pattern: "^[Hh][Tt][Tt][Pp][Ss]?://",
         maxLength: 2048,
         description: "Receives a signed webhook (Standard Webhooks) when the job completes or dies. Needs webhooks enabled on the server.",
       }),
@@ -408,7 +410,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         202: {
           description: "Queued.",
           schema: acceptedSchema,
-          headers: { ...acceptedHeaders, "Idempotent-Replayed": { description: "true when this answers a retried request.", schema: { type: "string" } } },
+          headers: { ...acceptedHeaders, "Idempotent-Replayed": { description: "true when this answers a retried request.", schema: Type.String() } },
         },
         200: { description: "A job with this options.jobId already exists; nothing was added.", schema: acceptedSchema, headers: acceptedHeaders },
         ...errors,

@@ -12,6 +12,8 @@ import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
 import { authResponses, problemResponse } from "../schemas.js";
 import type { OpenStream } from "../sse.js";
+import type { Json } from "../../core/json.js";
+import { Nullable, StringEnum, Type, type Static } from "../typed-schema.js";
 import { iso } from "../views.js";
 
 /** Comma-separated values of one query parameter, each checked. */
@@ -38,14 +40,47 @@ function eventType(v: string): QueueEventType {
   return v as QueueEventType;
 }
 
+const eventsQuery = Type.Object({
+  queue: Type.Optional(Type.String({ maxLength: 13_000, description: "Only these queues (comma-separated)." })),
+  name: Type.Optional(Type.String({ maxLength: 13_000, description: "Only these job names (comma-separated)." })),
+  jobId: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: "Only this job's events." })),
+  type: Type.Optional(Type.String({ maxLength: 1_000, description: `Only these event types (comma-separated): ${QUEUE_EVENT_TYPES.join(", ")}.` })),
+  lastEventId: Type.Optional(
+    Type.String({
+      maxLength: 8_192,
+      description:
+        "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis about 30 bytes per queue that has events.",
+    }),
+  ),
+});
+type EventsQuery = Static<typeof eventsQuery>;
+
+/** One event as the stream's `data:` carries it. */
+export const queueEventViewSchema = Type.Object(
+  {
+    id: Type.String({ description: "The event id (also the SSE id:): resume after it." }),
+    type: StringEnum(QUEUE_EVENT_TYPES),
+    queue: Type.String(),
+    name: Type.String(),
+    jobId: Type.String(),
+    attempt: Type.Integer(),
+    at: Nullable(Type.String({ format: "date-time" })),
+    data: Nullable(Type.Unsafe<{ [key: string]: Json }>({ type: "object" }), {
+      description: "What the event carries by type (the result, the error, the progress value …), or null.",
+    }),
+  },
+  { title: "QueueEvent" },
+);
+export type QueueEventView = Static<typeof queueEventViewSchema>;
+
 /** The event as sent in `data:`: times as RFC 3339. */
-function eventData(e: QueueEvent) {
+function eventData(e: QueueEvent): QueueEventView {
   return { id: e.id, type: e.type, queue: e.queue, name: e.name, jobId: e.jobId, attempt: e.attempt, at: iso(e.at), data: e.data };
 }
 
 export function eventRoutes(ctx: HttpContext): RouteSpec[] {
   async function stream(request: FastifyRequest, reply: FastifyReply) {
-    const q = request.query as { queue?: string; name?: string; jobId?: string; type?: string; lastEventId?: string };
+    const q = request.query as EventsQuery;
     const queues = list(q.queue, "queue", (v) => checkName("queue", v));
     const names = list(q.name, "name", (v) => checkName("job", v));
     const types = list(q.type, "type", eventType);
@@ -57,7 +92,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
       throw new HttpProblem(
         501,
         "no-event-log",
-        `this server's store (${backend.description}) keeps no event log; follow one job with GET /jobs/{id}/events instead`,
+        `this server's store (${backend.description}) keeps no event log (on Redis: its prefix's log is off, eventLog: false); follow one job with GET /jobs/{id}/events instead`,
       );
     }
     if (after !== undefined) {
@@ -131,25 +166,9 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
         "The store's event log as it grows (SQLite, PostgreSQL and Redis keep one; other stores answer 501). Each event has `id:` (resume with `Last-Event-ID` or `?lastEventId=`), `event:` its type, and `data:` a JSON object. Without a resume id the stream starts with events after the request. Events are kept 24 hours and at most 100 000 by default: a resume id older than that resumes at the oldest event kept.",
       tags: ["events"],
       access: "read",
-      schema: {
-        querystring: {
-          type: "object",
-          properties: {
-            queue: { type: "string", maxLength: 13_000, description: "Only these queues (comma-separated)." },
-            name: { type: "string", maxLength: 13_000, description: "Only these job names (comma-separated)." },
-            jobId: { type: "string", minLength: 1, maxLength: 255, description: "Only this job's events." },
-            type: { type: "string", maxLength: 1_000, description: `Only these event types (comma-separated): ${QUEUE_EVENT_TYPES.join(", ")}.` },
-            lastEventId: {
-              type: "string",
-              maxLength: 8_192,
-              description:
-                "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis about 30 bytes per queue that has events.",
-            },
-          },
-        },
-      },
+      schema: { querystring: eventsQuery },
       responses: {
-        200: { description: "The event stream.", contentType: "text/event-stream", schema: { type: "string" } },
+        200: { description: "The event stream.", contentType: "text/event-stream", schema: Type.String() },
         400: problemResponse("A filter or resume id is not valid."),
         ...authResponses(),
         501: problemResponse("The store keeps no event log."),

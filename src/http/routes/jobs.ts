@@ -242,7 +242,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
         headers: eventsHeaders,
       },
       responses: {
-        200: { description: "The event stream.", contentType: "text/event-stream", schema: { type: "string" } },
+        200: { description: "The event stream.", contentType: "text/event-stream", schema: Type.String() },
         204: { description: "The job finished and the client has seen every event: stop reconnecting." },
         ...authResponses(),
         404: jobNotFound,

@@ -8,30 +8,48 @@ import type { DeadOutboxEvent } from "../../outbox/event.js";
 import type { OutboxDeadLetters } from "../../outbox/dead.js";
 import type { RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
-import { authResponses, JOB_ID_SCHEMA, JOB_PARAMS, problemResponse } from "../schemas.js";
+import type { Json } from "../../core/json.js";
+import { authResponses, JOB_ID_SCHEMA, JOB_PARAMS, problemResponse, type JobParams } from "../schemas.js";
+import { AnyJson, Nullable, Type, type Static } from "../typed-schema.js";
 
-const deadEventSchema = {
-  type: "object" as const,
-  required: ["id", "topic", "key", "payload", "headers", "createdAt", "failedAt", "target", "error"],
-  properties: {
-    id: { type: "string" as const, description: "The outbox id (the message id the target would carry)." },
-    topic: { type: "string" as const },
-    key: { type: ["string", "null"] as const },
-    payload: { description: "The event's payload (JSON)." },
-    headers: { type: "object" as const, additionalProperties: { type: "string" as const } },
-    createdAt: { type: "string" as const, format: "date-time" },
-    failedAt: { type: "string" as const, format: "date-time", description: "When it was set aside." },
-    target: { type: "string" as const, description: "The target that refused it." },
-    error: { type: "string" as const, description: "Why." },
+const deadEventSchema = Type.Object(
+  {
+    id: Type.String({ description: "The outbox id (the message id the target would carry)." }),
+    topic: Type.String(),
+    key: Nullable(Type.String()),
+    payload: AnyJson({ description: "The event's payload (JSON)." }),
+    headers: Type.Unsafe<Record<string, string>>({ type: "object", additionalProperties: { type: "string" } }),
+    createdAt: Type.String({ format: "date-time" }),
+    failedAt: Type.String({ format: "date-time", description: "When it was set aside." }),
+    target: Type.String({ description: "The target that refused it." }),
+    error: Type.String({ description: "Why." }),
   },
-};
+  { title: "DeadOutboxEvent" },
+);
+type DeadEventView = Static<typeof deadEventSchema>;
 
-function view(event: DeadOutboxEvent) {
+const listQuery = Type.Object(
+  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50, description: "Events per page (default 50)." })) },
+  { additionalProperties: false },
+);
+type ListQuery = Static<typeof listQuery>;
+
+const listResponse = Type.Object({ events: Type.Array(deadEventSchema), total: Type.Integer() });
+
+const replayBody = Type.Object(
+  { ids: Type.Array(JOB_ID_SCHEMA, { minItems: 1, maxItems: 1000, description: "The events to replay." }) },
+  { additionalProperties: false },
+);
+type ReplayBody = Static<typeof replayBody>;
+
+const replayResponse = Type.Object({ replayed: Type.Array(Type.String()), missing: Type.Array(Type.String()) });
+
+function view(event: DeadOutboxEvent): DeadEventView {
   return {
     id: event.id,
     topic: event.topic,
     key: event.key,
-    payload: JSON.parse(event.payloadText) as unknown,
+    payload: JSON.parse(event.payloadText) as Json,
     headers: event.headers,
     createdAt: new Date(event.createdAt).toISOString(),
     failedAt: new Date(event.failedAt).toISOString(),
@@ -51,25 +69,19 @@ export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
       summary: "Outbox events a relay's target refused for good, newest first",
       tags: ["outbox"],
       access: "admin",
-      schema: {
-        querystring: { type: "object", additionalProperties: false, properties: { limit: { type: "integer", minimum: 1, maximum: 1000, default: 50 } } },
-      },
+      schema: { querystring: listQuery },
       responses: {
         200: {
           description: "Set-aside events and how many there are.",
-          schema: {
-            type: "object",
-            required: ["events", "total"],
-            properties: { events: { type: "array", items: deadEventSchema }, total: { type: "integer" } },
-          },
+          schema: listResponse,
         },
         400: problemResponse("A query parameter is invalid."),
         ...authResponses(),
       },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const { limit } = request.query as { limit?: number };
+        const { limit } = request.query as ListQuery;
         const [events, total] = await Promise.all([dead.list({ limit: limit ?? 50 }), dead.count()]);
-        return reply.send({ events: events.map(view), total });
+        return reply.send({ events: events.map(view), total } satisfies Static<typeof listResponse>);
       },
     },
     {
@@ -82,7 +94,7 @@ export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
       schema: { params: JOB_PARAMS },
       responses: { 200: { description: "The event.", schema: deadEventSchema }, 404: problemResponse("No such set-aside event."), ...authResponses() },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const { id } = request.params as { id: string };
+        const { id } = request.params as JobParams;
         const event = await dead.get(id);
         if (event === null) throw notFound(id);
         return reply.send(view(event));
@@ -95,30 +107,20 @@ export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
       summary: "Put set-aside events back into the outbox (behind their key's waiting events)",
       tags: ["outbox"],
       access: "admin",
-      schema: {
-        body: {
-          type: "object",
-          additionalProperties: false,
-          required: ["ids"],
-          properties: { ids: { type: "array", minItems: 1, maxItems: 1000, items: JOB_ID_SCHEMA, description: "The events to replay." } },
-        },
-      },
+      schema: { body: replayBody },
       responses: {
         200: {
           description: "Which ids were replayed, and which were not set aside.",
-          schema: {
-            type: "object",
-            required: ["replayed", "missing"],
-            properties: { replayed: { type: "array", items: { type: "string" } }, missing: { type: "array", items: { type: "string" } } },
-          },
+          schema: replayResponse,
         },
         400: problemResponse("The body is invalid."),
         ...authResponses(),
       },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const { ids } = request.body as { ids: string[] };
+        const { ids } = request.body as ReplayBody;
         const replayed = await dead.replay(ids);
-        return reply.send({ replayed, missing: ids.filter((id) => !replayed.includes(id)) });
+        const done = new Set(replayed);
+        return reply.send({ replayed, missing: ids.filter((id) => !done.has(id)) } satisfies Static<typeof replayResponse>);
       },
     },
     {
@@ -131,7 +133,7 @@ export function outboxRoutes(dead: OutboxDeadLetters): RouteSpec[] {
       schema: { params: JOB_PARAMS },
       responses: { 204: { description: "Deleted." }, 404: problemResponse("No such set-aside event."), ...authResponses() },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const { id } = request.params as { id: string };
+        const { id } = request.params as JobParams;
         const removed = await dead.remove([id]);
         if (removed.length === 0) throw notFound(id);
         return reply.code(204).send();

@@ -10,92 +10,96 @@ import {
   nextRunAt,
   notifySchedulesChanged,
   scheduleInfos,
+  type MisfireOption,
   type ScheduleInfo,
-  type ScheduleOptions,
+  type ScheduleJobOptions,
 } from "../../core/schedule.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
-import type { JsonSchema } from "../schema.js";
-import { authResponses, NAME_SCHEMA, problemResponse, QUEUE_PARAMS } from "../schemas.js";
+import { authResponses, NAME_SCHEMA, problemResponse, QUEUE_PARAMS, type QueueParams } from "../schemas.js";
+import { AnyJson, Nullable, StringEnum, Type, type Static } from "../typed-schema.js";
 import { iso } from "../views.js";
 
-const SCHEDULE_PARAMS: JsonSchema = { type: "object", required: ["queue", "id"], properties: { queue: NAME_SCHEMA, id: NAME_SCHEMA } };
+const SCHEDULE_PARAMS = Type.Object({ queue: NAME_SCHEMA, id: NAME_SCHEMA });
+type ScheduleParams = Static<typeof SCHEDULE_PARAMS>;
 
-const MISFIRE_SCHEMA: JsonSchema = {
-  description:
-    'Ticks missed while no scheduler ran: "skip" (dropped; a tick up to graceMs late still fires), "once" (default: one job for all of them) or "all" (one job per missed tick, at most limit).',
-  anyOf: [
-    { type: "string", enum: ["skip", "once", "all"] },
-    {
-      type: "object",
-      additionalProperties: false,
-      required: ["policy"],
-      properties: {
-        policy: { type: "string", enum: ["skip", "once", "all"] },
-        graceMs: { type: "integer", minimum: 0, description: `skip: how late a tick may still fire, ms (default ${DEFAULT_MISFIRE_GRACE_MS}).` },
-        limit: {
-          type: "integer",
-          minimum: 1,
-          maximum: MAX_MISFIRE_LIMIT,
-          description: `all: the most missed ticks enqueued at once (default ${DEFAULT_MISFIRE_LIMIT}).`,
+const misfirePolicy = StringEnum(["skip", "once", "all"] as const);
+
+// Typed as core/schedule.ts's MisfireOption, whose per-policy fields the core checks (422).
+const MISFIRE_SCHEMA = Type.Unsafe<MisfireOption>(
+  Type.Union(
+    [
+      misfirePolicy,
+      Type.Object(
+        {
+          policy: misfirePolicy,
+          graceMs: Type.Optional(Type.Integer({ minimum: 0, description: `skip: how late a tick may still fire, ms (default ${DEFAULT_MISFIRE_GRACE_MS}).` })),
+          limit: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: MAX_MISFIRE_LIMIT,
+              description: `all: the most missed ticks enqueued at once (default ${DEFAULT_MISFIRE_LIMIT}).`,
+            }),
+          ),
         },
-      },
+        { additionalProperties: false },
+      ),
+    ],
+    {
+      description:
+        'Ticks missed while no scheduler ran: "skip" (dropped; a tick up to graceMs late still fires), "once" (default: one job for all of them) or "all" (one job per missed tick, at most limit).',
     },
-  ],
-};
+  ),
+);
 
-const SCHEDULE_BODY: JsonSchema = {
-  type: "object",
-  additionalProperties: false,
-  required: ["cron", "name"],
-  properties: {
-    cron: {
-      type: "string",
+const SCHEDULE_BODY = Type.Object(
+  {
+    cron: Type.String({
       minLength: 1,
       maxLength: 256,
       description: '5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, e.g. "0 8 * * MON".',
-    },
-    tz: { type: "string", minLength: 1, maxLength: 64, description: 'IANA time zone of the pattern, e.g. "Europe/Berlin" (default "UTC").' },
-    name: { ...NAME_SCHEMA, description: "The job name every tick enqueues." },
-    data: { description: "The payload of every tick's job (default {})." },
-    options: {
-      type: "object",
-      description:
-        "Job options of every tick's job (attempts, priority, backoff, timeoutMs, removeOnComplete, removeOnFail, meta); not jobId, delayMs or runAt.",
-    },
-    misfire: MISFIRE_SCHEMA,
+    }),
+    tz: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'IANA time zone of the pattern, e.g. "Europe/Berlin" (default "UTC").' })),
+    name: Type.String({ ...NAME_SCHEMA, description: "The job name every tick enqueues." }),
+    data: Type.Optional(AnyJson({ description: "The payload of every tick's job (default {})." })),
+    // The job options' own rules (and the ones a tick decides) are the core's: 422 with their message.
+    options: Type.Optional(
+      Type.Unsafe<ScheduleJobOptions>({
+        type: "object",
+        description:
+          "Job options of every tick's job (attempts, priority, backoff, timeoutMs, removeOnComplete, removeOnFail, meta); not jobId, delayMs or runAt.",
+      }),
+    ),
+    misfire: Type.Optional(MISFIRE_SCHEMA),
   },
-};
+  { additionalProperties: false },
+);
+type ScheduleBody = Static<typeof SCHEDULE_BODY>;
 
-const dateTime = (description: string, nullable = false): JsonSchema => ({ type: nullable ? ["string", "null"] : "string", format: "date-time", description });
+const nullableDateTime = (description: string) => Nullable(Type.String({ format: "date-time" }), { description });
 
-export const scheduleViewSchema: JsonSchema = {
-  title: "Schedule",
-  type: "object",
-  required: ["queue", "id", "cron", "tz", "name", "data", "options", "misfire", "lastTickAt", "nextRunAt", "anchorAt", "version", "createdAt", "updatedAt"],
-  properties: {
-    queue: { type: "string" },
-    id: { type: "string" },
-    cron: { type: "string" },
-    tz: { type: "string" },
-    name: { type: "string" },
-    data: { description: "The payload of every tick's job." },
-    options: { type: "object" },
-    misfire: {
-      type: "object",
-      required: ["policy", "graceMs", "limit"],
-      properties: { policy: { type: "string", enum: ["skip", "once", "all"] }, graceMs: { type: "integer" }, limit: { type: "integer" } },
-    },
-    lastTickAt: dateTime("The newest tick fired (or dropped by the misfire policy); null before the first.", true),
-    nextRunAt: dateTime("When the schedule fires next (store clock); null when its pattern names no future time.", true),
-    anchorAt: dateTime("Ticks at or before this instant never fire: creation, or the last change of the pattern."),
-    version: { type: "integer", description: "Bumped by every upsert." },
-    createdAt: dateTime("When the schedule was created."),
-    updatedAt: dateTime("When it was last changed."),
+export const scheduleViewSchema = Type.Object(
+  {
+    queue: Type.String(),
+    id: Type.String(),
+    cron: Type.String(),
+    tz: Type.String(),
+    name: Type.String(),
+    data: AnyJson({ description: "The payload of every tick's job." }),
+    options: Type.Unsafe<ScheduleJobOptions>({ type: "object" }),
+    misfire: Type.Object({ policy: misfirePolicy, graceMs: Type.Integer(), limit: Type.Integer() }),
+    lastTickAt: nullableDateTime("The newest tick fired (or dropped by the misfire policy); null before the first."),
+    nextRunAt: nullableDateTime("When the schedule fires next (store clock); null when its pattern names no future time."),
+    anchorAt: nullableDateTime("Ticks at or before this instant never fire: creation, or the last change of the pattern."),
+    version: Type.Integer({ description: "Bumped by every upsert." }),
+    createdAt: nullableDateTime("When the schedule was created."),
+    updatedAt: nullableDateTime("When it was last changed."),
   },
-};
+  { title: "Schedule" },
+);
+export type ScheduleView = Static<typeof scheduleViewSchema>;
 
-export function toScheduleView(s: ScheduleInfo) {
+export function toScheduleView(s: ScheduleInfo): ScheduleView {
   const d = s.definition;
   return {
     queue: s.queue,
@@ -115,30 +119,30 @@ export function toScheduleView(s: ScheduleInfo) {
   };
 }
 
-const listResponse: JsonSchema = { type: "object", required: ["schedules"], properties: { schedules: { type: "array", items: scheduleViewSchema } } };
+const listResponse = Type.Object({ schedules: Type.Array(scheduleViewSchema) });
 
 export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
   const infos = (queue?: string) => scheduleInfos(ctx.backend, queue);
 
   async function listAll(_request: FastifyRequest, reply: FastifyReply) {
-    return reply.send({ schedules: (await infos()).map(toScheduleView) });
+    return reply.send({ schedules: (await infos()).map(toScheduleView) } satisfies Static<typeof listResponse>);
   }
 
   async function listQueue(request: FastifyRequest, reply: FastifyReply) {
-    const { queue } = request.params as { queue: string };
+    const { queue } = request.params as QueueParams;
     return reply.send({ schedules: (await infos(queue)).map(toScheduleView) });
   }
 
   async function getOne(request: FastifyRequest, reply: FastifyReply) {
-    const { queue, id } = request.params as { queue: string; id: string };
+    const { queue, id } = request.params as ScheduleParams;
     const found = (await infos(queue)).find((s) => s.id === id);
     if (!found) throw new HttpProblem(404, "schedule-not-found", `no schedule ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
     return reply.send(toScheduleView(found));
   }
 
   async function upsert(request: FastifyRequest, reply: FastifyReply) {
-    const { queue, id } = request.params as { queue: string; id: string };
-    const body = request.body as ScheduleOptions;
+    const { queue, id } = request.params as ScheduleParams;
+    const body = request.body as ScheduleBody;
     const def = ctx.jobs.get(body.name);
     if (!def && ctx.strictJobNames) {
       throw new HttpProblem(
@@ -170,7 +174,7 @@ export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
   }
 
   async function remove(request: FastifyRequest, reply: FastifyReply) {
-    const { queue, id } = request.params as { queue: string; id: string };
+    const { queue, id } = request.params as ScheduleParams;
     if (!(await ctx.backend.scheduleRemove(queue, id)))
       throw new HttpProblem(404, "schedule-not-found", `no schedule ${JSON.stringify(id)} in queue ${JSON.stringify(queue)}`);
     notifySchedulesChanged(ctx.backend);

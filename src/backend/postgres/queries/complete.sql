@@ -9,7 +9,8 @@
 -- The fence is `lease_token = token AND state = 'active'`. Under READ COMMITTED, a row changed by
 -- a concurrent rescue or cancel is re-checked against it after that change commits, so a stale
 -- worker's late acknowledgement can never land. A job kept for 0 ms (removeOnComplete: true) is
--- deleted instead of updated; the two CTEs touch disjoint rows.
+-- deleted instead of updated (and its event written by removed_events); the two CTEs touch
+-- disjoint rows.
 --
 -- The completed attempt is NOT appended to `history`: every field of its record (attempt,
 -- worker, started_at, finished_at, outcome 'completed', no error) is in the row already, and the
@@ -35,7 +36,16 @@ removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING input i
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND j.retain_completed_ms = 0
-  RETURNING j.id, j.lease_token
+  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
+),
+-- The event triggers (0004, 0007) fire on INSERT and UPDATE: a job deleted as it completes gets
+-- its 'completed' event here, with the details the trigger would give, in the same statement.
+removed_events AS (
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
+  SELECT c.now, 'completed', r.queue, r.name, r.id, r.attempt, json_build_object('result', i.result::json)
+  FROM removed r
+  JOIN input i ON i.id = r.id AND i.token = r.lease_token
+  CROSS JOIN clock c
 ),
 completed AS (
   UPDATE {{schema}}.jobs AS j

@@ -38,7 +38,15 @@ removed AS (
   USING input i
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NULL
     AND j.retain_dead_ms = 0
-  RETURNING j.id, j.lease_token
+  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
+),
+-- The event triggers (0004, 0007) fire on INSERT and UPDATE: a job deleted as it dies gets its
+-- 'dead' event here, with the details the trigger would give, in the same statement.
+removed_events AS (
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
+  SELECT {{schema}}.now_ms($1), 'dead', r.queue, r.name, r.id, r.attempt, json_build_object('error', i.error::json)
+  FROM removed r
+  JOIN input i ON i.id = r.id AND i.token = r.lease_token
 ),
 buried AS (
   UPDATE {{schema}}.jobs AS j

@@ -92,7 +92,20 @@ removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING expired e
   WHERE j.id = e.id AND e.dead AND e.drop_when_dead
-  RETURNING j.id, j.queue, j.name, 'dead'::text AS state, j.attempt, j.worker_id
+  RETURNING j.id, j.queue, j.name, 'dead'::text AS state, j.attempt, j.worker_id, j.stalls
+),
+-- The event triggers fire on INSERT and UPDATE: a job deleted as it dies gets its 'dead' event
+-- here, with the error `buried` would have stored.
+removed_events AS (
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
+  SELECT {{schema}}.now_ms($1), 'dead', r.queue, r.name, r.id, r.attempt,
+         json_build_object('error', CASE WHEN e.quarantined
+                                         THEN jsonb_build_object('name', 'LeaseExpiredError',
+                                                                 'message', replace($5::text, '{stalls}', (r.stalls + e.stall)::text),
+                                                                 'stack', NULL)
+                                         ELSE $4::jsonb END)
+  FROM removed r
+  JOIN expired e ON e.id = r.id
 ),
 woken AS (
   SELECT count(pg_notify({{channel}}, queue)) AS n FROM (SELECT DISTINCT queue FROM requeued) AS q

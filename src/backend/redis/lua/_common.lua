@@ -93,7 +93,10 @@ end
 -- queue; pruneEvents applies the retention policy (age, count) exactly.
 local EVENT_LOG_MAX_LENGTH = 100000 -- DEFAULT_MAX_EVENTS of src/core/queue-events.ts
 
+-- EVENT_LOG is set by the line scripts.ts puts before this file: false for a prefix whose event
+-- log is off (RedisBackend's eventLog option), where no stream is written at all.
 local function log_event(base, kind, name, id, attempt, at, data)
+  if not EVENT_LOG then return end
   redis.call('XADD', base .. 'ev', 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*',
     't', kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', int(at), 'd', data or '')
 end

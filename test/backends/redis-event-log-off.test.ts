@@ -1,0 +1,159 @@
+/**
+ * The Redis event log switched off per prefix (RedisBackendOptions.eventLog, `?eventLog=off`):
+ * no stream is written, every reader refuses by name, the prefix records the setting so a process
+ * configured otherwise refuses to start, and per-job event streams still work (by polling).
+ * The conformance suite runs the event-log tests with the log on (the default).
+ */
+import { Redis } from "ioredis";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { openBackend } from "../../src/backend/open.js";
+import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
+import { createServer } from "../../src/http/index.js";
+import { EventTail } from "../../src/producer/event-tail.js";
+import { Queue, silentLogger, UnsupportedByStoreError, Worker, type Backend } from "../../src/index.js";
+import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
+const admin = new Redis(url);
+
+const prefixes: string[] = [];
+const backends: Backend[] = [];
+const workers: Worker[] = [];
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+  await Promise.all(backends.splice(0).map((b) => b.close()));
+});
+
+afterAll(async () => {
+  for (const prefix of prefixes) await deletePrefix(url, prefix);
+  await admin.quit();
+});
+
+function backend(options: Partial<RedisBackendOptions> & { prefix: string }): RedisBackend {
+  if (!prefixes.includes(options.prefix)) prefixes.push(options.prefix);
+  const b = new RedisBackend({ connection: url, logger: silentLogger, ...options });
+  backends.push(b);
+  return b;
+}
+
+/** Runs `count` jobs to completion (and one to its death) through a real worker. */
+async function runJobs(b: Backend, count: number): Promise<void> {
+  const queue = new Queue("q", { backend: b });
+  await queue.addBulk(Array.from({ length: count }, (_, i) => ({ name: "ok", data: { i } })));
+  await queue.add("bad", {}, { attempts: 1 });
+  const w = new Worker({
+    backend: b,
+    queues: "q",
+    concurrency: 5,
+    pollIntervalMs: 20,
+    logger: silentLogger,
+    handlers: {
+      ok: async () => "done",
+      bad: async () => {
+        throw new Error("boom");
+      },
+    },
+  });
+  workers.push(w);
+  await waitFor(
+    async () => {
+      const [stats] = await b.stats("q");
+      return stats!.counts.completed === count && stats!.counts.dead === 1;
+    },
+    { timeoutMs: 20_000, description: "every job finished" },
+  );
+}
+
+async function streamKeys(prefix: string): Promise<string[]> {
+  return (await admin.keys(`${prefix}:*`)).filter((k) => k.endsWith(":ev"));
+}
+
+describe("Redis event log off (eventLog: false)", () => {
+  it("writes no stream while jobs are added, run, retried and dead; the same run with the log on writes one", async () => {
+    const offPrefix = testPrefix("evoff");
+    const off = backend({ prefix: offPrefix, eventLog: false });
+    expect(off.capabilities.eventLog).toBe(false);
+    await runJobs(off, 20);
+    expect(await streamKeys(offPrefix)).toEqual([]);
+
+    const onPrefix = testPrefix("evon");
+    const on = backend({ prefix: onPrefix });
+    expect(on.capabilities.eventLog).toBe(true);
+    await runJobs(on, 20);
+    const keys = await streamKeys(onPrefix);
+    expect(keys).toHaveLength(1);
+    // added, active and completed/dead for each job
+    expect(await admin.xlen(keys[0]!)).toBeGreaterThanOrEqual(21 * 3);
+  });
+
+  it("refuses every reader by name: readEvents, queue.events(), GET /v1/events (501); no event tail for the dashboard", async () => {
+    const b = backend({ prefix: testPrefix("evoff"), eventLog: false });
+    await b.migrate();
+    await expect(b.readEvents("0", 10)).rejects.toBeInstanceOf(UnsupportedByStoreError);
+    await expect(b.latestEventCursor()).rejects.toThrow(/event log is off \(eventLog: false/);
+    await expect(b.pruneEvents()).rejects.toMatchObject({ capability: "eventLog" });
+    await expect(new Queue("q", { backend: b }).events().next()).rejects.toThrow(/keeps no event log.*eventLog: false/);
+    // LiveHub and JobWatcher take their events from an EventTail; without one they poll.
+    expect(EventTail.of(b)).toBeNull();
+
+    const app = await createServer({ backend: b, apiKeys: false, logger: false });
+    try {
+      const r = await app.inject({ method: "GET", url: "/v1/events" });
+      expect(r.statusCode).toBe(501);
+      expect(r.json()).toMatchObject({ type: "urn:conveyor:problem:no-event-log", detail: expect.stringMatching(/eventLog: false/) as string });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("a job's own event stream (GET /v1/jobs/{id}/events) still reports its completion, by polling", async () => {
+    const b = backend({ prefix: testPrefix("evoff"), eventLog: false });
+    const app = await createServer({ backend: b, apiKeys: false, logger: false, events: { pollIntervalMs: 50 } });
+    try {
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      const { jobId } = (await (
+        await fetch(`${base}/v1/queues/q/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "ok" }) })
+      ).json()) as { jobId: string };
+      const stream = await fetch(`${base}/v1/jobs/${jobId}/events`);
+      expect(stream.status).toBe(200);
+      const w = new Worker({ backend: b, queues: "q", pollIntervalMs: 20, logger: silentLogger, handlers: { ok: async () => 42 } });
+      workers.push(w);
+      const text = await stream.text(); // the stream ends after the terminal event
+      expect(text).toMatch(/event: state\ndata: \{[^\n]*"state":"completed"/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("one setting per prefix: the first process records it, a process configured otherwise refuses to start", async () => {
+    const prefix = testPrefix("evset");
+    await backend({ prefix, eventLog: false }).migrate();
+    expect(await admin.get(`${prefix}:event-log`)).toBe("off");
+    await expect(backend({ prefix }).migrate()).rejects.toThrow(/keeps its event log off.*pass eventLog: false \(\?eventLog=off in a URL\)/);
+    await backend({ prefix, eventLog: false }).migrate();
+
+    const other = testPrefix("evset");
+    await backend({ prefix: other }).migrate();
+    expect(await admin.get(`${other}:event-log`)).toBe("on");
+    await expect(backend({ prefix: other, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
+
+    // Data from before the setting existed had the log on: it is recorded as on.
+    const old = testPrefix("evold");
+    prefixes.push(old);
+    await admin.sadd(`${old}:queues`, "q");
+    await expect(backend({ prefix: old, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
+  });
+
+  it("?eventLog=off in a redis:// URL (the CLI's --db) turns it off; another value is refused", async () => {
+    const prefix = testPrefix("evurl");
+    prefixes.push(prefix);
+    const b = await openBackend(`${url}${url.includes("?") ? "&" : "?"}prefix=${prefix}&eventLog=off`);
+    backends.push(b);
+    expect(b.capabilities.eventLog).toBe(false);
+    await expect(openBackend(`${url}${url.includes("?") ? "&" : "?"}prefix=${prefix}&eventLog=no`)).rejects.toThrow(/\?eventLog= takes on or off/);
+  });
+});
