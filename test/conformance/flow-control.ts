@@ -297,5 +297,30 @@ export function flowControlTests(t: SuiteContext): void {
         expect(started).toBeGreaterThanOrEqual(6 + 3 * 7);
       },
     );
+
+    it.skipIf(!keyed || !t.factory.openSecond)(
+      "race: 8 claimers on their own connections never start more of a limiter key than its max per window (store start times) [needs jobFlowKeys, factory.openSecond]",
+      async () => {
+        const fleet = [t.b, ...(await Promise.all(Array.from({ length: 7 }, () => t.second())))];
+        await enqueueMany(t.b, 90, (i) => ({ data: { k: `acct-${i % 3}` }, limiter: { key: `acct-${i % 3}`, max: 4, durationMs: 1_000 } }));
+        for (let round = 0; round < 12; round++) {
+          await Promise.all(fleet.map((b, i) => claim(b, { worker: worker(`w${i}`), limit: 3 })));
+          t.clock.advance(250);
+        }
+        const startsByKey = new Map<string, number[]>();
+        for (const job of await t.b.list({ queue: QUEUE }, { limit: 1_000 })) {
+          if (job.startedAt === null) continue;
+          const key = (job.data as { k: string }).k;
+          startsByKey.set(key, [...(startsByKey.get(key) ?? []), job.startedAt]);
+        }
+        expect([...startsByKey.keys()].sort()).toEqual(["acct-0", "acct-1", "acct-2"]);
+        for (const [key, starts] of startsByKey) {
+          starts.sort((x, y) => x - y);
+          expect(busiestWindow(starts, 1_000), key).toBe(4);
+          // 12 rounds over 2.75 s: the windows opening at 0, 1 s and 2 s each let exactly 4 of the key start.
+          expect(starts, key).toHaveLength(12);
+        }
+      },
+    );
   });
 }
