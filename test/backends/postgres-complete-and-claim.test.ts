@@ -2,11 +2,13 @@
  * The worker's complete-and-claim path on PostgreSQL (Backend.completeAndClaim): a worker with a
  * buffer (`prefetch`) sends its finished batch and its next claim as one statement, every job
  * still runs exactly once and ends completed with its history, and pause hands the jobs such a
- * claim brought back to the store.
+ * claim brought back to the store. A claim riding with completions obeys flow control as the
+ * worker's own claims do: a queue waiting for its next rate slot is left out of it.
  */
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
+import type { ClaimRequest } from "../../src/backend/contract.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -62,6 +64,43 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
     expect([...runs.values()].every((count) => count === 1) && runs.size === n).toBe(true);
     const stats = await b.stats("q");
     expect(stats[0]!.counts).toMatchObject({ waiting: 0, active: 0, completed: n });
+  });
+
+  it("a claim riding with completions leaves out a queue waiting for its next rate slot (no claim of it until the slot opens)", async () => {
+    const b = await backend();
+    const busy = new Queue("busy", { backend: b });
+    const limited = new Queue("limited", { backend: b });
+    // One start a minute: after the first claim of it, the next slot opens long after this test ends.
+    await limited.setLimits({ rate: { max: 1, durationMs: 60_000 } });
+    await limited.addBulk(Array.from({ length: 20 }, () => ({ name: "job" })));
+    await busy.addBulk(Array.from({ length: 600 }, () => ({ name: "job" })));
+    // A cap that never binds: the busy queue's claims take the flow-controlled path too, which
+    // visits the queues in the order asked (the limited one first), so every claim that names the
+    // limited queue costs the store its lock and rate-window reads.
+    await busy.setLimits({ maxRunning: 1_000 });
+    const claims = vi.spyOn(b, "claim");
+    const rides = vi.spyOn(b, "completeAndClaim");
+    const w = new Worker({
+      backend: b,
+      queues: ["limited", "busy"],
+      concurrency: 4,
+      prefetch: 40,
+      logger: silentLogger,
+      maintenance: false,
+      handlers: { job: () => sleep(2) },
+    });
+    toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+    await waitFor(async () => (await busy.stats()).counts.completed === 600, { timeoutMs: 60_000 });
+    expect(rides.mock.calls.length).toBeGreaterThan(5);
+    // Every request that named the limited queue, by the worker or riding (a ride the store splits
+    // into two calls when a queue is limited counts once: the same request object).
+    const named = new Set<ClaimRequest>();
+    for (const [request] of claims.mock.calls) if (request.queues.includes("limited")) named.add(request);
+    for (const [, request] of rides.mock.calls) if (request.queues.includes("limited")) named.add(request);
+    // The claims that started its one job and met its limit, and at most a few sent before the
+    // worker heard of the limit; without the rule, every ride (dozens) names it.
+    expect(named.size).toBeLessThanOrEqual(4);
+    expect((await limited.stats()).counts).toMatchObject({ active: 0, completed: 1, waiting: 19 });
   });
 
   it("pause awaits a claim riding with completions and hands its jobs back unstarted", async () => {
