@@ -517,6 +517,9 @@ export class RedisBackend implements Backend {
         continue;
       }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
+      // A claim that took the rate's last open slot ends with { ms until the next one }.
+      const rateFull = reply.length % 2 === 0 && Array.isArray(reply[reply.length - 1]) ? (reply.pop() as unknown[]) : null;
+      if (rateFull !== null) reportThrottle(request.onThrottle, queue, Number(rateFull[0]));
       for (let i = 1; i + 1 < reply.length; i += 2) {
         const id = String(reply[i]);
         const fields = fieldsFromPacked(String(reply[i + 1]));

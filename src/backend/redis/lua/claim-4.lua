@@ -30,7 +30,9 @@
   Flow control (src/core/flow.ts): a queue whose <base>flow hash holds limits or a hold claims at
   most what they allow, and records its starts in the rate window <base>rate. When they allow
   none, the script returns { { retryIn } } and changes nothing: retryIn is how many ms until a
-  rate slot opens or the hold ends, or -1 when the queue waits on running jobs to finish.
+  rate slot opens or the hold ends, or -1 when the queue waits on running jobs to finish. A claim
+  that takes the rate's last open slot ends its reply with { retryIn } too: ms until the next
+  slot opens (throttleAfterStarts in src/core/flow.ts).
   A queue that has had jobs with a group or limiter key (flow hash field ln) takes turns across
   lanes (the `lanes` part below, the rules of pickAcrossLanes in src/core/flow.ts): its unkeyed
   jobs form one lane, each group or limiter key another (L:<name>\n<lane>, listed in ls:<name>).
@@ -46,6 +48,7 @@ promote_due(base, sched, now, tonumber(ARGV[5]))
 -- ── flow control: the claim's budget (the rules of claimBudget in src/core/flow.ts) ──────────
 local flowKey, rateKey = base .. 'flow', base .. 'rate'
 local flowRate = nil      -- true when the starts below go into the rate window
+local rateRoom, rateSlotIn = nil, nil -- starts the rate allows now; ms until a slot opens once they are made
 local nameRoom = {}       -- capped job name -> how many of it may start
 local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc')
 if flow[1] or flow[3] or flow[4] or flow[5] then
@@ -62,6 +65,9 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
     end
     limit = math.min(limit, room)
     flowRate = true
+    rateRoom = room
+    local oldest = redis.call('ZRANGE', rateKey, 0, 0, 'WITHSCORES')
+    rateSlotIn = int(math.max(1, num(oldest[2], now) + rateMs - now))
   end
   -- Active jobs, expired leases not yet rescued included: they hold their slot until the rescue.
   if flow[3] then limit = math.min(limit, math.max(0, tonumber(flow[3]) - redis.call('ZCARD', active))) end
@@ -456,4 +462,5 @@ end
 
 local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
 if first[2] then reply[1] = int(math.max(0, tonumber(first[2]) - now)) end
+if rateRoom and #activeArgs > 0 and #activeArgs / 2 >= rateRoom then reply[#reply + 1] = { rateSlotIn } end
 return reply
