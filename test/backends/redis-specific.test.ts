@@ -322,6 +322,20 @@ describe("flow keys (job groups and limiter keys)", () => {
     expect(holds).toEqual([`${prefix}:{q}:kh:acct-t0`]);
     expect(Number(await admin.pttl(holds[0]!))).toBeGreaterThan(0);
   });
+
+  it("a flow's children keep their group: they wait in its lane and obey its concurrency", async () => {
+    const b = backend({ clock: new FakeClock() });
+    const root = buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: "root" } });
+    await b.enqueueFlow([
+      { spec: root, parent: null, onChildFailure: "fail" },
+      { spec: keyed("c1", "t"), parent: 0, onChildFailure: "fail" },
+      { spec: keyed("c2", "t"), parent: 0, onChildFailure: "fail" },
+    ]);
+    const claimed = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 });
+    // The root waits for its children; of the two children of group t (concurrency 1), one runs.
+    expect(claimed.map((c) => c.job.id)).toEqual(["c1"]);
+    expect(await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 })).toEqual([]);
+  });
 });
 
 describe("compact waiting jobs", () => {
