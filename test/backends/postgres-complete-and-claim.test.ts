@@ -87,7 +87,7 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
     await busy.setLimits({ maxRunning: 1_000 });
     const claims = vi.spyOn(b, "claim");
     const rides = vi.spyOn(b, "completeAndClaim");
-    const w = bufferedWorker(b, ["limited", "busy"]);
+    bufferedWorker(b, ["limited", "busy"]);
     await waitFor(async () => (await busy.stats()).counts.completed === 600, { timeoutMs: 60_000 });
     expect(rides.mock.calls.length).toBeGreaterThan(5);
     // Every request that named the limited queue, by the worker or riding (a ride the store splits
