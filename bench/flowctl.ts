@@ -313,6 +313,8 @@ try {
   if (values["accuracy-only"]) {
     await reportAccuracy();
     console.log(`load average: ${formatLoad(loadStart)} at start, ${formatLoad(loadavg())} at end`);
+    // process.exit skips the finally below: the SQLite temp dir (and any throwaway server) goes first.
+    await s.close();
     process.exit(0);
   }
   const tp = await interleaved(

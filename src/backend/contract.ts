@@ -247,6 +247,8 @@ export interface ClaimRequest {
    * Called, before the claim resolves, for each requested queue whose flow control (limits or a
    * hold, see `setQueueLimits`) let none of its jobs start in this claim: `retryInMs` is when a
    * rate slot opens or the hold ends, or null when the queue waits on running jobs to finish.
+   * Also for a queue whose rate this claim filled (it took the window's last open slot):
+   * `retryInMs` is then when the next slot opens, so no claim has to find the queue full first.
    * Default: none.
    */
   onThrottle?: (throttle: ClaimThrottle) => void;

@@ -169,6 +169,20 @@ export interface ClaimBudget {
    * when something may start now.
    */
   retryInMs: number | null;
+  /** With a rate limit: starts the rate allows now (before this claim); null without one. */
+  rateRoom: number | null;
+  /** With a rate limit: ms until a slot opens once `rateRoom` starts have been made; null without one. */
+  rateSlotInMs: number | null;
+}
+
+/**
+ * What a claim that started `started` jobs of a queue reports to its throttle listener: when it
+ * took the rate's last open slot, ms until the next one opens, so workers leave the queue out
+ * until then instead of claiming it once more only to hear that; null otherwise (nothing to say).
+ */
+export function throttleAfterStarts(budget: ClaimBudget, started: number): number | null {
+  if (budget.rateRoom === null || started <= 0 || started < budget.rateRoom) return null;
+  return budget.rateSlotInMs;
 }
 
 /** The claim budget of one queue: the single place the limits are turned into numbers. */
@@ -176,16 +190,19 @@ export function claimBudget(snapshot: FlowSnapshot, limit: number, names: readon
   const { now, limits } = snapshot;
   const perName = new Map<string, number>();
   if (snapshot.heldUntil !== null && snapshot.heldUntil > now) {
-    return { total: 0, perName, retryInMs: snapshot.heldUntil - now };
+    return { total: 0, perName, retryInMs: snapshot.heldUntil - now, rateRoom: null, rateSlotInMs: null };
   }
   let total = limit;
   let retryInMs: number | null = null;
+  let rateRoom: number | null = null;
+  let rateSlotInMs: number | null = null;
   if (limits.rate !== null) {
     const room = Math.max(0, limits.rate.max - snapshot.startsInWindow);
-    if (room === 0) {
-      // The oldest start in the window leaves it at oldest + durationMs: then one slot opens.
-      retryInMs = Math.max(1, (snapshot.oldestStart ?? now) + limits.rate.durationMs - now);
-    }
+    // The oldest start in the window leaves it at oldest + durationMs: then one slot opens. With
+    // none in it, the oldest once this claim's starts fill it is one of them, made now.
+    rateSlotInMs = Math.max(1, (snapshot.oldestStart ?? now) + limits.rate.durationMs - now);
+    rateRoom = room;
+    if (room === 0) retryInMs = rateSlotInMs;
     total = Math.min(total, room);
   }
   if (limits.maxRunning !== null) total = Math.min(total, Math.max(0, limits.maxRunning - snapshot.active));
@@ -204,7 +221,7 @@ export function claimBudget(snapshot: FlowSnapshot, limit: number, names: readon
   }
   if (!uncapped) total = Math.min(total, cappedRoom);
   if (total > 0) retryInMs = null;
-  return { total, perName, retryInMs };
+  return { total, perName, retryInMs, rateRoom, rateSlotInMs };
 }
 
 /**

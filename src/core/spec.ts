@@ -42,7 +42,7 @@ export interface JobOptions {
    * Fair share and fleet-wide concurrency (docs/flow-control.md): at most `concurrency` jobs of
    * the queue with this group `key` run at once, and claims take turns across the groups that
    * have waiting jobs. Key: 1-255 characters without control characters; concurrency: integer
-   * >= 1. Default: no group. Needs `capabilities.jobFlowKeys` (SQLite, PostgreSQL).
+   * >= 1. Default: no group. Needs `capabilities.jobFlowKeys` (SQLite, PostgreSQL, Redis).
    */
   group?: { key: string; concurrency: number };
   /**

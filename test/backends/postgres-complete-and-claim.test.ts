@@ -2,11 +2,13 @@
  * The worker's complete-and-claim path on PostgreSQL (Backend.completeAndClaim): a worker with a
  * buffer (`prefetch`) sends its finished batch and its next claim as one statement, every job
  * still runs exactly once and ends completed with its history, and pause hands the jobs such a
- * claim brought back to the store.
+ * claim brought back to the store. A claim riding with completions obeys flow control as the
+ * worker's own claims do: a queue waiting for its next rate slot is left out of it.
  */
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
+import type { ClaimRequest } from "../../src/backend/contract.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -26,6 +28,13 @@ async function backend(): Promise<PostgresBackend> {
   toClose.push(b);
   await b.migrate();
   return b;
+}
+
+/** A worker with a buffer (prefetch 40, 4 at a time) running jobs of 2 ms, closed after the test. */
+function bufferedWorker(b: PostgresBackend, queues: string | string[]): Worker {
+  const w = new Worker({ backend: b, queues, concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false, handlers: { job: () => sleep(2) } });
+  toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+  return w;
 }
 
 describe("worker complete-and-claim (PostgreSQL)", () => {
@@ -64,20 +73,40 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
     expect(stats[0]!.counts).toMatchObject({ waiting: 0, active: 0, completed: n });
   });
 
+  it("a claim riding with completions leaves out a queue waiting for its next rate slot (no claim of it until the slot opens)", async () => {
+    const b = await backend();
+    const busy = new Queue("busy", { backend: b });
+    const limited = new Queue("limited", { backend: b });
+    // One start a minute: after the first claim of it, the next slot opens long after this test ends.
+    await limited.setLimits({ rate: { max: 1, durationMs: 60_000 } });
+    await limited.addBulk(Array.from({ length: 20 }, () => ({ name: "job" })));
+    await busy.addBulk(Array.from({ length: 600 }, () => ({ name: "job" })));
+    // A cap that never binds: the busy queue's claims take the flow-controlled path too, which
+    // visits the queues in the order asked (the limited one first), so every claim that names the
+    // limited queue costs the store its lock and rate-window reads.
+    await busy.setLimits({ maxRunning: 1_000 });
+    const claims = vi.spyOn(b, "claim");
+    const rides = vi.spyOn(b, "completeAndClaim");
+    bufferedWorker(b, ["limited", "busy"]);
+    await waitFor(async () => (await busy.stats()).counts.completed === 600, { timeoutMs: 60_000 });
+    expect(rides.mock.calls.length).toBeGreaterThan(5);
+    // Every request that named the limited queue, by the worker or riding (a ride the store splits
+    // into two calls when a queue is limited counts once: the same request object).
+    const named = new Set<ClaimRequest>();
+    for (const [request] of claims.mock.calls) if (request.queues.includes("limited")) named.add(request);
+    for (const [, request] of rides.mock.calls) if (request.queues.includes("limited")) named.add(request);
+    // The claims that started its one job and met its limit (2 in test runs), and at most a few
+    // sent before the worker heard of the limit; without the rule every ride names it (11 in a
+    // run with the ride's request reverted to name every queue).
+    expect(named.size).toBeLessThanOrEqual(4);
+    expect((await limited.stats()).counts).toMatchObject({ active: 0, completed: 1, waiting: 19 });
+  });
+
   it("pause awaits a claim riding with completions and hands its jobs back unstarted", async () => {
     const b = await backend();
     await new Queue("q", { backend: b }).addBulk(Array.from({ length: 600 }, (_, i) => ({ name: "job", data: { i } })));
     const pausing: { done: Promise<void> | null } = { done: null };
-    const w = new Worker({
-      backend: b,
-      queues: "q",
-      concurrency: 4,
-      prefetch: 40,
-      logger: silentLogger,
-      maintenance: false,
-      handlers: { job: () => sleep(2) },
-    });
-    toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+    const w = bufferedWorker(b, "q");
     // Pause from inside the ride: the moment the store answers the combined call.
     const original = b.completeAndClaim.bind(b);
     vi.spyOn(b, "completeAndClaim").mockImplementation(async (items, request) => {

@@ -50,7 +50,7 @@ backendSuite("redis cluster (3 masters, 1 replica each)", {
     multiProcess: true,
     claimAcrossQueues: "turns" as const,
     flows: "within-queue" as const,
-    jobFlowKeys: false,
+    jobFlowKeys: true,
     jobIdsPerQueue: true,
     eventLog: true,
   },

@@ -269,6 +269,75 @@ describe("key layout", () => {
   });
 });
 
+describe("flow keys (job groups and limiter keys)", () => {
+  const keyed = (jobId: string, tenant: string) =>
+    buildJobSpec({
+      queue: "q",
+      name: "job",
+      data: {},
+      options: { jobId, group: { key: tenant, concurrency: 1 }, limiter: { key: `acct-${tenant}`, max: 100, durationMs: 2_000 } },
+    });
+
+  it("keep memory bounded: lanes of idle groups are removed, limiter windows and key holds expire; a retried job goes back to its lane", async () => {
+    const prefix = testPrefix("flowkeys");
+    const clock = new FakeClock();
+    const b = backend({ prefix, clock });
+    const tenants = Array.from({ length: 10 }, (_, i) => `t${i}`);
+    await b.enqueue(tenants.flatMap((t) => [keyed(`${t}-1`, t), keyed(`${t}-2`, t)]));
+    await b.enqueue([spec({ jobId: "plain" })]);
+    expect(await b.stats("q")).toMatchObject([{ counts: { waiting: 21 } }]);
+    // A lane whose only job is cancelled is left listed until a claim visits it.
+    await b.cancel("t9-1");
+    await b.cancel("t9-2");
+    expect((await scanKeys(`${prefix}:{q}:L:*`)).length).toBe(9);
+
+    const claimAll = () => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 100, leaseMs: 60_000 });
+    const first = await claimAll();
+    // One per group (concurrency 1) and the unkeyed job.
+    expect(first.map((c) => c.job.id).sort()).toEqual(["plain", ...tenants.slice(0, 9).map((t) => `${t}-1`)].sort());
+    expect(await claimAll()).toEqual([]);
+    // t0-1 fails a moment later and retries at once: back in its group's lane, behind t0-2 (run_at order).
+    const t0 = first.find((c) => c.job.id === "t0-1")!;
+    clock.advance(1);
+    await b.fail([{ lease: t0.lease, error: { name: "E", message: "m", stack: null }, retryDelayMs: 0 }]);
+    await b.complete(first.filter((c) => c.job.id !== "t0-1").map((c) => ({ lease: c.lease, result: null })));
+    clock.advance(1);
+    const second = await claimAll();
+    expect(second.map((c) => c.job.id).sort()).toEqual(tenants.slice(0, 9).map((t) => `${t}-2`));
+    await b.complete(second.map((c) => ({ lease: c.lease, result: null })));
+    clock.advance(1);
+    const third = await claimAll();
+    expect(third.map((c) => c.job.id)).toEqual(["t0-1"]);
+    await b.holdQueue("q", 5_000, { keyOfJob: "t0-1" });
+    await b.complete(third.map((c) => ({ lease: c.lease, result: null })));
+    expect(await claimAll()).toEqual([]);
+
+    // Nothing waits: no lane and no lane set is left; windows and the hold expire on their own.
+    expect(await scanKeys(`${prefix}:{q}:L:*`)).toEqual([]);
+    expect(await scanKeys(`${prefix}:{q}:ls:*`)).toEqual([]);
+    const windows = await scanKeys(`${prefix}:{q}:kr:*`);
+    expect(windows).toHaveLength(9);
+    for (const key of windows) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
+    const holds = await scanKeys(`${prefix}:{q}:kh:*`);
+    expect(holds).toEqual([`${prefix}:{q}:kh:acct-t0`]);
+    expect(Number(await admin.pttl(holds[0]!))).toBeGreaterThan(0);
+  });
+
+  it("a flow's children keep their group: they wait in its lane and obey its concurrency", async () => {
+    const b = backend({ clock: new FakeClock() });
+    const root = buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: "root" } });
+    await b.enqueueFlow([
+      { spec: root, parent: null, onChildFailure: "fail" },
+      { spec: keyed("c1", "t"), parent: 0, onChildFailure: "fail" },
+      { spec: keyed("c2", "t"), parent: 0, onChildFailure: "fail" },
+    ]);
+    const claimed = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 });
+    // The root waits for its children; of the two children of group t (concurrency 1), one runs.
+    expect(claimed.map((c) => c.job.id)).toEqual(["c1"]);
+    expect(await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 })).toEqual([]);
+  });
+});
+
 describe("compact waiting jobs", () => {
   /** Every bucket of queue q: its length and encoding. */
   async function buckets(prefix: string): Promise<{ key: string; length: number; encoding: string }[]> {

@@ -18,7 +18,7 @@ const capabilities = {
   multiProcess: true,
   claimAcrossQueues: "turns" as const,
   flows: "across-queues" as const,
-  jobFlowKeys: false,
+  jobFlowKeys: true,
   jobIdsPerQueue: true,
   eventLog: true,
 };

@@ -68,7 +68,8 @@ export function flowControlTests(t: SuiteContext): void {
       await setLimits(t.b, { rate: { max: 3, durationMs: 1_000 } });
       const first = await claimWatched(t.b, 10);
       expect(first.jobs).toHaveLength(3);
-      expect(first.throttles).toEqual([]);
+      // It took the window's last slot: it says so at once (see the next test).
+      expect(first.throttles).toEqual([{ queue: QUEUE, retryInMs: 1_000 }]);
       t.clock.advance(400);
       const limited = await claimWatched(t.b, 10);
       expect(limited.jobs).toEqual([]);
@@ -78,6 +79,33 @@ export function flowControlTests(t: SuiteContext): void {
       t.clock.advance(1);
       expect((await claimWatched(t.b, 10)).jobs).toHaveLength(3);
       expect(busiestWindow(await startTimes(t.b), 1_000)).toBe(3);
+    });
+
+    it("rate: a claim that takes the last open slot says when the next opens; a claim that leaves slots open says nothing", async () => {
+      await enqueueMany(t.b, 40);
+      await setLimits(t.b, { rate: { max: 3, durationMs: 1_000 } });
+      const t0 = t.clock.now();
+      const partial = await claimWatched(t.b, 2);
+      expect(partial.jobs).toHaveLength(2);
+      expect(partial.throttles).toEqual([]);
+      t.clock.advance(100);
+      // One slot left: this claim takes it and is told the next opens when the first start leaves.
+      const last = await claimWatched(t.b, 10);
+      expect(last.jobs).toHaveLength(1);
+      expect(last.throttles).toEqual([{ queue: QUEUE, retryInMs: 900 }]);
+      // A claimer that only comes back when told never meets a full queue: each claim takes the
+      // slots that opened (2 at t0 + k s, 1 at t0 + k s + 100 ms) and is told the next.
+      let retryInMs = last.throttles[0]!.retryInMs!;
+      for (let claim = 1; claim <= 14; claim++) {
+        t.clock.advance(retryInMs);
+        const claimed = await claimWatched(t.b, 10);
+        expect(claimed.jobs, `claim ${claim}`).toHaveLength(claim % 2 === 1 ? 2 : 1);
+        expect(claimed.throttles, `claim ${claim}`).toEqual([{ queue: QUEUE, retryInMs: claim % 2 === 1 ? 100 : 900 }]);
+        retryInMs = claimed.throttles[0]!.retryInMs!;
+      }
+      const starts = await startTimes(t.b);
+      expect(starts).toEqual(Array.from({ length: 24 }, (_, i) => t0 + Math.floor(i / 3) * 1_000 + (i % 3 === 2 ? 100 : 0)));
+      expect(busiestWindow(starts, 1_000)).toBe(3);
     });
 
     it("rate: over many windows, a claimer that comes back exactly when told starts max per window, no fewer", async () => {
@@ -295,6 +323,31 @@ export function flowControlTests(t: SuiteContext): void {
           await t.b.complete(active.slice(0, 3).map((j) => ({ lease: { jobId: j.id, token: j.lease!.token }, result: null })));
         }
         expect(started).toBeGreaterThanOrEqual(6 + 3 * 7);
+      },
+    );
+
+    it.skipIf(!keyed || !t.factory.openSecond)(
+      "race: 8 claimers on their own connections never start more of a limiter key than its max per window (store start times) [needs jobFlowKeys, factory.openSecond]",
+      async () => {
+        const fleet = [t.b, ...(await Promise.all(Array.from({ length: 7 }, () => t.second())))];
+        await enqueueMany(t.b, 90, (i) => ({ data: { k: `acct-${i % 3}` }, limiter: { key: `acct-${i % 3}`, max: 4, durationMs: 1_000 } }));
+        for (let round = 0; round < 12; round++) {
+          await Promise.all(fleet.map((b, i) => claim(b, { worker: worker(`w${i}`), limit: 3 })));
+          t.clock.advance(250);
+        }
+        const startsByKey = new Map<string, number[]>();
+        for (const job of await t.b.list({ queue: QUEUE }, { limit: 1_000 })) {
+          if (job.startedAt === null) continue;
+          const key = (job.data as { k: string }).k;
+          startsByKey.set(key, [...(startsByKey.get(key) ?? []), job.startedAt]);
+        }
+        expect([...startsByKey.keys()].sort()).toEqual(["acct-0", "acct-1", "acct-2"]);
+        for (const [key, starts] of startsByKey) {
+          starts.sort((x, y) => x - y);
+          expect(busiestWindow(starts, 1_000), key).toBe(4);
+          // 12 rounds over 2.75 s: the windows opening at 0, 1 s and 2 s each let exactly 4 of the key start.
+          expect(starts, key).toHaveLength(12);
+        }
       },
     );
   });

@@ -7,7 +7,16 @@
  * (flow-record.sql). Queues without limits never come here: claim.sql alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
-import { claimBudget, flowSnapshot, needsRunningCounts, pickAcrossLanes, type LaneHead, type LaneJob, type StoredQueueLimits } from "../../core/flow.js";
+import {
+  claimBudget,
+  flowSnapshot,
+  needsRunningCounts,
+  pickAcrossLanes,
+  throttleAfterStarts,
+  type LaneHead,
+  type LaneJob,
+  type StoredQueueLimits,
+} from "../../core/flow.js";
 import type { JobSpec } from "../../core/job.js";
 import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
 import { integerArray, textArray } from "./arrays.js";
@@ -107,7 +116,9 @@ export async function claimUnderLimits<Row extends object>(
     if (row.lanes === true) {
       const laned = await claimLanes<Row>(run, queue, row.lane_cursor ?? null, now, budget.total, budget.perName, request, leaseMs);
       rows.push(...laned.rows);
+      const rateFull = throttleAfterStarts(budget, laned.rows.length);
       if (laned.throttle !== null) throttles.push({ queue, retryInMs: laned.throttle.retryInMs });
+      else if (rateFull !== null) throttles.push({ queue, retryInMs: rateFull });
       if (limits.rate !== null && laned.rows.length > 0) await run("flow-record", [queue, now, laned.rows.length]);
       continue;
     }
@@ -128,6 +139,9 @@ export async function claimUnderLimits<Row extends object>(
       taken += got.length;
     }
     if (limits.rate !== null && taken > 0) await run("flow-record", [queue, now, taken]);
+    // It took the rate's last open slot: say when the next one opens (throttleAfterStarts).
+    const rateFull = throttleAfterStarts(budget, taken);
+    if (rateFull !== null) throttles.push({ queue, retryInMs: rateFull });
   }
   return { rows, throttles, clockReadAt: nowParam === null ? clockReadAt : null };
 }

@@ -73,6 +73,7 @@ import type { Json } from "../../core/json.js";
 import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
 import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { laneOf } from "../../core/job-flow.js";
 import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, toRecord, workerIdOf, type JobFields } from "./codec.js";
 import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
@@ -195,7 +196,7 @@ export class RedisBackend implements Backend {
     transactionalCompletion: false,
     claimAcrossQueues: "turns",
     flows: "across-queues",
-    jobFlowKeys: false,
+    jobFlowKeys: true,
     jobIdsPerQueue: true,
     eventLog: true,
   });
@@ -368,6 +369,7 @@ export class RedisBackend implements Backend {
         childCount[i]!,
         node.onChildFailure,
         node.parent === null ? 0 : node.parent + 1,
+        flowFieldsArg(spec),
       );
     });
     await this.register([...new Set(nodes.map((n) => n.spec.queue))]);
@@ -429,7 +431,7 @@ export class RedisBackend implements Backend {
       const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
       lastSpec = spec;
       lastOptions = options;
-      args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "");
+      args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "", flowFieldsArg(spec));
     }
     return args;
   }
@@ -540,6 +542,9 @@ export class RedisBackend implements Backend {
         continue;
       }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
+      // A claim that took the rate's last open slot ends with { ms until the next one }.
+      const rateFull = reply.length % 2 === 0 && Array.isArray(reply[reply.length - 1]) ? (reply.pop() as unknown[]) : null;
+      if (rateFull !== null) reportThrottle(request.onThrottle, queue, Number(rateFull[0]));
       for (let i = 1; i + 1 < reply.length; i += 2) {
         const id = String(reply[i]);
         const fields = fieldsFromPacked(String(reply[i + 1]));
@@ -934,7 +939,8 @@ export class RedisBackend implements Backend {
     await this.ready();
     const flowKey = this.queue(queue).flow;
     const fields = await this.send((c) => c.hgetall(flowKey));
-    if (fields.rm === undefined && fields.mr === undefined && fields.pn === undefined && fields.hu === undefined) return null;
+    // A queue that has had jobs with a group or limiter key (ln) has a flow as on SQL, limits or not.
+    if (fields.rm === undefined && fields.mr === undefined && fields.pn === undefined && fields.hu === undefined && fields.ln === undefined) return null;
     return {
       limits: {
         rate: fields.rm !== undefined && fields.rd !== undefined ? { max: Number(fields.rm), durationMs: Number(fields.rd) } : null,
@@ -948,10 +954,9 @@ export class RedisBackend implements Backend {
   async holdQueue(queue: string, forMs: number, options: HoldOptions = {}): Promise<void> {
     checkName("queue", queue);
     const ms = forMs;
-    // Jobs here carry no limiter key (capabilities.jobFlowKeys is false): there is no key to hold.
-    if (options.keyOfJob !== undefined) return;
     await this.ready();
-    await this.scripts.run("flow-hold", [this.queue(queue).flow], [this.nowArg(), ms]);
+    // With keyOfJob, the script holds that job's limiter key (kr:/kh: keys of its queue), if it has one.
+    await this.scripts.run("flow-hold", [this.queue(queue).flow], [this.nowArg(), ms, options.keyOfJob ?? ""]);
   }
 
   private async setPaused(queue: string, paused: boolean): Promise<void> {
@@ -1483,4 +1488,17 @@ function parseLogEntry(entry: string): JobLogLine {
   const first = entry.indexOf(" ");
   const second = entry.indexOf(" ", first + 1);
   return { at: Number(entry.slice(0, first)), attempt: Number(entry.slice(first + 1, second)), line: entry.slice(second + 1) };
+}
+
+/**
+ * A job's group and limiter key as the enqueue scripts store them (hash fields, see keys.ts):
+ * a JSON array of field, value, ..., or "" for a job without either.
+ */
+function flowFieldsArg(spec: JobSpec): string {
+  const flow = spec.flow;
+  if (flow === undefined || (flow.group === null && flow.limiter === null)) return "";
+  const fields: string[] = ["ln", laneOf(flow)];
+  if (flow.group !== null) fields.push("gk", flow.group.key, "gc", String(flow.group.concurrency));
+  if (flow.limiter !== null) fields.push("lk", flow.limiter.key, "lm", String(flow.limiter.max), "ld", String(flow.limiter.durationMs));
+  return JSON.stringify(fields);
 }

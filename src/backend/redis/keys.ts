@@ -28,8 +28,18 @@
  *   expiry        ZSET  finished jobs that have a retention deadline, by that deadline
  *   flow          HASH  flow control (src/core/flow.ts), only for a queue with limits or a hold:
  *                       rm rate max, rd rate window ms, mr max running, pn per-name caps (JSON),
- *                       hu held until ms, rs counter of rate-window members
+ *                       hu held until ms, rs counter of rate-window members; ln 1 once the queue
+ *                       had a job with a group or limiter key (its claims take turns across lanes:
+ *                       claim-4.lua), lc the lane the last claim took a job from (kept while ln is)
  *   rate          ZSET  the rate window: one member per start (the counter), scored by its time
+ *   L:<name>\n<lane> ZSET  slow lane of the waiting jobs of one name in one flow lane (a group,
+ *                       "g:<key>", else a limiter key, "k:<key>": laneOf in src/core/job-flow.ts);
+ *                       as z:<name>. Such jobs are never compact nor in a fast lane
+ *   ls:<name>     ZSET  the lanes of L:<name>\n* that may hold jobs (score 0, read by lex order from
+ *                       the lane cursor); a claim that finds one empty removes it
+ *   kr:<key>      ZSET  a limiter key's rate window, as `rate`; expires a minute after it last counts
+ *   kh:<key>      STRING a limiter key's hold (RetryLater with pause "key"): held until ms; expires
+ *                       a minute after that
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
  *                       order) it lets list() walk jobs newest first without a per-job entry for
  *                       the bulk of a backlog
@@ -75,6 +85,8 @@
  *   e error JSON, h history JSON array of {a, w, s, f, o, e}, m meta JSON [null];
  *   flows: pi parent id, pq parent queue, pb parent key base, pp position in its flow (children);
  *   pc unsettled children, pf failure policy "fail" | "continue" (parents). State wc = waiting-children.
+ *   flow control (job options group, limiter): ln lane, gk group key, gc group concurrency,
+ *   lk limiter key, lm limiter max, ld limiter window ms.
  *
  * Cross-queue keys, each read or written on its own, never inside a queue's script:
  *   <prefix>:queues        SET of every queue name used (stats(), maintenance, lookups by id).

@@ -69,7 +69,7 @@ import { allOrNothingOf, inQueue, refusedBatch } from "../contract.js";
 import { systemClock, type Clock } from "../../core/clock.js";
 import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
-import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
+import { reportThrottle, type ClaimBudget, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
 import { SqliteFlow } from "./flow.js";
 import {
@@ -1153,18 +1153,20 @@ export class SqliteBackend implements Backend {
       const names = JSON.stringify(request.names);
       const flows = flow.rowsAmong(queues);
       const throttles: ClaimThrottle[] = [];
+      const rateBudgets = new Map<string, ClaimBudget>();
       let candidates: ClaimKey[] = [];
       for (const queue of queues) {
         if (paused.has(queue)) continue;
         const row = flows.get(queue);
         if (row === undefined) candidates.push(...s.claimCandidates.all(queue, now, names, limit));
-        else candidates.push(...flow.candidates(row, now, request, limit, throttles));
+        else candidates.push(...flow.candidates(row, now, request, limit, throttles, rateBudgets));
       }
       if (candidates.length === 0) return { rows: [], now, throttles };
       if (queues.length > 1) candidates = candidates.sort(byClaimOrder).slice(0, limit);
       const { id, host, pid } = request.worker;
       const rows = s.claimJobs.all(now + leaseMs, id, host, pid, now, JSON.stringify(candidates.map((c) => c.seq)));
       if (flows.size > 0) flow.recordStarts(flows, rows, now);
+      if (rateBudgets.size > 0) flow.throttlesAfterClaim(rateBudgets, rows, throttles);
       // RETURNING yields rows in no particular order.
       return { rows: rows.sort(byClaimOrder), now, throttles };
     });

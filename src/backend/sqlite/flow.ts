@@ -8,6 +8,8 @@ import type { ClaimRequest, ClaimThrottle } from "../contract.js";
 import {
   claimBudget,
   flowSnapshot,
+  throttleAfterStarts,
+  type ClaimBudget,
   isUnlimited,
   needsRunningCounts,
   pickAcrossLanes,
@@ -67,9 +69,17 @@ export class SqliteFlow {
   /**
    * The candidates a claim may take from a flow-controlled queue: at most the budget in all,
    * at most each capped name's room of that name, in claim order. A queue that can start none
-   * reports when to look again in `throttles`.
+   * reports when to look again in `throttles`. A rate-limited queue's budget goes into
+   * `rateBudgets`, for throttlesAfterClaim.
    */
-  candidates(row: FlowRow, now: number, request: ClaimRequest, limit: number, throttles: ClaimThrottle[]): FlowCandidate[] {
+  candidates(
+    row: FlowRow,
+    now: number,
+    request: ClaimRequest,
+    limit: number,
+    throttles: ClaimThrottle[],
+    rateBudgets: Map<string, ClaimBudget>,
+  ): FlowCandidate[] {
     const limits = toLimits(row);
     const window = limits.rate === null ? null : this.windowOf(row.queue, limits.rate.durationMs, now);
     const running = needsRunningCounts(limits) ? this.s.running.all(row.queue) : [];
@@ -78,6 +88,7 @@ export class SqliteFlow {
       throttles.push({ queue: row.queue, retryInMs: budget.retryInMs });
       return [];
     }
+    if (budget.rateRoom !== null) rateBudgets.set(row.queue, budget);
     if (row.lanes === 1) return this.laneCandidates(row, now, request, budget.total, budget.perName, throttles);
     const uncapped = request.names.filter((name) => !budget.perName.has(name));
     const found: FlowCandidate[] = [];
@@ -149,6 +160,20 @@ export class SqliteFlow {
     if (pick.throttled) throttles.push({ queue, retryInMs: pick.retryInMs });
     if (pick.lastLane !== null && pick.lastLane !== "") this.s.setCursor.run(pick.lastLane, queue);
     return pick.picked.map((job) => job.ref);
+  }
+
+  /**
+   * A claim that took the last open slot of a queue's rate says when the next one opens
+   * (throttleAfterStarts), so workers do not claim the queue again before. `claimed`: the jobs
+   * the claim started, of every queue.
+   */
+  throttlesAfterClaim(rateBudgets: ReadonlyMap<string, ClaimBudget>, claimed: ReadonlyArray<{ queue: string }>, throttles: ClaimThrottle[]): void {
+    const started = new Map<string, number>();
+    for (const job of claimed) started.set(job.queue, (started.get(job.queue) ?? 0) + 1);
+    for (const [queue, budget] of rateBudgets) {
+      const retryInMs = throttleAfterStarts(budget, started.get(queue) ?? 0);
+      if (retryInMs !== null) throttles.push({ queue, retryInMs });
+    }
   }
 
   /** Stores a new job's group and limiter key, and turns its queue's lane path on. */

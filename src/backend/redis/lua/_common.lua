@@ -119,9 +119,21 @@ local function added_details(state, run_at, priority, now)
   return '{"state":"' .. STATE_NAMES[state] .. '","runAt":' .. int(run_at) .. ',"priority":' .. int(priority) .. '}'
 end
 
--- Puts a waiting job into the slow lane of its name.
-local function to_slow_lane(base, id, name, priority, run_at, seq)
-  redis.call('ZADD', base .. 'z:' .. name, priority, lane_member(run_at, seq, id))
+-- The slow lane a waiting job of `name` waits in: its name's, or, for a job with a group or a
+-- limiter key (flow control; hash field 'ln', its lane: laneOf in src/core/job-flow.ts), that
+-- lane's own of its name, L:<name>\n<lane> (names hold no newline), listed in ls:<name>.
+local function slow_lane_key(base, name, lane)
+  if lane then return base .. 'L:' .. name .. '\n' .. lane end
+  return base .. 'z:' .. name
+end
+
+-- Puts a waiting job into its slow lane. `lane`: the job's flow lane, false for none, or nil to
+-- read it from the job's hash.
+local function to_slow_lane(base, id, name, priority, run_at, seq, lane)
+  if lane == nil then lane = redis.call('HGET', base .. 'j:' .. id, 'ln') end
+  redis.call('ZADD', slow_lane_key(base, name, lane), priority, lane_member(run_at, seq, id))
+  -- The lane set lists lanes with waiting jobs; a claim that finds one empty takes it out.
+  if lane then redis.call('ZADD', base .. 'ls:' .. name, 0, lane) end
 end
 
 -- Records a finished job in its state's set (by finished_at) and, when it has a retention
@@ -406,11 +418,11 @@ local function unlane_pending(base, id)
     redis.call('ZADD', base .. 'idx', fields[12], id)
     return fields[2], tonumber(fields[6]), tonumber(fields[12])
   end
-  local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's')
+  local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'ln')
   if v[1] == 's' then
     redis.call('ZREM', base .. 'sched', id)
   elseif v[1] == 'w' then
-    if redis.call('ZREM', base .. 'z:' .. v[2], lane_member(tonumber(v[4]), tonumber(v[5]), id)) == 0 then
+    if redis.call('ZREM', slow_lane_key(base, v[2], v[6]), lane_member(tonumber(v[4]), tonumber(v[5]), id)) == 0 then
       -- The fast lane is a list: LREM walks it, O(position). Only debounced jobs get here.
       redis.call('LREM', base .. 'f:' .. v[2], 1, id)
       redis.call('ZADD', base .. 'idx', v[5], id)

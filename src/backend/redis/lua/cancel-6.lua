@@ -43,7 +43,7 @@ if packed then
   return 'cancelled'
 end
 
-local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'o', 'a', 'w', 'sa', 'h', 'le')
+local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'o', 'a', 'w', 'sa', 'h', 'le', 'ln')
 local state = v[1]
 if not state then return 'not-found' end
 if state == 'c' or state == 'd' or state == 'x' then return 'already-finished' end
@@ -70,7 +70,7 @@ if state == 'wc' then
 -- Waiting (in one of its name's lanes) or scheduled (in the scheduled set, due or not).
 elseif redis.call('ZREM', sched, id) == 0 then
   local member = lane_member(tonumber(v[4]), tonumber(v[5]), id)
-  if redis.call('ZREM', base .. 'z:' .. v[2], member) == 0 then
+  if redis.call('ZREM', slow_lane_key(base, v[2], v[12]), member) == 0 then
     -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
     redis.call('LREM', base .. 'f:' .. v[2], 1, id)
   end

@@ -23,9 +23,12 @@
   ARGV[4] '1': all or nothing (when any job is a duplicate, nothing is written); '' otherwise
   ARGV[5] D, the number of jobs with a dedup window (never with all or nothing), followed by 4
           values for each: the job's position among the jobs (from 1), dedup key, ttl ms, mode
-  ARGV[6 + 4D..] 8 values per job: id, name, payload JSON, priority, run_at ms or '' (then
+  ARGV[6 + 4D..] 9 values per job: id, name, payload JSON, priority, run_at ms or '' (then
             now + delay), delay ms, options ("maxAttempts|retainCompleted|retainDead|timeout|backoff"),
-            meta JSON or '' for none
+            meta JSON or '' for none, flow fields or '' for none (a JSON array of hash fields and
+            values: ln lane, gk/gc group key and concurrency, lk/lm/ld limiter key, max and window
+            ms; such a job waits in its lane's slow lane, never compact, and its queue's flow hash
+            gets ln = 1: its claims take turns across lanes, see claim-4.lua)
   Returns one value per job, in input order: 0 inserted (or, all or nothing, would have been),
   1 duplicate, or "<dropped|extended|replaced> <id>" for a job an open dedup window took in.
 ]]
@@ -34,11 +37,11 @@ local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
 local windows = tonumber(ARGV[5])
 local FIRST = 6 + windows * 4
-local count = (#ARGV - FIRST + 1) / 8
+local count = (#ARGV - FIRST + 1) / 9
 local taken, replacedDue = {}, false
 if windows > 0 then
   taken, replacedDue = dedup_decide(base, now, ARGV, 6, FIRST - 1, function(pos)
-    local a = FIRST + (pos - 1) * 8
+    local a = FIRST + (pos - 1) * 9
     return ARGV[a], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5]
   end)
 end
@@ -48,7 +51,7 @@ if ARGV[4] == '1' then
   local table0 = buckets_open(base)
   local seen, flags, any = {}, {}, false
   for i = 0, count - 1 do
-    local id = ARGV[FIRST + i * 8]
+    local id = ARGV[FIRST + i * 9]
     local dup = seen[id] or compact_get(table0, id) or redis.call('EXISTS', base .. 'j:' .. id) == 1
     seen[id] = true
     flags[i + 1] = dup and 1 or 0
@@ -70,9 +73,18 @@ local result = {}
 local due = false
 local firstRunAt = nil -- earliest run_at among the new scheduled jobs
 
+local laned = false
 for i = 0, count - 1 do
-  local a = FIRST + i * 8
+  local a = FIRST + i * 9
   local id, name = ARGV[a], ARGV[a + 1]
+  -- Flow control: a job with a group or limiter key (its hash fields), else nil.
+  local flowFields = ARGV[a + 8] ~= '' and cjson.decode(ARGV[a + 8]) or nil
+  local lane = false
+  if flowFields then
+    for j = 1, #flowFields, 2 do
+      if flowFields[j] == 'ln' then lane = flowFields[j + 1] end
+    end
+  end
   local key = base .. 'j:' .. id
   local packed, bucket = compact_get(buckets, id)
   if taken[i + 1] then
@@ -95,7 +107,7 @@ for i = 0, count - 1 do
       idxArgs[#idxArgs + 1] = id
     else
       due = true
-      if priority == 0 and runAt >= watermark then
+      if not lane and priority == 0 and runAt >= watermark then
         watermark = runAt
         local lane = fast[name]
         if not lane then
@@ -116,7 +128,7 @@ for i = 0, count - 1 do
           compact = compact_add(buckets, id, compact_pack(buckets, seq, now, runAt, options, name, ARGV[a + 2]), bucket)
         end
       else
-        to_slow_lane(base, id, name, priority, runAt, seq)
+        to_slow_lane(base, id, name, priority, runAt, seq, lane)
         idxArgs[#idxArgs + 1] = seq
         idxArgs[#idxArgs + 1] = id
       end
@@ -125,6 +137,10 @@ for i = 0, count - 1 do
       redis.call('HSET', key, 'n', name, 'd', ARGV[a + 2], 'p', ARGV[a + 3], 'r', int(runAt), 'c', nowText,
         's', int(seq), 'o', ARGV[a + 6], 'st', state)
       if ARGV[a + 7] ~= '' then redis.call('HSET', key, 'm', ARGV[a + 7]) end
+      if flowFields then
+        redis.call('HSET', key, unpack(flowFields))
+        laned = true
+      end
     end
     newNames[name] = true
     log_event(base, 'added', name, id, 0, now, added_details(state, runAt, priority, now))
@@ -135,6 +151,7 @@ for _, name in ipairs(fastNames) do call_chunked('RPUSH', base .. 'f:' .. name, 
 if #schedArgs > 0 then call_chunked('ZADD', sched, schedArgs, 2) end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
 buckets_close(buckets)
+if laned then redis.call('HSET', base .. 'flow', 'ln', '1') end
 if watermark ~= startWatermark then redis.call('HSET', meta, 'fw', int(watermark)) end
 local nameList = {}
 for name in pairs(newNames) do nameList[#nameList + 1] = name end

@@ -8,15 +8,16 @@
 
   KEYS[1] meta of the root's queue (<base>meta), for routing
   ARGV[1] now in ms, or '' for Redis TIME
-  ARGV[2..] 13 values per job, parents before their children: key base ("<prefix>:{<queue>}:"),
+  ARGV[2..] 14 values per job, parents before their children: key base ("<prefix>:{<queue>}:"),
             queue, id, name, payload JSON, priority, run_at ms or '' (then now + delay), delay ms,
             options, meta JSON or '', number of children, policy ('fail' | 'continue'), position
-            of its parent among the jobs (from 1), or 0 for the root
+            of its parent among the jobs (from 1), or 0 for the root, flow fields or '' (as in
+            enqueue-4.lua: the job's group and limiter key)
   Returns one integer per job, in input order: 0 stored (or, when any was a duplicate, would have
   been), 1 duplicate.
 ]]
 local now = now_ms(ARGV[1])
-local N, FIRST = 13, 2
+local N, FIRST = 14, 2
 local count = (#ARGV - 1) / N
 
 local flags, any, tables = {}, false, {}
@@ -47,6 +48,11 @@ for i = 0, count - 1 do
   redis.call('HSET', key, 'n', name, 'd', payload, 'p', priority, 'r', int(runAt), 'c', nowText, 's', int(seq),
     'o', ARGV[a + 8], 'st', state)
   if ARGV[a + 9] ~= '' then redis.call('HSET', key, 'm', ARGV[a + 9]) end
+  if ARGV[a + 13] ~= '' then
+    -- Before to_slow_lane below, which reads the job's lane from its hash.
+    redis.call('HSET', key, unpack(cjson.decode(ARGV[a + 13])))
+    redis.call('HSET', base .. 'flow', 'ln', '1')
+  end
   if children > 0 then
     redis.call('HSET', key, 'pc', int(children), 'pf', ARGV[a + 11])
     redis.call('ZADD', base .. 'wc', seq, id)

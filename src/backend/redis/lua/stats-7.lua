@@ -56,6 +56,19 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[7])) do
   end
 end
 
+-- Jobs with a group or limiter key wait in lanes of their own (flow control): one per lane of the
+-- name; a lane left empty is still listed until a claim visits it.
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[7])) do
+  for _, lane in ipairs(redis.call('ZRANGE', base .. 'ls:' .. name, 0, -1)) do
+    local laneKey = base .. 'L:' .. name .. '\n' .. lane
+    local n = redis.call('ZCARD', laneKey)
+    if n > 0 then
+      waiting = waiting + n
+      seen(tonumber(string.sub(redis.call('ZRANGE', laneKey, 0, 0)[1], 1, 13)))
+    end
+  end
+end
+
 local due = redis.call('ZCOUNT', sched, '-inf', int(now))
 if due > 0 then
   waiting = waiting + due
