@@ -114,6 +114,16 @@ export interface AmqpBackendOptions {
   queues?: readonly string[];
   /** AMQP heartbeat in seconds (a dead TCP peer is noticed after about twice this). Default 10. */
   heartbeatSeconds?: number;
+  /**
+   * A claim hands out deliveries of a connection this process has read nothing from for longer
+   * than this, ms, only after one round trip to the broker (`basic.qos` on the consuming channel)
+   * shows the connection and channel still open. A process that was stopped (SIGSTOP, a VM pause,
+   * an event loop blocked) runs its timers before it reads its socket: without the check it would
+   * start deliveries the broker already took back when it closed the connection meanwhile, and run
+   * them twice. Healthy traffic (deliveries, confirms, the broker's heartbeats) keeps the
+   * connection heard from, so the round trip is rare. Default 1 000.
+   */
+  silenceCheckMs?: number;
   /** Timestamps of records and of attempt history. Default the system clock. */
   clock?: Clock;
   /**
@@ -141,6 +151,16 @@ interface Session {
   /** Queues with a consumer on this session, and its consumer tag. */
   readonly consuming: Map<string, Promise<string>>;
   prefetch: number | null;
+  /** performance.now() when this process last read anything from the connection's socket. */
+  heardAt: number;
+  /**
+   * The socket spoke after a silence longer than `silenceCheckMs`: what it brought (deliveries
+   * pushed while this process was not reading) may precede a close still to be read, so the next
+   * claim checks the session first.
+   */
+  spokeAfterSilence: boolean;
+  /** The round trip checking the session, while one runs. */
+  checking: Promise<void> | null;
 }
 
 /** A message pushed to this process and not yet settled. */
@@ -179,6 +199,7 @@ export class AmqpBackend implements Backend {
   private readonly deadScanLimit: number;
   private readonly claimWaitMs: number;
   private readonly heartbeatSeconds: number;
+  private readonly silenceCheckMs: number;
   private readonly clock: Clock;
   private readonly logger: Logger;
   /** Queues known to this process (the `queues` option and every queue used). */
@@ -210,6 +231,7 @@ export class AmqpBackend implements Backend {
     this.claimWaitMs = nonNegativeInt("option claimWaitMs", options.claimWaitMs ?? 0);
     this.deadScanLimit = positiveInt("option deadScanLimit", options.deadScanLimit ?? 10_000);
     this.heartbeatSeconds = nonNegativeInt("option heartbeatSeconds", options.heartbeatSeconds ?? 10);
+    this.silenceCheckMs = nonNegativeInt("option silenceCheckMs", options.silenceCheckMs ?? 1_000);
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? consoleLogger();
     for (const queue of options.queues ?? []) this.known.add(checkName("queue", queue));
@@ -275,7 +297,11 @@ export class AmqpBackend implements Backend {
         delays: new Set(),
         consuming: new Map(),
         prefetch: null,
+        heardAt: performance.now(),
+        spokeAfterSilence: false,
+        checking: null,
       };
+      this.listen(session);
       const lost = (why: string) => () => this.lose(session, why);
       connection.on("close", lost("connection closed"));
       for (const channel of [publisher, consumer]) {
@@ -292,6 +318,49 @@ export class AmqpBackend implements Backend {
       await connection.close().catch(() => undefined);
       throw error instanceof ConveyorError ? error : new StoreUnavailableError(this.description, { cause: error });
     }
+  }
+
+  /**
+   * Notes when the session's socket has something to read (a frame of any kind, heartbeats too).
+   * amqplib reads it on the same 'readable' event, before or after this listener, in one go.
+   */
+  private listen(session: Session): void {
+    const socket = socketOf(session.connection);
+    if (socket === null) {
+      // An amqplib without the socket where 2.x keeps it: every claim after a silence checks.
+      this.logger.warn({ store: this.description }, "amqplib connection has no readable socket to watch; claims check the session after every silence");
+      return;
+    }
+    socket.on("readable", () => {
+      const now = performance.now();
+      if (now - session.heardAt > this.silenceCheckMs) session.spokeAfterSilence = true;
+      session.heardAt = now;
+    });
+  }
+
+  /**
+   * Resolves once `session` is known open now: at once when this process read from it within
+   * `silenceCheckMs` and nothing arrived after a longer silence since; else after a `basic.qos`
+   * round trip on its consuming channel (a close the broker sent meanwhile is read before the
+   * answer). A session that fails the check is dropped (the broker requeues its deliveries).
+   */
+  private async heardFrom(session: Session): Promise<void> {
+    if (!session.alive) return;
+    if (!session.spokeAfterSilence && performance.now() - session.heardAt <= this.silenceCheckMs) return;
+    session.checking ??= (async () => {
+      session.spokeAfterSilence = false;
+      try {
+        // Re-sets the prefetch it has (qos without global applies to consumers started later only).
+        const roundTrip = session.consumer.prefetch(session.prefetch ?? this.fixedPrefetch ?? 1, false);
+        await withTimeout(roundTrip, this.confirmTimeoutMs, () => new Error(`no answer to basic.qos within ${this.confirmTimeoutMs} ms`));
+        session.heardAt = performance.now();
+      } catch (error) {
+        this.lose(session, `silent session failed its check: ${String(error)}`);
+      }
+    })().finally(() => {
+      session.checking = null;
+    });
+    await session.checking;
   }
 
   /**
@@ -450,6 +519,10 @@ export class AmqpBackend implements Backend {
     // basic.consume unanswered, and a worker's shutdown waits for its claim.
     await this.guard(() => this.confirmed(this.consume(session, queues, limit)));
     if (this.claimWaitMs > 0) await this.deliveries(queues, limit, this.claimWaitMs);
+    // Never start a delivery of a session that may have closed while this process was not reading.
+    const sessions = new Set<Session>();
+    for (const queue of queues) for (const delivery of this.buffers.get(queue) ?? []) sessions.add(delivery.session);
+    for (const s of sessions) await this.heardFrom(s);
 
     const now = this.clock.now();
     const claimed: ClaimedJob[] = [];
@@ -1081,6 +1154,12 @@ export class AmqpBackend implements Backend {
     for (const b of this.buffers.values()) buffered += b.length;
     return { generation: this.current?.alive ? this.current.generation : null, held: this.held.size, buffered, host: hostname() };
   }
+}
+
+/** The socket under an amqplib connection (amqplib 2.x keeps it at `connection.stream`), or null. */
+function socketOf(model: ChannelModel): NodeJS.EventEmitter | null {
+  const stream = (model.connection as { stream?: unknown }).stream;
+  return stream !== null && typeof stream === "object" && typeof (stream as NodeJS.EventEmitter).on === "function" ? (stream as NodeJS.EventEmitter) : null;
 }
 
 /**
