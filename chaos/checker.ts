@@ -812,7 +812,9 @@ export function check(input: CheckInput): CheckResult {
     // the loop in the same claim batch): a fault hit it even though it never ran there.
     const f = final.get(id);
     if (f && f.history.some((h) => h.outcome === "lease-expired" || h.outcome === "released")) continue;
-    const wait = Math.max(0, list[0]!.start - inv.at);
+    // Working time, as recoveries count it: while no worker had started (the run's start-up: the
+    // producer enqueues while the workers still boot) or the store was down, no worker could take it.
+    const wait = Math.max(0, Math.round(workingMs(inv.at, list[0]!.start)));
     if (maxHealthyWaitMs === null || wait > maxHealthyWaitMs) maxHealthyWaitMs = wait;
     if (checks.healthyDelayLimitMs !== null && wait > checks.healthyDelayLimitMs) {
       slowHealthy++;
