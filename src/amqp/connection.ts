@@ -40,7 +40,7 @@ export function describeAmqpUrl(url: unknown, who: string): string {
  */
 export async function openAmqpConnection(url: string, options: { heartbeatSeconds?: number } = {}): Promise<ChannelModel> {
   const { connect } = await import("amqplib");
-  const connection = await connect(withHeartbeat(url, options.heartbeatSeconds), { timeout: CONNECT_TIMEOUT_MS });
+  const connection = await connect(withHeartbeat(url, options.heartbeatSeconds), { timeout: CONNECT_TIMEOUT_MS, noDelay: true });
   connection.on("error", () => undefined);
   return connection;
 }
