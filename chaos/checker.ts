@@ -242,13 +242,12 @@ function saidBy(cause: "failpoint" | "watchdog", said: string | null): boolean {
 }
 
 /**
- * The fault windows: when each fault could interrupt a run, and whose runs. `resumeSlackMs`
- * extends a SIGSTOP past the SIGCONT. On a broker, a worker stopped longer than its heartbeat
- * resumes holding deliveries of a session the broker already closed, and may start some before
- * it processes the close (timers run before the socket's events): their acknowledgements are
- * refused and the broker delivers them again. Those runs are the stop's doing.
+ * The fault windows: when each fault could interrupt a run, and whose runs. A SIGSTOP's window
+ * ends at the SIGCONT on every store: a worker resumed holding deliveries of a RabbitMQ session
+ * the broker closed meanwhile checks the session before it starts any (AmqpBackend,
+ * `silenceCheckMs`), so a run that starts after the SIGCONT is no fault's doing.
  */
-function faultWindows(faults: readonly FaultEvent[], leaseMs: number, resumeSlackMs = 0): Window[] {
+function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] {
   return faults.map((f): Window => {
     switch (f.t) {
       case "death":
@@ -263,7 +262,7 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number, resumeSlac
           label: `death(${f.cause}) of ${f.slot}/${f.wpid} at ${f.at}`,
         };
       case "stop":
-        return { from: f.from, to: f.to + resumeSlackMs, wpid: f.wpid, label: `SIGSTOP of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
+        return { from: f.from, to: f.to, wpid: f.wpid, label: `SIGSTOP of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
       case "term":
         return { from: f.from, to: f.to, wpid: f.wpid, label: `SIGTERM of ${f.slot}/${f.wpid} ${f.from}..${f.to}` };
       case "outage":
@@ -420,7 +419,7 @@ export function check(input: CheckInput): CheckResult {
       if (f.t === "death") observedFaults.push({ ...f, cause: "unknown" });
     }
   }
-  const windows = faultWindows(observedFaults, config.leaseMs, broker ? config.ackSlackMs : 0);
+  const windows = faultWindows(observedFaults, config.leaseMs);
   // When each worker process ended (death or exit after SIGTERM): a run without an end record
   // ended then, at the latest.
   const processEnds = new Map<number, number[]>();
@@ -813,7 +812,9 @@ export function check(input: CheckInput): CheckResult {
     // the loop in the same claim batch): a fault hit it even though it never ran there.
     const f = final.get(id);
     if (f && f.history.some((h) => h.outcome === "lease-expired" || h.outcome === "released")) continue;
-    const wait = Math.max(0, list[0]!.start - inv.at);
+    // Working time, as recoveries count it: while no worker had started (the run's start-up: the
+    // producer enqueues while the workers still boot) or the store was down, no worker could take it.
+    const wait = Math.max(0, Math.round(workingMs(inv.at, list[0]!.start)));
     if (maxHealthyWaitMs === null || wait > maxHealthyWaitMs) maxHealthyWaitMs = wait;
     if (checks.healthyDelayLimitMs !== null && wait > checks.healthyDelayLimitMs) {
       slowHealthy++;

@@ -78,7 +78,7 @@ const ROWS: Row[] = [
   ["SIGTERM: drains over grace", (r) => n(r.check?.metrics.slowDrains), "drains over grace + tolerance"],
   ["SIGTERM: wrong exit codes", (r) => n(r.check?.metrics.wrongExitCodes), "exit codes not as documented (0 drained, 1 released)"],
   ["pills not dead in limits", (r) => n(r.check?.metrics.pillsNotDead), "pills not dead within their attempts"],
-  ["max healthy wait (no fault), ms", (r) => n(r.check?.metrics.maxHealthyWaitMs), "healthy jobs (no fault hit) delayed over a lease"],
+  ["max healthy wait (no fault), ms *", (r) => n(r.check?.metrics.maxHealthyWaitMs), "healthy jobs (no fault hit) delayed over a lease"],
   ["drain after faults, ms", (r) => n(r.drainMs)],
   ["processes left behind", (r) => n(r.leftoverProcesses), "processes left behind after the workers exited"],
   [

@@ -40,12 +40,22 @@ export function describeAmqpUrl(url: unknown, who: string): string {
  */
 export async function openAmqpConnection(url: string, options: { heartbeatSeconds?: number } = {}): Promise<ChannelModel> {
   const { connect } = await import("amqplib");
-  const connection = await connect(url, {
-    timeout: CONNECT_TIMEOUT_MS,
-    ...(options.heartbeatSeconds !== undefined ? { heartbeat: options.heartbeatSeconds } : {}),
-  } as Options.Connect);
+  const connection = await connect(withHeartbeat(url, options.heartbeatSeconds), { timeout: CONNECT_TIMEOUT_MS, noDelay: true });
   connection.on("error", () => undefined);
   return connection;
+}
+
+/**
+ * `url` asking for `heartbeatSeconds`, unless it names a heartbeat itself. amqplib reads the
+ * heartbeat of a string URL from its query only (a `heartbeat` socket option is ignored), and
+ * without one accepts the server's (RabbitMQ's default: 60 s).
+ */
+export function withHeartbeat(url: string, heartbeatSeconds: number | undefined): string {
+  if (heartbeatSeconds === undefined) return url;
+  const parsed = new URL(url);
+  if (parsed.searchParams.has("heartbeat")) return url;
+  parsed.searchParams.set("heartbeat", String(heartbeatSeconds));
+  return parsed.toString();
 }
 
 /**

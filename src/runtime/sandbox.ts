@@ -6,6 +6,7 @@ import type { JobContext } from "../core/define.js";
 import { ConveyorError, JobTimeoutError, RetryLater, ShutdownError, UnrecoverableError } from "../core/errors.js";
 import type { ErrorInfo, JobRecord } from "../core/job.js";
 import type { Json } from "../core/json.js";
+import { positiveInt } from "../core/checks.js";
 import type { FromSandbox, ToSandbox } from "./sandbox-protocol.js";
 
 export interface SandboxOptions {
@@ -16,6 +17,14 @@ export interface SandboxOptions {
   module: string;
   /** After asking a handler to abort (lease lost, cancelled), kill its process if still busy after this long, ms. Default 1000. */
   abortGraceMs?: number;
+  /**
+   * Processes started ahead of jobs: once the first has loaded the module, the pool starts the
+   * rest at once instead of one per job when jobs arrive (a cold start takes seconds with a
+   * TypeScript module, and a job would wait for it). More start on demand when every one is busy;
+   * each that dies is replaced at once. Default in a Worker: its `concurrency` + 1 (a spare for a
+   * process killed mid-job); a pool made directly: 1.
+   */
+  processes?: number;
 }
 
 /** The sandbox process died while running a job (process.exit, a crash, out of memory). Retried. */
@@ -174,9 +183,13 @@ export class SandboxPool {
   constructor(options: SandboxOptions) {
     this.module = resolvePath(options.module);
     this.abortGraceMs = options.abortGraceMs ?? 1_000;
+    const processes = positiveInt("sandbox option processes", options.processes ?? 1);
     const first = this.spawn();
     this.names = first.ready.then((names) => {
       this.idle.push(first);
+      // Only after one loaded the module: one that cannot load it would fail in every process.
+      // A job claimed before they are up takes the one closest to ready (see run()).
+      for (let i = 1; i < processes && !this.closed; i++) void this.replace();
       return names;
     });
   }
@@ -192,19 +205,20 @@ export class SandboxPool {
       // Replace a process that was killed or died (a pill's timeout, a crash) right away, so the
       // next job does not wait for a cold start. Only one that had loaded the module: one that
       // could not load it would be replaced by another that cannot, forever.
-      if (sandbox.loaded && !this.closed) this.replace();
+      if (sandbox.loaded && !this.closed) void this.replace();
     });
     return sandbox;
   }
 
-  private replace(): void {
+  /** Starts a process that joins the idle ones once loaded; resolves then (or when it failed to load). */
+  private replace(): Promise<void> {
     const fresh = this.spawn();
     this.warming.add(fresh);
-    fresh.ready.then(
+    return fresh.ready.then(
       () => {
         if (this.warming.delete(fresh) && !this.closed && !fresh.exited) this.idle.push(fresh);
       },
-      () => this.warming.delete(fresh),
+      () => void this.warming.delete(fresh),
     );
   }
 

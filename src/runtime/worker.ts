@@ -240,11 +240,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const queues = typeof options.queues === "string" ? [options.queues] : [...(options.queues ?? [])];
     if (queues.length === 0) throw new InvalidInputError("new Worker() needs at least one queue name in { queues }");
     this.queues = queues.map((q) => checkName("queue", q));
-    this.sandbox = options.sandbox ? new SandboxPool(options.sandbox) : null;
+    this.concurrency = positiveInt("option concurrency", options.concurrency ?? 10);
+    // Every slot's process started with the worker, plus a spare for one killed mid-job (a pill).
+    this.sandbox = options.sandbox ? new SandboxPool({ processes: this.concurrency + 1, ...options.sandbox }) : null;
     if (options.handlers !== undefined) this.registerHandlers(options.handlers);
     else if (!this.sandbox) throw new InvalidInputError("new Worker() needs { handlers } (or { sandbox: { module } })");
     this.watchdogOptions = options.watchdog ?? null;
-    this.concurrency = positiveInt("option concurrency", options.concurrency ?? 10);
     this.prefetch = nonNegativeInt("option prefetch", options.prefetch ?? 0);
     this.leaseMs = positiveInt("option leaseMs", options.leaseMs ?? 30_000);
     this.heartbeatIntervalMs = positiveInt("option heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));

@@ -126,6 +126,40 @@ describe("RabbitMQ faults", () => {
     await waitFor(() => ids.every((id) => done.has(id)), { timeoutMs: 20_000, description: "the killed worker's jobs ran elsewhere" });
   });
 
+  it("a process stopped while the broker closes its connection starts none of that session's deliveries when it resumes", { timeout: 90_000 }, async () => {
+    const prefix = rabbitName("silent");
+    const total = 6;
+    const backend = new AmqpBackend({ url: broker.url, prefix, logger: silentLogger });
+    closeAfter.push(backend);
+    await backend.enqueue(jobs("silent", "job", total));
+    const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/amqp-silent-claimer.ts", broker.url, prefix, String(total)], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    try {
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      await waitFor(() => out.includes("ready"), { timeoutMs: 30_000, description: "the child holds one job and buffers the rest" });
+      child.kill("SIGSTOP");
+      // The broker closes every connection (the child's too) while the child cannot read; as the
+      // chaos harness's cut does, asynchronously on the node, so the stopped peer cannot hold it up.
+      const closed = await broker.ctl([
+        "eval",
+        'Ps = rabbit_networking:connections(), [spawn(fun() -> rabbit_networking:close_connection(P, "test: closed while its client was stopped") end) || P <- Ps], timer:sleep(500), Ps.',
+      ]);
+      expect(closed).toMatch(/<\d+\.\d+\.\d+>/);
+      child.kill("SIGCONT");
+      await waitFor(() => /applied \d+ stale \d+/.test(out), { timeoutMs: 45_000, description: "the child's report" });
+      // Every job completed once, on the new session; none handed out of the closed one (those
+      // would settle stale: the broker took them back with the close and delivers them again).
+      expect(out).toMatch(new RegExp(`applied ${total} stale 0 distinct ${total}`));
+    } finally {
+      child.kill("SIGKILL");
+      await exited;
+    }
+  });
+
   it("a poison message that SIGKILLs every worker taking it is dead-lettered after x-delivery-limit, with the reason", { timeout: 60_000 }, async () => {
     const prefix = rabbitName("poison");
     const deliveryLimit = 1;

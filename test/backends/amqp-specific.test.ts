@@ -45,6 +45,17 @@ afterAll(async () => {
 
 const A = { id: "worker-A", host: "host-A", pid: 4242 };
 
+/**
+ * Resolves once the acks `b` sent on its consuming channel reached the queue: a quorum queue
+ * applies them asynchronously, and a close right after them can race them. A basic.get on the
+ * same channel and queue is a synchronous command to the same queue leader, answered after them
+ * (nothing is ready to take: every message was delivered).
+ */
+async function ackBarrier(b: AmqpBackend, queue: string): Promise<void> {
+  const internals = b as unknown as { current: { consumer: { get(q: string, o: { noAck: boolean }): Promise<unknown> } }; names: { prefix: string } };
+  expect(await internals.current.consumer.get(`${internals.names.prefix}~${queue}`, { noAck: false })).toBe(false);
+}
+
 function spec(queue: string, options: JobOptions & { name?: string; data?: unknown } = {}) {
   const { name = "job", data = {}, ...rest } = options;
   return buildJobSpec({ queue, name, data, options: rest });
@@ -297,6 +308,51 @@ describe("AmqpBackend settles", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect((await b.stats("fence"))[0]!.counts).toMatchObject({ waiting: 0, active: 0, dead: 0 });
     expect(await b.complete([{ lease: second!.lease, result: null }])).toEqual(["stale"]);
+  });
+
+  it("a batch of completions is acknowledged together only as far as it reaches: jobs completed out of order never ack the ones before them", async () => {
+    const b = backend({ claimWaitMs: 2_000, prefetch: 10 });
+    await b.enqueue([1, 2, 3, 4, 5].map((n) => spec("acks", { data: { n } })));
+    const claimed = await waitFor(
+      async () => {
+        const got = await b.claim({ queues: ["acks"], names: ["job"], worker: A, limit: 5, leaseMs: 30_000 });
+        return got.length === 5 ? got : null;
+      },
+      { timeoutMs: 10_000, description: "five deliveries in one claim" },
+    );
+    const [first, second, third, fourth, fifth] = claimed as [ClaimedJob, ClaimedJob, ClaimedJob, ClaimedJob, ClaimedJob];
+    // The later ones first (their deliveries came last): one each, the earlier two still unsettled.
+    expect(await b.complete([fifth, fourth].map((c) => ({ lease: c.lease, result: null })))).toEqual(["applied", "applied"]);
+    // The first and third: the second lies between them, so no ack may cover it.
+    expect(await b.complete([third, first].map((c) => ({ lease: c.lease, result: null })))).toEqual(["applied", "applied"]);
+    // The session ends with the second unsettled: the broker must hand back exactly that one.
+    await ackBarrier(b, "acks");
+    await b.close();
+    const again = backend({ prefix: (b as unknown as { names: { prefix: string } }).names.prefix, claimWaitMs: 2_000 });
+    const back = await claimSoon(again, "acks", 5);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const rest = await again.claim({ queues: ["acks"], names: ["job"], worker: A, limit: 5, leaseMs: 30_000 });
+    expect([...back, ...rest].map((c) => c.job.id)).toEqual([second.job.id]);
+  });
+
+  it("a batch of completions covering every delivery up to its highest settles them all (one multiple ack): none comes back", async () => {
+    const b = backend({ claimWaitMs: 2_000, prefetch: 10 });
+    await b.enqueue([1, 2, 3, 4].map((n) => spec("acks-all", { data: { n } })));
+    const claimed = await waitFor(
+      async () => {
+        const got = await b.claim({ queues: ["acks-all"], names: ["job"], worker: A, limit: 4, leaseMs: 30_000 });
+        return got.length === 4 ? got : null;
+      },
+      { timeoutMs: 10_000, description: "four deliveries in one claim" },
+    );
+    const session = (b as unknown as { current: { unsettled: Set<number> } }).current;
+    expect(session.unsettled.size).toBe(4);
+    expect(await b.complete(claimed.reverse().map((c) => ({ lease: c.lease, result: null })))).toEqual(["applied", "applied", "applied", "applied"]);
+    expect(session.unsettled.size).toBe(0);
+    await ackBarrier(b, "acks-all");
+    await b.close();
+    const again = backend({ prefix: (b as unknown as { names: { prefix: string } }).names.prefix, claimWaitMs: 1_000 });
+    expect(await again.claim({ queues: ["acks-all"], names: ["job"], worker: A, limit: 4, leaseMs: 30_000 })).toEqual([]);
   });
 
   it("a failed attempt's retry copy is confirmed before the original is acked: nothing lost when the ack cannot be sent", async () => {

@@ -349,6 +349,19 @@ describe("chaos checker", () => {
       end.at += LEASE + 1;
       expect(broken(check(input))).toEqual(["healthy jobs (no fault hit) delayed over a lease"]);
     });
+
+    it("counts a healthy job's wait only while some worker was up: the run's start-up delays no job", () => {
+      const input = clean();
+      const start = input.runs.find((r) => r.id === "j2" && r.t === "start")!;
+      start.at += LEASE + 1;
+      const end = input.runs.find((r) => r.id === "j2" && r.t === "end")!;
+      end.at += LEASE + 1;
+      // j2 was enqueued at 1 100; no worker had started until a lease later.
+      input.available = [{ wpid: W1, from: 1_100 + LEASE, to: 100_000 }];
+      const r = check(input);
+      expect(broken(r)).toEqual([]);
+      expect(r.metrics.maxHealthyWaitMs).toBe(11);
+    });
   });
 
   describe("dead-lettered healthy jobs", () => {

@@ -2,6 +2,7 @@
  * Poison pills: handlers that kill or block their process. In a sandbox they lose only a child
  * process; the watchdog turns a blocked in-process worker into a restartable crash.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
@@ -43,6 +44,23 @@ function sandboxed(concurrency = 2): Worker {
 
 const state = async (id: string) => (await backend.get(id))?.state;
 
+/** Pids of this process's live sandbox children (Linux /proc). */
+function sandboxChildren(): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+      if (ppid === process.pid && state !== "Z" && readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("sandbox-child")) pids.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
 describe("sandbox", () => {
   it("runs handlers in another process and returns their results", async () => {
     sandboxed();
@@ -51,6 +69,16 @@ describe("sandbox", () => {
     const job = (await backend.get(id))!;
     expect(job.result).toMatchObject({ echo: { n: 1 } });
     expect((job.result as { pid: number }).pid).not.toBe(process.pid);
+  });
+
+  it("starts a process for every slot, and a spare, ahead of jobs", async () => {
+    const worker = sandboxed(3);
+    await waitFor(() => worker.mode !== "starting" && worker.mode !== "created", { timeoutMs: 30_000, description: "the sandbox loaded" });
+    // No job yet: none was started on demand.
+    expect(sandboxChildren()).toHaveLength(4);
+    const ids = (await queue.addBulk(Array.from({ length: 3 }, (_, n) => ({ name: "ok", data: { n } })))).map((j) => j.id);
+    await waitFor(async () => (await Promise.all(ids.map(state))).every((s) => s === "completed"), { timeoutMs: 15_000 });
+    expect(sandboxChildren()).toHaveLength(4);
   });
 
   it("a handler calling process.exit fails its attempts and goes dead; the worker keeps going", async () => {
