@@ -1,0 +1,111 @@
+/**
+ * The SQLite backend's statements: one file each in queries/, with the PostgreSQL backend's
+ * header convention (what it does, its parameters, what it returns, why it is written so).
+ * Positional parameters are written `?` and listed in the header as ?1, ?2, … in the order they
+ * bind; named ones are written `@name`. Placeholders filled when a statement is prepared:
+ * - `{{prefix}}`: the table prefix (SqliteBackendOptions.tablePrefix);
+ * - `{{append_history('outcome', error)}}`: the SET term appending the ending attempt to
+ *   `history` (see {@link appendHistory});
+ * - list.sql's `{{where}}` and `{{direction}}`, finished-*.sql's `{{state}}`: filled by list.ts.
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { ConveyorError } from "../../core/errors.js";
+
+/** The statements in queries/, by file name. */
+const QUERY_FILES = [
+  "data-version",
+  "enqueue",
+  "queue-upsert",
+  "queue-signal",
+  "wake-counters",
+  "pause",
+  "paused-among",
+  "claim-candidates",
+  "claim",
+  "heartbeat",
+  "lease-state",
+  "complete-unretained",
+  "complete",
+  "retry",
+  "bury-unretained",
+  "bury",
+  "release",
+  "progress",
+  "rescue-expired",
+  "rescue-busy-workers",
+  "rescue-excuse-worker",
+  "mark-buffered",
+  "rescue-to-waiting",
+  "rescue-to-dead",
+  "delete-by-seq",
+  "promote",
+  "prune-expired",
+  "prune-beyond-count",
+  "queue-names",
+  "prune-keys",
+  "get",
+  "stats-queues",
+  "stats-queue",
+  "stats-pending",
+  "stats-pending-of",
+  "stats-settled",
+  "stats-settled-of",
+  "cancel-lookup",
+  "cancel-pending",
+  "cancel-active",
+  "delete-by-id",
+  "replay",
+  "remove",
+  "job-state",
+  "job-queue",
+  "once-expire",
+  "once",
+  "list",
+  "finished-count",
+  "finished-sample",
+] as const;
+
+export type SqliteQueryName = (typeof QUERY_FILES)[number];
+
+let cachedQueryFiles: Record<SqliteQueryName, string> | null = null;
+
+/** Reads queries/*.sql once per process (the build copies the folder next to queries.js). */
+function queryFiles(): Record<SqliteQueryName, string> {
+  if (cachedQueryFiles !== null) return cachedQueryFiles;
+  const dir = new URL("./queries/", import.meta.url);
+  const files = {} as Record<SqliteQueryName, string>;
+  for (const name of QUERY_FILES) {
+    try {
+      files[name] = readFileSync(new URL(`${name}.sql`, dir), "utf8");
+    } catch (error) {
+      throw new ConveyorError(
+        `Conveyor's SQLite query ${name}.sql is missing from ${fileURLToPath(dir)}; the package build must copy ` +
+          `src/backend/sqlite/queries next to backend.js`,
+        { cause: error },
+      );
+    }
+  }
+  cachedQueryFiles = files;
+  return files;
+}
+
+const APPEND_HISTORY = /\{\{append_history\('([a-z-]+)', (NULL|json\(@[A-Za-z]+\))\)\}\}/g;
+
+/**
+ * The SET term appending the attempt that is ending to `history`; SET expressions see the row as
+ * it was, so `attempt` and the worker columns are the ending attempt's. better-sqlite3 binds every
+ * JS number as REAL, which JSON would render as "1893456000000.0": hence the CAST.
+ */
+function appendHistory(outcome: string, error: string): string {
+  return `history = json_insert(history, '$[#]', json_object(
+         'attempt', attempt, 'workerId', worker_id, 'host', worker_host, 'pid', worker_pid,
+         'startedAt', started_at, 'finishedAt', CAST(@now AS INTEGER), 'outcome', '${outcome}', 'error', ${error}))`;
+}
+
+/** The text of statement `name` for tables named with `prefix`, its shared placeholders filled. */
+export function sqliteQuery(name: SqliteQueryName, prefix: string): string {
+  return queryFiles()
+    [name].replaceAll("{{prefix}}", prefix)
+    .replace(APPEND_HISTORY, (_whole, outcome: string, error: string) => appendHistory(outcome, error));
+}
