@@ -18,8 +18,6 @@ import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
 import { toError } from "../../core/checks.js";
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from "pg";
 import type {
@@ -85,6 +83,7 @@ import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.
 import { withoutJit } from "./no-jit.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 import { byClaimOrder, jobRecordFromRow, type SqlJobRow } from "../job-rows.js";
+import { readQueryFiles } from "../query-files.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
 export interface PostgresBackendOptions {
@@ -317,22 +316,8 @@ let cachedQueryFiles: Record<QueryName, string> | null = null;
 
 /** Reads queries/*.sql once per process (the build copies the folder next to backend.js). */
 function queryFiles(): Record<QueryName, string> {
-  if (cachedQueryFiles !== null) return cachedQueryFiles;
-  const dir = new URL("./queries/", import.meta.url);
-  const files = {} as Record<QueryName, string>;
-  for (const name of QUERY_FILES) {
-    try {
-      files[name] = readFileSync(new URL(`${name}.sql`, dir), "utf8");
-    } catch (error) {
-      throw new ConveyorError(
-        `Conveyor's PostgreSQL query ${name}.sql is missing from ${fileURLToPath(dir)}; the package build must copy ` +
-          `src/backend/postgres/queries next to backend.js`,
-        { cause: error },
-      );
-    }
-  }
-  cachedQueryFiles = files;
-  return files;
+  cachedQueryFiles ??= readQueryFiles(new URL("./queries/", import.meta.url), QUERY_FILES, "PostgreSQL", "src/backend/postgres/queries");
+  return cachedQueryFiles;
 }
 
 /**

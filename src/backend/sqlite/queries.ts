@@ -8,9 +8,7 @@
  *   `history` (see {@link appendHistory});
  * - list.sql's `{{where}}` and `{{direction}}`, finished-*.sql's `{{state}}`: filled by list.ts.
  */
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { ConveyorError } from "../../core/errors.js";
+import { readQueryFiles } from "../query-files.js";
 
 /** The statements in queries/, by file name. */
 const QUERY_FILES = [
@@ -72,22 +70,8 @@ let cachedQueryFiles: Record<SqliteQueryName, string> | null = null;
 
 /** Reads queries/*.sql once per process (the build copies the folder next to queries.js). */
 function queryFiles(): Record<SqliteQueryName, string> {
-  if (cachedQueryFiles !== null) return cachedQueryFiles;
-  const dir = new URL("./queries/", import.meta.url);
-  const files = {} as Record<SqliteQueryName, string>;
-  for (const name of QUERY_FILES) {
-    try {
-      files[name] = readFileSync(new URL(`${name}.sql`, dir), "utf8");
-    } catch (error) {
-      throw new ConveyorError(
-        `Conveyor's SQLite query ${name}.sql is missing from ${fileURLToPath(dir)}; the package build must copy ` +
-          `src/backend/sqlite/queries next to backend.js`,
-        { cause: error },
-      );
-    }
-  }
-  cachedQueryFiles = files;
-  return files;
+  cachedQueryFiles ??= readQueryFiles(new URL("./queries/", import.meta.url), QUERY_FILES, "SQLite", "src/backend/sqlite/queries");
+  return cachedQueryFiles;
 }
 
 const APPEND_HISTORY = /\{\{append_history\('([a-z-]+)', (NULL|json\(@[A-Za-z]+\))\)\}\}/g;
