@@ -18,7 +18,7 @@ import { scheduleTransactions, type ScheduleTransactions } from "./schedules.js"
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { planDedupBatch } from "../dedup.js";
 import { SqliteDedupWindows } from "./dedup.js";
-import { checkFlow, flowRefused } from "../flows.js";
+import { checkFlow } from "../flows.js";
 import { SqliteFlows } from "./flows.js";
 import { resolve } from "node:path";
 import Database from "better-sqlite3";
@@ -59,7 +59,7 @@ import { SqliteListing } from "./list.js";
 import { migrateSqlite } from "./migrate.js";
 import { toRecord } from "./rows.js";
 import { prepareStatements, type Statements } from "./statements.js";
-import { defineTransactions, isSqliteBusy, RefusedBatch, typedErrors, type Transactions } from "./transactions.js";
+import { defineTransactions, flowTransaction, isSqliteBusy, RefusedBatch, typedErrors, type Transactions } from "./transactions.js";
 import { SqliteWakeups, type WakeMarks } from "./wakeups.js";
 
 /** Options of {@link SqliteBackend}. */
@@ -203,7 +203,7 @@ export class SqliteBackend implements Backend {
         () => this.nowMs(),
         (specs) => this.tx.enqueue(specs, false),
       );
-      this.storeFlow = this.defineFlowTransaction();
+      this.storeFlow = flowTransaction(this.db, this.tx.enqueue, this.flows, this.description);
     } catch (error) {
       this.db.close();
       throw error;
@@ -268,22 +268,6 @@ export class SqliteBackend implements Backend {
 
   async flow(id: string, queue?: string): Promise<FlowInfo | null> {
     return this.flows.flow(id, queue, this.nowMs());
-  }
-
-  /** The flow's jobs through the enqueue transaction (a savepoint inside this one), then their links. */
-  private defineFlowTransaction() {
-    const store = this.db.transaction((nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => {
-      const stored = this.tx.enqueue(
-        nodes.map((n) => n.spec),
-        false,
-      );
-      // Thrown to roll the transaction back: a flow is stored whole or not at all.
-      if (flowRefused(stored.results)) throw new RefusedBatch(stored.results);
-      this.flows.link(nodes, childCount);
-      return stored;
-    });
-    const guarded = typedErrors({ store }, this.description).store;
-    return (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => guarded.immediate(nodes, childCount);
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {

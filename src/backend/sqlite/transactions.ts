@@ -30,7 +30,8 @@ import { byClaimOrder, type ClaimKey } from "../job-rows.js";
 import { asStoreError, errorCodes } from "../store-errors.js";
 import type { QueueFlow, StoredQueueLimits } from "../../core/flow.js";
 import { LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
-import type { BackoffSpec, ErrorInfo, JobSpec, Lease } from "../../core/job.js";
+import type { BackoffSpec, ErrorInfo, FlowNodeSpec, JobSpec, Lease } from "../../core/job.js";
+import { flowRefused } from "../flows.js";
 import type { SqliteDedupWindows } from "./dedup.js";
 import { SqliteFlow } from "./flow.js";
 import type { SqliteFlows } from "./flows.js";
@@ -424,6 +425,31 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     getFlow,
     hold,
   };
+}
+
+/**
+ * A flow's store: its jobs through the enqueue transaction (a savepoint inside this one), then
+ * their links, all under one IMMEDIATE transaction; a flow with a taken id throws RefusedBatch
+ * and stores nothing.
+ */
+export function flowTransaction(
+  db: Database.Database,
+  enqueue: Transactions["enqueue"],
+  flows: SqliteFlows,
+  store: string,
+): (nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => Marked<{ results: EnqueueResult[] }> {
+  const link = db.transaction((nodes: readonly FlowNodeSpec[], childCount: readonly number[]) => {
+    const stored = enqueue(
+      nodes.map((n) => n.spec),
+      false,
+    );
+    // Thrown to roll the transaction back: a flow is stored whole or not at all.
+    if (flowRefused(stored.results)) throw new RefusedBatch(stored.results);
+    flows.link(nodes, childCount);
+    return stored;
+  });
+  const guarded = typedErrors({ link }, store).link;
+  return (nodes, childCount) => guarded.immediate(nodes, childCount);
 }
 
 function quarantineError(stalls: number): ErrorInfo {
