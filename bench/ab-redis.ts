@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
 import { resolve } from "node:path";
 import { Redis } from "ioredis";
-import { deletePrefix, startThrowawayRedis } from "../test/helpers/redis.js";
+import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
 
 const { values } = parseArgs({ options: { base: { type: "string" }, jobs: { type: "string", default: "20000" }, runs: { type: "string", default: "3" } } });
 if (!values.base) {

@@ -2,15 +2,15 @@
  * RabbitMQ: Conveyor's AMQP backend beside RabbitMQ's own rate with plain amqplib (the limit:
  * what a client gets from the broker with the same guarantees, persistent messages on a quorum
  * queue, publisher confirms, manual acks) and beside BullMQ (on a throwaway Redis, exactly as
- * bench/redis.ts runs it). A throwaway broker (test/helpers/rabbitmq.ts) unless RABBITMQ_URL is set;
+ * bench/redis.ts runs it). A throwaway broker (testkit/servers/rabbitmq.ts) unless RABBITMQ_URL is set;
  * every measurement uses queue names of its own, deleted afterwards.
  */
 import { Redis } from "ioredis";
 import { connect, type ChannelModel } from "amqplib";
 import { AmqpBackend } from "../src/backend/amqp/index.js";
 import { silentLogger } from "../src/index.js";
-import { deleteBackendQueues, startThrowawayRabbit, type ThrowawayRabbit } from "../test/helpers/rabbitmq.js";
-import { startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { deleteBackendQueues, startThrowawayRabbit, type ThrowawayRabbit } from "../testkit/servers/rabbitmq.js";
+import { startThrowawayRedis, type ThrowawayRedis } from "../testkit/servers/redis.js";
 import { bullmq, Prefixes } from "./redis.js";
 import {
   type BenchSizes,

@@ -17,8 +17,8 @@ import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { openBackend } from "../src/backend/open.js";
 import { Queue, type Backend } from "../src/index.js";
-import { startPostgresPair, type PostgresPair } from "../test/helpers/postgres-standby.js";
-import { startThrowawaySentinel, type ThrowawaySentinel } from "../test/helpers/redis-topology.js";
+import { startPostgresPair, type PostgresPair } from "../testkit/servers/postgres-standby.js";
+import { startThrowawaySentinel, type ThrowawaySentinel } from "../testkit/servers/redis-topology.js";
 import { fmt, machineLine, median, percentile, sleep } from "./lib.js";
 
 const { values } = parseArgs({

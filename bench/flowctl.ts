@@ -25,8 +25,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { openBackend } from "../src/backend/open.js";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
-import { startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { deletePrefix, startThrowawayRedis } from "../test/helpers/redis.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
 import { chunks, conveyorProcessing, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, percentile, sleep } from "./lib.js";
 import { loadavg } from "node:os";
 

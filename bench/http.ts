@@ -149,13 +149,13 @@ async function stores(): Promise<{ next(): string; stop(): Promise<void> }> {
         },
       };
     case "postgres": {
-      const { startThrowawayPostgres } = await import("../test/helpers/postgres.js");
+      const { startThrowawayPostgres } = await import("../testkit/servers/postgres.js");
       const server = process.env.DATABASE_URL ? null : await startThrowawayPostgres();
       const url = process.env.DATABASE_URL ?? server!.url;
       return { next: () => `${url}${url.includes("?") ? "&" : "?"}schema=${tag()}`, stop: async () => server?.stop() };
     }
     case "redis": {
-      const { startThrowawayRedis } = await import("../test/helpers/redis.js");
+      const { startThrowawayRedis } = await import("../testkit/servers/redis.js");
       const server = process.env.REDIS_URL ? null : await startThrowawayRedis();
       const url = process.env.REDIS_URL ?? server!.url;
       return { next: () => `${url}${url.includes("?") ? "&" : "?"}prefix=${tag()}`, stop: async () => server?.stop() };

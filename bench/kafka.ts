@@ -28,9 +28,9 @@ import { PostgresPollSource } from "../src/outbox/relay-polling.js";
 import { Relay } from "../src/outbox/relay.js";
 import { KafkaTarget } from "../src/outbox/targets/kafka.js";
 import { PostgresOutbox } from "../src/outbox/writer.js";
-import { kafkaBrokers, startMockKafka } from "../test/helpers/kafka.js";
-import { startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRedis } from "../test/helpers/redis.js";
+import { kafkaBrokers, startMockKafka } from "../testkit/servers/kafka.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { deferred, fmt, machineLine, median, peerVersions, sleep } from "./lib.js";
 
 const { values } = parseArgs({

@@ -69,6 +69,11 @@ export async function latencySamples(
 /** The figures every side-by-side benchmark reports, one system at a time. */
 export interface Subject {
   readonly name: string;
+  /**
+   * The server's floor (bench/pg-floor.ts): the least work any queue must do per job. The report
+   * adds every subject's figures as a fraction of this subject's, paired round by round.
+   */
+  readonly floor?: boolean;
   /** Jobs/s enqueueing `jobs` in one bulk call. */
   bulk(jobs: number): Promise<number>;
   /** Jobs/s of `count` sequential single enqueues. */
@@ -258,6 +263,8 @@ export function printReport(subjects: readonly Subject[], report: Report): void 
         `Above 1 is better for jobs/s, below 1 is better for ms and bytes.`,
     );
   }
+  const floorIndex = subjects.findIndex((s) => s.floor);
+  if (floorIndex >= 0) printFloorFractions(subjects, report, floorIndex);
   console.log("\nEvery run, in the order taken:");
   for (const r of report.rows) {
     const perSubject = r.runs.map((xs, i) => (xs.length ? `${names[i]} ${xs.map(fmt).join(" / ")}` : null)).filter((x) => x !== null);
@@ -267,6 +274,33 @@ export function printReport(subjects: readonly Subject[], report: Report): void 
     `\nLoad average (1/5/15 min) at start ${formatLoad(report.loadStart)}, at end ${formatLoad(report.loadEnd)}; ` +
       `${availableParallelism()} cores; measuring took ${formatDuration(report.elapsedS)}.`,
   );
+}
+
+/**
+ * Every subject's figures as a fraction of the floor's (paired round by round, as the ratios
+ * above): for jobs/s the share of what the server allows that a system reaches, for ms the
+ * multiple of the least a round trip through the server takes.
+ */
+function printFloorFractions(subjects: readonly Subject[], report: Report, floorIndex: number): void {
+  const names = subjects.map((s) => s.name).filter((_, i) => i !== floorIndex);
+  const floorName = subjects[floorIndex]!.name;
+  const header = ["figure", "unit", ...names.map((n) => `${n}/${floorName}`)];
+  const body = report.rows.map((r) => [
+    r.label,
+    r.unit,
+    ...r.runs
+      .filter((_, i) => i !== floorIndex)
+      .map((runs) => {
+        const x = pairedRatio(runs, r.runs[floorIndex]!);
+        return Number.isFinite(x) ? `${x.toFixed(2)}x` : "-";
+      }),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((line) => line[i]!.length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  console.log(`\nAs a fraction of the ${floorName} (the least work any queue must do per job on this server, same run, same batching):\n`);
+  console.log(line(header));
+  console.log(widths.map((w) => "-".repeat(w)).join("  "));
+  for (const cells of body) console.log(line(cells));
 }
 
 /** "4 min 12 s" */
@@ -326,6 +360,11 @@ export function conveyorThroughput(withFreshBackend: WithFreshBackend, prefetch 
 export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const q = new Queue("bench", { backend });
   for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+  return conveyorProcessFilled(backend, n, concurrency, prefetch);
+}
+
+/** conveyorProcessing's timed part: jobs/s of one Worker draining `n` jobs already in queue "bench". */
+export async function conveyorProcessFilled(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;

@@ -16,8 +16,8 @@ import { parseArgs } from "node:util";
 import type { Backend, Page } from "../src/backend/contract.js";
 import { openBackend } from "../src/backend/open.js";
 import { buildJobSpec } from "../src/core/spec.js";
-import { randomSchema, startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRedis, testPrefix } from "../test/helpers/redis.js";
+import { randomSchema, startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRedis, testPrefix } from "../testkit/servers/redis.js";
 import { fmt, median } from "./lib.js";
 
 const QUEUE = "backlog";

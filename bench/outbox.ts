@@ -1,18 +1,22 @@
 /**
- * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3] [--modes poll,cdc] [--targets queue,amqp]`
+ * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3] [--modes poll,cdc] [--targets queue,amqp,redis]`
  *
- * The transactional outbox's relay, on a throwaway PostgreSQL (wal_level=logical) and a throwaway
- * RabbitMQ: for poll and cdc mode, to a Conveyor PostgreSQL queue and to RabbitMQ (quorum queue,
- * publisher confirms):
+ * The transactional outbox's relay, on a throwaway PostgreSQL (wal_level=logical), a throwaway
+ * RabbitMQ and a throwaway Redis: for poll and cdc mode, to a Conveyor PostgreSQL queue, to
+ * RabbitMQ (quorum queue, publisher confirms) and to Redis Streams:
  * - relay events/s: `--events` committed events (100 keys, 100 per transaction) drained from the
  *   outbox to target-confirmed and recorded;
- * - beside it, the target's own raw rate: the same Target publishing the same events in the same
- *   batches with no outbox in between (the limit a relay can reach), measured in the same run;
+ * - beside it, the target's own raw rate, measured in the same run with that system's own client
+ *   and no relay code: Conveyor's `queue.addBulk` (job ids set), amqplib publishing persistent
+ *   messages on a confirm channel and waiting for the confirms, ioredis pipelining XADD — the same
+ *   events in the same batch size (the limit a relay can reach); relay / raw is their ratio;
  * - commit→published latency p50/p99: one event committed at a time into an idle relay, timed from
  *   COMMIT's return to the relay's `relay:published`.
  * Then, once: marking published rows by DELETE versus UPDATE published_at (the migration's choice).
  * Each figure is the median of `--runs`. Not part of `npm test`.
  */
+import { connect as amqpConnect } from "amqplib";
+import { Redis } from "ioredis";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -25,9 +29,13 @@ import { Relay, type OutboxSource } from "../src/outbox/relay.js";
 import type { Target } from "../src/outbox/target.js";
 import { AmqpTarget } from "../src/outbox/targets/amqp.js";
 import { QueueTarget } from "../src/outbox/targets/queue.js";
+import { RedisStreamTarget } from "../src/outbox/targets/redis-stream.js";
+import { outboxHeaders } from "../src/outbox/target.js";
 import { PostgresOutbox } from "../src/outbox/writer.js";
-import { startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRabbit } from "../test/helpers/rabbitmq.js";
+import { Queue } from "../src/producer/queue.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRabbit } from "../testkit/servers/rabbitmq.js";
+import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { fmt, median, percentile, sleep } from "./lib.js";
 
 const { values } = parseArgs({
@@ -37,11 +45,13 @@ const { values } = parseArgs({
     samples: { type: "string", default: "200" },
     runs: { type: "string", default: "3" },
     modes: { type: "string", default: "poll,cdc" },
-    targets: { type: "string", default: "queue,amqp" },
+    targets: { type: "string", default: "queue,amqp,redis" },
   },
 });
 const MODES = values.modes.split(",").filter((m): m is "poll" | "cdc" => m === "poll" || m === "cdc");
-const TARGETS = values.targets.split(",").filter((t): t is "queue" | "amqp" => t === "queue" || t === "amqp");
+const TARGET_KINDS = ["queue", "amqp", "redis"] as const;
+type TargetKind = (typeof TARGET_KINDS)[number];
+const TARGETS = values.targets.split(",").filter((t): t is TargetKind => (TARGET_KINDS as readonly string[]).includes(t));
 const EVENTS = Number(values.events);
 const SAMPLES = Number(values.samples);
 const RUNS = Number(values.runs);
@@ -50,6 +60,7 @@ const BATCH = 500;
 
 const postgres = await startThrowawayPostgres({ database: "bench", settings: { wal_level: "logical", max_wal_senders: "4", max_replication_slots: "4" } });
 const rabbit = await startThrowawayRabbit();
+const redis = await startThrowawayRedis({ persistence: "none" });
 const pool = new pg.Pool({ connectionString: postgres.url, max: 8 });
 const outbox = new PostgresOutbox({ schema: SCHEMA });
 
@@ -60,26 +71,130 @@ async function resetSchema(): Promise<void> {
   await b.close();
 }
 
+/**
+ * Writes `count` events through the public writer, 100 per transaction over 100 keys, from
+ * FILL_WRITERS connections at once, each writing its own quarter of the keys (so writers never
+ * wait on each other's key locks). Only speeds the setup up: the relay starts after.
+ */
+const FILL_WRITERS = 4;
 async function fill(count: number): Promise<void> {
-  for (let i = 0; i < count; i += 100) {
-    const client = await pool.connect();
-    try {
-      await client.query("BEGIN");
-      for (let k = 0; k < Math.min(100, count - i); k++)
-        await outbox.publish(client, { topic: "order.created", key: `k${k}`, payload: { n: i + k, orderId: `o-${i + k}` } });
-      await client.query("COMMIT");
-    } finally {
-      client.release();
-    }
-  }
+  const keysPerWriter = 100 / FILL_WRITERS;
+  await Promise.all(
+    Array.from({ length: FILL_WRITERS }, async (_, w) => {
+      const client = await pool.connect();
+      try {
+        for (let i = w * 100; i < count; i += 100 * FILL_WRITERS) {
+          await client.query("BEGIN");
+          for (let k = 0; k < Math.min(100, count - i); k++) {
+            const key = `k${w * keysPerWriter + (k % keysPerWriter)}`;
+            await outbox.publish(client, { topic: "order.created", key, payload: { n: i + k, orderId: `o-${i + k}` } });
+          }
+          await client.query("COMMIT");
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
 }
 
-type TargetKind = "queue" | "amqp";
 let targetSeq = 0;
 function makeTarget(kind: TargetKind, queueBackend: PostgresBackend): Target {
   targetSeq++;
   if (kind === "queue") return new QueueTarget({ backend: queueBackend, queue: `bench-${targetSeq}` });
+  if (kind === "redis") return new RedisStreamTarget({ url: redis.url, streamPrefix: `bench-${targetSeq}:` });
   return new AmqpTarget({ url: rabbit.url, exchange: `bench-x-${targetSeq}`, declare: { queue: `bench-q-${targetSeq}` } });
+}
+
+/**
+ * The target's own rate with its own client and no relay code: `events` in batches of BATCH,
+ * each batch confirmed before the next (as a relay round does), carrying what the relay's
+ * messages carry (job id / messageId / id field, the outbox headers). Events per second.
+ */
+async function rawRate(kind: TargetKind, queueBackend: PostgresBackend, events: readonly OutboxEvent[]): Promise<number> {
+  targetSeq++;
+  const batches: OutboxEvent[][] = [];
+  for (let i = 0; i < events.length; i += BATCH) batches.push(events.slice(i, i + BATCH));
+  if (kind === "queue") {
+    // Conveyor's own bulk enqueue, job id = outbox id, the same data and meta as QueueTarget's jobs.
+    const queue = new Queue(`bench-raw-${targetSeq}`, { backend: queueBackend });
+    const t0 = performance.now();
+    for (const batch of batches) {
+      await queue.addBulk(
+        batch.map((e) => ({
+          name: e.topic,
+          data: JSON.parse(e.payloadText) as unknown,
+          options: { jobId: e.id, meta: { outbox: { id: e.id, topic: e.topic, key: e.key, headers: e.headers, createdAt: e.createdAt } } },
+        })),
+      );
+    }
+    return events.length / ((performance.now() - t0) / 1000);
+  }
+  if (kind === "redis") {
+    const client = new Redis(redis.url);
+    try {
+      const t0 = performance.now();
+      for (const batch of batches) {
+        const pipeline = client.pipeline();
+        for (const e of batch) {
+          pipeline.xadd(
+            `bench-raw-${targetSeq}:${e.topic}`,
+            "*",
+            "id",
+            e.id,
+            "topic",
+            e.topic,
+            "key",
+            e.key ?? "",
+            "payload",
+            e.payloadText,
+            "headers",
+            JSON.stringify(outboxHeaders(e)),
+            "created_at",
+            String(e.createdAt),
+          );
+        }
+        const replies = await pipeline.exec();
+        const failed = replies?.find(([error]) => error !== null);
+        if (!replies || failed) throw failed?.[0] ?? new Error("XADD pipeline answered nothing");
+      }
+      return events.length / ((performance.now() - t0) / 1000);
+    } finally {
+      client.disconnect();
+    }
+  }
+  // amqplib: a durable quorum queue bound to a durable topic exchange, persistent messages on a
+  // confirm channel, each batch's confirms awaited (the seed's topology, as AmqpTarget declares it).
+  const connection = await amqpConnect(rabbit.url);
+  try {
+    const channel = await connection.createConfirmChannel();
+    const exchange = `bench-raw-x-${targetSeq}`;
+    const queue = `bench-raw-q-${targetSeq}`;
+    await channel.assertExchange(exchange, "topic", { durable: true });
+    await channel.assertQueue(queue, { durable: true, arguments: { "x-queue-type": "quorum" } });
+    await channel.bindQueue(queue, exchange, "#");
+    const t0 = performance.now();
+    for (const batch of batches) {
+      for (const e of batch) {
+        channel.publish(exchange, e.topic, Buffer.from(e.payloadText), {
+          persistent: true,
+          mandatory: true,
+          messageId: e.id,
+          type: e.topic,
+          contentType: "application/json",
+          timestamp: Math.floor(e.createdAt / 1000),
+          headers: outboxHeaders(e),
+        });
+      }
+      await channel.waitForConfirms();
+    }
+    const rate = events.length / ((performance.now() - t0) / 1000);
+    await channel.deleteQueue(queue);
+    await channel.deleteExchange(exchange);
+    return rate;
+  } finally {
+    await connection.close();
+  }
 }
 
 async function makeSource(mode: "poll" | "cdc", slot: string): Promise<OutboxSource> {
@@ -104,7 +219,7 @@ async function measure(mode: "poll" | "cdc", kind: TargetKind, run: number): Pro
   const source = await makeSource(mode, slot);
   await fill(EVENTS);
 
-  // Raw: the same target class, the same events and batch size, straight from memory.
+  // Raw: the target's own client, the same events and batch size, straight from memory.
   const { rows } = await pool.query<{ seq: string; id: string; topic: string; key: string; payload: string; created_at: string }>(
     `SELECT seq::text, id, topic, key, payload::text AS payload, created_at::text FROM ${SCHEMA}.outbox ORDER BY seq`,
   );
@@ -117,11 +232,7 @@ async function measure(mode: "poll" | "cdc", kind: TargetKind, run: number): Pro
     headers: {},
     createdAt: Number(r.created_at),
   }));
-  const rawTarget = makeTarget(kind, queueBackend);
-  const t0 = performance.now();
-  for (let i = 0; i < events.length; i += BATCH) await rawTarget.publish(events.slice(i, i + BATCH));
-  const raw = events.length / ((performance.now() - t0) / 1000);
-  await rawTarget.close();
+  const raw = await rawRate(kind, queueBackend, events);
 
   const target = makeTarget(kind, queueBackend);
   const relay = new Relay({ source, target, logger: silentLogger, batchSize: BATCH });
@@ -211,7 +322,7 @@ try {
       for (let r = 0; r < RUNS; r++) runs.push(await measure(mode, kind, r));
       const relay = median(runs.map((x) => x.relay));
       const raw = median(runs.map((x) => x.raw));
-      const label = kind === "queue" ? "Conveyor PostgreSQL queue" : "RabbitMQ quorum queue";
+      const label = { queue: "Conveyor PostgreSQL queue", amqp: "RabbitMQ quorum queue", redis: "Redis Streams" }[kind];
       console.log(
         `| ${mode} | ${label} | ${fmt(relay)} | ${fmt(raw)} | ${(relay / raw).toFixed(2)} | ${median(runs.map((x) => x.p50)).toFixed(1)} | ${median(runs.map((x) => x.p99)).toFixed(1)} |`,
       );
@@ -228,5 +339,6 @@ try {
 } finally {
   await pool.end();
   await rabbit.stop();
+  await redis.stop();
   await postgres.stop();
 }

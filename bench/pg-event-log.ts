@@ -29,7 +29,7 @@ import { readFileSync } from "node:fs";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, rate } from "./lib.js";
 import { loadavg } from "node:os";
 import { enqueueArgs, explain, statements, walLsn, walSince } from "./pg-explain.js";

@@ -20,7 +20,7 @@ import { makeWorkerUtils, run, Logger } from "graphile-worker";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, machineLine, noopJobs, peerVersions, sleep } from "./lib.js";
 
 const BATCH = 500;

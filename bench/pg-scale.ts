@@ -27,7 +27,7 @@ import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "gra
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, latencySamples, machineLine, median, peerVersions, percentile, sleep } from "./lib.js";
 
 const PREFETCH = 500;
@@ -60,7 +60,7 @@ interface System {
 }
 
 let dbCounter = 0;
-async function freshDatabase(baseUrl: string, prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function freshDatabase(baseUrl: string, prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `scale_${prefix}_${process.pid}_${dbCounter++}`;
   const admin = async (sql: string) => {
     const c = new pg.Client({ connectionString: baseUrl });
@@ -77,7 +77,7 @@ async function freshDatabase(baseUrl: string, prefix: string): Promise<{ url: st
   return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`) };
 }
 
-async function vacuumAnalyze(url: string): Promise<void> {
+export async function vacuumAnalyze(url: string): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
@@ -230,9 +230,17 @@ function graphile(baseUrl: string): System {
 }
 
 /** Median ms per claim round trip over `claims` claims of 5 jobs, Conveyor worker over `queues` queues. */
-async function manyQueues(baseUrl: string, queueCount: number, perQueue: number, claims: number, onlyFirstFilled = false): Promise<number> {
+export async function manyQueues(
+  baseUrl: string,
+  queueCount: number,
+  perQueue: number,
+  claims: number,
+  onlyFirstFilled = false,
+  // bench/pg-ab.ts passes main's PostgresBackend here to compare it with this tree's.
+  makeBackend: (url: string) => PostgresBackend = (url) => new PostgresBackend({ connectionString: url, logger: silentLogger }),
+): Promise<number> {
   const db = await freshDatabase(baseUrl, "queues");
-  const backend = new PostgresBackend({ connectionString: db.url, logger: silentLogger });
+  const backend = makeBackend(db.url);
   try {
     await backend.migrate();
     const names = Array.from({ length: queueCount }, (_, i) => `q${String(i).padStart(4, "0")}`);

@@ -1,6 +1,6 @@
 /**
- * PostgreSQL: Conveyor, graphile-worker and pg-boss side by side on one server (a throwaway one
- * from test/helpers/postgres.ts, or DATABASE_URL). Every measurement gets a fresh database of its
+ * PostgreSQL: Conveyor, graphile-worker and pg-boss side by side on one server, beside the floor (a
+ * throwaway one from testkit/servers/postgres.ts, or DATABASE_URL). Every measurement gets a fresh database of its
  * own, so no system sees another's tables, indexes or dead tuples, and each peer runs with the
  * fast settings its own documentation gives for the version installed (see each subject below).
  * All three wake idle workers through LISTEN/NOTIFY, so every enqueue pays for a NOTIFY alike.
@@ -10,7 +10,7 @@ import pg from "pg";
 import { PgBoss } from "pg-boss";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { silentLogger } from "../src/index.js";
-import { startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import {
   type BenchSizes,
   chunks,
@@ -28,6 +28,7 @@ import {
   type Subject,
   type WithFreshBackend,
 } from "./lib.js";
+import { floorSubject } from "./pg-floor.js";
 
 /**
  * Jobs fetched per round trip in processing runs: Conveyor's `prefetch` (jobs claimed ahead of
@@ -306,7 +307,8 @@ export async function main(sizes: BenchSizes): Promise<void> {
       `PostgreSQL ${rows[0]?.v} (synchronous_commit ${rows[0]?.sc}${server ? ", throwaway server" : ", DATABASE_URL"}); ` +
         `${peerVersions(["graphile-worker", "pg-boss"])}; ${sizes.jobs} jobs; ${machineLine()}\n`,
     );
-    const subjects = [conveyor(dbs), graphileWorker(dbs), pgBoss(dbs)];
+    // The floor last: its column and the fractions of it follow the peers (bench/pg-floor.ts).
+    const subjects = [conveyor(dbs), graphileWorker(dbs), pgBoss(dbs), floorSubject(() => dbs.create("floor"), PREFETCH)];
     const report = await runSideBySide(subjects, sizes);
     console.log("");
     printReport(subjects, report);

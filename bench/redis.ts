@@ -1,13 +1,13 @@
 /**
  * Redis: Conveyor and BullMQ side by side on one Redis (a throwaway one without persistence from
- * test/helpers/redis.ts, or REDIS_URL). Every measurement uses a key prefix of its own, deleted
+ * testkit/servers/redis.ts, or REDIS_URL). Every measurement uses a key prefix of its own, deleted
  * afterwards, so neither system sees the other's keys and a shared server is left as found.
  */
 import { Queue as BullQueue, Worker as BullWorker, type ConnectionOptions } from "bullmq";
 import { Redis } from "ioredis";
 import { RedisBackend } from "../src/backend/redis/index.js";
 import { Queue, silentLogger } from "../src/index.js";
-import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../testkit/servers/redis.js";
 import {
   type BenchSizes,
   chunks,

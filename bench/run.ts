@@ -8,6 +8,7 @@
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  * `npm run bench -- --backend postgres --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100]` (bench/pg-scale.ts: growth)
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
+ * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]` (bench/pg-ab.ts: main's backend against this tree's)
  * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
@@ -59,6 +60,8 @@ const { values } = parseArgs({
     "event-log-cost": { type: "boolean", default: false },
     sizes: { type: "string", default: "10000,100000,1000000" },
     backlog: { type: "string", default: "100000" },
+    ab: { type: "boolean", default: false },
+    main: { type: "string", default: "/work/main" },
   },
 });
 
@@ -89,6 +92,16 @@ if (values["event-log-cost"]) {
   }
   const { main } = await import("./pg-event-log.js");
   await main({ jobs: Number(values.jobs), runs: Number(values.runs) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values.ab) {
+  if (values.backend !== "postgres") {
+    console.error("--ab compares main's PostgreSQL backend with this tree's: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-ab.js");
+  await main({ mainDir: values.main, jobs: Number(values.jobs), runs: values.runs === "5" ? 3 : Number(values.runs) });
   process.exit(process.exitCode ?? 0);
 }
 

@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openBackend } from "../src/backend/open.js";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
-import { randomSchema, startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRedis, testPrefix } from "../test/helpers/redis.js";
+import { randomSchema, startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRedis, testPrefix } from "../testkit/servers/redis.js";
 import { deferred, fmt, median } from "./lib.js";
 
 async function measure(label: string, backend: Backend, backlog: number): Promise<void> {

@@ -33,9 +33,9 @@ import { openBackend } from "../src/backend/open.js";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { silentLogger } from "../src/core/logger.js";
 import { PostgresOutbox, SqliteOutbox } from "../src/outbox/writer.js";
-import { startThrowawayPostgres } from "../test/helpers/postgres.js";
-import { startThrowawayRabbit } from "../test/helpers/rabbitmq.js";
-import { startThrowawayRedis } from "../test/helpers/redis.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRabbit } from "../testkit/servers/rabbitmq.js";
+import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { ROOT } from "./fleet.js";
 import { Prng } from "./prng.js";
 

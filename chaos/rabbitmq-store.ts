@@ -1,5 +1,5 @@
 /**
- * RabbitMQ as a chaos store: a private broker node (test/helpers/rabbitmq.ts) the runner owns,
+ * RabbitMQ as a chaos store: a private broker node (testkit/servers/rabbitmq.ts) the runner owns,
  * its faults, and the view of the broker the harness needs to judge a store that keeps no job
  * records (docs/amqp.md, "What a broker cannot do").
  *
@@ -13,7 +13,7 @@
  *   as `rabbitmqctl close_all_connections` does, and requeues their unacknowledged deliveries.
  */
 import type { ChannelModel } from "amqplib";
-import { findRabbitServer, startThrowawayRabbit, waitForAmqp, type ThrowawayRabbit } from "../test/helpers/rabbitmq.js";
+import { findRabbitServer, startThrowawayRabbit, waitForAmqp, type ThrowawayRabbit } from "../testkit/servers/rabbitmq.js";
 import { CHAOS_QUEUE } from "./jobs.js";
 import type { Store } from "./stores.js";
 

@@ -3,7 +3,7 @@
  * store itself can suffer (crash and restart, connections cut).
  *
  * PostgreSQL and Redis run as throwaway servers started with the test helpers
- * (test/helpers/postgres.ts, test/helpers/redis.ts): the runner owns them, so it may crash them.
+ * (testkit/servers/postgres.ts, testkit/servers/redis.ts): the runner owns them, so it may crash them.
  * SQLite has no server: its "crash" is every process that has the file open (the writers) being
  * SIGKILLed at once, which the runner does itself (crashMode "processes").
  */
@@ -13,8 +13,8 @@ import { userInfo } from "node:os";
 import { promisify } from "node:util";
 import pg from "pg";
 import { Redis } from "ioredis";
-import { findPostgresBin, startThrowawayPostgres, type ThrowawayPostgres } from "../test/helpers/postgres.js";
-import { findRedisServer, startThrowawayRedis, waitForPing, type ThrowawayRedis } from "../test/helpers/redis.js";
+import { findPostgresBin, startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { findRedisServer, redisAnswers, startThrowawayRedis, waitForPing, type ThrowawayRedis } from "../testkit/servers/redis.js";
 import { rabbitmqStore, rabbitmqUnavailable, type BrokerView } from "./rabbitmq-store.js";
 
 const exec = promisify(execFile);
@@ -193,18 +193,7 @@ async function redisStore(): Promise<Store> {
       await server.start();
       await waitForPing(server.port, 30_000);
     },
-    probe: async () => {
-      const client = new Redis(server.url, { maxRetriesPerRequest: 0, lazyConnect: true, connectTimeout: 2_000, retryStrategy: () => null });
-      client.on("error", () => undefined);
-      try {
-        await client.connect();
-        return (await client.ping()) === "PONG";
-      } catch {
-        return false;
-      } finally {
-        client.disconnect();
-      }
-    },
+    probe: () => redisAnswers(server.url),
     cut: async () => {
       const admin = new Redis(server.url, { maxRetriesPerRequest: 1, lazyConnect: true });
       try {

@@ -5,10 +5,10 @@
  * them: it kills their primaries); their failover and reshard controls are the faults.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { Cluster, Redis } from "ioredis";
-import { startPostgresPair } from "../test/helpers/postgres-standby.js";
-import { startThrowawayRedisClusterTopology, startThrowawaySentinel } from "../test/helpers/redis-topology.js";
-import { waitForPing } from "../test/helpers/redis.js";
+import { Cluster } from "ioredis";
+import { startPostgresPair } from "../testkit/servers/postgres-standby.js";
+import { startThrowawayRedisClusterTopology, startThrowawaySentinel } from "../testkit/servers/redis-topology.js";
+import { redisAnswers, waitForPing } from "../testkit/servers/redis.js";
 import { CHAOS_QUEUE } from "./jobs.js";
 import { postgresAnswers, type BackendKind, type FailoverOutcome, type Store } from "./stores.js";
 
@@ -142,26 +142,7 @@ async function sentinelStore(wait: string): Promise<Store> {
     crashMode: "server",
     crash: notACrash,
     restart: notACrash,
-    probe: async () => {
-      const client = new Redis({
-        sentinels: topology.sentinelPorts.map((port) => ({ host: "127.0.0.1", port })),
-        name: topology.masterName,
-        lazyConnect: true,
-        maxRetriesPerRequest: 0,
-        connectTimeout: 2_000,
-        sentinelRetryStrategy: () => null,
-        retryStrategy: () => null,
-      });
-      client.on("error", () => undefined);
-      try {
-        await client.connect();
-        return (await client.ping()) === "PONG";
-      } catch {
-        return false;
-      } finally {
-        client.disconnect();
-      }
-    },
+    probe: () => redisAnswers({ sentinels: topology.sentinelPorts.map((port) => ({ host: "127.0.0.1", port })), name: topology.masterName }),
     cut: null,
     broker: null,
     async failover(): Promise<FailoverOutcome> {

@@ -5,7 +5,7 @@
  */
 import { intInRange, nonNegativeInt, positiveInt, shown } from "../core/checks.js";
 import { InvalidInputError } from "../core/errors.js";
-import { JOB_STATES } from "../core/job.js";
+import { JOB_STATES, type JobRecord } from "../core/job.js";
 import { checkName } from "../core/spec.js";
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type ListFilter, type Page } from "./contract.js";
 
@@ -70,6 +70,34 @@ export function staleCursor(after: string, queue: string, field: "after" | "befo
   return new InvalidInputError(
     `page.${field}: job ${JSON.stringify(after)} is not in queue ${JSON.stringify(queue)} (deleted since, or never there); start again from the first page`,
   );
+}
+
+/**
+ * One page of `Backend.list` over dead letters read whole into memory (a broker's or a log's
+ * dead-letter view keeps no index to page in: RabbitMQ, Kafka): those matching the filter's name
+ * and creation window, newest finished first (ties by id, descending, as the SQL stores order
+ * them), then the keyset cursor (`after`: older than that job; `before`: newer, the page just
+ * before it), the offset and the limit. A cursor job that is gone is refused (staleCursor).
+ */
+export function pageDeadLetters(jobs: readonly JobRecord[], filter: ListFilter, args: ListArgs): JobRecord[] {
+  const matching = jobs.filter(
+    (job) =>
+      (filter.name === undefined || job.name === filter.name) &&
+      (args.createdFrom === null || job.createdAt >= args.createdFrom) &&
+      (args.createdUntil === null || job.createdAt < args.createdUntil),
+  );
+  matching.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  const cursor = (id: string, field: "after" | "before"): number => {
+    const i = matching.findIndex((j) => j.id === id);
+    if (i < 0) throw staleCursor(id, filter.queue!, field);
+    return i;
+  };
+  if (args.before !== null) {
+    const end = cursor(args.before, "before") - args.offset;
+    return matching.slice(Math.max(0, end - args.limit), Math.max(0, end));
+  }
+  const from = (args.after === null ? 0 : cursor(args.after, "after") + 1) + args.offset;
+  return matching.slice(from, from + args.limit);
 }
 
 /** The most jobs per state one `finishedWindow` call samples. */

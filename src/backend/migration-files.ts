@@ -78,3 +78,15 @@ export function readMigrationFiles(dir: URL, backend: string, module: string): M
   });
   return files;
 }
+
+/**
+ * True when `error` (or an error in its cause chain) says the store was upgraded past this code
+ * (a SchemaTooNewError, RedisLayoutTooNewError included): not retryable, and a worker must stop.
+ */
+export function isStoreTooNew(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; depth++) {
+    if (e instanceof SchemaTooNewError) return true;
+    e = e.cause;
+  }
+  return false;
+}

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { isStoreTooNew } from "../backend/migration-files.js";
 import { openBackend } from "../backend/open.js";
 import { StoreUnavailableError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
@@ -214,13 +215,21 @@ export async function run(argv: string[]): Promise<number> {
   }
   const store = backend;
   return new Promise<number>((resolveExit) => {
-    installShutdownSignals([worker], {
-      logger,
-      afterClose: async () => {
-        await metricsServer?.close();
-        await store.close();
-      },
-      exit: resolveExit,
+    const afterClose = async () => {
+      await metricsServer?.close();
+      await store.close();
+    };
+    const removeSignals = installShutdownSignals([worker], { logger, afterClose, exit: resolveExit });
+    // The worker stops by itself when another process upgrades the store past this code while it
+    // runs: exit 1 then, so the orchestrator restarts it (into a clear refusal until upgraded).
+    let storeTooNew = false;
+    worker.on("worker:error", ({ error }) => {
+      storeTooNew ||= isStoreTooNew(error);
+    });
+    worker.on("worker:closed", () => {
+      if (!storeTooNew) return;
+      removeSignals();
+      void afterClose().finally(() => resolveExit(1));
     });
     // Synchronous since the check above: no signal can have arrived in between.
     removeEarlySignals();

@@ -397,14 +397,19 @@ export class CdcSource implements OutboxSource {
    */
   private async deleteRows(events: readonly PendingEvent[], generation: number): Promise<void> {
     if (events.length === 0) return;
-    // By seq, the primary key: a cheaper probe than the text id.
-    const sql = `DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE seq = ANY ($1::bigint[]) RETURNING seq::text AS seq`;
-    const { rows } = await this.pool.query<{ seq: string }>(sql, [events.map((p) => p.event.seq)]);
+    // By seq, the primary key: a cheaper probe than the text id. The range too, so the plan
+    // walks the key even on a table never analyzed (see poll-settle.sql).
+    const sql = `DELETE FROM ${quoteIdent(this.schema)}.outbox WHERE seq = ANY ($1::bigint[]) AND seq BETWEEN $2 AND $3 RETURNING seq::text AS seq`;
+    const params = (list: readonly PendingEvent[]) => {
+      const seqs = list.map((p) => p.event.seq);
+      return [seqs, Math.min(...seqs), Math.max(...seqs)];
+    };
+    const { rows } = await this.pool.query<{ seq: string }>(sql, params(events));
     if (rows.length === events.length) return;
     const deleted = new Set(rows.map((r) => Number(r.seq)));
     const missed = events.filter((p) => !deleted.has(p.event.seq));
     await this.awaitVisible(new Set(missed.map((p) => p.commit.xid)), generation);
-    await this.pool.query(sql, [missed.map((p) => p.event.seq)]);
+    await this.pool.query(sql, params(missed));
   }
 
   /** Waits until no transaction of `xids` is still in progress for a new snapshot (the proc array). */
@@ -505,9 +510,27 @@ export class CdcSource implements OutboxSource {
     if (this.walTimer) clearInterval(this.walTimer);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     for (const wake of this.drainWaiters.splice(0)) wake();
+    const streamed = this.service !== null;
     await this.service?.destroy().catch(() => undefined);
     this.service = null;
+    if (streamed) await this.awaitSlotReleased();
     await this.pool.end();
+  }
+
+  /**
+   * Waits (up to 5 s) until PostgreSQL marks the slot inactive: its WAL sender exits a moment
+   * after the connection closes, and until then a teardown or the next relay finds the slot in use.
+   */
+  private async awaitSlotReleased(): Promise<void> {
+    const deadline = Date.now() + 5_000;
+    for (let attempt = 0; Date.now() < deadline; attempt++) {
+      const active = await this.pool
+        .query<{ active: boolean }>("SELECT active FROM pg_replication_slots WHERE slot_name = $1", [this.slot])
+        .then((r) => r.rows[0]?.active === true)
+        .catch(() => false); // the database is gone: nothing to wait for
+      if (!active) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100, 5 * 2 ** attempt)));
+    }
   }
 }
 

@@ -9,12 +9,15 @@
  * confirmed, one statement deletes the published rows and moves the refused ones to
  * `outbox_dead`, and COMMIT releases the locks. A relay that dies mid-round leaves nothing
  * behind: its transaction aborts and the rows are claimable again (published again, the one
- * redelivery). Idle relays sleep on LISTEN; publish() NOTIFYs at commit.
+ * redelivery). Idle relays sleep on LISTEN; publish() NOTIFYs at commit. The relay overlaps two
+ * rounds (the next claim runs while the target confirms the current batch): the source passes
+ * its own open batches' seqs to the claim, which counts them as held by this relay.
  *
  * SQLite: one writer at a time, and a publish cannot run inside a write transaction without
  * stopping every writer for its duration. So one relay per database publishes, holding a lease
  * row in `outbox_relay` (renewed every round); others wait as standbys and take over once it
- * expires. Rows are deleted after the target confirmed, in one short transaction.
+ * expires. Rows are deleted after the target confirmed, in one short transaction; a claim made
+ * while a batch is open skips that batch's rows.
  */
 import { readFileSync } from "node:fs";
 import type Database from "better-sqlite3";
@@ -32,7 +35,10 @@ import { explainMissingTable } from "./writer.js";
 /** Options of {@link PostgresPollSource}. Give `connectionString` or `pool`. */
 export interface PostgresPollSourceOptions {
   connectionString?: string;
-  /** Your own pool (never ended by the relay); it needs 2 free connections (claim + LISTEN). */
+  /**
+   * Your own pool (never ended by the relay); it needs 3 free connections (LISTEN, and two rounds'
+   * transactions: the relay claims the next batch while the previous one is recorded).
+   */
   pool?: Pool;
   /** Schema of Conveyor's tables. Default `"conveyor"`. */
   schema?: string;
@@ -86,6 +92,8 @@ export class PostgresPollSource implements OutboxSource {
   private readonly settleSql: string;
   private readonly lagSql: string;
   private listener: NotificationListener | null = null;
+  /** seq of the events of this source's open batches (claimed, not yet settled or abandoned). */
+  private readonly held = new Set<number>();
 
   constructor(options: PostgresPollSourceOptions) {
     this.schema = checkSchema(options.schema ?? "conveyor");
@@ -93,7 +101,8 @@ export class PostgresPollSource implements OutboxSource {
       this.pool = options.pool;
       this.ownsPool = false;
     } else if (options.connectionString) {
-      this.pool = new pg.Pool({ connectionString: options.connectionString, max: 3, application_name: "conveyor-relay" });
+      // LISTEN holds one connection; the relay's rounds overlap, so two batches' transactions are open at once.
+      this.pool = new pg.Pool({ connectionString: options.connectionString, max: 4, application_name: "conveyor-relay" });
       // Errors of idle connections (a server restart) surface here; the next round reconnects.
       this.pool.on("error", () => undefined);
       this.ownsPool = true;
@@ -131,13 +140,17 @@ export class PostgresPollSource implements OutboxSource {
     try {
       await client.query("BEGIN");
       open = true;
-      const { rows } = await client.query<OutboxRow>(this.claimSql, [limit, this.topics]);
+      const { rows } = await client.query<OutboxRow>(this.claimSql, [limit, this.topics, [...this.held]]);
       if (rows.length === 0) {
         await client.query("COMMIT");
         client.release();
         return null;
       }
-      return new PostgresBatch(client, rows.map(toEvent), this.settleSql);
+      const events = rows.map(toEvent);
+      for (const e of events) this.held.add(e.seq);
+      return new PostgresBatch(client, events, this.settleSql, () => {
+        for (const e of events) this.held.delete(e.seq);
+      });
     } catch (error) {
       if (open) await client.query("ROLLBACK").catch(() => undefined);
       client.release(error instanceof Error ? error : true);
@@ -168,6 +181,8 @@ class PostgresBatch implements ClaimedBatch {
     private readonly client: PoolClient,
     readonly events: readonly OutboxEvent[],
     private readonly settleSql: string,
+    /** Called once the batch's transaction is over (its events no longer held). */
+    private readonly onClosed: () => void,
   ) {}
 
   async settle(published: readonly OutboxEvent[], rejected: readonly RejectedEvent[], target: string): Promise<void> {
@@ -186,6 +201,8 @@ class PostgresBatch implements ClaimedBatch {
       await this.client.query("ROLLBACK").catch(() => undefined);
       this.client.release(error instanceof Error ? error : true);
       throw error;
+    } finally {
+      this.onClosed();
     }
   }
 
@@ -197,6 +214,8 @@ class PostgresBatch implements ClaimedBatch {
       this.client.release();
     } catch (error) {
       this.client.release(error instanceof Error ? error : true);
+    } finally {
+      this.onClosed();
     }
   }
 }
@@ -241,6 +260,8 @@ export class SqlitePollSource implements OutboxSource {
   private readonly busyTimeoutMs: number;
   private readonly holder = newWorkerId();
   private db: Database.Database | null = null;
+  /** seq of the events of this relay's open batches (claimed, not yet settled or abandoned). */
+  private readonly held = new Set<number>();
 
   constructor(options: SqlitePollSourceOptions) {
     if (typeof options?.path !== "string" || options.path === "" || options.path === ":memory:") {
@@ -293,29 +314,43 @@ export class SqlitePollSource implements OutboxSource {
     const db = this.database();
     if (!this.holdTurn(db)) return null;
     const topicFilter = this.topics === null ? "" : `WHERE topic IN (SELECT value FROM json_each(?))`;
-    const params: unknown[] = this.topics === null ? [limit] : [JSON.stringify(this.topics), limit];
-    const rows = db
-      .prepare(`SELECT seq, id, topic, key, payload, headers, created_at FROM ${this.prefix}outbox ${topicFilter} ORDER BY seq LIMIT ?`)
-      .all(...params) as SqliteRow[];
+    // Rows of this relay's open batch (claimed ahead of its settle) are still in the table: skip them.
+    const held = this.held;
+    const params: unknown[] = this.topics === null ? [limit + held.size] : [JSON.stringify(this.topics), limit + held.size];
+    const rows = (
+      db
+        .prepare(`SELECT seq, id, topic, key, payload, headers, created_at FROM ${this.prefix}outbox ${topicFilter} ORDER BY seq LIMIT ?`)
+        .all(...params) as SqliteRow[]
+    )
+      .filter((r) => !held.has(r.seq))
+      .slice(0, limit);
     if (rows.length === 0) return null;
     const events = rows.map((r) => toEvent({ ...r, seq: String(r.seq), created_at: String(r.created_at) }));
+    for (const e of events) held.add(e.seq);
+    const release = () => {
+      for (const e of events) held.delete(e.seq);
+    };
     const prefix = this.prefix;
     return {
       events,
+      abandon: async () => release(),
       settle: async (published, rejected, target) => {
         const del = db.prepare(`DELETE FROM ${prefix}outbox WHERE seq = ?`);
         const dead = db.prepare(
           `INSERT OR REPLACE INTO ${prefix}outbox_dead (id, topic, key, payload, headers, created_at, failed_at, target, error)
            SELECT id, topic, key, payload, headers, created_at, ?, ?, ? FROM ${prefix}outbox WHERE seq = ?`,
         );
-        db.transaction(() => {
-          const now = Date.now();
-          for (const r of rejected) dead.run(now, target, r.error.message.slice(0, 4_000), r.event.seq);
-          for (const e of published) del.run(e.seq);
-          for (const r of rejected) del.run(r.event.seq);
-        }).immediate();
+        try {
+          db.transaction(() => {
+            const now = Date.now();
+            for (const r of rejected) dead.run(now, target, r.error.message.slice(0, 4_000), r.event.seq);
+            for (const e of published) del.run(e.seq);
+            for (const r of rejected) del.run(r.event.seq);
+          }).immediate();
+        } finally {
+          release();
+        }
       },
-      abandon: async () => undefined,
     };
   }
 

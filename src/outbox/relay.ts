@@ -63,7 +63,14 @@ export interface OutboxSource {
   /** Default `pollIntervalMs` for this source, when the relay is given none. */
   readonly defaultPollIntervalMs: number;
   start(hooks: SourceHooks): Promise<void>;
-  /** Up to about `limit` events (poll mode may add the rest of a key it holds), or null when none. */
+  /**
+   * Up to about `limit` events (poll mode may add the rest of a key it holds), or null when none.
+   * The relay claims the next batch while the previous one is still open (being published or
+   * recorded): a source must treat its own open batches' events as held by this relay, never hand
+   * them out again, and may return events of the same keys after them. The relay publishes such a
+   * batch only after the open one was published, settles it only after the open one was settled,
+   * and abandons it if the open one was not wholly published or not settled.
+   */
   claim(limit: number): Promise<ClaimedBatch | null>;
   lag(): Promise<SourceLag>;
   close(): Promise<void>;
@@ -120,6 +127,11 @@ export interface RelayStats extends SourceLag {
 }
 
 const RATE_WINDOW_MS = 10_000;
+
+/** A claim's result: a batch (null: nothing waiting), or why the source failed. */
+type Claimed = { batch: ClaimedBatch | null } | { error: Error };
+/** Whether a round's outcome was recorded with the source. */
+type RecordOutcome = { ok: true } | { ok: false; error: Error };
 
 /** Runs a source into a target until closed. */
 export class Relay extends TypedEmitter<RelayEvents> {
@@ -224,51 +236,107 @@ export class Relay extends TypedEmitter<RelayEvents> {
     return Math.floor(Math.random() * ceiling) + 1;
   }
 
+  /**
+   * Rounds, two at a time: while the target confirms batch N, batch N-1 is recorded with the
+   * source (deleted / LSN confirmed) and, once that is done, batch N+1 is claimed. Order holds
+   * because batch N+1 is published only after batch N was confirmed, and recorded only after
+   * batch N was recorded; when batch N was not wholly published (a retry) or not recorded, batch
+   * N+1 is given back unpublished (or, if it went out already, given back to be published again
+   * after N's events: a redelivery, last copies in order).
+   */
   private async loop(): Promise<void> {
-    while (this.running) {
-      this.woken = false;
-      let batch: ClaimedBatch | null;
-      try {
-        batch = await this.source.claim(this.batchSize);
-      } catch (error) {
-        await this.sourceFailed(toError(error), "claim");
-        continue;
+    let ahead: Promise<Claimed> | null = null;
+    let recording: Promise<RecordOutcome> = Promise.resolve({ ok: true });
+    try {
+      while (this.running) {
+        const claimed: Claimed = await (ahead ?? this.claim());
+        ahead = null;
+        if ("error" in claimed) {
+          await recording;
+          await this.sourceFailed(claimed.error, "claim");
+          continue;
+        }
+        const batch = claimed.batch;
+        if (batch === null || batch.events.length === 0) {
+          await batch?.abandon().catch(() => undefined);
+          await this.pause(this.pollIntervalMs, true);
+          continue;
+        }
+        const previous = recording;
+        // Claim the next batch once the previous one is recorded (its rows gone, its keys free
+        // for the claim), while this one is with the target.
+        ahead = previous.then((r) => (r.ok && this.running ? this.claim() : { batch: null }));
+        const outcomes = await this.publishToTarget(batch.events);
+        const before = await previous;
+        if (!before.ok) {
+          // The previous batch was not recorded and comes again: this one must follow it.
+          ahead = null; // it claimed nothing: it runs only after a recorded batch
+          await batch.abandon().catch(() => undefined);
+          await this.sourceFailed(before.error, "settle");
+          continue;
+        }
+        const { published, rejected, retried, failure } = classify(batch.events, outcomes);
+        if (published.length > 0) failpoint("relay-after-publish");
+        recording = this.record(batch, published, rejected);
+        if (failure !== null) {
+          // Keys of this batch are blocked behind events to retry: the next batch waits too.
+          await this.giveBack(ahead);
+          ahead = null;
+          const outcome = await recording;
+          if (!outcome.ok) {
+            await this.sourceFailed(outcome.error, "settle");
+            continue;
+          }
+          this.failures++;
+          this.consecutiveFailures++;
+          this.lastError = failure.message;
+          const delayMs = this.backoffMs();
+          this.emit("relay:retry", { error: failure, pending: retried, failures: this.consecutiveFailures, delayMs });
+          await this.pause(delayMs, false);
+        } else {
+          this.consecutiveFailures = 0;
+        }
       }
-      if (batch === null || batch.events.length === 0) {
-        await batch?.abandon().catch(() => undefined);
-        await this.pause(this.pollIntervalMs, true);
-        continue;
-      }
-      const pending = await this.publish(batch);
-      if (pending === null) continue; // settle failed; already backed off
-      if (pending.failure !== null) {
-        this.failures++;
-        this.consecutiveFailures++;
-        this.lastError = pending.failure.message;
-        const delayMs = this.backoffMs();
-        this.emit("relay:retry", { error: pending.failure, pending: pending.count, failures: this.consecutiveFailures, delayMs });
-        await this.pause(delayMs, false);
-      } else {
-        this.consecutiveFailures = 0;
-      }
+    } finally {
+      // Stopping: the round in progress is recorded; a batch claimed ahead goes back untouched.
+      await this.giveBack(ahead);
+      await recording;
     }
   }
 
-  /** One round: publish the batch and settle it. Null when the settle failed. */
-  private async publish(batch: ClaimedBatch): Promise<{ count: number; failure: Error | null } | null> {
-    const events = batch.events;
-    let outcomes: PublishOutcome[];
+  /** Claims a batch; a NOTIFY arriving from here on wakes the next idle pause. */
+  private async claim(): Promise<Claimed> {
+    this.woken = false;
     try {
-      outcomes = await this.target.publish(events);
+      return { batch: await this.source.claim(this.batchSize) };
+    } catch (error) {
+      return { error: toError(error) };
+    }
+  }
+
+  /** Hands a batch claimed ahead back to the source unpublished. */
+  private async giveBack(ahead: Promise<Claimed> | null): Promise<void> {
+    if (ahead === null) return;
+    const claimed = await ahead;
+    if ("batch" in claimed && claimed.batch !== null) await claimed.batch.abandon().catch(() => undefined);
+  }
+
+  /** The target's outcome for each event; a throw or a wrong count means retry them all. */
+  private async publishToTarget(events: readonly OutboxEvent[]): Promise<PublishOutcome[]> {
+    try {
+      const outcomes = await this.target.publish(events);
       if (outcomes.length !== events.length) {
         throw new Error(`target ${this.target.description} answered ${outcomes.length} outcomes for ${events.length} events`);
       }
+      return outcomes;
     } catch (error) {
       const failure = toError(error);
-      outcomes = events.map(() => ({ status: "retry", error: failure }));
+      return events.map(() => ({ status: "retry", error: failure }));
     }
-    const { published, rejected, retried, failure } = classify(events, outcomes);
-    if (published.length > 0) failpoint("relay-after-publish");
+  }
+
+  /** Records a round's outcome with the source, then counts and reports it. Never rejects. */
+  private async record(batch: ClaimedBatch, published: readonly OutboxEvent[], rejected: readonly RejectedEvent[]): Promise<RecordOutcome> {
     try {
       if (published.length === 0 && rejected.length === 0) await batch.abandon();
       else await batch.settle(published, rejected, this.target.description);
@@ -276,8 +344,7 @@ export class Relay extends TypedEmitter<RelayEvents> {
       // The target has these events but the outbox still holds them: they will be published
       // again (a redelivery the consumer dedups by outbox id), never lost.
       await batch.abandon().catch(() => undefined);
-      await this.sourceFailed(toError(error), "settle");
-      return null;
+      return { ok: false, error: toError(error) };
     }
     if (published.length > 0) {
       this.published += published.length;
@@ -292,7 +359,7 @@ export class Relay extends TypedEmitter<RelayEvents> {
       );
       this.emit("relay:rejected", r);
     }
-    return { count: retried, failure };
+    return { ok: true };
   }
 
   private async sourceFailed(error: Error, during: "claim" | "settle"): Promise<void> {

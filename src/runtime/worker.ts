@@ -25,6 +25,7 @@ import { LeaseKeeper, type Hold } from "./lease-keeper.js";
 import { ModeMachine, type WorkerMode } from "./worker-mode.js";
 import { monotonicClock, sleepOn, type ClockTimer, type TimerClock } from "../core/clock.js";
 import { installShutdownSignals } from "./shutdown.js";
+import { isStoreTooNew } from "../backend/migration-files.js";
 
 /** Handlers by job name, or handlers bound to definitions (`def.handle(fn)`). */
 export type Handlers = Record<string, Handler | BoundHandler<unknown>> | ReadonlyArray<BoundHandler<unknown>>;
@@ -846,7 +847,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         return await send();
       } catch (error) {
         this.reportError(error, `settling job ${r.job.id}`);
-        if (!this.leases.isLive(r.hold) || !this.running.has(r.job.id)) return "abandoned";
+        // A store upgraded past this code refuses every retry too (the worker is stopping).
+        if (isStoreTooNew(error) || !this.leases.isLive(r.hold) || !this.running.has(r.job.id)) return "abandoned";
         await sleepOn(this.clock, Math.min(5_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2));
       }
     }
@@ -989,6 +991,21 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const e = toError(error);
     this.logger.error({ workerId: this.id, during, err: errorInfo(e) }, `worker error while ${during}`);
     this.emit("worker:error", { error: e, during });
+    if (isStoreTooNew(e)) this.stopForNewerStore(e);
+  }
+
+  /**
+   * Another process upgraded the store past this code while this worker ran (a Redis layout, a
+   * schema): going on could lose jobs this code cannot read, and every call is refused anyway. So
+   * the worker stops (force: its jobs' leases lapse and a current worker runs them again).
+   */
+  private stopForNewerStore(error: Error): void {
+    if (this.closing) return;
+    this.logger.error(
+      { workerId: this.id, err: errorInfo(error) },
+      "the store was upgraded by a newer Conveyor: stopping this worker; upgrade conveyor in this process and start it again",
+    );
+    void this.close({ force: true, reason: `the store was upgraded past this Conveyor: ${error.message}` });
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * The conformance suite on RabbitMQ (the shared throwaway broker), each store under a queue
- * prefix of its own. What a broker cannot do is declared in the capabilities below and the tests
+ * prefix of its own. What a broker cannot do is declared in the backend's capabilities and the tests
  * needing it are skipped by name ("[needs jobRecords]", …); docs/amqp.md says why each is missing.
  */
 import { afterAll, inject } from "vitest";
@@ -13,26 +13,10 @@ import { deleteBackendQueues, rabbitName, requireRabbit } from "../helpers/rabbi
 
 const url = requireRabbit(inject("rabbitmqUrl"), inject("rabbitmqUnavailable"));
 
-const capabilities: Capabilities = {
-  jobRecords: false,
-  cancel: false,
-  priorities: false,
-  uniqueIds: false,
-  pause: false,
-  clockDriven: false,
-  idempotencyKeys: false,
-  transactionalEnqueue: false,
-  transactionalCompletion: false,
-  crossProcessWakeups: true,
-  multiProcess: true,
-  claimAcrossQueues: "turns",
-  flows: "none",
-  dedupWindows: false,
-  queueLimits: false,
-  jobFlowKeys: false,
-  schedules: false,
-  finishedWindows: false,
-};
+// The backend's own declaration, from an instance that never connects (constructors open
+// nothing). The suite checks it against behaviour (checks.ts: a declared feature works, a
+// lacking one is refused; tests chosen by it fail when it says more than the store does).
+const capabilities: Capabilities = new AmqpBackend({ url, prefix: "capabilities", logger: silentLogger }).capabilities;
 
 const made: AmqpBackend[] = [];
 let prefix: string | undefined;

@@ -133,6 +133,40 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     await check();
   }, 90_000);
 
+  it("stay bounded without maintenance: every 64th statement on jobs folds them (migration 0010)", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const q = new Queue("g", { backend: b });
+    const rowsStored = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.job_counts`)).rows[0]!.n);
+    // 1,000 enqueue statements, one delta row each: unfolded, 1,000 rows.
+    let most = 0;
+    for (let i = 0; i < 1_000; i++) {
+      await q.add("job", { i });
+      if (i % 50 === 0) most = Math.max(most, await rowsStored());
+    }
+    most = Math.max(most, await rowsStored());
+    // At most 64 statements' deltas plus the folded row: never near the 1,000 written.
+    expect(most).toBeLessThanOrEqual(70);
+    expect(await reported(b)).toEqual(await countedFromTable(schema));
+
+    // Claims and completions one job at a time (two delta rows per statement), no maintenance.
+    let completed = 0;
+    const w = new Worker({ backend: b, queues: "g", concurrency: 1, logger: silentLogger, maintenance: false, handlers: { job: () => null } });
+    w.on("job:completed", () => void completed++);
+    toClose.push({ close: () => w.close() });
+    await waitFor(
+      async () => {
+        most = Math.max(most, await rowsStored());
+        return completed === 1_000;
+      },
+      { timeoutMs: 60_000 },
+    );
+    await toClose.pop()!.close();
+    most = Math.max(most, await rowsStored());
+    expect(most).toBeLessThanOrEqual(140);
+    expect(await reported(b)).toEqual(await countedFromTable(schema));
+  }, 90_000);
+
   it("the migration counts the jobs stored before it", async () => {
     const schema = schemas.create();
     const quoted = pg.escapeIdentifier(schema);
@@ -151,6 +185,34 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     const b = await backend(schema);
     expect(await reported(b)).toEqual({ old: { waiting: 5, scheduled: 1 } });
     expect(await reported(b)).toEqual(await countedFromTable(schema));
+  });
+});
+
+describe("claims naming many queues (PostgreSQL)", () => {
+  // claim.sql finds the named queues holding waiting jobs by a loose scan of jobs_claim when
+  // there are at most as many such queues as names, and probes every named queue otherwise.
+  const claimAll = async (b: PostgresBackend, queues: string[], limit: number) =>
+    (await b.claim({ queues, names: ["job"], worker, limit, leaseMs: 30_000 })).map((c) => `${c.job.queue}/${c.job.priority}`).sort();
+
+  it("take every runnable job of the named queues, in priority order, whichever way the queues are found", async () => {
+    const b = await backend(schemas.create());
+    // Busy queues a, b, c, m, z; 200 named queues of which only a and z hold jobs; due retries in e.
+    for (const queue of ["a", "b", "c", "m", "z"]) await b.enqueue([job(queue, { priority: 2 }), job(queue, { priority: 1 })]);
+    await b.enqueue([job("e", { delayMs: 1 })]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const named = [...Array.from({ length: 198 }, (_, i) => `n${String(i).padStart(3, "0")}`), "a", "z", "e"];
+    // Loose scan: a, b, c, e?, m, n…, z are fewer than the 201 names: the claim takes a's, z's and the due e.
+    expect(await claimAll(b, named, 3)).toEqual(["a/1", "e/0", "z/1"]);
+    // More busy queues than names (a, b, c, m, z against 2 names): every named queue is probed.
+    expect(await claimAll(b, ["c", "a"], 10)).toEqual(["a/2", "c/1", "c/2"]);
+    // A paused queue found by the loose scan (b, c, m, z: fewer than the 5 names) is still skipped.
+    await b.pause("m");
+    expect(await claimAll(b, ["m", "z", "b", "x1", "x2"], 10)).toEqual(["b/1", "b/2", "z/2"]);
+    expect(await claimAll(b, named, 10)).toEqual([]);
+    // More than 32 busy queues among the names: the scan gives up and every named queue is probed.
+    const busy = Array.from({ length: 40 }, (_, i) => `busy${String(i).padStart(2, "0")}`);
+    await b.enqueue(busy.map((queue) => job(queue, { priority: 3 })));
+    expect(await claimAll(b, [...busy, "zz1", "zz2"], 100)).toEqual(busy.map((queue) => `${queue}/3`));
   });
 });
 

@@ -235,5 +235,37 @@ export function checkTests(t: SuiteContext): void {
       if (caps.cancel) expect(await t.b.cancel("none", QUEUE)).toBe("not-found");
       if (caps.schedules) expect(await t.b.scheduleList()).toEqual([]);
     });
+
+    // The declared capabilities checked against behaviour, both ways: a suite given the backend's
+    // own `capabilities` (Kafka, RabbitMQ) must still fail when they say more or less than the
+    // store does. Each call runs whatever the declaration says, and must match it.
+    it("the declared capabilities match what the store does (a declared feature works; a lacking one is refused)", async () => {
+      const caps = t.factory.capabilities;
+      const outcome = async (call: () => Promise<unknown>): Promise<"works" | "refused"> => {
+        try {
+          await call();
+          return "works";
+        } catch (error) {
+          if (error instanceof UnsupportedByStoreError || (error instanceof InvalidInputError && /has no priorities/.test(error.message))) return "refused";
+          throw error;
+        }
+      };
+      const expectations: [string, boolean, () => Promise<unknown>][] = [
+        ["cancel", caps.cancel, () => t.b.cancel("none", QUEUE)],
+        ["pause", caps.pause, () => t.b.pause("capability-probe")],
+        ["queueLimits", caps.queueLimits, () => t.b.getQueueFlow(QUEUE)],
+        ["schedules", caps.schedules, () => t.b.scheduleList()],
+        ["idempotencyKeys", caps.idempotencyKeys, () => t.b.idempotency.once("capability-probe", 60_000)],
+        ["dedupWindows", caps.dedupWindows, () => t.b.enqueue([spec({ dedup: { key: "capability-probe", ttlMs: 1_000 } })])],
+        ["priorities", caps.priorities, () => t.b.enqueue([spec({ priority: 1 })])],
+      ];
+      for (const [capability, declared, call] of expectations) {
+        expect(await outcome(call), `capabilities.${capability} is ${declared}`).toBe(declared ? "works" : "refused");
+      }
+      // uniqueIds: a second job with a taken id is a duplicate exactly when the store keeps ids unique.
+      await t.b.enqueue([spec({ jobId: "capability-probe-id" })]);
+      const [second] = await t.b.enqueue([spec({ jobId: "capability-probe-id" })]);
+      expect(second!.duplicate, `capabilities.uniqueIds is ${caps.uniqueIds}`).toBe(caps.uniqueIds);
+    });
   });
 }

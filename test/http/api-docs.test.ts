@@ -3,12 +3,12 @@
  * Debian's Chromium (playwright-core) with every request going to this server (no CDN), showing
  * the routes of the OpenAPI document, and trying one out against the live API.
  */
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createServer } from "../../src/http/index.js";
 import { createTestBackend } from "../../src/testing/index.js";
+import { launchChromium } from "../dashboard/browser.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 let browser: Browser;
 const backend = createTestBackend();
 let app: Awaited<ReturnType<typeof createServer>>;
@@ -18,20 +18,7 @@ beforeAll(async () => {
   app = await createServer({ backend, apiKeys: false, logger: false });
   await app.listen({ port: 0, host: "127.0.0.1" });
   base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

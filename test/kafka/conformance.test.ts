@@ -1,7 +1,7 @@
 /**
  * The conformance suite on the Kafka backend, against librdkafka's mock cluster started by kcat
  * (a Kafka-protocol TEST BROKER, not Kafka), each store under a topic prefix and consumer group of
- * its own. What a log cannot do is declared in the capabilities below and the tests needing it
+ * its own. What a log cannot do is declared in the backend's capabilities and the tests needing it
  * are skipped by name ("[needs jobRecords]", …); docs/kafka.md says why each is missing.
  *
  * Most of the wall time is the mock's group timing: a consumer group's first join waits ~3 s
@@ -17,26 +17,10 @@ import { kafkaName, requireKafka } from "../helpers/kafka.js";
 
 const url = requireKafka(inject("kafkaUrl"), inject("kafkaUnavailable"));
 
-const capabilities: Capabilities = {
-  jobRecords: false,
-  cancel: false,
-  priorities: false,
-  uniqueIds: false,
-  pause: false,
-  clockDriven: false,
-  idempotencyKeys: false,
-  transactionalEnqueue: false,
-  transactionalCompletion: false,
-  crossProcessWakeups: true,
-  multiProcess: true,
-  claimAcrossQueues: "turns",
-  flows: "none",
-  dedupWindows: false,
-  queueLimits: false,
-  jobFlowKeys: false,
-  schedules: false,
-  finishedWindows: false,
-};
+// The backend's own declaration, from an instance that never connects (constructors open
+// nothing). The suite checks it against behaviour (checks.ts: a declared feature works, a
+// lacking one is refused; tests chosen by it fail when it says more than the store does).
+const capabilities: Capabilities = new KafkaBackend({ url, prefix: "capabilities", logger: silentLogger }).capabilities;
 
 let prefix: string | undefined;
 

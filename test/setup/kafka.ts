@@ -3,14 +3,15 @@
  *
  * With KAFKA_URL set (`kafka://host:port,…`), tests use that cluster (each test under its own
  * topic and group names). Otherwise librdkafka's mock cluster is started through Debian's `kcat`
- * (test/helpers/kafka.ts): a test broker in memory, NOT Kafka. Tests read the URL with
+ * (testkit/servers/kafka.ts): a test broker in memory, NOT Kafka. Tests read the URL with
  * `inject("kafkaUrl")`; tests that kill the broker start private clusters.
  *
  * When neither is possible, the other tests still run: `kafkaUrl` is empty and `kafkaUnavailable`
  * says why, for the Kafka tests to report.
  */
 import type { TestProject } from "vitest/node";
-import { findKcat, startMockKafka } from "../helpers/kafka.js";
+import { findKcat, startMockKafka } from "../../testkit/servers/kafka.js";
+import { provideSharedServer } from "./shared-server.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -21,20 +22,13 @@ declare module "vitest" {
   }
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const given = process.env.KAFKA_URL;
-  if (given) {
-    project.provide("kafkaUrl", given);
-    project.provide("kafkaUnavailable", "");
-    return async () => {};
-  }
-  if (findKcat() === null) {
-    project.provide("kafkaUrl", "");
-    project.provide("kafkaUnavailable", "no Kafka test broker: set KAFKA_URL, or install kcat (apt-get install kcat) for librdkafka's mock cluster");
-    return async () => {};
-  }
-  const cluster = await startMockKafka();
-  project.provide("kafkaUrl", cluster.url);
-  project.provide("kafkaUnavailable", "");
-  return () => cluster.stop();
+export default function setup(project: TestProject): Promise<() => Promise<void>> {
+  return provideSharedServer(project, {
+    envVar: "KAFKA_URL",
+    urlKey: "kafkaUrl",
+    unavailableKey: "kafkaUnavailable",
+    installed: () => findKcat() !== null,
+    missing: "no Kafka test broker: set KAFKA_URL, or install kcat (apt-get install kcat) for librdkafka's mock cluster",
+    start: () => startMockKafka(),
+  });
 }

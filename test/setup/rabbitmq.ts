@@ -2,7 +2,7 @@
  * vitest globalSetup: the RabbitMQ broker shared by every test file that needs one.
  *
  * With RABBITMQ_URL set, tests use that broker (each test under its own queue and exchange
- * names). Otherwise a throwaway node is started (test/helpers/rabbitmq.ts) once per test run —
+ * names). Otherwise a throwaway node is started (testkit/servers/rabbitmq.ts) once per test run —
  * RabbitMQ takes seconds to boot — and removed after. Tests read the URL with
  * `inject("rabbitmqUrl")`; tests that stop or kill a broker start private ones.
  *
@@ -10,7 +10,8 @@
  * `rabbitmqUnavailable` says why, for the RabbitMQ tests to report.
  */
 import type { TestProject } from "vitest/node";
-import { findRabbitServer, startThrowawayRabbit } from "../helpers/rabbitmq.js";
+import { findRabbitServer, startThrowawayRabbit } from "../../testkit/servers/rabbitmq.js";
+import { provideSharedServer } from "./shared-server.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -21,20 +22,13 @@ declare module "vitest" {
   }
 }
 
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const given = process.env.RABBITMQ_URL;
-  if (given) {
-    project.provide("rabbitmqUrl", given);
-    project.provide("rabbitmqUnavailable", "");
-    return async () => {};
-  }
-  if (findRabbitServer() === null) {
-    project.provide("rabbitmqUrl", "");
-    project.provide("rabbitmqUnavailable", "no RabbitMQ: set RABBITMQ_URL, or install rabbitmq-server (apt-get install rabbitmq-server)");
-    return async () => {};
-  }
-  const server = await startThrowawayRabbit();
-  project.provide("rabbitmqUrl", server.url);
-  project.provide("rabbitmqUnavailable", "");
-  return () => server.stop();
+export default function setup(project: TestProject): Promise<() => Promise<void>> {
+  return provideSharedServer(project, {
+    envVar: "RABBITMQ_URL",
+    urlKey: "rabbitmqUrl",
+    unavailableKey: "rabbitmqUnavailable",
+    installed: () => findRabbitServer() !== null,
+    missing: "no RabbitMQ: set RABBITMQ_URL, or install rabbitmq-server (apt-get install rabbitmq-server)",
+    start: () => startThrowawayRabbit(),
+  });
 }

@@ -54,7 +54,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
-import { listArgsOf, staleCursor } from "../listing.js";
+import { listArgsOf, pageDeadLetters } from "../listing.js";
 import type { FinishedWindow } from "../contract.js";
 import { decode, encode, envelopeOf, forensicHeaders, propertiesOf, recordOf, type Envelope } from "./envelope.js";
 import { bucketOf, checkPrefix, declareDelay, declareQueue, MAX_BUCKET, MAX_HOP_MS, Names } from "./topology.js";
@@ -879,22 +879,11 @@ export class AmqpBackend implements Backend {
     const jobs: JobRecord[] = [];
     for (const q of this.queuesFor(filter.queue, "listing dead jobs")) {
       await this.scanDead(q, async (envelope) => {
-        const job = recordOf(envelope, "dead");
-        if (filter.name !== undefined && job.name !== filter.name) return false;
-        if (args.createdFrom !== null && job.createdAt < args.createdFrom) return false;
-        if (args.createdUntil !== null && job.createdAt >= args.createdUntil) return false;
-        jobs.push(job);
+        jobs.push(recordOf(envelope, "dead"));
         return false;
       });
     }
-    jobs.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
-    let from = 0;
-    if (args.after !== null) {
-      const i = jobs.findIndex((j) => j.id === args.after);
-      if (i < 0) throw staleCursor(args.after, filter.queue!);
-      from = i + 1;
-    }
-    return jobs.slice(from + args.offset, from + args.offset + args.limit);
+    return pageDeadLetters(jobs, filter, args);
   }
 
   async replay(id: string, queue?: string): Promise<ReplayResult> {

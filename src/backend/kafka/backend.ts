@@ -60,8 +60,8 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
-import { checkedBackend } from "../checked.js";
-import { listArgsOf, staleCursor } from "../listing.js";
+import { checkedBackend, featureRefusal } from "../checked.js";
+import { listArgsOf, pageDeadLetters } from "../listing.js";
 import { DeadLetterView, DEAD_MARKER } from "./dead-view.js";
 import { checkTopicPrefix, TopicNames, type TopicKind } from "./topics.js";
 
@@ -229,16 +229,7 @@ export class KafkaBackend implements Backend {
       // Settled records are committed offsets, not rows: nothing to count by finish time.
       finishedWindows: false,
     });
-    this.idempotency = options.idempotency ?? {
-      once: () =>
-        Promise.reject(
-          new UnsupportedByStoreError(
-            this.description,
-            "idempotencyKeys",
-            "record idempotency keys (ctx.once): a Kafka log has nowhere to look a key up; pass { idempotency: otherBackend.idempotency } (PostgreSQL or Redis) to KafkaBackend",
-          ),
-        ),
-    };
+    this.idempotency = options.idempotency ?? { once: () => Promise.reject(featureRefusal(this, "once")) };
     // Callers get the store behind the checking facade (../checked.ts): arguments checked once, for every store.
     return checkedBackend(this);
   }
@@ -880,22 +871,11 @@ export class KafkaBackend implements Backend {
     }
     const queues = this.queuesFor(filter.queue, "listing dead jobs");
     const view = await this.dead(queues);
-    const jobs = queues
-      .flatMap((q) => view.all(q).map((d) => recordOf(d.envelope, "dead")))
-      .filter(
-        (job) =>
-          (filter.name === undefined || job.name === filter.name) &&
-          (args.createdFrom === null || job.createdAt >= args.createdFrom) &&
-          (args.createdUntil === null || job.createdAt < args.createdUntil),
-      );
-    jobs.sort((a, b) => (b.finishedAt ?? 0) - (a.finishedAt ?? 0) || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
-    let from = 0;
-    if (args.after !== null) {
-      const i = jobs.findIndex((j) => j.id === args.after);
-      if (i < 0) throw staleCursor(args.after, filter.queue!);
-      from = i + 1;
-    }
-    return jobs.slice(from + args.offset, from + args.offset + args.limit);
+    return pageDeadLetters(
+      queues.flatMap((q) => view.all(q).map((d) => recordOf(d.envelope, "dead"))),
+      filter,
+      args,
+    );
   }
 
   /** Replays a dead letter: a fresh copy to the work topic (acknowledged), then a marker hides the dead letter. */
@@ -975,104 +955,59 @@ export class KafkaBackend implements Backend {
     });
   }
 
+  // What a log cannot do (capabilities): refused by name, with the facade's one table of reasons
+  // and alternatives (featureRefusal in ../checked.ts), as RabbitMQ's are; docs/kafka.md says why.
+
   async cancel(id: string, _queue?: string): Promise<CancelResult> {
-    throw new UnsupportedByStoreError(
-      this.description,
-      "cancel",
-      `cancel job ${JSON.stringify(id)}: a record cannot be taken out of a Kafka log. Have the handler check a cancellation flag in your own store`,
-    );
+    throw featureRefusal(this, "cancel", id);
   }
 
   async pause(queue: string): Promise<void> {
-    throw new UnsupportedByStoreError(
-      this.description,
-      "pause",
-      `pause queue ${JSON.stringify(queue)} for every worker: a Kafka consumer group has no such switch; pause the workers themselves (worker.pause()) or scale them to zero`,
-    );
+    throw featureRefusal(this, "pause", queue);
   }
 
   async resume(queue: string): Promise<void> {
-    throw new UnsupportedByStoreError(
-      this.description,
-      "pause",
-      `resume queue ${JSON.stringify(queue)}: Kafka queues cannot be paused, so there is nothing to resume`,
-    );
+    throw featureRefusal(this, "resume", queue);
   }
 
   finishedWindow(queue: string): Promise<FinishedWindow> {
-    return Promise.reject(
-      new UnsupportedByStoreError(
-        this.description,
-        "finishedWindows",
-        `count the jobs queue ${JSON.stringify(queue)} finished in a time window: a Kafka log keeps no record of a settled job, only its committed offset ` +
-          "(capabilities.finishedWindows is false); the dashboard charts what this process's workers ran instead",
-      ),
-    );
+    return Promise.reject(featureRefusal(this, "finishedWindow", queue));
   }
 
   setQueueLimits(queue: string): Promise<void> {
-    return Promise.reject(this.noQueueLimits(`set flow limits on queue ${JSON.stringify(queue)}`));
+    return Promise.reject(featureRefusal(this, "setQueueLimits", queue));
   }
 
   getQueueFlow(queue: string): Promise<QueueFlow | null> {
-    return Promise.reject(this.noQueueLimits(`read the flow limits of queue ${JSON.stringify(queue)}`));
+    return Promise.reject(featureRefusal(this, "getQueueFlow", queue));
   }
 
   holdQueue(queue: string): Promise<void> {
-    return Promise.reject(this.noQueueLimits(`hold queue ${JSON.stringify(queue)}`));
-  }
-
-  private noQueueLimits(what: string): UnsupportedByStoreError {
-    return new UnsupportedByStoreError(
-      this.description,
-      "queueLimits",
-      `${what}: each member of the consumer group runs the partitions it was given and nothing counts starts across members ` +
-        "(capabilities.queueLimits is false); bound each worker's concurrency instead, or use SQLite, PostgreSQL or Redis for fleet-wide limits",
-    );
+    return Promise.reject(featureRefusal(this, "holdQueue", queue));
   }
 
   enqueueFlow(_nodes: readonly FlowNodeSpec[]): Promise<EnqueueResult[]> {
-    return Promise.reject(
-      new UnsupportedByStoreError(
-        this.description,
-        "flows",
-        'hold a parent job until its children settle: a Kafka log keeps no records to count them by (capabilities.flows is "none"); run flows on SQLite, PostgreSQL or Redis',
-      ),
-    );
+    return Promise.reject(featureRefusal(this, "enqueueFlow"));
   }
 
   flow(id: string): Promise<FlowInfo | null> {
-    return Promise.reject(
-      new UnsupportedByStoreError(
-        this.description,
-        "flows",
-        `tell the flow of job ${JSON.stringify(id)}: a Kafka log keeps no flows (capabilities.flows is "none")`,
-      ),
-    );
+    return Promise.reject(featureRefusal(this, "flow", id));
   }
 
   scheduleUpsert(write: ScheduleWrite): Promise<{ created: boolean; schedule: StoredSchedule }> {
-    return Promise.reject(this.noSchedules(`store schedule ${JSON.stringify(write.id)}`));
+    return Promise.reject(featureRefusal(this, "scheduleUpsert", write.id));
   }
 
   scheduleRemove(_queue: string, id: string): Promise<boolean> {
-    return Promise.reject(this.noSchedules(`remove schedule ${JSON.stringify(id)}`));
+    return Promise.reject(featureRefusal(this, "scheduleRemove", id));
   }
 
   scheduleList(): Promise<StoredSchedule[]> {
-    return Promise.reject(this.noSchedules("list schedules"));
+    return Promise.reject(featureRefusal(this, "scheduleList"));
   }
 
   scheduleFire(firing: ScheduleFiring): Promise<{ fired: boolean; jobs: EnqueueResult[] }> {
-    return Promise.reject(this.noSchedules(`fire schedule ${JSON.stringify(firing.id)}`));
-  }
-
-  private noSchedules(what: string): UnsupportedByStoreError {
-    return new UnsupportedByStoreError(
-      this.description,
-      "schedules",
-      `${what}: a Kafka log keeps no record to hold a schedule's last fired tick (capabilities.schedules is false); keep schedules on SQLite, PostgreSQL or Redis`,
-    );
+    return Promise.reject(featureRefusal(this, "scheduleFire", firing.id));
   }
 
   // ---------------------------------------------------------------- wake-ups

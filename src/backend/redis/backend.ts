@@ -71,6 +71,7 @@ import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
+import { RedisLayoutTooNewError } from "./layout-error.js";
 import { ScriptRunner, type ScriptArg } from "./scripts.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
@@ -1065,12 +1066,8 @@ export class RedisBackend implements Backend {
     // Records this layout, or upgrades an older one in place (each older layout is valid data of
     // this one: see LAYOUT_VERSION); a newer one is left as it is and refused.
     const layout = Number(await this.scripts.run("layout", [this.keys.layout], [LAYOUT_VERSION]));
-    if (layout > LAYOUT_VERSION) {
-      throw new ConveyorError(
-        `the data under prefix "${this.keys.prefix}" has layout version ${layout}, newer than this Conveyor ` +
-          `(knows up to ${LAYOUT_VERSION}); upgrade conveyor`,
-      );
-    }
+    if (layout > LAYOUT_VERSION) throw new RedisLayoutTooNewError(`prefix ${JSON.stringify(this.keys.prefix)}`, layout, LAYOUT_VERSION);
+    if (layout < LAYOUT_VERSION) await this.stampLayout();
     if (layout !== 0 && layout < LAYOUT_VERSION) {
       this.logger.warn(
         { backend: this.description, from: layout, to: LAYOUT_VERSION },
@@ -1078,6 +1075,16 @@ export class RedisBackend implements Backend {
           "prefix must be stopped: they cannot read jobs stored in the new layout",
       );
     }
+  }
+
+  /**
+   * After an upgrade of the prefix's layout: stamps it on every known queue, so processes of an
+   * older layout already connected stop at their next call on any queue (see layout_guard in
+   * lua/_common.lua), not only on queues this process writes to later.
+   */
+  private async stampLayout(): Promise<void> {
+    const queues = await this.send((c) => c.smembers(this.keys.queues));
+    for (const queue of queues) await this.scripts.run("layout-stamp", [this.queue(queue).meta], []);
   }
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */

@@ -81,7 +81,10 @@
  *                          Added to in the same round trip as, and just before, a queue's first
  *                          enqueue or pause by this process; it is discovery only, so a name in
  *                          it with no jobs is harmless.
- *   <prefix>:layout        the data layout version, so an older Conveyor refuses newer data.
+ *   <prefix>:layout        the data layout version, so an older Conveyor refuses newer data at
+ *                          connect. Each queue's meta field lv holds the newest layout that wrote
+ *                          the queue (stamped by the writing script itself), so a process connected
+ *                          before an upgrade is refused at run time too (layout_guard, _common.lua).
  *   <prefix>:idem:<key>    idempotency keys on Redis' clock (SET NX PX; Redis expires them).
  *   {<prefix>:idem}:k:<key>, {<prefix>:idem}:exp
  *                          idempotency keys and their deadline index on an injected clock.

@@ -21,6 +21,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { ConveyorError } from "../../core/errors.js";
 import { LAYOUT_VERSION } from "./keys.js";
+import { layoutRefusal } from "./layout-error.js";
 
 export type ScriptName =
   | "enqueue"
@@ -45,6 +46,7 @@ export type ScriptName =
   | "once"
   | "prune-keys"
   | "layout"
+  | "layout-stamp"
   | "flow"
   | "flow-set"
   | "flow-hold"
@@ -72,6 +74,55 @@ export interface Script {
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
 const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position"]);
+
+/**
+ * How each script meets the layout guard (`layout_guard` in _common.lua), run before its own body:
+ * - `stamp`: its first key is the queue's meta hash and it may write job data: it refuses a queue
+ *   stamped by a newer layout, and stamps this layout;
+ * - `check`: read-only on the queue's meta: it refuses a newer stamp and writes nothing;
+ * - `none`: it touches no job data a layout changes (a job's log or progress under a lease the
+ *   claim already checked, flow-control and schedule settings, the event log, prefix-wide keys).
+ * A Record, so a new script must choose.
+ */
+const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
+  enqueue: "stamp",
+  claim: "stamp",
+  heartbeat: "stamp",
+  "mark-buffered": "stamp",
+  complete: "stamp",
+  fail: "stamp",
+  release: "stamp",
+  rescue: "stamp",
+  promote: "stamp",
+  prune: "stamp",
+  cancel: "stamp",
+  replay: "stamp",
+  remove: "stamp",
+  pause: "stamp",
+  flow: "stamp",
+  "schedule-fire": "stamp",
+  "layout-stamp": "stamp",
+  stats: "check",
+  read: "check",
+  "lane-position": "check",
+  progress: "none",
+  "append-logs": "none",
+  "flow-set": "none",
+  "flow-hold": "none",
+  "schedule-upsert": "none",
+  "schedule-remove": "none",
+  "schedule-list": "none",
+  "prune-events": "none",
+  once: "none",
+  "prune-keys": "none",
+  layout: "none",
+};
+
+/** The Lua that runs the layout guard of a script before its body (nothing for `none`). */
+function guardLine(name: ScriptName): string {
+  const guard = LAYOUT_GUARD[name];
+  return guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`;
+}
 
 /**
  * `--#include <file> as <name>` on a line of its own puts another script's body there as a local
@@ -113,9 +164,10 @@ export function loadScripts(): ReadonlyMap<ScriptName, Script> {
     if (match === null) {
       throw new ConveyorError(`unexpected file ${file} in ${fileURLToPath(dir)}; scripts are named <name>-<keys>.lua`);
     }
-    const name = match[1]!;
-    const source = `${common}\n${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
-    scripts.set(name as ScriptName, {
+    const name = match[1]! as ScriptName;
+    if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}`,
       numberOfKeys: Number(match[2]),
       plain: text(source),
@@ -173,7 +225,7 @@ export class ScriptRunner {
         return await this.send("EVAL", [source, ...rest]);
       }
     } catch (error) {
-      throw explain(error, script);
+      throw explain(error, script, keys[0]);
     }
   }
 
@@ -201,8 +253,10 @@ function isNoScript(error: unknown): boolean {
  * Errors Redis reported about a script get its name and, where there is one, advice. Connection
  * errors pass through untouched: callers (the worker runtime) retry those.
  */
-function explain(error: unknown, script: Script): unknown {
+function explain(error: unknown, script: Script, firstKey: string | undefined): unknown {
   if (!(error instanceof Error) || error.name !== "ReplyError") return error;
+  const tooNew = layoutRefusal(error.message, firstKey);
+  if (tooNew !== null) return tooNew;
   if (error.message.startsWith("OOM")) {
     return new ConveyorError(
       `Redis refused ${script.fullName}: it is out of memory (${error.message}). Raise maxmemory, or keep fewer ` +

@@ -16,5 +16,10 @@ set_aside AS (
   ON CONFLICT (id) DO UPDATE SET failed_at = excluded.failed_at, target = excluded.target, error = excluded.error
   RETURNING id
 )
+-- The seq range as well as the list, so the delete walks the primary key even on a table never
+-- analyzed (a fresh outbox with a large backlog: without statistics, a list alone of 500 seqs
+-- is planned as a scan of the whole table; so was an OR with a subquery at any size).
 DELETE FROM {{schema}}.outbox
-WHERE seq = ANY ($1::bigint[]) OR seq IN (SELECT seq FROM refused)
+WHERE seq = ANY ($1::bigint[] || $2::bigint[])
+  AND seq BETWEEN (SELECT min(s) FROM unnest($1::bigint[] || $2::bigint[]) s)
+              AND (SELECT max(s) FROM unnest($1::bigint[] || $2::bigint[]) s)

@@ -8,16 +8,18 @@
 -- Returns the claimed rows ({{job_columns}}) in no particular order; the caller sorts them.
 --
 -- Runnable = waiting, or scheduled and due; queue not paused; name among $3. Order: priority,
--- then run_at, then seq (insertion order). Per queue, two index walks that each stop after $4
--- rows: jobs_claim over waiting rows (already in claim order) and jobs_scheduled over the due
--- part of the scheduled ones (future jobs are never read). FOR UPDATE SKIP LOCKED makes
+-- then run_at, then seq (insertion order). Per named queue that holds waiting jobs (found by
+-- the loose scan below), one walk of jobs_claim that stops after $4 rows (already in claim
+-- order); for all named queues together, one walk of jobs_scheduled over the due part of the
+-- scheduled rows (future jobs are never read), sorted, $4 kept. FOR UPDATE SKIP LOCKED makes
 -- concurrent claimers step over each other's rows instead of queueing behind them; rows locked
 -- here but not among the best $4 are unlocked when the statement commits. The two walks are
 -- separate MATERIALIZED CTEs because PostgreSQL allows no FOR UPDATE under a UNION, and
 -- MATERIALIZED guarantees each runs exactly once (a LIMIT ... SKIP LOCKED subquery the planner
 -- re-ran could lock a different set the second time).
 --
--- EXPLAIN (ANALYZE) of the generic plan, PostgreSQL 15; 100k waiting and 1k future jobs in
+-- EXPLAIN (ANALYZE) of the generic plan before the loose scan and the single due walk (third
+-- pass, docs/performance-postgres.md; the waiting walk is unchanged), PostgreSQL 15; 100k waiting and 1k future jobs in
 -- queue 'q', 1k waiting in another queue; claim of 10 from 'q' (sorts, hashes and the
 -- open_queues anti-join on `queues` trimmed):
 --   Update on jobs j (actual rows=10)
@@ -42,7 +44,7 @@
 --   Execution Time: 0.465 ms
 -- Ten index entries read for ten jobs claimed, whatever the backlog; the 1k future jobs are
 -- never touched.
-WITH params AS MATERIALIZED (
+WITH RECURSIVE params AS MATERIALIZED (
   -- Every parameter the planner would otherwise look into, read through this one-row CTE. With
   -- their values hidden, a custom plan is estimated exactly like the generic one, so after five
   -- executions PostgreSQL keeps the generic plan of this prepared statement instead of planning
@@ -51,9 +53,45 @@ WITH params AS MATERIALIZED (
   SELECT $2::text[] AS queues, $3::text[] AS names, $4::int AS lim, {{schema}}.now_ms($1) AS now,
          $9::boolean AS flow_checked
 ),
+-- The named queues that hold waiting jobs, found without one probe per named queue: a loose
+-- index scan of the waiting rows' queues (jobs_waiting_seq or jobs_claim, whichever the planner
+-- picks; one descent per distinct queue with waiting jobs, from the first
+-- named queue to the last) gives them directly when it finds at most 32 such queues (and no
+-- more than there are names). When it finds more, every named queue is probed, as before: the
+-- scan stops after 33 descents, so that case pays about 33 descents more than probing alone. So a
+-- worker naming 1,000 queues of which 999 are empty pays two or three descents, not 1,000 probes
+-- (docs/performance-postgres.md, "Third pass"); one naming 1,000 busy queues pays the probes.
+named AS MATERIALIZED (
+  SELECT DISTINCT q.name FROM params, unnest(params.queues) AS q(name)
+),
+named_range AS MATERIALIZED (
+  SELECT min(name COLLATE "C") AS first, max(name COLLATE "C") AS last, count(*) AS n FROM named
+),
+waiting_queues AS (
+  -- Recursive: the statement starts WITH RECURSIVE (which the non-recursive CTEs ignore).
+  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue >= (SELECT first FROM named_range)) AS queue
+  UNION ALL
+  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue > w.queue)
+  FROM waiting_queues w, named_range r
+  WHERE w.queue < r.last
+),
+scanned AS MATERIALIZED (
+  SELECT w.queue FROM waiting_queues w, named_range r WHERE w.queue IS NOT NULL AND w.queue <= r.last
+  LIMIT (SELECT least(n, 32) + 1 FROM named_range)
+),
+candidate_queues AS (
+  -- INTERSECT: hashed, where a semi-join of two CTEs gets a nested loop (their sizes unknown to
+  -- the planner): 1,000 × 1,000 comparisons for a worker naming 1,000 busy queues.
+  (SELECT queue AS name FROM scanned WHERE (SELECT count(*) FROM scanned) <= (SELECT least(n, 32) FROM named_range)
+   INTERSECT
+   SELECT name FROM named)
+  UNION ALL
+  SELECT name FROM named
+  WHERE (SELECT count(*) FROM scanned) > (SELECT least(n, 32) FROM named_range)
+),
 open_queues AS (
-  SELECT DISTINCT q.name
-  FROM params, unnest(params.queues) AS q(name)
+  SELECT q.name
+  FROM params, candidate_queues q
   WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q.name AND p.paused)
     -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
     AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
@@ -69,16 +107,16 @@ waiting AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
   ) AS c
 ),
+-- Due scheduled jobs of every named queue in one walk of jobs_scheduled (its due part: future
+-- jobs are never read), not one walk per named queue.
 due AS MATERIALIZED (
-  SELECT c.id, c.priority, c.run_at, c.seq
-  FROM params, open_queues q
-  CROSS JOIN LATERAL (
-    SELECT id, priority, run_at, seq FROM {{schema}}.jobs
-    WHERE queue = q.name AND state = 'scheduled' AND run_at <= params.now AND name = ANY(params.names)
-    ORDER BY priority, run_at, seq
-    LIMIT params.lim
-    FOR UPDATE SKIP LOCKED
-  ) AS c
+  SELECT id, priority, run_at, seq FROM params, {{schema}}.jobs
+  WHERE state = 'scheduled' AND run_at <= params.now AND queue = ANY(params.queues) AND name = ANY(params.names)
+    AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = jobs.queue AND p.paused)
+    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = jobs.queue))
+  ORDER BY priority, run_at, seq
+  LIMIT (SELECT lim FROM params)
+  FOR UPDATE OF jobs SKIP LOCKED
 )
 UPDATE {{schema}}.jobs AS j
 SET state = 'active',

@@ -55,15 +55,9 @@ deleted_keys AS (
   )
   RETURNING 1
 ),
--- stats()' job counts (migration 0007): the deltas of each (queue, state) that has more than one
--- row become one row with their sum; deltas written meanwhile (not in this snapshot) stay as they are.
+-- stats()' job counts (migration 0007): folded to one row per (queue, state) by the writers'
+-- own fold (migration 0010, fold_job_counts: it skips rows a concurrent fold holds, never waits).
 folded_counts AS (
-  DELETE FROM {{schema}}.job_counts
-  WHERE (queue, state) IN (SELECT queue, state FROM {{schema}}.job_counts GROUP BY queue, state HAVING count(*) > 1)
-  RETURNING queue, state, n
-),
-refolded_counts AS (
-  INSERT INTO {{schema}}.job_counts (queue, state, n)
-  SELECT queue, state, sum(n) FROM folded_counts GROUP BY queue, state HAVING sum(n) <> 0
+  SELECT {{schema}}.fold_job_counts()
 )
-SELECT (SELECT count(*) FROM deleted) AS jobs, (SELECT count(*) FROM deleted_keys) AS idempotency_keys
+SELECT (SELECT count(*) FROM deleted) AS jobs, (SELECT count(*) FROM deleted_keys) AS idempotency_keys FROM folded_counts

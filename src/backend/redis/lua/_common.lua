@@ -66,6 +66,22 @@ local function history_with(history, attempt, worker, started_at, now, outcome, 
   return string.sub(history, 1, -2) .. ',' .. record .. ']'
 end
 
+-- ── Layout guard ──────────────────────────────────────────────────────────────────────────
+-- LAYOUT is the data layout version of the Conveyor that loaded this script (scripts.ts defines it
+-- ahead of this file, so a script's SHA covers its version). A queue's meta hash keeps in field lv
+-- the newest layout that has written to the queue, stamped by the same script that writes, so a
+-- queue holding data of layout N always says so. A process connected before a newer Conveyor
+-- upgraded the layout would otherwise keep running and lose what it cannot read (a layout 1
+-- worker drops compact jobs): every script of a queue runs this first and refuses a newer stamp
+-- before it reads or writes anything. One HGET of a hash the script touches anyway.
+local function layout_guard(meta, stamp)
+  local stored = tonumber(redis.call('HGET', meta, 'lv') or '0') or 0
+  if stored > LAYOUT then
+    error({ err = 'CONVEYOR_LAYOUT_TOO_NEW ' .. int(stored) .. ' ' .. int(LAYOUT) })
+  end
+  if stamp and stored < LAYOUT then redis.call('HSET', meta, 'lv', int(LAYOUT)) end
+end
+
 -- ── Event log ─────────────────────────────────────────────────────────────────────────────
 -- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
 -- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;

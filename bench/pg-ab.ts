@@ -1,0 +1,118 @@
+/**
+ * A/B of the PostgreSQL backend: main's (imported from a checkout of main, `--main`, default
+ * /work/main, with its own migrations on its own database) against this tree's, in one process,
+ * their runs interleaved (A, B, A, B, …), medians and paired ratios. Figures: bulk enqueue,
+ * processing at concurrency 10 with prefetch 500 (bench/postgres.ts' shape), WAL bytes per job
+ * in that processing run, and the many-queues claim (bench/pg-scale.ts: ms per claim of 5, one
+ * worker naming 1,000 queues).
+ *
+ * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]`
+ */
+import { loadavg } from "node:os";
+import { pathToFileURL } from "node:url";
+import pg from "pg";
+import { PostgresBackend } from "../src/backend/postgres/index.js";
+import { Queue, silentLogger } from "../src/index.js";
+import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, pairedRatio, rate } from "./lib.js";
+import { freshDatabase, manyQueues } from "./pg-scale.js";
+
+type BackendClass = typeof PostgresBackend;
+
+interface Variant {
+  readonly name: string;
+  readonly make: (url: string) => PostgresBackend;
+}
+
+async function walLsn(url: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query("CHECKPOINT");
+    return (await c.query<{ lsn: string }>("SELECT pg_current_wal_lsn() AS lsn")).rows[0]!.lsn;
+  } finally {
+    await c.end();
+  }
+}
+
+async function walBytesSince(url: string, from: string): Promise<number> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return Number((await c.query<{ n: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS n", [from])).rows[0]!.n);
+  } finally {
+    await c.end();
+  }
+}
+
+export async function main(options: { mainDir: string; jobs: number; runs: number }): Promise<void> {
+  const mainModule = (await import(pathToFileURL(`${options.mainDir}/src/backend/postgres/index.ts`).href)) as { PostgresBackend: BackendClass };
+  const variants: Variant[] = [
+    { name: "main", make: (url) => new mainModule.PostgresBackend({ connectionString: url, logger: silentLogger }) },
+    { name: "this branch", make: (url) => new PostgresBackend({ connectionString: url, logger: silentLogger }) },
+  ];
+  let server: ThrowawayPostgres | null = null;
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    server = await startThrowawayPostgres({ database: "bench" });
+    url = server.url;
+  }
+  const base = url;
+  const loadStart = loadavg();
+  console.log(`A/B: main (${options.mainDir}) against this tree; ${options.jobs} jobs; ${machineLine()}\n`);
+  const withBackend = async <T>(v: Variant, fn: (b: PostgresBackend, url: string) => Promise<T>): Promise<T> => {
+    const db = await freshDatabase(base, "ab");
+    const b = v.make(db.url);
+    try {
+      await b.migrate();
+      return await fn(b, db.url);
+    } finally {
+      await b.close();
+      await db.drop();
+    }
+  };
+  const rows: { label: string; unit: string; runs: number[][] }[] = [];
+  const figure = async (label: string, unit: string, measure: (v: Variant) => Promise<number>) => {
+    rows.push({ label, unit, runs: await interleaved(variants, options.runs, label, measure, (x) => `${fmt(x)} ${unit}`) });
+  };
+  try {
+    const n = options.jobs;
+    await figure(`bulk enqueue (${n} jobs)`, "jobs/s", (v) =>
+      withBackend(v, (b) => {
+        const q = new Queue("bench", { backend: b });
+        const all = noopJobs(0, n);
+        return rate(n, () => q.addBulk(all));
+      }),
+    );
+    const wal: number[][] = [[], []];
+    await figure("processing, concurrency 10, prefetch 500", "jobs/s", (v) =>
+      withBackend(v, async (b, dbUrl) => {
+        const q = new Queue("bench", { backend: b });
+        // Filled first, so the WAL figure counts processing alone.
+        for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+        const from = await walLsn(dbUrl);
+        const jobsPerS = await conveyorProcessFilled(b, n, 10, 500);
+        wal[variants.indexOf(v)]!.push((await walBytesSince(dbUrl, from)) / n);
+        return jobsPerS;
+      }),
+    );
+    rows.push({ label: "WAL per job, processing", unit: "bytes", runs: wal });
+    for (const [label, queues, perQueue, emptyButFirst] of [
+      ["claim of 5, 1 queue × 5,000 jobs", 1, 5_000, false],
+      ["claim of 5, 1,000 queues × 5 jobs", 1_000, 5, false],
+      ["claim of 5, 1 queue × 5,000 + 999 empty", 1_000, 5_000, true],
+    ] as const) {
+      await figure(label, "ms", (v) => manyQueues(base, queues, perQueue, 200, emptyButFirst, v.make));
+    }
+  } finally {
+    await server?.stop();
+  }
+  console.log(`\nMedians of ${options.runs} runs, interleaved; ratio = this branch ÷ main, paired per round.\n`);
+  console.log("| figure | unit | main | this branch | this ÷ main |\n| --- | --- | ---: | ---: | ---: |");
+  for (const r of rows) {
+    console.log(`| ${r.label} | ${r.unit} | ${fmt(median(r.runs[0]!))} | ${fmt(median(r.runs[1]!))} | ${pairedRatio(r.runs[1]!, r.runs[0]!).toFixed(2)}x |`);
+  }
+  console.log("\nEvery run:");
+  for (const r of rows) console.log(`  ${r.label}: main ${r.runs[0]!.map(fmt).join(" / ")}; this branch ${r.runs[1]!.map(fmt).join(" / ")}`);
+  console.log(`\nLoad average at start ${formatLoad(loadStart)}, at end ${formatLoad(loadavg())}.`);
+}

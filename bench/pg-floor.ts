@@ -1,0 +1,167 @@
+/**
+ * The floor: the least work any PostgreSQL queue must do per job on this server, measured in the
+ * same run as Conveyor and its peers, with their batching and concurrency. It is a raw
+ * node-postgres loop over the smallest table a queue can have (an id, a payload, a lock mark; the
+ * primary key its only index) and the fewest statements a queue can send:
+ *
+ * - bulk enqueue: one `INSERT … SELECT unnest($1)` of every job, plus one NOTIFY (every subject
+ *   wakes its workers through LISTEN/NOTIFY, so the floor pays it too);
+ * - single enqueue: one `INSERT` and one NOTIFY per job, in one statement;
+ * - processing: a claim of up to PREFETCH jobs per round trip (`UPDATE … WHERE id IN (SELECT … FOR
+ *   UPDATE SKIP LOCKED LIMIT n) RETURNING`), `concurrency` no-op handlers taking jobs from the
+ *   claimed buffer, and every completion made in the same tick deleted by one batched `DELETE`;
+ * - latency: a LISTEN connection that claims on each notification.
+ *
+ * It keeps no history, no retention, no event, no count, no lease expiry, no priority or delay:
+ * nothing that a job queue with those features could skip. A system's figure divided by the
+ * floor's says how much of what the server can do it gets; a ratio to a peer that would need the
+ * system above the floor says the goal is out of reach on this server.
+ */
+import pg from "pg";
+import { chunks, deferred, FILL_CHUNK, latencySamples, rate, sleep, type Subject } from "./lib.js";
+
+const SCHEMA = `
+CREATE TABLE floor_jobs (
+  id bigserial PRIMARY KEY,
+  payload jsonb NOT NULL,
+  -- The claim's mark: not indexed, so a claim is a HOT update when the page has room.
+  locked_at timestamptz
+);`;
+
+const INSERT_MANY = `WITH added AS (INSERT INTO floor_jobs (payload) SELECT unnest($1::jsonb[]) RETURNING 1)
+SELECT pg_notify('floor_jobs', '') FROM (SELECT 1 FROM added LIMIT 1) AS any_added`;
+const INSERT_ONE = `WITH added AS (INSERT INTO floor_jobs (payload) VALUES ($1::jsonb) RETURNING 1)
+SELECT pg_notify('floor_jobs', '') FROM added`;
+const CLAIM = `UPDATE floor_jobs SET locked_at = now()
+WHERE id IN (SELECT id FROM floor_jobs WHERE locked_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING id, payload`;
+const COMPLETE = `DELETE FROM floor_jobs WHERE id = ANY($1::bigint[])`;
+
+const payloads = (start: number, n: number): string[] => Array.from({ length: n }, (_, k) => JSON.stringify({ i: start + k }));
+
+/**
+ * Runs `concurrency` no-op handlers over every job in floor_jobs: a buffer refilled by claims of
+ * `prefetch` (the next claim goes out when the buffer holds fewer jobs than there are handlers,
+ * as a prefetching worker does), completions of one tick deleted in one statement. Resolves once
+ * every deletion has committed.
+ */
+async function processAll(pool: pg.Pool, n: number, concurrency: number, prefetch: number): Promise<void> {
+  const buffer: string[] = [];
+  let claiming: Promise<void> | null = null;
+  let exhausted = false;
+  const claim = (): Promise<void> =>
+    (claiming ??= pool
+      .query<{ id: string }>({ name: "floor-claim", text: CLAIM, values: [prefetch] })
+      .then(({ rows }) => {
+        for (const r of rows) buffer.push(r.id);
+        if (rows.length === 0) exhausted = true;
+      })
+      .finally(() => (claiming = null)));
+
+  let pending: string[] = [];
+  let flushScheduled = false;
+  let deleted = 0;
+  const allDeleted = deferred();
+  const failures: unknown[] = [];
+  const flush = () => {
+    flushScheduled = false;
+    const ids = pending;
+    pending = [];
+    pool
+      .query({ name: "floor-complete", text: COMPLETE, values: [ids] })
+      .then(() => {
+        deleted += ids.length;
+        if (deleted >= n) allDeleted.resolve();
+      })
+      .catch((error: unknown) => {
+        failures.push(error);
+        allDeleted.resolve();
+      });
+  };
+  const complete = (id: string) => {
+    pending.push(id);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
+  };
+
+  const handler = async () => {
+    for (;;) {
+      while (buffer.length === 0) {
+        if (exhausted && claiming === null) return;
+        await claim();
+      }
+      const id = buffer.shift()!;
+      if (buffer.length < concurrency && !exhausted) void claim();
+      await Promise.resolve(); // the no-op job
+      complete(id);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, handler));
+  await allDeleted.promise;
+  if (failures.length > 0) throw failures[0];
+}
+
+/** The floor as a benchmark subject; `freshDatabase` gives an empty database's URL per measurement. */
+export function floorSubject(freshDatabase: () => Promise<string>, prefetch: number): Subject {
+  const withPool = async <T>(max: number, fn: (pool: pg.Pool) => Promise<T>): Promise<T> => {
+    const pool = new pg.Pool({ connectionString: await freshDatabase(), max });
+    try {
+      await pool.query(SCHEMA);
+      return await fn(pool);
+    } finally {
+      await pool.end();
+    }
+  };
+  return {
+    name: "floor",
+    floor: true,
+    bulk: (n) => withPool(2, (pool) => rate(n, () => pool.query(INSERT_MANY, [payloads(0, n)]))),
+    single: (n) =>
+      withPool(2, (pool) =>
+        rate(n, async () => {
+          for (let i = 0; i < n; i++) await pool.query({ name: "floor-add", text: INSERT_ONE, values: [JSON.stringify({ i })] });
+        }),
+      ),
+    // A connection per handler and two to spare, as graphile-worker's pool in bench/postgres.ts.
+    processing: (n, concurrency) =>
+      withPool(concurrency + 2, async (pool) => {
+        for (const [start, len] of chunks(n, FILL_CHUNK)) await pool.query(INSERT_MANY, [payloads(start, len)]);
+        return rate(n, () => processAll(pool, n, concurrency, prefetch));
+      }),
+    latency: (samples) =>
+      withPool(2, async (pool) => {
+        const listener = await pool.connect();
+        let onStart: (() => void) | null = null;
+        // One claim at a time on the listening connection; a notification during a claim
+        // triggers one more pass so no job waits for the next notification.
+        let running = false;
+        let again = false;
+        const drain = async () => {
+          if (running) return void (again = true);
+          running = true;
+          do {
+            again = false;
+            const { rows } = await listener.query<{ id: string }>({ name: "floor-claim", text: CLAIM, values: [10] });
+            for (const _ of rows) onStart?.();
+            if (rows.length > 0) await pool.query({ name: "floor-complete", text: COMPLETE, values: [rows.map((r) => r.id)] });
+          } while (again);
+          running = false;
+        };
+        listener.on("notification", () => void drain().catch((error: unknown) => console.error("floor latency:", error)));
+        await listener.query("LISTEN floor_jobs");
+        await sleep(200);
+        try {
+          return await latencySamples(
+            [],
+            samples,
+            (i) => pool.query({ name: "floor-add", text: INSERT_ONE, values: [JSON.stringify({ i })] }),
+            (fn) => (onStart = fn),
+          );
+        } finally {
+          listener.release();
+        }
+      }),
+  };
+}

@@ -1,0 +1,131 @@
+/**
+ * The Redis layout guard at run time: a process already connected when another process upgrades
+ * the data layout is refused at its next call on the upgraded data (not only at connect), with a
+ * typed error, writes nothing, and its worker stops. See layout_guard in lua/_common.lua.
+ *
+ * "Another process of a newer layout" is played by a plain client writing what such a process
+ * writes: the queue's `lv` stamp (which a newer Conveyor sets in the script that stores its data)
+ * and the prefix's `layout` key.
+ */
+import { Redis } from "ioredis";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { inject } from "vitest";
+import { SchemaTooNewError } from "../../src/backend/migration-files.js";
+import { RedisBackend } from "../../src/backend/redis/backend.js";
+import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
+import { RedisLayoutTooNewError } from "../../src/backend/redis/layout-error.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import { FakeClock, silentLogger, Worker } from "../../src/index.js";
+import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
+const admin = new Redis(url);
+const prefixes: string[] = [];
+const backends: RedisBackend[] = [];
+const workers: Worker[] = [];
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+  await Promise.all(backends.splice(0).map((b) => b.close()));
+});
+
+afterAll(async () => {
+  for (const prefix of prefixes) await deletePrefix(url, prefix);
+  await admin.quit();
+});
+
+function backend(prefix: string): RedisBackend {
+  prefixes.push(prefix);
+  const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock: new FakeClock() });
+  backends.push(b);
+  return b;
+}
+
+const spec = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId } });
+const WORKER = { id: "w1", host: "h", pid: 1 };
+const claimOne = (b: RedisBackend) => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 60_000 });
+
+/** What a Conveyor of the next layout does before it stores data of that layout in queue q. */
+const newerLayoutWritesQueue = (prefix: string) => admin.hset(`${prefix}:{q}:meta`, "lv", String(LAYOUT_VERSION + 1));
+
+describe("Redis layout guard at run time", () => {
+  it("a queue's scripts stamp this layout on it", async () => {
+    const prefix = testPrefix("lv");
+    const b = backend(prefix);
+    await b.enqueue([spec("a")]);
+    expect(await admin.hget(`${prefix}:{q}:meta`, "lv")).toBe(String(LAYOUT_VERSION));
+  });
+
+  it("a connected backend is refused its next enqueue and claim once a newer layout wrote the queue, and writes nothing", async () => {
+    const prefix = testPrefix("lv");
+    const b = backend(prefix);
+    await b.enqueue([spec("before")]);
+    await newerLayoutWritesQueue(prefix);
+
+    const enqueue = b.enqueue([spec("after")]).catch((e: unknown) => e);
+    expect(await enqueue).toBeInstanceOf(RedisLayoutTooNewError);
+    // One type with the SQL stores' "schema newer than this code", so callers need not know the store.
+    expect(await enqueue).toBeInstanceOf(SchemaTooNewError);
+    expect(String(await enqueue)).toMatch(
+      new RegExp(
+        `queue "q" under prefix "${prefix}" has layout version ${LAYOUT_VERSION + 1}, newer than this Conveyor \\(knows up to ${LAYOUT_VERSION}\\); upgrade conveyor`,
+      ),
+    );
+    await expect(claimOne(b)).rejects.toBeInstanceOf(RedisLayoutTooNewError);
+    await expect(b.get("before", "q")).rejects.toBeInstanceOf(RedisLayoutTooNewError);
+
+    // Nothing was written: the job stored before is still waiting, unclaimed, and "after" is absent.
+    await admin.hset(`${prefix}:{q}:meta`, "lv", String(LAYOUT_VERSION));
+    expect(await b.get("after", "q")).toBeNull();
+    expect((await b.get("before", "q"))?.state).toBe("waiting");
+    expect((await claimOne(b)).map((c) => c.job.id)).toEqual(["before"]);
+  });
+
+  it("settling a job is refused too once the queue was upgraded under its lease", async () => {
+    const prefix = testPrefix("lv");
+    const b = backend(prefix);
+    await b.enqueue([spec("a")]);
+    const [claimed] = await claimOne(b);
+    await newerLayoutWritesQueue(prefix);
+    await expect(b.complete([{ lease: claimed!.lease, result: null }])).rejects.toBeInstanceOf(RedisLayoutTooNewError);
+    await expect(b.heartbeat([claimed!.lease], 60_000)).rejects.toBeInstanceOf(RedisLayoutTooNewError);
+  });
+
+  it("an upgrade of the prefix stamps every known queue, so an older process stops on all of them", async () => {
+    const prefix = testPrefix("lv");
+    const old = backend(prefix);
+    await old.enqueue([spec("a")]);
+    // The prefix looks like an older layout's data: the next process to connect upgrades it.
+    await admin.set(`${prefix}:layout`, String(LAYOUT_VERSION - 1));
+    await admin.hdel(`${prefix}:{q}:meta`, "lv");
+    const upgrader = backend(prefix);
+    await upgrader.migrate();
+    expect(await admin.get(`${prefix}:layout`)).toBe(String(LAYOUT_VERSION));
+    expect(await admin.hget(`${prefix}:{q}:meta`, "lv")).toBe(String(LAYOUT_VERSION));
+  });
+
+  it("a worker stops (worker:closed) when its store was upgraded past it while it ran, and runs nothing more", async () => {
+    const prefix = testPrefix("lv");
+    const b = backend(prefix);
+    const ran: string[] = [];
+    const w = new Worker({ backend: b, queues: "q", handlers: { job: async (j) => void ran.push(j.id) }, logger: silentLogger, pollIntervalMs: 50 });
+    workers.push(w);
+    const errors: Error[] = [];
+    w.on("worker:error", ({ error }) => errors.push(error));
+    let closed = false;
+    w.on("worker:closed", () => (closed = true));
+    await b.enqueue([spec("first")]);
+    await waitFor(() => ran.includes("first"), { timeoutMs: 10_000 });
+
+    await newerLayoutWritesQueue(prefix);
+    await waitFor(() => closed, { timeoutMs: 10_000 });
+    expect(errors.some((e) => e instanceof RedisLayoutTooNewError)).toBe(true);
+    expect(w.mode).toBe("stopped");
+    // A job the newer process stores afterwards is left for the newer workers.
+    await admin.hset(`${prefix}:{q}:meta`, "lv", String(LAYOUT_VERSION));
+    await b.enqueue([spec("second")]);
+    expect((await b.get("second", "q"))?.state).toBe("waiting");
+    expect(ran).toEqual(["first"]);
+  });
+});
