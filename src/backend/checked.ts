@@ -18,6 +18,7 @@ import { checkName, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY, MIN_PR
 import { holdMs } from "../core/flow.js";
 import type { ScheduleFiring } from "../core/schedule.js";
 import type { EventPrunePolicy } from "../core/queue-events.js";
+import { checkFinishedWindowArgs, checkListArgs } from "./listing.js";
 import {
   DEFAULT_MAX_COMPLETED_PER_QUEUE,
   DEFAULT_MAX_DEAD_PER_QUEUE,
@@ -31,6 +32,8 @@ import {
   type EnqueueOptions,
   type Failure,
   type HoldOptions,
+  type ListFilter,
+  type Page,
   type PrunePolicy,
   type RescueOptions,
 } from "./contract.js";
@@ -161,6 +164,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     close: () => store.close(),
     now: () => store.now(),
     enqueue(specs, options?: EnqueueOptions) {
+      checkTx(store, options);
       checkSpecs(specs);
       return store.enqueue(specs, options);
     },
@@ -190,11 +194,15 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
         limit: intInRange("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT, 1, MAX_COUNT),
       } satisfies ResolvedPrunePolicy),
     get: (id, queue) => store.get(id, queue),
-    list: (filter, page) => store.list(filter, page),
+    list(filter: ListFilter = {}, page: Page = {}) {
+      const { limit, offset } = checkListArgs(filter, page);
+      return store.list(filter, { ...page, limit, offset });
+    },
     stats: (queue) => store.stats(queue),
     finishedWindow(queue, fromMs, untilMs, sampleLimit) {
       need("finishedWindow", queue);
-      return store.finishedWindow(queue, fromMs, untilMs, sampleLimit);
+      const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+      return store.finishedWindow(args.queue, args.fromMs, args.untilMs, args.sampleLimit);
     },
     cancel(id, queue) {
       need("cancel", id);
@@ -242,6 +250,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     },
     enqueueFlow(nodes: readonly FlowNodeSpec[], options) {
       need("enqueueFlow");
+      checkTx(store, options);
       arrayOf(nodes, "a flow is an array of nodes").forEach((node, i) => checkSpec(node.spec, caps(), store.description, i));
       return store.enqueueFlow(nodes, options);
     },
@@ -326,6 +335,27 @@ export function featureRefusal(store: Pick<Backend, "description" | "capabilitie
     capability,
     `${what(JSON.stringify(subject))} (capabilities.${capability} is ${JSON.stringify(store.capabilities[capability])}); ${instead}`,
   );
+}
+
+/**
+ * `{ tx }` only on a store with transactional enqueue, and only as a client with
+ * `query(text, params)` (a pg PoolClient or Client, or an adapter for another driver).
+ */
+function checkTx(store: Pick<Backend, "description" | "capabilities">, options: Pick<EnqueueOptions, "tx"> | undefined): void {
+  const tx: unknown = options?.tx;
+  if (tx === undefined) return;
+  if (!store.capabilities.transactionalEnqueue) {
+    throw new InvalidInputError(
+      `${store.description} cannot join your transaction (capabilities.transactionalEnqueue is false); enqueue without { tx }, ` +
+        "or use the PostgreSQL backend for transactional enqueue, or the transactional outbox (conveyor-jobs/outbox) with a relay to this store",
+    );
+  }
+  if (typeof tx !== "object" || tx === null || typeof (tx as { query?: unknown }).query !== "function") {
+    throw new InvalidInputError(
+      "enqueue { tx } must be a client inside your open transaction with a query(text, params) method: a pg " +
+        "PoolClient/Client, or an adapter for your driver (see the conveyor/postgres module docs)",
+    );
+  }
 }
 
 function unique(values: readonly string[], kind: "queue" | "job"): string[] {

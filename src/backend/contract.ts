@@ -359,7 +359,7 @@ export interface ListFilter {
 export interface Page {
   /** Default 50, at most 1000. */
   limit?: number;
-  /** Rows to skip (after the cursor, when `after` is given too). Default 0. */
+  /** Rows to skip (after the cursor, when `after` is given too). Default 0, at most 1,000,000,000 (page deeper with `after`). */
   offset?: number;
   /**
    * Keyset pagination: only jobs that come after this job (by id) in the listing's newest-first

@@ -3,7 +3,7 @@
  * state, creation-time bounds, and the keyset cursor (which needs a queue: stores number jobs
  * per queue, so "after this job" only means something within one).
  */
-import { nonNegativeInt, positiveInt } from "../core/checks.js";
+import { intInRange, nonNegativeInt, positiveInt, shown } from "../core/checks.js";
 import { InvalidInputError } from "../core/errors.js";
 import { JOB_STATES, type JobRecord } from "../core/job.js";
 import { checkName } from "../core/spec.js";
@@ -27,11 +27,24 @@ function time(field: string, value: number | undefined): number | null {
   return value;
 }
 
+/** The deepest `page.offset`: far past any page an operator reads (keyset cursors page deeper), and an integer every store binds. */
+export const MAX_PAGE_OFFSET = 1_000_000_000;
+
+/**
+ * `list`'s arguments checked (by the facade, ./checked.ts, once for every store), with the
+ * defaults applied: a bad one is an InvalidInputError naming it.
+ */
 export function checkListArgs(filter: ListFilter, page: Page): ListArgs {
+  if (typeof filter !== "object" || filter === null) throw new InvalidInputError(`the list filter must be an object; got ${shown(filter)}`);
+  if (typeof page !== "object" || page === null) throw new InvalidInputError(`the list page must be an object; got ${shown(page)}`);
   const limit = Math.min(MAX_PAGE_LIMIT, positiveInt("page.limit", page.limit ?? DEFAULT_PAGE_LIMIT));
-  const offset = nonNegativeInt("page.offset", page.offset ?? 0);
+  const offset = intInRange("page.offset", page.offset ?? 0, 0, MAX_PAGE_OFFSET);
   if (filter.state !== undefined && !JOB_STATES.includes(filter.state)) {
     throw new InvalidInputError(`unknown job state ${JSON.stringify(filter.state)}; known: ${JOB_STATES.join(", ")}`);
+  }
+  for (const field of ["queue", "name"] as const) {
+    const value: unknown = filter[field];
+    if (value !== undefined && typeof value !== "string") throw new InvalidInputError(`filter.${field} must be a string; got ${shown(value)}`);
   }
   const after = page.after ?? null;
   if (after !== null && (typeof after !== "string" || after === ""))
@@ -107,4 +120,19 @@ export function checkFinishedWindowArgs(queue: string, fromMs: number, untilMs: 
   const limit = nonNegativeInt("sampleLimit", sampleLimit);
   if (limit > MAX_FINISHED_SAMPLES) throw new InvalidInputError(`sampleLimit must be at most ${MAX_FINISHED_SAMPLES}; got ${limit}`);
   return { queue: checkName("queue", queue), fromMs: from, untilMs: until, sampleLimit: limit };
+}
+
+/**
+ * `list`'s arguments as a store reads them: the defaults applied, nothing checked. The checking
+ * facade (./checked.ts) has refused bad ones with {@link checkListArgs} before a store sees them.
+ */
+export function listArgsOf(filter: ListFilter, page: Page): ListArgs {
+  return {
+    limit: Math.min(MAX_PAGE_LIMIT, page.limit ?? DEFAULT_PAGE_LIMIT),
+    offset: page.offset ?? 0,
+    after: page.after ?? null,
+    before: page.before ?? null,
+    createdFrom: filter.createdFrom ?? null,
+    createdUntil: filter.createdUntil ?? null,
+  };
 }

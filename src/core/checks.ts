@@ -52,7 +52,7 @@ export function positiveMs(field: string, value: number): number {
 }
 
 /** A refused value as the error shows it: NaN and Infinity by name (JSON would say null). */
-function shown(value: unknown): string {
+export function shown(value: unknown): string {
   if (typeof value === "number") return String(value);
   return safeString(value);
 }

@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { InvalidInputError, UnsupportedByStoreError } from "../../src/core/errors.js";
-import type { JobSpec } from "../../src/core/job.js";
+import type { FlowNodeSpec, JobSpec, JobState } from "../../src/core/job.js";
+import type { ListFilter, Page } from "../../src/backend/contract.js";
 import { A, claimOne, enqueueOne, errorInfo, itNeeds, LEASE_MS, mustGet, NAME, QUEUE, spec, totalJobs, type SuiteContext } from "./fixtures.js";
 
 /** Values no numeric argument takes: not a number, not finite, negative, fractional, beyond 2^53. */
@@ -116,6 +117,75 @@ export function checkTests(t: SuiteContext): void {
       if (t.factory.capabilities.jobRecords) expect((await mustGet(t.b, id)).state).toBe("active");
       // The lease still holds: the refused calls changed nothing.
       expect(await t.b.complete([{ lease: c.lease, result: null }])).toEqual(["applied"]);
+    });
+
+    it("list refuses a bad page size, offset, state, time bound, filter or cursor the same way on every store", async () => {
+      const id = await enqueueOne(t.b);
+      const each = async (what: string, call: () => Promise<unknown>, message: RegExp): Promise<void> => {
+        await refused(call(), message).catch((e: unknown) => {
+          throw new Error(`${what}: ${String(e)}`);
+        });
+      };
+      // null means "the default" for limit and offset; a limit past the ceiling is clamped (below).
+      for (const [what, limit] of [...HOSTILE_NUMBERS.filter(([w]) => !["null", "2^53", "1e300"].includes(w)), ["0", 0] as [string, unknown]]) {
+        await each(`limit = ${what}`, () => t.b.list({}, { limit: limit as number }), /page\.limit must be an integer >= 1/);
+      }
+      for (const [what, offset] of HOSTILE_NUMBERS.filter(([w]) => w !== "null")) {
+        await each(`offset = ${what}`, () => t.b.list({}, { offset: offset as number }), /page\.offset must be an integer from 0 to 1000000000/);
+      }
+      for (const field of ["createdFrom", "createdUntil"] as const) {
+        for (const [what, value] of HOSTILE_NUMBERS) {
+          await each(`${field} = ${what}`, () => t.b.list({ [field]: value as number }), new RegExp(`filter\\.${field} must be a time in ms`));
+        }
+      }
+      await each("state", () => t.b.list({ state: "bogus" as JobState }), /unknown job state "bogus"/);
+      await each("queue", () => t.b.list({ queue: 5 as unknown as string }), /filter\.queue must be a string/);
+      await each("name", () => t.b.list({ name: {} as unknown as string }), /filter\.name must be a string/);
+      await each("filter", () => t.b.list(null as unknown as ListFilter), /the list filter must be an object/);
+      await each("page", () => t.b.list({}, "first" as unknown as Page), /the list page must be an object/);
+      await each("after ''", () => t.b.list({ queue: QUEUE }, { after: "" }), /page\.after must be the id of the last job/);
+      await each("before 7", () => t.b.list({ queue: QUEUE }, { before: 7 as unknown as string }), /page\.before must be the id of the first job/);
+      await each("after, no queue", () => t.b.list({}, { after: id }), /page\.after needs filter\.queue/);
+      await each("before, no queue", () => t.b.list({}, { before: id }), /page\.before needs filter\.queue/);
+      await each("after and before", () => t.b.list({ queue: QUEUE }, { after: id, before: id }), /exclude each other/);
+      // The refusals are not blanket ones: good arguments answer, an oversized page is clamped.
+      if (t.factory.capabilities.jobRecords) {
+        expect((await t.b.list({ queue: QUEUE }, { limit: 2 ** 53, offset: 0 })).map((j) => j.id)).toEqual([id]);
+        expect(await t.b.list({ queue: QUEUE }, { after: id })).toEqual([]);
+      }
+    });
+
+    itNeeds(t, ["finishedWindows"])("finishedWindow refuses a bad window or sample limit the same way on every store", async () => {
+      for (const [what, value] of HOSTILE_NUMBERS) {
+        await refused(t.b.finishedWindow(QUEUE, value as number, 1_000, 10), /fromMs must be a time in ms/).catch((e: unknown) => {
+          throw new Error(`fromMs = ${what}: ${String(e)}`);
+        });
+        await refused(t.b.finishedWindow(QUEUE, 0, value as number, 10), /untilMs must be a time in ms/);
+      }
+      for (const [what, value] of [...HOSTILE_NUMBERS, ["1001", 1_001] as [string, unknown]]) {
+        await refused(t.b.finishedWindow(QUEUE, 0, 1_000, value as number), /sampleLimit must be/).catch((e: unknown) => {
+          throw new Error(`sampleLimit = ${what}: ${String(e)}`);
+        });
+      }
+      await refused(t.b.finishedWindow(QUEUE, 2_000, 1_000, 10), /finishedWindow needs fromMs <= untilMs/);
+      await refused(t.b.finishedWindow("bad queue", 0, 1_000, 10), /queue name must be/, "queue");
+      expect(await t.b.finishedWindow(QUEUE, 0, 1_000, 10)).toEqual({ completed: 0, dead: 0, samples: [] });
+    });
+
+    it("enqueue and enqueueFlow with { tx }: refused by a store without transactional enqueue, and a tx that is no client is refused by any", async () => {
+      const flow: FlowNodeSpec[] = [{ spec: spec({ jobId: "tx-parent" }), parent: null, onChildFailure: "fail" }];
+      if (!t.factory.capabilities.transactionalEnqueue) {
+        const tx = { query: async () => ({ rows: [] }) };
+        await refused(t.b.enqueue([spec({ jobId: "tx-job" })], { tx }), /cannot join your transaction \(capabilities\.transactionalEnqueue is false\)/);
+        if (t.factory.capabilities.flows !== "none") await refused(t.b.enqueueFlow(flow, { tx }), /cannot join your transaction/);
+      } else {
+        await refused(
+          t.b.enqueue([spec({ jobId: "tx-job" })], { tx: {} }),
+          /must be a client inside your open transaction with a query\(text, params\) method/,
+        );
+        await refused(t.b.enqueueFlow(flow, { tx: "BEGIN" }), /must be a client inside your open transaction/);
+      }
+      if (t.factory.capabilities.jobRecords) expect(await totalJobs(t.b)).toBe(0);
     });
 
     it("rescueExpired and prune refuse bad limits and apply the documented defaults", async () => {

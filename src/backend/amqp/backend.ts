@@ -55,7 +55,7 @@ import type {
   WakeListener,
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
-import { checkListArgs, pageDeadLetters } from "../listing.js";
+import { listArgsOf, pageDeadLetters } from "../listing.js";
 import type { FinishedWindow } from "../contract.js";
 import { decode, encode, envelopeOf, forensicHeaders, propertiesOf, recordOf, type Envelope } from "./envelope.js";
 import { bucketOf, checkPrefix, declareDelay, declareQueue, MAX_BUCKET, MAX_HOP_MS, Names } from "./topology.js";
@@ -505,12 +505,6 @@ export class AmqpBackend implements Backend {
   // ---------------------------------------------------------------- enqueue
 
   async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
-    if (options?.tx !== undefined) {
-      throw new InvalidInputError(
-        "the RabbitMQ backend cannot join your transaction (capabilities.transactionalEnqueue is false); enqueue without { tx }, " +
-          "or enqueue through the transactional outbox (conveyor-jobs/outbox) with an AMQP relay",
-      );
-    }
     allOrNothingOf(specs, options);
     if (specs.length === 0) return [];
     const now = this.clock.now();
@@ -1032,7 +1026,7 @@ export class AmqpBackend implements Backend {
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const args = checkListArgs(filter, page);
+    const args = listArgsOf(filter, page);
     if (filter.state !== "dead") {
       throw new UnsupportedByStoreError(
         this.description,

@@ -61,7 +61,7 @@ import type {
 } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
 import { checkedBackend, featureRefusal } from "../checked.js";
-import { checkListArgs, pageDeadLetters } from "../listing.js";
+import { listArgsOf, pageDeadLetters } from "../listing.js";
 import { DeadLetterView, DEAD_MARKER } from "./dead-view.js";
 import { checkTopicPrefix, TopicNames, type TopicKind } from "./topics.js";
 
@@ -340,12 +340,6 @@ export class KafkaBackend implements Backend {
   // ---------------------------------------------------------------- enqueue
 
   async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
-    if (options?.tx !== undefined) {
-      throw new InvalidInputError(
-        "the Kafka backend cannot join your transaction (capabilities.transactionalEnqueue is false); enqueue without { tx }, " +
-          "or write through the transactional outbox (conveyor-jobs/outbox) with a Kafka relay target",
-      );
-    }
     allOrNothingOf(specs, options);
     for (const spec of specs) {
       if (spec.priority !== 0) {
@@ -867,7 +861,7 @@ export class KafkaBackend implements Backend {
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const args = checkListArgs(filter, page);
+    const args = listArgsOf(filter, page);
     if (filter.state !== "dead") {
       throw new UnsupportedByStoreError(
         this.description,

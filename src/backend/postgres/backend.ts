@@ -18,8 +18,6 @@ import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
 import { toError } from "../../core/checks.js";
-import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from "pg";
 import type {
@@ -52,7 +50,7 @@ import type {
 } from "../contract.js";
 import { FULL_STORE_FEATURES } from "../contract.js";
 import { allOrNothingOf, refusedBatch } from "../contract.js";
-import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import { listArgsOf, staleCursor } from "../listing.js";
 import type { FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
@@ -84,6 +82,8 @@ import { NotificationListener } from "./listener.js";
 import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
 import { withoutJit } from "./no-jit.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
+import { byClaimOrder, jobRecordFromRow, type SqlJobRow } from "../job-rows.js";
+import { readQueryFiles } from "../query-files.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
 export interface PostgresBackendOptions {
@@ -272,38 +272,8 @@ interface EventRow extends EventLogRow {
   xid: string;
 }
 
-/** One row of the jobs table as the statements return it (JSON columns already parsed). */
-interface JobRow {
-  seq: number;
-  id: string;
-  queue: string;
-  name: string;
-  payload: Json;
-  meta: { [key: string]: Json } | null;
-  state: JobState;
-  priority: number;
-  run_at: number;
-  created_at: number;
-  attempt: number;
-  max_attempts: number;
-  backoff: BackoffSpec;
-  timeout_ms: number | null;
-  lease_token: number;
-  lease_expires_at: number | null;
-  worker_id: string | null;
-  worker_host: string | null;
-  worker_pid: number | null;
-  started_at: number | null;
-  finished_at: number | null;
-  stalls: number;
-  replays: number;
-  progress: Json | null;
-  result: Json | null;
-  error: ErrorInfo | null;
-  history: AttemptRecord[];
-  parent_id: string | null;
-  parent_queue: string | null;
-}
+/** One row of the jobs table as the statements return it (pg parses the JSON columns). */
+type JobRow = SqlJobRow;
 
 interface ObservedJobRow extends JobRow {
   observed_at: number;
@@ -346,22 +316,8 @@ let cachedQueryFiles: Record<QueryName, string> | null = null;
 
 /** Reads queries/*.sql once per process (the build copies the folder next to backend.js). */
 function queryFiles(): Record<QueryName, string> {
-  if (cachedQueryFiles !== null) return cachedQueryFiles;
-  const dir = new URL("./queries/", import.meta.url);
-  const files = {} as Record<QueryName, string>;
-  for (const name of QUERY_FILES) {
-    try {
-      files[name] = readFileSync(new URL(`${name}.sql`, dir), "utf8");
-    } catch (error) {
-      throw new ConveyorError(
-        `Conveyor's PostgreSQL query ${name}.sql is missing from ${fileURLToPath(dir)}; the package build must copy ` +
-          `src/backend/postgres/queries next to backend.js`,
-        { cause: error },
-      );
-    }
-  }
-  cachedQueryFiles = files;
-  return files;
+  cachedQueryFiles ??= readQueryFiles(new URL("./queries/", import.meta.url), QUERY_FILES, "PostgreSQL", "src/backend/postgres/queries");
+  return cachedQueryFiles;
 }
 
 /**
@@ -523,13 +479,8 @@ export class PostgresBackend implements Backend {
    * transaction: they appear (and wake workers) when it commits, and vanish if it rolls back.
    */
   async enqueue(specs: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
-    const tx = options?.tx;
-    if (tx !== undefined && !isSqlClient(tx)) {
-      throw new InvalidInputError(
-        "enqueue { tx } must be a client inside your open transaction with a query(text, params) method: a pg " +
-          "PoolClient/Client, or an adapter for your driver (see the conveyor/postgres module docs)",
-      );
-    }
+    // A client with query(text, params): checked by the facade (../checked.ts).
+    const tx = options?.tx as SqlClient | undefined;
     if (specs.length === 0) return [];
     if (specs.some((s) => s.dedup !== undefined)) return this.enqueueWithWindows(specs, options, tx);
     // Each id goes to the database once; a repeat within the batch is a duplicate of its first
@@ -678,8 +629,7 @@ export class PostgresBackend implements Backend {
    * in the caller's with `tx`), rolled back when any id existed already.
    */
   async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
-    const tx = options?.tx;
-    if (tx !== undefined && !isSqlClient(tx)) return this.enqueue([], { tx });
+    const tx = options?.tx as SqlClient | undefined;
     const childCount = checkFlow(nodes, true);
     const links = [
       textArray(nodes.map((n) => n.spec.id)),
@@ -1073,7 +1023,7 @@ export class PostgresBackend implements Backend {
   }
 
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const args = checkListArgs(filter, page);
+    const args = listArgsOf(filter, page);
     let beforeSeq: number | null = null;
     if (args.after !== null) {
       const [cursor] = await this.query<ObservedJobRow>("get", [this.nowParam(), args.after, filter.queue ?? null]);
@@ -1117,7 +1067,7 @@ export class PostgresBackend implements Backend {
   }
 
   async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
-    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    const args = { queue, fromMs, untilMs, sampleLimit }; // checked by the facade (../checked.ts)
     type Row = { state: "completed" | "dead"; n: number | null; run_at: number | null; started_at: number | null; finished_at: number | null };
     const rows = await this.query<Row>("finished-window", [args.queue, args.fromMs, args.untilMs, args.sampleLimit]);
     const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };
@@ -1400,40 +1350,7 @@ export function isPostgresUnavailable(error: unknown): boolean {
 }
 
 function toRecord(row: JobRow, now: number): JobRecord {
-  return {
-    id: row.id,
-    queue: row.queue,
-    name: row.name,
-    data: row.payload,
-    state: effectiveState(row.state, row.run_at, now),
-    priority: row.priority,
-    attempt: row.attempt,
-    maxAttempts: row.max_attempts,
-    backoff: row.backoff,
-    timeoutMs: row.timeout_ms,
-    runAt: row.run_at,
-    createdAt: row.created_at,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    // An active row always has its lease columns set: claim writes them all in one statement.
-    lease:
-      row.state === "active"
-        ? {
-            jobId: row.id,
-            token: row.lease_token,
-            expiresAt: row.lease_expires_at!,
-            worker: { id: row.worker_id!, host: row.worker_host!, pid: row.worker_pid! },
-          }
-        : null,
-    progress: row.progress,
-    result: row.result,
-    error: row.error,
-    history: row.state === "completed" ? withCompletedAttempt(row) : row.history,
-    stalls: row.stalls,
-    replays: row.replays,
-    meta: row.meta,
-    ...(row.parent_id === null ? {} : { parent: { id: row.parent_id, queue: row.parent_queue! } }),
-  };
+  return jobRecordFromRow(row, now, row.state === "completed" ? withCompletedAttempt(row) : row.history);
 }
 
 /**
@@ -1486,10 +1403,6 @@ function completeAndClaimText(template: string, complete: string, claim: string)
   return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
 }
 
-function byClaimOrder(a: JobRow, b: JobRow): number {
-  return a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq;
-}
-
 /** Byte-wise order, as COLLATE "C" sorts: the order dedup windows are locked in. */
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
@@ -1516,10 +1429,6 @@ function queuesOf(rows: readonly SettledRow[]): Set<string> {
 
 function zeroCounts(): Record<JobState, number> {
   return { scheduled: 0, waiting: 0, "waiting-children": 0, active: 0, completed: 0, dead: 0, cancelled: 0 };
-}
-
-function isSqlClient(value: unknown): value is SqlClient {
-  return typeof value === "object" && value !== null && typeof (value as { query?: unknown }).query === "function";
 }
 
 /** pg, and most drivers, answer `{ rows }`; some adapters answer the row array itself. */

@@ -65,7 +65,7 @@ import {
   type JobState,
   type Lease,
 } from "../../core/job.js";
-import { checkFinishedWindowArgs, checkListArgs, staleCursor } from "../listing.js";
+import { listArgsOf, staleCursor } from "../listing.js";
 import type { FinishedTiming, FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow } from "../flows.js";
@@ -309,12 +309,6 @@ export class RedisBackend implements Backend {
   // ── producing and claiming ───────────────────────────────────────────────────────────────
 
   async enqueue(given: readonly JobSpec[], options?: EnqueueOptions): Promise<EnqueueResult[]> {
-    if (options?.tx !== undefined) {
-      throw new InvalidInputError(
-        "the Redis backend cannot join your transaction (capabilities.transactionalEnqueue is false); " +
-          "enqueue without { tx }, or use the PostgreSQL backend for transactional enqueue",
-      );
-    }
     if (given.length === 0) return [];
     const plan = planDedupBatch(given, options);
     const specs = plan.specs;
@@ -348,8 +342,7 @@ export class RedisBackend implements Backend {
     return plan.answers(results);
   }
 
-  async enqueueFlow(nodes: readonly FlowNodeSpec[], options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
-    if (options?.tx !== undefined) return this.enqueue([], options);
+  async enqueueFlow(nodes: readonly FlowNodeSpec[], _options?: Pick<EnqueueOptions, "tx">): Promise<EnqueueResult[]> {
     const childCount = checkFlow(nodes, this.capabilities.flows === "across-queues");
     await this.ready();
     const args: ScriptArg[] = [this.nowArg()];
@@ -812,7 +805,7 @@ export class RedisBackend implements Backend {
    * may be missed or seen in their newer state.
    */
   async list(filter: ListFilter = {}, page: Page = {}): Promise<JobRecord[]> {
-    const { limit, offset, after, before, createdFrom, createdUntil } = checkListArgs(filter, page);
+    const { limit, offset, after, before, createdFrom, createdUntil } = listArgsOf(filter, page);
     await this.ready();
     let beforeSeq: number | null = null;
     if (after !== null) {
@@ -840,7 +833,7 @@ export class RedisBackend implements Backend {
   }
 
   async finishedWindow(queue: string, fromMs: number, untilMs: number, sampleLimit: number): Promise<FinishedWindow> {
-    const args = checkFinishedWindowArgs(queue, fromMs, untilMs, sampleLimit);
+    const args = { queue, fromMs, untilMs, sampleLimit }; // checked by the facade (../checked.ts)
     await this.ready();
     const k = this.queue(args.queue);
     const out: FinishedWindow = { completed: 0, dead: 0, samples: [] };

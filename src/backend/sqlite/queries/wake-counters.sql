@@ -1,0 +1,6 @@
+-- wake-counters: every queue's wake counter.
+--
+-- No parameters.
+--
+-- Returns (name, wake) per queue.
+SELECT name, wake FROM {{prefix}}queues
