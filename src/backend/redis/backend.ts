@@ -71,7 +71,8 @@ import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
-import { ScriptRunner, type ScriptArg } from "./scripts.js";
+import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
+import { SlotMigrationWatch } from "./slot-migration.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 
@@ -188,6 +189,8 @@ export class RedisBackend implements Backend {
   private readonly scripts: ScriptRunner;
   private readonly keys: PrefixKeys;
   private readonly clock: Clock | null;
+  /** Queues whose slot was seen half moved: the rescue leaves their leases alone a while (slot-migration.ts). */
+  private readonly migrations: SlotMigrationWatch;
   private readonly checkEvictionPolicy: boolean;
   private readonly promoteBatch: number;
   private readonly logger: Logger;
@@ -233,9 +236,12 @@ export class RedisBackend implements Backend {
     this.client.on("ready", this.onReconnect);
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
     const replicaWait = options.waitForReplicas ? checkWaitForReplicas(options.waitForReplicas) : null;
+    this.migrations = new SlotMigrationWatch(() => (this.clock === null ? Date.now() : this.clock.now()));
     this.scripts = new ScriptRunner(
       (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? callThenWait(c, command, args, replicaWait) : c.call(command, args))),
       isCluster(client),
+      loadScripts(),
+      (keys, error) => this.migrations.noteFailure(keys, error),
     );
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
     // another queue's slot.
@@ -493,6 +499,7 @@ export class RedisBackend implements Backend {
     const { limit } = request;
     if (request.queues.length === 0 || request.names.length === 0) return [];
     const { leaseMs, names, queues } = request;
+    this.migrations.noteLease(leaseMs);
     const worker = encodeWorker(request.worker);
     await this.ready();
     // Queues are tried in turn, starting one further each call, so a busy first queue cannot
@@ -545,6 +552,7 @@ export class RedisBackend implements Backend {
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
     const ms = leaseMs;
+    this.migrations.noteLease(ms);
     await this.ready();
     const reasons = new Array<LeaseLossReason | null>(leases.length).fill(null);
     const { byQueue, unknown } = await this.groupByQueue(leases);
@@ -674,6 +682,8 @@ export class RedisBackend implements Backend {
       if (rescued.length >= limit) break;
       if (first.length < 2 || Number(first[1]) > now) continue;
       const k = this.queue(queue);
+      // Its slot was being moved a moment ago: the holders could not renew, give them time to.
+      if (this.migrations.isHeld(k.meta)) continue;
       const reply = (await this.scripts.run(
         "rescue",
         [k.meta, k.active, k.dead, k.expiry, k.idx],
