@@ -69,7 +69,7 @@ import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, toRecord, w
 import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
-import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
+import { checkWaitForReplicas, ReplicaWaiter, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
 import { SlotMigrationWatch } from "./slot-migration.js";
@@ -189,6 +189,8 @@ export class RedisBackend implements Backend {
   private readonly scripts: ScriptRunner;
   private readonly keys: PrefixKeys;
   private readonly clock: Clock | null;
+  /** WAIT after each script (option waitForReplicas), or null. */
+  private readonly replicaWait: ReplicaWaiter | null;
   /** Queues whose slot was seen half moved: the rescue leaves their leases alone a while (slot-migration.ts). */
   private readonly migrations: SlotMigrationWatch;
   private readonly checkEvictionPolicy: boolean;
@@ -235,10 +237,11 @@ export class RedisBackend implements Backend {
     // queues again on next use instead of trusting what this process wrote before.
     this.client.on("ready", this.onReconnect);
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
-    const replicaWait = options.waitForReplicas ? checkWaitForReplicas(options.waitForReplicas) : null;
+    const replicaWait = options.waitForReplicas ? new ReplicaWaiter(client, checkWaitForReplicas(options.waitForReplicas)) : null;
+    this.replicaWait = replicaWait;
     this.migrations = new SlotMigrationWatch(() => (this.clock === null ? Date.now() : this.clock.now()));
     this.scripts = new ScriptRunner(
-      (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? callThenWait(c, command, args, replicaWait) : c.call(command, args))),
+      (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? replicaWait.call(command, args) : c.call(command, args))),
       isCluster(client),
       loadScripts(),
       (keys, error) => this.migrations.noteFailure(keys, error),
@@ -272,6 +275,7 @@ export class RedisBackend implements Backend {
     // A client passed in may serve many backends over its life: leave no listener behind.
     this.client.off("ready", this.onReconnect);
     this.inFlight.detach();
+    this.replicaWait?.detach();
     if (this.ownsClient) await quit(this.client);
   }
 
