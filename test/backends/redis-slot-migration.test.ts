@@ -10,6 +10,10 @@
  * twice with no worker at fault. Now the rescue leaves the queue's leases alone for a lease after
  * the last refusal, the acknowledgement lands, and a job whose holder is really gone is rescued
  * once the window ends.
+ *
+ * Also here, on the same cluster: waitForReplicas' WAIT reaches the node that ran the script
+ * (replica-wait.ts sends it behind an EXISTS of the script's key), shown by killing only the
+ * replica of the queue's own master.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -133,5 +137,29 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
     expect(await holder.complete([{ lease: leaseOf(abandoned), result: "late" }])).toEqual(["stale"]);
     const again = await claim(rescuer, { queues: [QUEUE], limit: 1, leaseMs: LEASE_MS });
     expect(again.map((c) => [c.job.id, c.job.attempt])).toEqual([[abandoned, 2]]);
+  }, 120_000);
+});
+
+describe("waitForReplicas on the 3-master cluster", () => {
+  it("waits for the replica of the queue's own master (the WAIT follows the script to its node)", async () => {
+    const prefix = testPrefix("wait");
+    const queue = "waited";
+    const backend = new RedisBackend({ connection: cluster.url, prefix, logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 500 } });
+    opened.push(backend);
+    await backend.migrate();
+    await enqueueOne(backend, { queue });
+    // Only the queue's master loses its replica: the other masters keep theirs. A WAIT sent to any
+    // other node would answer 1 at once (that connection wrote nothing there) and hide the loss.
+    const meta = `${prefix}:{${queue}}:meta`;
+    const master = await cluster.masterOf(meta);
+    const replicaView = (await cluster.view()).find((v) => v.role === "replica" && v.masterId === master.id)!;
+    const replica = cluster.nodes.find((n) => n.id === replicaView.id)!;
+    await replica.server.kill();
+    try {
+      await expect(enqueueOne(backend, { queue })).rejects.toThrow(/only 0 of 1 replica/);
+    } finally {
+      await cluster.restart(replica);
+    }
+    await enqueueOne(backend, { queue });
   }, 120_000);
 });
