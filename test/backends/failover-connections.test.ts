@@ -187,3 +187,76 @@ describe.skipIf(findRedisServer() === null)("Redis Sentinel connection kept", ()
     }
   });
 });
+
+describe.skipIf(findRedisServer() === null)("Redis waitForReplicas across a Sentinel failover", () => {
+  let sentinel: ThrowawaySentinel | null = null;
+  afterAll(async () => {
+    await sentinel?.stop();
+  });
+
+  // docs/failover.md: with WAIT, the adds in flight when the primary died did not settle within 30 s
+  // (32 of 32 in each trial of bench:failover). The promoted replica has no replica of its own, so
+  // every WAIT runs to its timeout, and WAIT blocks its connection: with one WAIT per script the
+  // 32nd add answered after 32 timeouts. ReplicaWaiter shares one WAIT among the writes that
+  // answered meanwhile, so each add answers or fails within about two timeouts.
+  it("every add in flight answers or fails within a few WAIT timeouts, and adds succeed once a replica is back", { timeout: 150_000 }, async () => {
+    sentinel = await startThrowawaySentinel();
+    const WAIT_TIMEOUT_MS = 2_000;
+    const backend = (await openBackend(`${sentinel.url}?prefix=waitfail&wait_replicas=1&wait_timeout_ms=${WAIT_TIMEOUT_MS}`)) as RedisBackend;
+    const LOOPS = 32;
+    let stop = false;
+    const outcomes = { ok: 0, failed: 0 };
+    const pending = new Set<number>();
+    try {
+      await waitFor(
+        async () =>
+          await backend.migrate().then(
+            () => true,
+            () => false,
+          ),
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
+      const queue = new Queue("q", { backend });
+      const addUntilStopped = (loop: number) =>
+        (async () => {
+          for (let i = 0; !stop; i++) {
+            pending.add(loop);
+            try {
+              await queue.add("a", { loop, i });
+              outcomes.ok++;
+            } catch {
+              outcomes.failed++;
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            } finally {
+              pending.delete(loop);
+            }
+          }
+        })();
+      let loops = Array.from({ length: LOOPS }, (_, loop) => addUntilStopped(loop));
+      await waitFor(() => outcomes.ok >= 100, { timeoutMs: 30_000, description: "100 adds before the kill" });
+      const old = await sentinel.killPrimary();
+      await sentinel.waitForFailover(old, 60_000);
+      // The promoted replica has none: every WAIT now runs to its timeout, and every add fails.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      stop = true;
+      // 32 WAITs in a row would take 64 s; shared, a couple of timeouts (a loaded machine: 10).
+      await waitFor(() => pending.size === 0, {
+        timeoutMs: 10 * WAIT_TIMEOUT_MS,
+        intervalMs: 50,
+        description: `every add in flight (${LOOPS} loops) to answer or fail`,
+      });
+      await Promise.all(loops);
+      // The old primary back as a replica: adds are confirmed again.
+      await sentinel.restart(old, 60_000);
+      stop = false;
+      const okBefore = outcomes.ok;
+      loops = Array.from({ length: LOOPS }, (_, loop) => addUntilStopped(loop));
+      await waitFor(() => outcomes.ok >= okBefore + 100, { timeoutMs: 30_000, description: "100 adds confirmed after the failover" });
+      stop = true;
+      await Promise.all(loops);
+    } finally {
+      stop = true;
+      await backend.close();
+    }
+  });
+});

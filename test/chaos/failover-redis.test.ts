@@ -1,7 +1,8 @@
 /**
  * Short failover runs on Redis (issue 19): a real Redis Cluster (3 masters + 1 replica each)
  * whose chaos-queue master is SIGKILLed under load and whose slot is then moved to another master
- * (redis-cli --cluster reshard), and a primary + replica + 3 sentinels whose primary is SIGKILLed.
+ * (redis-cli --cluster reshard), a primary + replica + 3 sentinels whose primary is SIGKILLed, and a
+ * rollout of 4 workers over 4 queues on one Redis (SIGTERM one at a time).
  * Every chaos bound holds (lost = 0, no stranded job, no duplicate the faults do not explain) and
  * the fleet comes back by itself. About 60 s.
  */
@@ -26,5 +27,8 @@ describe.skipIf(noRedis)("failover, short runs: Redis", () => {
   });
   it("redis-sentinel-failover: primary SIGKILLed, the sentinels promote the replica, the backend follows", { timeout: 150_000 }, async () => {
     await shortFailoverRun(temp, "redis-sentinel-failover", { seconds: 14, onFailure: keep });
+  });
+  it("rolling-restart on one Redis: 4 workers over 4 queues SIGTERMed one at a time", { timeout: 180_000 }, async () => {
+    await shortFailoverRun(temp, "rolling-restart", { seconds: 16, backend: "redis", workers: 4, onFailure: keep });
   });
 });

@@ -121,6 +121,11 @@ export interface ThrowawayRedisCluster {
   manualFailover(replica: ClusterNode, timeoutMs?: number): Promise<void>;
   /** Moves `slots` slots from one master to another (`redis-cli --cluster reshard`); keys move with them. */
   reshard(from: ClusterNode, to: ClusterNode, slots: number): Promise<void>;
+  /**
+   * `redis-cli --cluster fix`: closes slots a move left open (a reshard cut short, e.g. by a
+   * master that lost its role under it), then waits for a healthy cluster.
+   */
+  fix(): Promise<void>;
   /** Resolves once every node that is up reports cluster_state:ok and agrees on the masters. */
   waitHealthy(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -308,6 +313,16 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
         ],
         300_000,
       );
+      await waitHealthy();
+    },
+    async fix() {
+      await waitUntil("a master to answer for redis-cli --cluster fix", 60_000, async () => {
+        const view = await cluster.view();
+        const master = view.find((v) => v.role === "master" && !v.failed);
+        if (master === undefined) return false;
+        await cli(["--cluster", "fix", `127.0.0.1:${master.port}`, "--cluster-yes"], 300_000);
+        return true;
+      });
       await waitHealthy();
     },
     waitHealthy,

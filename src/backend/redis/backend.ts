@@ -78,10 +78,11 @@ import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, toRecord, w
 import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
-import { callThenWait, checkWaitForReplicas, type WaitForReplicas } from "./replica-wait.js";
+import { checkWaitForReplicas, ReplicaWaiter, type WaitForReplicas } from "./replica-wait.js";
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { RedisLayoutTooNewError } from "./layout-error.js";
 import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
+import { SlotMigrationWatch } from "./slot-migration.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 
@@ -210,6 +211,10 @@ export class RedisBackend implements Backend {
   /** RedisBackendOptions.eventLog: which script set runs, checked against the prefix's record. */
   private readonly eventLogOn: boolean;
   private readonly clock: Clock | null;
+  /** WAIT after each script (option waitForReplicas), or null. */
+  private readonly replicaWait: ReplicaWaiter | null;
+  /** Queues whose slot was seen half moved: the rescue leaves their leases alone a while (slot-migration.ts). */
+  private readonly migrations: SlotMigrationWatch;
   private readonly checkEvictionPolicy: boolean;
   private readonly promoteBatch: number;
   private readonly logger: Logger;
@@ -256,11 +261,14 @@ export class RedisBackend implements Backend {
     // queues again on next use instead of trusting what this process wrote before.
     this.client.on("ready", this.onReconnect);
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
-    const replicaWait = options.waitForReplicas ? checkWaitForReplicas(options.waitForReplicas) : null;
+    const replicaWait = options.waitForReplicas ? new ReplicaWaiter(client, checkWaitForReplicas(options.waitForReplicas)) : null;
+    this.replicaWait = replicaWait;
+    this.migrations = new SlotMigrationWatch(() => (this.clock === null ? Date.now() : this.clock.now()));
     this.scripts = new ScriptRunner(
-      (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? callThenWait(c, command, args, replicaWait) : c.call(command, args))),
+      (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? replicaWait.call(command, args) : c.call(command, args))),
       isCluster(client),
       loadScripts(this.eventLogOn),
+      (keys, error) => this.migrations.noteFailure(keys, error),
     );
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
@@ -292,6 +300,7 @@ export class RedisBackend implements Backend {
     // A client passed in may serve many backends over its life: leave no listener behind.
     this.client.off("ready", this.onReconnect);
     this.inFlight.detach();
+    this.replicaWait?.detach();
     if (this.ownsClient) await quit(this.client);
   }
 
@@ -513,6 +522,7 @@ export class RedisBackend implements Backend {
     const { limit } = request;
     if (request.queues.length === 0 || request.names.length === 0) return [];
     const { leaseMs, names, queues } = request;
+    this.migrations.noteLease(leaseMs);
     const worker = encodeWorker(request.worker);
     await this.ready();
     // Queues are tried in turn, starting one further each call, so a busy first queue cannot
@@ -568,6 +578,7 @@ export class RedisBackend implements Backend {
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
     const ms = leaseMs;
+    this.migrations.noteLease(ms);
     await this.ready();
     const reasons = new Array<LeaseLossReason | null>(leases.length).fill(null);
     const { byQueue, unknown } = await this.groupByQueue(leases);
@@ -697,6 +708,8 @@ export class RedisBackend implements Backend {
       if (rescued.length >= limit) break;
       if (first.length < 2 || Number(first[1]) > now) continue;
       const k = this.queue(queue);
+      // Its slot was being moved a moment ago: the holders could not renew, give them time to.
+      if (this.migrations.isHeld(k.meta)) continue;
       const reply = (await this.scripts.run(
         "rescue",
         [k.meta, k.active, k.dead, k.expiry, k.idx],

@@ -200,11 +200,13 @@ export class ScriptRunner {
   /**
    * @param send how commands reach Redis (the backend routes them through its connection guard)
    * @param cluster true for Redis Cluster, where SCRIPT LOAD would reach one node only
+   * @param onFailure told of every failed call with its keys, before the error is explained (slot-migration.ts)
    */
   constructor(
     private readonly send: SendCommand,
     private readonly cluster: boolean,
     private readonly scripts: ReadonlyMap<ScriptName, Script> = loadScripts(),
+    private readonly onFailure?: (keys: readonly string[], error: unknown) => void,
   ) {}
 
   /** Runs a script; `keys` must match its key count (a programming error otherwise). */
@@ -232,6 +234,7 @@ export class ScriptRunner {
         return await this.send("EVAL", [source, ...rest]);
       }
     } catch (error) {
+      this.onFailure?.(keys, error);
       throw explain(error, script, keys[0]);
     }
   }
