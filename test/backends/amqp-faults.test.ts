@@ -6,6 +6,7 @@
  * dead queue with the reason): none is lost.
  */
 import { spawn } from "node:child_process";
+import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "amqplib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AmqpBackend } from "../../src/backend/amqp/index.js";
@@ -142,6 +143,7 @@ describe("RabbitMQ faults", () => {
       child.stdout.on("data", (d: Buffer) => (out += d.toString()));
       await waitFor(() => out.includes("ready"), { timeoutMs: 30_000, description: "the child holds one job and buffers the rest" });
       child.kill("SIGSTOP");
+      const stoppedAt = Date.now();
       // The broker closes every connection (the child's too) while the child cannot read; as the
       // chaos harness's cut does, asynchronously on the node, so the stopped peer cannot hold it up.
       const closed = await broker.ctl([
@@ -149,6 +151,9 @@ describe("RabbitMQ faults", () => {
         'Ps = rabbit_networking:connections(), [spawn(fun() -> rabbit_networking:close_connection(P, "test: closed while its client was stopped") end) || P <- Ps], timer:sleep(500), Ps.',
       ]);
       expect(closed).toMatch(/<\d+\.\d+\.\d+>/);
+      // The child starts draining when it sees a gap of 1.5 s in its own ticks: on an idle machine
+      // rabbitmqctl can answer sooner than that, so the stop lasts at least 2.5 s.
+      await sleep(Math.max(0, stoppedAt + 2_500 - Date.now()));
       child.kill("SIGCONT");
       await waitFor(() => /applied \d+ stale \d+/.test(out), { timeoutMs: 45_000, description: "the child's report" });
       // Every job completed once, on the new session; none handed out of the closed one (those

@@ -37,11 +37,13 @@ const clients: Redis[] = [];
 beforeAll(async () => {
   cluster = await startThrowawayRedisClusterTopology();
 }, 120_000);
+// As long as the start: six servers to stop beside another test file on two cores (a CI run's
+// teardown passed 60 s).
 afterAll(async () => {
   await Promise.allSettled(opened.map((b) => b.close()));
   for (const c of clients) c.disconnect();
   await cluster?.stop();
-});
+}, 120_000);
 
 async function open(prefix: string, clock: FakeClock): Promise<Backend> {
   const backend = new RedisBackend({ connection: cluster.url, prefix, clock, logger: silentLogger });
