@@ -254,9 +254,12 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
         // A watchdog kill ends an event loop that was already blocked for longer than its limit
         // (the lease, the CLI default): the worker was as good as dead from then on, and a run
         // that finished just before the block could not send its acknowledgement. Two leases
-        // cover the limit plus the watchdog's check interval on a loaded machine.
+        // cover the limit plus the watchdog's check interval on a loaded machine. The watchdog
+        // counts only time the process ran: a SIGSTOP of it while blocked (a CI run: a pill blocked
+        // the loop, the process was stopped 7 s, and the watchdog fired 3 s after the SIGCONT)
+        // moves the block's start back by the stop's length.
         return {
-          from: f.cause === "watchdog" ? f.at - 2 * leaseMs : f.at,
+          from: f.cause === "watchdog" ? blockStart(f.at - 2 * leaseMs, f.at, stopsOf(faults, f.wpid)) : f.at,
           to: f.at,
           wpid: f.wpid,
           label: `death(${f.cause}) of ${f.slot}/${f.wpid} at ${f.at}`,
@@ -271,6 +274,27 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
         return { from: f.from ?? f.at, to: f.at, wpid: null, label: `connections cut at ${f.from ?? f.at}..${f.at}` };
     }
   });
+}
+
+/** The SIGSTOPs of one worker process, as [from, to] spans. */
+function stopsOf(faults: readonly FaultEvent[], wpid: number): Array<{ from: number; to: number }> {
+  return faults.flatMap((f) => (f.t === "stop" && f.wpid === wpid ? [{ from: f.from, to: f.to }] : []));
+}
+
+/**
+ * When a watchdog's block began at the latest: `death - from` of running time before the death
+ * (the limit and its check interval), not counting the time the process spent stopped.
+ */
+function blockStart(from: number, death: number, stops: ReadonlyArray<{ from: number; to: number }>): number {
+  let at = death;
+  let running = death - from;
+  for (const stop of [...stops].filter((s) => s.from < death).sort((a, b) => b.to - a.to)) {
+    const stopEnd = Math.min(stop.to, death);
+    if (stopEnd < at - running) break;
+    running -= at - stopEnd;
+    at = stop.from;
+  }
+  return at - running;
 }
 
 /**

@@ -151,6 +151,25 @@ describe("chaos checker", () => {
     expect(check(input).metrics.execBoundBroken).toBe(1);
   });
 
+  it("moves a watchdog block's start back by the time its process was stopped (the watchdog counts running time only)", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 20_000 });
+    input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 20_050, ok: true });
+    // j2's first run ended at 1_150 and a pill blocked W1's loop from 1_200. Before the watchdog
+    // fired, W1 was stopped for 7 s; the watchdog killed it after 2 leases of running time blocked.
+    const blockedFrom = 1_200;
+    const stop = { from: 1_150 + LEASE + 50, to: 1_150 + LEASE + 7_050 };
+    const death = stop.to + 2 * LEASE - (stop.from - blockedFrom);
+    input.faults.push({ t: "death", slot: "w0", wpid: W1, at: death, cause: "watchdog", code: null, signal: "SIGKILL", said: WATCHDOG_LINE });
+    // Without the stop on record, the death is too late to explain j2's duplicate.
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+    input.faults.push({ t: "stop", slot: "w0", wpid: W1, from: stop.from, to: stop.to, seen: true });
+    expect(check(input).metrics.execBoundBroken).toBe(0);
+    // A stop of another process does not move it.
+    input.faults[input.faults.length - 1] = { t: "stop", slot: "w1", wpid: 999, from: stop.from, to: stop.to, seen: true };
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+  });
+
   it("does not let a fault on another worker, or long after the run, explain a duplicate", () => {
     const input = clean();
     input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
