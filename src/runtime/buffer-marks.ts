@@ -22,14 +22,15 @@ export class BufferMarks {
   private readonly toStart = new Map<string, Lease>();
   private inFlight: Promise<void> | null = null;
 
+  /** `backend` null: no marks are sent (the worker's marks could change no verdict, see LeaseKeeper). */
   constructor(
-    private readonly backend: Backend,
+    private readonly backend: Backend | null,
     private readonly onError: (error: unknown, during: string) => void,
   ) {}
 
-  /** False when the store keeps no such marks (it counts no stalls): then every call is a no-op. */
+  /** False when no marks are sent, or the store keeps none (it counts no stalls): then every call is a no-op. */
   get enabled(): boolean {
-    return typeof this.backend.markBuffered === "function";
+    return typeof this.backend?.markBuffered === "function";
   }
 
   buffered(leases: readonly Lease[]): void {
@@ -67,8 +68,8 @@ export class BufferMarks {
     for (const lease of buffer) this.sentBuffered.add(key(lease));
     const send = async (): Promise<void> => {
       // Started first: a lease in both lists cannot exist (a start cancels an unsent buffered mark).
-      if (start.length > 0) await this.backend.markBuffered!(start, false);
-      if (buffer.length > 0) await this.backend.markBuffered!(buffer, true);
+      if (start.length > 0) await this.backend!.markBuffered!(start, false);
+      if (buffer.length > 0) await this.backend!.markBuffered!(buffer, true);
     };
     this.inFlight = send()
       .catch((error: unknown) => this.onError(error, `marking ${buffer.length} job(s) buffered and ${start.length} started`))

@@ -27,6 +27,8 @@ export interface LeaseKeeperOptions {
   /** Buffered jobs the store took back unstarted (no attempt used). */
   onReleased(jobIds: string[], why: string): void;
   onError(error: unknown, during: string): void;
+  /** The worker's concurrency. Buffered marks are sent only at 1: see the constructor. */
+  concurrency: number;
 }
 
 /**
@@ -48,7 +50,16 @@ export class LeaseKeeper {
   private stopped = false;
 
   constructor(private readonly o: LeaseKeeperOptions) {
-    this.marks = new BufferMarks(o.backend, (error, during) => o.onError(error, during));
+    // The store blames an expiry only on a job that was its worker's one unexcused active job
+    // (RescueOptions.maxStalls). While the buffer holds jobs, every slot is busy (a slot that frees
+    // takes the next buffered job at once, and pause and shutdown hand the buffer back), so a
+    // worker of 2 or more slots then has at least 2 started jobs: no job of it can be blamed,
+    // marked or not. When the buffer is empty there is nothing to mark. So the marks change a
+    // verdict only at concurrency 1 (and in the moments of a pause or shutdown before the buffer
+    // is handed back, where an unmarked job can only look busier, or at worst be blamed one
+    // stall), and they cost two more row versions per buffered job (a third of PostgreSQL's
+    // processing rate at prefetch 500 and concurrency 10, bench/ab-mark-buffered.ts).
+    this.marks = new BufferMarks(o.concurrency === 1 ? o.backend : null, (error, during) => o.onError(error, during));
   }
 
   get bufferedCount(): number {

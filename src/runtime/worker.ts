@@ -273,6 +273,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       release: (lease) => this.settler.release(lease),
       onReleased: (jobIds, why) => this.reportReleased(jobIds, why),
       onError: (error, during) => this.reportError(error, during),
+      concurrency: this.concurrency,
     });
     const m = options.maintenance ?? true;
     this.maintenance =

@@ -588,6 +588,44 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
         for (const id of ids.filter((id) => id !== running)) expect((await backend.get(id))!.stalls).toBe(0);
       });
 
+      it("sends no buffered marks at concurrency 2 or more, where they could change no verdict: a dead worker's jobs are all excused", async () => {
+        const clock = await onFakeClock();
+        let dead = false;
+        let marks = 0;
+        const dying = new Proxy(backend, {
+          get(target, prop) {
+            if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
+            if (prop === "markBuffered") {
+              return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
+                marks++;
+                await target.markBuffered!(...args);
+              };
+            }
+            const value: unknown = Reflect.get(target, prop, target);
+            return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+          },
+        });
+        const w = worker({
+          backend: dying,
+          clock,
+          concurrency: 2,
+          prefetch: 3,
+          leaseMs: 1_000,
+          maintenance: false,
+          handlers: { job: () => new Promise(() => undefined) },
+        });
+        const ids = (await queue.addBulk(Array.from({ length: 5 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
+        await waitFor(() => w.activeCount === 2 && w.bufferedCount === 3, { description: "two running, three buffered" });
+        dead = true;
+        clock.advance(1_001);
+        const rescued = await backend.rescueExpired({ maxStalls: 1 });
+        // Two jobs were running when it died: neither is known to be the cause, and the buffered
+        // ones are not blamed either.
+        expect(Object.fromEntries(rescued.map((r) => [r.id, r.state]))).toEqual(Object.fromEntries(ids.map((id) => [id, "waiting"])));
+        for (const id of ids) expect((await backend.get(id))!.stalls).toBe(0);
+        expect(marks).toBe(0);
+      });
+
       it("never starts a buffered job reported lost in the same heartbeat that aborts the running one", async () => {
         const clock = await onFakeClock();
         let finish!: () => void;
