@@ -4,7 +4,6 @@
  * every test gets its own browser context (its own cookies). Screenshots go to a temp dir
  * (printed; kept when CONVEYOR_DASHBOARD_SHOTS names a directory).
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
@@ -12,10 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { hashApiKey } from "../../src/http/index.js";
 import { Queue } from "../../src/index.js";
-import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
+import { spawnCli, type Spawned } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { apiClient, axe, inPage, launchChromium, login as loginAs, type Session } from "./browser.js";
+import { buildDashboardBundle } from "../helpers/dashboard-bundle.js";
 
 const ADMIN_KEY = `cvk_admin_${"a".repeat(24)}`;
 const READ_KEY = `cvk_read_${"r".repeat(24)}`;
@@ -47,7 +47,7 @@ beforeAll(async () => {
   shots = process.env.CONVEYOR_DASHBOARD_SHOTS ?? join(dir, "screenshots");
   mkdirSync(shots, { recursive: true });
   // The bundle the server serves: built by the same script as `npm run build`.
-  execFileSync(process.execPath, ["scripts/build-dashboard.mjs"], { cwd: ROOT, stdio: "pipe" });
+  buildDashboardBundle();
   const keys = `admin:admin:${hashApiKey(ADMIN_KEY)};ro:read:${hashApiKey(READ_KEY)}`;
   server = spawnCli(
     [

@@ -5,7 +5,6 @@
  * and replays or deletes set-aside events. Read-only keys see no buttons and are refused anyway;
  * nothing from data is rendered as HTML.
  */
-import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -14,10 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Json } from "../../src/core/json.js";
 import { hashApiKey } from "../../src/http/index.js";
 import { SqliteOutbox } from "../../src/outbox/index.js";
-import { ROOT, spawnCli, type Spawned } from "../helpers/cli.js";
+import { spawnCli, type Spawned } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { apiClient, axe, inertness, launchChromium, login } from "./browser.js";
+import { buildDashboardBundle } from "../helpers/dashboard-bundle.js";
 
 const ADMIN_KEY = `cvk_admin_${"f".repeat(24)}`;
 const READ_KEY = `cvk_read_${"q".repeat(24)}`;
@@ -62,7 +62,7 @@ beforeAll(async () => {
   dbPath = join(dir, "jobs.db");
   shots = process.env.CONVEYOR_DASHBOARD_SHOTS ?? join(dir, "screenshots");
   mkdirSync(shots, { recursive: true });
-  execFileSync(process.execPath, ["scripts/build-dashboard.mjs"], { cwd: ROOT, stdio: "pipe" });
+  buildDashboardBundle();
   const keys = `admin:admin:${hashApiKey(ADMIN_KEY)};ro:read:${hashApiKey(READ_KEY)}`;
   // No --handlers: this server runs no worker; every job is run by the worker process below.
   server = spawnCli(["serve", "--db", `sqlite:${dbPath}`, "--port", "0", "--log-level", "warn", "--outbox"], { CONVEYOR_API_KEYS: keys });

@@ -1,8 +1,9 @@
 /** The dashboard mounted in a user's own Fastify app, under prefixes, over real HTTP. */
 import Fastify, { type FastifyInstance } from "fastify";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { conveyorHttp, hashApiKey } from "../../src/http/index.js";
+import { buildDashboardBundle } from "../helpers/dashboard-bundle.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs();
@@ -31,6 +32,9 @@ async function mount(): Promise<string> {
   });
   return `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
 }
+
+// The bundle the dashboard serves; without it (a fresh clone, no build) its assets answer 503.
+beforeAll(() => buildDashboardBundle(), 120_000);
 
 describe("dashboard in your own Fastify app", () => {
   it("serves under the app's prefix and its own path, and its session works on the API", async () => {
