@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 /**
  * A slot migration longer than a lease, on a real Redis Cluster (3 masters, 1 replica each).
  *
@@ -39,10 +40,17 @@ beforeAll(async () => {
 }, 120_000);
 // As long as the start: six servers to stop beside another test file on two cores (a CI run's
 // teardown passed 60 s).
+// A clean-clone run hung here past 120 s after every test had passed (a close or the cluster's
+// stop; not found yet): the teardown gives up after 90 s with a warning, and the throwaway servers
+// die with the test process.
 afterAll(async () => {
-  await Promise.allSettled(opened.map((b) => b.close()));
-  for (const c of clients) c.disconnect();
-  await cluster?.stop();
+  const teardown = (async () => {
+    await Promise.allSettled(opened.map((b) => b.close()));
+    for (const c of clients) c.disconnect();
+    await cluster?.stop();
+  })();
+  const gaveUp = await Promise.race([teardown.then(() => false), sleep(90_000).then(() => true)]);
+  if (gaveUp) console.warn("redis-slot-migration: teardown still running after 90 s (backend close or cluster stop); leaving it to process exit");
 }, 120_000);
 
 async function open(prefix: string, clock: FakeClock): Promise<Backend> {
