@@ -14,6 +14,7 @@ import { readQueryFiles } from "../query-files.js";
 const QUERY_FILES = [
   "data-version",
   "enqueue",
+  "enqueue-many",
   "queue-upsert",
   "queue-signal",
   "wake-counters",

@@ -37,8 +37,8 @@ export interface StateCount {
 
 type QueueRow = { name: string; paused: number };
 
-/** enqueue.sql's parameters, in order. */
-type InsertJob = [string, string, string, string, string | null, JobState, number, number, number, number, string, number | null, number | null, number | null];
+/** enqueue.sql's parameters, in order (job-inserts.ts batches them). */
+export type InsertJob = [string, string, string, string, string | null, JobState, number, number, number, number, string, number | null, number | null, number | null];
 
 /** Every fixed statement, by its use (the text of each in queries/<file>.sql). */
 export interface Statements {

@@ -35,7 +35,8 @@ import { flowRefused } from "../flows.js";
 import type { SqliteDedupWindows } from "./dedup.js";
 import { SqliteFlow } from "./flow.js";
 import type { SqliteFlows } from "./flows.js";
-import type { Statements } from "./statements.js";
+import { JobInserts } from "./job-inserts.js";
+import type { InsertJob, Statements } from "./statements.js";
 import type { WakeMarks } from "./wakeups.js";
 import type { JobRow } from "./rows.js";
 
@@ -116,6 +117,7 @@ export function typedErrors<T extends object>(txs: T, store: string): T {
 /** Every multi-statement operation, as a better-sqlite3 transaction function. */
 export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: TransactionContext): Transactions {
   const flow = new SqliteFlow(db, prefix, s.claimCandidates);
+  const inserts = new JobInserts(db, prefix, s.insertJob);
 
   /** Bumps the wake counter of each queue (see the queues table); returns the new values. */
   const signal = (queues: Iterable<string>): WakeMarks => {
@@ -136,23 +138,31 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     let lastBackoffText = "";
     // Queues whose claims take turns across lanes (flow control): their unkeyed jobs get lane "".
     const laned = flow.lanedAmong(specs.map((spec) => spec.queue));
+    // Plain jobs (no dedup window, no flow keys, a queue without lanes) wait here to be stored
+    // many per statement (job-inserts.ts); any other job first stores them, so `seq` keeps the
+    // order of `specs` and a dedup decision sees every earlier job of the call.
+    const batch: InsertJob[] = [];
+    const batchAt: number[] = [];
+    const storeBatch = (): void => {
+      if (batch.length === 0) return;
+      const stored = inserts.insert(batch);
+      for (let k = 0; k < batch.length; k++) {
+        const spec = specs[batchAt[k]!]!;
+        results[batchAt[k]!] = { id: spec.id, duplicate: !stored[k] };
+        if (stored[k]) woken.add(spec.queue);
+      }
+      batch.length = 0;
+      batchAt.length = 0;
+    };
     for (let i = 0; i < specs.length; i++) {
       const spec = specs[i]!;
       if (spec.backoff !== lastBackoff) {
         lastBackoff = spec.backoff;
         lastBackoffText = JSON.stringify(spec.backoff);
       }
-      if (spec.dedup !== undefined) {
-        const taken = dedup.decide(spec, now);
-        if (taken !== null) {
-          results[i] = taken.result;
-          seenQueues.add(spec.queue);
-          if (taken.wake) woken.add(spec.queue);
-          continue;
-        }
-      }
+      seenQueues.add(spec.queue);
       const runAt = spec.runAt ?? now + spec.delayMs;
-      const { changes } = s.insertJob.run(
+      const row: InsertJob = [
         spec.id,
         spec.queue,
         spec.name,
@@ -167,7 +177,22 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
         spec.timeoutMs,
         spec.retainCompletedMs,
         spec.retainDeadMs,
-      );
+      ];
+      if (spec.dedup === undefined && spec.flow === undefined && !laned.has(spec.queue)) {
+        batch.push(row);
+        batchAt.push(i);
+        continue;
+      }
+      storeBatch();
+      if (spec.dedup !== undefined) {
+        const taken = dedup.decide(spec, now);
+        if (taken !== null) {
+          results[i] = taken.result;
+          if (taken.wake) woken.add(spec.queue);
+          continue;
+        }
+      }
+      const { changes } = s.insertJob.run(...row);
       results[i] = { id: spec.id, duplicate: changes === 0 };
       if (changes !== 0 && spec.flow !== undefined) {
         flow.setJobFlow(spec.id, spec.queue, spec.flow);
@@ -175,9 +200,9 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
       } else if (changes !== 0 && laned.has(spec.queue)) {
         flow.setUnkeyedLane(spec.id);
       }
-      seenQueues.add(spec.queue);
       if (changes !== 0) woken.add(spec.queue);
     }
+    storeBatch();
     // Thrown to roll the transaction back: an all-or-nothing batch with a duplicate stores nothing.
     if (allOrNothing && refusedBatch(results)) throw new RefusedBatch(results);
     for (const queue of seenQueues) if (!woken.has(queue)) s.upsertQueue.run(queue);
