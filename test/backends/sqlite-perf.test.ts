@@ -3,7 +3,7 @@
  * paths answer. The conformance suite's batches are mostly shorter than one multi-row statement,
  * so these tests use batches that cross every statement size (64 rows, 8 rows, single rows).
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import type { JobOptions } from "../../src/core/spec.js";
@@ -19,8 +19,8 @@ afterEach(async () => {
 });
 afterAll(() => temp.removeAll());
 
-async function open(): Promise<Backend> {
-  const backend = new SqliteBackend({ path: await temp.file("jobs.db") });
+async function open(path?: string): Promise<Backend> {
+  const backend = new SqliteBackend({ path: path ?? (await temp.file("jobs.db")) });
   closeAfterTest.push(backend);
   return backend;
 }
@@ -95,5 +95,27 @@ describe("bulk enqueue, many rows per statement", () => {
     expect(woken.sort()).toEqual(["even", "odd"]);
     expect(await claimAll(b, "even")).toEqual(specs.filter((_, i) => i % 2 === 0).map((s) => s.id));
     expect(await claimAll(b, "odd")).toEqual(specs.filter((_, i) => i % 2 === 1).map((s) => s.id));
+  });
+});
+
+describe("wake-ups across connections", () => {
+  it("a subscriber hears another connection's enqueue without waiting for any timer", async () => {
+    const path = await temp.file("jobs.db");
+    const producer = await open(path);
+    const subscriber = await open(path);
+    // Timers frozen: only the look made as soon as the file event arrives can deliver the wake-up
+    // (the ladder of timed looks in wakeups.ts never fires). The producer is in this process, so
+    // its commit is complete before any file event is handled: nothing here races.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const woken: string[] = [];
+      subscriber.subscribe((queue) => woken.push(queue));
+      await producer.enqueue([spec(1)]);
+      const giveUpAt = performance.now() + 10_000;
+      while (woken.length === 0 && performance.now() < giveUpAt) await new Promise((r) => setImmediate(r));
+      expect(woken).toEqual(["q"]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
