@@ -9,6 +9,7 @@
  * `npm run bench -- --backend postgres --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100]` (bench/pg-scale.ts: growth)
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]` (bench/pg-ab.ts: main's backend against this tree's)
+ * `npm run bench -- --backend sqlite --ab [--main /work/main] [--runs 3]` (bench/sqlite.ts: main's SqliteBackend beside this tree's)
  * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
@@ -95,9 +96,16 @@ if (values["event-log-cost"]) {
   process.exit(process.exitCode ?? 0);
 }
 
+if (values.ab && values.backend === "sqlite") {
+  const { main } = await import("./sqlite.js");
+  const runs = values.runs === "5" ? 3 : Number(values.runs);
+  await main({ jobs: Number(values.jobs), single: Number(values.single), samples: Number(values.samples), runs }, { abMain: values.main });
+  process.exit(process.exitCode ?? 0);
+}
+
 if (values.ab) {
   if (values.backend !== "postgres") {
-    console.error("--ab compares main's PostgreSQL backend with this tree's: use it with --backend postgres");
+    console.error("--ab compares main's backend with this tree's: use it with --backend postgres or sqlite");
     process.exit(2);
   }
   const { main } = await import("./pg-ab.js");

@@ -5,8 +5,13 @@
  * side-by-side benchmarks (bench/lib.ts), so the output has the same shape and the same
  * load-average record. Latency is reported twice: with the worker in this process (wake-ups
  * in memory) and in a child process (wake-ups by watching the WAL file).
+ *
+ * `--ab [--main DIR]` races main's SqliteBackend (imported from DIR/src, default /work/main)
+ * against this tree's, side by side in the same interleaved runs; both use this tree's Queue and
+ * Worker, so only the backend differs. The ratios are this tree ÷ main, paired run by run.
  */
 import { fork } from "node:child_process";
+import { pathToFileURL } from "node:url";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,15 +19,24 @@ import { SqliteBackend } from "../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import { type BenchSizes, conveyorThroughput, latencySamples, machineLine, printReport, runSideBySide, type Subject, type WithFreshBackend } from "./lib.js";
 
+/** Where a subject's SqliteBackend comes from: this tree's, or another checkout's (`--ab`). */
+interface BackendSource {
+  readonly Backend: typeof SqliteBackend;
+  /** The module exporting it, for the latency worker's child process. */
+  readonly module: string;
+}
+
+const THIS_TREE: BackendSource = { Backend: SqliteBackend, module: new URL("../src/backend/sqlite/index.ts", import.meta.url).href };
+
 /** A fresh database file in a temp dir of its own; `cleanup()` removes every dir made. */
-function files(): { fresh(): { backend: SqliteBackend; path: string }; cleanup(): void } {
+function files(source: BackendSource = THIS_TREE): { fresh(): { backend: SqliteBackend; path: string }; cleanup(): void } {
   const dirs: string[] = [];
   return {
     fresh() {
       const dir = mkdtempSync(join(tmpdir(), "conveyor-bench-"));
       dirs.push(dir);
       const path = join(dir, "bench.db");
-      return { backend: new SqliteBackend({ path }), path };
+      return { backend: new source.Backend({ path }), path };
     },
     cleanup() {
       for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
@@ -30,7 +44,7 @@ function files(): { fresh(): { backend: SqliteBackend; path: string }; cleanup()
   };
 }
 
-function conveyor(db: ReturnType<typeof files>): Subject {
+function conveyor(db: ReturnType<typeof files>, name = "Conveyor (SQLite)", source: BackendSource = THIS_TREE): Subject {
   const withFreshBackend: WithFreshBackend = async (fn) => {
     const { backend } = db.fresh();
     try {
@@ -40,7 +54,7 @@ function conveyor(db: ReturnType<typeof files>): Subject {
     }
   };
   return {
-    name: "Conveyor (SQLite)",
+    name,
     // No prefetch: one process owns the file, so a claim is a local call, not a round trip.
     ...conveyorThroughput(withFreshBackend),
     /** Enqueue one job into an idle worker on the same backend, wait for its start; repeat. */
@@ -72,7 +86,7 @@ function conveyor(db: ReturnType<typeof files>): Subject {
     async crossProcessLatency(samples) {
       const { backend, path } = db.fresh();
       const q = new Queue("bench", { backend });
-      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path], {
+      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path, source.module], {
         execArgv: ["--import", "tsx"],
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       });
@@ -95,15 +109,28 @@ function conveyor(db: ReturnType<typeof files>): Subject {
   };
 }
 
-export async function main(sizes: BenchSizes): Promise<void> {
-  console.log(`SQLite (Conveyor alone: no peer embeds SQLite); ${sizes.jobs} jobs; ${machineLine()}\n`);
+export async function main(sizes: BenchSizes, options: { abMain?: string } = {}): Promise<void> {
+  const { abMain } = options;
+  const against = abMain === undefined ? "Conveyor alone: no peer embeds SQLite" : `this tree against main's backend from ${abMain}`;
+  console.log(`SQLite (${against}); ${sizes.jobs} jobs; ${machineLine()}\n`);
   const db = files();
+  const mainSource = abMain === undefined ? null : await backendOf(abMain);
+  const mainDb = mainSource === null ? null : files(mainSource);
   try {
-    const subjects = [conveyor(db)];
+    const subjects = [conveyor(db, abMain === undefined ? "Conveyor (SQLite)" : "this tree")];
+    if (mainSource !== null && mainDb !== null) subjects.push(conveyor(mainDb, "main", mainSource));
     const report = await runSideBySide(subjects, sizes);
     console.log("");
     printReport(subjects, report);
   } finally {
     db.cleanup();
+    mainDb?.cleanup();
   }
+}
+
+/** The SqliteBackend of the checkout at `dir` (its src/, run through tsx like this tree's). */
+async function backendOf(dir: string): Promise<BackendSource> {
+  const module = pathToFileURL(`${dir}/src/backend/sqlite/index.ts`).href;
+  const { SqliteBackend: Backend } = (await import(module)) as { SqliteBackend: typeof SqliteBackend };
+  return { Backend, module };
 }
