@@ -98,7 +98,8 @@ if (values["event-log-cost"]) {
 
 if (values.ab && values.backend === "sqlite") {
   const { main } = await import("./sqlite.js");
-  const runs = values.runs === "5" ? 3 : Number(values.runs);
+  // 3 runs unless --runs is given (the general default of 5 is for one subject per backend).
+  const runs = process.argv.includes("--runs") ? Number(values.runs) : 3;
   await main({ jobs: Number(values.jobs), single: Number(values.single), samples: Number(values.samples), runs }, { abMain: values.main });
   process.exit(process.exitCode ?? 0);
 }

@@ -38,7 +38,22 @@ export interface StateCount {
 type QueueRow = { name: string; paused: number };
 
 /** enqueue.sql's parameters, in order (job-inserts.ts batches them). */
-export type InsertJob = [string, string, string, string, string | null, JobState, number, number, number, number, string, number | null, number | null, number | null];
+export type InsertJob = [
+  string,
+  string,
+  string,
+  string,
+  string | null,
+  JobState,
+  number,
+  number,
+  number,
+  number,
+  string,
+  number | null,
+  number | null,
+  number | null,
+];
 
 /** Every fixed statement, by its use (the text of each in queries/<file>.sql). */
 export interface Statements {
