@@ -10,6 +10,7 @@
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]` (bench/pg-ab.ts: main's backend against this tree's)
  * `npm run bench -- --backend sqlite --ab [--main /work/main] [--runs 3]` (bench/sqlite.ts: main's SqliteBackend beside this tree's)
+ * `npm run bench -- --backend sqlite --ab --cpu [--main /work/main] [--jobs 20000] [--runs 5]` (bench/sqlite-cpu.ts: CPU seconds per job)
  * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
@@ -62,6 +63,7 @@ const { values } = parseArgs({
     sizes: { type: "string", default: "10000,100000,1000000" },
     backlog: { type: "string", default: "100000" },
     ab: { type: "boolean", default: false },
+    cpu: { type: "boolean", default: false },
     main: { type: "string", default: "/work/main" },
   },
 });
@@ -93,6 +95,12 @@ if (values["event-log-cost"]) {
   }
   const { main } = await import("./pg-event-log.js");
   await main({ jobs: Number(values.jobs), runs: Number(values.runs) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values.ab && values.backend === "sqlite" && values.cpu) {
+  const { main } = await import("./sqlite-cpu.js");
+  await main({ mainDir: values.main, jobs: Number(values.jobs), runs: process.argv.includes("--runs") ? Number(values.runs) : 5 });
   process.exit(process.exitCode ?? 0);
 }
 
