@@ -92,10 +92,31 @@ function bullmq(): Subject {
   };
 }
 
+/**
+ * The floor: the least any queue must do per job on this server, one round trip that stores the
+ * payload (a plain RPUSH of the JSON from raw ioredis): what is left of a single add once every
+ * queue feature is taken away.
+ */
+function floor(): Subject {
+  return {
+    name: "floor (RPUSH)",
+    open: async (url, prefix) => {
+      const client = new Redis(url);
+      const key = `${prefix}:floor`;
+      for (let i = 0; i < WARM_UP; i++) await client.rpush(key, JSON.stringify({ i: -1 - i }));
+      return {
+        add: (i) => client.rpush(key, JSON.stringify({ i })),
+        close: async () => void (await client.quit()),
+      };
+    },
+  };
+}
+
 const subjects: Subject[] = [
   await conveyorFrom("Conveyor", ".", true),
   await conveyorFrom("Conveyor log off", ".", false),
   ...(values.base ? [await conveyorFrom("base", values.base, true), await conveyorFrom("base log off", values.base, false)] : []),
+  floor(),
   bullmq(),
 ];
 const server = await startThrowawayRedis({ persistence: "none" });
