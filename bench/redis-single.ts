@@ -21,6 +21,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { Queue as BullQueue, type ConnectionOptions } from "bullmq";
 import { Redis } from "ioredis";
+import { loadScripts } from "../src/backend/redis/scripts.js";
 import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
 import { formatLoad, machineLine, median, pairedRatio, peerVersions } from "./lib.js";
 import { loadavg } from "node:os";
@@ -112,10 +113,55 @@ function floor(): Subject {
   };
 }
 
+/**
+ * Conveyor's enqueue script called straight from raw ioredis with the arguments the backend sends
+ * for one job (log on): the Redis side of an add without Conveyor's client code. With `script`
+ * "return 0", the same EVALSHA and arguments running nothing: the cost of the call's shape.
+ */
+function rawEnqueue(name: string, script: "enqueue" | "return 0"): Subject {
+  return {
+    name,
+    open: async (url, prefix) => {
+      const client = new Redis(url);
+      const source = script === "enqueue" ? loadScripts(true).get("enqueue")!.flagged.source : "#!lua\nreturn 0";
+      const sha = String(await client.script("LOAD", source));
+      const base = `${prefix}:{bench}:`;
+      let n = 0;
+      const add = (i: number) =>
+        client.evalsha(
+          sha,
+          4,
+          `${base}meta`,
+          `${base}sched`,
+          `${base}idx`,
+          `${base}names`,
+          "",
+          `${prefix}:wake`,
+          "bench",
+          "",
+          0,
+          `raw${process.pid}x${String(n++).padStart(12, "0")}`,
+          "noop",
+          JSON.stringify({ i }),
+          0,
+          "",
+          0,
+          "3|86400000|604800000||e1000,60000",
+          "",
+          "",
+        );
+      for (let i = 0; i < WARM_UP; i++) await add(-1 - i);
+      return { add, close: async () => void (await client.quit()) };
+    },
+  };
+}
+
 const subjects: Subject[] = [
   await conveyorFrom("Conveyor", ".", true),
   await conveyorFrom("Conveyor log off", ".", false),
   ...(values.base ? [await conveyorFrom("base", values.base, true), await conveyorFrom("base log off", values.base, false)] : []),
+  rawEnqueue("enqueue script, raw ioredis", "enqueue"),
+  rawEnqueue("EVALSHA return 0, same arguments", "return 0"),
   floor(),
   bullmq(),
 ];
