@@ -22,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import { ConveyorError } from "../../core/errors.js";
 import { LAYOUT_VERSION } from "./keys.js";
 import { layoutRefusal } from "./layout-error.js";
+import { helpersFor, parseLuaHelpers } from "./lua-helpers.js";
 
 export type ScriptName =
   | "enqueue"
@@ -66,7 +67,7 @@ export interface Script {
   /** `conveyor.<name>.v<layout>`, for messages. */
   readonly fullName: string;
   readonly numberOfKeys: number;
-  /** The helpers of `_common.lua` followed by the script's own file, for any Redis. */
+  /** The helpers of `_common.lua` it uses followed by the script's own file, for any Redis. */
   readonly plain: ScriptText;
   /** The same behind a `#!lua` shebang with the script's flags, for Redis 7 and newer. */
   readonly flagged: ScriptText;
@@ -165,6 +166,7 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
       { cause: error },
     );
   }
+  const helpers = parseLuaHelpers(common);
   const scripts = new Map<ScriptName, Script>();
   for (const file of files) {
     const match = /^([a-z-]+?)-(\d+)\.lua$/.exec(file);
@@ -173,7 +175,9 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
     }
     const name = match[1]! as ScriptName;
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    const body = `${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    // Only the helpers this script uses: Redis builds every helper again on each call (lua-helpers.ts).
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${helpersFor(helpers, body)}\n${body}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
