@@ -220,22 +220,29 @@ export class ScriptRunner {
     if (keys.length !== script.numberOfKeys) {
       throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
     }
-    // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
-    // it wrote (Redis does not roll a script back): refuse such an argument before anything runs.
-    const bad = args.findIndex((arg) => !(typeof arg === "string" || (typeof arg === "number" && Number.isFinite(arg))));
-    if (bad >= 0) {
-      throw new ConveyorError(`${script.fullName} argument ${bad + 1} is ${String(args[bad])}, not a string or finite number; nothing was written`);
-    }
     const { sha, source } = this.flagged ? script.flagged : script.plain;
-    // One array, never spread into a call: a bulk enqueue has far more arguments than a JS call
-    // stack can take.
-    const rest = [script.numberOfKeys, ...keys, ...args];
+    // One array, built once and never spread into a call: a bulk enqueue has far more arguments
+    // than a JS call stack can take. Its first element is the SHA, or the source on a retry.
+    const command: ScriptArg[] = new Array<ScriptArg>(2 + keys.length + args.length);
+    command[0] = sha;
+    command[1] = script.numberOfKeys;
+    for (let i = 0; i < keys.length; i++) command[2 + i] = keys[i]!;
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i]!;
+      // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
+      // it wrote (Redis does not roll a script back): refuse such an argument before anything runs.
+      if (!(typeof arg === "string" || (typeof arg === "number" && Number.isFinite(arg)))) {
+        throw new ConveyorError(`${script.fullName} argument ${i + 1} is ${String(arg)}, not a string or finite number; nothing was written`);
+      }
+      command[2 + keys.length + i] = arg;
+    }
     try {
       try {
-        return await this.send("EVALSHA", [sha, ...rest]);
+        return await this.send("EVALSHA", command);
       } catch (error) {
         if (!isNoScript(error)) throw error;
-        return await this.send("EVAL", [source, ...rest]);
+        command[0] = source;
+        return await this.send("EVAL", command);
       }
     } catch (error) {
       this.onFailure?.(keys, error);
