@@ -10,6 +10,7 @@ import { Queue, silentLogger } from "../src/index.js";
 import { deletePrefix, startThrowawayRedis, type ThrowawayRedis } from "../testkit/servers/redis.js";
 import {
   type BenchSizes,
+  fmt,
   chunks,
   conveyorLatency,
   conveyorThroughput,
@@ -19,8 +20,10 @@ import {
   machineLine,
   noopJobs,
   peerVersions,
+  pairedRatio,
   printReport,
   rate,
+  type Report,
   runSideBySide,
   sleep,
   type Subject,
@@ -88,9 +91,10 @@ async function memoryPerJob(
   return { "INFO used_memory delta": (used1 - used0) / jobs, "MEMORY USAGE sum": (keys1 - keys0) / jobs };
 }
 
-function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
+/** `eventLog: false` measures Conveyor with its event log off (RedisBackendOptions.eventLog, `?eventLog=off`). */
+function conveyor(url: string, prefixes: Prefixes, admin: Redis, eventLog = true): Subject {
   const backendFor = async (prefix: string) => {
-    const backend = new RedisBackend({ connection: url, prefix, logger: silentLogger });
+    const backend = new RedisBackend({ connection: url, prefix, logger: silentLogger, eventLog });
     await backend.migrate();
     return backend;
   };
@@ -104,7 +108,7 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
       }
     });
   return {
-    name: "Conveyor",
+    name: eventLog ? "Conveyor" : "Conveyor log off",
     // Conveyor's documented setting for many short jobs (`prefetch`); BullMQ has none to set:
     // its worker already fetches the next job in the script that completes the last one.
     ...conveyorThroughput(withFreshBackend, PREFETCH),
@@ -112,7 +116,7 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis): Subject {
       prefixes.with("conveyor", async (prefix) => {
         // A second connection: the wake-up goes through Redis pub/sub, as BullMQ's does.
         const workerBackend = await backendFor(prefix);
-        return conveyorLatency(workerBackend, new RedisBackend({ connection: url, prefix, logger: silentLogger }), samples);
+        return conveyorLatency(workerBackend, new RedisBackend({ connection: url, prefix, logger: silentLogger, eventLog }), samples);
       }),
     memory: (jobs) =>
       prefixes.with("conveyor", async (prefix) => {
@@ -212,8 +216,17 @@ export function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
   };
 }
 
-/** `options.only: "memory"` runs only the memory figure (bench/redis-memory.ts): seconds, not minutes. */
-export async function main(sizes: BenchSizes, options: { only?: "memory" } = {}): Promise<void> {
+/** Which Conveyor subjects a run measures: the event log on (the default), off, or both side by side. */
+export type EventLogChoice = "on" | "off" | "both";
+
+/**
+ * `options.only: "memory"` runs only the memory figure (bench/redis-memory.ts): seconds, not minutes.
+ * `options.eventLog` (`--event-log on|off|both`, default on): with both, Conveyor with the log on
+ * and with it off run interleaved beside BullMQ, and a second table gives the log-off subject's
+ * ratios to BullMQ.
+ */
+export async function main(sizes: BenchSizes, options: { only?: "memory"; eventLog?: EventLogChoice } = {}): Promise<void> {
+  const eventLog = options.eventLog ?? "on";
   let server: ThrowawayRedis | null = null;
   let url = process.env.REDIS_URL;
   if (!url) {
@@ -228,12 +241,26 @@ export async function main(sizes: BenchSizes, options: { only?: "memory" } = {})
         `${sizes.jobs} jobs; ${machineLine()}\n`,
     );
     const prefixes = new Prefixes(url);
-    const subjects = [conveyor(url, prefixes, admin), bullmq(url, prefixes, admin)];
+    const subjects = [
+      ...(eventLog !== "off" ? [conveyor(url, prefixes, admin)] : []),
+      ...(eventLog !== "on" ? [conveyor(url, prefixes, admin, false)] : []),
+      bullmq(url, prefixes, admin),
+    ];
     const report = await runSideBySide(subjects, sizes, options);
     console.log("");
     printReport(subjects, report);
+    if (subjects.length === 3) printPairRatios(subjects[1]!.name, subjects[2]!.name, report, 1, 2);
   } finally {
     admin.disconnect();
     await server?.stop();
+  }
+}
+
+/** One more ratio column for a three-subject run: subject `a` over subject `b`, paired round by round as printReport's. */
+function printPairRatios(aName: string, bName: string, report: Report, a: number, b: number): void {
+  console.log(`\n${aName}/${bName}, paired as above:\n`);
+  for (const r of report.rows) {
+    const x = pairedRatio(r.runs[a]!, r.runs[b]!);
+    console.log(`  ${r.label}: ${fmt(r.values[a]!)} / ${fmt(r.values[b]!)} ${r.unit} = ${Number.isFinite(x) ? `${x.toFixed(2)}x` : "-"}`);
   }
 }

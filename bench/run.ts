@@ -1,5 +1,6 @@
 /**
  * `npm run bench [-- --backend sqlite|postgres|redis|rabbitmq] [--jobs 20000] [--single 2000] [--samples 300] [--runs 5]`
+ * `npm run bench -- --backend redis --event-log both` (Conveyor with its event log on and off beside BullMQ; default on)
  * `npm run bench -- --metrics [--db URL] [--jobs 20000] [--runs 5]` (bench/metrics.ts: metrics and tracing on vs off)
  * `npm run bench -- --http [--backend sqlite|postgres|redis] [--connections 50] [--duration 10]` (bench/http.ts)
  * `npm run bench -- --flowctl [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 3] [--rate 100] [--window 10] [--minute] [--big 20000] [--million] [--accuracy-only]` (bench/flowctl.ts)
@@ -65,6 +66,7 @@ const { values } = parseArgs({
     ab: { type: "boolean", default: false },
     cpu: { type: "boolean", default: false },
     main: { type: "string", default: "/work/main" },
+    "event-log": { type: "string", default: "on" },
   },
 });
 
@@ -162,4 +164,13 @@ for (const [option, value] of Object.entries(sizes)) {
     process.exit(2);
   }
 }
-await (await load()).main(sizes);
+if (values.backend === "redis") {
+  // --event-log on|off|both: Conveyor with its Redis event log on, off, or both beside BullMQ (bench/redis.ts).
+  const eventLog = values["event-log"];
+  if (eventLog !== "on" && eventLog !== "off" && eventLog !== "both") {
+    console.error(`--event-log ${eventLog}: expected on, off or both`);
+    process.exit(2);
+  }
+  const { main } = await import("./redis.js");
+  await main(sizes, { eventLog });
+} else await (await load()).main(sizes);

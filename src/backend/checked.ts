@@ -142,7 +142,10 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     if (capability === "flows" ? caps_.flows === "none" : !caps_[capability]) throw featureRefusal(store, call, subject);
   };
   const checkSpecs = (specs: readonly JobSpec[]): void => {
-    arrayOf(specs, "enqueue takes an array of job specs").forEach((spec, i) => checkSpec(spec, caps(), store.description, i));
+    // A plain loop: every enqueue passes here, a single add included.
+    arrayOf(specs, "enqueue takes an array of job specs");
+    const capabilities = caps();
+    for (let i = 0; i < specs.length; i++) checkSpec(specs[i]!, capabilities, store.description, i);
   };
   const checkClaim = (request: ClaimRequest): ClaimRequest => ({
     ...request,
@@ -399,31 +402,37 @@ function inRange(value: unknown, min: number, max: number): boolean {
  * bounds the producer applies (`buildJobSpec`), so a hand-made spec gets the same answer from
  * every store. `field` says which job option was wrong, as the producer names it.
  */
+const CONTROL_OR_LONE_SURROGATE = /[\u0000-\u001F\u007F]|\p{Cs}/u;
+
+function badSpecField(spec: JobSpec, field: string, what: string, value: unknown): InvalidInputError {
+  return new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} must be ${what}; got ${describe(value)}`, { field });
+}
+
+function checkRetention(spec: JobSpec, field: string, value: number | null): void {
+  if (value !== null && !inRange(value, 0, MAX_DELAY)) throw badSpecField(spec, field, `a retention from 0 to ${MAX_DELAY} ms, or null`, value);
+}
+
 export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, index = 0): void {
   if (typeof spec !== "object" || spec === null)
     throw new InvalidInputError(`job spec ${index} must be an object built by buildJobSpec; got ${describe(spec)}`);
-  const bad = (field: string, what: string, value: unknown): InvalidInputError =>
-    new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} must be ${what}; got ${describe(value)}`, { field });
   checkName("queue", spec.queue);
   checkName("job", spec.name);
-  if (typeof spec.id !== "string" || spec.id === "" || spec.id.length > 255 || /[\u0000-\u001F\u007F]|\p{Cs}/u.test(spec.id)) {
-    throw bad("options.jobId", "a string of 1-255 characters without control characters", spec.id);
+  if (typeof spec.id !== "string" || spec.id === "" || spec.id.length > 255 || CONTROL_OR_LONE_SURROGATE.test(spec.id)) {
+    throw badSpecField(spec, "options.jobId", "a string of 1-255 characters without control characters", spec.id);
   }
-  if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw bad("data", "JSON text (serialised by buildJobSpec)", spec.payload);
-  if (spec.meta !== null && (typeof spec.meta !== "string" || spec.meta.includes("\0"))) throw bad("options.meta", "JSON text or null", spec.meta);
-  if (!inRange(spec.priority, MIN_PRIORITY, MAX_PRIORITY)) throw bad("options.priority", `an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`, spec.priority);
+  if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw badSpecField(spec, "data", "JSON text (serialised by buildJobSpec)", spec.payload);
+  if (spec.meta !== null && (typeof spec.meta !== "string" || spec.meta.includes("\0")))
+    throw badSpecField(spec, "options.meta", "JSON text or null", spec.meta);
+  if (!inRange(spec.priority, MIN_PRIORITY, MAX_PRIORITY))
+    throw badSpecField(spec, "options.priority", `an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}`, spec.priority);
   if (spec.runAt !== null && !inRange(spec.runAt, 0, LATEST_RUN_AT))
-    throw bad("options.runAt", `ms since the epoch from 0 to ${LATEST_RUN_AT}, or null`, spec.runAt);
-  if (!inRange(spec.delayMs, 0, MAX_DELAY)) throw bad("options.delayMs", `an integer from 0 to ${MAX_DELAY} ms`, spec.delayMs);
-  if (!inRange(spec.maxAttempts, 1, MAX_ATTEMPTS)) throw bad("options.attempts", `an integer from 1 to ${MAX_ATTEMPTS}`, spec.maxAttempts);
+    throw badSpecField(spec, "options.runAt", `ms since the epoch from 0 to ${LATEST_RUN_AT}, or null`, spec.runAt);
+  if (!inRange(spec.delayMs, 0, MAX_DELAY)) throw badSpecField(spec, "options.delayMs", `an integer from 0 to ${MAX_DELAY} ms`, spec.delayMs);
+  if (!inRange(spec.maxAttempts, 1, MAX_ATTEMPTS)) throw badSpecField(spec, "options.attempts", `an integer from 1 to ${MAX_ATTEMPTS}`, spec.maxAttempts);
   if (spec.timeoutMs !== null && !inRange(spec.timeoutMs, 1, MAX_DELAY))
-    throw bad("options.timeoutMs", `an integer from 1 to ${MAX_DELAY} ms, or null`, spec.timeoutMs);
-  for (const [field, value] of [
-    ["options.removeOnComplete", spec.retainCompletedMs],
-    ["options.removeOnFail", spec.retainDeadMs],
-  ] as const) {
-    if (value !== null && !inRange(value, 0, MAX_DELAY)) throw bad(field, `a retention from 0 to ${MAX_DELAY} ms, or null`, value);
-  }
+    throw badSpecField(spec, "options.timeoutMs", `an integer from 1 to ${MAX_DELAY} ms, or null`, spec.timeoutMs);
+  checkRetention(spec, "options.removeOnComplete", spec.retainCompletedMs);
+  checkRetention(spec, "options.removeOnFail", spec.retainDeadMs);
   const b: unknown = spec.backoff;
   const backoff = b as Record<string, unknown> | null;
   const okBackoff =
@@ -432,7 +441,12 @@ export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, inde
     ((backoff.type === "fixed" && inRange(backoff.delayMs, 0, MAX_DELAY)) ||
       (backoff.type === "exponential" && inRange(backoff.delayMs, 0, MAX_DELAY) && inRange(backoff.maxDelayMs, 0, MAX_DELAY)));
   if (!okBackoff)
-    throw bad("options.backoff", `{ type: "fixed", delayMs } or { type: "exponential", delayMs, maxDelayMs } with integers from 0 to ${MAX_DELAY} ms`, b);
+    throw badSpecField(
+      spec,
+      "options.backoff",
+      `{ type: "fixed", delayMs } or { type: "exponential", delayMs, maxDelayMs } with integers from 0 to ${MAX_DELAY} ms`,
+      b,
+    );
   if (!caps.priorities && spec.priority !== 0) {
     throw new InvalidInputError(
       `job ${JSON.stringify(spec.id)} has priority ${spec.priority}, but ${store} has no priorities (capabilities.priorities is false); ` +
@@ -450,7 +464,7 @@ export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, inde
       !inRange(d.ttlMs, 1, MAX_DELAY) ||
       !["drop", "extend", "replace"].includes(d.mode as string)
     ) {
-      throw bad("options.dedup", `{ key, ttlMs from 1 to ${MAX_DELAY}, mode "drop" | "extend" | "replace" }`, spec.dedup);
+      throw badSpecField(spec, "options.dedup", `{ key, ttlMs from 1 to ${MAX_DELAY}, mode "drop" | "extend" | "replace" }`, spec.dedup);
     }
     if (!caps.dedupWindows) {
       throw new UnsupportedByStoreError(

@@ -40,8 +40,16 @@ export interface DedupBatchPlan {
  * "extend" is answered with the first job's outcome. The window length is the longest asked for.
  * Refuses dedup windows in an all-or-nothing batch, whose duplicates mean "refuse the batch".
  */
+// The common case (no job with a window) allocates nothing but the answer's copy: every enqueue passes here.
+function hasDedupWindow(specs: readonly JobSpec[]): boolean {
+  for (let i = 0; i < specs.length; i++) if (specs[i]!.dedup !== undefined) return true;
+  return false;
+}
+
+const copyOf = (stored: readonly EnqueueResult[]): EnqueueResult[] => [...stored];
+
 export function planDedupBatch(specs: readonly JobSpec[], options?: EnqueueOptions): DedupBatchPlan {
-  if (!specs.some((s) => s.dedup !== undefined)) return { specs, answers: (stored) => [...stored] };
+  if (!hasDedupWindow(specs)) return { specs, answers: copyOf };
   if (options?.allOrNothing === true) {
     throw new InvalidInputError(
       "a dedup window (options.dedup) cannot be part of an all-or-nothing batch (e.g. an HTTP request with an " +

@@ -228,6 +228,8 @@ export class RedisBackend implements Backend {
   private readonly onReconnect = () => this.registered.clear();
   private preparing: Promise<void> | null = null;
   private claimRotation = 0;
+  /** The options text enqueueArgs encoded last, with the fields it was encoded from. */
+  private lastEncodedOptions: (OptionFields & { text: string }) | null = null;
   private lastSweepAt = 0;
   /** The last connection error ioredis reported, for a clearer message when Redis is unreachable. */
   private lastConnectionError = "";
@@ -322,15 +324,16 @@ export class RedisBackend implements Backend {
     const plan = planDedupBatch(given, options);
     const specs = plan.specs;
     if (specs.length === 0) return [];
+    const allOrNothing = allOrNothingOf(specs, options);
+    await this.ready();
+    const now = this.nowArg();
+    if (inOneQueue(specs)) return plan.answers(await this.enqueueOneQueue(now, specs, allOrNothing));
     const byQueue = new Map<string, number[]>();
     specs.forEach((spec, i) => {
       const positions = byQueue.get(spec.queue);
       if (positions === undefined) byQueue.set(spec.queue, [i]);
       else positions.push(i);
     });
-    const allOrNothing = allOrNothingOf(specs, options);
-    await this.ready();
-    const now = this.nowArg();
     const results = new Array<EnqueueResult>(specs.length);
     await Promise.all([
       this.register([...byQueue.keys()]),
@@ -415,6 +418,21 @@ export class RedisBackend implements Backend {
   }
 
   /** The ARGV of enqueue-4.lua for jobs of one queue (also the tail of schedule-fire-5.lua's). */
+  /**
+   * enqueue's common case, every job in one queue (each Queue.add and addBulk): one script call
+   * and nothing else once the queue is registered. Kept lean, as a single add is mostly this
+   * process's and Redis' fixed cost per call (docs/performance-redis.md).
+   */
+  private async enqueueOneQueue(now: string, specs: readonly JobSpec[], allOrNothing: boolean): Promise<EnqueueResult[]> {
+    const queue = specs[0]!.queue;
+    const k = this.queue(queue);
+    const stored = this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], this.enqueueArgs(now, queue, specs, allOrNothing));
+    const flags = (this.registered.has(queue) ? await stored : (await Promise.all([stored, this.register([queue])]))[0]) as Array<number | string>;
+    const results = new Array<EnqueueResult>(specs.length);
+    for (let i = 0; i < specs.length; i++) results[i] = enqueueAnswer(specs[i]!.id, flags[i]!);
+    return results;
+  }
+
   private enqueueArgs(now: string, queue: string, specs: readonly JobSpec[], allOrNothing: boolean): ScriptArg[] {
     const args: ScriptArg[] = [
       now,
@@ -426,15 +444,14 @@ export class RedisBackend implements Backend {
         specs.map((_, i) => i),
       ),
     ];
-    // Options text is the same for every job built from one set of defaults: encode it once.
-    let lastSpec: JobSpec | null = null;
-    let lastOptions = "";
+    // Options text is the same for every job built from one set of defaults: encode it once, and
+    // keep it for the next call (a run of single adds shares it too).
+    let last = this.lastEncodedOptions;
     for (const spec of specs) {
-      const options = lastSpec !== null && sameOptions(lastSpec, spec) ? lastOptions : encodeOptions(spec);
-      lastSpec = spec;
-      lastOptions = options;
-      args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, options, spec.meta ?? "", flowFieldsArg(spec));
+      if (last === null || !sameOptions(last, spec)) last = { ...optionFieldsOf(spec), text: encodeOptions(spec) };
+      args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, last.text, spec.meta ?? "", flowFieldsArg(spec));
     }
+    this.lastEncodedOptions = last;
     return args;
   }
 
@@ -1461,7 +1478,21 @@ function infoField(info: string, field: string): string | undefined {
   return match?.[1]?.trim();
 }
 
-function sameOptions(a: JobSpec, b: JobSpec): boolean {
+function inOneQueue(specs: readonly JobSpec[]): boolean {
+  const queue = specs[0]!.queue;
+  for (let i = 1; i < specs.length; i++) if (specs[i]!.queue !== queue) return false;
+  return true;
+}
+
+/** The fields of a spec its options text (encodeOptions) holds. */
+type OptionFields = Pick<JobSpec, "maxAttempts" | "retainCompletedMs" | "retainDeadMs" | "timeoutMs" | "backoff">;
+
+function optionFieldsOf(spec: JobSpec): OptionFields {
+  const { maxAttempts, retainCompletedMs, retainDeadMs, timeoutMs, backoff } = spec;
+  return { maxAttempts, retainCompletedMs, retainDeadMs, timeoutMs, backoff };
+}
+
+function sameOptions(a: OptionFields, b: OptionFields): boolean {
   return (
     a.maxAttempts === b.maxAttempts &&
     a.retainCompletedMs === b.retainCompletedMs &&

@@ -234,16 +234,25 @@ export class InFlight {
   /** Sends a command (or a script call) through `send`, failing it if the connection drops first. */
   run<T>(send: () => Promise<T>): Promise<T> {
     if (!this.tracking) return send();
+    // Every command passes through here: no more closures and promises than it needs.
     return new Promise<T>((resolve, reject) => {
-      const fail = (error: Error) => reject(error);
-      (this.client.status === "ready" ? this.sent : this.queued).add(fail);
-      void send()
-        .then(resolve, reject)
-        .finally(() => {
-          this.sent.delete(fail);
-          this.queued.delete(fail);
-        });
+      (this.client.status === "ready" ? this.sent : this.queued).add(reject);
+      send().then(
+        (value) => {
+          this.forget(reject);
+          resolve(value);
+        },
+        (error: Error) => {
+          this.forget(reject);
+          reject(error);
+        },
+      );
     });
+  }
+
+  private forget(fail: (error: Error) => void): void {
+    this.sent.delete(fail);
+    this.queued.delete(fail);
   }
 
   /** Stops watching the connection (it stays open). */

@@ -22,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import { ConveyorError } from "../../core/errors.js";
 import { LAYOUT_VERSION } from "./keys.js";
 import { layoutRefusal } from "./layout-error.js";
+import { helpersFor, parseLuaHelpers } from "./lua-helpers.js";
 
 export type ScriptName =
   | "enqueue"
@@ -66,7 +67,7 @@ export interface Script {
   /** `conveyor.<name>.v<layout>`, for messages. */
   readonly fullName: string;
   readonly numberOfKeys: number;
-  /** The helpers of `_common.lua` followed by the script's own file, for any Redis. */
+  /** The helpers of `_common.lua` it uses followed by the script's own file, for any Redis. */
   readonly plain: ScriptText;
   /** The same behind a `#!lua` shebang with the script's flags, for Redis 7 and newer. */
   readonly flagged: ScriptText;
@@ -165,6 +166,7 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
       { cause: error },
     );
   }
+  const helpers = parseLuaHelpers(common);
   const scripts = new Map<ScriptName, Script>();
   for (const file of files) {
     const match = /^([a-z-]+?)-(\d+)\.lua$/.exec(file);
@@ -173,7 +175,9 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
     }
     const name = match[1]! as ScriptName;
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    const body = `${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    // Only the helpers this script uses: Redis builds every helper again on each call (lua-helpers.ts).
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${helpersFor(helpers, body)}\n${body}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
@@ -216,22 +220,29 @@ export class ScriptRunner {
     if (keys.length !== script.numberOfKeys) {
       throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
     }
-    // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
-    // it wrote (Redis does not roll a script back): refuse such an argument before anything runs.
-    const bad = args.findIndex((arg) => !(typeof arg === "string" || (typeof arg === "number" && Number.isFinite(arg))));
-    if (bad >= 0) {
-      throw new ConveyorError(`${script.fullName} argument ${bad + 1} is ${String(args[bad])}, not a string or finite number; nothing was written`);
-    }
     const { sha, source } = this.flagged ? script.flagged : script.plain;
-    // One array, never spread into a call: a bulk enqueue has far more arguments than a JS call
-    // stack can take.
-    const rest = [script.numberOfKeys, ...keys, ...args];
+    // One array, built once and never spread into a call: a bulk enqueue has far more arguments
+    // than a JS call stack can take. Its first element is the SHA, or the source on a retry.
+    const command: ScriptArg[] = new Array<ScriptArg>(2 + keys.length + args.length);
+    command[0] = sha;
+    command[1] = script.numberOfKeys;
+    for (let i = 0; i < keys.length; i++) command[2 + i] = keys[i]!;
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i]!;
+      // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
+      // it wrote (Redis does not roll a script back): refuse such an argument before anything runs.
+      if (!(typeof arg === "string" || (typeof arg === "number" && Number.isFinite(arg)))) {
+        throw new ConveyorError(`${script.fullName} argument ${i + 1} is ${String(arg)}, not a string or finite number; nothing was written`);
+      }
+      command[2 + keys.length + i] = arg;
+    }
     try {
       try {
-        return await this.send("EVALSHA", [sha, ...rest]);
+        return await this.send("EVALSHA", command);
       } catch (error) {
         if (!isNoScript(error)) throw error;
-        return await this.send("EVAL", [source, ...rest]);
+        command[0] = source;
+        return await this.send("EVAL", command);
       }
     } catch (error) {
       this.onFailure?.(keys, error);

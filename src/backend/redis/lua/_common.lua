@@ -235,9 +235,15 @@ end
 -- The bucket table of the queue at `base`, read from meta; scripts that change it call
 -- buckets_close before they return. `options` is the queue's default options text (meta `do`:
 -- the first compact job's), which compact jobs with the same options leave out.
+-- buckets_from builds it from those three meta fields read by the caller (enqueue reads them
+-- with its other meta fields in one HMGET).
+local function buckets_from(base, wb, wn, options)
+  return { base = base, n = num(wb, 1), count = num(wn, 0), options = options, dirty = false, names = {}, codes = {} }
+end
+
 local function buckets_open(base)
   local v = redis.call('HMGET', base .. 'meta', 'wb', 'wn', 'do')
-  return { base = base, n = num(v[1], 1), count = num(v[2], 0), options = v[3], dirty = false, names = {}, codes = {} }
+  return buckets_from(base, v[1], v[2], v[3])
 end
 
 local function buckets_close(t)

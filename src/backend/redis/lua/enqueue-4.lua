@@ -60,15 +60,20 @@ if ARGV[4] == '1' then
   if any then return flags end
 end
 
-local seq = redis.call('HINCRBY', meta, 'seq', count) - count
-local watermark = num(redis.call('HGET', meta, 'fw'), 0)
+-- The queue's counters in one read, written back in one HSET at the end (a single add is a
+-- dozen commands; each one saved is a measurable share of it): seq (insertion order, one per
+-- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do: buckets_open).
+local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do')
+local seq = num(counters[1], 0)
+local startSeq = seq
+local watermark = num(counters[2], 0)
 local startWatermark = watermark
 local nowText = int(now)
 local fast = {}      -- name -> ids to append to its fast lane, in order
 local fastNames = {}
 local newNames = {}
 local schedArgs, idxArgs = {}, {}
-local buckets = buckets_open(base)
+local buckets = buckets_from(base, counters[3], counters[4], counters[5])
 local result = {}
 local due = false
 local firstRunAt = nil -- earliest run_at among the new scheduled jobs
@@ -150,9 +155,16 @@ end
 for _, name in ipairs(fastNames) do call_chunked('RPUSH', base .. 'f:' .. name, fast[name], 1) end
 if #schedArgs > 0 then call_chunked('ZADD', sched, schedArgs, 2) end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
-buckets_close(buckets)
 if laned then redis.call('HSET', base .. 'flow', 'ln', '1') end
-if watermark ~= startWatermark then redis.call('HSET', meta, 'fw', int(watermark)) end
+-- buckets_close, the watermark and seq in one write.
+local changed = {}
+if seq ~= startSeq then changed[#changed + 1], changed[#changed + 2] = 'seq', int(seq) end
+if watermark ~= startWatermark then changed[#changed + 1], changed[#changed + 2] = 'fw', int(watermark) end
+if buckets.dirty then
+  changed[#changed + 1], changed[#changed + 2] = 'wb', int(buckets.n)
+  changed[#changed + 1], changed[#changed + 2] = 'wn', int(buckets.count)
+end
+if #changed > 0 then redis.call('HSET', meta, unpack(changed)) end
 local nameList = {}
 for name in pairs(newNames) do nameList[#nameList + 1] = name end
 if #nameList > 0 then call_chunked('SADD', names, nameList, 1) end
