@@ -253,9 +253,7 @@ export async function runScale(title: string, header: string, systems: ScaleSyst
         `p50 latency ${(large.p50 / small.p50).toFixed(2)}x; bench process heap ${ps.map((p) => fmt(p.heapMb)).join(" / ")} MB after each cell.`,
     );
     if (options.retained > 0) {
-      const byShape = shapes
-        .filter((s) => s.retained === 0)
-        .map((s, k) => `${s.label} ${(ps[2 * k + 1]!.throughput / ps[2 * k]!.throughput).toFixed(2)}x`);
+      const byShape = shapes.filter((s) => s.retained === 0).map((s, k) => `${s.label} ${(ps[2 * k + 1]!.throughput / ps[2 * k]!.throughput).toFixed(2)}x`);
       console.log(`${system.name} with ${fmt(options.retained)} retained ÷ without, throughput: ${byShape.join("; ")}.`);
     }
   }

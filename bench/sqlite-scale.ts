@@ -22,9 +22,7 @@ const JOBS = "conveyor_jobs";
 function retainCopies(path: string, templateId: string, n: number): void {
   const db = new Database(path, { timeout: 30_000 });
   try {
-    const columns = (db.prepare(`PRAGMA table_info(${JOBS})`).all() as Array<{ name: string }>)
-      .map((c) => c.name)
-      .filter((c) => c !== "id" && c !== "seq");
+    const columns = (db.prepare(`PRAGMA table_info(${JOBS})`).all() as Array<{ name: string }>).map((c) => c.name).filter((c) => c !== "id" && c !== "seq");
     const list = columns.map((c) => `"${c}"`).join(", ");
     db.prepare(
       `WITH RECURSIVE g(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM g WHERE k < ?) ` +

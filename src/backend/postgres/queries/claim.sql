@@ -109,11 +109,22 @@ waiting AS MATERIALIZED (
 ),
 -- Due scheduled jobs of every named queue in one walk of jobs_scheduled (its due part: future
 -- jobs are never read), not one walk per named queue.
+--
+-- The parameters are scalar subqueries here, not a join with params: joined, `run_at <= now`
+-- became a join filter above a sequential scan of every scheduled row (210 ms at 200k delayed
+-- jobs, 1,039 jobs/s; docs/performance-growth.md). As a subquery it is an index condition, but a
+-- lone `run_at <= <unknown>` is estimated at a third of the rows, which still tips the plan to a
+-- bitmap or sequential scan as the delayed set grows. The always-true lower bound makes the pair
+-- a range, which PostgreSQL estimates at 0.5% of the rows when a bound is unknown
+-- (DEFAULT_RANGE_INEQ_SEL): a plain index range scan at any size. Due rows are few in practice
+-- (promoteDue relabels them), so that estimate is the realistic one, not just the useful one.
 due AS MATERIALIZED (
-  SELECT id, priority, run_at, seq FROM params, {{schema}}.jobs
-  WHERE state = 'scheduled' AND run_at <= params.now AND queue = ANY(params.queues) AND name = ANY(params.names)
+  SELECT id, priority, run_at, seq FROM {{schema}}.jobs
+  WHERE state = 'scheduled'
+    AND run_at <= (SELECT now FROM params) AND run_at >= -9223372036854775808
+    AND queue = ANY((SELECT queues FROM params)::text[]) AND name = ANY((SELECT names FROM params)::text[])
     AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = jobs.queue AND p.paused)
-    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = jobs.queue))
+    AND ((SELECT flow_checked FROM params) OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = jobs.queue))
   ORDER BY priority, run_at, seq
   LIMIT (SELECT lim FROM params)
   FOR UPDATE OF jobs SKIP LOCKED
