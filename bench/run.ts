@@ -120,7 +120,7 @@ if (values.scale) {
     console.error(`--retained ${values.retained}: expected a whole number of finished jobs to keep beside each backlog, e.g. 1000000 (0: none)`);
     process.exit(2);
   }
-  const scaleBenches: Record<string, () => Promise<{ main(options: ScaleOptions & { svgPath: string }): Promise<void> }>> = {
+  const scaleBenches: Record<string, () => Promise<{ main: (options: ScaleOptions & { svgPath: string }) => Promise<void> }>> = {
     postgres: () => import("./pg-scale.js"),
     sqlite: () => import("./sqlite-scale.js"),
     redis: () => import("./redis-scale.js"),
