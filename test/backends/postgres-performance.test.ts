@@ -216,6 +216,70 @@ describe("claims naming many queues (PostgreSQL)", () => {
   });
 });
 
+describe("claims over many busy queues lock only the winners (PostgreSQL)", () => {
+  const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
+  type PlanNode = { "Node Type": string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
+  const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+  it("lock the claim's limit of rows, not the limit per queue, and take the best jobs across queues", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    // 200 queues of 5 jobs; the best 5 (priority 0) are spread over queues q007, q050 (three) and q199.
+    const queues = Array.from({ length: 200 }, (_, i) => `q${String(i).padStart(3, "0")}`);
+    const best: Record<string, number> = { q007: 1, q050: 3, q199: 1 };
+    for (const queue of queues) {
+      await b.enqueue(Array.from({ length: 5 }, (_, k) => job(queue, { priority: k < (best[queue] ?? 0) ? 0 : 5 })));
+    }
+    await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(schema)}.jobs`);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("BEGIN");
+      const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${claimSql(b)}`, [
+        null,
+        queues,
+        ["job"],
+        5,
+        30_000,
+        "w",
+        "h",
+        1,
+        false,
+      ]);
+      await client.query("ROLLBACK");
+      const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+      // Rows locked: the 5 winners, where every queue's walk locked its best 5 (1,000 locks for a
+      // claim of 5). EXPLAIN gives rows per loop: the sum over LockRows nodes of rows × loops.
+      const locked = all.filter((n) => n["Node Type"] === "LockRows").reduce((sum, n) => sum + n["Actual Rows"]! * n["Actual Loops"]!, 0);
+      expect(locked).toBe(5);
+    } finally {
+      await client.end();
+    }
+    const claimed = await b.claim({ queues, names: ["job"], worker, limit: 5, leaseMs: 30_000 });
+    expect(claimed.map((c) => `${c.job.queue}/${c.job.priority}`).sort()).toEqual(["q007/0", "q050/0", "q050/0", "q050/0", "q199/0"]);
+  });
+
+  it("keep the merged order when another claimer holds one of the winners", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const [a1] = await b.enqueue([job("a", { priority: 0 })]);
+    await b.enqueue([job("a", { priority: 1 }), job("a", { priority: 9 }), job("b", { priority: 2 }), job("b", { priority: 8 })]);
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      // Another claim in flight holds a's best job: of the winners a/0 and a/1 only a/1 can be
+      // locked, and the next best claimable job is b's, not a's next.
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM ${pg.escapeIdentifier(schema)}.jobs WHERE id = $1 FOR UPDATE`, [a1!.id]);
+      const claimed = await b.claim({ queues: ["a", "b"], names: ["job"], worker, limit: 2, leaseMs: 30_000 });
+      expect(claimed.map((c) => `${c.job.queue}/${c.job.priority}`).sort()).toEqual(["a/1", "b/2"]);
+    } finally {
+      await holder.query("ROLLBACK");
+      await holder.end();
+    }
+  });
+});
+
 describe("claims beside a large delayed set (PostgreSQL)", () => {
   /** The claim statement as the backend renders it (queries/claim.sql). */
   const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
