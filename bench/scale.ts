@@ -116,6 +116,9 @@ export function conveyorScale(name: string, fresh: () => Promise<ConveyorStore>,
           const template = await q.add("noop", { template: true });
           await drain(backend, 1, 0);
           await store.retain(template.id, shape.retained - 1);
+          // The store's own count, so the output shows the retained rows are there.
+          const [stats] = await backend.stats("bench");
+          process.stderr.write(`  .. ${name}: ${stats?.counts.completed ?? 0} completed jobs retained in queue "bench"\n`);
         }
         await addWaiting(shape.waiting);
         await store.settle?.();
