@@ -148,12 +148,12 @@ waiting AS (
 -- jobs are never read), not one walk per named queue.
 --
 -- The parameters are scalar subqueries here, not a join with params: joined, `run_at <= now`
--- became a join filter above a sequential scan of every scheduled row (210 ms at 200k delayed
+-- became a join filter above a sequential scan of every scheduled row (190-290 ms at 200k delayed
 -- jobs, 1,039 jobs/s; docs/performance-growth.md). As a subquery it is an index condition, but a
 -- lone `run_at <= <unknown>` is estimated at a third of the rows, which still tips the plan to a
 -- bitmap or sequential scan as the delayed set grows. The always-true lower bound makes the pair
 -- a range, which PostgreSQL estimates at 0.5% of the rows when a bound is unknown
--- (DEFAULT_RANGE_INEQ_SEL): a plain index range scan at any size. Due rows are few in practice
+-- (DEFAULT_RANGE_INEQ_SEL): an index range scan (plain or bitmap) at any size. Due rows are few in practice
 -- (promoteDue relabels them), so that estimate is the realistic one, not just the useful one.
 due AS MATERIALIZED (
   SELECT id, priority, run_at, seq FROM {{schema}}.jobs
