@@ -64,7 +64,7 @@ export interface ScaleOptions {
   sizes: number[];
   runs: number;
   samples: number;
-  /** Where the curves go; null draws none. */
+  /** Where the curves go; null draws none (neither does a run of one size). */
   svgPath: string | null;
   /**
    * Finished jobs kept beside every backlog (`--retained`), 0 for none. When not 0 every size is
@@ -262,7 +262,8 @@ export async function runScale(title: string, header: string, systems: ScaleSyst
   }
   const loadLine = `load average ${formatLoad(loadStart)} at start, ${formatLoad(loadavg())} at end; ${machineLine()}`;
   console.log(`\n${loadLine}`);
-  if (options.svgPath) {
+  // One size draws no curve (and must not overwrite the curves of a full run).
+  if (options.svgPath && options.sizes.length > 1) {
     // The curves: the waiting sizes without retained jobs.
     const curve = new Map([...results].map(([name, ps]) => [name, options.sizes.map((_, k) => ps[k * stride]!)]));
     writeFileSync(options.svgPath, svg(title, options.sizes, curve, loadLine));
