@@ -129,6 +129,18 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis, eventLog = true
   };
 }
 
+/** BullMQ's connection options for the Redis at `url` (`maxRetriesPerRequest: null` is required for its workers). */
+export function bullConnection(url: string): ConnectionOptions {
+  const parsed = new URL(url);
+  return {
+    host: parsed.hostname,
+    port: Number(parsed.port || 6379),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    maxRetriesPerRequest: null,
+  };
+}
+
 /**
  * BullMQ 6.7 with its defaults, which are already its fast path: its open-source worker has no
  * batching to turn on (batches are a BullMQ Pro feature), it takes the next job in the same Lua
@@ -138,14 +150,7 @@ function conveyor(url: string, prefixes: Prefixes, admin: Redis, eventLog = true
  * `maxRetriesPerRequest: null` is required for its workers.
  */
 export function bullmq(url: string, prefixes: Prefixes, admin: Redis): Subject {
-  const parsed = new URL(url);
-  const connection: ConnectionOptions = {
-    host: parsed.hostname,
-    port: Number(parsed.port || 6379),
-    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
-    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
-    maxRetriesPerRequest: null,
-  };
+  const connection = bullConnection(url);
   const queueFor = async (prefix: string) => {
     const q = new BullQueue("bench", { connection, prefix });
     await q.waitUntilReady();

@@ -7,7 +7,8 @@
  * `npm run bench -- --outbox [--events 20000] [--samples 200] [--runs 3]` (bench/outbox.ts: the outbox relay)
  * `npm run bench -- --kafka [--events 20000] [--jobs 10000] [--runs 3]` (bench/kafka.ts: mock broker, not Kafka)
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
- * `npm run bench -- --backend postgres --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100]` (bench/pg-scale.ts: growth)
+ * `npm run bench -- --backend postgres|sqlite|redis --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100] [--retained N] [--only conveyor]`
+ *   (bench/pg-scale.ts, sqlite-scale.ts, redis-scale.ts over bench/scale.ts: growth with the backlog; `--retained` PostgreSQL and SQLite)
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]` (bench/pg-ab.ts: main's backend against this tree's)
  * `npm run bench -- --backend sqlite --ab [--main /work/main] [--runs 3]` (bench/sqlite.ts: main's SqliteBackend beside this tree's)
@@ -24,6 +25,7 @@
  */
 import { parseArgs } from "node:util";
 import type { BenchSizes } from "./lib.js";
+import type { ScaleOptions } from "./scale.js";
 
 // What metrics and tracing cost (bench/metrics.ts), with options of its own.
 if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => process.exit(process.exitCode ?? 0));
@@ -62,6 +64,8 @@ const { values } = parseArgs({
     scale: { type: "boolean", default: false },
     "event-log-cost": { type: "boolean", default: false },
     sizes: { type: "string", default: "10000,100000,1000000" },
+    retained: { type: "string", default: "0" },
+    only: { type: "string", default: "" },
     backlog: { type: "string", default: "100000" },
     ab: { type: "boolean", default: false },
     cpu: { type: "boolean", default: false },
@@ -125,18 +129,35 @@ if (values.ab) {
 }
 
 if (values.scale) {
-  if (values.backend !== "postgres") {
-    console.error("--scale measures growth with the backlog on PostgreSQL for now: use it with --backend postgres");
-    process.exit(2);
-  }
   const sizes = values.sizes.split(",").map(Number);
   if (sizes.some((n) => !Number.isInteger(n) || n < 1)) {
     console.error(`--sizes ${values.sizes}: expected whole numbers separated by commas, e.g. 10000,100000,1000000`);
     process.exit(2);
   }
-  const { main } = await import("./pg-scale.js");
-  const runs = values.runs === "5" ? 3 : Number(values.runs);
-  await main({ sizes, runs, samples: values.samples === "300" ? 100 : Number(values.samples), svgPath: "docs/performance-postgres-scale.svg" });
+  const retained = Number(values.retained);
+  if (!Number.isInteger(retained) || retained < 0) {
+    console.error(`--retained ${values.retained}: expected a whole number of finished jobs to keep beside each backlog, e.g. 1000000 (0: none)`);
+    process.exit(2);
+  }
+  const scaleBenches: Record<string, () => Promise<{ main: (options: ScaleOptions & { svgPath: string }) => Promise<void> }>> = {
+    postgres: () => import("./pg-scale.js"),
+    sqlite: () => import("./sqlite-scale.js"),
+    redis: () => import("./redis-scale.js"),
+  };
+  const load = scaleBenches[values.backend];
+  if (!load) {
+    console.error(`--scale measures growth on postgres, sqlite or redis; got --backend ${values.backend}`);
+    process.exit(2);
+  }
+  const { main } = await load();
+  await main({
+    sizes,
+    runs: values.runs === "5" ? 3 : Number(values.runs),
+    samples: values.samples === "300" ? 100 : Number(values.samples),
+    retained,
+    only: values.only ? values.only.split(",") : [],
+    svgPath: values.backend === "postgres" ? "docs/performance-postgres-scale.svg" : `docs/performance-${values.backend}-scale.svg`,
+  });
   process.exit(process.exitCode ?? 0);
 }
 

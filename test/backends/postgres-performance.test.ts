@@ -216,6 +216,142 @@ describe("claims naming many queues (PostgreSQL)", () => {
   });
 });
 
+describe("claims over many busy queues lock only the winners (PostgreSQL)", () => {
+  const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
+  type PlanNode = { "Node Type": string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
+  const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+  it("lock the claim's limit of rows, not the limit per queue, and take the best jobs across queues", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    // 200 queues of 5 jobs; the best 5 (priority 0) are spread over queues q007, q050 (three) and q199.
+    const queues = Array.from({ length: 200 }, (_, i) => `q${String(i).padStart(3, "0")}`);
+    const best: Record<string, number> = { q007: 1, q050: 3, q199: 1 };
+    for (const queue of queues) {
+      await b.enqueue(Array.from({ length: 5 }, (_, k) => job(queue, { priority: k < (best[queue] ?? 0) ? 0 : 5 })));
+    }
+    await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(schema)}.jobs`);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("BEGIN");
+      const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${claimSql(b)}`, [
+        null,
+        queues,
+        ["job"],
+        5,
+        30_000,
+        "w",
+        "h",
+        1,
+        false,
+      ]);
+      await client.query("ROLLBACK");
+      const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+      // Rows locked: the 5 winners, where every queue's walk locked its best 5 (1,000 locks for a
+      // claim of 5). EXPLAIN gives rows per loop: the sum over LockRows nodes of rows × loops.
+      const locked = all.filter((n) => n["Node Type"] === "LockRows").reduce((sum, n) => sum + n["Actual Rows"]! * n["Actual Loops"]!, 0);
+      expect(locked).toBe(5);
+    } finally {
+      await client.end();
+    }
+    const claimed = await b.claim({ queues, names: ["job"], worker, limit: 5, leaseMs: 30_000 });
+    expect(claimed.map((c) => `${c.job.queue}/${c.job.priority}`).sort()).toEqual(["q007/0", "q050/0", "q050/0", "q050/0", "q199/0"]);
+  });
+
+  it("keep the merged order when another claimer holds one of the winners", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const [a1] = await b.enqueue([job("a", { priority: 0 })]);
+    await b.enqueue([job("a", { priority: 1 }), job("a", { priority: 9 }), job("b", { priority: 2 }), job("b", { priority: 8 })]);
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      // Another claim in flight holds a's best job: of the winners a/0 and a/1 only a/1 can be
+      // locked, and the next best claimable job is b's, not a's next.
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM ${pg.escapeIdentifier(schema)}.jobs WHERE id = $1 FOR UPDATE`, [a1!.id]);
+      const claimed = await b.claim({ queues: ["a", "b"], names: ["job"], worker, limit: 2, leaseMs: 30_000 });
+      expect(claimed.map((c) => `${c.job.queue}/${c.job.priority}`).sort()).toEqual(["a/1", "b/2"]);
+    } finally {
+      await holder.query("ROLLBACK");
+      await holder.end();
+    }
+  });
+});
+
+describe("claims beside a large delayed set (PostgreSQL)", () => {
+  /** The claim statement as the backend renders it (queries/claim.sql). */
+  const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
+
+  /**
+   * Copies job `id` `n` times with fresh ids (seq is an identity column, left to its default),
+   * each copy's run_at a millisecond after the last, as a stream of enqueues would leave them.
+   */
+  async function copies(schema: string, id: string, n: number): Promise<void> {
+    const { rows } = await admin.query<{ c: string }>(
+      "SELECT column_name AS c FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'jobs' AND column_name NOT IN ('id', 'seq') ORDER BY ordinal_position",
+      [schema],
+    );
+    const columns = rows.map((r) => pg.escapeIdentifier(r.c));
+    const s = pg.escapeIdentifier(schema);
+    await admin.query(
+      `INSERT INTO ${s}.jobs (id, ${columns.join(", ")}) SELECT j.id || '-' || g, ${columns.map((c) => (c === '"run_at"' ? "j.run_at + g / 5000" : `j.${c}`)).join(", ")} FROM ${s}.jobs j, generate_series(1, $2::int) g WHERE j.id = $1`,
+      [id, n],
+    );
+  }
+
+  /** Every node of an EXPLAIN (FORMAT JSON) plan, depth first. */
+  type PlanNode = { "Node Type": string; "Index Name"?: string; "Index Cond"?: string; "Relation Name"?: string; "Actual Rows"?: number; Plans?: PlanNode[] };
+  const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+  // At 200,000 delayed jobs the due walk was a sequential scan of every scheduled row (210 ms per
+  // claim, 1,039 jobs/s; docs/performance-growth.md): `run_at <= now` was a join filter.
+  it("walk only the due part of jobs_scheduled in the plan production runs (no scan of the delayed rows)", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const [delayed, waiting] = await b.enqueue([job("q", { delayMs: 86_400_000 }), job("q", { priority: 5 })]);
+    await copies(schema, delayed!.id, 100_000);
+    await copies(schema, waiting!.id, 10_000);
+    await b.enqueue([job("q", { priority: 1 }), job("q", { priority: 2 }), job("q", { delayMs: 1 })]);
+    // Current statistics on every table the claim reads, as autovacuum keeps them.
+    for (const table of ["jobs", "queues", "flow_queues"]) await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(schema)}.${table}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // A connection of its own: the session settings below must not leak into the admin pool.
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("SET jit = off");
+      // claim.sql's $1..$9: now, queues, names, limit, lease_ms, worker id, host, pid, flow_checked.
+      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean) AS ${claimSql(b)}`);
+      // The generic plan is the one a pooled connection keeps after five executions; the custom
+      // plan the first five get. Each must find the one due job without reading the 100,000 future ones.
+      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        await client.query("BEGIN");
+        const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+          "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '{q}', '{job}', 10, 30000, 'w', 'h', 1, false)",
+        );
+        await client.query("ROLLBACK");
+        const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+        const seqScans = all.filter((n) => n["Node Type"] === "Seq Scan" && n["Relation Name"] === "jobs");
+        expect(seqScans, mode).toEqual([]);
+        // The walk of jobs_scheduled (a plain or a bitmap index scan) is bounded by now and reads the one due row.
+        const scheduledWalk = all.find((n) => n["Index Name"] === "jobs_scheduled");
+        expect(scheduledWalk?.["Index Cond"], mode).toMatch(/run_at <= /);
+        expect(scheduledWalk!["Actual Rows"], mode).toBe(1);
+        expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], mode).toBe(10);
+      }
+    } finally {
+      await client.end();
+    }
+    // And the claim takes the due job and the best waiting ones, in priority order, none of the future ones.
+    const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 10, leaseMs: 30_000 });
+    expect(claimed.map((c) => c.job.priority)).toEqual([0, 1, 2, 5, 5, 5, 5, 5, 5, 5]);
+    expect(claimed.every((c) => c.job.runAt <= Date.now())).toBe(true);
+  });
+});
+
 describe("JIT (PostgreSQL)", () => {
   it("is off on every connection of the backend's own pool, whatever the server's default", async () => {
     const b = await backend(schemas.create());

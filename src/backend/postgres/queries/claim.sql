@@ -10,7 +10,9 @@
 -- Runnable = waiting, or scheduled and due; queue not paused; name among $3. Order: priority,
 -- then run_at, then seq (insertion order). Per named queue that holds waiting jobs (found by
 -- the loose scan below), one walk of jobs_claim that stops after $4 rows (already in claim
--- order); for all named queues together, one walk of jobs_scheduled over the due part of the
+-- order): with one such queue that walk locks what it takes; with several, the walks only look
+-- and the best $4 of them are locked by id (`peek`, `won`: fourth pass, docs/performance-growth.md).
+-- For all named queues together, one walk of jobs_scheduled over the due part of the
 -- scheduled rows (future jobs are never read), sorted, $4 kept. FOR UPDATE SKIP LOCKED makes
 -- concurrent claimers step over each other's rows instead of queueing behind them; rows locked
 -- here but not among the best $4 are unlocked when the statement commits. The two walks are
@@ -89,14 +91,44 @@ candidate_queues AS (
   SELECT name FROM named
   WHERE (SELECT count(*) FROM scanned) > (SELECT least(n, 32) FROM named_range)
 ),
-open_queues AS (
+open_queues AS MATERIALIZED (
   SELECT q.name
   FROM params, candidate_queues q
   WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q.name AND p.paused)
     -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
     AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
 ),
-waiting AS MATERIALIZED (
+open_count AS MATERIALIZED (
+  SELECT count(*) AS n FROM open_queues
+),
+-- Several open queues: look before locking. Each queue's best `lim` waiting jobs are read
+-- without locks, the best `lim` of them all are the winners, and only the winners are locked
+-- (`won`). Locking every queue's best `lim` and keeping `lim` locked 5,000 rows for a claim of 5
+-- over 1,000 queues of 5 jobs: a write (and a WAL record) per locked row. When another claimer
+-- holds a winner (or took it meanwhile), `won` comes up short and the claim falls back to the
+-- locking walk of every open queue (`walked`), so the merged order holds under contention too.
+-- One open queue (the common case) skips the look: its walk locks exactly what it takes.
+peek AS MATERIALIZED (
+  SELECT c.id, c.priority, c.run_at, c.seq
+  FROM params, open_queues q
+  CROSS JOIN LATERAL (
+    SELECT id, priority, run_at, seq FROM {{schema}}.jobs
+    WHERE queue = q.name AND state = 'waiting' AND name = ANY(params.names)
+    ORDER BY priority, run_at, seq
+    LIMIT params.lim
+  ) AS c
+  WHERE (SELECT n FROM open_count) > 1
+),
+winners AS MATERIALIZED (
+  SELECT id FROM peek ORDER BY priority, run_at, seq LIMIT (SELECT lim FROM params)
+),
+won AS MATERIALIZED (
+  -- FOR UPDATE re-reads a row changed since the look; one no longer waiting drops out.
+  SELECT id, priority, run_at, seq FROM {{schema}}.jobs
+  WHERE id = ANY (ARRAY(SELECT id FROM winners)) AND state = 'waiting'
+  FOR UPDATE SKIP LOCKED
+),
+walked AS MATERIALIZED (
   SELECT c.id, c.priority, c.run_at, c.seq
   FROM params, open_queues q
   CROSS JOIN LATERAL (
@@ -106,14 +138,30 @@ waiting AS MATERIALIZED (
     LIMIT params.lim
     FOR UPDATE SKIP LOCKED
   ) AS c
+  WHERE (SELECT n FROM open_count) = 1 OR (SELECT count(*) FROM won) < (SELECT count(*) FROM winners)
+),
+-- A fallback walk re-takes the winners it locked already (its own locks do not skip): UNION.
+waiting AS (
+  SELECT * FROM walked UNION SELECT * FROM won
 ),
 -- Due scheduled jobs of every named queue in one walk of jobs_scheduled (its due part: future
 -- jobs are never read), not one walk per named queue.
+--
+-- The parameters are scalar subqueries here, not a join with params: joined, `run_at <= now`
+-- became a join filter above a sequential scan of every scheduled row (190-290 ms at 200k delayed
+-- jobs, 1,039 jobs/s; docs/performance-growth.md). As a subquery it is an index condition, but a
+-- lone `run_at <= <unknown>` is estimated at a third of the rows, which still tips the plan to a
+-- bitmap or sequential scan as the delayed set grows. The always-true lower bound makes the pair
+-- a range, which PostgreSQL estimates at 0.5% of the rows when a bound is unknown
+-- (DEFAULT_RANGE_INEQ_SEL): an index range scan (plain or bitmap) at any size. Due rows are few in practice
+-- (promoteDue relabels them), so that estimate is the realistic one, not just the useful one.
 due AS MATERIALIZED (
-  SELECT id, priority, run_at, seq FROM params, {{schema}}.jobs
-  WHERE state = 'scheduled' AND run_at <= params.now AND queue = ANY(params.queues) AND name = ANY(params.names)
+  SELECT id, priority, run_at, seq FROM {{schema}}.jobs
+  WHERE state = 'scheduled'
+    AND run_at <= (SELECT now FROM params) AND run_at >= -9223372036854775808
+    AND queue = ANY((SELECT queues FROM params)::text[]) AND name = ANY((SELECT names FROM params)::text[])
     AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = jobs.queue AND p.paused)
-    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = jobs.queue))
+    AND ((SELECT flow_checked FROM params) OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = jobs.queue))
   ORDER BY priority, run_at, seq
   LIMIT (SELECT lim FROM params)
   FOR UPDATE OF jobs SKIP LOCKED
