@@ -342,7 +342,8 @@ export class RedisBackend implements Backend {
           positions.map((i) => specs[i]!),
           allOrNothing,
         );
-        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
+        const keys = [k.meta, k.sched, k.idx, k.names, ...this.addAttemptKey(k)];
+        const duplicates = (await this.scripts.run("enqueue", keys, args)) as Array<number | string>;
         positions.forEach((i, j) => {
           results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
         });
@@ -376,7 +377,7 @@ export class RedisBackend implements Backend {
     });
     await this.register([...new Set(nodes.map((n) => n.spec.queue))]);
     const root = this.queue(nodes[0]!.spec.queue);
-    const flags = (await this.scripts.run("flow", [root.meta], args)) as number[];
+    const flags = (await this.scripts.run("flow", [root.meta, ...this.addAttemptKey(root)], args)) as number[];
     return nodes.map((node, i) => ({ id: node.spec.id, duplicate: flags[i] === 1 }));
   }
 
@@ -1172,6 +1173,14 @@ export class RedisBackend implements Backend {
       .catch((error: unknown) => {
         throw asStoreError(error, this.description, isRedisUnavailable);
       });
+  }
+
+  /**
+   * The attempt key of one add call, on a connection that may send it twice (InFlight.mayResend):
+   * a resend then answers what the first run did, not "duplicate" for the call's own jobs.
+   */
+  private addAttemptKey(queue: QueueKeys): string[] {
+    return this.inFlight.mayResend ? [queue.addAttempt(randomBytes(9).toString("base64url"))] : [];
   }
 
   /** ARGV[1] of every script: the injected clock's now, or '' to use Redis TIME inside. */

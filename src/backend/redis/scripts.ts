@@ -135,6 +135,17 @@ function withIncludes(source: string, dir: URL): string {
   return source.replace(INCLUDE_LINE, (_line, file: string, name: string) => `local function ${name}()\n${readFileSync(new URL(file, dir), "utf8")}\nend`);
 }
 
+/**
+ * How long an add (enqueue, flow) sent over a connection that may resend it keeps its reply for a
+ * resend to answer, ms (attempt_replay in lua/_common.lua). It must outlast the client's resend:
+ * ioredis' Cluster resends within its redirection budget (16 tries, seconds). Costs one small key
+ * (about 150 bytes) per such call for this long.
+ */
+export const ADD_ATTEMPT_MEMORY_MS = 300_000;
+
+/** Scripts that take one more key than their file name says: the add's attempt key (keys.ts `addAttempt`). */
+const ATTEMPT_KEYED: ReadonlySet<ScriptName> = new Set(["enqueue", "flow"]);
+
 /** A value Redis accepts as a script argument. */
 export type ScriptArg = string | number;
 
@@ -173,7 +184,7 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
     }
     const name = match[1]! as ScriptName;
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
@@ -213,7 +224,8 @@ export class ScriptRunner {
   async run(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
     const script = this.scripts.get(name);
     if (script === undefined) throw new ConveyorError(`no Redis script named ${name}; the lua folder is incomplete`);
-    if (keys.length !== script.numberOfKeys) {
+    const attemptKeyed = ATTEMPT_KEYED.has(name) && keys.length === script.numberOfKeys + 1;
+    if (keys.length !== script.numberOfKeys && !attemptKeyed) {
       throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
     }
     // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
@@ -225,7 +237,7 @@ export class ScriptRunner {
     const { sha, source } = this.flagged ? script.flagged : script.plain;
     // One array, never spread into a call: a bulk enqueue has far more arguments than a JS call
     // stack can take.
-    const rest = [script.numberOfKeys, ...keys, ...args];
+    const rest = [keys.length, ...keys, ...args];
     try {
       try {
         return await this.send("EVALSHA", [sha, ...rest]);
