@@ -164,3 +164,22 @@ describe("closing while a master answers nothing (3-master Redis Cluster)", () =
     await cluster.waitHealthy();
   }, 120_000);
 });
+
+describe("the throwaway Redis stop (testkit/servers/redis.ts)", () => {
+  // What hung the slot-migration file's teardown past 120 s: a cluster node restarted as a replica
+  // rewrites its AOF after the full sync, and Redis drops a SIGTERM meanwhile ("Writing initial AOF,
+  // can't exit.") and runs on. Here the rewrite is made slow on purpose (rdb-key-save-delay).
+  it("stops a server that dropped the first SIGTERM while it wrote its initial AOF", async () => {
+    const server = await startThrowawayRedis();
+    const direct = new Redis(server.url);
+    clients.push(direct);
+    await direct.eval("for i = 1, 20 do redis.call('SET', 'k' .. i, 'v') end", 0);
+    await direct.config("SET", "rdb-key-save-delay", "100000"); // 100 ms per key: a 2 s rewrite
+    await direct.config("SET", "appendonly", "yes");
+    direct.disconnect();
+    // The SIGTERM sent again lands once the rewrite is done (about 2 s); before, stop() never
+    // returned. 20 s stays below the SIGKILL the stop falls back to after 30 s.
+    const stopped = await Promise.race([server.stop().then(() => "stopped"), sleep(20_000).then(() => "still running")]);
+    expect(stopped).toBe("stopped");
+  }, 60_000);
+});
