@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 /**
  * A slot migration longer than a lease, on a real Redis Cluster (3 masters, 1 replica each).
  *
