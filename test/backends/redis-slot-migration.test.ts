@@ -22,7 +22,7 @@ import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { DEFAULT_MIGRATION_HOLD_MS, hashTagOf, isSlotMigrationError } from "../../src/backend/redis/slot-migration.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
-import { A, claim, enqueueOne, mustGet } from "../conformance/fixtures.js";
+import { A, claim, enqueueOne, mustGet, spec } from "../conformance/fixtures.js";
 import { findRedisServer, testPrefix } from "../helpers/redis.js";
 import { startThrowawayRedisClusterTopology, type ClusterNode, type ThrowawayRedisCluster } from "../helpers/redis-topology.js";
 
@@ -65,6 +65,31 @@ async function migrateKeys(from: Redis, to: ClusterNode, keys: readonly string[]
   if (keys.length > 0) await from.call("MIGRATE", ["127.0.0.1", String(to.port), "", "0", "5000", "KEYS", ...keys]);
 }
 
+/** Opens `slot` for a move from `source` to another master, as a reshard does before its first MIGRATE. */
+async function startMove(meta: string, slot: number, source: ClusterNode): Promise<{ src: Redis; target: ClusterNode }> {
+  const masters = (await cluster.view()).filter((v) => v.role === "master" && !v.failed);
+  const targetView = masters.find((v) => v.id !== source.id)!;
+  const target = cluster.nodes.find((n) => n.id === targetView.id)!;
+  const src = node(source.port);
+  await node(target.port).call("CLUSTER", ["SETSLOT", String(slot), "IMPORTING", source.id]);
+  await src.call("CLUSTER", ["SETSLOT", String(slot), "MIGRATING", target.id]);
+  return { src, target };
+}
+
+/** Moves the rest of `slot`'s keys and tells every master the slot's new owner (the end of a reshard's slot). */
+async function finishMove(meta: string, slot: number, src: Redis, target: ClusterNode): Promise<void> {
+  for (;;) {
+    const keys = (await src.call("CLUSTER", ["GETKEYSINSLOT", String(slot), "100"])) as string[];
+    if (keys.length === 0) break;
+    await migrateKeys(src, target, keys);
+  }
+  // The target first, then the source, then the other masters.
+  const masters = (await cluster.view()).filter((v) => v.role === "master" && !v.failed && v.id !== target.id);
+  await node(target.port).call("CLUSTER", ["SETSLOT", String(slot), "NODE", target.id]);
+  for (const other of masters) await node(other.port).call("CLUSTER", ["SETSLOT", String(slot), "NODE", target.id]);
+  expect((await cluster.masterOf(meta)).id).toBe(target.id);
+}
+
 describe("slot-migration.ts on its own", () => {
   it("recognises Redis' migration replies, also as a cause, and nothing else", () => {
     const reply = (message: string): Error => Object.assign(new Error(message), { name: "ReplyError" });
@@ -97,13 +122,7 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
     const meta = `${prefix}:{${QUEUE}}:meta`;
     const slot = await cluster.slotOf(meta);
     const source = await cluster.masterOf(meta);
-    const masters = (await cluster.view()).filter((v) => v.role === "master" && !v.failed);
-    const targetView = masters.find((v) => v.id !== source.id)!;
-    const target = cluster.nodes.find((n) => n.id === targetView.id)!;
-    const src = node(source.port);
-    const dst = node(target.port);
-    await dst.call("CLUSTER", ["SETSLOT", String(slot), "IMPORTING", source.id]);
-    await src.call("CLUSTER", ["SETSLOT", String(slot), "MIGRATING", target.id]);
+    const { src, target } = await startMove(meta, slot, source);
     await migrateKeys(src, target, [`${prefix}:{${QUEUE}}:active`]);
 
     // For longer than the lease: nothing of the queue's can renew, settle or rescue.
@@ -114,17 +133,7 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
     await expect(rescuer.rescueExpired()).rejects.toSatisfy(isSlotMigrationError);
 
     // The move ends: every other key follows, then every master learns the slot's new owner.
-    for (;;) {
-      const keys = (await src.call("CLUSTER", ["GETKEYSINSLOT", String(slot), "100"])) as string[];
-      if (keys.length === 0) break;
-      await migrateKeys(src, target, keys);
-    }
-    await dst.call("CLUSTER", ["SETSLOT", String(slot), "NODE", target.id]);
-    await src.call("CLUSTER", ["SETSLOT", String(slot), "NODE", target.id]);
-    for (const other of masters.filter((v) => v.id !== source.id && v.id !== target.id)) {
-      await node(other.port).call("CLUSTER", ["SETSLOT", String(slot), "NODE", target.id]);
-    }
-    expect((await cluster.masterOf(meta)).id).toBe(target.id);
+    await finishMove(meta, slot, src, target);
 
     // Both leases are past their expiry now, yet the rescue that ran first after the move takes
     // neither: the holder gets its acknowledgement in, under its own token.
@@ -141,6 +150,43 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
     expect(await holder.complete([{ lease: leaseOf(abandoned), result: "late" }])).toEqual(["stale"]);
     const again = await claim(rescuer, { queues: [QUEUE], limit: 1, leaseMs: LEASE_MS });
     expect(again.map((c) => [c.job.id, c.job.attempt])).toEqual([[abandoned, 2]]);
+  }, 120_000);
+});
+
+describe("a script that would reach a key already moved (3-master Redis Cluster)", () => {
+  // All of a queue's keys share one slot ({<queue>} hash tag), but a reshard moves them one MIGRATE
+  // batch at a time. Here only the queue's event log has left: the rescue's declared keys are all on
+  // the source, so Redis runs it there, and before slot_guard it took the job out of `active`, then
+  // failed at the event log's XADD ("non local key") and kept that: the job stayed 'active' outside
+  // the active index, never rescued again.
+  it("is refused before it writes anything, and the job is rescued once the move ends", async () => {
+    const queue = "half-moved";
+    const prefix = testPrefix("part");
+    const clock = new FakeClock(Date.now());
+    const holder = await open(prefix, clock);
+    const id = await enqueueOne(holder, { queue });
+    expect((await claim(holder, { queues: [queue], limit: 1, leaseMs: LEASE_MS, worker: A })).map((c) => c.job.id)).toEqual([id]);
+    clock.advance(LEASE_MS + 500);
+
+    const meta = `${prefix}:{${queue}}:meta`;
+    const slot = await cluster.slotOf(meta);
+    const { src, target } = await startMove(meta, slot, await cluster.masterOf(meta));
+    await migrateKeys(src, target, [`${prefix}:{${queue}}:ev`]);
+
+    // A process that never saw this move (no hold): its rescue is refused, with nothing written.
+    const rescuer = await open(prefix, clock);
+    await expect(rescuer.rescueExpired()).rejects.toSatisfy(isSlotMigrationError);
+    expect(await src.zscore(`${prefix}:{${queue}}:active`, id)).not.toBeNull();
+    expect(await src.hget(`${prefix}:{${queue}}:j:${id}`, "st")).toBe("a");
+    // The same for an add: no job half stored.
+    await expect(holder.enqueue([spec({ queue })])).rejects.toSatisfy(isSlotMigrationError);
+
+    await finishMove(meta, slot, src, target);
+    clock.advance(DEFAULT_MIGRATION_HOLD_MS);
+    expect((await rescuer.rescueExpired()).map((r) => [r.id, r.state])).toEqual([[id, "waiting"]]);
+    const again = await claim(rescuer, { queues: [queue], limit: 1, leaseMs: LEASE_MS });
+    expect(again.map((c) => [c.job.id, c.job.attempt])).toEqual([[id, 2]]);
+    expect(await rescuer.list({ queue })).toHaveLength(1);
   }, 120_000);
 });
 

@@ -267,7 +267,7 @@ export class RedisBackend implements Backend {
     this.scripts = new ScriptRunner(
       (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? replicaWait.call(command, args) : c.call(command, args))),
       isCluster(client),
-      loadScripts(this.eventLogOn),
+      loadScripts(this.eventLogOn, isCluster(client)),
       (keys, error) => this.migrations.noteFailure(keys, error),
     );
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });

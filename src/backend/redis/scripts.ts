@@ -118,10 +118,14 @@ const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
   layout: "none",
 };
 
-/** The Lua that runs the layout guard of a script before its body (nothing for `none`). */
-function guardLine(name: ScriptName): string {
+/**
+ * The Lua that runs the guards of a script before its body: on a cluster the slot guard (every
+ * script: slot_guard in _common.lua refuses to run while the slot of its keys is being moved), then
+ * the layout guard (nothing for `none`).
+ */
+function guardLine(name: ScriptName, cluster: boolean): string {
   const guard = LAYOUT_GUARD[name];
-  return guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`;
+  return (cluster ? "slot_guard(KEYS[1])\n" : "") + (guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`);
 }
 
 /**
@@ -149,8 +153,8 @@ const ATTEMPT_KEYED: ReadonlySet<ScriptName> = new Set(["enqueue", "flow"]);
 /** A value Redis accepts as a script argument. */
 export type ScriptArg = string | number;
 
-/** The two script sets, by whether they write the event log; each read once per process. */
-const cache = new Map<boolean, ReadonlyMap<ScriptName, Script>>();
+/** The script sets, by whether they write the event log and run on a cluster; each read once per process. */
+const cache = new Map<string, ReadonlyMap<ScriptName, Script>>();
 
 /**
  * Reads the scripts next to this module (once per process and set). The package build copies the
@@ -160,9 +164,12 @@ const cache = new Map<boolean, ReadonlyMap<ScriptName, Script>>();
  * `local EVENT_LOG = false`, which makes `log_event` (lua/_common.lua) write nothing. The two
  * sets have different SHAs, so processes on one Redis with different settings never share a
  * script; one prefix has one setting (RedisBackend checks it against the prefix's record).
+ * `cluster` (a Redis Cluster connection) puts the slot guard first in every script (slot_guard in
+ * lua/_common.lua).
  */
-export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
-  const cached = cache.get(eventLog);
+export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<ScriptName, Script> {
+  const setName = `${String(eventLog)} ${String(cluster)}`;
+  const cached = cache.get(setName);
   if (cached !== undefined) return cached;
   const dir = new URL("./lua/", import.meta.url);
   let files: string[];
@@ -184,7 +191,7 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
     }
     const name = match[1]! as ScriptName;
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${common}\n${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${common}\n${guardLine(name, cluster)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
@@ -192,7 +199,7 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
       flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source}`),
     });
   }
-  cache.set(eventLog, scripts);
+  cache.set(setName, scripts);
   return scripts;
 }
 
