@@ -143,7 +143,7 @@ function withIncludes(source: string, dir: URL): string {
  * How long an add (enqueue, flow) sent over a connection that may resend it keeps its reply for a
  * resend to answer, ms (attempt_replay in lua/_common.lua). It must outlast the client's resend:
  * ioredis' Cluster resends within its redirection budget (16 tries, seconds). Costs one small key
- * (about 150 bytes) per such call for this long.
+ * (about 170 bytes of Redis memory) per such call for this long.
  */
 export const ADD_ATTEMPT_MEMORY_MS = 300_000;
 
