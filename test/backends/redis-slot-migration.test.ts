@@ -156,9 +156,9 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
 describe("a script that would reach a key already moved (3-master Redis Cluster)", () => {
   // All of a queue's keys share one slot ({<queue>} hash tag), but a reshard moves them one MIGRATE
   // batch at a time. Here only the queue's event log has left: the rescue's declared keys are all on
-  // the source, so Redis runs it there, and before slot_guard it took the job out of `active`, then
+  // the source, so Redis runs it there, and before the slot probe it took the job out of `active`, then
   // failed at the event log's XADD ("non local key") and kept that: the job stayed 'active' outside
-  // the active index, never rescued again.
+  // the active index, never rescued again. Now every call names the slot probe (scripts.ts slotProbeKey).
   it("is refused before it writes anything, and the jobs are rescued once the move ends", async () => {
     const queue = "half-moved";
     const prefix = testPrefix("part");

@@ -22,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import { ConveyorError } from "../../core/errors.js";
 import { LAYOUT_VERSION } from "./keys.js";
 import { layoutRefusal } from "./layout-error.js";
+import { hashTagOf } from "./slot-migration.js";
 
 export type ScriptName =
   | "enqueue"
@@ -119,13 +120,34 @@ const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
 };
 
 /**
- * The Lua that runs the guards of a script before its body: on a cluster the slot guard (every
- * script: slot_guard in _common.lua refuses to run while the slot of its keys is being moved), then
- * the layout guard (nothing for `none`).
+ * The Lua that runs before a script's body: on a cluster it takes the slot probe off the end of
+ * KEYS (see {@link slotProbeKey}), so the body sees exactly its own keys; then the layout guard
+ * (nothing for `none`).
  */
 function guardLine(name: ScriptName, cluster: boolean): string {
   const guard = LAYOUT_GUARD[name];
-  return (cluster ? "slot_guard(KEYS[1])\n" : "") + (guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`);
+  return (cluster ? "table.remove(KEYS)\n" : "") + (guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`);
+}
+
+/**
+ * The slot probe of a script call on a cluster: a key in the slot of the script's first key that
+ * never exists, named as the call's last key.
+ *
+ * While a slot is being moved (redis-cli --cluster reshard: MIGRATE a few keys at a time), some of a
+ * queue's keys are on the source node and the rest on the target (all of them share the slot: the
+ * `{queue}` hash tag). A script whose named keys were all still on one side ran there, and failed at
+ * the first unnamed key that had left ("Script attempted to access a non local key"), keeping what
+ * it wrote before (Redis does not roll a script back): a rescue took a job out of `active` and
+ * stopped before requeueing it. On the target (after an ASK) a key not yet arrived read as missing.
+ * Redis refuses a call that names a missing key while its slot is open, before running it: ASK from
+ * the source, TRYAGAIN from the target for several keys with one missing. A key that never exists
+ * is always missing, so every script of the slot is refused on both sides until the move ends, with
+ * nothing written; the caller sees the slot-migration refusal it already handles (slot-migration.ts).
+ * On a slot that is not moving a missing key changes nothing. The key hashes to the first key's slot:
+ * the hash tag is that key's tag, or the whole key when it has none.
+ */
+export function slotProbeKey(firstKey: string): string {
+  return `{${hashTagOf(firstKey)}}:conveyor-slot-probe`;
 }
 
 /**
@@ -164,8 +186,8 @@ const cache = new Map<string, ReadonlyMap<ScriptName, Script>>();
  * `local EVENT_LOG = false`, which makes `log_event` (lua/_common.lua) write nothing. The two
  * sets have different SHAs, so processes on one Redis with different settings never share a
  * script; one prefix has one setting (RedisBackend checks it against the prefix's record).
- * `cluster` (a Redis Cluster connection) puts the slot guard first in every script (slot_guard in
- * lua/_common.lua).
+ * `cluster` (a Redis Cluster connection): every script first takes the slot probe off its KEYS
+ * (see {@link slotProbeKey}).
  */
 export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<ScriptName, Script> {
   const setName = `${String(eventLog)} ${String(cluster)}`;
@@ -244,7 +266,8 @@ export class ScriptRunner {
     const { sha, source } = this.flagged ? script.flagged : script.plain;
     // One array, never spread into a call: a bulk enqueue has far more arguments than a JS call
     // stack can take.
-    const rest = [keys.length, ...keys, ...args];
+    const named = this.cluster ? [...keys, slotProbeKey(keys[0] ?? "")] : keys;
+    const rest = [named.length, ...named, ...args];
     try {
       try {
         return await this.send("EVALSHA", [sha, ...rest]);

@@ -82,25 +82,6 @@ local function layout_guard(meta, stamp)
   if stamp and stored < LAYOUT then redis.call('HSET', meta, 'lv', int(LAYOUT)) end
 end
 
--- ── Slot moves (Redis Cluster) ────────────────────────────────────────────────────────────
--- While a queue's slot is being moved (redis-cli --cluster reshard: MIGRATE key by key), some of its
--- keys are on the source node and the rest on the target. A script that runs there anyway (its
--- declared keys all on one side) fails at the first key it reaches that has left, "non local key",
--- keeping what it wrote before (Redis does not roll a script back): a rescue took a job out of
--- `active` and stopped before requeueing it. On the target (reached after an ASK) a key that has not
--- arrived yet reads as missing, silently. So on a cluster every script first asks its node whether
--- the slot of its keys is open (CLUSTER NODES lists a slot being moved on the node's own line, as
--- [slot->-target] or [slot-<-source]) and refuses before anything else with TRYAGAIN, the reply a
--- client retries, as Redis does for keys split over two nodes. The caller sees a slot migration
--- (slot-migration.ts) until the move ends. scripts.ts puts slot_guard(KEYS[1]) first in every script
--- of a cluster connection only.
-local function slot_guard(key)
-  local slot = redis.call('CLUSTER', 'KEYSLOT', key)
-  if string.find(redis.call('CLUSTER', 'NODES'), '[' .. slot .. '-', 1, true) then
-    error({ err = 'TRYAGAIN slot ' .. slot .. ' is being moved; nothing was written (Conveyor slot guard)' })
-  end
-end
-
 -- ── Event log ─────────────────────────────────────────────────────────────────────────────
 -- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
 -- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;
