@@ -128,6 +128,14 @@ export interface ThrowawayRedisCluster {
   fix(): Promise<void>;
   /** Resolves once every node that is up reports cluster_state:ok and agrees on the masters. */
   waitHealthy(timeoutMs?: number): Promise<void>;
+  /**
+   * Resolves once every master serving slots has a replica, and every replica is in sync. On a
+   * loaded machine the cluster fails masters over by itself (a node missing cluster-node-timeout),
+   * and can leave a master with no replica, or with one still syncing, which refuses to take over
+   * ("data is too old"): a SIGKILL of that master would then stop the slots for good. A master
+   * with none gets a replica from a master that has two (CLUSTER REPLICATE).
+   */
+  ensureReplicas(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -326,6 +334,25 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
       await waitHealthy();
     },
     waitHealthy,
+    async ensureReplicas(timeoutMs = 60_000) {
+      await waitUntil("every master to have an in-sync replica", timeoutMs, async () => {
+        const v = await view();
+        const up = v.filter((n) => !n.failed && [...alive].some((a) => a.id === n.id));
+        const replicasOf = (id: string) => up.filter((n) => n.role === "replica" && n.masterId === id);
+        for (const master of up.filter((n) => n.role === "master" && n.slots > 0)) {
+          if (replicasOf(master.id).length > 0) continue;
+          const donor = up.find((n) => n.role === "master" && replicasOf(n.id).length > 1);
+          if (donor === undefined) return false;
+          await once(replicasOf(donor.id)[0]!.port, (r) => r.call("CLUSTER", ["REPLICATE", master.id]));
+          return false;
+        }
+        for (const node of alive) {
+          const info = await once(node.port, (r) => r.info("replication"));
+          if (info.includes("role:slave") && !(/master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info))) return false;
+        }
+        return true;
+      });
+    },
     async stop() {
       if (stopped) return;
       stopped = true;

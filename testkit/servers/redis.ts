@@ -29,6 +29,10 @@ export interface RedisServerOptions {
 export interface ThrowawayRedis extends CrashableServer {
   /** The server's working directory (its AOF and log live here). */
   readonly dir: string;
+  /** SIGSTOPs it: it keeps its connections and answers nothing (a hung server). */
+  freeze(): void;
+  /** SIGCONTs it after {@link freeze}. */
+  thaw(): void;
 }
 
 /** Path of the redis-server binary, or null when none is installed. `REDIS_SERVER` overrides. */
@@ -107,7 +111,12 @@ export async function startThrowawayRedis(options: RedisServerOptions = {}): Pro
   const waitExit = async (signal: NodeJS.Signals) => {
     const proc = child;
     child = null;
-    await signalAndWait(proc, signal);
+    // Redis drops a SIGTERM it cannot act on yet ("Writing initial AOF, can't exit.": a replica
+    // rewriting its AOF right after a full sync, as a restarted cluster node does) and keeps running;
+    // a test's teardown waited on it past 120 s. It gets the SIGTERM again every second, and a
+    // SIGKILL if it still runs after 30 s. A stopped (SIGSTOP) server is continued first.
+    if (signal === "SIGTERM") proc?.kill("SIGCONT");
+    await signalAndWait(proc, signal, signal === "SIGTERM" ? { resendEveryMs: 1_000, forceAfterMs: 30_000 } : {});
   };
   let stopped = false;
   return {
@@ -115,6 +124,8 @@ export async function startThrowawayRedis(options: RedisServerOptions = {}): Pro
     port,
     dir,
     kill: () => waitExit("SIGKILL"),
+    freeze: () => void child?.kill("SIGSTOP"),
+    thaw: () => void child?.kill("SIGCONT"),
     terminate: () => waitExit("SIGTERM"),
     start,
     async stop() {

@@ -269,7 +269,7 @@ export class RedisBackend implements Backend {
     this.scripts = new ScriptRunner(
       (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? replicaWait.call(command, args) : c.call(command, args))),
       isCluster(client),
-      loadScripts(this.eventLogOn),
+      loadScripts(this.eventLogOn, isCluster(client)),
       (keys, error) => this.migrations.noteFailure(keys, error),
     );
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
@@ -345,7 +345,8 @@ export class RedisBackend implements Backend {
           positions.map((i) => specs[i]!),
           allOrNothing,
         );
-        const duplicates = (await this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], args)) as Array<number | string>;
+        const keys = [k.meta, k.sched, k.idx, k.names, ...this.addAttemptKey(k)];
+        const duplicates = (await this.scripts.run("enqueue", keys, args)) as Array<number | string>;
         positions.forEach((i, j) => {
           results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
         });
@@ -379,7 +380,7 @@ export class RedisBackend implements Backend {
     });
     await this.register([...new Set(nodes.map((n) => n.spec.queue))]);
     const root = this.queue(nodes[0]!.spec.queue);
-    const flags = (await this.scripts.run("flow", [root.meta], args)) as number[];
+    const flags = (await this.scripts.run("flow", [root.meta, ...this.addAttemptKey(root)], args)) as number[];
     return nodes.map((node, i) => ({ id: node.spec.id, duplicate: flags[i] === 1 }));
   }
 
@@ -417,7 +418,6 @@ export class RedisBackend implements Backend {
     return info;
   }
 
-  /** The ARGV of enqueue-4.lua for jobs of one queue (also the tail of schedule-fire-5.lua's). */
   /**
    * enqueue's common case, every job in one queue (each Queue.add and addBulk): one script call
    * and nothing else once the queue is registered. Kept lean, as a single add is mostly this
@@ -426,13 +426,16 @@ export class RedisBackend implements Backend {
   private async enqueueOneQueue(now: string, specs: readonly JobSpec[], allOrNothing: boolean): Promise<EnqueueResult[]> {
     const queue = specs[0]!.queue;
     const k = this.queue(queue);
-    const stored = this.scripts.run("enqueue", [k.meta, k.sched, k.idx, k.names], this.enqueueArgs(now, queue, specs, allOrNothing));
+    const keys = [k.meta, k.sched, k.idx, k.names];
+    if (this.inFlight.mayResend) keys.push(...this.addAttemptKey(k));
+    const stored = this.scripts.run("enqueue", keys, this.enqueueArgs(now, queue, specs, allOrNothing));
     const flags = (this.registered.has(queue) ? await stored : (await Promise.all([stored, this.register([queue])]))[0]) as Array<number | string>;
     const results = new Array<EnqueueResult>(specs.length);
     for (let i = 0; i < specs.length; i++) results[i] = enqueueAnswer(specs[i]!.id, flags[i]!);
     return results;
   }
 
+  /** The ARGV of enqueue-4.lua for jobs of one queue (also the tail of schedule-fire-5.lua's). */
   private enqueueArgs(now: string, queue: string, specs: readonly JobSpec[], allOrNothing: boolean): ScriptArg[] {
     const args: ScriptArg[] = [
       now,
@@ -1189,6 +1192,14 @@ export class RedisBackend implements Backend {
       .catch((error: unknown) => {
         throw asStoreError(error, this.description, isRedisUnavailable);
       });
+  }
+
+  /**
+   * The attempt key of one add call, on a connection that may send it twice (InFlight.mayResend):
+   * a resend then answers what the first run did, not "duplicate" for the call's own jobs.
+   */
+  private addAttemptKey(queue: QueueKeys): string[] {
+    return this.inFlight.mayResend ? [queue.addAttempt(randomBytes(9).toString("base64url"))] : [];
   }
 
   /** ARGV[1] of every script: the injected clock's now, or '' to use Redis TIME inside. */

@@ -154,7 +154,19 @@ export function isCluster(client: Client): client is Cluster {
   return (client as { isCluster?: boolean }).isCluster === true;
 }
 
-/** Closes a connection, waiting for replies still due, without waiting on one that is down. */
+/**
+ * How long closing a connection waits for the replies still due (QUIT is answered after them)
+ * before it drops the connection, ms. A server that stopped answering (a SIGSTOPped process, a
+ * network partition that sends no reset, a cluster node still loading) never answers QUIT: the
+ * close would wait for it forever.
+ */
+export const QUIT_GRACE_MS = 5_000;
+
+/**
+ * Closes a connection, waiting for replies still due, without waiting on one that is down, nor
+ * longer than {@link QUIT_GRACE_MS} on one that does not answer. Commands still unanswered when it
+ * gives up fail ("Connection is closed."), as on a dropped connection.
+ */
 export async function quit(client: Client): Promise<void> {
   closedByUs.add(client);
   // On a connection that is down QUIT would wait in the offline queue for a reconnect that may
@@ -163,12 +175,18 @@ export async function quit(client: Client): Promise<void> {
     client.disconnect();
     return;
   }
-  try {
-    await client.quit();
-  } catch {
-    // The server went away meanwhile: nothing left to release.
-    client.disconnect();
-  }
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<"gave up">((resolve) => {
+    timer = setTimeout(() => resolve("gave up"), QUIT_GRACE_MS);
+  });
+  // A QUIT that fails (the server went away meanwhile) leaves nothing to release but the socket.
+  const quitting = client.quit().then(
+    () => "quit" as const,
+    () => "failed" as const,
+  );
+  const outcome = await Promise.race([quitting, gaveUp]);
+  clearTimeout(timer);
+  if (outcome !== "quit") client.disconnect();
   // QUIT ends the data connection only: the sentinel connections ioredis keeps to watch for
   // failovers (failoverDetector) go with disconnect(), or they keep reconnecting after close().
   if (!isCluster(client) && client.options.sentinels) client.disconnect();
@@ -229,6 +247,15 @@ export class InFlight {
       client.on("close", this.onClose);
       client.on("ready", this.onReady);
     }
+  }
+
+  /**
+   * True when the connection may send a command a second time after its reply was lost (a
+   * cluster, or a client that resends): an add must then say which attempt it is (keys.ts
+   * `addAttempt`), or its resend would answer "duplicate" for its own jobs.
+   */
+  get mayResend(): boolean {
+    return !this.tracking;
   }
 
   /** Sends a command (or a script call) through `send`, failing it if the connection drops first. */

@@ -59,6 +59,9 @@
  *   wc            ZSET  flow parents waiting for their children (state wc), by seq
  *   fc:<id>       HASH  a flow parent's children: "<position>" -> "<queue>\n<id>\n<name>", and once a
  *                       child settled "o<position>" -> its outcome JSON (see _common.lua, Flows)
+ *   added:<token> STRING the reply of one add (enqueue or flow) sent over a connection that may send it
+ *                       twice, JSON, expiring after ADD_ATTEMPT_MEMORY_MS (see attempt_replay in
+ *                       _common.lua): a resend answers what the first run did
  *
  * Compact jobs. A job appended to a fast lane at enqueue (due now, priority 0: the bulk of any
  * backlog) has, while it waits there, no hash of its own: it is one field of a bucket hash,
@@ -165,6 +168,11 @@ export class QueueKeys {
 
   fastLane(name: string): string {
     return `${this.base}f:${name}`;
+  }
+
+  /** Where the add sent under `token` keeps its reply (see attempt_replay in _common.lua). */
+  addAttempt(token: string): string {
+    return `${this.base}added:${token}`;
   }
 }
 

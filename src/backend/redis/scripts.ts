@@ -23,6 +23,7 @@ import { ConveyorError } from "../../core/errors.js";
 import { LAYOUT_VERSION } from "./keys.js";
 import { layoutRefusal } from "./layout-error.js";
 import { helpersFor, parseLuaHelpers } from "./lua-helpers.js";
+import { hashTagOf } from "./slot-migration.js";
 
 export type ScriptName =
   | "enqueue"
@@ -119,10 +120,35 @@ const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
   layout: "none",
 };
 
-/** The Lua that runs the layout guard of a script before its body (nothing for `none`). */
-function guardLine(name: ScriptName): string {
+/**
+ * The Lua that runs before a script's body: on a cluster it takes the slot probe off the end of
+ * KEYS (see {@link slotProbeKey}), so the body sees exactly its own keys; then the layout guard
+ * (nothing for `none`).
+ */
+function guardLine(name: ScriptName, cluster: boolean): string {
   const guard = LAYOUT_GUARD[name];
-  return guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`;
+  return (cluster ? "table.remove(KEYS)\n" : "") + (guard === "none" ? "" : `layout_guard(KEYS[1], ${guard === "stamp"})\n`);
+}
+
+/**
+ * The slot probe of a script call on a cluster: a key in the slot of the script's first key that
+ * never exists, named as the call's last key.
+ *
+ * While a slot is being moved (redis-cli --cluster reshard: MIGRATE a few keys at a time), some of a
+ * queue's keys are on the source node and the rest on the target (all of them share the slot: the
+ * `{queue}` hash tag). A script whose named keys were all still on one side ran there, and failed at
+ * the first unnamed key that had left ("Script attempted to access a non local key"), keeping what
+ * it wrote before (Redis does not roll a script back): a rescue took a job out of `active` and
+ * stopped before requeueing it. On the target (after an ASK) a key not yet arrived read as missing.
+ * Redis refuses a call that names a missing key while its slot is open, before running it: ASK from
+ * the source, TRYAGAIN from the target for several keys with one missing. A key that never exists
+ * is always missing, so every script of the slot is refused on both sides until the move ends, with
+ * nothing written; the caller sees the slot-migration refusal it already handles (slot-migration.ts).
+ * On a slot that is not moving a missing key changes nothing. The key hashes to the first key's slot:
+ * the hash tag is that key's tag, or the whole key when it has none.
+ */
+export function slotProbeKey(firstKey: string): string {
+  return `{${hashTagOf(firstKey)}}:conveyor-slot-probe`;
 }
 
 /**
@@ -136,11 +162,22 @@ function withIncludes(source: string, dir: URL): string {
   return source.replace(INCLUDE_LINE, (_line, file: string, name: string) => `local function ${name}()\n${readFileSync(new URL(file, dir), "utf8")}\nend`);
 }
 
+/**
+ * How long an add (enqueue, flow) sent over a connection that may resend it keeps its reply for a
+ * resend to answer, ms (attempt_replay in lua/_common.lua). It must outlast the client's resend:
+ * ioredis' Cluster resends within its redirection budget (16 tries, seconds). Costs one small key
+ * (about 170 bytes of Redis memory) per such call for this long.
+ */
+export const ADD_ATTEMPT_MEMORY_MS = 300_000;
+
+/** Scripts that take one more key than their file name says: the add's attempt key (keys.ts `addAttempt`). */
+const ATTEMPT_KEYED: ReadonlySet<ScriptName> = new Set(["enqueue", "flow"]);
+
 /** A value Redis accepts as a script argument. */
 export type ScriptArg = string | number;
 
-/** The two script sets, by whether they write the event log; each read once per process. */
-const cache = new Map<boolean, ReadonlyMap<ScriptName, Script>>();
+/** The script sets, by whether they write the event log and run on a cluster; each read once per process. */
+const cache = new Map<string, ReadonlyMap<ScriptName, Script>>();
 
 /**
  * Reads the scripts next to this module (once per process and set). The package build copies the
@@ -150,9 +187,12 @@ const cache = new Map<boolean, ReadonlyMap<ScriptName, Script>>();
  * `local EVENT_LOG = false`, which makes `log_event` (lua/_common.lua) write nothing. The two
  * sets have different SHAs, so processes on one Redis with different settings never share a
  * script; one prefix has one setting (RedisBackend checks it against the prefix's record).
+ * `cluster` (a Redis Cluster connection): every script first takes the slot probe off its KEYS
+ * (see {@link slotProbeKey}).
  */
-export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
-  const cached = cache.get(eventLog);
+export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<ScriptName, Script> {
+  const setName = `${String(eventLog)} ${String(cluster)}`;
+  const cached = cache.get(setName);
   if (cached !== undefined) return cached;
   const dir = new URL("./lua/", import.meta.url);
   let files: string[];
@@ -175,9 +215,9 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
     }
     const name = match[1]! as ScriptName;
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
-    const body = `${guardLine(name)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
+    const body = `${guardLine(name, cluster)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     // Only the helpers this script uses: Redis builds every helper again on each call (lua-helpers.ts).
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\n${helpersFor(helpers, body)}\n${body}`;
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${helpersFor(helpers, body)}\n${body}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
@@ -185,7 +225,7 @@ export function loadScripts(eventLog = true): ReadonlyMap<ScriptName, Script> {
       flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source}`),
     });
   }
-  cache.set(eventLog, scripts);
+  cache.set(setName, scripts);
   return scripts;
 }
 
@@ -217,16 +257,20 @@ export class ScriptRunner {
   async run(name: ScriptName, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
     const script = this.scripts.get(name);
     if (script === undefined) throw new ConveyorError(`no Redis script named ${name}; the lua folder is incomplete`);
-    if (keys.length !== script.numberOfKeys) {
+    const attemptKeyed = ATTEMPT_KEYED.has(name) && keys.length === script.numberOfKeys + 1;
+    if (keys.length !== script.numberOfKeys && !attemptKeyed) {
       throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
     }
     const { sha, source } = this.flagged ? script.flagged : script.plain;
     // One array, built once and never spread into a call: a bulk enqueue has far more arguments
-    // than a JS call stack can take. Its first element is the SHA, or the source on a retry.
-    const command: ScriptArg[] = new Array<ScriptArg>(2 + keys.length + args.length);
+    // than a JS call stack can take. Its first element is the SHA, or the source on a retry. On a
+    // cluster the slot probe (slotProbeKey) is the last key.
+    const keyCount = this.cluster ? keys.length + 1 : keys.length;
+    const command: ScriptArg[] = new Array<ScriptArg>(2 + keyCount + args.length);
     command[0] = sha;
-    command[1] = script.numberOfKeys;
+    command[1] = keyCount;
     for (let i = 0; i < keys.length; i++) command[2 + i] = keys[i]!;
+    if (this.cluster) command[2 + keys.length] = slotProbeKey(keys[0] ?? "");
     for (let i = 0; i < args.length; i++) {
       const arg = args[i]!;
       // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what
@@ -234,7 +278,7 @@ export class ScriptRunner {
       if (!(typeof arg === "string" || (typeof arg === "number" && Number.isFinite(arg)))) {
         throw new ConveyorError(`${script.fullName} argument ${i + 1} is ${String(arg)}, not a string or finite number; nothing was written`);
       }
-      command[2 + keys.length + i] = arg;
+      command[2 + keyCount + i] = arg;
     }
     try {
       try {

@@ -397,6 +397,25 @@ local function compact_remove(t, id, key)
   end
 end
 
+-- ── Adds sent twice ───────────────────────────────────────────────────────────────────────
+-- A connection that resends a command whose reply was lost with it (ioredis' Cluster after a
+-- master dies, or a client with autoResendUnfulfilledCommands) runs an add a second time when the
+-- first ran: that run would find its own jobs and answer "duplicate" for ids nobody else used. Such
+-- an add names an attempt key (<base>added:<token>, one token per call): its first run keeps its
+-- reply there, for ADD_ATTEMPT_MEMORY_MS (prepended by scripts.ts), and a resend answers that reply
+-- without doing anything else. `key` nil: a connection that never resends, nothing is kept.
+local function attempt_replay(key)
+  if not key then return nil end
+  local kept = redis.call('GET', key)
+  if kept then return cjson.decode(kept) end
+  return nil
+end
+
+local function attempt_keep(key, reply)
+  if key then redis.call('SET', key, cjson.encode(reply), 'PX', ADD_ATTEMPT_MEMORY_MS) end
+  return reply
+end
+
 -- Tells subscribed workers that `queue` has claimable jobs (channel '' = wake-ups disabled).
 local function wake(channel, queue)
   if channel ~= '' then redis.call('PUBLISH', channel, queue) end

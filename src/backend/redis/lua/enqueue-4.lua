@@ -16,6 +16,8 @@
   KEYS[2] sched    <base>sched
   KEYS[3] idx      <base>idx
   KEYS[4] names    <base>names
+  KEYS[5] (optional) attempt key <base>added:<token>, when the connection may send this call twice:
+          a second run answers the first one's reply (attempt_replay in _common.lua)
   ARGV[1] now in ms, or '' for Redis TIME
   ARGV[2] wake-up channel, or '' for none
   ARGV[3] queue name (the wake-up message: "<queue>" when jobs are claimable now, and
@@ -33,6 +35,9 @@
   1 duplicate, or "<dropped|extended|replaced> <id>" for a job an open dedup window took in.
 ]]
 local meta, sched, idx, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local attempt = KEYS[5]
+local replayed = attempt_replay(attempt)
+if replayed then return replayed end
 local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
 local windows = tonumber(ARGV[5])
@@ -170,4 +175,4 @@ for name in pairs(newNames) do nameList[#nameList + 1] = name end
 if #nameList > 0 then call_chunked('SADD', names, nameList, 1) end
 if due or replacedDue then wake(ARGV[2], ARGV[3]) end
 if firstRunAt then wake(ARGV[2], ARGV[3] .. ' ' .. int(firstRunAt - now)) end
-return result
+return attempt_keep(attempt, result)

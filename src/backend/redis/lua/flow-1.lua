@@ -7,6 +7,8 @@
   that leaves its root's queue.
 
   KEYS[1] meta of the root's queue (<base>meta), for routing
+  KEYS[2] (optional) attempt key <base>added:<token> in the root's queue, when the connection may
+          send this call twice: a second run answers the first one's reply (attempt_replay in _common.lua)
   ARGV[1] now in ms, or '' for Redis TIME
   ARGV[2..] 14 values per job, parents before their children: key base ("<prefix>:{<queue>}:"),
             queue, id, name, payload JSON, priority, run_at ms or '' (then now + delay), delay ms,
@@ -16,6 +18,9 @@
   Returns one integer per job, in input order: 0 stored (or, when any was a duplicate, would have
   been), 1 duplicate.
 ]]
+local attempt = KEYS[2]
+local replayed = attempt_replay(attempt)
+if replayed then return replayed end
 local now = now_ms(ARGV[1])
 local N, FIRST = 14, 2
 local count = (#ARGV - 1) / N
@@ -76,4 +81,4 @@ for i = 0, count - 1 do
 end
 for queue, base in pairs(woken) do wake(channel_of(base), queue) end
 for queue, at in pairs(later) do wake(channel_of(at[1]), queue .. ' ' .. int(at[2] - now)) end
-return flags
+return attempt_keep(attempt, flags)

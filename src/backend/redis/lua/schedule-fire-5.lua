@@ -25,6 +25,8 @@ if last ~= ARGV[3] then return {0} end
 local tick = ARGV[4]
 if last ~= '' and tonumber(last) >= tonumber(tick) then return {0} end
 for _ = 1, 4 do table.remove(ARGV, 1) end
+-- The included enqueue reads a fifth key as its attempt key (enqueue-4.lua): a firing has none.
+table.remove(KEYS, 5)
 local answer = {1}
 if #ARGV > 0 then
   for _, flag in ipairs(enqueue_jobs()) do answer[#answer + 1] = flag end
