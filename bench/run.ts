@@ -10,6 +10,7 @@
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]` (bench/pg-ab.ts: main's backend against this tree's)
  * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
+ * `npm run bench -- --backend postgres --wal-breakdown [--jobs 10000]` (bench/pg-wal-breakdown.ts: WAL per relation)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, rabbitmq races raw amqplib and BullMQ, side by side on
@@ -58,6 +59,7 @@ const { values } = parseArgs({
     explain: { type: "boolean", default: false },
     scale: { type: "boolean", default: false },
     "event-log-cost": { type: "boolean", default: false },
+    "wal-breakdown": { type: "boolean", default: false },
     sizes: { type: "string", default: "10000,100000,1000000" },
     backlog: { type: "string", default: "100000" },
     ab: { type: "boolean", default: false },
@@ -92,6 +94,16 @@ if (values["event-log-cost"]) {
   }
   const { main } = await import("./pg-event-log.js");
   await main({ jobs: Number(values.jobs), runs: Number(values.runs) });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values["wal-breakdown"]) {
+  if (values.backend !== "postgres") {
+    console.error("--wal-breakdown reads PostgreSQL's WAL per relation: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-wal-breakdown.js");
+  await main({ jobs: values.jobs === "20000" ? 10_000 : Number(values.jobs) });
   process.exit(process.exitCode ?? 0);
 }
 
