@@ -45,6 +45,7 @@ backendSuite("postgres, event log off", {
     eventLog: false,
     jobFlowKeys: true,
     completeAndClaim: true,
+    claimMarksBuffered: true,
   },
   make: (clock) => {
     current = schemas.create("evoffc");

@@ -48,6 +48,7 @@ backendSuite("postgres", {
     eventLog: true,
     jobFlowKeys: true,
     completeAndClaim: true,
+    claimMarksBuffered: true,
   },
   make,
   openSecond: (clock) => open(currentSchema(), clock),

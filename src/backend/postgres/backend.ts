@@ -285,7 +285,10 @@ interface EventRow extends EventLogRow {
 }
 
 /** One row of the jobs table as the statements return it (pg parses the JSON columns). */
-type JobRow = SqlJobRow;
+type JobRow = SqlJobRow & {
+  /** claim.sql only: the claim recorded the job as buffered (ClaimRequest.startsAtOnce). */
+  marked_buffered?: boolean;
+};
 
 interface ObservedJobRow extends JobRow {
   observed_at: number;
@@ -354,6 +357,7 @@ export class PostgresBackend implements Backend {
     eventLog: true,
     jobFlowKeys: true,
     completeAndClaim: true,
+    claimMarksBuffered: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -755,7 +759,7 @@ export class PostgresBackend implements Backend {
    */
   private claimParams(request: ClaimRequest, limit: number): unknown[] {
     const { id, host, pid } = request.worker;
-    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false];
+    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false, request.startsAtOnce ?? null];
   }
 
   /**
@@ -1420,6 +1424,7 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
     job: toRecord(row, row.started_at!),
     lease: { jobId: row.id, token: row.lease_token },
     leaseExpiresAt: row.lease_expires_at!,
+    ...(row.marked_buffered === true ? { markedBuffered: true } : {}),
   }));
 }
 
