@@ -627,6 +627,8 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
         await waitFor(() => w.activeCount === 1 && w.bufferedCount === 1, { description: "one running, one buffered" });
         releaseFirst();
         await waitFor(() => ran.length === 2 && startedMarks === 1, { description: "the buffered job started, and marked so" });
+        // The first job's completion goes out in the settler's next batch: wait until the store has it.
+        await waitFor(async () => (await backend.get(ids[0]!))?.state === "completed", { description: "the first job completed in the store" });
         dead = true;
         clock.advance(1_001);
         const rescued = await backend.rescueExpired({ maxStalls: 1 });
