@@ -175,6 +175,22 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(await eventTriggers(other)).toBe(2);
   });
 
+  it("turned back on by deleting the record while no process runs: the next process with the log on restores the triggers", async () => {
+    const schema = schemas.create("evback");
+    const off = backend({ schema, eventLog: false });
+    await off.migrate();
+    await off.close();
+    expect(await eventTriggers(schema)).toBe(0);
+    await admin.query(`DELETE FROM ${pg.escapeIdentifier(schema)}.settings WHERE name = 'event_log'`);
+    const on = backend({ schema });
+    await on.migrate();
+    expect(await eventTriggers(schema)).toBe(2);
+    const start = await on.latestEventCursor();
+    await enqueueOne(on);
+    expect(await eventRows(schema)).toBe(1);
+    expect(start).toMatch(/^\d+-0$/);
+  });
+
   it("a schema holding jobs from before the setting existed is recorded as on", async () => {
     const schema = schemas.create("evold");
     const quoted = pg.escapeIdentifier(schema);

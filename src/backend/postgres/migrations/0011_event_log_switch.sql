@@ -23,11 +23,13 @@ SELECT 'event_log', 'on'
 WHERE EXISTS (SELECT 1 FROM {{schema}}.jobs) OR EXISTS (SELECT 1 FROM {{schema}}.events);
 
 -- Records `wanted` ('on' or 'off') unless a setting is recorded already, and returns the one
--- recorded; with 'off' recorded, drops the event triggers if they still exist. Concurrent first
+-- recorded; with 'off' recorded, drops the event triggers if they still exist, and with 'on'
+-- recorded creates them (as 0007 did) if they are missing: turning the log back on is deleting
+-- the row while no process runs, then starting one with the log on. Concurrent first
 -- callers: ON CONFLICT makes the later wait for the earlier's commit and then read its value.
 -- SECURITY DEFINER: DROP TRIGGER needs the owner of `jobs` (the role that ran the migrations),
 -- and a worker's role need not be it. Dropping takes an ACCESS EXCLUSIVE lock on `jobs` once per
--- schema: later calls find the triggers gone and take no lock.
+-- schema: later calls find the triggers as the setting wants them and take no lock.
 CREATE FUNCTION {{schema}}.settle_event_log(wanted text) RETURNS text
   LANGUAGE plpgsql
   SECURITY DEFINER
@@ -47,6 +49,18 @@ BEGIN
   ) THEN
     DROP TRIGGER IF EXISTS jobs_events_added ON {{schema}}.jobs;
     DROP TRIGGER IF EXISTS jobs_events_changed ON {{schema}}.jobs;
+  ELSIF stored = 'on' AND (
+    SELECT count(*) FROM pg_trigger
+    WHERE tgrelid = '{{schema}}.jobs'::regclass AND tgname IN ('jobs_events_added', 'jobs_events_changed')
+  ) < 2 THEN
+    DROP TRIGGER IF EXISTS jobs_events_added ON {{schema}}.jobs;
+    DROP TRIGGER IF EXISTS jobs_events_changed ON {{schema}}.jobs;
+    CREATE TRIGGER jobs_events_added AFTER INSERT ON {{schema}}.jobs
+      REFERENCING NEW TABLE AS added_jobs
+      FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.record_added_events();
+    CREATE TRIGGER jobs_events_changed AFTER UPDATE ON {{schema}}.jobs
+      REFERENCING OLD TABLE AS changed_before NEW TABLE AS changed_after
+      FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.record_changed_events();
   END IF;
   RETURN stored;
 END $$;
