@@ -3,8 +3,11 @@
  * /work/main, with its own migrations on its own database) against this tree's, in one process,
  * their runs interleaved (A, B, A, B, …), medians and paired ratios. Figures: bulk enqueue,
  * processing at concurrency 10 with prefetch 500 (bench/postgres.ts' shape), WAL bytes per job
- * in that processing run, and the many-queues claim (bench/pg-scale.ts: ms per claim of 5, one
+ * in that processing run and in the bulk enqueue, and the many-queues claim (bench/pg-scale.ts: ms per claim of 5, one
  * worker naming 1,000 queues).
+ *
+ * A third subject, "this, event log off", is this tree's backend with `eventLog: false`
+ * (PostgresBackendOptions.eventLog): what the event log costs, beside main, in the same run.
  *
  * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]`
  */
@@ -50,6 +53,7 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
   const variants: Variant[] = [
     { name: "main", make: (url) => new mainModule.PostgresBackend({ connectionString: url, logger: silentLogger }) },
     { name: "this branch", make: (url) => new PostgresBackend({ connectionString: url, logger: silentLogger }) },
+    { name: "this, event log off", make: (url) => new PostgresBackend({ connectionString: url, logger: silentLogger, eventLog: false }) },
   ];
   let server: ThrowawayPostgres | null = null;
   let url = process.env.DATABASE_URL;
@@ -77,14 +81,19 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
   };
   try {
     const n = options.jobs;
+    const enqueueWal: number[][] = variants.map(() => []);
     await figure(`bulk enqueue (${n} jobs)`, "jobs/s", (v) =>
-      withBackend(v, (b) => {
+      withBackend(v, async (b, dbUrl) => {
         const q = new Queue("bench", { backend: b });
         const all = noopJobs(0, n);
-        return rate(n, () => q.addBulk(all));
+        const from = await walLsn(dbUrl);
+        const jobsPerS = await rate(n, () => q.addBulk(all));
+        enqueueWal[variants.indexOf(v)]!.push((await walBytesSince(dbUrl, from)) / n);
+        return jobsPerS;
       }),
     );
-    const wal: number[][] = [[], []];
+    rows.push({ label: "WAL per job, bulk enqueue", unit: "bytes", runs: enqueueWal });
+    const wal: number[][] = variants.map(() => []);
     await figure("processing, concurrency 10, prefetch 500", "jobs/s", (v) =>
       withBackend(v, async (b, dbUrl) => {
         const q = new Queue("bench", { backend: b });
@@ -107,12 +116,17 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
   } finally {
     await server?.stop();
   }
-  console.log(`\nMedians of ${options.runs} runs, interleaved; ratio = this branch ÷ main, paired per round.\n`);
-  console.log("| figure | unit | main | this branch | this ÷ main |\n| --- | --- | ---: | ---: | ---: |");
+  const others = variants.slice(1);
+  console.log(`\nMedians of ${options.runs} runs, interleaved; ratios ÷ main, paired per round.\n`);
+  console.log(
+    `| figure | unit | ${variants.map((v) => v.name).join(" | ")} | ${others.map((v) => `${v.name} ÷ main`).join(" | ")} |\n` +
+      `| --- | --- |${" ---: |".repeat(variants.length + others.length)}`,
+  );
   for (const r of rows) {
-    console.log(`| ${r.label} | ${r.unit} | ${fmt(median(r.runs[0]!))} | ${fmt(median(r.runs[1]!))} | ${pairedRatio(r.runs[1]!, r.runs[0]!).toFixed(2)}x |`);
+    const ratios = others.map((_, i) => `${pairedRatio(r.runs[i + 1]!, r.runs[0]!).toFixed(2)}x`);
+    console.log(`| ${r.label} | ${r.unit} | ${r.runs.map((x) => fmt(median(x))).join(" | ")} | ${ratios.join(" | ")} |`);
   }
   console.log("\nEvery run:");
-  for (const r of rows) console.log(`  ${r.label}: main ${r.runs[0]!.map(fmt).join(" / ")}; this branch ${r.runs[1]!.map(fmt).join(" / ")}`);
+  for (const r of rows) console.log(`  ${r.label}: ${variants.map((v, i) => `${v.name} ${r.runs[i]!.map(fmt).join(" / ")}`).join("; ")}`);
   console.log(`\nLoad average at start ${formatLoad(loadStart)}, at end ${formatLoad(loadavg())}.`);
 }

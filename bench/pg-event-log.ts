@@ -173,7 +173,7 @@ async function explainStatements(store: Store): Promise<void> {
       ids.map((_, i) => ({ i })),
     ),
   );
-  await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
+  await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null]);
   const { rows } = await store.client.query<{ id: string; lease_token: string }>(
     "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
   );
@@ -225,7 +225,7 @@ async function triggerTimes(stores: readonly Store[]): Promise<void> {
     for (const [s, n] of chunks(20_000, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
     await store.client.query("VACUUM ANALYZE conveyor.jobs");
     const sql = statements(store.backend);
-    const claimArgs = [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false];
+    const claimArgs = [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null];
     // A batch claimed for good, for the completions to settle (each rolled back).
     await store.client.query(sql.claim!, claimArgs);
     const { rows } = await store.client.query<{ id: string; lease_token: string }>(

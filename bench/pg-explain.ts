@@ -122,7 +122,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
         specs.map((s) => s.data),
       ),
     );
-    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
+    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null]);
     const claimed = await client.query<{ id: string; lease_token: string }>(
       "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
     );
@@ -144,7 +144,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     ]);
     if (sql["complete-and-claim"] !== undefined) {
       // Complete-and-claim in one statement (what the worker sends when it wants more work).
-      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false]);
+      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null]);
       const again = await client.query<{ id: string; lease_token: string }>(
         "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
       );
@@ -161,6 +161,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
         "host",
         1,
         false,
+        null,
       ]);
     }
     const t0 = performance.now();

@@ -93,9 +93,10 @@ async function settled(url: string, sql: string): Promise<void> {
   while ((await Databases.count(url, sql)) > 0) await sleep(10);
 }
 
-function conveyor(dbs: Databases): Subject {
+/** Conveyor as configured by default, or (`eventLog` false) with the schema's event log off (PostgresBackendOptions.eventLog). */
+function conveyor(dbs: Databases, eventLog = true): Subject {
   const withFreshBackend: WithFreshBackend = async (fn) => {
-    const backend = new PostgresBackend({ connectionString: await dbs.create("conveyor"), logger: silentLogger });
+    const backend = new PostgresBackend({ connectionString: await dbs.create("conveyor"), logger: silentLogger, eventLog });
     try {
       await backend.migrate();
       return await fn(backend);
@@ -104,16 +105,16 @@ function conveyor(dbs: Databases): Subject {
     }
   };
   return {
-    name: "Conveyor",
+    name: eventLog ? "Conveyor" : "Conveyor, event log off",
     // `prefetch`, its documented setting for many short jobs, at graphile-worker's local queue
     // size; completions made in the same tick already go out as one statement (its settler).
     ...conveyorThroughput(withFreshBackend, PREFETCH),
     async latency(samples) {
       const url = await dbs.create("conveyor");
-      const workerBackend = new PostgresBackend({ connectionString: url, logger: silentLogger });
+      const workerBackend = new PostgresBackend({ connectionString: url, logger: silentLogger, eventLog });
       await workerBackend.migrate();
       // A second pool: the wake-up has to travel through PostgreSQL's NOTIFY.
-      return conveyorLatency(workerBackend, new PostgresBackend({ connectionString: url, logger: silentLogger }), samples);
+      return conveyorLatency(workerBackend, new PostgresBackend({ connectionString: url, logger: silentLogger, eventLog }), samples);
     },
   };
 }
@@ -308,7 +309,9 @@ export async function main(sizes: BenchSizes): Promise<void> {
         `${peerVersions(["graphile-worker", "pg-boss"])}; ${sizes.jobs} jobs; ${machineLine()}\n`,
     );
     // The floor last: its column and the fractions of it follow the peers (bench/pg-floor.ts).
-    const subjects = [conveyor(dbs), graphileWorker(dbs), pgBoss(dbs), floorSubject(() => dbs.create("floor"), PREFETCH)];
+    // "Conveyor, event log off" right after Conveyor: its column is the switch's effect, and
+    // graphile-worker's ratio to it is Conveyor's with the log off.
+    const subjects = [conveyor(dbs), conveyor(dbs, false), graphileWorker(dbs), pgBoss(dbs), floorSubject(() => dbs.create("floor"), PREFETCH)];
     const report = await runSideBySide(subjects, sizes);
     console.log("");
     printReport(subjects, report);

@@ -14,6 +14,7 @@
  * `npm run bench -- --backend sqlite --ab [--main /work/main] [--runs 3]` (bench/sqlite.ts: main's SqliteBackend beside this tree's)
  * `npm run bench -- --backend sqlite --ab --cpu [--main /work/main] [--jobs 20000] [--runs 5]` (bench/sqlite-cpu.ts: CPU seconds per job)
  * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
+ * `npm run bench -- --backend postgres --wal-breakdown [--jobs 10000]` (bench/pg-wal-breakdown.ts: WAL per relation)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, rabbitmq races raw amqplib and BullMQ, side by side on
@@ -63,6 +64,7 @@ const { values } = parseArgs({
     explain: { type: "boolean", default: false },
     scale: { type: "boolean", default: false },
     "event-log-cost": { type: "boolean", default: false },
+    "wal-breakdown": { type: "boolean", default: false },
     sizes: { type: "string", default: "10000,100000,1000000" },
     retained: { type: "string", default: "0" },
     only: { type: "string", default: "" },
@@ -115,6 +117,16 @@ if (values.ab && values.backend === "sqlite") {
   // 3 runs unless --runs is given (the general default of 5 is for one subject per backend).
   const runs = process.argv.includes("--runs") ? Number(values.runs) : 3;
   await main({ jobs: Number(values.jobs), single: Number(values.single), samples: Number(values.samples), runs }, { abMain: values.main });
+  process.exit(process.exitCode ?? 0);
+}
+
+if (values["wal-breakdown"]) {
+  if (values.backend !== "postgres") {
+    console.error("--wal-breakdown reads PostgreSQL's WAL per relation: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { main } = await import("./pg-wal-breakdown.js");
+  await main({ jobs: values.jobs === "20000" ? 10_000 : Number(values.jobs) });
   process.exit(process.exitCode ?? 0);
 }
 

@@ -153,6 +153,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     names: unique(request.names, "job"),
     limit: intInRange("claim limit", request.limit, 1, MAX_CLAIM_LIMIT),
     leaseMs: positiveMs("leaseMs", request.leaseMs),
+    ...(request.startsAtOnce === undefined ? {} : { startsAtOnce: intInRange("startsAtOnce", request.startsAtOnce, 0, MAX_CLAIM_LIMIT) }),
   });
   const checkFailures = (items: readonly Failure[]): Failure[] => items.map((item) => ({ ...item, retryDelayMs: retryDelayMs(item.retryDelayMs) }));
   const idempotency: Backend["idempotency"] = {

@@ -171,6 +171,12 @@ export interface Capabilities extends StoreFeatures {
    * call (one round trip, one commit). Absent means false.
    */
   completeAndClaim?: boolean;
+  /**
+   * A claim records the jobs beyond `ClaimRequest.startsAtOnce` as held unstarted in the prefetch
+   * buffer (what `markBuffered(…, true)` records) in its own write, and says so in
+   * `ClaimedJob.markedBuffered`: the worker sends no separate mark for them. Absent means false.
+   */
+  claimMarksBuffered?: boolean;
 }
 
 /** Any client with a `query(text, params)` method: pg's Client/PoolClient, and adapters for others. */
@@ -252,6 +258,14 @@ export interface ClaimRequest {
    * Default: none.
    */
   onThrottle?: (throttle: ClaimThrottle) => void;
+  /**
+   * How many of the claimed jobs, the first in claim order, the worker starts at once; the others
+   * wait unstarted in its prefetch buffer. Stores with `capabilities.claimMarksBuffered` record
+   * those others as buffered with the claim (see `markBuffered`) and set
+   * `ClaimedJob.markedBuffered`; other stores ignore it. An integer from 0 to `limit`. Default:
+   * none recorded (every claimed job counts as started, as after `markBuffered(…, false)`).
+   */
+  startsAtOnce?: number;
 }
 
 /** See `Backend.holdQueue`. */
@@ -281,6 +295,12 @@ export interface ClaimedJob {
   lease: Lease;
   /** When the lease expires, store clock, ms since epoch. */
   leaseExpiresAt: number;
+  /**
+   * The claim recorded this job as buffered (`ClaimRequest.startsAtOnce`,
+   * `capabilities.claimMarksBuffered`): its start must be marked (`markBuffered(…, false)`).
+   * Absent: not recorded.
+   */
+  markedBuffered?: boolean;
 }
 
 export interface HeartbeatResult {

@@ -7,6 +7,7 @@
 import type { Backend } from "./contract.js";
 import type { Clock } from "../core/clock.js";
 import { ConveyorError, InvalidInputError } from "../core/errors.js";
+import { eventLogUrlParam } from "./event-log-switch.js";
 
 /** Options of {@link openBackend}. */
 export interface OpenBackendOptions {
@@ -16,7 +17,7 @@ export interface OpenBackendOptions {
 
 const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
-  "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME], " +
+  "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME&eventLog=off], " +
   "redis://[user:password@]host:6379[/db][?prefix=NAME&eventLog=off] (rediss:// for TLS), " +
   "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
   "amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS), " +
@@ -155,12 +156,15 @@ async function migrated(backend: Backend): Promise<Backend> {
  * out of the URL before node-postgres reads it; every other parameter (sslmode, …) is pg's.
  */
 async function openPostgres(url: string, options: OpenBackendOptions): Promise<Backend> {
-  const { url: connectionString, value: schema } = takeParam(url, "schema");
+  const { url: withoutSchema, value: schema } = takeParam(url, "schema");
+  const { url: connectionString, value: eventLogParam } = takeParam(withoutSchema, "eventLog");
+  const eventLog = eventLogUrlParam(eventLogParam);
   const { PostgresBackend } = await importDriver(() => import("./postgres/index.js"), /['"]pg['"]/, "the PostgreSQL backend", "pg@8");
   return migrated(
     new PostgresBackend({
       connectionString,
       ...(schema !== undefined ? { schema } : {}),
+      ...(eventLog !== undefined ? { eventLog } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );
@@ -178,9 +182,7 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
   const { url: withoutWait, value: waitReplicas } = takeParam(withoutPrefix, "wait_replicas");
   const { url: withoutTimeout, value: waitTimeout } = takeParam(withoutWait, "wait_timeout_ms");
   const { url: connection, value: eventLogParam } = takeParam(withoutTimeout, "eventLog");
-  if (eventLogParam !== undefined && eventLogParam !== "on" && eventLogParam !== "off") {
-    throw new InvalidInputError(`?eventLog= takes on or off; got ${JSON.stringify(eventLogParam.slice(0, 20))}`);
-  }
+  const eventLog = eventLogUrlParam(eventLogParam);
   const { RedisBackend } = await importDriver(() => import("./redis/index.js"), /['"]ioredis['"]/, "the Redis backend", "ioredis@5");
   const waitForReplicas =
     waitReplicas !== undefined ? { replicas: Number(waitReplicas), ...(waitTimeout !== undefined ? { timeoutMs: Number(waitTimeout) } : {}) } : undefined;
@@ -189,7 +191,7 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
       connection,
       ...(prefix !== undefined ? { prefix } : {}),
       ...(waitForReplicas ? { waitForReplicas } : {}),
-      ...(eventLogParam !== undefined ? { eventLog: eventLogParam === "on" } : {}),
+      ...(eventLog !== undefined ? { eventLog } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
     }),
   );

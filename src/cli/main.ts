@@ -16,7 +16,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv
 
 const DB_URLS = `--db URL (default: the CONVEYOR_DB environment variable) is one of:
   sqlite:PATH                                   an SQLite file (created and migrated on first use)
-  postgres://USER:PASS@HOST/DB[?schema=NAME]    PostgreSQL (schema default: conveyor)
+  postgres://USER:PASS@HOST/DB[?schema=NAME&eventLog=off]    PostgreSQL (schema default: conveyor; event log default on)
   redis://[:PASS@]HOST:PORT[/DB][?prefix=NAME&eventLog=off]  Redis with maxmemory-policy noeviction (prefix default: conveyor; event log default on)`;
 
 const USAGE = `conveyor — durable background jobs

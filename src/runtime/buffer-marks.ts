@@ -47,6 +47,15 @@ export class BufferMarks {
     this.flush();
   }
 
+  /**
+   * The store recorded these leases as buffered with the claim itself
+   * (`capabilities.claimMarksBuffered`): nothing to send now, their start when they start.
+   */
+  bufferedByClaim(leases: readonly Lease[]): void {
+    if (!this.enabled) return;
+    for (const lease of leases) this.sentBuffered.add(key(lease));
+  }
+
   /** The lease left the buffer without starting (released, lost): nothing more to send for it. */
   forget(lease: Lease): void {
     const k = key(lease);

@@ -94,14 +94,25 @@ export class LeaseKeeper {
   accept(claimed: readonly ClaimedJob[], requestSentAt: number): Hold[] {
     const holds = claimed.map((c): Hold => ({ claimed: c, deadline: requestSentAt + this.o.leaseMs }));
     this.buffer.push(...holds);
+    this.marks.bufferedByClaim(claimed.filter((c) => c.markedBuffered === true).map((c) => c.lease));
     return holds;
+  }
+
+  /**
+   * For a claim about to be sent with `freeSlots` slots free: how many of its jobs will start at
+   * once (`ClaimRequest.startsAtOnce`), when this keeper marks buffered jobs and the store can
+   * record them with the claim; undefined otherwise (the store then marks none).
+   */
+  startsAtOnce(freeSlots: number): number | undefined {
+    return this.marks.enabled && this.o.backend.capabilities.claimMarksBuffered === true ? Math.max(0, freeSlots) : undefined;
   }
 
   /** Of `holds`, the ones the free slots did not take stay buffered: the store is told so. */
   noteBuffered(holds: readonly Hold[]): void {
     if (holds.length === 0 || this.buffer.length === 0) return;
     const waiting = new Set(this.buffer);
-    this.marks.buffered(holds.filter((h) => waiting.has(h)).map((h) => h.claimed.lease));
+    // Those the claim recorded as buffered already are not sent again.
+    this.marks.buffered(holds.filter((h) => waiting.has(h) && h.claimed.markedBuffered !== true).map((h) => h.claimed.lease));
   }
 
   /**

@@ -521,7 +521,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private claimRequest(room: number, now: number): ClaimRequest | null {
     const queues = this.throttle.open(this.queues, now);
     if (queues.length === 0) return null;
-    return {
+    const request: ClaimRequest = {
       queues,
       names: this.jobNames,
       worker: this.identity,
@@ -529,6 +529,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       leaseMs: this.leaseMs,
       onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
     };
+    // The free slots take the first jobs; the store may record the rest as buffered (LeaseKeeper).
+    const startsAtOnce = this.leases.startsAtOnce(Math.min(room, this.concurrency - this.busySlots));
+    return startsAtOnce === undefined ? request : { ...request, startsAtOnce };
   }
 
   /**

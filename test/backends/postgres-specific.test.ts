@@ -561,6 +561,7 @@ describe("PostgresBackend", () => {
       eventLog: true,
       jobFlowKeys: true,
       completeAndClaim: true,
+      claimMarksBuffered: true,
     });
     await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
     expect((await b.stats("q"))[0]?.counts.waiting).toBe(1);

@@ -92,5 +92,48 @@ export function stallBlameTests(t: SuiteContext): void {
         expect(await mustGet(t.b, second)).toMatchObject({ stalls: 0 });
       },
     );
+
+    // capabilities.claimMarksBuffered: the claim itself records the jobs beyond startsAtOnce as buffered.
+    itNeeds(
+      t,
+      ["jobRecords", "clockDriven"],
+      t.factory.capabilities.claimMarksBuffered !== true,
+    )("a claim with startsAtOnce records the jobs after the first ones as buffered, and says which [claimMarksBuffered]", async () => {
+      const ids = [await enqueueOne(t.b, { attempts: 100 }), await enqueueOne(t.b, { attempts: 100 }), await enqueueOne(t.b, { attempts: 100 })];
+      const w = worker("prefetching");
+      const claimed = await t.b.claim({ queues: ["q"], names: ["job"], worker: w, limit: 3, leaseMs: 1_000, startsAtOnce: 1 });
+      expect(claimed.map((c) => [c.job.id, c.markedBuffered === true])).toEqual([
+        [ids[0], false],
+        [ids[1], true],
+        [ids[2], true],
+      ]);
+      // Its worker dies: only the job it had started is blamed; the buffered ones are excused.
+      t.clock.advance(1_001);
+      const rescued = await t.b.rescueExpired({ maxStalls: 1 });
+      expect(Object.fromEntries(rescued.map((r) => [r.id, r.state]))).toEqual({ [ids[0]!]: "dead", [ids[1]!]: "waiting", [ids[2]!]: "waiting" });
+      expect((await mustGet(t.b, ids[1]!)).stalls).toBe(0);
+      // A buffered job marked started counts again; startsAtOnce 0 marks every job, and a
+      // startsAtOnce beyond the jobs claimed marks none.
+      const again = await t.b.claim({ queues: ["q"], names: ["job"], worker: worker("second"), limit: 2, leaseMs: 1_000, startsAtOnce: 0 });
+      expect(again.map((c) => c.markedBuffered === true)).toEqual([true, true]);
+      await mark(t.b, [again[0]!.lease], false);
+      t.clock.advance(1_001);
+      const second = await t.b.rescueExpired({ maxStalls: 1 });
+      expect(Object.fromEntries(second.map((r) => [r.id, r.state]))).toEqual({ [ids[1]!]: "dead", [ids[2]!]: "waiting" });
+      const last = await t.b.claim({ queues: ["q"], names: ["job"], worker: worker("third"), limit: 5, leaseMs: 1_000, startsAtOnce: 5 });
+      expect(last.map((c) => [c.job.id, c.markedBuffered === true])).toEqual([[ids[2], false]]);
+    });
+
+    itNeeds(
+      t,
+      ["jobRecords"],
+      t.factory.capabilities.claimMarksBuffered === true,
+    )("a store without claimMarksBuffered ignores startsAtOnce: no claimed job is marked buffered", async () => {
+      await enqueueOne(t.b);
+      await enqueueOne(t.b);
+      const claimed = await t.b.claim({ queues: ["q"], names: ["job"], worker: worker("w"), limit: 2, leaseMs: 30_000, startsAtOnce: 0 });
+      expect(claimed).toHaveLength(2);
+      expect(claimed.filter((c) => c.markedBuffered !== undefined)).toEqual([]);
+    });
   });
 }

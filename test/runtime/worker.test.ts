@@ -555,6 +555,8 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
         // A worker whose heartbeats stop (it died), and whose buffered marks the test can see land.
         let dead = false;
         let marksLanded = 0;
+        // A store that records the buffered jobs with the claim itself (claimMarksBuffered) is sent no such mark.
+        const marksExpected = backend.capabilities.claimMarksBuffered === true ? 0 : 1;
         const dying = new Proxy(backend, {
           get(target, prop) {
             if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
@@ -579,13 +581,58 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
           handlers: { job: (job) => (ran.push(job.id), new Promise(() => undefined)) },
         });
         const ids = (await queue.addBulk(Array.from({ length: 4 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
-        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 3 && marksLanded === 1, { description: "one running, three buffered and marked" });
+        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 3 && marksLanded === marksExpected, {
+          description: "one running, three buffered and marked",
+        });
         dead = true;
         clock.advance(1_001);
         const rescued = await backend.rescueExpired({ maxStalls: 1 });
         const running = ran[0]!;
         expect(Object.fromEntries(rescued.map((r) => [r.id, r.state]))).toEqual(Object.fromEntries(ids.map((id) => [id, id === running ? "dead" : "waiting"])));
         for (const id of ids.filter((id) => id !== running)) expect((await backend.get(id))!.stalls).toBe(0);
+        expect(marksLanded).toBe(marksExpected);
+      });
+
+      it("a job that waited in the buffer is marked started when it starts: when the worker dies running it, it is blamed (maxStalls)", async () => {
+        const clock = await onFakeClock();
+        let dead = false;
+        let startedMarks = 0;
+        const dying = new Proxy(backend, {
+          get(target, prop) {
+            if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
+            if (prop === "markBuffered") {
+              return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
+                await target.markBuffered!(...args);
+                if (!args[1]) startedMarks++;
+              };
+            }
+            const value: unknown = Reflect.get(target, prop, target);
+            return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+          },
+        });
+        const ran: string[] = [];
+        let releaseFirst!: () => void;
+        const firstDone = new Promise<void>((r) => (releaseFirst = r));
+        const w = worker({
+          backend: dying,
+          clock,
+          concurrency: 1,
+          prefetch: 1,
+          leaseMs: 1_000,
+          maintenance: false,
+          // The first job finishes when told; the second (it waited in the buffer) never does.
+          handlers: { job: (job) => (ran.push(job.id), ran.length === 1 ? firstDone : new Promise(() => undefined)) },
+        });
+        const ids = (await queue.addBulk(Array.from({ length: 2 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
+        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 1, { description: "one running, one buffered" });
+        releaseFirst();
+        await waitFor(() => ran.length === 2 && startedMarks === 1, { description: "the buffered job started, and marked so" });
+        // The first job's completion goes out in the settler's next batch: wait until the store has it.
+        await waitFor(async () => (await backend.get(ids[0]!))?.state === "completed", { description: "the first job completed in the store" });
+        dead = true;
+        clock.advance(1_001);
+        const rescued = await backend.rescueExpired({ maxStalls: 1 });
+        expect(rescued.map((r) => [r.id, r.state])).toEqual([[ids[1], "dead"]]);
       });
 
       it("sends no buffered marks at concurrency 2 or more, where they could change no verdict: a dead worker's jobs are all excused", async () => {

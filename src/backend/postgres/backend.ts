@@ -84,6 +84,7 @@ import { withoutJit } from "./no-jit.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 import { byClaimOrder, jobRecordFromRow, type SqlJobRow } from "../job-rows.js";
 import { readQueryFiles } from "../query-files.js";
+import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
 export interface PostgresBackendOptions {
@@ -135,6 +136,17 @@ export interface PostgresBackendOptions {
   logger?: Logger;
   /** `application_name` of the connections Conveyor opens, shown in pg_stat_activity. Default `"conveyor"`. */
   applicationName?: string;
+  /**
+   * Keep the durable event log (the `events` table, written by triggers in the statement of each
+   * change): what `queue.events()`, `GET /v1/events` and the event-driven dashboard read. It costs
+   * about a quarter of the WAL bytes per processed job (docs/performance-postgres.md, "Fourth
+   * pass"). With `false` the schema's event triggers are dropped and nothing is written;
+   * `queue.events()` and `GET /v1/events` refuse by name (`capabilities.eventLog` false) and the
+   * dashboard and job event streams poll instead. One setting per schema (migration 0011): the
+   * first process on a schema records it, and a process configured otherwise refuses to start, so
+   * every process on one schema agrees. In URLs: `?eventLog=off`. Default `true`.
+   */
+  eventLog?: boolean;
 }
 
 const DEFAULT_SCHEMA = "conveyor";
@@ -273,7 +285,10 @@ interface EventRow extends EventLogRow {
 }
 
 /** One row of the jobs table as the statements return it (pg parses the JSON columns). */
-type JobRow = SqlJobRow;
+type JobRow = SqlJobRow & {
+  /** claim.sql only: the claim recorded the job as buffered (ClaimRequest.startsAtOnce). */
+  marked_buffered?: boolean;
+};
 
 interface ObservedJobRow extends JobRow {
   observed_at: number;
@@ -342,6 +357,7 @@ export class PostgresBackend implements Backend {
     eventLog: true,
     jobFlowKeys: true,
     completeAndClaim: true,
+    claimMarksBuffered: true,
   });
   readonly idempotency: IdempotencyStore;
   /** The schema holding Conveyor's tables. */
@@ -356,6 +372,8 @@ export class PostgresBackend implements Backend {
   private readonly channel: string;
   private readonly sql: Record<QueryName, string>;
   private readonly statementPrefix: string;
+  /** PostgresBackendOptions.eventLog, checked against the schema's record (settleEventLog). */
+  private readonly eventLogOn: boolean;
   private readonly listeners = new WakeListeners({ start: () => this.notifications.start(), stop: () => void this.notifications.stop() });
   private readonly notifications: NotificationListener;
   private schemaReady = false;
@@ -382,6 +400,8 @@ export class PostgresBackend implements Backend {
     this.logger = given.logger ?? consoleLogger();
     this.prepared = given.preparedStatements ?? true;
     this.statementPrefix = `conveyor.${schema}.`;
+    this.eventLogOn = eventLogOption(given.eventLog);
+    if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
 
     if (given.pool !== undefined) {
       this.pool = given.pool;
@@ -424,7 +444,8 @@ export class PostgresBackend implements Backend {
       this.sql[name] = files[name]
         .replaceAll("{{schema}}", this.quotedSchema)
         .replaceAll("{{channel}}", quotedChannel)
-        .replaceAll("{{job_columns}}", JOB_COLUMNS);
+        .replaceAll("{{job_columns}}", JOB_COLUMNS)
+        .replaceAll("{{event_log}}", String(this.eventLogOn));
     }
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
@@ -447,6 +468,7 @@ export class PostgresBackend implements Backend {
     this.assertOpen();
     try {
       await migrate(this.pool, this.schema, this.quotedSchema);
+      await this.settleEventLog();
     } catch (error) {
       throw asStoreError(error, this.description, isPostgresUnavailable);
     }
@@ -737,7 +759,7 @@ export class PostgresBackend implements Backend {
    */
   private claimParams(request: ClaimRequest, limit: number): unknown[] {
     const { id, host, pid } = request.worker;
-    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false];
+    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false, request.startsAtOnce ?? null];
   }
 
   /**
@@ -875,6 +897,7 @@ export class PostgresBackend implements Backend {
 
   /** Cursors are "<xid>-<seq>" (see migration 0003: the log is read in that order). */
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", "schema");
     const m = /^(\d{1,19})-(\d{1,19})$/.exec(cursor);
     if (!m) throw badEventCursor(cursor);
     const rows = await this.query<EventRow>("read-events", [m[1], m[2], limit]);
@@ -883,11 +906,13 @@ export class PostgresBackend implements Backend {
   }
 
   async latestEventCursor(): Promise<string> {
+    if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", "schema");
     const [row] = await this.query<{ xid: string }>("latest-event-cursor", []);
     return `${row!.xid}-0`;
   }
 
   async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    if (!this.eventLogOn) throw eventLogOffError(this.description, "prune the event log", "schema");
     const p = eventPrunePolicy(policy);
     const [row] = await this.query<{ deleted: number }>("prune-events", [this.nowParam(), p.maxEvents, p.limit, p.maxAgeMs]);
     return row?.deleted ?? 0;
@@ -1313,6 +1338,18 @@ export class PostgresBackend implements Backend {
   }
 
   /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
+  /**
+   * Records this process's event log setting for the schema unless one is recorded, and refuses
+   * to run with a different one (migration 0011's settle_event_log; with 'off' recorded it drops
+   * the event triggers). On the pool directly: `query()` would wait for the schema check.
+   */
+  private async settleEventLog(): Promise<void> {
+    const wanted = this.eventLogOn ? "on" : "off";
+    const { rows } = await this.pool.query<{ stored: string }>(`SELECT ${this.quotedSchema}.settle_event_log($1) AS stored`, [wanted]);
+    const stored = rows[0]?.stored;
+    if (stored !== wanted) throw eventLogMismatchError(`schema "${this.schema}"`, "schema", stored === "on", this.eventLogOn);
+  }
+
   private checkSchema(): Promise<void> {
     this.schemaCheck ??= (async () => {
       const current = await schemaVersion(this.pool, this.quotedSchema).catch((error: unknown) => {
@@ -1321,6 +1358,9 @@ export class PostgresBackend implements Backend {
       const latest = latestVersion();
       if (current > latest) throw new SchemaTooNewError(this.schema, current, latest);
       if (current < latest) throw new SchemaOutdatedError(this.schema, current, latest);
+      await this.settleEventLog().catch((error: unknown) => {
+        throw asStoreError(error, this.description, isPostgresUnavailable);
+      });
       this.schemaReady = true;
     })().finally(() => {
       // Check again next time unless it passed (the schema may be migrated meanwhile).
@@ -1384,6 +1424,7 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
     job: toRecord(row, row.started_at!),
     lease: { jobId: row.id, token: row.lease_token },
     leaseExpiresAt: row.lease_expires_at!,
+    ...(row.marked_buffered === true ? { markedBuffered: true } : {}),
   }));
 }
 

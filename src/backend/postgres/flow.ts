@@ -94,7 +94,8 @@ export async function claimUnderLimits<Row extends object>(
   // row was locked (flow-lock.sql).
   const now = locked.length === 0 ? nowParam : Math.max(...locked.map((row) => row.now!));
   const claimFrom = async (queue: string, names: readonly string[], lim: number, checked: boolean) =>
-    run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked]);
+    // Several claims make up this one: no marks (starts_at_once NULL), the worker sends them.
+    run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked, null]);
 
   for (const queue of queues) {
     const remaining = limit - rows.length;

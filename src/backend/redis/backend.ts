@@ -46,15 +46,7 @@ import { FULL_STORE_FEATURES } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
-import {
-  AmbiguousJobIdError,
-  ConveyorError,
-  InvalidInputError,
-  LeaseExpiredError,
-  quarantineMessage,
-  UnsupportedByStoreError,
-  type LeaseLossReason,
-} from "../../core/errors.js";
+import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
 import {
   type ChildFailurePolicy,
   type ErrorInfo,
@@ -84,6 +76,7 @@ import { RedisLayoutTooNewError } from "./layout-error.js";
 import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
 import { SlotMigrationWatch } from "./slot-migration.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
+import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 
 /** Options of {@link RedisBackend}. */
@@ -246,8 +239,7 @@ export class RedisBackend implements Backend {
       );
     }
     this.keys = new PrefixKeys(prefix);
-    this.eventLogOn = options.eventLog ?? true;
-    if (typeof this.eventLogOn !== "boolean") throw new InvalidInputError(`eventLog must be true or false; got ${JSON.stringify(options.eventLog)}`);
+    this.eventLogOn = eventLogOption(options.eventLog);
     this.clock = options.clock ?? null;
     this.checkEvictionPolicy = options.checkEvictionPolicy ?? true;
     this.promoteBatch = positiveInt("promoteBatch", options.promoteBatch ?? DEFAULT_PROMOTE_BATCH);
@@ -803,13 +795,7 @@ export class RedisBackend implements Backend {
   }
 
   private requireEventLog(what: string): void {
-    if (!this.eventLogOn) {
-      throw new UnsupportedByStoreError(
-        this.description,
-        "eventLog",
-        `${what}: its event log is off (eventLog: false / ?eventLog=off); follow one job with queue.getJob or GET /v1/jobs/{id}/events, or use another prefix with the log on`,
-      );
-    }
+    if (!this.eventLogOn) throw eventLogOffError(this.description, what, "prefix");
   }
 
   private readonly eventLog = new RedisEventLog({
@@ -1176,13 +1162,7 @@ export class RedisBackend implements Backend {
     const initial = layoutWasNew === 0 ? wanted : "on";
     await this.send((c) => c.set(key, initial, "NX"));
     const stored = await this.send((c) => c.get(key));
-    if (stored !== wanted) {
-      throw new ConveyorError(
-        `the data under prefix "${this.keys.prefix}" keeps its event log ${stored ?? "(unset)"}, but this process was configured with ` +
-          `eventLog ${wanted}; all processes on one prefix must agree: pass eventLog: ${String(stored === "on")} ` +
-          `(?eventLog=${stored ?? "on"} in a URL), or use another prefix`,
-      );
-    }
+    if (stored !== wanted) throw eventLogMismatchError(`prefix "${this.keys.prefix}"`, "prefix", stored === "on", this.eventLogOn);
   }
 
   /** Sends commands on the command connection; they fail rather than hang if it drops. */

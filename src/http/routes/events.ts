@@ -92,7 +92,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
       throw new HttpProblem(
         501,
         "no-event-log",
-        `this server's store (${backend.description}) keeps no event log (on Redis: its prefix's log is off, eventLog: false); follow one job with GET /jobs/{id}/events instead`,
+        `this server's store (${backend.description}) keeps no event log (on PostgreSQL or Redis: its schema's or prefix's log is off, eventLog: false); follow one job with GET /jobs/{id}/events instead`,
       );
     }
     if (after !== undefined) {

@@ -4,8 +4,11 @@
 -- $4 limit int    $5 lease_ms bigint    $6 worker_id text    $7 worker_host text    $8 worker_pid int
 -- $9 flow_checked boolean: false skips every queue with flow limits (0003_flow_control); the
 --    flow path (flow.ts) passes true for one such queue after sizing the claim under its lock
+-- $10 starts_at_once int: the jobs after the first $10 in claim order are marked buffered
+--    (ClaimRequest.startsAtOnce); NULL marks none
 --
--- Returns the claimed rows ({{job_columns}}) in no particular order; the caller sorts them.
+-- Returns the claimed rows ({{job_columns}}, marked_buffered) in no particular order; the caller
+-- sorts them.
 --
 -- Runnable = waiting, or scheduled and due; queue not paused; name among $3. Order: priority,
 -- then run_at, then seq (insertion order). Per named queue that holds waiting jobs (found by
@@ -53,7 +56,7 @@ WITH RECURSIVE params AS MATERIALIZED (
   -- every claim afresh (planning it costs more than running it). Hidden or not, the plan is the
   -- same: index walks that stop after `lim` rows.
   SELECT $2::text[] AS queues, $3::text[] AS names, $4::int AS lim, {{schema}}.now_ms($1) AS now,
-         $9::boolean AS flow_checked
+         $9::boolean AS flow_checked, $10::int AS starts_at_once
 ),
 -- The named queues that hold waiting jobs, found without one probe per named queue: a loose
 -- index scan of the waiting rows' queues (jobs_waiting_seq or jobs_claim, whichever the planner
@@ -165,6 +168,18 @@ due AS MATERIALIZED (
   ORDER BY priority, run_at, seq
   LIMIT (SELECT lim FROM params)
   FOR UPDATE OF jobs SKIP LOCKED
+),
+-- The first claimed job the worker does not start at once (ClaimRequest.startsAtOnce): it and
+-- every job after it in claim order are recorded as buffered (excused_token = the new lease
+-- token, what mark-buffered.sql writes), in this UPDATE's row versions rather than in a second
+-- statement's. The row at that offset of all candidates is the one at that offset of the jobs
+-- claimed, or past them (then none is marked). No row (starts_at_once NULL): none is marked.
+first_buffered AS MATERIALIZED (
+  SELECT c.priority, c.run_at, c.seq
+  FROM (SELECT * FROM waiting UNION ALL SELECT * FROM due) AS c
+  WHERE (SELECT starts_at_once FROM params) IS NOT NULL
+  ORDER BY c.priority, c.run_at, c.seq
+  OFFSET (SELECT starts_at_once FROM params) LIMIT 1
 )
 UPDATE {{schema}}.jobs AS j
 SET state = 'active',
@@ -175,10 +190,12 @@ SET state = 'active',
     worker_id = $6,
     worker_host = $7,
     worker_pid = $8,
-    started_at = (SELECT now FROM params)
+    started_at = (SELECT now FROM params),
+    excused_token = CASE WHEN (j.priority, j.run_at, j.seq) >= (SELECT f.priority, f.run_at, f.seq FROM first_buffered f)
+                         THEN j.lease_token + 1 ELSE j.excused_token END
 WHERE j.id = ANY (ARRAY(
   SELECT c.id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM due) AS c
   ORDER BY c.priority, c.run_at, c.seq
   LIMIT (SELECT lim FROM params)
 ))
-RETURNING {{job_columns}}
+RETURNING {{job_columns}}, j.excused_token IS NOT DISTINCT FROM j.lease_token AS marked_buffered

@@ -106,6 +106,8 @@ removed_events AS (
                                          ELSE $4::jsonb END)
   FROM removed r
   JOIN expired e ON e.id = r.id
+  -- The constant below is false when the schema's event log is off (migration 0011, backend.ts).
+  WHERE {{event_log}}
 ),
 woken AS (
   SELECT count(pg_notify({{channel}}, queue)) AS n FROM (SELECT DISTINCT queue FROM requeued) AS q

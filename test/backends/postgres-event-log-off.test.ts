@@ -1,0 +1,216 @@
+/**
+ * The PostgreSQL event log switched off per schema (PostgresBackendOptions.eventLog,
+ * `?eventLog=off`, migration 0011): no `events` row is written by any path (insert, claim,
+ * completion, retry, death, deletion on completion or death, rescue), every reader refuses by name
+ * exactly as on Redis, the schema records the setting so a process configured otherwise refuses to
+ * start, and per-job event streams still work (by polling). The whole conformance suite also runs
+ * on a schema with the log off (postgres-event-log-off-conformance.test.ts).
+ */
+import pg from "pg";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { openBackend } from "../../src/backend/open.js";
+import { PostgresBackend, type PostgresBackendOptions } from "../../src/backend/postgres/backend.js";
+import { createServer } from "../../src/http/index.js";
+import { EventTail } from "../../src/producer/event-tail.js";
+import { FakeClock } from "../../src/core/clock.js";
+import { Queue, silentLogger, UnsupportedByStoreError, Worker, type Backend } from "../../src/index.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { waitFor } from "../helpers/wait-for.js";
+import { claimOne, enqueueOne } from "../conformance/fixtures.js";
+
+const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+const schemas = new TestSchemas(url);
+const admin = new pg.Pool({ connectionString: url, max: 2 });
+
+const backends: Backend[] = [];
+const workers: Worker[] = [];
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+  await Promise.all(backends.splice(0).map((b) => b.close()));
+});
+
+afterAll(async () => {
+  await schemas.dropAll();
+  await admin.end();
+});
+
+function backend(options: Partial<PostgresBackendOptions> & { schema: string }): PostgresBackend {
+  const b = new PostgresBackend({ connectionString: url, logger: silentLogger, poolSize: 4, ...options });
+  backends.push(b);
+  return b;
+}
+
+async function count(schema: string, sql: string): Promise<number> {
+  const { rows } = await admin.query<{ n: string }>(sql.replaceAll("{{schema}}", pg.escapeIdentifier(schema)));
+  return Number(rows[0]!.n);
+}
+
+const eventRows = (schema: string) => count(schema, "SELECT count(*) AS n FROM {{schema}}.events");
+const eventTriggers = (schema: string) =>
+  count(schema, "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = '{{schema}}.jobs'::regclass AND tgname IN ('jobs_events_added', 'jobs_events_changed')");
+
+/**
+ * Runs every event-writing path on queue "q": kept and removed completions, a retry, a death kept
+ * and one removed, through a real worker.
+ */
+async function runJobs(b: Backend, n: number): Promise<void> {
+  const queue = new Queue("q", { backend: b });
+  await queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: "ok", data: { i }, options: { removeOnComplete: i % 2 === 0 } })));
+  await queue.add("bad", {}, { attempts: 2, backoff: { type: "fixed", delayMs: 1 } });
+  await queue.add("bad", {}, { attempts: 1, removeOnFail: true });
+  const w = new Worker({
+    backend: b,
+    queues: "q",
+    concurrency: 5,
+    pollIntervalMs: 20,
+    logger: silentLogger,
+    handlers: {
+      ok: async () => "done",
+      bad: async () => {
+        throw new Error("boom");
+      },
+    },
+  });
+  workers.push(w);
+  await waitFor(
+    async () => {
+      const [stats] = await b.stats("q");
+      return stats!.counts.completed === n / 2 && stats!.counts.dead === 1 && stats!.counts.waiting + stats!.counts.active + stats!.counts.scheduled === 0;
+    },
+    { timeoutMs: 20_000, description: "every job finished" },
+  );
+}
+
+describe("PostgreSQL event log off (eventLog: false)", () => {
+  it("writes no event while jobs are added, run, retried, removed and dead; the same run with the log on writes them", async () => {
+    const offSchema = schemas.create("evoff");
+    const off = backend({ schema: offSchema, eventLog: false });
+    expect(off.capabilities.eventLog).toBe(false);
+    await off.migrate();
+    expect(await eventTriggers(offSchema)).toBe(0);
+    await runJobs(off, 20);
+    expect(await eventRows(offSchema)).toBe(0);
+
+    const onSchema = schemas.create("evon");
+    const on = backend({ schema: onSchema });
+    expect(on.capabilities.eventLog).toBe(true);
+    await on.migrate();
+    expect(await eventTriggers(onSchema)).toBe(2);
+    await runJobs(on, 20);
+    // added, active and completed/retrying/dead for each of the 22 jobs (one runs twice)
+    expect(await eventRows(onSchema)).toBeGreaterThanOrEqual(22 * 3);
+    // one terminal event per job, also for the 11 deleted as they finished (written by the statement itself)
+    expect(await count(onSchema, "SELECT count(*) AS n FROM {{schema}}.events WHERE type IN ('completed', 'dead')")).toBe(22);
+  });
+
+  it("a lease rescued into death writes no event either (rescue.sql)", async () => {
+    const schema = schemas.create("evoff");
+    const clock = new FakeClock(1_000_000);
+    const b = backend({ schema, eventLog: false, clock });
+    await b.migrate();
+    const id = await enqueueOne(b, { attempts: 1, removeOnFail: true });
+    await claimOne(b, { leaseMs: 1_000 });
+    clock.advance(5_000);
+    await b.rescueExpired();
+    expect(await b.get(id)).toBeNull();
+    expect(await eventRows(schema)).toBe(0);
+  });
+
+  it("refuses every reader by name, as on Redis: readEvents, queue.events(), GET /v1/events (501); no event tail", async () => {
+    const b = backend({ schema: schemas.create("evoff"), eventLog: false });
+    await b.migrate();
+    await expect(b.readEvents("0-0", 10)).rejects.toBeInstanceOf(UnsupportedByStoreError);
+    await expect(b.latestEventCursor()).rejects.toThrow(/event log is off \(eventLog: false.*another schema with the log on/);
+    await expect(b.pruneEvents()).rejects.toMatchObject({ capability: "eventLog" });
+    await expect(new Queue("q", { backend: b }).events().next()).rejects.toThrow(/keeps no event log.*eventLog: false/);
+    expect(EventTail.of(b)).toBeNull();
+
+    const app = await createServer({ backend: b, apiKeys: false, logger: false });
+    try {
+      const r = await app.inject({ method: "GET", url: "/v1/events" });
+      expect(r.statusCode).toBe(501);
+      expect(r.json()).toMatchObject({ type: "urn:conveyor:problem:no-event-log", detail: expect.stringMatching(/PostgreSQL.*eventLog: false/) as string });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("a job's own event stream (GET /v1/jobs/{id}/events) still reports its completion, by polling", async () => {
+    const b = backend({ schema: schemas.create("evoff"), eventLog: false });
+    await b.migrate();
+    const app = await createServer({ backend: b, apiKeys: false, logger: false, events: { pollIntervalMs: 50 } });
+    try {
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      const { jobId } = (await (
+        await fetch(`${base}/v1/queues/q/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "ok" }) })
+      ).json()) as { jobId: string };
+      const stream = await fetch(`${base}/v1/jobs/${jobId}/events`);
+      expect(stream.status).toBe(200);
+      const w = new Worker({ backend: b, queues: "q", pollIntervalMs: 20, logger: silentLogger, handlers: { ok: async () => 42 } });
+      workers.push(w);
+      const text = await stream.text(); // the stream ends after the terminal event
+      expect(text).toMatch(/event: state\ndata: \{[^\n]*"state":"completed"/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("one setting per schema: the first process records it, a process configured otherwise refuses to start", async () => {
+    const schema = schemas.create("evset");
+    await backend({ schema, eventLog: false }).migrate();
+    expect(await count(schema, "SELECT count(*) AS n FROM {{schema}}.settings WHERE name = 'event_log' AND value = 'off'")).toBe(1);
+    await expect(backend({ schema }).migrate()).rejects.toThrow(
+      /schema "evset[^"]*" keeps its event log off.*pass eventLog: false \(\?eventLog=off in a URL\)/,
+    );
+    // a process that does not migrate is refused at its first call
+    await expect(backend({ schema }).stats("q")).rejects.toThrow(/keeps its event log off/);
+    await backend({ schema, eventLog: false }).migrate();
+
+    const other = schemas.create("evset");
+    await backend({ schema: other }).migrate();
+    expect(await eventTriggers(other)).toBe(2);
+    await expect(backend({ schema: other, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
+    expect(await eventTriggers(other)).toBe(2);
+  });
+
+  it("turned back on by deleting the record while no process runs: the next process with the log on restores the triggers", async () => {
+    const schema = schemas.create("evback");
+    const off = backend({ schema, eventLog: false });
+    await off.migrate();
+    await off.close();
+    expect(await eventTriggers(schema)).toBe(0);
+    await admin.query(`DELETE FROM ${pg.escapeIdentifier(schema)}.settings WHERE name = 'event_log'`);
+    const on = backend({ schema });
+    await on.migrate();
+    expect(await eventTriggers(schema)).toBe(2);
+    const start = await on.latestEventCursor();
+    await enqueueOne(on);
+    expect(await eventRows(schema)).toBe(1);
+    expect(start).toMatch(/^\d+-0$/);
+  });
+
+  it("a schema holding jobs from before the setting existed is recorded as on", async () => {
+    const schema = schemas.create("evold");
+    const quoted = pg.escapeIdentifier(schema);
+    // Migrate to 0010 only (the state of a schema before this change), with one job in it.
+    const b = backend({ schema });
+    await b.migrate();
+    await admin.query(
+      `DROP FUNCTION ${quoted}.settle_event_log(text); DROP TABLE ${quoted}.settings; DELETE FROM ${quoted}.migrations WHERE file LIKE '%event_log_switch%'`,
+    );
+    await admin.query(`INSERT INTO ${quoted}.events (at, type, queue, name, job_id, attempt) VALUES (1, 'added', 'q', 'n', 'j', 0)`);
+    await expect(backend({ schema, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
+    expect(await eventTriggers(schema)).toBe(2);
+  });
+
+  it("?eventLog=off in a postgres:// URL (the CLI's --db) turns it off; another value is refused", async () => {
+    const schema = schemas.create("evurl");
+    const b = await openBackend(`${url}${url.includes("?") ? "&" : "?"}schema=${schema}&eventLog=off`);
+    backends.push(b);
+    expect(b.capabilities.eventLog).toBe(false);
+    expect(await eventTriggers(schema)).toBe(0);
+    await expect(openBackend(`${url}${url.includes("?") ? "&" : "?"}schema=${schema}&eventLog=no`)).rejects.toThrow(/\?eventLog= takes on or off/);
+  });
+});
