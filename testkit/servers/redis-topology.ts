@@ -419,6 +419,23 @@ process.once("exit", () => {
   for (const child of sentinelChildren) child.kill("SIGKILL");
 });
 
+/**
+ * How long a restarted Sentinel server may take to become an in-sync replica, ms. Generous: at a
+ * load average of 36 on 2 cores a resync outlasted 120 s, and the failover scenario cannot go on
+ * without it (the next kill would leave no replica to promote).
+ */
+export const SENTINEL_RESYNC_TIMEOUT_MS = 600_000;
+
+/** The replication fields that say where a replica's (re)sync stands, on one line. */
+function replicationSummary(info: string): string {
+  const fields = ["role", "master_port", "master_link_status", "master_sync_in_progress", "master_sync_left_bytes", "master_link_down_since_seconds"];
+  const seen = fields.flatMap((name) => {
+    const m = new RegExp(`^${name}:(.*)$`, "m").exec(info);
+    return m ? [`${name}:${m[1]!.trim()}`] : [];
+  });
+  return seen.join(" ") || "no replication fields";
+}
+
 /** A primary, one replica and three sentinels (quorum 2) on loopback. */
 export async function startThrowawaySentinel(options: { args?: string[] } = {}): Promise<ThrowawaySentinel> {
   const binary = findRedisServer();
@@ -536,22 +553,36 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
       });
       return next!;
     },
-    async restart(server, timeoutMs = 120_000) {
+    async restart(server, timeoutMs = SENTINEL_RESYNC_TIMEOUT_MS) {
       await server.start();
       await waitForPing(server.port, 30_000);
       // As an orchestrator's start script does (ask the sentinels, start as a replica of the
       // primary they name): left alone, the sentinels would demote it only 8-16 s later, and
       // until then it is a primary with stale data. Sent again while it is not (yet) a replica
-      // of the primary the sentinels agree on.
+      // of the primary the sentinels agree on. On a loaded machine a full resync (the primary's
+      // fork and RDB, the replica's load and AOF rewrite) can take minutes: what the last look
+      // saw goes into the error, so a timeout says which step never came.
+      let last = "nothing answered yet";
       await waitUntil(`:${server.port} to rejoin as an in-sync replica`, timeoutMs, async () => {
-        const primary = await agreedPrimaryPort();
-        if (primary === null || primary === server.port) return false;
-        const info = await once(server.port, (r) => r.info("replication"));
-        if (!(info.includes("role:slave") && info.includes(`master_port:${primary}`))) {
-          await once(server.port, (r) => r.call("REPLICAOF", ["127.0.0.1", String(primary)]));
+        try {
+          const primary = await agreedPrimaryPort();
+          if (primary === null || primary === server.port) {
+            last = primary === null ? "the sentinels disagree on the primary" : "the sentinels still name this server as the primary";
+            return false;
+          }
+          const info = await once(server.port, (r) => r.info("replication"));
+          last = `primary :${primary}; ${replicationSummary(info)}`;
+          if (!(info.includes("role:slave") && info.includes(`master_port:${primary}`))) {
+            await once(server.port, (r) => r.call("REPLICAOF", ["127.0.0.1", String(primary)]));
+            return false;
+          }
+          return /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+        } catch (error) {
+          last = `no answer (${error instanceof Error ? error.message : String(error)})`;
           return false;
         }
-        return /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+      }).catch((error: unknown) => {
+        throw new Error(`${error instanceof Error ? error.message : String(error)}; last seen: ${last}`);
       });
     },
     async stop() {
