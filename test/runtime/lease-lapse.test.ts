@@ -1,0 +1,100 @@
+/**
+ * A worker whose process gets no CPU for longer than a lease (a loaded machine, a handler blocking
+ * the event loop) cannot renew its leases: the store may hand the jobs to another worker, and
+ * they run twice. The worker cannot prevent that, but it must say so ("worker:leases-lapsed",
+ * logged as a warning), so an operator (and the chaos checker) can tell a starved process from a
+ * fault of the store.
+ */
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Queue, silentLogger, Worker, type Backend } from "../../src/index.js";
+import { FakeClock, type ClockTimer, type TimerClock } from "../../src/core/clock.js";
+import { cleanupRuntimeBackends, RUNTIME_BACKENDS } from "../helpers/runtime-backends.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+/**
+ * The store's clock (a FakeClock) and the worker's view of it. While `starve` moves time on, the
+ * worker's timers that fall due are held, and run (late) only once it is over: the process got
+ * no CPU meanwhile, while the store and the rest of the world went on.
+ */
+class StarvableClock implements TimerClock {
+  private starved = false;
+  private held: Array<() => void> = [];
+  constructor(readonly store: FakeClock) {}
+  now(): number {
+    return this.store.now();
+  }
+  after(ms: number, fn: () => void): ClockTimer {
+    return this.store.after(ms, () => {
+      if (this.starved) this.held.push(fn);
+      else fn();
+    });
+  }
+  starve(ms: number): void {
+    this.starved = true;
+    this.store.advance(ms);
+    this.starved = false;
+    for (const fn of this.held.splice(0)) fn();
+  }
+}
+
+const LEASE_MS = 300;
+const HEARTBEAT_MS = 100;
+
+describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
+  let backend: Backend;
+  let queue: Queue;
+  let clock: StarvableClock;
+  const workers: Worker[] = [];
+  let lapses: Array<{ jobIds: string[]; lapsedForMs: number; tickLateMs: number; renewalPendingMs: number }>;
+  let finish: (() => void) | undefined;
+
+  beforeEach(async () => {
+    const storeClock = new FakeClock(Date.now());
+    backend = await store.open({ clock: storeClock });
+    queue = new Queue("q", { backend });
+    clock = new StarvableClock(storeClock);
+    lapses = [];
+    finish = undefined;
+    const w = new Worker({
+      backend,
+      queues: "q",
+      logger: silentLogger,
+      clock,
+      leaseMs: LEASE_MS,
+      heartbeatIntervalMs: HEARTBEAT_MS,
+      maintenance: false,
+      handlers: { long: () => new Promise<void>((resolve) => (finish = resolve)) },
+    });
+    w.on("worker:leases-lapsed", (lapse) => lapses.push(lapse));
+    workers.push(w);
+  });
+
+  afterEach(async () => {
+    finish?.();
+    await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+    await backend.close();
+  });
+  afterAll(cleanupRuntimeBackends);
+
+  async function startLongJob(): Promise<string> {
+    const { id } = await queue.add("long", {});
+    await waitFor(async () => (await backend.get(id))?.state === "active" && finish !== undefined, { description: "the job started" });
+    return id;
+  }
+
+  it("reports the jobs whose leases lapsed while the process got no CPU, with how late its heartbeat ran", async () => {
+    const id = await startLongJob();
+    // No timer of the worker runs for 1.5 leases; then its first heartbeat tick fires, 350 ms late.
+    clock.starve(450);
+    expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 0 }]);
+  });
+
+  it("reports nothing while the heartbeats run on time", async () => {
+    const id = await startLongJob();
+    for (let t = 0; t < 3 * LEASE_MS; t += HEARTBEAT_MS) {
+      clock.store.advance(HEARTBEAT_MS);
+      await waitFor(async () => (await backend.get(id))!.lease?.expiresAt === clock.now() + LEASE_MS, { description: "the heartbeat renewed the lease" });
+    }
+    expect(lapses).toEqual([]);
+  });
+});
