@@ -824,7 +824,9 @@ export function check(input: CheckInput): CheckResult {
       slowDrains++;
       pushExample(
         drainEx,
-        `${t.slot}/${t.wpid}: ${t.forced ? "did not exit, SIGKILLed" : `exited ${took} ms after SIGTERM`} (limit ${limit} ms${storeTrouble ? ", store trouble meanwhile" : ""})`,
+        `${t.slot}/${t.wpid}: ${t.forced ? "did not exit, SIGKILLed" : `exited ${took} ms after SIGTERM`} (limit ${limit} ms${storeTrouble ? ", store trouble meanwhile" : ""}; ` +
+          // How long the signal took to reach its handler: a process the machine starves of CPU sees it late.
+          `${t.receivedAt === null ? "its log never said it received the signal" : `its log said it received the signal ${t.receivedAt - t.sentAt} ms after it was sent`})`,
       );
     }
     const expected = t.loggedDrained === null ? null : t.loggedDrained ? 0 : 1;
