@@ -46,7 +46,7 @@ function lapseOf(line: Line): LeaseLapseRecord | null {
   const at = line.time ? Date.parse(line.time) : NaN;
   const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null);
   const [lapsedForMs, tickLateMs, renewalPendingMs] = [num(line.lapsedForMs), num(line.tickLateMs), num(line.renewalPendingMs)];
-  const jobIds = Array.isArray(line.jobIds) && line.jobIds.every((j) => typeof j === "string") ? (line.jobIds as string[]) : null;
+  const jobIds = Array.isArray(line.jobIds) && line.jobIds.every((j) => typeof j === "string") ? line.jobIds : null;
   if (!pid || Number.isNaN(at) || jobIds === null || lapsedForMs === null || tickLateMs === null || renewalPendingMs === null) return null;
   return { wpid: Number(pid[1]), at, jobIds, lapsedForMs, tickLateMs, renewalPendingMs };
 }
