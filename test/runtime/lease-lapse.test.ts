@@ -5,8 +5,12 @@
  * logged as a warning), so an operator (and the chaos checker) can tell a starved process from a
  * fault of the store.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Queue, silentLogger, Worker, type Backend } from "../../src/index.js";
+import { readWorkerLog } from "../../chaos/logs.js";
+import { Queue, Worker, type Backend, type Logger } from "../../src/index.js";
 import { FakeClock, type ClockTimer, type TimerClock } from "../../src/core/clock.js";
 import { cleanupRuntimeBackends, RUNTIME_BACKENDS } from "../helpers/runtime-backends.js";
 import { waitFor } from "../helpers/wait-for.js";
@@ -47,6 +51,8 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
   const workers: Worker[] = [];
   let lapses: Array<{ jobIds: string[]; lapsedForMs: number; tickLateMs: number; renewalPendingMs: number }>;
   let finish: (() => void) | undefined;
+  /** The worker's log as the CLI writes it (consoleLogger: one JSON line per entry). */
+  let logLines: string[];
 
   beforeEach(async () => {
     const storeClock = new FakeClock(Date.now());
@@ -55,10 +61,13 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     clock = new StarvableClock(storeClock);
     lapses = [];
     finish = undefined;
+    logLines = [];
+    const line = (level: string) => (fields: object, msg: string) => logLines.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
+    const logger: Logger = { info: () => {}, warn: line("warn"), error: line("error") };
     const w = new Worker({
       backend,
       queues: "q",
-      logger: silentLogger,
+      logger,
       clock,
       leaseMs: LEASE_MS,
       heartbeatIntervalMs: HEARTBEAT_MS,
@@ -87,6 +96,15 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     // No timer of the worker runs for 1.5 leases; then its first heartbeat tick fires, 350 ms late.
     clock.starve(450);
     expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 0 }]);
+    // The chaos runner reads it back from the log, with the worker's pid (chaos/logs.ts).
+    const dir = mkdtempSync(join(tmpdir(), "conveyor-lapse-"));
+    try {
+      writeFileSync(join(dir, "w0-1.log"), logLines.join("\n") + "\n");
+      const read = readWorkerLog(join(dir, "w0-1.log")).lapses ?? [];
+      expect(read).toEqual([expect.objectContaining({ wpid: process.pid, jobIds: [id], lapsedForMs: 150, tickLateMs: 350, renewalPendingMs: 0 })]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("reports nothing while the heartbeats run on time", async () => {
