@@ -341,6 +341,10 @@ function blockStart(from: number, death: number, stops: ReadonlyArray<{ from: nu
  */
 function hits(run: Run, w: Window, config: Pick<CheckConfig, "ackSlackMs" | "leaseMs">, endOf: (run: Run) => number): boolean {
   if (w.wpid !== null && w.wpid !== run.wpid) return false;
+  // A lapse report names jobs its worker still held (their outcome not yet stored, however long
+  // after the handler's end: a settle retried across a store outage, say): it hits their runs
+  // there that had started.
+  if (w.jobIds !== undefined) return w.jobIds.has(run.id) && run.start <= w.to;
   const exposedUntil = endOf(run) + (w.wpid === null ? config.ackSlackMs : config.leaseMs);
   return w.from <= exposedUntil && w.to >= run.start;
 }
