@@ -155,19 +155,25 @@ async function sentinelStore(wait: string): Promise<Store> {
     cut: null,
     broker: null,
     async failover(): Promise<FailoverOutcome> {
+      // Where replication stood just before the kill (what an asynchronous promotion can lose):
+      // read before `from`, so the failover's timings do not include it.
+      const before = await topology.offsets().catch(() => null);
       const from = Date.now();
       const old = await topology.killPrimary();
       const probeFailedAt = await seenDown(old.port);
       const next = await topology.waitForFailover(old);
       const promotedAt = Date.now();
       await topology.restart(old);
+      const lag = before
+        ? before.replicas.map((r) => `:${r.port} ${r.offset === null || before.primary === null ? "?" : before.primary - r.offset} bytes behind`).join(", ")
+        : "offsets unread";
       return {
         from,
         probeFailedAt,
         promotedAt,
         restoredAt: Date.now(),
         how: "SIGKILL of the primary; the sentinels promoted the replica",
-        detail: `primary :${old.port} killed, :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
+        detail: `primary :${old.port} killed (just before: ${lag}), :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
       };
     },
     close: () => topology.stop(),

@@ -405,6 +405,12 @@ export interface ThrowawaySentinel {
    * the next failover without losing what the primary took meanwhile.
    */
   restart(server: ThrowawayRedis, timeoutMs?: number): Promise<void>;
+  /**
+   * How far the replication streams are, in bytes: the primary's `master_repl_offset` and each
+   * other server's `slave_repl_offset` (null when it does not answer or is no replica), read in
+   * that order. For the record at a kill: a replica behind the primary then loses the difference.
+   */
+  offsets(): Promise<{ primary: number | null; replicas: Array<{ port: number; offset: number | null }> }>;
   stop(): Promise<void>;
 }
 
@@ -599,6 +605,19 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
       }).catch((error: unknown) => {
         throw new Error(`${error instanceof Error ? error.message : String(error)}; last seen: ${last}`);
       });
+    },
+    async offsets() {
+      const primary = byPort(await primaryPort());
+      const read = (port: number, field: string) =>
+        once(port, (r) => r.info("replication")).then(
+          (info) => offsetOf(info, field),
+          () => null,
+        );
+      const primaryOffset = await read(primary.port, "master_repl_offset");
+      const replicas = await Promise.all(
+        servers.filter((s) => s !== primary).map(async (s) => ({ port: s.port, offset: await read(s.port, "slave_repl_offset") })),
+      );
+      return { primary: primaryOffset, replicas };
     },
     async stop() {
       if (stopped) return;
