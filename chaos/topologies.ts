@@ -164,9 +164,13 @@ async function sentinelStore(wait: string): Promise<Store> {
       const next = await topology.waitForFailover(old);
       const promotedAt = Date.now();
       await topology.restart(old);
-      const lag = before
-        ? before.replicas.map((r) => `:${r.port} ${r.offset === null || before.primary === null ? "?" : before.primary - r.offset} bytes behind`).join(", ")
-        : "offsets unread";
+      const behind = (offset: number | null) => {
+        if (offset === null || before?.primary === null || before?.primary === undefined) return "?";
+        // The primary is read first: a replica in step reads at or past it.
+        const bytes = before.primary - offset;
+        return bytes > 0 ? `${bytes} bytes behind` : "in step";
+      };
+      const lag = before ? before.replicas.map((r) => `:${r.port} ${behind(r.offset)}`).join(", ") : "offsets unread";
       return {
         from,
         probeFailedAt,
