@@ -157,7 +157,8 @@ async function sentinelStore(wait: string): Promise<Store> {
     async failover(): Promise<FailoverOutcome> {
       // Where replication stood just before the kill (what an asynchronous promotion can lose):
       // read before `from`, so the failover's timings do not include it.
-      const before = await topology.offsets().catch(() => null);
+      // Bounded: a record must never hold up the fault (an unanswered read gives "offsets unread").
+      const before = await Promise.race([topology.offsets().catch(() => null), sleep(5_000).then(() => null)]);
       const from = Date.now();
       const old = await topology.killPrimary();
       const probeFailedAt = await seenDown(old.port);
