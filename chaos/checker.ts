@@ -7,7 +7,7 @@
  * Categories follow Jepsen's queue checker: enqueued ok, lost, unexpected, recovered, duplicated.
  */
 import { HEALTHY_KINDS } from "./jobs.js";
-import type { EnqueueRecord, FaultEvent, FinalJob, JobKind, LogFacts, Observation, RunRecord, TermObservation } from "./records.js";
+import type { EnqueueRecord, FaultEvent, FinalJob, JobKind, LeaseLapseRecord, LogFacts, Observation, RunRecord, TermObservation } from "./records.js";
 
 export interface CheckConfig {
   leaseMs: number;
@@ -138,6 +138,12 @@ export interface CheckResult {
     unobservedFaults: number;
     staleRefused: number;
     leaseLost: number;
+    /**
+     * The workers' reports of leases lapsed before a renewal reached the store (each names its
+     * jobs, which may then run once more), the jobs they named, and the latest heartbeat tick and
+     * longest renewal wait among them, ms (which of the two let the lease lapse).
+     */
+    leaseLapses: { reports: number; jobs: number; maxTickLateMs: number | null; maxRenewalPendingMs: number | null };
     staleApplied: number;
     phantomCompletions: number;
     regressions: number;
@@ -187,6 +193,8 @@ interface Window {
   /** A worker pid, or null when the fault hit every process (the store). */
   wpid: number | null;
   label: string;
+  /** Only these jobs' runs (a lease lapse its worker reported names them); every job when absent. */
+  jobIds?: ReadonlySet<string>;
 }
 
 const TERMINAL = new Set(["completed", "dead", "cancelled"]);
@@ -276,6 +284,28 @@ function faultWindows(faults: readonly FaultEvent[], leaseMs: number): Window[] 
   });
 }
 
+/**
+ * The leases a worker reported lapsed (its process ran late, or the store answered late: no
+ * renewal reached the store within a lease), as windows on that worker for the jobs it named,
+ * from the lapse to the report. A job can run again after that without any injected fault: on a
+ * machine at a load average of 30 a niced worker's heartbeat timer fired seconds late. The
+ * worker's own clock is the evidence; a lapse no worker reported excuses nothing.
+ */
+function lapseWindows(lapses: readonly LeaseLapseRecord[]): Window[] {
+  return lapses.map((l) => ({
+    from: l.at - l.lapsedForMs,
+    to: l.at,
+    wpid: l.wpid,
+    jobIds: new Set(l.jobIds),
+    label: `lease lapse reported by ${l.wpid} at ${l.at} (lapsed ${l.lapsedForMs} ms before; heartbeat tick ${l.tickLateMs} ms late; renewal out ${l.renewalPendingMs} ms)`,
+  }));
+}
+
+/** True when the window may concern job `id` (a lapse names its jobs; other faults concern all). */
+function concerns(w: Window, id: string): boolean {
+  return w.jobIds === undefined || w.jobIds.has(id);
+}
+
 /** The SIGSTOPs of one worker process, as [from, to] spans. */
 function stopsOf(faults: readonly FaultEvent[], wpid: number): Array<{ from: number; to: number }> {
   return faults.flatMap((f) => (f.t === "stop" && f.wpid === wpid ? [{ from: f.from, to: f.to }] : []));
@@ -311,6 +341,10 @@ function blockStart(from: number, death: number, stops: ReadonlyArray<{ from: nu
  */
 function hits(run: Run, w: Window, config: Pick<CheckConfig, "ackSlackMs" | "leaseMs">, endOf: (run: Run) => number): boolean {
   if (w.wpid !== null && w.wpid !== run.wpid) return false;
+  // A lapse report names jobs its worker still held (their outcome not yet stored, however long
+  // after the handler's end: a settle retried across a store outage, say): it hits their runs
+  // there that had started.
+  if (w.jobIds !== undefined) return w.jobIds.has(run.id) && run.start <= w.to;
   const exposedUntil = endOf(run) + (w.wpid === null ? config.ackSlackMs : config.leaseMs);
   return w.from <= exposedUntil && w.to >= run.start;
 }
@@ -328,7 +362,7 @@ function unexplainedAttempt(job: FinalJob, runs: readonly Run[], windows: readon
   if (used.length === 0) return "its history records no attempt that could have failed";
   for (const h of used) {
     if (h.outcome === "lease-expired") {
-      const hit = windows.some((w) => (w.wpid === null || w.wpid === h.pid) && w.from <= h.finishedAt && w.to >= h.startedAt);
+      const hit = windows.some((w) => concerns(w, job.id) && (w.wpid === null || w.wpid === h.pid) && w.from <= h.finishedAt && w.to >= h.startedAt);
       if (!hit) return `attempt ${h.attempt} (worker ${h.pid}, ${h.startedAt}..${h.finishedAt}) expired with no recorded fault on its worker or the store`;
     } else {
       const failedRun = runs.some(
@@ -443,7 +477,8 @@ export function check(input: CheckInput): CheckResult {
       if (f.t === "death") observedFaults.push({ ...f, cause: "unknown" });
     }
   }
-  const windows = faultWindows(observedFaults, config.leaseMs);
+  const lapses = input.logs.lapses ?? [];
+  const windows = faultWindows(observedFaults, config.leaseMs).concat(lapseWindows(lapses));
   // When each worker process ended (death or exit after SIGTERM): a run without an end record
   // ended then, at the latest.
   const processEnds = new Map<number, number[]>();
@@ -526,7 +561,7 @@ export function check(input: CheckInput): CheckResult {
     }
     const designed = designedOf(id);
     if (list.length > designed) duplicated++;
-    const hitting = windows.filter((w) => list.some((r) => hits(r, w, config, endOf)));
+    const hitting = windows.filter((w) => concerns(w, id) && list.some((r) => hits(r, w, config, endOf)));
     hitCount.set(id, hitting.length);
     // Each fault that hits a run allows one more run. Broker model: a failed attempt is settled
     // by publishing its retry copy (confirmed) and then acknowledging the original, so a fault
@@ -572,7 +607,11 @@ export function check(input: CheckInput): CheckResult {
         // else (no history at all, an expiry no fault explains) is a job the store killed: lost.
         const unexplained =
           broker && f.error?.startsWith("LeaseExpiredError:")
-            ? unexplainedReturns(runsByJob.get(f.id) ?? [], windows, (r, w) => hits(r, w, config, endOf))
+            ? unexplainedReturns(
+                runsByJob.get(f.id) ?? [],
+                windows.filter((w) => concerns(w, f.id)),
+                (r, w) => hits(r, w, config, endOf),
+              )
             : unexplainedAttempt(f, runsByJob.get(f.id) ?? [], windows);
         const what = `${f.id} (${k}) after ${f.attempt} attempt(s) [${f.history.map((h) => h.outcome).join(", ")}]: ${f.error ?? "no error"}`;
         if (unexplained !== null) {
@@ -789,7 +828,9 @@ export function check(input: CheckInput): CheckResult {
       slowDrains++;
       pushExample(
         drainEx,
-        `${t.slot}/${t.wpid}: ${t.forced ? "did not exit, SIGKILLed" : `exited ${took} ms after SIGTERM`} (limit ${limit} ms${storeTrouble ? ", store trouble meanwhile" : ""})`,
+        `${t.slot}/${t.wpid}: ${t.forced ? "did not exit, SIGKILLed" : `exited ${took} ms after SIGTERM`} (limit ${limit} ms${storeTrouble ? ", store trouble meanwhile" : ""}; ` +
+          // How long the signal took to reach its handler: a process the machine starves of CPU sees it late.
+          `${t.receivedAt === null ? "its log never said it received the signal" : `its log said it received the signal ${t.receivedAt - t.sentAt} ms after it was sent`})`,
       );
     }
     const expected = t.loggedDrained === null ? null : t.loggedDrained ? 0 : 1;
@@ -831,7 +872,7 @@ export function check(input: CheckInput): CheckResult {
     if (!inv || !HEALTHY_KINDS.includes(inv.kind) || (hitCount.get(id) ?? 0) > 0) continue;
     // Broker model: a delivery a worker held unstarted (prefetched) when it died or stopped is in
     // no history; any fault between the enqueue and the first start may have held the job.
-    if (broker && windows.some((w) => w.from <= list[0]!.start && w.to >= inv.at)) continue;
+    if (broker && windows.some((w) => concerns(w, id) && w.from <= list[0]!.start && w.to >= inv.at)) continue;
     // Claimed by a worker that went down before starting it (e.g. behind a pill that blocked
     // the loop in the same claim batch): a fault hit it even though it never ran there.
     const f = final.get(id);
@@ -946,6 +987,12 @@ export function check(input: CheckInput): CheckResult {
       unobservedFaults,
       staleRefused: input.logs.settleRefused,
       leaseLost: input.logs.leaseLost,
+      leaseLapses: {
+        reports: lapses.length,
+        jobs: new Set(lapses.flatMap((l) => l.jobIds)).size,
+        maxTickLateMs: lapses.length ? Math.max(...lapses.map((l) => l.tickLateMs)) : null,
+        maxRenewalPendingMs: lapses.length ? Math.max(...lapses.map((l) => l.renewalPendingMs)) : null,
+      },
       staleApplied,
       phantomCompletions: phantom,
       regressions: regressionIds.size,

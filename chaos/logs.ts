@@ -3,7 +3,7 @@
  * plus a few plain lines from the failpoints and the watchdog).
  */
 import { existsSync, readFileSync } from "node:fs";
-import type { LogFacts } from "./records.js";
+import type { LeaseLapseRecord, LogFacts } from "./records.js";
 
 export interface WorkerLog extends LogFacts {
   /** Time of "received SIGTERM" (the worker's clock), or null. */
@@ -17,7 +17,7 @@ export interface WorkerLog extends LogFacts {
 }
 
 export function emptyFacts(): LogFacts {
-  return { settleRefused: 0, leaseLost: 0, watchdogKills: 0, failpointKills: {}, workerErrors: 0 };
+  return { settleRefused: 0, leaseLost: 0, watchdogKills: 0, failpointKills: {}, workerErrors: 0, lapses: [] };
 }
 
 export function addFacts(into: LogFacts, from: LogFacts): void {
@@ -26,12 +26,29 @@ export function addFacts(into: LogFacts, from: LogFacts): void {
   into.watchdogKills += from.watchdogKills;
   for (const [name, n] of Object.entries(from.failpointKills)) into.failpointKills[name] = (into.failpointKills[name] ?? 0) + n;
   into.workerErrors += from.workerErrors;
+  if (from.lapses?.length) into.lapses = [...(into.lapses ?? []), ...from.lapses];
 }
 
 interface Line {
   time?: string;
   level?: string;
   msg?: string;
+  workerId?: string;
+  jobIds?: unknown;
+  lapsedForMs?: unknown;
+  tickLateMs?: unknown;
+  renewalPendingMs?: unknown;
+}
+
+/** The worker's "leases lapsed" warning as a record, or null when a field is missing (never guessed). */
+function lapseOf(line: Line): LeaseLapseRecord | null {
+  const pid = /:(\d+):[0-9a-f]+$/.exec(line.workerId ?? "");
+  const at = line.time ? Date.parse(line.time) : NaN;
+  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+  const [lapsedForMs, tickLateMs, renewalPendingMs] = [num(line.lapsedForMs), num(line.tickLateMs), num(line.renewalPendingMs)];
+  const jobIds = Array.isArray(line.jobIds) && line.jobIds.every((j) => typeof j === "string") ? line.jobIds : null;
+  if (!pid || Number.isNaN(at) || jobIds === null || lapsedForMs === null || tickLateMs === null || renewalPendingMs === null) return null;
+  return { wpid: Number(pid[1]), at, jobIds, lapsedForMs, tickLateMs, renewalPendingMs };
 }
 
 export function readWorkerLog(path: string): WorkerLog {
@@ -57,7 +74,10 @@ export function readWorkerLog(path: string): WorkerLog {
     const msg = line.msg ?? "";
     if (msg.startsWith("settle refused")) out.settleRefused++;
     else if (msg.startsWith("lease lost")) out.leaseLost++;
-    else if (msg.includes("watchdog limit")) {
+    else if (msg.startsWith("leases lapsed")) {
+      const lapse = lapseOf(line);
+      if (lapse) (out.lapses ??= []).push(lapse);
+    } else if (msg.includes("watchdog limit")) {
       out.watchdogKills++;
       out.selfKill = "watchdog";
       out.selfKillLine = msg;

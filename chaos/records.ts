@@ -141,6 +141,25 @@ export interface TermObservation {
   forced: boolean;
 }
 
+/**
+ * A worker's own report that leases it held lapsed before a renewal reached the store (its
+ * "leases lapsed" warning): its process ran late (no CPU, a blocked loop) or the store answered
+ * late, and the jobs named may have run again elsewhere.
+ */
+export interface LeaseLapseRecord {
+  /** The worker process (from its worker id). */
+  wpid: number;
+  /** When the worker noticed, by the log line's time (epoch ms). */
+  at: number;
+  jobIds: string[];
+  /** How long before `at` the earliest lease lapsed, ms. */
+  lapsedForMs: number;
+  /** How late the heartbeat tick that noticed it fired, ms (time the process's event loop did not run). */
+  tickLateMs: number;
+  /** How long a renewal had been out without an answer, ms (0 when none was). */
+  renewalPendingMs: number;
+}
+
 /** Counts taken from the worker logs. */
 export interface LogFacts {
   settleRefused: number;
@@ -149,4 +168,6 @@ export interface LogFacts {
   /** Failpoint kills by point: after-claim, after-handler, after-ack. */
   failpointKills: Record<string, number>;
   workerErrors: number;
+  /** The workers' lease-lapse reports (absent in evidence saved before they existed). */
+  lapses?: LeaseLapseRecord[];
 }

@@ -35,6 +35,20 @@ const ROWS: Row[] = [
   ["  healthy, unexplained (in lost)", (r) => n(r.check?.metrics.healthyDeadUnexplained)],
   ["stale acks refused", (r) => n(r.check?.metrics.staleRefused)],
   ["leases lost (handler aborted)", (r) => n(r.check?.metrics.leaseLost)],
+  [
+    "leases lapsed, worker said (reports / jobs)",
+    (r) => {
+      const l = r.check?.metrics.leaseLapses;
+      return l ? `${l.reports} / ${l.jobs}` : "-";
+    },
+  ],
+  [
+    "  max tick late / renewal out, ms",
+    (r) => {
+      const l = r.check?.metrics.leaseLapses;
+      return l ? `${n(l.maxTickLateMs)} / ${n(l.maxRenewalPendingMs)}` : "-";
+    },
+  ],
   ["stale acks applied", recordsOnly((r) => n(r.check?.metrics.staleApplied)), "stale acknowledgements applied"],
   ["completions without a run", recordsOnly((r) => n(r.check?.metrics.phantomCompletions)), "completions without a finished run"],
   ["terminal-state regressions", recordsOnly((r) => n(r.check?.metrics.regressions)), "terminal-state regressions"],

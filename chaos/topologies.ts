@@ -158,19 +158,30 @@ async function sentinelStore(wait: string): Promise<Store> {
     cut: null,
     broker: null,
     async failover(): Promise<FailoverOutcome> {
+      // Where replication stood just before the kill (what an asynchronous promotion can lose):
+      // read before `from`, so the failover's timings do not include it.
+      // Bounded: a record must never hold up the fault (an unanswered read gives "offsets unread").
+      const before = await Promise.race([topology.offsets().catch(() => null), sleep(5_000).then(() => null)]);
       const from = Date.now();
       const old = await topology.killPrimary();
       const probeFailedAt = await seenDown(old.port);
       const next = await topology.waitForFailover(old);
       const promotedAt = Date.now();
       await topology.restart(old);
+      const behind = (offset: number | null) => {
+        if (offset === null || before?.primary === null || before?.primary === undefined) return "?";
+        // The primary is read first: a replica in step reads at or past it.
+        const bytes = before.primary - offset;
+        return bytes > 0 ? `${bytes} bytes behind` : "in step";
+      };
+      const lag = before ? before.replicas.map((r) => `:${r.port} ${behind(r.offset)}`).join(", ") : "offsets unread";
       return {
         from,
         probeFailedAt,
         promotedAt,
         restoredAt: Date.now(),
         how: "SIGKILL of the primary; the sentinels promoted the replica",
-        detail: `primary :${old.port} killed, :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
+        detail: `primary :${old.port} killed (just before: ${lag}), :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
       };
     },
     close: () => topology.stop(),

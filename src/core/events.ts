@@ -30,6 +30,13 @@ export interface WorkerEvents {
   "job:stalled-rescued": { rescued: RescuedJob };
   /** Something went wrong outside a handler (store unreachable, listener threw). Work continues. */
   "worker:error": { error: Error; during: string };
+  /**
+   * Leases this worker held passed their deadline (by its clock) before a renewal reached the
+   * store: the jobs may run again elsewhere. `tickLateMs`: how late the heartbeat timer fired (the
+   * event loop was blocked or starved of CPU); `renewalPendingMs`: how long the renewal still out
+   * had waited for the store.
+   */
+  "worker:leases-lapsed": { jobIds: string[]; lapsedForMs: number; tickLateMs: number; renewalPendingMs: number };
   /** Shutdown began: no more claims. */
   "worker:shutdown": { reason: string; activeJobIds: string[]; graceMs: number };
   /** Shutdown finished. `drained` is false when jobs had to be released. */

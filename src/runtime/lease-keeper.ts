@@ -13,6 +13,24 @@ export interface Hold {
   deadline: number;
 }
 
+/**
+ * Leases that passed their deadline by this worker's clock while it still held them: no renewal
+ * reached the store in time, so the store may already have handed the jobs to another worker.
+ */
+export interface LeaseLapse {
+  /** The jobs whose leases lapsed (each reported once per hold). */
+  jobIds: string[];
+  /** How long ago the earliest of those leases lapsed, ms. */
+  lapsedForMs: number;
+  /**
+   * How late the heartbeat tick that noticed it fired, ms: time this process's event loop did not
+   * run (a handler blocked it, or the machine gave the process no CPU).
+   */
+  tickLateMs: number;
+  /** How long the renewal still out had waited for the store's answer, ms; 0 when none was out. */
+  renewalPendingMs: number;
+}
+
 export interface LeaseKeeperOptions {
   backend: Backend;
   clock: TimerClock;
@@ -29,6 +47,8 @@ export interface LeaseKeeperOptions {
   onError(error: unknown, during: string): void;
   /** The worker's concurrency. Buffered marks are sent only at 1: see the constructor. */
   concurrency: number;
+  /** Held leases lapsed before a renewal reached the store (checked at each heartbeat tick). */
+  onLapsed?(lapse: LeaseLapse): void;
 }
 
 /**
@@ -47,6 +67,10 @@ export class LeaseKeeper {
   private readonly marks: BufferMarks;
   private timer: ClockTimer | null = null;
   private beat: Promise<void> | null = null;
+  /** When the renewal now out was sent (by the clock), or null. */
+  private beatSentAt: number | null = null;
+  /** Holds whose lapse was reported already. */
+  private readonly lapseReported = new WeakSet<Hold>();
   private stopped = false;
 
   constructor(private readonly o: LeaseKeeperOptions) {
@@ -69,11 +93,35 @@ export class LeaseKeeper {
   /** Starts renewing leases every `heartbeatIntervalMs`. */
   start(): void {
     if (this.timer || this.stopped) return;
+    let due = this.o.clock.now() + this.o.heartbeatIntervalMs;
     const tick = (): void => {
+      const now = this.o.clock.now();
+      const lateMs = Math.max(0, now - due);
+      due = now + this.o.heartbeatIntervalMs;
       this.timer = this.o.clock.after(this.o.heartbeatIntervalMs, tick);
+      this.noticeLapses(now, lateMs);
       void this.heartbeat();
     };
     this.timer = this.o.clock.after(this.o.heartbeatIntervalMs, tick);
+  }
+
+  /**
+   * Reports the held leases whose deadline passed before a renewal reached the store. Each
+   * deadline counts from when its last renewal was sent, so this errs towards reporting: the
+   * store may have renewed a little later. Nothing is aborted here: the store decides (the next
+   * renewal reports the lease lost if another worker took the job, and a late settle is fenced).
+   */
+  private noticeLapses(now: number, tickLateMs: number): void {
+    if (!this.o.onLapsed) return;
+    const lapsed = [...this.started.values(), ...this.buffer].filter((h) => now > h.deadline && !this.lapseReported.has(h));
+    if (lapsed.length === 0) return;
+    for (const h of lapsed) this.lapseReported.add(h);
+    this.o.onLapsed({
+      jobIds: lapsed.map((h) => h.claimed.job.id),
+      lapsedForMs: Math.round(now - Math.min(...lapsed.map((h) => h.deadline))),
+      tickLateMs: Math.round(tickLateMs),
+      renewalPendingMs: this.beatSentAt === null ? 0 : Math.round(now - this.beatSentAt),
+    });
   }
 
   /**
@@ -181,9 +229,11 @@ export class LeaseKeeper {
     const buffered = this.buffer.slice();
     if (held.length === 0 && buffered.length === 0) return;
     const sentAt = this.o.clock.now();
+    this.beatSentAt = sentAt;
     try {
       const leases = held.map((h) => h.claimed.lease).concat(buffered.map((h) => h.claimed.lease));
       const { lost } = await this.o.backend.heartbeat(leases, this.o.leaseMs);
+      this.beatSentAt = null;
       const lostTokens = new Map<string, number>();
       const lostStarted: Array<{ hold: Hold; reason: LeaseLossReason }> = [];
       for (const { lease, reason } of lost) {
@@ -200,6 +250,7 @@ export class LeaseKeeper {
         if (lostTokens.get(h.claimed.lease.jobId) !== h.claimed.lease.token) h.deadline = sentAt + this.o.leaseMs;
       }
     } catch (error) {
+      this.beatSentAt = null;
       this.o.onError(error, "renewing leases");
       // Cannot reach the store: once a lease has surely expired there, another worker may already
       // run the job, so stop ours rather than run it twice at once.

@@ -21,7 +21,7 @@ import { failpoint } from "./failpoints.js";
 import { SandboxPool, type SandboxOptions } from "./sandbox.js";
 import { startWatchdog } from "./watchdog.js";
 import { Settler, type ClaimRide } from "./settler.js";
-import { LeaseKeeper, type Hold } from "./lease-keeper.js";
+import { LeaseKeeper, type Hold, type LeaseLapse } from "./lease-keeper.js";
 import { ModeMachine, type WorkerMode } from "./worker-mode.js";
 import { monotonicClock, sleepOn, type ClockTimer, type TimerClock } from "../core/clock.js";
 import { installShutdownSignals } from "./shutdown.js";
@@ -274,6 +274,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       onReleased: (jobIds, why) => this.reportReleased(jobIds, why),
       onError: (error, during) => this.reportError(error, during),
       concurrency: this.concurrency,
+      onLapsed: (lapse) => this.reportLapse(lapse),
     });
     const m = options.maintenance ?? true;
     this.maintenance =
@@ -882,6 +883,19 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private runningLost(hold: Hold, reason: LeaseLossReason): void {
     const r = this.running.get(hold.claimed.job.id);
     if (r && r.hold === hold) this.loseLease(r, reason);
+  }
+
+  /**
+   * Leases this worker still held passed their deadline before a renewal reached the store: the
+   * jobs may run again elsewhere (their late settles are fenced). Said out loud because the cause
+   * is outside the store: a handler blocking the event loop, a starved process, a slow store.
+   */
+  private reportLapse(lapse: LeaseLapse): void {
+    this.emit("worker:leases-lapsed", lapse);
+    this.logger.warn(
+      { workerId: this.id, ...lapse },
+      "leases lapsed before a renewal reached the store (this process ran late, or the store answered late); these jobs may run again elsewhere: raise leaseMs if it recurs",
+    );
   }
 
   private reportBufferedLoss(hold: Hold, reason: LeaseLossReason): void {

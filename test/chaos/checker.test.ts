@@ -170,6 +170,58 @@ describe("chaos checker", () => {
     expect(check(input).metrics.execBoundBroken).toBe(1);
   });
 
+  it("lets a lease lapse its own worker reported explain a second run of the jobs it names, and of no other job", () => {
+    // The seed-2603 rolling restart at a load average over 30: a slow job's first run (W1) ended
+    // after its lease had lapsed (W1's heartbeat timer fired seconds late), another worker took
+    // it 110 ms later, and W1's completion was refused as stale. No fault was injected.
+    const input = clean();
+    input.enqueues.push({ t: "invoke", id: "s1", kind: "slow", designed: 1, maxAttempts: 10, at: 10_000, incarnation: 1 });
+    input.enqueues.push({ t: "ok", id: "s1", at: 10_002, duplicate: false });
+    input.runs.push({ t: "start", id: "s1", name: "slow", attempt: 1, token: 1, pid: W1, wpid: W1, slot: "w0", at: 10_010 });
+    input.runs.push({ t: "end", id: "s1", attempt: 1, token: 1, pid: W1, wpid: W1, at: 17_300, ok: true });
+    input.runs.push({ t: "start", id: "s1", name: "slow", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 17_410 });
+    input.runs.push({ t: "end", id: "s1", attempt: 2, token: 2, pid: W2, wpid: W2, at: 21_000, ok: true });
+    input.final.push({
+      id: "s1",
+      name: "slow",
+      state: "completed",
+      attempt: 2,
+      maxAttempts: 10,
+      result: { attempt: 2 },
+      error: null,
+      history: [
+        { attempt: 1, pid: W1, startedAt: 10_009, finishedAt: 17_400, outcome: "lease-expired" },
+        { attempt: 2, pid: W2, startedAt: 17_409, finishedAt: 21_001, outcome: "completed" },
+      ],
+    });
+    input.available.push({ wpid: W2, from: 0, to: 100_000 });
+    const unexplained = check(input);
+    expect(unexplained.metrics.execBoundBroken).toBe(1);
+    expect(unexplained.metrics.leaseLapses).toEqual({ reports: 0, jobs: 0, maxTickLateMs: null, maxRenewalPendingMs: null });
+
+    // W1 said so when its late heartbeat tick fired: s1's lease lapsed 1.3 s before, the tick 2.3 s late.
+    const lapse = { wpid: W1, at: 17_295, jobIds: ["s1"], lapsedForMs: 1_300, tickLateMs: 2_300, renewalPendingMs: 0 };
+    input.logs = { ...emptyFacts(), lapses: [lapse] };
+    const explained = check(input);
+    expect(explained.metrics.execBoundBroken).toBe(0);
+    expect(explained.metrics.leaseLapses).toEqual({ reports: 1, jobs: 1, maxTickLateMs: 2_300, maxRenewalPendingMs: 0 });
+    expect(broken(explained)).toEqual([]);
+
+    // The report names its jobs: it excuses no other job's second run, even on the same worker at the same time.
+    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, jobIds: ["j1"] }] };
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+    // A lapse reported by another worker does not excuse it either.
+    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, wpid: 999 }] };
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+    // Nor one reported before the run started there.
+    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, at: 10_000, lapsedForMs: 100 }] };
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+    // The worker still held s1 when it reported, however long after the handler's end (its settle
+    // retried across a store outage, seed 2706): the report excuses it all the same.
+    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, at: 17_300 + 2 * LEASE, lapsedForMs: 300 }] };
+    expect(check(input).metrics.execBoundBroken).toBe(0);
+  });
+
   it("does not let a fault on another worker, or long after the run, explain a duplicate", () => {
     const input = clean();
     input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });

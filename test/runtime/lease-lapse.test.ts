@@ -1,0 +1,132 @@
+/**
+ * A worker whose process gets no CPU for longer than a lease (a loaded machine, a handler blocking
+ * the event loop) cannot renew its leases: the store may hand the jobs to another worker, and
+ * they run twice. The worker cannot prevent that, but it must say so ("worker:leases-lapsed",
+ * logged as a warning), so an operator (and the chaos checker) can tell a starved process from a
+ * fault of the store.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { readWorkerLog } from "../../chaos/logs.js";
+import { Queue, Worker, type Backend, type Logger } from "../../src/index.js";
+import { FakeClock, type ClockTimer, type TimerClock } from "../../src/core/clock.js";
+import { cleanupRuntimeBackends, RUNTIME_BACKENDS } from "../helpers/runtime-backends.js";
+import { waitFor } from "../helpers/wait-for.js";
+
+/**
+ * The store's clock (a FakeClock) and the worker's view of it. While `starve` moves time on, the
+ * worker's timers that fall due are held, and run (late) only once it is over: the process got
+ * no CPU meanwhile, while the store and the rest of the world went on.
+ */
+class StarvableClock implements TimerClock {
+  private starved = false;
+  private held: Array<() => void> = [];
+  constructor(readonly store: FakeClock) {}
+  now(): number {
+    return this.store.now();
+  }
+  after(ms: number, fn: () => void): ClockTimer {
+    return this.store.after(ms, () => {
+      if (this.starved) this.held.push(fn);
+      else fn();
+    });
+  }
+  starve(ms: number): void {
+    this.starved = true;
+    this.store.advance(ms);
+    this.starved = false;
+    for (const fn of this.held.splice(0)) fn();
+  }
+}
+
+const LEASE_MS = 300;
+const HEARTBEAT_MS = 100;
+
+describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
+  let backend: Backend;
+  let queue: Queue;
+  let clock: StarvableClock;
+  const workers: Worker[] = [];
+  let lapses: Array<{ jobIds: string[]; lapsedForMs: number; tickLateMs: number; renewalPendingMs: number }>;
+  let finish: (() => void) | undefined;
+  /** Heartbeat calls the store has answered. */
+  let beats: number;
+  /** The worker's log as the CLI writes it (consoleLogger: one JSON line per entry). */
+  let logLines: string[];
+
+  beforeEach(async () => {
+    const storeClock = new FakeClock(Date.now());
+    backend = await store.open({ clock: storeClock });
+    queue = new Queue("q", { backend });
+    clock = new StarvableClock(storeClock);
+    lapses = [];
+    finish = undefined;
+    beats = 0;
+    logLines = [];
+    const line = (level: string) => (fields: object, msg: string) => logLines.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
+    const logger: Logger = { info: () => {}, warn: line("warn"), error: line("error") };
+    const w = new Worker({
+      // Counts the heartbeats answered, so a step waits for the worker's renewal to be back, not
+      // only for the store to show it (the worker skips a tick while a renewal is still out).
+      backend: new Proxy(backend, {
+        get(target, prop) {
+          if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => target.heartbeat(...args).finally(() => beats++);
+          const value: unknown = Reflect.get(target, prop, target);
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      }),
+      queues: "q",
+      logger,
+      clock,
+      leaseMs: LEASE_MS,
+      heartbeatIntervalMs: HEARTBEAT_MS,
+      maintenance: false,
+      handlers: { long: () => new Promise<void>((resolve) => (finish = resolve)) },
+    });
+    w.on("worker:leases-lapsed", (lapse) => lapses.push(lapse));
+    workers.push(w);
+  });
+
+  afterEach(async () => {
+    finish?.();
+    await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
+    await backend.close();
+  });
+  afterAll(cleanupRuntimeBackends);
+
+  async function startLongJob(): Promise<string> {
+    const { id } = await queue.add("long", {});
+    await waitFor(async () => (await backend.get(id))?.state === "active" && finish !== undefined, { description: "the job started" });
+    return id;
+  }
+
+  it("reports the jobs whose leases lapsed while the process got no CPU, with how late its heartbeat ran", async () => {
+    const id = await startLongJob();
+    // No timer of the worker runs for 1.5 leases; then its first heartbeat tick fires, 350 ms late.
+    clock.starve(450);
+    expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 0 }]);
+    // The chaos runner reads it back from the log, with the worker's pid (chaos/logs.ts).
+    const dir = mkdtempSync(join(tmpdir(), "conveyor-lapse-"));
+    try {
+      writeFileSync(join(dir, "w0-1.log"), logLines.join("\n") + "\n");
+      const read = readWorkerLog(join(dir, "w0-1.log")).lapses ?? [];
+      expect(read).toEqual([expect.objectContaining({ wpid: process.pid, jobIds: [id], lapsedForMs: 150, tickLateMs: 350, renewalPendingMs: 0 })]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("reports nothing while the heartbeats run on time", async () => {
+    const id = await startLongJob();
+    for (let step = 1; step <= (3 * LEASE_MS) / HEARTBEAT_MS; step++) {
+      clock.store.advance(HEARTBEAT_MS);
+      await waitFor(() => beats === step, { description: `heartbeat ${step} answered` });
+      // The worker's own bookkeeping after the answer (microtasks) before the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect((await backend.get(id))!.lease?.expiresAt).toBe(clock.now() + LEASE_MS);
+    }
+    expect(lapses).toEqual([]);
+  });
+});
