@@ -1,10 +1,15 @@
 /**
  * Flow control on PostgreSQL: how a claim on a queue with limits runs (src/core/flow.ts). In one
  * transaction: lock the queue's flow row (flow-lock.sql; every claimer of the queue queues here,
- * so no two see the same free slot), read the counts the limits need (flow-window.sql,
- * flow-running.sql), size the claim with `claimBudget`, run the ordinary claim statement for
- * that queue with that size (claim.sql with flow_checked), and record the starts
- * (flow-record.sql). Queues without limits never come here: claim.sql alone serves them.
+ * so no two see the same free slot), read the counts the limits need (flow-counts.sql: the rate
+ * window and the running jobs per name and group, one round trip), size the claim with
+ * `claimBudget`, run the ordinary claim statement for that queue with that size (claim.sql with
+ * flow_checked), and record the starts (flow-record.sql). A laned queue (groups, limiter keys)
+ * lists its lanes (flow-lanes.sql), reads their heads (flow-lane-heads.sql) and its limiter
+ * keys' windows (flow-windows.sql), and claims the picked jobs, records their starts and moves
+ * its cursor in one statement (flow-claim-lanes.sql). Every round trip is paid while the queue's
+ * flow row is locked, so the claimers of one queue wait for each other's: fewer is faster.
+ * Queues without limits never come here: claim.sql alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
 import {
@@ -22,19 +27,7 @@ import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, 
 import { integerArray, textArray } from "./arrays.js";
 
 /** The statements this module runs. */
-export type FlowQuery =
-  | "flow-lock"
-  | "flow-window"
-  | "flow-running"
-  | "flow-record"
-  | "claim"
-  | "flow-lanes"
-  | "flow-lane-heads"
-  | "flow-group-running"
-  | "flow-windows"
-  | "flow-claim-ids"
-  | "flow-record-buckets"
-  | "flow-cursor";
+export type FlowQuery = "flow-lock" | "flow-counts" | "flow-record" | "claim" | "flow-lanes" | "flow-lane-heads" | "flow-windows" | "flow-claim-lanes";
 
 /** Runs one of the backend's statements on the transaction's client. */
 export type RunFlowQuery = <R extends object>(name: FlowQuery, values: unknown[]) => Promise<R[]>;
@@ -106,20 +99,38 @@ export async function claimUnderLimits<Row extends object>(
       continue;
     }
     const limits = limitsOf(row);
-    const window = limits.rate === null ? null : (await run<{ n: number; oldest: number | null }>("flow-window", [queue, now, limits.rate.durationMs]))[0]!;
-    const running = needsRunningCounts(limits) ? await run<{ name: string; n: number }>("flow-running", [queue]) : [];
+    const laned = row.lanes === true;
+    const wantRunning = needsRunningCounts(limits) || laned;
+    let window: { n: number; oldest: number | null } | null = null;
+    const running: Array<{ name: string; n: number }> = [];
+    const groupActive = new Map<string, number>();
+    if (limits.rate !== null || wantRunning) {
+      const counts = await run<{ kind: "window" | "name" | "group"; key: string | null; n: number; oldest: number | null }>("flow-counts", [
+        queue,
+        now,
+        limits.rate?.durationMs ?? null,
+        wantRunning,
+      ]);
+      for (const c of counts) {
+        if (c.kind === "window") window = { n: c.n, oldest: c.oldest };
+        else if (c.kind === "name") running.push({ name: c.key!, n: c.n });
+        else groupActive.set(c.key!, c.n);
+      }
+    }
     const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), remaining, request.names);
     if (budget.total === 0) {
       throttles.push({ queue, retryInMs: budget.retryInMs });
       continue;
     }
-    if (row.lanes === true) {
-      const laned = await claimLanes<Row>(run, queue, row.lane_cursor ?? null, now, budget.total, budget.perName, request, leaseMs);
-      rows.push(...laned.rows);
-      const rateFull = throttleAfterStarts(budget, laned.rows.length);
-      if (laned.throttle !== null) throttles.push({ queue, retryInMs: laned.throttle.retryInMs });
+    if (laned) {
+      const got = await claimLanes<Row>(run, queue, row.lane_cursor ?? null, now, budget.total, budget.perName, request, leaseMs, {
+        groupActive,
+        recordQueueRate: limits.rate !== null,
+      });
+      rows.push(...got.rows);
+      const rateFull = throttleAfterStarts(budget, got.rows.length);
+      if (got.throttle !== null) throttles.push({ queue, retryInMs: got.throttle.retryInMs });
       else if (rateFull !== null) throttles.push({ queue, retryInMs: rateFull });
-      if (limits.rate !== null && laned.rows.length > 0) await run("flow-record", [queue, now, laned.rows.length]);
       continue;
     }
     // Jobs of uncapped names together, then each capped name up to its room: within each, claim
@@ -163,8 +174,10 @@ export function retryInMsFromNow(retryInMs: number | null, clockReadAt: number |
 /**
  * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
  * lane (flow-lanes.sql), each lane's head in claim order, picked round robin under each group's
- * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id; then the limiter
- * keys' starts and the lane cursor are recorded.
+ * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id with the starts (the
+ * queue's rate when `recordQueueRate`, each limiter key's) and the lane cursor recorded in the
+ * same statement (flow-claim-lanes.sql). `groupActive`: the queue's running jobs per group
+ * (flow-counts.sql).
  */
 async function claimLanes<Row extends object>(
   run: RunFlowQuery,
@@ -175,31 +188,21 @@ async function claimLanes<Row extends object>(
   perName: ReadonlyMap<string, number>,
   request: ClaimRequest,
   leaseMs: number,
+  known: { groupActive: ReadonlyMap<string, number>; recordQueueRate: boolean },
 ): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null }> {
   const names = request.names.filter((name) => (perName.get(name) ?? 1) > 0);
-  const maxLanes = lanesToVisit(total);
-  const lanes = (await run<{ lane: string }>("flow-lanes", [queue, cursor ?? "", maxLanes])).map((r) => r.lane);
-  if (cursor !== null && lanes.length < maxLanes) {
-    for (const { lane } of await run<{ lane: string }>("flow-lanes", [queue, "", maxLanes - lanes.length])) {
-      if (lane > cursor || lanes.includes(lane)) break;
-      lanes.push(lane);
-    }
-  }
+  const lanes = (await run<{ lane: string }>("flow-lanes", [queue, cursor ?? "", lanesToVisit(total)])).map((r) => r.lane);
   const perLane = headsPerLane(total, lanes.length);
   const found = await run<LaneHeadRow>("flow-lane-heads", [queue, textArray(lanes), now, textArray(names), perLane, total]);
   const byLane = new Map<string, LaneJob<string>[]>([["", []], ...lanes.map((lane): [string, LaneJob<string>[]] => [lane, []])]);
   const limiterWindows = new Map<string, number>();
-  let grouped = false;
   found.sort((a, b) => a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq);
   for (const r of found) {
     const flow = r.lane === "" ? null : jobFlowFromColumns(r);
-    if (flow?.group) grouped = true;
     if (flow?.limiter) limiterWindows.set(flow.limiter.key, flow.limiter.durationMs);
     byLane.get(r.lane)?.push({ ref: r.id, name: r.name, flow });
   }
   const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs: jobs.slice(0, lane === "" ? total : perLane) }));
-  const groupActive = new Map<string, number>();
-  if (grouped) for (const r of await run<{ group_key: string; n: number }>("flow-group-running", [queue])) groupActive.set(r.group_key, r.n);
   const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
   if (limiterWindows.size > 0) {
     const keys = [...limiterWindows.keys()];
@@ -215,14 +218,22 @@ async function claimLanes<Row extends object>(
       limiterWindow.set(key, r === undefined ? { n: 0, oldest: null } : { n: r.n, oldest: r.oldest, heldUntil: r.held_until });
     });
   }
-  const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
+  const pick = pickAcrossLanes(heads, total, perName, { groupActive: known.groupActive, limiterWindow }, now);
   const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;
   if (pick.picked.length === 0) return { rows: [], throttle };
   const { id, host, pid } = request.worker;
-  const rows = await run<Row & { limiter_key: string | null }>("flow-claim-ids", [now, textArray(pick.picked.map((p) => p.ref)), leaseMs, id, host, pid]);
-  const started = rows.flatMap((r) => (r.limiter_key === null ? [] : [limiterBucket(queue, r.limiter_key)]));
-  if (started.length > 0) await run("flow-record-buckets", [textArray(started), now]);
-  if (pick.lastLane !== null && pick.lastLane !== "") await run("flow-cursor", [queue, pick.lastLane]);
+  const rows = await run<Row>("flow-claim-lanes", [
+    now,
+    textArray(pick.picked.map((p) => p.ref)),
+    leaseMs,
+    id,
+    host,
+    pid,
+    queue,
+    textArray(pick.picked.map((p) => (p.flow?.limiter ? limiterBucket(queue, p.flow.limiter.key) : null))),
+    known.recordQueueRate,
+    pick.lastLane !== null && pick.lastLane !== "" ? pick.lastLane : null,
+  ]);
   return { rows, throttle };
 }
 

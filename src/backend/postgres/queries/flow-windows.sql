@@ -1,4 +1,6 @@
--- flow-windows: flow-window.sql for several limiter keys at once, with each key's hold.
+-- flow-windows: the rate windows of several limiter keys at once, as flow-counts.sql does for a
+-- queue's own (forgets the starts that left each window, reads the count left and the oldest),
+-- with each key's hold. A row of flow_starts is one claim's n starts (0011).
 --
 -- $1 buckets text[] (see limiterBucket)    $2 windows bigint[] ms, one per bucket    $3 now bigint ms
 WITH b AS (
@@ -7,11 +9,11 @@ WITH b AS (
 dropped AS (
   DELETE FROM {{schema}}.flow_starts AS s USING b
   WHERE s.queue = b.bucket AND s.at <= $3::bigint - b.window_ms
-  RETURNING s.queue
+  RETURNING s.queue, s.n
 ),
 counted AS (
   UPDATE {{schema}}.flow_counts AS c SET n = c.n - d.k
-  FROM (SELECT queue, count(*) AS k FROM dropped GROUP BY queue) AS d
+  FROM (SELECT queue, sum(n) AS k FROM dropped GROUP BY queue) AS d
   WHERE c.bucket = d.queue
   RETURNING c.bucket, c.n
 )
