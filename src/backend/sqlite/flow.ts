@@ -212,29 +212,32 @@ export class SqliteFlow {
 
   /**
    * Records the starts of this claim in the rate windows of the rate-limited queues among
-   * `flows`, and of every claimed job's limiter key.
+   * `flows`, and of every claimed job's limiter key: one row per window with the number of
+   * starts (every start of a claim has the same time; 0009_flow_start_counts).
    */
   recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
     const added = new Map<string, number>();
-    const add = (bucket: string) => {
-      this.s.addStart.run(bucket, now);
-      added.set(bucket, (added.get(bucket) ?? 0) + 1);
-    };
+    const add = (bucket: string) => added.set(bucket, (added.get(bucket) ?? 0) + 1);
     for (const job of claimed) {
       const flow = flows.get(job.queue);
       if (flow?.rate_max != null) add(job.queue);
       const key = (job as { limiter_key?: string | null }).limiter_key;
       if (flow?.lanes === 1 && typeof key === "string") add(limiterBucket(job.queue, key));
     }
-    for (const [bucket, n] of added) this.s.countUp.run(bucket, n);
+    for (const [bucket, n] of added) {
+      this.s.addStarts.run(bucket, now, n);
+      this.s.countUp.run(bucket, n);
+    }
   }
 
   /**
    * Forgets the starts that left a window and reads how many are still in it (kept in
-   * flow_counts, so the cost is the starts that expired, not the window's size) and the oldest.
+   * flow_counts, so the cost is the claims whose starts expired, not the window's size) and the
+   * oldest. A row of flow_starts is one claim's n starts.
    */
   private windowOf(bucket: string, durationMs: number, now: number): { n: number; oldest: number | null } {
-    const dropped = this.s.dropOldStarts.run(bucket, now - durationMs).changes;
+    let dropped = 0;
+    for (const n of this.s.dropOldStarts.all(bucket, now - durationMs)) dropped += n;
     if (dropped > 0) this.s.countUp.run(bucket, -dropped);
     const n = this.s.count.get(bucket) ?? 0;
     return { n, oldest: n === 0 ? null : (this.s.oldest.get(bucket) ?? null) };
@@ -277,13 +280,13 @@ function prepare(db: Database.Database, prefix: string) {
     rowsAmong: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue IN (SELECT value FROM json_each(?))`),
     row: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue = ?`),
     /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=? AND at<?) */
-    dropOldStarts: db.prepare<[string, number]>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ?`),
+    dropOldStarts: db.prepare<[string, number], number>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ? RETURNING n`).pluck(),
     /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=?): the first entry */
     oldest: db.prepare<[string], number>(`SELECT at FROM ${starts} WHERE queue = ? ORDER BY at LIMIT 1`).pluck(),
     count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
     countUp: db.prepare<[string, number]>(`INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`),
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
-    addStart: db.prepare<[string, number]>(`INSERT INTO ${starts} (queue, at) VALUES (?, ?)`),
+    addStarts: db.prepare<[string, number, number]>(`INSERT INTO ${starts} (queue, at, n) VALUES (?, ?, ?)`),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
     /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
     running: db.prepare<[string], { name: string; n: number }>(`SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`),
