@@ -116,34 +116,13 @@ export class SqliteFlow {
     const names = JSON.stringify(request.names.filter((name) => (perName.get(name) ?? 1) > 0));
     const cursor = row.lane_cursor ?? "";
     const maxLanes = lanesToVisit(total);
-    const lanes: string[] = [];
-    for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next))
-      lanes.push(next);
-    if (cursor !== "") {
-      for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next))
-        lanes.push(next);
-    }
+    const lanes = this.s.lanesFrom.all({ queue, cursor, maxLanes });
     const perLane = headsPerLane(total, lanes.length);
     const heads: Array<LaneHead<FlowCandidate>> = [
       // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
       { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
     ];
-    // Limiter windows are counted when the pick first reaches a job of the key, not for every head.
     const limiterMs = new Map<string, number>();
-    const windows = new Map<string, LimiterWindow>();
-    const limiterWindow = {
-      get: (key: string): LimiterWindow | undefined => {
-        let window = windows.get(key);
-        const durationMs = limiterMs.get(key);
-        if (window === undefined && durationMs !== undefined) {
-          const bucket = limiterBucket(queue, key);
-          // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
-          window = { ...this.windowOf(bucket, durationMs, now), heldUntil: this.s.row.get(bucket)?.held_until ?? null };
-          windows.set(key, window);
-        }
-        return window;
-      },
-    };
     let grouped = false;
     for (const lane of lanes) {
       const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
@@ -156,10 +135,30 @@ export class SqliteFlow {
     }
     const groupActive = new Map<string, number>();
     if (grouped) for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
+    const limiterWindow = this.limiterWindows(queue, limiterMs, now);
     const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
     if (pick.throttled) throttles.push({ queue, retryInMs: pick.retryInMs });
     if (pick.lastLane !== null && pick.lastLane !== "") this.s.setCursor.run(pick.lastLane, queue);
     return pick.picked.map((job) => job.ref);
+  }
+
+  /**
+   * The windows of the limiter keys among a claim's head jobs (key → window duration), in two
+   * statements whatever their number: forget the starts that left each window (and count them
+   * off in flow_counts), then read each key's count, oldest start and hold (a held key, by
+   * RetryLater with pause "key", has a flow row of its own, named by its bucket).
+   */
+  private limiterWindows(queue: string, limiterMs: ReadonlyMap<string, number>, now: number): Map<string, LimiterWindow> {
+    const windows = new Map<string, LimiterWindow>();
+    if (limiterMs.size === 0) return windows;
+    const keyOf = new Map([...limiterMs.keys()].map((key) => [limiterBucket(queue, key), key]));
+    const dropped = new Map<string, number>();
+    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify([...limiterMs].map(([key, ms]) => [limiterBucket(queue, key), now - ms]))))
+      dropped.set(bucket, (dropped.get(bucket) ?? 0) + n);
+    for (const [bucket, n] of dropped) this.s.countUp.run(bucket, -n);
+    for (const w of this.s.windowsOf.all(JSON.stringify([...keyOf.keys()])))
+      windows.set(keyOf.get(w.bucket)!, { n: w.n, oldest: w.n === 0 ? null : w.oldest, heldUntil: w.held_until });
+    return windows;
   }
 
   /**
@@ -216,6 +215,7 @@ export class SqliteFlow {
    * starts (every start of a claim has the same time; 0009_flow_start_counts).
    */
   recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
+    // Two statements for every window the claim filled (json_each), not two per window.
     const added = new Map<string, number>();
     const add = (bucket: string) => added.set(bucket, (added.get(bucket) ?? 0) + 1);
     for (const job of claimed) {
@@ -224,10 +224,10 @@ export class SqliteFlow {
       const key = (job as { limiter_key?: string | null }).limiter_key;
       if (flow?.lanes === 1 && typeof key === "string") add(limiterBucket(job.queue, key));
     }
-    for (const [bucket, n] of added) {
-      this.s.addStarts.run(bucket, now, n);
-      this.s.countUp.run(bucket, n);
-    }
+    if (added.size === 0) return;
+    const starts = JSON.stringify(Object.fromEntries(added));
+    this.s.addStartsOf.run(now, starts);
+    this.s.countUpOf.run(starts);
   }
 
   /**
@@ -286,7 +286,27 @@ function prepare(db: Database.Database, prefix: string) {
     count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
     countUp: db.prepare<[string, number]>(`INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`),
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
-    addStarts: db.prepare<[string, number, number]>(`INSERT INTO ${starts} (queue, at, n) VALUES (?, ?, ?)`),
+    /* $2: {bucket: starts} */
+    addStartsOf: db.prepare<[number, string]>(`INSERT INTO ${starts} (queue, at, n) SELECT key, ?, value FROM json_each(?)`),
+    countUpOf: db.prepare<[string]>(
+      `INSERT INTO ${prefix}flow_counts (bucket, n) SELECT key, value FROM json_each(?) WHERE true
+       ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`,
+    ),
+    /* $1: [[bucket, forget starts at or before this ms], ...]; one index range per bucket */
+    dropOldStartsOf: db.prepare<[string], { queue: string; n: number }>(
+      `DELETE FROM ${starts} WHERE rowid IN (
+         SELECT s.rowid FROM json_each(?) AS b JOIN ${starts} AS s
+           ON s.queue = b.value ->> 0 AND s.at <= b.value ->> 1
+       ) RETURNING queue, n`,
+    ),
+    /* $1: [bucket, ...] */
+    windowsOf: db.prepare<[string], { bucket: string; n: number; oldest: number | null; held_until: number | null }>(
+      `SELECT b.value AS bucket,
+              coalesce((SELECT c.n FROM ${prefix}flow_counts AS c WHERE c.bucket = b.value), 0) AS n,
+              (SELECT s.at FROM ${starts} AS s WHERE s.queue = b.value ORDER BY s.at LIMIT 1) AS oldest,
+              (SELECT f.held_until FROM ${flow} AS f WHERE f.queue = b.value) AS held_until
+       FROM json_each(?) AS b`,
+    ),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
     /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
     running: db.prepare<[string], { name: string; n: number }>(`SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`),
@@ -297,9 +317,35 @@ function prepare(db: Database.Database, prefix: string) {
     ),
     // No limits, no hold, no keyed jobs: the row goes, and the queue's claims take the plain path again.
     dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL AND lanes = 0`),
-    /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane>?) */
-    nextLane: db
-      .prepare<[string, string], string>(`SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`)
+    /*
+     * Up to maxLanes lanes with waiting or scheduled jobs, in turn from after the cursor: the
+     * lanes after it in lane order, then (wrapping round) the first ones up to the cursor itself.
+     * A skip scan over jobs_lanes (one index probe per lane, however many jobs each holds) in one
+     * statement. Lane '' (unkeyed jobs) is not listed: laneHead reads it on every claim.
+     */
+    lanesFrom: db
+      .prepare<[{ queue: string; cursor: string; maxLanes: number }], string>(
+        `WITH RECURSIVE
+           after_cursor (lane, n) AS (
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), 1
+             UNION ALL
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), w.n + 1
+             FROM after_cursor AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes
+           ),
+           wrapped (lane, n) AS (
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > '' AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), 1
+             WHERE (SELECT count(lane) FROM after_cursor) < @maxLanes
+             UNION ALL
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), w.n + 1
+             FROM wrapped AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes - (SELECT count(lane) FROM after_cursor)
+           )
+         SELECT lane FROM (
+           SELECT lane, 0 AS part, n FROM after_cursor WHERE lane IS NOT NULL
+           UNION ALL
+           SELECT lane, 1 AS part, n FROM wrapped WHERE lane IS NOT NULL
+         )
+         ORDER BY part, n`,
+      )
       .pluck(),
     /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane=?) */
     laneHead: db.prepare<[string, string, number, string, number], LaneRow>(
