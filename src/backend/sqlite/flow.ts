@@ -14,6 +14,7 @@ import {
   needsRunningCounts,
   pickAcrossLanes,
   type LaneHead,
+  type LaneJob,
   type LimiterWindow,
   type QueueFlow,
   type StoredQueueLimits,
@@ -118,21 +119,23 @@ export class SqliteFlow {
     const maxLanes = lanesToVisit(total);
     const lanes = this.s.lanesFrom.all({ queue, cursor, maxLanes });
     const perLane = headsPerLane(total, lanes.length);
-    const heads: Array<LaneHead<FlowCandidate>> = [
-      // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
-      { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
-    ];
+    // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned); the keyed
+    // lanes' heads come from one statement (one index range per lane, claim order within each).
+    const byLane = new Map<string, Array<LaneJob<FlowCandidate>>>([
+      ["", this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null }))],
+      ...lanes.map((lane): [string, Array<LaneJob<FlowCandidate>>] => [lane, []]),
+    ]);
     const limiterMs = new Map<string, number>();
     let grouped = false;
-    for (const lane of lanes) {
-      const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
+    if (lanes.length > 0) {
+      for (const c of this.s.laneHeads.all({ queue, lanes: JSON.stringify(lanes), now, names, perLane })) {
         const flow = jobFlowFromColumns(c);
         if (flow.group !== null) grouped = true;
         if (flow.limiter !== null) limiterMs.set(flow.limiter.key, flow.limiter.durationMs);
-        return { ref: c, name: c.name, flow };
-      });
-      heads.push({ lane, jobs });
+        byLane.get(c.lane)?.push({ ref: c, name: c.name, flow });
+      }
     }
+    const heads: Array<LaneHead<FlowCandidate>> = [...byLane].map(([lane, jobs]) => ({ lane, jobs }));
     const groupActive = new Map<string, number>();
     if (grouped) for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
     const limiterWindow = this.limiterWindows(queue, limiterMs, now);
@@ -355,6 +358,23 @@ function prepare(db: Database.Database, prefix: string) {
          AND name IN (SELECT value FROM json_each(?))
        ORDER BY priority, run_at, seq
        LIMIT ?`,
+    ),
+    /*
+     * laneHead for every lane of @lanes (a JSON array) in one statement: at most @perLane jobs of
+     * each, lane by lane, in claim order within each. Each lane is its own range of jobs_lanes:
+     * the IN subquery is evaluated once per lane.
+     */
+    laneHeads: db.prepare<[{ queue: string; lanes: string; now: number; names: string; perLane: number }], LaneRow & { lane: string }>(
+      `SELECT j.lane, j.seq, j.priority, j.run_at, j.name, j.group_key, j.group_concurrency, j.limiter_key, j.limiter_max, j.limiter_duration_ms
+       FROM json_each(@lanes) AS l
+       JOIN ${jobs} AS j ON j.seq IN (
+         SELECT h.seq FROM ${jobs} AS h
+         WHERE h.queue = @queue AND h.lane = l.value AND h.state IN ('waiting', 'scheduled') AND h.run_at <= @now
+           AND h.name IN (SELECT value FROM json_each(@names))
+         ORDER BY h.priority, h.run_at, h.seq
+         LIMIT @perLane
+       )
+       ORDER BY l.key, j.priority, j.run_at, j.seq`,
     ),
     lanedAmong: db.prepare<[string], string>(`SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`).pluck(),
     setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
