@@ -4,8 +4,11 @@
  * Where the flow path's time goes (docs/flow-control.md, "Where the overhead went"): the
  * overhead run of bench/flowctl.ts (one Worker, concurrency 50, no-op jobs; limits that never
  * bind, ten groups, ten limiter keys) with every claim counted and timed, both arms
- * interleaved on fresh stores: claims per run, jobs per claim, and the mean and p50/p90 time of
- * one claim call. A diagnostic, not a figure of the issue.
+ * interleaved on fresh stores: claims per run, jobs per claim, the mean and p50/p90 time of one
+ * claim call, and the CPU time per 1,000 jobs of this process (worker and, for SQLite, the store)
+ * and of the server (PostgreSQL: the postmaster and its backends, from /proc; Redis: INFO cpu).
+ * CPU per job hardly moves with the machine's load, unlike jobs/s: on a shared machine it is
+ * the figure to compare. A diagnostic, not a figure of the issue.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,7 +18,30 @@ import { openBackend } from "../src/backend/open.js";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { startThrowawayRedis } from "../testkit/servers/redis.js";
+import { readFileSync, readdirSync } from "node:fs";
+import { Redis } from "ioredis";
 import { chunks, FILL_CHUNK, fmt, noopJobs, percentile } from "./lib.js";
+
+/** CPU ms used so far by a process and its children (reaped and live), from /proc (clock ticks of 10 ms). */
+function treeCpuMs(pid: number): number {
+  const fields = (p: string) =>
+    readFileSync(`/proc/${p}/stat`, "utf8")
+      .replace(/^.*\) /, "")
+      .split(" ");
+  const own = fields(String(pid));
+  // After "pid (comm) ": state ppid ... utime(12) stime(13) cutime(14) cstime(15), 0-based here.
+  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const f = fields(entry);
+      if (Number(f[1]) === pid) ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ticks * 10;
+}
 
 const { values } = parseArgs({
   options: {
@@ -29,6 +55,8 @@ const runs = Number(values.runs);
 
 interface Profile {
   jobsPerSecond: number;
+  clientCpuMsPer1000: number;
+  serverCpuMsPer1000: number | null;
   claims: number;
   jobsPerClaim: number;
   claimMsMean: number;
@@ -36,7 +64,7 @@ interface Profile {
   claimMsP90: number;
 }
 
-async function profile(url: string, limited: boolean): Promise<Profile> {
+async function profile(url: string, limited: boolean, serverCpuMs: () => Promise<number | null>): Promise<Profile> {
   const backend = await openBackend(url);
   try {
     await backend.migrate();
@@ -64,6 +92,8 @@ async function profile(url: string, limited: boolean): Promise<Profile> {
     };
     let completed = 0;
     let worker: Worker | undefined;
+    const server0 = await serverCpuMs();
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await new Promise<void>((resolve) => {
       worker = new Worker({ backend: counted, queues: "bench", concurrency: 50, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
@@ -72,9 +102,13 @@ async function profile(url: string, limited: boolean): Promise<Profile> {
       });
     });
     const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const server1 = await serverCpuMs();
     await worker?.close();
     return {
       jobsPerSecond: jobs / seconds,
+      clientCpuMsPer1000: ((cpu.user + cpu.system) / 1000 / jobs) * 1000,
+      serverCpuMsPer1000: server0 === null || server1 === null ? null : ((server1 - server0) / jobs) * 1000,
       claims: times.length,
       jobsPerClaim: claimedJobs / times.length,
       claimMsMean: times.reduce((a, b) => a + b, 0) / times.length,
@@ -89,27 +123,39 @@ async function profile(url: string, limited: boolean): Promise<Profile> {
 let n = 0;
 let fresh: () => Promise<string>;
 let close: () => Promise<void>;
+let serverCpuMs: () => Promise<number | null> = async () => null;
 if (values.backend === "sqlite") {
   const dir = await mkdtemp(join(tmpdir(), "conveyor-flowprof-"));
   fresh = async () => `sqlite:${join(dir, `s${n++}.db`)}`;
   close = () => rm(dir, { recursive: true, force: true });
 } else if (values.backend === "postgres") {
   const server = await startThrowawayPostgres({ database: "bench" });
+  const postmaster = Number(readFileSync(`${server.dataDir}/postmaster.pid`, "utf8").split("\n")[0]);
+  serverCpuMs = async () => treeCpuMs(postmaster);
   fresh = async () => `${server.url}?schema=prof_${n++}`;
   close = () => server.stop();
 } else {
   const server = await startThrowawayRedis({ persistence: "none" });
+  const info = new Redis(server.url);
+  serverCpuMs = async () => {
+    const text = await info.info("cpu");
+    const used = (field: string) => Number(new RegExp(`${field}:([\\d.]+)`).exec(text)![1]);
+    return (used("used_cpu_user") + used("used_cpu_sys")) * 1000;
+  };
   fresh = async () => `${server.url}?prefix=prof_${n++}`;
-  close = () => server.stop();
+  close = async () => {
+    info.disconnect();
+    await server.stop();
+  };
 }
 try {
-  console.log(`| arm | jobs/s | claims | jobs/claim | claim ms mean | p50 | p90 |`);
-  console.log(`| --- | --- | --- | --- | --- | --- | --- |`);
+  console.log(`| arm | jobs/s | claims | jobs/claim | claim ms mean | p50 | p90 | CPU ms per 1,000 jobs: this process | server |`);
+  console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
   for (let i = 0; i < runs; i++) {
     for (const limited of [false, true]) {
-      const p = await profile(await fresh(), limited);
+      const p = await profile(await fresh(), limited, serverCpuMs);
       console.log(
-        `| ${limited ? "limits + groups + keys" : "no limits"} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} |`,
+        `| ${limited ? "limits + groups + keys" : "no limits"} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} | ${fmt(p.clientCpuMsPer1000)} | ${p.serverCpuMsPer1000 === null ? "(in process)" : fmt(p.serverCpuMsPer1000)} |`,
       );
     }
   }
