@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/flowctl-profile.ts [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 2]`
+ * `npx tsx bench/flowctl-profile.ts [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 2] [--limits-only]`
  *
  * Where the flow path's time goes (docs/flow-control.md, "Where the overhead went"): the
  * overhead run of bench/flowctl.ts (one Worker, concurrency 50, no-op jobs; limits that never
@@ -8,7 +8,8 @@
  * claim call, and the CPU time per 1,000 jobs of this process (worker and, for SQLite, the store)
  * and of the server (PostgreSQL: the postmaster and its backends, from /proc; Redis: INFO cpu).
  * CPU per job hardly moves with the machine's load, unlike jobs/s: on a shared machine it is
- * the figure to compare. A diagnostic, not a figure of the issue.
+ * the figure to compare. --limits-only adds a third arm: the same queue limits, jobs without
+ * group or limiter key (no lanes). A diagnostic, not a figure of the issue.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -48,6 +49,7 @@ const { values } = parseArgs({
     backend: { type: "string", default: "sqlite" },
     jobs: { type: "string", default: "5000" },
     runs: { type: "string", default: "2" },
+    "limits-only": { type: "boolean", default: false },
   },
 });
 const jobs = Number(values.jobs);
@@ -64,19 +66,22 @@ interface Profile {
   claimMsP90: number;
 }
 
-async function profile(url: string, limited: boolean, serverCpuMs: () => Promise<number | null>): Promise<Profile> {
+type Arm = "no limits" | "limits only" | "limits + groups + keys";
+
+async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number | null>): Promise<Profile> {
   const backend = await openBackend(url);
   try {
     await backend.migrate();
     const q = new Queue("bench", { backend });
-    if (limited) await q.setLimits({ rate: { max: 1_000_000, durationMs: 1_000 }, maxRunning: 100_000, maxRunningPerName: { noop: 100_000 } });
+    if (arm !== "no limits") await q.setLimits({ rate: { max: 1_000_000, durationMs: 1_000 }, maxRunning: 100_000, maxRunningPerName: { noop: 100_000 } });
     for (const [start, length] of chunks(jobs, FILL_CHUNK)) {
       await q.addBulk(
         noopJobs(start, length).map((job, k) => ({
           ...job,
-          options: limited
-            ? { group: { key: `g${(start + k) % 10}`, concurrency: 10_000 }, limiter: { key: `k${(start + k) % 10}`, max: 1_000_000, durationMs: 1_000 } }
-            : {},
+          options:
+            arm === "limits + groups + keys"
+              ? { group: { key: `g${(start + k) % 10}`, concurrency: 10_000 }, limiter: { key: `k${(start + k) % 10}`, max: 1_000_000, durationMs: 1_000 } }
+              : {},
         })),
       );
     }
@@ -152,10 +157,11 @@ try {
   console.log(`| arm | jobs/s | claims | jobs/claim | claim ms mean | p50 | p90 | CPU ms per 1,000 jobs: this process | server |`);
   console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
   for (let i = 0; i < runs; i++) {
-    for (const limited of [false, true]) {
-      const p = await profile(await fresh(), limited, serverCpuMs);
+    const arms: Arm[] = values["limits-only"] ? ["no limits", "limits only", "limits + groups + keys"] : ["no limits", "limits + groups + keys"];
+    for (const arm of arms) {
+      const p = await profile(await fresh(), arm, serverCpuMs);
       console.log(
-        `| ${limited ? "limits + groups + keys" : "no limits"} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} | ${fmt(p.clientCpuMsPer1000)} | ${p.serverCpuMsPer1000 === null ? "(in process)" : fmt(p.serverCpuMsPer1000)} |`,
+        `| ${arm} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} | ${fmt(p.clientCpuMsPer1000)} | ${p.serverCpuMsPer1000 === null ? "(in process)" : fmt(p.serverCpuMsPer1000)} |`,
       );
     }
   }
