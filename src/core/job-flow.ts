@@ -64,8 +64,13 @@ export function laneOf(flow: JobFlow): string {
 
 /** Where a limiter key's starts are recorded: the queue's own rate window has the bare queue name. */
 export function limiterBucket(queue: string, key: string): string {
+  return `${limiterBucketPrefix(queue)}${key}`;
+}
+
+/** What every limiter bucket of `queue` starts with (a store that names buckets in SQL appends the key). */
+export function limiterBucketPrefix(queue: string): string {
   // Queue names cannot hold a newline (checkName), so no key can collide with a queue.
-  return `${queue}\nk:${key}`;
+  return `${queue}\nk:`;
 }
 
 /** A job's flow as the SQL stores keep it: one column per field, NULL when absent. */

@@ -259,6 +259,27 @@ export function flowControlTests(t: SuiteContext): void {
       expect(batch.jobs.map((c) => c.job.id)).toEqual(["big03", "big04", "big05", "big06"]);
     });
 
+    it.skipIf(!keyed)("groups: turns go in the UTF-8 byte order of the group keys, on every store, wrapping round too [needs jobFlowKeys]", async () => {
+      // UTF-16 order (JavaScript's <) puts U+10000 (a surrogate pair, 0xD800...) before U+E000;
+      // UTF-8 byte order (PostgreSQL COLLATE "C", SQLite BINARY, Redis lex ranges) after it.
+      const keys = ["\u{10000}", "\uE000", "z", "a"];
+      for (const key of keys) await enqueueMany(t.b, 3, (i) => ({ jobId: `${key.codePointAt(0)}-${i}`, group: { key, concurrency: 100 } }));
+      const turn = ["a", "z", "\uE000", "\u{10000}"].map((key) => key.codePointAt(0));
+      const order: string[] = [];
+      for (let i = 0; i < 4; i++) order.push(...(await claimWatched(t.b, 1)).jobs.map((c) => c.job.id));
+      expect(order).toEqual(turn.map((c) => `${c}-0`));
+      // The last claim ended on U+10000: the next one wraps round to the first lane and must
+      // still see every lane up to it (a comparison in UTF-16 order stopped before U+E000).
+      // (A claim returns its jobs in claim order, not in turn order: compare the sets.)
+      const wrapped = (await claimWatched(t.b, 3)).jobs.map((c) => c.job.id).sort();
+      expect(wrapped).toEqual(
+        turn
+          .slice(0, 3)
+          .map((c) => `${c}-1`)
+          .sort(),
+      );
+    });
+
     it.skipIf(!keyed)(
       "limiter keys: at most max starts per key per window; other keys go on; the claim says when the key reopens [needs jobFlowKeys]",
       async () => {

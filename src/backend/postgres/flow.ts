@@ -1,10 +1,16 @@
 /**
  * Flow control on PostgreSQL: how a claim on a queue with limits runs (src/core/flow.ts). In one
  * transaction: lock the queue's flow row (flow-lock.sql; every claimer of the queue queues here,
- * so no two see the same free slot), read the counts the limits need (flow-window.sql,
- * flow-running.sql), size the claim with `claimBudget`, run the ordinary claim statement for
- * that queue with that size (claim.sql with flow_checked), and record the starts
- * (flow-record.sql). Queues without limits never come here: claim.sql alone serves them.
+ * so no two see the same free slot), read the counts the limits need (flow-counts.sql: the rate
+ * window and the running jobs per name and group, one round trip), size the claim with
+ * `claimBudget`, run the ordinary claim statement for that queue with that size (claim.sql with
+ * flow_checked), and record the starts (flow-record.sql). A laned queue (groups, limiter keys)
+ * reads its counts, lanes, lane heads and limiter keys' windows in one statement
+ * (flow-read-lanes.sql), and claims the picked jobs, records their starts and moves its cursor in
+ * another (flow-claim-lanes.sql): BEGIN, lock, read, claim, COMMIT. Every round trip is paid
+ * while the queue's flow row is locked, so the claimers of one queue wait for each other's:
+ * fewer is faster.
+ * Queues without limits never come here: claim.sql alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
 import {
@@ -15,26 +21,15 @@ import {
   throttleAfterStarts,
   type LaneHead,
   type LaneJob,
+  type LimiterWindow,
   type StoredQueueLimits,
 } from "../../core/flow.js";
 import type { JobSpec } from "../../core/job.js";
-import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
+import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, limiterBucketPrefix, type JobFlowColumns } from "../../core/job-flow.js";
 import { integerArray, textArray } from "./arrays.js";
 
 /** The statements this module runs. */
-export type FlowQuery =
-  | "flow-lock"
-  | "flow-window"
-  | "flow-running"
-  | "flow-record"
-  | "claim"
-  | "flow-lanes"
-  | "flow-lane-heads"
-  | "flow-group-running"
-  | "flow-windows"
-  | "flow-claim-ids"
-  | "flow-record-buckets"
-  | "flow-cursor";
+export type FlowQuery = "flow-lock" | "flow-counts" | "flow-record" | "claim" | "flow-read-lanes" | "flow-claim-lanes";
 
 /** Runs one of the backend's statements on the transaction's client. */
 export type RunFlowQuery = <R extends object>(name: FlowQuery, values: unknown[]) => Promise<R[]>;
@@ -52,7 +47,7 @@ export interface PgFlowRow {
   now?: number;
 }
 
-/** A row of flow-lane-heads.sql. */
+/** A head job of flow-read-lanes.sql. */
 interface LaneHeadRow extends JobFlowColumns {
   lane: string;
   id: string;
@@ -107,20 +102,42 @@ export async function claimUnderLimits<Row extends object>(
       continue;
     }
     const limits = limitsOf(row);
-    const window = limits.rate === null ? null : (await run<{ n: number; oldest: number | null }>("flow-window", [queue, now, limits.rate.durationMs]))[0]!;
-    const running = needsRunningCounts(limits) ? await run<{ name: string; n: number }>("flow-running", [queue]) : [];
+    if (row.lanes === true) {
+      const read = (names: readonly string[], total: number) => readLanes(run, queue, row.lane_cursor ?? null, now, limits, names, total);
+      const first = await read(request.names, remaining);
+      const budget = claimBudget(flowSnapshot(now, limits, row.held_until, first.window, first.running), remaining, request.names);
+      if (budget.total === 0) {
+        throttles.push({ queue, retryInMs: budget.retryInMs });
+        continue;
+      }
+      // A name capped to no room now: its jobs must not take the heads' places (a second read,
+      // under the same lock, only then).
+      const names = request.names.filter((name) => (budget.perName.get(name) ?? 1) > 0);
+      const lanes = names.length === request.names.length ? first : await read(names, budget.total);
+      const got = await claimLanes<Row>(run, queue, lanes, now, budget.total, budget.perName, request, leaseMs, limits.rate !== null);
+      rows.push(...got.rows);
+      const rateFull = throttleAfterStarts(budget, got.rows.length);
+      if (got.throttle !== null) throttles.push({ queue, retryInMs: got.throttle.retryInMs });
+      else if (rateFull !== null) throttles.push({ queue, retryInMs: rateFull });
+      continue;
+    }
+    let window: { n: number; oldest: number | null } | null = null;
+    const running: Array<{ name: string; n: number }> = [];
+    if (limits.rate !== null || needsRunningCounts(limits)) {
+      const counts = await run<{ kind: "window" | "name" | "group"; key: string | null; n: number; oldest: number | null }>("flow-counts", [
+        queue,
+        now,
+        limits.rate?.durationMs ?? null,
+        needsRunningCounts(limits),
+      ]);
+      for (const c of counts) {
+        if (c.kind === "window") window = { n: c.n, oldest: c.oldest };
+        else if (c.kind === "name") running.push({ name: c.key!, n: c.n });
+      }
+    }
     const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), remaining, request.names);
     if (budget.total === 0) {
       throttles.push({ queue, retryInMs: budget.retryInMs });
-      continue;
-    }
-    if (row.lanes === true) {
-      const laned = await claimLanes<Row>(run, queue, row.lane_cursor ?? null, now, budget.total, budget.perName, request, leaseMs);
-      rows.push(...laned.rows);
-      const rateFull = throttleAfterStarts(budget, laned.rows.length);
-      if (laned.throttle !== null) throttles.push({ queue, retryInMs: laned.throttle.retryInMs });
-      else if (rateFull !== null) throttles.push({ queue, retryInMs: rateFull });
-      if (limits.rate !== null && laned.rows.length > 0) await run("flow-record", [queue, now, laned.rows.length]);
       continue;
     }
     // Jobs of uncapped names together, then each capped name up to its room: within each, claim
@@ -161,69 +178,105 @@ export function retryInMsFromNow(retryInMs: number | null, clockReadAt: number |
   return Math.max(1, retryInMs - Math.floor(now - clockReadAt));
 }
 
+/** What flow-read-lanes.sql read for one laned queue. */
+interface LaneRead {
+  window: { n: number; oldest: number | null } | null;
+  running: Array<{ name: string; n: number }>;
+  groupActive: Map<string, number>;
+  /** Lanes with waiting jobs, in turn from after the cursor (at most lanesToVisit(total)). */
+  lanes: string[];
+  /** Head jobs of those lanes and of lane "", in claim order. */
+  heads: LaneHeadRow[];
+  limiterWindow: Map<string, LimiterWindow>;
+}
+
 /**
- * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
- * lane (flow-lanes.sql), each lane's head in claim order, picked round robin under each group's
- * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id; then the limiter
- * keys' starts and the lane cursor are recorded.
+ * Reads, in one round trip (flow-read-lanes.sql), what a claim of up to `total` jobs of a laned
+ * queue needs: the queue's rate window and running counts (for its budget), its lanes in turn
+ * from after `cursor`, their head jobs of `names`, and the windows of the limiter keys among
+ * them. Read for `total` before the budget is known: claimLanes narrows it to the budget.
+ */
+async function readLanes(
+  run: RunFlowQuery,
+  queue: string,
+  cursor: string | null,
+  now: number,
+  limits: StoredQueueLimits,
+  names: readonly string[],
+  total: number,
+): Promise<LaneRead> {
+  const maxLanes = lanesToVisit(total);
+  const [row] = await run<{
+    rate_window: { n: number; oldest: number | null } | null;
+    running: Array<{ kind: "name" | "group"; key: string; n: number }>;
+    lanes: string[];
+    heads: LaneHeadRow[];
+    keys: Array<{ key: string; n: number; oldest: number | null; held_until: number | null }>;
+  }>("flow-read-lanes", [
+    queue,
+    now,
+    limits.rate?.durationMs ?? null,
+    cursor ?? "",
+    maxLanes,
+    textArray(names),
+    integerArray(Array.from({ length: maxLanes + 1 }, (_, lanes) => headsPerLane(total, lanes))),
+    total,
+    limiterBucketPrefix(queue),
+  ]);
+  const read = row!;
+  const groupActive = new Map<string, number>();
+  const running: Array<{ name: string; n: number }> = [];
+  for (const r of read.running) {
+    if (r.kind === "name") running.push({ name: r.key, n: r.n });
+    else groupActive.set(r.key, r.n);
+  }
+  const limiterWindow = new Map(read.keys.map((k): [string, LimiterWindow] => [k.key, { n: k.n, oldest: k.oldest, heldUntil: k.held_until }]));
+  return { window: limits.rate === null ? null : read.rate_window, running, groupActive, lanes: read.lanes, heads: read.heads, limiterWindow };
+}
+
+/**
+ * A laned queue's claim of `total` jobs from what readLanes read (for as many or more): its
+ * first lanesToVisit(total) lanes, headsPerLane of each, picked round robin under each group's
+ * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id with the starts (the
+ * queue's rate when `recordQueueRate`, each limiter key's) and the lane cursor recorded in the
+ * same statement (flow-claim-lanes.sql).
  */
 async function claimLanes<Row extends object>(
   run: RunFlowQuery,
   queue: string,
-  cursor: string | null,
+  read: LaneRead,
   now: number,
   total: number,
   perName: ReadonlyMap<string, number>,
   request: ClaimRequest,
   leaseMs: number,
+  recordQueueRate: boolean,
 ): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null }> {
-  const names = request.names.filter((name) => (perName.get(name) ?? 1) > 0);
-  const maxLanes = lanesToVisit(total);
-  const lanes = (await run<{ lane: string }>("flow-lanes", [queue, cursor ?? "", maxLanes])).map((r) => r.lane);
-  if (cursor !== null && lanes.length < maxLanes) {
-    for (const { lane } of await run<{ lane: string }>("flow-lanes", [queue, "", maxLanes - lanes.length])) {
-      if (lane > cursor || lanes.includes(lane)) break;
-      lanes.push(lane);
-    }
-  }
+  const lanes = read.lanes.slice(0, lanesToVisit(total));
   const perLane = headsPerLane(total, lanes.length);
-  const found = await run<LaneHeadRow>("flow-lane-heads", [queue, textArray(lanes), now, textArray(names), perLane, total]);
   const byLane = new Map<string, LaneJob<string>[]>([["", []], ...lanes.map((lane): [string, LaneJob<string>[]] => [lane, []])]);
-  const limiterWindows = new Map<string, number>();
-  let grouped = false;
-  found.sort((a, b) => a.priority - b.priority || a.run_at - b.run_at || a.seq - b.seq);
-  for (const r of found) {
-    const flow = r.lane === "" ? null : jobFlowFromColumns(r);
-    if (flow?.group) grouped = true;
-    if (flow?.limiter) limiterWindows.set(flow.limiter.key, flow.limiter.durationMs);
-    byLane.get(r.lane)?.push({ ref: r.id, name: r.name, flow });
+  for (const r of read.heads) {
+    const jobs = byLane.get(r.lane);
+    if (jobs !== undefined && jobs.length < (r.lane === "" ? total : perLane))
+      jobs.push({ ref: r.id, name: r.name, flow: r.lane === "" ? null : jobFlowFromColumns(r) });
   }
-  const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs: jobs.slice(0, lane === "" ? total : perLane) }));
-  const groupActive = new Map<string, number>();
-  if (grouped) for (const r of await run<{ group_key: string; n: number }>("flow-group-running", [queue])) groupActive.set(r.group_key, r.n);
-  const limiterWindow = new Map<string, { n: number; oldest: number | null; heldUntil?: number | null }>();
-  if (limiterWindows.size > 0) {
-    const keys = [...limiterWindows.keys()];
-    const buckets = keys.map((key) => limiterBucket(queue, key));
-    const counted = await run<{ bucket: string; n: number; oldest: number | null; held_until: number | null }>("flow-windows", [
-      textArray(buckets),
-      integerArray(keys.map((k) => limiterWindows.get(k)!)),
-      now,
-    ]);
-    const byBucket = new Map(counted.map((r) => [r.bucket, r]));
-    keys.forEach((key, i) => {
-      const r = byBucket.get(buckets[i]!);
-      limiterWindow.set(key, r === undefined ? { n: 0, oldest: null } : { n: r.n, oldest: r.oldest, heldUntil: r.held_until });
-    });
-  }
-  const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
+  const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs }));
+  const pick = pickAcrossLanes(heads, total, perName, { groupActive: read.groupActive, limiterWindow: read.limiterWindow }, now);
   const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;
   if (pick.picked.length === 0) return { rows: [], throttle };
   const { id, host, pid } = request.worker;
-  const rows = await run<Row & { limiter_key: string | null }>("flow-claim-ids", [now, textArray(pick.picked.map((p) => p.ref)), leaseMs, id, host, pid]);
-  const started = rows.flatMap((r) => (r.limiter_key === null ? [] : [limiterBucket(queue, r.limiter_key)]));
-  if (started.length > 0) await run("flow-record-buckets", [textArray(started), now]);
-  if (pick.lastLane !== null && pick.lastLane !== "") await run("flow-cursor", [queue, pick.lastLane]);
+  const rows = await run<Row>("flow-claim-lanes", [
+    now,
+    textArray(pick.picked.map((p) => p.ref)),
+    leaseMs,
+    id,
+    host,
+    pid,
+    queue,
+    textArray(pick.picked.map((p) => (p.flow?.limiter ? limiterBucket(queue, p.flow.limiter.key) : null))),
+    recordQueueRate,
+    pick.lastLane !== null && pick.lastLane !== "" ? pick.lastLane : null,
+  ]);
   return { rows, throttle };
 }
 

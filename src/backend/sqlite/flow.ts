@@ -14,6 +14,7 @@ import {
   needsRunningCounts,
   pickAcrossLanes,
   type LaneHead,
+  type LaneJob,
   type LimiterWindow,
   type QueueFlow,
   type StoredQueueLimits,
@@ -116,50 +117,51 @@ export class SqliteFlow {
     const names = JSON.stringify(request.names.filter((name) => (perName.get(name) ?? 1) > 0));
     const cursor = row.lane_cursor ?? "";
     const maxLanes = lanesToVisit(total);
-    const lanes: string[] = [];
-    for (let next = this.s.nextLane.get(queue, cursor); next !== undefined && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next))
-      lanes.push(next);
-    if (cursor !== "") {
-      for (let next = this.s.nextLane.get(queue, ""); next !== undefined && next <= cursor && lanes.length < maxLanes; next = this.s.nextLane.get(queue, next))
-        lanes.push(next);
-    }
+    const lanes = this.s.lanesFrom.all({ queue, cursor, maxLanes });
     const perLane = headsPerLane(total, lanes.length);
-    const heads: Array<LaneHead<FlowCandidate>> = [
-      // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned).
-      { lane: "", jobs: this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null })) },
-    ];
-    // Limiter windows are counted when the pick first reaches a job of the key, not for every head.
+    // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned); the keyed
+    // lanes' heads come from one statement (one index range per lane, claim order within each).
+    const byLane = new Map<string, Array<LaneJob<FlowCandidate>>>([
+      ["", this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null }))],
+      ...lanes.map((lane): [string, Array<LaneJob<FlowCandidate>>] => [lane, []]),
+    ]);
     const limiterMs = new Map<string, number>();
-    const windows = new Map<string, LimiterWindow>();
-    const limiterWindow = {
-      get: (key: string): LimiterWindow | undefined => {
-        let window = windows.get(key);
-        const durationMs = limiterMs.get(key);
-        if (window === undefined && durationMs !== undefined) {
-          const bucket = limiterBucket(queue, key);
-          // A held key (RetryLater with pause "key") has a flow row of its own, named by its bucket.
-          window = { ...this.windowOf(bucket, durationMs, now), heldUntil: this.s.row.get(bucket)?.held_until ?? null };
-          windows.set(key, window);
-        }
-        return window;
-      },
-    };
     let grouped = false;
-    for (const lane of lanes) {
-      const jobs = this.s.laneHead.all(queue, lane, now, names, perLane).map((c) => {
+    if (lanes.length > 0) {
+      for (const c of this.s.laneHeads.all({ queue, lanes: JSON.stringify(lanes), now, names, perLane })) {
         const flow = jobFlowFromColumns(c);
         if (flow.group !== null) grouped = true;
         if (flow.limiter !== null) limiterMs.set(flow.limiter.key, flow.limiter.durationMs);
-        return { ref: c, name: c.name, flow };
-      });
-      heads.push({ lane, jobs });
+        byLane.get(c.lane)?.push({ ref: c, name: c.name, flow });
+      }
     }
+    const heads: Array<LaneHead<FlowCandidate>> = [...byLane].map(([lane, jobs]) => ({ lane, jobs }));
     const groupActive = new Map<string, number>();
     if (grouped) for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
+    const limiterWindow = this.limiterWindows(queue, limiterMs, now);
     const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
     if (pick.throttled) throttles.push({ queue, retryInMs: pick.retryInMs });
     if (pick.lastLane !== null && pick.lastLane !== "") this.s.setCursor.run(pick.lastLane, queue);
     return pick.picked.map((job) => job.ref);
+  }
+
+  /**
+   * The windows of the limiter keys among a claim's head jobs (key → window duration), in two
+   * statements whatever their number: forget the starts that left each window (and count them
+   * off in flow_counts), then read each key's count, oldest start and hold (a held key, by
+   * RetryLater with pause "key", has a flow row of its own, named by its bucket).
+   */
+  private limiterWindows(queue: string, limiterMs: ReadonlyMap<string, number>, now: number): Map<string, LimiterWindow> {
+    const windows = new Map<string, LimiterWindow>();
+    if (limiterMs.size === 0) return windows;
+    const keyOf = new Map([...limiterMs.keys()].map((key) => [limiterBucket(queue, key), key]));
+    const dropped = new Map<string, number>();
+    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify([...limiterMs].map(([key, ms]) => [limiterBucket(queue, key), now - ms]))))
+      dropped.set(bucket, (dropped.get(bucket) ?? 0) + n);
+    for (const [bucket, n] of dropped) this.s.countUp.run(bucket, -n);
+    for (const w of this.s.windowsOf.all(JSON.stringify([...keyOf.keys()])))
+      windows.set(keyOf.get(w.bucket)!, { n: w.n, oldest: w.n === 0 ? null : w.oldest, heldUntil: w.held_until });
+    return windows;
   }
 
   /**
@@ -212,29 +214,33 @@ export class SqliteFlow {
 
   /**
    * Records the starts of this claim in the rate windows of the rate-limited queues among
-   * `flows`, and of every claimed job's limiter key.
+   * `flows`, and of every claimed job's limiter key: one row per window with the number of
+   * starts (every start of a claim has the same time; 0009_flow_start_counts).
    */
   recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
+    // Two statements for every window the claim filled (json_each), not two per window.
     const added = new Map<string, number>();
-    const add = (bucket: string) => {
-      this.s.addStart.run(bucket, now);
-      added.set(bucket, (added.get(bucket) ?? 0) + 1);
-    };
+    const add = (bucket: string) => added.set(bucket, (added.get(bucket) ?? 0) + 1);
     for (const job of claimed) {
       const flow = flows.get(job.queue);
       if (flow?.rate_max != null) add(job.queue);
       const key = (job as { limiter_key?: string | null }).limiter_key;
       if (flow?.lanes === 1 && typeof key === "string") add(limiterBucket(job.queue, key));
     }
-    for (const [bucket, n] of added) this.s.countUp.run(bucket, n);
+    if (added.size === 0) return;
+    const starts = JSON.stringify(Object.fromEntries(added));
+    this.s.addStartsOf.run(now, starts);
+    this.s.countUpOf.run(starts);
   }
 
   /**
    * Forgets the starts that left a window and reads how many are still in it (kept in
-   * flow_counts, so the cost is the starts that expired, not the window's size) and the oldest.
+   * flow_counts, so the cost is the claims whose starts expired, not the window's size) and the
+   * oldest. A row of flow_starts is one claim's n starts.
    */
   private windowOf(bucket: string, durationMs: number, now: number): { n: number; oldest: number | null } {
-    const dropped = this.s.dropOldStarts.run(bucket, now - durationMs).changes;
+    let dropped = 0;
+    for (const n of this.s.dropOldStarts.all(bucket, now - durationMs)) dropped += n;
     if (dropped > 0) this.s.countUp.run(bucket, -dropped);
     const n = this.s.count.get(bucket) ?? 0;
     return { n, oldest: n === 0 ? null : (this.s.oldest.get(bucket) ?? null) };
@@ -277,13 +283,33 @@ function prepare(db: Database.Database, prefix: string) {
     rowsAmong: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue IN (SELECT value FROM json_each(?))`),
     row: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue = ?`),
     /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=? AND at<?) */
-    dropOldStarts: db.prepare<[string, number]>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ?`),
+    dropOldStarts: db.prepare<[string, number], number>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ? RETURNING n`).pluck(),
     /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=?): the first entry */
     oldest: db.prepare<[string], number>(`SELECT at FROM ${starts} WHERE queue = ? ORDER BY at LIMIT 1`).pluck(),
     count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
     countUp: db.prepare<[string, number]>(`INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`),
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
-    addStart: db.prepare<[string, number]>(`INSERT INTO ${starts} (queue, at) VALUES (?, ?)`),
+    /* $2: {bucket: starts} */
+    addStartsOf: db.prepare<[number, string]>(`INSERT INTO ${starts} (queue, at, n) SELECT key, ?, value FROM json_each(?)`),
+    countUpOf: db.prepare<[string]>(
+      `INSERT INTO ${prefix}flow_counts (bucket, n) SELECT key, value FROM json_each(?) WHERE true
+       ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`,
+    ),
+    /* $1: [[bucket, forget starts at or before this ms], ...]; one index range per bucket */
+    dropOldStartsOf: db.prepare<[string], { queue: string; n: number }>(
+      `DELETE FROM ${starts} WHERE rowid IN (
+         SELECT s.rowid FROM json_each(?) AS b JOIN ${starts} AS s
+           ON s.queue = b.value ->> 0 AND s.at <= b.value ->> 1
+       ) RETURNING queue, n`,
+    ),
+    /* $1: [bucket, ...] */
+    windowsOf: db.prepare<[string], { bucket: string; n: number; oldest: number | null; held_until: number | null }>(
+      `SELECT b.value AS bucket,
+              coalesce((SELECT c.n FROM ${prefix}flow_counts AS c WHERE c.bucket = b.value), 0) AS n,
+              (SELECT s.at FROM ${starts} AS s WHERE s.queue = b.value ORDER BY s.at LIMIT 1) AS oldest,
+              (SELECT f.held_until FROM ${flow} AS f WHERE f.queue = b.value) AS held_until
+       FROM json_each(?) AS b`,
+    ),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
     /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
     running: db.prepare<[string], { name: string; n: number }>(`SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`),
@@ -294,9 +320,35 @@ function prepare(db: Database.Database, prefix: string) {
     ),
     // No limits, no hold, no keyed jobs: the row goes, and the queue's claims take the plain path again.
     dropIfIdle: db.prepare<[string]>(`DELETE FROM ${flow} WHERE queue = ? AND held_until IS NULL AND lanes = 0`),
-    /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane>?) */
-    nextLane: db
-      .prepare<[string, string], string>(`SELECT lane FROM ${jobs} WHERE queue = ? AND lane > ? AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1`)
+    /*
+     * Up to maxLanes lanes with waiting or scheduled jobs, in turn from after the cursor: the
+     * lanes after it in lane order, then (wrapping round) the first ones up to the cursor itself.
+     * A skip scan over jobs_lanes (one index probe per lane, however many jobs each holds) in one
+     * statement. Lane '' (unkeyed jobs) is not listed: laneHead reads it on every claim.
+     */
+    lanesFrom: db
+      .prepare<[{ queue: string; cursor: string; maxLanes: number }], string>(
+        `WITH RECURSIVE
+           after_cursor (lane, n) AS (
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), 1
+             UNION ALL
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), w.n + 1
+             FROM after_cursor AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes
+           ),
+           wrapped (lane, n) AS (
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > '' AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), 1
+             WHERE (SELECT count(lane) FROM after_cursor) < @maxLanes
+             UNION ALL
+             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), w.n + 1
+             FROM wrapped AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes - (SELECT count(lane) FROM after_cursor)
+           )
+         SELECT lane FROM (
+           SELECT lane, 0 AS part, n FROM after_cursor WHERE lane IS NOT NULL
+           UNION ALL
+           SELECT lane, 1 AS part, n FROM wrapped WHERE lane IS NOT NULL
+         )
+         ORDER BY part, n`,
+      )
       .pluck(),
     /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane=?) */
     laneHead: db.prepare<[string, string, number, string, number], LaneRow>(
@@ -306,6 +358,23 @@ function prepare(db: Database.Database, prefix: string) {
          AND name IN (SELECT value FROM json_each(?))
        ORDER BY priority, run_at, seq
        LIMIT ?`,
+    ),
+    /*
+     * laneHead for every lane of @lanes (a JSON array) in one statement: at most @perLane jobs of
+     * each, lane by lane, in claim order within each. Each lane is its own range of jobs_lanes:
+     * the IN subquery is evaluated once per lane.
+     */
+    laneHeads: db.prepare<[{ queue: string; lanes: string; now: number; names: string; perLane: number }], LaneRow & { lane: string }>(
+      `SELECT j.lane, j.seq, j.priority, j.run_at, j.name, j.group_key, j.group_concurrency, j.limiter_key, j.limiter_max, j.limiter_duration_ms
+       FROM json_each(@lanes) AS l
+       JOIN ${jobs} AS j ON j.seq IN (
+         SELECT h.seq FROM ${jobs} AS h
+         WHERE h.queue = @queue AND h.lane = l.value AND h.state IN ('waiting', 'scheduled') AND h.run_at <= @now
+           AND h.name IN (SELECT value FROM json_each(@names))
+         ORDER BY h.priority, h.run_at, h.seq
+         LIMIT @perLane
+       )
+       ORDER BY l.key, j.priority, j.run_at, j.seq`,
     ),
     lanedAmong: db.prepare<[string], string>(`SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`).pluck(),
     setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),

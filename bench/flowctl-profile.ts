@@ -1,0 +1,170 @@
+/**
+ * `npx tsx bench/flowctl-profile.ts [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 2] [--limits-only]`
+ *
+ * Where the flow path's time goes (docs/flow-control.md, "Where the overhead went"): the
+ * overhead run of bench/flowctl.ts (one Worker, concurrency 50, no-op jobs; limits that never
+ * bind, ten groups, ten limiter keys) with every claim counted and timed, both arms
+ * interleaved on fresh stores: claims per run, jobs per claim, the mean and p50/p90 time of one
+ * claim call, and the CPU time per 1,000 jobs of this process (worker and, for SQLite, the store)
+ * and of the server (PostgreSQL: the postmaster and its backends, from /proc; Redis: INFO cpu).
+ * CPU per job hardly moves with the machine's load, unlike jobs/s: on a shared machine it is
+ * the figure to compare. --limits-only adds a third arm: the same queue limits, jobs without
+ * group or limiter key (no lanes). A diagnostic, not a figure of the issue.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { openBackend } from "../src/backend/open.js";
+import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { startThrowawayRedis } from "../testkit/servers/redis.js";
+import { readFileSync, readdirSync } from "node:fs";
+import { Redis } from "ioredis";
+import { chunks, FILL_CHUNK, fmt, noopJobs, percentile } from "./lib.js";
+
+/** CPU ms used so far by a process and its children (reaped and live), from /proc (clock ticks of 10 ms). */
+function treeCpuMs(pid: number): number {
+  const fields = (p: string) =>
+    readFileSync(`/proc/${p}/stat`, "utf8")
+      .replace(/^.*\) /, "")
+      .split(" ");
+  const own = fields(String(pid));
+  // After "pid (comm) ": state ppid ... utime(12) stime(13) cutime(14) cstime(15), 0-based here.
+  let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const f = fields(entry);
+      if (Number(f[1]) === pid) ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ticks * 10;
+}
+
+const { values } = parseArgs({
+  options: {
+    backend: { type: "string", default: "sqlite" },
+    jobs: { type: "string", default: "5000" },
+    runs: { type: "string", default: "2" },
+    "limits-only": { type: "boolean", default: false },
+  },
+});
+const jobs = Number(values.jobs);
+const runs = Number(values.runs);
+
+interface Profile {
+  jobsPerSecond: number;
+  clientCpuMsPer1000: number;
+  serverCpuMsPer1000: number | null;
+  claims: number;
+  jobsPerClaim: number;
+  claimMsMean: number;
+  claimMsP50: number;
+  claimMsP90: number;
+}
+
+type Arm = "no limits" | "limits only" | "limits + groups + keys";
+
+async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number | null>): Promise<Profile> {
+  const backend = await openBackend(url);
+  try {
+    await backend.migrate();
+    const q = new Queue("bench", { backend });
+    if (arm !== "no limits") await q.setLimits({ rate: { max: 1_000_000, durationMs: 1_000 }, maxRunning: 100_000, maxRunningPerName: { noop: 100_000 } });
+    for (const [start, length] of chunks(jobs, FILL_CHUNK)) {
+      await q.addBulk(
+        noopJobs(start, length).map((job, k) => ({
+          ...job,
+          options:
+            arm === "limits + groups + keys"
+              ? { group: { key: `g${(start + k) % 10}`, concurrency: 10_000 }, limiter: { key: `k${(start + k) % 10}`, max: 1_000_000, durationMs: 1_000 } }
+              : {},
+        })),
+      );
+    }
+    const times: number[] = [];
+    let claimedJobs = 0;
+    const counted = Object.create(backend) as Backend;
+    counted.claim = async (request) => {
+      const t = performance.now();
+      const got = await backend.claim(request);
+      times.push(performance.now() - t);
+      claimedJobs += got.length;
+      return got;
+    };
+    let completed = 0;
+    let worker: Worker | undefined;
+    const server0 = await serverCpuMs();
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await new Promise<void>((resolve) => {
+      worker = new Worker({ backend: counted, queues: "bench", concurrency: 50, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+      worker.on("job:completed", () => {
+        if (++completed === jobs) resolve();
+      });
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const server1 = await serverCpuMs();
+    await worker?.close();
+    return {
+      jobsPerSecond: jobs / seconds,
+      clientCpuMsPer1000: ((cpu.user + cpu.system) / 1000 / jobs) * 1000,
+      serverCpuMsPer1000: server0 === null || server1 === null ? null : ((server1 - server0) / jobs) * 1000,
+      claims: times.length,
+      jobsPerClaim: claimedJobs / times.length,
+      claimMsMean: times.reduce((a, b) => a + b, 0) / times.length,
+      claimMsP50: percentile(times, 50),
+      claimMsP90: percentile(times, 90),
+    };
+  } finally {
+    await backend.close();
+  }
+}
+
+let n = 0;
+let fresh: () => Promise<string>;
+let close: () => Promise<void>;
+let serverCpuMs: () => Promise<number | null> = async () => null;
+if (values.backend === "sqlite") {
+  const dir = await mkdtemp(join(tmpdir(), "conveyor-flowprof-"));
+  fresh = async () => `sqlite:${join(dir, `s${n++}.db`)}`;
+  close = () => rm(dir, { recursive: true, force: true });
+} else if (values.backend === "postgres") {
+  const server = await startThrowawayPostgres({ database: "bench" });
+  const postmaster = Number(readFileSync(`${server.dataDir}/postmaster.pid`, "utf8").split("\n")[0]);
+  serverCpuMs = async () => treeCpuMs(postmaster);
+  fresh = async () => `${server.url}?schema=prof_${n++}`;
+  close = () => server.stop();
+} else {
+  const server = await startThrowawayRedis({ persistence: "none" });
+  const info = new Redis(server.url);
+  serverCpuMs = async () => {
+    const text = await info.info("cpu");
+    const used = (field: string) => Number(new RegExp(`${field}:([\\d.]+)`).exec(text)![1]);
+    return (used("used_cpu_user") + used("used_cpu_sys")) * 1000;
+  };
+  fresh = async () => `${server.url}?prefix=prof_${n++}`;
+  close = async () => {
+    info.disconnect();
+    await server.stop();
+  };
+}
+try {
+  console.log(`| arm | jobs/s | claims | jobs/claim | claim ms mean | p50 | p90 | CPU ms per 1,000 jobs: this process | server |`);
+  console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
+  for (let i = 0; i < runs; i++) {
+    const arms: Arm[] = values["limits-only"] ? ["no limits", "limits only", "limits + groups + keys"] : ["no limits", "limits + groups + keys"];
+    for (const arm of arms) {
+      const p = await profile(await fresh(), arm, serverCpuMs);
+      console.log(
+        `| ${arm} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} | ${fmt(p.clientCpuMsPer1000)} | ${p.serverCpuMsPer1000 === null ? "(in process)" : fmt(p.serverCpuMsPer1000)} |`,
+      );
+    }
+  }
+} finally {
+  await close();
+}

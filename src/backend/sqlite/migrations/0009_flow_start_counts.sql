@@ -1,0 +1,11 @@
+-- 0009_flow_start_counts: a rate window keeps one row per claim, not one per start.
+--
+-- `{{prefix}}` is replaced by the backend's table prefix (default "conveyor_").
+--
+-- flow_starts (0005) held one row per job start, so a claim of 50 jobs of a queue with a rate
+-- and limiter keys inserted 100 rows and a later claim deleted them again: most of the flow
+-- path's cost at throughput (docs/flow-control.md, "Where the overhead went"). Every start of
+-- one claim has the same time, so a claim now writes one row per bucket with how many starts it
+-- made (n); the window's count (flow_counts) and its oldest start are the same as before. Rows
+-- written before this migration count 1 each, which is what they were.
+ALTER TABLE {{prefix}}flow_starts ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
