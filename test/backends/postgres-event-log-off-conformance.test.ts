@@ -1,6 +1,6 @@
 /**
  * The whole conformance suite on PostgreSQL with the schema's event log off (eventLog: false,
- * migration 0011): every contract but the event log holds without the event triggers, and the
+ * migration 0012): every contract but the event log holds without the event triggers, and the
  * event log's readers refuse by name (test/conformance/events.ts, "[no eventLog]").
  *
  * As long as postgres.test.ts (188 s beside it at load 15-35), so it runs with

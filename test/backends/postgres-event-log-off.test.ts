@@ -194,9 +194,14 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
   it("a schema holding jobs from before the setting existed is recorded as on", async () => {
     const schema = schemas.create("evold");
     const quoted = pg.escapeIdentifier(schema);
-    // Migrate to 0010 only (the state of a schema before this change), with one job in it.
+    // The state of a schema before the switch existed, with one event in it: migrate fully, then
+    // take the switch's migration back out. The migrator applies the version after the highest
+    // recorded, so this only works while the switch is the newest migration; a later one must
+    // also be undone here.
     const b = backend({ schema });
     await b.migrate();
+    const newest = await admin.query<{ file: string }>(`SELECT file FROM ${quoted}.migrations ORDER BY version DESC LIMIT 1`);
+    expect(newest.rows[0]?.file, "undo the migrations after the event log switch in this test").toMatch(/event_log_switch/);
     await admin.query(
       `DROP FUNCTION ${quoted}.settle_event_log(text); DROP TABLE ${quoted}.settings; DELETE FROM ${quoted}.migrations WHERE file LIKE '%event_log_switch%'`,
     );

@@ -1,4 +1,4 @@
--- 0011_event_log_switch: the event log can be off for a schema (PostgresBackendOptions.eventLog,
+-- 0012_event_log_switch: the event log can be off for a schema (PostgresBackendOptions.eventLog,
 -- `?eventLog=off`), like a Redis prefix's. With it off the two statement-level triggers of 0007
 -- (jobs_events_added, jobs_events_changed) do not exist, so no statement on `jobs` builds
 -- transition tables or writes `events` rows, and the statements that write events themselves
