@@ -11,7 +11,6 @@
  * the child's settle and the parent's release to crash in.
  */
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
@@ -73,11 +72,9 @@ describe("flows: a crash between a child's settle and its parent's release", () 
     await b.enqueueFlow(flow());
     const [claimed] = await b.claim({ queues: ["q"], names: ["child"], worker: WORKER, limit: 1, leaseMs: LEASE_MS });
 
-    // The real settle statement, in a transaction of its own connection.
-    const sql = readFileSync(new URL("../../src/backend/postgres/queries/complete.sql", import.meta.url), "utf8").replaceAll(
-      "{{schema}}",
-      pg.escapeIdentifier(schema),
-    );
+    // The real settle statement as this backend renders it (schema, columns, event log switch),
+    // in a transaction of its own connection.
+    const sql = (b as unknown as { sql: Record<string, string> }).sql.complete!;
     const worker = new pg.Client({ connectionString: url });
     worker.on("error", () => {});
     await worker.connect();
