@@ -32,9 +32,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 while ((await backend.claim(request(1))).length === 0) await sleep(20);
 while (backend.state.buffered < total - 1) await sleep(20);
-process.stdout.write("ready\n");
 
-// The resumed process's first timer: a gap in the ticks is the SIGSTOP.
+// The resumed process's first timer: a gap in the ticks is the SIGSTOP. Armed before "ready" is
+// printed: the test stops this process as soon as it reads "ready", and a stop landing between the
+// print and `last` being taken would hide the gap (the child then never drained: a loaded CI run).
 let last = performance.now();
 const timer = setInterval(() => {
   const now = performance.now();
@@ -44,6 +45,7 @@ const timer = setInterval(() => {
   clearInterval(timer);
   void drain();
 }, 20);
+process.stdout.write("ready\n");
 
 async function drain(): Promise<void> {
   const done = new Set<string>();
