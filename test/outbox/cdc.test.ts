@@ -160,39 +160,74 @@ describe("cdc relay", () => {
     const setup = vis();
     await setup.setup();
     await setup.close();
-    const target = new RecordingTarget();
-    const relaySource = vis();
-    // Counts the relay's DELETEs of the outbox that found nothing to delete.
-    const sourcePool = (relaySource as unknown as { pool: { query: (...args: unknown[]) => Promise<pg.QueryResult> } }).pool;
-    const query = sourcePool.query.bind(sourcePool);
-    let emptyDeletes = 0;
-    sourcePool.query = async (...args: unknown[]) => {
-      const result = await query(...args);
-      if (typeof args[0] === "string" && args[0].startsWith("DELETE FROM") && result.rowCount === 0) emptyDeletes++;
-      return result;
-    };
-    const warnings: string[] = [];
-    const relay = new Relay({ source: relaySource, target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
-    relay.on("relay:warning", ({ message }) => warnings.push(message));
-    await relay.start();
-    const producer = new pg.Client({ connectionString: server.url });
-    await producer.connect();
-    producer.on("error", () => undefined);
+    // Only the producer's commit waits for the (absent) standby; the relay's own writes do not.
+    // Set before the relay and the producer connect: a new session takes the settings the
+    // postmaster has, while an open one applies a reload only when it next gets a command.
+    await pool.query("ALTER SYSTEM SET synchronous_standby_names = 'conveyor_absent_standby'");
+    await pool.query("ALTER SYSTEM SET synchronous_commit = 'local'");
+    await pool.query("SELECT pg_reload_conf()");
+    let relay: Relay | null = null;
+    let producer: pg.Client | null = null;
     let commit: Promise<unknown> | null = null;
     try {
-      // Only the producer's commit waits for the (absent) standby; the relay's own writes do not.
-      await pool.query("ALTER SYSTEM SET synchronous_standby_names = 'conveyor_absent_standby'");
-      await pool.query("ALTER SYSTEM SET synchronous_commit = 'local'");
-      await pool.query("SELECT pg_reload_conf()");
+      await waitFor(
+        async () => {
+          const probe = new pg.Client({ connectionString: server.url });
+          await probe.connect();
+          try {
+            const names = (await probe.query<{ v: string }>("SELECT current_setting('synchronous_standby_names') AS v")).rows[0]!.v;
+            const level = (await probe.query<{ v: string }>("SELECT current_setting('synchronous_commit') AS v")).rows[0]!.v;
+            return names === "conveyor_absent_standby" && level === "local";
+          } finally {
+            await probe.end();
+          }
+        },
+        { timeoutMs: 20_000, description: "new sessions see the reloaded settings" },
+      );
+      const target = new RecordingTarget();
+      const relaySource = vis();
+      // Counts the relay's DELETEs of the outbox that found nothing to delete.
+      const sourcePool = (relaySource as unknown as { pool: { query: (...args: unknown[]) => Promise<pg.QueryResult> } }).pool;
+      const query = sourcePool.query.bind(sourcePool);
+      let emptyDeletes = 0;
+      sourcePool.query = async (...args: unknown[]) => {
+        const result = await query(...args);
+        if (typeof args[0] === "string" && args[0].startsWith("DELETE FROM") && result.rowCount === 0) emptyDeletes++;
+        return result;
+      };
+      const warnings: string[] = [];
+      const activeRelay = new Relay({ source: relaySource, target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
+      relay = activeRelay;
+      activeRelay.on("relay:warning", ({ message }) => warnings.push(message));
+      await activeRelay.start();
+      producer = new pg.Client({ connectionString: server.url });
+      await producer.connect();
+      producer.on("error", () => undefined);
       const pid = (await producer.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
-      await producer.query("BEGIN");
-      await producer.query("SET LOCAL synchronous_commit = on");
-      const id = await new PostgresOutbox({ schema: visSchema }).publish(producer, { topic: "t", key: "k", payload: { n: 1 } });
-      commit = producer.query("COMMIT");
-      await waitFor(async () => (await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'", [pid])).rowCount === 1, {
-        timeoutMs: 20_000,
-        description: "the commit flushed and waiting for the standby",
-      });
+      // A commit waits for the standby only once the checkpointer has applied the reload too (it
+      // publishes "synchronous standbys are named" to every session), which no query shows: a
+      // commit that finished without waiting was published the normal way; try another.
+      let id = "";
+      for (let attempt = 1; ; attempt++) {
+        await producer.query("BEGIN");
+        await producer.query("SET LOCAL synchronous_commit = on");
+        id = await new PostgresOutbox({ schema: visSchema }).publish(producer, { topic: "t", key: "k", payload: { n: attempt } });
+        let settled = false;
+        const pending = producer.query("COMMIT");
+        commit = pending;
+        void pending.then(
+          () => (settled = true),
+          () => (settled = true),
+        );
+        const waiting = await waitFor(
+          async () =>
+            settled || ((await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'", [pid])).rowCount === 1 && "waiting"),
+          { timeoutMs: 20_000, description: "the commit flushed and waiting for the standby (or done)" },
+        );
+        if (waiting === "waiting") break;
+        if (attempt === 50) throw new Error("50 commits did not wait for the absent standby: synchronous_standby_names was never applied");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
       expect((await pool.query(`SELECT 1 FROM ${visSchema}.outbox WHERE id = $1`, [id])).rowCount).toBe(0); // not visible yet
       // The relay decodes and publishes it meanwhile, and its DELETE finds no row it can see.
       await waitFor(() => target.received.some((e) => e.id === id), { timeoutMs: 20_000, description: "the event published" });
@@ -203,15 +238,15 @@ describe("cdc relay", () => {
       await pool.query("SELECT pg_cancel_backend($1)", [pid]);
       await commit;
       expect((await pool.query(`SELECT 1 FROM ${visSchema}.outbox WHERE id = $1`, [id])).rowCount).toBe(1);
-      await waitFor(async () => (await relay.stats()).backlog === 0, { timeoutMs: 15_000, description: "the published row deleted" });
+      await waitFor(async () => (await activeRelay.stats()).backlog === 0, { timeoutMs: 15_000, description: "the published row deleted" });
       expect(target.received.filter((e) => e.id === id)).toHaveLength(1);
     } finally {
       await pool.query("ALTER SYSTEM RESET synchronous_standby_names");
       await pool.query("ALTER SYSTEM RESET synchronous_commit");
       await pool.query("SELECT pg_reload_conf()");
       await commit?.catch(() => undefined);
-      await producer.end().catch(() => undefined);
-      await relay.close();
+      await producer?.end().catch(() => undefined);
+      await relay?.close();
       const down = vis();
       await down.teardown();
       await down.close();
