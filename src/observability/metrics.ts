@@ -147,6 +147,7 @@ export class ConveyorMetrics implements JobTelemetry {
   private readonly duration: JobHistogram;
   private readonly wait: JobHistogram;
   private readonly workerErrors: Counter;
+  private readonly leasesLapsed: Counter;
   private readonly storeErrors: Counter;
   private readonly labelOverflow: Counter;
 
@@ -212,6 +213,11 @@ export class ConveyorMetrics implements JobTelemetry {
     this.workerErrors = new Counter({
       name: "conveyor_worker_errors_total",
       help: "Errors outside handlers in this process's workers (store unreachable, …).",
+      registers,
+    });
+    this.leasesLapsed = new Counter({
+      name: "conveyor_worker_leases_lapsed_total",
+      help: "Leases that expired in this process's workers before a renewal reached the store (the process ran late, or the store answered late); those jobs may run again elsewhere.",
       registers,
     });
     // Counted where the query fails; waiting for this scrape's query makes its failure show now.
@@ -539,6 +545,7 @@ export class ConveyorMetrics implements JobTelemetry {
         }
       },
       "worker:error": () => this.workerErrors.inc(),
+      "worker:leases-lapsed": ({ jobIds }) => this.leasesLapsed.inc(jobIds.length),
     };
     // Each listener was typed against its own event above; the loop only passes them through.
     const entries = Object.entries(on) as Array<[keyof WorkerEvents, (payload: WorkerEvents[keyof WorkerEvents]) => void]>;

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { readWorkerLog } from "../../chaos/logs.js";
 import { Queue, Worker, type Backend, type Logger } from "../../src/index.js";
 import { FakeClock, type ClockTimer, type TimerClock } from "../../src/core/clock.js";
+import { ConveyorMetrics } from "../../src/observability/metrics.js";
 import { cleanupRuntimeBackends, RUNTIME_BACKENDS } from "../helpers/runtime-backends.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -55,6 +56,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
   let beats: number;
   /** The worker's log as the CLI writes it (consoleLogger: one JSON line per entry). */
   let logLines: string[];
+  let metrics: ConveyorMetrics;
 
   beforeEach(async () => {
     const storeClock = new FakeClock(Date.now());
@@ -86,6 +88,8 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
       handlers: { long: () => new Promise<void>((resolve) => (finish = resolve)) },
     });
     w.on("worker:leases-lapsed", (lapse) => lapses.push(lapse));
+    metrics = new ConveyorMetrics();
+    metrics.observe(w);
     workers.push(w);
   });
 
@@ -107,6 +111,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     // No timer of the worker runs for 1.5 leases; then its first heartbeat tick fires, 350 ms late.
     clock.starve(450);
     expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 0 }]);
+    expect((await metrics.registry.getSingleMetric("conveyor_worker_leases_lapsed_total")!.get()).values[0]!.value).toBe(1);
     // The chaos runner reads it back from the log, with the worker's pid (chaos/logs.ts).
     const dir = mkdtempSync(join(tmpdir(), "conveyor-lapse-"));
     try {
@@ -128,5 +133,6 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
       expect((await backend.get(id))!.lease?.expiresAt).toBe(clock.now() + LEASE_MS);
     }
     expect(lapses).toEqual([]);
+    expect((await metrics.registry.getSingleMetric("conveyor_worker_leases_lapsed_total")!.get()).values[0]?.value ?? 0).toBe(0);
   });
 });
