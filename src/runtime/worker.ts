@@ -50,8 +50,10 @@ export interface WorkerOptions {
    */
   sandbox?: SandboxOptions;
   /**
-   * Kill this process when its event loop stays blocked longer than `stallMs` (a handler stuck
+   * Kill this process when its event loop stays blocked longer than `stallMs` ms (a handler stuck
    * in synchronous code), so an orchestrator restarts it; its jobs are rescued after their leases.
+   * A loop that stood still while the process used less than half that on the CPU (a process the
+   * machine starved, or a synchronous wait) gets 10 × `stallMs` (see runtime/watchdog.ts).
    * Default: off (the CLI turns it on with stallMs = leaseMs).
    */
   watchdog?: { stallMs: number };

@@ -131,4 +131,49 @@ describe("watchdog", () => {
     expect(await w.exited).toBe("SIGKILL");
     expect(w.stderr()).toContain("event loop blocked");
   });
+
+  it("kills a worker whose loop stands still without using the CPU for longer than 10 × its limit (a synchronous wait that never ends)", async () => {
+    await queue.add("sleepSync", { ms: 60_000 });
+    const w = spawnCli([
+      "worker",
+      "--db",
+      `sqlite:${dbPath}`,
+      "--queue",
+      "q",
+      "--handlers",
+      "test/fixtures/pills.ts",
+      "--lease-ms",
+      "5000",
+      "--watchdog-ms",
+      "300",
+    ]);
+    expect(await w.exited).toBe("SIGKILL");
+    expect(w.stderr()).toMatch(/event loop blocked for \d+ ms, \d+ ms of it on the CPU \(watchdog limit 300 ms\)/);
+  });
+
+  it("does not kill a worker whose loop stood still without using the CPU (as when starved), up to 10 × its limit", async () => {
+    // A loop that does not turn while the process burns no CPU is what a starved process looks
+    // like (and a synchronous wait): 4 × the limit here, well inside the 10 × allowed for it.
+    const { id } = await queue.add("sleepSync", { ms: 1200 });
+    const w = spawnCli([
+      "worker",
+      "--db",
+      `sqlite:${dbPath}`,
+      "--queue",
+      "q",
+      "--handlers",
+      "test/fixtures/pills.ts",
+      "--lease-ms",
+      "5000",
+      "--watchdog-ms",
+      "300",
+    ]);
+    try {
+      await waitFor(async () => (await backend.get(id))?.state === "completed", { timeoutMs: 30_000, description: "the job completed" });
+      expect(w.stderr()).not.toContain("event loop blocked");
+    } finally {
+      w.child.kill("SIGTERM");
+      await w.exited;
+    }
+  });
 });
