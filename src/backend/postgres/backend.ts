@@ -162,6 +162,17 @@ const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: 
 const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
 
 /**
+ * The lease token a claim gives job row `j` (`{{next_lease_token}}` in the claim statements):
+ * greater than its last, and at least the server's time in µs (`now()`: the transaction's start,
+ * so every use in one statement agrees). A counter alone repeats after a failover to an
+ * asynchronous standby that never received a claim (`pg-primary-switch-async`, docs/failover.md):
+ * the next claim would hand out the lost claim's token again, and the lost holder's late
+ * acknowledgement would pass under the new holder's lease. The same rule as Redis
+ * (next_lease_token in redis/lua/_common.lua), with the same assumption on the clocks.
+ */
+const NEXT_LEASE_TOKEN = "GREATEST(j.lease_token + 1, floor(extract(epoch FROM now()) * 1000000)::bigint)";
+
+/**
  * Columns every job-returning statement selects, by name rather than `*`: a prepared statement
  * whose result shape changed under it (a later migration adding a column while this process
  * runs) would fail with "cached plan must not change result type".
@@ -439,6 +450,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{schema}}", this.quotedSchema)
         .replaceAll("{{channel}}", quotedChannel)
         .replaceAll("{{job_columns}}", JOB_COLUMNS)
+        .replaceAll("{{next_lease_token}}", NEXT_LEASE_TOKEN)
         .replaceAll("{{event_log}}", String(this.eventLogOn));
     }
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
