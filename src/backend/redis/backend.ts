@@ -206,7 +206,6 @@ export class RedisBackend implements Backend {
   private readonly clock: Clock | null;
   /** WAIT after each script (option waitForReplicas), or null. */
   private readonly replicaWait: ReplicaWaiter | null;
-  /** Queues whose slot was seen half moved: the rescue leaves their leases alone a while (slot-migration.ts). */
   /** Queues whose store failed lately: their leases are left alone by the rescue (rescue-hold.ts). */
   private readonly rescueHold: RedisRescueHold;
   private readonly checkEvictionPolicy: boolean;
