@@ -17,7 +17,8 @@ import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
-import { A, B, claim, claimOne, enqueueOne, mustGet } from "../conformance/fixtures.js";
+import { A, B, claimOne, enqueueOne } from "../conformance/fixtures.js";
+import { expectLostClaimFenced } from "../helpers/lost-claim.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
 
@@ -64,31 +65,19 @@ describe("lease tokens after a failover lost a claim (PostgreSQL)", () => {
   it("never hands out a lost claim's token again: the lost holder's completion is refused", async () => {
     const { backend, schema } = await open();
     const id = await enqueueOne(backend, { attempts: 5 });
-    const beforeClaim = await saveRow(schema, id);
-    const lost = await claimOne(backend, { worker: A, leaseMs: 60_000 });
-    await rollBackRow(schema, id, beforeClaim);
-    expect(await mustGet(backend, id)).toMatchObject({ state: "waiting", attempt: 0 });
-
-    const next = await claimOne(backend, { worker: B, leaseMs: 60_000 });
-    expect(next.job.attempt).toBe(1);
-    expect(next.lease.token, "the claim after the lost one hands out a token the lost holder does not hold").not.toBe(lost.lease.token);
-    expect(next.lease.token).toBeGreaterThan(lost.lease.token);
-    expect(Number.isSafeInteger(next.lease.token)).toBe(true);
-    expect(await backend.complete([{ lease: lost.lease, result: "from the lost claim" }])).toEqual(["stale"]);
-    expect(await backend.complete([{ lease: next.lease, result: "from the second claim" }])).toEqual(["applied"]);
-    expect(await mustGet(backend, id)).toMatchObject({ state: "completed", result: "from the second claim" });
+    await expectLostClaimFenced(backend, id, async () => {
+      const beforeClaim = await saveRow(schema, id);
+      return () => rollBackRow(schema, id, beforeClaim);
+    });
   });
 
   it("does the same for a laned claim (flow control: a job with a group)", async () => {
     const { backend, schema } = await open();
     const id = await enqueueOne(backend, { group: { key: "g", concurrency: 1 } });
-    const beforeClaim = await saveRow(schema, id);
-    const [lost] = await claim(backend, { worker: A, leaseMs: 60_000 });
-    expect(lost!.job.id).toBe(id);
-    await rollBackRow(schema, id, beforeClaim);
-    const [next] = await claim(backend, { worker: B, leaseMs: 60_000 });
-    expect(next!.lease.token).toBeGreaterThan(lost!.lease.token);
-    expect(await backend.complete([{ lease: lost!.lease, result: "lost" }])).toEqual(["stale"]);
+    await expectLostClaimFenced(backend, id, async () => {
+      const beforeClaim = await saveRow(schema, id);
+      return () => rollBackRow(schema, id, beforeClaim);
+    });
   });
 });
 

@@ -19,6 +19,7 @@ import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { A, B, claimOne, enqueueOne, mustGet } from "../conformance/fixtures.js";
+import { expectLostClaimFenced } from "../helpers/lost-claim.js";
 import { findRedisServer, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
 
 if (findRedisServer() === null) throw new Error("no redis-server for the Redis fencing tests: install redis-server");
@@ -81,25 +82,11 @@ describe("lease tokens after a failover lost a claim", () => {
     const earlier = await claimOne(backend, { worker: A, leaseMs: 60_000 });
     expect(await backend.release([earlier.lease])).toEqual(["applied"]);
 
-    const beforeClaim = await snapshot(redis, prefix);
-    const lost = await claimOne(backend, { worker: A, leaseMs: 60_000 });
-    expect(lost.lease.token).toBeGreaterThan(earlier.lease.token);
     // The promotion: the claim never reached the replica that is the primary now.
-    await rollBack(redis, prefix, beforeClaim);
-    expect(await mustGet(backend, id)).toMatchObject({ state: "waiting", attempt: 0 });
-
-    const next = await claimOne(backend, { worker: B, leaseMs: 60_000 });
-    expect(next.job.attempt).toBe(1);
-    expect(next.lease.token, "the claim after the lost one hands out a token the lost holder does not hold").not.toBe(lost.lease.token);
-    expect(next.lease.token).toBeGreaterThan(lost.lease.token);
-    expect(Number.isSafeInteger(next.lease.token)).toBe(true);
-
-    // The lost holder retries its completion: refused, and the job stays with the second holder.
-    expect(await backend.complete([{ lease: lost.lease, result: "from the lost claim" }])).toEqual(["stale"]);
-    expect((await backend.heartbeat([lost.lease], 60_000)).lost.map((l) => l.reason)).toEqual(["expired"]);
-    expect(await mustGet(backend, id)).toMatchObject({ state: "active", lease: { token: next.lease.token, worker: B } });
-    expect(await backend.complete([{ lease: next.lease, result: "from the second claim" }])).toEqual(["applied"]);
-    expect(await mustGet(backend, id)).toMatchObject({ state: "completed", result: "from the second claim" });
+    await expectLostClaimFenced(backend, id, async () => {
+      const beforeClaim = await snapshot(redis, prefix);
+      return () => rollBack(redis, prefix, beforeClaim);
+    });
   });
 });
 
