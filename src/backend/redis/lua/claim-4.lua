@@ -157,13 +157,18 @@ end
 -- in claim order. Takes one job from each lane in turn, then a second, ..., up to `limit`,
 -- stopping a lane at its head job's limit (its name's cap, its group's concurrency, its limiter
 -- key's rate or hold). Rewinds the sources to the unkeyed jobs taken and removes the keyed ones
--- from their lanes. Returns the picks ({ id, fast }) in turn order, or nil and the retryIn of a
+-- from their lanes. Returns the picks ({ id, fast, nil, hash }) in turn order, or nil and the retryIn of a
 -- claim that can start nothing although jobs wait (ms until a limiter key reopens, -1 when a
 -- lane waits on running jobs).
 local function take_turns(unkeyed, sources)
-  local names = {}
+  -- Each name once: a lane key read twice would list its jobs twice (and the ranks removed
+  -- below would count them twice).
+  local names, named = {}, {}
   for i = 6, #ARGV do
-    if (laneNameRoom[ARGV[i]] or 1) > 0 then names[#names + 1] = ARGV[i] end
+    if (laneNameRoom[ARGV[i]] or 1) > 0 and not named[ARGV[i]] then
+      named[ARGV[i]] = true
+      names[#names + 1] = ARGV[i]
+    end
   end
   -- Lanes to visit (lanesToVisit in src/core/job-flow.ts): a few more than the claim can take.
   local cursor = flow[7] or ''
@@ -205,11 +210,18 @@ local function take_turns(unkeyed, sources)
     end
     table.sort(jobs, function(x, y) return before(x.key, y.key) end)
     for j = perLane + 1, #jobs do jobs[j] = nil end
-    for _, job in ipairs(jobs) do
-      local f = redis.call('HMGET', base .. 'j:' .. job.id, 'gk', 'gc', 'lk', 'lm', 'ld')
-      job.gk, job.gc, job.lk, job.lm, job.ld = f[1], tonumber(f[2]), f[3], tonumber(f[4]), tonumber(f[5])
-    end
     lanes[#lanes + 1] = { lane = lane, jobs = jobs }
+  end
+  -- A keyed job's hash is read when the turns first reach it, not for every head job: most
+  -- claims reach a fraction of the heads they read. The whole hash, since a picked job's claim
+  -- below needs it all (and then does not read it again).
+  local function read_flow(job)
+    if job.fields or not job.laneKey then return end
+    local fields = redis.call('HGETALL', base .. 'j:' .. job.id)
+    local at = {}
+    for j = 1, #fields, 2 do at[fields[j]] = fields[j + 1] end
+    job.fields = fields
+    job.gk, job.gc, job.lk, job.lm, job.ld = at.gk, tonumber(at.gc), at.lk, tonumber(at.lm), tonumber(at.ld)
   end
 
   -- Running jobs per group, from the active set (read once, when a group is first met; bounded by
@@ -255,6 +267,7 @@ local function take_turns(unkeyed, sources)
       local job = nil
       if not stopped[i] then job = lane.jobs[(position[i] or 0) + 1] end
       if job then
+        read_flow(job)
         local blocked = false
         local room = laneNameRoom[job.name]
         if room and room <= 0 then
@@ -299,15 +312,23 @@ local function take_turns(unkeyed, sources)
     local src = unkeyed[j][3]
     src.pos = src.pos + 1
   end
-  local out = {}
+  -- The jobs taken from one lane key are its first entries (the turns take a lane's jobs in
+  -- claim order, which is the key's own order: score = priority, then run_at and seq in the
+  -- fixed-width member): one ZREMRANGEBYRANK per key instead of a ZREM per job.
+  local out, takenOf, laneKeys = {}, {}, {}
   for _, job in ipairs(picks) do
     if job.laneKey then
-      redis.call('ZREM', job.laneKey, job.member)
-      out[#out + 1] = { job.id, false }
+      if not takenOf[job.laneKey] then
+        takenOf[job.laneKey] = 0
+        laneKeys[#laneKeys + 1] = job.laneKey
+      end
+      takenOf[job.laneKey] = takenOf[job.laneKey] + 1
+      out[#out + 1] = { job.id, false, nil, job.fields }
     else
       out[#out + 1] = { job.id, job.fast }
     end
   end
+  for _, laneKey in ipairs(laneKeys) do redis.call('ZREMRANGEBYRANK', laneKey, 0, takenOf[laneKey] - 1) end
   -- Lanes emptied by this claim leave their lane sets.
   for i = 2, #lanes do
     if (position[i] or 0) > 0 then
@@ -321,7 +342,7 @@ local function take_turns(unkeyed, sources)
   return out
 end
 
--- taken: { id, from a fast lane? }, in claim order.
+-- taken: { id, from a fast lane?, its source, its hash when already read }, in claim order.
 local taken = {}
 if #sources == 1 then
   -- One lane (the common case): it is already in claim order.
@@ -384,7 +405,8 @@ for _, pick in ipairs(taken) do
     fields = compact_fields(buckets, packed)
     compact_remove(buckets, id, bucket)
   else
-    fields = redis.call('HGETALL', key)
+    -- A keyed job's hash was read by the turns (take_turns) already.
+    fields = pick[4] or redis.call('HGETALL', key)
   end
   local at = {}
   for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
