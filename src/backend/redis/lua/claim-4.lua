@@ -50,15 +50,41 @@ local flowKey, rateKey = base .. 'flow', base .. 'rate'
 local flowRate = nil      -- true when the starts below go into the rate window
 local rateRoom, rateSlotIn = nil, nil -- starts the rate allows now; ms until a slot opens once they are made
 local nameRoom = {}       -- capped job name -> how many of it may start
-local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc')
+local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc', 'rn')
+
+-- A rate window (the queue's `rate`, a limiter key's kr:<key>) holds one member per claim that
+-- started jobs in it, "<counter>:<starts>", scored by the claim's time (a member without ':' is
+-- one start, as layout 2 wrote them), and its starts are kept in a count (the queue's: flow
+-- field rn; a limiter key's: kn:<key>), so a claim of 50 adds one member, not 50, and reads the
+-- count instead of counting members. trim_window forgets the claims that left the window (their
+-- starts off the count) and returns the count and whether it changed; a missing count (layout 2
+-- data) is summed from the members once.
+local function member_starts(member)
+  local at = string.find(member, ':', 1, true)
+  return at and tonumber(string.sub(member, at + 1)) or 1
+end
+local function trim_window(windowKey, cutoff, count)
+  if count == nil then
+    redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', cutoff)
+    count = 0
+    for _, member in ipairs(redis.call('ZRANGE', windowKey, 0, -1)) do count = count + member_starts(member) end
+    return count, true
+  end
+  local gone = redis.call('ZRANGEBYSCORE', windowKey, '-inf', cutoff)
+  if #gone == 0 then return count, false end
+  for _, member in ipairs(gone) do count = count - member_starts(member) end
+  redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', cutoff)
+  return math.max(0, count), true
+end
 if flow[1] or flow[3] or flow[4] or flow[5] then
   local retryIn = -1
   local heldUntil = num(flow[5], 0)
   if heldUntil > now then return { { int(heldUntil - now) } } end
   if flow[1] then
     local rateMax, rateMs = tonumber(flow[1]), tonumber(flow[2])
-    redis.call('ZREMRANGEBYSCORE', rateKey, '-inf', int(now - rateMs))
-    local room = rateMax - redis.call('ZCARD', rateKey)
+    local starts, changed = trim_window(rateKey, int(now - rateMs), tonumber(flow[8]))
+    if changed then redis.call('HSET', flowKey, 'rn', int(starts)) end
+    local room = rateMax - starts
     if room <= 0 then
       local oldest = redis.call('ZRANGE', rateKey, 0, 0, 'WITHSCORES')
       return { { int(math.max(1, num(oldest[2], now) + rateMs - now)) } }
@@ -242,9 +268,20 @@ local function take_turns(unkeyed, sources)
   local function limiter_window(key, ms)
     local w = windows[key]
     if not w then
-      local windowKey = base .. 'kr:' .. key
-      redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', int(now - ms))
-      local n = redis.call('ZCARD', windowKey)
+      local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
+      local kept = tonumber(redis.call('GET', countKey))
+      local n, changed = trim_window(windowKey, int(now - ms), kept)
+      if changed then
+        -- The count expires with its window (both get the same PEXPIRE below).
+        if n <= 0 then
+          redis.call('DEL', countKey)
+        elseif kept ~= nil then
+          redis.call('SET', countKey, int(n), 'KEEPTTL')
+        else
+          local ttl = redis.call('PTTL', windowKey)
+          if ttl > 0 then redis.call('SET', countKey, int(n), 'PX', ttl) else redis.call('SET', countKey, int(n)) end
+        end
+      end
       local oldest = n > 0 and tonumber(redis.call('ZRANGE', windowKey, 0, 0, 'WITHSCORES')[2]) or nil
       w = { n = n, oldest = oldest, heldUntil = num(redis.call('GET', base .. 'kh:' .. key), 0) }
       windows[key] = w
@@ -456,30 +493,23 @@ end
 buckets_close(buckets)
 if #activeArgs > 0 then call_chunked('ZADD', active, activeArgs, 2) end
 if flowRate and #activeArgs > 0 then
-  -- One rate-window entry per start (flow control); members made unique by a counter.
+  -- One rate-window member for this claim's starts (trim_window), made unique by a counter.
   local n = #activeArgs / 2
-  local last = redis.call('HINCRBY', flowKey, 'rs', n)
-  local starts = {}
-  for j = last - n + 1, last do
-    starts[#starts + 1] = nowText
-    starts[#starts + 1] = int(j)
-  end
-  call_chunked('ZADD', rateKey, starts, 2)
+  redis.call('ZADD', rateKey, nowText, int(redis.call('HINCRBY', flowKey, 'rs', 1)) .. ':' .. int(n))
+  redis.call('HINCRBY', flowKey, 'rn', n)
 end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
--- Each limiter key's starts go into its window kr:<key>; the window expires a minute after its
--- last start could still count, so keys nobody uses any more leave no trace.
+-- Each limiter key's starts go into its window kr:<key> as one member and onto its count kn:<key>
+-- (trim_window); both expire a minute after the last start could still count, so keys nobody
+-- uses any more leave no trace.
 for _, key in ipairs(limiterKeys) do
   local starts = limiterStarts[key]
-  local last = redis.call('HINCRBY', flowKey, 'rs', starts.n)
-  local args = {}
-  for j = last - starts.n + 1, last do
-    args[#args + 1] = nowText
-    args[#args + 1] = int(j)
-  end
-  local windowKey = base .. 'kr:' .. key
-  call_chunked('ZADD', windowKey, args, 2)
-  redis.call('PEXPIRE', windowKey, int(starts.ms + 60000))
+  local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
+  redis.call('ZADD', windowKey, nowText, int(redis.call('HINCRBY', flowKey, 'rs', 1)) .. ':' .. int(starts.n))
+  redis.call('INCRBY', countKey, starts.n)
+  local ttl = int(starts.ms + 60000)
+  redis.call('PEXPIRE', windowKey, ttl)
+  redis.call('PEXPIRE', countKey, ttl)
 end
 
 local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
