@@ -140,14 +140,18 @@ describe("Redis layout 3: rate windows of layout 2 data", () => {
     await admin.pexpire(key, 60_000);
   };
   const specOf = (jobId: string, options: Record<string, unknown> = {}) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId, ...options } });
-  const claimUpTo = (b: RedisBackend, limit: number) => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit, leaseMs: 60_000 });
-
-  it("the queue's rate window: 3 starts left by layout 2 leave 2 of 5", async () => {
+  const freshBackend = () => {
     const prefix = testPrefix("lv3");
     prefixes.push(prefix);
     const clock = new FakeClock();
     const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
     backends.push(b);
+    return { prefix, clock, b };
+  };
+  const claimUpTo = (b: RedisBackend, limit: number) => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit, leaseMs: 60_000 });
+
+  it("the queue's rate window: 3 starts left by layout 2 leave 2 of 5", async () => {
+    const { prefix, clock, b } = freshBackend();
     await b.setQueueLimits("q", normalizeQueueLimits({ rate: { max: 5, durationMs: 1_000 } }));
     await b.enqueue(Array.from({ length: 10 }, (_, i) => specOf(`j${i}`)));
     await layout2Window(`${prefix}:{q}:rate`, clock.now(), 3);
@@ -160,11 +164,7 @@ describe("Redis layout 3: rate windows of layout 2 data", () => {
   });
 
   it("a limiter key's window: 2 starts left by layout 2 leave 2 of 4", async () => {
-    const prefix = testPrefix("lv3");
-    prefixes.push(prefix);
-    const clock = new FakeClock();
-    const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
-    backends.push(b);
+    const { prefix, clock, b } = freshBackend();
     await b.enqueue(Array.from({ length: 10 }, (_, i) => specOf(`j${i}`, { limiter: { key: "acct", max: 4, durationMs: 1_000 } })));
     await layout2Window(`${prefix}:{q}:kr:acct`, clock.now(), 2);
     expect(await claimUpTo(b, 10)).toHaveLength(2);
