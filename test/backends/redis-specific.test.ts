@@ -321,6 +321,10 @@ describe("flow keys (job groups and limiter keys)", () => {
     const windows = await scanKeys(`${prefix}:{q}:kr:*`);
     expect(windows).toHaveLength(9);
     for (const key of windows) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
+    // Their counts (layout 3) expire with them.
+    const counts = await scanKeys(`${prefix}:{q}:kn:*`);
+    expect(counts).toHaveLength(9);
+    for (const key of counts) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
     const holds = await scanKeys(`${prefix}:{q}:kh:*`);
     expect(holds).toEqual([`${prefix}:{q}:kh:acct-t0`]);
     expect(Number(await admin.pttl(holds[0]!))).toBeGreaterThan(0);
