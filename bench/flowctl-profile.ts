@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/flowctl-profile.ts [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 2] [--limits-only]`
+ * `npx tsx bench/flowctl-profile.ts [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 2] [--limits-only] [--commandstats]`
  *
  * Where the flow path's time goes (docs/flow-control.md, "Where the overhead went"): the
  * overhead run of bench/flowctl.ts (one Worker, concurrency 50, no-op jobs; limits that never
@@ -9,7 +9,10 @@
  * and of the server (PostgreSQL: the postmaster and its backends, from /proc; Redis: INFO cpu).
  * CPU per job hardly moves with the machine's load, unlike jobs/s: on a shared machine it is
  * the figure to compare. --limits-only adds a third arm: the same queue limits, jobs without
- * group or limiter key (no lanes). A diagnostic, not a figure of the issue.
+ * group or limiter key (no lanes). --commandstats (Redis): after each arm, the commands Redis ran
+ * for it (INFO commandstats, scripts' own calls included), per 1,000 jobs: calls (exact, whatever
+ * the load) and microseconds (Redis' own timing, which a loaded machine inflates). A diagnostic,
+ * not a figure of the issue.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -50,6 +53,7 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "5000" },
     runs: { type: "string", default: "2" },
     "limits-only": { type: "boolean", default: false },
+    commandstats: { type: "boolean", default: false },
   },
 });
 const jobs = Number(values.jobs);
@@ -64,7 +68,11 @@ interface Profile {
   claimMsMean: number;
   claimMsP50: number;
   claimMsP90: number;
+  /** --commandstats: Redis' command statistics before and after the timed run. */
+  commands: { before: CommandStats; after: CommandStats } | null;
 }
+
+type CommandStats = Map<string, { calls: number; usec: number }>;
 
 type Arm = "no limits" | "limits only" | "limits + groups + keys";
 
@@ -97,6 +105,7 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
     };
     let completed = 0;
     let worker: Worker | undefined;
+    const commands0 = values.commandstats ? await commandStats() : null;
     const server0 = await serverCpuMs();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -109,6 +118,7 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const server1 = await serverCpuMs();
+    const commands1 = values.commandstats ? await commandStats() : null;
     await worker?.close();
     return {
       jobsPerSecond: jobs / seconds,
@@ -119,16 +129,34 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
       claimMsMean: times.reduce((a, b) => a + b, 0) / times.length,
       claimMsP50: percentile(times, 50),
       claimMsP90: percentile(times, 90),
+      commands: commands0 !== null && commands1 !== null ? { before: commands0, after: commands1 } : null,
     };
   } finally {
     await backend.close();
   }
 }
 
+/** The commands Redis ran during an arm's timed run, top ten by time. */
+function commandTable(arm: Arm, before: CommandStats, after: CommandStats): string[] {
+  const used = [...after].map(([command, s]) => ({
+    command,
+    calls: s.calls - (before.get(command)?.calls ?? 0),
+    usec: s.usec - (before.get(command)?.usec ?? 0),
+  }));
+  return used
+    .filter((u) => u.calls > 0 && !u.command.startsWith("info"))
+    .sort((a, b) => b.usec - a.usec)
+    .slice(0, 10)
+    .map((u) => `| ${arm} | ${u.command} | ${fmt((u.calls / jobs) * 1000)} | ${fmt((u.usec / jobs) * 1000)} |`);
+}
+const commandRows: string[] = [];
+
 let n = 0;
 let fresh: () => Promise<string>;
 let close: () => Promise<void>;
 let serverCpuMs: () => Promise<number | null> = async () => null;
+/** Redis INFO commandstats: command -> { calls, usec } so far (null on other stores). */
+let commandStats: () => Promise<CommandStats | null> = async () => null;
 if (values.backend === "sqlite") {
   const dir = await mkdtemp(join(tmpdir(), "conveyor-flowprof-"));
   fresh = async () => `sqlite:${join(dir, `s${n++}.db`)}`;
@@ -147,6 +175,14 @@ if (values.backend === "sqlite") {
     const used = (field: string) => Number(new RegExp(`${field}:([\\d.]+)`).exec(text)![1]);
     return (used("used_cpu_user") + used("used_cpu_sys")) * 1000;
   };
+  commandStats = async () => {
+    const stats: CommandStats = new Map();
+    for (const line of (await info.info("commandstats")).split("\n")) {
+      const m = /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/.exec(line.trim());
+      if (m) stats.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
+    }
+    return stats;
+  };
   fresh = async () => `${server.url}?prefix=prof_${n++}`;
   close = async () => {
     info.disconnect();
@@ -160,10 +196,16 @@ try {
     const arms: Arm[] = values["limits-only"] ? ["no limits", "limits only", "limits + groups + keys"] : ["no limits", "limits + groups + keys"];
     for (const arm of arms) {
       const p = await profile(await fresh(), arm, serverCpuMs);
+      if (p.commands !== null) commandRows.push(...commandTable(arm, p.commands.before, p.commands.after));
       console.log(
         `| ${arm} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} | ${fmt(p.clientCpuMsPer1000)} | ${p.serverCpuMsPer1000 === null ? "(in process)" : fmt(p.serverCpuMsPer1000)} |`,
       );
     }
+  }
+  if (commandRows.length > 0) {
+    console.log(`\n| arm | command (scripts' calls included) | calls per 1,000 jobs | Redis usec per 1,000 jobs |`);
+    console.log(`| --- | --- | --- | --- |`);
+    for (const row of commandRows) console.log(row);
   }
 } finally {
   await close();

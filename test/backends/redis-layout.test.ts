@@ -14,6 +14,7 @@ import { SchemaTooNewError } from "../../src/backend/migration-files.js";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { RedisLayoutTooNewError } from "../../src/backend/redis/layout-error.js";
+import { normalizeQueueLimits } from "../../src/core/flow.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { FakeClock, silentLogger, Worker } from "../../src/index.js";
 import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
@@ -127,5 +128,49 @@ describe("Redis layout guard at run time", () => {
     await b.enqueue([spec("second")]);
     expect((await b.get("second", "q"))?.state).toBe("waiting");
     expect(ran).toEqual(["first"]);
+  });
+});
+
+describe("Redis layout 3: rate windows of layout 2 data", () => {
+  // Layout 2 wrote one window member per start ("<counter>") and kept no count; layout 3 writes
+  // one member per claim ("<counter>:<starts>") and keeps the count (flow field rn, kn:<key>).
+  // A window a layout 2 process left must still count: the next claim sums its members once.
+  const layout2Window = async (key: string, at: number, members: number) => {
+    for (let m = 1; m <= members; m++) await admin.zadd(key, at, String(m));
+    await admin.pexpire(key, 60_000);
+  };
+  const specOf = (jobId: string, options: Record<string, unknown> = {}) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId, ...options } });
+  const freshBackend = () => {
+    const prefix = testPrefix("lv3");
+    prefixes.push(prefix);
+    const clock = new FakeClock();
+    const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
+    backends.push(b);
+    return { prefix, clock, b };
+  };
+  const claimUpTo = (b: RedisBackend, limit: number) => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit, leaseMs: 60_000 });
+
+  it("the queue's rate window: 3 starts left by layout 2 leave 2 of 5", async () => {
+    const { prefix, clock, b } = freshBackend();
+    await b.setQueueLimits("q", normalizeQueueLimits({ rate: { max: 5, durationMs: 1_000 } }));
+    await b.enqueue(Array.from({ length: 10 }, (_, i) => specOf(`j${i}`)));
+    await layout2Window(`${prefix}:{q}:rate`, clock.now(), 3);
+    expect(await claimUpTo(b, 10)).toHaveLength(2);
+    expect(await admin.hget(`${prefix}:{q}:flow`, "rn")).toBe("5");
+    expect(await admin.zrange(`${prefix}:{q}:rate`, 0, -1)).toHaveLength(4);
+    clock.advance(1_000);
+    expect(await claimUpTo(b, 10)).toHaveLength(5);
+    expect(await admin.hget(`${prefix}:{q}:flow`, "rn")).toBe("5");
+  });
+
+  it("a limiter key's window: 2 starts left by layout 2 leave 2 of 4", async () => {
+    const { prefix, clock, b } = freshBackend();
+    await b.enqueue(Array.from({ length: 10 }, (_, i) => specOf(`j${i}`, { limiter: { key: "acct", max: 4, durationMs: 1_000 } })));
+    await layout2Window(`${prefix}:{q}:kr:acct`, clock.now(), 2);
+    expect(await claimUpTo(b, 10)).toHaveLength(2);
+    expect(await admin.get(`${prefix}:{q}:kn:acct`)).toBe("4");
+    expect(await admin.pttl(`${prefix}:{q}:kn:acct`)).toBeGreaterThan(0);
+    clock.advance(1_000);
+    expect(await claimUpTo(b, 10)).toHaveLength(4);
   });
 });

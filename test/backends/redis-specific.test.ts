@@ -13,6 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
+import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { loadScripts } from "../../src/backend/redis/scripts.js";
 import { AmbiguousJobIdError, FakeClock, Queue, silentLogger, Worker, type Backend, type Logger, type WorkerOptions } from "../../src/index.js";
 import { buildJobSpec } from "../../src/core/spec.js";
@@ -136,7 +137,7 @@ describe("scripts", () => {
     const [c] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 1_000 });
     // Another program scribbles over the job's options.
     await admin.hdel(`${prefix}:{q}:j:j`, "o");
-    await expect(b.complete([{ lease: c!.lease, result: null }])).rejects.toThrow(/Redis script conveyor\.complete\.v2 failed/);
+    await expect(b.complete([{ lease: c!.lease, result: null }])).rejects.toThrow(new RegExp(`Redis script conveyor\\.complete\\.v${LAYOUT_VERSION} failed`));
   });
 });
 
@@ -320,6 +321,10 @@ describe("flow keys (job groups and limiter keys)", () => {
     const windows = await scanKeys(`${prefix}:{q}:kr:*`);
     expect(windows).toHaveLength(9);
     for (const key of windows) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
+    // Their counts (layout 3) expire with them.
+    const counts = await scanKeys(`${prefix}:{q}:kn:*`);
+    expect(counts).toHaveLength(9);
+    for (const key of counts) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
     const holds = await scanKeys(`${prefix}:{q}:kh:*`);
     expect(holds).toEqual([`${prefix}:{q}:kh:acct-t0`]);
     expect(Number(await admin.pttl(holds[0]!))).toBeGreaterThan(0);
@@ -508,7 +513,7 @@ describe("data layout", () => {
     const logger = recordingLogger();
     const b = backend({ prefix, clock: new FakeClock(5_000), logger });
     await b.migrate();
-    expect(await admin.get(`${prefix}:layout`)).toBe("2");
+    expect(await admin.get(`${prefix}:layout`)).toBe(String(LAYOUT_VERSION));
     expect(logger.messages.join("\n")).toMatch(/upgraded the Redis data layout/);
     expect(await b.enqueue([spec({ jobId: "old" }), spec({ jobId: "new" })])).toEqual([
       { id: "old", duplicate: true },

@@ -259,6 +259,38 @@ export function flowControlTests(t: SuiteContext): void {
       expect(batch.jobs.map((c) => c.job.id)).toEqual(["big03", "big04", "big05", "big06"]);
     });
 
+    it.skipIf(!keyed)(
+      "groups: a lane's jobs of several names leave it in claim order, each once; jobs of a name not asked for stay [needs jobFlowKeys]",
+      async () => {
+        // Lane "g": two names interleaved, three priorities; lane "h": one name. The claims take
+        // turns, so each takes a few jobs of each lane: what one claim takes from a lane must be
+        // that lane's next jobs in claim order (Redis removes them by rank, which relies on it).
+        await enqueueMany(t.b, 12, (i) => ({
+          jobId: `g${String(i).padStart(2, "0")}`,
+          name: i % 2 === 0 ? NAME : "other",
+          priority: i % 3,
+          group: { key: "g", concurrency: 100 },
+        }));
+        await enqueueMany(t.b, 4, (i) => ({ jobId: `h${i}`, group: { key: "h", concurrency: 100 } }));
+        const claimOrder = (ids: readonly string[]) => [...ids].sort((x, y) => (Number(x.slice(1)) % 3) - (Number(y.slice(1)) % 3) || x.localeCompare(y));
+        const laneG = claimOrder(Array.from({ length: 12 }, (_, i) => `g${String(i).padStart(2, "0")}`));
+        // Only the first name asked for: the other name's jobs stay where they are.
+        const first = (await claimWatched(t.b, 2)).jobs.map((c) => c.job.id).sort();
+        expect(first).toEqual(["g00", "h0"]);
+        const takenG: string[] = ["g00"];
+        const takenH: string[] = ["h0"];
+        for (let call = 0; call < 20; call++) {
+          const ids = (await claimWatched(t.b, 3, [NAME, "other"])).jobs.map((c) => c.job.id);
+          if (ids.length === 0) break;
+          takenG.push(...claimOrder(ids.filter((id) => id.startsWith("g"))));
+          takenH.push(...ids.filter((id) => id.startsWith("h")).sort());
+        }
+        expect(takenG).toEqual(laneG);
+        expect(takenH).toEqual(["h0", "h1", "h2", "h3"]);
+        expect(await t.b.stats(QUEUE)).toMatchObject([{ counts: { waiting: 0, active: 16 } }]);
+      },
+    );
+
     it.skipIf(!keyed)("groups: turns go in the UTF-8 byte order of the group keys, on every store, wrapping round too [needs jobFlowKeys]", async () => {
       // UTF-16 order (JavaScript's <) puts U+10000 (a surrogate pair, 0xD800...) before U+E000;
       // UTF-8 byte order (PostgreSQL COLLATE "C", SQLite BINARY, Redis lex ranges) after it.

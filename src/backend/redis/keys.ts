@@ -28,16 +28,19 @@
  *   expiry        ZSET  finished jobs that have a retention deadline, by that deadline
  *   flow          HASH  flow control (src/core/flow.ts), only for a queue with limits or a hold:
  *                       rm rate max, rd rate window ms, mr max running, pn per-name caps (JSON),
- *                       hu held until ms, rs counter of rate-window members; ln 1 once the queue
+ *                       hu held until ms, rs counter of rate-window members, rn starts in the
+ *                       rate window (kept by the claim); ln 1 once the queue
  *                       had a job with a group or limiter key (its claims take turns across lanes:
  *                       claim-4.lua), lc the lane the last claim took a job from (kept while ln is)
- *   rate          ZSET  the rate window: one member per start (the counter), scored by its time
+ *   rate          ZSET  the rate window: one member per claim that started jobs, "<counter>:<starts>"
+ *                       (layout 2: one member per start, "<counter>"), scored by its time
  *   L:<name>\n<lane> ZSET  slow lane of the waiting jobs of one name in one flow lane (a group,
  *                       "g:<key>", else a limiter key, "k:<key>": laneOf in src/core/job-flow.ts);
  *                       as z:<name>. Such jobs are never compact nor in a fast lane
  *   ls:<name>     ZSET  the lanes of L:<name>\n* that may hold jobs (score 0, read by lex order from
  *                       the lane cursor); a claim that finds one empty removes it
  *   kr:<key>      ZSET  a limiter key's rate window, as `rate`; expires a minute after it last counts
+ *   kn:<key>      STRING the starts in kr:<key> (as rn for `rate`); expires with it
  *   kh:<key>      STRING a limiter key's hold (RetryLater with pause "key"): held until ms; expires
  *                       a minute after that
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
@@ -115,8 +118,12 @@
  *   2  waiting jobs of the fast lanes are compact records in bucket hashes. Layout 1 data is
  *      valid layout 2 data (every job in the fallback form, an empty table), so the upgrade only
  *      rewrites the version (lua/layout-1.lua); a Conveyor of layout 1 refuses layout 2 data.
+ *   3  a rate window (`rate`, kr:<key>) holds one member per claim with its number of starts,
+ *      and the window's starts are kept in a count (flow field rn, kn:<key>). Layout 2 data is
+ *      valid layout 3 data: a member without a count is one start, and a missing count is summed
+ *      from the window's members by the next claim (trim_window in lua/claim-4.lua).
  */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
 
 /** Key names of one queue. */
 export class QueueKeys {

@@ -53,15 +53,41 @@ local flowKey, rateKey = base .. 'flow', base .. 'rate'
 local flowRate = nil      -- true when the starts below go into the rate window
 local rateRoom, rateSlotIn = nil, nil -- starts the rate allows now; ms until a slot opens once they are made
 local nameRoom = {}       -- capped job name -> how many of it may start
-local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc')
+local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc', 'rn')
+
+-- A rate window (the queue's `rate`, a limiter key's kr:<key>) holds one member per claim that
+-- started jobs in it, "<counter>:<starts>", scored by the claim's time (a member without ':' is
+-- one start, as layout 2 wrote them), and its starts are kept in a count (the queue's: flow
+-- field rn; a limiter key's: kn:<key>), so a claim of 50 adds one member, not 50, and reads the
+-- count instead of counting members. trim_window forgets the claims that left the window (their
+-- starts off the count) and returns the count and whether it changed; a missing count (layout 2
+-- data) is summed from the members once.
+local function member_starts(member)
+  local at = string.find(member, ':', 1, true)
+  return at and tonumber(string.sub(member, at + 1)) or 1
+end
+local function trim_window(windowKey, cutoff, count)
+  if count == nil then
+    redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', cutoff)
+    count = 0
+    for _, member in ipairs(redis.call('ZRANGE', windowKey, 0, -1)) do count = count + member_starts(member) end
+    return count, true
+  end
+  local gone = redis.call('ZRANGEBYSCORE', windowKey, '-inf', cutoff)
+  if #gone == 0 then return count, false end
+  for _, member in ipairs(gone) do count = count - member_starts(member) end
+  redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', cutoff)
+  return math.max(0, count), true
+end
 if flow[1] or flow[3] or flow[4] or flow[5] then
   local retryIn = -1
   local heldUntil = num(flow[5], 0)
   if heldUntil > now then return { { int(heldUntil - now) } } end
   if flow[1] then
     local rateMax, rateMs = tonumber(flow[1]), tonumber(flow[2])
-    redis.call('ZREMRANGEBYSCORE', rateKey, '-inf', int(now - rateMs))
-    local room = rateMax - redis.call('ZCARD', rateKey)
+    local starts, changed = trim_window(rateKey, int(now - rateMs), tonumber(flow[8]))
+    if changed then redis.call('HSET', flowKey, 'rn', int(starts)) end
+    local room = rateMax - starts
     if room <= 0 then
       local oldest = redis.call('ZRANGE', rateKey, 0, 0, 'WITHSCORES')
       return { { int(math.max(1, num(oldest[2], now) + rateMs - now)) } }
@@ -160,13 +186,18 @@ end
 -- in claim order. Takes one job from each lane in turn, then a second, ..., up to `limit`,
 -- stopping a lane at its head job's limit (its name's cap, its group's concurrency, its limiter
 -- key's rate or hold). Rewinds the sources to the unkeyed jobs taken and removes the keyed ones
--- from their lanes. Returns the picks ({ id, fast }) in turn order, or nil and the retryIn of a
+-- from their lanes. Returns the picks ({ id, fast, nil, hash }) in turn order, or nil and the retryIn of a
 -- claim that can start nothing although jobs wait (ms until a limiter key reopens, -1 when a
 -- lane waits on running jobs).
 local function take_turns(unkeyed, sources)
-  local names = {}
+  -- Each name once: a lane key read twice would list its jobs twice (and the ranks removed
+  -- below would count them twice).
+  local names, named = {}, {}
   for i = 6, #ARGV do
-    if (laneNameRoom[ARGV[i]] or 1) > 0 then names[#names + 1] = ARGV[i] end
+    if (laneNameRoom[ARGV[i]] or 1) > 0 and not named[ARGV[i]] then
+      named[ARGV[i]] = true
+      names[#names + 1] = ARGV[i]
+    end
   end
   -- Lanes to visit (lanesToVisit in src/core/job-flow.ts): a few more than the claim can take.
   local cursor = flow[7] or ''
@@ -208,11 +239,18 @@ local function take_turns(unkeyed, sources)
     end
     table.sort(jobs, function(x, y) return before(x.key, y.key) end)
     for j = perLane + 1, #jobs do jobs[j] = nil end
-    for _, job in ipairs(jobs) do
-      local f = redis.call('HMGET', base .. 'j:' .. job.id, 'gk', 'gc', 'lk', 'lm', 'ld')
-      job.gk, job.gc, job.lk, job.lm, job.ld = f[1], tonumber(f[2]), f[3], tonumber(f[4]), tonumber(f[5])
-    end
     lanes[#lanes + 1] = { lane = lane, jobs = jobs }
+  end
+  -- A keyed job's hash is read when the turns first reach it, not for every head job: most
+  -- claims reach a fraction of the heads they read. The whole hash, since a picked job's claim
+  -- below needs it all (and then does not read it again).
+  local function read_flow(job)
+    if job.fields or not job.laneKey then return end
+    local fields = redis.call('HGETALL', base .. 'j:' .. job.id)
+    local at = {}
+    for j = 1, #fields, 2 do at[fields[j]] = fields[j + 1] end
+    job.fields = fields
+    job.gk, job.gc, job.lk, job.lm, job.ld = at.gk, tonumber(at.gc), at.lk, tonumber(at.lm), tonumber(at.ld)
   end
 
   -- Running jobs per group, from the active set (read once, when a group is first met; bounded by
@@ -233,9 +271,20 @@ local function take_turns(unkeyed, sources)
   local function limiter_window(key, ms)
     local w = windows[key]
     if not w then
-      local windowKey = base .. 'kr:' .. key
-      redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', int(now - ms))
-      local n = redis.call('ZCARD', windowKey)
+      local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
+      local kept = tonumber(redis.call('GET', countKey))
+      local n, changed = trim_window(windowKey, int(now - ms), kept)
+      if changed then
+        -- The count expires with its window (both get the same PEXPIRE below).
+        if n <= 0 then
+          redis.call('DEL', countKey)
+        elseif kept ~= nil then
+          redis.call('SET', countKey, int(n), 'KEEPTTL')
+        else
+          local ttl = redis.call('PTTL', windowKey)
+          if ttl > 0 then redis.call('SET', countKey, int(n), 'PX', ttl) else redis.call('SET', countKey, int(n)) end
+        end
+      end
       local oldest = n > 0 and tonumber(redis.call('ZRANGE', windowKey, 0, 0, 'WITHSCORES')[2]) or nil
       w = { n = n, oldest = oldest, heldUntil = num(redis.call('GET', base .. 'kh:' .. key), 0) }
       windows[key] = w
@@ -258,6 +307,7 @@ local function take_turns(unkeyed, sources)
       local job = nil
       if not stopped[i] then job = lane.jobs[(position[i] or 0) + 1] end
       if job then
+        read_flow(job)
         local blocked = false
         local room = laneNameRoom[job.name]
         if room and room <= 0 then
@@ -302,15 +352,23 @@ local function take_turns(unkeyed, sources)
     local src = unkeyed[j][3]
     src.pos = src.pos + 1
   end
-  local out = {}
+  -- The jobs taken from one lane key are its first entries (the turns take a lane's jobs in
+  -- claim order, which is the key's own order: score = priority, then run_at and seq in the
+  -- fixed-width member): one ZREMRANGEBYRANK per key instead of a ZREM per job.
+  local out, takenOf, laneKeys = {}, {}, {}
   for _, job in ipairs(picks) do
     if job.laneKey then
-      redis.call('ZREM', job.laneKey, job.member)
-      out[#out + 1] = { job.id, false }
+      if not takenOf[job.laneKey] then
+        takenOf[job.laneKey] = 0
+        laneKeys[#laneKeys + 1] = job.laneKey
+      end
+      takenOf[job.laneKey] = takenOf[job.laneKey] + 1
+      out[#out + 1] = { job.id, false, nil, job.fields }
     else
       out[#out + 1] = { job.id, job.fast }
     end
   end
+  for _, laneKey in ipairs(laneKeys) do redis.call('ZREMRANGEBYRANK', laneKey, 0, takenOf[laneKey] - 1) end
   -- Lanes emptied by this claim leave their lane sets.
   for i = 2, #lanes do
     if (position[i] or 0) > 0 then
@@ -324,7 +382,7 @@ local function take_turns(unkeyed, sources)
   return out
 end
 
--- taken: { id, from a fast lane? }, in claim order.
+-- taken: { id, from a fast lane?, its source, its hash when already read }, in claim order.
 local taken = {}
 if #sources == 1 then
   -- One lane (the common case): it is already in claim order.
@@ -387,7 +445,8 @@ for _, pick in ipairs(taken) do
     fields = compact_fields(buckets, packed)
     compact_remove(buckets, id, bucket)
   else
-    fields = redis.call('HGETALL', key)
+    -- A keyed job's hash was read by the turns (take_turns) already.
+    fields = pick[4] or redis.call('HGETALL', key)
   end
   local at = {}
   for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
@@ -437,30 +496,23 @@ end
 buckets_close(buckets)
 if #activeArgs > 0 then call_chunked('ZADD', active, activeArgs, 2) end
 if flowRate and #activeArgs > 0 then
-  -- One rate-window entry per start (flow control); members made unique by a counter.
+  -- One rate-window member for this claim's starts (trim_window), made unique by a counter.
   local n = #activeArgs / 2
-  local last = redis.call('HINCRBY', flowKey, 'rs', n)
-  local starts = {}
-  for j = last - n + 1, last do
-    starts[#starts + 1] = nowText
-    starts[#starts + 1] = int(j)
-  end
-  call_chunked('ZADD', rateKey, starts, 2)
+  redis.call('ZADD', rateKey, nowText, int(redis.call('HINCRBY', flowKey, 'rs', 1)) .. ':' .. int(n))
+  redis.call('HINCRBY', flowKey, 'rn', n)
 end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
--- Each limiter key's starts go into its window kr:<key>; the window expires a minute after its
--- last start could still count, so keys nobody uses any more leave no trace.
+-- Each limiter key's starts go into its window kr:<key> as one member and onto its count kn:<key>
+-- (trim_window); both expire a minute after the last start could still count, so keys nobody
+-- uses any more leave no trace.
 for _, key in ipairs(limiterKeys) do
   local starts = limiterStarts[key]
-  local last = redis.call('HINCRBY', flowKey, 'rs', starts.n)
-  local args = {}
-  for j = last - starts.n + 1, last do
-    args[#args + 1] = nowText
-    args[#args + 1] = int(j)
-  end
-  local windowKey = base .. 'kr:' .. key
-  call_chunked('ZADD', windowKey, args, 2)
-  redis.call('PEXPIRE', windowKey, int(starts.ms + 60000))
+  local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
+  redis.call('ZADD', windowKey, nowText, int(redis.call('HINCRBY', flowKey, 'rs', 1)) .. ':' .. int(starts.n))
+  redis.call('INCRBY', countKey, starts.n)
+  local ttl = int(starts.ms + 60000)
+  redis.call('PEXPIRE', windowKey, ttl)
+  redis.call('PEXPIRE', countKey, ttl)
 end
 
 local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
