@@ -1331,7 +1331,6 @@ export class PostgresBackend implements Backend {
     return rowsOf<R>(await tx.query(this.sql[name], values));
   }
 
-  /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
   /**
    * Records this process's event log setting for the schema unless one is recorded, and refuses
    * to run with a different one (migration 0011's settle_event_log; with 'off' recorded it drops
@@ -1344,6 +1343,7 @@ export class PostgresBackend implements Backend {
     if (stored !== wanted) throw eventLogMismatchError(`schema "${this.schema}"`, "schema", stored === "on", this.eventLogOn);
   }
 
+  /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
   private checkSchema(): Promise<void> {
     this.schemaCheck ??= (async () => {
       const current = await schemaVersion(this.pool, this.quotedSchema).catch((error: unknown) => {
