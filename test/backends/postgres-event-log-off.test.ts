@@ -218,4 +218,23 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(await eventTriggers(schema)).toBe(0);
     await expect(openBackend(`${url}${url.includes("?") ? "&" : "?"}schema=${schema}&eventLog=no`)).rejects.toThrow(/\?eventLog= takes on or off/);
   });
+
+  it("?eventLog= in a postgres:// URL is read before or after ?schema=; a URL that disagrees with the schema's record is refused, saying what to pass", async () => {
+    const schema = schemas.create("evurl");
+    const withParams = (params: string) => `${url}${url.includes("?") ? "&" : "?"}${params}`;
+    // eventLog first: the schema parameter after it must still be taken out and applied.
+    const off = await openBackend(withParams(`eventLog=off&schema=${schema}`));
+    backends.push(off);
+    expect(off.capabilities.eventLog).toBe(false);
+    expect(await count(schema, "SELECT count(*) AS n FROM {{schema}}.settings WHERE name = 'event_log' AND value = 'off'")).toBe(1);
+    // The schema keeps its log off: a URL asking for it on, or saying nothing (default on), is refused.
+    for (const params of [`schema=${schema}&eventLog=on`, `schema=${schema}`]) {
+      await expect(openBackend(withParams(params)), params).rejects.toThrow(/keeps its event log off.*\(\?eventLog=off in a URL\)/);
+    }
+    // An empty value and another case are refused by name, not read as a default.
+    for (const value of ["", "OFF", "false"]) {
+      await expect(openBackend(withParams(`schema=${schema}&eventLog=${value}`)), value).rejects.toThrow(/\?eventLog= takes on or off/);
+    }
+    expect(await eventTriggers(schema)).toBe(0);
+  });
 });
