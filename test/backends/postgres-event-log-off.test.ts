@@ -10,10 +10,9 @@ import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { PostgresBackend, type PostgresBackendOptions } from "../../src/backend/postgres/backend.js";
-import { createServer } from "../../src/http/index.js";
-import { EventTail } from "../../src/producer/event-tail.js";
 import { FakeClock } from "../../src/core/clock.js";
-import { Queue, silentLogger, UnsupportedByStoreError, Worker, type Backend } from "../../src/index.js";
+import { Queue, silentLogger, Worker, type Backend } from "../../src/index.js";
+import { expectEventLogReadersRefused, expectJobEventStreamByPolling } from "../helpers/event-log-off.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { claimOne, enqueueOne } from "../conformance/fixtures.js";
@@ -120,41 +119,13 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
   it("refuses every reader by name, as on Redis: readEvents, queue.events(), GET /v1/events (501); no event tail", async () => {
     const b = backend({ schema: schemas.create("evoff"), eventLog: false });
     await b.migrate();
-    await expect(b.readEvents("0-0", 10)).rejects.toBeInstanceOf(UnsupportedByStoreError);
-    await expect(b.latestEventCursor()).rejects.toThrow(/event log is off \(eventLog: false.*another schema with the log on/);
-    await expect(b.pruneEvents()).rejects.toMatchObject({ capability: "eventLog" });
-    await expect(new Queue("q", { backend: b }).events().next()).rejects.toThrow(/keeps no event log.*eventLog: false/);
-    expect(EventTail.of(b)).toBeNull();
-
-    const app = await createServer({ backend: b, apiKeys: false, logger: false });
-    try {
-      const r = await app.inject({ method: "GET", url: "/v1/events" });
-      expect(r.statusCode).toBe(501);
-      expect(r.json()).toMatchObject({ type: "urn:conveyor:problem:no-event-log", detail: expect.stringMatching(/PostgreSQL.*eventLog: false/) as string });
-    } finally {
-      await app.close();
-    }
+    await expectEventLogReadersRefused(b, { cursor: "0-0", scope: "schema" });
   });
 
   it("a job's own event stream (GET /v1/jobs/{id}/events) still reports its completion, by polling", async () => {
     const b = backend({ schema: schemas.create("evoff"), eventLog: false });
     await b.migrate();
-    const app = await createServer({ backend: b, apiKeys: false, logger: false, events: { pollIntervalMs: 50 } });
-    try {
-      await app.listen({ port: 0, host: "127.0.0.1" });
-      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      const { jobId } = (await (
-        await fetch(`${base}/v1/queues/q/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "ok" }) })
-      ).json()) as { jobId: string };
-      const stream = await fetch(`${base}/v1/jobs/${jobId}/events`);
-      expect(stream.status).toBe(200);
-      const w = new Worker({ backend: b, queues: "q", pollIntervalMs: 20, logger: silentLogger, handlers: { ok: async () => 42 } });
-      workers.push(w);
-      const text = await stream.text(); // the stream ends after the terminal event
-      expect(text).toMatch(/event: state\ndata: \{[^\n]*"state":"completed"/);
-    } finally {
-      await app.close();
-    }
+    await expectJobEventStreamByPolling(b, workers);
   });
 
   it("one setting per schema: the first process records it, a process configured otherwise refuses to start", async () => {
