@@ -11,10 +11,9 @@ import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { PostgresBackend, type PostgresBackendOptions } from "../../src/backend/postgres/backend.js";
 import { FakeClock } from "../../src/core/clock.js";
-import { Queue, silentLogger, Worker, type Backend } from "../../src/index.js";
-import { expectEventLogReadersRefused, expectJobEventStreamByPolling } from "../helpers/event-log-off.js";
+import { silentLogger, Worker, type Backend } from "../../src/index.js";
+import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
-import { waitFor } from "../helpers/wait-for.js";
 import { claimOne, enqueueOne } from "../conformance/fixtures.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
@@ -49,38 +48,6 @@ const eventRows = (schema: string) => count(schema, "SELECT count(*) AS n FROM {
 const eventTriggers = (schema: string) =>
   count(schema, "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = '{{schema}}.jobs'::regclass AND tgname IN ('jobs_events_added', 'jobs_events_changed')");
 
-/**
- * Runs every event-writing path on queue "q": kept and removed completions, a retry, a death kept
- * and one removed, through a real worker.
- */
-async function runJobs(b: Backend, n: number): Promise<void> {
-  const queue = new Queue("q", { backend: b });
-  await queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: "ok", data: { i }, options: { removeOnComplete: i % 2 === 0 } })));
-  await queue.add("bad", {}, { attempts: 2, backoff: { type: "fixed", delayMs: 1 } });
-  await queue.add("bad", {}, { attempts: 1, removeOnFail: true });
-  const w = new Worker({
-    backend: b,
-    queues: "q",
-    concurrency: 5,
-    pollIntervalMs: 20,
-    logger: silentLogger,
-    handlers: {
-      ok: async () => "done",
-      bad: async () => {
-        throw new Error("boom");
-      },
-    },
-  });
-  workers.push(w);
-  await waitFor(
-    async () => {
-      const [stats] = await b.stats("q");
-      return stats!.counts.completed === n / 2 && stats!.counts.dead === 1 && stats!.counts.waiting + stats!.counts.active + stats!.counts.scheduled === 0;
-    },
-    { timeoutMs: 20_000, description: "every job finished" },
-  );
-}
-
 describe("PostgreSQL event log off (eventLog: false)", () => {
   it("writes no event while jobs are added, run, retried, removed and dead; the same run with the log on writes them", async () => {
     const offSchema = schemas.create("evoff");
@@ -88,7 +55,7 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(off.capabilities.eventLog).toBe(false);
     await off.migrate();
     expect(await eventTriggers(offSchema)).toBe(0);
-    await runJobs(off, 20);
+    await runEveryEventPath(off, 20, workers);
     expect(await eventRows(offSchema)).toBe(0);
 
     const onSchema = schemas.create("evon");
@@ -96,7 +63,7 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(on.capabilities.eventLog).toBe(true);
     await on.migrate();
     expect(await eventTriggers(onSchema)).toBe(2);
-    await runJobs(on, 20);
+    await runEveryEventPath(on, 20, workers);
     // added, active and completed/retrying/dead for each of the 22 jobs (one runs twice)
     expect(await eventRows(onSchema)).toBeGreaterThanOrEqual(22 * 3);
     // one terminal event per job, also for the 11 deleted as they finished (written by the statement itself)

@@ -7,6 +7,41 @@ import { expect } from "vitest";
 import { createServer } from "../../src/http/index.js";
 import { EventTail } from "../../src/producer/event-tail.js";
 import { Queue, silentLogger, UnsupportedByStoreError, Worker, type Backend } from "../../src/index.js";
+import { waitFor } from "./wait-for.js";
+
+/**
+ * Runs every path that writes events on queue "q" of `b` through a real worker: `n` jobs (`n`
+ * even) completed, every other one removed on completion, a job retried once before it dies, and
+ * one removed as it dies. Resolves once every job finished; the worker is pushed onto `workers`
+ * for the caller to close.
+ */
+export async function runEveryEventPath(b: Backend, n: number, workers: Worker[]): Promise<void> {
+  const queue = new Queue("q", { backend: b });
+  await queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: "ok", data: { i }, options: { removeOnComplete: i % 2 === 0 } })));
+  await queue.add("bad", {}, { attempts: 2, backoff: { type: "fixed", delayMs: 1 } });
+  await queue.add("bad", {}, { attempts: 1, removeOnFail: true });
+  const w = new Worker({
+    backend: b,
+    queues: "q",
+    concurrency: 5,
+    pollIntervalMs: 20,
+    logger: silentLogger,
+    handlers: {
+      ok: async () => "done",
+      bad: async () => {
+        throw new Error("boom");
+      },
+    },
+  });
+  workers.push(w);
+  await waitFor(
+    async () => {
+      const [stats] = await b.stats("q");
+      return stats!.counts.completed === n / 2 && stats!.counts.dead === 1 && stats!.counts.waiting + stats!.counts.active + stats!.counts.scheduled === 0;
+    },
+    { description: "every job finished" },
+  );
+}
 
 /**
  * readEvents (from `cursor`, a valid cursor of the store), latestEventCursor and pruneEvents
