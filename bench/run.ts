@@ -168,7 +168,7 @@ if (values.scale) {
     samples: values.samples === "300" ? 100 : Number(values.samples),
     retained,
     only: values.only ? values.only.split(",") : [],
-    svgPath: values.backend === "postgres" ? "docs/performance-postgres-scale.svg" : `docs/performance-${values.backend}-scale.svg`,
+    svgPath: `docs/performance-${values.backend}-scale.svg`,
   });
   process.exit(process.exitCode ?? 0);
 }

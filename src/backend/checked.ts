@@ -397,12 +397,6 @@ function inRange(value: unknown, min: number, max: number): boolean {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max;
 }
 
-/**
- * A job spec as every store needs it: names that cannot break a Redis hash tag, text without NUL
- * (PostgreSQL refuses it, the Redis scripts use it as a separator), and integers within the
- * bounds the producer applies (`buildJobSpec`), so a hand-made spec gets the same answer from
- * every store. `field` says which job option was wrong, as the producer names it.
- */
 const CONTROL_OR_LONE_SURROGATE = /[\u0000-\u001F\u007F]|\p{Cs}/u;
 
 function badSpecField(spec: JobSpec, field: string, what: string, value: unknown): InvalidInputError {
@@ -413,6 +407,12 @@ function checkRetention(spec: JobSpec, field: string, value: number | null): voi
   if (value !== null && !inRange(value, 0, MAX_DELAY)) throw badSpecField(spec, field, `a retention from 0 to ${MAX_DELAY} ms, or null`, value);
 }
 
+/**
+ * A job spec as every store needs it: names that cannot break a Redis hash tag, text without NUL
+ * (PostgreSQL refuses it, the Redis scripts use it as a separator), and integers within the
+ * bounds the producer applies (`buildJobSpec`), so a hand-made spec gets the same answer from
+ * every store. `field` says which job option was wrong, as the producer names it.
+ */
 export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, index = 0): void {
   if (typeof spec !== "object" || spec === null)
     throw new InvalidInputError(`job spec ${index} must be an object built by buildJobSpec; got ${describe(spec)}`);

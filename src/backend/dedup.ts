@@ -33,6 +33,15 @@ export interface DedupBatchPlan {
   answers(stored: readonly EnqueueResult[]): EnqueueResult[];
 }
 
+/** Whether any spec asks for a dedup window. A plain loop: every enqueue passes here, and most have none. */
+function hasDedupWindow(specs: readonly JobSpec[]): boolean {
+  for (let i = 0; i < specs.length; i++) if (specs[i]!.dedup !== undefined) return true;
+  return false;
+}
+
+// Shared by every batch without a window: no closure allocated per enqueue.
+const copyOf = (stored: readonly EnqueueResult[]): EnqueueResult[] => [...stored];
+
 /**
  * Folds repeats of one (queue, dedup key) within a batch into the first such job, as the store
  * would have decided them one after the other: a later "replace" hands its payload and run time to
@@ -40,14 +49,6 @@ export interface DedupBatchPlan {
  * "extend" is answered with the first job's outcome. The window length is the longest asked for.
  * Refuses dedup windows in an all-or-nothing batch, whose duplicates mean "refuse the batch".
  */
-// The common case (no job with a window) allocates nothing but the answer's copy: every enqueue passes here.
-function hasDedupWindow(specs: readonly JobSpec[]): boolean {
-  for (let i = 0; i < specs.length; i++) if (specs[i]!.dedup !== undefined) return true;
-  return false;
-}
-
-const copyOf = (stored: readonly EnqueueResult[]): EnqueueResult[] => [...stored];
-
 export function planDedupBatch(specs: readonly JobSpec[], options?: EnqueueOptions): DedupBatchPlan {
   if (!hasDedupWindow(specs)) return { specs, answers: copyOf };
   if (options?.allOrNothing === true) {

@@ -1,4 +1,4 @@
-import type { Backend } from "../backend/contract.js";
+import type { Backend, ClaimedJob } from "../backend/contract.js";
 import type { Lease } from "../core/job.js";
 
 /**
@@ -48,12 +48,14 @@ export class BufferMarks {
   }
 
   /**
-   * The store recorded these leases as buffered with the claim itself
-   * (`capabilities.claimMarksBuffered`): nothing to send now, their start when they start.
+   * Of a claim's jobs, those the store recorded as buffered with the claim itself
+   * (`ClaimedJob.markedBuffered`, `capabilities.claimMarksBuffered`): nothing to send now, their
+   * start when they start. Takes the whole claim so that a worker sending no marks (every worker
+   * at concurrency 2 or more) builds nothing per claim.
    */
-  bufferedByClaim(leases: readonly Lease[]): void {
+  bufferedByClaim(claimed: readonly ClaimedJob[]): void {
     if (!this.enabled) return;
-    for (const lease of leases) this.sentBuffered.add(key(lease));
+    for (const c of claimed) if (c.markedBuffered === true) this.sentBuffered.add(key(c.lease));
   }
 
   /** The lease left the buffer without starting (released, lost): nothing more to send for it. */

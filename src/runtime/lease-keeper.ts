@@ -142,7 +142,7 @@ export class LeaseKeeper {
   accept(claimed: readonly ClaimedJob[], requestSentAt: number): Hold[] {
     const holds = claimed.map((c): Hold => ({ claimed: c, deadline: requestSentAt + this.o.leaseMs }));
     this.buffer.push(...holds);
-    this.marks.bufferedByClaim(claimed.filter((c) => c.markedBuffered === true).map((c) => c.lease));
+    this.marks.bufferedByClaim(claimed);
     return holds;
   }
 

@@ -1,6 +1,6 @@
 /**
  * The whole conformance suite on PostgreSQL with the schema's event log off (eventLog: false,
- * migration 0012): every contract but the event log holds without the event triggers, and the
+ * migration event_log_switch): every contract but the event log holds without the event triggers, and the
  * event log's readers refuse by name (test/conformance/events.ts, "[no eventLog]").
  *
  * About 45 s alone on a quiet machine (as long as postgres.test.ts). postgres-event-log-off.test.ts

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL event log switched off per schema (PostgresBackendOptions.eventLog,
- * `?eventLog=off`, migration 0011): no `events` row is written by any path (insert, claim,
+ * `?eventLog=off`, migration event_log_switch): no `events` row is written by any path (insert, claim,
  * completion, retry, death, deletion on completion or death, rescue), every reader refuses by name
  * exactly as on Redis, the schema records the setting so a process configured otherwise refuses to
  * start, and per-job event streams still work (by polling). The whole conformance suite also runs
@@ -10,12 +10,10 @@ import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { PostgresBackend, type PostgresBackendOptions } from "../../src/backend/postgres/backend.js";
-import { createServer } from "../../src/http/index.js";
-import { EventTail } from "../../src/producer/event-tail.js";
 import { FakeClock } from "../../src/core/clock.js";
-import { Queue, silentLogger, UnsupportedByStoreError, Worker, type Backend } from "../../src/index.js";
+import { silentLogger, Worker, type Backend } from "../../src/index.js";
+import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
-import { waitFor } from "../helpers/wait-for.js";
 import { claimOne, enqueueOne } from "../conformance/fixtures.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
@@ -50,38 +48,6 @@ const eventRows = (schema: string) => count(schema, "SELECT count(*) AS n FROM {
 const eventTriggers = (schema: string) =>
   count(schema, "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = '{{schema}}.jobs'::regclass AND tgname IN ('jobs_events_added', 'jobs_events_changed')");
 
-/**
- * Runs every event-writing path on queue "q": kept and removed completions, a retry, a death kept
- * and one removed, through a real worker.
- */
-async function runJobs(b: Backend, n: number): Promise<void> {
-  const queue = new Queue("q", { backend: b });
-  await queue.addBulk(Array.from({ length: n }, (_, i) => ({ name: "ok", data: { i }, options: { removeOnComplete: i % 2 === 0 } })));
-  await queue.add("bad", {}, { attempts: 2, backoff: { type: "fixed", delayMs: 1 } });
-  await queue.add("bad", {}, { attempts: 1, removeOnFail: true });
-  const w = new Worker({
-    backend: b,
-    queues: "q",
-    concurrency: 5,
-    pollIntervalMs: 20,
-    logger: silentLogger,
-    handlers: {
-      ok: async () => "done",
-      bad: async () => {
-        throw new Error("boom");
-      },
-    },
-  });
-  workers.push(w);
-  await waitFor(
-    async () => {
-      const [stats] = await b.stats("q");
-      return stats!.counts.completed === n / 2 && stats!.counts.dead === 1 && stats!.counts.waiting + stats!.counts.active + stats!.counts.scheduled === 0;
-    },
-    { timeoutMs: 20_000, description: "every job finished" },
-  );
-}
-
 describe("PostgreSQL event log off (eventLog: false)", () => {
   it("writes no event while jobs are added, run, retried, removed and dead; the same run with the log on writes them", async () => {
     const offSchema = schemas.create("evoff");
@@ -89,7 +55,7 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(off.capabilities.eventLog).toBe(false);
     await off.migrate();
     expect(await eventTriggers(offSchema)).toBe(0);
-    await runJobs(off, 20);
+    await runEveryEventPath(off, 20, workers);
     expect(await eventRows(offSchema)).toBe(0);
 
     const onSchema = schemas.create("evon");
@@ -97,7 +63,7 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(on.capabilities.eventLog).toBe(true);
     await on.migrate();
     expect(await eventTriggers(onSchema)).toBe(2);
-    await runJobs(on, 20);
+    await runEveryEventPath(on, 20, workers);
     // added, active and completed/retrying/dead for each of the 22 jobs (one runs twice)
     expect(await eventRows(onSchema)).toBeGreaterThanOrEqual(22 * 3);
     // one terminal event per job, also for the 11 deleted as they finished (written by the statement itself)
@@ -120,41 +86,13 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
   it("refuses every reader by name, as on Redis: readEvents, queue.events(), GET /v1/events (501); no event tail", async () => {
     const b = backend({ schema: schemas.create("evoff"), eventLog: false });
     await b.migrate();
-    await expect(b.readEvents("0-0", 10)).rejects.toBeInstanceOf(UnsupportedByStoreError);
-    await expect(b.latestEventCursor()).rejects.toThrow(/event log is off \(eventLog: false.*another schema with the log on/);
-    await expect(b.pruneEvents()).rejects.toMatchObject({ capability: "eventLog" });
-    await expect(new Queue("q", { backend: b }).events().next()).rejects.toThrow(/keeps no event log.*eventLog: false/);
-    expect(EventTail.of(b)).toBeNull();
-
-    const app = await createServer({ backend: b, apiKeys: false, logger: false });
-    try {
-      const r = await app.inject({ method: "GET", url: "/v1/events" });
-      expect(r.statusCode).toBe(501);
-      expect(r.json()).toMatchObject({ type: "urn:conveyor:problem:no-event-log", detail: expect.stringMatching(/PostgreSQL.*eventLog: false/) as string });
-    } finally {
-      await app.close();
-    }
+    await expectEventLogReadersRefused(b, { cursor: "0-0", scope: "schema" });
   });
 
   it("a job's own event stream (GET /v1/jobs/{id}/events) still reports its completion, by polling", async () => {
     const b = backend({ schema: schemas.create("evoff"), eventLog: false });
     await b.migrate();
-    const app = await createServer({ backend: b, apiKeys: false, logger: false, events: { pollIntervalMs: 50 } });
-    try {
-      await app.listen({ port: 0, host: "127.0.0.1" });
-      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      const { jobId } = (await (
-        await fetch(`${base}/v1/queues/q/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "ok" }) })
-      ).json()) as { jobId: string };
-      const stream = await fetch(`${base}/v1/jobs/${jobId}/events`);
-      expect(stream.status).toBe(200);
-      const w = new Worker({ backend: b, queues: "q", pollIntervalMs: 20, logger: silentLogger, handlers: { ok: async () => 42 } });
-      workers.push(w);
-      const text = await stream.text(); // the stream ends after the terminal event
-      expect(text).toMatch(/event: state\ndata: \{[^\n]*"state":"completed"/);
-    } finally {
-      await app.close();
-    }
+    await expectJobEventStreamByPolling(b, workers);
   });
 
   it("one setting per schema: the first process records it, a process configured otherwise refuses to start", async () => {
@@ -217,5 +155,24 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     expect(b.capabilities.eventLog).toBe(false);
     expect(await eventTriggers(schema)).toBe(0);
     await expect(openBackend(`${url}${url.includes("?") ? "&" : "?"}schema=${schema}&eventLog=no`)).rejects.toThrow(/\?eventLog= takes on or off/);
+  });
+
+  it("?eventLog= in a postgres:// URL is read before or after ?schema=; a URL that disagrees with the schema's record is refused, saying what to pass", async () => {
+    const schema = schemas.create("evurl");
+    const withParams = (params: string) => `${url}${url.includes("?") ? "&" : "?"}${params}`;
+    // eventLog first: the schema parameter after it must still be taken out and applied.
+    const off = await openBackend(withParams(`eventLog=off&schema=${schema}`));
+    backends.push(off);
+    expect(off.capabilities.eventLog).toBe(false);
+    expect(await count(schema, "SELECT count(*) AS n FROM {{schema}}.settings WHERE name = 'event_log' AND value = 'off'")).toBe(1);
+    // The schema keeps its log off: a URL asking for it on, or saying nothing (default on), is refused.
+    for (const params of [`schema=${schema}&eventLog=on`, `schema=${schema}`]) {
+      await expect(openBackend(withParams(params)), params).rejects.toThrow(/keeps its event log off.*\(\?eventLog=off in a URL\)/);
+    }
+    // An empty value and another case are refused by name, not read as a default.
+    for (const value of ["", "OFF", "false"]) {
+      await expect(openBackend(withParams(`schema=${schema}&eventLog=${value}`)), value).rejects.toThrow(/\?eventLog= takes on or off/);
+    }
+    expect(await eventTriggers(schema)).toBe(0);
   });
 });

@@ -216,11 +216,24 @@ describe("claims naming many queues (PostgreSQL)", () => {
   });
 });
 
-describe("claims over many busy queues lock only the winners (PostgreSQL)", () => {
-  const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
-  type PlanNode = { "Node Type": string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
-  const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+/** The claim statement as the backend renders it (queries/claim.sql). */
+const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
 
+/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
+type PlanNode = {
+  "Node Type": string;
+  "Index Name"?: string;
+  "Index Cond"?: string;
+  "Relation Name"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  Plans?: PlanNode[];
+};
+
+/** Every node of a plan, depth first. */
+const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+describe("claims over many busy queues lock only the winners (PostgreSQL)", () => {
   it("lock the claim's limit of rows, not the limit per queue, and take the best jobs across queues", async () => {
     const schema = schemas.create();
     const b = await backend(schema);
@@ -282,9 +295,6 @@ describe("claims over many busy queues lock only the winners (PostgreSQL)", () =
 });
 
 describe("claims beside a large delayed set (PostgreSQL)", () => {
-  /** The claim statement as the backend renders it (queries/claim.sql). */
-  const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
-
   /**
    * Copies job `id` `n` times with fresh ids (seq is an identity column, left to its default),
    * each copy's run_at a millisecond after the last, as a stream of enqueues would leave them.
@@ -301,10 +311,6 @@ describe("claims beside a large delayed set (PostgreSQL)", () => {
       [id, n],
     );
   }
-
-  /** Every node of an EXPLAIN (FORMAT JSON) plan, depth first. */
-  type PlanNode = { "Node Type": string; "Index Name"?: string; "Index Cond"?: string; "Relation Name"?: string; "Actual Rows"?: number; Plans?: PlanNode[] };
-  const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
   // At 200,000 delayed jobs the due walk was a sequential scan of every scheduled row (210 ms per
   // claim, 1,039 jobs/s; docs/performance-growth.md): `run_at <= now` was a join filter.

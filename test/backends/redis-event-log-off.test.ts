@@ -9,11 +9,9 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { inject } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
-import { createServer } from "../../src/http/index.js";
-import { EventTail } from "../../src/producer/event-tail.js";
-import { Queue, silentLogger, UnsupportedByStoreError, Worker, type Backend } from "../../src/index.js";
+import { silentLogger, Worker, type Backend } from "../../src/index.js";
+import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
 import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
-import { waitFor } from "../helpers/wait-for.js";
 
 const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
 const admin = new Redis(url);
@@ -39,94 +37,36 @@ function backend(options: Partial<RedisBackendOptions> & { prefix: string }): Re
   return b;
 }
 
-/** Runs `count` jobs to completion (and one to its death) through a real worker. */
-async function runJobs(b: Backend, count: number): Promise<void> {
-  const queue = new Queue("q", { backend: b });
-  await queue.addBulk(Array.from({ length: count }, (_, i) => ({ name: "ok", data: { i } })));
-  await queue.add("bad", {}, { attempts: 1 });
-  const w = new Worker({
-    backend: b,
-    queues: "q",
-    concurrency: 5,
-    pollIntervalMs: 20,
-    logger: silentLogger,
-    handlers: {
-      ok: async () => "done",
-      bad: async () => {
-        throw new Error("boom");
-      },
-    },
-  });
-  workers.push(w);
-  await waitFor(
-    async () => {
-      const [stats] = await b.stats("q");
-      return stats!.counts.completed === count && stats!.counts.dead === 1;
-    },
-    { timeoutMs: 20_000, description: "every job finished" },
-  );
-}
-
 async function streamKeys(prefix: string): Promise<string[]> {
   return (await admin.keys(`${prefix}:*`)).filter((k) => k.endsWith(":ev"));
 }
 
 describe("Redis event log off (eventLog: false)", () => {
-  it("writes no stream while jobs are added, run, retried and dead; the same run with the log on writes one", async () => {
+  it("writes no stream while jobs are added, run, retried, removed and dead; the same run with the log on writes one", async () => {
     const offPrefix = testPrefix("evoff");
     const off = backend({ prefix: offPrefix, eventLog: false });
     expect(off.capabilities.eventLog).toBe(false);
-    await runJobs(off, 20);
+    await runEveryEventPath(off, 20, workers);
     expect(await streamKeys(offPrefix)).toEqual([]);
 
     const onPrefix = testPrefix("evon");
     const on = backend({ prefix: onPrefix });
     expect(on.capabilities.eventLog).toBe(true);
-    await runJobs(on, 20);
+    await runEveryEventPath(on, 20, workers);
     const keys = await streamKeys(onPrefix);
     expect(keys).toHaveLength(1);
-    // added, active and completed/dead for each job
-    expect(await admin.xlen(keys[0]!)).toBeGreaterThanOrEqual(21 * 3);
+    // added, active and completed/retrying/dead for each of the 22 jobs (one runs twice)
+    expect(await admin.xlen(keys[0]!)).toBeGreaterThanOrEqual(22 * 3);
   });
 
   it("refuses every reader by name: readEvents, queue.events(), GET /v1/events (501); no event tail for the dashboard", async () => {
     const b = backend({ prefix: testPrefix("evoff"), eventLog: false });
     await b.migrate();
-    await expect(b.readEvents("0", 10)).rejects.toBeInstanceOf(UnsupportedByStoreError);
-    await expect(b.latestEventCursor()).rejects.toThrow(/event log is off \(eventLog: false/);
-    await expect(b.pruneEvents()).rejects.toMatchObject({ capability: "eventLog" });
-    await expect(new Queue("q", { backend: b }).events().next()).rejects.toThrow(/keeps no event log.*eventLog: false/);
-    // LiveHub and JobWatcher take their events from an EventTail; without one they poll.
-    expect(EventTail.of(b)).toBeNull();
-
-    const app = await createServer({ backend: b, apiKeys: false, logger: false });
-    try {
-      const r = await app.inject({ method: "GET", url: "/v1/events" });
-      expect(r.statusCode).toBe(501);
-      expect(r.json()).toMatchObject({ type: "urn:conveyor:problem:no-event-log", detail: expect.stringMatching(/eventLog: false/) as string });
-    } finally {
-      await app.close();
-    }
+    await expectEventLogReadersRefused(b, { cursor: "0", scope: "prefix" });
   });
 
   it("a job's own event stream (GET /v1/jobs/{id}/events) still reports its completion, by polling", async () => {
-    const b = backend({ prefix: testPrefix("evoff"), eventLog: false });
-    const app = await createServer({ backend: b, apiKeys: false, logger: false, events: { pollIntervalMs: 50 } });
-    try {
-      await app.listen({ port: 0, host: "127.0.0.1" });
-      const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      const { jobId } = (await (
-        await fetch(`${base}/v1/queues/q/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "ok" }) })
-      ).json()) as { jobId: string };
-      const stream = await fetch(`${base}/v1/jobs/${jobId}/events`);
-      expect(stream.status).toBe(200);
-      const w = new Worker({ backend: b, queues: "q", pollIntervalMs: 20, logger: silentLogger, handlers: { ok: async () => 42 } });
-      workers.push(w);
-      const text = await stream.text(); // the stream ends after the terminal event
-      expect(text).toMatch(/event: state\ndata: \{[^\n]*"state":"completed"/);
-    } finally {
-      await app.close();
-    }
+    await expectJobEventStreamByPolling(backend({ prefix: testPrefix("evoff"), eventLog: false }), workers);
   });
 
   it("one setting per prefix: the first process records it, a process configured otherwise refuses to start", async () => {

@@ -67,7 +67,7 @@ async function migrateKeys(from: Redis, to: ClusterNode, keys: readonly string[]
 }
 
 /** Opens `slot` for a move from `source` to another master, as a reshard does before its first MIGRATE. */
-async function startMove(meta: string, slot: number, source: ClusterNode): Promise<{ src: Redis; target: ClusterNode }> {
+async function startMove(slot: number, source: ClusterNode): Promise<{ src: Redis; target: ClusterNode }> {
   const masters = (await cluster.view()).filter((v) => v.role === "master" && !v.failed);
   const targetView = masters.find((v) => v.id !== source.id)!;
   const target = cluster.nodes.find((n) => n.id === targetView.id)!;
@@ -123,7 +123,7 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
     const meta = `${prefix}:{${QUEUE}}:meta`;
     const slot = await cluster.slotOf(meta);
     const source = await cluster.masterOf(meta);
-    const { src, target } = await startMove(meta, slot, source);
+    const { src, target } = await startMove(slot, source);
     await migrateKeys(src, target, [`${prefix}:{${QUEUE}}:active`]);
 
     // For longer than the lease: nothing of the queue's can renew, settle or rescue.
@@ -180,7 +180,7 @@ describe("a script that would reach a key already moved (3-master Redis Cluster)
 
     const meta = `${prefix}:{${queue}}:meta`;
     const slot = await cluster.slotOf(meta);
-    const { src, target } = await startMove(meta, slot, await cluster.masterOf(meta));
+    const { src, target } = await startMove(slot, await cluster.masterOf(meta));
     await migrateKeys(src, target, [`${prefix}:{${queue}}:ev`]);
     const named = ["meta", "active", "dead", "expiry", "idx"].map((k) => `${prefix}:{${queue}}:${k}`);
     expect(await src.exists(...named)).toBe(named.length);

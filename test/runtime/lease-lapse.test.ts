@@ -102,7 +102,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
 
   async function startLongJob(): Promise<string> {
     const { id } = await queue.add("long", {});
-    await waitFor(async () => (await backend.get(id))?.state === "active" && finish !== undefined, { description: "the job started" });
+    await waitFor(async () => (await backend.get(id))?.state === "active" && finish !== undefined, { timeoutMs: 20_000, description: "the job started" });
     return id;
   }
 
@@ -127,7 +127,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     const id = await startLongJob();
     for (let step = 1; step <= (3 * LEASE_MS) / HEARTBEAT_MS; step++) {
       clock.store.advance(HEARTBEAT_MS);
-      await waitFor(() => beats === step, { description: `heartbeat ${step} answered` });
+      await waitFor(() => beats === step, { timeoutMs: 20_000, description: `heartbeat ${step} answered` });
       // The worker's own bookkeeping after the answer (microtasks) before the next tick.
       await new Promise((resolve) => setImmediate(resolve));
       expect((await backend.get(id))!.lease?.expiresAt).toBe(clock.now() + LEASE_MS);

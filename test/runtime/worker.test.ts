@@ -30,6 +30,32 @@ async function state(id: string) {
   return (await backend.get(id))?.state;
 }
 
+/**
+ * `backend` as a worker that dies sees it: after `die()` its heartbeats never answer. `marks`
+ * counts its buffered marks (Backend.markBuffered): `sent` as they leave, `buffered` and `started`
+ * once the store has them.
+ */
+function dyingBackend(): { backend: Backend; die(): void; marks: { sent: number; buffered: number; started: number } } {
+  let dead = false;
+  const marks = { sent: 0, buffered: 0, started: 0 };
+  const proxy = new Proxy(backend, {
+    get(target, prop) {
+      if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
+      if (prop === "markBuffered") {
+        return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
+          marks.sent++;
+          await target.markBuffered!(...args);
+          if (args[1]) marks.buffered++;
+          else marks.started++;
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { backend: proxy, die: () => void (dead = true), marks };
+}
+
 // Every test on every store: the worker must behave the same whatever holds its jobs.
 describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
   beforeEach(async () => {
@@ -558,26 +584,12 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
       it("tells the store which jobs were only buffered: when the worker dies, only the running job is blamed (maxStalls)", async () => {
         const clock = await onFakeClock();
         // A worker whose heartbeats stop (it died), and whose buffered marks the test can see land.
-        let dead = false;
-        let marksLanded = 0;
+        const dying = dyingBackend();
         // A store that records the buffered jobs with the claim itself (claimMarksBuffered) is sent no such mark.
         const marksExpected = backend.capabilities.claimMarksBuffered === true ? 0 : 1;
-        const dying = new Proxy(backend, {
-          get(target, prop) {
-            if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
-            if (prop === "markBuffered") {
-              return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
-                await target.markBuffered!(...args);
-                marksLanded++;
-              };
-            }
-            const value: unknown = Reflect.get(target, prop, target);
-            return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-          },
-        });
         const ran: string[] = [];
         const w = worker({
-          backend: dying,
+          backend: dying.backend,
           clock,
           concurrency: 1,
           prefetch: 3,
@@ -586,40 +598,27 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
           handlers: { job: (job) => (ran.push(job.id), new Promise(() => undefined)) },
         });
         const ids = (await queue.addBulk(Array.from({ length: 4 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
-        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 3 && marksLanded === marksExpected, {
+        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 3 && dying.marks.buffered === marksExpected, {
+          timeoutMs: 20_000,
           description: "one running, three buffered and marked",
         });
-        dead = true;
+        dying.die();
         clock.advance(1_001);
         const rescued = await backend.rescueExpired({ maxStalls: 1 });
         const running = ran[0]!;
         expect(Object.fromEntries(rescued.map((r) => [r.id, r.state]))).toEqual(Object.fromEntries(ids.map((id) => [id, id === running ? "dead" : "waiting"])));
         for (const id of ids.filter((id) => id !== running)) expect((await backend.get(id))!.stalls).toBe(0);
-        expect(marksLanded).toBe(marksExpected);
+        expect(dying.marks.sent).toBe(marksExpected);
       });
 
       it("a job that waited in the buffer is marked started when it starts: when the worker dies running it, it is blamed (maxStalls)", async () => {
         const clock = await onFakeClock();
-        let dead = false;
-        let startedMarks = 0;
-        const dying = new Proxy(backend, {
-          get(target, prop) {
-            if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
-            if (prop === "markBuffered") {
-              return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
-                await target.markBuffered!(...args);
-                if (!args[1]) startedMarks++;
-              };
-            }
-            const value: unknown = Reflect.get(target, prop, target);
-            return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-          },
-        });
+        const dying = dyingBackend();
         const ran: string[] = [];
         let releaseFirst!: () => void;
         const firstDone = new Promise<void>((r) => (releaseFirst = r));
         const w = worker({
-          backend: dying,
+          backend: dying.backend,
           clock,
           concurrency: 1,
           prefetch: 1,
@@ -629,12 +628,15 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
           handlers: { job: (job) => (ran.push(job.id), ran.length === 1 ? firstDone : new Promise(() => undefined)) },
         });
         const ids = (await queue.addBulk(Array.from({ length: 2 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
-        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 1, { description: "one running, one buffered" });
+        await waitFor(() => w.activeCount === 1 && w.bufferedCount === 1, { timeoutMs: 20_000, description: "one running, one buffered" });
         releaseFirst();
-        await waitFor(() => ran.length === 2 && startedMarks === 1, { description: "the buffered job started, and marked so" });
+        await waitFor(() => ran.length === 2 && dying.marks.started === 1, { timeoutMs: 20_000, description: "the buffered job started, and marked so" });
         // The first job's completion goes out in the settler's next batch: wait until the store has it.
-        await waitFor(async () => (await backend.get(ids[0]!))?.state === "completed", { description: "the first job completed in the store" });
-        dead = true;
+        await waitFor(async () => (await backend.get(ids[0]!))?.state === "completed", {
+          timeoutMs: 20_000,
+          description: "the first job completed in the store",
+        });
+        dying.die();
         clock.advance(1_001);
         const rescued = await backend.rescueExpired({ maxStalls: 1 });
         expect(rescued.map((r) => [r.id, r.state])).toEqual([[ids[1], "dead"]]);
@@ -642,23 +644,9 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
 
       it("sends no buffered marks at concurrency 2 or more, where they could change no verdict: a dead worker's jobs are all excused", async () => {
         const clock = await onFakeClock();
-        let dead = false;
-        let marks = 0;
-        const dying = new Proxy(backend, {
-          get(target, prop) {
-            if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => (dead ? new Promise(() => undefined) : target.heartbeat(...args));
-            if (prop === "markBuffered") {
-              return async (...args: Parameters<NonNullable<Backend["markBuffered"]>>) => {
-                marks++;
-                await target.markBuffered!(...args);
-              };
-            }
-            const value: unknown = Reflect.get(target, prop, target);
-            return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-          },
-        });
+        const dying = dyingBackend();
         const w = worker({
-          backend: dying,
+          backend: dying.backend,
           clock,
           concurrency: 2,
           prefetch: 3,
@@ -667,15 +655,15 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
           handlers: { job: () => new Promise(() => undefined) },
         });
         const ids = (await queue.addBulk(Array.from({ length: 5 }, () => ({ name: "job", data: {} })))).map((j) => j.id);
-        await waitFor(() => w.activeCount === 2 && w.bufferedCount === 3, { description: "two running, three buffered" });
-        dead = true;
+        await waitFor(() => w.activeCount === 2 && w.bufferedCount === 3, { timeoutMs: 20_000, description: "two running, three buffered" });
+        dying.die();
         clock.advance(1_001);
         const rescued = await backend.rescueExpired({ maxStalls: 1 });
         // Two jobs were running when it died: neither is known to be the cause, and the buffered
         // ones are not blamed either.
         expect(Object.fromEntries(rescued.map((r) => [r.id, r.state]))).toEqual(Object.fromEntries(ids.map((id) => [id, "waiting"])));
         for (const id of ids) expect((await backend.get(id))!.stalls).toBe(0);
-        expect(marks).toBe(0);
+        expect(dying.marks.sent).toBe(0);
       });
 
       it("never starts a buffered job reported lost in the same heartbeat that aborts the running one", async () => {

@@ -143,7 +143,7 @@ export interface PostgresBackendOptions {
    * about a quarter of the WAL bytes per processed job (docs/performance-postgres.md, "Fourth
    * pass"). With `false` the schema's event triggers are dropped and nothing is written;
    * `queue.events()` and `GET /v1/events` refuse by name (`capabilities.eventLog` false) and the
-   * dashboard and job event streams poll instead. One setting per schema (migration 0011): the
+   * dashboard and job event streams poll instead. One setting per schema (migration `event_log_switch`): the
    * first process on a schema records it, and a process configured otherwise refuses to start, so
    * every process on one schema agrees. In URLs: `?eventLog=off`. Default `true`.
    */
@@ -1363,10 +1363,9 @@ export class PostgresBackend implements Backend {
     return rowsOf<R>(await tx.query(this.sql[name], values));
   }
 
-  /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code. */
   /**
    * Records this process's event log setting for the schema unless one is recorded, and refuses
-   * to run with a different one (migration 0011's settle_event_log; with 'off' recorded it drops
+   * to run with a different one (settle_event_log, migration `event_log_switch`; with 'off' recorded it drops
    * the event triggers). On the pool directly: `query()` would wait for the schema check.
    */
   private async settleEventLog(): Promise<void> {
@@ -1376,6 +1375,7 @@ export class PostgresBackend implements Backend {
     if (stored !== wanted) throw eventLogMismatchError(`schema "${this.schema}"`, "schema", stored === "on", this.eventLogOn);
   }
 
+  /** Refuses, once per backend, to run against a schema that is missing, older or newer than this code, or that keeps the other event log setting. */
   private checkSchema(): Promise<void> {
     this.schemaCheck ??= (async () => {
       const current = await schemaVersion(this.pool, this.quotedSchema).catch((error: unknown) => {

@@ -46,7 +46,7 @@ removed_events AS (
   FROM removed r
   JOIN input i ON i.id = r.id AND i.token = r.lease_token
   CROSS JOIN clock c
-  -- The constant below is false when the schema's event log is off (migration 0011, backend.ts).
+  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
   WHERE {{event_log}}
 ),
 completed AS (

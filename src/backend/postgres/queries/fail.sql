@@ -47,7 +47,7 @@ removed_events AS (
   SELECT {{schema}}.now_ms($1), 'dead', r.queue, r.name, r.id, r.attempt, json_build_object('error', i.error::json)
   FROM removed r
   JOIN input i ON i.id = r.id AND i.token = r.lease_token
-  -- The constant below is false when the schema's event log is off (migration 0011, backend.ts).
+  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
   WHERE {{event_log}}
 ),
 buried AS (

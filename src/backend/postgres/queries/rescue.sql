@@ -106,7 +106,7 @@ removed_events AS (
                                          ELSE $4::jsonb END)
   FROM removed r
   JOIN expired e ON e.id = r.id
-  -- The constant below is false when the schema's event log is off (migration 0011, backend.ts).
+  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
   WHERE {{event_log}}
 ),
 woken AS (
