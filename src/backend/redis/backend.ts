@@ -294,13 +294,13 @@ export class RedisBackend implements Backend {
     this.listeners.clear();
     for (const { timer } of this.wakeTimers.values()) clearTimeout(timer);
     this.wakeTimers.clear();
-    await this.stopSubscriber();
     // A client passed in may serve many backends over its life: leave no listener behind.
     this.client.off("ready", this.onReconnect);
     this.client.off("close", this.onConnectionLost);
     this.inFlight.detach();
     this.replicaWait?.detach();
-    if (this.ownsClient) await quit(this.client);
+    // Both at once: each quit has its own bound (5 s), so the close settles within one of them.
+    await Promise.all([this.stopSubscriber(), this.ownsClient ? quit(this.client) : undefined]);
   }
 
   /** `await using backend = new …Backend(…)`: `close()` when the scope ends. */
@@ -1496,9 +1496,10 @@ function inOneQueue(specs: readonly JobSpec[]): boolean {
 /** The fields of a spec its options text (encodeOptions) holds. */
 type OptionFields = Pick<JobSpec, "maxAttempts" | "retainCompletedMs" | "retainDeadMs" | "timeoutMs" | "backoff">;
 
+/** The fields, with a copy of the backoff: the cache outlives the call, and a caller may change its object later. */
 function optionFieldsOf(spec: JobSpec): OptionFields {
   const { maxAttempts, retainCompletedMs, retainDeadMs, timeoutMs, backoff } = spec;
-  return { maxAttempts, retainCompletedMs, retainDeadMs, timeoutMs, backoff };
+  return { maxAttempts, retainCompletedMs, retainDeadMs, timeoutMs, backoff: { ...backoff } };
 }
 
 function sameOptions(a: OptionFields, b: OptionFields): boolean {
@@ -1507,8 +1508,13 @@ function sameOptions(a: OptionFields, b: OptionFields): boolean {
     a.retainCompletedMs === b.retainCompletedMs &&
     a.retainDeadMs === b.retainDeadMs &&
     a.timeoutMs === b.timeoutMs &&
-    a.backoff === b.backoff
+    sameBackoff(a.backoff, b.backoff)
   );
+}
+
+function sameBackoff(a: JobSpec["backoff"], b: JobSpec["backoff"]): boolean {
+  if (a.type !== b.type || a.delayMs !== b.delayMs) return false;
+  return a.type !== "exponential" || b.type !== "exponential" || a.maxDelayMs === b.maxDelayMs;
 }
 
 /** The enqueue script's dedup block: the count, then position (from 1), key, ttl and mode per windowed job. */
