@@ -246,7 +246,14 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           if (!store.failover) return skip(f, "the store has no replica to fail over to");
           const o = await store.failover();
           // The outage is the kill until the replica served: it excuses what it overlapped.
-          fleet.record({ t: "outage", from: o.from, to: o.promotedAt, how: o.how, probeFailedAt: o.probeFailedAt });
+          fleet.record({
+            t: "outage",
+            from: o.from,
+            to: o.promotedAt,
+            how: o.how,
+            probeFailedAt: o.probeFailedAt,
+            ...(o.replication ? { replication: o.replication } : {}),
+          });
           events.append({ t: "failover", ...o });
           timings.push({
             kind: "failover",
