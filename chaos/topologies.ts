@@ -149,6 +149,8 @@ async function clusterStore(wait: string): Promise<Store> {
 
 /** How often the Sentinel store looks whether the replica is in step with the primary, ms. */
 const IN_STEP_LOOK_EVERY_MS = 500;
+/** The longest one such look may take before it counts as failed (it never holds up a kill longer), ms. */
+const LOOK_TIMEOUT_MS = 5_000;
 
 async function sentinelStore(wait: string, waitReplicas: number): Promise<Store> {
   const topology = await startThrowawaySentinel();
@@ -160,11 +162,22 @@ async function sentinelStore(wait: string, waitReplicas: number): Promise<Store>
   let inStepAt: number | null = null;
   let looking = true;
   let closed = false;
+  /** Looks that failed since the last failover, and why the last one did (for the failover's line). */
+  let failedLooks = 0;
+  let lastLookFailure = "";
   /** One bounded look (an unanswered read gives null); `lookedAt` is before the primary is read. */
   const look = async () => {
     const lookedAt = Date.now();
-    const offsets = await Promise.race([topology.offsets().catch(() => null), sleep(5_000).then(() => null)]);
-    const inStep = offsets !== null && offsets.primary !== null && offsets.replicas.every((r) => r.offset !== null && r.offset >= offsets.primary!);
+    const offsets = await Promise.race([
+      topology.offsets().catch((error: unknown) => `offsets failed: ${error instanceof Error ? error.message : String(error)}`),
+      sleep(LOOK_TIMEOUT_MS).then(() => `no answer within ${LOOK_TIMEOUT_MS} ms`),
+    ]);
+    if (typeof offsets === "string" || offsets.unread.length > 0) {
+      failedLooks++;
+      lastLookFailure = typeof offsets === "string" ? offsets : offsets.unread.join("; ");
+      return { lookedAt, offsets: null, inStep: false };
+    }
+    const inStep = offsets.primary !== null && offsets.replicas.every((r) => r.offset !== null && r.offset >= offsets.primary!);
     return { lookedAt, offsets, inStep };
   };
   const watcher = (async () => {
@@ -210,6 +223,8 @@ async function sentinelStore(wait: string, waitReplicas: number): Promise<Store>
       const promotedAt = Date.now();
       servingPort = next.port;
       inStepAt = await topology.restart(old);
+      const looks = failedLooks > 0 ? `; ${failedLooks} look(s) at the offsets failed since the last failover (last: ${lastLookFailure})` : "";
+      failedLooks = 0;
       looking = true;
       return {
         from,
@@ -217,7 +232,7 @@ async function sentinelStore(wait: string, waitReplicas: number): Promise<Store>
         promotedAt,
         restoredAt: Date.now(),
         how: "SIGKILL of the primary; the sentinels promoted the replica",
-        detail: `primary :${old.port} killed (just before: ${describeReplication(replication)}), :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
+        detail: `primary :${old.port} killed (just before: ${describeReplication(replication)}), :${next.port} promoted; :${old.port} restarted as its replica, in sync${looks}`,
         replication,
       };
     },

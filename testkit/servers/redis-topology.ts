@@ -476,8 +476,9 @@ export interface ThrowawaySentinel {
    * How far the replication streams are, in bytes: the primary's `master_repl_offset` and each
    * other server's `slave_repl_offset` (null when it does not answer or is no replica), read in
    * that order. For the record at a kill: a replica behind the primary then loses the difference.
+   * `unread`: why a read failed (a server that did not answer in time, say).
    */
-  offsets(): Promise<{ primaryPort: number; primary: number | null; replicas: Array<{ port: number; offset: number | null }> }>;
+  offsets(): Promise<{ primaryPort: number; primary: number | null; replicas: Array<{ port: number; offset: number | null }>; unread: string[] }>;
   stop(): Promise<void>;
 }
 
@@ -675,16 +676,20 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
     },
     async offsets() {
       const primary = byPort(await primaryPort());
+      const unread: string[] = [];
       const read = (port: number, field: string) =>
         once(port, (r) => r.info("replication")).then(
           (info) => offsetOf(info, field),
-          () => null,
+          (error: unknown) => {
+            unread.push(error instanceof Error ? error.message : String(error));
+            return null;
+          },
         );
       const primaryOffset = await read(primary.port, "master_repl_offset");
       const replicas = await Promise.all(
         servers.filter((s) => s !== primary).map(async (s) => ({ port: s.port, offset: await read(s.port, "slave_repl_offset") })),
       );
-      return { primaryPort: primary.port, primary: primaryOffset, replicas };
+      return { primaryPort: primary.port, primary: primaryOffset, replicas, unread };
     },
     async stop() {
       if (stopped) return;
