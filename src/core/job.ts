@@ -128,7 +128,11 @@ export interface AttemptRecord {
 /** Identifies one claim of one job. Every settle call must present it; a stale token is refused. */
 export interface Lease {
   jobId: string;
-  /** Fencing token: grows by one on every claim of this job. */
+  /**
+   * Fencing token: greater on every claim of this job than on the last, never handed out twice (one
+   * greater on SQLite and PostgreSQL; on Redis at least the server's time in µs: docs/failover.md).
+   * A safe integer.
+   */
   token: number;
 }
 

@@ -19,7 +19,8 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
-import { DEFAULT_MIGRATION_HOLD_MS, hashTagOf, isSlotMigrationError } from "../../src/backend/redis/slot-migration.js";
+import { DEFAULT_LEASE_HOLD_MS } from "../../src/backend/lease-hold.js";
+import { hashTagOf, isSlotMigrationError } from "../../src/backend/redis/slot-migration.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { A, claim, enqueueOne, errorInfo, mustGet, spec } from "../conformance/fixtures.js";
@@ -142,7 +143,7 @@ describe("a slot migration longer than a lease (3-master Redis Cluster)", () => 
     expect((await mustGet(rescuer, finished)).state).toBe("completed");
 
     // The other holder never comes back: its job is taken back once the window is over.
-    clock.advance(DEFAULT_MIGRATION_HOLD_MS);
+    clock.advance(DEFAULT_LEASE_HOLD_MS);
     const rescued = await rescuer.rescueExpired();
     expect(rescued.map((r) => [r.id, r.state])).toEqual([[abandoned, "waiting"]]);
     // Fencing still holds: the old lease cannot renew or settle the rescued job.
@@ -193,7 +194,9 @@ describe("a script that would reach a key already moved (3-master Redis Cluster)
     await expect(holder.enqueue([spec({ queue })])).rejects.toSatisfy(isSlotMigrationError);
 
     await finishMove(meta, slot, src, target);
-    clock.advance(DEFAULT_MIGRATION_HOLD_MS);
+    // The rescuer saw the slot refuse it: it holds off for a lease after the slot first answers it again.
+    expect(await rescuer.rescueExpired()).toEqual([]);
+    clock.advance(DEFAULT_LEASE_HOLD_MS);
     const rescued = await rescuer.rescueExpired();
     expect(rescued.map((r) => [r.id, r.state]).sort()).toEqual(held.map((id) => [id, "waiting"]).sort());
     const again = await claim(rescuer, { queues: [queue], limit: 2, leaseMs: LEASE_MS });

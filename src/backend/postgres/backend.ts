@@ -78,6 +78,7 @@ import { integerArray, jsonTextArray, textArray } from "./arrays.js";
 import { scheduleFromRow, type ScheduleRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
+import { LeaseHoldWatch } from "../lease-hold.js";
 import { NotificationListener } from "./listener.js";
 import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
 import { withoutJit } from "./no-jit.js";
@@ -158,8 +159,22 @@ const PROMOTE_BATCH = 5_000;
 /** How long a claim trusts its view of which queues have flow limits, in ms (see limitedQueues). */
 const FLOW_QUEUES_TTL_MS = 1_000;
 
+/** The rescue hold's one scope: every queue lives on the one server. */
+const WHOLE_SERVER = "";
+
 const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
 const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
+
+/**
+ * The lease token a claim gives job row `j` (`{{next_lease_token}}` in the claim statements):
+ * greater than its last, and at least the server's time in µs (`now()`: the transaction's start,
+ * so every use in one statement agrees). A counter alone repeats after a failover to an
+ * asynchronous standby that never received a claim (`pg-primary-switch-async`, docs/failover.md):
+ * the next claim would hand out the lost claim's token again, and the lost holder's late
+ * acknowledgement would pass under the new holder's lease. The same rule as Redis
+ * (next_lease_token in redis/lua/_common.lua), with the same assumption on the clocks.
+ */
+const NEXT_LEASE_TOKEN = "GREATEST(j.lease_token + 1, floor(extract(epoch FROM now()) * 1000000)::bigint)";
 
 /**
  * Columns every job-returning statement selects, by name rather than `*`: a prepared statement
@@ -360,6 +375,11 @@ export class PostgresBackend implements Backend {
   private readonly pool: Pool;
   private readonly ownsPool: boolean;
   private readonly clock: Clock | null;
+  /**
+   * Whether the server failed lately: the rescue leaves every lease alone while it fails and for a
+   * lease after it answers again (../lease-hold.ts; one scope, the server).
+   */
+  private readonly rescueHold = new LeaseHoldWatch(() => (this.clock === null ? Date.now() : this.clock.now()));
   private readonly logger: Logger;
   private readonly prepared: boolean;
   private readonly quotedSchema: string;
@@ -439,6 +459,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{schema}}", this.quotedSchema)
         .replaceAll("{{channel}}", quotedChannel)
         .replaceAll("{{job_columns}}", JOB_COLUMNS)
+        .replaceAll("{{next_lease_token}}", NEXT_LEASE_TOKEN)
         .replaceAll("{{event_log}}", String(this.eventLogOn));
     }
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
@@ -730,6 +751,7 @@ export class PostgresBackend implements Backend {
   async claim(request: ClaimRequest): Promise<ClaimedJob[]> {
     const { limit } = request;
     if (request.queues.length === 0 || request.names.length === 0) return [];
+    this.rescueHold.noteLease(request.leaseMs);
     const limited = await this.limitedQueues();
     const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
     const rows =
@@ -766,6 +788,7 @@ export class PostgresBackend implements Backend {
     const { limit } = request;
     if (request.queues.length === 0 || request.names.length === 0) return { settled: await this.complete(items), claimed: [] };
     if (items.length === 0) return { settled: [], claimed: await this.claim(request) };
+    this.rescueHold.noteLease(request.leaseMs);
     const limited = await this.limitedQueues();
     if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
     const rows = await this.query<{ settled_id: string | null; settled_token: number | null; job: JobRow | null }>("complete-and-claim", [
@@ -799,6 +822,7 @@ export class PostgresBackend implements Backend {
 
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
+    this.rescueHold.noteLease(leaseMs);
     const rows = await this.query<LostRow>("heartbeat", [
       this.nowParam(),
       textArray(leases.map((l) => l.jobId)),
@@ -998,6 +1022,12 @@ export class PostgresBackend implements Backend {
   async rescueExpired(options: RescueOptions = {}): Promise<RescuedJob[]> {
     // Checked by the facade (../checked.ts); defaults from its one table when called bare.
     const { maxStalls, limit } = { ...RESCUE_DEFAULTS, ...options };
+    if (this.rescueHold.isHeld(WHOLE_SERVER)) {
+      // The server failed a moment ago: its holders could not renew, give them time to. A
+      // process that only rescues learns here that the server answers again.
+      await this.query("now", []);
+      return [];
+    }
     const rows = await this.query<{
       id: string;
       queue: string;
@@ -1309,8 +1339,10 @@ export class PostgresBackend implements Backend {
       const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
       if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
       const result = await (on ?? this.pool).query<R>(config);
+      if (this.rescueHold.watching) this.rescueHold.noteAnswer(WHOLE_SERVER);
       return result.rows;
     } catch (error) {
+      if (isPostgresUnavailable(error)) this.rescueHold.noteFailure(WHOLE_SERVER);
       throw asStoreError(error, this.description, isPostgresUnavailable);
     }
   }

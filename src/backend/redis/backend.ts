@@ -74,7 +74,7 @@ import { checkWaitForReplicas, ReplicaWaiter, type WaitForReplicas } from "./rep
 import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { RedisLayoutTooNewError } from "./layout-error.js";
 import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
-import { SlotMigrationWatch } from "./slot-migration.js";
+import { RedisRescueHold } from "./rescue-hold.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
@@ -206,8 +206,8 @@ export class RedisBackend implements Backend {
   private readonly clock: Clock | null;
   /** WAIT after each script (option waitForReplicas), or null. */
   private readonly replicaWait: ReplicaWaiter | null;
-  /** Queues whose slot was seen half moved: the rescue leaves their leases alone a while (slot-migration.ts). */
-  private readonly migrations: SlotMigrationWatch;
+  /** Queues whose store failed lately: their leases are left alone by the rescue (rescue-hold.ts). */
+  private readonly rescueHold: RedisRescueHold;
   private readonly checkEvictionPolicy: boolean;
   private readonly promoteBatch: number;
   private readonly logger: Logger;
@@ -219,6 +219,7 @@ export class RedisBackend implements Backend {
   private readonly wakeTimers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private subscriber: Client | null = null;
   private readonly onReconnect = () => this.registered.clear();
+  private readonly onConnectionLost = () => this.rescueHold.noteConnectionLost();
   private preparing: Promise<void> | null = null;
   private claimRotation = 0;
   /** The options text enqueueArgs encoded last, with the fields it was encoded from. */
@@ -257,12 +258,15 @@ export class RedisBackend implements Backend {
     this.description = `${describe(options.connection)} (prefix ${prefix})`;
     const replicaWait = options.waitForReplicas ? new ReplicaWaiter(client, checkWaitForReplicas(options.waitForReplicas)) : null;
     this.replicaWait = replicaWait;
-    this.migrations = new SlotMigrationWatch(() => (this.clock === null ? Date.now() : this.clock.now()));
+    this.rescueHold = new RedisRescueHold(() => (this.clock === null ? Date.now() : this.clock.now()), isCluster(client), isRedisUnavailable);
+    // A lost connection to the one server holds every queue's rescue, in-flight calls or not.
+    this.client.on("close", this.onConnectionLost);
     this.scripts = new ScriptRunner(
       (command, args) => this.send((c) => (replicaWait && command !== "SCRIPT" ? replicaWait.call(command, args) : c.call(command, args))),
       isCluster(client),
       loadScripts(this.eventLogOn, isCluster(client)),
-      (keys, error) => this.migrations.noteFailure(keys, error),
+      (keys, error) => this.rescueHold.noteFailure(keys, error),
+      (keys) => this.rescueHold.noteAnswer(keys),
     );
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
@@ -293,6 +297,7 @@ export class RedisBackend implements Backend {
     await this.stopSubscriber();
     // A client passed in may serve many backends over its life: leave no listener behind.
     this.client.off("ready", this.onReconnect);
+    this.client.off("close", this.onConnectionLost);
     this.inFlight.detach();
     this.replicaWait?.detach();
     if (this.ownsClient) await quit(this.client);
@@ -534,7 +539,7 @@ export class RedisBackend implements Backend {
     const { limit } = request;
     if (request.queues.length === 0 || request.names.length === 0) return [];
     const { leaseMs, names, queues } = request;
-    this.migrations.noteLease(leaseMs);
+    this.rescueHold.noteLease(leaseMs);
     const worker = encodeWorker(request.worker);
     await this.ready();
     // Queues are tried in turn, starting one further each call, so a busy first queue cannot
@@ -590,7 +595,7 @@ export class RedisBackend implements Backend {
   async heartbeat(leases: readonly Lease[], leaseMs: number): Promise<HeartbeatResult> {
     if (leases.length === 0) return { lost: [] };
     const ms = leaseMs;
-    this.migrations.noteLease(ms);
+    this.rescueHold.noteLease(ms);
     await this.ready();
     const reasons = new Array<LeaseLossReason | null>(leases.length).fill(null);
     const { byQueue, unknown } = await this.groupByQueue(leases);
@@ -713,15 +718,15 @@ export class RedisBackend implements Backend {
     await this.ready();
     const [queues, now] = await Promise.all([this.knownQueues(), this.now()]);
     // One cheap read per queue first, so the scripts run only where a lease has expired.
-    const earliest = await Promise.all(queues.map((queue) => this.send((c) => c.zrange(this.queue(queue).active, 0, 0, "WITHSCORES"))));
+    const earliest = await Promise.all(queues.map((queue) => this.earliestLease(queue)));
     const rescued: RescuedJob[] = [];
     for (const [i, queue] of queues.entries()) {
       const first = earliest[i]!;
       if (rescued.length >= limit) break;
       if (first.length < 2 || Number(first[1]) > now) continue;
       const k = this.queue(queue);
-      // Its slot was being moved a moment ago: the holders could not renew, give them time to.
-      if (this.migrations.isHeld(k.meta)) continue;
+      // Its store failed (its slot was moving) a moment ago: the holders could not renew, give them time to.
+      if (this.rescueHold.isHeld(k.meta)) continue;
       const reply = (await this.scripts.run(
         "rescue",
         [k.meta, k.active, k.dead, k.expiry, k.idx],
@@ -739,6 +744,19 @@ export class RedisBackend implements Backend {
       }
     }
     return rescued;
+  }
+
+  /** The queue's earliest lease expiry (member, score), its failure or answer noted for the rescue hold. */
+  private async earliestLease(queue: string): Promise<string[]> {
+    const keys = [this.queue(queue).active];
+    try {
+      const first = await this.send((c) => c.zrange(keys[0]!, 0, 0, "WITHSCORES"));
+      this.rescueHold.noteAnswer(keys);
+      return first;
+    } catch (error) {
+      this.rescueHold.noteFailure(keys, error);
+      throw error;
+    }
   }
 
   async promoteDue(): Promise<number> {

@@ -244,13 +244,15 @@ export class ScriptRunner {
   /**
    * @param send how commands reach Redis (the backend routes them through its connection guard)
    * @param cluster true for Redis Cluster, where SCRIPT LOAD would reach one node only
-   * @param onFailure told of every failed call with its keys, before the error is explained (slot-migration.ts)
+   * @param onFailure told of every failed call with its keys, before the error is explained (rescue-hold.ts)
+   * @param onAnswer told of every call Redis answered, with its keys (rescue-hold.ts)
    */
   constructor(
     private readonly send: SendCommand,
     private readonly cluster: boolean,
     private readonly scripts: ReadonlyMap<ScriptName, Script> = loadScripts(),
     private readonly onFailure?: (keys: readonly string[], error: unknown) => void,
+    private readonly onAnswer?: (keys: readonly string[]) => void,
   ) {}
 
   /** Runs a script; `keys` must match its key count (a programming error otherwise). */
@@ -281,13 +283,16 @@ export class ScriptRunner {
       command[2 + keyCount + i] = arg;
     }
     try {
+      let reply: unknown;
       try {
-        return await this.send("EVALSHA", command);
+        reply = await this.send("EVALSHA", command);
       } catch (error) {
         if (!isNoScript(error)) throw error;
         command[0] = source;
-        return await this.send("EVAL", command);
+        reply = await this.send("EVAL", command);
       }
+      this.onAnswer?.(keys);
+      return reply;
     } catch (error) {
       this.onFailure?.(keys, error);
       throw explain(error, script, keys[0]);

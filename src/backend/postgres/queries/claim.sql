@@ -184,7 +184,7 @@ first_buffered AS MATERIALIZED (
 UPDATE {{schema}}.jobs AS j
 SET state = 'active',
     attempt = j.attempt + 1,
-    lease_token = j.lease_token + 1,
+    lease_token = {{next_lease_token}},
     -- "now" from params, once per statement rather than twice per row.
     lease_expires_at = (SELECT now FROM params) + $5::bigint,
     worker_id = $6,
@@ -192,7 +192,7 @@ SET state = 'active',
     worker_pid = $8,
     started_at = (SELECT now FROM params),
     excused_token = CASE WHEN (j.priority, j.run_at, j.seq) >= (SELECT f.priority, f.run_at, f.seq FROM first_buffered f)
-                         THEN j.lease_token + 1 ELSE j.excused_token END
+                         THEN {{next_lease_token}} ELSE j.excused_token END
 WHERE j.id = ANY (ARRAY(
   SELECT c.id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM due) AS c
   ORDER BY c.priority, c.run_at, c.seq

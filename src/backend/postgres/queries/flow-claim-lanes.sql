@@ -14,7 +14,7 @@ WITH claimed AS (
   UPDATE {{schema}}.jobs AS j
   SET state = 'active',
       attempt = j.attempt + 1,
-      lease_token = j.lease_token + 1,
+      lease_token = {{next_lease_token}},
       lease_expires_at = $1::bigint + $3::bigint,
       worker_id = $4,
       worker_host = $5,

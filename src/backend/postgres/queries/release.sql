@@ -4,7 +4,7 @@
 -- $1 now: bigint ms, NULL = the database clock    $2 job ids text[]    $3 lease tokens bigint[]
 --
 -- Returns (id, lease_token, queue) of every release applied. The job keeps its run_at, so it goes back
--- to the head of its queue, and its lease token, so the next claim's token is still one greater.
+-- to the head of its queue, and its lease token, so the next claim's token is still greater.
 --
 -- The fence compares state with `(SELECT 'active'::text)`, not the literal, on purpose: a literal
 -- lets the planner walk the partial index jobs_active and join the batch to it, and the generic

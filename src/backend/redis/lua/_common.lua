@@ -28,10 +28,29 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Redis' own time in µs (TIME), whatever clock the caller injected: what lease tokens are made of.
+local function store_time_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- A hash field read with HMGET (a string, or false when missing) as a number.
 local function num(value, default)
   if value then return tonumber(value) end
   return default
+end
+
+-- The lease token (job hash field k) of a new claim: greater than the job's last one, and at least
+-- Redis' time in µs (store_time_us) when the claim runs. A counter alone repeats after a failover:
+-- when the promoted replica never received a claim (asynchronous replication), the next claim
+-- would hand out that claim's token again, and the first holder's late acknowledgement would pass
+-- under the second holder's lease. With the time in it, a lost claim's token is below every token
+-- the new primary makes, as long as the new primary's clock is not behind the old one's by more
+-- than the time between the lost claim and the job's next claim (which includes the whole
+-- failover; docs/failover.md, "Lease tokens"). µs since 1970 stay below 2^53, so tokens are exact
+-- in Lua's doubles and in JavaScript numbers, until the year 2255.
+local function next_lease_token(previous, time_us)
+  return math.max(num(previous, 0) + 1, time_us)
 end
 
 -- Calls a variadic command with a long argument list in slices unpack() can take.

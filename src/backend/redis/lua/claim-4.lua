@@ -1,7 +1,8 @@
 --[[
   claim: moves up to `limit` runnable jobs of one queue to active, in claim order (lowest
   priority, then earliest run_at, then insertion order), each with attempt + 1 and a lease token
-  one greater than its last.
+  greater than its last (next_lease_token: at least Redis' time in µs, so that no token repeats
+  after a failover lost a claim).
 
   First promotes due scheduled jobs (earliest first, at most ARGV[5] per call) into their slow
   lanes, so delayed and retried jobs need no separate timer that could fall behind. Then merges
@@ -39,7 +40,9 @@
 ]]
 local meta, sched, active, idx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base = string.sub(meta, 1, -5)
-local now = now_ms(ARGV[1])
+-- One TIME call serves the tokens and, without an injected clock, the store time in ms.
+local timeUs = store_time_us()
+local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or math.floor(timeUs / 1000)
 if redis.call('HEXISTS', meta, 'paused') == 1 then return { false } end
 local leaseMs, limit, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
@@ -394,7 +397,7 @@ for _, pick in ipairs(taken) do
     local updates = {
       'st', 'a',
       'a', int(num(fields[at.a], 0) + 1),
-      'k', int(num(fields[at.k], 0) + 1),
+      'k', int(next_lease_token(fields[at.k], timeUs)),
       'le', expires,
       'w', worker,
       'sa', nowText,
