@@ -74,7 +74,7 @@ async function waitUntil(what: string, timeoutMs: number, test: () => Promise<bo
 export const ONE_LOOK_TIMEOUT_MS = 10_000;
 
 /** One command on a short-lived connection that never retries (a node may be down), given up after ONE_LOOK_TIMEOUT_MS. */
-async function once<T>(port: number, run: (redis: Redis) => Promise<T>, timeoutMs = ONE_LOOK_TIMEOUT_MS): Promise<T> {
+export async function once<T>(port: number, run: (redis: Redis) => Promise<T>, timeoutMs = ONE_LOOK_TIMEOUT_MS): Promise<T> {
   const redis = new Redis({ host: "127.0.0.1", port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2_000 });
   redis.on("error", () => undefined);
   let timer: NodeJS.Timeout | undefined;
