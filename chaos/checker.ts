@@ -7,7 +7,18 @@
  * Categories follow Jepsen's queue checker: enqueued ok, lost, unexpected, recovered, duplicated.
  */
 import { HEALTHY_KINDS } from "./jobs.js";
-import type { EnqueueRecord, FaultEvent, FinalJob, JobKind, LeaseLapseRecord, LogFacts, Observation, RunRecord, TermObservation } from "./records.js";
+import type {
+  EnqueueRecord,
+  FaultEvent,
+  FinalJob,
+  JobKind,
+  LeaseLapseRecord,
+  LogFacts,
+  Observation,
+  ReplicationAtKill,
+  RunRecord,
+  TermObservation,
+} from "./records.js";
 
 export interface CheckConfig {
   leaseMs: number;
@@ -99,6 +110,8 @@ export interface Bound {
   limit: string;
   value: number;
   ok: boolean;
+  /** A measurement, not a limit (always ok): the report lists its examples too. */
+  measured?: boolean;
   /** Examples of what broke it, for the report and the investigation. */
   examples: string[];
 }
@@ -112,6 +125,14 @@ export interface CheckResult {
     enqueueFailed: number;
     enqueueUnknown: number;
     lost: number;
+    /**
+     * Kills of a replicated store's primary with the replication evidence (chaos/records.ts,
+     * ReplicationAtKill), and the acknowledged jobs missing afterwards that the evidence ties to
+     * one of them: acknowledged after the replica was last seen in step and before the kill, with
+     * asynchronous replication. Those are what an asynchronous promotion loses, measured and not
+     * counted in `lost`; with waitForReplicas every loss stays in `lost`. Null: no such kill.
+     */
+    replicationWindow: ReplicationWindowMetrics | null;
     stranded: number;
     unexpected: number;
     recovered: number;
@@ -176,6 +197,52 @@ export interface CheckResult {
   ok: boolean;
 }
 
+export interface ReplicationWindowMetrics {
+  /** Kills with replication evidence; of them, with asynchronous replication (no waitForReplicas). */
+  kills: number;
+  asynchronousKills: number;
+  /** The most the replica was behind the primary at the last look before a kill, bytes (null: never read). */
+  maxBehindBytes: number | null;
+  /** The longest from the replica's last time in step to a kill, ms (null: never seen in step). */
+  maxInStepAgoMs: number | null;
+  /** Acknowledged jobs lost at a kill within its window (asynchronous replication only): not in `lost`. */
+  lost: number;
+  /** The longest from such a job's acknowledgement to its kill, ms. */
+  maxAckBeforeKillMs: number | null;
+}
+
+/**
+ * Which kill's replication window an acknowledgement falls into: acknowledged at or after the
+ * replica was last seen in step with the primary (everything written before that was on the
+ * replica) and no later than the kill plus `ackSlackMs` (a reply the primary sent just before
+ * its death can be read late), capped at the promotion (no other server took writes before it).
+ * A kill without an in-step moment ties nothing to itself.
+ */
+export function replicationWindowOf(
+  ackAt: number,
+  kills: ReadonlyArray<{ to: number; replication: ReplicationAtKill }>,
+  ackSlackMs: number,
+): { to: number; replication: ReplicationAtKill } | null {
+  for (const k of kills) {
+    const r = k.replication;
+    if (r.inStepAt === null) continue;
+    if (ackAt >= r.inStepAt && ackAt <= Math.min(k.to, r.killedAt + ackSlackMs)) return k;
+  }
+  return null;
+}
+
+/** The replication evidence of one kill on one line: how far the replica was behind, when last in step. */
+export function describeReplication(r: ReplicationAtKill): string {
+  const behind =
+    r.primaryOffset === null || r.replicaOffset === null
+      ? "offsets unread"
+      : r.primaryOffset > r.replicaOffset
+        ? `${r.primaryOffset - r.replicaOffset} bytes behind ${r.readAt === null ? "" : `${r.killedAt - r.readAt} ms before the kill`}`.trim()
+        : `in step ${r.readAt === null ? "" : `${r.killedAt - r.readAt} ms before the kill`}`.trim();
+  const inStep = r.inStepAt === null ? "never seen in step" : `last seen in step ${r.killedAt - r.inStepAt} ms before the kill`;
+  return `replica ${behind}, ${inStep}; ${r.waitReplicas > 0 ? `waitForReplicas ${r.waitReplicas}` : "asynchronous replication"}`;
+}
+
 interface Run {
   id: string;
   attempt: number;
@@ -198,6 +265,13 @@ interface Window {
 }
 
 const TERMINAL = new Set(["completed", "dead", "cancelled"]);
+/** The measurement line of acknowledged jobs an asynchronous promotion lost (see ReplicationWindowMetrics). */
+export const REPLICATION_WINDOW_LOSS = "lost at a kill, acknowledged but not yet replicated (asynchronous replica)";
+
+function maxOrNull(values: ReadonlyArray<number | null>): number | null {
+  const known = values.filter((v): v is number => v !== null);
+  return known.length ? Math.max(...known) : null;
+}
 const EXAMPLES = 5;
 
 function pushExample(list: string[], text: string): void {
@@ -431,6 +505,7 @@ export function check(input: CheckInput): CheckResult {
   // ---- the producer's ledger
   const invokes = new Map<string, Extract<EnqueueRecord, { t: "invoke" }>>();
   const outcome = new Map<string, "ok" | "fail" | "unknown">();
+  const ackAt = new Map<string, number>();
   let idCollisions = 0;
   const collisionExamples: string[] = [];
   for (const e of input.enqueues) {
@@ -442,6 +517,7 @@ export function check(input: CheckInput): CheckResult {
       invokes.set(e.id, e);
     } else {
       outcome.set(e.id, e.t);
+      if (e.t === "ok") ackAt.set(e.id, e.at);
       if (e.t === "ok" && e.duplicate) {
         idCollisions++;
         pushExample(collisionExamples, `${e.id}: the store said the id already existed`);
@@ -497,6 +573,11 @@ export function check(input: CheckInput): CheckResult {
   // ---- lost, stranded, unexpected, recovered
   const lostEx: string[] = [];
   let lost = 0;
+  // Kills of a replicated primary with the evidence of where replication stood (observed outages only).
+  const kills = observedFaults.flatMap((f) => (f.t === "outage" && f.replication ? [{ to: f.to, replication: f.replication }] : []));
+  const windowLossEx: string[] = [];
+  let windowLost = 0;
+  let maxAckBeforeKillMs: number | null = null;
   let enqueuedOk = 0;
   let enqueueFailed = 0;
   let enqueueUnknown = 0;
@@ -510,6 +591,25 @@ export function check(input: CheckInput): CheckResult {
       // Broker model: a message still queued is not lost (it is stranded, bounded below).
       if (broker && f?.state === "waiting") queuedAtEnd++;
       else if (!f || (f.state !== "completed" && f.state !== "dead")) {
+        // Gone from the store altogether, acknowledged inside a kill's replication window, and never
+        // run once the promoted replica served: what an asynchronous promotion loses. Excused only
+        // with asynchronous replication; with waitForReplicas the reply promised a replica had it.
+        const at = ackAt.get(id)!;
+        const kill = f || broker ? null : replicationWindowOf(at, kills, config.ackSlackMs);
+        const ranAfter = kill !== null && (runsByJob.get(id) ?? []).some((r) => r.start > kill.to + config.ackSlackMs);
+        if (kill !== null && !ranAfter) {
+          const r = kill.replication;
+          const what = `${id} (${kindOf(id)}): acknowledged ${r.killedAt - at} ms before the kill of the primary :${r.primaryPort} at ${r.killedAt}, not on the promoted replica (${describeReplication(r)})`;
+          if (r.waitReplicas === 0) {
+            windowLost++;
+            if (maxAckBeforeKillMs === null || r.killedAt - at > maxAckBeforeKillMs) maxAckBeforeKillMs = r.killedAt - at;
+            pushExample(windowLossEx, what);
+            continue;
+          }
+          lost++;
+          pushExample(lostEx, `${what}: not excused, every write waited for a replica`);
+          continue;
+        }
         lost++;
         pushExample(
           lostEx,
@@ -916,6 +1016,16 @@ export function check(input: CheckInput): CheckResult {
   const bound = (name: string, limit: string, value: number, ok: boolean, examples: string[] = []) => bounds.push({ name, limit, value, ok, examples });
   if (input.checks.lossMeasured) bound("lost", "measured (asynchronous replica)", lost, true, lostEx);
   else bound("lost", "= 0", lost, lost === 0, lostEx);
+  if (kills.length > 0) {
+    bounds.push({
+      name: REPLICATION_WINDOW_LOSS,
+      limit: "measured (acknowledged after the replica was last in step, before the kill; asynchronous replication only)",
+      value: windowLost,
+      ok: true,
+      measured: true,
+      examples: windowLossEx,
+    });
+  }
   bound(
     "healthy jobs dead-lettered (each explained by faults)",
     `<= ${checks.maxHealthyDead}`,
@@ -968,6 +1078,23 @@ export function check(input: CheckInput): CheckResult {
       enqueueFailed,
       enqueueUnknown,
       lost,
+      replicationWindow:
+        kills.length === 0
+          ? null
+          : {
+              kills: kills.length,
+              asynchronousKills: kills.filter((k) => k.replication.waitReplicas === 0).length,
+              maxBehindBytes: maxOrNull(
+                kills.map((k) =>
+                  k.replication.primaryOffset === null || k.replication.replicaOffset === null
+                    ? null
+                    : Math.max(0, k.replication.primaryOffset - k.replication.replicaOffset),
+                ),
+              ),
+              maxInStepAgoMs: maxOrNull(kills.map((k) => (k.replication.inStepAt === null ? null : k.replication.killedAt - k.replication.inStepAt))),
+              lost: windowLost,
+              maxAckBeforeKillMs,
+            },
       stranded,
       unexpected: unexpectedIds.size,
       recovered,

@@ -246,7 +246,14 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
           if (!store.failover) return skip(f, "the store has no replica to fail over to");
           const o = await store.failover();
           // The outage is the kill until the replica served: it excuses what it overlapped.
-          fleet.record({ t: "outage", from: o.from, to: o.promotedAt, how: o.how, probeFailedAt: o.probeFailedAt });
+          fleet.record({
+            t: "outage",
+            from: o.from,
+            to: o.promotedAt,
+            how: o.how,
+            probeFailedAt: o.probeFailedAt,
+            ...(o.replication ? { replication: o.replication } : {}),
+          });
           events.append({ t: "failover", ...o });
           timings.push({
             kind: "failover",
@@ -336,7 +343,18 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       const wait = t0 + f.atMs - Date.now();
       if (wait > 0) await sleep(wait);
       events.append({ t: "fault", fault: f, at: Date.now() });
-      await execute(f);
+      // A fault's steps are each bounded (a failover's resync may take minutes on a loaded
+      // machine), but a step that waits long should be visible while it does, not only after.
+      const began = Date.now();
+      const watch = setInterval(
+        () => log(`${backend}/${scenario}: the ${f.kind} planned at +${f.atMs} ms still runs after ${Math.round((Date.now() - began) / 1000)} s`),
+        60_000,
+      );
+      try {
+        await execute(f);
+      } finally {
+        clearInterval(watch);
+      }
     }
     const rest = t0 + durationMs - Date.now();
     if (rest > 0) await sleep(rest);

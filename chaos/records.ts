@@ -77,12 +77,37 @@ export type FaultEvent =
    * crash whose command succeeded and after which a probe failed (`probeFailedAt`), or, on
    * SQLite, the processes with the file open SIGKILLed (`processesKilled` > 0).
    */
-  | { t: "outage"; from: number; to: number; how: string; probeFailedAt?: number | null; processesKilled?: number }
+  | { t: "outage"; from: number; to: number; how: string; probeFailedAt?: number | null; processesKilled?: number; replication?: ReplicationAtKill }
   /**
    * Every client connection to the store was cut at `at` (by a command started at `from`, when it
    * takes time: RabbitMQ's closes run on the node while the command returns); observed when `killed` > 0.
    */
   | { t: "cut"; at: number; killed: number; from?: number };
+
+/**
+ * Where replication stood when a replicated store's primary was killed (Redis Sentinel): the
+ * evidence that ties an acknowledged write missing afterwards to that kill. A write the primary
+ * acknowledged after `inStepAt` and before the kill may not have reached the replica that was
+ * promoted; one acknowledged before `inStepAt` had reached it.
+ */
+export interface ReplicationAtKill {
+  /** Replicas every write waited for (the backend's waitForReplicas, WAIT); 0: asynchronous replication. */
+  waitReplicas: number;
+  /** The killed primary's port. */
+  primaryPort: number;
+  /** The last look before the kill, started at `readAt`: the primary's master_repl_offset, then the replica's slave_repl_offset (null: unread). */
+  readAt: number | null;
+  primaryOffset: number | null;
+  replicaOffset: number | null;
+  /**
+   * The latest moment known before the kill by which everything the primary had written was on the
+   * replica (a replica offset read at or past a primary offset read after this moment, with this
+   * primary serving); null when no look ever saw the replica in step with it.
+   */
+  inStepAt: number | null;
+  /** When the SIGKILL had taken effect (the process seen gone). */
+  killedAt: number;
+}
 
 /**
  * killed: by the harness. failpoint, watchdog: the process said so. store-crash: SQLite's store

@@ -18,6 +18,21 @@ const ROWS: Row[] = [
   ["enqueued ok", (r) => n(r.check?.metrics.enqueuedOk)],
   ["enqueue failed / unknown", (r) => (r.check ? `${r.check.metrics.enqueueFailed} / ${r.check.metrics.enqueueUnknown}` : "-")],
   ["lost", (r) => n(r.check?.metrics.lost), "lost"],
+  [
+    // What an asynchronous promotion lost (chaos/checker.ts, ReplicationWindowMetrics): measured, not in "lost".
+    "  acked, not replicated at a kill (async)",
+    (r) => {
+      const w = r.check?.metrics.replicationWindow;
+      return w ? `${w.lost} (${w.asynchronousKills} of ${w.kills} kills async)` : "-";
+    },
+  ],
+  [
+    "  replica at kills: max behind B / in step ms",
+    (r) => {
+      const w = r.check?.metrics.replicationWindow;
+      return w ? `${n(w.maxBehindBytes)} / ${n(w.maxInStepAgoMs)}` : "-";
+    },
+  ],
   ["stranded after drain", (r) => n(r.check?.metrics.stranded), "stranded (not finished after the drain)"],
   ["unexpected", (r) => n(r.check?.metrics.unexpected), "unexpected"],
   ["recovered (unknown enqueue, ran)", (r) => n(r.check?.metrics.recovered)],
@@ -159,6 +174,10 @@ export function formatTable(results: readonly ScenarioResult[]): string {
     if (r.notRun) notes.push(`${r.scenario}: not run (${r.notRun})`);
     for (const why of r.check?.metrics.healthyDeadWhy ?? []) notes.push(`${r.scenario}: healthy job dead-lettered: ${why}`);
     for (const b of r.check?.bounds ?? []) {
+      if (b.measured && b.value > 0) {
+        notes.push(`${r.scenario}: MEASURED ${b.name}: ${b.value}`);
+        for (const e of b.examples) notes.push(`    ${e}`);
+      }
       if (b.ok) continue;
       notes.push(`${r.scenario}: BROKEN ${b.name} ${b.limit}: ${b.value}`);
       for (const e of b.examples) notes.push(`    ${e}`);

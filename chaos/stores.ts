@@ -15,6 +15,7 @@ import pg from "pg";
 import { Redis } from "ioredis";
 import { findPostgresBin, startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { findRedisServer, redisAnswers, startThrowawayRedis, waitForPing, type ThrowawayRedis } from "../testkit/servers/redis.js";
+import type { ReplicationAtKill } from "./records.js";
 import { rabbitmqStore, rabbitmqUnavailable, type BrokerView } from "./rabbitmq-store.js";
 
 const exec = promisify(execFile);
@@ -73,6 +74,8 @@ export interface FailoverOutcome {
   how: string;
   /** Which node died and which took over. */
   detail: string;
+  /** Where replication stood at the kill (Redis Sentinel): what ties a lost acknowledged write to it. */
+  replication?: ReplicationAtKill;
 }
 
 export interface ReshardOutcome {

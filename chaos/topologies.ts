@@ -10,6 +10,8 @@ import { startPostgresPair } from "../testkit/servers/postgres-standby.js";
 import { startThrowawayRedisClusterTopology, startThrowawaySentinel } from "../testkit/servers/redis-topology.js";
 import { redisAnswers, waitForPing } from "../testkit/servers/redis.js";
 import { CHAOS_QUEUE } from "./jobs.js";
+import { describeReplication } from "./checker.js";
+import type { ReplicationAtKill } from "./records.js";
 import { postgresAnswers, type BackendKind, type FailoverOutcome, type Store } from "./stores.js";
 
 export type TopologyKind = "redis-cluster" | "redis-sentinel" | "pg-sync" | "pg-async";
@@ -54,7 +56,7 @@ export async function openTopologyStore(topology: TopologyKind, options: Topolog
     case "redis-cluster":
       return clusterStore(wait);
     case "redis-sentinel":
-      return sentinelStore(wait);
+      return sentinelStore(wait, options.waitReplicas ?? 0);
     case "pg-sync":
     case "pg-async":
       return postgresPairStore(topology === "pg-sync");
@@ -145,8 +147,48 @@ async function clusterStore(wait: string): Promise<Store> {
   };
 }
 
-async function sentinelStore(wait: string): Promise<Store> {
+/** How often the Sentinel store looks whether the replica is in step with the primary, ms. */
+const IN_STEP_LOOK_EVERY_MS = 500;
+/** The longest one such look may take before it counts as failed (it never holds up a kill longer), ms. */
+const LOOK_TIMEOUT_MS = 5_000;
+
+async function sentinelStore(wait: string, waitReplicas: number): Promise<Store> {
   const topology = await startThrowawaySentinel();
+  // The evidence for what a kill can lose (chaos/records.ts, ReplicationAtKill): the latest moment
+  // the replica was seen holding everything the serving primary had written. Looked at every
+  // IN_STEP_LOOK_EVERY_MS between failovers, just before each kill, and when a restarted server
+  // is declared in sync. A look that started under another primary counts for nothing.
+  let servingPort = (await topology.primary()).port;
+  let inStepAt: number | null = null;
+  let looking = true;
+  let closed = false;
+  /** Looks that failed since the last failover, and why the last one did (for the failover's line). */
+  let failedLooks = 0;
+  let lastLookFailure = "";
+  /** One bounded look (an unanswered read gives null); `lookedAt` is before the primary is read. */
+  const look = async () => {
+    const lookedAt = Date.now();
+    const offsets = await Promise.race([
+      topology.offsets().catch((error: unknown) => `offsets failed: ${error instanceof Error ? error.message : String(error)}`),
+      sleep(LOOK_TIMEOUT_MS).then(() => `no answer within ${LOOK_TIMEOUT_MS} ms`),
+    ]);
+    if (typeof offsets === "string" || offsets.unread.length > 0) {
+      failedLooks++;
+      lastLookFailure = typeof offsets === "string" ? offsets : offsets.unread.join("; ");
+      return { lookedAt, offsets: null, inStep: false };
+    }
+    const inStep = offsets.primary !== null && offsets.replicas.every((r) => r.offset !== null && r.offset >= offsets.primary!);
+    return { lookedAt, offsets, inStep };
+  };
+  const watcher = (async () => {
+    while (!closed) {
+      if (looking) {
+        const seen = await look();
+        if (looking && seen.inStep && seen.offsets?.primaryPort === servingPort) inStepAt = Math.max(inStepAt ?? 0, seen.lookedAt);
+      }
+      await sleep(IN_STEP_LOOK_EVERY_MS);
+    }
+  })();
   return {
     kind: "redis",
     urlFor: (name) => `${topology.url}?prefix=chaos-${label(name)}${wait}`,
@@ -159,32 +201,46 @@ async function sentinelStore(wait: string): Promise<Store> {
     broker: null,
     async failover(): Promise<FailoverOutcome> {
       // Where replication stood just before the kill (what an asynchronous promotion can lose):
-      // read before `from`, so the failover's timings do not include it.
-      // Bounded: a record must never hold up the fault (an unanswered read gives "offsets unread").
-      const before = await Promise.race([topology.offsets().catch(() => null), sleep(5_000).then(() => null)]);
+      // read before `from`, so the failover's timings do not include it. Bounded (look()).
+      looking = false;
+      const before = await look();
+      if (before.inStep && before.offsets?.primaryPort === servingPort) inStepAt = Math.max(inStepAt ?? 0, before.lookedAt);
       const from = Date.now();
       const old = await topology.killPrimary();
+      const killedAt = Date.now();
+      const read = before.offsets?.primaryPort === old.port ? before.offsets : null;
+      const replication: ReplicationAtKill = {
+        waitReplicas,
+        primaryPort: old.port,
+        readAt: read ? before.lookedAt : null,
+        primaryOffset: read?.primary ?? null,
+        replicaOffset: read?.replicas[0]?.offset ?? null,
+        inStepAt: old.port === servingPort ? inStepAt : null,
+        killedAt,
+      };
       const probeFailedAt = await seenDown(old.port);
       const next = await topology.waitForFailover(old);
       const promotedAt = Date.now();
-      await topology.restart(old);
-      const behind = (offset: number | null) => {
-        if (offset === null || before?.primary === null || before?.primary === undefined) return "?";
-        // The primary is read first: a replica in step reads at or past it.
-        const bytes = before.primary - offset;
-        return bytes > 0 ? `${bytes} bytes behind` : "in step";
-      };
-      const lag = before ? before.replicas.map((r) => `:${r.port} ${behind(r.offset)}`).join(", ") : "offsets unread";
+      servingPort = next.port;
+      inStepAt = await topology.restart(old);
+      const looks = failedLooks > 0 ? `; ${failedLooks} look(s) at the offsets failed since the last failover (last: ${lastLookFailure})` : "";
+      failedLooks = 0;
+      looking = true;
       return {
         from,
         probeFailedAt,
         promotedAt,
         restoredAt: Date.now(),
         how: "SIGKILL of the primary; the sentinels promoted the replica",
-        detail: `primary :${old.port} killed (just before: ${lag}), :${next.port} promoted; :${old.port} restarted as its replica, in sync`,
+        detail: `primary :${old.port} killed (just before: ${describeReplication(replication)}), :${next.port} promoted; :${old.port} restarted as its replica, in sync${looks}`,
+        replication,
       };
     },
-    close: () => topology.stop(),
+    async close() {
+      closed = true;
+      await watcher;
+      await topology.stop();
+    },
   };
 }
 

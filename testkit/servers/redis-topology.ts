@@ -65,16 +65,52 @@ async function waitUntil(what: string, timeoutMs: number, test: () => Promise<bo
   }
 }
 
-/** One command on a short-lived connection that never retries (a node may be down). */
-async function once<T>(port: number, run: (redis: Redis) => Promise<T>): Promise<T> {
+/**
+ * How long one look at a node may take, connection and commands included, ms. A connection that
+ * is accepted but never answered (ioredis' ready check, its INFO, has no timeout of its own, nor
+ * has a command) would otherwise hold a harness step forever: a 10-minute Sentinel run once
+ * stopped that way before its 47th kill.
+ */
+export const ONE_LOOK_TIMEOUT_MS = 10_000;
+
+/** One command on a short-lived connection that never retries (a node may be down), given up after ONE_LOOK_TIMEOUT_MS. */
+export async function once<T>(port: number, run: (redis: Redis) => Promise<T>, timeoutMs = ONE_LOOK_TIMEOUT_MS): Promise<T> {
   const redis = new Redis({ host: "127.0.0.1", port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2_000 });
   redis.on("error", () => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const given = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`:${port} did not answer within ${timeoutMs} ms (connection ${redis.status})`)), timeoutMs);
+  });
   try {
-    await redis.connect();
-    return await run(redis);
+    return await Promise.race([redis.connect().then(() => run(redis)), given]);
   } finally {
+    clearTimeout(timer);
     redis.disconnect();
   }
+}
+
+/**
+ * Where a replica stands against its primary, from the two servers' INFO replication. In sync
+ * means: link up, no sync in progress, and the replica's offset at least the primary's as read
+ * BEFORE it (so it has applied everything the primary had written at that moment). Link-up alone
+ * is not enough: after a full resync the link comes up once the snapshot is loaded, and the
+ * writes made during the transfer stream only after it; a primary killed then loses them (the
+ * Sentinel run of seed 2705 lost 115 acknowledged jobs that way). Shared by the Sentinel and the
+ * Cluster harness.
+ */
+export function replicaInSync(primaryInfo: string, replicaInfo: string): { inSync: boolean; summary: string } {
+  const linked = /master_link_status:up/.test(replicaInfo) && /master_sync_in_progress:0/.test(replicaInfo);
+  const primaryOffset = offsetOf(primaryInfo, "master_repl_offset");
+  const replicaOffset = offsetOf(replicaInfo, "slave_repl_offset");
+  const summary = `${replicationSummary(replicaInfo)}; replica offset ${replicaOffset} of the primary's ${primaryOffset}`;
+  return { inSync: linked && primaryOffset !== null && replicaOffset !== null && replicaOffset >= primaryOffset, summary };
+}
+
+/** Reads the primary's INFO replication, then the replica's (in that order: see replicaInSync). */
+async function lookInSync(primaryPort: number, replicaPort: number): Promise<{ inSync: boolean; summary: string }> {
+  const primaryInfo = await once(primaryPort, (r) => r.info("replication"));
+  const replicaInfo = await once(replicaPort, (r) => r.info("replication"));
+  return replicaInSync(primaryInfo, replicaInfo);
 }
 
 // ───────────────────────────────────────────────────────────────────────────── Redis Cluster
@@ -232,10 +268,7 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
   // "disconnected from master for longer than allowed" and refuses to take over.
   const replicasInSync = () =>
     waitUntil("every replica to be in sync", 60_000, async () => {
-      for (const node of alive) {
-        const info = await once(node.port, (r) => r.info("replication"));
-        if (info.includes("role:slave") && !(/master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info))) return false;
-      }
+      for (const node of alive) if (!(await clusterReplicaInSync(node.port))) return false;
       return true;
     });
   await waitHealthy()
@@ -269,14 +302,14 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
       await waitForPing(node.port, 30_000);
       alive.add(node);
       // A master that lost its slots to a replica comes back as that replica's replica: ready
-      // to take over in the next failover only once it is in sync.
+      // to take over in the next failover only once it is in sync (offset included: replicaInSync).
       await waitUntil(`:${node.port} to rejoin`, 60_000, async () => {
         const info = await once(node.port, (r) => r.info("replication"));
         if (info.includes("role:master")) {
           const v = await view();
           return (v.find((n) => n.id === node.id)?.slots ?? 0) > 0;
         }
-        return /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+        return clusterReplicaInSync(node.port);
       });
     },
     async waitForFailover(failed, timeoutMs = 60_000) {
@@ -346,10 +379,7 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
           await once(replicasOf(donor.id)[0]!.port, (r) => r.call("CLUSTER", ["REPLICATE", master.id]));
           return false;
         }
-        for (const node of alive) {
-          const info = await once(node.port, (r) => r.info("replication"));
-          if (info.includes("role:slave") && !(/master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info))) return false;
-        }
+        for (const node of alive) if (!(await clusterReplicaInSync(node.port))) return false;
         return true;
       });
     },
@@ -360,6 +390,15 @@ export async function startThrowawayRedisClusterTopology(options: ClusterOptions
     },
   };
   return cluster;
+}
+
+/** True unless the node at `port` is a replica not in sync with its master (replicaInSync); masters count as in sync. */
+async function clusterReplicaInSync(port: number): Promise<boolean> {
+  const info = await once(port, (r) => r.info("replication"));
+  if (!info.includes("role:slave")) return true;
+  const masterPort = offsetOf(info, "master_port");
+  if (masterPort === null) return false;
+  return (await lookInSync(masterPort, port)).inSync;
 }
 
 async function findSlotOwner(alive: Set<ClusterNode>, slot: number): Promise<string> {
@@ -429,15 +468,17 @@ export interface ThrowawaySentinel {
   /**
    * Starts a killed server again as a replica of the current primary (REPLICAOF right after it
    * starts, as an orchestrator's start script would) and resolves once it is in sync (link up, and its offset has reached the primary's): only then can it take over in
-   * the next failover without losing what the primary took meanwhile.
+   * the next failover without losing what the primary took meanwhile. Resolves with the moment
+   * by which everything the primary had written was on the replica (ms since the epoch).
    */
-  restart(server: ThrowawayRedis, timeoutMs?: number): Promise<void>;
+  restart(server: ThrowawayRedis, timeoutMs?: number): Promise<number>;
   /**
    * How far the replication streams are, in bytes: the primary's `master_repl_offset` and each
    * other server's `slave_repl_offset` (null when it does not answer or is no replica), read in
    * that order. For the record at a kill: a replica behind the primary then loses the difference.
+   * `unread`: why a read failed (a server that did not answer in time, say).
    */
-  offsets(): Promise<{ primary: number | null; replicas: Array<{ port: number; offset: number | null }> }>;
+  offsets(): Promise<{ primaryPort: number; primary: number | null; replicas: Array<{ port: number; offset: number | null }>; unread: string[] }>;
   stop(): Promise<void>;
 }
 
@@ -602,6 +643,7 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
       // fork and RDB, the replica's load and AOF rewrite) can take minutes: what the last look
       // saw goes into the error, so a timeout says which step never came.
       let last = "nothing answered yet";
+      let inStepAt = 0;
       await waitUntil(`:${server.port} to rejoin as an in-sync replica`, timeoutMs, async () => {
         try {
           const primary = await agreedPrimaryPort();
@@ -616,15 +658,13 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
             return false;
           }
           if (!(/master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info))) return false;
-          // The link is up once the replica has loaded the primary's snapshot, but the writes made
-          // meanwhile (buffered on the primary) are streamed only after: the replica is seconds
-          // behind then. Killing the primary at that moment lost 115 acknowledged jobs in the
-          // 10-minute run of seed 2705. In sync means: the replica has applied everything the
-          // primary had written when we looked at it first.
-          const primaryOffset = offsetOf(await once(primary, (r) => r.info("replication")), "master_repl_offset");
-          const replicaOffset = offsetOf(await once(server.port, (r) => r.info("replication")), "slave_repl_offset");
-          last = `primary :${primary}; ${replicationSummary(info)}; replica offset ${replicaOffset} of the primary's ${primaryOffset}`;
-          return primaryOffset !== null && replicaOffset !== null && replicaOffset >= primaryOffset;
+          // Link up is not in sync yet (replicaInSync): the replica must have applied everything
+          // the primary had written when it was read, just after `lookedAt`.
+          const lookedAt = Date.now();
+          const look = await lookInSync(primary, server.port);
+          last = `primary :${primary}; ${look.summary}`;
+          if (look.inSync) inStepAt = lookedAt;
+          return look.inSync;
         } catch (error) {
           last = `no answer (${error instanceof Error ? error.message : String(error)})`;
           return false;
@@ -632,19 +672,24 @@ export async function startThrowawaySentinel(options: { args?: string[] } = {}):
       }).catch((error: unknown) => {
         throw new Error(`${error instanceof Error ? error.message : String(error)}; last seen: ${last}`);
       });
+      return inStepAt;
     },
     async offsets() {
       const primary = byPort(await primaryPort());
+      const unread: string[] = [];
       const read = (port: number, field: string) =>
         once(port, (r) => r.info("replication")).then(
           (info) => offsetOf(info, field),
-          () => null,
+          (error: unknown) => {
+            unread.push(error instanceof Error ? error.message : String(error));
+            return null;
+          },
         );
       const primaryOffset = await read(primary.port, "master_repl_offset");
       const replicas = await Promise.all(
         servers.filter((s) => s !== primary).map(async (s) => ({ port: s.port, offset: await read(s.port, "slave_repl_offset") })),
       );
-      return { primary: primaryOffset, replicas };
+      return { primaryPort: primary.port, primary: primaryOffset, replicas, unread };
     },
     async stop() {
       if (stopped) return;

@@ -84,6 +84,12 @@ export async function startThrowawayRedis(options: RedisServerOptions = {}): Pro
   ];
 
   const start = async () => {
+    // A second process on the same port would fail to bind and exit, while PING, answered by the
+    // first, said it started: every later kill would then hit the dead one and leave the server up.
+    const previous: ChildProcess | null = child;
+    if (previous !== null && previous.exitCode === null && previous.signalCode === null) {
+      throw new Error(`redis-server on port ${port} is still running (pid ${previous.pid}): stop or kill it before starting it again`);
+    }
     const proc = spawn(binary, args(), { stdio: "ignore" });
     child = proc;
     running.add(proc);
