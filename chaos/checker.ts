@@ -375,6 +375,15 @@ function lapseWindows(lapses: readonly LeaseLapseRecord[]): Window[] {
   }));
 }
 
+/**
+ * A lapse explains another run only if one started once the lease had run out (the window's
+ * start, from the worker's own deadline, which is never after the store's expiry): a run that
+ * started earlier ran beside a live lease, which is a fencing failure no lapse excuses.
+ */
+function lapseExplains(w: Window, list: readonly Run[]): boolean {
+  return w.jobIds === undefined || list.some((r) => r.start >= w.from);
+}
+
 /** True when the window may concern job `id` (a lapse names its jobs; other faults concern all). */
 function concerns(w: Window, id: string): boolean {
   return w.jobIds === undefined || w.jobIds.has(id);
@@ -661,7 +670,7 @@ export function check(input: CheckInput): CheckResult {
     }
     const designed = designedOf(id);
     if (list.length > designed) duplicated++;
-    const hitting = windows.filter((w) => concerns(w, id) && list.some((r) => hits(r, w, config, endOf)));
+    const hitting = windows.filter((w) => concerns(w, id) && list.some((r) => hits(r, w, config, endOf)) && lapseExplains(w, list));
     hitCount.set(id, hitting.length);
     // Each fault that hits a run allows one more run. Broker model: a failed attempt is settled
     // by publishing its retry copy (confirmed) and then acknowledging the original, so a fault

@@ -218,8 +218,12 @@ describe("chaos checker", () => {
     expect(check(input).metrics.execBoundBroken).toBe(1);
     // The worker still held s1 when it reported, however long after the handler's end (its settle
     // retried across a store outage, seed 2706): the report excuses it all the same.
-    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, at: 17_300 + 2 * LEASE, lapsedForMs: 300 }] };
+    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, at: 17_300 + 2 * LEASE, lapsedForMs: 2 * LEASE + 100 }] };
     expect(check(input).metrics.execBoundBroken).toBe(0);
+    // Nor does it excuse a second run that started before the lease ran out (17,450 here, the
+    // other run at 17,410): two holders at once are a fencing failure, not a lapse.
+    input.logs = { ...emptyFacts(), lapses: [{ ...lapse, at: 17_500, lapsedForMs: 50 }] };
+    expect(check(input).metrics.execBoundBroken).toBe(1);
   });
 
   it("does not let a fault on another worker, or long after the run, explain a duplicate", () => {
