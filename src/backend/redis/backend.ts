@@ -294,13 +294,13 @@ export class RedisBackend implements Backend {
     this.listeners.clear();
     for (const { timer } of this.wakeTimers.values()) clearTimeout(timer);
     this.wakeTimers.clear();
+    await this.stopSubscriber();
     // A client passed in may serve many backends over its life: leave no listener behind.
     this.client.off("ready", this.onReconnect);
     this.client.off("close", this.onConnectionLost);
     this.inFlight.detach();
     this.replicaWait?.detach();
-    // Both at once: each quit has its own bound (5 s), so the close settles within one of them.
-    await Promise.all([this.stopSubscriber(), this.ownsClient ? quit(this.client) : undefined]);
+    if (this.ownsClient) await quit(this.client);
   }
 
   /** `await using backend = new …Backend(…)`: `close()` when the scope ends. */
