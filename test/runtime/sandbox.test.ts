@@ -113,9 +113,9 @@ describe("sandbox", () => {
 });
 
 describe("watchdog", () => {
-  it("kills a worker process whose event loop is blocked, so it can be restarted", async () => {
-    await queue.add("block", {});
-    const w = spawnCli([
+  /** A CLI worker on the test's queue, handlers from the pills module, with the watchdog limit given. */
+  const watchedWorker = (o: { leaseMs: number; watchdogMs: number }) =>
+    spawnCli([
       "worker",
       "--db",
       `sqlite:${dbPath}`,
@@ -124,29 +124,21 @@ describe("watchdog", () => {
       "--handlers",
       "test/fixtures/pills.ts",
       "--lease-ms",
-      "2000",
+      String(o.leaseMs),
       "--watchdog-ms",
-      "500",
+      String(o.watchdogMs),
     ]);
+
+  it("kills a worker process whose event loop is blocked, so it can be restarted", async () => {
+    await queue.add("block", {});
+    const w = watchedWorker({ leaseMs: 2_000, watchdogMs: 500 });
     expect(await w.exited).toBe("SIGKILL");
     expect(w.stderr()).toContain("event loop blocked");
   });
 
   it("kills a worker whose loop stands still without using the CPU for longer than 10 × its limit (a synchronous wait that never ends)", async () => {
     await queue.add("sleepSync", { ms: 60_000 });
-    const w = spawnCli([
-      "worker",
-      "--db",
-      `sqlite:${dbPath}`,
-      "--queue",
-      "q",
-      "--handlers",
-      "test/fixtures/pills.ts",
-      "--lease-ms",
-      "5000",
-      "--watchdog-ms",
-      "300",
-    ]);
+    const w = watchedWorker({ leaseMs: 5_000, watchdogMs: 300 });
     expect(await w.exited).toBe("SIGKILL");
     expect(w.stderr()).toMatch(/event loop blocked for \d+ ms, \d+ ms of it on the CPU \(watchdog limit 300 ms\)/);
   });
@@ -155,19 +147,7 @@ describe("watchdog", () => {
     // A loop that does not turn while the process burns no CPU is what a starved process looks
     // like (and a synchronous wait): 4 × the limit here, well inside the 10 × allowed for it.
     const { id } = await queue.add("sleepSync", { ms: 1200 });
-    const w = spawnCli([
-      "worker",
-      "--db",
-      `sqlite:${dbPath}`,
-      "--queue",
-      "q",
-      "--handlers",
-      "test/fixtures/pills.ts",
-      "--lease-ms",
-      "5000",
-      "--watchdog-ms",
-      "300",
-    ]);
+    const w = watchedWorker({ leaseMs: 5_000, watchdogMs: 300 });
     try {
       await waitFor(async () => (await backend.get(id))?.state === "completed", { timeoutMs: 30_000, description: "the job completed" });
       expect(w.stderr()).not.toContain("event loop blocked");
