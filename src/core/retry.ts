@@ -3,7 +3,7 @@ import { MAX_DELAY } from "./checks.js";
 import type { BackoffSpec } from "./job.js";
 
 /** The default backoff: full jitter over 1 s doubling up to 60 s. */
-export const DEFAULT_BACKOFF: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 60_000 };
+export const DEFAULT_BACKOFF: BackoffSpec = Object.freeze({ type: "exponential", delayMs: 1_000, maxDelayMs: 60_000 });
 
 /** A backoff computed in code; lives with the handler because functions cannot be stored. */
 export type BackoffFunction = (attempt: number, error: Error) => number;
