@@ -117,7 +117,10 @@ describe.skipIf(findRedisServer() === null)("Redis waitForReplicas (WAIT)", () =
   it("answers once the replica has the write, and fails with ReplicaWaitError when no replica acknowledges", { timeout: 60_000 }, async () => {
     primary = await startThrowawayRedis();
     replica = await startThrowawayRedis({ args: ["--replicaof", "127.0.0.1", String(primary.port)] });
-    const backend = new RedisBackend({ connection: primary.url, prefix: "wait", logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 300 } });
+    // The answer must wait for the replica: a generous timeout, so a loaded machine cannot fail the
+    // first add; the refusal needs none (a dead replica never acknowledges), so it gets a short one.
+    const backend = new RedisBackend({ connection: primary.url, prefix: "wait", logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 20_000 } });
+    const impatient = new RedisBackend({ connection: primary.url, prefix: "wait", logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 300 } });
     try {
       await waitFor(
         async () =>
@@ -139,9 +142,10 @@ describe.skipIf(findRedisServer() === null)("Redis waitForReplicas (WAIT)", () =
       }
       expect((await queue.getJob(id))?.state).toBe("waiting");
       await replica.kill();
-      await expect(queue.add("b", {})).rejects.toBeInstanceOf(ReplicaWaitError);
+      await expect(new Queue("q", { backend: impatient }).add("b", {})).rejects.toBeInstanceOf(ReplicaWaitError);
     } finally {
       await backend.close();
+      await impatient.close();
     }
   });
 
