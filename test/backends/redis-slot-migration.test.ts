@@ -209,8 +209,11 @@ describe("waitForReplicas on the 3-master cluster", () => {
   it("waits for the replica of the queue's own master (the WAIT follows the script to its node)", async () => {
     const prefix = testPrefix("wait");
     const queue = "waited";
-    const backend = new RedisBackend({ connection: cluster.url, prefix, logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 500 } });
-    opened.push(backend);
+    // Adds that must be acknowledged get a generous WAIT (a loaded machine's replica answers late,
+    // not never); the one that must be refused gets a short one (a dead replica never answers).
+    const backend = new RedisBackend({ connection: cluster.url, prefix, logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 20_000 } });
+    const impatient = new RedisBackend({ connection: cluster.url, prefix, logger: silentLogger, waitForReplicas: { replicas: 1, timeoutMs: 500 } });
+    opened.push(backend, impatient);
     await backend.migrate();
     await enqueueOne(backend, { queue });
     // Only the queue's master loses its replica: the other masters keep theirs. A WAIT sent to any
@@ -221,7 +224,7 @@ describe("waitForReplicas on the 3-master cluster", () => {
     const replica = cluster.nodes.find((n) => n.id === replicaView.id)!;
     await replica.server.kill();
     try {
-      await expect(enqueueOne(backend, { queue })).rejects.toThrow(/only 0 of 1 replica/);
+      await expect(enqueueOne(impatient, { queue })).rejects.toThrow(/only 0 of 1 replica/);
     } finally {
       await cluster.restart(replica);
     }
