@@ -73,6 +73,8 @@ it("RetryLater with pause 'queue' holds the queue in the store: no job starts on
 });
 
 it("RetryLater with pause 'key' holds the job's limiter key only: another key's jobs start meanwhile", async () => {
+  // Long enough that y, added after the hold began, starts inside it on a loaded machine (1.5 s was not always).
+  const HOLD_MS = 5_000;
   store = new SqliteBackend({ path: ":memory:" });
   const queue = new Queue("q", { backend: store });
   const limiter = (key: string) => ({ key, max: 100, durationMs: 1_000 });
@@ -85,7 +87,7 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
         failed = true;
         // Before the hold is stored (store clock = this process's clock on SQLite).
         thrownAt = Date.now();
-        throw new RetryLater(1_500, { pause: "key" });
+        throw new RetryLater(HOLD_MS, { pause: "key" });
       }
       return null;
     },
@@ -96,8 +98,8 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
   await queue.add("call", {}, { jobId: "y", limiter: limiter("y") });
   await waitFor(async () => (await queue.stats()).counts.completed === 3, { timeoutMs: 20_000 });
   const startOf = async (id: string) => (await queue.getJob(id))!.startedAt!;
-  expect(await startOf("x-second")).toBeGreaterThanOrEqual(failedAt + 1_500);
-  expect(await startOf("x-first")).toBeGreaterThanOrEqual(failedAt + 1_500);
+  expect(await startOf("x-second")).toBeGreaterThanOrEqual(failedAt + HOLD_MS);
+  expect(await startOf("x-first")).toBeGreaterThanOrEqual(failedAt + HOLD_MS);
   // y is not held: it starts while x waits (the hold is long enough for a loaded machine).
-  expect(await startOf("y")).toBeLessThan(failedAt + 1_500);
+  expect(await startOf("y")).toBeLessThan(failedAt + HOLD_MS);
 });
