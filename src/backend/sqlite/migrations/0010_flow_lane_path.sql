@@ -1,0 +1,11 @@
+-- 0010_flow_lane_path: a keyed claim and its completion maintain one partial index fewer.
+--
+-- `{{prefix}}` is replaced by the backend's table prefix (default "conveyor_").
+--
+-- jobs_group_running (0005) held one entry per active job with a group: every keyed claim
+-- inserted one per job and every completion, failure, release or rescue deleted it again, for a
+-- read the claim can make from the active rows instead (jobs_lease, a set bounded by the fleet's
+-- concurrency, as the queue's running counts already are read). The claim of a laned queue now
+-- counts a group's running jobs with the names' (docs/flow-control.md, "Fifth round"). Dropping
+-- an index changes no row, so a database holding jobs, running ones included, upgrades as is.
+DROP INDEX {{prefix}}jobs_group_running;
