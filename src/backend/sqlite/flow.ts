@@ -140,6 +140,8 @@ export class SqliteFlow {
     const names = JSON.stringify(request.names.filter((name) => (unrated.perName.get(name) ?? 1) > 0));
     const total = unrated.total;
     const lanes = this.s.lanesFrom.all({ queue, cursor: row.lane_cursor ?? "", maxLanes: lanesToVisit(total) });
+    const unkeyed = lanes[0] === "";
+    if (unkeyed) lanes.shift();
     // An even share of the claim per lane (all of it when four lanes or fewer share it); more
     // only when the pick takes a lane's whole share and still has room (lanesReadWhole).
     const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length);
@@ -155,7 +157,7 @@ export class SqliteFlow {
       if (jobs === undefined) byLane.set(c.lane, (jobs = []));
       jobs.push({ ref: c, name: c.name, flow });
     };
-    for (const c of this.s.laneHead.all(queue, "", now, names, total)) add({ ...c, lane: "" });
+    if (unkeyed) for (const c of this.s.laneHead.all(queue, "", now, names, total)) add({ ...c, lane: "" });
     if (lanes.length > 0) for (const c of this.s.laneHeads.all({ queue, lanes: JSON.stringify(lanes), now, names, perLane })) add(c);
     let groupsRead = countsRead;
     const readGroups = (): void => {
@@ -387,7 +389,8 @@ function prepare(db: Database.Database, prefix: string) {
      * Up to maxLanes lanes with waiting or scheduled jobs, in turn from after the cursor: the
      * lanes after it in lane order, then (wrapping round) the first ones up to the cursor itself.
      * A skip scan over jobs_lanes (one index probe per lane, however many jobs each holds) in one
-     * statement. Lane '' (unkeyed jobs) is not listed: laneHead reads it on every claim.
+     * statement. Lane '' (the unkeyed jobs) comes first when it holds any, and does not count
+     * toward @maxLanes.
      */
     lanesFrom: db
       .prepare<[{ queue: string; cursor: string; maxLanes: number }], string>(
@@ -406,6 +409,9 @@ function prepare(db: Database.Database, prefix: string) {
              FROM wrapped AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes - (SELECT count(lane) FROM after_cursor)
            )
          SELECT lane FROM (
+           SELECT '' AS lane, -1 AS part, 0 AS n
+           WHERE EXISTS (SELECT 1 FROM ${jobs} WHERE queue = @queue AND lane = '' AND state IN ('waiting', 'scheduled'))
+           UNION ALL
            SELECT lane, 0 AS part, n FROM after_cursor WHERE lane IS NOT NULL
            UNION ALL
            SELECT lane, 1 AS part, n FROM wrapped WHERE lane IS NOT NULL
