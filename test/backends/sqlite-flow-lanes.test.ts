@@ -62,19 +62,20 @@ describe("SQLite lane claims", () => {
     expect(fourth.map((c) => c.job.id)).toEqual(["a1"]);
   });
 
-  it("with queue running limits too, one read counts both: a group at its concurrency starts nothing, and the name's cap still holds", async () => {
+  it("with queue running limits too, one read counts both: a group at its concurrency starts nothing, and a name's running jobs add up across groups", async () => {
     const backend = open(await temp.file("counts.db"));
     await backend.setQueueLimits("q", { rate: null, maxRunning: 100, maxRunningPerName: { job: 3 } });
-    await backend.enqueue([grouped("g1", "g", 1), grouped("g2", "g", 1), ...["h1", "h2", "h3"].map((id) => grouped(id, "h", 10))]);
-    const first = await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 });
-    // g: concurrency 1, so g1 only; the name's cap (3) leaves room for two of h.
-    expect(first.map((c) => c.job.id).sort()).toEqual(["g1", "h1", "h2"]);
-    const g1 = first.find((c) => c.job.id === "g1")!;
-    expect(await backend.complete([{ lease: g1.lease, result: null }])).toEqual(["applied"]);
-    // One slot of the name's cap opened; g has room again and its turn comes first after h.
-    const second = await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 });
-    expect(second.map((c) => c.job.id)).toEqual(["g2"]);
-    expect(await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 })).toEqual([]);
+    await backend.enqueue([grouped("g1", "g", 1), grouped("g2", "g", 1), ...["h1", "h2", "h3", "h4"].map((id) => grouped(id, "h", 10))]);
+    const claim = async (limit: number) =>
+      (await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit, leaseMs: 60_000 })).map((c) => ({ id: c.job.id, lease: c.lease }));
+    const first = await claim(2);
+    expect(first.map((c) => c.id)).toEqual(["g1", "h1"]);
+    // Running: g1 (group g, now at its concurrency of 1) and h1, both named "job": the name's cap
+    // of 3 leaves room for one, which g cannot take (its turn comes first).
+    expect((await claim(10)).map((c) => c.id)).toEqual(["h2"]);
+    expect(await claim(10)).toEqual([]);
+    expect(await backend.complete([{ lease: first[0]!.lease, result: null }])).toEqual(["applied"]);
+    expect((await claim(10)).map((c) => c.id)).toEqual(["g2"]);
   });
 
   it("upgrades a database holding running and waiting grouped jobs: the running job still holds its group's slot", async () => {
