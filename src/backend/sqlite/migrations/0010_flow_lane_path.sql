@@ -9,3 +9,10 @@
 -- counts a group's running jobs with the names' (docs/flow-control.md, "Fifth round"). Dropping
 -- an index changes no row, so a database holding jobs, running ones included, upgrades as is.
 DROP INDEX {{prefix}}jobs_group_running;
+
+-- jobs_lanes (0005) again with `state` last: the lane walk's probes ("the next lane after x with
+-- waiting or scheduled jobs") then read the index alone instead of one table row per lane. The
+-- order is unchanged (state after seq, like jobs_claim), so the heads read each lane the same way.
+DROP INDEX {{prefix}}jobs_lanes;
+CREATE INDEX {{prefix}}jobs_lanes ON {{prefix}}jobs (queue, lane, priority, run_at, seq, state)
+  WHERE lane IS NOT NULL AND state IN ('waiting', 'scheduled');
