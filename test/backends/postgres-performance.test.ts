@@ -445,8 +445,6 @@ describe("settling a batch (PostgreSQL)", () => {
         await client.query(`SET plan_cache_mode = ${mode}`);
         const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 500, leaseMs: 60_000 });
         expect(claimed).toHaveLength(500);
-        const ids = claimed.map((c) => c.lease.jobId);
-        const tokens = claimed.map((c) => c.lease.token);
         // EXPLAIN EXECUTE takes no bind parameters: the arrays as literals (ids are [0-9a-z]).
         const batch = `'{${claimed.map((c) => c.lease.jobId).join(",")}}'::text[], '{${claimed.map((c) => c.lease.token).join(",")}}'::bigint[]`;
         for (const [statement, rest] of [
