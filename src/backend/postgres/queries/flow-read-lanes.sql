@@ -10,9 +10,10 @@
 --   jobs_lanes: one index probe per lane, however many jobs each holds. Lane '' (the unkeyed
 --   jobs) is not listed;
 -- - heads: the first runnable jobs of each listed lane in claim order, at most $7[k + 1] each
---   when k lanes are listed (headsPerLane, computed by the caller), and the first runnable
---   unkeyed jobs of the queue (lane '', looked for among the 256 jobs at the head of the queue:
---   behind a deep backlog of keyed jobs an unkeyed one waits its turn; none when $8 is 0);
+--   when k lanes are listed (headsPerLane, computed by the caller), and the first $8 waiting
+--   unkeyed jobs of the queue in claim order (reported as lane ''): a walk of jobs_claim, which
+--   holds only jobs without a lane (0013), so it reads unkeyed jobs only, however many keyed
+--   ones wait;
 -- - keys: the window of every limiter key among the heads ({ key, n, oldest, held_until }), after
 --   forgetting the starts that left it; its window is the longest duration its head jobs give.
 --   A key's bucket is $9 || key (limiterBucketPrefix); a held key (RetryLater with pause "key")
@@ -70,12 +71,11 @@ heads AS (
   UNION ALL
   SELECT '' AS lane, u.id, u.name, u.priority, u.run_at, u.seq, NULL, NULL, NULL, NULL, NULL
   FROM (
-    SELECT id, name, priority, run_at, seq, lane FROM {{schema}}.jobs
-    WHERE queue = $1 AND state = 'waiting' AND name = ANY ($6::text[])
+    SELECT id, name, priority, run_at, seq FROM {{schema}}.jobs
+    WHERE queue = $1 AND state = 'waiting' AND lane IS NULL AND name = ANY ($6::text[])
     ORDER BY priority, run_at, seq
-    LIMIT 256
+    LIMIT $8::int
   ) AS u
-  WHERE u.lane IS NULL AND $8::int > 0
 ),
 keys AS (
   SELECT limiter_key AS key, $9::text || limiter_key AS bucket, max(limiter_duration_ms) AS window_ms

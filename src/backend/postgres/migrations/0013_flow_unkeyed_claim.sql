@@ -1,0 +1,21 @@
+-- 0013_flow_unkeyed_claim: jobs_claim holds only jobs without a lane (no group, no limiter key).
+--
+-- A laned queue's claim (flow-read-lanes.sql) takes its keyed jobs lane by lane from jobs_lanes
+-- (0005) and its unkeyed jobs from jobs_claim. With every waiting job in jobs_claim, finding the
+-- unkeyed ones meant walking past the keyed ones: the read looked at the first 256 waiting jobs
+-- of the queue and kept those without a lane, so a queue of keyed jobs paid 256 rows (and the dead
+-- entries of its claimed jobs before them) on every claim to find none, and more as the backlog
+-- grew (docs/flow-control.md, "Fifth round"). With keyed jobs out of jobs_claim that walk reads
+-- unkeyed jobs only.
+--
+-- Queues without groups or limiter keys store lane NULL in every job: their index entries are the
+-- ones they had, and the plain claim (claim.sql, which now says `lane IS NULL` so the planner may
+-- use this index) reads what it read. Keyed jobs only live in laned queues, which the plain claim
+-- never reads (their flow_queues row sends them to the lane path).
+--
+-- An unkeyed job keeps lane NULL whenever it is enqueued (before or after its queue's first keyed
+-- job), retried or replayed, so no race between an unkeyed enqueue and a queue turning laned
+-- exists: the lane path finds every unkeyed job here. Rebuilding the index reads the waiting jobs
+-- once; writes to jobs wait for it (a migration runs in one transaction).
+DROP INDEX {{schema}}.jobs_claim;
+CREATE INDEX jobs_claim ON {{schema}}.jobs (queue, priority, run_at, seq) WHERE state = 'waiting' AND lane IS NULL;
