@@ -16,6 +16,14 @@
  * nothing that a job queue with those features could skip. A system's figure divided by the
  * floor's says how much of what the server can do it gets; a ratio to a peer that would need the
  * system above the floor says the goal is out of reach on this server.
+ *
+ * `keepFinished` gives the floor of a queue that keeps its finished jobs readable (Conveyor's
+ * default: a completed job stays for its status and result until its retention runs out), where
+ * the floor above deletes them as graphile-worker does. Its table adds a state, a finish time and
+ * the two indexes such a queue cannot do without: the waiting rows in claim order (a claim must
+ * not walk the finished rows) and the finished rows by finish time (retention prunes by age). A
+ * claim moves the row out of the first, a completion updates it into the second: two row versions
+ * and their index entries per job, where the deleting floor writes one version and a deletion.
  */
 import pg from "pg";
 import { chunks, deferred, FILL_CHUNK, latencySamples, rate, sleep, type Subject } from "./lib.js";
@@ -28,6 +36,17 @@ CREATE TABLE floor_jobs (
   locked_at timestamptz
 );`;
 
+const KEEP_SCHEMA = `
+CREATE TABLE floor_jobs (
+  id bigserial PRIMARY KEY,
+  payload jsonb NOT NULL,
+  state text NOT NULL DEFAULT 'waiting',
+  locked_at timestamptz,
+  finished_at timestamptz
+);
+CREATE INDEX floor_jobs_waiting ON floor_jobs (id) WHERE state = 'waiting';
+CREATE INDEX floor_jobs_finished ON floor_jobs (finished_at) WHERE state = 'completed';`;
+
 const INSERT_MANY = `WITH added AS (INSERT INTO floor_jobs (payload) SELECT unnest($1::jsonb[]) RETURNING 1)
 SELECT pg_notify('floor_jobs', '') FROM (SELECT 1 FROM added LIMIT 1) AS any_added`;
 const INSERT_ONE = `WITH added AS (INSERT INTO floor_jobs (payload) VALUES ($1::jsonb) RETURNING 1)
@@ -36,6 +55,19 @@ const CLAIM = `UPDATE floor_jobs SET locked_at = now()
 WHERE id IN (SELECT id FROM floor_jobs WHERE locked_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING id, payload`;
 const COMPLETE = `DELETE FROM floor_jobs WHERE id = ANY($1::bigint[])`;
+const KEEP_CLAIM = `UPDATE floor_jobs SET state = 'active', locked_at = now()
+WHERE id IN (SELECT id FROM floor_jobs WHERE state = 'waiting' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING id, payload`;
+const KEEP_COMPLETE = `UPDATE floor_jobs SET state = 'completed', finished_at = now() WHERE id = ANY($1::bigint[])`;
+
+/** The statements of one kind of floor: deleting finished jobs, or keeping them. */
+interface FloorStatements {
+  readonly schema: string;
+  readonly claim: string;
+  readonly complete: string;
+}
+const DELETING: FloorStatements = { schema: SCHEMA, claim: CLAIM, complete: COMPLETE };
+const KEEPING: FloorStatements = { schema: KEEP_SCHEMA, claim: KEEP_CLAIM, complete: KEEP_COMPLETE };
 
 const payloads = (start: number, n: number): string[] => Array.from({ length: n }, (_, k) => JSON.stringify({ i: start + k }));
 
@@ -45,13 +77,13 @@ const payloads = (start: number, n: number): string[] => Array.from({ length: n 
  * as a prefetching worker does), completions of one tick deleted in one statement. Resolves once
  * every deletion has committed.
  */
-async function processAll(pool: pg.Pool, n: number, concurrency: number, prefetch: number): Promise<void> {
+async function processAll(pool: pg.Pool, sql: FloorStatements, n: number, concurrency: number, prefetch: number): Promise<void> {
   const buffer: string[] = [];
   let claiming: Promise<void> | null = null;
   let exhausted = false;
   const claim = (): Promise<void> =>
     (claiming ??= pool
-      .query<{ id: string }>({ name: "floor-claim", text: CLAIM, values: [prefetch] })
+      .query<{ id: string }>({ name: "floor-claim", text: sql.claim, values: [prefetch] })
       .then(({ rows }) => {
         for (const r of rows) buffer.push(r.id);
         if (rows.length === 0) exhausted = true;
@@ -68,7 +100,7 @@ async function processAll(pool: pg.Pool, n: number, concurrency: number, prefetc
     const ids = pending;
     pending = [];
     pool
-      .query({ name: "floor-complete", text: COMPLETE, values: [ids] })
+      .query({ name: "floor-complete", text: sql.complete, values: [ids] })
       .then(() => {
         deleted += ids.length;
         if (deleted >= n) allDeleted.resolve();
@@ -103,20 +135,26 @@ async function processAll(pool: pg.Pool, n: number, concurrency: number, prefetc
   if (failures.length > 0) throw failures[0];
 }
 
-/** The floor as a benchmark subject; `freshDatabase` gives an empty database's URL per measurement. */
-export function floorSubject(freshDatabase: () => Promise<string>, prefetch: number): Subject {
+/**
+ * The floor as a benchmark subject; `freshDatabase` gives an empty database's URL per measurement.
+ * `keepFinished` (default false): the floor of a queue that keeps finished jobs (see the top of
+ * this file), a subject of its own beside the deleting floor.
+ */
+export function floorSubject(freshDatabase: () => Promise<string>, prefetch: number, options: { keepFinished?: boolean } = {}): Subject {
+  const sql = options.keepFinished === true ? KEEPING : DELETING;
   const withPool = async <T>(max: number, fn: (pool: pg.Pool) => Promise<T>): Promise<T> => {
     const pool = new pg.Pool({ connectionString: await freshDatabase(), max });
     try {
-      await pool.query(SCHEMA);
+      await pool.query(sql.schema);
       return await fn(pool);
     } finally {
       await pool.end();
     }
   };
   return {
-    name: "floor",
-    floor: true,
+    name: options.keepFinished === true ? "floor, keeping finished" : "floor",
+    // The report's fractions are of the deleting floor: the least work of any queue.
+    floor: options.keepFinished !== true,
     bulk: (n) => withPool(2, (pool) => rate(n, () => pool.query(INSERT_MANY, [payloads(0, n)]))),
     single: (n) =>
       withPool(2, (pool) =>
@@ -128,7 +166,7 @@ export function floorSubject(freshDatabase: () => Promise<string>, prefetch: num
     processing: (n, concurrency) =>
       withPool(concurrency + 2, async (pool) => {
         for (const [start, len] of chunks(n, FILL_CHUNK)) await pool.query(INSERT_MANY, [payloads(start, len)]);
-        return rate(n, () => processAll(pool, n, concurrency, prefetch));
+        return rate(n, () => processAll(pool, sql, n, concurrency, prefetch));
       }),
     latency: (samples) =>
       withPool(2, async (pool) => {
@@ -143,9 +181,9 @@ export function floorSubject(freshDatabase: () => Promise<string>, prefetch: num
           running = true;
           do {
             again = false;
-            const { rows } = await listener.query<{ id: string }>({ name: "floor-claim", text: CLAIM, values: [10] });
+            const { rows } = await listener.query<{ id: string }>({ name: "floor-claim", text: sql.claim, values: [10] });
             for (const _ of rows) onStart?.();
-            if (rows.length > 0) await pool.query({ name: "floor-complete", text: COMPLETE, values: [rows.map((r) => r.id)] });
+            if (rows.length > 0) await pool.query({ name: "floor-complete", text: sql.complete, values: [rows.map((r) => r.id)] });
           } while (again);
           running = false;
         };

@@ -308,10 +308,19 @@ export async function main(sizes: BenchSizes): Promise<void> {
       `PostgreSQL ${rows[0]?.v} (synchronous_commit ${rows[0]?.sc}${server ? ", throwaway server" : ", DATABASE_URL"}); ` +
         `${peerVersions(["graphile-worker", "pg-boss"])}; ${sizes.jobs} jobs; ${machineLine()}\n`,
     );
-    // The floor last: its column and the fractions of it follow the peers (bench/pg-floor.ts).
+    // The floors last: their columns and the fractions of the deleting floor follow the peers
+    // (bench/pg-floor.ts). The floor keeping finished jobs is what a queue that keeps them
+    // readable, as Conveyor does by default, can reach at best; graphile-worker deletes them.
     // "Conveyor, event log off" right after Conveyor: its column is the switch's effect, and
     // graphile-worker's ratio to it is Conveyor's with the log off.
-    const subjects = [conveyor(dbs), conveyor(dbs, false), graphileWorker(dbs), pgBoss(dbs), floorSubject(() => dbs.create("floor"), PREFETCH)];
+    const subjects = [
+      conveyor(dbs),
+      conveyor(dbs, false),
+      graphileWorker(dbs),
+      pgBoss(dbs),
+      floorSubject(() => dbs.create("floor"), PREFETCH),
+      floorSubject(() => dbs.create("floor"), PREFETCH, { keepFinished: true }),
+    ];
     const report = await runSideBySide(subjects, sizes);
     console.log("");
     printReport(subjects, report);

@@ -222,6 +222,9 @@ const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, 
 /** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
 type PlanNode = {
   "Node Type": string;
+  Operation?: string;
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
   "Index Name"?: string;
   "Index Cond"?: string;
   "Relation Name"?: string;
@@ -356,6 +359,118 @@ describe("claims beside a large delayed set (PostgreSQL)", () => {
     const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 10, leaseMs: 30_000 });
     expect(claimed.map((c) => c.job.priority)).toEqual([0, 1, 2, 5, 5, 5, 5, 5, 5, 5]);
     expect(claimed.every((c) => c.job.runAt <= Date.now())).toBe(true);
+  });
+});
+
+describe("claims beside a deep backlog (PostgreSQL)", () => {
+  // The look-then-lock part of the claim (`won`) compared the state as a literal, and the planner
+  // ANDed a bitmap of the whole jobs_waiting_seq index (every waiting job) with the winners' ids:
+  // 10,865 index entries read per claim of one queue at 20,000 jobs, even with no winner at all.
+  it("read about the jobs they take, not the waiting set, in both plans, over one queue and over several", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const s = pg.escapeIdentifier(schema);
+    await b.enqueue([job("q"), job("r")]);
+    // 20,000 more waiting jobs in q (seq and run_at left to their defaults), and 2,000 in r.
+    const { rows: columns } = await admin.query<{ c: string }>(
+      "SELECT column_name AS c FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'jobs' AND column_name NOT IN ('id', 'seq') ORDER BY ordinal_position",
+      [schema],
+    );
+    const list = columns.map((r) => pg.escapeIdentifier(r.c)).join(", ");
+    for (const [queue, n] of [
+      ["q", 20_000],
+      ["r", 2_000],
+    ] as const) {
+      await admin.query(
+        `INSERT INTO ${s}.jobs (id, ${list}) SELECT j.id || '-' || g, ${columns.map((r) => `j.${pg.escapeIdentifier(r.c)}`).join(", ")} FROM ${s}.jobs j, generate_series(1, $2::int) g WHERE j.queue = $1`,
+        [queue, n],
+      );
+    }
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("SET jit = off");
+      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int) AS ${claimSql(b)}`);
+      // First as a freshly filled queue is (autovacuum has not analysed the table yet: the case
+      // that went wrong), then with current statistics.
+      for (const [queues, analysed] of [
+        ["{q}", false],
+        ["{q,r}", false],
+        ["{q}", true],
+        ["{q,r}", true],
+      ] as const) {
+        if (analysed) for (const table of ["jobs", "queues", "flow_queues"]) await admin.query(`VACUUM ANALYZE ${s}.${table}`);
+        for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+          await client.query(`SET plan_cache_mode = ${mode}`);
+          await client.query("BEGIN");
+          const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+            `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '${queues}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL)`,
+          );
+          await client.query("ROLLBACK");
+          const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+          expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], `${queues} ${mode} ${analysed}`).toBe(10);
+          // Every scan of jobs or of one of its indexes yields a few rows per loop: the claim's
+          // 10 per queue walked, and the loose scan's one per queue. None reads the backlog.
+          const scans = all.filter((n) => n["Index Name"] !== undefined || n["Relation Name"] === "jobs");
+          const widest = Math.max(...scans.map((n) => n["Actual Rows"] ?? 0));
+          expect(
+            widest,
+            `${queues} ${mode} ${analysed ? "analysed" : "not analysed"}: ${JSON.stringify(scans.map((n) => [n["Node Type"], n["Index Name"], n["Actual Rows"]]))}`,
+          ).toBeLessThanOrEqual(20);
+        }
+      }
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe("settling a batch (PostgreSQL)", () => {
+  // complete.sql and fail.sql delete the jobs kept for 0 ms instead of updating them. Looking for
+  // those among the batch's ids cost a jobs_pkey probe per job (2,407 buffers for 510 jobs), or a
+  // sequential scan of the table in a custom plan, to find none; the partial indexes of migration
+  // removal_on_settle hold only such running jobs, so the look reads one page of an empty index.
+  it("find the jobs to delete without reading every job of the batch, in both plans", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    await b.enqueue(Array.from({ length: 2_000 }, () => job("q")));
+    const sql = (b as unknown as { sql: Record<string, string> }).sql;
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("SET jit = off");
+      await client.query(`PREPARE complete_probe(bigint, text[], bigint[], text[]) AS ${sql.complete}`);
+      await client.query(`PREPARE fail_probe(bigint, text[], bigint[], text[], bigint[]) AS ${sql.fail}`);
+      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 500, leaseMs: 60_000 });
+        expect(claimed).toHaveLength(500);
+        const ids = claimed.map((c) => c.lease.jobId);
+        const tokens = claimed.map((c) => c.lease.token);
+        // EXPLAIN EXECUTE takes no bind parameters: the arrays as literals (ids are [0-9a-z]).
+        const batch = `'{${claimed.map((c) => c.lease.jobId).join(",")}}'::text[], '{${claimed.map((c) => c.lease.token).join(",")}}'::bigint[]`;
+        for (const [statement, rest] of [
+          ["complete_probe", "array_fill('null'::text, ARRAY[500])"],
+          ["fail_probe", `array_fill('{"message":"x"}'::text, ARRAY[500]), array_fill(NULL::bigint, ARRAY[500])`],
+        ] as const) {
+          await client.query("BEGIN");
+          const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${statement}(NULL, ${batch}, ${rest})`,
+          );
+          await client.query("ROLLBACK");
+          const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+          const deletion = all.find((n) => n["Node Type"] === "ModifyTable" && n.Operation === "Delete")!;
+          // complete has one UPDATE; fail two (retried, buried): every job is settled by one of them.
+          const settled = all.filter((n) => n["Node Type"] === "ModifyTable" && n.Operation === "Update").reduce((sum, n) => sum + n["Actual Rows"]!, 0);
+          expect(settled, `${statement} ${mode}`).toBe(500);
+          expect(deletion["Actual Rows"], `${statement} ${mode}`).toBe(0);
+          expect(deletion["Shared Hit Blocks"]! + (deletion["Shared Read Blocks"] ?? 0), `${statement} ${mode}`).toBeLessThanOrEqual(5);
+        }
+        await b.complete(claimed.map((c) => ({ lease: c.lease, result: null })));
+      }
+    } finally {
+      await client.end();
+    }
   });
 });
 

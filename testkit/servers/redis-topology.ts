@@ -169,7 +169,8 @@ export interface ThrowawayRedisCluster {
    * loaded machine the cluster fails masters over by itself (a node missing cluster-node-timeout),
    * and can leave a master with no replica, or with one still syncing, which refuses to take over
    * ("data is too old"): a SIGKILL of that master would then stop the slots for good. A master
-   * with none gets a replica from a master that has two (CLUSTER REPLICATE).
+   * with none gets a replica from a master that has two (CLUSTER REPLICATE). Rejects after
+   * `timeoutMs` (default 60,000 ms).
    */
   ensureReplicas(timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;

@@ -424,7 +424,7 @@ export class RedisBackend implements Backend {
     const queue = specs[0]!.queue;
     const k = this.queue(queue);
     const keys = [k.meta, k.sched, k.idx, k.names];
-    if (this.inFlight.mayResend) keys.push(...this.addAttemptKey(k));
+    keys.push(...this.addAttemptKey(k));
     const stored = this.scripts.run("enqueue", keys, this.enqueueArgs(now, queue, specs, allOrNothing));
     const flags = (this.registered.has(queue) ? await stored : (await Promise.all([stored, this.register([queue])]))[0]) as Array<number | string>;
     const results = new Array<EnqueueResult>(specs.length);

@@ -130,8 +130,12 @@ winners AS MATERIALIZED (
 ),
 won AS MATERIALIZED (
   -- FOR UPDATE re-reads a row changed since the look; one no longer waiting drops out.
+  -- The state is compared behind an InitPlan, not as a literal: with the literal the planner
+  -- ANDed a bitmap of the whole jobs_waiting_seq index (every waiting job of every queue) with
+  -- the winners' ids, on every claim, even a one-queue claim with no winners (this CTE runs
+  -- for `waiting` below either way). The ids alone are a few jobs_pkey probes.
   SELECT id, priority, run_at, seq FROM {{schema}}.jobs
-  WHERE id = ANY (ARRAY(SELECT id FROM winners)) AND state = 'waiting'
+  WHERE id = ANY (ARRAY(SELECT id FROM winners)) AND state = (SELECT 'waiting'::text)
   FOR UPDATE SKIP LOCKED
 ),
 walked AS MATERIALIZED (

@@ -33,10 +33,12 @@ retried AS (
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NOT NULL
   RETURNING j.id, j.lease_token, j.queue, j.state
 ),
+-- The state as a literal here: the look is a walk of jobs_active_removed_on_fail (0013), empty
+-- unless removeOnFail is used (see complete.sql's `removed`).
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NULL
+  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NULL
     AND j.retain_dead_ms = 0
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
