@@ -95,6 +95,11 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
       );
       expect(waitingScans.length).toBeGreaterThan(0);
       for (const scan of waitingScans) expect({ index: scan["Index Name"], rows: scan["Actual Rows"]! * scan["Actual Loops"]! }).toMatchObject({ rows: 3 });
+      // The lane walk probes jobs_lanes with plain index scans: an index-only scan steps slowly
+      // over the entries claimed jobs leave at the head of each lane until a vacuum.
+      const laneScans = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter((n) => n["Index Name"] === "jobs_lanes");
+      expect(laneScans.length).toBeGreaterThan(0);
+      expect(laneScans.filter((n) => n["Node Type"] !== "Index Scan")).toEqual([]);
     } finally {
       await client.end();
     }

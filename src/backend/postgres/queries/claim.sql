@@ -111,7 +111,7 @@ open_count AS MATERIALIZED (
 -- holds a winner (or took it meanwhile), `won` comes up short and the claim falls back to the
 -- locking walk of every open queue (`walked`), so the merged order holds under contention too.
 -- One open queue (the common case) skips the look: its walk locks exactly what it takes.
--- `lane IS NULL` is jobs_claim's predicate (0013): every job of a queue this statement reads has
+-- `lane IS NULL` is jobs_claim's predicate (migration flow_unkeyed_claim): every job of a queue this statement reads has
 -- no lane (keyed jobs live in laned queues, which take the lane path), so it only lets the
 -- planner use the index.
 peek AS MATERIALIZED (

@@ -5,7 +5,7 @@
 --   starts expired, not the window's size) and the oldest of them. A row of flow_starts is one
 --   claim's n starts (0011).
 -- - kind 'name' / 'group' (when $4): active jobs of the queue per name and per group
---   (flow_running(), 0013: jobs_active by index scan), a set bounded by the fleet's concurrency;
+--   (flow_running(), migration flow_unkeyed_claim: jobs_active by index scan), a set bounded by the fleet's concurrency;
 --   expired leases not yet rescued hold their slot until the rescue.
 --
 -- $1 queue text    $2 now bigint ms    $3 rate window bigint ms, NULL: no rate

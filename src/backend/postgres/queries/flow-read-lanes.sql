@@ -16,7 +16,7 @@
 -- - heads: the first runnable jobs of each listed lane in claim order, at most $7[k + 1] each
 --   when k lanes are listed (headsPerLane, computed by the caller), and the first $8 waiting
 --   unkeyed jobs of the queue in claim order (reported as lane ''): a walk of jobs_claim, which
---   holds only jobs without a lane (0013), so it reads unkeyed jobs only, however many keyed
+--   holds only jobs without a lane (migration flow_unkeyed_claim), so it reads unkeyed jobs only, however many keyed
 --   ones wait;
 -- - keys: the window of every limiter key among the heads ({ key, n, oldest, held_until }), after
 --   forgetting the starts that left it; its window is the longest duration its head jobs give.

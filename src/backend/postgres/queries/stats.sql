@@ -12,7 +12,7 @@
 -- short); the oldest waiting job of a queue is the first jobs_claim entry of each priority in
 -- use, found by skipping from one priority to the next (one probe per priority, not one read per
 -- job: jobs_claim is ordered by priority first, so min(run_at) cannot read one end of it). A
--- laned queue's keyed jobs are not in jobs_claim (0013): for them the skip goes over jobs_lanes,
+-- laned queue's keyed jobs are not in jobs_claim (migration flow_unkeyed_claim): for them the skip goes over jobs_lanes,
 -- one probe per (lane, priority) in use.
 WITH totals AS (
   SELECT queue,

@@ -1,4 +1,4 @@
--- 0013_flow_unkeyed_claim: jobs_claim holds only jobs without a lane (no group, no limiter key).
+-- 0014_flow_unkeyed_claim: jobs_claim holds only jobs without a lane (no group, no limiter key).
 --
 -- A laned queue's claim (flow-read-lanes.sql) takes its keyed jobs lane by lane from jobs_lanes
 -- (0005) and its unkeyed jobs from jobs_claim. With every waiting job in jobs_claim, finding the
