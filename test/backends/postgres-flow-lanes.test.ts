@@ -122,11 +122,11 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
     const [started] = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 1, leaseMs: 60_000 });
     // An unkeyed enqueue in a caller's transaction, open across the queue's first keyed job: it
     // read the queue as it was before (no keys) and commits after.
-    const held = await new pg.Pool({ connectionString: url, max: 1 }).connect();
-    let heldId: string;
+    const heldPool = new pg.Pool({ connectionString: url, max: 1 });
+    const held = await heldPool.connect();
     try {
       await held.query("BEGIN");
-      [{ id: heldId }] = (await b.enqueue([job("q")], { tx: held })) as [{ id: string }];
+      const heldId = (await b.enqueue([job("q")], { tx: held }))[0]!.id;
       // Twenty unkeyed batches racing the first keyed enqueues, on the backend's pool.
       const racing = await Promise.all([
         ...Array.from({ length: 20 }, () => b.enqueue([job("q"), job("q"), job("q")])),
@@ -148,7 +148,7 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
       expect(left.rows).toEqual([]);
     } finally {
       held.release();
-      await (held as unknown as { end?: () => Promise<void> }).end?.();
+      await heldPool.end();
     }
   });
 
