@@ -11,10 +11,10 @@
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
-import { loadMigrations } from "../../src/backend/postgres/migrate.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { silentLogger, type Clock } from "../../src/index.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { migrateUpTo } from "../helpers/postgres-migrations.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const schemas = new TestSchemas(url);
@@ -213,15 +213,7 @@ describe("migration flow_unkeyed_claim (PostgreSQL)", () => {
   it("upgrades a schema holding waiting unkeyed and keyed jobs of a laned queue: every job is claimed after it", async () => {
     const schema = schemas.create();
     const s = pg.escapeIdentifier(schema);
-    const migrations = loadMigrations(s);
-    const mine = migrations.findIndex((m) => m.file.includes("flow_unkeyed_claim"));
-    expect(mine).toBeGreaterThan(0);
-    await admin.query(`CREATE SCHEMA ${s}`);
-    await admin.query(`CREATE TABLE ${s}.migrations (version integer PRIMARY KEY, file text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    for (const m of migrations.slice(0, mine)) {
-      await admin.query(m.sql);
-      await admin.query(`INSERT INTO ${s}.migrations (version, file) VALUES ($1, $2)`, [m.version, m.file]);
-    }
+    await migrateUpTo(admin, schema, "flow_unkeyed_claim");
     // A laned queue as the schema before held it: unkeyed jobs before and after its keyed ones,
     // and a plain queue beside it.
     const add = async (queue: string) => (await admin.query<{ id: string }>(`SELECT ${s}.add_job($1, 'job') AS id`, [queue])).rows[0]!.id;
