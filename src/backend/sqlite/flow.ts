@@ -20,7 +20,7 @@ import {
   type StoredQueueLimits,
 } from "../../core/flow.js";
 import type { JobFlow } from "../../core/job.js";
-import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
+import { jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
 
 /** One row of the flow_queues table. */
 export interface FlowRow {
@@ -82,15 +82,13 @@ export class SqliteFlow {
     rateBudgets: Map<string, ClaimBudget>,
   ): FlowCandidate[] {
     const limits = toLimits(row);
-    const window = limits.rate === null ? null : this.windowOf(row.queue, limits.rate.durationMs, now);
-    const running = needsRunningCounts(limits) ? this.s.running.all(row.queue) : [];
-    const budget = claimBudget(flowSnapshot(now, limits, row.held_until, window, running), limit, request.names);
+    if (row.lanes === 1) return this.laneCandidates(row, limits, now, request, limit, throttles, rateBudgets);
+    const budget = this.budget(row, limits, now, limit, request, needsRunningCounts(limits) ? this.s.running.all(row.queue) : []);
     if (budget.total === 0) {
       throttles.push({ queue: row.queue, retryInMs: budget.retryInMs });
       return [];
     }
     if (budget.rateRoom !== null) rateBudgets.set(row.queue, budget);
-    if (row.lanes === 1) return this.laneCandidates(row, now, request, budget.total, budget.perName, throttles);
     const uncapped = request.names.filter((name) => !budget.perName.has(name));
     const found: FlowCandidate[] = [];
     if (uncapped.length > 0) found.push(...this.claimCandidates.all(row.queue, now, JSON.stringify(uncapped), budget.total));
@@ -100,67 +98,134 @@ export class SqliteFlow {
     return found.sort(byClaimOrder).slice(0, budget.total);
   }
 
+  /** The claim budget of a queue, its rate window read first (forgetting the starts that left it). */
+  private budget(row: FlowRow, limits: StoredQueueLimits, now: number, limit: number, request: ClaimRequest, running: Iterable<{ name: string; n: number }>) {
+    const window = limits.rate === null ? null : this.windowOf(row.queue, limits.rate.durationMs, now);
+    return claimBudget(flowSnapshot(now, limits, row.held_until, window, running), limit, request.names);
+  }
+
   /**
    * A laned queue (one with groups or limiter keys): lanes in turn from after the last claim's
    * lane, each lane's head in claim order, picked round robin under each group's concurrency and
-   * each limiter key's rate (pickAcrossLanes). The unkeyed jobs form one more lane.
+   * each limiter key's rate (pickAcrossLanes). The unkeyed jobs form one more lane (lane "").
+   *
+   * The statements are few and each reads little (docs/flow-control.md, "Fifth round"): the
+   * running counts per name and per group in one read of the active rows; the lane walk and
+   * every lane's head in one statement, an even share of the claim per lane (more only when the
+   * pick runs out of a lane's share: readMoreHeads); then the queue's rate window and the head
+   * jobs' limiter windows together (windowsOf). The budget is first taken without the rate, the
+   * heads read for it, and narrowed once the rate window is known: the rate only ever lowers it.
    */
   private laneCandidates(
     row: FlowRow,
+    limits: StoredQueueLimits,
     now: number,
     request: ClaimRequest,
-    total: number,
-    perName: ReadonlyMap<string, number>,
+    limit: number,
     throttles: ClaimThrottle[],
+    rateBudgets: Map<string, ClaimBudget>,
   ): FlowCandidate[] {
     const queue = row.queue;
-    const names = JSON.stringify(request.names.filter((name) => (perName.get(name) ?? 1) > 0));
-    const cursor = row.lane_cursor ?? "";
-    const maxLanes = lanesToVisit(total);
-    const lanes = this.s.lanesFrom.all({ queue, cursor, maxLanes });
-    const perLane = headsPerLane(total, lanes.length);
-    // Unkeyed jobs of a laned queue wait in lane "" (see setJobFlow, markLaned); the keyed
-    // lanes' heads come from one statement (one index range per lane, claim order within each).
-    const byLane = new Map<string, Array<LaneJob<FlowCandidate>>>([
-      ["", this.s.laneHead.all(queue, "", now, names, total).map((c) => ({ ref: c, name: c.name, flow: null }))],
-      ...lanes.map((lane): [string, Array<LaneJob<FlowCandidate>>] => [lane, []]),
-    ]);
-    const limiterMs = new Map<string, number>();
+    const groupActive = new Map<string, number>();
+    let running: Array<{ name: string; n: number }> = [];
+    const countsRead = needsRunningCounts(limits);
+    if (countsRead) running = this.runningCounts(queue, groupActive);
+    const unrated = claimBudget(flowSnapshot(now, { ...limits, rate: null }, row.held_until, null, running), limit, request.names);
+    if (unrated.total === 0) {
+      // Held or full of running jobs: as claimBudget says with the rate too (a full rate window's slot time first).
+      const budget = limits.rate === null ? unrated : this.budget(row, limits, now, limit, request, running);
+      throttles.push({ queue, retryInMs: budget.retryInMs });
+      return [];
+    }
+    const names = JSON.stringify(request.names.filter((name) => (unrated.perName.get(name) ?? 1) > 0));
+    const total = unrated.total;
+    const lanes = this.s.lanesFrom.all({ queue, cursor: row.lane_cursor ?? "", maxLanes: lanesToVisit(total) });
+    const unkeyed = lanes[0] === "";
+    if (unkeyed) lanes.shift();
+    // An even share of the claim per lane (all of it when four lanes or fewer share it); more
+    // only when the pick takes a lane's whole share and still has room (lanesReadWhole).
+    const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length);
+    const byLane = new Map<string, Array<LaneJob<FlowCandidate>>>([["", []]]);
+    const windowMs = new Map<string, number>();
+    if (limits.rate !== null) windowMs.set(queue, limits.rate.durationMs);
     let grouped = false;
-    if (lanes.length > 0) {
-      for (const c of this.s.laneHeads.all({ queue, lanes: JSON.stringify(lanes), now, names, perLane })) {
-        const flow = jobFlowFromColumns(c);
-        if (flow.group !== null) grouped = true;
-        if (flow.limiter !== null) limiterMs.set(flow.limiter.key, flow.limiter.durationMs);
-        byLane.get(c.lane)?.push({ ref: c, name: c.name, flow });
+    const add = (c: LaneRow & { lane: string }): void => {
+      const flow = c.lane === "" ? null : jobFlowFromColumns(c);
+      if (flow?.group != null) grouped = true;
+      if (flow?.limiter != null) windowMs.set(limiterBucket(queue, flow.limiter.key), flow.limiter.durationMs);
+      let jobs = byLane.get(c.lane);
+      if (jobs === undefined) byLane.set(c.lane, (jobs = []));
+      jobs.push({ ref: c, name: c.name, flow });
+    };
+    if (unkeyed) for (const c of this.s.laneHead.all(queue, "", now, names, total)) add({ ...c, lane: "" });
+    if (lanes.length > 0) for (const c of this.s.laneHeads.all({ queue, lanes: JSON.stringify(lanes), now, names, perLane })) add(c);
+    let groupsRead = countsRead;
+    const readGroups = (): void => {
+      if (!grouped || groupsRead) return;
+      for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
+      groupsRead = true;
+    };
+    readGroups();
+    const windows = this.windowsOf(windowMs, now);
+    const budget = claimBudget(flowSnapshot(now, limits, row.held_until, windows.get(queue) ?? null, running), limit, request.names);
+    if (budget.total === 0) {
+      throttles.push({ queue, retryInMs: budget.retryInMs });
+      return [];
+    }
+    if (budget.rateRoom !== null) rateBudgets.set(queue, budget);
+    const limiterWindow = { get: (key: string) => windows.get(limiterBucket(queue, key)) };
+    const heads = (): Array<LaneHead<FlowCandidate>> => [...byLane].map(([lane, jobs]) => ({ lane, jobs }));
+    let pick = pickAcrossLanes(heads(), budget.total, budget.perName, { groupActive, limiterWindow }, now);
+    // A keyed lane whose share the pick took whole may hold more jobs the claim has room for:
+    // read those lanes' heads up to the budget and pick again (the same turns, further on).
+    if (pick.picked.length < budget.total) {
+      const more = lanesReadWhole(byLane, pick.picked, perLane, budget.total);
+      if (more.length > 0) {
+        for (const lane of more) byLane.set(lane, []);
+        for (const lane of more) for (const c of this.s.laneHead.all(queue, lane, now, names, budget.total)) add({ ...c, lane });
+        // New heads may bring limiter keys not read yet, or a group.
+        readGroups();
+        const missing = new Map([...windowMs].filter(([bucket]) => !windows.has(bucket)));
+        for (const [bucket, w] of this.windowsOf(missing, now)) windows.set(bucket, w);
+        pick = pickAcrossLanes(heads(), budget.total, budget.perName, { groupActive, limiterWindow }, now);
       }
     }
-    const heads: Array<LaneHead<FlowCandidate>> = [...byLane].map(([lane, jobs]) => ({ lane, jobs }));
-    const groupActive = new Map<string, number>();
-    if (grouped) for (const { group_key, n } of this.s.groupRunning.all(queue)) groupActive.set(group_key, n);
-    const limiterWindow = this.limiterWindows(queue, limiterMs, now);
-    const pick = pickAcrossLanes(heads, total, perName, { groupActive, limiterWindow }, now);
     if (pick.throttled) throttles.push({ queue, retryInMs: pick.retryInMs });
     if (pick.lastLane !== null && pick.lastLane !== "") this.s.setCursor.run(pick.lastLane, queue);
     return pick.picked.map((job) => job.ref);
   }
 
   /**
-   * The windows of the limiter keys among a claim's head jobs (key → window duration), in two
-   * statements whatever their number: forget the starts that left each window (and count them
-   * off in flow_counts), then read each key's count, oldest start and hold (a held key, by
+   * Active jobs of the queue per name (returned) and per group (into `groupActive`), in one read
+   * of the active rows.
+   */
+  private runningCounts(queue: string, groupActive: Map<string, number>): Array<{ name: string; n: number }> {
+    const byName = new Map<string, number>();
+    for (const { name, group_key, n } of this.s.runningByGroup.all(queue)) {
+      byName.set(name, (byName.get(name) ?? 0) + n);
+      if (group_key !== null) groupActive.set(group_key, (groupActive.get(group_key) ?? 0) + n);
+    }
+    return [...byName].map(([name, n]) => ({ name, n }));
+  }
+
+  /**
+   * The rate windows of some buckets (bucket → window duration: the queue's own, limiter keys'),
+   * in three statements whatever their number: forget the starts that left each window, count
+   * them off in flow_counts, then read each one's count, oldest start and hold (a held key, by
    * RetryLater with pause "key", has a flow row of its own, named by its bucket).
    */
-  private limiterWindows(queue: string, limiterMs: ReadonlyMap<string, number>, now: number): Map<string, LimiterWindow> {
+  private windowsOf(windowMs: ReadonlyMap<string, number>, now: number): Map<string, LimiterWindow> {
     const windows = new Map<string, LimiterWindow>();
-    if (limiterMs.size === 0) return windows;
-    const keyOf = new Map([...limiterMs.keys()].map((key) => [limiterBucket(queue, key), key]));
-    const dropped = new Map<string, number>();
-    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify([...limiterMs].map(([key, ms]) => [limiterBucket(queue, key), now - ms]))))
-      dropped.set(bucket, (dropped.get(bucket) ?? 0) + n);
-    for (const [bucket, n] of dropped) this.s.countUp.run(bucket, -n);
-    for (const w of this.s.windowsOf.all(JSON.stringify([...keyOf.keys()])))
-      windows.set(keyOf.get(w.bucket)!, { n: w.n, oldest: w.n === 0 ? null : w.oldest, heldUntil: w.held_until });
+    if (windowMs.size === 0) return windows;
+    const dropped: Record<string, number> = {};
+    let any = false;
+    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify([...windowMs].map(([bucket, ms]) => [bucket, now - ms])))) {
+      dropped[bucket] = (dropped[bucket] ?? 0) - n;
+      any = true;
+    }
+    if (any) this.s.countUpOf.run(JSON.stringify(dropped));
+    for (const w of this.s.windowsOf.all(JSON.stringify([...windowMs.keys()])))
+      windows.set(w.bucket, { n: w.n, oldest: w.n === 0 ? null : w.oldest, heldUntil: w.held_until });
     return windows;
   }
 
@@ -324,7 +389,8 @@ function prepare(db: Database.Database, prefix: string) {
      * Up to maxLanes lanes with waiting or scheduled jobs, in turn from after the cursor: the
      * lanes after it in lane order, then (wrapping round) the first ones up to the cursor itself.
      * A skip scan over jobs_lanes (one index probe per lane, however many jobs each holds) in one
-     * statement. Lane '' (unkeyed jobs) is not listed: laneHead reads it on every claim.
+     * statement. Lane '' (the unkeyed jobs) comes first when it holds any, and does not count
+     * toward @maxLanes.
      */
     lanesFrom: db
       .prepare<[{ queue: string; cursor: string; maxLanes: number }], string>(
@@ -343,6 +409,9 @@ function prepare(db: Database.Database, prefix: string) {
              FROM wrapped AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes - (SELECT count(lane) FROM after_cursor)
            )
          SELECT lane FROM (
+           SELECT '' AS lane, -1 AS part, 0 AS n
+           WHERE EXISTS (SELECT 1 FROM ${jobs} WHERE queue = @queue AND lane = '' AND state IN ('waiting', 'scheduled'))
+           UNION ALL
            SELECT lane, 0 AS part, n FROM after_cursor WHERE lane IS NOT NULL
            UNION ALL
            SELECT lane, 1 AS part, n FROM wrapped WHERE lane IS NOT NULL
@@ -379,9 +448,13 @@ function prepare(db: Database.Database, prefix: string) {
     lanedAmong: db.prepare<[string], string>(`SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`).pluck(),
     setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
     backfillUnkeyed: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state IN ('waiting', 'scheduled')`),
-    /* Plan: SEARCH jobs USING COVERING INDEX jobs_group_running (queue=?) */
+    /* Plan: SCAN jobs USING INDEX jobs_lease: the active rows, as running; no index of its own (0010) */
     groupRunning: db.prepare<[string], { group_key: string; n: number }>(
       `SELECT group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' AND group_key IS NOT NULL GROUP BY group_key`,
+    ),
+    /* running and groupRunning in one read of the active rows */
+    runningByGroup: db.prepare<[string], { name: string; group_key: string | null; n: number }>(
+      `SELECT name, group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name, group_key`,
     ),
     limiterKeyOf: db.prepare<[string, string], string | null>(`SELECT limiter_key FROM ${jobs} WHERE id = ? AND queue = ?`).pluck(),
     setCursor: db.prepare<[string, string]>(`UPDATE ${flow} SET lane_cursor = ? WHERE queue = ?`),
@@ -404,6 +477,22 @@ function toLimits(row: FlowRow): StoredQueueLimits {
     maxRunning: row.max_running,
     maxRunningPerName: JSON.parse(row.max_running_per_name) as Record<string, number>,
   };
+}
+
+/** Keyed lanes whose whole share (`perLane` heads) the pick took: they may hold more jobs. */
+function lanesReadWhole(
+  byLane: ReadonlyMap<string, ReadonlyArray<LaneJob<FlowCandidate>>>,
+  picked: ReadonlyArray<LaneJob<FlowCandidate>>,
+  perLane: number,
+  total: number,
+): string[] {
+  if (perLane >= total) return [];
+  const taken = new Map<string, number>();
+  for (const job of picked) {
+    const lane = (job.ref as FlowCandidate & { lane: string }).lane;
+    taken.set(lane, (taken.get(lane) ?? 0) + 1);
+  }
+  return [...byLane].filter(([lane, jobs]) => lane !== "" && jobs.length >= perLane && taken.get(lane) === jobs.length).map(([lane]) => lane);
 }
 
 function byClaimOrder(a: FlowCandidate, b: FlowCandidate): number {
