@@ -9,10 +9,10 @@
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
-import { loadMigrations } from "../../src/backend/postgres/migrate.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { migrateUpTo } from "../helpers/postgres-migrations.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
@@ -171,15 +171,7 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     const schema = schemas.create();
     const quoted = pg.escapeIdentifier(schema);
     // Every migration before job_counts', applied by hand, then jobs stored through the SQL enqueue.
-    const earlier = loadMigrations(quoted);
-    const mine = earlier.findIndex((m) => m.file.includes("postgres_performance"));
-    expect(mine).toBeGreaterThan(0);
-    await admin.query(`CREATE SCHEMA ${quoted}`);
-    await admin.query(`CREATE TABLE ${quoted}.migrations (version integer PRIMARY KEY, file text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    for (const m of earlier.slice(0, mine)) {
-      await admin.query(m.sql);
-      await admin.query(`INSERT INTO ${quoted}.migrations (version, file) VALUES ($1, $2)`, [m.version, m.file]);
-    }
+    await migrateUpTo(admin, schema, "postgres_performance");
     for (let i = 0; i < 5; i++) await admin.query(`SELECT ${quoted}.add_job('old', 'job')`);
     await admin.query(`SELECT ${quoted}.add_job('old', 'job', '{}', '{"delayMs": 3600000}')`);
     const b = await backend(schema);

@@ -111,12 +111,15 @@ open_count AS MATERIALIZED (
 -- holds a winner (or took it meanwhile), `won` comes up short and the claim falls back to the
 -- locking walk of every open queue (`walked`), so the merged order holds under contention too.
 -- One open queue (the common case) skips the look: its walk locks exactly what it takes.
+-- `lane IS NULL` is jobs_claim's predicate (migration flow_unkeyed_claim): every job of a queue this statement reads has
+-- no lane (keyed jobs live in laned queues, which take the lane path), so it only lets the
+-- planner use the index.
 peek AS MATERIALIZED (
   SELECT c.id, c.priority, c.run_at, c.seq
   FROM params, open_queues q
   CROSS JOIN LATERAL (
     SELECT id, priority, run_at, seq FROM {{schema}}.jobs
-    WHERE queue = q.name AND state = 'waiting' AND name = ANY(params.names)
+    WHERE queue = q.name AND state = 'waiting' AND lane IS NULL AND name = ANY(params.names)
     ORDER BY priority, run_at, seq
     LIMIT params.lim
   ) AS c
@@ -140,7 +143,7 @@ walked AS MATERIALIZED (
   FROM params, open_queues q
   CROSS JOIN LATERAL (
     SELECT id, priority, run_at, seq FROM {{schema}}.jobs
-    WHERE queue = q.name AND state = 'waiting' AND name = ANY(params.names)
+    WHERE queue = q.name AND state = 'waiting' AND lane IS NULL AND name = ANY(params.names)
     ORDER BY priority, run_at, seq
     LIMIT params.lim
     FOR UPDATE SKIP LOCKED

@@ -4,9 +4,9 @@
 --   and reads how many are left (flow_counts, kept in step here: the cost is the claims whose
 --   starts expired, not the window's size) and the oldest of them. A row of flow_starts is one
 --   claim's n starts (0011).
--- - kind 'name' / 'group' (when $4): active jobs of the queue per name and per group, read
---   through jobs_active, a set bounded by the fleet's concurrency; expired leases not yet
---   rescued hold their slot until the rescue.
+-- - kind 'name' / 'group' (when $4): active jobs of the queue per name and per group
+--   (flow_running(), migration flow_unkeyed_claim: jobs_active by index scan), a set bounded by the fleet's concurrency;
+--   expired leases not yet rescued hold their slot until the rescue.
 --
 -- $1 queue text    $2 now bigint ms    $3 rate window bigint ms, NULL: no rate
 -- $4 running counts boolean
@@ -27,8 +27,4 @@ SELECT 'window' AS kind, NULL::text AS key,
        (SELECT at FROM {{schema}}.flow_starts WHERE queue = $1 AND at > $2::bigint - $3::bigint ORDER BY at LIMIT 1) AS oldest
 WHERE $3::bigint IS NOT NULL
 UNION ALL
-SELECT CASE WHEN grouping(name) = 0 THEN 'name' ELSE 'group' END, coalesce(name, group_key), count(*)::int, NULL::bigint
-FROM {{schema}}.jobs
-WHERE state = 'active' AND queue = $1 AND $4::boolean
-GROUP BY GROUPING SETS ((name), (group_key))
-HAVING grouping(name) = 0 OR group_key IS NOT NULL
+SELECT r.kind, r.key, r.n, NULL::bigint FROM {{schema}}.flow_running($1) AS r WHERE $4::boolean

@@ -3,16 +3,21 @@
 -- snapshot is taken before it waits for a lock). Returns one row:
 -- - rate_window: when $3 is not NULL, the queue's rate window as flow-counts.sql reads it
 --   ({ n, oldest }, after forgetting the starts that left it), else NULL;
--- - running: active jobs per name and per group, as flow-counts.sql reads them
+-- - running: active jobs per name and per group (flow_running(), as flow-counts.sql reads them)
 --   ([{ kind: 'name' | 'group', key, n }]);
 -- - lanes: up to $5 lanes with waiting or scheduled jobs, in turn from after lane $4: the lanes
 --   after it in lane order, then (wrapping round) the lanes up to $4 itself. A skip scan over
 --   jobs_lanes: one index probe per lane, however many jobs each holds. Lane '' (the unkeyed
---   jobs) is not listed;
+--   jobs) is not listed. `j.id IS NOT NULL` (always true; id is not in jobs_lanes) makes each
+--   probe a plain index scan rather than an index-only one: a probe lands on the head of the
+--   next lane, where the entries of its claimed jobs lie until a vacuum, and the index-only scan
+--   stepped over them at about 0.6 ms per lane after 19,000 claimed jobs, the plain one at
+--   0.05 ms (docs/flow-control.md, "Fifth round");
 -- - heads: the first runnable jobs of each listed lane in claim order, at most $7[k + 1] each
---   when k lanes are listed (headsPerLane, computed by the caller), and the first runnable
---   unkeyed jobs of the queue (lane '', looked for among the 256 jobs at the head of the queue:
---   behind a deep backlog of keyed jobs an unkeyed one waits its turn; none when $8 is 0);
+--   when k lanes are listed (headsPerLane, computed by the caller), and the first $8 waiting
+--   unkeyed jobs of the queue in claim order (reported as lane ''): a walk of jobs_claim, which
+--   holds only jobs without a lane (migration flow_unkeyed_claim), so it reads unkeyed jobs only, however many keyed
+--   ones wait;
 -- - keys: the window of every limiter key among the heads ({ key, n, oldest, held_until }), after
 --   forgetting the starts that left it; its window is the longest duration its head jobs give.
 --   A key's bucket is $9 || key (limiterBucketPrefix); a held key (RetryLater with pause "key")
@@ -24,11 +29,11 @@
 -- $8 unkeyed int    $9 limiter bucket prefix text
 WITH RECURSIVE after_cursor (lane, n) AS (
   (SELECT j.lane, 1 FROM {{schema}}.jobs AS j
-   WHERE j.queue = $1 AND j.lane > $4::text AND j.state IN ('waiting', 'scheduled')
+   WHERE j.queue = $1 AND j.lane > $4::text AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
    ORDER BY j.lane LIMIT 1)
   UNION ALL
   SELECT (SELECT j.lane FROM {{schema}}.jobs AS j
-          WHERE j.queue = $1 AND j.lane > w.lane AND j.state IN ('waiting', 'scheduled')
+          WHERE j.queue = $1 AND j.lane > w.lane AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
           ORDER BY j.lane LIMIT 1),
          w.n + 1
   FROM after_cursor AS w
@@ -36,12 +41,12 @@ WITH RECURSIVE after_cursor (lane, n) AS (
 ),
 wrapped (lane, n) AS (
   (SELECT j.lane, 1 FROM {{schema}}.jobs AS j
-   WHERE j.queue = $1 AND j.lane > '' AND j.lane <= $4::text AND j.state IN ('waiting', 'scheduled')
+   WHERE j.queue = $1 AND j.lane > '' AND j.lane <= $4::text AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
      AND (SELECT count(lane) FROM after_cursor) < $5::int
    ORDER BY j.lane LIMIT 1)
   UNION ALL
   SELECT (SELECT j.lane FROM {{schema}}.jobs AS j
-          WHERE j.queue = $1 AND j.lane > w.lane AND j.lane <= $4::text AND j.state IN ('waiting', 'scheduled')
+          WHERE j.queue = $1 AND j.lane > w.lane AND j.lane <= $4::text AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
           ORDER BY j.lane LIMIT 1),
          w.n + 1
   FROM wrapped AS w
@@ -70,12 +75,11 @@ heads AS (
   UNION ALL
   SELECT '' AS lane, u.id, u.name, u.priority, u.run_at, u.seq, NULL, NULL, NULL, NULL, NULL
   FROM (
-    SELECT id, name, priority, run_at, seq, lane FROM {{schema}}.jobs
-    WHERE queue = $1 AND state = 'waiting' AND name = ANY ($6::text[])
+    SELECT id, name, priority, run_at, seq FROM {{schema}}.jobs
+    WHERE queue = $1 AND state = 'waiting' AND lane IS NULL AND name = ANY ($6::text[])
     ORDER BY priority, run_at, seq
-    LIMIT 256
+    LIMIT $8::int
   ) AS u
-  WHERE u.lane IS NULL AND $8::int > 0
 ),
 keys AS (
   SELECT limiter_key AS key, $9::text || limiter_key AS bucket, max(limiter_duration_ms) AS window_ms
@@ -106,13 +110,7 @@ SELECT
             'oldest', (SELECT at FROM {{schema}}.flow_starts WHERE queue = $1 AND at > $2::bigint - $3::bigint ORDER BY at LIMIT 1))
    WHERE $3::bigint IS NOT NULL) AS rate_window,
   (SELECT coalesce(json_agg(json_build_object('kind', r.kind, 'key', r.key, 'n', r.n)), '[]')
-   FROM (
-     SELECT CASE WHEN grouping(name) = 0 THEN 'name' ELSE 'group' END AS kind, coalesce(name, group_key) AS key, count(*)::int AS n
-     FROM {{schema}}.jobs
-     WHERE state = 'active' AND queue = $1
-     GROUP BY GROUPING SETS ((name), (group_key))
-     HAVING grouping(name) = 0 OR group_key IS NOT NULL
-   ) AS r) AS running,
+   FROM {{schema}}.flow_running($1) AS r) AS running,
   (SELECT coalesce(json_agg(lane ORDER BY ord), '[]') FROM lanes) AS lanes,
   (SELECT coalesce(json_agg(h ORDER BY h.priority, h.run_at, h.seq), '[]') FROM heads AS h) AS heads,
   (SELECT coalesce(json_agg(json_build_object(

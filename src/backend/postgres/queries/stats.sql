@@ -11,7 +11,9 @@
 -- stored state still calls scheduled, are a jobs_scheduled range up to now (promoteDue keeps it
 -- short); the oldest waiting job of a queue is the first jobs_claim entry of each priority in
 -- use, found by skipping from one priority to the next (one probe per priority, not one read per
--- job: jobs_claim is ordered by priority first, so min(run_at) cannot read one end of it).
+-- job: jobs_claim is ordered by priority first, so min(run_at) cannot read one end of it). A
+-- laned queue's keyed jobs are not in jobs_claim (migration flow_unkeyed_claim): for them the skip goes over jobs_lanes,
+-- one probe per (lane, priority) in use.
 WITH totals AS (
   SELECT queue,
          sum(n) FILTER (WHERE state = 'scheduled')::bigint AS scheduled,
@@ -39,24 +41,46 @@ SELECT q.name AS queue, q.paused,
        coalesce(t.waiting_children, 0) AS waiting_children,
        coalesce(t.completed, 0) AS completed, coalesce(t.dead, 0) AS dead, coalesce(t.cancelled, 0) AS cancelled,
        -- least() skips NULLs: the older of the oldest waiting and the oldest due scheduled job.
-       least(d.oldest, CASE WHEN coalesce(t.waiting, 0) > 0 THEN (
+       least(d.oldest, CASE WHEN coalesce(t.waiting, 0) > 0 THEN least((
          WITH RECURSIVE priorities AS (
            SELECT (SELECT j.priority FROM {{schema}}.jobs AS j
-                   WHERE j.queue = q.name AND j.state = 'waiting'
+                   WHERE j.queue = q.name AND j.state = 'waiting' AND j.lane IS NULL
                    ORDER BY j.priority LIMIT 1) AS priority
            UNION ALL
            SELECT (SELECT j.priority FROM {{schema}}.jobs AS j
-                   WHERE j.queue = q.name AND j.state = 'waiting' AND j.priority > p.priority
+                   WHERE j.queue = q.name AND j.state = 'waiting' AND j.lane IS NULL AND j.priority > p.priority
                    ORDER BY j.priority LIMIT 1)
            FROM priorities AS p
            WHERE p.priority IS NOT NULL
          )
          SELECT min((SELECT j.run_at FROM {{schema}}.jobs AS j
-                     WHERE j.queue = q.name AND j.state = 'waiting' AND j.priority = p.priority
+                     WHERE j.queue = q.name AND j.state = 'waiting' AND j.lane IS NULL AND j.priority = p.priority
                      ORDER BY j.run_at LIMIT 1))
          FROM priorities AS p
          WHERE p.priority IS NOT NULL
-       ) END) AS oldest_due_at,
+       ), (
+         -- A laned queue's keyed jobs (groups, limiter keys) are in jobs_lanes, not jobs_claim: the
+         -- same skip per (lane, priority) in use, one probe each.
+         WITH RECURSIVE pairs AS (
+           SELECT f.lane, f.priority FROM (
+             SELECT j.lane, j.priority FROM {{schema}}.jobs AS j
+             WHERE j.queue = q.name AND j.lane IS NOT NULL AND j.state IN ('waiting', 'scheduled')
+               AND EXISTS (SELECT 1 FROM {{schema}}.flow_queues AS fq WHERE fq.queue = q.name AND fq.lanes)
+             ORDER BY j.lane, j.priority LIMIT 1) AS f
+           UNION ALL
+           SELECT n.lane, n.priority FROM pairs AS p
+           CROSS JOIN LATERAL (
+             SELECT j.lane, j.priority FROM {{schema}}.jobs AS j
+             WHERE j.queue = q.name AND j.lane IS NOT NULL AND j.state IN ('waiting', 'scheduled')
+               AND (j.lane, j.priority) > (p.lane, p.priority)
+             ORDER BY j.lane, j.priority LIMIT 1) AS n
+         )
+         SELECT min((SELECT j.run_at FROM {{schema}}.jobs AS j
+                     WHERE j.queue = q.name AND j.lane = p.lane AND j.priority = p.priority
+                       AND j.state IN ('waiting', 'scheduled') AND j.state = 'waiting'
+                     ORDER BY j.run_at LIMIT 1))
+         FROM pairs AS p
+       )) END) AS oldest_due_at,
        {{schema}}.now_ms($1) AS observed_at
 FROM {{schema}}.queues q
 LEFT JOIN totals t ON t.queue = q.name

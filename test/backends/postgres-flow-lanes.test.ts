@@ -1,0 +1,240 @@
+/**
+ * PostgreSQL's laned claim (groups, limiter keys) and the jobs without a lane in such a queue.
+ * jobs_claim holds only jobs without a lane (migration flow_unkeyed_claim), so the laned read
+ * (flow-read-lanes.sql) walks a laned queue's unkeyed jobs alone instead of its keyed ones: these
+ * tests check that it finds them behind any backlog of keyed jobs and reads no keyed row to do
+ * it, that no unkeyed job is ever left unclaimable when the queue turns laned around it (an
+ * enqueue racing the queue's first keyed job, one held open in a caller's transaction, a retry of
+ * a job started before), that stats() still sees keyed jobs, and that the migration upgrades a
+ * schema holding waiting unkeyed jobs of laned queues.
+ */
+import pg from "pg";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { PostgresBackend } from "../../src/backend/postgres/index.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import { silentLogger, type Clock } from "../../src/index.js";
+import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { migrateUpTo } from "../helpers/postgres-migrations.js";
+
+const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
+const schemas = new TestSchemas(url);
+const admin = new pg.Pool({ connectionString: url, max: 2 });
+const toClose: Array<{ close(): Promise<unknown> }> = [];
+
+afterEach(async () => {
+  for (const c of toClose.splice(0).reverse()) await c.close();
+  await schemas.dropAll();
+});
+afterAll(() => admin.end());
+
+async function backend(schema: string, clock?: Clock): Promise<PostgresBackend> {
+  const b = new PostgresBackend({ connectionString: url, schema, logger: silentLogger, ...(clock === undefined ? {} : { clock }) });
+  toClose.push(b);
+  await b.migrate();
+  return b;
+}
+
+type Options = Parameters<typeof buildJobSpec>[0]["options"];
+const job = (queue: string, options: Options = {}) => buildJobSpec({ queue, name: "job", data: null, options });
+const keyed = (queue: string, group: string, options: Options = {}) => job(queue, { group: { key: group, concurrency: 1_000 }, ...options });
+const worker = { id: "w", host: "h", pid: 1 };
+
+/** Claims `limit` jobs of `queue` and returns their ids. */
+async function claimIds(b: PostgresBackend, queue: string, limit: number): Promise<string[]> {
+  return (await b.claim({ queues: [queue], names: ["job"], worker, limit, leaseMs: 60_000 })).map((c) => c.job.id);
+}
+
+/** Claims and completes every job of `queue` (up to `most` claims), returning the ids in claim order. */
+async function drain(b: PostgresBackend, queue: string, most = 1_000): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < most; i++) {
+    const got = await b.claim({ queues: [queue], names: ["job"], worker, limit: 50, leaseMs: 60_000 });
+    if (got.length === 0) break;
+    await b.complete(got.map((c) => ({ lease: c.lease, result: null })));
+    ids.push(...got.map((c) => c.job.id));
+  }
+  return ids;
+}
+
+/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields read here. */
+type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
+const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
+  it("are claimed in their turn behind any backlog of keyed jobs, and the read walks no keyed job to find them", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    // 600 keyed jobs in two groups, then three unkeyed ones: in claim order the unkeyed jobs
+    // come after every keyed one (the read used to look at the first 256 only).
+    for (let i = 0; i < 3; i++) await b.enqueue(Array.from({ length: 200 }, (_, k) => keyed("q", k % 2 === 0 ? "a" : "b")));
+    const unkeyed = (await b.enqueue([job("q"), job("q"), job("q")])).map((r) => r.id);
+    await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(schema)}.jobs`);
+
+    // The read a claim of 6 makes, explained: no scan of jobs returns more rows than the claim
+    // could take (the old look-ahead returned 256 keyed rows; a sort of the backlog, 603).
+    const sql = (b as unknown as { sql: Record<string, string> }).sql["flow-read-lanes"]!;
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("BEGIN");
+      const heads = Array.from({ length: 9 }, (_, lanes) => (lanes <= 4 ? 6 : Math.ceil(6 / lanes) + 2));
+      const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, [
+        "q",
+        Date.now(),
+        null,
+        "",
+        8,
+        ["job"],
+        heads,
+        6,
+        "q\nk:",
+      ]);
+      await client.query("ROLLBACK");
+      const waitingScans = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter(
+        (n) => n["Relation Name"] === "jobs" && n["Index Name"] !== "jobs_lanes" && n["Index Name"] !== "jobs_active",
+      );
+      expect(waitingScans.length).toBeGreaterThan(0);
+      for (const scan of waitingScans) expect({ index: scan["Index Name"], rows: scan["Actual Rows"]! * scan["Actual Loops"]! }).toMatchObject({ rows: 3 });
+      // The lane walk probes jobs_lanes with plain index scans: an index-only scan steps slowly
+      // over the entries claimed jobs leave at the head of each lane until a vacuum.
+      const laneScans = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter((n) => n["Index Name"] === "jobs_lanes");
+      expect(laneScans.length).toBeGreaterThan(0);
+      expect(laneScans.filter((n) => n["Node Type"] !== "Index Scan")).toEqual([]);
+    } finally {
+      await client.end();
+    }
+
+    // Lanes in turn: the unkeyed jobs ("") first, then a, then b: a claim of 6 takes two of each.
+    const first = await claimIds(b, "q", 6);
+    expect(first.filter((id) => unkeyed.includes(id))).toHaveLength(2);
+    const rest = await drain(b, "q");
+    expect([...first, ...rest].sort()).toEqual(
+      (await admin.query<{ id: string }>(`SELECT id FROM ${pg.escapeIdentifier(schema)}.jobs ORDER BY id`)).rows.map((r) => r.id),
+    );
+  });
+
+  it("are never left unclaimable while their queue turns laned: racing enqueues, one held in a caller's transaction, a retry", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const s = pg.escapeIdentifier(schema);
+    // A job started before the queue had keys, to be retried after.
+    await b.enqueue([job("q")]);
+    const [started] = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 1, leaseMs: 60_000 });
+    // An unkeyed enqueue in a caller's transaction, open across the queue's first keyed job: it
+    // read the queue as it was before (no keys) and commits after.
+    const heldPool = new pg.Pool({ connectionString: url, max: 1 });
+    const held = await heldPool.connect();
+    try {
+      await held.query("BEGIN");
+      const heldId = (await b.enqueue([job("q")], { tx: held }))[0]!.id;
+      // Twenty unkeyed batches racing the first keyed enqueues, on the backend's pool.
+      const racing = await Promise.all([
+        ...Array.from({ length: 20 }, () => b.enqueue([job("q"), job("q"), job("q")])),
+        b.enqueue([keyed("q", "a"), keyed("q", "b")]),
+        ...Array.from({ length: 20 }, () => b.enqueue([job("q"), keyed("q", "c")])),
+      ]);
+      await held.query("COMMIT");
+      const lanes = await admin.query<{ lanes: boolean }>(`SELECT lanes FROM ${s}.flow_queues WHERE queue = 'q'`);
+      expect(lanes.rows).toEqual([{ lanes: true }]);
+      // The started job fails and comes back for a retry in the laned queue.
+      await b.fail([{ lease: started!.lease, error: { name: "Error", message: "again", stack: null }, retryDelayMs: 0 }]);
+      const expected = [heldId, started!.job.id, ...racing.flat().map((r) => r.id)].sort();
+      expect(new Set(expected).size).toBe(2 + 20 * 3 + 2 + 20 * 2);
+      // A backend of its own: b's view of which queues have flow rows is up to a second old.
+      const claimed = await drain(await backend(schema), "q");
+      expect(claimed.sort()).toEqual(expected);
+      // Nothing left waiting or scheduled.
+      const left = await admin.query(`SELECT id, state, lane FROM ${s}.jobs WHERE state IN ('waiting', 'scheduled')`);
+      expect(left.rows).toEqual([]);
+    } finally {
+      held.release();
+      await heldPool.end();
+    }
+  });
+
+  it("stats() counts a laned queue's keyed jobs in the age of the oldest waiting job", async () => {
+    let now = 1_000_000;
+    const b = await backend(schemas.create(), { now: () => now });
+    await b.enqueue([keyed("q", "a", { priority: 1 })]);
+    now += 1_000;
+    await b.enqueue([keyed("q", "b", { priority: 5 }), job("q", { priority: 0 })]);
+    now += 1_000;
+    await b.enqueue([keyed("q", "a", { priority: 9 })]);
+    now += 4_000;
+    // The oldest waiting job is the first keyed one (6 s), older than the unkeyed one (5 s).
+    expect((await b.stats("q"))[0]!.oldestWaitingAgeMs).toBe(6_000);
+    // A claim of 2 takes lane "" (the unkeyed job) and a's head, the oldest: b's job (priority 5)
+    // is the oldest now (5 s), older than a's other one (priority 9, 4 s).
+    expect(await claimIds(b, "q", 2)).toHaveLength(2);
+    expect((await b.stats("q"))[0]!.oldestWaitingAgeMs).toBe(5_000);
+  });
+});
+
+describe("queues without lanes (PostgreSQL)", () => {
+  it("claim through jobs_claim as before: the walk reads the jobs it takes, not the backlog", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    for (let i = 0; i < 4; i++) await b.enqueue(Array.from({ length: 500 }, (_, k) => job("plain", { priority: k % 3 })));
+    await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(schema)}.jobs`);
+    const sql = (b as unknown as { sql: Record<string, string> }).sql.claim!;
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("BEGIN");
+      const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, [
+        null,
+        ["plain"],
+        ["job"],
+        10,
+        30_000,
+        "w",
+        "h",
+        1,
+        false,
+        null,
+      ]);
+      await client.query("ROLLBACK");
+      // claim.sql says `lane IS NULL` (jobs_claim's predicate since flow_unkeyed_claim): without it
+      // the planner cannot use jobs_claim and sorts the 2,000 waiting jobs.
+      const walks = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter(
+        (n) => n["Relation Name"] === "jobs" && n["Index Name"] !== "jobs_pkey" && n["Actual Loops"]! > 0,
+      );
+      const waiting = walks.filter((n) => n["Index Name"] === "jobs_claim");
+      expect(waiting).toHaveLength(1);
+      expect(waiting[0]!["Actual Rows"]).toBe(10);
+      for (const walk of walks) expect(walk["Actual Rows"]!).toBeLessThanOrEqual(10);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe("migration flow_unkeyed_claim (PostgreSQL)", () => {
+  it("upgrades a schema holding waiting unkeyed and keyed jobs of a laned queue: every job is claimed after it", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    await migrateUpTo(admin, schema, "flow_unkeyed_claim");
+    // A laned queue as the schema before held it: unkeyed jobs before and after its keyed ones,
+    // and a plain queue beside it.
+    const add = async (queue: string) => (await admin.query<{ id: string }>(`SELECT ${s}.add_job($1, 'job') AS id`, [queue])).rows[0]!.id;
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await add("q"));
+    for (let i = 0; i < 300; i++) {
+      const id = await add("q");
+      await admin.query(`UPDATE ${s}.jobs SET lane = $2, group_key = $3, group_concurrency = 1000 WHERE id = $1`, [id, `g:${i % 3}`, String(i % 3)]);
+      ids.push(id);
+    }
+    for (let i = 0; i < 5; i++) ids.push(await add("q"));
+    await admin.query(`INSERT INTO ${s}.flow_queues (queue, lanes) VALUES ('q', true)`);
+    const plain = [await add("plain"), await add("plain")];
+
+    const b = await backend(schema);
+    const index = await admin.query<{ indexdef: string }>(`SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'jobs_claim'`, [schema]);
+    expect(index.rows[0]!.indexdef).toMatch(/WHERE \(\(state = 'waiting'::text\) AND \(lane IS NULL\)\)/);
+    // Lanes in turn ("", g:0, g:1, g:2): a claim of 8 takes two unkeyed jobs.
+    const first = await claimIds(b, "q", 8);
+    expect(first.filter((id) => ids.slice(0, 5).includes(id) || ids.slice(-5).includes(id))).toHaveLength(2);
+    expect([...first, ...(await drain(b, "q"))].sort()).toEqual([...ids].sort());
+    expect((await drain(b, "plain")).sort()).toEqual([...plain].sort());
+  });
+});
