@@ -260,7 +260,8 @@ local function limiter_window(key, ms)
   local w = windows[key]
   if not w then
     local windowKey = base .. 'kr:' .. key
-    local kept = redis.call('GET', base .. 'kn:' .. key)
+    local got = redis.call('MGET', base .. 'kn:' .. key, base .. 'kh:' .. key)
+    local kept = got[1]
     local count, livesUntil = nil, 0
     if kept then
       local c, u = string.match(kept, '^(%d+) ?(%d*)$')
@@ -268,7 +269,7 @@ local function limiter_window(key, ms)
     end
     local n, changed = trim_window(windowKey, int(now - ms), count)
     w = { key = key, n = n, changed = changed, counted = count ~= nil, livesUntil = livesUntil, starts = 0, ms = ms,
-      heldUntil = num(redis.call('GET', base .. 'kh:' .. key), 0) }
+      heldUntil = num(got[2], 0) }
     windows[key] = w
     windowKeys[#windowKeys + 1] = key
   end
@@ -357,21 +358,32 @@ local function take_turns(unkeyed, sources)
   local lanes = { { lane = '', jobs = {} } }
   local readOf = {} -- lane key -> how many of its first entries were read (at most perLane)
   for j, pick in ipairs(unkeyed) do lanes[1].jobs[j] = { id = pick[1], fast = pick[2], name = pick[3].name } end
+  -- A lane key's entries are in claim order already: with one name a lane is its key's first
+  -- entries as they come, and the claim-order keys are parsed only to merge several names.
+  local merge = #names > 1
   for _, lane in ipairs(laneList) do
     local jobs = {}
     for _, name in ipairs(names) do
       local laneKey = base .. 'L:' .. name .. '\n' .. lane
-      local members = redis.call('ZRANGE', laneKey, 0, perLane - 1, 'WITHSCORES')
+      local members, step
+      if merge then
+        members, step = redis.call('ZRANGE', laneKey, 0, perLane - 1, 'WITHSCORES'), 2
+      else
+        members, step = redis.call('ZRANGE', laneKey, 0, perLane - 1), 1
+      end
       if #members == 0 then redis.call('ZREM', base .. 'ls:' .. name, lane) end
-      readOf[laneKey] = #members / 2
-      for j = 1, #members, 2 do
+      readOf[laneKey] = #members / step
+      for j = 1, #members, step do
         local m = members[j]
-        jobs[#jobs + 1] = { key = { tonumber(members[j + 1]), tonumber(string.sub(m, 1, 13)), tonumber(string.sub(m, 14, 25)) },
-          id = string.sub(m, 26), member = m, laneKey = laneKey, name = name }
+        local job = { id = string.sub(m, 26), laneKey = laneKey, name = name }
+        if merge then job.key = { tonumber(members[j + 1]), tonumber(string.sub(m, 1, 13)), tonumber(string.sub(m, 14, 25)) } end
+        jobs[#jobs + 1] = job
       end
     end
-    table.sort(jobs, function(x, y) return before(x.key, y.key) end)
-    for j = perLane + 1, #jobs do jobs[j] = nil end
+    if merge then
+      table.sort(jobs, function(x, y) return before(x.key, y.key) end)
+      for j = perLane + 1, #jobs do jobs[j] = nil end
+    end
     lanes[#lanes + 1] = { lane = lane, jobs = jobs }
   end
   -- A keyed job's hash is read when the turns first reach it, not for every head job: most
@@ -381,9 +393,11 @@ local function take_turns(unkeyed, sources)
     if job.fields or not job.laneKey then return end
     local fields = redis.call('HGETALL', base .. 'j:' .. job.id)
     local at = {}
-    for j = 1, #fields, 2 do at[fields[j]] = fields[j + 1] end
-    job.fields = fields
-    job.gk, job.gc, job.lk, job.lm, job.ld = at.gk, tonumber(at.gc), at.lk, tonumber(at.lm), tonumber(at.ld)
+    for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+    job.fields, job.at = fields, at
+    job.gk, job.lk = at.gk and fields[at.gk], at.lk and fields[at.lk]
+    if job.gk then job.gc = tonumber(fields[at.gc]) end
+    if job.lk then job.lm, job.ld = tonumber(fields[at.lm]), tonumber(fields[at.ld]) end
   end
 
   -- Running jobs per group (the running counts above): a group's lane is named as its count's
@@ -468,7 +482,7 @@ local function take_turns(unkeyed, sources)
         laneKeys[#laneKeys + 1] = job.laneKey
       end
       takenOf[job.laneKey] = takenOf[job.laneKey] + 1
-      out[#out + 1] = { job.id, false, nil, job.fields }
+      out[#out + 1] = { job.id, false, nil, job.fields, job.at }
     else
       out[#out + 1] = { job.id, job.fast }
     end
@@ -564,8 +578,11 @@ for _, pick in ipairs(taken) do
     -- A keyed job's hash was read by the turns (take_turns) already.
     fields = pick[4] or redis.call('HGETALL', key)
   end
-  local at = {}
-  for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+  local at = pick[5]
+  if not at then
+    at = {}
+    for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+  end
   -- Every script keeps lanes and hashes in step, so a lane entry always names a waiting job;
   -- should one not, it is dropped from the lane above and never claimed.
   if at.st and fields[at.st] == 'w' then
