@@ -137,10 +137,10 @@ local function trim_window(windowKey, cutoff, count)
     return count, true
   end
   local gone = redis.call('ZRANGEBYSCORE', windowKey, '-inf', cutoff)
-  if #gone == 0 then return count, false end
+  if #gone == 0 then return count, false, 0 end
   for _, member in ipairs(gone) do count = count - member_starts(member) end
   redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', cutoff)
-  return math.max(0, count), true
+  return math.max(0, count), true, #gone
 end
 if flow[1] or flow[3] or flow[4] or flow[5] then
   local retryIn = -1
@@ -249,31 +249,48 @@ local function before(x, y)
 end
 
 -- ── flow keys: turns across lanes (pickAcrossLanes in src/core/flow.ts) ─────────────────────
--- A limiter key's window, read when the turns first reach a job of the key (trim_window), written
--- once at the end by windows_write. Its count kn:<key> is "<starts> <until>" (layout 3: "<starts>"):
--- until is the time (Redis' own clock, ms) both keys are known to live to, so a claim renews
--- their expiry (a minute after the last start could still count) only when it is near, not on
--- every claim.
+-- A limiter key's window, read when the turns first reach a job of the key, written once at the
+-- end by windows_write. Its count kn:<key> is "<starts> <until> <members> <trim at>" (layout 3:
+-- "<starts>"): the starts of the members in kr:<key>; until when (Redis' own clock, ms) both keys
+-- are known to live, so a claim renews their expiry (a minute after the last start could still
+-- count) only when it is near, not on every claim; how many members kr:<key> holds, and at how
+-- many the next claim trims it. Between trims the count includes starts that left the window,
+-- so it is at least the window's: a key whose count leaves room has room, and only a key whose
+-- count says full is trimmed first (window_full). The trim at twice the members the last trim
+-- kept (and 16) bounds the set to about twice the window's claims at a cost of one trim per that
+-- many claims.
 local windows, windowKeys = {}, {}
 local redisNow = math.floor(timeUs / 1000)
+-- Trims a window to its starts in (now - its window, now], exactly.
+local function window_trim(w)
+  local n, changed, removed = trim_window(base .. 'kr:' .. w.key, int(now - w.cutoffMs), w.counted and w.n or nil)
+  w.n, w.exact = n, true
+  w.changed = w.changed or changed
+  w.members = (removed and w.members) and w.members - removed or redis.call('ZCARD', base .. 'kr:' .. w.key)
+  w.trimAt = 2 * w.members + 16
+end
 local function limiter_window(key, ms)
   local w = windows[key]
   if not w then
-    local windowKey = base .. 'kr:' .. key
     local got = redis.call('MGET', base .. 'kn:' .. key, base .. 'kh:' .. key)
-    local kept = got[1]
-    local count, livesUntil = nil, 0
-    if kept then
-      local c, u = string.match(kept, '^(%d+) ?(%d*)$')
-      count, livesUntil = tonumber(c), tonumber(u) or 0
+    local count, livesUntil, members, trimAt = nil, 0, nil, nil
+    if got[1] then
+      local c, u, m, t = string.match(got[1], '^(%d+) ?(%d*) ?(%d*) ?(%d*)$')
+      count, livesUntil, members, trimAt = tonumber(c), tonumber(u) or 0, tonumber(m), tonumber(t)
     end
-    local n, changed = trim_window(windowKey, int(now - ms), count)
-    w = { key = key, n = n, changed = changed, counted = count ~= nil, livesUntil = livesUntil, starts = 0, ms = ms,
-      heldUntil = num(got[2], 0) }
+    w = { key = key, n = count or 0, counted = count ~= nil, exact = false, changed = false, livesUntil = livesUntil,
+      members = members, trimAt = trimAt, starts = 0, ms = ms, cutoffMs = ms, heldUntil = num(got[2], 0) }
+    if not (count and members and trimAt) or members > trimAt then window_trim(w) end
     windows[key] = w
     windowKeys[#windowKeys + 1] = key
   end
   return w
+end
+-- Whether a key's window has no room for one more start after `taken` of this claim's.
+local function window_full(w, max, taken)
+  if w.n + taken < max then return false end
+  if not w.exact then window_trim(w) end
+  return w.n + taken >= max
 end
 -- The time of the oldest start in a window, read only for a key that blocks (when it reopens).
 local function window_oldest(w)
@@ -289,25 +306,29 @@ local function windows_write()
     local w = windows[key]
     local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
     local n = w.n + w.starts
+    local members = w.members + (w.starts > 0 and 1 or 0)
+    local function count_text(livesUntil)
+      return int(n) .. ' ' .. int(livesUntil) .. ' ' .. int(members) .. ' ' .. int(w.trimAt)
+    end
     if w.starts > 0 then
       redis.call('ZADD', windowKey, int(now), next_member(w.starts))
       local ttl = w.ms + 60000
       if w.livesUntil - redisNow < ttl then
         -- Renewed to twice that, so the next renewal is a minute (or a window) away.
         redis.call('PEXPIRE', windowKey, int(2 * ttl))
-        redis.call('SET', countKey, int(n) .. ' ' .. int(redisNow + 2 * ttl), 'PX', int(2 * ttl))
+        redis.call('SET', countKey, count_text(redisNow + 2 * ttl), 'PX', int(2 * ttl))
       else
-        redis.call('SET', countKey, int(n) .. ' ' .. int(w.livesUntil), 'KEEPTTL')
+        redis.call('SET', countKey, count_text(w.livesUntil), 'KEEPTTL')
       end
     elseif w.changed then
       if n <= 0 then
         redis.call('DEL', countKey)
       elseif w.counted then
-        redis.call('SET', countKey, int(n) .. ' ' .. int(w.livesUntil), 'KEEPTTL')
+        redis.call('SET', countKey, count_text(w.livesUntil), 'KEEPTTL')
       else
         -- A layout 2 window had no count: it gets one expiring with the window.
         local ttl = redis.call('PTTL', windowKey)
-        if ttl > 0 then redis.call('SET', countKey, int(n) .. ' ' .. int(redisNow + ttl), 'PX', ttl) else redis.call('SET', countKey, int(n)) end
+        if ttl > 0 then redis.call('SET', countKey, count_text(redisNow + ttl), 'PX', ttl) else redis.call('SET', countKey, count_text(0)) end
       end
     end
   end
@@ -440,7 +461,7 @@ local function take_turns(unkeyed, sources)
           if w.heldUntil > now then
             blocked = true
             reopen(w.heldUntil - now)
-          elseif w.n + (limiterTaken[job.lk] or 0) >= job.lm then
+          elseif window_full(w, job.lm, limiterTaken[job.lk] or 0) then
             blocked = true
             reopen(math.max(1, window_oldest(w) + job.ld - now))
           end

@@ -4,7 +4,9 @@
  * takes a job out of active (complete, fail, release, rescue, cancel) takes it off. A way out that
  * forgot would leak a slot for good, so each one is tested here: the slot comes back and no count
  * is left behind. Also: counting starts from the jobs already active when a queue first needs it
- * (caps set while jobs run, or data of layout 3), and stops with the caps.
+ * (caps set while jobs run, or data of layout 3), and stops with the caps. And a limiter key's
+ * window, which a claim trims only when its kept count says the key is full or when it has grown
+ * to twice the members of its last trim: the limit holds exactly and the window stays bounded.
  */
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -145,5 +147,42 @@ describe("Redis running counts (layout 4)", () => {
     await b.complete([{ lease: first[0]!.lease, result: null }]);
     expect(await counts()).toEqual({});
     expect((await claim()).map((c) => c.job.id)).toEqual(["b"]);
+  });
+});
+
+describe("Redis limiter windows between trims (layout 4)", () => {
+  const limited = (jobId: string, max: number) =>
+    buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId, limiter: { key: "acct", max, durationMs: 1_000 } } });
+
+  it("a window trimmed only when full or grown still starts exactly max per window", async () => {
+    const { b, clock, claim } = fresh();
+    await b.enqueue(Array.from({ length: 40 }, (_, i) => limited(`j${i}`, 3)));
+    const starts: number[] = [];
+    for (let step = 0; step < 40; step++) {
+      const got = await claim();
+      for (const c of got) starts.push(clock.now());
+      await b.complete(got.map((c) => ({ lease: c.lease, result: null })));
+      clock.advance(250);
+    }
+    expect(starts).toHaveLength(30);
+    // Any 1,000 ms window (now - 1000, now] holds at most 3 starts, and a slot is used as soon as one opens.
+    for (const at of starts) expect(starts.filter((t) => t > at - 1_000 && t <= at).length).toBeLessThanOrEqual(3);
+    expect(starts.slice(0, 6)).toEqual([0, 0, 0, 1_000, 1_000, 1_000].map((ms) => starts[0]! + ms));
+  });
+
+  it("a window nobody fills keeps at most about twice its claims", async () => {
+    const { prefix, b, clock, claim } = fresh();
+    await b.enqueue(Array.from({ length: 200 }, (_, i) => limited(`j${i}`, 1_000_000)));
+    let most = 0;
+    for (let step = 0; step < 200; step++) {
+      const got = await claim(1);
+      expect(got).toHaveLength(1);
+      await b.complete([{ lease: got[0]!.lease, result: null }]);
+      most = Math.max(most, await admin.zcard(`${prefix}:{q}:kr:acct`));
+      clock.advance(100);
+    }
+    // Ten claims fall in one window: trimmed at twice the members kept (and 16), it never holds 200.
+    expect(most).toBeGreaterThanOrEqual(11);
+    expect(most).toBeLessThanOrEqual(2 * 11 + 16 + 1);
   });
 });
