@@ -40,7 +40,8 @@
  *                       as z:<name>. Such jobs are never compact nor in a fast lane
  *   ls:<name>     ZSET  the lanes of L:<name>\n* that may hold jobs (score 0, read by lex order from
  *                       the lane cursor); a claim that finds one empty removes it
- *   kr:<key>      ZSET  a limiter key's rate window, as `rate`; expires a minute after it last counts
+ *   kr:<key>      ZSET  a limiter key's rate window, as `rate`, trimmed lazily (kn:<key>); expires one to
+ *                       two minutes after it last counts
  *   kn:<key>      STRING "<starts> <until>": the starts in kr:<key> (as rn for `rate`), and until when
  *                       (Redis' clock, ms) both keys live, so a claim renews their expiry only when it
  *                       is near (layout 3: "<starts>"); expires with kr:<key>
