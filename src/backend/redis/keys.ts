@@ -42,9 +42,11 @@
  *                       the lane cursor); a claim that finds one empty removes it
  *   kr:<key>      ZSET  a limiter key's rate window, as `rate`, trimmed lazily (kn:<key>); expires one to
  *                       two minutes after it last counts
- *   kn:<key>      STRING "<starts> <until>": the starts in kr:<key> (as rn for `rate`), and until when
- *                       (Redis' clock, ms) both keys live, so a claim renews their expiry only when it
- *                       is near (layout 3: "<starts>"); expires with kr:<key>
+ *   kn:<key>      STRING "<starts> <until> <members> <trim at>": the starts of the members in kr:<key>
+ *                       (as rn for `rate`; between trims it includes starts that left the window), until
+ *                       when (Redis' clock, ms) both keys live, so a claim renews their expiry only when
+ *                       it is near, how many members kr:<key> holds and at how many it is trimmed next
+ *                       (limiter_window in claim-4.lua; layout 3: "<starts>"); expires with kr:<key>
  *   run           HASH  running counts while flow field rc is set (a queue with per-name caps or
  *                       keyed jobs): n:<name> and g:<group key> -> active jobs, a field at 0 removed;
  *                       kept by claim, complete, fail, release, rescue and cancel (running_note in
@@ -133,7 +135,7 @@
  *      from the window's members by the next claim (trim_window in lua/claim-4.lua).
  *   4  running counts per name and group are kept (`run`, flow field rc, job field rc) instead of
  *      read from every active job by each claim, and a limiter key's count kn:<key> also says until
- *      when its keys live. Layout 3 data is valid layout 4 data: a queue without flow rc gets its
+ *      when its keys live and when its window is trimmed next. Layout 3 data is valid layout 4 data: a queue without flow rc gets its
  *      counts from its active jobs at its next claim that needs them, and a count without "until"
  *      has its expiry renewed at the key's next start.
  */
