@@ -136,7 +136,7 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
   }
 }
 
-/** The commands Redis ran during an arm's timed run, top ten by time. */
+/** The commands Redis ran during an arm's timed run, most time first. */
 function commandTable(arm: Arm, before: CommandStats, after: CommandStats): string[] {
   const used = [...after].map(([command, s]) => ({
     command,
@@ -146,7 +146,6 @@ function commandTable(arm: Arm, before: CommandStats, after: CommandStats): stri
   return used
     .filter((u) => u.calls > 0 && !u.command.startsWith("info"))
     .sort((a, b) => b.usec - a.usec)
-    .slice(0, 10)
     .map((u) => `| ${arm} | ${u.command} | ${fmt((u.calls / jobs) * 1000)} | ${fmt((u.usec / jobs) * 1000)} |`);
 }
 const commandRows: string[] = [];

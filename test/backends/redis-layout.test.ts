@@ -168,9 +168,35 @@ describe("Redis layout 3: rate windows of layout 2 data", () => {
     await b.enqueue(Array.from({ length: 10 }, (_, i) => specOf(`j${i}`, { limiter: { key: "acct", max: 4, durationMs: 1_000 } })));
     await layout2Window(`${prefix}:{q}:kr:acct`, clock.now(), 2);
     expect(await claimUpTo(b, 10)).toHaveLength(2);
-    expect(await admin.get(`${prefix}:{q}:kn:acct`)).toBe("4");
+    expect(await admin.get(`${prefix}:{q}:kn:acct`)).toMatch(/^4 \d+ \d+ \d+$/);
     expect(await admin.pttl(`${prefix}:{q}:kn:acct`)).toBeGreaterThan(0);
     clock.advance(1_000);
     expect(await claimUpTo(b, 10)).toHaveLength(4);
+  });
+});
+
+describe("Redis layout 4: limiter counts of layout 3 data", () => {
+  // Layout 3 kept a limiter key's count as "<starts>"; layout 4 as "<starts> <until>", renewing
+  // the keys' expiry only when `until` is near. A layout 3 count must still count, and get its
+  // keys renewed at the key's next start (it says nothing about how long they live).
+  it("3 starts counted by layout 3 leave 1 of 4, and the keys are renewed", async () => {
+    const prefix = testPrefix("lv4");
+    prefixes.push(prefix);
+    const clock = new FakeClock();
+    const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
+    backends.push(b);
+    const specs = Array.from({ length: 10 }, (_, i) =>
+      buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: `j${i}`, limiter: { key: "acct", max: 4, durationMs: 1_000 } } }),
+    );
+    await b.enqueue(specs);
+    await admin.zadd(`${prefix}:{q}:kr:acct`, clock.now(), "7:3");
+    await admin.set(`${prefix}:{q}:kn:acct`, "3", "PX", 5_000);
+    await admin.pexpire(`${prefix}:{q}:kr:acct`, 5_000);
+    expect(await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 })).toHaveLength(1);
+    expect(await admin.get(`${prefix}:{q}:kn:acct`)).toMatch(/^4 \d+ \d+ \d+$/);
+    // Renewed: a minute and the window at least, for both keys.
+    expect(await admin.pttl(`${prefix}:{q}:kn:acct`)).toBeGreaterThan(61_000);
+    expect(await admin.pttl(`${prefix}:{q}:kr:acct`)).toBeGreaterThan(61_000);
+    expect(await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 })).toHaveLength(0);
   });
 });

@@ -321,13 +321,15 @@ describe("flow keys (job groups and limiter keys)", () => {
     const windows = await scanKeys(`${prefix}:{q}:kr:*`);
     expect(windows).toHaveLength(9);
     for (const key of windows) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
-    // Their counts (layout 3) expire with them.
+    // Their counts (layout 3, with their keys' lifetime since layout 4) expire with them.
     const counts = await scanKeys(`${prefix}:{q}:kn:*`);
     expect(counts).toHaveLength(9);
     for (const key of counts) expect(Number(await admin.pttl(key)), key).toBeGreaterThan(0);
     const holds = await scanKeys(`${prefix}:{q}:kh:*`);
     expect(holds).toEqual([`${prefix}:{q}:kh:acct-t0`]);
     expect(Number(await admin.pttl(holds[0]!))).toBeGreaterThan(0);
+    // Nothing runs: no running count is left (layout 4).
+    expect(await admin.exists(`${prefix}:{q}:run`)).toBe(0);
   });
 
   it("a flow's children keep their group: they wait in its lane and obey its concurrency", async () => {

@@ -31,7 +31,8 @@
  *                       hu held until ms, rs counter of rate-window members, rn starts in the
  *                       rate window (kept by the claim); ln 1 once the queue
  *                       had a job with a group or limiter key (its claims take turns across lanes:
- *                       claim-4.lua), lc the lane the last claim took a job from (kept while ln is)
+ *                       claim-4.lua), lc the lane the last claim took a job from (kept while ln is),
+ *                       rc 1 while running counts are kept in `run`
  *   rate          ZSET  the rate window: one member per claim that started jobs, "<counter>:<starts>"
  *                       (layout 2: one member per start, "<counter>"), scored by its time
  *   L:<name>\n<lane> ZSET  slow lane of the waiting jobs of one name in one flow lane (a group,
@@ -39,8 +40,17 @@
  *                       as z:<name>. Such jobs are never compact nor in a fast lane
  *   ls:<name>     ZSET  the lanes of L:<name>\n* that may hold jobs (score 0, read by lex order from
  *                       the lane cursor); a claim that finds one empty removes it
- *   kr:<key>      ZSET  a limiter key's rate window, as `rate`; expires a minute after it last counts
- *   kn:<key>      STRING the starts in kr:<key> (as rn for `rate`); expires with it
+ *   kr:<key>      ZSET  a limiter key's rate window, as `rate`, trimmed lazily (kn:<key>); expires one to
+ *                       two minutes after it last counts
+ *   kn:<key>      STRING "<starts> <until> <members> <trim at>": the starts of the members in kr:<key>
+ *                       (as rn for `rate`; between trims it includes starts that left the window), until
+ *                       when (Redis' clock, ms) both keys live, so a claim renews their expiry only when
+ *                       it is near, how many members kr:<key> holds and at how many it is trimmed next
+ *                       (limiter_window in claim-4.lua; layout 3: "<starts>"); expires with kr:<key>
+ *   run           HASH  running counts while flow field rc is set (a queue with per-name caps or
+ *                       keyed jobs): n:<name> and g:<group key> -> active jobs, a field at 0 removed;
+ *                       kept by claim, complete, fail, release, rescue and cancel (running_note in
+ *                       _common.lua)
  *   kh:<key>      STRING a limiter key's hold (RetryLater with pause "key"): held until ms; expires
  *                       a minute after that
  *   idx           ZSET  every job NOT in a fast lane, by seq: with the fast lanes (already in seq
@@ -92,7 +102,8 @@
  *   flows: pi parent id, pq parent queue, pb parent key base, pp position in its flow (children);
  *   pc unsettled children, pf failure policy "fail" | "continue" (parents). State wc = waiting-children.
  *   flow control (job options group, limiter): ln lane, gk group key, gc group concurrency,
- *   lk limiter key, lm limiter max, ld limiter window ms.
+ *   lk limiter key, lm limiter max, ld limiter window ms; rc 1: counted in the queue's running
+ *   counts by the claim that made it active (only meaningful while it is active and flow rc is set).
  *
  * Cross-queue keys, each read or written on its own, never inside a queue's script:
  *   <prefix>:queues        SET of every queue name used (stats(), maintenance, lookups by id).
@@ -122,8 +133,13 @@
  *      and the window's starts are kept in a count (flow field rn, kn:<key>). Layout 2 data is
  *      valid layout 3 data: a member without a count is one start, and a missing count is summed
  *      from the window's members by the next claim (trim_window in lua/claim-4.lua).
+ *   4  running counts per name and group are kept (`run`, flow field rc, job field rc) instead of
+ *      read from every active job by each claim, and a limiter key's count kn:<key> also says until
+ *      when its keys live and when its window is trimmed next. Layout 3 data is valid layout 4 data: a queue without flow rc gets its
+ *      counts from its active jobs at its next claim that needs them, and a count without "until"
+ *      has its expiry renewed at the key's next start.
  */
-export const LAYOUT_VERSION = 3;
+export const LAYOUT_VERSION = 4;
 
 /** Key names of one queue. */
 export class QueueKeys {

@@ -155,6 +155,47 @@ local function to_slow_lane(base, id, name, priority, run_at, seq, lane)
   if lane then redis.call('ZADD', base .. 'ls:' .. name, 0, lane) end
 end
 
+-- ── Running counts (flow control) ─────────────────────────────────────────────────────────
+-- A queue whose claims need running counts (per-name caps, flow field pn; or keyed jobs, ln) keeps
+-- them in <base>run instead of reading every active job's hash on every claim: field n:<name>, and
+-- g:<group key> (also the group's lane name), each the number of its active jobs, a field at 0
+-- removed. Counting is on while flow field rc is set: the first claim that needs the counts sets
+-- it, counting every active job then (claim-4.lua). A job claimed or counted while counting is on
+-- carries field rc = 1, so a script that moves a job out of active (complete, fail, release,
+-- rescue, cancel) knows to take it off the counts without asking the flow hash for other jobs.
+-- A marked job is counted exactly while counting is on: every active job is counted from the
+-- moment rc is set, and flow-set removes rc and the counts together.
+
+-- Adds a job leaving active to `counts` (field -> how many jobs leave), by name and group.
+local function running_note(counts, name, group)
+  counts['n:' .. name] = (counts['n:' .. name] or 0) + 1
+  if group then counts['g:' .. group] = (counts['g:' .. group] or 0) + 1 end
+end
+
+-- Takes the jobs noted in `counts` off the queue's running counts, when it counts (flow rc).
+local function running_release(base, counts)
+  local fields = {}
+  for field in pairs(counts) do fields[#fields + 1] = field end
+  if #fields == 0 or not redis.call('HGET', base .. 'flow', 'rc') then return end
+  local runKey = base .. 'run'
+  for i = 1, #fields, CHUNK do
+    local slice = { unpack(fields, i, math.min(i + CHUNK - 1, #fields)) }
+    local was = redis.call('HMGET', runKey, unpack(slice))
+    local keep, gone = {}, {}
+    for j, field in ipairs(slice) do
+      local left = num(was[j], 0) - counts[field]
+      if left > 0 then
+        keep[#keep + 1] = field
+        keep[#keep + 1] = int(left)
+      else
+        gone[#gone + 1] = field
+      end
+    end
+    if #keep > 0 then redis.call('HSET', runKey, unpack(keep)) end
+    if #gone > 0 then redis.call('HDEL', runKey, unpack(gone)) end
+  end
+end
+
 -- Records a finished job in its state's set (by finished_at) and, when it has a retention
 -- deadline, in the expiry set the pruner reads. deadline nil = kept until removed by hand.
 -- With `batch` (a table { set = {score, member, ...}, expiry = {...} }) the members are collected

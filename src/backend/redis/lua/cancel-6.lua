@@ -43,7 +43,7 @@ if packed then
   return 'cancelled'
 end
 
-local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'o', 'a', 'w', 'sa', 'h', 'le', 'ln')
+local v = redis.call('HMGET', key, 'st', 'n', 'p', 'r', 's', 'o', 'a', 'w', 'sa', 'h', 'le', 'ln', 'rc', 'gk')
 local state = v[1]
 if not state then return 'not-found' end
 if state == 'c' or state == 'd' or state == 'x' then return 'already-finished' end
@@ -52,6 +52,11 @@ log_event(base, 'cancelled', v[2], id, num(v[7], 0), now, '{"previousState":"' .
 
 if state == 'a' then
   redis.call('ZREM', active, id)
+  if v[13] then
+    local leaving = {}
+    running_note(leaving, v[2], v[14])
+    running_release(base, leaving)
+  end
   redis.call('HSET', key, 'st', 'x', 'f', int(now), 'h', history_with(v[10], v[7], v[8], v[9], now, 'cancelled', nil))
   redis.call('HDEL', key, 'le')
   local deadline = nil

@@ -51,9 +51,72 @@ promote_due(base, sched, now, tonumber(ARGV[5]))
 -- ── flow control: the claim's budget (the rules of claimBudget in src/core/flow.ts) ──────────
 local flowKey, rateKey = base .. 'flow', base .. 'rate'
 local flowRate = nil      -- true when the starts below go into the rate window
+local rateStarts = 0      -- the starts in the rate window before this claim's (flow field rn)
 local rateRoom, rateSlotIn = nil, nil -- starts the rate allows now; ms until a slot opens once they are made
 local nameRoom = {}       -- capped job name -> how many of it may start
-local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc', 'rn')
+local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc', 'rn', 'rc', 'rs', 'kx')
+-- Flow hash fields this claim changes, written in one HSET by flow_write (before any return that
+-- follows a change); rs, the counter that makes rate-window members unique, taken from here.
+local flowChanges, memberCounter = {}, num(flow[10], 0)
+local function flow_write()
+  local args = {}
+  for field, value in pairs(flowChanges) do
+    args[#args + 1] = field
+    args[#args + 1] = value
+  end
+  if #args > 0 then redis.call('HSET', flowKey, unpack(args)) end
+  flowChanges = {}
+end
+local function next_member(starts)
+  memberCounter = memberCounter + 1
+  flowChanges.rs = int(memberCounter)
+  return int(memberCounter) .. ':' .. int(starts)
+end
+
+-- Running counts per name and group (running_note in _common.lua), for a queue with per-name
+-- caps or keyed jobs. The first claim that needs them counts the active jobs once (expired
+-- leases not yet rescued included: they hold their slot until the rescue, as on SQL) and marks
+-- them; from then on claims add their jobs and the scripts that take jobs out of active take
+-- them off, so no claim reads the active jobs again.
+local runKey = base .. 'run'
+local counting = flow[6] or (flow[4] and flow[4] ~= '{}')
+local runKnown = {} -- field -> running count, as read (or counted) by this claim
+if counting and not flow[9] then
+  redis.call('DEL', runKey)
+  local counts = {}
+  for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
+    local key = base .. 'j:' .. id
+    local v = redis.call('HMGET', key, 'st', 'n', 'gk')
+    if v[1] == 'a' then
+      running_note(counts, v[2], v[3])
+      redis.call('HSET', key, 'rc', '1')
+    end
+  end
+  local args = {}
+  for field, n in pairs(counts) do
+    args[#args + 1] = field
+    args[#args + 1] = int(n)
+  end
+  if #args > 0 then call_chunked('HSET', runKey, args, 2) end
+  redis.call('HSET', flowKey, 'rc', '1')
+  runKnown = setmetatable(counts, { __index = function() return 0 end })
+end
+-- Reads the running counts of `fields` this claim does not know yet, in one HMGET.
+local function running_read(fields)
+  local unknown = {}
+  for _, field in ipairs(fields) do
+    if runKnown[field] == nil then unknown[#unknown + 1] = field end
+  end
+  for i = 1, #unknown, CHUNK do
+    local slice = { unpack(unknown, i, math.min(i + CHUNK - 1, #unknown)) }
+    local got = redis.call('HMGET', runKey, unpack(slice))
+    for j, field in ipairs(slice) do runKnown[field] = num(got[j], 0) end
+  end
+end
+local function running_count(field)
+  if runKnown[field] == nil then running_read({ field }) end
+  return runKnown[field]
+end
 
 -- A rate window (the queue's `rate`, a limiter key's kr:<key>) holds one member per claim that
 -- started jobs in it, "<counter>:<starts>", scored by the claim's time (a member without ':' is
@@ -74,10 +137,10 @@ local function trim_window(windowKey, cutoff, count)
     return count, true
   end
   local gone = redis.call('ZRANGEBYSCORE', windowKey, '-inf', cutoff)
-  if #gone == 0 then return count, false end
+  if #gone == 0 then return count, false, 0 end
   for _, member in ipairs(gone) do count = count - member_starts(member) end
   redis.call('ZREMRANGEBYSCORE', windowKey, '-inf', cutoff)
-  return math.max(0, count), true
+  return math.max(0, count), true, #gone
 end
 if flow[1] or flow[3] or flow[4] or flow[5] then
   local retryIn = -1
@@ -86,9 +149,11 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
   if flow[1] then
     local rateMax, rateMs = tonumber(flow[1]), tonumber(flow[2])
     local starts, changed = trim_window(rateKey, int(now - rateMs), tonumber(flow[8]))
-    if changed then redis.call('HSET', flowKey, 'rn', int(starts)) end
+    if changed then flowChanges.rn = int(starts) end
+    rateStarts = starts
     local room = rateMax - starts
     if room <= 0 then
+      flow_write()
       local oldest = redis.call('ZRANGE', rateKey, 0, 0, 'WITHSCORES')
       return { { int(math.max(1, num(oldest[2], now) + rateMs - now)) } }
     end
@@ -102,16 +167,16 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
   if flow[3] then limit = math.min(limit, math.max(0, tonumber(flow[3]) - redis.call('ZCARD', active))) end
   if flow[4] and flow[4] ~= '{}' then
     local caps = cjson.decode(flow[4])
-    local running = {}
-    for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
-      local name = redis.call('HGET', base .. 'j:' .. id, 'n')
-      if name then running[name] = (running[name] or 0) + 1 end
+    local capped = {}
+    for i = 6, #ARGV do
+      if caps[ARGV[i]] then capped[#capped + 1] = 'n:' .. ARGV[i] end
     end
+    running_read(capped)
     local uncapped, cappedRoom = false, 0
     for i = 6, #ARGV do
       local cap = caps[ARGV[i]]
       if cap then
-        nameRoom[ARGV[i]] = math.max(0, cap - (running[ARGV[i]] or 0))
+        nameRoom[ARGV[i]] = math.max(0, cap - running_count('n:' .. ARGV[i]))
         cappedRoom = cappedRoom + nameRoom[ARGV[i]]
       else
         uncapped = true
@@ -119,7 +184,10 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
     end
     if not uncapped then limit = math.min(limit, cappedRoom) end
   end
-  if limit <= 0 then return { { retryIn } } end
+  if limit <= 0 then
+    flow_write()
+    return { { retryIn } }
+  end
 end
 -- ──────────────────────────────────────────────────────────────────────────────────────────
 
@@ -181,6 +249,91 @@ local function before(x, y)
 end
 
 -- ── flow keys: turns across lanes (pickAcrossLanes in src/core/flow.ts) ─────────────────────
+-- A limiter key's window, read when the turns first reach a job of the key, written once at the
+-- end by windows_write. Its count kn:<key> is "<starts> <until> <members> <trim at>" (layout 3:
+-- "<starts>"): the starts of the members in kr:<key>; until when (Redis' own clock, ms) both keys
+-- are known to live, so a claim renews their expiry (a minute after the last start could still
+-- count) only when it is near, not on every claim; how many members kr:<key> holds, and at how
+-- many the next claim trims it. Between trims the count includes starts that left the window,
+-- so it is at least the window's: a key whose count leaves room has room, and only a key whose
+-- count says full is trimmed first (window_full). The trim at twice the members the last trim
+-- kept (and 16) bounds the set to about twice the window's claims at a cost of one trim per that
+-- many claims.
+local windows, windowKeys = {}, {}
+local redisNow = math.floor(timeUs / 1000)
+-- Trims a window to its starts in (now - its window, now], exactly.
+local function window_trim(w)
+  local n, changed, removed = trim_window(base .. 'kr:' .. w.key, int(now - w.cutoffMs), w.counted and w.n or nil)
+  w.n, w.exact = n, true
+  w.changed = w.changed or changed
+  w.members = (removed and w.members) and w.members - removed or redis.call('ZCARD', base .. 'kr:' .. w.key)
+  w.trimAt = 2 * w.members + 16
+end
+local function limiter_window(key, ms)
+  local w = windows[key]
+  if not w then
+    local got = redis.call('MGET', base .. 'kn:' .. key, base .. 'kh:' .. key)
+    local count, livesUntil, members, trimAt = nil, 0, nil, nil
+    if got[1] then
+      local c, u, m, t = string.match(got[1], '^(%d+) ?(%d*) ?(%d*) ?(%d*)$')
+      count, livesUntil, members, trimAt = tonumber(c), tonumber(u) or 0, tonumber(m), tonumber(t)
+    end
+    w = { key = key, n = count or 0, counted = count ~= nil, exact = false, changed = false, livesUntil = livesUntil,
+      members = members, trimAt = trimAt, starts = 0, ms = ms, cutoffMs = ms, heldUntil = num(got[2], 0) }
+    if not (count and members and trimAt) or members > trimAt then window_trim(w) end
+    windows[key] = w
+    windowKeys[#windowKeys + 1] = key
+  end
+  return w
+end
+-- Whether a key's window has no room for one more start after `taken` of this claim's.
+local function window_full(w, max, taken)
+  if w.n + taken < max then return false end
+  if not w.exact then window_trim(w) end
+  return w.n + taken >= max
+end
+-- The time of the oldest start in a window, read only for a key that blocks (when it reopens).
+local function window_oldest(w)
+  if w.oldest == nil then
+    w.oldest = w.n > 0 and tonumber(redis.call('ZRANGE', base .. 'kr:' .. w.key, 0, 0, 'WITHSCORES')[2]) or now
+  end
+  return w.oldest
+end
+-- Records the claim's starts in each limiter key's window (one member for the claim's starts of
+-- the key) and writes the counts that changed.
+local function windows_write()
+  for _, key in ipairs(windowKeys) do
+    local w = windows[key]
+    local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
+    local n = w.n + w.starts
+    local members = w.members + (w.starts > 0 and 1 or 0)
+    local function count_text(livesUntil)
+      return int(n) .. ' ' .. int(livesUntil) .. ' ' .. int(members) .. ' ' .. int(w.trimAt)
+    end
+    if w.starts > 0 then
+      redis.call('ZADD', windowKey, int(now), next_member(w.starts))
+      local ttl = w.ms + 60000
+      if w.livesUntil - redisNow < ttl then
+        -- Renewed to twice that, so the next renewal is a minute (or a window) away.
+        redis.call('PEXPIRE', windowKey, int(2 * ttl))
+        redis.call('SET', countKey, count_text(redisNow + 2 * ttl), 'PX', int(2 * ttl))
+      else
+        redis.call('SET', countKey, count_text(w.livesUntil), 'KEEPTTL')
+      end
+    elseif w.changed then
+      if n <= 0 then
+        redis.call('DEL', countKey)
+      elseif w.counted then
+        redis.call('SET', countKey, count_text(w.livesUntil), 'KEEPTTL')
+      else
+        -- A layout 2 window had no count: it gets one expiring with the window.
+        local ttl = redis.call('PTTL', windowKey)
+        if ttl > 0 then redis.call('SET', countKey, count_text(redisNow + ttl), 'PX', ttl) else redis.call('SET', countKey, count_text(0)) end
+      end
+    end
+  end
+end
+
 -- `unkeyed`: the unkeyed jobs in claim order as merged above ({ id, fast, source }), the first
 -- lane. The keyed lanes follow in turn from after the lane cursor (lc), each with its first jobs
 -- in claim order. Takes one job from each lane in turn, then a second, ..., up to `limit`,
@@ -224,21 +377,34 @@ local function take_turns(unkeyed, sources)
   -- headsPerLane in src/core/job-flow.ts
   local perLane = #laneList <= 4 and limit or math.ceil(limit / #laneList) + 2
   local lanes = { { lane = '', jobs = {} } }
+  local readOf = {} -- lane key -> how many of its first entries were read (at most perLane)
   for j, pick in ipairs(unkeyed) do lanes[1].jobs[j] = { id = pick[1], fast = pick[2], name = pick[3].name } end
+  -- A lane key's entries are in claim order already: with one name a lane is its key's first
+  -- entries as they come, and the claim-order keys are parsed only to merge several names.
+  local merge = #names > 1
   for _, lane in ipairs(laneList) do
     local jobs = {}
     for _, name in ipairs(names) do
       local laneKey = base .. 'L:' .. name .. '\n' .. lane
-      local members = redis.call('ZRANGE', laneKey, 0, perLane - 1, 'WITHSCORES')
+      local members, step
+      if merge then
+        members, step = redis.call('ZRANGE', laneKey, 0, perLane - 1, 'WITHSCORES'), 2
+      else
+        members, step = redis.call('ZRANGE', laneKey, 0, perLane - 1), 1
+      end
       if #members == 0 then redis.call('ZREM', base .. 'ls:' .. name, lane) end
-      for j = 1, #members, 2 do
+      readOf[laneKey] = #members / step
+      for j = 1, #members, step do
         local m = members[j]
-        jobs[#jobs + 1] = { key = { tonumber(members[j + 1]), tonumber(string.sub(m, 1, 13)), tonumber(string.sub(m, 14, 25)) },
-          id = string.sub(m, 26), member = m, laneKey = laneKey, name = name }
+        local job = { id = string.sub(m, 26), laneKey = laneKey, name = name }
+        if merge then job.key = { tonumber(members[j + 1]), tonumber(string.sub(m, 1, 13)), tonumber(string.sub(m, 14, 25)) } end
+        jobs[#jobs + 1] = job
       end
     end
-    table.sort(jobs, function(x, y) return before(x.key, y.key) end)
-    for j = perLane + 1, #jobs do jobs[j] = nil end
+    if merge then
+      table.sort(jobs, function(x, y) return before(x.key, y.key) end)
+      for j = perLane + 1, #jobs do jobs[j] = nil end
+    end
     lanes[#lanes + 1] = { lane = lane, jobs = jobs }
   end
   -- A keyed job's hash is read when the turns first reach it, not for every head job: most
@@ -248,48 +414,22 @@ local function take_turns(unkeyed, sources)
     if job.fields or not job.laneKey then return end
     local fields = redis.call('HGETALL', base .. 'j:' .. job.id)
     local at = {}
-    for j = 1, #fields, 2 do at[fields[j]] = fields[j + 1] end
-    job.fields = fields
-    job.gk, job.gc, job.lk, job.lm, job.ld = at.gk, tonumber(at.gc), at.lk, tonumber(at.lm), tonumber(at.ld)
+    for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+    job.fields, job.at = fields, at
+    job.gk, job.lk = at.gk and fields[at.gk], at.lk and fields[at.lk]
+    if job.gk then job.gc = tonumber(fields[at.gc]) end
+    if job.lk then job.lm, job.ld = tonumber(fields[at.lm]), tonumber(fields[at.ld]) end
   end
 
-  -- Running jobs per group, from the active set (read once, when a group is first met; bounded by
-  -- the fleet's concurrency). Expired leases not yet rescued hold their slot, as on SQL.
-  local groupActive = nil
-  local function group_running(key)
-    if not groupActive then
-      groupActive = {}
-      for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
-        local g = redis.call('HGET', base .. 'j:' .. id, 'gk')
-        if g then groupActive[g] = (groupActive[g] or 0) + 1 end
-      end
-    end
-    return groupActive[key] or 0
+  -- Running jobs per group (the running counts above): a group's lane is named as its count's
+  -- field, g:<key>, so the counts of the groups visited are read in one HMGET.
+  local groupLanes = {}
+  for _, lane in ipairs(laneList) do
+    if string.sub(lane, 1, 2) == 'g:' then groupLanes[#groupLanes + 1] = lane end
   end
-  -- A limiter key's window, read when the turns first reach a job of the key.
-  local windows = {}
-  local function limiter_window(key, ms)
-    local w = windows[key]
-    if not w then
-      local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
-      local kept = tonumber(redis.call('GET', countKey))
-      local n, changed = trim_window(windowKey, int(now - ms), kept)
-      if changed then
-        -- The count expires with its window (both get the same PEXPIRE below).
-        if n <= 0 then
-          redis.call('DEL', countKey)
-        elseif kept ~= nil then
-          redis.call('SET', countKey, int(n), 'KEEPTTL')
-        else
-          local ttl = redis.call('PTTL', windowKey)
-          if ttl > 0 then redis.call('SET', countKey, int(n), 'PX', ttl) else redis.call('SET', countKey, int(n)) end
-        end
-      end
-      local oldest = n > 0 and tonumber(redis.call('ZRANGE', windowKey, 0, 0, 'WITHSCORES')[2]) or nil
-      w = { n = n, oldest = oldest, heldUntil = num(redis.call('GET', base .. 'kh:' .. key), 0) }
-      windows[key] = w
-    end
-    return w
+  running_read(groupLanes)
+  local function group_running(key)
+    return running_count('g:' .. key)
   end
 
   local picks, position, stopped = {}, {}, {}
@@ -321,9 +461,9 @@ local function take_turns(unkeyed, sources)
           if w.heldUntil > now then
             blocked = true
             reopen(w.heldUntil - now)
-          elseif w.n + (limiterTaken[job.lk] or 0) >= job.lm then
+          elseif window_full(w, job.lm, limiterTaken[job.lk] or 0) then
             blocked = true
-            reopen(math.max(1, (w.oldest or now) + job.ld - now))
+            reopen(math.max(1, window_oldest(w) + job.ld - now))
           end
         end
         if blocked then
@@ -363,7 +503,7 @@ local function take_turns(unkeyed, sources)
         laneKeys[#laneKeys + 1] = job.laneKey
       end
       takenOf[job.laneKey] = takenOf[job.laneKey] + 1
-      out[#out + 1] = { job.id, false, nil, job.fields }
+      out[#out + 1] = { job.id, false, nil, job.fields, job.at }
     else
       out[#out + 1] = { job.id, job.fast }
     end
@@ -374,11 +514,20 @@ local function take_turns(unkeyed, sources)
     if (position[i] or 0) > 0 then
       for _, name in ipairs(names) do
         local laneKey = base .. 'L:' .. name .. '\n' .. lanes[i].lane
-        if redis.call('EXISTS', laneKey) == 0 then redis.call('ZREM', base .. 'ls:' .. name, lanes[i].lane) end
+        -- A lane key read whole (fewer entries than asked for) is empty once all of them are taken;
+        -- one read only in part is asked.
+        local read, taken = readOf[laneKey] or 0, takenOf[laneKey] or 0
+        local empty
+        if read < perLane then
+          empty = taken >= read
+        else
+          empty = taken >= read and redis.call('EXISTS', laneKey) == 0
+        end
+        if empty then redis.call('ZREM', base .. 'ls:' .. name, lanes[i].lane) end
       end
     end
   end
-  if lastLane and lastLane ~= '' then redis.call('HSET', flowKey, 'lc', lastLane) end
+  if lastLane and lastLane ~= '' then flowChanges.lc = lastLane end
   return out
 end
 
@@ -412,6 +561,8 @@ if flow[6] then
   local picked, retryIn = take_turns(taken, sources)
   if not picked then
     buckets_close(buckets)
+    windows_write()
+    flow_write()
     return { { retryIn } }
   end
   taken = picked
@@ -433,7 +584,7 @@ local nowText = int(now)
 local activeData = '{"workerId":' .. worker_id_json(worker) .. '}'
 local reply = { false }
 local activeArgs, idxArgs = {}, {}
-local limiterStarts, limiterKeys = {}, {} -- limiter key -> { n starts, ms window }; the keys in order
+local started = {} -- running counts this claim adds to (running_note), while the queue counts
 for _, pick in ipairs(taken) do
   local id, fromFast = pick[1], pick[2]
   local key = base .. 'j:' .. id
@@ -448,8 +599,11 @@ for _, pick in ipairs(taken) do
     -- A keyed job's hash was read by the turns (take_turns) already.
     fields = pick[4] or redis.call('HGETALL', key)
   end
-  local at = {}
-  for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+  local at = pick[5]
+  if not at then
+    at = {}
+    for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
+  end
   -- Every script keeps lanes and hashes in step, so a lane entry always names a waiting job;
   -- should one not, it is dropped from the lane above and never claimed.
   if at.st and fields[at.st] == 'w' then
@@ -461,6 +615,11 @@ for _, pick in ipairs(taken) do
       'w', worker,
       'sa', nowText,
     }
+    if counting then
+      updates[#updates + 1] = 'rc'
+      updates[#updates + 1] = '1'
+      running_note(started, fields[at.n], at.gk and fields[at.gk])
+    end
     -- The reply is the hash as it is now: patch the copy read above instead of reading it again.
     for j = 1, #updates, 2 do
       local pos = at[updates[j]]
@@ -482,14 +641,9 @@ for _, pick in ipairs(taken) do
     reply[#reply + 1] = id
     reply[#reply + 1] = table.concat(fields, '\0')
     if at.lk then
-      local starts = limiterStarts[fields[at.lk]]
-      if not starts then
-        starts = { n = 0, ms = tonumber(fields[at.ld]) }
-        limiterStarts[fields[at.lk]] = starts
-        limiterKeys[#limiterKeys + 1] = fields[at.lk]
-      end
-      starts.n = starts.n + 1
-      starts.ms = math.max(starts.ms, tonumber(fields[at.ld]))
+      local w = limiter_window(fields[at.lk], tonumber(fields[at.ld]))
+      w.starts = w.starts + 1
+      w.ms = math.max(w.ms, tonumber(fields[at.ld]))
     end
   end
 end
@@ -498,22 +652,24 @@ if #activeArgs > 0 then call_chunked('ZADD', active, activeArgs, 2) end
 if flowRate and #activeArgs > 0 then
   -- One rate-window member for this claim's starts (trim_window), made unique by a counter.
   local n = #activeArgs / 2
-  redis.call('ZADD', rateKey, nowText, int(redis.call('HINCRBY', flowKey, 'rs', 1)) .. ':' .. int(n))
-  redis.call('HINCRBY', flowKey, 'rn', n)
+  redis.call('ZADD', rateKey, nowText, next_member(n))
+  flowChanges.rn = int(rateStarts + n)
 end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
 -- Each limiter key's starts go into its window kr:<key> as one member and onto its count kn:<key>
--- (trim_window); both expire a minute after the last start could still count, so keys nobody
--- uses any more leave no trace.
-for _, key in ipairs(limiterKeys) do
-  local starts = limiterStarts[key]
-  local windowKey, countKey = base .. 'kr:' .. key, base .. 'kn:' .. key
-  redis.call('ZADD', windowKey, nowText, int(redis.call('HINCRBY', flowKey, 'rs', 1)) .. ':' .. int(starts.n))
-  redis.call('INCRBY', countKey, starts.n)
-  local ttl = int(starts.ms + 60000)
-  redis.call('PEXPIRE', windowKey, ttl)
-  redis.call('PEXPIRE', countKey, ttl)
+-- (trim_window); both expire a minute or two after the last start could still count, so keys
+-- nobody uses any more leave no trace.
+windows_write()
+flow_write()
+-- The running counts with this claim's jobs, in one write (the counts were read above).
+local startedFields, startedArgs = {}, {}
+for field in pairs(started) do startedFields[#startedFields + 1] = field end
+running_read(startedFields)
+for _, field in ipairs(startedFields) do
+  startedArgs[#startedArgs + 1] = field
+  startedArgs[#startedArgs + 1] = int(runKnown[field] + started[field])
 end
+if #startedArgs > 0 then call_chunked('HSET', runKey, startedArgs, 2) end
 
 local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
 if first[2] then reply[1] = int(math.max(0, tonumber(first[2]) - now)) end

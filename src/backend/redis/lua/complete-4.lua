@@ -17,13 +17,15 @@ local nowText = int(now)
 local result = {}
 local done = {}                                   -- ids leaving the active set
 local finished = { completed = {}, expiry = {} }  -- batched ZADDs
+local leaving = {}                                -- running counts to release (running_note)
 for i = 2, #ARGV, 3 do
   local id, token = ARGV[i], tonumber(ARGV[i + 1])
   local key = base .. 'j:' .. id
-  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'e', 'sl', 'n')
+  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'e', 'sl', 'n', 'rc', 'gk')
   if v[1] == 'a' and num(v[2], 0) == token then
     local _, retain = parse_options(v[3])
     done[#done + 1] = id
+    if v[11] then running_note(leaving, v[10], v[12]) end
     log_event(base, 'completed', v[10], id, v[4], now, '{"result":' .. ARGV[i + 2] .. '}')
     if retain == 0 then
       delete_job(base, id, nil)
@@ -43,5 +45,6 @@ for i = 2, #ARGV, 3 do
   end
 end
 if #done > 0 then call_chunked('ZREM', active, done, 1) end
+running_release(base, leaving)
 flush_finished(base, finished)
 return result

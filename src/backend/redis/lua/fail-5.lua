@@ -24,13 +24,15 @@ local results = {}
 local done = {}                              -- ids leaving the active set
 local retries = {}                           -- run_at, id pairs for the scheduled set
 local finished = { dead = {}, expiry = {} }  -- batched ZADDs
+local leaving = {}                           -- running counts to release (running_note)
 local nextRunAt = false
 for i = 4, #ARGV, 4 do
   local id, token, err, delay = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local key = base .. 'j:' .. id
-  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'sl', 'n')
+  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'sl', 'n', 'rc', 'gk')
   if v[1] == 'a' and num(v[2], 0) == token then
     done[#done + 1] = id
+    if v[10] then running_note(leaving, v[9], v[11]) end
     -- Any settle other than a lease expiry ends a run of expiries: stalls back to 0.
     if v[8] then redis.call('HDEL', key, 'sl') end
     if delay ~= '' then
@@ -59,6 +61,7 @@ for i = 4, #ARGV, 4 do
   end
 end
 if #done > 0 then call_chunked('ZREM', active, done, 1) end
+running_release(base, leaving)
 if #retries > 0 then call_chunked('ZADD', sched, retries, 2) end
 flush_finished(base, finished)
 if not nextRunAt then return { results, false } end

@@ -16,12 +16,14 @@ local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
 local results = {}
 local released = false
+local leaving = {} -- running counts to release (running_note)
 for i = 4, #ARGV, 2 do
   local id, token = ARGV[i], tonumber(ARGV[i + 1])
   local key = base .. 'j:' .. id
-  local v = redis.call('HMGET', key, 'st', 'k', 'a', 'w', 'sa', 'h', 'n', 'p', 'r', 's')
+  local v = redis.call('HMGET', key, 'st', 'k', 'a', 'w', 'sa', 'h', 'n', 'p', 'r', 's', 'rc', 'gk')
   if v[1] == 'a' and num(v[2], 0) == token then
     redis.call('ZREM', active, id)
+    if v[11] then running_note(leaving, v[7], v[12]) end
     redis.call('HSET', key, 'st', 'w', 'h', history_with(v[6], v[3], v[4], v[5], now, 'released', nil))
     -- The attempt did not count: attempt - 1 (0 is stored as no field at all).
     local attempt = num(v[3], 1) - 1
@@ -35,5 +37,6 @@ for i = 4, #ARGV, 2 do
     results[#results + 1] = 0
   end
 end
+running_release(base, leaving)
 if released then wake(ARGV[2], ARGV[3]) end
 return results

@@ -48,11 +48,13 @@ if #ids > 0 then
   end
 end
 local excusedWorkers = {}
+local leaving = {} -- running counts to release (running_note)
 for _, id in ipairs(ids) do
   local key = base .. 'j:' .. id
   redis.call('ZREM', active, id)
-  local v = redis.call('HMGET', key, 'st', 'n', 'a', 'o', 'sl', 'w', 'sa', 'h', 'p', 's', 'k', 'xt')
+  local v = redis.call('HMGET', key, 'st', 'n', 'a', 'o', 'sl', 'w', 'sa', 'h', 'p', 's', 'k', 'xt', 'rc', 'gk')
   if v[1] == 'a' then
+    if v[13] then running_note(leaving, v[2], v[14]) end
     local attempt = num(v[3], 0)
     local stall = 1
     if v[12] == (v[11] or '0') then stall = 0 end
@@ -99,5 +101,6 @@ for _, id in ipairs(ids) do
     out[#out + 1] = v[6]
   end
 end
+running_release(base, leaving)
 if requeued then wake(ARGV[2], ARGV[3]) end
 return out
