@@ -34,7 +34,7 @@ import { startThrowawayRedis, testPrefix } from "../testkit/servers/redis.js";
 import { fmt, formatLoad, machineLine, median } from "./lib.js";
 
 const CLAIM = 5;
-const WARMUP_CLAIMS = 10;
+const WARMUP_CLAIMS = 50;
 const WORKER = { id: "queues-bench", host: "bench", pid: process.pid };
 
 export interface QueuesCell {
@@ -294,7 +294,7 @@ export async function main(argv: string[]): Promise<void> {
   });
   const runs = Number(values.runs);
   const claims = Number(values.claims);
-  if (claims * CLAIM + WARMUP_CLAIMS * CLAIM > 5_000) throw new Error("--claims: at most 990 (every cell holds 5,000 jobs and nothing is completed)");
+  if (claims * CLAIM + WARMUP_CLAIMS * CLAIM > 5_000) throw new Error("--claims: at most 950 (every cell holds 5,000 jobs and nothing is completed)");
   const variants: Variant[] = [{ name: "this", dir: "" }];
   if (typeof values.main === "string" && values.main !== "") variants.unshift({ name: "main", dir: values.main });
   const kinds = { postgres: postgresKind, sqlite: sqliteKind, redis: redisKind } as const;
@@ -365,5 +365,3 @@ function printStore(store: string, variants: readonly Variant[], samples: Map<st
   console.log(rows.join("\n"));
   console.log("\n```\nEvery run:\n  " + every.join("\n  ") + "\n```");
 }
-
-await main(process.argv.slice(2).filter((a) => a !== "--queues"));

@@ -32,7 +32,10 @@ import type { ScaleOptions } from "./scale.js";
 // What metrics and tracing cost (bench/metrics.ts), with options of its own.
 if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => process.exit(process.exitCode ?? 0));
 // Many queues (bench/queues.ts): claim cost with 999 empty queues named, with options of its own.
-if (process.argv.includes("--queues")) await import("./queues.js").then(() => process.exit(process.exitCode ?? 0));
+if (process.argv.includes("--queues")) {
+  await import("./queues.js").then((m) => m.main(process.argv.slice(2).filter((a) => a !== "--queues")));
+  process.exit(process.exitCode ?? 0);
+}
 // Flow control (bench/flowctl.ts): overhead of limits, rate accuracy, queries while limited.
 if (process.argv.includes("--flowctl")) await import("./flowctl.js").then(() => process.exit(process.exitCode ?? 0));
 // The outbox relay benchmark has options of its own (bench/outbox.ts).
