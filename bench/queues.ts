@@ -155,7 +155,9 @@ function postgresKind(): StoreKind {
           return withClient(url.toString(), async (c) => {
             await c.query("BEGIN");
             try {
-              const params = [null, textArray(queues), textArray(["noop"]), CLAIM, 60_000, WORKER.id, WORKER.host, WORKER.pid, false, null];
+              const params: unknown[] = [null, textArray(queues), textArray(["noop"]), CLAIM, 60_000, WORKER.id, WORKER.host, WORKER.pid, false, null];
+              // This tree's claim.sql takes the queues' range as $11/$12 (main's, before the fifth pass, does not).
+              if (sql.claim!.includes("$12")) params.push(queues[0], queues[queues.length - 1]);
               const rows = await c.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) ${sql.claim}`, params);
               const text = rows.rows.map((r) => r["QUERY PLAN"]).join("\n");
               // The first Buffers line belongs to the root node: the whole execution's buffers.

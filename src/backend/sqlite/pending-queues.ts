@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { preparedFor } from "../checked-lists.js";
+import { byteOrderRange } from "../named-range.js";
 import type { PendingRange } from "./statements.js";
 
 /**
@@ -9,32 +10,18 @@ import type { PendingRange } from "./statements.js";
  */
 export const PENDING_SCAN_LIMIT = 32;
 
-/**
- * Code units where JavaScript's string order (UTF-16 code units) may differ from SQLite's
- * BINARY order (UTF-8 bytes, i.e. code points): surrogates and U+E000–U+FFFF. A list with a
- * name holding one gets no range: every named queue is probed. (Checked queue names are ASCII.)
- */
-const ORDER_MAY_DIFFER = /[\uD800-\uFFFF]/;
-
 /** A claim's named queues, prepared once per list (checked-lists.ts): de-duplicated, as a set, and their range. */
 interface NamedQueues {
   readonly all: readonly string[];
   readonly set: ReadonlySet<string>;
-  /** The first and last name in SQLite's order, or null when that order is not JavaScript's. */
+  /** The first and last name in SQLite's BINARY order. */
   readonly range: { first: string; last: string } | null;
 }
 
 function prepare(queues: readonly string[]): NamedQueues {
   const set = new Set(queues);
   const all = [...set];
-  if (all.length === 0 || all.some((name) => ORDER_MAY_DIFFER.test(name))) return { all, set, range: null };
-  let first = all[0]!;
-  let last = first;
-  for (const name of all) {
-    if (name < first) first = name;
-    else if (name > last) last = name;
-  }
-  return { all, set, range: { first, last } };
+  return { all, set, range: byteOrderRange(all) };
 }
 
 /**
@@ -43,9 +30,8 @@ function prepare(queues: readonly string[]): NamedQueues {
  * (queries/pending-queues.sql) instead of a probe per named queue, so a worker naming 1,000
  * queues of which 999 are empty probes one. Run inside the claim's transaction, so no job can
  * arrive between the scan and the probes: an empty queue skipped here has no job to miss.
- * Every named queue is returned (probed, as before) when there is only one, when the names'
- * order may differ between JavaScript and SQLite, or when the scan finds more than
- * PENDING_SCAN_LIMIT pending queues in the range.
+ * Every named queue is returned (probed, as before) when there is only one, or when the scan
+ * finds more than PENDING_SCAN_LIMIT pending queues in the range.
  */
 export function queuesToProbe(pendingQueues: Database.Statement<[PendingRange], string>, queues: readonly string[]): readonly string[] {
   const named = preparedFor(queues, "sqlite-named-queues", prepare);
