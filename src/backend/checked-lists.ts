@@ -51,7 +51,7 @@ const prepared = new WeakMap<readonly string[], Map<string, unknown>>();
 export function preparedFor<T>(list: readonly string[], kind: string, make: (list: readonly string[]) => T): T {
   if (!Object.isFrozen(list)) return make(list);
   let forms = prepared.get(list);
-  if (forms === undefined) prepared.set(list, (forms = new Map()));
+  if (forms === undefined) prepared.set(list, (forms = new Map<string, unknown>()));
   if (forms.has(kind)) return forms.get(kind) as T;
   const form = make(list);
   forms.set(kind, form);
