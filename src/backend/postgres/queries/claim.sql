@@ -98,7 +98,9 @@ candidate_queues AS (
 open_queues AS MATERIALIZED (
   SELECT q.name
   FROM params, candidate_queues q
-  WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q.name AND p.paused)
+  -- A lookup by primary key per candidate queue: as an anti-join the planner read the whole
+  -- queues table (one row per queue ever used: 1,000 rows for 1 candidate) on every claim.
+  WHERE (SELECT p.paused FROM {{schema}}.queues p WHERE p.name = q.name) IS NOT TRUE
     -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
     AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
 ),
