@@ -87,22 +87,24 @@ scanned AS MATERIALIZED (
   SELECT w.queue FROM waiting_queues w, params p WHERE w.queue IS NOT NULL AND w.queue <= p.last_queue
   LIMIT (SELECT least(cardinality(queues), 32) + 1 FROM params)
 ),
+-- Paused queues are left out here, per branch: the few queues the scan found are looked up by
+-- primary key (as an anti-join the planner read the whole queues table, one row per queue ever
+-- used, on every claim); when every named queue is probed, the anti-join reads it once.
 candidate_queues AS (
   SELECT s.queue AS name FROM scanned s, params p
   WHERE (SELECT count(*) FROM scanned) <= (SELECT least(cardinality(queues), 32) FROM params)
     AND s.queue = ANY (p.queues)
+    AND (SELECT q.paused FROM {{schema}}.queues q WHERE q.name = s.queue) IS NOT TRUE
   UNION ALL
   SELECT name FROM named
   WHERE (SELECT count(*) FROM scanned) > (SELECT least(cardinality(queues), 32) FROM params)
+    AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues q WHERE q.name = named.name AND q.paused)
 ),
 open_queues AS MATERIALIZED (
   SELECT q.name
   FROM params, candidate_queues q
-  -- A lookup by primary key per candidate queue: as an anti-join the planner read the whole
-  -- queues table (one row per queue ever used: 1,000 rows for 1 candidate) on every claim.
-  WHERE (SELECT p.paused FROM {{schema}}.queues p WHERE p.name = q.name) IS NOT TRUE
-    -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
-    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
+  -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
+  WHERE (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
 ),
 open_count AS MATERIALIZED (
   SELECT count(*) AS n FROM open_queues
