@@ -20,9 +20,10 @@
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "graphile-worker";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
-import { Queue, silentLogger } from "../src/index.js";
+import { silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, latencySamples, median, peerVersions, sleep } from "./lib.js";
+import { fillQueues, queueNames } from "./queues.js";
 import { conveyorScale, PREFETCH, runScale, TAKE, type ScaleOptions, type ScaleSystem } from "./scale.js";
 
 const quietGraphile = new Logger(() => () => undefined);
@@ -186,18 +187,9 @@ export async function manyQueues(
   const backend = makeBackend(db.url);
   try {
     await backend.migrate();
-    const names = Array.from({ length: queueCount }, (_, i) => `q${String(i).padStart(4, "0")}`);
+    const names = queueNames(queueCount);
     // Every queue is known to the store (it had a job once); with onlyFirstFilled all but the first are empty now.
-    for (const [i, name] of names.entries()) {
-      const q = new Queue(name, { backend });
-      if (onlyFirstFilled && i > 0) {
-        const [added] = await q.addBulk([{ name: "noop", data: null }]);
-        await backend.cancel(added!.id);
-        await backend.remove(added!.id);
-      } else {
-        await q.addBulk(Array.from({ length: perQueue }, (_, k) => ({ name: "noop", data: { k } })));
-      }
-    }
+    await fillQueues(backend, names, perQueue, onlyFirstFilled);
     await vacuumAnalyze(db.url);
     const times: number[] = [];
     const worker = { id: "scale", host: "bench", pid: process.pid };

@@ -9,6 +9,7 @@
  * `npm run bench -- --backend postgres --soak [--minutes 10] [--rate 2000]` (bench/pg-soak.ts: table bloat)
  * `npm run bench -- --backend postgres|sqlite|redis --scale [--sizes 10000,100000,1000000] [--runs 3] [--samples 100] [--retained N] [--only conveyor]`
  *   (bench/pg-scale.ts, sqlite-scale.ts, redis-scale.ts over bench/scale.ts: growth with the backlog; `--retained` PostgreSQL and SQLite)
+ * `npm run bench -- --queues [--backend postgres,sqlite,redis] [--runs 3] [--claims 300] [--main /work/main]` (bench/queues.ts: claim cost with 999 empty queues named)
  * `npm run bench -- --backend postgres --explain [--backlog 100000] [--jobs 20000]` (bench/pg-explain.ts: plans, WAL per job)
  * `npm run bench -- --backend postgres --ab [--main /work/main] [--jobs 20000] [--runs 3]` (bench/pg-ab.ts: main's backend against this tree's)
  * `npm run bench -- --backend sqlite --ab [--main /work/main] [--runs 3]` (bench/sqlite.ts: main's SqliteBackend beside this tree's)
@@ -30,6 +31,11 @@ import type { ScaleOptions } from "./scale.js";
 
 // What metrics and tracing cost (bench/metrics.ts), with options of its own.
 if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => process.exit(process.exitCode ?? 0));
+// Many queues (bench/queues.ts): claim cost with 999 empty queues named, with options of its own.
+if (process.argv.includes("--queues")) {
+  await import("./queues.js").then((m) => m.main(process.argv.slice(2).filter((a) => a !== "--queues")));
+  process.exit(process.exitCode ?? 0);
+}
 // Flow control (bench/flowctl.ts): overhead of limits, rate accuracy, queries while limited.
 if (process.argv.includes("--flowctl")) await import("./flowctl.js").then(() => process.exit(process.exitCode ?? 0));
 // The outbox relay benchmark has options of its own (bench/outbox.ts).

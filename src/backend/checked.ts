@@ -18,6 +18,7 @@ import { checkName, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY, MIN_PR
 import { holdMs } from "../core/flow.js";
 import type { ScheduleFiring } from "../core/schedule.js";
 import type { EventPrunePolicy } from "../core/queue-events.js";
+import { CheckedLists } from "./checked-lists.js";
 import { checkFinishedWindowArgs, checkListArgs } from "./listing.js";
 import {
   DEFAULT_MAX_COMPLETED_PER_QUEUE,
@@ -147,10 +148,13 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     const capabilities = caps();
     for (let i = 0; i < specs.length; i++) checkSpec(specs[i]!, capabilities, store.description, i);
   };
+  // A worker names the same lists in every claim: each checked once (checked-lists.ts).
+  const claimQueues = new CheckedLists((values) => unique(values, "queue"));
+  const claimNames = new CheckedLists((values) => unique(values, "job"));
   const checkClaim = (request: ClaimRequest): ClaimRequest => ({
     ...request,
-    queues: unique(request.queues, "queue"),
-    names: unique(request.names, "job"),
+    queues: claimQueues.of(request.queues),
+    names: claimNames.of(request.names),
     limit: intInRange("claim limit", request.limit, 1, MAX_CLAIM_LIMIT),
     leaseMs: positiveMs("leaseMs", request.leaseMs),
     ...(request.startsAtOnce === undefined ? {} : { startsAtOnce: intInRange("startsAtOnce", request.startsAtOnce, 0, MAX_CLAIM_LIMIT) }),

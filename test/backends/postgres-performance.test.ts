@@ -254,6 +254,9 @@ describe("claims over many busy queues lock only the winners (PostgreSQL)", () =
         1,
         false,
         null,
+        // $11/$12: the queues' first and last name, byte-wise (the backend computes them once per list).
+        [...queues].sort()[0],
+        [...queues].sort().at(-1),
       ]);
       await client.query("ROLLBACK");
       const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
@@ -324,15 +327,15 @@ describe("claims beside a large delayed set (PostgreSQL)", () => {
     await client.connect();
     try {
       await client.query("SET jit = off");
-      // claim.sql's $1..$10: now, queues, names, limit, lease_ms, worker id, host, pid, flow_checked, starts_at_once.
-      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int) AS ${claimSql(b)}`);
+      // claim.sql's $1..$12: now, queues, names, limit, lease_ms, worker id, host, pid, flow_checked, starts_at_once, first and last queue.
+      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b)}`);
       // The generic plan is the one a pooled connection keeps after five executions; the custom
       // plan the first five get. Each must find the one due job without reading the 100,000 future ones.
       for (const mode of ["force_generic_plan", "force_custom_plan"]) {
         await client.query(`SET plan_cache_mode = ${mode}`);
         await client.query("BEGIN");
         const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
-          "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '{q}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL)",
+          "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '{q}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', 'q')",
         );
         await client.query("ROLLBACK");
         const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);

@@ -86,6 +86,8 @@ import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaV
 import { byClaimOrder, jobRecordFromRow, type SqlJobRow } from "../job-rows.js";
 import { readQueryFiles } from "../query-files.js";
 import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
+import { preparedFor } from "../checked-lists.js";
+import { byteOrderRange } from "../named-range.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
 export interface PostgresBackendOptions {
@@ -775,7 +777,9 @@ export class PostgresBackend implements Backend {
    */
   private claimParams(request: ClaimRequest, limit: number): unknown[] {
     const { id, host, pid } = request.worker;
-    return [textArray(request.queues), textArray(request.names), limit, request.leaseMs, id, host, pid, false, request.startsAtOnce ?? null];
+    // The queue list's literal and range, made once per list (checked-lists.ts), not per claim.
+    const queues = preparedFor(request.queues, "postgres-claim-queues", claimQueuesParam);
+    return [queues.text, textArray(request.names), limit, request.leaseMs, id, host, pid, false, request.startsAtOnce ?? null, queues.first, queues.last];
   }
 
   /**
@@ -1486,6 +1490,12 @@ function leaseKey(jobId: string, token: number): string {
 function settleResults(leases: readonly Lease[], applied: readonly SettledRow[]): SettleResult[] {
   const remaining = new Set(applied.map((r) => leaseKey(r.id, r.lease_token)));
   return leases.map((lease) => (remaining.delete(leaseKey(lease.jobId, lease.token)) ? "applied" : "stale"));
+}
+
+/** claim.sql's $2 (the queues as an array literal) and $11/$12 (their first and last name, byte-wise). */
+function claimQueuesParam(queues: readonly string[]): { text: string; first: string | null; last: string | null } {
+  const range = byteOrderRange(queues);
+  return { text: textArray(queues), first: range?.first ?? null, last: range?.last ?? null };
 }
 
 function queuesOf(rows: readonly SettledRow[]): Set<string> {

@@ -90,7 +90,7 @@ export async function claimUnderLimits<Row extends object>(
   const now = locked.length === 0 ? nowParam : Math.max(...locked.map((row) => row.now!));
   const claimFrom = async (queue: string, names: readonly string[], lim: number, checked: boolean) =>
     // Several claims make up this one: no marks (starts_at_once NULL), the worker sends them.
-    run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked, null]);
+    run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked, null, queue, queue]);
 
   for (const queue of queues) {
     const remaining = limit - rows.length;

@@ -66,6 +66,7 @@ const QUERY_FILES = [
   "list",
   "finished-count",
   "finished-sample",
+  "pending-queues",
 ] as const;
 
 export type SqliteQueryName = (typeof QUERY_FILES)[number];

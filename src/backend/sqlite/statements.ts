@@ -55,6 +55,13 @@ export type InsertJob = [
   number | null,
 ];
 
+/** The named range a claim's loose scan walks (queries/pending-queues.sql, pending-queues.ts). */
+export interface PendingRange {
+  first: string;
+  last: string;
+  most: number;
+}
+
 /** Every fixed statement, by its use (the text of each in queries/<file>.sql). */
 export interface Statements {
   dataVersion: Database.Statement<[], number>;
@@ -65,6 +72,7 @@ export interface Statements {
   setPaused: Database.Statement<[string, number]>;
   pausedAmong: Database.Statement<[string], string>;
   claimCandidates: Database.Statement<[string, number, string, number], ClaimKey>;
+  pendingQueues: Database.Statement<[PendingRange], string>;
   claimJobs: Database.Statement<[number, string, string, number, number, string], JobRow>;
   extendLease: Database.Statement<[number, string, number]>;
   leaseState: Database.Statement<[string], Pick<JobRow, "state" | "lease_token">>;
@@ -123,6 +131,7 @@ export function prepareStatements(db: Database.Database, prefix: string): Statem
     setPaused: prepared("pause"),
     pausedAmong: plucked("paused-among"),
     claimCandidates: prepared("claim-candidates"),
+    pendingQueues: plucked("pending-queues"),
     claimJobs: prepared("claim"),
     extendLease: prepared("heartbeat"),
     leaseState: prepared("lease-state"),

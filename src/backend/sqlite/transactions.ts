@@ -36,6 +36,7 @@ import type { SqliteDedupWindows } from "./dedup.js";
 import { SqliteFlow } from "./flow.js";
 import type { SqliteFlows } from "./flows.js";
 import { JobInserts } from "./job-inserts.js";
+import { queuesToProbe } from "./pending-queues.js";
 import type { InsertJob, Statements } from "./statements.js";
 import type { WakeMarks } from "./wakeups.js";
 import type { JobRow } from "./rows.js";
@@ -211,7 +212,8 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
 
   const claim = db.transaction((request: ClaimRequest, limit: number, leaseMs: number) => {
     const now = nowMs();
-    const queues = [...new Set(request.queues)];
+    // Only the named queues that hold pending jobs: empty ones cost nothing (pending-queues.ts).
+    const queues = queuesToProbe(s.pendingQueues, request.queues);
     const paused = new Set(s.pausedAmong.all(JSON.stringify(queues)));
     const names = JSON.stringify(request.names);
     const flows = flow.rowsAmong(queues);

@@ -6,6 +6,8 @@
 --    flow path (flow.ts) passes true for one such queue after sizing the claim under its lock
 -- $10 starts_at_once int: the jobs after the first $10 in claim order are marked buffered
 --    (ClaimRequest.startsAtOnce); NULL marks none
+-- $11 first_queue text, $12 last_queue text: the first and the last of $2 in byte order (COLLATE
+--    "C"), computed once per queue list by the caller (named-range.ts), not per claim
 --
 -- Returns the claimed rows ({{job_columns}}, marked_buffered) in no particular order; the caller
 -- sorts them.
@@ -56,7 +58,8 @@ WITH RECURSIVE params AS MATERIALIZED (
   -- every claim afresh (planning it costs more than running it). Hidden or not, the plan is the
   -- same: index walks that stop after `lim` rows.
   SELECT $2::text[] AS queues, $3::text[] AS names, $4::int AS lim, {{schema}}.now_ms($1) AS now,
-         $9::boolean AS flow_checked, $10::int AS starts_at_once
+         $9::boolean AS flow_checked, $10::int AS starts_at_once,
+         $11::text COLLATE "C" AS first_queue, $12::text COLLATE "C" AS last_queue
 ),
 -- The named queues that hold waiting jobs, found without one probe per named queue: a loose
 -- index scan of the waiting rows' queues (jobs_waiting_seq or jobs_claim, whichever the planner
@@ -66,40 +69,42 @@ WITH RECURSIVE params AS MATERIALIZED (
 -- scan stops after 33 descents, so that case pays about 33 descents more than probing alone. So a
 -- worker naming 1,000 queues of which 999 are empty pays two or three descents, not 1,000 probes
 -- (docs/performance-postgres.md, "Third pass"); one naming 1,000 busy queues pays the probes.
+-- Nothing here reads all of $2 when the scan finds few queues (fifth pass, docs/performance-growth.md):
+-- the range comes in $11/$12, a found queue is looked up in $2 (at most 32 lookups), and `named`
+-- (every name, de-duplicated) is read only when every named queue is probed.
 named AS MATERIALIZED (
   SELECT DISTINCT q.name FROM params, unnest(params.queues) AS q(name)
 ),
-named_range AS MATERIALIZED (
-  SELECT min(name COLLATE "C") AS first, max(name COLLATE "C") AS last, count(*) AS n FROM named
-),
 waiting_queues AS (
   -- Recursive: the statement starts WITH RECURSIVE (which the non-recursive CTEs ignore).
-  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue >= (SELECT first FROM named_range)) AS queue
+  SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue >= (SELECT first_queue FROM params)) AS queue
   UNION ALL
   SELECT (SELECT min(j.queue) FROM {{schema}}.jobs j WHERE j.state = 'waiting' AND j.queue > w.queue)
-  FROM waiting_queues w, named_range r
-  WHERE w.queue < r.last
+  FROM waiting_queues w, params p
+  WHERE w.queue < p.last_queue
 ),
 scanned AS MATERIALIZED (
-  SELECT w.queue FROM waiting_queues w, named_range r WHERE w.queue IS NOT NULL AND w.queue <= r.last
-  LIMIT (SELECT least(n, 32) + 1 FROM named_range)
+  SELECT w.queue FROM waiting_queues w, params p WHERE w.queue IS NOT NULL AND w.queue <= p.last_queue
+  LIMIT (SELECT least(cardinality(queues), 32) + 1 FROM params)
 ),
+-- Paused queues are left out here, per branch: the few queues the scan found are looked up by
+-- primary key (as an anti-join the planner read the whole queues table, one row per queue ever
+-- used, on every claim); when every named queue is probed, the anti-join reads it once.
 candidate_queues AS (
-  -- INTERSECT: hashed, where a semi-join of two CTEs gets a nested loop (their sizes unknown to
-  -- the planner): 1,000 × 1,000 comparisons for a worker naming 1,000 busy queues.
-  (SELECT queue AS name FROM scanned WHERE (SELECT count(*) FROM scanned) <= (SELECT least(n, 32) FROM named_range)
-   INTERSECT
-   SELECT name FROM named)
+  SELECT s.queue AS name FROM scanned s, params p
+  WHERE (SELECT count(*) FROM scanned) <= (SELECT least(cardinality(queues), 32) FROM params)
+    AND s.queue = ANY (p.queues)
+    AND (SELECT q.paused FROM {{schema}}.queues q WHERE q.name = s.queue) IS NOT TRUE
   UNION ALL
   SELECT name FROM named
-  WHERE (SELECT count(*) FROM scanned) > (SELECT least(n, 32) FROM named_range)
+  WHERE (SELECT count(*) FROM scanned) > (SELECT least(cardinality(queues), 32) FROM params)
+    AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues q WHERE q.name = named.name AND q.paused)
 ),
 open_queues AS MATERIALIZED (
   SELECT q.name
   FROM params, candidate_queues q
-  WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.queues p WHERE p.name = q.name AND p.paused)
-    -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
-    AND (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
+  -- Flow control: a queue with limits is claimed only under its flow row's lock (flow.ts).
+  WHERE (params.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = q.name))
 ),
 open_count AS MATERIALIZED (
   SELECT count(*) AS n FROM open_queues
