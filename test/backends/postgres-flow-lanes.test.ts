@@ -192,6 +192,8 @@ describe("queues without lanes (PostgreSQL)", () => {
         1,
         false,
         null,
+        "plain",
+        "plain",
       ]);
       await client.query("ROLLBACK");
       // claim.sql says `lane IS NULL` (jobs_claim's predicate since flow_unkeyed_claim): without it

@@ -385,7 +385,7 @@ describe("claims beside a deep backlog (PostgreSQL)", () => {
     await client.connect();
     try {
       await client.query("SET jit = off");
-      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int) AS ${claimSql(b)}`);
+      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b)}`);
       // First as a freshly filled queue is (autovacuum has not analysed the table yet: the case
       // that went wrong), then with current statistics.
       for (const [queues, analysed] of [
@@ -399,7 +399,7 @@ describe("claims beside a deep backlog (PostgreSQL)", () => {
           await client.query(`SET plan_cache_mode = ${mode}`);
           await client.query("BEGIN");
           const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
-            `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '${queues}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL)`,
+            `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '${queues}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', '${queues === "{q}" ? "q" : "r"}')`,
           );
           await client.query("ROLLBACK");
           const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
