@@ -78,7 +78,7 @@ describe("SQLite lane claims", () => {
     expect((await claim(10)).map((c) => c.id)).toEqual(["g2"]);
   });
 
-  it("upgrades a database holding running and waiting grouped jobs: the running job still holds its group's slot", async () => {
+  it("upgrades a database holding running and waiting grouped jobs: the running job still holds its group's slot, a stranded unkeyed job is claimed", async () => {
     const path = await temp.file("upgrade.db");
     const migrations = readMigrationFiles(new URL("../../src/backend/sqlite/migrations/", import.meta.url), "SQLite", "sqlite/");
     const ours = migrations.find((m) => m.file.endsWith("_flow_lane_path.sql"));
@@ -101,6 +101,12 @@ describe("SQLite lane claims", () => {
     insert.run("running", "active", now - 10, now - 10, 1, 1, now + 600_000, "old", "h", 2, now - 5, null);
     insert.run("next", "waiting", now - 9, now - 9, 0, 0, null, null, null, null, null, "g:g");
     insert.run("after", "waiting", now - 8, now - 8, 0, 0, null, null, null, null, null, "g:g");
+    // An unkeyed job the old lane switch left in lane NULL (it was running when the queue's first
+    // keyed job came, and a retry put it back): no lane claim saw it. The migration repairs it.
+    db.prepare(
+      `INSERT INTO conveyor_jobs (id, queue, name, payload, state, priority, run_at, created_at, max_attempts, backoff, attempt, lease_token)
+       VALUES ('stuck', 'q', 'job', '{}', 'waiting', 0, ?, ?, 3, '{"type":"fixed","delayMs":1000}', 1, 1)`,
+    ).run(now - 20, now - 20);
     db.prepare("INSERT INTO conveyor_flow_queues (queue, lanes) VALUES ('q', 1)").run();
     db.close();
 
@@ -111,8 +117,10 @@ describe("SQLite lane claims", () => {
     expect(check.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'conveyor_jobs_group_running'").pluck().get()).toBe(0);
     expect(check.prepare("SELECT max(version) FROM conveyor_migrations").pluck().get()).toBe(migrations.at(-1)!.version);
 
-    // Group g has concurrency 1 and its job "running" (claimed before the upgrade) is active.
-    expect(await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 5, leaseMs: 60_000 })).toEqual([]);
+    // Group g has concurrency 1 and its job "running" (claimed before the upgrade) is active: only
+    // the repaired unkeyed job can start.
+    const first = await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 5, leaseMs: 60_000 });
+    expect(first.map((c) => c.job.id)).toEqual(["stuck"]);
     expect(await backend.complete([{ lease: { jobId: "running", token: 1 }, result: null }])).toEqual(["applied"]);
     const next = await backend.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 5, leaseMs: 60_000 });
     expect(next.map((c) => c.job.id)).toEqual(["next"]);

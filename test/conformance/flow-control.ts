@@ -357,6 +357,28 @@ export function flowControlTests(t: SuiteContext): void {
       expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id).sort()).toEqual(["g1", "plain1"]);
     });
 
+    it.skipIf(!keyed)(
+      "jobs running or dead when the queue first gets a keyed job are claimed when they wait again: retry, release, rescue, replay [needs jobFlowKeys]",
+      async () => {
+        // Four unkeyed jobs, claimed; then the queue's first keyed job turns its claims to lanes.
+        await enqueueMany(t.b, 4, (i) => ({ jobId: `u${i}` }));
+        const running = await claim(t.b, { limit: 4 });
+        expect(running.map((c) => c.job.id).sort()).toEqual(["u0", "u1", "u2", "u3"]);
+        const lease = (id: string) => running.find((c) => c.job.id === id)!.lease;
+        // u3 dies before the queue is laned; the others are still running.
+        expect(await t.b.fail([{ lease: lease("u3"), error: { name: "Error", message: "x" }, retryDelayMs: null }])).toEqual(["applied"]);
+        await enqueueMany(t.b, 1, () => ({ jobId: "g0", group: { key: "g", concurrency: 5 } }));
+        // u0 retried, u1 released, u2's lease runs out and is rescued, u3 replayed.
+        expect(await t.b.fail([{ lease: lease("u0"), error: { name: "Error", message: "x" }, retryDelayMs: 0 }])).toEqual(["applied"]);
+        expect(await t.b.release([lease("u1")])).toEqual(["applied"]);
+        t.clock.advance(LEASE_MS + 1);
+        expect((await t.b.rescueExpired()).map((r) => r.id)).toEqual(["u2"]);
+        expect(await t.b.replay("u3")).toBe("replayed");
+        const got = await claimWatched(t.b, 10);
+        expect(got.jobs.map((c) => c.job.id).sort()).toEqual(["g0", "u0", "u1", "u2", "u3"]);
+      },
+    );
+
     it.skipIf(!keyed || !t.factory.openSecond)(
       "race: 8 claimers on their own connections never run more of a group than its concurrency (store's active jobs) [needs jobFlowKeys, factory.openSecond]",
       async () => {

@@ -606,6 +606,10 @@ export class PostgresBackend implements Backend {
         if (keyed.length > 0 && keepAll(found)) await this.query("flow-enqueue", flowValues(found), client);
         return { value: found, commit: keepAll(found) };
       });
+      // The keyed jobs' queues have a flow row now (flow-enqueue.sql): this process's claims take
+      // the flow path for them at once, not after its view of limited queues next expires. (In a
+      // caller's transaction the row exists only once the caller commits: left to that expiry.)
+      if (keyed.length > 0 && keepAll(rows)) for (const spec of keyed) this.flowQueues?.names.add(spec.queue);
     } else {
       rows = await this.query<{ id: string | null }>("enqueue", values);
     }

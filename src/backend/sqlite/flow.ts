@@ -269,8 +269,8 @@ export class SqliteFlow {
   }
 
   /**
-   * Turns a queue's lane path on; the first time, its unkeyed waiting jobs move to lane "", where
-   * lane claims look for them (one pass over the queue's backlog, once).
+   * Turns a queue's lane path on; the first time, its unkeyed jobs that wait or may wait again
+   * move to lane "", where lane claims look for them (one pass over the queue's jobs, once).
    */
   private markLaned(queue: string): void {
     if (this.s.markLaned.run(queue).changes === 0) return;
@@ -447,7 +447,10 @@ function prepare(db: Database.Database, prefix: string) {
     ),
     lanedAmong: db.prepare<[string], string>(`SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`).pluck(),
     setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
-    backfillUnkeyed: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state IN ('waiting', 'scheduled')`),
+    // Every job of the queue that waits or may wait again: a running job comes back by a retry,
+    // a release or a rescue, a dead one by a replay, a parent when its children settle; with
+    // lane NULL none of them would be seen by a lane claim again. Finished ones never wait again.
+    backfillUnkeyed: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE queue = ? AND lane IS NULL AND state NOT IN ('completed', 'cancelled')`),
     /* Plan: SCAN jobs USING INDEX jobs_lease: the active rows, as running; no index of its own (0010) */
     groupRunning: db.prepare<[string], { group_key: string; n: number }>(
       `SELECT group_key, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' AND group_key IS NOT NULL GROUP BY group_key`,

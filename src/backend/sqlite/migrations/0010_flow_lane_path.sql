@@ -16,3 +16,11 @@ DROP INDEX {{prefix}}jobs_group_running;
 DROP INDEX {{prefix}}jobs_lanes;
 CREATE INDEX {{prefix}}jobs_lanes ON {{prefix}}jobs (queue, lane, priority, run_at, seq, state)
   WHERE lane IS NOT NULL AND state IN ('waiting', 'scheduled');
+
+-- A queue turned laned used to move only its waiting and scheduled unkeyed jobs to lane '': a job
+-- running (or dead) at that moment kept lane NULL, and once a retry, release, rescue or replay
+-- put it back it waited where no lane claim looks, for ever. flow.ts now moves every job that
+-- may wait again; this repairs databases turned laned before that.
+UPDATE {{prefix}}jobs SET lane = ''
+WHERE lane IS NULL AND state NOT IN ('completed', 'cancelled')
+  AND queue IN (SELECT queue FROM {{prefix}}flow_queues WHERE lanes = 1);
