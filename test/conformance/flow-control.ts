@@ -366,10 +366,10 @@ export function flowControlTests(t: SuiteContext): void {
         expect(running.map((c) => c.job.id).sort()).toEqual(["u0", "u1", "u2", "u3"]);
         const lease = (id: string) => running.find((c) => c.job.id === id)!.lease;
         // u3 dies before the queue is laned; the others are still running.
-        expect(await t.b.fail([{ lease: lease("u3"), error: { name: "Error", message: "x" }, retryDelayMs: null }])).toEqual(["applied"]);
+        expect(await t.b.fail([{ lease: lease("u3"), error: { name: "Error", message: "x", stack: null }, retryDelayMs: null }])).toEqual(["applied"]);
         await enqueueMany(t.b, 1, () => ({ jobId: "g0", group: { key: "g", concurrency: 5 } }));
         // u0 retried, u1 released, u2's lease runs out and is rescued, u3 replayed.
-        expect(await t.b.fail([{ lease: lease("u0"), error: { name: "Error", message: "x" }, retryDelayMs: 0 }])).toEqual(["applied"]);
+        expect(await t.b.fail([{ lease: lease("u0"), error: { name: "Error", message: "x", stack: null }, retryDelayMs: 0 }])).toEqual(["applied"]);
         expect(await t.b.release([lease("u1")])).toEqual(["applied"]);
         t.clock.advance(LEASE_MS + 1);
         expect((await t.b.rescueExpired()).map((r) => r.id)).toEqual(["u2"]);
