@@ -13,6 +13,7 @@ import { PostgresBackend, type PostgresBackendOptions } from "../../src/backend/
 import { FakeClock } from "../../src/core/clock.js";
 import { silentLogger, Worker, type Backend } from "../../src/index.js";
 import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
+import { migrateUpTo } from "../helpers/postgres-migrations.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { claimOne, enqueueOne } from "../conformance/fixtures.js";
 
@@ -132,17 +133,9 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
   it("a schema holding jobs from before the setting existed is recorded as on", async () => {
     const schema = schemas.create("evold");
     const quoted = pg.escapeIdentifier(schema);
-    // The state of a schema before the switch existed, with one event in it: migrate fully, then
-    // take the switch's migration back out. The migrator applies the version after the highest
-    // recorded, so this only works while the switch is the newest migration; a later one must
-    // also be undone here.
-    const b = backend({ schema });
-    await b.migrate();
-    const newest = await admin.query<{ file: string }>(`SELECT file FROM ${quoted}.migrations ORDER BY version DESC LIMIT 1`);
-    expect(newest.rows[0]?.file, "undo the migrations after the event log switch in this test").toMatch(/event_log_switch/);
-    await admin.query(
-      `DROP FUNCTION ${quoted}.settle_event_log(text); DROP TABLE ${quoted}.settings; DELETE FROM ${quoted}.migrations WHERE file LIKE '%event_log_switch%'`,
-    );
+    // The state of a schema before the switch existed, with one event in it: every migration
+    // before the switch applied, then the rest left to the backend's migrate().
+    await migrateUpTo(admin, schema, "event_log_switch");
     await admin.query(`INSERT INTO ${quoted}.events (at, type, queue, name, job_id, attempt) VALUES (1, 'added', 'q', 'n', 'j', 0)`);
     await expect(backend({ schema, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
     expect(await eventTriggers(schema)).toBe(2);
