@@ -313,7 +313,9 @@ local function windows_write()
     if w.starts > 0 then
       redis.call('ZADD', windowKey, int(now), next_member(w.starts))
       local ttl = w.ms + 60000
-      if w.livesUntil - redisNow < ttl then
+      -- A window with no member before this ZADD (new, or trimmed empty: Redis deleted the set)
+      -- is a new key without any expiry, whatever the count says: it is renewed too.
+      if w.livesUntil - redisNow < ttl or w.members == 0 then
         -- Renewed to twice that, so the next renewal is a minute (or a window) away.
         redis.call('PEXPIRE', windowKey, int(2 * ttl))
         redis.call('SET', countKey, count_text(redisNow + 2 * ttl), 'PX', int(2 * ttl))
