@@ -759,7 +759,8 @@ export class PostgresBackend implements Backend {
     if (request.queues.length === 0 || request.names.length === 0) return [];
     this.rescueHold.noteLease(request.leaseMs);
     const limited = await this.limitedQueues();
-    const plainQueues = limited.size === 0 ? request.queues : request.queues.filter((q) => !limited.has(q));
+    // The facade's frozen list itself when none of it is limited: its prepared form (claimParams) is kept.
+    const plainQueues = !request.queues.some((q) => limited.has(q)) ? request.queues : request.queues.filter((q) => !limited.has(q));
     const rows =
       plainQueues.length === 0 ? [] : await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
