@@ -25,7 +25,8 @@
 -- 10 for the unnest) made that a nested loop of every active job times every batch entry. With
 -- 500 jobs prefetched and a batch of 500 that took 0.9 s per statement, and processing fell to
 -- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
--- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe.
+-- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe. (The
+-- DELETE of jobs kept for 0 ms, `removed`, compares the literal on purpose: see its comment.)
 WITH clock AS MATERIALIZED (
   SELECT {{schema}}.now_ms($1) AS now
 ),

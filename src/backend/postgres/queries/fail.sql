@@ -16,7 +16,8 @@
 -- 10 for the unnest) made that a nested loop of every active job times every batch entry. With
 -- 500 jobs prefetched and a batch of 500 that took 0.9 s per statement, and processing fell to
 -- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
--- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe.
+-- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe. (The
+-- DELETE of jobs kept dead for 0 ms, `removed`, compares the literal on purpose: see its comment.)
 WITH input AS (
   SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(id, token, error, delay_ms)
 ),

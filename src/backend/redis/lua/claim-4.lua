@@ -30,7 +30,9 @@
   A paused queue returns { false } and changes nothing.
   Flow control (src/core/flow.ts): a queue whose <base>flow hash holds limits or a hold claims at
   most what they allow, and records its starts in the rate window <base>rate. When they allow
-  none, the script returns { { retryIn } } and changes nothing: retryIn is how many ms until a
+  none, the script returns { { retryIn } } and starts nothing (it may still write what it
+  counted or trimmed on the way: the running counts' first count, a rate or limiter window's
+  kept count, the lane cursor): retryIn is how many ms until a
   rate slot opens or the hold ends, or -1 when the queue waits on running jobs to finish. A claim
   that takes the rate's last open slot ends its reply with { retryIn } too: ms until the next
   slot opens (throttleAfterStarts in src/core/flow.ts).
@@ -54,7 +56,7 @@ local flowRate = nil      -- true when the starts below go into the rate window
 local rateStarts = 0      -- the starts in the rate window before this claim's (flow field rn)
 local rateRoom, rateSlotIn = nil, nil -- starts the rate allows now; ms until a slot opens once they are made
 local nameRoom = {}       -- capped job name -> how many of it may start
-local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc', 'rn', 'rc', 'rs', 'kx')
+local flow = redis.call('HMGET', flowKey, 'rm', 'rd', 'mr', 'pn', 'hu', 'ln', 'lc', 'rn', 'rc', 'rs')
 -- Flow hash fields this claim changes, written in one HSET by flow_write (before any return that
 -- follows a change); rs, the counter that makes rate-window members unique, taken from here.
 local flowChanges, memberCounter = {}, num(flow[10], 0)

@@ -1,5 +1,5 @@
 /**
- * Review (session 9): a limiter key's window kr:<key> must expire "one to two minutes after it
+ * A limiter key's window kr:<key> must expire "one to two minutes after it
  * last counts" (keys.ts). Layout 4 renews the expiry only when the count kn:<key> says it is near
  * (windows_write in claim-4.lua). A claim that trims the window to empty (Redis deletes the empty
  * ZSET) and then starts jobs of the key re-creates kr:<key> with ZADD, without any expiry, while the

@@ -1,5 +1,5 @@
 /**
- * Review (session 9): PostgreSQL's claim keeps the queue list's literal and byte-order range once
+ * PostgreSQL's claim keeps the queue list's literal and byte-order range once
  * per list (preparedFor on the frozen list the checking facade hands over: "not per claim",
  * backend.ts claimParams). But claim() hands claimParams `request.queues.filter(...)` whenever
  * ANY queue of the schema has a flow row (limits, a hold, keyed jobs): a fresh array each claim,
