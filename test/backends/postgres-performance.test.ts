@@ -420,6 +420,44 @@ describe("claims beside a deep backlog (PostgreSQL)", () => {
   });
 });
 
+describe("the queues a reconnected listener looks at (PostgreSQL)", () => {
+  // runnable-queues.sql runs when the LISTEN connection (re)connects. Its EXISTS looks read every
+  // waiting job of a queue through a bitmap on a table not analysed yet (20,000 at 20,000 waiting).
+  it("stop at the first job of each queue, whatever the backlog, in both plans", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    const s = pg.escapeIdentifier(schema);
+    await b.enqueue([job("q"), job("r", { delayMs: 1 }), job("idle", { delayMs: 86_400_000 })]);
+    await b.enqueue(Array.from({ length: 20_000 }, () => job("q")));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const sql = (b as unknown as { sql: Record<string, string> }).sql["runnable-queues"]!;
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("SET jit = off");
+      await client.query(`PREPARE runnable_probe(bigint) AS ${sql}`);
+      for (const analysed of [false, true]) {
+        if (analysed) await admin.query(`VACUUM ANALYZE ${s}.jobs`);
+        for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+          await client.query(`SET plan_cache_mode = ${mode}`);
+          const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE runnable_probe(NULL)");
+          const scans = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter((n) => n["Index Name"] !== undefined || n["Relation Name"] === "jobs");
+          const widest = Math.max(...scans.map((n) => n["Actual Rows"] ?? 0));
+          expect(
+            widest,
+            `${mode} ${analysed ? "analysed" : "not analysed"}: ${JSON.stringify(scans.map((n) => [n["Node Type"], n["Index Name"], n["Actual Rows"]]))}`,
+          ).toBeLessThanOrEqual(2);
+        }
+      }
+      // And the answer: q (waiting) and r (due), not idle (its job is a day away).
+      const { rows } = await client.query<{ name: string }>("EXECUTE runnable_probe(NULL)");
+      expect(rows.map((r) => r.name).sort()).toEqual(["q", "r"]);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
 describe("settling a batch (PostgreSQL)", () => {
   // complete.sql and fail.sql delete the jobs kept for 0 ms instead of updating them. Looking for
   // those among the batch's ids cost a jobs_pkey probe per job (2,407 buffers for 510 jobs), or a
