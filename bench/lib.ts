@@ -80,6 +80,12 @@ export interface Subject {
   single(count: number): Promise<number>;
   /** Jobs/s processing `jobs` pre-enqueued no-op jobs in one process at `concurrency`. */
   processing(jobs: number, concurrency: number): Promise<number>;
+  /**
+   * Processing again with jobs claimed ahead (the Worker's `prefetch`), for a subject whose
+   * `processing` claims none: a row of its own at concurrency 10, so the default and the batched
+   * figure sit side by side.
+   */
+  readonly prefetched?: { prefetch: number; processing(jobs: number, concurrency: number): Promise<number> };
   /** Enqueue-to-start latency samples in ms. */
   latency(samples: number): Promise<number[]>;
   /**
@@ -222,6 +228,25 @@ export async function runSideBySide(subjects: readonly Subject[], sizes: BenchSi
     await rate(`single enqueue (${sizes.single} sequential)`, (s) => s.single(sizes.single));
     await rate("processing, concurrency 10", (s) => s.processing(sizes.jobs, 10));
     await rate("processing, concurrency 50", (s) => s.processing(sizes.jobs, 50));
+    const prefetch = subjects.find((s) => s.prefetched !== undefined)?.prefetched?.prefetch;
+    if (prefetch !== undefined) {
+      const label = `processing, concurrency 10, prefetch ${prefetch}`;
+      const having = subjects.filter((s) => s.prefetched?.prefetch === prefetch);
+      const all = await interleaved(
+        having,
+        runs,
+        label,
+        (s) => s.prefetched!.processing(sizes.jobs, 10),
+        (x) => `${fmt(x)} jobs/s`,
+      );
+      rows.push(
+        row(
+          label,
+          "jobs/s",
+          subjects.map((s) => all[having.indexOf(s)] ?? []),
+        ),
+      );
+    }
     await latency("latency", (s) => s.latency.bind(s));
     await latency("latency cross-process", (s) => s.crossProcessLatency?.bind(s));
   }
