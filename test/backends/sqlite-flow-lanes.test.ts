@@ -227,7 +227,7 @@ describe("SQLite: a laned queue's pending jobs are in jobs_lanes only", () => {
     expect(indexEntries(path, "jobs_lanes")).toBe(3);
     expect((await claimIds(backend, ["q"], 10)).sort()).toEqual(["k1", "u2", "u3"]);
     // u1 fails and waits again (a retry with no delay): the lane path claims it.
-    expect(await backend.fail([{ lease: first[0]!.lease, error: { message: "again" }, retryDelayMs: 0 }])).toEqual(["applied"]);
+    expect(await backend.fail([{ lease: first[0]!.lease, error: { name: "Error", message: "again", stack: null }, retryDelayMs: 0 }])).toEqual(["applied"]);
     expect(await claimIds(backend, ["q"], 10)).toEqual(["u1"]);
   });
 
