@@ -21,6 +21,7 @@ import {
 } from "../../core/flow.js";
 import type { JobFlow } from "../../core/job.js";
 import { jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
+import type { InsertJob } from "./statements.js";
 
 /** One row of the flow_queues table. */
 export interface FlowRow {
@@ -243,29 +244,32 @@ export class SqliteFlow {
     }
   }
 
-  /** Stores a new job's group and limiter key, and turns its queue's lane path on. */
-  setJobFlow(id: string, queue: string, flow: JobFlow): void {
-    this.s.setJobFlow.run(
-      laneOf(flow),
-      flow.group?.key ?? null,
-      flow.group?.concurrency ?? null,
-      flow.limiter?.key ?? null,
-      flow.limiter?.max ?? null,
-      flow.limiter?.durationMs ?? null,
-      id,
+  /**
+   * Stores a job that waits in a lane: one with a group or limiter key (`flow`), or an unkeyed
+   * job (`flow` null) of a laned queue, in lane "". The row is written whole, with its lane, in
+   * one statement: giving it its lane by an UPDATE after the insert cost a second statement and
+   * put the job in jobs_claim for a moment (keyed enqueue CPU about 13 -> 11 ms per 1,000 jobs;
+   * docs/flow-control.md, "Sixth round (SQLite)").
+   * A keyed job turns its queue's lane path on. Returns 1 when stored, 0 for a duplicate id.
+   */
+  insertLaned(row: InsertJob, flow: JobFlow | null): number {
+    const { changes } = this.s.insertLaned.run(
+      ...row,
+      flow === null ? "" : laneOf(flow),
+      flow?.group?.key ?? null,
+      flow?.group?.concurrency ?? null,
+      flow?.limiter?.key ?? null,
+      flow?.limiter?.max ?? null,
+      flow?.limiter?.durationMs ?? null,
     );
-    this.markLaned(queue);
+    if (changes !== 0 && flow !== null) this.markLaned(row[1]);
+    return changes;
   }
 
   /** Queues among `queues` whose claims take turns across lanes. */
   lanedAmong(queues: readonly string[]): Set<string> {
     const distinct = new Set(queues);
     return new Set(this.s.lanedAmong.all(JSON.stringify([...distinct])));
-  }
-
-  /** An unkeyed job enqueued to a laned queue waits in lane "": the lane path finds it by index. */
-  setUnkeyedLane(id: string): void {
-    this.s.setUnkeyedLane.run(id);
   }
 
   /**
@@ -391,32 +395,30 @@ function prepare(db: Database.Database, prefix: string) {
      * A skip scan over jobs_lanes (one index probe per lane, however many jobs each holds) in one
      * statement. Lane '' (the unkeyed jobs) comes first when it holds any, and does not count
      * toward @maxLanes.
+     *
+     * One chain of probes: from a lane after the cursor the next probe is unbounded, and when it
+     * finds none the walk wraps round ('' marks the wrap: no keyed lane is named '', and "after
+     * ''" is the first lane); from a lane at or before the cursor it stops at the cursor. `n`
+     * counts the keyed lanes before each row. (Two walks, one after the cursor and one wrapped
+     * that counted the first, cost 1.8x the CPU: docs/flow-control.md, "Sixth round (SQLite)".)
      */
     lanesFrom: db
       .prepare<[{ queue: string; cursor: string; maxLanes: number }], string>(
-        `WITH RECURSIVE
-           after_cursor (lane, n) AS (
-             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), 1
-             UNION ALL
-             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), w.n + 1
-             FROM after_cursor AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes
-           ),
-           wrapped (lane, n) AS (
-             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > '' AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), 1
-             WHERE (SELECT count(lane) FROM after_cursor) < @maxLanes
-             UNION ALL
-             SELECT (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), w.n + 1
-             FROM wrapped AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes - (SELECT count(lane) FROM after_cursor)
-           )
-         SELECT lane FROM (
-           SELECT '' AS lane, -1 AS part, 0 AS n
-           WHERE EXISTS (SELECT 1 FROM ${jobs} WHERE queue = @queue AND lane = '' AND state IN ('waiting', 'scheduled'))
+        `WITH RECURSIVE walk (lane, n) AS (
+           SELECT coalesce((SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), ''), 0
            UNION ALL
-           SELECT lane, 0 AS part, n FROM after_cursor WHERE lane IS NOT NULL
-           UNION ALL
-           SELECT lane, 1 AS part, n FROM wrapped WHERE lane IS NOT NULL
+           SELECT CASE
+                    WHEN w.lane > @cursor THEN coalesce((SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1), '')
+                    ELSE (SELECT lane FROM ${jobs} WHERE queue = @queue AND lane > w.lane AND lane <= @cursor AND state IN ('waiting', 'scheduled') ORDER BY lane LIMIT 1)
+                  END,
+                  w.n + (w.lane <> '')
+           FROM walk AS w WHERE w.lane IS NOT NULL AND w.n < @maxLanes
          )
-         ORDER BY part, n`,
+         SELECT '' AS lane, -1 AS n
+         WHERE EXISTS (SELECT 1 FROM ${jobs} WHERE queue = @queue AND lane = '' AND state IN ('waiting', 'scheduled'))
+         UNION ALL
+         SELECT lane, n FROM walk WHERE lane <> '' AND n < @maxLanes
+         ORDER BY n`,
       )
       .pluck(),
     /* Plan: SEARCH jobs USING INDEX jobs_lanes (queue=? AND lane=?) */
@@ -446,7 +448,6 @@ function prepare(db: Database.Database, prefix: string) {
        ORDER BY l.key, j.priority, j.run_at, j.seq`,
     ),
     lanedAmong: db.prepare<[string], string>(`SELECT queue FROM ${flow} WHERE lanes = 1 AND queue IN (SELECT value FROM json_each(?))`).pluck(),
-    setUnkeyedLane: db.prepare<[string]>(`UPDATE ${jobs} SET lane = '' WHERE id = ?`),
     // Every job of the queue that waits or may wait again: a running job comes back by a retry,
     // a release or a rescue, a dead one by a replay, a parent when its children settle; with
     // lane NULL none of them would be seen by a lane claim again. Finished ones never wait again.
@@ -461,9 +462,13 @@ function prepare(db: Database.Database, prefix: string) {
     ),
     limiterKeyOf: db.prepare<[string, string], string | null>(`SELECT limiter_key FROM ${jobs} WHERE id = ? AND queue = ?`).pluck(),
     setCursor: db.prepare<[string, string]>(`UPDATE ${flow} SET lane_cursor = ? WHERE queue = ?`),
-    setJobFlow: db.prepare<[string, string | null, number | null, string | null, number | null, number | null, string]>(
-      `UPDATE ${jobs} SET lane = ?, group_key = ?, group_concurrency = ?, limiter_key = ?, limiter_max = ?, limiter_duration_ms = ?
-       WHERE id = ?`,
+    /* enqueue.sql's columns and parameters, then the lane and the flow columns (insertLaned) */
+    insertLaned: db.prepare<[...InsertJob, string, string | null, number | null, string | null, number | null, number | null]>(
+      `INSERT INTO ${jobs} (id, queue, name, payload, meta, state, priority, run_at, created_at, max_attempts,
+                            backoff, timeout_ms, retain_completed_ms, retain_dead_ms,
+                            lane, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO NOTHING`,
     ),
     // Changes a row only when the queue was not laned yet (the caller then backfills).
     markLaned: db.prepare<[string]>(`INSERT INTO ${flow} (queue, lanes) VALUES (?, 1) ON CONFLICT (queue) DO UPDATE SET lanes = 1 WHERE lanes = 0`),

@@ -193,14 +193,11 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
           continue;
         }
       }
-      const { changes } = s.insertJob.run(...row);
+      // A job with a group or limiter key, or any job of a laned queue, is stored with its lane.
+      const lanedJob = spec.flow !== undefined || laned.has(spec.queue);
+      const changes = lanedJob ? flow.insertLaned(row, spec.flow ?? null) : s.insertJob.run(...row).changes;
       results[i] = { id: spec.id, duplicate: changes === 0 };
-      if (changes !== 0 && spec.flow !== undefined) {
-        flow.setJobFlow(spec.id, spec.queue, spec.flow);
-        laned.add(spec.queue);
-      } else if (changes !== 0 && laned.has(spec.queue)) {
-        flow.setUnkeyedLane(spec.id);
-      }
+      if (changes !== 0 && spec.flow !== undefined) laned.add(spec.queue);
       if (changes !== 0) woken.add(spec.queue);
     }
     storeBatch();

@@ -10,8 +10,11 @@
 -- No sort: the index range is already in (priority, run_at, seq) order, so the scan stops
 -- after `limit` matches. Queues are read one at a time and merged in JS because a single
 -- query over several queues would have to sort every due job of all of them.
+-- `lane IS NULL` is jobs_claim's predicate (0011_sqlite_flow_unkeyed_claim), there so the planner
+-- may use it: this reads queues without lanes only (a laned queue's claim is flow.ts'), whose
+-- jobs all have lane NULL.
 SELECT seq, priority, run_at FROM {{prefix}}jobs
-WHERE queue = ? AND state IN ('waiting', 'scheduled') AND run_at <= ?
+WHERE queue = ? AND state IN ('waiting', 'scheduled') AND lane IS NULL AND run_at <= ?
   AND name IN (SELECT value FROM json_each(?))
 ORDER BY priority, run_at, seq
 LIMIT ?
