@@ -170,6 +170,50 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
   });
 });
 
+describe("keyed jobs enqueued (PostgreSQL)", () => {
+  it("are inserted with their lane and flow columns: no entry in jobs_claim, one row version each", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    const b = await backend(schema);
+    await admin.query("CREATE EXTENSION IF NOT EXISTS pageinspect");
+    // The index entries a relation's only page holds (all of them while it is that small).
+    const entries = async (index: string) =>
+      Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM bt_page_items($1, 1)`, [`${s}.${index}`])).rows[0]!.n);
+    // 30 keyed jobs (three groups, one of them also limited by key; one limiter key alone) and
+    // 10 unkeyed ones, in one batch.
+    const specs = [
+      ...Array.from({ length: 20 }, (_, k) => keyed("q", `g${k % 3}`, k % 2 === 0 ? { limiter: { key: "api", max: 1_000, durationMs: 1_000 } } : {})),
+      ...Array.from({ length: 10 }, () => job("q", { limiter: { key: "solo", max: 700, durationMs: 2_000 } })),
+      ...Array.from({ length: 10 }, () => job("q")),
+    ];
+    await b.enqueue(specs);
+    // Every job is one index entry in the primary key (an update of its lane after the insert
+    // left a second one each, and the first in jobs_claim), and only the unkeyed ones are in
+    // jobs_claim.
+    expect(await entries("jobs_pkey")).toBe(40);
+    expect(await entries("jobs_claim")).toBe(10);
+    expect(await entries("jobs_lanes")).toBe(30);
+    const rows = await admin.query(`SELECT id, lane, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms FROM ${s}.jobs ORDER BY seq`);
+    expect(rows.rows.map(({ id: _id, ...flow }) => flow)).toEqual(
+      specs.map((spec) => ({
+        lane: spec.flow === undefined ? null : spec.flow.group !== null ? `g:${spec.flow.group.key}` : `k:${spec.flow.limiter!.key}`,
+        group_key: spec.flow?.group?.key ?? null,
+        group_concurrency: spec.flow?.group?.concurrency ?? null,
+        limiter_key: spec.flow?.limiter?.key ?? null,
+        limiter_max: spec.flow?.limiter?.max ?? null,
+        limiter_duration_ms: spec.flow?.limiter?.durationMs === undefined ? null : String(spec.flow.limiter.durationMs),
+      })),
+    );
+    expect((await admin.query(`SELECT queue, lanes FROM ${s}.flow_queues`)).rows).toEqual([{ queue: "q", lanes: true }]);
+    // A second keyed batch, duplicates included, changes nothing it should not; every job is claimed once.
+    expect((await b.enqueue([specs[0]!, keyed("q", "g9")])).map((r) => r.duplicate)).toEqual([true, false]);
+    expect(await entries("jobs_claim")).toBe(10);
+    const claimed = await drain(b, "q");
+    expect(claimed).toHaveLength(41);
+    expect(new Set(claimed).size).toBe(41);
+  });
+});
+
 describe("queues without lanes (PostgreSQL)", () => {
   it("claim through jobs_claim as before: the walk reads the jobs it takes, not the backlog", async () => {
     const schema = schemas.create();

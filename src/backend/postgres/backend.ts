@@ -59,7 +59,7 @@ import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage,
 import type { Json } from "../../core/json.js";
 import { isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
-import { claimUnderLimits, jobFlowValues, limitsOf, retryInMsFromNow, type FlowQuery, type PgFlowRow } from "./flow.js";
+import { claimUnderLimits, jobFlowColumns, limitsOf, NO_JOB_FLOW, retryInMsFromNow, type FlowQuery, type PgFlowRow } from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -263,7 +263,6 @@ const QUERY_FILES = [
   "flow-queues",
   "flow-read-lanes",
   "flow-claim-lanes",
-  "flow-enqueue",
   "flow-hold-key",
   "complete-and-claim",
   "finished-window",
@@ -568,6 +567,7 @@ export class PostgresBackend implements Backend {
       retainDead[i] = spec.retainDeadMs;
       metas[i] = spec.meta ?? null;
     }
+    const keyed = jobFlowColumns(batch);
     const values = [
       this.nowParam(),
       textArray(ids),
@@ -584,6 +584,8 @@ export class PostgresBackend implements Backend {
       integerArray(retainDead),
       jsonTextArray(metas),
       textArray([...new Set(queues)]),
+      // Flow control: the lanes, groups and limiter keys of new jobs (six NULLs for none).
+      ...(keyed?.columns ?? NO_JOB_FLOW),
     ];
     const allOrNothing = allOrNothingOf(specs, options);
     // All or nothing: the statement runs in a transaction (a savepoint in the caller's) that is
@@ -592,27 +594,23 @@ export class PostgresBackend implements Backend {
     // is stored, never a part of each.
     const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
     let rows: Array<{ id: string | null }>;
-    // Flow control: the group and limiter key of new jobs, stored in the same transaction.
-    const keyed = batch.filter((spec) => spec.flow !== undefined);
-    const flowValues = (found: Array<{ id: string | null }>) => jobFlowValues(keyed, found);
     if (tx !== undefined) {
       if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
       rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
-      if (keyed.length > 0 && keepAll(rows)) await this.queryCallerTx(tx, "flow-enqueue", flowValues(rows));
       if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
-    } else if (allOrNothing || keyed.length > 0) {
+    } else if (allOrNothing) {
       rows = await this.inTransaction(async (client) => {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
-        if (keyed.length > 0 && keepAll(found)) await this.query("flow-enqueue", flowValues(found), client);
         return { value: found, commit: keepAll(found) };
       });
-      // The keyed jobs' queues have a flow row now (flow-enqueue.sql): this process's claims take
-      // the flow path for them at once, not after its view of limited queues next expires. (In a
-      // caller's transaction the row exists only once the caller commits: left to that expiry.)
-      if (keyed.length > 0 && keepAll(rows)) for (const spec of keyed) this.flowQueues?.names.add(spec.queue);
     } else {
       rows = await this.query<{ id: string | null }>("enqueue", values);
     }
+    // Jobs with a group or limiter key gave their queue a flow row (enqueue.sql): this process's
+    // claims take the flow path for it at once, not after its view of limited queues next
+    // expires. (In a caller's transaction the row exists only once the caller commits: left to
+    // that expiry.)
+    if (keyed !== null && tx === undefined && keepAll(rows)) for (const queue of keyed.queues) this.flowQueues?.names.add(queue);
     const existed = new Set<string>();
     for (const row of rows) if (row.id !== null) existed.add(row.id);
     const stored = new Set<string>();

@@ -280,22 +280,28 @@ async function claimLanes<Row extends object>(
   return { rows, throttle };
 }
 
+/** enqueue.sql's $16..$21 for a batch none of whose jobs has a group or limiter key. */
+export const NO_JOB_FLOW: readonly unknown[] = [null, null, null, null, null, null];
+
 /**
- * The parameters of flow-enqueue.sql for the keyed specs of an enqueue, leaving out the ones the
- * enqueue statement reported as already existing (`found`: the ids of duplicates).
+ * enqueue.sql's flow columns ($16..$21: lane, group key and concurrency, limiter key, max and
+ * window) for `batch`, element i for job i (NULL elements for a job without a group or limiter
+ * key), and the queues of the jobs with one; null when no job of the batch has one (send
+ * NO_JOB_FLOW). Keyed jobs are inserted with their lane, so they never enter jobs_claim (lane IS
+ * NULL only) and leave no row version behind.
  */
-export function jobFlowValues(keyed: readonly JobSpec[], found: ReadonlyArray<{ id: string | null }>): unknown[] {
-  const existed = new Set(found.flatMap((r) => (r.id === null ? [] : [r.id])));
-  const stored = keyed.filter((spec) => !existed.has(spec.id));
-  const flows = stored.map((spec) => spec.flow!);
-  return [
-    textArray(stored.map((spec) => spec.id)),
-    textArray(flows.map(laneOf)),
-    textArray(flows.map((f) => f.group?.key ?? null)),
-    integerArray(flows.map((f) => f.group?.concurrency ?? null)),
-    textArray(flows.map((f) => f.limiter?.key ?? null)),
-    integerArray(flows.map((f) => f.limiter?.max ?? null)),
-    integerArray(flows.map((f) => f.limiter?.durationMs ?? null)),
-    textArray([...new Set(stored.map((spec) => spec.queue))]),
-  ];
+export function jobFlowColumns(batch: readonly JobSpec[]): { columns: readonly unknown[]; queues: ReadonlySet<string> } | null {
+  if (!batch.some((spec) => spec.flow !== undefined)) return null;
+  const flows = batch.map((spec) => spec.flow ?? null);
+  return {
+    columns: [
+      textArray(flows.map((f) => (f === null ? null : laneOf(f)))),
+      textArray(flows.map((f) => f?.group?.key ?? null)),
+      integerArray(flows.map((f) => f?.group?.concurrency ?? null)),
+      textArray(flows.map((f) => f?.limiter?.key ?? null)),
+      integerArray(flows.map((f) => f?.limiter?.max ?? null)),
+      integerArray(flows.map((f) => f?.limiter?.durationMs ?? null)),
+    ],
+    queues: new Set(batch.flatMap((spec) => (spec.flow === undefined ? [] : [spec.queue]))),
+  };
 }
