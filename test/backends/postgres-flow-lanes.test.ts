@@ -81,8 +81,6 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
       const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, [
         "q",
         Date.now(),
-        null,
-        "",
         8,
         ["job"],
         heads,

@@ -59,7 +59,17 @@ import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage,
 import type { Json } from "../../core/json.js";
 import { isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
-import { claimUnderLimits, jobFlowColumns, limitsOf, NO_JOB_FLOW, retryInMsFromNow, type FlowQuery, type PgFlowRow } from "./flow.js";
+import {
+  claimLanedOptimistically,
+  claimUnderLimits,
+  jobFlowColumns,
+  limitsOf,
+  NO_JOB_FLOW,
+  OptimisticLanes,
+  retryInMsFromNow,
+  type FlowQuery,
+  type PgFlowRow,
+} from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -1205,18 +1215,37 @@ export class PostgresBackend implements Backend {
     return this.flowQueues.names;
   }
 
+  /** Laned queues this backend claims without the flow row lock first (flow.ts, claimLanedOptimistically). */
+  private readonly optimisticLanes = new OptimisticLanes();
+
   private async claimUnderLimits(queues: readonly string[], request: ClaimRequest, limit: number, leaseMs: number): Promise<JobRow[]> {
-    const { rows, throttles, clockReadAt } = await this.inTransaction(async (client) => ({
-      value: await claimUnderLimits<JobRow>(
-        <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
-        queues,
-        request,
-        limit,
-        leaseMs,
-        this.nowParam(),
-      ),
-      commit: true,
-    }));
+    // One laned queue: two statements, no transaction, when no other claimer comes between.
+    const optimistic =
+      queues.length === 1 && this.optimisticLanes.tries(queues[0]!)
+        ? await claimLanedOptimistically<JobRow>(
+            <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values),
+            this.optimisticLanes,
+            queues[0]!,
+            request,
+            limit,
+            leaseMs,
+            this.nowParam(),
+          )
+        : null;
+    const { rows, throttles, clockReadAt } =
+      optimistic ??
+      (await this.inTransaction(async (client) => ({
+        value: await claimUnderLimits<JobRow>(
+          <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
+          queues,
+          request,
+          limit,
+          leaseMs,
+          this.nowParam(),
+          this.optimisticLanes,
+        ),
+        commit: true,
+      })));
     for (const t of throttles) reportThrottle(request.onThrottle, t.queue, retryInMsFromNow(t.retryInMs, clockReadAt));
     return rows;
   }
