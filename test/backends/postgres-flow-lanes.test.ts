@@ -212,6 +212,59 @@ describe("keyed jobs enqueued (PostgreSQL)", () => {
   });
 });
 
+describe("the optimistic laned claim (PostgreSQL)", () => {
+  /** Runs `between` once, right after `b`'s next laned read (flow-read-lanes.sql) answers. */
+  function afterNextRead(b: PostgresBackend, between: () => Promise<void>): { reads: string[] } {
+    const target = b as unknown as { query: (name: string, values: unknown[], on?: unknown) => Promise<unknown[]> };
+    const query = target.query.bind(b);
+    const seen = { reads: [] as string[], pending: true };
+    target.query = async (name, values, on) => {
+      const rows = await query(name, values, on);
+      if (name.startsWith("flow-") && name !== "flow-queues") seen.reads.push(`${name}${on === undefined ? "" : " (in a transaction)"}`);
+      if (name === "flow-read-lanes" && seen.pending) {
+        seen.pending = false;
+        await between();
+      }
+      return rows;
+    };
+    return seen;
+  }
+
+  it("claims in two statements without a transaction, and when another claim commits between its read and its claim, claims under the lock: a group's concurrency holds", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    const a = await backend(schema);
+    const other = await backend(schema);
+    // Group g runs at most 3 at once, whatever the name: a claims jobs named "job", the other
+    // backend jobs named "side", so the job it takes is never the one a picked.
+    const g = { group: { key: "g", concurrency: 3 } };
+    await a.enqueue([
+      ...Array.from({ length: 4 }, () => job("q", g)),
+      ...Array.from({ length: 2 }, () => buildJobSpec({ queue: "q", name: "side", data: null, options: g })),
+    ]);
+    const running = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${s}.jobs WHERE state = 'active'`)).rows[0]!.n);
+    // A first claim under the lock: the queue is laned, so a's next claims try without it.
+    expect(await claimIds(a, "q", 1)).toHaveLength(1);
+    // Uncontended: the read, then the claim, each on its own (no BEGIN, lock or COMMIT).
+    const quiet = afterNextRead(a, async () => {});
+    expect(await claimIds(a, "q", 1)).toHaveLength(1);
+    expect(quiet.reads).toEqual(["flow-read-lanes", "flow-claim-lanes"]);
+    expect(await running()).toBe(2);
+    // a's read sees two of g running (room for one), then another backend takes that room
+    // before a's claim statement runs.
+    let overtaken: string[] = [];
+    const contended = afterNextRead(a, async () => {
+      overtaken = (await other.claim({ queues: ["q"], names: ["side"], worker, limit: 2, leaseMs: 60_000 })).map((c) => c.job.id);
+    });
+    const got = await claimIds(a, "q", 2);
+    expect(overtaken).toHaveLength(1);
+    // a's version check failed: nothing claimed without the lock, and under it the group is full.
+    expect(got).toEqual([]);
+    expect(await running()).toBe(3);
+    expect(contended.reads).toEqual(["flow-read-lanes", "flow-claim-lanes", "flow-lock (in a transaction)", "flow-read-lanes (in a transaction)"]);
+  });
+});
+
 describe("queues without lanes (PostgreSQL)", () => {
   it("claim through jobs_claim as before: the walk reads the jobs it takes, not the backlog", async () => {
     const schema = schemas.create();
