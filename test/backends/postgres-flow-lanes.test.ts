@@ -265,6 +265,54 @@ describe("the optimistic laned claim (PostgreSQL)", () => {
   });
 });
 
+describe("limiter windows and keyed jobs the code before the optimistic claim left (PostgreSQL)", () => {
+  it("are read and claimed: lanes given after the insert, a window holding a start that left it", async () => {
+    let now = 10_000_000;
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    const b = await backend(schema, { now: () => now });
+    const bucket = "q\nk:api";
+    // Six jobs limited by key "api" (3 per second) as the old enqueue stored them: inserted
+    // without flow columns, then given them by an UPDATE (flow-enqueue.sql, gone now).
+    const ids = (await b.enqueue(Array.from({ length: 6 }, () => job("q")))).map((r) => r.id);
+    await admin.query(`UPDATE ${s}.jobs SET lane = 'k:api', limiter_key = 'api', limiter_max = 3, limiter_duration_ms = 1000`);
+    await admin.query(`INSERT INTO ${s}.flow_queues (queue, lanes) VALUES ('q', true)`);
+    // The key's window as the old claims left it: a start that has left it (1.5 s ago; the old
+    // read forgot such starts, the claim does now) and two 0.5 s ago, all three counted.
+    await admin.query(`INSERT INTO ${s}.flow_starts (queue, at, n) VALUES ($1, $2, 1), ($1, $3, 2)`, [bucket, now - 1_500, now - 500]);
+    await admin.query(`INSERT INTO ${s}.flow_counts (bucket, n) VALUES ($1, 3)`, [bucket]);
+    const windowRows = async () =>
+      (await admin.query<{ at: string; n: number }>(`SELECT at, n FROM ${s}.flow_starts WHERE queue = $1 ORDER BY at`, [bucket])).rows.map((r) => [
+        Number(r.at) - now,
+        r.n,
+      ]);
+    const counted = async () => (await admin.query<{ n: number }>(`SELECT n FROM ${s}.flow_counts WHERE bucket = $1`, [bucket])).rows[0]!.n;
+
+    // Two starts in the window: room for one (under the lock: the backend's first claim).
+    const first = await claimIds(b, "q", 5);
+    expect(first).toHaveLength(1);
+    expect(await windowRows()).toEqual([
+      [-500, 2],
+      [0, 1],
+    ]);
+    expect(await counted()).toBe(3);
+    // 0.6 s later the two have left: room for two (without the lock now).
+    now += 600;
+    const second = await claimIds(b, "q", 5);
+    expect(second).toHaveLength(2);
+    expect(await windowRows()).toEqual([
+      [-600, 1],
+      [0, 2],
+    ]);
+    expect(await counted()).toBe(3);
+    now += 1_000;
+    const third = await claimIds(b, "q", 5);
+    expect(third).toHaveLength(3);
+    expect([...first, ...second, ...third].sort()).toEqual([...ids].sort());
+    expect(await counted()).toBe(3);
+  });
+});
+
 describe("queues without lanes (PostgreSQL)", () => {
   it("claim through jobs_claim as before: the walk reads the jobs it takes, not the backlog", async () => {
     const schema = schemas.create();
