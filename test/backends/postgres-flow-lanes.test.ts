@@ -191,7 +191,9 @@ describe("keyed jobs enqueued (PostgreSQL)", () => {
     expect(await entries("jobs_pkey")).toBe(40);
     expect(await entries("jobs_claim")).toBe(10);
     expect(await entries("jobs_lanes")).toBe(30);
-    const rows = await admin.query(`SELECT id, lane, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms FROM ${s}.jobs ORDER BY seq`);
+    const rows = await admin.query<Record<string, unknown>>(
+      `SELECT id, lane, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms FROM ${s}.jobs ORDER BY seq`,
+    );
     expect(rows.rows.map(({ id: _id, ...flow }) => flow)).toEqual(
       specs.map((spec) => ({
         lane: spec.flow === undefined ? null : spec.flow.group !== null ? `g:${spec.flow.group.key}` : `k:${spec.flow.limiter!.key}`,
