@@ -52,12 +52,11 @@ try {
   if (values.analyze) await client.query("ANALYZE conveyor.jobs");
   // The statement as the backend runs it (schema filled in), with the parameters a claim of 50 sends.
   const sql = (backend as unknown as { sql: Record<string, string> }).sql["flow-read-lanes"]!;
-  const cursorRows = (await client.query<{ lane_cursor: string | null }>("SELECT lane_cursor FROM conveyor.flow_queues WHERE queue = 'bench'")).rows;
-  const laneCursor = cursorRows[0]?.lane_cursor ?? null;
+  // The read takes the lane cursor and the rate window from the queue's flow row itself.
   const total = 50;
   const maxLanes = total + 2;
   const heads = Array.from({ length: maxLanes + 1 }, (_, lanes) => (lanes <= 4 ? total : Math.ceil(total / lanes) + 2));
-  const params = ["bench", Date.now(), 1_000, laneCursor ?? "", maxLanes, ["noop"], heads, total, "bench\nk:"];
+  const params = ["bench", Date.now(), maxLanes, ["noop"], heads, total, "bench\nk:"];
   await client.query("PREPARE read_lanes AS " + sql.replace(/^--.*$/gm, ""));
   const literal = (v: unknown): string =>
     Array.isArray(v)

@@ -12,7 +12,9 @@
  * group or limiter key (no lanes). --commandstats (Redis): after each arm, the commands Redis ran
  * for it (INFO commandstats, scripts' own calls included), per 1,000 jobs: calls (exact, whatever
  * the load) and microseconds (Redis' own timing, which a loaded machine inflates). A diagnostic,
- * not a figure of the issue.
+ * not a figure of the issue. --statements (PostgreSQL): after each arm, the statements the server ran
+ * during its timed run (pg_stat_statements, trigger statements included): calls and execution µs
+ * per 1,000 jobs, rows per call, shared buffers per call; a diagnostic like --commandstats.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -24,6 +26,7 @@ import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { readFileSync, readdirSync } from "node:fs";
 import { Redis } from "ioredis";
+import pg from "pg";
 import { chunks, FILL_CHUNK, fmt, noopJobs, percentile } from "./lib.js";
 
 /** CPU ms used so far by a process and its children (reaped and live), from /proc (clock ticks of 10 ms). */
@@ -54,6 +57,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "2" },
     "limits-only": { type: "boolean", default: false },
     commandstats: { type: "boolean", default: false },
+    statements: { type: "boolean", default: false },
   },
 });
 const jobs = Number(values.jobs);
@@ -70,6 +74,8 @@ interface Profile {
   claimMsP90: number;
   /** --commandstats: Redis' command statistics before and after the timed run. */
   commands: { before: CommandStats; after: CommandStats } | null;
+  /** --statements: what pg_stat_statements counted during the timed run, table rows. */
+  statements: string[];
 }
 
 type CommandStats = Map<string, { calls: number; usec: number }>;
@@ -106,6 +112,7 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
     let completed = 0;
     let worker: Worker | undefined;
     const commands0 = values.commandstats ? await commandStats() : null;
+    await statementStats.reset();
     const server0 = await serverCpuMs();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
@@ -119,6 +126,7 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
     const cpu = process.cpuUsage(cpu0);
     const server1 = await serverCpuMs();
     const commands1 = values.commandstats ? await commandStats() : null;
+    const statements = await statementStats.read(arm);
     await worker?.close();
     return {
       jobsPerSecond: jobs / seconds,
@@ -130,6 +138,7 @@ async function profile(url: string, arm: Arm, serverCpuMs: () => Promise<number 
       claimMsP50: percentile(times, 50),
       claimMsP90: percentile(times, 90),
       commands: commands0 !== null && commands1 !== null ? { before: commands0, after: commands1 } : null,
+      statements,
     };
   } finally {
     await backend.close();
@@ -149,6 +158,7 @@ function commandTable(arm: Arm, before: CommandStats, after: CommandStats): stri
     .map((u) => `| ${arm} | ${u.command} | ${fmt((u.calls / jobs) * 1000)} | ${fmt((u.usec / jobs) * 1000)} |`);
 }
 const commandRows: string[] = [];
+const statementRows: string[] = [];
 
 let n = 0;
 let fresh: () => Promise<string>;
@@ -156,16 +166,44 @@ let close: () => Promise<void>;
 let serverCpuMs: () => Promise<number | null> = async () => null;
 /** Redis INFO commandstats: command -> { calls, usec } so far (null on other stores). */
 let commandStats: () => Promise<CommandStats | null> = async () => null;
+/** --statements: pg_stat_statements reset before an arm's timed run and read after it. */
+const statementStats: { reset: () => Promise<void>; read: (arm: Arm) => Promise<string[]> } = { reset: async () => {}, read: async () => [] };
 if (values.backend === "sqlite") {
   const dir = await mkdtemp(join(tmpdir(), "conveyor-flowprof-"));
   fresh = async () => `sqlite:${join(dir, `s${n++}.db`)}`;
   close = () => rm(dir, { recursive: true, force: true });
 } else if (values.backend === "postgres") {
-  const server = await startThrowawayPostgres({ database: "bench" });
+  const server = await startThrowawayPostgres({
+    database: "bench",
+    settings: values.statements ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } : {},
+  });
+  if (values.statements) {
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    await admin.query("CREATE EXTENSION pg_stat_statements");
+    statementStats.reset = async () => {
+      await admin.query("SELECT pg_stat_statements_reset()");
+    };
+    statementStats.read = async (arm) => {
+      const { rows } = await admin.query<{ calls: string; rows: string; ms: number; buffers: string; query: string }>(
+        `SELECT calls, rows, total_exec_time AS ms, shared_blks_hit + shared_blks_read AS buffers, regexp_replace(query, '\\s+', ' ', 'g') AS query
+         FROM pg_stat_statements WHERE calls > 0 AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 16`,
+      );
+      return rows.map((r) => {
+        // A statement's own comment names it (-- claim: …); trigger statements start with their SQL.
+        const name = (/^-- ([\w-]+):/.exec(r.query)?.[1] ?? r.query.replace(/"prof_\d+"\./g, "")).slice(0, 60);
+        const calls = Number(r.calls);
+        return `| ${arm} | ${name} | ${fmt((calls / jobs) * 1000)} | ${(Number(r.rows) / calls).toFixed(1)} | ${fmt(((r.ms * 1000) / jobs) * 1000)} | ${(Number(r.buffers) / calls).toFixed(0)} |`;
+      });
+    };
+    close = async () => {
+      await admin.end();
+      await server.stop();
+    };
+  } else close = () => server.stop();
   const postmaster = Number(readFileSync(`${server.dataDir}/postmaster.pid`, "utf8").split("\n")[0]);
   serverCpuMs = async () => treeCpuMs(postmaster);
   fresh = async () => `${server.url}?schema=prof_${n++}`;
-  close = () => server.stop();
 } else {
   const server = await startThrowawayRedis({ persistence: "none" });
   const info = new Redis(server.url);
@@ -196,6 +234,7 @@ try {
     for (const arm of arms) {
       const p = await profile(await fresh(), arm, serverCpuMs);
       if (p.commands !== null) commandRows.push(...commandTable(arm, p.commands.before, p.commands.after));
+      statementRows.push(...p.statements);
       console.log(
         `| ${arm} | ${fmt(p.jobsPerSecond)} | ${p.claims} | ${p.jobsPerClaim.toFixed(2)} | ${p.claimMsMean.toFixed(2)} | ${p.claimMsP50.toFixed(2)} | ${p.claimMsP90.toFixed(2)} | ${fmt(p.clientCpuMsPer1000)} | ${p.serverCpuMsPer1000 === null ? "(in process)" : fmt(p.serverCpuMsPer1000)} |`,
       );
@@ -205,6 +244,11 @@ try {
     console.log(`\n| arm | command (scripts' calls included) | calls per 1,000 jobs | Redis usec per 1,000 jobs |`);
     console.log(`| --- | --- | --- | --- |`);
     for (const row of commandRows) console.log(row);
+  }
+  if (statementRows.length > 0) {
+    console.log(`\n| arm | statement | calls per 1,000 jobs | rows per call | server µs per 1,000 jobs | buffers per call |`);
+    console.log(`| --- | --- | --- | --- | --- | --- |`);
+    for (const row of statementRows) console.log(row);
   }
 } finally {
   await close();

@@ -82,7 +82,7 @@ export interface JobFlowColumns {
   limiter_duration_ms: number | null;
 }
 
-/** The JobFlow of a row's flow columns (every column of a part is set together, by setJobFlow / flow-enqueue.sql). */
+/** The JobFlow of a row's flow columns (every column of a part is set together, by setJobFlow / enqueue.sql). */
 export function jobFlowFromColumns(row: JobFlowColumns): JobFlow {
   return {
     group: row.group_key === null ? null : { key: row.group_key, concurrency: row.group_concurrency! },

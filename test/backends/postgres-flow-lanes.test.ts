@@ -81,8 +81,6 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
       const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, [
         "q",
         Date.now(),
-        null,
-        "",
         8,
         ["job"],
         heads,
@@ -167,6 +165,153 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
     // is the oldest now (5 s), older than a's other one (priority 9, 4 s).
     expect(await claimIds(b, "q", 2)).toHaveLength(2);
     expect((await b.stats("q"))[0]!.oldestWaitingAgeMs).toBe(5_000);
+  });
+});
+
+describe("keyed jobs enqueued (PostgreSQL)", () => {
+  it("are inserted with their lane and flow columns: no entry in jobs_claim, one row version each", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    const b = await backend(schema);
+    await admin.query("CREATE EXTENSION IF NOT EXISTS pageinspect");
+    // The index entries a relation's only page holds (all of them while it is that small).
+    const entries = async (index: string) =>
+      Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM bt_page_items($1, 1)`, [`${s}.${index}`])).rows[0]!.n);
+    // 30 keyed jobs (three groups, one of them also limited by key; one limiter key alone) and
+    // 10 unkeyed ones, in one batch.
+    const specs = [
+      ...Array.from({ length: 20 }, (_, k) => keyed("q", `g${k % 3}`, k % 2 === 0 ? { limiter: { key: "api", max: 1_000, durationMs: 1_000 } } : {})),
+      ...Array.from({ length: 10 }, () => job("q", { limiter: { key: "solo", max: 700, durationMs: 2_000 } })),
+      ...Array.from({ length: 10 }, () => job("q")),
+    ];
+    await b.enqueue(specs);
+    // Every job is one index entry in the primary key (an update of its lane after the insert
+    // left a second one each, and the first in jobs_claim), and only the unkeyed ones are in
+    // jobs_claim.
+    expect(await entries("jobs_pkey")).toBe(40);
+    expect(await entries("jobs_claim")).toBe(10);
+    expect(await entries("jobs_lanes")).toBe(30);
+    const rows = await admin.query<Record<string, unknown>>(
+      `SELECT id, lane, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms FROM ${s}.jobs ORDER BY seq`,
+    );
+    expect(rows.rows.map(({ id: _id, ...flow }) => flow)).toEqual(
+      specs.map((spec) => ({
+        lane: spec.flow === undefined ? null : spec.flow.group !== null ? `g:${spec.flow.group.key}` : `k:${spec.flow.limiter!.key}`,
+        group_key: spec.flow?.group?.key ?? null,
+        group_concurrency: spec.flow?.group?.concurrency ?? null,
+        limiter_key: spec.flow?.limiter?.key ?? null,
+        limiter_max: spec.flow?.limiter?.max ?? null,
+        limiter_duration_ms: spec.flow?.limiter?.durationMs === undefined ? null : String(spec.flow.limiter.durationMs),
+      })),
+    );
+    expect((await admin.query(`SELECT queue, lanes FROM ${s}.flow_queues`)).rows).toEqual([{ queue: "q", lanes: true }]);
+    // A second keyed batch, duplicates included, changes nothing it should not; every job is claimed once.
+    expect((await b.enqueue([specs[0]!, keyed("q", "g9")])).map((r) => r.duplicate)).toEqual([true, false]);
+    expect(await entries("jobs_claim")).toBe(10);
+    const claimed = await drain(b, "q");
+    expect(claimed).toHaveLength(41);
+    expect(new Set(claimed).size).toBe(41);
+  });
+});
+
+describe("the optimistic laned claim (PostgreSQL)", () => {
+  /** Runs `between` once, right after `b`'s next laned read (flow-read-lanes.sql) answers. */
+  function afterNextRead(b: PostgresBackend, between: () => Promise<void>): { reads: string[] } {
+    const target = b as unknown as { query: (name: string, values: unknown[], on?: unknown) => Promise<unknown[]> };
+    const query = target.query.bind(b);
+    const seen = { reads: [] as string[], pending: true };
+    target.query = async (name, values, on) => {
+      const rows = await query(name, values, on);
+      if (name.startsWith("flow-") && name !== "flow-queues") seen.reads.push(`${name}${on === undefined ? "" : " (in a transaction)"}`);
+      if (name === "flow-read-lanes" && seen.pending) {
+        seen.pending = false;
+        await between();
+      }
+      return rows;
+    };
+    return seen;
+  }
+
+  it("claims in two statements without a transaction, and when another claim commits between its read and its claim, claims under the lock: a group's concurrency holds", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    const a = await backend(schema);
+    const other = await backend(schema);
+    // Group g runs at most 3 at once, whatever the name: a claims jobs named "job", the other
+    // backend jobs named "side", so the job it takes is never the one a picked.
+    const g = { group: { key: "g", concurrency: 3 } };
+    await a.enqueue([
+      ...Array.from({ length: 4 }, () => job("q", g)),
+      ...Array.from({ length: 2 }, () => buildJobSpec({ queue: "q", name: "side", data: null, options: g })),
+    ]);
+    const running = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${s}.jobs WHERE state = 'active'`)).rows[0]!.n);
+    // A first claim under the lock: the queue is laned, so a's next claims try without it.
+    expect(await claimIds(a, "q", 1)).toHaveLength(1);
+    // Uncontended: the read, then the claim, each on its own (no BEGIN, lock or COMMIT).
+    const quiet = afterNextRead(a, async () => {});
+    expect(await claimIds(a, "q", 1)).toHaveLength(1);
+    expect(quiet.reads).toEqual(["flow-read-lanes", "flow-claim-lanes"]);
+    expect(await running()).toBe(2);
+    // a's read sees two of g running (room for one), then another backend takes that room
+    // before a's claim statement runs.
+    let overtaken: string[] = [];
+    const contended = afterNextRead(a, async () => {
+      overtaken = (await other.claim({ queues: ["q"], names: ["side"], worker, limit: 2, leaseMs: 60_000 })).map((c) => c.job.id);
+    });
+    const got = await claimIds(a, "q", 2);
+    expect(overtaken).toHaveLength(1);
+    // a's version check failed: nothing claimed without the lock, and under it the group is full.
+    expect(got).toEqual([]);
+    expect(await running()).toBe(3);
+    expect(contended.reads).toEqual(["flow-read-lanes", "flow-claim-lanes", "flow-lock (in a transaction)", "flow-read-lanes (in a transaction)"]);
+  });
+});
+
+describe("limiter windows and keyed jobs the code before the optimistic claim left (PostgreSQL)", () => {
+  it("are read and claimed: lanes given after the insert, a window holding a start that left it", async () => {
+    let now = 10_000_000;
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    const b = await backend(schema, { now: () => now });
+    const bucket = "q\nk:api";
+    // Six jobs limited by key "api" (3 per second) as the old enqueue stored them: inserted
+    // without flow columns, then given them by an UPDATE (flow-enqueue.sql, gone now).
+    const ids = (await b.enqueue(Array.from({ length: 6 }, () => job("q")))).map((r) => r.id);
+    await admin.query(`UPDATE ${s}.jobs SET lane = 'k:api', limiter_key = 'api', limiter_max = 3, limiter_duration_ms = 1000`);
+    await admin.query(`INSERT INTO ${s}.flow_queues (queue, lanes) VALUES ('q', true)`);
+    // The key's window as the old claims left it: a start that has left it (1.5 s ago; the old
+    // read forgot such starts, the claim does now) and two 0.5 s ago, all three counted.
+    await admin.query(`INSERT INTO ${s}.flow_starts (queue, at, n) VALUES ($1, $2, 1), ($1, $3, 2)`, [bucket, now - 1_500, now - 500]);
+    await admin.query(`INSERT INTO ${s}.flow_counts (bucket, n) VALUES ($1, 3)`, [bucket]);
+    const windowRows = async () =>
+      (await admin.query<{ at: string; n: number }>(`SELECT at, n FROM ${s}.flow_starts WHERE queue = $1 ORDER BY at`, [bucket])).rows.map((r) => [
+        Number(r.at) - now,
+        r.n,
+      ]);
+    const counted = async () => (await admin.query<{ n: number }>(`SELECT n FROM ${s}.flow_counts WHERE bucket = $1`, [bucket])).rows[0]!.n;
+
+    // Two starts in the window: room for one (under the lock: the backend's first claim).
+    const first = await claimIds(b, "q", 5);
+    expect(first).toHaveLength(1);
+    expect(await windowRows()).toEqual([
+      [-500, 2],
+      [0, 1],
+    ]);
+    expect(await counted()).toBe(3);
+    // 0.6 s later the two have left: room for two (without the lock now).
+    now += 600;
+    const second = await claimIds(b, "q", 5);
+    expect(second).toHaveLength(2);
+    expect(await windowRows()).toEqual([
+      [-600, 1],
+      [0, 2],
+    ]);
+    expect(await counted()).toBe(3);
+    now += 1_000;
+    const third = await claimIds(b, "q", 5);
+    expect(third).toHaveLength(3);
+    expect([...first, ...second, ...third].sort()).toEqual([...ids].sort());
+    expect(await counted()).toBe(3);
   });
 });
 

@@ -59,7 +59,17 @@ import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage,
 import type { Json } from "../../core/json.js";
 import { isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
-import { claimUnderLimits, jobFlowValues, limitsOf, retryInMsFromNow, type FlowQuery, type PgFlowRow } from "./flow.js";
+import {
+  claimLanedOptimistically,
+  claimUnderLimits,
+  jobFlowColumns,
+  limitsOf,
+  NO_JOB_FLOW,
+  OptimisticLanes,
+  retryInMsFromNow,
+  type FlowQuery,
+  type PgFlowRow,
+} from "./flow.js";
 import {
   effectiveState,
   type AttemptRecord,
@@ -263,7 +273,6 @@ const QUERY_FILES = [
   "flow-queues",
   "flow-read-lanes",
   "flow-claim-lanes",
-  "flow-enqueue",
   "flow-hold-key",
   "complete-and-claim",
   "finished-window",
@@ -568,6 +577,7 @@ export class PostgresBackend implements Backend {
       retainDead[i] = spec.retainDeadMs;
       metas[i] = spec.meta ?? null;
     }
+    const keyed = jobFlowColumns(batch);
     const values = [
       this.nowParam(),
       textArray(ids),
@@ -584,6 +594,8 @@ export class PostgresBackend implements Backend {
       integerArray(retainDead),
       jsonTextArray(metas),
       textArray([...new Set(queues)]),
+      // Flow control: the lanes, groups and limiter keys of new jobs (six NULLs for none).
+      ...(keyed?.columns ?? NO_JOB_FLOW),
     ];
     const allOrNothing = allOrNothingOf(specs, options);
     // All or nothing: the statement runs in a transaction (a savepoint in the caller's) that is
@@ -592,27 +604,23 @@ export class PostgresBackend implements Backend {
     // is stored, never a part of each.
     const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
     let rows: Array<{ id: string | null }>;
-    // Flow control: the group and limiter key of new jobs, stored in the same transaction.
-    const keyed = batch.filter((spec) => spec.flow !== undefined);
-    const flowValues = (found: Array<{ id: string | null }>) => jobFlowValues(keyed, found);
     if (tx !== undefined) {
       if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
       rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
-      if (keyed.length > 0 && keepAll(rows)) await this.queryCallerTx(tx, "flow-enqueue", flowValues(rows));
       if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
-    } else if (allOrNothing || keyed.length > 0) {
+    } else if (allOrNothing) {
       rows = await this.inTransaction(async (client) => {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
-        if (keyed.length > 0 && keepAll(found)) await this.query("flow-enqueue", flowValues(found), client);
         return { value: found, commit: keepAll(found) };
       });
-      // The keyed jobs' queues have a flow row now (flow-enqueue.sql): this process's claims take
-      // the flow path for them at once, not after its view of limited queues next expires. (In a
-      // caller's transaction the row exists only once the caller commits: left to that expiry.)
-      if (keyed.length > 0 && keepAll(rows)) for (const spec of keyed) this.flowQueues?.names.add(spec.queue);
     } else {
       rows = await this.query<{ id: string | null }>("enqueue", values);
     }
+    // Jobs with a group or limiter key gave their queue a flow row (enqueue.sql): this process's
+    // claims take the flow path for it at once, not after its view of limited queues next
+    // expires. (In a caller's transaction the row exists only once the caller commits: left to
+    // that expiry.)
+    if (keyed !== null && tx === undefined && keepAll(rows)) for (const queue of keyed.queues) this.flowQueues?.names.add(queue);
     const existed = new Set<string>();
     for (const row of rows) if (row.id !== null) existed.add(row.id);
     const stored = new Set<string>();
@@ -1207,18 +1215,37 @@ export class PostgresBackend implements Backend {
     return this.flowQueues.names;
   }
 
+  /** Laned queues this backend claims without the flow row lock first (flow.ts, claimLanedOptimistically). */
+  private readonly optimisticLanes = new OptimisticLanes();
+
   private async claimUnderLimits(queues: readonly string[], request: ClaimRequest, limit: number, leaseMs: number): Promise<JobRow[]> {
-    const { rows, throttles, clockReadAt } = await this.inTransaction(async (client) => ({
-      value: await claimUnderLimits<JobRow>(
-        <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
-        queues,
-        request,
-        limit,
-        leaseMs,
-        this.nowParam(),
-      ),
-      commit: true,
-    }));
+    // One laned queue: two statements, no transaction, when no other claimer comes between.
+    const optimistic =
+      queues.length === 1 && this.optimisticLanes.tries(queues[0]!)
+        ? await claimLanedOptimistically<JobRow>(
+            <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values),
+            this.optimisticLanes,
+            queues[0]!,
+            request,
+            limit,
+            leaseMs,
+            this.nowParam(),
+          )
+        : null;
+    const { rows, throttles, clockReadAt } =
+      optimistic ??
+      (await this.inTransaction(async (client) => ({
+        value: await claimUnderLimits<JobRow>(
+          <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values, client),
+          queues,
+          request,
+          limit,
+          leaseMs,
+          this.nowParam(),
+          this.optimisticLanes,
+        ),
+        commit: true,
+      })));
     for (const t of throttles) reportThrottle(request.onThrottle, t.queue, retryInMsFromNow(t.retryInMs, clockReadAt));
     return rows;
   }

@@ -10,12 +10,19 @@
  * another (flow-claim-lanes.sql): BEGIN, lock, read, claim, COMMIT. Every round trip is paid
  * while the queue's flow row is locked, so the claimers of one queue wait for each other's:
  * fewer is faster.
+ * A claim of one laned queue first tries without the lock and without a transaction
+ * (claimLanedOptimistically): the read, then the claim statement, which locks the row and goes
+ * ahead only if no other claim committed since the read (the row's xmin, which every laned claim
+ * that starts a job changes). Two round trips, one commit; when another claimer came between it
+ * claims nothing and the claim runs under the lock as above (and that queue's next claims do, for
+ * a second: OptimisticLanes).
  * Queues without limits never come here: claim.sql alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
 import {
   claimBudget,
   flowSnapshot,
+  type ClaimBudget,
   needsRunningCounts,
   pickAcrossLanes,
   throttleAfterStarts,
@@ -77,8 +84,10 @@ export async function claimUnderLimits<Row extends object>(
   limit: number,
   leaseMs: number,
   nowParam: number | null,
+  hints?: OptimisticLanes,
 ): Promise<{ rows: Row[]; throttles: ClaimThrottle[]; clockReadAt: number | null }> {
   const locked = await run<PgFlowRow>("flow-lock", [nowParam, textArray(queues)]);
+  for (const row of locked) hints?.saw(row.queue!, row.lanes === true);
   const clockReadAt = performance.now();
   const rowOf = new Map(locked.map((row) => [row.queue!, row]));
   const { id, host, pid } = request.worker;
@@ -103,7 +112,7 @@ export async function claimUnderLimits<Row extends object>(
     }
     const limits = limitsOf(row);
     if (row.lanes === true) {
-      const read = (names: readonly string[], total: number) => readLanes(run, queue, row.lane_cursor ?? null, now, limits, names, total);
+      const read = (names: readonly string[], total: number) => readLanes(run, queue, now, names, total);
       const first = await read(request.names, remaining);
       const budget = claimBudget(flowSnapshot(now, limits, row.held_until, first.window, first.running), remaining, request.names);
       if (budget.total === 0) {
@@ -114,11 +123,10 @@ export async function claimUnderLimits<Row extends object>(
       // under the same lock, only then).
       const names = request.names.filter((name) => (budget.perName.get(name) ?? 1) > 0);
       const lanes = names.length === request.names.length ? first : await read(names, budget.total);
-      const got = await claimLanes<Row>(run, queue, lanes, now, budget.total, budget.perName, request, leaseMs, limits.rate !== null);
+      const got = await claimLanes<Row>(run, queue, lanes, now, budget, request, leaseMs, limits.rate !== null, null);
       rows.push(...got.rows);
-      const rateFull = throttleAfterStarts(budget, got.rows.length);
-      if (got.throttle !== null) throttles.push({ queue, retryInMs: got.throttle.retryInMs });
-      else if (rateFull !== null) throttles.push({ queue, retryInMs: rateFull });
+      const throttle = laneThrottle(budget, got);
+      if (throttle !== null) throttles.push({ queue, retryInMs: throttle.retryInMs });
       continue;
     }
     let window: { n: number; oldest: number | null } | null = null;
@@ -178,8 +186,17 @@ export function retryInMsFromNow(retryInMs: number | null, clockReadAt: number |
   return Math.max(1, retryInMs - Math.floor(now - clockReadAt));
 }
 
+/** The flow row as flow-read-lanes.sql read it, with its version (xmin) and the clock it read at. */
+interface LaneFlowRow extends PgFlowRow {
+  cursor: string;
+  version: string;
+  now: number;
+}
+
 /** What flow-read-lanes.sql read for one laned queue. */
 interface LaneRead {
+  /** The queue's flow row, null when it has none. */
+  flow: LaneFlowRow | null;
   window: { n: number; oldest: number | null } | null;
   running: Array<{ name: string; n: number }>;
   groupActive: Map<string, number>;
@@ -188,40 +205,36 @@ interface LaneRead {
   /** Head jobs of those lanes and of lane "", in claim order. */
   heads: LaneHeadRow[];
   limiterWindow: Map<string, LimiterWindow>;
+  /** The windows counted (the queue's own under its name, each limiter key's bucket) and their length in ms. */
+  windows: Array<{ bucket: string; windowMs: number }>;
 }
 
 /**
  * Reads, in one round trip (flow-read-lanes.sql), what a claim of up to `total` jobs of a laned
- * queue needs: the queue's rate window and running counts (for its budget), its lanes in turn
- * from after `cursor`, their head jobs of `names`, and the windows of the limiter keys among
- * them. Read for `total` before the budget is known: claimLanes narrows it to the budget.
+ * queue needs: its flow row, its rate window and running counts (for its budget), its lanes in
+ * turn from after the row's cursor, their head jobs of `names`, and the windows of the limiter
+ * keys among them. Read for `total` before the budget is known: claimLanes narrows it to the
+ * budget. `now`: the clock to read at (the lock's), or null for the database clock now (the
+ * optimistic claim, or an injected clock's reading).
  */
-async function readLanes(
-  run: RunFlowQuery,
-  queue: string,
-  cursor: string | null,
-  now: number,
-  limits: StoredQueueLimits,
-  names: readonly string[],
-  total: number,
-): Promise<LaneRead> {
+async function readLanes(run: RunFlowQuery, queue: string, now: number | null, names: readonly string[], total: number): Promise<LaneRead> {
   const maxLanes = lanesToVisit(total);
+  const prefix = limiterBucketPrefix(queue);
   const [row] = await run<{
+    flow: LaneFlowRow | null;
     rate_window: { n: number; oldest: number | null } | null;
     running: Array<{ kind: "name" | "group"; key: string; n: number }>;
     lanes: string[];
     heads: LaneHeadRow[];
-    keys: Array<{ key: string; n: number; oldest: number | null; held_until: number | null }>;
+    keys: Array<{ key: string; window_ms: number; n: number; oldest: number | null; held_until: number | null }>;
   }>("flow-read-lanes", [
     queue,
     now,
-    limits.rate?.durationMs ?? null,
-    cursor ?? "",
     maxLanes,
     textArray(names),
     integerArray(Array.from({ length: maxLanes + 1 }, (_, lanes) => headsPerLane(total, lanes))),
     total,
-    limiterBucketPrefix(queue),
+    prefix,
   ]);
   const read = row!;
   const groupActive = new Map<string, number>();
@@ -231,27 +244,53 @@ async function readLanes(
     else groupActive.set(r.key, r.n);
   }
   const limiterWindow = new Map(read.keys.map((k): [string, LimiterWindow] => [k.key, { n: k.n, oldest: k.oldest, heldUntil: k.held_until }]));
-  return { window: limits.rate === null ? null : read.rate_window, running, groupActive, lanes: read.lanes, heads: read.heads, limiterWindow };
+  const windows = read.keys.map((k) => ({ bucket: prefix + k.key, windowMs: k.window_ms }));
+  const rate = read.flow?.rate_duration_ms ?? null;
+  if (read.rate_window !== null && rate !== null) windows.push({ bucket: queue, windowMs: rate });
+  return {
+    flow: read.flow,
+    window: read.rate_window,
+    running,
+    groupActive,
+    lanes: read.lanes,
+    heads: read.heads,
+    limiterWindow,
+    windows,
+  };
+}
+
+/** The throttle a laned claim reports: the pick's (a lane's limit), else the rate's when the claim took its last open slot. */
+function laneThrottle(
+  budget: ClaimBudget,
+  got: { rows: readonly unknown[]; throttle: { retryInMs: number | null } | null },
+): { retryInMs: number | null } | null {
+  if (got.throttle !== null) return got.throttle;
+  const rateFull = throttleAfterStarts(budget, got.rows.length);
+  return rateFull === null ? null : { retryInMs: rateFull };
 }
 
 /**
- * A laned queue's claim of `total` jobs from what readLanes read (for as many or more): its
- * first lanesToVisit(total) lanes, headsPerLane of each, picked round robin under each group's
- * concurrency and each limiter key's rate (pickAcrossLanes), claimed by id with the starts (the
- * queue's rate when `recordQueueRate`, each limiter key's) and the lane cursor recorded in the
- * same statement (flow-claim-lanes.sql).
+ * A laned queue's claim of `budget.total` jobs from what readLanes read (for as many or more):
+ * its first lanesToVisit(total) lanes, headsPerLane of each, picked round robin under each
+ * group's concurrency and each limiter key's rate (pickAcrossLanes), claimed by id with the
+ * starts (the queue's rate when `recordQueueRate`, each limiter key's), the windows read
+ * forgotten up to now and the lane cursor recorded in the same statement
+ * (flow-claim-lanes.sql). `version`: null under the queue's flow row lock; else the version the
+ * unlocked read saw, checked by the statement (no rows back, `stale`, when another claim
+ * committed since).
  */
 async function claimLanes<Row extends object>(
   run: RunFlowQuery,
   queue: string,
   read: LaneRead,
   now: number,
-  total: number,
-  perName: ReadonlyMap<string, number>,
+  budget: ClaimBudget,
   request: ClaimRequest,
   leaseMs: number,
   recordQueueRate: boolean,
-): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null }> {
+  optimistic: { version: string; databaseClock: boolean } | null,
+): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null; stale: boolean }> {
+  const total = budget.total;
   const lanes = read.lanes.slice(0, lanesToVisit(total));
   const perLane = headsPerLane(total, lanes.length);
   const byLane = new Map<string, LaneJob<string>[]>([["", []], ...lanes.map((lane): [string, LaneJob<string>[]] => [lane, []])]);
@@ -261,9 +300,9 @@ async function claimLanes<Row extends object>(
       jobs.push({ ref: r.id, name: r.name, flow: r.lane === "" ? null : jobFlowFromColumns(r) });
   }
   const heads: LaneHead<string>[] = [...byLane].map(([lane, jobs]) => ({ lane, jobs }));
-  const pick = pickAcrossLanes(heads, total, perName, { groupActive: read.groupActive, limiterWindow: read.limiterWindow }, now);
+  const pick = pickAcrossLanes(heads, total, budget.perName, { groupActive: read.groupActive, limiterWindow: read.limiterWindow }, now);
   const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;
-  if (pick.picked.length === 0) return { rows: [], throttle };
+  if (pick.picked.length === 0) return { rows: [], throttle, stale: false };
   const { id, host, pid } = request.worker;
   const rows = await run<Row>("flow-claim-lanes", [
     now,
@@ -276,26 +315,115 @@ async function claimLanes<Row extends object>(
     textArray(pick.picked.map((p) => (p.flow?.limiter ? limiterBucket(queue, p.flow.limiter.key) : null))),
     recordQueueRate,
     pick.lastLane !== null && pick.lastLane !== "" ? pick.lastLane : null,
+    optimistic?.version ?? null,
+    optimistic?.databaseClock ?? false,
+    textArray(read.windows.map((w) => w.bucket)),
+    integerArray(read.windows.map((w) => now - w.windowMs)),
   ]);
-  return { rows, throttle };
+  // With a version, no row back means the check failed (every picked job still waiting is
+  // claimed when it holds; a pick whose jobs all went meanwhile is rare and just claims again).
+  return { rows, throttle, stale: optimistic !== null && rows.length === 0 };
 }
 
 /**
- * The parameters of flow-enqueue.sql for the keyed specs of an enqueue, leaving out the ones the
- * enqueue statement reported as already existing (`found`: the ids of duplicates).
+ * Which laned queues a backend claims optimistically (claimLanedOptimistically): the queues
+ * seen laned, less those whose last optimistic claim lost to another claimer within
+ * CONTENDED_MS (they claim under the lock meanwhile, where claimers take turns instead of
+ * reading for nothing).
  */
-export function jobFlowValues(keyed: readonly JobSpec[], found: ReadonlyArray<{ id: string | null }>): unknown[] {
-  const existed = new Set(found.flatMap((r) => (r.id === null ? [] : [r.id])));
-  const stored = keyed.filter((spec) => !existed.has(spec.id));
-  const flows = stored.map((spec) => spec.flow!);
-  return [
-    textArray(stored.map((spec) => spec.id)),
-    textArray(flows.map(laneOf)),
-    textArray(flows.map((f) => f.group?.key ?? null)),
-    integerArray(flows.map((f) => f.group?.concurrency ?? null)),
-    textArray(flows.map((f) => f.limiter?.key ?? null)),
-    integerArray(flows.map((f) => f.limiter?.max ?? null)),
-    integerArray(flows.map((f) => f.limiter?.durationMs ?? null)),
-    textArray([...new Set(stored.map((spec) => spec.queue))]),
-  ];
+export class OptimisticLanes {
+  private readonly laned = new Set<string>();
+  private readonly contendedAt = new Map<string, number>();
+
+  /** Whether to try `queue` without the lock now. */
+  tries(queue: string, at = performance.now()): boolean {
+    if (!this.laned.has(queue)) return false;
+    const contended = this.contendedAt.get(queue);
+    if (contended === undefined) return true;
+    if (at - contended < CONTENDED_MS) return false;
+    this.contendedAt.delete(queue);
+    return true;
+  }
+
+  /** A claim under the lock found the queue laned (or not). */
+  saw(queue: string, laned: boolean): void {
+    if (laned) this.laned.add(queue);
+    else this.laned.delete(queue);
+  }
+
+  /** An optimistic claim of `queue` lost to another claimer. */
+  lost(queue: string, at = performance.now()): void {
+    this.contendedAt.set(queue, at);
+  }
+}
+
+/** How long a queue whose optimistic claim lost claims under the lock, in ms. */
+const CONTENDED_MS = 1_000;
+
+/**
+ * A claim of one laned queue in two round trips and no transaction of its own: the read without
+ * the lock (flow-read-lanes.sql, which also reads the queue's flow row and its version), the
+ * budget and pick, then flow-claim-lanes.sql, which locks the row and claims only if its version
+ * is the one read (no other claim committed since: the counts still hold). Null when it cannot
+ * say: the queue is not laned (or has no flow row), a capped name would need a second read, or
+ * another claim came between (noted in `hints`); the caller then claims under the lock
+ * (claimUnderLimits). Each statement runs on its own (`run` outside a transaction).
+ */
+export async function claimLanedOptimistically<Row extends object>(
+  run: RunFlowQuery,
+  hints: OptimisticLanes,
+  queue: string,
+  request: ClaimRequest,
+  limit: number,
+  leaseMs: number,
+  nowParam: number | null,
+): Promise<{ rows: Row[]; throttles: ClaimThrottle[]; clockReadAt: number | null } | null> {
+  const read = await readLanes(run, queue, nowParam, request.names, limit);
+  const clockReadAt = performance.now();
+  const flow = read.flow;
+  if (flow === null || flow.lanes !== true) {
+    hints.saw(queue, false);
+    return null;
+  }
+  const limits = limitsOf(flow);
+  const budget = claimBudget(flowSnapshot(flow.now, limits, flow.held_until, read.window, read.running), limit, request.names);
+  const clock = nowParam === null ? clockReadAt : null;
+  if (budget.total === 0) return { rows: [], throttles: [{ queue, retryInMs: budget.retryInMs }], clockReadAt: clock };
+  if (request.names.some((name) => budget.perName.get(name) === 0)) return null;
+  const got = await claimLanes<Row>(run, queue, read, flow.now, budget, request, leaseMs, limits.rate !== null, {
+    version: flow.version,
+    databaseClock: nowParam === null,
+  });
+  if (got.stale) {
+    hints.lost(queue);
+    return null;
+  }
+  const throttle = laneThrottle(budget, got);
+  return { rows: got.rows, throttles: throttle === null ? [] : [{ queue, retryInMs: throttle.retryInMs }], clockReadAt: clock };
+}
+
+/** enqueue.sql's $16..$21 for a batch none of whose jobs has a group or limiter key. */
+export const NO_JOB_FLOW: readonly unknown[] = [null, null, null, null, null, null];
+
+/**
+ * enqueue.sql's flow columns ($16..$21: lane, group key and concurrency, limiter key, max and
+ * window) for `batch`, element i for job i (NULL elements for a job without a group or limiter
+ * key), and the queues of the jobs with one; null when no job of the batch has one (send
+ * NO_JOB_FLOW). Keyed jobs are inserted with their lane, so they never enter jobs_claim (lane IS
+ * NULL only) and leave no row version behind.
+ */
+export function jobFlowColumns(batch: readonly JobSpec[]): { columns: readonly unknown[]; queues: ReadonlySet<string> } | null {
+  if (!batch.some((spec) => spec.flow !== undefined)) return null;
+  const flows = batch.map((spec) => spec.flow ?? null);
+  return {
+    columns: [
+      textArray(flows.map((f) => (f === null ? null : laneOf(f)))),
+      textArray(flows.map((f) => f?.group?.key ?? null)),
+      integerArray(flows.map((f) => f?.group?.concurrency ?? null)),
+      textArray(flows.map((f) => f?.limiter?.key ?? null)),
+      integerArray(flows.map((f) => f?.limiter?.max ?? null)),
+      integerArray(flows.map((f) => f?.limiter?.durationMs ?? null)),
+    ],
+    queues: new Set(batch.flatMap((spec) => (spec.flow === undefined ? [] : [spec.queue]))),
+  };
 }

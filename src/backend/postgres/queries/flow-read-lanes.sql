@@ -1,35 +1,50 @@
 -- flow-read-lanes: everything a claim of one laned queue (groups, limiter keys) reads, in one
--- round trip, under its flow row lock (flow-lock.sql; a separate statement, since a statement's
--- snapshot is taken before it waits for a lock). Returns one row:
--- - rate_window: when $3 is not NULL, the queue's rate window as flow-counts.sql reads it
---   ({ n, oldest }, after forgetting the starts that left it), else NULL;
+-- round trip. Read-only: the starts that left a window are forgotten by the claim
+-- (flow-claim-lanes.sql), so the read commits nothing of its own. Two ways to run it (flow.ts):
+-- - under the queue's flow row lock (flow-lock.sql, an earlier statement of the transaction:
+--   a statement's snapshot is taken before it waits for a lock), with $2 the lock's clock;
+-- - without the lock (the optimistic claim), $2 NULL: the clock is read here, and `flow.version`
+--   (the row's xmin) lets the claim check that no other claim of the queue committed since this
+--   read's snapshot (every laned claim that starts a job updates the row).
+-- Returns one row:
+-- - flow: the queue's flow row ({ rate_max, rate_duration_ms, max_running, max_running_per_name,
+--   held_until, lanes, cursor, version, now }), NULL when it has none;
+-- - rate_window: when the queue has a rate, its window at `now` ({ n, oldest }): flow_counts' n
+--   less the starts that left the window and are still stored (few: every claim drops the ones
+--   of the windows it read), and the oldest start inside it; else NULL;
 -- - running: active jobs per name and per group (flow_running(), as flow-counts.sql reads them)
 --   ([{ kind: 'name' | 'group', key, n }]);
--- - lanes: up to $5 lanes with waiting or scheduled jobs, in turn from after lane $4: the lanes
---   after it in lane order, then (wrapping round) the lanes up to $4 itself. A skip scan over
---   jobs_lanes: one index probe per lane, however many jobs each holds. Lane '' (the unkeyed
---   jobs) is not listed. `j.id IS NOT NULL` (always true; id is not in jobs_lanes) makes each
---   probe a plain index scan rather than an index-only one: a probe lands on the head of the
+-- - lanes: up to $3 lanes with waiting or scheduled jobs, in turn from after the row's cursor: the
+--   lanes after it in lane order, then (wrapping round) the lanes up to the cursor itself. A skip
+--   scan over jobs_lanes: one index probe per lane, however many jobs each holds. Lane '' (the
+--   unkeyed jobs) is not listed. `j.id IS NOT NULL` (always true; id is not in jobs_lanes) makes
+--   each probe a plain index scan rather than an index-only one: a probe lands on the head of the
 --   next lane, where the entries of its claimed jobs lie until a vacuum, and the index-only scan
 --   stepped over them at about 0.6 ms per lane after 19,000 claimed jobs, the plain one at
 --   0.05 ms (docs/flow-control.md, "Fifth round");
--- - heads: the first runnable jobs of each listed lane in claim order, at most $7[k + 1] each
---   when k lanes are listed (headsPerLane, computed by the caller), and the first $8 waiting
+-- - heads: the first runnable jobs of each listed lane in claim order, at most $5[k + 1] each
+--   when k lanes are listed (headsPerLane, computed by the caller), and the first $6 waiting
 --   unkeyed jobs of the queue in claim order (reported as lane ''): a walk of jobs_claim, which
---   holds only jobs without a lane (migration flow_unkeyed_claim), so it reads unkeyed jobs only, however many keyed
---   ones wait;
--- - keys: the window of every limiter key among the heads ({ key, n, oldest, held_until }), after
---   forgetting the starts that left it; its window is the longest duration its head jobs give.
---   A key's bucket is $9 || key (limiterBucketPrefix); a held key (RetryLater with pause "key")
---   has a flow_queues row of its own, named by its bucket.
+--   holds only jobs without a lane (migration flow_unkeyed_claim), so it reads unkeyed jobs only,
+--   however many keyed ones wait;
+-- - keys: the window of every limiter key among the heads ({ key, window_ms, n, oldest,
+--   held_until }), counted like the queue's; its window is the longest duration its head jobs
+--   give. A key's bucket is $7 || key (limiterBucketPrefix); a held key (RetryLater with pause
+--   "key") has a flow_queues row of its own, named by its bucket.
 -- A row of flow_starts is one claim's n starts (0011).
 --
--- $1 queue text    $2 now bigint ms    $3 rate window bigint ms, NULL: no rate    $4 lane cursor
--- text ('' for the first)    $5 most lanes int    $6 names text[]    $7 heads per lane int[]
--- $8 unkeyed int    $9 limiter bucket prefix text
-WITH RECURSIVE after_cursor (lane, n) AS (
+-- $1 queue text    $2 now bigint ms, NULL: the database clock    $3 most lanes int
+-- $4 names text[]    $5 heads per lane int[]    $6 unkeyed int    $7 limiter bucket prefix text
+WITH RECURSIVE flow AS MATERIALIZED (
+  SELECT f.rate_max, f.rate_duration_ms, f.max_running, f.max_running_per_name, f.held_until, f.lanes,
+         coalesce(f.lane_cursor, '') AS cursor, f.xmin::text AS version,
+         coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
+  FROM {{schema}}.flow_queues AS f
+  WHERE f.queue = $1
+),
+after_cursor (lane, n) AS (
   (SELECT j.lane, 1 FROM {{schema}}.jobs AS j
-   WHERE j.queue = $1 AND j.lane > $4::text AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
+   WHERE j.queue = $1 AND j.lane > (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
    ORDER BY j.lane LIMIT 1)
   UNION ALL
   SELECT (SELECT j.lane FROM {{schema}}.jobs AS j
@@ -37,20 +52,20 @@ WITH RECURSIVE after_cursor (lane, n) AS (
           ORDER BY j.lane LIMIT 1),
          w.n + 1
   FROM after_cursor AS w
-  WHERE w.lane IS NOT NULL AND w.n < $5::int
+  WHERE w.lane IS NOT NULL AND w.n < $3::int
 ),
 wrapped (lane, n) AS (
   (SELECT j.lane, 1 FROM {{schema}}.jobs AS j
-   WHERE j.queue = $1 AND j.lane > '' AND j.lane <= $4::text AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
-     AND (SELECT count(lane) FROM after_cursor) < $5::int
+   WHERE j.queue = $1 AND j.lane > '' AND j.lane <= (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
+     AND (SELECT count(lane) FROM after_cursor) < $3::int
    ORDER BY j.lane LIMIT 1)
   UNION ALL
   SELECT (SELECT j.lane FROM {{schema}}.jobs AS j
-          WHERE j.queue = $1 AND j.lane > w.lane AND j.lane <= $4::text AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
+          WHERE j.queue = $1 AND j.lane > w.lane AND j.lane <= (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
           ORDER BY j.lane LIMIT 1),
          w.n + 1
   FROM wrapped AS w
-  WHERE w.lane IS NOT NULL AND w.n < $5::int - (SELECT count(lane) FROM after_cursor)
+  WHERE w.lane IS NOT NULL AND w.n < $3::int - (SELECT count(lane) FROM after_cursor)
 ),
 lanes AS (
   SELECT lane, row_number() OVER (ORDER BY part, n) AS ord
@@ -67,55 +82,46 @@ heads AS (
   CROSS JOIN LATERAL (
     SELECT id, name, priority, run_at, seq, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms
     FROM {{schema}}.jobs
-    WHERE queue = $1 AND lane = l.lane AND state IN ('waiting', 'scheduled') AND run_at <= $2::bigint
-      AND name = ANY ($6::text[])
+    WHERE queue = $1 AND lane = l.lane AND state IN ('waiting', 'scheduled') AND run_at <= (SELECT now FROM flow)
+      AND name = ANY ($4::text[])
     ORDER BY priority, run_at, seq
-    LIMIT ($7::int[])[(SELECT count(*) FROM lanes) + 1]
+    LIMIT ($5::int[])[(SELECT count(*) FROM lanes) + 1]
   ) AS h
   UNION ALL
   SELECT '' AS lane, u.id, u.name, u.priority, u.run_at, u.seq, NULL, NULL, NULL, NULL, NULL
   FROM (
     SELECT id, name, priority, run_at, seq FROM {{schema}}.jobs
-    WHERE queue = $1 AND state = 'waiting' AND lane IS NULL AND name = ANY ($6::text[])
+    WHERE queue = $1 AND state = 'waiting' AND lane IS NULL AND name = ANY ($4::text[])
     ORDER BY priority, run_at, seq
-    LIMIT $8::int
+    LIMIT $6::int
   ) AS u
 ),
-keys AS (
-  SELECT limiter_key AS key, $9::text || limiter_key AS bucket, max(limiter_duration_ms) AS window_ms
+windows AS (
+  -- The queue's own window (when it has a rate) and each limiter key's among the heads.
+  SELECT NULL::text AS key, $1::text AS bucket, f.rate_duration_ms AS window_ms
+  FROM flow AS f WHERE f.rate_duration_ms IS NOT NULL
+  UNION ALL
+  SELECT limiter_key, $7::text || limiter_key, max(limiter_duration_ms)
   FROM heads WHERE limiter_key IS NOT NULL
   GROUP BY limiter_key
 ),
-key_dropped AS (
-  DELETE FROM {{schema}}.flow_starts AS s USING keys AS k
-  WHERE s.queue = k.bucket AND s.at <= $2::bigint - k.window_ms
-  RETURNING s.queue, s.n
-),
-queue_dropped AS (
-  DELETE FROM {{schema}}.flow_starts
-  WHERE queue = $1 AND $3::bigint IS NOT NULL AND at <= $2::bigint - $3::bigint
-  RETURNING queue, n
-),
 counted AS (
-  UPDATE {{schema}}.flow_counts AS c SET n = c.n - d.k
-  FROM (
-    SELECT queue, sum(n) AS k FROM (SELECT * FROM key_dropped UNION ALL SELECT * FROM queue_dropped) AS x GROUP BY queue
-  ) AS d
-  WHERE c.bucket = d.queue
-  RETURNING c.bucket, c.n
+  SELECT w.key, w.bucket, w.window_ms,
+         coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0)
+           - coalesce((SELECT sum(s.n) FROM {{schema}}.flow_starts AS s
+                       WHERE s.queue = w.bucket AND s.at <= (SELECT now FROM flow) - w.window_ms), 0) AS n,
+         (SELECT s.at FROM {{schema}}.flow_starts AS s
+          WHERE s.queue = w.bucket AND s.at > (SELECT now FROM flow) - w.window_ms ORDER BY s.at LIMIT 1) AS oldest
+  FROM windows AS w
 )
 SELECT
-  (SELECT json_build_object(
-            'n', coalesce((SELECT n FROM counted WHERE bucket = $1), (SELECT n FROM {{schema}}.flow_counts WHERE bucket = $1), 0),
-            'oldest', (SELECT at FROM {{schema}}.flow_starts WHERE queue = $1 AND at > $2::bigint - $3::bigint ORDER BY at LIMIT 1))
-   WHERE $3::bigint IS NOT NULL) AS rate_window,
+  (SELECT row_to_json(f) FROM flow AS f) AS flow,
+  (SELECT json_build_object('n', c.n, 'oldest', c.oldest) FROM counted AS c WHERE c.key IS NULL) AS rate_window,
   (SELECT coalesce(json_agg(json_build_object('kind', r.kind, 'key', r.key, 'n', r.n)), '[]')
    FROM {{schema}}.flow_running($1) AS r) AS running,
   (SELECT coalesce(json_agg(lane ORDER BY ord), '[]') FROM lanes) AS lanes,
   (SELECT coalesce(json_agg(h ORDER BY h.priority, h.run_at, h.seq), '[]') FROM heads AS h) AS heads,
   (SELECT coalesce(json_agg(json_build_object(
-            'key', k.key,
-            'n', coalesce((SELECT c.n FROM counted AS c WHERE c.bucket = k.bucket), (SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = k.bucket), 0),
-            'oldest', (SELECT s.at FROM {{schema}}.flow_starts AS s WHERE s.queue = k.bucket AND s.at > $2::bigint - k.window_ms ORDER BY s.at LIMIT 1),
-            'held_until', (SELECT f.held_until FROM {{schema}}.flow_queues AS f WHERE f.queue = k.bucket))), '[]')
-   FROM keys AS k) AS keys
+            'key', c.key, 'window_ms', c.window_ms, 'n', c.n, 'oldest', c.oldest,
+            'held_until', (SELECT f.held_until FROM {{schema}}.flow_queues AS f WHERE f.queue = c.bucket))), '[]')
+   FROM counted AS c WHERE c.key IS NOT NULL) AS keys
