@@ -138,6 +138,63 @@ local function added_details(state, run_at, priority, now)
   return '{"state":"' .. STATE_NAMES[state] .. '","runAt":' .. int(run_at) .. ',"priority":' .. int(priority) .. '}'
 end
 
+-- ── Ready index ───────────────────────────────────────────────────────────────────────────
+-- <prefix>:ready (ZSET, one server only: READY_INDEX, set by the line scripts.ts puts before this
+-- file, is false on a cluster, where the key would be outside the queue's slot): the queues that
+-- may have claimable jobs, each scored with the time (ms) from which it may have one: 0 while jobs
+-- wait in its lanes, else its earliest scheduled job's run_at. A claim over many queues reads it
+-- (ready-1.lua) and runs claim-4.lua only on the named queues it lists, so empty queues cost
+-- nothing. Every script that puts a job into a lane or the scheduled set marks the queue in the
+-- same script (ready_mark): a queue is never missing while it holds such a job. A mark may stay
+-- after its jobs left (cancelled, removed, claimed by a worker of other names): the next claim
+-- that visits the queue finds it empty and takes it out (ready_refresh, at the end of claim-4.lua).
+local READY_MARKED = {}
+-- The ready index's key and the queue's name, from the queue's key base.
+local function ready_of(base)
+  local prefix, queue = string.match(base, '^(.*):{([^{}]*)}:$')
+  return prefix .. ':ready', queue
+end
+
+-- Marks the queue as having a claimable job from `at` (ms) on, unless it is marked earlier.
+local function ready_mark(base, at)
+  if not READY_INDEX then return end
+  local seen = READY_MARKED[base]
+  if seen and seen <= at then return end
+  local key, queue = ready_of(base)
+  local score = tonumber(redis.call('ZSCORE', key, queue))
+  if not score or score > at then
+    redis.call('ZADD', key, int(at), queue)
+    score = at
+  end
+  READY_MARKED[base] = score
+end
+
+-- Sets a queue's mark to what it holds: 0 when a job waits in any lane of any name (the names set
+-- lists every name that had lanes; a lane set ls:<name> may list lanes already empty, which only
+-- keeps the mark), else its earliest scheduled job's run_at, else no mark.
+local function ready_refresh(base)
+  if not READY_INDEX then return end
+  local key, queue = ready_of(base)
+  for _, name in ipairs(redis.call('SMEMBERS', base .. 'names')) do
+    if redis.call('EXISTS', base .. 'f:' .. name, base .. 'z:' .. name, base .. 'ls:' .. name) > 0 then
+      redis.call('ZADD', key, 0, queue)
+      return
+    end
+  end
+  local first = redis.call('ZRANGE', base .. 'sched', 0, 0, 'WITHSCORES')
+  if first[2] then
+    redis.call('ZADD', key, first[2], queue)
+  else
+    redis.call('ZREM', key, queue)
+  end
+end
+
+local function ready_unmark(base)
+  if not READY_INDEX then return end
+  local key, queue = ready_of(base)
+  redis.call('ZREM', key, queue)
+end
+
 -- The slow lane a waiting job of `name` waits in: its name's, or, for a job with a group or a
 -- limiter key (flow control; hash field 'ln', its lane: laneOf in src/core/job-flow.ts), that
 -- lane's own of its name, L:<name>\n<lane> (names hold no newline), listed in ls:<name>.
@@ -151,6 +208,7 @@ end
 local function to_slow_lane(base, id, name, priority, run_at, seq, lane)
   if lane == nil then lane = redis.call('HGET', base .. 'j:' .. id, 'ln') end
   redis.call('ZADD', slow_lane_key(base, name, lane), priority, lane_member(run_at, seq, id))
+  ready_mark(base, 0)
   -- The lane set lists lanes with waiting jobs; a claim that finds one empty takes it out.
   if lane then redis.call('ZADD', base .. 'ls:' .. name, 0, lane) end
 end
@@ -554,6 +612,7 @@ local function dedup_decide(base, now, entries, from, to, job)
         if runAt > now then
           redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 's')
           redis.call('ZADD', base .. 'sched', int(runAt), owner)
+          ready_mark(base, runAt)
         else
           redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 'w')
           to_slow_lane(base, owner, name, priority, runAt, seq)
@@ -624,6 +683,7 @@ local function flow_settled(base, id, state, result, err, now)
     log_event(pb, 'waiting', p[6], pid, num(p[7], 0), now, nil)
     redis.call('ZREM', pb .. 'wc', pid)
     redis.call('ZADD', pb .. 'sched', int(runAt), pid)
+    ready_mark(pb, runAt)
     if runAt <= now then wake(channel_of(pb), pq) else wake(channel_of(pb), pq .. ' ' .. int(runAt - now)) end
   else
     redis.call('HSET', pkey, 'pc', int(pending))

@@ -158,7 +158,9 @@ for i = 0, count - 1 do
 end
 
 for _, name in ipairs(fastNames) do call_chunked('RPUSH', base .. 'f:' .. name, fast[name], 1) end
+if #fastNames > 0 then ready_mark(base, 0) end
 if #schedArgs > 0 then call_chunked('ZADD', sched, schedArgs, 2) end
+if firstRunAt then ready_mark(base, firstRunAt) end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
 if laned then redis.call('HSET', base .. 'flow', 'ln', '1') end
 -- buckets_close, the watermark and seq in one write.
