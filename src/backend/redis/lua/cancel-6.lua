@@ -32,6 +32,8 @@ if packed then
   redis.call('LREM', base .. 'f:' .. name, 1, id)
   compact_remove(buckets, id, bucket)
   buckets_close(buckets)
+  -- Its queue may hold nothing claimable now: its mark in the ready index says so.
+  ready_refresh(base)
   local _, retain = parse_options(options)
   log_event(base, 'cancelled', name, id, 0, now, '{"previousState":"waiting"}')
   if retain ~= 0 then
@@ -79,6 +81,7 @@ elseif redis.call('ZREM', sched, id) == 0 then
     -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
     redis.call('LREM', base .. 'f:' .. v[2], 1, id)
   end
+  ready_refresh(base)
 end
 if retain == 0 then
   delete_job(base, id, nil)
