@@ -198,11 +198,13 @@ describe("Redis ready index: what a claim over many queues visits", () => {
     for (const queue of busy) {
       await t.b.enqueue([1, 2].map((n) => buildJobSpec({ queue, name: "job", data: {}, options: { jobId: `${queue}-${n}` } })));
     }
-    // Claim 1 starts at position 0, claim 2 at 1, claim 3 at 2: each takes from the first busy
-    // queue at or after its start, then the next, until it has its limit.
-    expect(ids(await t.claimAll(3))).toEqual(["q0000/q0000-1", "q0000/q0000-2", "q0250/q0250-1"]);
-    expect(ids(await t.claimAll(3))).toEqual(["q0250/q0250-2", "q0500/q0500-1", "q0500/q0500-2"]);
-    expect(ids(await t.claimAll(3))).toEqual(["q0750/q0750-1", "q0750/q0750-2"]);
+    // Claim n starts at position n - 1 and takes from the first busy queue at or after it, then the
+    // next (wrapping around), until it has its limit.
+    expect(ids(await t.claimAll(1))).toEqual(["q0000/q0000-1"]);
+    expect(ids(await t.claimAll(1))).toEqual(["q0250/q0250-1"]);
+    expect(ids(await t.claimAll(1))).toEqual(["q0250/q0250-2"]);
+    expect(ids(await t.claimAll(3))).toEqual(["q0500/q0500-1", "q0500/q0500-2", "q0750/q0750-1"]);
+    expect(ids(await t.claimAll(3))).toEqual(["q0750/q0750-2", "q0000/q0000-2"]);
     expect(await admin.zcard(`${t.prefix}:ready`)).toBe(0);
   });
 
@@ -216,6 +218,20 @@ describe("Redis ready index: what a claim over many queues visits", () => {
     t.clock.advance(7_000);
     expect(ids(await t.claimAll())).toEqual([`${Q}/later`]);
     expect(await t.mark()).toBeNull();
+  });
+
+  it("cancelling a queue's last pending job takes its mark out (a compact, a slow-lane and a scheduled job)", async () => {
+    const t = fresh();
+    for (const [jobId, options] of [
+      ["compact", {}],
+      ["slow", { priority: 2 }],
+      ["scheduled", { delayMs: 5_000 }],
+    ] as const) {
+      await t.add(jobId, options);
+      expect(await t.mark()).not.toBeNull();
+      expect(await t.b.cancel(jobId, Q)).toBe("cancelled");
+      expect(await t.mark()).toBeNull();
+    }
   });
 
   it("a queue whose mark was lost is found by the full pass, at most READY_FULL_PASS_MS later", async () => {

@@ -81,8 +81,9 @@ elseif redis.call('ZREM', sched, id) == 0 then
     -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
     redis.call('LREM', base .. 'f:' .. v[2], 1, id)
   end
-  ready_refresh(base)
 end
+-- Its queue may hold nothing claimable now: its mark in the ready index says so.
+ready_refresh(base)
 if retain == 0 then
   delete_job(base, id, nil)
 else
