@@ -9,7 +9,8 @@
  *   meta          HASH  paused ("1" while paused), seq (insertion counter), fw (fast-lane watermark),
  *                       wb (buckets in the table of compact jobs [1]), wn (compact jobs [0]),
  *                       do (default options text: the first compact job's; compact records
- *                       with the same options leave them out)
+ *                       with the same options leave them out), rx (the queue's score in the ready index
+ *                       <prefix>:ready, written with it; absent: not in it)
  *   j:<id>        HASH  one job, fields below
  *   l:<id>        LIST  the job's log (ctx.log), "<at> <attempt> <line>" oldest first; deleted
  *                       with the job (delete_job in _common.lua)

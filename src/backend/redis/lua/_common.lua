@@ -146,53 +146,67 @@ end
 -- (ready-1.lua) and runs claim-4.lua only on the named queues it lists, so empty queues cost
 -- nothing. Every script that puts a job into a lane or the scheduled set marks the queue in the
 -- same script (ready_mark): a queue is never missing while it holds such a job. A mark may stay
--- after its jobs left (cancelled, removed, claimed by a worker of other names): the next claim
--- that visits the queue finds it empty and takes it out (ready_refresh, at the end of claim-4.lua).
-local READY_MARKED = {}
+-- after its jobs left (claimed by a worker of other names, say): the next claim that visits the
+-- queue finds it empty and takes it out (ready_refresh, at the end of claim-4.lua).
+-- The queue's meta field rx holds a copy of its score (absent: no mark), written with it, so an
+-- enqueue reads it with its counters and a queue already marked costs nothing more. Claims write
+-- the index itself every time (one ZADD or ZREM), so an index key lost by hand is whole again once
+-- claims have visited its queues (a claim over many queues visits all of them once a minute).
+local READY_MARKED = {} -- base -> the queue's score as meta rx says (false: none), once read
+
 -- The ready index's key and the queue's name, from the queue's key base.
 local function ready_of(base)
   local prefix, queue = string.match(base, '^(.*):{([^{}]*)}:$')
   return prefix .. ':ready', queue
 end
 
--- Marks the queue as having a claimable job from `at` (ms) on, unless it is marked earlier.
-local function ready_mark(base, at)
-  if not READY_INDEX then return end
-  local seen = READY_MARKED[base]
-  if seen and seen <= at then return end
+-- For a script that read meta rx already (with other fields).
+local function ready_known(base, rx)
+  READY_MARKED[base] = tonumber(rx) or false
+end
+
+local function ready_score(base)
+  local score = READY_MARKED[base]
+  if score == nil then
+    score = tonumber(redis.call('HGET', base .. 'meta', 'rx')) or false
+    READY_MARKED[base] = score
+  end
+  return score
+end
+
+-- Writes the queue's mark (a time in ms, or false for none) to the index, and to meta rx when it changed.
+local function ready_write(base, score)
   local key, queue = ready_of(base)
-  local score = tonumber(redis.call('ZSCORE', key, queue))
-  if not score or score > at then
-    redis.call('ZADD', key, int(at), queue)
-    score = at
+  local was = ready_score(base)
+  if score then redis.call('ZADD', key, int(score), queue) else redis.call('ZREM', key, queue) end
+  if score ~= was then
+    if score then redis.call('HSET', base .. 'meta', 'rx', int(score)) else redis.call('HDEL', base .. 'meta', 'rx') end
   end
   READY_MARKED[base] = score
 end
 
--- Sets a queue's mark to what it holds: 0 when a job waits in any lane of any name (the names set
--- lists every name that had lanes; a lane set ls:<name> may list lanes already empty, which only
--- keeps the mark), else its earliest scheduled job's run_at, else no mark.
-local function ready_refresh(base)
+-- Marks the queue as having a claimable job from `at` (ms) on, unless it is marked earlier.
+local function ready_mark(base, at)
   if not READY_INDEX then return end
-  local key, queue = ready_of(base)
+  local score = ready_score(base)
+  if score and score <= at then return end
+  ready_write(base, at)
+end
+
+-- Sets the queue's mark to what it holds: 0 when a job waits in any lane of any name (the names set
+-- lists every name that had lanes; a lane set ls:<name> may list lanes already empty, which only
+-- keeps the mark), else its earliest scheduled job's run_at, else no mark. `first`: the scheduled
+-- set's first entry WITHSCORES when the caller read it already.
+local function ready_refresh(base, first)
+  if not READY_INDEX then return end
   for _, name in ipairs(redis.call('SMEMBERS', base .. 'names')) do
     if redis.call('EXISTS', base .. 'f:' .. name, base .. 'z:' .. name, base .. 'ls:' .. name) > 0 then
-      redis.call('ZADD', key, 0, queue)
+      ready_write(base, 0)
       return
     end
   end
-  local first = redis.call('ZRANGE', base .. 'sched', 0, 0, 'WITHSCORES')
-  if first[2] then
-    redis.call('ZADD', key, first[2], queue)
-  else
-    redis.call('ZREM', key, queue)
-  end
-end
-
-local function ready_unmark(base)
-  if not READY_INDEX then return end
-  local key, queue = ready_of(base)
-  redis.call('ZREM', key, queue)
+  first = first or redis.call('ZRANGE', base .. 'sched', 0, 0, 'WITHSCORES')
+  ready_write(base, first[2] and tonumber(first[2]) or false)
 end
 
 -- The slow lane a waiting job of `name` waits in: its name's, or, for a job with a group or a

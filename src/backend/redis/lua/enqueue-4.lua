@@ -67,8 +67,10 @@ end
 
 -- The queue's counters in one read, written back in one HSET at the end (a single add is a
 -- dozen commands; each one saved is a measurable share of it): seq (insertion order, one per
--- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do: buckets_open).
-local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do')
+-- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do: buckets_open); rx,
+-- the queue's mark in the ready index (ready_mark in _common.lua: nothing to write when marked).
+local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do', 'rx')
+ready_known(base, counters[6])
 local seq = num(counters[1], 0)
 local startSeq = seq
 local watermark = num(counters[2], 0)
