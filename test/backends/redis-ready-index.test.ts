@@ -64,18 +64,24 @@ function fresh(prefix = testPrefix("ready")) {
 
 const ids = (claimed: readonly { job: { id: string; queue: string } }[]) => claimed.map((c) => `${c.job.queue}/${c.job.id}`);
 
-/** The claim script calls (EVALSHA/EVAL of a script whose first key is a queue's meta under `prefix`) made while `run` runs, one queue name per call. */
-async function claimScriptCalls(prefix: string, run: () => Promise<unknown>): Promise<string[]> {
+/**
+ * The script calls made while `run` runs: the queue of each claim script call (EVALSHA/EVAL whose
+ * first key is a queue's meta under `prefix`) and how many reads of the ready index.
+ */
+async function scriptCalls(prefix: string, run: () => Promise<unknown>): Promise<{ claims: string[]; readyReads: number }> {
   const monitor = await admin.monitor();
-  const seen: string[] = [];
+  const claims: string[] = [];
+  let readyReads = 0;
   const marker = `end-of-${prefix}`;
   let ended: () => void = () => {};
   const end = new Promise<void>((resolve) => (ended = resolve));
   monitor.on("monitor", (_time: string, args: string[]) => {
     const command = args[0]?.toLowerCase();
     if (command === "echo" && args[1] === marker) ended();
+    if (command !== "evalsha" && command !== "eval") return;
     const first = args[3] ?? "";
-    if ((command === "evalsha" || command === "eval") && first.startsWith(`${prefix}:{`) && first.endsWith("}:meta")) seen.push(first);
+    if (first === `${prefix}:ready`) readyReads++;
+    if (first.startsWith(`${prefix}:{`) && first.endsWith("}:meta")) claims.push(/\{([^}]*)\}/.exec(first)![1]!);
   });
   try {
     await run();
@@ -84,7 +90,7 @@ async function claimScriptCalls(prefix: string, run: () => Promise<unknown>): Pr
   } finally {
     monitor.disconnect();
   }
-  return seen.map((key) => /\{([^}]*)\}/.exec(key)![1]!);
+  return { claims, readyReads };
 }
 
 describe("Redis ready index: a job that becomes claimable in an empty queue among 1,000 named is the next claim's", () => {
@@ -187,8 +193,8 @@ describe("Redis ready index: what a claim over many queues visits", () => {
     await t.b.enqueue(Array.from({ length: 50 }, (_, i) => buildJobSpec({ queue: Q, name: "job", data: {}, options: { jobId: `j${i}` } })));
     expect(await admin.zrange(`${t.prefix}:ready`, 0, -1)).toEqual([Q]);
     for (let i = 0; i < 3; i++) {
-      const visited = await claimScriptCalls(t.prefix, async () => expect(await t.claimAll(5)).toHaveLength(5));
-      expect(visited).toEqual([Q]);
+      const calls = await scriptCalls(t.prefix, async () => expect(await t.claimAll(5)).toHaveLength(5));
+      expect(calls).toEqual({ claims: [Q], readyReads: 1 });
     }
   });
 
@@ -206,6 +212,28 @@ describe("Redis ready index: what a claim over many queues visits", () => {
     expect(ids(await t.claimAll(3))).toEqual(["q0500/q0500-1", "q0500/q0500-2", "q0750/q0750-1"]);
     expect(ids(await t.claimAll(3))).toEqual(["q0750/q0750-2", "q0000/q0000-2"]);
     expect(await admin.zcard(`${t.prefix}:ready`)).toBe(0);
+  });
+
+  it("a list mostly ready is claimed in turn without reading the index, until a claim meets empty queues", async () => {
+    const t = fresh();
+    const busy = QUEUES.slice(0, 300);
+    await t.b.enqueue(busy.map((queue) => buildJobSpec({ queue, name: "job", data: {}, options: { jobId: `${queue}-1` } })));
+    // The first claim reads the index: 300 of 1,000 ready is dense.
+    expect(await scriptCalls(t.prefix, async () => expect(ids(await t.claimAll(1))).toEqual(["q0000/q0000-1"]))).toEqual({
+      claims: ["q0000"],
+      readyReads: 1,
+    });
+    // The next ones try the queues in turn, the same ones the index would have led to.
+    expect(await scriptCalls(t.prefix, async () => expect(ids(await t.claimAll(1))).toEqual(["q0001/q0001-1"]))).toEqual({
+      claims: ["q0001"],
+      readyReads: 0,
+    });
+    // This one takes the other 298 and then tries the 702 empty queues in turn…
+    const drain = await scriptCalls(t.prefix, async () => expect(await t.claimAll(300)).toHaveLength(298));
+    expect(drain).toMatchObject({ claims: expect.arrayContaining(["q0999"]) as unknown, readyReads: 0 });
+    expect(drain.claims).toHaveLength(1_000);
+    // …so the next claim goes by the index again.
+    expect(await scriptCalls(t.prefix, async () => expect(await t.claimAll(1)).toEqual([]))).toEqual({ claims: [], readyReads: 1 });
   });
 
   it("a claim that takes a queue's last job takes its mark out; a scheduled job leaves it at that job's run time", async () => {

@@ -553,8 +553,10 @@ export class RedisBackend implements Backend {
     const turns = await this.readyTurns.turns(queues, start);
     const visits = turns === null ? queues.length : turns.length;
     const claimed: ClaimedJob[] = [];
+    let emptyVisits = 0;
     for (let n = 0; n < visits && claimed.length < limit; n++) {
       const queue = queues[turns === null ? (start + n) % queues.length : turns[n]!]!;
+      const before = claimed.length;
       const k = this.queue(queue);
       const now = this.nowArg();
       const reply = (await this.scripts.run(
@@ -566,6 +568,7 @@ export class RedisBackend implements Backend {
         // Flow control let none start (claim-4.lua): when a slot opens, or -1 for "when one finishes".
         const retryIn = Number(reply[0][0]);
         reportThrottle(request.onThrottle, queue, retryIn < 0 ? null : retryIn);
+        emptyVisits++;
         continue;
       }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
@@ -581,7 +584,9 @@ export class RedisBackend implements Backend {
         claimed.push({ job, lease: { jobId: id, token: lease.token }, leaseExpiresAt: lease.expiresAt });
         this.leases.set(id, { queue, token: lease.token, expiresAt: Date.now() + leaseMs });
       }
+      if (claimed.length === before) emptyVisits++;
     }
+    if (turns === null) this.readyTurns.visitedInTurn(queues, emptyVisits);
     if (this.leases.size > LEASE_CACHE_SWEEP_AT && Date.now() - this.lastSweepAt > LEASE_SWEEP_INTERVAL_MS) this.sweepLeases();
     return claimed;
   }
