@@ -176,6 +176,7 @@ end
 
 -- Writes the queue's mark (a time in ms, or false for none) to the index, and to meta rx when it changed.
 local function ready_write(base, score)
+  if not READY_INDEX then return end
   local key, queue = ready_of(base)
   local was = ready_score(base)
   if score then redis.call('ZADD', key, int(score), queue) else redis.call('ZREM', key, queue) end
