@@ -64,7 +64,8 @@
  *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
  *   ev            STREAM the queue's event log (queue.events(), GET /v1/events): one entry per change
  *                       of a job, appended by the script that makes it (log_event in _common.lua),
- *                       fields t type, n name, j job id, a attempt, at ms, d details JSON or '' (none, or
+ *                       fields t type ('' for "added"), n name, j job id, a attempt, at ms ('' when Redis'
+ *                       own time: the stream id's), d details JSON or '' (none, or
  *                       an "added" event's common case: added_details in _common.lua).
  *                       Trimmed to about 100,000 entries; pruneEvents applies the retention
  *                       (event-log.ts, lua/prune-events-1.lua)
@@ -153,7 +154,9 @@
  *      so a job a layout 4 process stores before the stamp is marked by it, and one after it is
  *      refused by the layout guard. A layout 4 process writing to a queue unknown at the upgrade
  *      is not stopped: its jobs are found by the full pass a claim over many queues makes at least
- *      once a minute (READY_FULL_PASS_MS in backend.ts).
+ *      once a minute (READY_FULL_PASS_MS in ready-index.ts). Event entries leave the type of an
+ *      "added" event and a time that is Redis' own blank (log_event in lua/_common.lua); entries of
+ *      layout 4 read as before.
  */
 export const LAYOUT_VERSION = 5;
 
