@@ -75,6 +75,7 @@ import { LAYOUT_VERSION, PrefixKeys, QueueKeys } from "./keys.js";
 import { RedisLayoutTooNewError } from "./layout-error.js";
 import { loadScripts, ScriptRunner, type ScriptArg } from "./scripts.js";
 import { RedisRescueHold } from "./rescue-hold.js";
+import { ReadyTurns } from "./ready-index.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
@@ -222,6 +223,8 @@ export class RedisBackend implements Backend {
   private readonly onConnectionLost = () => this.rescueHold.noteConnectionLost();
   private preparing: Promise<void> | null = null;
   private claimRotation = 0;
+  /** Which named queues a claim over several visits (ready-index.ts). */
+  private readonly readyTurns: ReadyTurns;
   /** The options text enqueueArgs encoded last, with the fields it was encoded from. */
   private lastEncodedOptions: (OptionFields & { text: string }) | null = null;
   private lastSweepAt = 0;
@@ -268,6 +271,7 @@ export class RedisBackend implements Backend {
       (keys, error) => this.rescueHold.noteFailure(keys, error),
       (keys) => this.rescueHold.noteAnswer(keys),
     );
+    this.readyTurns = new ReadyTurns(!isCluster(client), async () => (await this.scripts.run("ready", [this.keys.ready], [this.nowArg()])) as string[]);
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
     // A child's settle and its parent's release are one script, which on a cluster cannot reach
     // another queue's slot.
@@ -544,10 +548,15 @@ export class RedisBackend implements Backend {
     await this.ready();
     // Queues are tried in turn, starting one further each call, so a busy first queue cannot
     // starve the others. Claim order (priority, run_at, insertion) holds within each queue.
+    // With many queues named, only those the ready index lists, in the same order.
     const start = this.claimRotation++ % queues.length;
+    const turns = await this.readyTurns.turns(queues, start);
+    const visits = turns === null ? queues.length : turns.length;
     const claimed: ClaimedJob[] = [];
-    for (let n = 0; n < queues.length && claimed.length < limit; n++) {
-      const queue = queues[(start + n) % queues.length]!;
+    let emptyVisits = 0;
+    for (let n = 0; n < visits && claimed.length < limit; n++) {
+      const queue = queues[turns === null ? (start + n) % queues.length : turns[n]!]!;
+      const before = claimed.length;
       const k = this.queue(queue);
       const now = this.nowArg();
       const reply = (await this.scripts.run(
@@ -559,6 +568,7 @@ export class RedisBackend implements Backend {
         // Flow control let none start (claim-4.lua): when a slot opens, or -1 for "when one finishes".
         const retryIn = Number(reply[0][0]);
         reportThrottle(request.onThrottle, queue, retryIn < 0 ? null : retryIn);
+        emptyVisits++;
         continue;
       }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
@@ -574,7 +584,9 @@ export class RedisBackend implements Backend {
         claimed.push({ job, lease: { jobId: id, token: lease.token }, leaseExpiresAt: lease.expiresAt });
         this.leases.set(id, { queue, token: lease.token, expiresAt: Date.now() + leaseMs });
       }
+      if (claimed.length === before) emptyVisits++;
     }
+    if (turns === null) this.readyTurns.visitedInTurn(queues, emptyVisits);
     if (this.leases.size > LEASE_CACHE_SWEEP_AT && Date.now() - this.lastSweepAt > LEASE_SWEEP_INTERVAL_MS) this.sweepLeases();
     return claimed;
   }

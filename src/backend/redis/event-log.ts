@@ -80,17 +80,20 @@ function compareIds(a: string, b: string): number {
   return seq === 0n ? 0 : seq < 0n ? -1 : 1;
 }
 
-function eventOf(queue: string, [, fields]: StreamEntry): Omit<QueueEvent, "id"> {
+function eventOf(queue: string, [id, fields]: StreamEntry): Omit<QueueEvent, "id"> {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
+  // Blank type and time (layout 5, log_event in lua/_common.lua): "added", and the stream id's time.
+  const type = (f.t || "added") as QueueEventType;
+  const at = f.at ? Number(f.at) : Number(STREAM_ID.exec(id)![1]);
   return {
-    type: f.t as QueueEventType,
+    type,
     queue,
     name: f.n ?? "",
     jobId: f.j ?? "",
     attempt: Number(f.a ?? 0),
-    at: Number(f.at ?? 0),
-    data: f.d ? (JSON.parse(f.d) as { [key: string]: Json }) : f.t === "added" ? { state: "waiting", runAt: Number(f.at), priority: 0 } : null,
+    at,
+    data: f.d ? (JSON.parse(f.d) as { [key: string]: Json }) : type === "added" ? { state: "waiting", runAt: at, priority: 0 } : null,
   };
 }
 

@@ -9,7 +9,8 @@
  *   meta          HASH  paused ("1" while paused), seq (insertion counter), fw (fast-lane watermark),
  *                       wb (buckets in the table of compact jobs [1]), wn (compact jobs [0]),
  *                       do (default options text: the first compact job's; compact records
- *                       with the same options leave them out)
+ *                       with the same options leave them out), rx (the queue's score in the ready index
+ *                       <prefix>:ready, written with it; absent: not in it)
  *   j:<id>        HASH  one job, fields below
  *   l:<id>        LIST  the job's log (ctx.log), "<at> <attempt> <line>" oldest first; deleted
  *                       with the job (delete_job in _common.lua)
@@ -63,7 +64,8 @@
  *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
  *   ev            STREAM the queue's event log (queue.events(), GET /v1/events): one entry per change
  *                       of a job, appended by the script that makes it (log_event in _common.lua),
- *                       fields t type, n name, j job id, a attempt, at ms, d details JSON or '' (none, or
+ *                       fields t type ('' for "added"), n name, j job id, a attempt, at ms ('' when Redis'
+ *                       own time: the stream id's), d details JSON or '' (none, or
  *                       an "added" event's common case: added_details in _common.lua).
  *                       Trimmed to about 100,000 entries; pruneEvents applies the retention
  *                       (event-log.ts, lua/prune-events-1.lua)
@@ -110,6 +112,14 @@
  *                          Added to in the same round trip as, and just before, a queue's first
  *                          enqueue or pause by this process; it is discovery only, so a name in
  *                          it with no jobs is harmless.
+ *   <prefix>:ready         ZSET, one server only (not on a cluster, where it would be outside the
+ *                          queues' slots): the ready index, the queues that may have a claimable
+ *                          job, each scored with the time from which it may (0 while jobs wait in
+ *                          its lanes, else its earliest scheduled job's run_at). Kept by the queue
+ *                          scripts themselves, unlike the keys around it: every script that puts a
+ *                          job into a lane or `sched` marks the queue in the same step, a claim
+ *                          sets the mark to what the queue still holds (lua/_common.lua, Ready
+ *                          index). A claim over many queues reads it and visits only those.
  *   <prefix>:layout        the data layout version, so an older Conveyor refuses newer data at
  *                          connect. Each queue's meta field lv holds the newest layout that wrote
  *                          the queue (stamped by the writing script itself), so a process connected
@@ -138,8 +148,17 @@
  *      when its keys live and when its window is trimmed next. Layout 3 data is valid layout 4 data: a queue without flow rc gets its
  *      counts from its active jobs at its next claim that needs them, and a count without "until"
  *      has its expiry renewed at the key's next start.
+ *   5  the ready index <prefix>:ready (one server only), kept by every script that makes a job
+ *      claimable. Layout 4 data is valid layout 5 data without the index: the upgrade builds it
+ *      while it stamps every known queue (lua/layout-stamp-1.lua), in the same script per queue,
+ *      so a job a layout 4 process stores before the stamp is marked by it, and one after it is
+ *      refused by the layout guard. A layout 4 process writing to a queue unknown at the upgrade
+ *      is not stopped: its jobs are found by the full pass a claim over many queues makes at least
+ *      once a minute (READY_FULL_PASS_MS in ready-index.ts). Event entries leave the type of an
+ *      "added" event and a time that is Redis' own blank (log_event in lua/_common.lua); entries of
+ *      layout 4 read as before.
  */
-export const LAYOUT_VERSION = 4;
+export const LAYOUT_VERSION = 5;
 
 /** Key names of one queue. */
 export class QueueKeys {
@@ -203,6 +222,8 @@ export class QueueKeys {
 export class PrefixKeys {
   readonly queues: string;
   readonly layout: string;
+  /** The ready index (ZSET, one server only): queues that may have claimable jobs. */
+  readonly ready: string;
   /** "on" or "off": the prefix's event log setting. */
   readonly eventLog: string;
   readonly channel: string;
@@ -212,6 +233,7 @@ export class PrefixKeys {
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
     this.layout = `${prefix}:layout`;
+    this.ready = `${prefix}:ready`;
     this.eventLog = `${prefix}:event-log`;
     this.channel = `${prefix}:wake`;
     this.onceIndex = `{${prefix}:idem}:exp`;

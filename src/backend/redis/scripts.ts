@@ -56,7 +56,8 @@ export type ScriptName =
   | "schedule-remove"
   | "schedule-list"
   | "schedule-fire"
-  | "prune-events";
+  | "prune-events"
+  | "ready";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
 export interface ScriptText {
@@ -75,7 +76,7 @@ export interface Script {
 }
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
-const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position"]);
+const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position", "ready"]);
 
 /**
  * How each script meets the layout guard (`layout_guard` in _common.lua), run before its own body:
@@ -118,6 +119,7 @@ const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
   once: "none",
   "prune-keys": "none",
   layout: "none",
+  ready: "none",
 };
 
 /**
@@ -188,7 +190,8 @@ const cache = new Map<string, ReadonlyMap<ScriptName, Script>>();
  * sets have different SHAs, so processes on one Redis with different settings never share a
  * script; one prefix has one setting (RedisBackend checks it against the prefix's record).
  * `cluster` (a Redis Cluster connection): every script first takes the slot probe off its KEYS
- * (see {@link slotProbeKey}).
+ * (see {@link slotProbeKey}), and `READY_INDEX` is false: the ready index (`ready_mark` in
+ * lua/_common.lua) is one key for every queue, which on a cluster is outside the queues' slots.
  */
 export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<ScriptName, Script> {
   const setName = `${String(eventLog)} ${String(cluster)}`;
@@ -217,7 +220,7 @@ export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<Scrip
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
     const body = `${guardLine(name, cluster)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     // Only the helpers this script uses: Redis builds every helper again on each call (lua-helpers.ts).
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${helpersFor(helpers, body)}\n${body}`;
+    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal READY_INDEX = ${String(!cluster)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${helpersFor(helpers, body)}\n${body}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),

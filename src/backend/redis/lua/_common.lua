@@ -21,16 +21,22 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- Redis' own time in ms as this script last read it (TIME), or nil: an event at that time leaves
+-- its `at` to its stream id (log_event).
+local REDIS_NOW_MS = nil
+
 -- Store time in ms: the injected clock's (ARGV) when given, otherwise Redis' own.
 local function now_ms(arg)
   if arg ~= '' then return tonumber(arg) end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  REDIS_NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return REDIS_NOW_MS
 end
 
 -- Redis' own time in µs (TIME), whatever clock the caller injected: what lease tokens are made of.
 local function store_time_us()
   local t = redis.call('TIME')
+  REDIS_NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
@@ -104,9 +110,11 @@ end
 -- ── Event log ─────────────────────────────────────────────────────────────────────────────
 -- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
 -- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;
--- read and pruned by event-log.ts). Entry fields: t type, n job name, j job id, a attempt,
--- at store time in ms, d details JSON ('' for none, or
--- for an "added" event the common case: see added_details). Stream ids come from Redis (`*`), so they
+-- read and pruned by event-log.ts). Entry fields: t type ('' for "added", the most common), n job
+-- name, j job id, a attempt, at store time in ms ('' when it is Redis' own time as the script read
+-- it: the stream id, which Redis makes from the same clock, carries it), d details JSON ('' for
+-- none, or for an "added" event the common case: see added_details). Layout 5; layout 4 wrote
+-- both in full, which readers still take. The two blanks save 13 of an "added" entry's ~60 bytes. Stream ids come from Redis (`*`), so they
 -- only grow within a stream: a reader resumes after the last id it saw of each queue.
 -- Trimmed approximately (whole stream nodes, cheap) to about EVENT_LOG_MAX_LENGTH entries per
 -- queue; pruneEvents applies the retention policy (age, count) exactly.
@@ -117,7 +125,7 @@ local EVENT_LOG_MAX_LENGTH = 100000 -- DEFAULT_MAX_EVENTS of src/core/queue-even
 local function log_event(base, kind, name, id, attempt, at, data)
   if not EVENT_LOG then return end
   redis.call('XADD', base .. 'ev', 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*',
-    't', kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', int(at), 'd', data or '')
+    't', kind == 'added' and '' or kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', at == REDIS_NOW_MS and '' or int(at), 'd', data or '')
 end
 
 -- The worker id inside a worker identity JSON, as a JSON string (the "active" event's workerId).
@@ -138,6 +146,78 @@ local function added_details(state, run_at, priority, now)
   return '{"state":"' .. STATE_NAMES[state] .. '","runAt":' .. int(run_at) .. ',"priority":' .. int(priority) .. '}'
 end
 
+-- ── Ready index ───────────────────────────────────────────────────────────────────────────
+-- <prefix>:ready (ZSET, one server only: READY_INDEX, set by the line scripts.ts puts before this
+-- file, is false on a cluster, where the key would be outside the queue's slot): the queues that
+-- may have claimable jobs, each scored with the time (ms) from which it may have one: 0 while jobs
+-- wait in its lanes, else its earliest scheduled job's run_at. A claim over many queues reads it
+-- (ready-1.lua) and runs claim-4.lua only on the named queues it lists, so empty queues cost
+-- nothing. Every script that puts a job into a lane or the scheduled set marks the queue in the
+-- same script (ready_mark): a queue is never missing while it holds such a job. A mark may stay
+-- after its jobs left (claimed by a worker of other names, say): the next claim that visits the
+-- queue finds it empty and takes it out (ready_refresh, at the end of claim-4.lua).
+-- The queue's meta field rx holds a copy of its score (absent: no mark), written with it, so an
+-- enqueue reads it with its counters and a queue already marked costs nothing more. Claims write
+-- the index itself every time (one ZADD or ZREM), so an index key lost by hand is whole again once
+-- claims have visited its queues (a claim over many queues visits all of them once a minute).
+local READY_MARKED = {} -- base -> the queue's score as meta rx says (false: none), once read
+
+-- The ready index's key and the queue's name, from the queue's key base.
+local function ready_of(base)
+  local prefix, queue = string.match(base, '^(.*):{([^{}]*)}:$')
+  return prefix .. ':ready', queue
+end
+
+-- For a script that read meta rx already (with other fields).
+local function ready_known(base, rx)
+  READY_MARKED[base] = tonumber(rx) or false
+end
+
+local function ready_score(base)
+  local score = READY_MARKED[base]
+  if score == nil then
+    score = tonumber(redis.call('HGET', base .. 'meta', 'rx')) or false
+    READY_MARKED[base] = score
+  end
+  return score
+end
+
+-- Writes the queue's mark (a time in ms, or false for none) to the index, and to meta rx when it changed.
+local function ready_write(base, score)
+  if not READY_INDEX then return end
+  local key, queue = ready_of(base)
+  local was = ready_score(base)
+  if score then redis.call('ZADD', key, int(score), queue) else redis.call('ZREM', key, queue) end
+  if score ~= was then
+    if score then redis.call('HSET', base .. 'meta', 'rx', int(score)) else redis.call('HDEL', base .. 'meta', 'rx') end
+  end
+  READY_MARKED[base] = score
+end
+
+-- Marks the queue as having a claimable job from `at` (ms) on, unless it is marked earlier.
+local function ready_mark(base, at)
+  if not READY_INDEX then return end
+  local score = ready_score(base)
+  if score and score <= at then return end
+  ready_write(base, at)
+end
+
+-- Sets the queue's mark to what it holds: 0 when a job waits in any lane of any name (the names set
+-- lists every name that had lanes; a lane set ls:<name> may list lanes already empty, which only
+-- keeps the mark), else its earliest scheduled job's run_at, else no mark. `first`: the scheduled
+-- set's first entry WITHSCORES when the caller read it already.
+local function ready_refresh(base, first)
+  if not READY_INDEX then return end
+  for _, name in ipairs(redis.call('SMEMBERS', base .. 'names')) do
+    if redis.call('EXISTS', base .. 'f:' .. name, base .. 'z:' .. name, base .. 'ls:' .. name) > 0 then
+      ready_write(base, 0)
+      return
+    end
+  end
+  first = first or redis.call('ZRANGE', base .. 'sched', 0, 0, 'WITHSCORES')
+  ready_write(base, first[2] and tonumber(first[2]) or false)
+end
+
 -- The slow lane a waiting job of `name` waits in: its name's, or, for a job with a group or a
 -- limiter key (flow control; hash field 'ln', its lane: laneOf in src/core/job-flow.ts), that
 -- lane's own of its name, L:<name>\n<lane> (names hold no newline), listed in ls:<name>.
@@ -151,6 +231,7 @@ end
 local function to_slow_lane(base, id, name, priority, run_at, seq, lane)
   if lane == nil then lane = redis.call('HGET', base .. 'j:' .. id, 'ln') end
   redis.call('ZADD', slow_lane_key(base, name, lane), priority, lane_member(run_at, seq, id))
+  ready_mark(base, 0)
   -- The lane set lists lanes with waiting jobs; a claim that finds one empty takes it out.
   if lane then redis.call('ZADD', base .. 'ls:' .. name, 0, lane) end
 end
@@ -554,6 +635,7 @@ local function dedup_decide(base, now, entries, from, to, job)
         if runAt > now then
           redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 's')
           redis.call('ZADD', base .. 'sched', int(runAt), owner)
+          ready_mark(base, runAt)
         else
           redis.call('HSET', key, 'd', payload, 'r', int(runAt), 'st', 'w')
           to_slow_lane(base, owner, name, priority, runAt, seq)
@@ -624,6 +706,7 @@ local function flow_settled(base, id, state, result, err, now)
     log_event(pb, 'waiting', p[6], pid, num(p[7], 0), now, nil)
     redis.call('ZREM', pb .. 'wc', pid)
     redis.call('ZADD', pb .. 'sched', int(runAt), pid)
+    ready_mark(pb, runAt)
     if runAt <= now then wake(channel_of(pb), pq) else wake(channel_of(pb), pq .. ' ' .. int(runAt - now)) end
   else
     redis.call('HSET', pkey, 'pc', int(pending))

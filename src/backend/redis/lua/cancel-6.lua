@@ -32,6 +32,8 @@ if packed then
   redis.call('LREM', base .. 'f:' .. name, 1, id)
   compact_remove(buckets, id, bucket)
   buckets_close(buckets)
+  -- Its queue may hold nothing claimable now: its mark in the ready index says so.
+  ready_refresh(base)
   local _, retain = parse_options(options)
   log_event(base, 'cancelled', name, id, 0, now, '{"previousState":"waiting"}')
   if retain ~= 0 then
@@ -80,6 +82,8 @@ elseif redis.call('ZREM', sched, id) == 0 then
     redis.call('LREM', base .. 'f:' .. v[2], 1, id)
   end
 end
+-- Its queue may hold nothing claimable now: its mark in the ready index says so.
+ready_refresh(base)
 if retain == 0 then
   delete_job(base, id, nil)
 else

@@ -45,7 +45,13 @@ local base = string.sub(meta, 1, -5)
 -- One TIME call serves the tokens and, without an injected clock, the store time in ms.
 local timeUs = store_time_us()
 local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or math.floor(timeUs / 1000)
-if redis.call('HEXISTS', meta, 'paused') == 1 then return { false } end
+local queueState = redis.call('HMGET', meta, 'paused', 'rx')
+ready_known(base, queueState[2])
+if queueState[1] then
+  -- Out of the ready index while paused: resuming (pause-1.lua) marks it again.
+  ready_write(base, false)
+  return { false }
+end
 local leaseMs, limit, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
 promote_due(base, sched, now, tonumber(ARGV[5]))
@@ -677,5 +683,10 @@ if #startedArgs > 0 then call_chunked('HSET', runKey, startedArgs, 2) end
 
 local first = redis.call('ZRANGE', sched, 0, 0, 'WITHSCORES')
 if first[2] then reply[1] = int(math.max(0, tonumber(first[2]) - now)) end
+-- The queue's mark in the ready index: kept while this claim took all it could (jobs are likely
+-- left), else set to what the queue holds.
+if READY_INDEX then
+  if #activeArgs / 2 >= limit then ready_write(base, 0) else ready_refresh(base, first) end
+end
 if rateRoom and #activeArgs > 0 and #activeArgs / 2 >= rateRoom then reply[#reply + 1] = { rateSlotIn } end
 return reply

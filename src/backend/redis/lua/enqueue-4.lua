@@ -67,8 +67,10 @@ end
 
 -- The queue's counters in one read, written back in one HSET at the end (a single add is a
 -- dozen commands; each one saved is a measurable share of it): seq (insertion order, one per
--- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do: buckets_open).
-local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do')
+-- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do: buckets_open); rx,
+-- the queue's mark in the ready index (ready_mark in _common.lua: nothing to write when marked).
+local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do', 'rx')
+ready_known(base, counters[6])
 local seq = num(counters[1], 0)
 local startSeq = seq
 local watermark = num(counters[2], 0)
@@ -158,7 +160,9 @@ for i = 0, count - 1 do
 end
 
 for _, name in ipairs(fastNames) do call_chunked('RPUSH', base .. 'f:' .. name, fast[name], 1) end
+if #fastNames > 0 then ready_mark(base, 0) end
 if #schedArgs > 0 then call_chunked('ZADD', sched, schedArgs, 2) end
+if firstRunAt then ready_mark(base, firstRunAt) end
 if #idxArgs > 0 then call_chunked('ZADD', idx, idxArgs, 2) end
 if laned then redis.call('HSET', base .. 'flow', 'ln', '1') end
 -- buckets_close, the watermark and seq in one write.

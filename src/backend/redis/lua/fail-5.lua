@@ -63,6 +63,7 @@ end
 if #done > 0 then call_chunked('ZREM', active, done, 1) end
 running_release(base, leaving)
 if #retries > 0 then call_chunked('ZADD', sched, retries, 2) end
+if nextRunAt then ready_mark(base, nextRunAt) end
 flush_finished(base, finished)
 if not nextRunAt then return { results, false } end
 if nextRunAt <= now then

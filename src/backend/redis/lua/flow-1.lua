@@ -76,6 +76,7 @@ for i = 0, count - 1 do
     woken[queue] = base
   elseif state == 's' then
     redis.call('ZADD', base .. 'sched', int(runAt), id)
+    ready_mark(base, runAt)
     if not later[queue] or runAt < later[queue][2] then later[queue] = { base, runAt } end
   end
 end

@@ -8,4 +8,6 @@
   ARGV[1] none: the version is the script's own (LAYOUT)
   Returns 0; refuses (CONVEYOR_LAYOUT_TOO_NEW) a queue stamped by a newer layout.
 ]]
+-- Layout 5: the queue's mark in the ready index, for data an older layout wrote without one.
+ready_refresh(string.sub(KEYS[1], 1, -5))
 return 0

@@ -12,6 +12,8 @@ if ARGV[1] == '1' then
   redis.call('HSET', KEYS[1], 'paused', '1')
 else
   redis.call('HDEL', KEYS[1], 'paused')
+  -- A claim that met the queue paused took it out of the ready index.
+  ready_mark(string.sub(KEYS[1], 1, -5), 0)
   wake(ARGV[2], ARGV[3])
 end
 return false

@@ -26,6 +26,8 @@ while scanning and #doomed < limit do
     for i = 1, #fields, 2 do
       if fields[i] == 'at' then at = tonumber(fields[i + 1]) end
     end
+    -- A blank `at` is the stream id's time (log_event in _common.lua).
+    at = at or tonumber(string.match(entry[1], '^(%d+)'))
     if #doomed < byCount or (at and at < minAt) then
       doomed[#doomed + 1] = entry[1]
     else
