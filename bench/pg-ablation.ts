@@ -1,0 +1,143 @@
+/**
+ * `npx tsx bench/pg-ablation.ts [--jobs 20000] [--runs 3] [--only a,b]`
+ *
+ * The price of each piece of Conveyor's PostgreSQL processing path (docs/performance-postgres.md,
+ * "Sixth pass"): the processing figure of bench/pg-statements.ts (one Worker, concurrency 10,
+ * prefetch 500, `--jobs` no-op jobs) on schemas that each lack one trigger or index, interleaved
+ * run by run on one throwaway server. Per variant, medians over `--runs`: jobs/s, the server's
+ * execution time per job (every top-level statement of that schema, from pg_stat_statements:
+ * the statements' triggers run inside them and are counted with them) and WAL bytes per job (the
+ * WAL position before and after, nothing else running on the server).
+ *
+ * An ablation is not a design: a schema without its event triggers has no event log, one without
+ * its count triggers has wrong stats(). Each row says what that piece costs, which is what a
+ * redesign keeping the piece's contract can hope to win at most.
+ */
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { PostgresBackend } from "../src/backend/postgres/index.js";
+import { Queue, silentLogger } from "../src/index.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs } from "./lib.js";
+
+/** A variant: the DDL run on its schema after the fill (`S` is the quoted schema). */
+interface Variant {
+  readonly name: string;
+  readonly ddl: (schema: string) => string;
+}
+
+const VARIANTS: readonly Variant[] = [
+  { name: "as shipped", ddl: () => "" },
+  {
+    name: "no event triggers",
+    ddl: (s) => `DROP TRIGGER jobs_events_added ON ${s}.jobs; DROP TRIGGER jobs_events_changed ON ${s}.jobs;`,
+  },
+  {
+    name: "no count triggers (fold kept)",
+    ddl: (s) => `DROP TRIGGER jobs_counts_added ON ${s}.jobs; DROP TRIGGER jobs_counts_changed ON ${s}.jobs; DROP TRIGGER jobs_counts_removed ON ${s}.jobs;`,
+  },
+  { name: "no fold trigger", ddl: (s) => `DROP TRIGGER jobs_counts_then_fold ON ${s}.jobs;` },
+  {
+    name: "no statement triggers at all",
+    ddl: (s) =>
+      ["jobs_events_added", "jobs_events_changed", "jobs_counts_added", "jobs_counts_changed", "jobs_counts_removed", "jobs_counts_then_fold"]
+        .map((t) => `DROP TRIGGER ${t} ON ${s}.jobs;`)
+        .join(" "),
+  },
+  {
+    name: "no statement triggers, transition tables still built",
+    ddl: (s) =>
+      ["jobs_events_added", "jobs_events_changed", "jobs_counts_added", "jobs_counts_changed", "jobs_counts_removed", "jobs_counts_then_fold"]
+        .map((t) => `DROP TRIGGER ${t} ON ${s}.jobs;`)
+        .join(" ") +
+      ` CREATE FUNCTION ${s}.ablation_nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+        CREATE TRIGGER ablation_capture AFTER UPDATE ON ${s}.jobs REFERENCING OLD TABLE AS o NEW TABLE AS n
+          FOR EACH STATEMENT EXECUTE FUNCTION ${s}.ablation_nothing();`,
+  },
+  {
+    name: "no flow row triggers",
+    ddl: (s) => `DROP TRIGGER flow_child_settled ON ${s}.jobs; DROP TRIGGER flow_parent_cancelled ON ${s}.jobs;`,
+  },
+  {
+    name: "no finished-job indexes (done, dead, finished_at, expires)",
+    ddl: (s) => `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at; DROP INDEX ${s}.jobs_expires;`,
+  },
+  {
+    name: "one finished-job index for done, dead, finished_at",
+    ddl: (s) =>
+      `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at;
+       CREATE INDEX jobs_finished_ablation ON ${s}.jobs (queue, state, finished_at, seq) WHERE state IN ('completed', 'dead', 'cancelled');`,
+  },
+];
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: "string", default: "20000" },
+    runs: { type: "string", default: "3" },
+    only: { type: "string" },
+  },
+});
+const jobs = Number(values.jobs);
+const runs = Number(values.runs);
+const only = values.only?.split(",").map(Number);
+const variants = only === undefined ? VARIANTS : VARIANTS.filter((_, i) => only.includes(i));
+
+const server = await startThrowawayPostgres({
+  settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top", jit: "off" },
+});
+const admin = new pg.Client({ connectionString: server.url });
+try {
+  await admin.connect();
+  await admin.query("CREATE EXTENSION pg_stat_statements");
+  console.log(`${jobs} jobs × ${runs} runs per variant, concurrency 10, prefetch 500, event log on; start: ${machineLine()}\n`);
+  const results = variants.map(() => ({ rate: [] as number[], us: [] as number[], wal: [] as number[] }));
+  for (let run = 0; run < runs; run++) {
+    for (const [v, variant] of variants.entries()) {
+      const schema = `abl_${v}_${run}`;
+      const backend = new PostgresBackend({ connectionString: server.url, logger: silentLogger, schema });
+      try {
+        await backend.migrate();
+        const q = new Queue("bench", { backend });
+        for (const [start, length] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+        const ddl = variant.ddl(`"${schema}"`);
+        if (ddl !== "") await admin.query(ddl);
+        await admin.query("VACUUM ANALYZE " + `"${schema}".jobs`);
+        await admin.query("CHECKPOINT");
+        await admin.query("SELECT pg_stat_statements_reset()");
+        const before = (await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() AS lsn")).rows[0]!.lsn;
+        const jobsPerSecond = await conveyorProcessFilled(backend, jobs, 10, 500);
+        const { rows } = await admin.query<{ wal: string; ms: number }>(
+          `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS wal,
+                  (SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements WHERE query LIKE '%' || $2 || '%') AS ms`,
+          [before, `"${schema}"`],
+        );
+        results[v]!.rate.push(jobsPerSecond);
+        results[v]!.us.push((rows[0]!.ms * 1000) / jobs);
+        results[v]!.wal.push(Number(rows[0]!.wal) / jobs);
+        process.stderr.write(`  .. run ${run + 1}, ${variant.name}: ${fmt(jobsPerSecond)} jobs/s\n`);
+      } finally {
+        await backend.close();
+        await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+      }
+    }
+  }
+  const base = results[0]!;
+  console.log("| variant | jobs/s (median) | ÷ as shipped | server µs per job | − as shipped | WAL bytes per job | − as shipped |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const [v, variant] of variants.entries()) {
+    const r = results[v]!;
+    const [rate, us, wal] = [median(r.rate), median(r.us), median(r.wal)];
+    console.log(
+      `| ${variant.name} | ${fmt(rate)} | ${(rate / median(base.rate)).toFixed(2)}x | ${us.toFixed(1)} | ${(us - median(base.us)).toFixed(1)} | ${Math.round(wal)} | ${Math.round(wal - median(base.wal))} |`,
+    );
+  }
+  console.log("\nEvery run (jobs/s; server µs per job):");
+  for (const [v, variant] of variants.entries()) {
+    const r = results[v]!;
+    console.log(`  ${variant.name}: ${r.rate.map(fmt).join(" / ")}; ${r.us.map((x) => x.toFixed(1)).join(" / ")}`);
+  }
+  console.log(`\nend: ${machineLine()}`);
+} finally {
+  await admin.end();
+  await server.stop();
+}
