@@ -1,18 +1,26 @@
 /**
- * `npx tsx bench/pg-ablation.ts [--jobs 20000] [--runs 3] [--only a,b]`
+ * `npx tsx bench/pg-ablation.ts [--jobs 20000] [--runs 3] [--only 0,2,5] [--main <checkout of main>]`
  *
  * The price of each piece of Conveyor's PostgreSQL processing path (docs/performance-postgres.md,
  * "Sixth pass"): the processing figure of bench/pg-statements.ts (one Worker, concurrency 10,
  * prefetch 500, `--jobs` no-op jobs) on schemas that each lack one trigger or index, interleaved
- * run by run on one throwaway server. Per variant, medians over `--runs`: jobs/s, the server's
+ * run by run on one throwaway server. Per variant, medians over `--runs`: jobs/s; the server's
+ * CPU time per job (user + system time of every server process, from /proc: the figure that
+ * least depends on what else the machine runs, since waiting for a CPU is not counted); its
  * execution time per job (every top-level statement of that schema, from pg_stat_statements:
- * the statements' triggers run inside them and are counted with them) and WAL bytes per job (the
- * WAL position before and after, nothing else running on the server).
+ * the statements' triggers run inside them and are counted with them; waiting for a CPU is
+ * counted); and WAL bytes per job (the WAL position before and after, nothing else running on the
+ * server). `--main <dir>` adds main's backend as shipped (imported from that checkout, its own
+ * migrations on its own schema) as the first row, so a change and the pieces it touches are
+ * priced in one run.
  *
  * An ablation is not a design: a schema without its event triggers has no event log, one without
  * its count triggers has wrong stats(). Each row says what that piece costs, which is what a
  * redesign keeping the piece's contract can hope to win at most.
  */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
@@ -20,14 +28,17 @@ import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs } from "./lib.js";
 
-/** A variant: the DDL run on its schema after the fill (`S` is the quoted schema). */
+/** A variant: the DDL run on its schema after the fill (`schema` quoted); main's backend when `main`. */
 interface Variant {
   readonly name: string;
   readonly ddl: (schema: string) => string;
+  readonly main?: true;
+  readonly eventLogOff?: true;
 }
 
 const VARIANTS: readonly Variant[] = [
   { name: "as shipped", ddl: () => "" },
+  { name: "event log off (eventLog: false)", ddl: () => "", eventLogOff: true },
   {
     name: "no event triggers",
     ddl: (s) => `DROP TRIGGER jobs_events_added ON ${s}.jobs; DROP TRIGGER jobs_events_changed ON ${s}.jobs;`,
@@ -75,12 +86,43 @@ const { values } = parseArgs({
     jobs: { type: "string", default: "20000" },
     runs: { type: "string", default: "3" },
     only: { type: "string" },
+    main: { type: "string" },
   },
 });
 const jobs = Number(values.jobs);
 const runs = Number(values.runs);
 const only = values.only?.split(",").map(Number);
-const variants = only === undefined ? VARIANTS : VARIANTS.filter((_, i) => only.includes(i));
+const variants: Variant[] = [
+  ...(values.main === undefined ? [] : [{ name: "main, as shipped", ddl: () => "", main: true as const }]),
+  ...(only === undefined ? VARIANTS : VARIANTS.filter((_, i) => only.includes(i))),
+];
+type BackendClass = typeof PostgresBackend;
+const mainBackend =
+  values.main === undefined
+    ? null
+    : ((await import(pathToFileURL(`${values.main}/src/backend/postgres/index.ts`).href)) as { PostgresBackend: BackendClass }).PostgresBackend;
+
+/**
+ * CPU time (user + system, ms) of every process of the server: the postmaster's own and its
+ * waited-for children's (backends and workers that exited), and each live child's.
+ */
+async function serverCpuMs(dataDir: string): Promise<number> {
+  const ticksPerMs = 100 / 1000; // USER_HZ: 100 on Linux
+  const postmaster = Number((await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+  // Fields after the command name (which may hold spaces): state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+  const fields = (stat: string) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  let ticks = 0;
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => null);
+    if (stat === null) continue;
+    const f = fields(stat);
+    const pid = Number(entry);
+    if (pid === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks / ticksPerMs;
+}
 
 const server = await startThrowawayPostgres({
   settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top", jit: "off" },
@@ -90,11 +132,16 @@ try {
   await admin.connect();
   await admin.query("CREATE EXTENSION pg_stat_statements");
   console.log(`${jobs} jobs × ${runs} runs per variant, concurrency 10, prefetch 500, event log on; start: ${machineLine()}\n`);
-  const results = variants.map(() => ({ rate: [] as number[], us: [] as number[], wal: [] as number[] }));
+  const results = variants.map(() => ({ rate: [] as number[], cpu: [] as number[], us: [] as number[], wal: [] as number[] }));
   for (let run = 0; run < runs; run++) {
     for (const [v, variant] of variants.entries()) {
       const schema = `abl_${v}_${run}`;
-      const backend = new PostgresBackend({ connectionString: server.url, logger: silentLogger, schema });
+      const backend = new (variant.main ? mainBackend! : PostgresBackend)({
+        connectionString: server.url,
+        logger: silentLogger,
+        schema,
+        eventLog: !variant.eventLogOff,
+      });
       try {
         await backend.migrate();
         const q = new Queue("bench", { backend });
@@ -105,13 +152,16 @@ try {
         await admin.query("CHECKPOINT");
         await admin.query("SELECT pg_stat_statements_reset()");
         const before = (await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() AS lsn")).rows[0]!.lsn;
+        const cpuBefore = await serverCpuMs(server.dataDir);
         const jobsPerSecond = await conveyorProcessFilled(backend, jobs, 10, 500);
+        const cpuMs = (await serverCpuMs(server.dataDir)) - cpuBefore;
         const { rows } = await admin.query<{ wal: string; ms: number }>(
           `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS wal,
                   (SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements WHERE query LIKE '%' || $2 || '%') AS ms`,
           [before, `"${schema}"`],
         );
         results[v]!.rate.push(jobsPerSecond);
+        results[v]!.cpu.push((cpuMs * 1000) / jobs);
         results[v]!.us.push((rows[0]!.ms * 1000) / jobs);
         results[v]!.wal.push(Number(rows[0]!.wal) / jobs);
         process.stderr.write(`  .. run ${run + 1}, ${variant.name}: ${fmt(jobsPerSecond)} jobs/s\n`);
@@ -122,19 +172,22 @@ try {
     }
   }
   const base = results[0]!;
-  console.log("| variant | jobs/s (median) | ÷ as shipped | server µs per job | − as shipped | WAL bytes per job | − as shipped |");
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  console.log(`(differences against the first row, "${variants[0]!.name}")\n`);
+  console.log("| variant | jobs/s (median) | ÷ first | server CPU µs per job | − first | server exec µs per job | − first | WAL bytes per job | − first |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const [v, variant] of variants.entries()) {
     const r = results[v]!;
-    const [rate, us, wal] = [median(r.rate), median(r.us), median(r.wal)];
+    const [rate, cpu, us, wal] = [median(r.rate), median(r.cpu), median(r.us), median(r.wal)];
     console.log(
-      `| ${variant.name} | ${fmt(rate)} | ${(rate / median(base.rate)).toFixed(2)}x | ${us.toFixed(1)} | ${(us - median(base.us)).toFixed(1)} | ${Math.round(wal)} | ${Math.round(wal - median(base.wal))} |`,
+      `| ${variant.name} | ${fmt(rate)} | ${(rate / median(base.rate)).toFixed(2)}x | ${cpu.toFixed(1)} | ${(cpu - median(base.cpu)).toFixed(1)} | ${us.toFixed(1)} | ${(us - median(base.us)).toFixed(1)} | ${Math.round(wal)} | ${Math.round(wal - median(base.wal))} |`,
     );
   }
-  console.log("\nEvery run (jobs/s; server µs per job):");
+  console.log("\nEvery run (jobs/s; server CPU µs per job; server exec µs per job):");
   for (const [v, variant] of variants.entries()) {
     const r = results[v]!;
-    console.log(`  ${variant.name}: ${r.rate.map(fmt).join(" / ")}; ${r.us.map((x) => x.toFixed(1)).join(" / ")}`);
+    console.log(
+      `  ${variant.name}: ${r.rate.map(fmt).join(" / ")}; ${r.cpu.map((x) => x.toFixed(1)).join(" / ")}; ${r.us.map((x) => x.toFixed(1)).join(" / ")}`,
+    );
   }
   console.log(`\nend: ${machineLine()}`);
 } finally {
