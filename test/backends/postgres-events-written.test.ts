@@ -142,6 +142,37 @@ describe("PostgreSQL: the hot statements write their own events", () => {
   });
 });
 
+describe("PostgreSQL: the claim over several queues when another transaction holds one of its winners", () => {
+  // claim.sql looks at each open queue's best jobs, locks the best `lim` of them all (`won`), and
+  // when one is held elsewhere walks every queue again with locks (`walked`), which re-takes the
+  // winners it locked already. `waiting` adds from `won` only those `walked` lacks: a winner
+  // counted twice would take a place of the `lim` and the claim would come back short.
+  it("takes the best jobs it can lock, each once, as many as asked", async () => {
+    const b = await backend();
+    await b.enqueue([
+      ...[1, 3, 5].map((priority) => buildJobSpec({ queue: "a", name: "job", data: null, options: { jobId: `a${priority}`, priority } })),
+      ...[2, 4, 6].map((priority) => buildJobSpec({ queue: "b", name: "job", data: null, options: { jobId: `b${priority}`, priority } })),
+    ]);
+    const holder = await admin.connect();
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM ${pg.escapeIdentifier(b.schema)}.jobs WHERE id = 'a3' FOR UPDATE`);
+      const claimed = await b.claim({ ...claimRequest(4), queues: ["a", "b"] });
+      expect(claimed.map((c) => c.job.id).sort()).toEqual(["a1", "a5", "b2", "b4"]);
+    } finally {
+      await holder.query("ROLLBACK");
+      holder.release();
+    }
+    const all = await events(b);
+    expect(
+      all
+        .filter((e) => e.type === "active")
+        .map((e) => e.job_id)
+        .sort(),
+    ).toEqual(["a1", "a5", "b2", "b4"]);
+  });
+});
+
 describe("PostgreSQL: upgrading to events written by the hot statements", () => {
   it("keeps the jobs of every state, their counts and their leases, and records each later change once", async () => {
     const schema = schemas.create();
