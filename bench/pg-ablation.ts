@@ -87,8 +87,10 @@ const { values } = parseArgs({
     runs: { type: "string", default: "3" },
     only: { type: "string" },
     main: { type: "string" },
+    direct: { type: "boolean", default: false },
   },
 });
+const direct = values.direct;
 const jobs = Number(values.jobs);
 const runs = Number(values.runs);
 const only = values.only?.split(",").map(Number);
@@ -101,6 +103,24 @@ const mainBackend =
   values.main === undefined
     ? null
     : ((await import(pathToFileURL(`${values.main}/src/backend/postgres/index.ts`).href)) as { PostgresBackend: BackendClass }).PostgresBackend;
+
+/** `--direct`: claim 500, then complete-and-claim each batch with the next, until none is left; jobs/s. */
+async function processDirectly(backend: PostgresBackend, n: number): Promise<number> {
+  const request = { queues: ["bench"], names: ["noop"], worker: { id: "w", host: "h", pid: 1 }, limit: 500, leaseMs: 600_000 };
+  const started = performance.now();
+  let batch = await backend.claim(request);
+  let done = 0;
+  while (batch.length > 0) {
+    const { settled, claimed } = await backend.completeAndClaim!(
+      batch.map((c) => ({ lease: c.lease, result: null })),
+      request,
+    );
+    done += settled.filter((r) => r === "applied").length;
+    batch = claimed;
+  }
+  if (done !== n) throw new Error(`processed ${done} of ${n} jobs`);
+  return n / ((performance.now() - started) / 1000);
+}
 
 /**
  * CPU time (user + system, ms) of every process of the server: the postmaster's own and its
@@ -125,13 +145,19 @@ async function serverCpuMs(dataDir: string): Promise<number> {
 }
 
 const server = await startThrowawayPostgres({
-  settings: { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top", jit: "off" },
+  settings: {
+    shared_preload_libraries: "pg_stat_statements",
+    "pg_stat_statements.track": "top",
+    jit: "off",
+    ...(direct ? { autovacuum: "off" } : {}),
+  },
 });
 const admin = new pg.Client({ connectionString: server.url });
 try {
   await admin.connect();
   await admin.query("CREATE EXTENSION pg_stat_statements");
-  console.log(`${jobs} jobs × ${runs} runs per variant, concurrency 10, prefetch 500, event log on; start: ${machineLine()}\n`);
+  const shape = direct ? "store calls alone (claim, then complete-and-claim of 500 each), autovacuum off" : "one Worker, concurrency 10, prefetch 500";
+  console.log(`${jobs} jobs × ${runs} runs per variant, ${shape}, event log on unless said; start: ${machineLine()}\n`);
   const results = variants.map(() => ({ rate: [] as number[], cpu: [] as number[], us: [] as number[], wal: [] as number[] }));
   for (let run = 0; run < runs; run++) {
     for (const [v, variant] of variants.entries()) {
@@ -153,7 +179,7 @@ try {
         await admin.query("SELECT pg_stat_statements_reset()");
         const before = (await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() AS lsn")).rows[0]!.lsn;
         const cpuBefore = await serverCpuMs(server.dataDir);
-        const jobsPerSecond = await conveyorProcessFilled(backend, jobs, 10, 500);
+        const jobsPerSecond = direct ? await processDirectly(backend, jobs) : await conveyorProcessFilled(backend, jobs, 10, 500);
         const cpuMs = (await serverCpuMs(server.dataDir)) - cpuBefore;
         const { rows } = await admin.query<{ wal: string; ms: number }>(
           `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS wal,
