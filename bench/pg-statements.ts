@@ -83,9 +83,8 @@ try {
   console.log("| statement (first words; the enqueue fill included) | calls | rows | µs per job | WAL bytes per job |");
   console.log("| --- | ---: | ---: | ---: | ---: |");
   for (const r of rows) {
-    // A statement's own comment names it (-- claim: …, after the line that says it writes its own
-    // events, migration 0015_pg_settle_events_written); trigger statements start with their SQL.
-    const name = (/^(?:-- conveyor:events-written )?-- ([\w-]+):/.exec(r.query)?.[1] ?? r.query.replace(/"run\d+"\./g, "")).slice(0, 70);
+    // A statement's own comment names it (-- claim: …); trigger statements start with their SQL.
+    const name = (/^-- ([\w-]+):/.exec(r.query)?.[1] ?? r.query.replace(/"run\d+"\./g, "")).slice(0, 70);
     console.log(`| ${name} | ${r.calls} | ${r.rows} | ${((r.ms * 1000) / processed).toFixed(2)} | ${Math.round(Number(r.wal) / processed)} |`);
   }
   if (plansOverMs !== undefined) {

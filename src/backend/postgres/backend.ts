@@ -1464,34 +1464,19 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
 }
 
 /**
- * complete-and-claim.sql's template filled with one CTE list: the rendered complete.sql's (without
- * its last line, the final SELECT; its WITH made WITH RECURSIVE) and claim.sql's after it (without
- * its WITH RECURSIVE and its last line; its parameters after $1 moved up by three, behind
- * complete's). One list because both write their events in CTEs, which PostgreSQL allows only at
- * the top level.
+ * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
+ * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
  */
 function completeAndClaimText(template: string, complete: string, claim: string): string {
-  const withoutLast = (sql: string, file: string, expected: string): string[] => {
-    const lines = sql.trimEnd().split("\n");
-    const last = lines.pop();
-    if (last !== expected) {
-      throw new ConveyorError(`${file} must end with "${expected}" (complete-and-claim.sql builds on it); it ends with ${JSON.stringify(last)}`);
-    }
-    return lines;
-  };
-  const openingWith = (lines: string[], file: string, keyword: string): number => {
-    const at = lines.findIndex((line) => line.startsWith(keyword));
-    if (at < 0) throw new ConveyorError(`${file} must open its CTE list with a line starting "${keyword}" (complete-and-claim.sql builds on it)`);
-    return at;
-  };
-  const completeLines = withoutLast(complete, "complete.sql", "SELECT id, lease_token FROM settled");
-  const completeWith = openingWith(completeLines, "complete.sql", "WITH ");
-  completeLines[completeWith] = `WITH RECURSIVE ${completeLines[completeWith]!.slice("WITH ".length)}`;
-  const claimLines = withoutLast(claim, "claim.sql", "SELECT * FROM claimed");
-  const claimWith = openingWith(claimLines, "claim.sql", "WITH RECURSIVE ");
-  claimLines[claimWith] = claimLines[claimWith]!.slice("WITH RECURSIVE ".length);
-  const shifted = claimLines.join("\n").replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
-  return template.replace("{{complete}}", () => `${completeLines.join("\n")}\n`).replace("{{claim}}", () => shifted);
+  const lines = complete.trimEnd().split("\n");
+  const last = lines.pop();
+  if (last !== "SELECT id, lease_token FROM settled") {
+    throw new ConveyorError(
+      `complete.sql must end with "SELECT id, lease_token FROM settled" (complete-and-claim.sql builds on it); it ends with ${JSON.stringify(last)}`,
+    );
+  }
+  const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
+  return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
 }
 
 /** Byte-wise order, as COLLATE "C" sorts: the order dedup windows are locked in. */

@@ -1,4 +1,3 @@
--- conveyor:events-written
 -- claim: moves up to $4 runnable jobs to `active` under a fresh lease, in one statement.
 --
 -- $1 now: bigint ms, NULL = the database clock    $2 queues text[]    $3 names text[]
@@ -12,10 +11,6 @@
 --
 -- Returns the claimed rows ({{job_columns}}, marked_buffered) in no particular order; the caller
 -- sorts them.
---
--- Writes each claimed job's 'active' event itself (`claim_events`), as the event trigger would
--- have; the first line above tells that trigger to leave this statement's changes to it
--- (migration 0015_pg_settle_events_written, docs/performance-postgres.md "Sixth pass").
 --
 -- Runnable = waiting, or scheduled and due; queue not paused; name among $3. Order: priority,
 -- then run_at, then seq (insertion order). Per named queue that holds waiting jobs (found by
@@ -162,7 +157,7 @@ walked AS MATERIALIZED (
 ),
 -- A fallback walk re-takes the winners it locked already (its own locks do not skip), so a
 -- winner can be in both: `won` adds only the ones `walked` lacks. Not UNION: that sorted or hashed
--- every walked row (0.7 ms of a claim of 510, docs/performance-postgres.md "Sixth pass"), while
+-- every walked row (0.7 ms of a claim of 510, docs/performance-postgres.md "Fifth pass"), while
 -- this anti-join costs nothing when `won` is empty (one open queue, the common case) and one
 -- probe per winner otherwise.
 waiting AS (
@@ -203,8 +198,7 @@ first_buffered AS MATERIALIZED (
   WHERE (SELECT starts_at_once FROM params) IS NOT NULL
   ORDER BY c.priority, c.run_at, c.seq
   OFFSET (SELECT starts_at_once FROM params) LIMIT 1
-),
-claimed AS (
+)
 UPDATE {{schema}}.jobs AS j
 SET state = 'active',
     attempt = j.attempt + 1,
@@ -223,15 +217,3 @@ WHERE j.id = ANY (ARRAY(
   LIMIT (SELECT lim FROM params)
 ))
 RETURNING {{job_columns}}, j.excused_token IS NOT DISTINCT FROM j.lease_token AS marked_buffered
-),
--- The event the trigger would write for each claimed job: 'active' at its start, with the worker.
-claim_events AS (
-  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
-  SELECT c.started_at, 'active', c.queue, c.name, c.id, c.attempt, json_build_object('workerId', c.worker_id)
-  FROM claimed c
-  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
-  WHERE {{event_log}}
-)
--- complete-and-claim.sql splices this statement's CTEs into its own list and reads `claimed`:
--- keep this line the last one.
-SELECT * FROM claimed

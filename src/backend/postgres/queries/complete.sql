@@ -1,4 +1,3 @@
--- conveyor:events-written
 -- complete: marks a batch of jobs completed, each only under the exact lease it presents.
 --
 -- $1 now: bigint ms, NULL = the database clock    $2 job ids text[]    $3 lease tokens bigint[]
@@ -10,10 +9,8 @@
 -- The fence is `lease_token = token AND state = 'active'`. Under READ COMMITTED, a row changed by
 -- a concurrent rescue or cancel is re-checked against it after that change commits, so a stale
 -- worker's late acknowledgement can never land. A job kept for 0 ms (removeOnComplete: true) is
--- deleted instead of updated; the two CTEs touch disjoint rows. Each completion's event is
--- written here (removed_events, completed_events), as the event trigger would have for the update:
--- the first line above tells that trigger to leave this statement's changes to it (migration
--- 0015_pg_settle_events_written, docs/performance-postgres.md "Sixth pass").
+-- deleted instead of updated (and its event written by removed_events); the two CTEs touch
+-- disjoint rows.
 --
 -- The completed attempt is NOT appended to `history`: every field of its record (attempt,
 -- worker, started_at, finished_at, outcome 'completed', no error) is in the row already, and the
@@ -45,7 +42,8 @@ removed AS (
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms = 0
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
--- The 'completed' event of a job deleted as it completes, with the details the trigger gives.
+-- The event triggers (0004, 0007) fire on INSERT and UPDATE: a job deleted as it completes gets
+-- its 'completed' event here, with the details the trigger would give, in the same statement.
 removed_events AS (
   INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
   SELECT c.now, 'completed', r.queue, r.name, r.id, r.attempt, json_build_object('result', i.result::json)
@@ -66,15 +64,7 @@ completed AS (
       expires_at = c.now + j.retain_completed_ms
   FROM input i, clock c
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND j.retain_completed_ms IS DISTINCT FROM 0
-  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt, j.result, j.finished_at
-),
--- The event the trigger would write for each completion: 'completed' at its finish, with the result.
-completed_events AS (
-  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
-  SELECT c.finished_at, 'completed', c.queue, c.name, c.id, c.attempt, json_build_object('result', c.result)
-  FROM completed c
-  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
-  WHERE {{event_log}}
+  RETURNING j.id, j.lease_token
 ),
 settled AS (
   SELECT id, lease_token FROM removed

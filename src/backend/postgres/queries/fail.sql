@@ -1,4 +1,3 @@
--- conveyor:events-written
 -- fail: records a batch of failed attempts (fenced like complete.sql): each job is retried after
 -- its delay, or buried in `dead` when its delay is NULL.
 --
@@ -10,10 +9,6 @@
 --
 -- A retry due at once goes straight to `waiting` (and wakes its queue); a later one waits in
 -- `scheduled` until run_at. A dead job kept for 0 ms (removeOnFail: true) is deleted.
---
--- Each failure's event ('retrying' or 'dead') is written here, as the event trigger would have
--- for the updates: the first line above tells that trigger to leave this statement's changes to
--- it (migration 0015_pg_settle_events_written, docs/performance-postgres.md "Sixth pass").
 --
 -- The fence compares state with `(SELECT 'active'::text)`, not the literal, on purpose: a literal
 -- lets the planner walk the partial index jobs_active and join the batch to it, and the generic
@@ -37,7 +32,7 @@ retried AS (
                                                       j.started_at, {{schema}}.now_ms($1), 'failed', i.error::jsonb)
   FROM input i
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NOT NULL
-  RETURNING j.id, j.lease_token, j.queue, j.state, j.name, j.attempt, j.error, j.run_at
+  RETURNING j.id, j.lease_token, j.queue, j.state
 ),
 -- The state as a literal here: the look is a walk of jobs_active_removed_on_fail (0013), empty
 -- unless removeOnFail is used (see complete.sql's `removed`).
@@ -48,7 +43,8 @@ removed AS (
     AND j.retain_dead_ms = 0
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
--- The 'dead' event of a job deleted as it dies, with the details the trigger gives.
+-- The event triggers (0004, 0007) fire on INSERT and UPDATE: a job deleted as it dies gets its
+-- 'dead' event here, with the details the trigger would give, in the same statement.
 removed_events AS (
   INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
   SELECT {{schema}}.now_ms($1), 'dead', r.queue, r.name, r.id, r.attempt, json_build_object('error', i.error::json)
@@ -70,19 +66,7 @@ buried AS (
   FROM input i
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NULL
     AND j.retain_dead_ms IS DISTINCT FROM 0
-  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt, j.error, j.finished_at
-),
--- The events the trigger would write: 'retrying' at the failure (the time its history record
--- gives, now_ms($1)) with the error and the next run time, 'dead' at the finish with the error.
-failed_events AS (
-  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
-  SELECT {{schema}}.now_ms($1), 'retrying', r.queue, r.name, r.id, r.attempt, json_build_object('error', r.error, 'runAt', r.run_at)
-  FROM retried r
-  WHERE {{event_log}}
-  UNION ALL
-  SELECT b.finished_at, 'dead', b.queue, b.name, b.id, b.attempt, json_build_object('error', b.error)
-  FROM buried b
-  WHERE {{event_log}}
+  RETURNING j.id, j.lease_token
 ),
 woken AS (
   SELECT count(pg_notify({{channel}}, queue)) AS n
