@@ -1,8 +1,10 @@
 /**
- * PostgreSQL only: claim, complete, complete-and-claim and fail write their own events, and the
- * event trigger records every other change (migration 0015_pg_settle_events_written). Read from
- * the `events` table directly, in (xid, seq) order: every statement here has committed, so no
- * wait for visibility is needed.
+ * PostgreSQL only: the plain hot path's settle and claim statements (docs/performance-postgres.md,
+ * "Sixth pass"): the events claim, complete, complete-and-claim and fail leave (read from the
+ * `events` table directly, in (xid, seq) order: every statement here has committed, so no wait
+ * for visibility is needed), the claim over several queues when a winner is held elsewhere, and
+ * the one index of finished jobs (migration pg_settle_finished_index) that prune by count and the
+ * finished window walk.
  */
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
@@ -55,7 +57,7 @@ async function row(b: PostgresBackend, id: string): Promise<{ started_at: string
   return (await admin.query(`SELECT started_at, finished_at, run_at FROM ${s}.jobs WHERE id = $1`, [id])).rows[0];
 }
 
-describe("PostgreSQL: the hot statements write their own events", () => {
+describe("PostgreSQL: the events of the hot statements", () => {
   it("records each change of claim, complete, complete-and-claim and fail exactly once, with the trigger's times and details", async () => {
     const b = await backend();
     await b.enqueue(["j1", "j2", "j3", "j4", "j5", "j6"].map((id) => job(id, { attempts: id === "j4" ? 1 : 2 })));
@@ -119,27 +121,6 @@ describe("PostgreSQL: the hot statements write their own events", () => {
     expect(brief(all, "p3")).toEqual(["added:0", "waiting:0", "dead:0"]);
     expect(all.find((e) => e.job_id === "p3" && e.type === "dead")?.data).toMatchObject({ error: { name: "ChildFailedError" } });
   });
-
-  it("leaves to the trigger every statement without the first line, also after one with it in the same transaction", async () => {
-    const b = await backend();
-    await b.enqueue([job("x"), job("y")]);
-    const s = pg.escapeIdentifier(b.schema);
-    const cancel = `UPDATE ${s}.jobs SET state = 'cancelled', finished_at = ${s}.now_ms(NULL) WHERE id = $1`;
-    const client = await admin.connect();
-    try {
-      await client.query("BEGIN");
-      // The first line says "this statement writes its own events" (it writes none here, so none is recorded) ...
-      await client.query(`-- conveyor:events-written\n${cancel}`, ["x"]);
-      // ... and holds for that statement only: the next one is recorded by the trigger.
-      await client.query(`-- an older Conveyor's statement, or anyone else's\n${cancel}`, ["y"]);
-      await client.query("COMMIT");
-    } finally {
-      client.release();
-    }
-    const all = await events(b);
-    expect(brief(all, "x")).toEqual(["added:0"]);
-    expect(brief(all, "y")).toEqual(["added:0", "cancelled:0"]);
-  });
 });
 
 describe("PostgreSQL: the claim over several queues when another transaction holds one of its winners", () => {
@@ -173,45 +154,150 @@ describe("PostgreSQL: the claim over several queues when another transaction hol
   });
 });
 
-describe("PostgreSQL: upgrading to events written by the hot statements", () => {
-  it("keeps the jobs of every state, their counts and their leases, and records each later change once", async () => {
+/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
+type PlanNode = { "Node Type": string; "Index Name"?: string; "Relation Name"?: string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
+const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+/**
+ * Finishes every job of queue "q" by hand, in a spread that exercises prune by count: by seq k,
+ * every 10th cancelled, the next dead, the next completed and kept forever (no expiry), the rest
+ * completed; finish times out of insertion order and tied three ways (the order is finish time,
+ * then seq).
+ */
+async function finishAll(schema: string): Promise<void> {
+  const s = pg.escapeIdentifier(schema);
+  await admin.query(
+    `UPDATE ${s}.jobs AS j
+     SET state = CASE WHEN o.k % 10 = 0 THEN 'cancelled' WHEN o.k % 10 = 1 THEN 'dead' ELSE 'completed' END,
+         finished_at = 1000000 + (o.k * 37) % 500,
+         expires_at = CASE WHEN o.k % 10 = 2 THEN NULL ELSE 9000000000000 END
+     FROM (SELECT id, row_number() OVER (ORDER BY seq) AS k FROM ${s}.jobs WHERE queue = 'q') AS o
+     WHERE j.id = o.id`,
+  );
+}
+
+/** The ids prune by count must keep, computed from the table with a window function (the oracle). */
+async function keptByCount(schema: string, maxDone: number, maxDead: number): Promise<string[]> {
+  const s = pg.escapeIdentifier(schema);
+  const { rows } = await admin.query<{ id: string }>(
+    `SELECT id FROM (
+       SELECT id, expires_at, state,
+              row_number() OVER (PARTITION BY queue, state = 'dead' ORDER BY finished_at DESC, seq DESC) AS rank
+       FROM ${s}.jobs WHERE expires_at IS NOT NULL
+     ) AS r
+     WHERE rank <= CASE WHEN state = 'dead' THEN $2::int ELSE $1::int END
+     UNION ALL
+     SELECT id FROM ${s}.jobs WHERE expires_at IS NULL
+     ORDER BY 1`,
+    [maxDone, maxDead],
+  );
+  return rows.map((r) => r.id);
+}
+
+const allIds = async (schema: string) =>
+  (await admin.query<{ id: string }>(`SELECT id FROM ${pg.escapeIdentifier(schema)}.jobs ORDER BY 1`)).rows.map((r) => r.id);
+
+describe("PostgreSQL: one index of finished jobs (jobs_finished)", () => {
+  it("prune by count keeps the newest of each bucket, walking jobs_finished in order in both plans, never sorting a queue's finished jobs", async () => {
+    const b = await backend();
+    await b.enqueue(Array.from({ length: 1_500 }, (_, k) => job(`f${k}`)));
+    await finishAll(b.schema);
+    await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(b.schema)}.jobs`);
+    const expected = await keptByCount(b.schema, 200, 50);
+    // 150 kept forever, 200 completed or cancelled, 50 dead.
+    expect(expected).toHaveLength(400);
+
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("SET jit = off");
+      const sql = (b as unknown as { sql: Record<string, string> }).sql;
+      await client.query(`PREPARE prune_probe(bigint, int, int, int) AS ${sql.prune}`);
+      await client.query(`PREPARE window_probe(text, bigint, bigint, int) AS ${sql["finished-window"]}`);
+      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        await client.query("BEGIN");
+        const pruned = nodes(
+          (await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_probe(NULL, 200, 50, 10)")).rows[0]![
+            "QUERY PLAN"
+          ][0]!.Plan,
+        );
+        const window = nodes(
+          (await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE window_probe('q', 1000000, 1000250, 10)"))
+            .rows[0]!["QUERY PLAN"][0]!.Plan,
+        );
+        await client.query("ROLLBACK");
+        const describe = (all: PlanNode[]) => all.map((n) => `${n["Node Type"]}${n["Index Name"] ? ` ${n["Index Name"]}` : ""}`).join(", ");
+        // The window reads jobs_finished alone. (prune's DELETE may hash-join the victims with a
+        // sequential scan of jobs in the generic plan, as it did before this index: not the walks
+        // this index serves.)
+        expect(
+          window.filter((n) => n["Node Type"] === "Seq Scan" && n["Relation Name"] === "jobs"),
+          `${mode}: ${describe(window)}`,
+        ).toEqual([]);
+        // prune's three walks by count (completed, cancelled, dead) are index scans of jobs_finished.
+        expect(pruned.filter((n) => n["Index Name"] === "jobs_finished").length, `${mode}: ${describe(pruned)}`).toBe(3);
+        // Each state's range in finish order from the index: a sort, if any, sorts a few rows (not a queue's 1,350 finished jobs).
+        for (const all of [pruned, window]) {
+          const sorted = all.filter((n) => n["Node Type"] === "Sort").map((n) => n["Actual Rows"]! * n["Actual Loops"]!);
+          expect(Math.max(0, ...sorted), `${mode}: ${describe(all)}`).toBeLessThanOrEqual(20);
+        }
+        expect(
+          pruned.some((n) => n["Index Name"] === "jobs_finished"),
+          `${mode}: ${describe(pruned)}`,
+        ).toBe(true);
+        expect(
+          window.some((n) => n["Index Name"] === "jobs_finished"),
+          `${mode}: ${describe(window)}`,
+        ).toBe(true);
+      }
+    } finally {
+      await client.end();
+    }
+    expect(await b.prune({ maxCompletedPerQueue: 200, maxDeadPerQueue: 50, limit: 10_000 })).toMatchObject({ jobs: 1_100 });
+    expect(await allIds(b.schema)).toEqual(expected);
+  });
+
+  it("an upgraded schema keeps its finished jobs, prunes them by count and counts them in a window as before", async () => {
     const schema = schemas.create();
     const s = pg.escapeIdentifier(schema);
-    await migrateUpTo(admin, schema, "pg_settle_events_written");
-    const add = async (options = "{}") => (await admin.query<{ id: string }>(`SELECT ${s}.add_job('q', 'job', '{}', $1) AS id`, [options])).rows[0]!.id;
-    const waiting = await add();
-    const scheduled = await add('{"delayMs": 3600000}');
-    const [active, completed, dead, cancelled] = [await add(), await add(), await add(), await add()];
-    const set = (id: string, assignments: string) => admin.query(`UPDATE ${s}.jobs SET ${assignments} WHERE id = $1`, [id]);
-    await set(
-      active,
-      `state = 'active', attempt = 1, lease_token = 7, worker_id = 'old', started_at = ${s}.now_ms(NULL), lease_expires_at = ${s}.now_ms(NULL) + 600000`,
+    await migrateUpTo(admin, schema, "pg_settle_finished_index");
+    for (let k = 0; k < 300; k++) await admin.query(`SELECT ${s}.add_job('q', 'job', '{}', $1)`, [JSON.stringify({ jobId: `f${k}` })]);
+    await finishAll(schema);
+    // Jobs of every other state beside them, in another queue.
+    const other = async (options: object) =>
+      (await admin.query<{ id: string }>(`SELECT ${s}.add_job('r', 'job', '{}', $1) AS id`, [JSON.stringify(options)])).rows[0]!.id;
+    const waiting = await other({});
+    const scheduled = await other({ delayMs: 3_600_000 });
+    const active = await other({});
+    await admin.query(
+      `UPDATE ${s}.jobs SET state = 'active', attempt = 1, lease_token = 7, worker_id = 'old', started_at = 1, lease_expires_at = ${s}.now_ms(NULL) + 600000 WHERE id = $1`,
+      [active],
     );
-    await set(completed, `state = 'completed', attempt = 1, finished_at = ${s}.now_ms(NULL), expires_at = ${s}.now_ms(NULL) + 600000`);
-    await set(dead, `state = 'dead', attempt = 1, finished_at = ${s}.now_ms(NULL), expires_at = ${s}.now_ms(NULL) + 600000`);
-    await set(cancelled, `state = 'cancelled', finished_at = ${s}.now_ms(NULL), expires_at = ${s}.now_ms(NULL) + 600000`);
+    // Every job without an expiry is kept: the ones kept forever and the unfinished ones.
+    const expected = await keptByCount(schema, 40, 10);
+    expect(expected).toEqual(expect.arrayContaining([waiting, scheduled, active]));
 
     const b = await backend(schema);
-    const states = async () => Object.fromEntries((await b.stats()).flatMap((q) => Object.entries(q.counts).filter(([, n]) => n !== 0)));
-    expect(await states()).toEqual({ waiting: 1, scheduled: 1, active: 1, completed: 1, dead: 1, cancelled: 1 });
-    for (const [id, state] of [
-      [waiting, "waiting"],
-      [scheduled, "scheduled"],
-      [active, "active"],
-      [completed, "completed"],
-      [dead, "dead"],
-      [cancelled, "cancelled"],
-    ] as const) {
-      expect((await b.get(id))?.state).toBe(state);
-    }
-    const before = (await events(b)).length;
-    // The lease given before the upgrade still settles; the waiting job is claimed and completed.
-    expect(await b.complete([{ lease: { jobId: active, token: 7 }, result: "old" }])).toEqual(["applied"]);
-    const [claimed] = await b.claim(claimRequest(5));
-    expect(claimed!.job.id).toBe(waiting);
-    expect(await b.complete([{ lease: claimed!.lease, result: "new" }])).toEqual(["applied"]);
-    const after = (await events(b)).slice(before);
-    expect(after.map((e) => `${e.job_id}:${e.type}`)).toEqual([`${active}:completed`, `${waiting}:active`, `${waiting}:completed`]);
-    expect(await states()).toEqual({ scheduled: 1, completed: 3, dead: 1, cancelled: 1 });
+    const indexes = (
+      await admin.query<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'jobs_%'`, [schema])
+    ).rows.map((r) => r.indexname);
+    expect(indexes).toContain("jobs_finished");
+    expect(indexes.filter((i) => ["jobs_done", "jobs_dead", "jobs_finished_at"].includes(i))).toEqual([]);
+    // The window: completed and dead finished in [1000000, 1000100), counted from the table.
+    const counted = (
+      await admin.query<{ state: string; n: string }>(
+        `SELECT state, count(*) AS n FROM ${s}.jobs WHERE finished_at >= 1000000 AND finished_at < 1000100 AND state IN ('completed', 'dead') GROUP BY state`,
+      )
+    ).rows;
+    const window = await b.finishedWindow("q", 1_000_000, 1_000_100, 5);
+    expect(window.completed).toBe(Number(counted.find((r) => r.state === "completed")!.n));
+    expect(window.dead).toBe(Number(counted.find((r) => r.state === "dead")!.n));
+    expect(await b.prune({ maxCompletedPerQueue: 40, maxDeadPerQueue: 10, limit: 10_000 })).toMatchObject({ jobs: 300 - 30 - 40 - 10 });
+    expect(await allIds(schema)).toEqual(expected);
+    // The other states are untouched: the lease given before the upgrade still settles.
+    expect(await b.complete([{ lease: { jobId: active, token: 7 }, result: null }])).toEqual(["applied"]);
+    expect((await b.get(scheduled))?.state).toBe("scheduled");
+    expect((await b.get(waiting))?.state).toBe("waiting");
   });
 });
