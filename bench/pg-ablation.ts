@@ -111,7 +111,7 @@ async function processDirectly(backend: PostgresBackend, n: number): Promise<num
   let batch = await backend.claim(request);
   let done = 0;
   while (batch.length > 0) {
-    const { settled, claimed } = await backend.completeAndClaim!(
+    const { settled, claimed } = await backend.completeAndClaim(
       batch.map((c) => ({ lease: c.lease, result: null })),
       request,
     );

@@ -52,9 +52,15 @@ async function events(b: PostgresBackend): Promise<EventRow[]> {
 
 const brief = (rows: EventRow[], jobId: string) => rows.filter((e) => e.job_id === jobId).map((e) => `${e.type}:${e.attempt}`);
 
-async function row(b: PostgresBackend, id: string): Promise<{ started_at: string; finished_at: string | null; run_at: string }> {
+interface TimesRow {
+  started_at: string;
+  finished_at: string | null;
+  run_at: string;
+}
+
+async function row(b: PostgresBackend, id: string): Promise<TimesRow> {
   const s = pg.escapeIdentifier(b.schema);
-  return (await admin.query(`SELECT started_at, finished_at, run_at FROM ${s}.jobs WHERE id = $1`, [id])).rows[0];
+  return (await admin.query<TimesRow>(`SELECT started_at, finished_at, run_at FROM ${s}.jobs WHERE id = $1`, [id])).rows[0]!;
 }
 
 describe("PostgreSQL: the events of the hot statements", () => {
@@ -65,7 +71,7 @@ describe("PostgreSQL: the events of the hot statements", () => {
     expect(first.map((c) => c.job.id).sort()).toEqual(["j1", "j2", "j3", "j4"]);
     const lease = (id: string) => first.find((c) => c.job.id === id)!.lease;
     expect(await b.complete([{ lease: lease("j1"), result: { n: 1 } }])).toEqual(["applied"]); // complete.sql
-    const both = await b.completeAndClaim!([{ lease: lease("j2"), result: { n: 2 } }], claimRequest(2)); // complete-and-claim.sql
+    const both = await b.completeAndClaim([{ lease: lease("j2"), result: { n: 2 } }], claimRequest(2)); // complete-and-claim.sql
     expect(both.settled).toEqual(["applied"]);
     expect(both.claimed.map((c) => c.job.id).sort()).toEqual(["j5", "j6"]);
     // fail.sql: j3 is retried at once (waiting again), j4 has no attempt left (dead).
@@ -107,7 +113,7 @@ describe("PostgreSQL: the events of the hot statements", () => {
     const claimed = await b.claim(claimRequest(3));
     const lease = (id: string) => claimed.find((c) => c.job.id === id)!.lease;
     await b.complete([{ lease: lease("c1"), result: null }]);
-    await b.completeAndClaim!([{ lease: lease("c2"), result: null }], { ...claimRequest(1), names: ["nothing"] });
+    await b.completeAndClaim([{ lease: lease("c2"), result: null }], { ...claimRequest(1), names: ["nothing"] });
     await b.fail([{ lease: lease("c3"), error, retryDelayMs: null }]);
 
     const all = await events(b);
