@@ -155,9 +155,15 @@ walked AS MATERIALIZED (
   ) AS c
   WHERE (SELECT n FROM open_count) = 1 OR (SELECT count(*) FROM won) < (SELECT count(*) FROM winners)
 ),
--- A fallback walk re-takes the winners it locked already (its own locks do not skip): UNION.
+-- A fallback walk re-takes the winners it locked already (its own locks do not skip), so a
+-- winner can be in both: `won` adds only the ones `walked` lacks. Not UNION: that sorted or hashed
+-- every walked row (0.7 ms of a claim of 510, docs/performance-postgres.md "Fifth pass"), while
+-- this anti-join costs nothing when `won` is empty (one open queue, the common case) and one
+-- probe per winner otherwise.
 waiting AS (
-  SELECT * FROM walked UNION SELECT * FROM won
+  SELECT * FROM walked
+  UNION ALL
+  SELECT * FROM won WHERE NOT EXISTS (SELECT 1 FROM walked w WHERE w.id = won.id)
 ),
 -- Due scheduled jobs of every named queue in one walk of jobs_scheduled (its due part: future
 -- jobs are never read), not one walk per named queue.

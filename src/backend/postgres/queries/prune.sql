@@ -6,9 +6,11 @@
 --
 -- Returns one row: (jobs bigint, idempotency_keys bigint), the rows deleted.
 --
--- By count: per queue, jobs_done and jobs_dead yield the finished rows newest first, and
--- OFFSET skips the ones to keep. Rows kept forever (expires_at NULL) are neither counted nor
--- deleted. Concurrent prunes are harmless: a row two of them pick is deleted, and counted, once.
+-- By count: per queue, jobs_finished (migration pg_settle_finished_index) yields the finished rows
+-- of each state newest first (completed and cancelled, counted together, as two ranges merged in
+-- order), and OFFSET skips the ones to keep. Rows kept forever (expires_at NULL) are neither
+-- counted nor deleted (filtered from the heap, which the walk reads for the ids anyway).
+-- Concurrent prunes are harmless: a row two of them pick is deleted, and counted, once.
 WITH expired AS (
   SELECT id FROM {{schema}}.jobs
   WHERE expires_at <= {{schema}}.now_ms($1)
@@ -20,9 +22,18 @@ beyond_count AS (
   SELECT c.id
   FROM {{schema}}.queues q
   CROSS JOIN LATERAL (
-    (SELECT id FROM {{schema}}.jobs
-     WHERE queue = q.name AND expires_at IS NOT NULL AND state IN ('completed', 'cancelled')
-     ORDER BY finished_at DESC, seq DESC
+    (SELECT d.id FROM (
+       (SELECT id, finished_at, seq FROM {{schema}}.jobs
+        WHERE queue = q.name AND state = 'completed' AND expires_at IS NOT NULL
+        ORDER BY finished_at DESC, seq DESC
+        LIMIT $2 + $4)
+       UNION ALL
+       (SELECT id, finished_at, seq FROM {{schema}}.jobs
+        WHERE queue = q.name AND state = 'cancelled' AND expires_at IS NOT NULL
+        ORDER BY finished_at DESC, seq DESC
+        LIMIT $2 + $4)
+     ) AS d
+     ORDER BY d.finished_at DESC, d.seq DESC
      OFFSET $2 LIMIT $4)
     UNION ALL
     (SELECT id FROM {{schema}}.jobs

@@ -1,0 +1,222 @@
+/**
+ * `npx tsx bench/pg-ablation.ts [--jobs 20000] [--runs 3] [--only 0,2,5] [--main <checkout of main>]`
+ *
+ * The price of each piece of Conveyor's PostgreSQL processing path (docs/performance-postgres.md,
+ * "Sixth pass"): the processing figure of bench/pg-statements.ts (one Worker, concurrency 10,
+ * prefetch 500, `--jobs` no-op jobs) on schemas that each lack one trigger or index, interleaved
+ * run by run on one throwaway server. Per variant, medians over `--runs`: jobs/s; the server's
+ * CPU time per job (user + system time of every server process, from /proc: the figure that
+ * least depends on what else the machine runs, since waiting for a CPU is not counted); its
+ * execution time per job (every top-level statement of that schema, from pg_stat_statements:
+ * the statements' triggers run inside them and are counted with them; waiting for a CPU is
+ * counted); and WAL bytes per job (the WAL position before and after, nothing else running on the
+ * server). `--main <dir>` adds main's backend as shipped (imported from that checkout, its own
+ * migrations on its own schema) as the first row, so a change and the pieces it touches are
+ * priced in one run.
+ *
+ * An ablation is not a design: a schema without its event triggers has no event log, one without
+ * its count triggers has wrong stats(). Each row says what that piece costs, which is what a
+ * redesign keeping the piece's contract can hope to win at most.
+ */
+import { readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { PostgresBackend } from "../src/backend/postgres/index.js";
+import { Queue, silentLogger } from "../src/index.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs } from "./lib.js";
+
+/** A variant: the DDL run on its schema after the fill (`schema` quoted); main's backend when `main`. */
+interface Variant {
+  readonly name: string;
+  readonly ddl: (schema: string) => string;
+  readonly main?: true;
+  readonly eventLogOff?: true;
+}
+
+const VARIANTS: readonly Variant[] = [
+  { name: "as shipped", ddl: () => "" },
+  { name: "event log off (eventLog: false)", ddl: () => "", eventLogOff: true },
+  {
+    name: "no event triggers",
+    ddl: (s) => `DROP TRIGGER jobs_events_added ON ${s}.jobs; DROP TRIGGER jobs_events_changed ON ${s}.jobs;`,
+  },
+  {
+    name: "no count triggers (fold kept)",
+    ddl: (s) => `DROP TRIGGER jobs_counts_added ON ${s}.jobs; DROP TRIGGER jobs_counts_changed ON ${s}.jobs; DROP TRIGGER jobs_counts_removed ON ${s}.jobs;`,
+  },
+  { name: "no fold trigger", ddl: (s) => `DROP TRIGGER jobs_counts_then_fold ON ${s}.jobs;` },
+  {
+    name: "no statement triggers at all",
+    ddl: (s) =>
+      ["jobs_events_added", "jobs_events_changed", "jobs_counts_added", "jobs_counts_changed", "jobs_counts_removed", "jobs_counts_then_fold"]
+        .map((t) => `DROP TRIGGER ${t} ON ${s}.jobs;`)
+        .join(" "),
+  },
+  {
+    name: "no statement triggers, transition tables still built",
+    ddl: (s) =>
+      ["jobs_events_added", "jobs_events_changed", "jobs_counts_added", "jobs_counts_changed", "jobs_counts_removed", "jobs_counts_then_fold"]
+        .map((t) => `DROP TRIGGER ${t} ON ${s}.jobs;`)
+        .join(" ") +
+      ` CREATE FUNCTION ${s}.ablation_nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+        CREATE TRIGGER ablation_capture AFTER UPDATE ON ${s}.jobs REFERENCING OLD TABLE AS o NEW TABLE AS n
+          FOR EACH STATEMENT EXECUTE FUNCTION ${s}.ablation_nothing();`,
+  },
+  {
+    name: "no flow row triggers",
+    ddl: (s) => `DROP TRIGGER flow_child_settled ON ${s}.jobs; DROP TRIGGER flow_parent_cancelled ON ${s}.jobs;`,
+  },
+  {
+    name: "no finished-job indexes (done, dead, finished_at, expires)",
+    ddl: (s) => `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at; DROP INDEX ${s}.jobs_expires;`,
+  },
+  {
+    name: "one finished-job index for done, dead, finished_at",
+    ddl: (s) =>
+      `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at;
+       CREATE INDEX jobs_finished_ablation ON ${s}.jobs (queue, state, finished_at, seq) WHERE state IN ('completed', 'dead', 'cancelled');`,
+  },
+];
+
+const { values } = parseArgs({
+  options: {
+    jobs: { type: "string", default: "20000" },
+    runs: { type: "string", default: "3" },
+    only: { type: "string" },
+    main: { type: "string" },
+    direct: { type: "boolean", default: false },
+  },
+});
+const direct = values.direct;
+const jobs = Number(values.jobs);
+const runs = Number(values.runs);
+const only = values.only?.split(",").map(Number);
+const variants: Variant[] = [
+  ...(values.main === undefined ? [] : [{ name: "main, as shipped", ddl: () => "", main: true as const }]),
+  ...(only === undefined ? VARIANTS : VARIANTS.filter((_, i) => only.includes(i))),
+];
+type BackendClass = typeof PostgresBackend;
+const mainBackend =
+  values.main === undefined
+    ? null
+    : ((await import(pathToFileURL(`${values.main}/src/backend/postgres/index.ts`).href)) as { PostgresBackend: BackendClass }).PostgresBackend;
+
+/** `--direct`: claim 500, then complete-and-claim each batch with the next, until none is left; jobs/s. */
+async function processDirectly(backend: PostgresBackend, n: number): Promise<number> {
+  const request = { queues: ["bench"], names: ["noop"], worker: { id: "w", host: "h", pid: 1 }, limit: 500, leaseMs: 600_000 };
+  const started = performance.now();
+  let batch = await backend.claim(request);
+  let done = 0;
+  while (batch.length > 0) {
+    const { settled, claimed } = await backend.completeAndClaim(
+      batch.map((c) => ({ lease: c.lease, result: null })),
+      request,
+    );
+    done += settled.filter((r) => r === "applied").length;
+    batch = claimed;
+  }
+  if (done !== n) throw new Error(`processed ${done} of ${n} jobs`);
+  return n / ((performance.now() - started) / 1000);
+}
+
+/**
+ * CPU time (user + system, ms) of every process of the server: the postmaster's own and its
+ * waited-for children's (backends and workers that exited), and each live child's.
+ */
+async function serverCpuMs(dataDir: string): Promise<number> {
+  const ticksPerMs = 100 / 1000; // USER_HZ: 100 on Linux
+  const postmaster = Number((await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+  // Fields after the command name (which may hold spaces): state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+  const fields = (stat: string) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  let ticks = 0;
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => null);
+    if (stat === null) continue;
+    const f = fields(stat);
+    const pid = Number(entry);
+    if (pid === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks / ticksPerMs;
+}
+
+const server = await startThrowawayPostgres({
+  settings: {
+    shared_preload_libraries: "pg_stat_statements",
+    "pg_stat_statements.track": "top",
+    jit: "off",
+    ...(direct ? { autovacuum: "off" } : {}),
+  },
+});
+const admin = new pg.Client({ connectionString: server.url });
+try {
+  await admin.connect();
+  await admin.query("CREATE EXTENSION pg_stat_statements");
+  const shape = direct ? "store calls alone (claim, then complete-and-claim of 500 each), autovacuum off" : "one Worker, concurrency 10, prefetch 500";
+  console.log(`${jobs} jobs × ${runs} runs per variant, ${shape}, event log on unless said; start: ${machineLine()}\n`);
+  const results = variants.map(() => ({ rate: [] as number[], cpu: [] as number[], us: [] as number[], wal: [] as number[] }));
+  for (let run = 0; run < runs; run++) {
+    for (const [v, variant] of variants.entries()) {
+      const schema = `abl_${v}_${run}`;
+      const backend = new (variant.main ? mainBackend! : PostgresBackend)({
+        connectionString: server.url,
+        logger: silentLogger,
+        schema,
+        eventLog: !variant.eventLogOff,
+      });
+      try {
+        await backend.migrate();
+        const q = new Queue("bench", { backend });
+        for (const [start, length] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+        const ddl = variant.ddl(`"${schema}"`);
+        if (ddl !== "") await admin.query(ddl);
+        await admin.query("VACUUM ANALYZE " + `"${schema}".jobs`);
+        await admin.query("CHECKPOINT");
+        await admin.query("SELECT pg_stat_statements_reset()");
+        const before = (await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() AS lsn")).rows[0]!.lsn;
+        const cpuBefore = await serverCpuMs(server.dataDir);
+        const jobsPerSecond = direct ? await processDirectly(backend, jobs) : await conveyorProcessFilled(backend, jobs, 10, 500);
+        const cpuMs = (await serverCpuMs(server.dataDir)) - cpuBefore;
+        const { rows } = await admin.query<{ wal: string; ms: number }>(
+          `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS wal,
+                  (SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements WHERE query LIKE '%' || $2 || '%') AS ms`,
+          [before, `"${schema}"`],
+        );
+        results[v]!.rate.push(jobsPerSecond);
+        results[v]!.cpu.push((cpuMs * 1000) / jobs);
+        results[v]!.us.push((rows[0]!.ms * 1000) / jobs);
+        results[v]!.wal.push(Number(rows[0]!.wal) / jobs);
+        process.stderr.write(`  .. run ${run + 1}, ${variant.name}: ${fmt(jobsPerSecond)} jobs/s\n`);
+      } finally {
+        await backend.close();
+        await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+      }
+    }
+  }
+  const base = results[0]!;
+  console.log(`(differences against the first row, "${variants[0]!.name}")\n`);
+  console.log("| variant | jobs/s (median) | ÷ first | server CPU µs per job | − first | server exec µs per job | − first | WAL bytes per job | − first |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const [v, variant] of variants.entries()) {
+    const r = results[v]!;
+    const [rate, cpu, us, wal] = [median(r.rate), median(r.cpu), median(r.us), median(r.wal)];
+    console.log(
+      `| ${variant.name} | ${fmt(rate)} | ${(rate / median(base.rate)).toFixed(2)}x | ${cpu.toFixed(1)} | ${(cpu - median(base.cpu)).toFixed(1)} | ${us.toFixed(1)} | ${(us - median(base.us)).toFixed(1)} | ${Math.round(wal)} | ${Math.round(wal - median(base.wal))} |`,
+    );
+  }
+  console.log("\nEvery run (jobs/s; server CPU µs per job; server exec µs per job):");
+  for (const [v, variant] of variants.entries()) {
+    const r = results[v]!;
+    console.log(
+      `  ${variant.name}: ${r.rate.map(fmt).join(" / ")}; ${r.cpu.map((x) => x.toFixed(1)).join(" / ")}; ${r.us.map((x) => x.toFixed(1)).join(" / ")}`,
+    );
+  }
+  console.log(`\nend: ${machineLine()}`);
+} finally {
+  await admin.end();
+  await server.stop();
+}
