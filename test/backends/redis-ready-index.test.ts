@@ -269,6 +269,20 @@ describe("Redis ready index: what a claim over many queues visits", { timeout: 6
     expect(await t.mark()).toBe("0");
     expect(ids(await t.claimAll(1))).toEqual([`${Q}/b`]);
   });
+  it("each queue list gets its own full pass: a list claiming first after the interval does not take another list's", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const t = fresh();
+    // Another list, of every queue but Q: its full pass cannot find the job, and must not use up Q's list's.
+    const others = QUEUES.filter((q) => q !== Q);
+    const claimOthers = () => t.b.claim({ queues: others, names: ["job"], worker: WORKER, limit: 1, leaseMs: LEASE_MS });
+    await t.add("a");
+    await admin.zrem(`${t.prefix}:ready`, Q);
+    expect(await claimOthers()).toEqual([]);
+    expect(await t.claimAll(1)).toEqual([]);
+    vi.setSystemTime(Date.now() + READY_FULL_PASS_MS);
+    expect(await claimOthers()).toEqual([]);
+    expect(ids(await t.claimAll(1))).toEqual([`${Q}/a`]);
+  });
 });
 
 describe("Redis ready index: upgrade from layout 4", () => {

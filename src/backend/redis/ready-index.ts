@@ -43,11 +43,11 @@ interface ListState {
   /** Each queue's first position in the list (a name listed twice is visited once). */
   readonly positions: Map<string, number>;
   dense: boolean;
+  /** When a claim over this list last visited every named queue (or the list was first seen), Date.now() ms. */
+  lastFullPassAt: number;
 }
 
 export class ReadyTurns {
-  private lastFullPassAt = Date.now();
-
   /**
    * @param enabled false on a cluster (no index)
    * @param readReady the queues the index lists as ready now (ready-1.lua)
@@ -63,12 +63,14 @@ export class ReadyTurns {
    */
   async turns(queues: readonly string[], start: number): Promise<number[] | null> {
     if (!this.enabled || queues.length < READY_INDEX_FROM_QUEUES) return null;
+    // Per list: with one timer for the process, the list that claimed first after each interval
+    // took every full pass and another list might never get one.
+    const state = listState(queues);
     const now = Date.now();
-    if (now - this.lastFullPassAt >= READY_FULL_PASS_MS) {
-      this.lastFullPassAt = now;
+    if (now - state.lastFullPassAt >= READY_FULL_PASS_MS) {
+      state.lastFullPassAt = now;
       return null;
     }
-    const state = listState(queues);
     if (state.dense) return null;
     const ready = await this.readReady();
     const length = queues.length;
@@ -96,6 +98,6 @@ function listState(queues: readonly string[]): ListState {
     list.forEach((queue, i) => {
       if (!positions.has(queue)) positions.set(queue, i);
     });
-    return { positions, dense: false };
+    return { positions, dense: false, lastFullPassAt: Date.now() };
   });
 }

@@ -21,22 +21,16 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Redis' own time in ms as this script last read it (TIME), or nil: an event at that time leaves
--- its `at` to its stream id (log_event).
-local REDIS_NOW_MS = nil
-
 -- Store time in ms: the injected clock's (ARGV) when given, otherwise Redis' own.
 local function now_ms(arg)
   if arg ~= '' then return tonumber(arg) end
   local t = redis.call('TIME')
-  REDIS_NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  return REDIS_NOW_MS
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 -- Redis' own time in µs (TIME), whatever clock the caller injected: what lease tokens are made of.
 local function store_time_us()
   local t = redis.call('TIME')
-  REDIS_NOW_MS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
@@ -111,10 +105,12 @@ end
 -- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
 -- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;
 -- read and pruned by event-log.ts). Entry fields: t type ('' for "added", the most common), n job
--- name, j job id, a attempt, at store time in ms ('' when it is Redis' own time as the script read
--- it: the stream id, which Redis makes from the same clock, carries it), d details JSON ('' for
--- none, or for an "added" event the common case: see added_details). Layout 5; layout 4 wrote
--- both in full, which readers still take. The two blanks save 13 of an "added" entry's ~60 bytes. Stream ids come from Redis (`*`), so they
+-- name, j job id, a attempt, at store time in ms (always written: the stream id is not it, since
+-- XADD stamps the id when it runs, which in a long script is later than the TIME the script read
+-- and stored in the job; readers take a blank `at`, which a development build of layout 5 wrote
+-- for a while, as the id's time), d details JSON ('' for none, or for an "added" event the common case:
+-- see added_details). Layout 5; layout 4 wrote the type in full, which readers still take. The
+-- blank type saves 5 of an "added" entry's ~60 bytes. Stream ids come from Redis (`*`), so they
 -- only grow within a stream: a reader resumes after the last id it saw of each queue.
 -- Trimmed approximately (whole stream nodes, cheap) to about EVENT_LOG_MAX_LENGTH entries per
 -- queue; pruneEvents applies the retention policy (age, count) exactly.
@@ -125,7 +121,7 @@ local EVENT_LOG_MAX_LENGTH = 100000 -- DEFAULT_MAX_EVENTS of src/core/queue-even
 local function log_event(base, kind, name, id, attempt, at, data)
   if not EVENT_LOG then return end
   redis.call('XADD', base .. 'ev', 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*',
-    't', kind == 'added' and '' or kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', at == REDIS_NOW_MS and '' or int(at), 'd', data or '')
+    't', kind == 'added' and '' or kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', int(at), 'd', data or '')
 end
 
 -- The worker id inside a worker identity JSON, as a JSON string (the "active" event's workerId).
