@@ -248,6 +248,17 @@ export function flowControlTests(t: SuiteContext): void {
       expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id)).toEqual(["a2"]);
     });
 
+    it.skipIf(!keyed)("pause: a paused queue whose jobs have groups and limiter keys starts nothing until resumed [needs jobFlowKeys]", async () => {
+      await enqueueMany(t.b, 2, (i) => ({ jobId: `g${i}`, group: { key: "tenant-a", concurrency: 5 } }));
+      await enqueueMany(t.b, 1, () => ({ jobId: "k0", limiter: { key: "account-1", max: 10, durationMs: 60_000 } }));
+      expect((await claimWatched(t.b, 1)).jobs.map((c) => c.job.id)).toEqual(["g0"]);
+      await t.b.pause(QUEUE);
+      expect((await claimWatched(t.b, 10)).jobs).toEqual([]);
+      expect((await claimWatched(t.b, 10)).jobs).toEqual([]);
+      await t.b.resume(QUEUE);
+      expect((await claimWatched(t.b, 10)).jobs.map((c) => c.job.id).sort()).toEqual(["g1", "k0"]);
+    });
+
     it.skipIf(!keyed)("groups: claims take turns across groups, so a small group is not stuck behind a big one [needs jobFlowKeys]", async () => {
       await enqueueMany(t.b, 30, (i) => ({ jobId: `big${String(i).padStart(2, "0")}`, group: { key: "big", concurrency: 100 } }));
       await enqueueMany(t.b, 3, (i) => ({ jobId: `small${i}`, group: { key: "small", concurrency: 100 } }));

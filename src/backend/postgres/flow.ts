@@ -114,6 +114,7 @@ export async function claimUnderLimits<Row extends object>(
     if (row.lanes === true) {
       const read = (names: readonly string[], total: number) => readLanes(run, queue, now, names, total);
       const first = await read(request.names, remaining);
+      if (first.flow?.paused === true) continue;
       const budget = claimBudget(flowSnapshot(now, limits, row.held_until, first.window, first.running), remaining, request.names);
       if (budget.total === 0) {
         throttles.push({ queue, retryInMs: budget.retryInMs });
@@ -190,6 +191,8 @@ export function retryInMsFromNow(retryInMs: number | null, clockReadAt: number |
 interface LaneFlowRow extends PgFlowRow {
   cursor: string;
   version: string;
+  /** The queue is paused: nothing starts (claim.sql checks the same for every other queue). */
+  paused: boolean;
   now: number;
 }
 
@@ -385,9 +388,10 @@ export async function claimLanedOptimistically<Row extends object>(
     hints.saw(queue, false);
     return null;
   }
+  const clock = nowParam === null ? clockReadAt : null;
+  if (flow.paused) return { rows: [], throttles: [], clockReadAt: clock };
   const limits = limitsOf(flow);
   const budget = claimBudget(flowSnapshot(flow.now, limits, flow.held_until, read.window, read.running), limit, request.names);
-  const clock = nowParam === null ? clockReadAt : null;
   if (budget.total === 0) return { rows: [], throttles: [{ queue, retryInMs: budget.retryInMs }], clockReadAt: clock };
   if (request.names.some((name) => budget.perName.get(name) === 0)) return null;
   const got = await claimLanes<Row>(run, queue, read, flow.now, budget, request, leaseMs, limits.rate !== null, {

@@ -13,8 +13,10 @@
 -- - $11 the flow row's version (xmin) as an unlocked read saw it (flow-read-lanes.sql, the
 --   optimistic claim): the row is locked here, and the claim goes ahead only if the version is
 --   the same, i.e. no other claim of the queue committed since that read's snapshot, so what it
---   counted still holds (what changed meanwhile can only have made room: completions, starts
---   leaving their window). Otherwise nothing is claimed, forgotten or recorded, and the caller
+--   counted still holds: what changed meanwhile without touching this row can only have made
+--   room (completions, starts leaving their window), except a hold of one limiter key (RetryLater
+--   with pause "key" writes the key's own row), which the locked path does not see either, and a
+--   pause, checked here. Otherwise nothing is claimed, forgotten or recorded, and the caller
 --   claims again under the lock. The jobs start at the clock reading after the lock when $12
 --   (the database clock: a later start only leaves the windows more room), else at $1.
 --
@@ -46,6 +48,8 @@ claimed AS (
       worker_pid = $6,
       started_at = (SELECT now FROM fresh)
   WHERE j.id = ANY ($2::text[]) AND j.state IN ('waiting', 'scheduled') AND (SELECT ok FROM fresh)
+    -- A pause committed after the read (which skips a paused queue) starts nothing either.
+    AND NOT EXISTS (SELECT 1 FROM {{schema}}.queues AS q WHERE q.name = $7 AND q.paused)
   RETURNING {{job_columns}}
 ),
 forgotten AS (

@@ -8,7 +8,8 @@
 --   read's snapshot (every laned claim that starts a job updates the row).
 -- Returns one row:
 -- - flow: the queue's flow row ({ rate_max, rate_duration_ms, max_running, max_running_per_name,
---   held_until, lanes, cursor, version, now }), NULL when it has none;
+--   held_until, lanes, cursor, version, paused, now }), NULL when it has none; `paused`: the queue
+--   is paused (queues.paused, which claim.sql reads for every other queue), so nothing starts;
 -- - rate_window: when the queue has a rate, its window at `now` ({ n, oldest }): flow_counts' n
 --   less the starts that left the window and are still stored (few: every claim drops the ones
 --   of the windows it read), and the oldest start inside it; else NULL;
@@ -38,6 +39,7 @@
 WITH RECURSIVE flow AS MATERIALIZED (
   SELECT f.rate_max, f.rate_duration_ms, f.max_running, f.max_running_per_name, f.held_until, f.lanes,
          coalesce(f.lane_cursor, '') AS cursor, f.xmin::text AS version,
+         EXISTS (SELECT 1 FROM {{schema}}.queues AS q WHERE q.name = $1 AND q.paused) AS paused,
          coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now
   FROM {{schema}}.flow_queues AS f
   WHERE f.queue = $1
