@@ -230,6 +230,7 @@ const JOB_COLUMNS = [
 /** The statements in queries/, by file name. */
 const QUERY_FILES = [
   "enqueue",
+  "enqueue-fresh",
   "claim",
   "heartbeat",
   "complete",
@@ -473,6 +474,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{next_lease_token}}", NEXT_LEASE_TOKEN)
         .replaceAll("{{event_log}}", String(this.eventLogOn));
     }
+    this.sql["enqueue-fresh"] = freshEnqueueText(this.sql["enqueue-fresh"], this.sql.enqueue);
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
       pool: this.pool,
@@ -613,6 +615,15 @@ export class PostgresBackend implements Backend {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
         return { value: found, commit: keepAll(found) };
       });
+    } else if (batch.every((spec) => spec.idGenerated === true)) {
+      try {
+        rows = await this.query<{ id: string | null }>("enqueue-fresh", values);
+      } catch (error) {
+        // A generated id already stored (the batch sent again after a lost answer): the INSERT
+        // stored nothing; the statement that looks for stored ids reports which.
+        if (!isDuplicateJobId(error)) throw error;
+        rows = await this.query<{ id: string | null }>("enqueue", values);
+      }
     } else {
       rows = await this.query<{ id: string | null }>("enqueue", values);
     }
@@ -1494,6 +1505,15 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
  * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
  * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
  */
+/** enqueue-fresh.sql: enqueue.sql without its duplicate check (see that file for why and when). */
+function freshEnqueueText(template: string, enqueue: string): string {
+  const skipExisting = "\n  ON CONFLICT (id) DO NOTHING\n";
+  if (enqueue.split(skipExisting).length !== 2) {
+    throw new ConveyorError(`enqueue.sql must hold the line "  ON CONFLICT (id) DO NOTHING" once (enqueue-fresh.sql builds on it)`);
+  }
+  return template.replace("{{enqueue}}", () => enqueue.replace(skipExisting, "\n"));
+}
+
 function completeAndClaimText(template: string, complete: string, claim: string): string {
   const lines = complete.trimEnd().split("\n");
   const last = lines.pop();
@@ -1504,6 +1524,12 @@ function completeAndClaimText(template: string, complete: string, claim: string)
   }
   const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
   return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
+}
+
+/** A unique violation of jobs' primary key: a job of that id is stored already. */
+function isDuplicateJobId(error: unknown): boolean {
+  const e = error as { code?: unknown; constraint?: unknown } | null;
+  return typeof e === "object" && e !== null && e.code === "23505" && e.constraint === "jobs_pkey";
 }
 
 /** Byte-wise order, as COLLATE "C" sorts: the order dedup windows are locked in. */
