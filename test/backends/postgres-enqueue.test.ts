@@ -3,10 +3,12 @@
  * inserts without looking for stored ids first (enqueue-fresh.sql, docs/performance-postgres.md,
  * "Session 11"). A duplicate can still reach it (a batch sent again after its answer was lost, a
  * hand-made spec): it is reported as one, the batch's new jobs are stored once, and the event log
- * says "added" once per stored job.
+ * says "added" once per stored job. Also the array literals every batch statement's parameters
+ * are written as (arrays.ts), read back by the server.
  */
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { integerArray, jsonTextArray, textArray } from "../../src/backend/postgres/arrays.js";
 import { PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { silentLogger } from "../../src/index.js";
@@ -80,5 +82,28 @@ describe("PostgreSQL enqueue of generated ids", () => {
     const claimed = await b.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 5, leaseMs: 30_000 });
     expect(claimed.map((c) => c.job.id)).toEqual([spec.id]);
     expect((await b.stats("q"))[0]!.counts).toMatchObject({ waiting: 0, active: 1 });
+  });
+});
+
+describe("PostgreSQL array literals (arrays.ts)", () => {
+  const roundTrip = async (literal: string, type: string): Promise<unknown> =>
+    (await admin.query<{ v: unknown }>(`SELECT $1::${type} AS v`, [literal])).rows[0]!.v;
+
+  it("reads back every string as sent, with and without the characters that need a backslash", async () => {
+    const plain = ["01kbf9x0000000abcdefgh", "bench", "", "NULL", "a,b", "{x}", "sp ace", "é ☃ 𝄞"];
+    const awkward = [...plain, 'quo"te', "back\\slash", null];
+    expect(await roundTrip(textArray(plain), "text[]")).toEqual(plain);
+    expect(await roundTrip(textArray(awkward), "text[]")).toEqual(awkward);
+    expect(await roundTrip(textArray([]), "text[]")).toEqual([]);
+    expect(await roundTrip(textArray([null]), "text[]")).toEqual([null]);
+  });
+
+  it("reads back JSON texts and integers, nulls included", async () => {
+    const texts = [JSON.stringify({ s: 'a "quoted" \\ line\nbreak' }), null, "[]", JSON.stringify("NULL")];
+    expect(await roundTrip(jsonTextArray(texts), "text[]")).toEqual(texts);
+    expect(await roundTrip(jsonTextArray([]), "text[]")).toEqual([]);
+    expect(await roundTrip(integerArray([0, -5, 9_007_199_254_740_991]), "bigint[]")).toEqual(["0", "-5", "9007199254740991"]);
+    expect(await roundTrip(integerArray([1, null, 3]), "bigint[]")).toEqual(["1", null, "3"]);
+    expect(await roundTrip(integerArray([]), "bigint[]")).toEqual([]);
   });
 });

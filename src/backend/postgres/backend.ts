@@ -534,14 +534,11 @@ export class PostgresBackend implements Backend {
     if (specs.length === 0) return [];
     if (specs.some((s) => s.dedup !== undefined)) return this.enqueueWithWindows(specs, options, tx);
     // Each id goes to the database once; a repeat within the batch is a duplicate of its first
-    // occurrence, decided here.
-    const batch: JobSpec[] = [];
-    const inBatch = new Set<string>();
-    for (const spec of specs) {
-      if (inBatch.has(spec.id)) continue;
-      inBatch.add(spec.id);
-      batch.push(spec);
-    }
+    // occurrence, decided here. A batch whose ids grow has no repeat: the producer's own ids do
+    // (newJobId), and comparing neighbours costs far less than a set of the batch's ids (measured:
+    // 0.3 ms against 3-16 ms for 20,000 ids, and as much again for the answers below).
+    const unique = idsGrow(specs);
+    const batch = unique ? specs : firstOfEachId(specs);
     const n = batch.length;
     const ids = new Array<string>(n);
     const queues = new Array<string>(n);
@@ -634,12 +631,14 @@ export class PostgresBackend implements Backend {
     if (keyed !== null && tx === undefined && keepAll(rows)) for (const queue of keyed.queues) this.flowQueues?.names.add(queue);
     const existed = new Set<string>();
     for (const row of rows) if (row.id !== null) existed.add(row.id);
-    const stored = new Set<string>();
+    // A repeat within the batch is a duplicate of its first occurrence; without repeats there is
+    // nothing to remember.
+    const stored = unique ? null : new Set<string>();
     const woken = new Set<string>();
     const results = specs.map((spec): EnqueueResult => {
-      const fresh = !existed.has(spec.id) && !stored.has(spec.id);
+      const fresh = !existed.has(spec.id) && !(stored?.has(spec.id) ?? false);
       if (fresh) {
-        stored.add(spec.id);
+        stored?.add(spec.id);
         // Only for the local fallback wake-up, a hint: the NOTIFY decides by the store's clock.
         if (spec.runAt === null ? spec.delayMs <= 0 : spec.runAt <= (this.clock ?? systemClock).now()) woken.add(spec.queue);
       }
@@ -1524,6 +1523,24 @@ function completeAndClaimText(template: string, complete: string, claim: string)
   }
   const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
   return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
+}
+
+/** Whether every id is greater than the one before it (so none repeats). */
+function idsGrow(specs: readonly JobSpec[]): boolean {
+  for (let i = 1; i < specs.length; i++) if (!(specs[i]!.id > specs[i - 1]!.id)) return false;
+  return true;
+}
+
+/** The specs without the repeats of an id: its first occurrence is the one kept. */
+function firstOfEachId(specs: readonly JobSpec[]): readonly JobSpec[] {
+  const batch: JobSpec[] = [];
+  const seen = new Set<string>();
+  for (const spec of specs) {
+    if (seen.has(spec.id)) continue;
+    seen.add(spec.id);
+    batch.push(spec);
+  }
+  return batch;
 }
 
 /** A unique violation of jobs' primary key: a job of that id is stored already. */
