@@ -1,5 +1,5 @@
 /**
- * `npx tsx bench/pg-ablation.ts [--jobs 20000] [--runs 3] [--only 0,2,5] [--main <checkout of main>]`
+ * `npx tsx bench/pg-ablation.ts [--jobs 20000] [--runs 3] [--only 0,2,5] [--main <checkout of main>] [--phase processing|bulk|single]`
  *
  * The price of each piece of Conveyor's PostgreSQL processing path (docs/performance-postgres.md,
  * "Sixth pass"): the processing figure of bench/pg-statements.ts (one Worker, concurrency 10,
@@ -14,6 +14,11 @@
  * migrations on its own schema) as the first row, so a change and the pieces it touches are
  * priced in one run.
  *
+ * `--phase bulk` times one `addBulk` of `--jobs` jobs into an empty schema instead, and `--phase
+ * single` `--jobs` sequential `add`s (the side-by-side bench's enqueue figures); both add the
+ * client's CPU time per job (this process: building the specs and the statement's parameters), a
+ * large part of a bulk enqueue.
+ *
  * An ablation is not a design: a schema without its event triggers has no event log, one without
  * its count triggers has wrong stats(). Each row says what that piece costs, which is what a
  * redesign keeping the piece's contract can hope to win at most.
@@ -26,7 +31,7 @@ import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs } from "./lib.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs, rate } from "./lib.js";
 
 /** A variant: the DDL run on its schema after the fill (`schema` quoted); main's backend when `main`. */
 interface Variant {
@@ -34,6 +39,8 @@ interface Variant {
   readonly ddl: (schema: string) => string;
   readonly main?: true;
   readonly eventLogOff?: true;
+  /** The jobs get ids from the caller (`jobId`), so the enqueue looks for stored ids (enqueue.sql). */
+  readonly givenIds?: true;
 }
 
 const VARIANTS: readonly Variant[] = [
@@ -79,6 +86,12 @@ const VARIANTS: readonly Variant[] = [
       `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at;
        CREATE INDEX jobs_finished_ablation ON ${s}.jobs (queue, state, finished_at, seq) WHERE state IN ('completed', 'dead', 'cancelled');`,
   },
+  {
+    name: "ids given by the caller (enqueue.sql's ON CONFLICT for every job)",
+    ddl: () => "",
+    givenIds: true,
+  },
+  { name: "no jobs_waiting_seq", ddl: (s) => `DROP INDEX ${s}.jobs_waiting_seq;` },
 ];
 
 const { values } = parseArgs({
@@ -88,9 +101,12 @@ const { values } = parseArgs({
     only: { type: "string" },
     main: { type: "string" },
     direct: { type: "boolean", default: false },
+    phase: { type: "string", default: "processing" },
   },
 });
 const direct = values.direct;
+const phase = values.phase;
+if (phase !== "processing" && phase !== "bulk" && phase !== "single") throw new Error(`--phase is processing, bulk or single, not ${phase}`);
 const jobs = Number(values.jobs);
 const runs = Number(values.runs);
 const only = values.only?.split(",").map(Number);
@@ -156,11 +172,23 @@ const admin = new pg.Client({ connectionString: server.url });
 try {
   await admin.connect();
   await admin.query("CREATE EXTENSION pg_stat_statements");
-  const shape = direct ? "store calls alone (claim, then complete-and-claim of 500 each), autovacuum off" : "one Worker, concurrency 10, prefetch 500";
+  const shape =
+    phase === "bulk"
+      ? "one addBulk into an empty schema"
+      : phase === "single"
+        ? "sequential adds into an empty schema"
+        : direct
+          ? "store calls alone (claim, then complete-and-claim of 500 each), autovacuum off"
+          : "one Worker, concurrency 10, prefetch 500";
   console.log(`${jobs} jobs × ${runs} runs per variant, ${shape}, event log on unless said; start: ${machineLine()}\n`);
-  const results = variants.map(() => ({ rate: [] as number[], cpu: [] as number[], us: [] as number[], wal: [] as number[] }));
+  const results = variants.map(() => ({ rate: [] as number[], cpu: [] as number[], client: [] as number[], us: [] as number[], wal: [] as number[] }));
   for (let run = 0; run < runs; run++) {
-    for (const [v, variant] of variants.entries()) {
+    // Each run starts one variant later, so none is always first (the first of a run meets a
+    // server and a process that are still warming up: measured, the first variant's client CPU
+    // per job was 40% above the last's with identical code).
+    for (let k = 0; k < variants.length; k++) {
+      const v = (run + k) % variants.length;
+      const variant = variants[v]!;
       const schema = `abl_${v}_${run}`;
       const backend = new (variant.main ? mainBackend! : PostgresBackend)({
         connectionString: server.url,
@@ -171,7 +199,12 @@ try {
       try {
         await backend.migrate();
         const q = new Queue("bench", { backend });
-        for (const [start, length] of chunks(jobs, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+        const withIds = (batch: ReturnType<typeof noopJobs>, start: number) =>
+          variant.givenIds ? batch.map((job, k) => ({ ...job, options: { jobId: `given-${run}-${start + k}` } })) : batch;
+        if (phase === "processing") for (const [start, length] of chunks(jobs, FILL_CHUNK)) await q.addBulk(withIds(noopJobs(start, length), start));
+        // The enqueue phases: one job first, so the queue's row and the prepared statement exist
+        // (the side-by-side bench's first add pays for them; a mean of 2,000 hides it).
+        else await q.add("noop", { warm: true }, variant.givenIds ? { jobId: `given-${run}-warm` } : {});
         const ddl = variant.ddl(`"${schema}"`);
         if (ddl !== "") await admin.query(ddl);
         await admin.query("VACUUM ANALYZE " + `"${schema}".jobs`);
@@ -179,7 +212,18 @@ try {
         await admin.query("SELECT pg_stat_statements_reset()");
         const before = (await admin.query<{ lsn: string }>("SELECT pg_current_wal_lsn() AS lsn")).rows[0]!.lsn;
         const cpuBefore = await serverCpuMs(server.dataDir);
-        const jobsPerSecond = direct ? await processDirectly(backend, jobs) : await conveyorProcessFilled(backend, jobs, 10, 500);
+        const clientBefore = process.cpuUsage();
+        const jobsPerSecond =
+          phase === "bulk"
+            ? await rate(jobs, () => q.addBulk(withIds(noopJobs(0, jobs), 0)))
+            : phase === "single"
+              ? await rate(jobs, async () => {
+                  for (let i = 0; i < jobs; i++) await q.add("noop", { i }, variant.givenIds ? { jobId: `given-${run}-${i}` } : {});
+                })
+              : direct
+                ? await processDirectly(backend, jobs)
+                : await conveyorProcessFilled(backend, jobs, 10, 500);
+        const client = process.cpuUsage(clientBefore);
         const cpuMs = (await serverCpuMs(server.dataDir)) - cpuBefore;
         const { rows } = await admin.query<{ wal: string; ms: number }>(
           `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS wal,
@@ -188,6 +232,7 @@ try {
         );
         results[v]!.rate.push(jobsPerSecond);
         results[v]!.cpu.push((cpuMs * 1000) / jobs);
+        results[v]!.client.push((client.user + client.system) / jobs);
         results[v]!.us.push((rows[0]!.ms * 1000) / jobs);
         results[v]!.wal.push(Number(rows[0]!.wal) / jobs);
         process.stderr.write(`  .. run ${run + 1}, ${variant.name}: ${fmt(jobsPerSecond)} jobs/s\n`);
@@ -199,21 +244,22 @@ try {
   }
   const base = results[0]!;
   console.log(`(differences against the first row, "${variants[0]!.name}")\n`);
-  console.log("| variant | jobs/s (median) | ÷ first | server CPU µs per job | − first | server exec µs per job | − first | WAL bytes per job | − first |");
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+  console.log(
+    "| variant | jobs/s (median) | ÷ first | server CPU µs per job | − first | client CPU µs per job | − first | server exec µs per job | − first | WAL bytes per job | − first |",
+  );
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const [v, variant] of variants.entries()) {
     const r = results[v]!;
-    const [rate, cpu, us, wal] = [median(r.rate), median(r.cpu), median(r.us), median(r.wal)];
+    const [jobsPerSecond, cpu, client, us, wal] = [median(r.rate), median(r.cpu), median(r.client), median(r.us), median(r.wal)];
     console.log(
-      `| ${variant.name} | ${fmt(rate)} | ${(rate / median(base.rate)).toFixed(2)}x | ${cpu.toFixed(1)} | ${(cpu - median(base.cpu)).toFixed(1)} | ${us.toFixed(1)} | ${(us - median(base.us)).toFixed(1)} | ${Math.round(wal)} | ${Math.round(wal - median(base.wal))} |`,
+      `| ${variant.name} | ${fmt(jobsPerSecond)} | ${(jobsPerSecond / median(base.rate)).toFixed(2)}x | ${cpu.toFixed(1)} | ${(cpu - median(base.cpu)).toFixed(1)} | ${client.toFixed(1)} | ${(client - median(base.client)).toFixed(1)} | ${us.toFixed(1)} | ${(us - median(base.us)).toFixed(1)} | ${Math.round(wal)} | ${Math.round(wal - median(base.wal))} |`,
     );
   }
-  console.log("\nEvery run (jobs/s; server CPU µs per job; server exec µs per job):");
+  console.log("\nEvery run (jobs/s; server CPU µs per job; client CPU µs per job; server exec µs per job):");
   for (const [v, variant] of variants.entries()) {
     const r = results[v]!;
-    console.log(
-      `  ${variant.name}: ${r.rate.map(fmt).join(" / ")}; ${r.cpu.map((x) => x.toFixed(1)).join(" / ")}; ${r.us.map((x) => x.toFixed(1)).join(" / ")}`,
-    );
+    const list = (xs: number[]) => xs.map((x) => x.toFixed(1)).join(" / ");
+    console.log(`  ${variant.name}: ${r.rate.map(fmt).join(" / ")}; ${list(r.cpu)}; ${list(r.client)}; ${list(r.us)}`);
   }
   console.log(`\nend: ${machineLine()}`);
 } finally {

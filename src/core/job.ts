@@ -51,6 +51,13 @@ export type RetentionMs = number | null;
 export interface JobSpec {
   /** Unique id. When the caller gave one it is also the dedup key. */
   id: string;
+  /**
+   * True when `id` was made by the producer (`newJobId`, no `jobId` option): a fresh id nobody
+   * else holds, so a store may insert it without first looking for a stored job of that id.
+   * Only a hint: a store that takes it must still report a duplicate (e.g. a spec sent again
+   * after a lost answer) as `buildJobSpec`'s callers expect. Absent (false) for caller-chosen ids.
+   */
+  idGenerated?: boolean;
   queue: string;
   name: string;
   /** The payload, already serialised as JSON text (validated and size-checked). */

@@ -327,6 +327,7 @@ export function buildJobSpec(input: {
   }
   return {
     id,
+    idGenerated: o.jobId === undefined,
     queue,
     name,
     payload,

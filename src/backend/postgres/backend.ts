@@ -230,6 +230,7 @@ const JOB_COLUMNS = [
 /** The statements in queries/, by file name. */
 const QUERY_FILES = [
   "enqueue",
+  "enqueue-fresh",
   "claim",
   "heartbeat",
   "complete",
@@ -473,6 +474,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{next_lease_token}}", NEXT_LEASE_TOKEN)
         .replaceAll("{{event_log}}", String(this.eventLogOn));
     }
+    this.sql["enqueue-fresh"] = freshEnqueueText(this.sql["enqueue-fresh"], this.sql.enqueue);
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
       pool: this.pool,
@@ -532,14 +534,11 @@ export class PostgresBackend implements Backend {
     if (specs.length === 0) return [];
     if (specs.some((s) => s.dedup !== undefined)) return this.enqueueWithWindows(specs, options, tx);
     // Each id goes to the database once; a repeat within the batch is a duplicate of its first
-    // occurrence, decided here.
-    const batch: JobSpec[] = [];
-    const inBatch = new Set<string>();
-    for (const spec of specs) {
-      if (inBatch.has(spec.id)) continue;
-      inBatch.add(spec.id);
-      batch.push(spec);
-    }
+    // occurrence, decided here. A batch whose ids grow has no repeat: the producer's own ids do
+    // (newJobId), and comparing neighbours costs far less than a set of the batch's ids (measured:
+    // 0.3 ms against 3-16 ms for 20,000 ids, and as much again for the answers below).
+    const unique = idsGrow(specs);
+    const batch = unique ? specs : firstOfEachId(specs);
     const n = batch.length;
     const ids = new Array<string>(n);
     const queues = new Array<string>(n);
@@ -613,6 +612,15 @@ export class PostgresBackend implements Backend {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
         return { value: found, commit: keepAll(found) };
       });
+    } else if (batch.every((spec) => spec.idGenerated === true)) {
+      try {
+        rows = await this.query<{ id: string | null }>("enqueue-fresh", values);
+      } catch (error) {
+        // A generated id already stored (the batch sent again after a lost answer): the INSERT
+        // stored nothing; the statement that looks for stored ids reports which.
+        if (!isDuplicateJobId(error)) throw error;
+        rows = await this.query<{ id: string | null }>("enqueue", values);
+      }
     } else {
       rows = await this.query<{ id: string | null }>("enqueue", values);
     }
@@ -623,12 +631,14 @@ export class PostgresBackend implements Backend {
     if (keyed !== null && tx === undefined && keepAll(rows)) for (const queue of keyed.queues) this.flowQueues?.names.add(queue);
     const existed = new Set<string>();
     for (const row of rows) if (row.id !== null) existed.add(row.id);
-    const stored = new Set<string>();
+    // A repeat within the batch is a duplicate of its first occurrence; without repeats there is
+    // nothing to remember.
+    const stored = unique ? null : new Set<string>();
     const woken = new Set<string>();
     const results = specs.map((spec): EnqueueResult => {
-      const fresh = !existed.has(spec.id) && !stored.has(spec.id);
+      const fresh = !existed.has(spec.id) && !(stored?.has(spec.id) ?? false);
       if (fresh) {
-        stored.add(spec.id);
+        stored?.add(spec.id);
         // Only for the local fallback wake-up, a hint: the NOTIFY decides by the store's clock.
         if (spec.runAt === null ? spec.delayMs <= 0 : spec.runAt <= (this.clock ?? systemClock).now()) woken.add(spec.queue);
       }
@@ -1494,6 +1504,15 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
  * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
  * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
  */
+/** enqueue-fresh.sql: enqueue.sql without its duplicate check (see that file for why and when). */
+function freshEnqueueText(template: string, enqueue: string): string {
+  const skipExisting = "\n  ON CONFLICT (id) DO NOTHING\n";
+  if (enqueue.split(skipExisting).length !== 2) {
+    throw new ConveyorError(`enqueue.sql must hold the line "  ON CONFLICT (id) DO NOTHING" once (enqueue-fresh.sql builds on it)`);
+  }
+  return template.replace("{{enqueue}}", () => enqueue.replace(skipExisting, "\n"));
+}
+
 function completeAndClaimText(template: string, complete: string, claim: string): string {
   const lines = complete.trimEnd().split("\n");
   const last = lines.pop();
@@ -1504,6 +1523,30 @@ function completeAndClaimText(template: string, complete: string, claim: string)
   }
   const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
   return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
+}
+
+/** Whether every id is greater than the one before it (so none repeats). */
+function idsGrow(specs: readonly JobSpec[]): boolean {
+  for (let i = 1; i < specs.length; i++) if (!(specs[i]!.id > specs[i - 1]!.id)) return false;
+  return true;
+}
+
+/** The specs without the repeats of an id: its first occurrence is the one kept. */
+function firstOfEachId(specs: readonly JobSpec[]): readonly JobSpec[] {
+  const batch: JobSpec[] = [];
+  const seen = new Set<string>();
+  for (const spec of specs) {
+    if (seen.has(spec.id)) continue;
+    seen.add(spec.id);
+    batch.push(spec);
+  }
+  return batch;
+}
+
+/** A unique violation of jobs' primary key: a job of that id is stored already. */
+function isDuplicateJobId(error: unknown): boolean {
+  const e = error as { code?: unknown; constraint?: unknown } | null;
+  return typeof e === "object" && e !== null && e.code === "23505" && e.constraint === "jobs_pkey";
 }
 
 /** Byte-wise order, as COLLATE "C" sorts: the order dedup windows are locked in. */
