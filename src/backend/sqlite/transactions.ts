@@ -212,7 +212,10 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     // Only the named queues that hold pending jobs: empty ones cost nothing (pending-queues.ts).
     const queues = queuesToProbe(s.pendingQueues, request.queues);
     const paused = new Set(s.pausedAmong.all(JSON.stringify(queues)));
-    const names = JSON.stringify(request.names);
+    // One job name (a Worker with one handler) is matched as is, without a JSON array (statements.ts).
+    const oneName = request.names.length === 1 ? request.names[0]! : null;
+    const names = oneName ?? JSON.stringify(request.names);
+    const plainCandidates = oneName === null ? s.claimCandidates : s.claimCandidatesOfName;
     const flows = flow.rowsAmong(queues);
     const throttles: ClaimThrottle[] = [];
     const rateBudgets = new Map<string, ClaimBudget>();
@@ -220,7 +223,7 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     for (const queue of queues) {
       if (paused.has(queue)) continue;
       const row = flows.get(queue);
-      if (row === undefined) candidates.push(...s.claimCandidates.all(queue, now, names, limit));
+      if (row === undefined) candidates.push(...plainCandidates.all(queue, now, names, limit));
       else candidates.push(...flow.candidates(row, now, request, limit, throttles, rateBudgets));
     }
     if (candidates.length === 0) return { rows: [], now, throttles };
