@@ -210,7 +210,7 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
  */
 export function serializePayload(jobName: string, data: unknown, maxBytes: number, field: "data" | "meta" = "data"): string {
   const what = field === "data" ? "payload" : "meta";
-  const problem = findNonJson(data, field, new Set());
+  const problem = findNonJson(data, field);
   if (problem) {
     throw new InvalidInputError(`${what} of job "${jobName}" is not JSON: ${problem}. Send plain JSON (ids, not objects).`, {
       field: field === "data" ? "data" : "options.meta",
@@ -231,48 +231,78 @@ function checkSize(jobName: string, bytes: number, maxBytes: number): void {
   }
 }
 
-function findNonJson(value: unknown, path: string, seen: Set<object>, depth = 0): string | null {
+/** What {@link findNonJson} found: the steps from the root to the value, innermost first, and the message for its path. */
+interface NonJson {
+  readonly steps: string[];
+  readonly describe: (path: string) => string;
+}
+
+/**
+ * Why `value` is not JSON, naming the path from `root` ("data.items[3].price is NaN, …"), or null.
+ * The path is assembled only for a value refused: building it for every property of every payload
+ * was about half of this check's CPU in a bulk enqueue (docs/performance-sqlite.md, Session 11).
+ */
+function findNonJson(value: unknown, root: string): string | null {
+  const found = nonJsonIn(value, [], 0);
+  return found === null ? null : found.describe(root + found.steps.reverse().join(""));
+}
+
+const refused = (describe: (path: string) => string): NonJson => ({ steps: [], describe });
+
+/** @param ancestors the objects and arrays enclosing `value` (a value among them is a cycle) */
+function nonJsonIn(value: unknown, ancestors: object[], depth: number): NonJson | null {
   switch (typeof value) {
     case "string":
     case "boolean":
       return null;
     case "number":
-      return Number.isFinite(value) ? null : `${path} is ${value}, which JSON cannot represent`;
+      return Number.isFinite(value) ? null : refused((path) => `${path} is ${value}, which JSON cannot represent`);
     case "undefined":
-      return path === "data" || path === "meta" ? null : `${path} is undefined`;
+      return depth === 0 ? null : refused((path) => `${path} is undefined`);
     case "bigint":
-      return `${path} is a BigInt; send it as a string`;
+      return refused((path) => `${path} is a BigInt; send it as a string`);
     case "function":
     case "symbol":
-      return `${path} is a ${typeof value}`;
+      return refused((path) => `${path} is a ${typeof value}`);
   }
   if (value === null) return null;
   const obj = value as object;
-  if (seen.has(obj)) return `${path} contains a cycle`;
+  if (ancestors.includes(obj)) return refused((path) => `${path} contains a cycle`);
   if (obj instanceof Date) return null;
   // Bounded here, before JSON.stringify's own recursion overflows the stack on a deep value.
-  if (depth >= MAX_JSON_DEPTH) return `${path.slice(0, 80)}… nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten it`;
-  seen.add(obj);
+  if (depth >= MAX_JSON_DEPTH) {
+    return refused((path) => `${path.slice(0, 80)}… nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten it`);
+  }
+  ancestors.push(obj);
   try {
     if (Array.isArray(obj)) {
       for (let i = 0; i < obj.length; i++) {
-        const p = findNonJson(obj[i], `${path}[${i}]`, seen, depth + 1);
-        if (p) return p;
+        const found = nonJsonIn(obj[i], ancestors, depth + 1);
+        if (found) {
+          found.steps.push(`[${i}]`);
+          return found;
+        }
       }
       return null;
     }
     const proto = Object.getPrototypeOf(obj) as unknown;
     if (proto !== Object.prototype && proto !== null) {
-      return `${path} is an instance of ${(obj.constructor as { name?: string } | undefined)?.name ?? "a class"}; send plain objects`;
+      return refused((path) => `${path} is an instance of ${(obj.constructor as { name?: string } | undefined)?.name ?? "a class"}; send plain objects`);
     }
-    for (const [k, v] of Object.entries(obj)) {
+    // Own enumerable keys in Object.entries' order, without its array of pairs per object.
+    for (const key in obj) {
+      if (!Object.hasOwn(obj, key)) continue;
+      const v = (obj as Record<string, unknown>)[key];
       if (v === undefined) continue; // JSON drops undefined properties; that is what users expect
-      const p = findNonJson(v, `${path}.${k}`, seen, depth + 1);
-      if (p) return p;
+      const found = nonJsonIn(v, ancestors, depth + 1);
+      if (found) {
+        found.steps.push(`.${key}`);
+        return found;
+      }
     }
     return null;
   } finally {
-    seen.delete(obj);
+    ancestors.pop();
   }
 }
 

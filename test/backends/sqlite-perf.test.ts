@@ -3,12 +3,13 @@
  * paths answer. The conformance suite's batches are mostly shorter than one multi-row statement,
  * so these tests use batches that cross every statement size (64 rows, 8 rows, single rows).
  */
+import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import type { JobOptions } from "../../src/core/spec.js";
 import { buildJobSpec } from "../../src/core/spec.js";
-import type { JobSpec } from "../../src/core/job.js";
+import type { JobSpec, Lease } from "../../src/core/job.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs("conveyor-sqlite-perf-");
@@ -117,5 +118,124 @@ describe("wake-ups across connections", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe("settling: one statement per finished job on the path its queue takes", () => {
+  /** Statements better-sqlite3 runs (`run`, `get`, `all`) while `fn` runs, the transaction's BEGIN and COMMIT included. */
+  async function statementsDuring(fn: () => Promise<unknown>): Promise<number> {
+    const probe = new Database(":memory:");
+    const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as Record<"run" | "get" | "all", (...args: unknown[]) => unknown>;
+    probe.close();
+    const spies = (["run", "get", "all"] as const).map((method) => vi.spyOn(proto, method));
+    try {
+      await fn();
+      return spies.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  }
+
+  async function claimLeases(b: Backend, n: number, queue = "q"): Promise<Lease[]> {
+    const claimed = await b.claim({ queues: [queue], names: ["job"], limit: n, leaseMs: 60_000, worker: WORKER });
+    expect(claimed).toHaveLength(n);
+    return claimed.map((c) => c.lease);
+  }
+
+  it("completes and buries kept jobs with one statement each (no probe for a job kept for 0 ms first)", async () => {
+    const b = await open();
+    await b.enqueue(Array.from({ length: 40 }, (_, i) => spec(i)));
+    const leases = await claimLeases(b, 40);
+    const completing = leases.slice(0, 20).map((lease) => ({ lease, result: null }));
+    const failing = leases.slice(20).map((lease) => ({ lease, error: { name: "Error", message: "no", stack: null }, retryDelayMs: null }));
+    // 20 UPDATEs plus BEGIN and COMMIT; before, each job also ran log-completed-unretained.sql first.
+    expect(await statementsDuring(() => b.complete(completing))).toBe(22);
+    expect(await statementsDuring(() => b.fail(failing))).toBe(22);
+    const states = await Promise.all(leases.map((lease) => b.get(lease.jobId)));
+    expect(states.map((job) => job?.state)).toEqual([...Array<string>(20).fill("completed"), ...Array<string>(20).fill("dead")]);
+  });
+
+  it("a queue whose jobs are kept for 0 ms settles them with their two statements each once it has met one", async () => {
+    const b = await open();
+    await b.enqueue(Array.from({ length: 21 }, (_, i) => spec(i, { removeOnComplete: true })));
+    const leases = await claimLeases(b, 21);
+    await b.complete([{ lease: leases[0]!, result: null }]);
+    // Event INSERT and DELETE per job plus BEGIN and COMMIT: no failed UPDATE first.
+    expect(await statementsDuring(() => b.complete(leases.slice(1).map((lease) => ({ lease, result: null }))))).toBe(42);
+  });
+
+  it("a batch mixing kept jobs, jobs kept for 0 ms and stale leases answers and stores each exactly", async () => {
+    const b = await open();
+    const kept = (i: number) => i % 3 !== 1;
+    await b.enqueue(Array.from({ length: 12 }, (_, i) => spec(i, kept(i) ? {} : { removeOnComplete: true, removeOnFail: true })));
+    const leases = await claimLeases(b, 12);
+    const stale = (lease: Lease): Lease => ({ ...lease, token: lease.token + 1 });
+    // Every order of paths: kept after kept-for-0, kept-for-0 after kept, and stale leases of both kinds in between.
+    const completing = leases.slice(0, 6).flatMap((lease) => [
+      { lease: stale(lease), result: null },
+      { lease, result: { ok: lease.jobId } },
+    ]);
+    const results = await b.complete(completing);
+    expect(results).toEqual(Array.from({ length: 6 }, () => ["stale", "applied"]).flat());
+    const failing = leases.slice(6).flatMap((lease) => [
+      { lease: stale(lease), error: { name: "Error", message: "no", stack: null }, retryDelayMs: null },
+      { lease, error: { name: "Error", message: "no", stack: null }, retryDelayMs: null },
+    ]);
+    expect(await b.fail(failing)).toEqual(Array.from({ length: 6 }, () => ["stale", "applied"]).flat());
+    // Settled twice: the second answer is stale on either path.
+    expect(
+      await b.complete([
+        { lease: leases[0]!, result: null },
+        { lease: leases[1]!, result: null },
+      ]),
+    ).toEqual(["stale", "stale"]);
+    for (const [i, lease] of leases.entries()) {
+      const job = await b.get(lease.jobId);
+      if (!kept(i)) expect(job).toBeNull();
+      else expect(job?.state).toBe(i < 6 ? "completed" : "dead");
+      if (kept(i) && i < 6) expect(job?.result).toEqual({ ok: lease.jobId });
+    }
+    const page = await b.readEvents!("0", 10_000);
+    const finished = page.events.filter((e) => e.type === "completed" || e.type === "dead");
+    expect(finished.map((e) => `${e.jobId} ${e.type}`)).toEqual(leases.map((lease, i) => `${lease.jobId} ${i < 6 ? "completed" : "dead"}`));
+  });
+});
+
+describe("claim naming one job name", () => {
+  /** The SQL text of every statement better-sqlite3 runs with `all` while `fn` runs. */
+  async function statementTexts(fn: () => Promise<unknown>): Promise<string[]> {
+    const probe = new Database(":memory:");
+    const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as { all: (...args: unknown[]) => unknown };
+    probe.close();
+    const texts: string[] = [];
+    const original = proto.all;
+    const spy = vi.spyOn(proto, "all").mockImplementation(function (this: { source: string }, ...args: unknown[]) {
+      texts.push(this.source);
+      return original.apply(this, args);
+    });
+    try {
+      await fn();
+      return texts;
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it("matches the name as is, without a JSON array of names, and takes only that name's jobs", async () => {
+    const b = await open();
+    const named = (i: number, name: string) => buildJobSpec({ queue: "q", name, data: { i }, options: { jobId: `${name}-${i}` } });
+    await b.enqueue(Array.from({ length: 12 }, (_, i) => named(i, i % 2 === 0 ? "job" : "other")));
+    let claimed: Awaited<ReturnType<Backend["claim"]>> = [];
+    const texts = await statementTexts(async () => {
+      claimed = await b.claim({ queues: ["q"], names: ["job"], limit: 4, leaseMs: 60_000, worker: WORKER });
+    });
+    expect(claimed.map((c) => c.job.id)).toEqual(["job-0", "job-2", "job-4", "job-6"]);
+    const candidates = texts.filter((text) => text.includes("ORDER BY priority, run_at, seq"));
+    expect(candidates).toHaveLength(1);
+    expect(candidates[0]).toContain("AND name = ?");
+    expect(candidates[0]).not.toContain("name IN (SELECT value FROM json_each(?))");
+    // Two names still go through the array, and still take both names' jobs in claim order.
+    const both = await b.claim({ queues: ["q"], names: ["other", "job"], limit: 6, leaseMs: 60_000, worker: WORKER });
+    expect(both.map((c) => c.job.id)).toEqual(["other-1", "other-3", "other-5", "other-7", "job-8", "other-9"]);
   });
 });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { InvalidInputError } from "../../src/core/errors.js";
 import { buildJobSpec, DEFAULT_MAX_PAYLOAD_BYTES, type JobOptions } from "../../src/core/spec.js";
+import { MAX_JSON_DEPTH } from "../../src/core/json.js";
 import type { JobSpec } from "../../src/core/job.js";
 
 function spec(input: JobOptions & { data?: unknown } = {}): JobSpec {
@@ -18,6 +19,12 @@ describe("invalid input is refused by buildJobSpec", () => {
   }
   const cyclic: Record<string, unknown> = { a: 1 };
   cyclic.self = cyclic;
+  /** `levels` arrays, each the only element of the one around it. */
+  const nested = (levels: number): unknown => {
+    let value: unknown = 1;
+    for (let i = 0; i < levels; i++) value = [value];
+    return value;
+  };
 
   const badOptions: Array<[string, JobOptions, RegExp]> = [
     ["an unknown option", { retries: 3 } as unknown as JobOptions, /unknown job option "retries"/],
@@ -62,6 +69,10 @@ describe("invalid input is refused by buildJobSpec", () => {
     ["a class instance", { price: new Money(5) }, /data\.price is an instance of Money/],
     ["undefined inside an array", [1, undefined, 3], /data\[1\] is undefined/],
     ["a symbol", { s: Symbol("x") }, /data\.s is a symbol/],
+    // The path is assembled from the refused value outwards (spec.ts): every step, in order.
+    ["NaN deep in arrays and objects", { a: [1, { b: undefined, c: [2, Number.NaN] }] }, /: data\.a\[1\]\.c\[1\] is NaN, which JSON cannot represent\./],
+    ["a cycle below the root", { outer: { list: [cyclic] } }, /: data\.outer\.list\[0\]\.self contains a cycle\./],
+    ["arrays nested too deep", { deep: nested(MAX_JSON_DEPTH + 1) }, /: data\.deep\[0\][[\]0]*… nests arrays or objects more than 128 levels deep/],
   ];
   for (const [what, data, message] of badPayloads) {
     it(`refuses a payload holding ${what}`, () => {
@@ -70,6 +81,11 @@ describe("invalid input is refused by buildJobSpec", () => {
       expect(() => spec({ data })).toThrow(/is not JSON/);
     });
   }
+
+  it("accepts a value met twice that is not its own ancestor (JSON writes it twice)", () => {
+    const shared = { id: 1 };
+    expect(JSON.parse(spec({ data: { a: shared, b: [shared, shared] } }).payload)).toEqual({ a: { id: 1 }, b: [{ id: 1 }, { id: 1 }] });
+  });
 
   it(`refuses a payload over ${DEFAULT_MAX_PAYLOAD_BYTES} bytes and accepts one exactly at the limit`, () => {
     // A JSON string is its characters plus two quotes.

@@ -37,7 +37,7 @@ import { SqliteFlow } from "./flow.js";
 import type { SqliteFlows } from "./flows.js";
 import { JobInserts } from "./job-inserts.js";
 import { queuesToProbe } from "./pending-queues.js";
-import type { InsertJob, Statements } from "./statements.js";
+import type { FenceParams, InsertJob, Statements } from "./statements.js";
 import type { WakeMarks } from "./wakeups.js";
 import type { JobRow } from "./rows.js";
 
@@ -212,7 +212,10 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     // Only the named queues that hold pending jobs: empty ones cost nothing (pending-queues.ts).
     const queues = queuesToProbe(s.pendingQueues, request.queues);
     const paused = new Set(s.pausedAmong.all(JSON.stringify(queues)));
-    const names = JSON.stringify(request.names);
+    // One job name (a Worker with one handler) is matched as is, without a JSON array (statements.ts).
+    const oneName = request.names.length === 1 ? request.names[0]! : null;
+    const names = oneName ?? JSON.stringify(request.names);
+    const plainCandidates = oneName === null ? s.claimCandidates : s.claimCandidatesOfName;
     const flows = flow.rowsAmong(queues);
     const throttles: ClaimThrottle[] = [];
     const rateBudgets = new Map<string, ClaimBudget>();
@@ -220,7 +223,7 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     for (const queue of queues) {
       if (paused.has(queue)) continue;
       const row = flows.get(queue);
-      if (row === undefined) candidates.push(...s.claimCandidates.all(queue, now, names, limit));
+      if (row === undefined) candidates.push(...plainCandidates.all(queue, now, names, limit));
       else candidates.push(...flow.candidates(row, now, request, limit, throttles, rateBudgets));
     }
     if (candidates.length === 0) return { rows: [], now, throttles };
@@ -245,16 +248,36 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
     return lost;
   });
 
+  // A finished job is either kept (one UPDATE: complete.sql, bury.sql) or, kept for 0 ms, deleted
+  // after its event is written (the triggers skip deletes: an INSERT of the event, then a DELETE).
+  // Each path's first statement matches only its own jobs, so a settle tries the path that applied
+  // last first and the other one only when that found nothing: a queue's jobs usually share their
+  // retention, and the first statement of the wrong path costs a lookup by id (about a tenth of
+  // a completion's CPU, docs/performance-sqlite.md, Session 11).
+  const lastSettleUnretained = { completed: false, dead: false };
+
+  const completeRetained = (fence: FenceParams, result: string): boolean => s.completeJob.run({ ...fence, result }).changes === 1;
+  const completeUnretained = (fence: FenceParams, result: string): boolean => {
+    if (s.logCompletedUnretained.run({ ...fence, result }).changes === 0) return false;
+    s.deleteCompletedUnretained.run(fence);
+    return true;
+  };
+  const bury = (fence: FenceParams, error: string): boolean => s.buryJob.run({ ...fence, error }).changes === 1;
+  const buryUnretained = (fence: FenceParams, error: string): boolean => {
+    if (s.logDeadUnretained.run({ ...fence, error }).changes === 0) return false;
+    s.deleteDeadUnretained.run(fence);
+    return true;
+  };
+
   const complete = db.transaction((items: readonly Completion[], results: readonly string[]) => {
     const now = nowMs();
     return items.map((item, i): SettleResult => {
       const fence = { id: item.lease.jobId, token: item.lease.token, now };
-      // A job kept for 0 ms is deleted; its event is written first (the triggers skip deletes).
-      if (s.logCompletedUnretained.run({ ...fence, result: results[i]! }).changes === 1) {
-        s.deleteCompletedUnretained.run(fence);
-        return "applied";
-      }
-      return s.completeJob.run({ ...fence, result: results[i]! }).changes === 1 ? "applied" : "stale";
+      const first = lastSettleUnretained.completed;
+      if ((first ? completeUnretained : completeRetained)(fence, results[i]!)) return "applied";
+      if (!(first ? completeRetained : completeUnretained)(fence, results[i]!)) return "stale";
+      lastSettleUnretained.completed = !first;
+      return "applied";
     });
   });
 
@@ -271,11 +294,11 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
         woken.add(queue);
         return "applied";
       }
-      if (s.logDeadUnretained.run({ ...fence, error }).changes === 1) {
-        s.deleteDeadUnretained.run(fence);
-        return "applied";
-      }
-      return s.buryJob.run({ ...fence, error }).changes === 1 ? "applied" : "stale";
+      const first = lastSettleUnretained.dead;
+      if ((first ? buryUnretained : bury)(fence, error)) return "applied";
+      if (!(first ? bury : buryUnretained)(fence, error)) return "stale";
+      lastSettleUnretained.dead = !first;
+      return "applied";
     });
     return { results, marks: signal(woken) };
   });

@@ -1,6 +1,7 @@
 -- claim-candidates: the runnable head of one queue, in claim order.
 --
 -- ?1 queue text    ?2 now ms    ?3 job names, one JSON array text    ?4 limit integer
+-- statements.ts also prepares it for a claim of one job name: `name = ?`, ?3 the name itself.
 --
 -- Returns (seq, priority, run_at) of at most ?4 due jobs of those names. Plan (SQLite 3.53):
 --   SEARCH conveyor_jobs USING INDEX conveyor_jobs_claim (queue=?)

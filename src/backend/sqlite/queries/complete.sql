@@ -2,10 +2,11 @@
 --
 -- @id job id text    @token lease token integer    @now ms    @result JSON text
 --
--- Changes one row when applied, none when the lease is stale. `@now + retain_completed_ms`
--- stays NULL for a job kept forever (NULL + x is NULL). `error` is cleared: it means the last
--- attempt's error, and the last attempt succeeded.
+-- Changes one row when applied, none when the lease is stale or the job is kept for 0 ms (those
+-- are deleted by complete-unretained.sql instead). `@now + retain_completed_ms` stays NULL for a
+-- job kept forever (NULL + x is NULL). `error` is cleared: it means the last attempt's error, and
+-- the last attempt succeeded.
 UPDATE {{prefix}}jobs
 SET state = 'completed', result = @result, error = NULL, finished_at = @now, lease_expires_at = NULL,
     stalls = 0, expires_at = @now + retain_completed_ms, {{append_history('completed', NULL)}}
-WHERE id = @id AND lease_token = @token AND state = 'active'
+WHERE id = @id AND lease_token = @token AND state = 'active' AND retain_completed_ms IS NOT 0
