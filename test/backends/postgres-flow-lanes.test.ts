@@ -385,3 +385,89 @@ describe("migration flow_unkeyed_claim (PostgreSQL)", () => {
     expect((await drain(b, "plain")).sort()).toEqual([...plain].sort());
   });
 });
+
+describe("a laned claim's rate windows (PostgreSQL)", () => {
+  it("are read and forgotten one window at a time by plain index scans of flow_starts: no sequential or bitmap scan of the table", async () => {
+    let now = 10_000_000;
+    const schema = schemas.create();
+    // Every statement of this pool's sessions, nested ones included, sends the plan it ran to
+    // the client (auto_explain at LOG, client_min_messages log): the plans the claims used.
+    const plans: Array<{ "Query Text": string; Plan: PlanNode }> = [];
+    const explained = new pg.Pool({
+      connectionString: url,
+      max: 2,
+      options: [
+        "session_preload_libraries=auto_explain",
+        "auto_explain.log_min_duration=0",
+        "auto_explain.log_analyze=on",
+        "auto_explain.log_timing=off",
+        "auto_explain.log_nested_statements=on",
+        "auto_explain.log_format=json",
+        "client_min_messages=log",
+      ]
+        .map((setting) => `-c ${setting}`)
+        .join(" "),
+    });
+    explained.on("connect", (client) =>
+      client.on("notice", (notice) => {
+        const json = /plan:\s*(\{[\s\S]*\})\s*$/.exec(notice.message ?? "")?.[1];
+        if (json !== undefined) plans.push(JSON.parse(json) as { "Query Text": string; Plan: PlanNode });
+      }),
+    );
+    toClose.push({ close: () => explained.end() });
+    const b = new PostgresBackend({ pool: explained, schema, logger: silentLogger, clock: { now: () => now } });
+    toClose.push(b);
+    await b.migrate();
+    // A queue rate and five limiter keys: six windows per claim, starts 100 ms apart, so after a
+    // second every claim forgets the starts of six windows and the read subtracts them.
+    await b.setQueueLimits("q", { rate: { max: 100_000, durationMs: 1_000 }, maxRunning: null, maxRunningPerName: {} });
+    await b.enqueue(Array.from({ length: 300 }, (_, k) => job("q", { limiter: { key: `k${k % 5}`, max: 100_000, durationMs: 1_000 } })));
+    for (let i = 0; i < 15; i++, now += 100) expect(await claimIds(b, "q", 10)).toHaveLength(10);
+    const stored = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.flow_starts`)).rows[0]!.n);
+    // Ten claims' starts in each of the six windows (the claims of the last second).
+    expect(await stored()).toBe(60);
+
+    plans.length = 0;
+    for (let i = 0; i < 3; i++, now += 100) expect(await claimIds(b, "q", 10)).toHaveLength(10);
+    expect(await stored()).toBe(60);
+    const scans = plans.flatMap((p) => nodes(p.Plan)).filter((n) => n["Relation Name"] === "flow_starts" && n["Node Type"] !== "ModifyTable");
+    expect(scans.filter((n) => n["Node Type"] !== "Index Scan" && n["Node Type"] !== "Index Only Scan").map((n) => n["Node Type"])).toEqual([]);
+    // Per claim and window: its expired starts and its oldest start in the read, its expired starts in the claim.
+    expect(scans.reduce((sum, n) => sum + (n["Actual Loops"] ?? 0), 0)).toBeGreaterThanOrEqual(3 * 6 * 3);
+  });
+});
+
+describe("migration flow_window_scans (PostgreSQL)", () => {
+  it("upgrades a schema holding a laned queue's limiter window: the window counts exactly and its expired start is forgotten", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    await migrateUpTo(admin, schema, "flow_window_scans");
+    const bucket = "q\nk:api";
+    // Five jobs limited by key "api" (3 per second) and the key's window as the schema before
+    // left it: a start that left the window 0.5 s ago and two inside it, all three counted.
+    for (let i = 0; i < 5; i++) {
+      const id = (await admin.query<{ id: string }>(`SELECT ${s}.add_job('q', 'job') AS id`)).rows[0]!.id;
+      await admin.query(`UPDATE ${s}.jobs SET lane = 'k:api', limiter_key = 'api', limiter_max = 3, limiter_duration_ms = 1000 WHERE id = $1`, [id]);
+    }
+    await admin.query(`INSERT INTO ${s}.flow_queues (queue, lanes) VALUES ('q', true)`);
+    // add_job stamps run_at with the database clock: the injected clock starts after it.
+    let now = Date.now() + 1_000;
+    await admin.query(`INSERT INTO ${s}.flow_starts (queue, at, n) VALUES ($1, $2, 1), ($1, $3, 2)`, [bucket, now - 1_500, now - 500]);
+    await admin.query(`INSERT INTO ${s}.flow_counts (bucket, n) VALUES ($1, 3)`, [bucket]);
+
+    const b = await backend(schema, { now: () => now });
+    // Two starts in the window: room for one; the start that left it is gone.
+    expect(await claimIds(b, "q", 5)).toHaveLength(1);
+    const starts = await admin.query<{ at: string; n: number }>(`SELECT at, n FROM ${s}.flow_starts WHERE queue = $1 ORDER BY at`, [bucket]);
+    expect(starts.rows.map((r) => [Number(r.at) - now, r.n])).toEqual([
+      [-500, 2],
+      [0, 1],
+    ]);
+    expect((await admin.query<{ n: number }>(`SELECT n FROM ${s}.flow_counts WHERE bucket = $1`, [bucket])).rows[0]!.n).toBe(3);
+    // The rest of the second: no room (the claim without the lock now); then two more.
+    now += 400;
+    expect(await claimIds(b, "q", 5)).toHaveLength(0);
+    now += 200;
+    expect(await claimIds(b, "q", 5)).toHaveLength(2);
+  });
+});

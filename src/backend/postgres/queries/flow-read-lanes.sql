@@ -108,13 +108,14 @@ windows AS (
   GROUP BY limiter_key
 ),
 counted AS (
+  -- flow_windows (0016): each window's stored starts by a plain index scan of flow_starts_window.
   SELECT w.key, w.bucket, w.window_ms,
-         coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0)
-           - coalesce((SELECT sum(s.n) FROM {{schema}}.flow_starts AS s
-                       WHERE s.queue = w.bucket AND s.at <= (SELECT now FROM flow) - w.window_ms), 0) AS n,
-         (SELECT s.at FROM {{schema}}.flow_starts AS s
-          WHERE s.queue = w.bucket AND s.at > (SELECT now FROM flow) - w.window_ms ORDER BY s.at LIMIT 1) AS oldest
+         coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0) - fw.expired AS n,
+         fw.oldest
   FROM windows AS w
+  JOIN {{schema}}.flow_windows(
+         (SELECT array_agg(bucket) FROM windows),
+         (SELECT array_agg((SELECT now FROM flow) - window_ms) FROM windows)) AS fw ON fw.bucket = w.bucket
 )
 SELECT
   (SELECT row_to_json(f) FROM flow AS f) AS flow,
