@@ -57,7 +57,17 @@ async function drain(b: PostgresBackend, queue: string, most = 1_000): Promise<s
 }
 
 /** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields read here. */
-type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
+type PlanNode = {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Index Cond"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
+  Plans?: PlanNode[];
+};
 const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
@@ -383,6 +393,45 @@ describe("migration flow_unkeyed_claim (PostgreSQL)", () => {
     expect(first.filter((id) => ids.slice(0, 5).includes(id) || ids.slice(-5).includes(id))).toHaveLength(2);
     expect([...first, ...(await drain(b, "q"))].sort()).toEqual([...ids].sort());
     expect((await drain(b, "plain")).sort()).toEqual([...plain].sort());
+  });
+});
+
+describe("a laned claim's lane heads (PostgreSQL)", () => {
+  it("are read from the first waiting entry the lane walk found: the read costs no more after many claimed jobs left their entries at each lane's head", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    for (let i = 0; i < 4; i++) await b.enqueue(Array.from({ length: 500 }, (_, k) => keyed("q", k % 2 === 0 ? "a" : "b")));
+    const sql = (b as unknown as { sql: Record<string, string> }).sql["flow-read-lanes"]!;
+    /** Buffers the heads' scans of jobs_lanes (one per lane: `lane = `) read in the read a claim of 6 makes now. */
+    const headBuffers = async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const heads = Array.from({ length: 9 }, (_, lanes) => (lanes <= 4 ? 6 : Math.ceil(6 / lanes) + 2));
+        const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, [
+          "q",
+          Date.now(),
+          8,
+          ["job"],
+          heads,
+          6,
+          "q\nk:",
+        ]);
+        const scans = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter((n) => n["Index Name"] === "jobs_lanes" && /lane = /.test(n["Index Cond"] ?? ""));
+        expect(scans).toHaveLength(1);
+        expect(scans[0]!["Actual Loops"]).toBe(2);
+        return scans[0]!["Shared Hit Blocks"]! + scans[0]!["Shared Read Blocks"]!;
+      } finally {
+        await client.end();
+      }
+    };
+    await drain(b, "q", 2);
+    const early = await headBuffers();
+    // 1,500 more jobs claimed and completed: their entries stay at the heads of lanes a and b
+    // until a vacuum (they take several leaf pages each), and every later read seeks past them.
+    await drain(b, "q", 30);
+    const late = await headBuffers();
+    expect(late).toBeLessThanOrEqual(early + 2);
   });
 });
 
