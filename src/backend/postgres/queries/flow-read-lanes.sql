@@ -12,7 +12,9 @@
 --   is paused (queues.paused, which claim.sql reads for every other queue), so nothing starts;
 -- - rate_window: when the queue has a rate, its window at `now` ({ n, oldest }): flow_counts' n
 --   less the starts that left the window and are still stored (few: every claim drops the ones
---   of the windows it read), and the oldest start inside it; else NULL;
+--   of the windows it read), and the oldest start inside it; else NULL. A window this claim
+--   cannot fill (flow_counts' n + $6 below its limit) is not counted exactly: n is flow_counts'
+--   n and oldest NULL, which lead the pick to the same decisions (see `counted` below);
 -- - running: active jobs per name and per group (flow_running(), as flow-counts.sql reads them)
 --   ([{ kind: 'name' | 'group', key, n }]);
 -- - lanes: up to $3 lanes with waiting or scheduled jobs, in turn from after the row's cursor: the
@@ -35,7 +37,7 @@
 --   however many keyed ones wait;
 -- - keys: the window of every limiter key among the heads ({ key, window_ms, n, oldest,
 --   held_until }), counted like the queue's; its window is the longest duration its head jobs
---   give. A key's bucket is $7 || key (limiterBucketPrefix); a held key (RetryLater with pause
+--   give, its limit the least max. A key's bucket is $7 || key (limiterBucketPrefix); a held key (RetryLater with pause
 --   "key") has a flow_queues row of its own, named by its bucket.
 -- A row of flow_starts is one claim's n starts (0011).
 --
@@ -109,23 +111,32 @@ heads AS (
   ) AS u
 ),
 windows AS (
-  -- The queue's own window (when it has a rate) and each limiter key's among the heads.
-  SELECT NULL::text AS key, $1::text AS bucket, f.rate_duration_ms AS window_ms
-  FROM flow AS f WHERE f.rate_duration_ms IS NOT NULL
-  UNION ALL
-  SELECT limiter_key, $7::text || limiter_key, max(limiter_duration_ms)
-  FROM heads WHERE limiter_key IS NOT NULL
-  GROUP BY limiter_key
+  -- The queue's own window (when it has a rate) and each limiter key's among the heads, with the
+  -- most starts it allows (a key's: the least its head jobs give) and flow_counts' n: every start
+  -- stored for it, those that left the window included, so at least the window's count.
+  SELECT w.key, w.bucket, w.window_ms, w.most, coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0) AS stored
+  FROM (
+    SELECT NULL::text AS key, $1::text AS bucket, f.rate_duration_ms AS window_ms, f.rate_max AS most
+    FROM flow AS f WHERE f.rate_duration_ms IS NOT NULL
+    UNION ALL
+    SELECT limiter_key, $7::text || limiter_key, max(limiter_duration_ms), min(limiter_max)
+    FROM heads WHERE limiter_key IS NOT NULL
+    GROUP BY limiter_key
+  ) AS w
+),
+exact AS (
+  -- The windows this claim could fill: stored + $6 (the claim's size) reaches their limit.
+  SELECT bucket, (SELECT now FROM flow) - window_ms AS cutoff FROM windows WHERE stored + $6::int >= coalesce(most, 0)
 ),
 counted AS (
-  -- flow_windows (0016): each window's stored starts by a plain index scan of flow_starts_window.
-  SELECT w.key, w.bucket, w.window_ms,
-         coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0) - fw.expired AS n,
-         fw.oldest
+  -- A window the claim cannot fill whatever its exact count reports `stored` and no oldest
+  -- start: every decision the pick makes with it is the one the exact count gives (room for
+  -- all $6, never its last slot taken, so the oldest start is never asked for), and it skips
+  -- two probes of flow_starts per window. The others are counted exactly: flow_windows (0016),
+  -- each window's stored starts by a plain index scan of flow_starts_window.
+  SELECT w.key, w.bucket, w.window_ms, w.stored - coalesce(fw.expired, 0) AS n, fw.oldest
   FROM windows AS w
-  JOIN {{schema}}.flow_windows(
-         (SELECT array_agg(bucket) FROM windows),
-         (SELECT array_agg((SELECT now FROM flow) - window_ms) FROM windows)) AS fw ON fw.bucket = w.bucket
+  LEFT JOIN {{schema}}.flow_windows((SELECT array_agg(bucket) FROM exact), (SELECT array_agg(cutoff) FROM exact)) AS fw ON fw.bucket = w.bucket
 )
 SELECT
   (SELECT row_to_json(f) FROM flow AS f) AS flow,
