@@ -25,7 +25,9 @@
 --   next lane, where the entries of its claimed jobs lie until a vacuum, and the index-only scan
 --   stepped over them at about 0.6 ms per lane after 19,000 claimed jobs, the plain one at
 --   0.05 ms (docs/flow-control.md, "Fifth round");
--- - heads: the first runnable jobs of each listed lane in claim order, at most $5[k + 1] each
+-- - heads: ([lane, id, name, group_key, group_concurrency, limiter_key, limiter_max,
+--   limiter_duration_ms], an array per job: cheaper to build than an object) the first runnable
+--   jobs of each listed lane in claim order, at most $5[k + 1] each
 --   when k lanes are listed (headsPerLane, computed by the caller). Each lane's scan starts at
 --   the first waiting or scheduled entry the walk found there (its priority, run_at, seq; same
 --   statement, same snapshot, so no job the heads could take lies before it): it seeks past the
@@ -144,7 +146,9 @@ SELECT
   (SELECT coalesce(json_agg(json_build_object('kind', r.kind, 'key', r.key, 'n', r.n)), '[]')
    FROM {{schema}}.flow_running($1) AS r) AS running,
   (SELECT coalesce(json_agg(lane ORDER BY ord), '[]') FROM lanes) AS lanes,
-  (SELECT coalesce(json_agg(h ORDER BY h.priority, h.run_at, h.seq), '[]') FROM heads AS h) AS heads,
+  (SELECT coalesce(json_agg(json_build_array(h.lane, h.id, h.name, h.group_key, h.group_concurrency, h.limiter_key, h.limiter_max, h.limiter_duration_ms)
+                            ORDER BY h.priority, h.run_at, h.seq), '[]')
+   FROM heads AS h) AS heads,
   (SELECT coalesce(json_agg(json_build_object(
             'key', c.key, 'window_ms', c.window_ms, 'n', c.n, 'oldest', c.oldest,
             'held_until', (SELECT f.held_until FROM {{schema}}.flow_queues AS f WHERE f.queue = c.bucket))), '[]')
