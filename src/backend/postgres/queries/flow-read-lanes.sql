@@ -138,7 +138,11 @@ counted AS (
   -- each window's stored starts by a plain index scan of flow_starts_window.
   SELECT w.key, w.bucket, w.window_ms, w.stored - coalesce(fw.expired, 0) AS n, fw.oldest
   FROM windows AS w
-  LEFT JOIN {{schema}}.flow_windows((SELECT array_agg(bucket) FROM exact), (SELECT array_agg(cutoff) FROM exact)) AS fw ON fw.bucket = w.bucket
+  -- Not called at all without such a window: a call pays for its settings even with nothing to do.
+  LEFT JOIN (
+    SELECT * FROM {{schema}}.flow_windows((SELECT array_agg(bucket) FROM exact), (SELECT array_agg(cutoff) FROM exact))
+    WHERE EXISTS (SELECT 1 FROM exact)
+  ) AS fw ON fw.bucket = w.bucket
 )
 SELECT
   (SELECT row_to_json(f) FROM flow AS f) AS flow,
