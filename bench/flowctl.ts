@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- --flowctl [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 3] [--rate 100] [--window 10] [--minute] [--big 20000] [--million] [--accuracy-only] [--overhead-only] [--fairness-only] [--fairness-cap 900]`
+ * `npm run bench -- --flowctl [--backend sqlite|postgres|redis] [--jobs 5000] [--runs 3] [--rate 100] [--window 10] [--minute] [--big 20000] [--million] [--accuracy-only] [--key-accuracy-only] [--keys 3] [--overhead-only] [--fairness-only] [--fairness-cap 900]`
  *
  * Flow control (docs/flow-control.md), one backend per run:
  * - overhead: processing throughput (one Worker, concurrency 50, no-op jobs) on a queue with
@@ -11,6 +11,12 @@
  *   and a backlog larger than the window needs; after one window of warm-up, the starts the
  *   store recorded (started_at) in the next --window seconds (--minute: 60), against the limit.
  *   Goal: within +-5%. Median of --runs fresh stores; --accuracy-only measures nothing else.
+ * - key accuracy (--key-accuracy-only, measures nothing else): the same with the limit on
+ *   limiter keys instead of the queue: --keys keys (default 3), each job with
+ *   `limiter: { key, max: --rate, durationMs: 1000 }` (job i has key i mod --keys), no queue
+ *   rate, a backlog per key as above; each key's observed rate (store start times) and slot
+ *   lateness over the window. On PostgreSQL and Redis this is the laned claim path. Goal: every
+ *   key within +-5%.
  * - queries while limited: claims the four workers sent per second during that window (each
  *   claim is one store round trip on SQLite and Redis, a short transaction on PostgreSQL),
  *   against the claims per second the same workers make polling an empty queue.
@@ -47,6 +53,8 @@ const { values } = parseArgs({
     big: { type: "string", default: "20000" },
     million: { type: "boolean", default: false },
     "accuracy-only": { type: "boolean", default: false },
+    "key-accuracy-only": { type: "boolean", default: false },
+    keys: { type: "string", default: "3" },
     "overhead-only": { type: "boolean", default: false },
     "fairness-only": { type: "boolean", default: false },
     "fairness-cap": { type: "string", default: "900" },
@@ -58,7 +66,8 @@ const ratePerSecond = Number(values.rate);
 const windowS = values.minute ? 60 : Number(values.window);
 const bigGroup = values.million ? 1_000_000 : Number(values.big);
 const fairnessCapS = Number(values["fairness-cap"]);
-for (const [name, v] of Object.entries({ jobs, runs, rate: ratePerSecond, window: windowS, big: bigGroup, "fairness-cap": fairnessCapS })) {
+const keyCount = Number(values.keys);
+for (const [name, v] of Object.entries({ jobs, runs, rate: ratePerSecond, window: windowS, big: bigGroup, "fairness-cap": fairnessCapS, keys: keyCount })) {
   if (!Number.isInteger(v) || v < 1) {
     console.error(`--${name}: expected a whole number of at least 1`);
     process.exit(2);
@@ -229,25 +238,44 @@ function counting(backend: Backend, counter: { claims: number }): Backend {
   return wrapped;
 }
 
-interface Accuracy {
+/** What one limited window (the queue's rate, or one limiter key's) delivered. */
+interface WindowAccuracy {
   observedPerSecond: number;
-  claimsPerSecond: number;
-  idleClaimsPerSecond: number;
   /** Ms from a rate slot opening (a start leaving the window) to the start that took it, p50/p90. */
   slotLatenessP50Ms: number;
   slotLatenessP90Ms: number;
 }
 
-async function accuracy(url: string): Promise<Accuracy> {
+interface Accuracy extends WindowAccuracy {
+  claimsPerSecond: number;
+  idleClaimsPerSecond: number;
+  /** --key-accuracy-only: each limiter key's figures, by key; empty for the queue's rate. */
+  perKey: Map<string, WindowAccuracy>;
+}
+
+/** The limiter key of noop job `i` when `keys` keys share the jobs. */
+const keyOf = (i: number, keys: number) => `k${i % keys}`;
+
+/**
+ * Four workers against a backlog limited to --rate starts per second: by the queue's rate, or
+ * (`keys` > 0) by each of `keys` limiter keys. Measured over --window seconds after one window
+ * of warm-up, from the start times the store recorded.
+ */
+async function accuracy(url: string, keys: number): Promise<Accuracy> {
   const backends: Backend[] = [];
   const workers: Worker[] = [];
   try {
     for (let i = 0; i < 4; i++) backends.push(await openBackend(url));
     await backends[0]!.migrate();
     const q = new Queue("limited", { backend: backends[0]! });
-    await q.setLimits({ rate: { max: ratePerSecond, durationMs: 1_000 } });
-    const backlog = Math.ceil(ratePerSecond * (windowS + 3) * 1.2);
-    for (const [start, length] of chunks(backlog, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+    if (keys === 0) await q.setLimits({ rate: { max: ratePerSecond, durationMs: 1_000 } });
+    const backlog = Math.ceil(ratePerSecond * (windowS + 3) * 1.2) * Math.max(1, keys);
+    for (const [start, length] of chunks(backlog, FILL_CHUNK))
+      await q.addBulk(
+        noopJobs(start, length).map((job) =>
+          keys === 0 ? job : { ...job, options: { limiter: { key: keyOf(job.data.i, keys), max: ratePerSecond, durationMs: 1_000 } } },
+        ),
+      );
     const counter = { claims: 0 };
     // Idle first: what four workers cost an empty queue (polls), for comparison.
     const idleCounter = { claims: 0 };
@@ -284,41 +312,68 @@ async function accuracy(url: string): Promise<Accuracy> {
     const until = await backends[0]!.now();
     const claims = counter.claims - claimsBefore;
     for (const w of workers.splice(0)) await w.close();
-    // Starts as the store recorded them, whatever the workers believe.
-    let started = 0;
-    const starts: number[] = [];
+    // Starts as the store recorded them, whatever the workers believe, per window limited.
+    const startsOf = new Map<string, number[]>();
     for (let offset = 0; ; offset += 1_000) {
       const page = await backends[0]!.list({ queue: "limited" }, { limit: 1_000, offset });
-      started += page.filter((j) => j.startedAt !== null && j.startedAt >= from && j.startedAt < until).length;
-      for (const j of page) if (j.startedAt !== null) starts.push(j.startedAt);
+      for (const j of page) {
+        if (j.startedAt === null) continue;
+        const key = keys === 0 ? "" : keyOf((j.data as { i: number }).i, keys);
+        startsOf.set(key, [...(startsOf.get(key) ?? []), j.startedAt]);
+      }
       if (page.length < 1_000) break;
     }
-    // Slot lateness: a start frees its slot one window later; the start that takes the slot
-    // (max starts further on) came that many ms after it opened. Under a strict sliding window
-    // every ms of it is capacity lost: the rate is max / (window + lateness).
-    starts.sort((x, y) => x - y);
-    const lateness: number[] = [];
-    for (let i = 0; i + ratePerSecond < starts.length; i++) {
-      if (starts[i]! >= from && starts[i + ratePerSecond]! < until) lateness.push(starts[i + ratePerSecond]! - starts[i]! - 1_000);
-    }
     const seconds = (until - from) / 1_000;
-    return {
-      observedPerSecond: started / seconds,
-      claimsPerSecond: claims / seconds,
-      idleClaimsPerSecond,
-      slotLatenessP50Ms: lateness.length === 0 ? 0 : percentile(lateness, 50),
-      slotLatenessP90Ms: lateness.length === 0 ? 0 : percentile(lateness, 90),
+    const windowOf = (starts: number[]): WindowAccuracy => {
+      // Slot lateness: a start frees its slot one window later; the start that takes the slot
+      // (max starts further on) came that many ms after it opened. Under a strict sliding window
+      // every ms of it is capacity lost: the rate is max / (window + lateness).
+      starts.sort((x, y) => x - y);
+      const lateness: number[] = [];
+      for (let i = 0; i + ratePerSecond < starts.length; i++) {
+        if (starts[i]! >= from && starts[i + ratePerSecond]! < until) lateness.push(starts[i + ratePerSecond]! - starts[i]! - 1_000);
+      }
+      return {
+        observedPerSecond: starts.filter((at) => at >= from && at < until).length / seconds,
+        slotLatenessP50Ms: lateness.length === 0 ? 0 : percentile(lateness, 50),
+        slotLatenessP90Ms: lateness.length === 0 ? 0 : percentile(lateness, 90),
+      };
     };
+    const perKey = new Map(Array.from({ length: keys }, (_, k): [string, WindowAccuracy] => [`k${k}`, windowOf(startsOf.get(`k${k}`) ?? [])]));
+    // The queue's own figures: its rate's window, or all keys' starts together.
+    const all = windowOf([...startsOf.values()].flat());
+    return { ...all, claimsPerSecond: claims / seconds, idleClaimsPerSecond, perKey };
   } finally {
     for (const w of workers) await w.close();
     for (const b of backends) await b.close();
   }
 }
 
+/** The per-key accuracy table: --runs fresh stores, each key's median and every run's figure. */
+async function reportKeyAccuracy(): Promise<void> {
+  const all: Accuracy[] = [];
+  for (let i = 0; i < runs; i++) all.push(await accuracy(await s.fresh(), keyCount));
+  console.log(`
+| limiter key | limit | window | observed (store start times, median of ${runs}) | error | runs (starts/s) | slot lateness p50/p90 ms, per run |`);
+  console.log(`| --- | --- | --- | --- | --- | --- | --- |`);
+  for (let k = 0; k < keyCount; k++) {
+    const key = `k${k}`;
+    const runsOf = all.map((a) => a.perKey.get(key)!);
+    const observed = median(runsOf.map((r) => r.observedPerSecond));
+    console.log(
+      `| ${key} | ${ratePerSecond}/s | ${windowS} s | ${observed.toFixed(1)}/s | ${(((observed - ratePerSecond) / ratePerSecond) * 100).toFixed(2)}% | ` +
+        `${runsOf.map((r) => r.observedPerSecond.toFixed(1)).join(", ")} | ${runsOf.map((r) => `${r.slotLatenessP50Ms}/${r.slotLatenessP90Ms}`).join(", ")} |`,
+    );
+  }
+  console.log(
+    `claims/s while limited (4 workers, median): ${median(all.map((a) => a.claimsPerSecond)).toFixed(1)}; idle: ${median(all.map((a) => a.idleClaimsPerSecond)).toFixed(1)}`,
+  );
+}
+
 /** The accuracy table: --runs fresh stores, medians, and every run's figure. */
 async function reportAccuracy(): Promise<void> {
   const all: Accuracy[] = [];
-  for (let i = 0; i < runs; i++) all.push(await accuracy(await s.fresh()));
+  for (let i = 0; i < runs; i++) all.push(await accuracy(await s.fresh(), 0));
   const observed = median(all.map((a) => a.observedPerSecond));
   const claims = median(all.map((a) => a.claimsPerSecond));
   const idle = median(all.map((a) => a.idleClaimsPerSecond));
@@ -345,8 +400,9 @@ try {
     await s.close();
     process.exit(0);
   }
-  if (values["accuracy-only"]) {
-    await reportAccuracy();
+  if (values["accuracy-only"] || values["key-accuracy-only"]) {
+    if (values["accuracy-only"]) await reportAccuracy();
+    if (values["key-accuracy-only"]) await reportKeyAccuracy();
     console.log(`load average: ${formatLoad(loadStart)} at start, ${formatLoad(loadavg())} at end`);
     // process.exit skips the finally below: the SQLite temp dir (and any throwaway server) goes first.
     await s.close();

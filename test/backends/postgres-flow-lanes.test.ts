@@ -57,7 +57,17 @@ async function drain(b: PostgresBackend, queue: string, most = 1_000): Promise<s
 }
 
 /** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields read here. */
-type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
+type PlanNode = {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Index Cond"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  "Shared Hit Blocks"?: number;
+  "Shared Read Blocks"?: number;
+  Plans?: PlanNode[];
+};
 const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
@@ -383,5 +393,143 @@ describe("migration flow_unkeyed_claim (PostgreSQL)", () => {
     expect(first.filter((id) => ids.slice(0, 5).includes(id) || ids.slice(-5).includes(id))).toHaveLength(2);
     expect([...first, ...(await drain(b, "q"))].sort()).toEqual([...ids].sort());
     expect((await drain(b, "plain")).sort()).toEqual([...plain].sort());
+  });
+});
+
+describe("a laned claim's lane heads (PostgreSQL)", () => {
+  it("are read from the first waiting entry the lane walk found: the read costs no more after many claimed jobs left their entries at each lane's head", async () => {
+    const schema = schemas.create();
+    const b = await backend(schema);
+    for (let i = 0; i < 4; i++) await b.enqueue(Array.from({ length: 500 }, (_, k) => keyed("q", k % 2 === 0 ? "a" : "b")));
+    const sql = (b as unknown as { sql: Record<string, string> }).sql["flow-read-lanes"]!;
+    /** Buffers the heads' scans of jobs_lanes (one per lane: `lane = `) read in the read a claim of 6 makes now. */
+    const headBuffers = async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const heads = Array.from({ length: 9 }, (_, lanes) => (lanes <= 4 ? 6 : Math.ceil(6 / lanes) + 2));
+        const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, [
+          "q",
+          Date.now(),
+          8,
+          ["job"],
+          heads,
+          6,
+          "q\nk:",
+        ]);
+        const scans = nodes(rows[0]!["QUERY PLAN"][0]!.Plan).filter((n) => n["Index Name"] === "jobs_lanes" && /lane = /.test(n["Index Cond"] ?? ""));
+        expect(scans).toHaveLength(1);
+        expect(scans[0]!["Actual Loops"]).toBe(2);
+        return scans[0]!["Shared Hit Blocks"]! + scans[0]!["Shared Read Blocks"]!;
+      } finally {
+        await client.end();
+      }
+    };
+    await drain(b, "q", 2);
+    const early = await headBuffers();
+    // 1,500 more jobs claimed and completed: their entries stay at the heads of lanes a and b
+    // until a vacuum (they take several leaf pages each), and every later read seeks past them.
+    await drain(b, "q", 30);
+    const late = await headBuffers();
+    expect(late).toBeLessThanOrEqual(early + 2);
+  });
+});
+
+describe("a laned claim's rate windows (PostgreSQL)", () => {
+  /**
+   * Three claims of 10 of a queue with a rate of `queueMax` per second and five limiter keys of
+   * `keyMax` each (six windows), after fifteen claims 100 ms apart filled the windows, on a pool
+   * whose statements, nested ones included, send the plans they ran to the client (auto_explain
+   * at LOG, client_min_messages log): the scans of flow_starts those three claims made.
+   */
+  async function windowScans(queueMax: number, keyMax: number): Promise<PlanNode[]> {
+    let now = 10_000_000;
+    const schema = schemas.create();
+    const plans: Array<{ "Query Text": string; Plan: PlanNode }> = [];
+    const explained = new pg.Pool({
+      connectionString: url,
+      max: 2,
+      options: [
+        "session_preload_libraries=auto_explain",
+        "auto_explain.log_min_duration=0",
+        "auto_explain.log_analyze=on",
+        "auto_explain.log_timing=off",
+        "auto_explain.log_nested_statements=on",
+        "auto_explain.log_format=json",
+        "client_min_messages=log",
+      ]
+        .map((setting) => `-c ${setting}`)
+        .join(" "),
+    });
+    explained.on("connect", (client) =>
+      client.on("notice", (notice) => {
+        const json = /plan:\s*(\{[\s\S]*\})\s*$/.exec(notice.message ?? "")?.[1];
+        if (json !== undefined) plans.push(JSON.parse(json) as { "Query Text": string; Plan: PlanNode });
+      }),
+    );
+    toClose.push({ close: () => explained.end() });
+    const b = new PostgresBackend({ pool: explained, schema, logger: silentLogger, clock: { now: () => now } });
+    toClose.push(b);
+    await b.migrate();
+    // Each claim of 10 starts 10 on the queue's window and 2 on each key's.
+    await b.setQueueLimits("q", { rate: { max: queueMax, durationMs: 1_000 }, maxRunning: null, maxRunningPerName: {} });
+    await b.enqueue(Array.from({ length: 300 }, (_, k) => job("q", { limiter: { key: `k${k % 5}`, max: keyMax, durationMs: 1_000 } })));
+    for (let i = 0; i < 15; i++, now += 100) expect(await claimIds(b, "q", 10)).toHaveLength(10);
+    const stored = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.flow_starts`)).rows[0]!.n);
+    // Ten claims' starts in each of the six windows (the claims of the last second).
+    expect(await stored()).toBe(60);
+    plans.length = 0;
+    for (let i = 0; i < 3; i++, now += 100) expect(await claimIds(b, "q", 10)).toHaveLength(10);
+    expect(await stored()).toBe(60);
+    const scans = plans.flatMap((p) => nodes(p.Plan)).filter((n) => n["Relation Name"] === "flow_starts" && n["Node Type"] !== "ModifyTable");
+    expect(scans.filter((n) => n["Node Type"] !== "Index Scan" && n["Node Type"] !== "Index Only Scan").map((n) => n["Node Type"])).toEqual([]);
+    return scans;
+  }
+  const loops = (scans: PlanNode[]) => scans.reduce((sum, n) => sum + (n["Actual Loops"] ?? 0), 0);
+
+  it("are read and forgotten one window at a time by plain index scans of flow_starts: no sequential or bitmap scan of the table", async () => {
+    // Limits the claims come near (90 of 105 and 18 of 25 in the window at each claim, 100 and
+    // 20 stored): per claim and window, its expired starts and its oldest start in the read, its
+    // expired starts in the claim.
+    expect(loops(await windowScans(105, 25))).toBe(3 * 6 * 3);
+  });
+
+  it("are not counted exactly when the claim cannot fill them: the read leaves flow_starts alone, the claim still forgets", async () => {
+    expect(loops(await windowScans(100_000, 100_000))).toBe(3 * 6);
+  });
+});
+
+describe("migration flow_window_scans (PostgreSQL)", () => {
+  it("upgrades a schema holding a laned queue's limiter window: the window counts exactly and its expired start is forgotten", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    await migrateUpTo(admin, schema, "flow_window_scans");
+    const bucket = "q\nk:api";
+    // Five jobs limited by key "api" (3 per second) and the key's window as the schema before
+    // left it: a start that left the window 0.5 s ago and two inside it, all three counted.
+    for (let i = 0; i < 5; i++) {
+      const id = (await admin.query<{ id: string }>(`SELECT ${s}.add_job('q', 'job') AS id`)).rows[0]!.id;
+      await admin.query(`UPDATE ${s}.jobs SET lane = 'k:api', limiter_key = 'api', limiter_max = 3, limiter_duration_ms = 1000 WHERE id = $1`, [id]);
+    }
+    await admin.query(`INSERT INTO ${s}.flow_queues (queue, lanes) VALUES ('q', true)`);
+    // add_job stamps run_at with the database clock: the injected clock starts after it.
+    let now = Date.now() + 1_000;
+    await admin.query(`INSERT INTO ${s}.flow_starts (queue, at, n) VALUES ($1, $2, 1), ($1, $3, 2)`, [bucket, now - 1_500, now - 500]);
+    await admin.query(`INSERT INTO ${s}.flow_counts (bucket, n) VALUES ($1, 3)`, [bucket]);
+
+    const b = await backend(schema, { now: () => now });
+    // Two starts in the window: room for one; the start that left it is gone.
+    expect(await claimIds(b, "q", 5)).toHaveLength(1);
+    const starts = await admin.query<{ at: string; n: number }>(`SELECT at, n FROM ${s}.flow_starts WHERE queue = $1 ORDER BY at`, [bucket]);
+    expect(starts.rows.map((r) => [Number(r.at) - now, r.n])).toEqual([
+      [-500, 2],
+      [0, 1],
+    ]);
+    expect((await admin.query<{ n: number }>(`SELECT n FROM ${s}.flow_counts WHERE bucket = $1`, [bucket])).rows[0]!.n).toBe(3);
+    // The rest of the second: no room (the claim without the lock now); then two more.
+    now += 400;
+    expect(await claimIds(b, "q", 5)).toHaveLength(0);
+    now += 200;
+    expect(await claimIds(b, "q", 5)).toHaveLength(2);
   });
 });

@@ -53,18 +53,9 @@ claimed AS (
   RETURNING {{job_columns}}
 ),
 forgotten AS (
-  -- By ctid, found per window through flow_starts_window (a join of the windows could pick a
-  -- sequential scan of flow_starts).
-  DELETE FROM {{schema}}.flow_starts AS s
-  WHERE s.ctid = ANY (ARRAY(
-    SELECT x.ctid
-    FROM unnest($13::text[], $14::bigint[]) AS w(bucket, cutoff)
-    CROSS JOIN LATERAL (
-      SELECT ctid FROM {{schema}}.flow_starts WHERE queue = w.bucket AND at <= w.cutoff
-    ) AS x
-    WHERE (SELECT ok FROM fresh)
-  ))
-  RETURNING s.queue, s.n
+  -- One window at a time by a plain index scan (flow_forget, 0016); nothing unless the check held.
+  SELECT f.bucket AS queue, f.n
+  FROM {{schema}}.flow_forget(CASE WHEN (SELECT ok FROM fresh) THEN $13::text[] END, $14::bigint[]) AS f
 ),
 started AS (
   SELECT b.bucket, count(*)::int AS n

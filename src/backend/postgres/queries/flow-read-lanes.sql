@@ -12,7 +12,9 @@
 --   is paused (queues.paused, which claim.sql reads for every other queue), so nothing starts;
 -- - rate_window: when the queue has a rate, its window at `now` ({ n, oldest }): flow_counts' n
 --   less the starts that left the window and are still stored (few: every claim drops the ones
---   of the windows it read), and the oldest start inside it; else NULL;
+--   of the windows it read), and the oldest start inside it; else NULL. A window this claim
+--   cannot fill (flow_counts' n + $6 below its limit) is not counted exactly: n is flow_counts'
+--   n and oldest NULL, which lead the pick to the same decisions (see `counted` below);
 -- - running: active jobs per name and per group (flow_running(), as flow-counts.sql reads them)
 --   ([{ kind: 'name' | 'group', key, n }]);
 -- - lanes: up to $3 lanes with waiting or scheduled jobs, in turn from after the row's cursor: the
@@ -23,14 +25,21 @@
 --   next lane, where the entries of its claimed jobs lie until a vacuum, and the index-only scan
 --   stepped over them at about 0.6 ms per lane after 19,000 claimed jobs, the plain one at
 --   0.05 ms (docs/flow-control.md, "Fifth round");
--- - heads: the first runnable jobs of each listed lane in claim order, at most $5[k + 1] each
---   when k lanes are listed (headsPerLane, computed by the caller), and the first $6 waiting
+-- - heads: ([lane, id, name, group_key, group_concurrency, limiter_key, limiter_max,
+--   limiter_duration_ms], an array per job: cheaper to build than an object) the first runnable
+--   jobs of each listed lane in claim order, at most $5[k + 1] each
+--   when k lanes are listed (headsPerLane, computed by the caller). Each lane's scan starts at
+--   the first waiting or scheduled entry the walk found there (its priority, run_at, seq; same
+--   statement, same snapshot, so no job the heads could take lies before it): it seeks past the
+--   entries of the lane's claimed jobs instead of stepping over them again (60 buffers for ten
+--   lanes after 10,000 claimed jobs, 159 when it stepped; docs/flow-control.md, "Seventh
+--   round"). And the first $6 waiting
 --   unkeyed jobs of the queue in claim order (reported as lane ''): a walk of jobs_claim, which
 --   holds only jobs without a lane (migration flow_unkeyed_claim), so it reads unkeyed jobs only,
 --   however many keyed ones wait;
 -- - keys: the window of every limiter key among the heads ({ key, window_ms, n, oldest,
 --   held_until }), counted like the queue's; its window is the longest duration its head jobs
---   give. A key's bucket is $7 || key (limiterBucketPrefix); a held key (RetryLater with pause
+--   give, its limit the least max. A key's bucket is $7 || key (limiterBucketPrefix); a held key (RetryLater with pause
 --   "key") has a flow_queues row of its own, named by its bucket.
 -- A row of flow_starts is one claim's n starts (0011).
 --
@@ -44,37 +53,41 @@ WITH RECURSIVE flow AS MATERIALIZED (
   FROM {{schema}}.flow_queues AS f
   WHERE f.queue = $1
 ),
-after_cursor (lane, n) AS (
-  (SELECT j.lane, 1 FROM {{schema}}.jobs AS j
+after_cursor (lane, n, priority, run_at, seq) AS (
+  (SELECT j.lane, 1, j.priority, j.run_at, j.seq FROM {{schema}}.jobs AS j
    WHERE j.queue = $1 AND j.lane > (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
-   ORDER BY j.lane LIMIT 1)
+   ORDER BY j.lane, j.priority, j.run_at, j.seq LIMIT 1)
   UNION ALL
-  SELECT (SELECT j.lane FROM {{schema}}.jobs AS j
-          WHERE j.queue = $1 AND j.lane > w.lane AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
-          ORDER BY j.lane LIMIT 1),
-         w.n + 1
+  SELECT nx.lane, w.n + 1, nx.priority, nx.run_at, nx.seq
   FROM after_cursor AS w
-  WHERE w.lane IS NOT NULL AND w.n < $3::int
+  CROSS JOIN LATERAL (
+    SELECT j.lane, j.priority, j.run_at, j.seq FROM {{schema}}.jobs AS j
+    WHERE j.queue = $1 AND j.lane > w.lane AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
+    ORDER BY j.lane, j.priority, j.run_at, j.seq LIMIT 1
+  ) AS nx
+  WHERE w.n < $3::int
 ),
-wrapped (lane, n) AS (
-  (SELECT j.lane, 1 FROM {{schema}}.jobs AS j
+wrapped (lane, n, priority, run_at, seq) AS (
+  (SELECT j.lane, 1, j.priority, j.run_at, j.seq FROM {{schema}}.jobs AS j
    WHERE j.queue = $1 AND j.lane > '' AND j.lane <= (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
-     AND (SELECT count(lane) FROM after_cursor) < $3::int
-   ORDER BY j.lane LIMIT 1)
+     AND (SELECT count(*) FROM after_cursor) < $3::int
+   ORDER BY j.lane, j.priority, j.run_at, j.seq LIMIT 1)
   UNION ALL
-  SELECT (SELECT j.lane FROM {{schema}}.jobs AS j
-          WHERE j.queue = $1 AND j.lane > w.lane AND j.lane <= (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
-          ORDER BY j.lane LIMIT 1),
-         w.n + 1
+  SELECT nx.lane, w.n + 1, nx.priority, nx.run_at, nx.seq
   FROM wrapped AS w
-  WHERE w.lane IS NOT NULL AND w.n < $3::int - (SELECT count(lane) FROM after_cursor)
+  CROSS JOIN LATERAL (
+    SELECT j.lane, j.priority, j.run_at, j.seq FROM {{schema}}.jobs AS j
+    WHERE j.queue = $1 AND j.lane > w.lane AND j.lane <= (SELECT cursor FROM flow) AND j.state IN ('waiting', 'scheduled') AND j.id IS NOT NULL
+    ORDER BY j.lane, j.priority, j.run_at, j.seq LIMIT 1
+  ) AS nx
+  WHERE w.n < $3::int - (SELECT count(*) FROM after_cursor)
 ),
 lanes AS (
-  SELECT lane, row_number() OVER (ORDER BY part, n) AS ord
+  SELECT lane, priority, run_at, seq, row_number() OVER (ORDER BY part, n) AS ord
   FROM (
-    SELECT lane, 0 AS part, n FROM after_cursor WHERE lane IS NOT NULL
+    SELECT lane, priority, run_at, seq, 0 AS part, n FROM after_cursor
     UNION ALL
-    SELECT lane, 1 AS part, n FROM wrapped WHERE lane IS NOT NULL
+    SELECT lane, priority, run_at, seq, 1 AS part, n FROM wrapped
   ) AS l
 ),
 heads AS (
@@ -84,7 +97,8 @@ heads AS (
   CROSS JOIN LATERAL (
     SELECT id, name, priority, run_at, seq, group_key, group_concurrency, limiter_key, limiter_max, limiter_duration_ms
     FROM {{schema}}.jobs
-    WHERE queue = $1 AND lane = l.lane AND state IN ('waiting', 'scheduled') AND run_at <= (SELECT now FROM flow)
+    WHERE queue = $1 AND lane = l.lane AND (priority, run_at, seq) >= (l.priority, l.run_at, l.seq)
+      AND state IN ('waiting', 'scheduled') AND run_at <= (SELECT now FROM flow)
       AND name = ANY ($4::text[])
     ORDER BY priority, run_at, seq
     LIMIT ($5::int[])[(SELECT count(*) FROM lanes) + 1]
@@ -99,22 +113,36 @@ heads AS (
   ) AS u
 ),
 windows AS (
-  -- The queue's own window (when it has a rate) and each limiter key's among the heads.
-  SELECT NULL::text AS key, $1::text AS bucket, f.rate_duration_ms AS window_ms
-  FROM flow AS f WHERE f.rate_duration_ms IS NOT NULL
-  UNION ALL
-  SELECT limiter_key, $7::text || limiter_key, max(limiter_duration_ms)
-  FROM heads WHERE limiter_key IS NOT NULL
-  GROUP BY limiter_key
+  -- The queue's own window (when it has a rate) and each limiter key's among the heads, with the
+  -- most starts it allows (a key's: the least its head jobs give) and flow_counts' n: every start
+  -- stored for it, those that left the window included, so at least the window's count.
+  SELECT w.key, w.bucket, w.window_ms, w.most, coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0) AS stored
+  FROM (
+    SELECT NULL::text AS key, $1::text AS bucket, f.rate_duration_ms AS window_ms, f.rate_max AS most
+    FROM flow AS f WHERE f.rate_duration_ms IS NOT NULL
+    UNION ALL
+    SELECT limiter_key, $7::text || limiter_key, max(limiter_duration_ms), min(limiter_max)
+    FROM heads WHERE limiter_key IS NOT NULL
+    GROUP BY limiter_key
+  ) AS w
+),
+exact AS (
+  -- The windows this claim could fill: stored + $6 (the claim's size) reaches their limit.
+  SELECT bucket, (SELECT now FROM flow) - window_ms AS cutoff FROM windows WHERE stored + $6::int >= coalesce(most, 0)
 ),
 counted AS (
-  SELECT w.key, w.bucket, w.window_ms,
-         coalesce((SELECT c.n FROM {{schema}}.flow_counts AS c WHERE c.bucket = w.bucket), 0)
-           - coalesce((SELECT sum(s.n) FROM {{schema}}.flow_starts AS s
-                       WHERE s.queue = w.bucket AND s.at <= (SELECT now FROM flow) - w.window_ms), 0) AS n,
-         (SELECT s.at FROM {{schema}}.flow_starts AS s
-          WHERE s.queue = w.bucket AND s.at > (SELECT now FROM flow) - w.window_ms ORDER BY s.at LIMIT 1) AS oldest
+  -- A window the claim cannot fill whatever its exact count reports `stored` and no oldest
+  -- start: every decision the pick makes with it is the one the exact count gives (room for
+  -- all $6, never its last slot taken, so the oldest start is never asked for), and it skips
+  -- two probes of flow_starts per window. The others are counted exactly: flow_windows (0016),
+  -- each window's stored starts by a plain index scan of flow_starts_window.
+  SELECT w.key, w.bucket, w.window_ms, w.stored - coalesce(fw.expired, 0) AS n, fw.oldest
   FROM windows AS w
+  -- Not called at all without such a window: a call pays for its settings even with nothing to do.
+  LEFT JOIN (
+    SELECT * FROM {{schema}}.flow_windows((SELECT array_agg(bucket) FROM exact), (SELECT array_agg(cutoff) FROM exact))
+    WHERE EXISTS (SELECT 1 FROM exact)
+  ) AS fw ON fw.bucket = w.bucket
 )
 SELECT
   (SELECT row_to_json(f) FROM flow AS f) AS flow,
@@ -122,7 +150,9 @@ SELECT
   (SELECT coalesce(json_agg(json_build_object('kind', r.kind, 'key', r.key, 'n', r.n)), '[]')
    FROM {{schema}}.flow_running($1) AS r) AS running,
   (SELECT coalesce(json_agg(lane ORDER BY ord), '[]') FROM lanes) AS lanes,
-  (SELECT coalesce(json_agg(h ORDER BY h.priority, h.run_at, h.seq), '[]') FROM heads AS h) AS heads,
+  (SELECT coalesce(json_agg(json_build_array(h.lane, h.id, h.name, h.group_key, h.group_concurrency, h.limiter_key, h.limiter_max, h.limiter_duration_ms)
+                            ORDER BY h.priority, h.run_at, h.seq), '[]')
+   FROM heads AS h) AS heads,
   (SELECT coalesce(json_agg(json_build_object(
             'key', c.key, 'window_ms', c.window_ms, 'n', c.n, 'oldest', c.oldest,
             'held_until', (SELECT f.held_until FROM {{schema}}.flow_queues AS f WHERE f.queue = c.bucket))), '[]')
