@@ -304,3 +304,73 @@ describe("Redis ready index: upgrade from layout 4", () => {
     expect(ids(await t.claimAll())).toEqual(["q0900/later"]);
   });
 });
+
+describe("Redis ready index: declared as a key", () => {
+  it("every script call that reads or writes <prefix>:ready names it among its KEYS (seen with MONITOR)", async () => {
+    const t = fresh();
+    const readyKey = `${t.prefix}:ready`;
+    // MONITOR shows a script's own line before the commands it runs ("lua" lines) up to Redis 7.0,
+    // after them from 7.2 on. One Redis runs one script at a time, so the lua lines between two
+    // script lines are one script's.
+    const version = /redis_version:(\d+)\.(\d+)/.exec(await admin.info("server"))!;
+    const linesAfter = Number(version[1]) * 100 + Number(version[2]) >= 702;
+    const monitor = await admin.monitor();
+    const calls: { keys: string[]; touched: boolean }[] = [];
+    let inner: string[][] = [];
+    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+      if (source === "lua") return void inner.push(args);
+      const command = args[0]?.toLowerCase();
+      if (command !== "evalsha" && command !== "eval") return;
+      const call = { keys: args.slice(3, 3 + Number(args[2])), touched: false };
+      if (linesAfter) call.touched = inner.some((a) => a[1] === readyKey);
+      else if (calls.length > 0) calls[calls.length - 1]!.touched ||= inner.some((a) => a[1] === readyKey);
+      inner = [];
+      calls.push(call);
+    });
+    try {
+      // Every kind of call that marks or unmarks a queue: fast lane, slow lane and scheduled enqueues,
+      // claims (taking the last job, and a scheduled one left), a retry, a release, a rescue, a replay,
+      // a cancel, a pause, a flow parent's release, a dedup replace.
+      await t.add("a");
+      await t.add("p", { priority: 2 });
+      await t.add("d", { delayMs: 5_000 });
+      await t.claimQ();
+      await t.add("r");
+      const [job] = await t.claimQ();
+      await t.b.fail([{ lease: job!.lease, error: ERROR, retryDelayMs: 1_000 }]);
+      t.clock.advance(1_000);
+      const [retried] = await t.claimQ();
+      await t.b.release([retried!.lease]);
+      await t.claimQ();
+      t.clock.advance(LEASE_MS + 1);
+      await t.b.rescueExpired();
+      const [rescued] = await t.claimQ();
+      await t.b.fail([{ lease: rescued!.lease, error: ERROR, retryDelayMs: null }]);
+      await t.b.replay("r", Q);
+      await t.add("c");
+      await t.b.cancel("c", Q);
+      await t.b.pause(Q);
+      await t.claimAll();
+      await t.b.resume(Q);
+      await t.add("x", { delayMs: 10_000, dedup: { key: "k", ttlMs: 60_000, mode: "replace" } });
+      await t.add("y", { delayMs: 1_000, dedup: { key: "k", ttlMs: 60_000, mode: "replace" } });
+      const spec = (jobId: string) => buildJobSpec({ queue: Q, name: "job", data: {}, options: { jobId } });
+      await t.b.enqueueFlow([
+        { spec: spec("root"), parent: null, onChildFailure: "fail" },
+        { spec: spec("child"), parent: 0, onChildFailure: "fail" },
+      ]);
+      t.clock.advance(60_000);
+      for (let claimed = await t.claimAll(); claimed.length > 0; claimed = await t.claimAll())
+        await t.b.complete(claimed.map((c) => ({ lease: c.lease, result: null })));
+      await t.b.complete([]);
+      // MONITOR lines arrive after the commands' replies: one more command, answered once they all came.
+      await admin.ping();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    } finally {
+      monitor.disconnect();
+    }
+    if (!linesAfter && calls.length > 0) calls[calls.length - 1]!.touched ||= inner.some((a) => a[1] === readyKey);
+    expect(calls.filter((c) => c.touched).length).toBeGreaterThan(15);
+    expect(calls.filter((c) => c.touched && !c.keys.includes(readyKey))).toEqual([]);
+  });
+});

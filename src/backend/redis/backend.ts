@@ -270,6 +270,7 @@ export class RedisBackend implements Backend {
       loadScripts(this.eventLogOn, isCluster(client)),
       (keys, error) => this.rescueHold.noteFailure(keys, error),
       (keys) => this.rescueHold.noteAnswer(keys),
+      this.keys.ready,
     );
     this.readyTurns = new ReadyTurns(!isCluster(client), async () => (await this.scripts.run("ready", [this.keys.ready], [this.nowArg()])) as string[]);
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
