@@ -552,8 +552,9 @@ export class RedisBackend implements Backend {
     // With many queues named, only those the ready index lists, in the same order.
     const start = this.claimRotation++ % queues.length;
     const turns = await this.readyTurns.turns(queues, start);
-    // Each claim script also returns the index as it leaves it: the next claim's hint.
-    const hint = this.readyTurns.wantsHint(queues) ? "1" : "";
+    // Each claim script of a claim by the index also returns the index as it leaves it: the next
+    // claim's hint. Not in a pass over every queue (a dense list, the full pass): its 1,000 replies would carry it.
+    const hint = turns?.wantsHint === true ? "1" : "";
     const claimed: ClaimedJob[] = [];
     let emptyVisits = 0;
     const visit = async (queue: string): Promise<void> => {

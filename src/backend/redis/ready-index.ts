@@ -63,6 +63,8 @@ export interface Turns {
   readonly positions: number[];
   /** From the last claim's hint: when they do not fill the claim, {@link ReadyTurns.rest} reads the index. */
   readonly fromHint: boolean;
+  /** Whether the claim scripts should return the index (claim-4.lua ARGV[6]) for the next claim. */
+  readonly wantsHint: boolean;
 }
 
 export class ReadyTurns {
@@ -90,12 +92,13 @@ export class ReadyTurns {
       state.hint = null;
       return null;
     }
-    if (state.dense) return null;
     const hint = state.hint;
     state.hint = null;
+    if (state.dense) return null;
     const positions = inTurnOrder(state, queues.length, start, hint ?? (await this.readReady()), null);
     if (positions.length >= READY_INDEX_FROM_QUEUES && positions.length >= DENSE_SHARE * state.positions.size) state.dense = true;
-    return { positions, fromHint: hint !== null };
+    // A list found dense is claimed in turn from the next claim on: no hint to keep for it.
+    return { positions, fromHint: hint !== null, wantsHint: !state.dense };
   }
 
   /**
@@ -108,11 +111,6 @@ export class ReadyTurns {
     // The next claim's hint, unless a claim script this claim runs after it leaves a newer one.
     state.hint = ready;
     return inTurnOrder(state, queues.length, start, ready, visited);
-  }
-
-  /** Whether a claim over `queues` asks its claim scripts for the index (claim-4.lua, ARGV[6]): while it claims by the index. */
-  wantsHint(queues: readonly string[]): boolean {
-    return this.enabled && queues.length >= READY_INDEX_FROM_QUEUES && !listState(queues).dense;
   }
 
   /** The index as a claim script over `queues` left it: the next claim's hint. */
