@@ -130,11 +130,13 @@ function rawEnqueue(name: string, script: "enqueue" | "return 0"): Subject {
       const add = (i: number) =>
         client.evalsha(
           sha,
-          4,
+          script === "enqueue" ? 5 : 4,
           `${base}meta`,
           `${base}sched`,
           `${base}idx`,
           `${base}names`,
+          // The ready index, which the enqueue script names last (scripts.ts, keepsReadyIndex).
+          ...(script === "enqueue" ? [`${prefix}:ready`] : []),
           "",
           `${prefix}:wake`,
           "bench",

@@ -184,10 +184,28 @@ describe("Redis ready index: what a claim over many queues visits", { timeout: 6
     await Promise.all(empty.map((queue) => t.b.cancel(`x-${queue}`, queue)));
     await t.b.enqueue(Array.from({ length: 50 }, (_, i) => buildJobSpec({ queue: Q, name: "job", data: {}, options: { jobId: `j${i}` } })));
     expect(await admin.zrange(`${t.prefix}:ready`, 0, -1)).toEqual([Q]);
+    // The first claim reads the index; each claim script returns it as it leaves it, and the next
+    // claim visits what that lists: one script call per claim.
     for (let i = 0; i < 3; i++) {
       const calls = await scriptCalls(async () => expect(await t.claimAll(5)).toHaveLength(5));
-      expect(calls).toEqual({ claims: [Q], readyReads: 1 });
+      expect(calls).toEqual({ claims: [Q], readyReads: i === 0 ? 1 : 0 });
     }
+  });
+
+  it("a queue that became ready after the last claim (not in its hint) is visited by the next claim that the hinted queues do not fill, else by the one after", async () => {
+    const t = fresh();
+    await t.b.enqueue(Array.from({ length: 20 }, (_, i) => buildJobSpec({ queue: Q, name: "job", data: {}, options: { jobId: `j${i}` } })));
+    expect(await t.claimAll(5)).toHaveLength(5);
+    // Another queue gets a job after the claim that left the hint ([Q]).
+    await t.add("late", {}, "q0100");
+    // The hinted queue fills this claim: the late job waits for the next one, whose hint lists its queue.
+    const filled = await scriptCalls(async () => expect(ids(await t.claimAll(5))).not.toContain("q0100/late"));
+    expect(filled).toEqual({ claims: [Q], readyReads: 0 });
+    expect(ids(await t.claimAll(5))).toContain("q0100/late");
+    // A claim the hinted queues cannot fill reads the index and visits the rest in the same claim.
+    await t.add("later", {}, "q0200");
+    const rest = await scriptCalls(async () => expect(ids(await t.claimAll(50))).toContain("q0200/later"));
+    expect(rest.readyReads).toBe(1);
   });
 
   it("turn order across busy queues is that of trying every named queue in turn, starting one further each claim", async () => {
@@ -264,7 +282,16 @@ describe("Redis ready index: what a claim over many queues visits", { timeout: 6
     expect(await t.mark()).toBeNull();
     expect(await t.claimAll(1)).toEqual([]);
     vi.setSystemTime(Date.now() + READY_FULL_PASS_MS);
-    expect(ids(await t.claimAll(1))).toEqual([`${Q}/a`]);
+    const spy = vi.spyOn(ScriptRunner.prototype, "run");
+    try {
+      expect(ids(await t.claimAll(1))).toEqual([`${Q}/a`]);
+      // Its hundreds of claim scripts (one per queue in turn) do not each return the index for a next claim (claim-4.lua ARGV[6] '').
+      const claims = spy.mock.calls.filter(([name]) => name === "claim");
+      expect(claims.length).toBeGreaterThan(100);
+      expect(claims.filter(([, , args]) => args[5] !== "")).toEqual([]);
+    } finally {
+      spy.mockRestore();
+    }
     // The full pass's claim of the queue wrote its mark: the next claim goes by the index again.
     expect(await t.mark()).toBe("0");
     expect(ids(await t.claimAll(1))).toEqual([`${Q}/b`]);
@@ -302,5 +329,75 @@ describe("Redis ready index: upgrade from layout 4", () => {
     expect(await admin.get(`${prefix}:layout`)).toBe("5");
     t.clock.advance(3_000);
     expect(ids(await t.claimAll())).toEqual(["q0900/later"]);
+  });
+});
+
+describe("Redis ready index: declared as a key", () => {
+  it("every script call that reads or writes <prefix>:ready names it among its KEYS (seen with MONITOR)", async () => {
+    const t = fresh();
+    const readyKey = `${t.prefix}:ready`;
+    // MONITOR shows a script's own line before the commands it runs ("lua" lines) up to Redis 7.0,
+    // after them from 7.2 on. One Redis runs one script at a time, so the lua lines between two
+    // script lines are one script's.
+    const version = /redis_version:(\d+)\.(\d+)/.exec(await admin.info("server"))!;
+    const linesAfter = Number(version[1]) * 100 + Number(version[2]) >= 702;
+    const monitor = await admin.monitor();
+    const calls: { keys: string[]; touched: boolean }[] = [];
+    let inner: string[][] = [];
+    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+      if (source === "lua") return void inner.push(args);
+      const command = args[0]?.toLowerCase();
+      if (command !== "evalsha" && command !== "eval") return;
+      const call = { keys: args.slice(3, 3 + Number(args[2])), touched: false };
+      if (linesAfter) call.touched = inner.some((a) => a[1] === readyKey);
+      else if (calls.length > 0) calls[calls.length - 1]!.touched ||= inner.some((a) => a[1] === readyKey);
+      inner = [];
+      calls.push(call);
+    });
+    try {
+      // Every kind of call that marks or unmarks a queue: fast lane, slow lane and scheduled enqueues,
+      // claims (taking the last job, and a scheduled one left), a retry, a release, a rescue, a replay,
+      // a cancel, a pause, a flow parent's release, a dedup replace.
+      await t.add("a");
+      await t.add("p", { priority: 2 });
+      await t.add("d", { delayMs: 5_000 });
+      await t.claimQ();
+      await t.add("r");
+      const [job] = await t.claimQ();
+      await t.b.fail([{ lease: job!.lease, error: ERROR, retryDelayMs: 1_000 }]);
+      t.clock.advance(1_000);
+      const [retried] = await t.claimQ();
+      await t.b.release([retried!.lease]);
+      await t.claimQ();
+      t.clock.advance(LEASE_MS + 1);
+      await t.b.rescueExpired();
+      const [rescued] = await t.claimQ();
+      await t.b.fail([{ lease: rescued!.lease, error: ERROR, retryDelayMs: null }]);
+      await t.b.replay("r", Q);
+      await t.add("c");
+      await t.b.cancel("c", Q);
+      await t.b.pause(Q);
+      await t.claimAll();
+      await t.b.resume(Q);
+      await t.add("x", { delayMs: 10_000, dedup: { key: "k", ttlMs: 60_000, mode: "replace" } });
+      await t.add("y", { delayMs: 1_000, dedup: { key: "k", ttlMs: 60_000, mode: "replace" } });
+      const spec = (jobId: string) => buildJobSpec({ queue: Q, name: "job", data: {}, options: { jobId } });
+      await t.b.enqueueFlow([
+        { spec: spec("root"), parent: null, onChildFailure: "fail" },
+        { spec: spec("child"), parent: 0, onChildFailure: "fail" },
+      ]);
+      t.clock.advance(60_000);
+      for (let claimed = await t.claimAll(); claimed.length > 0; claimed = await t.claimAll())
+        await t.b.complete(claimed.map((c) => ({ lease: c.lease, result: null })));
+      await t.b.complete([]);
+      // MONITOR lines arrive after the commands' replies: one more command, answered once they all came.
+      await admin.ping();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    } finally {
+      monitor.disconnect();
+    }
+    if (!linesAfter && calls.length > 0) calls[calls.length - 1]!.touched ||= inner.some((a) => a[1] === readyKey);
+    expect(calls.filter((c) => c.touched).length).toBeGreaterThan(15);
+    expect(calls.filter((c) => c.touched && !c.keys.includes(readyKey))).toEqual([]);
   });
 });

@@ -270,6 +270,7 @@ export class RedisBackend implements Backend {
       loadScripts(this.eventLogOn, isCluster(client)),
       (keys, error) => this.rescueHold.noteFailure(keys, error),
       (keys) => this.rescueHold.noteAnswer(keys),
+      this.keys.ready,
     );
     this.readyTurns = new ReadyTurns(!isCluster(client), async () => (await this.scripts.run("ready", [this.keys.ready], [this.nowArg()])) as string[]);
     if (!this.eventLogOn) this.capabilities = Object.freeze({ ...this.capabilities, eventLog: false });
@@ -551,25 +552,27 @@ export class RedisBackend implements Backend {
     // With many queues named, only those the ready index lists, in the same order.
     const start = this.claimRotation++ % queues.length;
     const turns = await this.readyTurns.turns(queues, start);
-    const visits = turns === null ? queues.length : turns.length;
+    // Each claim script of a claim by the index also returns the index as it leaves it: the next
+    // claim's hint. Not in a pass over every queue (a dense list, the full pass): its 1,000 replies would carry it.
+    const hint = turns?.wantsHint === true ? "1" : "";
     const claimed: ClaimedJob[] = [];
     let emptyVisits = 0;
-    for (let n = 0; n < visits && claimed.length < limit; n++) {
-      const queue = queues[turns === null ? (start + n) % queues.length : turns[n]!]!;
+    const visit = async (queue: string): Promise<void> => {
       const before = claimed.length;
       const k = this.queue(queue);
       const now = this.nowArg();
       const reply = (await this.scripts.run(
         "claim",
         [k.meta, k.sched, k.active, k.idx],
-        [now, leaseMs, limit - claimed.length, worker, this.promoteBatch, ...names],
+        [now, leaseMs, limit - claimed.length, worker, this.promoteBatch, hint, ...names],
       )) as unknown[];
+      if (hint !== "") this.readyTurns.keepHint(queues, reply.pop() as string[]);
       if (Array.isArray(reply[0])) {
         // Flow control let none start (claim-4.lua): when a slot opens, or -1 for "when one finishes".
         const retryIn = Number(reply[0][0]);
         reportThrottle(request.onThrottle, queue, retryIn < 0 ? null : retryIn);
         emptyVisits++;
-        continue;
+        return;
       }
       if (reply[0] !== null && reply[0] !== undefined) this.wakeAfter(queue, Number(reply[0]));
       // A claim that took the rate's last open slot ends with { ms until the next one }.
@@ -585,6 +588,16 @@ export class RedisBackend implements Backend {
         this.leases.set(id, { queue, token: lease.token, expiresAt: Date.now() + leaseMs });
       }
       if (claimed.length === before) emptyVisits++;
+    };
+    if (turns === null) {
+      for (let n = 0; n < queues.length && claimed.length < limit; n++) await visit(queues[(start + n) % queues.length]!);
+    } else {
+      for (let n = 0; n < turns.positions.length && claimed.length < limit; n++) await visit(queues[turns.positions[n]!]!);
+      // The hint is the index as the last claim left it: a queue that became ready since is only in the index.
+      if (turns.fromHint && claimed.length < limit) {
+        const rest = await this.readyTurns.rest(queues, start, new Set(turns.positions));
+        for (let n = 0; n < rest.length && claimed.length < limit; n++) await visit(queues[rest[n]!]!);
+      }
     }
     if (turns === null) this.readyTurns.visitedInTurn(queues, emptyVisits);
     if (this.leases.size > LEASE_CACHE_SWEEP_AT && Date.now() - this.lastSweepAt > LEASE_SWEEP_INTERVAL_MS) this.sweepLeases();

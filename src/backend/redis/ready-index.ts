@@ -14,6 +14,15 @@
  * meets {@link DENSE_UNTIL_EMPTY_VISITS} queues that gave it nothing; either way the same queues
  * are taken from in the same order (a queue the index does not list holds nothing claimable).
  *
+ * The read costs a round trip and a script call of its own, which with one busy queue among 1,000
+ * was half the Redis work of a claim. So every claim script of such a claim also returns the index
+ * as it leaves it (claim-4.lua, ARGV[6]), and the next claim over the list visits the queues that
+ * answer lists ("the hint") without reading the index: one script call per claim. The hint misses
+ * only what changed after the claim that returned it (a job added to another queue since): a claim
+ * the hinted queues do not fill reads the index after all and visits the ready queues it has not
+ * visited yet, so such a job waits at most while the hinted queues fill every claim, and the next
+ * claim's hint, taken after the change, lists its queue.
+ *
  * Not on a cluster: the index is one key for every queue, outside the queues' slots, so the scripts
  * cannot keep it there (READY_INDEX is false) and a claim visits every named queue in turn.
  */
@@ -45,6 +54,17 @@ interface ListState {
   dense: boolean;
   /** When a claim over this list last visited every named queue (or the list was first seen), Date.now() ms. */
   lastFullPassAt: number;
+  /** The ready index as the last claim script over this list left it (see the file comment), once; null: none kept. */
+  hint: readonly string[] | null;
+}
+
+/** The queues a claim visits: positions in its list, in turn order. */
+export interface Turns {
+  readonly positions: number[];
+  /** From the last claim's hint: when they do not fill the claim, {@link ReadyTurns.rest} reads the index. */
+  readonly fromHint: boolean;
+  /** Whether the claim scripts should return the index (claim-4.lua ARGV[6]) for the next claim. */
+  readonly wantsHint: boolean;
 }
 
 export class ReadyTurns {
@@ -58,10 +78,10 @@ export class ReadyTurns {
   ) {}
 
   /**
-   * The positions in `queues` a claim starting at `start` visits, in turn order, or null for every
+   * The queues a claim over `queues` starting at `start` visits, in turn order, or null for every
    * named queue in turn (a short list, no index, a dense list, or a full pass due).
    */
-  async turns(queues: readonly string[], start: number): Promise<number[] | null> {
+  async turns(queues: readonly string[], start: number): Promise<Turns | null> {
     if (!this.enabled || queues.length < READY_INDEX_FROM_QUEUES) return null;
     // Per list: with one timer for the process, the list that claimed first after each interval
     // took every full pass and another list might never get one.
@@ -69,20 +89,33 @@ export class ReadyTurns {
     const now = Date.now();
     if (now - state.lastFullPassAt >= READY_FULL_PASS_MS) {
       state.lastFullPassAt = now;
+      state.hint = null;
       return null;
     }
+    const hint = state.hint;
+    state.hint = null;
     if (state.dense) return null;
+    const positions = inTurnOrder(state, queues.length, start, hint ?? (await this.readReady()), null);
+    if (positions.length >= READY_INDEX_FROM_QUEUES && positions.length >= DENSE_SHARE * state.positions.size) state.dense = true;
+    // A list found dense is claimed in turn from the next claim on: no hint to keep for it.
+    return { positions, fromHint: hint !== null, wantsHint: !state.dense };
+  }
+
+  /**
+   * After a claim from the hint that the hinted queues did not fill: the ready queues it has not
+   * visited (`visited`: positions), from the index read now, in turn order from `start`.
+   */
+  async rest(queues: readonly string[], start: number, visited: ReadonlySet<number>): Promise<number[]> {
+    const state = listState(queues);
     const ready = await this.readReady();
-    const length = queues.length;
-    const turns: number[] = [];
-    for (const queue of ready) {
-      const at = state.positions.get(queue);
-      if (at !== undefined) turns.push((at - start + length) % length);
-    }
-    if (turns.length >= READY_INDEX_FROM_QUEUES && turns.length >= DENSE_SHARE * state.positions.size) state.dense = true;
-    turns.sort((a, b) => a - b);
-    for (let i = 0; i < turns.length; i++) turns[i] = (turns[i]! + start) % length;
-    return turns;
+    // The next claim's hint, unless a claim script this claim runs after it leaves a newer one.
+    state.hint = ready;
+    return inTurnOrder(state, queues.length, start, ready, visited);
+  }
+
+  /** The index as a claim script over `queues` left it: the next claim's hint. */
+  keepHint(queues: readonly string[], ready: readonly string[]): void {
+    listState(queues).hint = ready;
   }
 
   /** After a claim over `queues` that visited every queue in turn: `emptyVisits` of them gave it nothing. */
@@ -92,12 +125,24 @@ export class ReadyTurns {
   }
 }
 
+/** The positions of the `ready` queues in the list, in turn order from `start`, those in `skip` left out. */
+function inTurnOrder(state: ListState, length: number, start: number, ready: readonly string[], skip: ReadonlySet<number> | null): number[] {
+  const turns: number[] = [];
+  for (const queue of ready) {
+    const at = state.positions.get(queue);
+    if (at !== undefined && (skip === null || !skip.has(at))) turns.push((at - start + length) % length);
+  }
+  turns.sort((a, b) => a - b);
+  for (let i = 0; i < turns.length; i++) turns[i] = (turns[i]! + start) % length;
+  return turns;
+}
+
 function listState(queues: readonly string[]): ListState {
   return preparedFor(queues, "redis-ready-turns", (list): ListState => {
     const positions = new Map<string, number>();
     list.forEach((queue, i) => {
       if (!positions.has(queue)) positions.set(queue, i);
     });
-    return { positions, dense: false, lastFullPassAt: Date.now() };
+    return { positions, dense: false, lastFullPassAt: Date.now(), hint: null };
   });
 }

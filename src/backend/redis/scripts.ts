@@ -68,7 +68,15 @@ export interface ScriptText {
 export interface Script {
   /** `conveyor.<name>.v<layout>`, for messages. */
   readonly fullName: string;
+  /** Keys the caller names; the runner adds the ready index (below) and, on a cluster, the slot probe. */
   readonly numberOfKeys: number;
+  /**
+   * It may write the ready index `<prefix>:ready` (its helpers include `ready_write`; one server
+   * only): the runner names that key as the call's last key, so the script declares every key it
+   * touches (Redis' rule for scripts, which its slot checks and Cluster rely on), and the script
+   * takes it off KEYS into READY_KEY before its body runs.
+   */
+  readonly keepsReadyIndex: boolean;
   /** The helpers of `_common.lua` it uses followed by the script's own file, for any Redis. */
   readonly plain: ScriptText;
   /** The same behind a `#!lua` shebang with the script's flags, for Redis 7 and newer. */
@@ -172,6 +180,18 @@ function withIncludes(source: string, dir: URL): string {
  */
 export const ADD_ATTEMPT_MEMORY_MS = 300_000;
 
+/** A script whose helpers define this may write the ready index (see `Script.keepsReadyIndex`). */
+const READY_WRITER = /^local function ready_write\(/m;
+
+/**
+ * The first line of such a script: the ready index key off the end of KEYS. A caller that did not
+ * name it (a script called by hand with the file's key count) is refused before anything is
+ * written, instead of taking its last own key for the index.
+ */
+const READY_KEY_LINE =
+  "local READY_KEY = table.remove(KEYS)\n" +
+  "if type(READY_KEY) ~= 'string' or string.sub(READY_KEY, -6) ~= ':ready' then error('conveyor: the last key must be the ready index <prefix>:ready') end\n";
+
 /** Scripts that take one more key than their file name says: the add's attempt key (keys.ts `addAttempt`). */
 const ATTEMPT_KEYED: ReadonlySet<ScriptName> = new Set(["enqueue", "flow"]);
 
@@ -220,10 +240,18 @@ export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<Scrip
     if (!(name in LAYOUT_GUARD)) throw new ConveyorError(`Redis script ${file} has no entry in LAYOUT_GUARD (scripts.ts); say how it meets the layout guard`);
     const body = `${guardLine(name, cluster)}${withIncludes(readFileSync(new URL(file, dir), "utf8"), dir)}`;
     // Only the helpers this script uses: Redis builds every helper again on each call (lua-helpers.ts).
-    const source = `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal READY_INDEX = ${String(!cluster)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${helpersFor(helpers, body)}\n${body}`;
+    const used = helpersFor(helpers, body);
+    const writesReady = READY_WRITER.test(used);
+    const keepsReadyIndex = !cluster && writesReady;
+    // On a cluster the index is not kept (READY_INDEX false): READY_KEY is defined, never used.
+    const readyLine = keepsReadyIndex ? READY_KEY_LINE : writesReady ? "local READY_KEY = false\n" : "";
+    const source =
+      `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal READY_INDEX = ${String(!cluster)}\n` +
+      `local ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${readyLine}${used}\n${body}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
+      keepsReadyIndex,
       plain: text(source),
       flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source}`),
     });
@@ -256,6 +284,8 @@ export class ScriptRunner {
     private readonly scripts: ReadonlyMap<ScriptName, Script> = loadScripts(),
     private readonly onFailure?: (keys: readonly string[], error: unknown) => void,
     private readonly onAnswer?: (keys: readonly string[]) => void,
+    /** The ready index key, `<prefix>:ready`, which scripts that keep it are given as their last key. */
+    private readonly readyKey?: string,
   ) {}
 
   /** Runs a script; `keys` must match its key count (a programming error otherwise). */
@@ -270,12 +300,16 @@ export class ScriptRunner {
     // One array, built once and never spread into a call: a bulk enqueue has far more arguments
     // than a JS call stack can take. Its first element is the SHA, or the source on a retry. On a
     // cluster the slot probe (slotProbeKey) is the last key.
-    const keyCount = this.cluster ? keys.length + 1 : keys.length;
+    // On one server a script that keeps the ready index names it last.
+    const readyKey = script.keepsReadyIndex ? this.readyKey : undefined;
+    if (script.keepsReadyIndex && readyKey === undefined) throw new ConveyorError(`${script.fullName} needs the ready index key; the runner was given none`);
+    const keyCount = keys.length + (this.cluster || readyKey !== undefined ? 1 : 0);
     const command: ScriptArg[] = new Array<ScriptArg>(2 + keyCount + args.length);
     command[0] = sha;
     command[1] = keyCount;
     for (let i = 0; i < keys.length; i++) command[2 + i] = keys[i]!;
     if (this.cluster) command[2 + keys.length] = slotProbeKey(keys[0] ?? "");
+    else if (readyKey !== undefined) command[2 + keys.length] = readyKey;
     for (let i = 0; i < args.length; i++) {
       const arg = args[i]!;
       // ioredis would send null as "" and NaN as "NaN", and a script that fails half-way keeps what

@@ -158,10 +158,11 @@ end
 -- claims have visited its queues (a claim over many queues visits all of them once a minute).
 local READY_MARKED = {} -- base -> the queue's score as meta rx says (false: none), once read
 
--- The ready index's key and the queue's name, from the queue's key base.
+-- The ready index's key and the queue's name, from the queue's key base. The key is READY_KEY, the
+-- last key of the call (scripts.ts takes it off KEYS before the script runs): a script declares
+-- every key it touches, and a cross-queue flow's parent shares the prefix, so the same key.
 local function ready_of(base)
-  local prefix, queue = string.match(base, '^(.*):{([^{}]*)}:$')
-  return prefix .. ':ready', queue
+  return READY_KEY, string.match(base, '{([^{}]*)}:$')
 end
 
 -- For a script that read meta rx already (with other fields).

@@ -20,7 +20,10 @@
   ARGV[3] limit, >= 1
   ARGV[4] worker identity as JSON {"id","host","pid"}
   ARGV[5] most due scheduled jobs to promote in this call
-  ARGV[6..] job names to claim
+  ARGV[6] '1': end the reply with the ready index as this claim leaves it (the queues it lists as
+          claimable now, ready-1.lua's answer): a claim over many queues reads it there for its
+          next claim instead of in a call of its own (ready-index.ts); '' otherwise
+  ARGV[7..] job names to claim
   Returns { nextDueIn, id1, fields1, id2, fields2, ... }: each claimed job's id and its hash after
   the claim as one string, field and value alternating, separated by NUL bytes (one bulk string
   costs Redis and the client far less than two dozen; no field holds a NUL: JSON escapes it), in
@@ -36,6 +39,7 @@
   rate slot opens or the hold ends, or -1 when the queue waits on running jobs to finish. A claim
   that takes the rate's last open slot ends its reply with { retryIn } too: ms until the next
   slot opens (throttleAfterStarts in src/core/flow.ts).
+  With ARGV[6] '1' every reply above gets one more last element: the ready index's list.
   A queue that has had jobs with a group or limiter key (flow hash field ln) takes turns across
   lanes (the `lanes` part below, the rules of pickAcrossLanes in src/core/flow.ts): its unkeyed
   jobs form one lane, each group or limiter key another (L:<name>\n<lane>, listed in ls:<name>).
@@ -45,12 +49,18 @@ local base = string.sub(meta, 1, -5)
 -- One TIME call serves the tokens and, without an injected clock, the store time in ms.
 local timeUs = store_time_us()
 local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or math.floor(timeUs / 1000)
+local NAMES_FROM = 7
+-- Every return of the script's own goes through here: the ready index after this claim, when asked.
+local function answer(reply)
+  if ARGV[6] == '1' then reply[#reply + 1] = redis.call('ZRANGEBYSCORE', READY_KEY, '-inf', int(now)) end
+  return reply
+end
 local queueState = redis.call('HMGET', meta, 'paused', 'rx')
 ready_known(base, queueState[2])
 if queueState[1] then
   -- Out of the ready index while paused: resuming (pause-1.lua) marks it again.
   ready_write(base, false)
-  return { false }
+  return answer({ false })
 end
 local leaseMs, limit, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 
@@ -153,7 +163,7 @@ end
 if flow[1] or flow[3] or flow[4] or flow[5] then
   local retryIn = -1
   local heldUntil = num(flow[5], 0)
-  if heldUntil > now then return { { int(heldUntil - now) } } end
+  if heldUntil > now then return answer({ { int(heldUntil - now) } }) end
   if flow[1] then
     local rateMax, rateMs = tonumber(flow[1]), tonumber(flow[2])
     local starts, changed = trim_window(rateKey, int(now - rateMs), tonumber(flow[8]))
@@ -163,7 +173,7 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
     if room <= 0 then
       flow_write()
       local oldest = redis.call('ZRANGE', rateKey, 0, 0, 'WITHSCORES')
-      return { { int(math.max(1, num(oldest[2], now) + rateMs - now)) } }
+      return answer({ { int(math.max(1, num(oldest[2], now) + rateMs - now)) } })
     end
     limit = math.min(limit, room)
     flowRate = true
@@ -176,12 +186,12 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
   if flow[4] and flow[4] ~= '{}' then
     local caps = cjson.decode(flow[4])
     local capped = {}
-    for i = 6, #ARGV do
+    for i = NAMES_FROM, #ARGV do
       if caps[ARGV[i]] then capped[#capped + 1] = 'n:' .. ARGV[i] end
     end
     running_read(capped)
     local uncapped, cappedRoom = false, 0
-    for i = 6, #ARGV do
+    for i = NAMES_FROM, #ARGV do
       local cap = caps[ARGV[i]]
       if cap then
         nameRoom[ARGV[i]] = math.max(0, cap - running_count('n:' .. ARGV[i]))
@@ -194,7 +204,7 @@ if flow[1] or flow[3] or flow[4] or flow[5] then
   end
   if limit <= 0 then
     flow_write()
-    return { { retryIn } }
+    return answer({ { retryIn } })
   end
 end
 -- ──────────────────────────────────────────────────────────────────────────────────────────
@@ -206,7 +216,7 @@ for name, room in pairs(nameRoom) do laneNameRoom[name] = room end
 
 -- One source per non-empty lane, with its first `limit` entries: no more can be taken from it.
 local sources = {}
-for i = 6, #ARGV do
+for i = NAMES_FROM, #ARGV do
   -- A capped name (flow control) contributes at most its room.
   local take = math.min(limit, nameRoom[ARGV[i]] or limit)
   if take > 0 then
@@ -356,7 +366,7 @@ local function take_turns(unkeyed, sources)
   -- Each name once: a lane key read twice would list its jobs twice (and the ranks removed
   -- below would count them twice).
   local names, named = {}, {}
-  for i = 6, #ARGV do
+  for i = NAMES_FROM, #ARGV do
     if (laneNameRoom[ARGV[i]] or 1) > 0 and not named[ARGV[i]] then
       named[ARGV[i]] = true
       names[#names + 1] = ARGV[i]
@@ -573,7 +583,7 @@ if flow[6] then
     buckets_close(buckets)
     windows_write()
     flow_write()
-    return { { retryIn } }
+    return answer({ { retryIn } })
   end
   taken = picked
 end
@@ -689,4 +699,4 @@ if READY_INDEX then
   if #activeArgs / 2 >= limit then ready_write(base, 0) else ready_refresh(base, first) end
 end
 if rateRoom and #activeArgs > 0 and #activeArgs / 2 >= rateRoom then reply[#reply + 1] = { rateSlotIn } end
-return reply
+return answer(reply)
