@@ -27,7 +27,9 @@ export interface PostgresTestStores {
   /** A migrated backend with the file's defaults and `options`, on a fresh schema unless `options.schema` names one. */
   open(options?: Partial<PostgresBackendOptions>): Promise<PostgresBackend>;
   /** Closes `closable` (a worker, a subscription) after the test, before anything registered earlier; returns it. */
-  closeAfterTest<T extends Closable>(closable: T): T;
+  readonly closeAfterTest: <T extends Closable>(closable: T) => T;
+  /** Closes now, and no longer after the test, what `closeAfterTest` (or `open`) registered: e.g. workers a test stops midway. */
+  readonly closeNow: (...closables: Closable[]) => Promise<void>;
 }
 
 export function postgresTestStores(
@@ -77,5 +79,13 @@ export function postgresTestStores(
       return backend;
     },
     closeAfterTest,
+    async closeNow(...closables) {
+      for (const c of closables) {
+        const at = toClose.indexOf(c);
+        if (at === -1) throw new Error("closeNow: not registered with closeAfterTest");
+        toClose.splice(at, 1);
+        await c.close();
+      }
+    },
   };
 }
