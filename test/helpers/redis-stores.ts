@@ -14,6 +14,10 @@ import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/
 import { silentLogger } from "../../src/core/logger.js";
 import { deletePrefix, requireRedis, testPrefix } from "./redis.js";
 
+interface Closable {
+  close(): Promise<unknown>;
+}
+
 export interface RedisTestStores {
   /** The shared server's URL. */
   readonly url: string;
@@ -24,6 +28,10 @@ export interface RedisTestStores {
    * unless `options.prefix` names one; that prefix's keys are deleted after the file.
    */
   backend(options?: Partial<RedisBackendOptions>): RedisBackend;
+  /** A fresh prefix (see testPrefix) whose keys are deleted after the file: for data a test writes before it opens a backend. */
+  prefix(label?: string): string;
+  /** Closes `closable` (a backend opened otherwise, e.g. by openBackend) after the test, with the others; returns it. */
+  readonly closeAfterTest: <T extends Closable>(closable: T) => T;
 }
 
 export function redisTestStores(
@@ -35,17 +43,25 @@ export function redisTestStores(
 ): RedisTestStores {
   const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
   const prefixes: string[] = [];
-  const backends: RedisBackend[] = [];
+  const toClose: Closable[] = [];
   let admin: Redis | null = null;
 
   afterEach(async () => {
-    await Promise.all(backends.splice(0).map((b) => b.close()));
+    await Promise.all(toClose.splice(0).map((c) => c.close()));
   });
   afterAll(async () => {
     for (const prefix of prefixes) await deletePrefix(url, prefix);
     await admin?.quit();
   });
 
+  const deleteAfterFile = (prefix: string): string => {
+    if (!prefixes.includes(prefix)) prefixes.push(prefix);
+    return prefix;
+  };
+  const closeAfterTest = <T extends Closable>(closable: T): T => {
+    toClose.push(closable);
+    return closable;
+  };
   return {
     url,
     get admin() {
@@ -53,11 +69,10 @@ export function redisTestStores(
       return admin;
     },
     backend(particular = {}) {
-      const prefix = particular.prefix ?? testPrefix(options.prefixLabel);
-      if (!prefixes.includes(prefix)) prefixes.push(prefix);
-      const backend = new RedisBackend({ connection: url, logger: silentLogger, ...defaults, ...particular, prefix });
-      backends.push(backend);
-      return backend;
+      const prefix = deleteAfterFile(particular.prefix ?? testPrefix(options.prefixLabel));
+      return closeAfterTest(new RedisBackend({ connection: url, logger: silentLogger, ...defaults, ...particular, prefix }));
     },
+    prefix: (label) => deleteAfterFile(testPrefix(label)),
+    closeAfterTest,
   };
 }
