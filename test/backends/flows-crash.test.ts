@@ -12,31 +12,20 @@
  */
 import { spawn } from "node:child_process";
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
-import { PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { SqliteBackend } from "../../src/backend/sqlite/backend.js";
 import { FakeClock } from "../../src/core/clock.js";
 import type { FlowNodeSpec } from "../../src/core/job.js";
-import { silentLogger } from "../../src/core/logger.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { ROOT } from "../helpers/cli.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { TempDirs } from "../helpers/temp.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
+const stores = postgresTestStores({ poolSize: 2 });
+const { url, admin } = stores;
 const temp = new TempDirs("conveyor-flows-crash-");
-const admin = new pg.Pool({ connectionString: url, max: 2 });
-const opened: Backend[] = [];
-afterEach(async () => {
-  for (const b of opened.splice(0)) await b.close();
-  await schemas.dropAll();
-});
-afterAll(async () => {
-  await admin.end();
-  await temp.removeAll();
-});
+afterAll(() => temp.removeAll());
 
 const WORKER = { id: "w", host: "h", pid: 1 };
 const LEASE_MS = 30_000;
@@ -65,10 +54,8 @@ async function recover(b: Backend, clock: FakeClock): Promise<void> {
 describe("flows: a crash between a child's settle and its parent's release", () => {
   it("PostgreSQL: the connection dies after complete.sql ran, before COMMIT: neither the child nor the parent changed", async () => {
     const clock = new FakeClock();
-    const schema = schemas.create();
-    const b = new PostgresBackend({ connectionString: url, schema, clock, logger: silentLogger, poolSize: 2 });
-    opened.push(b);
-    await b.migrate();
+    const b = await stores.open({ clock });
+    const schema = b.schema;
     await b.enqueueFlow(flow());
     const [claimed] = await b.claim({ queues: ["q"], names: ["child"], worker: WORKER, limit: 1, leaseMs: LEASE_MS });
 
@@ -102,7 +89,7 @@ describe("flows: a crash between a child's settle and its parent's release", () 
     const clock = new FakeClock();
     const path = await temp.file("crash.db");
     const b = new SqliteBackend({ path, clock });
-    opened.push(b);
+    stores.closeAfterTest(b);
     await b.enqueueFlow(flow());
     const [claimed] = await b.claim({ queues: ["q"], names: ["child"], worker: WORKER, limit: 1, leaseMs: LEASE_MS });
 

@@ -3,36 +3,32 @@
  * TypeScript enqueue (same option names, defaults, bounds), works from a trigger in the
  * caller's transaction, and refuses bad input with SQLSTATE 22023 naming the option.
  */
-import pg from "pg";
-import { afterAll, afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { InvalidInputError } from "../../src/core/errors.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { buildJobSpec, type JobOptions } from "../../src/core/spec.js";
 import { Queue, Worker } from "../../src/index.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 2 });
+const stores = postgresTestStores({ poolSize: 4 });
+const { admin } = stores;
 let schema: string;
 let backend: PostgresBackend;
 const workers: Worker[] = [];
 
 beforeEach(async () => {
-  schema = schemas.create();
-  backend = new PostgresBackend({ connectionString: url, schema, logger: silentLogger, poolSize: 4 });
-  await backend.migrate();
+  // The stores close the latest first: this table goes after the backend closes, before its schema.
+  stores.closeAfterTest({ close: () => admin.query(`DROP TABLE IF EXISTS ${schema}_orders`) });
+  backend = await stores.open();
+  schema = backend.schema;
 });
 
+// Registered after the stores, so it runs before they close (vitest runs afterEach hooks last first).
 afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
-  await backend.close();
-  await admin.query(`DROP TABLE IF EXISTS ${schema}_orders`);
-  await schemas.dropAll();
 });
-afterAll(() => admin.end());
 
 const addJob = async (queue: string, name: string, payload: unknown, options: unknown = {}): Promise<string> => {
   const { rows } = await admin.query<{ id: string }>(`SELECT "${schema}".add_job($1, $2, $3::json, $4::jsonb) AS id`, [

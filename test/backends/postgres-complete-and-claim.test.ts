@@ -5,35 +5,22 @@
  * claim brought back to the store. A claim riding with completions obeys flow control as the
  * worker's own claims do: a queue waiting for its next rate slot is left out of it.
  */
-import { afterEach, describe, expect, inject, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
 import type { ClaimRequest } from "../../src/backend/contract.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const toClose: Array<{ close(): Promise<unknown> }> = [];
-
-afterEach(async () => {
-  for (const c of toClose.splice(0).reverse()) await c.close();
-  await schemas.dropAll();
-});
-
-async function backend(): Promise<PostgresBackend> {
-  const b = new PostgresBackend({ connectionString: url, schema: schemas.create(), logger: silentLogger });
-  toClose.push(b);
-  await b.migrate();
-  return b;
-}
+const stores = postgresTestStores();
+const backend = () => stores.open();
 
 /** A worker with a buffer (prefetch 40, 4 at a time) running jobs of 2 ms, closed after the test. */
 function bufferedWorker(b: PostgresBackend, queues: string | string[]): Worker {
   const w = new Worker({ backend: b, queues, concurrency: 4, prefetch: 40, logger: silentLogger, maintenance: false, handlers: { job: () => sleep(2) } });
-  toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+  stores.closeAfterTest({ close: () => w.close({ graceMs: 5_000 }) });
   return w;
 }
 
@@ -60,7 +47,7 @@ describe("worker complete-and-claim (PostgreSQL)", () => {
         },
       },
     });
-    toClose.push({ close: () => w.close({ graceMs: 5_000 }) });
+    stores.closeAfterTest({ close: () => w.close({ graceMs: 5_000 }) });
     let completed = 0;
     w.on("job:completed", () => void completed++);
     await waitFor(() => completed === n, { timeoutMs: 60_000 });

@@ -7,29 +7,15 @@
  * are written as (arrays.ts), read back by the server.
  */
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { integerArray, jsonTextArray, textArray } from "../../src/backend/postgres/arrays.js";
 import { PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { buildJobSpec } from "../../src/core/spec.js";
-import { silentLogger } from "../../src/index.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 2 });
-const opened: PostgresBackend[] = [];
-afterEach(async () => {
-  for (const b of opened.splice(0)) await b.close();
-  await schemas.dropAll();
-});
-afterAll(() => admin.end());
-
-async function backend(): Promise<PostgresBackend> {
-  const b = new PostgresBackend({ connectionString: url, schema: schemas.create(), logger: silentLogger, poolSize: 2 });
-  opened.push(b);
-  await b.migrate();
-  return b;
-}
+const stores = postgresTestStores({ poolSize: 2 });
+const { admin } = stores;
+const backend = () => stores.open();
 
 const fresh = (data: unknown = null) => buildJobSpec({ queue: "q", name: "job", data });
 

@@ -13,32 +13,20 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { FakeClock } from "../../src/core/clock.js";
-import { silentLogger } from "../../src/core/logger.js";
 import { A, B, claimOne, enqueueOne } from "../conformance/fixtures.js";
 import { expectLostClaimFenced } from "../helpers/lost-claim.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 2 });
-const opened: PostgresBackend[] = [];
-
-afterEach(async () => {
-  for (const b of opened.splice(0)) await b.close();
-  await schemas.dropAll();
-});
-afterAll(() => admin.end());
+const stores = postgresTestStores();
+const { admin } = stores;
 
 async function open(options: { clock?: FakeClock; applicationName?: string } = {}): Promise<{ backend: PostgresBackend; schema: string }> {
-  const schema = schemas.create();
-  const backend = new PostgresBackend({ connectionString: url, schema, logger: silentLogger, ...options });
-  opened.push(backend);
-  await backend.migrate();
-  return { backend, schema };
+  const backend = await stores.open(options);
+  return { backend, schema: backend.schema };
 }
 
 /** The job's row as it is now, to put back later. */

@@ -10,36 +10,22 @@
  * and compares database clock readings.
  */
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ClaimThrottle } from "../../src/backend/contract.js";
 import { retryInMsFromNow } from "../../src/backend/postgres/flow.js";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { normalizeQueueLimits } from "../../src/core/flow.js";
-import { silentLogger } from "../../src/index.js";
 import { LEASE_MS, NAME, QUEUE, enqueueMany, worker } from "../conformance/fixtures.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 4 });
-const closeAfterTest: Array<{ close(): Promise<unknown> }> = [];
-
-afterEach(async () => {
-  for (const c of closeAfterTest.splice(0).reverse()) await c.close();
-  await schemas.dropAll();
-});
-afterAll(() => admin.end());
+const stores = postgresTestStores({}, { adminConnections: 4 });
+const { admin } = stores;
 
 /** How long the lock is held past the waiting claim's statement start (database clock, ms). */
 const LOCK_WAIT_MS = 200;
 
-async function backend(): Promise<PostgresBackend> {
-  const b = new PostgresBackend({ connectionString: url, schema: schemas.create(), logger: silentLogger });
-  closeAfterTest.push(b);
-  await b.migrate();
-  return b;
-}
+const backend = () => stores.open();
 
 async function dbNow(client: pg.PoolClient | pg.Pool): Promise<number> {
   const { rows } = await client.query<{ now: string }>("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");

@@ -7,31 +7,17 @@
  * backend's own connections (at a million stored jobs every claim paid a JIT compilation).
  */
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { migrateUpTo } from "../helpers/postgres-migrations.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 2 });
-const toClose: Array<{ close(): Promise<unknown> }> = [];
-
-afterEach(async () => {
-  for (const c of toClose.splice(0).reverse()) await c.close();
-  await schemas.dropAll();
-});
-afterAll(() => admin.end());
-
-async function backend(schema: string): Promise<PostgresBackend> {
-  const b = new PostgresBackend({ connectionString: url, schema, logger: silentLogger });
-  toClose.push(b);
-  await b.migrate();
-  return b;
-}
+const stores = postgresTestStores();
+const { url, schemas, admin } = stores;
+const backend = (schema: string) => stores.open({ schema });
 
 type Counts = Record<string, Record<string, number>>;
 
@@ -98,6 +84,7 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     const other = await backend(schema);
     await new Queue("c", { backend: b }).addBulk(Array.from({ length: 400 }, (_, i) => ({ name: "job", data: { i } })));
     let completed = 0;
+    const workers: Array<{ close(): Promise<unknown> }> = [];
     for (const store of [b, other]) {
       const w = new Worker({
         backend: store,
@@ -109,10 +96,10 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
         handlers: { job: () => null },
       });
       w.on("job:completed", () => void completed++);
-      toClose.push({ close: () => w.close() });
+      workers.push(stores.closeAfterTest({ close: () => w.close() }));
     }
     await waitFor(() => completed === 400, { timeoutMs: 60_000 });
-    for (const c of toClose.splice(-2)) await c.close();
+    await stores.closeNow(...workers);
     await check();
 
     const deltas = async () =>
@@ -153,7 +140,7 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
     let completed = 0;
     const w = new Worker({ backend: b, queues: "g", concurrency: 1, logger: silentLogger, maintenance: false, handlers: { job: () => null } });
     w.on("job:completed", () => void completed++);
-    toClose.push({ close: () => w.close() });
+    const closing = stores.closeAfterTest({ close: () => w.close() });
     await waitFor(
       async () => {
         most = Math.max(most, await rowsStored());
@@ -161,7 +148,7 @@ describe("stats() counts kept by triggers (PostgreSQL)", () => {
       },
       { timeoutMs: 60_000 },
     );
-    await toClose.pop()!.close();
+    await stores.closeNow(closing);
     most = Math.max(most, await rowsStored());
     expect(most).toBeLessThanOrEqual(140);
     expect(await reported(b)).toEqual(await countedFromTable(schema));

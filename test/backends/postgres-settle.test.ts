@@ -7,29 +7,17 @@
  * finished window walk.
  */
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { buildJobSpec } from "../../src/core/spec.js";
-import { Queue, silentLogger } from "../../src/index.js";
-import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { Queue } from "../../src/index.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { migrateUpTo } from "../helpers/postgres-migrations.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 2 });
-const opened: PostgresBackend[] = [];
-afterEach(async () => {
-  for (const b of opened.splice(0)) await b.close();
-  await schemas.dropAll();
-});
-afterAll(() => admin.end());
-
-async function backend(schema = schemas.create()): Promise<PostgresBackend> {
-  const b = new PostgresBackend({ connectionString: url, schema, logger: silentLogger, poolSize: 2 });
-  opened.push(b);
-  await b.migrate();
-  return b;
-}
+const stores = postgresTestStores({ poolSize: 2 });
+const { url, schemas, admin } = stores;
+/** A migrated backend on a fresh schema, or on `schema`. */
+const backend = (schema?: string) => stores.open({ schema });
 
 const job = (jobId: string, options: Parameters<typeof buildJobSpec>[0]["options"] = {}) =>
   buildJobSpec({ queue: "q", name: "job", data: null, options: { jobId, ...options } });

@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { PostgresBackend, SchemaOutdatedError, SchemaTooNewError, type PostgresBackendOptions } from "../../src/backend/postgres/index.js";
 import { latestVersion, migrate } from "../../src/backend/postgres/migrate.js";
@@ -15,38 +15,28 @@ import { FakeClock } from "../../src/core/clock.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { InvalidInputError, Queue, silentLogger, Worker, type Handlers, type Logger } from "../../src/index.js";
 import { ROOT, runCli } from "../helpers/cli.js";
-import { findPostgresBin, requireDatabase, startThrowawayPostgres, TestSchemas } from "../helpers/postgres.js";
+import { findPostgresBin, startThrowawayPostgres } from "../helpers/postgres.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { expectServerClock } from "../helpers/skewed-clock.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { FULL_STORE_FEATURES } from "../../src/backend/contract.js";
 
-const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
-const schemas = new TestSchemas(url);
-const admin = new pg.Pool({ connectionString: url, max: 4 });
-
-const closeAfterTest: Array<{ close(): Promise<unknown> }> = [];
+const stores = postgresTestStores({}, { adminConnections: 4 });
+const { url, schemas, admin, closeAfterTest } = stores;
 const childrenOfTest: ChildProcess[] = [];
 
-afterEach(async () => {
+// Registered after the stores, so it runs before they close (vitest runs afterEach hooks last first).
+afterEach(() => {
   for (const child of childrenOfTest.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  // Workers before the backends they use; the latest first.
-  for (const c of closeAfterTest.splice(0).reverse()) await c.close();
-  await schemas.dropAll();
 });
-afterAll(() => admin.end());
 
 /** A migrated backend on a fresh schema (or `schema`), closed after the test. */
-async function backend(options: Partial<PostgresBackendOptions> = {}): Promise<PostgresBackend> {
-  const b = new PostgresBackend({ connectionString: url, schema: schemas.create(), logger: silentLogger, ...options });
-  closeAfterTest.push(b);
-  await b.migrate();
-  return b;
-}
+const backend = (options: Partial<PostgresBackendOptions> = {}) => stores.open(options);
 
 /** A worker closed (quickly) after the test. */
 function worker(b: PostgresBackend, handlers: Handlers, options: Partial<ConstructorParameters<typeof Worker>[0]> = {}): Worker {
   const w = new Worker({ backend: b, queues: "q", logger: silentLogger, handlers, ...options });
-  closeAfterTest.push({ close: () => w.close({ graceMs: 1_000 }) });
+  closeAfterTest({ close: () => w.close({ graceMs: 1_000 }) });
   return w;
 }
 
@@ -54,7 +44,7 @@ function worker(b: PostgresBackend, handlers: Handlers, options: Partial<Constru
 function wakeLog(b: PostgresBackend): string[] {
   const woken: string[] = [];
   const stop = b.subscribe((queue) => woken.push(queue));
-  closeAfterTest.push({ close: async () => stop() });
+  closeAfterTest({ close: async () => stop() });
   return woken;
 }
 
@@ -211,9 +201,9 @@ describe("wake-ups (LISTEN/NOTIFY)", () => {
 
   it("the last unsubscribe hands the LISTEN connection back to the pool, no longer listening; a new subscribe listens again", async () => {
     const pool = new pg.Pool({ connectionString: url, max: 2 });
-    closeAfterTest.push({ close: () => pool.end() });
+    closeAfterTest({ close: () => pool.end() });
     const b = new PostgresBackend({ pool, schema: schemas.create(), logger: silentLogger });
-    closeAfterTest.push(b);
+    closeAfterTest(b);
     await b.migrate();
     const other = await backend({ schema: b.schema });
 
@@ -272,7 +262,7 @@ describe("migrations", () => {
   it("migrating twice is a no-op: every migration recorded once, data kept", async () => {
     const schema = schemas.create();
     const pool = new pg.Pool({ connectionString: url, max: 2 });
-    closeAfterTest.push({ close: () => pool.end() });
+    closeAfterTest({ close: () => pool.end() });
     const quoted = pg.escapeIdentifier(schema);
     const first = await migrate(pool, schema, quoted);
     expect(first).toEqual(Array.from({ length: latestVersion() }, (_, i) => i + 1));
@@ -292,7 +282,7 @@ describe("migrations", () => {
     const schema = schemas.create();
     const many = Array.from({ length: 8 }, () => {
       const b = new PostgresBackend({ connectionString: url, schema, logger: silentLogger, poolSize: 1 });
-      closeAfterTest.push(b);
+      closeAfterTest(b);
       return b;
     });
     await Promise.all(many.map((b) => b.migrate()));
@@ -306,7 +296,7 @@ describe("migrations", () => {
     const b = await backend();
     await admin.query(`INSERT INTO ${table(b.schema, "migrations")} (version, file) VALUES ($1, '9999_from_the_future.sql')`, [latestVersion() + 1]);
     const older = new PostgresBackend({ connectionString: url, schema: b.schema, logger: silentLogger });
-    closeAfterTest.push(older);
+    closeAfterTest(older);
     await expect(older.migrate()).rejects.toThrow(SchemaTooNewError);
     await expect(older.get("x")).rejects.toThrow(/newer than this Conveyor knows.*upgrade conveyor/);
     await expect(older.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 1_000 })).rejects.toThrow(
@@ -316,7 +306,7 @@ describe("migrations", () => {
 
   it("a backend used before its schema exists says to migrate", async () => {
     const b = new PostgresBackend({ connectionString: url, schema: schemas.create(), logger: silentLogger });
-    closeAfterTest.push(b);
+    closeAfterTest(b);
     const error = await b.stats().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SchemaOutdatedError);
     expect((error as Error).message).toMatch(/backend\.migrate\(\)|conveyor migrate/);
@@ -404,7 +394,7 @@ describe("transactional completion (ctx.tx)", () => {
           },
         },
       });
-      closeAfterTest.push(w);
+      closeAfterTest(w);
       await waitFor(async () => (await b.get("charge-1"))?.state === "completed", { timeoutMs: 15_000, description: "the retry to complete" });
       expect((await admin.query(`SELECT job_id, attempt FROM ${markers}`)).rows).toEqual([{ job_id: "charge-1", attempt: 2 }]);
       const job = await b.get("charge-1");
@@ -478,9 +468,9 @@ describe("faults", () => {
       const bin = await findPostgresBin();
       if (bin === null) throw new Error("no PostgreSQL binaries to start a server of our own");
       const server = await startThrowawayPostgres({ bin, database: "restart" });
-      closeAfterTest.push({ close: () => server.stop() });
+      closeAfterTest({ close: () => server.stop() });
       const b = new PostgresBackend({ connectionString: server.url, schema: "restart_test", logger: silentLogger });
-      closeAfterTest.push(b);
+      closeAfterTest(b);
       await b.migrate();
       const woken = wakeLog(b);
       const total = 400;
@@ -488,7 +478,7 @@ describe("faults", () => {
       expect(runs.size).toBe(total);
       // The LISTEN connection is back too.
       const other = new PostgresBackend({ connectionString: server.url, schema: "restart_test", logger: silentLogger });
-      closeAfterTest.push(other);
+      closeAfterTest(other);
       await other.enqueue([buildJobSpec({ queue: "after-restart", name: "job", data: null })]);
       await heard(woken, "after-restart");
     },
@@ -506,7 +496,7 @@ describe("PostgresBackend", () => {
 
   it("runs on the caller's pool and leaves it open on close", async () => {
     const pool = new pg.Pool({ connectionString: url, max: 3 });
-    closeAfterTest.push({ close: () => pool.end() });
+    closeAfterTest({ close: () => pool.end() });
     const b = new PostgresBackend({ pool, schema: schemas.create(), logger: silentLogger });
     await b.migrate();
     const woken = wakeLog(b);
@@ -540,14 +530,14 @@ describe("PostgresBackend", () => {
 
   it("describes itself by host and database, never by password", () => {
     const b = new PostgresBackend({ connectionString: "postgres://app:s3cret@db.internal:6543/jobs", logger: silentLogger });
-    closeAfterTest.push(b);
+    closeAfterTest(b);
     expect(b.description).toBe("postgres://app@db.internal:6543/jobs schema=conveyor");
   });
 
   it("openBackend opens postgres:// URLs migrated, with the schema from ?schema=", async () => {
     const schema = schemas.create();
     const b = await openBackend(`${url}?schema=${schema}`);
-    closeAfterTest.push(b);
+    closeAfterTest(b);
     expect(b).toBeInstanceOf(PostgresBackend);
     expect((b as PostgresBackend).schema).toBe(schema);
     expect(b.capabilities).toEqual({

@@ -4,38 +4,24 @@
  * configured otherwise refuses to start, and per-job event streams still work (by polling).
  * The conformance suite runs the event-log tests with the log on (the default).
  */
-import { Redis } from "ioredis";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { inject } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
-import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
-import { silentLogger, Worker, type Backend } from "../../src/index.js";
+import { type RedisBackendOptions } from "../../src/backend/redis/backend.js";
+import { Worker } from "../../src/index.js";
 import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
-import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
+import { testPrefix } from "../helpers/redis.js";
+import { redisTestStores } from "../helpers/redis-stores.js";
 
-const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
-const admin = new Redis(url);
-
-const prefixes: string[] = [];
-const backends: Backend[] = [];
+const stores = redisTestStores();
+const { url, admin, closeAfterTest } = stores;
 const workers: Worker[] = [];
 
+// Registered after the stores, so it runs before they close (vitest runs afterEach hooks last first).
 afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
-  await Promise.all(backends.splice(0).map((b) => b.close()));
 });
 
-afterAll(async () => {
-  for (const prefix of prefixes) await deletePrefix(url, prefix);
-  await admin.quit();
-});
-
-function backend(options: Partial<RedisBackendOptions> & { prefix: string }): RedisBackend {
-  if (!prefixes.includes(options.prefix)) prefixes.push(options.prefix);
-  const b = new RedisBackend({ connection: url, logger: silentLogger, ...options });
-  backends.push(b);
-  return b;
-}
+const backend = (options: Partial<RedisBackendOptions> & { prefix: string }) => stores.backend(options);
 
 async function streamKeys(prefix: string): Promise<string[]> {
   return (await admin.keys(`${prefix}:*`)).filter((k) => k.endsWith(":ev"));
@@ -82,17 +68,14 @@ describe("Redis event log off (eventLog: false)", () => {
     await expect(backend({ prefix: other, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
 
     // Data from before the setting existed had the log on: it is recorded as on.
-    const old = testPrefix("evold");
-    prefixes.push(old);
+    const old = stores.prefix("evold");
     await admin.sadd(`${old}:queues`, "q");
     await expect(backend({ prefix: old, eventLog: false }).migrate()).rejects.toThrow(/keeps its event log on/);
   });
 
   it("?eventLog=off in a redis:// URL (the CLI's --db) turns it off; another value is refused", async () => {
-    const prefix = testPrefix("evurl");
-    prefixes.push(prefix);
-    const b = await openBackend(`${url}${url.includes("?") ? "&" : "?"}prefix=${prefix}&eventLog=off`);
-    backends.push(b);
+    const prefix = stores.prefix("evurl");
+    const b = closeAfterTest(await openBackend(`${url}${url.includes("?") ? "&" : "?"}prefix=${prefix}&eventLog=off`));
     expect(b.capabilities.eventLog).toBe(false);
     await expect(openBackend(`${url}${url.includes("?") ? "&" : "?"}prefix=${prefix}&eventLog=no`)).rejects.toThrow(/\?eventLog= takes on or off/);
   });

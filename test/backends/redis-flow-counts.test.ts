@@ -8,38 +8,23 @@
  * window, which a claim trims only when its kept count says the key is full or when it has grown
  * to twice the members of its last trim: the limit holds exactly and the window stays bounded.
  */
-import { Redis } from "ioredis";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { inject } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { normalizeQueueLimits } from "../../src/core/flow.js";
 import { buildJobSpec } from "../../src/core/spec.js";
-import { FakeClock, silentLogger, type ClaimedJob } from "../../src/index.js";
-import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
+import { FakeClock, type ClaimedJob } from "../../src/index.js";
+import { redisTestStores } from "../helpers/redis-stores.js";
 
-const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
-const admin = new Redis(url);
-const prefixes: string[] = [];
-const backends: RedisBackend[] = [];
-
-afterEach(async () => {
-  await Promise.all(backends.splice(0).map((b) => b.close()));
-});
-
-afterAll(async () => {
-  for (const prefix of prefixes) await deletePrefix(url, prefix);
-  await admin.quit();
-});
+const stores = redisTestStores();
+const { admin } = stores;
 
 const WORKER = { id: "w1", host: "h", pid: 1 };
 const LEASE_MS = 1_000;
 
 function fresh() {
-  const prefix = testPrefix("run");
-  prefixes.push(prefix);
+  const prefix = stores.prefix("run");
   const clock = new FakeClock();
-  const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
-  backends.push(b);
+  const b = stores.backend({ prefix, clock });
   const claim = (limit = 10) => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit, leaseMs: LEASE_MS });
   const counts = () => admin.hgetall(`${prefix}:{q}:run`);
   return { prefix, clock, b, claim, counts };
@@ -199,11 +184,9 @@ const limited = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data:
  */
 describe("Redis limiter window expiry (layout 4)", () => {
   it("a window trimmed to empty and refilled by the same claim still expires", async () => {
-    const prefix = testPrefix("kexp");
-    prefixes.push(prefix);
+    const prefix = stores.prefix("kexp");
     const clock = new FakeClock();
-    const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
-    backends.push(b);
+    const b = stores.backend({ prefix, clock });
     const claim = () => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 10, leaseMs: 60_000 });
     const windowKey = `${prefix}:{q}:kr:acct`;
     const countKey = `${prefix}:{q}:kn:acct`;

@@ -7,9 +7,7 @@
  * writes: the queue's `lv` stamp (which a newer Conveyor sets in the script that stores its data)
  * and the prefix's `layout` key.
  */
-import { Redis } from "ioredis";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { inject } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { SchemaTooNewError } from "../../src/backend/migration-files.js";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
 import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
@@ -17,31 +15,20 @@ import { RedisLayoutTooNewError } from "../../src/backend/redis/layout-error.js"
 import { normalizeQueueLimits } from "../../src/core/flow.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { FakeClock, silentLogger, Worker } from "../../src/index.js";
-import { deletePrefix, requireRedis, testPrefix } from "../helpers/redis.js";
+import { testPrefix } from "../helpers/redis.js";
+import { redisTestStores } from "../helpers/redis-stores.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
-const admin = new Redis(url);
-const prefixes: string[] = [];
-const backends: RedisBackend[] = [];
+const stores = redisTestStores();
+const { admin } = stores;
 const workers: Worker[] = [];
 
+// Registered after the stores, so it runs before they close (vitest runs afterEach hooks last first).
 afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
-  await Promise.all(backends.splice(0).map((b) => b.close()));
 });
 
-afterAll(async () => {
-  for (const prefix of prefixes) await deletePrefix(url, prefix);
-  await admin.quit();
-});
-
-function backend(prefix: string): RedisBackend {
-  prefixes.push(prefix);
-  const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock: new FakeClock() });
-  backends.push(b);
-  return b;
-}
+const backend = (prefix: string) => stores.backend({ prefix, clock: new FakeClock() });
 
 const spec = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId } });
 const WORKER = { id: "w1", host: "h", pid: 1 };
@@ -141,11 +128,9 @@ describe("Redis layout 3: rate windows of layout 2 data", () => {
   };
   const specOf = (jobId: string, options: Record<string, unknown> = {}) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId, ...options } });
   const freshBackend = () => {
-    const prefix = testPrefix("lv3");
-    prefixes.push(prefix);
+    const prefix = stores.prefix("lv3");
     const clock = new FakeClock();
-    const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
-    backends.push(b);
+    const b = stores.backend({ prefix, clock });
     return { prefix, clock, b };
   };
   const claimUpTo = (b: RedisBackend, limit: number) => b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit, leaseMs: 60_000 });
@@ -180,11 +165,9 @@ describe("Redis layout 4: limiter counts of layout 3 data", () => {
   // the keys' expiry only when `until` is near. A layout 3 count must still count, and get its
   // keys renewed at the key's next start (it says nothing about how long they live).
   it("3 starts counted by layout 3 leave 1 of 4, and the keys are renewed", async () => {
-    const prefix = testPrefix("lv4");
-    prefixes.push(prefix);
+    const prefix = stores.prefix("lv4");
     const clock = new FakeClock();
-    const b = new RedisBackend({ connection: url, logger: silentLogger, prefix, clock });
-    backends.push(b);
+    const b = stores.backend({ prefix, clock });
     const specs = Array.from({ length: 10 }, (_, i) =>
       buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: `j${i}`, limiter: { key: "acct", max: 4, durationMs: 1_000 } } }),
     );

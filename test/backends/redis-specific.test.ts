@@ -9,45 +9,36 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { inject } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
 import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { loadScripts } from "../../src/backend/redis/scripts.js";
-import { AmbiguousJobIdError, FakeClock, Queue, silentLogger, Worker, type Backend, type Logger, type WorkerOptions } from "../../src/index.js";
+import { AmbiguousJobIdError, FakeClock, Queue, silentLogger, Worker, type Logger, type WorkerOptions } from "../../src/index.js";
 import { buildJobSpec } from "../../src/core/spec.js";
-import { deletePrefix, requireRedis, startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { startThrowawayRedis, testPrefix, type ThrowawayRedis } from "../helpers/redis.js";
+import { redisTestStores } from "../helpers/redis-stores.js";
 import { expectServerClock } from "../helpers/skewed-clock.js";
 import { waitFor } from "../helpers/wait-for.js";
 
-const url = requireRedis(inject("redisUrl"), inject("redisUnavailable"));
-const admin = new Redis(url);
-
-const prefixes: string[] = [];
-const backends: Backend[] = [];
-const workers: Worker[] = [];
 const servers: ThrowawayRedis[] = [];
-
+// Registered before the stores, so it runs after they close (vitest runs afterEach hooks last
+// first): a backend on one of these servers closes while its server still answers.
 afterEach(async () => {
-  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
-  await Promise.all(backends.splice(0).map((b) => b.close()));
   await Promise.all(servers.splice(0).map((s) => s.stop()));
 });
 
-afterAll(async () => {
-  for (const prefix of prefixes) await deletePrefix(url, prefix);
-  await admin.quit();
+const stores = redisTestStores({}, { prefixLabel: "spec" });
+const { url, admin, closeAfterTest } = stores;
+const workers: Worker[] = [];
+
+// Registered after the stores, so it runs before they close.
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close({ force: true })));
 });
 
 /** A backend on the shared server (or `connection`) under a fresh prefix, closed after the test. */
-function backend(options: Partial<RedisBackendOptions> = {}): RedisBackend {
-  const prefix = options.prefix ?? testPrefix("spec");
-  prefixes.push(prefix);
-  const b = new RedisBackend({ connection: url, logger: silentLogger, ...options, prefix });
-  backends.push(b);
-  return b;
-}
+const backend = (options: Partial<RedisBackendOptions> = {}) => stores.backend(options);
 
 function worker(options: WorkerOptions): Worker {
   const w = new Worker({ logger: silentLogger, ...options });
@@ -153,8 +144,7 @@ describe("server checks", () => {
   });
 
   it("refuses data written in a newer layout", async () => {
-    const prefix = testPrefix("layout");
-    prefixes.push(prefix);
+    const prefix = stores.prefix("layout");
     await admin.set(`${prefix}:layout`, "99");
     await expect(backend({ prefix }).migrate()).rejects.toThrow(/layout version 99, newer than this Conveyor/);
     // Not only migrate: the first call of any kind checks the layout at connect, names both
@@ -491,8 +481,7 @@ describe("compact waiting jobs", () => {
 
 describe("data layout", () => {
   it("upgrades layout 1 data in place: jobs stored as hashes of their own keep working next to compact ones", async () => {
-    const prefix = testPrefix("upgrade");
-    prefixes.push(prefix);
+    const prefix = stores.prefix("upgrade");
     const base = `${prefix}:{q}:`;
     // What layout 1 wrote for one waiting job of the fast lane.
     await admin.set(`${prefix}:layout`, "1");
@@ -537,10 +526,8 @@ describe("data layout", () => {
 
 describe("openBackend", () => {
   it("opens redis:// URLs with ?prefix=, checked and ready", async () => {
-    const prefix = testPrefix("open");
-    prefixes.push(prefix);
-    const b = await openBackend(`${url}/0?prefix=${prefix}`);
-    backends.push(b);
+    const prefix = stores.prefix("open");
+    const b = closeAfterTest(await openBackend(`${url}/0?prefix=${prefix}`));
     await b.enqueue([spec({ jobId: "via-url" })]);
     expect(await admin.hget(`${prefix}:{q}:w:0`, "via-url")).not.toBeNull();
     expect(b.description).toContain(`prefix ${prefix}`);
