@@ -436,6 +436,25 @@ describe("faults", () => {
     return runs;
   }
 
+  it("a connection of Conveyor's pool dying while checked out, between two queries, fails its next query and does not end the process", async () => {
+    const b = await backend();
+    // The pool Conveyor opened (its Client class is no-jit.ts'): a connection taken out of it has no
+    // listener of the pool's, as while a transaction or a new connection's SET runs.
+    const pool = (b as unknown as { pool: pg.Pool }).pool;
+    const client = await pool.connect();
+    // An "error" event nobody listens to is thrown: in a socket's handler, that ends the process.
+    expect(() => client.emit("error", new Error("a lost connection"))).not.toThrow();
+    const { rows } = await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+    const ended = new Promise((resolve) => client.once("end", resolve));
+    await admin.query("SELECT pg_terminate_backend($1)", [rows[0]!.pid]);
+    await ended;
+    await expect(client.query("SELECT 1")).rejects.toThrow();
+    client.release(new Error("terminated"));
+    // The pool opens another connection; the store goes on.
+    await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: null })]);
+    expect((await b.stats("q"))[0]?.counts.waiting).toBe(1);
+  });
+
   it("pg_terminate_backend of every connection mid-run: the worker reconnects, no job is lost or left active", { timeout: 90_000 }, async () => {
     const app = `conveyor-fault-${randomBytes(4).toString("hex")}`;
     const logger = recordingLogger();

@@ -759,14 +759,20 @@ export class PostgresBackend implements Backend {
     this.assertOpen();
     if (!this.schemaReady) await this.checkSchema();
     const client = await this.connect();
+    // The connection dying between two queries (a given pool's clients have no listener of
+    // Conveyor's, no-jit.ts) must not end the process: the next query fails and says so.
+    const onError = () => undefined;
+    client.on("error", onError);
     try {
       await client.query("BEGIN");
       const { value, commit } = await work(client);
       await client.query(commit ? "COMMIT" : "ROLLBACK");
+      client.off("error", onError);
       client.release();
       return value;
     } catch (error) {
       // Released with the error, the connection is discarded and the server rolls back.
+      client.off("error", onError);
       client.release(toError(error));
       throw asStoreError(error, this.description, isPostgresUnavailable);
     }

@@ -65,6 +65,9 @@ export async function migrate(pool: Pool, schema: string, quotedSchema: string):
   const applied: number[] = [];
   for (;;) {
     const client = await pool.connect();
+    // A connection dying between the migration's queries must fail them, not end the process.
+    const onError = () => undefined;
+    client.on("error", onError);
     let failure: Error | undefined;
     try {
       const next = await applyNext(client, schema, quotedSchema, migrations, latest);
@@ -74,6 +77,7 @@ export async function migrate(pool: Pool, schema: string, quotedSchema: string):
       failure = error as Error;
       throw error;
     } finally {
+      client.off("error", onError);
       // A client whose transaction failed half-way is discarded rather than reused.
       client.release(failure !== undefined && !(failure instanceof ConveyorError) ? failure : undefined);
     }

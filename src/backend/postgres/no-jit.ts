@@ -14,6 +14,16 @@ import type { Logger } from "../../core/logger.js";
 /** `Base` (pg.Client or a subclass) whose connect() also runs `SET jit = off`; a failing SET is logged, not fatal. */
 export function withoutJit(Base: typeof pg.Client, logger: Logger, description: string): typeof pg.Client {
   class NoJitClient extends Base {
+    constructor(...args: ConstructorParameters<typeof pg.Client>) {
+      super(...args);
+      // A connection that dies while nobody listens for its "error" event (mid-connect, during the
+      // SET below, or checked out between two queries, as in a primary's crash) would end the
+      // process: an EventEmitter error without a listener is thrown. The error still reaches
+      // every query it fails, and the pool still drops the connection (its own listener, added
+      // while the connection is idle), so this listener only keeps the process alive.
+      this.on("error", () => undefined);
+    }
+
     override connect(): Promise<pg.Client>;
     override connect(callback: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): void;
     override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | void {
