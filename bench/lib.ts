@@ -5,7 +5,9 @@
  * Conveyor/peer ratios, every run behind them, and the machine's load before and after.
  */
 import { readFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import { availableParallelism, loadavg } from "node:os";
+import { join } from "node:path";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 
 /** The middle value (the mean of the two middle ones for an even count); NaN for none. */
@@ -433,4 +435,26 @@ export async function conveyorLatency(workerBackend: Backend, producer: Backend,
   await producer.close();
   await workerBackend.close();
   return out;
+}
+
+/**
+ * CPU time (user + system, ms) of every process of the server: the postmaster's own and its
+ * waited-for children's (backends and workers that exited), and each live child's.
+ */
+export async function serverCpuMs(dataDir: string): Promise<number> {
+  const ticksPerMs = 100 / 1000; // USER_HZ: 100 on Linux
+  const postmaster = Number((await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+  // Fields after the command name (which may hold spaces): state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+  const fields = (stat: string) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  let ticks = 0;
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => null);
+    if (stat === null) continue;
+    const f = fields(stat);
+    const pid = Number(entry);
+    if (pid === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks / ticksPerMs;
 }

@@ -23,15 +23,13 @@
  * its count triggers has wrong stats(). Each row says what that piece costs, which is what a
  * redesign keeping the piece's contract can hope to win at most.
  */
-import { readdir, readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs, rate } from "./lib.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs, rate, serverCpuMs } from "./lib.js";
 
 /** A variant: the DDL run on its schema after the fill (`schema` quoted); main's backend when `main`. */
 interface Variant {
@@ -136,28 +134,6 @@ async function processDirectly(backend: PostgresBackend, n: number): Promise<num
   }
   if (done !== n) throw new Error(`processed ${done} of ${n} jobs`);
   return n / ((performance.now() - started) / 1000);
-}
-
-/**
- * CPU time (user + system, ms) of every process of the server: the postmaster's own and its
- * waited-for children's (backends and workers that exited), and each live child's.
- */
-async function serverCpuMs(dataDir: string): Promise<number> {
-  const ticksPerMs = 100 / 1000; // USER_HZ: 100 on Linux
-  const postmaster = Number((await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
-  // Fields after the command name (which may hold spaces): state ppid ... utime(14) stime(15) cutime(16) cstime(17).
-  const fields = (stat: string) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  let ticks = 0;
-  for (const entry of await readdir("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => null);
-    if (stat === null) continue;
-    const f = fields(stat);
-    const pid = Number(entry);
-    if (pid === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
-  }
-  return ticks / ticksPerMs;
 }
 
 const server = await startThrowawayPostgres({

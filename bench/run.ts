@@ -16,6 +16,8 @@
  * `npm run bench -- --backend sqlite --ab --cpu [--main /work/main] [--jobs 20000] [--runs 5]` (bench/sqlite-cpu.ts: CPU seconds per job)
  * `npm run bench -- --backend postgres --event-log-cost [--jobs 20000] [--runs 5]` (bench/pg-event-log.ts: trigger cost)
  * `npm run bench -- --backend postgres --wal-breakdown [--jobs 10000]` (bench/pg-wal-breakdown.ts: WAL per relation)
+ * `npm run bench -- --backend postgres --retain-processed [--retained 10000000] [--runs 3] [--samples 100] [--fillers 2]`
+ *   (bench/pg-retain.ts: claims with 10,000 waiting, before and after that many jobs processed and kept, one database)
  *
  * Throughput and latency of Conveyor, one process, no-op jobs. SQLite (the default) measures
  * Conveyor alone; postgres races graphile-worker and pg-boss, redis races BullMQ, rabbitmq races raw amqplib and BullMQ, side by side on
@@ -34,6 +36,26 @@ if (process.argv.includes("--metrics")) await import("./metrics.js").then(() => 
 // Many queues (bench/queues.ts): claim cost with 999 empty queues named, with options of its own.
 if (process.argv.includes("--queues")) {
   await import("./queues.js").then((m) => m.main(process.argv.slice(2).filter((a) => a !== "--queues")));
+  process.exit(process.exitCode ?? 0);
+}
+// Retention of processed jobs on PostgreSQL (bench/pg-retain.ts), with options of its own.
+if (process.argv.includes("--retain-processed")) {
+  if (!process.argv.includes("postgres")) {
+    console.error("--retain-processed measures PostgreSQL: use it with --backend postgres");
+    process.exit(2);
+  }
+  const { values: retain } = parseArgs({
+    options: {
+      backend: { type: "string" },
+      "retain-processed": { type: "boolean" },
+      retained: { type: "string", default: "10000000" },
+      runs: { type: "string", default: "3" },
+      samples: { type: "string", default: "100" },
+      fillers: { type: "string", default: "2" },
+    },
+  });
+  const { main } = await import("./pg-retain.js");
+  await main({ retained: Number(retain.retained), runs: Number(retain.runs), samples: Number(retain.samples), fillers: Number(retain.fillers) });
   process.exit(process.exitCode ?? 0);
 }
 // Flow control (bench/flowctl.ts): overhead of limits, rate accuracy, queries while limited.

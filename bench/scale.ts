@@ -167,7 +167,7 @@ export function conveyorScale(name: string, fresh: () => Promise<ConveyorStore>,
 }
 
 /** Runs one worker on queue "bench" until `n` jobs completed; returns how many it completed in all (a closing worker may finish a few more). */
-async function drain(backend: Backend, n: number, prefetch: number): Promise<number> {
+export async function drain(backend: Backend, n: number, prefetch: number): Promise<number> {
   const done = deferred();
   let completed = 0;
   const worker = new Worker({ backend, queues: "bench", concurrency: 10, prefetch, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
