@@ -208,20 +208,30 @@ describe("Redis ready index: what a claim over many queues visits", { timeout: 6
     expect(rest.readyReads).toBe(1);
   });
 
-  it("turn order across busy queues is that of trying every named queue in turn, starting one further each claim", async () => {
+  it("turn order across busy queues is that of trying every named queue in turn, each claim starting after the last queue the one before took from", async () => {
     const t = fresh();
     const busy = [0, 250, 500, 750].map((i) => QUEUES[i]!);
     for (const queue of busy) {
       await t.b.enqueue([1, 2].map((n) => buildJobSpec({ queue, name: "job", data: {}, options: { jobId: `${queue}-${n}` } })));
     }
-    // Claim n starts at position n - 1 and takes from the first busy queue at or after it, then the
-    // next (wrapping around), until it has its limit.
+    // Each claim takes from the first busy queue after the last one the claim before took from,
+    // then the next (wrapping around), until it has its limit: round-robin over busy queues.
     expect(ids(await t.claimAll(1))).toEqual(["q0000/q0000-1"]);
     expect(ids(await t.claimAll(1))).toEqual(["q0250/q0250-1"]);
-    expect(ids(await t.claimAll(1))).toEqual(["q0250/q0250-2"]);
-    expect(ids(await t.claimAll(3))).toEqual(["q0500/q0500-1", "q0500/q0500-2", "q0750/q0750-1"]);
-    expect(ids(await t.claimAll(3))).toEqual(["q0750/q0750-2", "q0000/q0000-2"]);
+    expect(ids(await t.claimAll(1))).toEqual(["q0500/q0500-1"]);
+    expect(ids(await t.claimAll(3))).toEqual(["q0750/q0750-1", "q0750/q0750-2", "q0000/q0000-2"]);
+    expect(ids(await t.claimAll(3))).toEqual(["q0250/q0250-2", "q0500/q0500-2"]);
     expect(await admin.zcard(`${t.prefix}:ready`)).toBe(0);
+  });
+
+  it("a queue named just after a busy one that fills every claim gets its job in the next claim, not when the turn comes round", async () => {
+    const t = fresh();
+    await t.b.enqueue(Array.from({ length: 50 }, (_, n) => buildJobSpec({ queue: QUEUES[100]!, name: "job", data: {}, options: { jobId: `busy-${n}` } })));
+    await t.b.enqueue([buildJobSpec({ queue: QUEUES[101]!, name: "job", data: {}, options: { jobId: "small" } })]);
+    // The first claim fills from the busy queue; the next starts after it. (Starting one position
+    // further per claim, the busy queue came first for about 100 claims.)
+    expect(ids(await t.claimAll(5))).toEqual([0, 1, 2, 3, 4].map((n) => `${QUEUES[100]}/busy-${n}`));
+    expect(ids(await t.claimAll(5))).toContain(`${QUEUES[101]}/small`);
   });
 
   it("a list mostly ready is claimed in turn without reading the index, until a claim meets empty queues", async () => {

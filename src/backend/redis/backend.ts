@@ -547,17 +547,22 @@ export class RedisBackend implements Backend {
     this.rescueHold.noteLease(leaseMs);
     const worker = encodeWorker(request.worker);
     await this.ready();
-    // Queues are tried in turn, starting one further each call, so a busy first queue cannot
-    // starve the others. Claim order (priority, run_at, insertion) holds within each queue.
-    // With many queues named, only those the ready index lists, in the same order.
+    // Queues are tried in turn, each claim starting after the last queue the one before took
+    // from, so a busy queue cannot starve the ones after it: round-robin over the queues with
+    // work (a start moved one further per call instead made a queue named just after a busy one
+    // wait until the start came round, about as many claims as queues are named). Claim order
+    // (priority, run_at, insertion) holds within each queue. With many queues named, only those
+    // the ready index lists, in the same order.
     const start = this.claimRotation++ % queues.length;
+    let lastTakenFrom = -1;
     const turns = await this.readyTurns.turns(queues, start);
     // Each claim script of a claim by the index also returns the index as it leaves it: the next
     // claim's hint. Not in a pass over every queue (a dense list, the full pass): its 1,000 replies would carry it.
     const hint = turns?.wantsHint === true ? "1" : "";
     const claimed: ClaimedJob[] = [];
     let emptyVisits = 0;
-    const visit = async (queue: string): Promise<void> => {
+    const visit = async (at: number): Promise<void> => {
+      const queue = queues[at]!;
       const before = claimed.length;
       const k = this.queue(queue);
       const now = this.nowArg();
@@ -588,18 +593,22 @@ export class RedisBackend implements Backend {
         this.leases.set(id, { queue, token: lease.token, expiresAt: Date.now() + leaseMs });
       }
       if (claimed.length === before) emptyVisits++;
+      else lastTakenFrom = at;
     };
     if (turns === null) {
-      for (let n = 0; n < queues.length && claimed.length < limit; n++) await visit(queues[(start + n) % queues.length]!);
+      for (let n = 0; n < queues.length && claimed.length < limit; n++) await visit((start + n) % queues.length);
     } else {
-      for (let n = 0; n < turns.positions.length && claimed.length < limit; n++) await visit(queues[turns.positions[n]!]!);
+      for (let n = 0; n < turns.positions.length && claimed.length < limit; n++) await visit(turns.positions[n]!);
       // The hint is the index as the last claim left it: a queue that became ready since is only in the index.
       if (turns.fromHint && claimed.length < limit) {
         const rest = await this.readyTurns.rest(queues, start, new Set(turns.positions));
-        for (let n = 0; n < rest.length && claimed.length < limit; n++) await visit(queues[rest[n]!]!);
+        for (let n = 0; n < rest.length && claimed.length < limit; n++) await visit(rest[n]!);
       }
     }
     if (turns === null) this.readyTurns.visitedInTurn(queues, emptyVisits);
+    // Nothing taken: the next claim starts one further all the same (counted when this one started,
+    // so claims running at once start at different queues).
+    if (lastTakenFrom >= 0) this.claimRotation = lastTakenFrom + 1;
     if (this.leases.size > LEASE_CACHE_SWEEP_AT && Date.now() - this.lastSweepAt > LEASE_SWEEP_INTERVAL_MS) this.sweepLeases();
     return claimed;
   }
