@@ -1,6 +1,6 @@
 /**
  * Which queues a claim over several queues visits. A claim runs claim-4.lua on one queue after
- * another in turn order (starting one further each call) until it has its limit; with 1,000 queues
+ * another in turn order (starting after the last queue the claim before took from) until it has its limit; with 1,000 queues
  * named and one busy, that was 1,000 script calls per claim. On one server (and Sentinel) the
  * scripts keep a ready index, `<prefix>:ready` (lua/_common.lua, "Ready index"): every script that
  * puts a job into a lane or the scheduled set marks its queue in the same atomic step, and each
