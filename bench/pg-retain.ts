@@ -33,10 +33,10 @@ import { loadavg } from "node:os";
 import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import type { ClaimedJob, ClaimRequest } from "../src/backend/contract.js";
-import { Queue, silentLogger, Worker } from "../src/index.js";
+import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { chunks, FILL_CHUNK, fmt, formatLoad, latencySamples, machineLine, median, percentile, serverCpuMs, sleep } from "./lib.js";
-import { drain, PREFETCH, TAKE } from "./scale.js";
+import { chunks, FILL_CHUNK, fmt, formatLoad, machineLine, median, percentile, serverCpuMs } from "./lib.js";
+import { drain, PREFETCH, TAKE, wakeLatency } from "./scale.js";
 
 /** Waiting jobs in queue "bench" when a phase is measured. */
 export const BACKLOG = 10_000;
@@ -152,7 +152,7 @@ async function measurePhase(url: string, dataDir: string, admin: pg.Client, opti
       cpuMs += (await serverCpuMs(dataDir)) - cpu0;
       jobs += consumed;
       for (const [s, len] of chunks(consumed, FILL_CHUNK)) await q.addBulk(noop(s, len));
-      const samples = await latency(backend, producer, options.samples);
+      const samples = await wakeLatency(backend, producer, options.samples);
       p50s.push(percentile(samples, 50));
       p99s.push(percentile(samples, 99));
     }
@@ -186,32 +186,6 @@ async function measurePhase(url: string, dataDir: string, admin: pg.Client, opti
   } finally {
     await backend.close();
     await producer.close();
-  }
-}
-
-async function latency(backend: PostgresBackend, producer: PostgresBackend, samples: number): Promise<number[]> {
-  const lq = new Queue("latency", { backend: producer });
-  let onStart: (() => void) | null = null;
-  const worker = new Worker({
-    backend,
-    queues: "latency",
-    concurrency: 10,
-    logger: silentLogger,
-    maintenance: false,
-    // Long poll interval: starts must come from wake-ups, not from a lucky poll.
-    pollIntervalMs: 5_000,
-    handlers: { ping: () => void onStart?.() },
-  });
-  await sleep(200);
-  try {
-    return await latencySamples(
-      [],
-      samples,
-      (i) => lq.add("ping", { i }),
-      (fn) => (onStart = fn),
-    );
-  } finally {
-    await worker.close();
   }
 }
 

@@ -135,28 +135,9 @@ export function conveyorScale(name: string, fresh: () => Promise<ConveyorStore>,
         refill: addWaiting,
         async latency(samples) {
           const producer = store.producer();
-          const lq = new Queue("latency", { backend: producer });
-          let onStart: (() => void) | null = null;
-          const worker = new Worker({
-            backend,
-            queues: "latency",
-            concurrency: 10,
-            logger: silentLogger,
-            maintenance: false,
-            // Long poll interval: starts must come from wake-ups, not from a lucky poll.
-            pollIntervalMs: 5_000,
-            handlers: { ping: () => void onStart?.() },
-          });
-          await sleep(200);
           try {
-            return await latencySamples(
-              [],
-              samples,
-              (i) => lq.add("ping", { i }),
-              (fn) => (onStart = fn),
-            );
+            return await wakeLatency(backend, producer, samples);
           } finally {
-            await worker.close();
             await producer.close();
           }
         },
@@ -164,6 +145,36 @@ export function conveyorScale(name: string, fresh: () => Promise<ConveyorStore>,
       };
     },
   };
+}
+
+/**
+ * Enqueue-to-start latency, `samples` times: a job added through `producer` (another backend
+ * instance) to queue "latency", started by a worker on `backend` that polls only every 5 s, so
+ * each start comes from a wake-up, not from a lucky poll.
+ */
+export async function wakeLatency(backend: Backend, producer: Backend, samples: number): Promise<number[]> {
+  const lq = new Queue("latency", { backend: producer });
+  let onStart: (() => void) | null = null;
+  const worker = new Worker({
+    backend,
+    queues: "latency",
+    concurrency: 10,
+    logger: silentLogger,
+    maintenance: false,
+    pollIntervalMs: 5_000,
+    handlers: { ping: () => void onStart?.() },
+  });
+  await sleep(200);
+  try {
+    return await latencySamples(
+      [],
+      samples,
+      (i) => lq.add("ping", { i }),
+      (fn) => (onStart = fn),
+    );
+  } finally {
+    await worker.close();
+  }
 }
 
 /** Runs one worker on queue "bench" until `n` jobs completed; returns how many it completed in all (a closing worker may finish a few more). */
