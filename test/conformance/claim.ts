@@ -121,7 +121,7 @@ export function claimTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords"],
-      !t.factory.openSecond,
+      !t.factory.openSecond && "the store cannot open a second connection",
     )("claimers on two connections over 500 jobs: every job claimed exactly once [needs factory.openSecond]", async () => {
       const ids = await enqueueMany(t.b, 500);
       const other = await t.second();

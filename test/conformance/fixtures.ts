@@ -156,16 +156,18 @@ type TestBody = () => Promise<void> | void;
 /**
  * `it` for a test that needs store features (`StoreFeatures`) a backend may lack: skipped by name
  * on such a backend, its title ending in `[needs feature, …]`, and run unchanged on the others.
- * `skip` adds a condition of the test's own (a second connection, say; its title already says so).
+ * `skipBecause` adds a condition of the test's own (no second connection, say): when it is a
+ * reason, the test is skipped with that reason at the end of its title, `[skipped: …]`.
  */
 export function itNeeds(
   t: SuiteContext,
   features: ReadonlyArray<keyof StoreFeatures>,
-  skip = false,
+  skipBecause: string | false = false,
 ): (title: string, body: TestBody, timeout?: number) => void {
   const lacking = features.filter((f) => !t.factory.capabilities[f]);
   return (title, body, timeout) => {
     if (lacking.length > 0) it.skip(`${title} [needs ${lacking.join(", ")}]`, body, timeout);
-    else it.skipIf(skip)(title, body, timeout);
+    else if (skipBecause !== false) it.skip(`${title} [skipped: ${skipBecause}]`, body, timeout);
+    else it(title, body, timeout);
   };
 }

@@ -138,7 +138,7 @@ export function maintenanceTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["clockDriven"],
-      !t.factory.openSecond,
+      !t.factory.openSecond && "the store cannot open a second connection",
     )("rescuers on two connections rescue each job once in total [needs factory.openSecond]", async () => {
       const ids = await enqueueMany(t.b, 40);
       await claim(t.b, { limit: 40, leaseMs: 1_000 });
@@ -307,7 +307,7 @@ export function maintenanceTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords", "clockDriven"],
-      !t.factory.openSecond,
+      !t.factory.openSecond && "the store cannot open a second connection",
     )("prunes on two connections do not error and delete each job once in total [needs factory.openSecond]", async () => {
       await completeJobs(20, { removeOnComplete: { ageMs: 1 } });
       t.clock.advance(1_000);

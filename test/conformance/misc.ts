@@ -58,7 +58,7 @@ export function miscTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["idempotencyKeys"],
-      !t.factory.openSecond,
+      !t.factory.openSecond && "the store cannot open a second connection",
     )("calls on two connections with one key: exactly one true [needs factory.openSecond]", async () => {
       const other = await t.second();
       const results = await Promise.all([t.b.idempotency.once("race", 10_000), other.idempotency.once("race", 10_000), other.idempotency.once("race", 10_000)]);

@@ -97,7 +97,7 @@ export function stallBlameTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords", "clockDriven"],
-      t.factory.capabilities.claimMarksBuffered !== true,
+      t.factory.capabilities.claimMarksBuffered !== true && "the claim does not mark buffered jobs itself",
     )("a claim with startsAtOnce records the jobs after the first ones as buffered, and says which [claimMarksBuffered]", async () => {
       const ids = [await enqueueOne(t.b, { attempts: 100 }), await enqueueOne(t.b, { attempts: 100 }), await enqueueOne(t.b, { attempts: 100 })];
       const w = worker("prefetching");
@@ -127,7 +127,7 @@ export function stallBlameTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords"],
-      t.factory.capabilities.claimMarksBuffered === true,
+      t.factory.capabilities.claimMarksBuffered === true && "the claim marks buffered jobs itself",
     )("a store without claimMarksBuffered ignores startsAtOnce: no claimed job is marked buffered", async () => {
       await enqueueOne(t.b);
       await enqueueOne(t.b);

@@ -17,7 +17,7 @@ export function transactionRefusalTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords"],
-      transactionalEnqueue,
+      transactionalEnqueue && "the store has transactional enqueue",
     )("enqueue(…, { tx }) is refused and stores nothing [no transactionalEnqueue]", async () => {
       // A client that would take any statement: a backend that ignored it would just enqueue.
       const tx = { query: async () => ({ rows: [], rowCount: 0 }) };
@@ -30,7 +30,7 @@ export function transactionRefusalTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords"],
-      transactionalCompletion,
+      transactionalCompletion && "the store has transactional completion",
     )("ctx.tx() throws in the handler, and the attempt fails instead of completing [no transactionalCompletion]", async () => {
       const errors: unknown[] = [];
       const w = new Worker({
@@ -87,7 +87,7 @@ export function transactionalCompletionTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords"],
-      !declared,
+      !declared && "the store has no transactional completion",
     )("commit completes the job and applies the handler's writes together [needs transactionalCompletion]", async () => {
       await probe().setup(t.b);
       const id = await enqueueOne(t.b);
@@ -104,7 +104,7 @@ export function transactionalCompletionTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords"],
-      !declared,
+      !declared && "the store has no transactional completion",
     )("rollback discards the handler's writes and leaves the job active under its lease [needs transactionalCompletion]", async () => {
       await probe().setup(t.b);
       const id = await enqueueOne(t.b);
@@ -120,7 +120,7 @@ export function transactionalCompletionTests(t: SuiteContext): void {
     itNeeds(
       t,
       ["jobRecords", "clockDriven"],
-      !declared,
+      !declared && "the store has no transactional completion",
     )("commit under a lease lost meanwhile is stale and rolls the handler's writes back [needs transactionalCompletion]", async () => {
       await probe().setup(t.b);
       const id = await enqueueOne(t.b);
