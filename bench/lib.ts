@@ -173,10 +173,12 @@ export function machineLine(): string {
 const progress = (msg: string) => process.stderr.write(`  .. ${msg}\n`);
 
 /**
- * Measures `measure` `runs` times for every subject, interleaved: round 1 takes A, B, C, round 2
- * again A, B, C, and so on. On a shared machine load comes in bursts; interleaving spreads a
- * burst over every subject of a figure instead of landing it on whichever subject ran then.
- * Returns each subject's results in the order they were taken.
+ * Measures `measure` `runs` times for every subject, interleaved, each round starting one subject
+ * further: round 1 takes A, B, C, round 2 B, C, A, round 3 C, A, B, and so on. On a shared machine
+ * load comes in bursts; interleaving spreads a burst over every subject of a figure instead of
+ * landing it on whichever subject ran then, and rotating the start keeps any cost of going first
+ * (a cold server cache, a fresh process's warm-up) from always falling on the same subject.
+ * Returns each subject's results round by round (index r of every subject is round r + 1).
  */
 export async function interleaved<S extends { readonly name: string }, T>(
   subjects: readonly S[],
@@ -187,7 +189,9 @@ export async function interleaved<S extends { readonly name: string }, T>(
 ): Promise<T[][]> {
   const out: T[][] = subjects.map(() => []);
   for (let run = 1; run <= runs; run++) {
-    for (const [i, s] of subjects.entries()) {
+    for (let k = 0; k < subjects.length; k++) {
+      const i = (run - 1 + k) % subjects.length;
+      const s = subjects[i]!;
       const result = await measure(s);
       out[i]!.push(result);
       progress(`run ${run}/${runs}  ${s.name}: ${label}: ${describe(result)}`);
