@@ -236,7 +236,12 @@ export async function main(options: RetainOptions): Promise<void> {
 
     // Buffers per call of the processing statements, matched by the comment each statement opens with.
     const perCall = (p: PhaseResult, name: string) => p.statements.find((s) => s.query.startsWith(`-- ${name}:`))?.buffersPerCall ?? NaN;
-    const buffers = ["claim", "complete", "enqueue"].map((name) => `${name} ${(perCall(withRetained, name) / perCall(without, name)).toFixed(2)}x`);
+    // A statement absent from one phase (e.g. a path the run never took) is named, not printed as NaNx.
+    const buffers = ["claim", "complete", "enqueue"].map((name) => {
+      const [after, before] = [perCall(withRetained, name), perCall(without, name)];
+      if (Number.isNaN(after) || Number.isNaN(before)) return `${name} not run in ${Number.isNaN(before) ? "the phase without" : "the phase with"}`;
+      return `${name} ${(after / before).toFixed(2)}x`;
+    });
     console.log(
       `\nwith ÷ without: throughput ${(median(withRetained.rates) / median(without.rates)).toFixed(2)}x, p50 ${(median(withRetained.p50s) / median(without.p50s)).toFixed(2)}x, ` +
         `server CPU per job ${(withRetained.cpuUsPerJob / without.cpuUsPerJob).toFixed(2)}x; buffers per call: ${buffers.join(", ")}`,
