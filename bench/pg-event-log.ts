@@ -102,7 +102,7 @@ async function openStore(baseUrl: string, variant: Variant, index: number): Prom
   await backend.migrate();
   const client = new pg.Client({ connectionString: url.toString() });
   await client.connect();
-  // As on the backend's own connections (src/backend/postgres/no-jit.ts), for the EXPLAINs.
+  // As on the backend's own connections (src/backend/postgres/pool-client.ts), for the EXPLAINs.
   await client.query("SET jit = off");
   if (variant.setup !== "") await client.query(variant.setup);
   return { name: variant.name, database, backend, client };

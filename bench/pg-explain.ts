@@ -103,7 +103,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
   try {
     await backend.migrate();
     await client.connect();
-    // As on the backend's own connections (src/backend/postgres/no-jit.ts).
+    // As on the backend's own connections (src/backend/postgres/pool-client.ts).
     await client.query("SET jit = off");
     const q = new Queue("bench", { backend });
     for (const [s, n] of chunks(backlog, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));

@@ -438,7 +438,7 @@ describe("faults", () => {
 
   it("a connection of Conveyor's pool dying while checked out, between two queries, fails its next query and does not end the process", async () => {
     const b = await backend();
-    // The pool Conveyor opened (its Client class is no-jit.ts'): a connection taken out of it has no
+    // The pool Conveyor opened (its Client class is pool-client.ts'): a connection taken out of it has no
     // listener of the pool's, as while a transaction or a new connection's SET runs.
     const pool = (b as unknown as { pool: pg.Pool }).pool;
     const client = await pool.connect();

@@ -91,7 +91,7 @@ import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js
 import { LeaseHoldWatch } from "../lease-hold.js";
 import { NotificationListener } from "./listener.js";
 import { describeHosts, multiHostClient, parseMultiHostUrl } from "./multi-host.js";
-import { withoutJit } from "./no-jit.js";
+import { conveyorPoolClient } from "./pool-client.js";
 import { latestVersion, migrate, SchemaOutdatedError, SchemaTooNewError, schemaVersion } from "./migrate.js";
 import { byClaimOrder, jobRecordFromRow, type SqlJobRow } from "../job-rows.js";
 import { readQueryFiles } from "../query-files.js";
@@ -114,7 +114,7 @@ export interface PostgresBackendOptions {
    * EventEmitter error nobody listens to ends the process. Consider `jit = off` for its
    * connections (e.g. `options: "-c jit=off"` or `ALTER ROLE … SET jit = off`): with a million
    * jobs stored, PostgreSQL otherwise JIT-compiles every claim (pools Conveyor opens itself
-   * turn it off, see no-jit.ts).
+   * turn it off, see pool-client.ts).
    */
   pool?: Pool;
   /**
@@ -441,8 +441,9 @@ export class PostgresBackend implements Backend {
       this.description = `postgres:${multiHost ? describeHosts(multiHost) : describeUrl(connectionString)} schema=${schema}`;
       this.pool = new pg.Pool({
         connectionString,
-        // No JIT on Conveyor's own connections (no-jit.ts: at a million jobs it cost every claim).
-        Client: withoutJit(multiHost ? multiHostClient(multiHost) : pg.Client, this.logger, this.description),
+        // Conveyor's own connections: no JIT (at a million jobs it cost every claim) and a dying
+        // connection never ends the process (pool-client.ts).
+        Client: conveyorPoolClient(multiHost ? multiHostClient(multiHost) : pg.Client, this.logger, this.description),
         max: poolSize + 1,
         // Notice a peer that vanished (network partition, failover) instead of waiting on its
         // socket for ever: TCP keepalive probes from 10 s of silence on.
@@ -760,7 +761,7 @@ export class PostgresBackend implements Backend {
     if (!this.schemaReady) await this.checkSchema();
     const client = await this.connect();
     // The connection dying between two queries (a given pool's clients have no listener of
-    // Conveyor's, no-jit.ts) must not end the process: the next query fails and says so.
+    // Conveyor's, pool-client.ts) must not end the process: the next query fails and says so.
     const onError = () => undefined;
     client.on("error", onError);
     try {

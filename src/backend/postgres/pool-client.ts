@@ -1,7 +1,11 @@
 /**
- * Connections without JIT compilation, for the pools the PostgreSQL backend opens itself.
+ * The connection class of the pools the PostgreSQL backend opens itself. It does two things every
+ * such connection needs, and only these:
+ * - it keeps the process alive when the connection dies while checked out (an `error` listener of
+ *   its own, below);
+ * - it turns JIT compilation off for its session as soon as it is open.
  *
- * Conveyor's statements touch a few hundred rows through index probes, but once a table holds
+ * Why no JIT: Conveyor's statements touch a few hundred rows through index probes, but once a table holds
  * about a million jobs the estimated cost of their generic plans passes `jit_above_cost`, and
  * PostgreSQL JIT-compiles every claim afresh (compiled code is not kept with the cached plan):
  * 0.1 to 1.6 s per claim of 500 jobs, measured in docs/performance-postgres.md ("The 1M collapse").
@@ -11,9 +15,12 @@
 import pg from "pg";
 import type { Logger } from "../../core/logger.js";
 
-/** `Base` (pg.Client or a subclass) whose connect() also runs `SET jit = off`; a failing SET is logged, not fatal. */
-export function withoutJit(Base: typeof pg.Client, logger: Logger, description: string): typeof pg.Client {
-  class NoJitClient extends Base {
+/**
+ * `Base` (pg.Client or a subclass) that always listens for its own `error` event and whose
+ * connect() also runs `SET jit = off` (a failing SET is logged, not fatal).
+ */
+export function conveyorPoolClient(Base: typeof pg.Client, logger: Logger, description: string): typeof pg.Client {
+  class ConveyorPoolClient extends Base {
     constructor(...args: ConstructorParameters<typeof pg.Client>) {
       super(...args);
       // A connection that dies while nobody listens for its "error" event (mid-connect, during the
@@ -44,5 +51,5 @@ export function withoutJit(Base: typeof pg.Client, logger: Logger, description: 
       );
     }
   }
-  return NoJitClient;
+  return ConveyorPoolClient;
 }
