@@ -1,14 +1,15 @@
 /**
  * Child process of bench/sqlite.ts: an idle worker on the given SQLite file reporting each start
  * time. Arguments: the file, then optionally the module URL to take SqliteBackend from (`--ab`
- * races main's backend; default this tree's).
+ * races main's backend; default this tree's), then optionally `off` for a file whose event log is
+ * off (SqliteBackendOptions.eventLog).
  */
 import type { SqliteBackend as SqliteBackendClass } from "../src/backend/sqlite/index.js";
 import { silentLogger, Worker } from "../src/index.js";
 
 const backendModule = process.argv[3] ?? new URL("../src/backend/sqlite/index.ts", import.meta.url).href;
 const { SqliteBackend } = (await import(backendModule)) as { SqliteBackend: typeof SqliteBackendClass };
-const backend = new SqliteBackend({ path: process.argv[2]! });
+const backend = new SqliteBackend({ path: process.argv[2]!, ...(process.argv[4] === "off" ? { eventLog: false } : {}) });
 const worker = new Worker({
   backend,
   queues: "bench",

@@ -9,6 +9,8 @@
  * `--ab [--main DIR]` races main's SqliteBackend (imported from DIR/src, default /work/main)
  * against this tree's, side by side in the same interleaved runs; both use this tree's Queue and
  * Worker, so only the backend differs. The ratios are this tree ÷ main, paired run by run.
+ * Without `--ab`, a second subject runs Conveyor with its event log off (SqliteBackendOptions.eventLog):
+ * its column is the switch's effect, as in the PostgreSQL bench.
  */
 import { fork } from "node:child_process";
 import { pathToFileURL } from "node:url";
@@ -39,15 +41,16 @@ interface BackendSource {
 const THIS_TREE: BackendSource = { Backend: SqliteBackend, module: new URL("../src/backend/sqlite/index.ts", import.meta.url).href };
 
 /** A fresh database file in a temp dir of its own; `cleanup()` removes every dir made. */
-function files(source: BackendSource = THIS_TREE): { fresh(): { backend: SqliteBackend; path: string }; cleanup(): void } {
+function files(source: BackendSource = THIS_TREE, eventLog = true): { fresh(): { backend: SqliteBackend; path: string }; eventLog: boolean; cleanup(): void } {
   const dirs: string[] = [];
   return {
     fresh() {
       const dir = mkdtempSync(join(tmpdir(), "conveyor-bench-"));
       dirs.push(dir);
       const path = join(dir, "bench.db");
-      return { backend: new source.Backend({ path }), path };
+      return { backend: new source.Backend({ path, ...(eventLog ? {} : { eventLog: false }) }), path };
     },
+    eventLog,
     cleanup() {
       for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
     },
@@ -106,7 +109,7 @@ function conveyor(db: ReturnType<typeof files>, name = "Conveyor (SQLite)", sour
     async crossProcessLatency(samples) {
       const { backend, path } = db.fresh();
       const q = new Queue("bench", { backend });
-      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path, source.module], {
+      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path, source.module, db.eventLog ? "on" : "off"], {
         execArgv: ["--import", "tsx"],
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       });
@@ -134,16 +137,19 @@ export async function main(sizes: BenchSizes, options: { abMain?: string } = {})
   const against = abMain === undefined ? "Conveyor alone: no peer embeds SQLite" : `this tree against main's backend from ${abMain}`;
   console.log(`SQLite (${against}); ${sizes.jobs} jobs; ${machineLine()}\n`);
   const db = files();
+  const offDb = abMain === undefined ? files(THIS_TREE, false) : null;
   const mainSource = abMain === undefined ? null : await backendOf(abMain);
   const mainDb = mainSource === null ? null : files(mainSource);
   try {
     const subjects = [conveyor(db, abMain === undefined ? "Conveyor (SQLite)" : "this tree")];
+    if (offDb !== null) subjects.push(conveyor(offDb, "Conveyor (SQLite), event log off"));
     if (mainSource !== null && mainDb !== null) subjects.push(conveyor(mainDb, "main", mainSource));
     const report = await runSideBySide(subjects, sizes);
     console.log("");
     printReport(subjects, report);
   } finally {
     db.cleanup();
+    offDb?.cleanup();
     mainDb?.cleanup();
   }
 }

@@ -17,7 +17,7 @@ export interface OpenBackendOptions {
 
 const SUPPORTED =
   "supported: sqlite:PATH (e.g. sqlite:./jobs.db or sqlite:/var/lib/app/jobs.db), sqlite::memory:, " +
-  "a file path ending in .db, .sqlite or .sqlite3, postgres://user:password@host:5432/database[?schema=NAME&eventLog=off], " +
+  "a file path ending in .db, .sqlite or .sqlite3, sqlite:PATH[?eventLog=off], postgres://user:password@host:5432/database[?schema=NAME&eventLog=off], " +
   "redis://[user:password@]host:6379[/db][?prefix=NAME&eventLog=off] (rediss:// for TLS), " +
   "redis-cluster://host:port,host:port[?prefix=NAME], redis-sentinel://host:port,host:port/MASTER[?prefix=NAME], " +
   "amqp://user:password@host:5672/vhost[?prefix=NAME&queues=a,b&deliveryLimit=N] (RabbitMQ; amqps:// for TLS), " +
@@ -25,7 +25,8 @@ const SUPPORTED =
 
 /**
  * Opens the backend a URL names:
- * - `sqlite:PATH`: a SQLite file, created and migrated if missing;
+ * - `sqlite:PATH`: a SQLite file, created and migrated if missing; `sqlite:PATH?eventLog=off`
+ *   turns its event log off (SqliteBackendOptions.eventLog);
  * - `sqlite::memory:`: a private in-memory SQLite store (this process only);
  * - a bare path ending in `.db`, `.sqlite` or `.sqlite3`: the same as `sqlite:PATH`;
  * - `postgres://…` or `postgresql://…`: a PostgreSQL database, its schema (`?schema=NAME`,
@@ -49,10 +50,10 @@ export async function openBackend(url: string, options: OpenBackendOptions = {})
   if (typeof url === "string" && /^rediss?(?:-cluster|-sentinel)?:\/\//i.test(url)) return openRedis(url, options);
   if (typeof url === "string" && /^amqps?:\/\//i.test(url)) return openAmqp(url, options);
   if (typeof url === "string" && /^kafka:\/\//i.test(url)) return migrated((await import("./kafka/open.js")).openKafkaBackend(url, options));
-  const path = sqlitePath(url);
+  const { path, eventLog } = sqliteTarget(url);
   const { SqliteBackend } = await importSqlite();
   try {
-    return new SqliteBackend({ path, ...(options.clock ? { clock: options.clock } : {}) });
+    return new SqliteBackend({ path, ...(eventLog !== undefined ? { eventLog } : {}), ...(options.clock ? { clock: options.clock } : {}) });
   } catch (error) {
     // better-sqlite3 loads its native addon on first use, so a binary built for another Node
     // version surfaces here rather than at import.
@@ -65,6 +66,19 @@ export async function openBackend(url: string, options: OpenBackendOptions = {})
     }
     throw error;
   }
+}
+
+/**
+ * The SQLite path a URL names, with `?eventLog=on|off` taken off the end of a `sqlite:` URL (the
+ * only parameter: any other text after `?` stays part of the path, which may hold a `?`).
+ */
+function sqliteTarget(url: string): { path: string; eventLog: boolean | undefined } {
+  const path = sqlitePath(url);
+  const param = url.startsWith("sqlite:") ? /\?eventLog=([^&?]*)$/.exec(path) : null;
+  if (param === null) return { path, eventLog: undefined };
+  const rest = path.slice(0, param.index);
+  if (rest === "") throw new InvalidInputError(`sqlite: needs a path; ${SUPPORTED}`);
+  return { path: rest, eventLog: eventLogUrlParam(param[1]) };
 }
 
 /** The SQLite path a URL names, or an InvalidInputError saying what is accepted. */

@@ -15,7 +15,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ run(argv
 };
 
 const DB_URLS = `--db URL (default: the CONVEYOR_DB environment variable) is one of:
-  sqlite:PATH                                   an SQLite file (created and migrated on first use)
+  sqlite:PATH[?eventLog=off]                    an SQLite file (created and migrated on first use; event log default on)
   postgres://USER:PASS@HOST/DB[?schema=NAME&eventLog=off]    PostgreSQL (schema default: conveyor; event log default on)
   redis://[:PASS@]HOST:PORT[/DB][?prefix=NAME&eventLog=off]  Redis with maxmemory-policy noeviction (prefix default: conveyor; event log default on)`;
 

@@ -28,7 +28,7 @@ export function requireEventLog(backend: Backend): Required<Pick<Backend, "readE
   if (backend.capabilities.eventLog !== true || !backend.readEvents || !backend.latestEventCursor) {
     throw new ConveyorError(
       `${backend.description} keeps no event log, so there is no cross-process event stream on it (SQLite, PostgreSQL and Redis have one, ` +
-        `PostgreSQL and Redis unless their schema's or prefix's log is turned off with eventLog: false); use worker.on(…) events in the worker process instead`,
+        `unless their table prefix's, schema's or key prefix's log is turned off with eventLog: false); use worker.on(…) events in the worker process instead`,
     );
   }
   return {

@@ -11,6 +11,8 @@ import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { asStoreError } from "../store-errors.js";
 import { SqliteJobLogs } from "./job-logs.js";
 import { SqliteEventLog } from "./event-log.js";
+import { EVENT_LOG_SCOPE, settleSqliteEventLog } from "./event-log-setting.js";
+import { eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 import type { JobLogLine } from "../../core/job-log.js";
 import type { FinishedWindow } from "../contract.js";
@@ -97,6 +99,17 @@ export interface SqliteBackendOptions {
    * Ignored for `:memory:`. Default `true`.
    */
   wakeups?: boolean;
+  /**
+   * Keep the durable event log (the `events` table, written by triggers with each change): what
+   * `queue.events()`, `GET /v1/events` and the event-driven dashboard read. Its state trigger is
+   * about a fifth of a processed job's CPU (docs/performance-sqlite.md, "Session 12"). With
+   * `false` the prefix's event triggers are dropped and nothing is written; `queue.events()` and
+   * `GET /v1/events` refuse by name (`capabilities.eventLog` false) and the dashboard and job
+   * event streams poll instead. One setting per table prefix (migration 0012): the first process
+   * on a prefix records it, and a process configured otherwise refuses to start, so every process
+   * on one prefix agrees. In URLs: `sqlite:PATH?eventLog=off`. Default `true`.
+   */
+  eventLog?: boolean;
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
@@ -120,6 +133,8 @@ export class SqliteBackend implements Backend {
   private readonly clock: Clock;
   private readonly prefix: string;
   private readonly memory: boolean;
+  /** SqliteBackendOptions.eventLog, checked against the prefix's record (settleSqliteEventLog). */
+  private readonly eventLogOn: boolean;
   private closed = false;
 
   private readonly s: Statements;
@@ -148,6 +163,7 @@ export class SqliteBackend implements Backend {
       throw new InvalidInputError(`synchronous must be "NORMAL" or "FULL"; got ${JSON.stringify(synchronous)}`);
     }
 
+    this.eventLogOn = eventLogOption(options.eventLog);
     this.prefix = prefix;
     this.clock = options.clock ?? systemClock;
     this.memory = options.path === ":memory:";
@@ -165,7 +181,7 @@ export class SqliteBackend implements Backend {
       transactionalCompletion: false,
       claimAcrossQueues: "merged",
       flows: "across-queues",
-      eventLog: true,
+      eventLog: this.eventLogOn,
       jobFlowKeys: true,
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
@@ -195,7 +211,7 @@ export class SqliteBackend implements Backend {
       this.listing = new SqliteListing(this.db, prefix, this.s.getJob);
       this.dedup = new SqliteDedupWindows(this.db, prefix);
       this.flows = new SqliteFlows(this.db, prefix);
-      const context = { db: this.db, prefix, s: this.s, dedup: this.dedup, flows: this.flows, nowMs: () => this.nowMs() };
+      const context = { db: this.db, prefix, s: this.s, dedup: this.dedup, flows: this.flows, eventLog: this.eventLogOn, nowMs: () => this.nowMs() };
       this.tx = typedErrors(defineTransactions(context), this.description);
       this.schedules = scheduleTransactions(
         this.db,
@@ -220,6 +236,7 @@ export class SqliteBackend implements Backend {
 
   private migrateSync(): void {
     migrateSqlite(this.db, this.prefix, this.description, () => this.nowMs());
+    settleSqliteEventLog(this.db, this.prefix, this.eventLogOn, `table prefix "${this.prefix}" of ${this.description}`);
   }
 
   async close(): Promise<void> {
@@ -348,14 +365,17 @@ export class SqliteBackend implements Backend {
   }
 
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
+    if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", EVENT_LOG_SCOPE);
     return this.eventLog().readEvents(cursor, limit);
   }
 
   async latestEventCursor(): Promise<string> {
+    if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", EVENT_LOG_SCOPE);
     return this.eventLog().latestEventCursor();
   }
 
   async pruneEvents(policy?: EventPrunePolicy): Promise<number> {
+    if (!this.eventLogOn) throw eventLogOffError(this.description, "prune the event log", EVENT_LOG_SCOPE);
     return this.eventLog().pruneEvents(policy);
   }
 

@@ -51,6 +51,8 @@ export interface TransactionContext {
   s: Statements;
   dedup: SqliteDedupWindows;
   flows: SqliteFlows;
+  /** The prefix keeps its event log (SqliteBackendOptions.eventLog): a job deleted as it settles gets its event written first. */
+  eventLog: boolean;
   /** The clock's now as whole milliseconds: the time columns are STRICT integers. */
   nowMs: () => number;
 }
@@ -116,7 +118,7 @@ export function typedErrors<T extends object>(txs: T, store: string): T {
 }
 
 /** Every multi-statement operation, as a better-sqlite3 transaction function. */
-export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: TransactionContext): Transactions {
+export function defineTransactions({ db, prefix, s, dedup, flows, eventLog, nowMs }: TransactionContext): Transactions {
   const flow = new SqliteFlow(db, prefix, s.claimCandidates);
   const inserts = new JobInserts(db, prefix, s.insertJob);
 
@@ -257,13 +259,16 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
   const lastSettleUnretained = { completed: false, dead: false };
 
   const completeRetained = (fence: FenceParams, result: string): boolean => s.completeJob.run({ ...fence, result }).changes === 1;
+  // With the event log off nothing is written before the delete, which is fenced the same way.
   const completeUnretained = (fence: FenceParams, result: string): boolean => {
+    if (!eventLog) return s.deleteCompletedUnretained.run(fence).changes === 1;
     if (s.logCompletedUnretained.run({ ...fence, result }).changes === 0) return false;
     s.deleteCompletedUnretained.run(fence);
     return true;
   };
   const bury = (fence: FenceParams, error: string): boolean => s.buryJob.run({ ...fence, error }).changes === 1;
   const buryUnretained = (fence: FenceParams, error: string): boolean => {
+    if (!eventLog) return s.deleteDeadUnretained.run(fence).changes === 1;
     if (s.logDeadUnretained.run({ ...fence, error }).changes === 0) return false;
     s.deleteDeadUnretained.run(fence);
     return true;
@@ -340,7 +345,7 @@ export function defineTransactions({ db, prefix, s, dedup, flows, nowMs }: Trans
         s.rescueToWaiting.run({ seq: row.seq, now, error: LEASE_EXPIRED_TEXT, stall });
         woken.add(row.queue);
       } else if (row.retain_dead_ms === 0) {
-        s.logDeadBySeq.run({ seq: row.seq, now, error: quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT });
+        if (eventLog) s.logDeadBySeq.run({ seq: row.seq, now, error: quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT });
         s.deleteBySeq.run(row.seq);
       } else {
         const error = quarantined ? serializeError(quarantineError(stalls)) : LEASE_EXPIRED_TEXT;

@@ -92,7 +92,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
       throw new HttpProblem(
         501,
         "no-event-log",
-        `this server's store (${backend.description}) keeps no event log (on PostgreSQL or Redis: its schema's or prefix's log is off, eventLog: false); follow one job with GET /jobs/{id}/events instead`,
+        `this server's store (${backend.description}) keeps no event log (on SQLite, PostgreSQL or Redis: its table prefix's, schema's or key prefix's log is off, eventLog: false); follow one job with GET /jobs/{id}/events instead`,
       );
     }
     if (after !== undefined) {
