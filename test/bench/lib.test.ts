@@ -1,6 +1,7 @@
 /**
  * The side-by-side runner of the benchmarks (bench/lib.ts), with fake subjects that record when
- * they are measured: runs interleave across subjects (A, B, C, A, B, C, ...), every figure is the
+ * they are measured: runs interleave across subjects, each round starting one subject further
+ * (A, B, C, then B, C, A, then C, A, B, ...), every figure is the
  * median of its runs, ratios pair the runs of a round, every run is kept, and the machine's load
  * is recorded at start and end.
  * No timing is asserted: the fakes return fixed numbers.
@@ -41,15 +42,29 @@ describe("bench runner", () => {
     expect(pairedRatio([1], [])).toBeNaN();
   });
 
-  it("interleaves the runs of the subjects: A, B, C, A, B, C, ...", async () => {
+  it("interleaves the runs of the subjects, each round starting one further: A, B, C, B, C, A, C, A, B", async () => {
     const log: string[] = [];
     const subjects = ["A", "B", "C"].map((n) => fake(n, log, [1]));
     const results = await interleaved(subjects, 3, "bulk", (s) => s.bulk(1), String);
-    expect(log).toEqual(["A:bulk", "B:bulk", "C:bulk", "A:bulk", "B:bulk", "C:bulk", "A:bulk", "B:bulk", "C:bulk"]);
+    expect(log).toEqual(["A:bulk", "B:bulk", "C:bulk", "B:bulk", "C:bulk", "A:bulk", "C:bulk", "A:bulk", "B:bulk"]);
     expect(results).toEqual([
       [1, 1, 1],
       [1, 1, 1],
       [1, 1, 1],
+    ]);
+    // Each subject's results are by round, whatever its place in the round.
+    let call = 0;
+    const byCall = await interleaved(
+      ["A", "B", "C"].map((name) => ({ name })),
+      2,
+      "x",
+      async (s) => `${s.name}${++call}`,
+      String,
+    );
+    expect(byCall).toEqual([
+      ["A1", "A6"],
+      ["B2", "B4"],
+      ["C3", "C5"],
     ]);
   });
 
@@ -68,8 +83,8 @@ describe("bench runner", () => {
     expect(bulk.values).toEqual([20, 5]);
     // The ratio pairs the runs of a round: 10/5, 30/50, 20/1 -> median 2 (not 20/5 = 4).
     expect(bulk.ratios).toEqual([2]);
-    // Within one figure the subjects alternate run by run.
-    expect(log.filter((l) => l.endsWith(":bulk"))).toEqual(["A:bulk", "B:bulk", "A:bulk", "B:bulk", "A:bulk", "B:bulk"]);
+    // Within one figure the subjects alternate run by run, the other one first every second round.
+    expect(log.filter((l) => l.endsWith(":bulk"))).toEqual(["A:bulk", "B:bulk", "B:bulk", "A:bulk", "A:bulk", "B:bulk"]);
 
     // Latency: each run's percentile, then the median over runs (the fakes cycle on through
     // their values: A's latency runs come after its 12 throughput runs, so v = 10, 30, 20).
@@ -98,7 +113,7 @@ describe("bench runner", () => {
       { jobs: 1, single: 1, samples: 1, runs: 3 },
       { only: "memory" },
     );
-    expect(log).toEqual(["A:memory", "B:memory", "A:memory", "B:memory", "A:memory", "B:memory"]);
+    expect(log).toEqual(["A:memory", "B:memory", "B:memory", "A:memory", "A:memory", "B:memory"]);
     expect(report.rows).toHaveLength(1);
     expect(report.rows[0]!.values).toEqual([85, 240]);
   });
