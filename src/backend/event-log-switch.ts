@@ -1,6 +1,6 @@
 /**
- * The event log switch shared by the stores that have one (Redis per prefix, PostgreSQL per
- * schema): the option's check, the readers' refusal and the "processes disagree" refusal, so a
+ * The event log switch shared by the stores that have one (Redis per key prefix, PostgreSQL per
+ * schema, SQLite per table prefix): the option's check, the readers' refusal and the "processes disagree" refusal, so a
  * caller gets the same error whichever store runs with its log off.
  */
 import { ConveyorError, InvalidInputError, UnsupportedByStoreError } from "../core/errors.js";

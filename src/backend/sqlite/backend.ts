@@ -101,8 +101,8 @@ export interface SqliteBackendOptions {
   wakeups?: boolean;
   /**
    * Keep the durable event log (the `events` table, written by triggers with each change): what
-   * `queue.events()`, `GET /v1/events` and the event-driven dashboard read. Its state trigger is
-   * about a fifth of a processed job's CPU (docs/performance-sqlite.md, "Session 12"). With
+   * `queue.events()`, `GET /v1/events` and the event-driven dashboard read. It is about a quarter of a
+   * processed job's time (docs/performance-sqlite.md, "Session 12: the event log switch"). With
    * `false` the prefix's event triggers are dropped and nothing is written; `queue.events()` and
    * `GET /v1/events` refuse by name (`capabilities.eventLog` false) and the dashboard and job
    * event streams poll instead. One setting per table prefix (migration 0012): the first process

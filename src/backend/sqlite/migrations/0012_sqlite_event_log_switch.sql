@@ -3,8 +3,8 @@
 -- Redis prefix. With it off the event triggers of 0004 (events_added, events_state,
 -- events_progress) do not exist, so no change of `jobs` writes an `events` row, and the
 -- statements that write events themselves (a job deleted as it completes or dies) are not run
--- (transactions.ts). Measured: the state trigger is about a fifth of a processed job's CPU
--- (docs/performance-sqlite.md, "Session 12").
+-- (transactions.ts). Measured: the log is about a quarter of a processed job's time
+-- (docs/performance-sqlite.md, "Session 12: the event log switch").
 --
 -- `{{prefix}}` is replaced by the backend's table prefix (default "conveyor_").
 --
