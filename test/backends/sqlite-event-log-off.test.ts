@@ -12,12 +12,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
-import { readMigrationFiles } from "../../src/backend/migration-files.js";
 import { SqliteBackend, type SqliteBackendOptions } from "../../src/backend/sqlite/backend.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { Worker, type Backend } from "../../src/index.js";
 import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
 import { claimOne, enqueueOne } from "../conformance/fixtures.js";
+import { sqliteMigratedUpTo } from "../helpers/sqlite-migrations.js";
 
 const dir = mkdtempSync(join(tmpdir(), "conveyor-sqlite-evoff-"));
 let files = 0;
@@ -131,16 +131,8 @@ describe("SQLite event log off (eventLog: false)", () => {
 
   it("a database holding jobs from before the setting existed is recorded as on", () => {
     const path = newFile();
-    const migrations = readMigrationFiles(new URL("../../src/backend/sqlite/migrations/", import.meta.url), "SQLite", "sqlite/");
-    const ours = migrations.find((m) => m.file.endsWith("_sqlite_event_log_switch.sql"));
-    expect(ours, "the migration of this change").toBeDefined();
     // The state of a database before the switch existed, with one event in it.
-    const db = new Database(path);
-    db.exec("CREATE TABLE conveyor_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
-    for (const m of migrations.filter((m) => m.version < ours!.version)) {
-      db.exec(m.text.replaceAll("{{prefix}}", "conveyor_"));
-      db.prepare("INSERT INTO conveyor_migrations (version, applied_at) VALUES (?, 0)").run(m.version);
-    }
+    const db = sqliteMigratedUpTo(path, "_sqlite_event_log_switch.sql");
     db.prepare("INSERT INTO conveyor_events (at, type, queue, name, job_id, attempt) VALUES (1, 'added', 'q', 'n', 'j', 0)").run();
     db.close();
     expect(() => backend({ path, eventLog: false })).toThrow(/keeps its event log on/);

@@ -10,10 +10,11 @@
 import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { ClaimThrottle } from "../../src/backend/contract.js";
-import { readMigrationFiles } from "../../src/backend/migration-files.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { loadMigrations } from "../../src/backend/sqlite/migrate.js";
 import { sqliteQuery } from "../../src/backend/sqlite/queries.js";
 import { buildJobSpec } from "../../src/core/spec.js";
+import { sqliteMigratedUpTo } from "../helpers/sqlite-migrations.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs("conveyor-sqlite-flow-lanes-");
@@ -83,17 +84,8 @@ describe("SQLite lane claims", () => {
 
   it("upgrades a database holding running and waiting grouped jobs: the running job still holds its group's slot, a stranded unkeyed job is claimed", async () => {
     const path = await temp.file("upgrade.db");
-    const migrations = readMigrationFiles(new URL("../../src/backend/sqlite/migrations/", import.meta.url), "SQLite", "sqlite/");
-    const ours = migrations.find((m) => m.file.endsWith("_flow_lane_path.sql"));
-    expect(ours, "the migration of this change").toBeDefined();
     // The schema as it was before this change, with jobs written as that version stored them.
-    const db = new Database(path);
-    db.pragma("journal_mode = WAL");
-    db.exec("CREATE TABLE conveyor_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
-    for (const m of migrations.filter((m) => m.version < ours!.version)) {
-      db.exec(m.text.replaceAll("{{prefix}}", "conveyor_"));
-      db.prepare("INSERT INTO conveyor_migrations (version, applied_at) VALUES (?, 0)").run(m.version);
-    }
+    const db = sqliteMigratedUpTo(path, "_flow_lane_path.sql");
     expect(db.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'conveyor_jobs_group_running'").pluck().get()).toBe(1);
     const now = Date.now();
     const insert = db.prepare(
@@ -118,7 +110,7 @@ describe("SQLite lane claims", () => {
     const check = new Database(path, { readonly: true });
     closeAfterTest.push(check);
     expect(check.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'conveyor_jobs_group_running'").pluck().get()).toBe(0);
-    expect(check.prepare("SELECT max(version) FROM conveyor_migrations").pluck().get()).toBe(migrations.at(-1)!.version);
+    expect(check.prepare("SELECT max(version) FROM conveyor_migrations").pluck().get()).toBe(loadMigrations("conveyor_").at(-1)!.version);
 
     // Group g has concurrency 1 and its job "running" (claimed before the upgrade) is active: only
     // the repaired unkeyed job can start.
@@ -233,19 +225,9 @@ describe("SQLite: a laned queue's pending jobs are in jobs_lanes only", () => {
 
   it("upgrades a database with keyed jobs waiting: they leave jobs_claim, and every pending job is counted and claimed once", async () => {
     const path = await temp.file("upgrade-claim.db");
-    const migrations = readMigrationFiles(new URL("../../src/backend/sqlite/migrations/", import.meta.url), "SQLite", "sqlite/");
-    const ours = migrations.find((m) => m.file.endsWith("_sqlite_flow_unkeyed_claim.sql"));
-    expect(ours, "the migration of this change").toBeDefined();
-    const before = migrations.filter((m) => m.version < ours!.version);
     // The schema before this change, filled by the code of that time (a backend at that schema
     // would refuse nothing here: the jobs are written as it wrote them).
-    const db = new Database(path);
-    db.pragma("journal_mode = WAL");
-    db.exec("CREATE TABLE conveyor_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT");
-    for (const m of before) {
-      db.exec(m.text.replaceAll("{{prefix}}", "conveyor_"));
-      db.prepare("INSERT INTO conveyor_migrations (version, applied_at) VALUES (?, 0)").run(m.version);
-    }
+    const db = sqliteMigratedUpTo(path, "_sqlite_flow_unkeyed_claim.sql");
     const now = Date.now();
     const insert = db.prepare(
       `INSERT INTO conveyor_jobs (id, queue, name, payload, state, priority, run_at, created_at, max_attempts, backoff, lane, group_key, group_concurrency)

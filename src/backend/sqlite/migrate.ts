@@ -7,13 +7,14 @@ import type Database from "better-sqlite3";
 import { ConveyorError } from "../../core/errors.js";
 import { readMigrationFiles, SchemaTooNewError } from "../migration-files.js";
 
-interface Migration {
+export interface Migration {
   version: number;
   file: string;
   sql: string;
 }
 
-function loadMigrations(prefix: string): Migration[] {
+/** Every SQLite migration in version order, `{{prefix}}` replaced by `prefix`. */
+export function loadMigrations(prefix: string): Migration[] {
   return readMigrationFiles(new URL("./migrations/", import.meta.url), "SQLite", "sqlite/").map((m) => ({
     version: m.version,
     file: m.file,
