@@ -57,7 +57,8 @@ describe("Redis topology URLs", () => {
   });
 });
 
-describe.skipIf((await findPostgresBin()) === null)("PostgreSQL primary switch through a multi-host URL", () => {
+const noPostgres = (await findPostgresBin()) === null;
+describe.skipIf(noPostgres)(`PostgreSQL primary switch through a multi-host URL${noPostgres ? " (skipped: no PostgreSQL server binaries)" : ""}`, () => {
   it("new connections, the LISTEN one included, find the promoted standby; nothing committed is lost (synchronous standby)", { timeout: 120_000 }, async () => {
     const pair = await startPostgresPair({ synchronous: true });
     const backend = await openBackend(`${pair.url}&schema=switch`);
@@ -106,7 +107,8 @@ describe.skipIf((await findPostgresBin()) === null)("PostgreSQL primary switch t
   });
 });
 
-describe.skipIf(findRedisServer() === null)("Redis waitForReplicas (WAIT)", () => {
+const noRedis = findRedisServer() === null;
+describe.skipIf(noRedis)(`Redis waitForReplicas (WAIT)${noRedis ? " (skipped: no redis-server)" : ""}`, () => {
   let primary: ThrowawayRedis | null = null;
   let replica: ThrowawayRedis | null = null;
   afterAll(async () => {
@@ -155,7 +157,7 @@ describe.skipIf(findRedisServer() === null)("Redis waitForReplicas (WAIT)", () =
   });
 });
 
-describe.skipIf(findRedisServer() === null)("Redis Sentinel connection kept", () => {
+describe.skipIf(noRedis)(`Redis Sentinel connection kept${noRedis ? " (skipped: no redis-server)" : ""}`, () => {
   let sentinel: ThrowawaySentinel | null = null;
   afterAll(async () => {
     await sentinel?.stop();
@@ -192,7 +194,7 @@ describe.skipIf(findRedisServer() === null)("Redis Sentinel connection kept", ()
   });
 });
 
-describe.skipIf(findRedisServer() === null)("Redis waitForReplicas across a Sentinel failover", () => {
+describe.skipIf(noRedis)(`Redis waitForReplicas across a Sentinel failover${noRedis ? " (skipped: no redis-server)" : ""}`, () => {
   let sentinel: ThrowawaySentinel | null = null;
   afterAll(async () => {
     await sentinel?.stop();

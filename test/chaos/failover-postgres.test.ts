@@ -20,7 +20,7 @@ const keep = () => {
   keepEvidence = true;
 };
 
-describe.skipIf(noPostgres)("failover, short runs: PostgreSQL", () => {
+describe.skipIf(noPostgres)(`failover, short runs: PostgreSQL${noPostgres ? " (skipped: no PostgreSQL server binaries)" : ""}`, () => {
   it(
     "pg-primary-switch: primary crashed, synchronous standby promoted; producers, workers and LISTEN reconnect by themselves",
     { timeout: 150_000 },

@@ -21,7 +21,7 @@ const keep = () => {
   keepEvidence = true;
 };
 
-describe.skipIf(noRedis)("failover, short runs: Redis", () => {
+describe.skipIf(noRedis)(`failover, short runs: Redis${noRedis ? " (skipped: no redis-server)" : ""}`, () => {
   // The reshard moves the 4,773 slots up to the queue's ({chaos}: slot 4772), several round trips
   // each: 16 s on a quiet machine, about 110 s at a load average of 31 (6 busy loops beside other
   // work), which with the start, the failover and the drain outgrew a 180 s cap.

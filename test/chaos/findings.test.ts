@@ -93,7 +93,7 @@ function alive(pid: number): boolean {
   }
 }
 
-describe.skipIf(!existsSync("/proc"))("chaos findings", () => {
+describe.skipIf(!existsSync("/proc"))(`chaos findings${existsSync("/proc") ? "" : " (skipped: no /proc to read child processes from)"}`, () => {
   it("a sandbox child blocked in a handler dies with its SIGKILLed worker instead of spinning on, orphaned", async () => {
     const w = worker(["--handlers", "test/fixtures/pills.ts", "--sandbox", "--concurrency", "2"]);
     const pill = await queue.add("block", {}, { timeoutMs: 60_000 });
