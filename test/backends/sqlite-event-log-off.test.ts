@@ -7,7 +7,7 @@
  * polling). The whole conformance suite also runs with the log off (sqlite-event-log-off-conformance.test.ts).
  */
 import Database from "better-sqlite3";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -156,5 +156,15 @@ describe("SQLite event log off (eventLog: false)", () => {
     backends.push(memory);
     expect(memory.capabilities.eventLog).toBe(false);
     await expect(openBackend("sqlite:?eventLog=off")).rejects.toThrow(/sqlite: needs a path/);
+    // Empty, other-case, odd-Unicode and huge values are refused by name, and no file is created for them.
+    for (const value of ["", "OFF", "false", "of\u200bf", "ｏｆｆ", "x".repeat(10_000)]) {
+      const other = newFile();
+      await expect(openBackend(`sqlite:${other}?eventLog=${value}`), value.slice(0, 20)).rejects.toThrow(/\?eventLog= takes on or off/);
+      expect(existsSync(other)).toBe(false);
+    }
+    // The option itself takes a boolean only.
+    for (const value of ["off", 0, null, { on: false }]) {
+      expect(() => backend({ path: newFile(), eventLog: value as never }), JSON.stringify(value)).toThrow(/eventLog must be true or false/);
+    }
   });
 });
