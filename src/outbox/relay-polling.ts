@@ -27,6 +27,7 @@ import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import { newWorkerId } from "../core/ids.js";
 import { consoleLogger, silentLogger, type Logger } from "../core/logger.js";
 import { NotificationListener } from "../backend/postgres/listener.js";
+import { planOnce } from "../backend/sqlite/stable-plans.js";
 import { parseHeaders, type OutboxEvent } from "./event.js";
 import { checkPrefix, checkSchema, outboxChannel, quoteIdent } from "./names.js";
 import type { ClaimedBatch, OutboxSource, RejectedEvent, SourceHooks, SourceLag } from "./relay.js";
@@ -280,7 +281,8 @@ export class SqlitePollSource implements OutboxSource {
 
   async start(): Promise<void> {
     const { default: DatabaseCtor } = await import("better-sqlite3");
-    const db = new DatabaseCtor(this.path, { timeout: this.busyTimeoutMs, fileMustExist: true });
+    // Its batch read takes its LIMIT from a parameter: planned once (stable-plans.ts).
+    const db = planOnce(new DatabaseCtor(this.path, { timeout: this.busyTimeoutMs, fileMustExist: true }));
     db.pragma("journal_mode = WAL");
     try {
       db.prepare(`SELECT 1 FROM ${this.prefix}outbox LIMIT 0`).all();

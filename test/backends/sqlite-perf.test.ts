@@ -232,7 +232,7 @@ describe("claim naming one job name", () => {
     expect(claimed.map((c) => c.job.id)).toEqual(["job-0", "job-2", "job-4", "job-6"]);
     const candidates = texts.filter((text) => text.includes("ORDER BY priority, run_at, seq"));
     expect(candidates).toHaveLength(1);
-    expect(candidates[0]).toContain("AND name = ?");
+    expect(candidates[0]).toContain("AND name = +?");
     expect(candidates[0]).not.toContain("name IN (SELECT value FROM json_each(?))");
     // Two names still go through the array, and still take both names' jobs in claim order.
     const both = await b.claim({ queues: ["q"], names: ["other", "job"], limit: 6, leaseMs: 60_000, worker: WORKER });

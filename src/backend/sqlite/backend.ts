@@ -24,6 +24,7 @@ import { checkFlow } from "../flows.js";
 import { SqliteFlows } from "./flows.js";
 import { resolve } from "node:path";
 import Database from "better-sqlite3";
+import { planOnce } from "./stable-plans.js";
 import type {
   Backend,
   CancelResult,
@@ -186,7 +187,8 @@ export class SqliteBackend implements Backend {
     });
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
-    this.db = new Database(file, { timeout: busyTimeoutMs });
+    // Every statement planned once, not again on each run (stable-plans.ts).
+    this.db = planOnce(new Database(file, { timeout: busyTimeoutMs }));
     try {
       // busy_timeout is set by the constructor option above, before anything below may wait on
       // another process's lock (switching to WAL needs one).

@@ -17,6 +17,13 @@ interface ListShape {
   byQueue: boolean;
   byName: boolean;
   state: StateFilter;
+  /**
+   * With state "stored": the state, written into the statement rather than bound, so the planner
+   * can match it to a partial index of that state (jobs_waiting_children, say): statements take no
+   * part of their plan from a bound value (stable-plans.ts). One statement per state, as few as
+   * the states are.
+   */
+  storedState?: string;
   byCursor: boolean;
   from: boolean;
   until: boolean;
@@ -61,7 +68,6 @@ export class SqliteListing {
     if (filter.queue !== undefined) params.push(filter.queue);
     if (filter.name !== undefined) params.push(filter.name);
     if (stateFilter === "due" || stateFilter === "future") params.push(now);
-    if (stateFilter === "stored") params.push(filter.state);
     if (beforeSeq !== null) params.push(beforeSeq);
     if (afterSeq !== null) params.push(afterSeq);
     if (args.createdFrom !== null) params.push(args.createdFrom);
@@ -71,6 +77,7 @@ export class SqliteListing {
       byQueue: filter.queue !== undefined,
       byName: filter.name !== undefined,
       state: stateFilter,
+      ...(stateFilter === "stored" ? { storedState: filter.state } : {}),
       byCursor: beforeSeq !== null,
       from: args.createdFrom !== null,
       until: args.createdUntil !== null,
@@ -118,7 +125,7 @@ export class SqliteListing {
       if (shape.byName) where.push("name = ?");
       if (shape.state === "due") where.push("state IN ('waiting', 'scheduled') AND run_at <= ?");
       if (shape.state === "future") where.push("state IN ('waiting', 'scheduled') AND run_at > ?");
-      if (shape.state === "stored") where.push("state = ?");
+      if (shape.state === "stored") where.push(`state = '${shape.storedState!.replaceAll("'", "''")}'`);
       if (shape.byCursor) where.push("seq < ?");
       if (shape.newer) where.push("seq > ?");
       if (shape.from) where.push("created_at >= ?");

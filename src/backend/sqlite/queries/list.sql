@@ -2,7 +2,7 @@
 --
 -- The filter terms present, in this order, each with its parameter: queue = ? ; name = ? ;
 -- a state term (`waiting` includes due `scheduled` jobs: run_at <= ? now; `scheduled` only
--- future ones: run_at > ? now; any other state: state = ?) ; seq < ? (the `after` cursor) ;
+-- future ones: run_at > ? now; any other state: state = 'that state', written in by list.ts) ; seq < ? (the `after` cursor) ;
 -- seq > ? (the `before` cursor) ; created_at >= ? ; created_at < ?. Then ? limit and ? offset.
 --
 -- The WHERE clause and the direction (placeholders below) are filled by list.ts, one prepared statement per filter shape:
