@@ -14,7 +14,8 @@
  * the load) and microseconds (Redis' own timing, which a loaded machine inflates). A diagnostic,
  * not a figure of the issue. --statements (PostgreSQL): after each arm, the statements the server ran
  * during its timed run (pg_stat_statements, trigger statements included): calls and execution µs
- * per 1,000 jobs, rows per call, shared buffers per call; a diagnostic like --commandstats.
+ * per 1,000 jobs, rows per call, shared buffers per call, and how often the server planned it and how long that
+ * took (track_planning: a statement planned on every call runs a custom plan each time); a diagnostic like --commandstats.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -175,7 +176,9 @@ if (values.backend === "sqlite") {
 } else if (values.backend === "postgres") {
   const server = await startThrowawayPostgres({
     database: "bench",
-    settings: values.statements ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } : {},
+    settings: values.statements
+      ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all", "pg_stat_statements.track_planning": "on" }
+      : {},
   });
   if (values.statements) {
     const admin = new pg.Client({ connectionString: server.url });
@@ -185,15 +188,16 @@ if (values.backend === "sqlite") {
       await admin.query("SELECT pg_stat_statements_reset()");
     };
     statementStats.read = async (arm) => {
-      const { rows } = await admin.query<{ calls: string; rows: string; ms: number; buffers: string; query: string }>(
-        `SELECT calls, rows, total_exec_time AS ms, shared_blks_hit + shared_blks_read AS buffers, regexp_replace(query, '\\s+', ' ', 'g') AS query
+      const { rows } = await admin.query<{ calls: string; plans: string; plan_ms: number; rows: string; ms: number; buffers: string; query: string }>(
+        `SELECT calls, plans, total_plan_time AS plan_ms, rows, total_exec_time AS ms, shared_blks_hit + shared_blks_read AS buffers,
+                regexp_replace(query, '\\s+', ' ', 'g') AS query
          FROM pg_stat_statements WHERE calls > 0 AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 16`,
       );
       return rows.map((r) => {
         // A statement's own comment names it (-- claim: …); trigger statements start with their SQL.
         const name = (/^-- ([\w-]+):/.exec(r.query)?.[1] ?? r.query.replace(/"prof_\d+"\./g, "")).slice(0, 60);
         const calls = Number(r.calls);
-        return `| ${arm} | ${name} | ${fmt((calls / jobs) * 1000)} | ${(Number(r.rows) / calls).toFixed(1)} | ${fmt(((r.ms * 1000) / jobs) * 1000)} | ${(Number(r.buffers) / calls).toFixed(0)} |`;
+        return `| ${arm} | ${name} | ${fmt((calls / jobs) * 1000)} | ${(Number(r.rows) / calls).toFixed(1)} | ${fmt(((r.ms * 1000) / jobs) * 1000)} | ${(Number(r.buffers) / calls).toFixed(0)} | ${fmt((Number(r.plans) / jobs) * 1000)} | ${fmt(((r.plan_ms * 1000) / jobs) * 1000)} |`;
       });
     };
     close = async () => {
@@ -246,8 +250,10 @@ try {
     for (const row of commandRows) console.log(row);
   }
   if (statementRows.length > 0) {
-    console.log(`\n| arm | statement | calls per 1,000 jobs | rows per call | server µs per 1,000 jobs | buffers per call |`);
-    console.log(`| --- | --- | --- | --- | --- | --- |`);
+    console.log(
+      `\n| arm | statement | calls per 1,000 jobs | rows per call | server µs per 1,000 jobs | buffers per call | plans per 1,000 jobs | planning µs per 1,000 jobs |`,
+    );
+    console.log(`| --- | --- | --- | --- | --- | --- | --- | --- |`);
     for (const row of statementRows) console.log(row);
   }
 } finally {
