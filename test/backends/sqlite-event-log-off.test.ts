@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { SqliteBackend, type SqliteBackendOptions } from "../../src/backend/sqlite/backend.js";
+import { EVENT_TRIGGERS } from "../../src/backend/sqlite/event-log-setting.js";
 import { FakeClock } from "../../src/core/clock.js";
 import { Worker, type Backend } from "../../src/index.js";
 import { expectEventLogReadersRefused, expectJobEventStreamByPolling, runEveryEventPath } from "../helpers/event-log-off.js";
@@ -51,10 +52,9 @@ function count(path: string, sql: string): number {
 
 const eventRows = (path: string, prefix = "conveyor_") => count(path, `SELECT count(*) FROM ${prefix}events`);
 const eventTriggers = (path: string, prefix = "conveyor_") =>
-  count(
-    path,
-    `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name IN ('${prefix}events_added', '${prefix}events_state', '${prefix}events_progress')`,
-  );
+  count(path, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name IN (${EVENT_TRIGGERS.map((name) => `'${prefix}${name}'`).join(", ")})`);
+/** Every event trigger present. */
+const ALL = EVENT_TRIGGERS.length;
 
 describe("SQLite event log off (eventLog: false)", () => {
   it("writes no event while jobs are added, run, retried, removed and dead; the same run with the log on writes them", async () => {
@@ -68,7 +68,7 @@ describe("SQLite event log off (eventLog: false)", () => {
     const onPath = newFile();
     const on = backend({ path: onPath });
     expect(on.capabilities.eventLog).toBe(true);
-    expect(eventTriggers(onPath)).toBe(3);
+    expect(eventTriggers(onPath)).toBe(ALL);
     await runEveryEventPath(on, 20, workers);
     // added, active and completed/retrying/dead for each of the 22 jobs (one runs twice)
     expect(eventRows(onPath)).toBeGreaterThanOrEqual(22 * 3);
@@ -107,9 +107,9 @@ describe("SQLite event log off (eventLog: false)", () => {
 
     // Another prefix in the same file keeps its own setting.
     backend({ path, tablePrefix: "other_" });
-    expect(eventTriggers(path, "other_")).toBe(3);
+    expect(eventTriggers(path, "other_")).toBe(ALL);
     expect(() => backend({ path, tablePrefix: "other_", eventLog: false })).toThrow(/keeps its event log on/);
-    expect(eventTriggers(path, "other_")).toBe(3);
+    expect(eventTriggers(path, "other_")).toBe(ALL);
     expect(eventTriggers(path)).toBe(0);
   });
 
@@ -122,7 +122,7 @@ describe("SQLite event log off (eventLog: false)", () => {
     db.prepare("DELETE FROM conveyor_settings WHERE name = 'event_log'").run();
     db.close();
     const on = backend({ path });
-    expect(eventTriggers(path)).toBe(3);
+    expect(eventTriggers(path)).toBe(ALL);
     expect(count(path, "SELECT count(*) FROM conveyor_settings WHERE name = 'event_log_triggers'")).toBe(0);
     await enqueueOne(on);
     expect(eventRows(path)).toBe(1);
@@ -136,7 +136,7 @@ describe("SQLite event log off (eventLog: false)", () => {
     db.prepare("INSERT INTO conveyor_events (at, type, queue, name, job_id, attempt) VALUES (1, 'added', 'q', 'n', 'j', 0)").run();
     db.close();
     expect(() => backend({ path, eventLog: false })).toThrow(/keeps its event log on/);
-    expect(eventTriggers(path)).toBe(3);
+    expect(eventTriggers(path)).toBe(ALL);
     backend({ path });
     expect(count(path, "SELECT value FROM conveyor_settings WHERE name = 'event_log'")).toBe("on");
   });

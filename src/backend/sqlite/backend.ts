@@ -11,7 +11,7 @@ import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { asStoreError } from "../store-errors.js";
 import { SqliteJobLogs } from "./job-logs.js";
 import { SqliteEventLog } from "./event-log.js";
-import { EVENT_LOG_SCOPE, settleSqliteEventLog } from "./event-log-setting.js";
+import { EVENT_LOG_SCOPE, keepEventLogOff, settleSqliteEventLog } from "./event-log-setting.js";
 import { eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
 import type { JobLogLine } from "../../core/job-log.js";
@@ -237,7 +237,13 @@ export class SqliteBackend implements Backend {
   }
 
   private migrateSync(): void {
-    migrateSqlite(this.db, this.prefix, this.description, () => this.nowMs());
+    migrateSqlite(
+      this.db,
+      this.prefix,
+      this.description,
+      () => this.nowMs(),
+      () => keepEventLogOff(this.db, this.prefix),
+    );
     settleSqliteEventLog(this.db, this.prefix, this.eventLogOn, `table prefix "${this.prefix}" of ${this.description}`);
   }
 

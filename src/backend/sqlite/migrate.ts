@@ -26,8 +26,11 @@ export function loadMigrations(prefix: string): Migration[] {
  * Applies every migration the database lacks, each in its own IMMEDIATE transaction together
  * with its row in the migrations table, so concurrent starters apply each one exactly once.
  * Refuses a schema newer than this code (`SchemaTooNewError`, naming `description`).
+ * `afterEach` runs in each migration's transaction after its SQL: for what a migration's SQL
+ * cannot decide by itself (a prefix whose event log is off has the event triggers a migration
+ * creates dropped again at once: keepEventLogOff).
  */
-export function migrateSqlite(db: Database.Database, prefix: string, description: string, nowMs: () => number): void {
+export function migrateSqlite(db: Database.Database, prefix: string, description: string, nowMs: () => number, afterEach: () => void = () => {}): void {
   const migrations = loadMigrations(prefix);
   const latest = migrations.at(-1)?.version ?? 0;
   const table = `${prefix}migrations`;
@@ -49,6 +52,7 @@ export function migrateSqlite(db: Database.Database, prefix: string, description
     if (next === undefined) return false;
     try {
       db.exec(next.sql);
+      afterEach();
     } catch (error) {
       throw new ConveyorError(`migration ${next.file} failed: ${(error as Error).message}`, { cause: error });
     }
