@@ -185,6 +185,20 @@ export function throttleAfterStarts(budget: ClaimBudget, started: number): numbe
   return budget.rateSlotInMs;
 }
 
+/**
+ * Whether a claim that can start at most `claimSize` jobs must count a rate window exactly (the
+ * queue's, or a limiter key's held to `max` starts): when `stored`, the starts recorded for it
+ * with those that already left it (an upper bound of its count), and `claimSize` together reach
+ * `max`. Otherwise every decision the claim makes with `stored` is the one the exact count gives
+ * (room for all it can start, so never its last slot, and the window's oldest start never asked
+ * for), and a store may skip forgetting the starts that left the window, and reading its oldest
+ * start, for that claim. PostgreSQL's flow-read-lanes.sql (`exact`) and SQLite's SqliteFlow
+ * both apply it.
+ */
+export function windowNeedsExactCount(stored: number, claimSize: number, max: number): boolean {
+  return stored + claimSize >= max;
+}
+
 /** The claim budget of one queue: the single place the limits are turned into numbers. */
 export function claimBudget(snapshot: FlowSnapshot, limit: number, names: readonly string[]): ClaimBudget {
   const { now, limits } = snapshot;

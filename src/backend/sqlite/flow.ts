@@ -18,6 +18,7 @@ import {
   type LimiterWindow,
   type QueueFlow,
   type StoredQueueLimits,
+  windowNeedsExactCount,
 } from "../../core/flow.js";
 import type { JobFlow } from "../../core/job.js";
 import { jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, type JobFlowColumns } from "../../core/job-flow.js";
@@ -34,6 +35,12 @@ export interface FlowRow {
   /** 1 once the queue has had keyed jobs (group or limiter): its claims take turns across lanes. */
   lanes: number;
   lane_cursor: string | null;
+}
+
+/** A rate window's length (ms) and the most starts it allows. */
+interface WindowLimit {
+  ms: number;
+  max: number;
 }
 
 /** A waiting keyed job at the head of its lane. */
@@ -99,9 +106,10 @@ export class SqliteFlow {
     return found.sort(byClaimOrder).slice(0, budget.total);
   }
 
-  /** The claim budget of a queue, its rate window read first (forgetting the starts that left it). */
+  /** The claim budget of a queue, its rate window read first (windowsOf). */
   private budget(row: FlowRow, limits: StoredQueueLimits, now: number, limit: number, request: ClaimRequest, running: Iterable<{ name: string; n: number }>) {
-    const window = limits.rate === null ? null : this.windowOf(row.queue, limits.rate.durationMs, now);
+    const rate = limits.rate;
+    const window = rate === null ? null : this.windowsOf(new Map([[row.queue, { ms: rate.durationMs, max: rate.max }]]), now, limit).get(row.queue)!;
     return claimBudget(flowSnapshot(now, limits, row.held_until, window, running), limit, request.names);
   }
 
@@ -147,13 +155,18 @@ export class SqliteFlow {
     // only when the pick takes a lane's whole share and still has room (lanesReadWhole).
     const perLane = lanes.length <= 4 ? total : Math.ceil(total / lanes.length);
     const byLane = new Map<string, Array<LaneJob<FlowCandidate>>>([["", []]]);
-    const windowMs = new Map<string, number>();
-    if (limits.rate !== null) windowMs.set(queue, limits.rate.durationMs);
+    const windowLimits = new Map<string, WindowLimit>();
+    if (limits.rate !== null) windowLimits.set(queue, { ms: limits.rate.durationMs, max: limits.rate.max });
     let grouped = false;
     const add = (c: LaneRow & { lane: string }): void => {
       const flow = c.lane === "" ? null : jobFlowFromColumns(c);
       if (flow?.group != null) grouped = true;
-      if (flow?.limiter != null) windowMs.set(limiterBucket(queue, flow.limiter.key), flow.limiter.durationMs);
+      if (flow?.limiter != null) {
+        // A key's window: the last head's length, as before; the least limit its heads give, for windowNeedsExactCount.
+        const bucket = limiterBucket(queue, flow.limiter.key);
+        const max = Math.min(flow.limiter.max, windowLimits.get(bucket)?.max ?? Infinity);
+        windowLimits.set(bucket, { ms: flow.limiter.durationMs, max });
+      }
       let jobs = byLane.get(c.lane);
       if (jobs === undefined) byLane.set(c.lane, (jobs = []));
       jobs.push({ ref: c, name: c.name, flow });
@@ -167,7 +180,7 @@ export class SqliteFlow {
       groupsRead = true;
     };
     readGroups();
-    const windows = this.windowsOf(windowMs, now);
+    const windows = this.windowsOf(windowLimits, now, total);
     const budget = claimBudget(flowSnapshot(now, limits, row.held_until, windows.get(queue) ?? null, running), limit, request.names);
     if (budget.total === 0) {
       throttles.push({ queue, retryInMs: budget.retryInMs });
@@ -186,8 +199,8 @@ export class SqliteFlow {
         for (const lane of more) for (const c of this.s.laneHead.all(queue, lane, now, names, budget.total)) add({ ...c, lane });
         // New heads may bring limiter keys not read yet, or a group.
         readGroups();
-        const missing = new Map([...windowMs].filter(([bucket]) => !windows.has(bucket)));
-        for (const [bucket, w] of this.windowsOf(missing, now)) windows.set(bucket, w);
+        const missing = new Map([...windowLimits].filter(([bucket]) => !windows.has(bucket)));
+        for (const [bucket, w] of this.windowsOf(missing, now, total)) windows.set(bucket, w);
         pick = pickAcrossLanes(heads(), budget.total, budget.perName, { groupActive, limiterWindow }, now);
       }
     }
@@ -210,23 +223,35 @@ export class SqliteFlow {
   }
 
   /**
-   * The rate windows of some buckets (bucket → window duration: the queue's own, limiter keys'),
-   * in three statements whatever their number: forget the starts that left each window, count
-   * them off in flow_counts, then read each one's count, oldest start and hold (a held key, by
-   * RetryLater with pause "key", has a flow row of its own, named by its bucket).
+   * The rate windows of some buckets (the queue's own, limiter keys': each one's length and the
+   * least limit it is held to), for a claim that can start at most `claimSize` jobs. One read gives
+   * each one's stored count, oldest stored start and hold (a held key, by RetryLater with pause
+   * "key", has a flow row of its own, named by its bucket). A window the claim could fill
+   * (windowNeedsExactCount) is counted exactly: the starts that left it are forgotten and counted
+   * off in flow_counts, and it is read again. Another one keeps its stored count, an upper bound
+   * that leads the claim to the same decisions, and no oldest start; its starts that left it are
+   * forgotten once the oldest of them left a whole window ago, all at once. So most claims read
+   * their windows and delete nothing, where each one used to delete a row from every window it
+   * read and write those pages (docs/flow-control.md, "Session 13").
    */
-  private windowsOf(windowMs: ReadonlyMap<string, number>, now: number): Map<string, LimiterWindow> {
+  private windowsOf(buckets: ReadonlyMap<string, WindowLimit>, now: number, claimSize: number): Map<string, LimiterWindow> {
     const windows = new Map<string, LimiterWindow>();
-    if (windowMs.size === 0) return windows;
-    const dropped: Record<string, number> = {};
-    let any = false;
-    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify([...windowMs].map(([bucket, ms]) => [bucket, now - ms])))) {
-      dropped[bucket] = (dropped[bucket] ?? 0) - n;
-      any = true;
+    if (buckets.size === 0) return windows;
+    const cutoffs: Array<[string, number]> = [];
+    for (const w of this.s.windowsOf.all(JSON.stringify([...buckets.keys()]))) {
+      const { ms, max } = buckets.get(w.bucket)!;
+      const oldest = w.n === 0 ? null : w.oldest;
+      const exact = windowNeedsExactCount(w.n, claimSize, max);
+      if (oldest !== null && oldest <= now - (exact ? ms : 2 * ms)) cutoffs.push([w.bucket, now - ms]);
+      else windows.set(w.bucket, { n: w.n, oldest: exact ? oldest : null, heldUntil: w.held_until });
     }
-    if (any) this.s.countUpOf.run(JSON.stringify(dropped));
-    for (const w of this.s.windowsOf.all(JSON.stringify([...windowMs.keys()])))
+    if (cutoffs.length === 0) return windows;
+    const dropped: Record<string, number> = {};
+    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify(cutoffs))) dropped[bucket] = (dropped[bucket] ?? 0) - n;
+    this.s.countUpOf.run(JSON.stringify(dropped));
+    for (const w of this.s.windowsOf.all(JSON.stringify(cutoffs.map(([bucket]) => bucket)))) {
       windows.set(w.bucket, { n: w.n, oldest: w.n === 0 ? null : w.oldest, heldUntil: w.held_until });
+    }
     return windows;
   }
 
@@ -302,19 +327,6 @@ export class SqliteFlow {
     this.s.countUpOf.run(starts);
   }
 
-  /**
-   * Forgets the starts that left a window and reads how many are still in it (kept in
-   * flow_counts, so the cost is the claims whose starts expired, not the window's size) and the
-   * oldest. A row of flow_starts is one claim's n starts.
-   */
-  private windowOf(bucket: string, durationMs: number, now: number): { n: number; oldest: number | null } {
-    let dropped = 0;
-    for (const n of this.s.dropOldStarts.all(bucket, now - durationMs)) dropped += n;
-    if (dropped > 0) this.s.countUp.run(bucket, -dropped);
-    const n = this.s.count.get(bucket) ?? 0;
-    return { n, oldest: n === 0 ? null : (this.s.oldest.get(bucket) ?? null) };
-  }
-
   setLimits(queue: string, limits: StoredQueueLimits): void {
     const rate = limits.rate;
     this.s.upsertLimits.run(queue, rate?.max ?? null, rate?.durationMs ?? null, limits.maxRunning, JSON.stringify(limits.maxRunningPerName));
@@ -351,12 +363,6 @@ function prepare(db: Database.Database, prefix: string) {
   return {
     rowsAmong: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue IN (SELECT value FROM json_each(?))`),
     row: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue = ?`),
-    /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=? AND at<?) */
-    dropOldStarts: db.prepare<[string, number], number>(`DELETE FROM ${starts} WHERE queue = ? AND at <= ? RETURNING n`).pluck(),
-    /* Plan: SEARCH flow_starts USING COVERING INDEX flow_starts_window (queue=?): the first entry */
-    oldest: db.prepare<[string], number>(`SELECT at FROM ${starts} WHERE queue = ? ORDER BY at LIMIT 1`).pluck(),
-    count: db.prepare<[string], number>(`SELECT n FROM ${prefix}flow_counts WHERE bucket = ?`).pluck(),
-    countUp: db.prepare<[string, number]>(`INSERT INTO ${prefix}flow_counts (bucket, n) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`),
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
     /* $2: {bucket: starts} */
     addStartsOf: db.prepare<[number, string]>(`INSERT INTO ${starts} (queue, at, n) SELECT key, ?, value FROM json_each(?)`),
