@@ -127,7 +127,7 @@ windows AS (
   ) AS w
 ),
 exact AS (
-  -- The windows this claim could fill: stored + $6 (the claim's size) reaches their limit.
+  -- The windows this claim could fill: stored + $6 (the claim's size) reaches their limit (windowNeedsExactCount, src/core/flow.ts).
   SELECT bucket, (SELECT now FROM flow) - window_ms AS cutoff FROM windows WHERE stored + $6::int >= coalesce(most, 0)
 ),
 counted AS (
