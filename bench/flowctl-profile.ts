@@ -4,7 +4,9 @@
  * Where the flow path's time goes (docs/flow-control.md, "Where the overhead went"): the
  * overhead run of bench/flowctl.ts (one Worker, concurrency 50, no-op jobs; limits that never
  * bind, ten groups, ten limiter keys) with every claim counted and timed, both arms
- * interleaved on fresh stores: claims per run, jobs per claim, the mean and p50/p90 time of one
+ * interleaved on fresh stores (one unreported round of each first, for the JIT; the arms' order
+ * turning each round), and at the end the issue's figure, with ÷ without per round and its
+ * median, for throughput and for CPU per job. Per run: claims per run, jobs per claim, the mean and p50/p90 time of one
  * claim call, and the CPU time per 1,000 jobs of this process (worker and, for SQLite, the store)
  * and of the server (PostgreSQL: the postmaster and its backends, from /proc; Redis: INFO cpu).
  * CPU per job hardly moves with the machine's load, unlike jobs/s: on a shared machine it is
@@ -28,7 +30,7 @@ import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { readFileSync, readdirSync } from "node:fs";
 import { Redis } from "ioredis";
 import pg from "pg";
-import { chunks, FILL_CHUNK, fmt, noopJobs, percentile } from "./lib.js";
+import { chunks, FILL_CHUNK, fmt, median, noopJobs, percentile } from "./lib.js";
 
 /** CPU ms used so far by a process and its children (reaped and live), from /proc (clock ticks of 10 ms). */
 function treeCpuMs(pid: number): number {
@@ -233,10 +235,16 @@ if (values.backend === "sqlite") {
 try {
   console.log(`| arm | jobs/s | claims | jobs/claim | claim ms mean | p50 | p90 | CPU ms per 1,000 jobs: this process | server |`);
   console.log(`| --- | --- | --- | --- | --- | --- | --- | --- | --- |`);
+  const arms: Arm[] = values["limits-only"] ? ["no limits", "limits only", "limits + groups + keys"] : ["no limits", "limits + groups + keys"];
+  // One round of every arm first, not reported: the first round ran on code not yet optimised by
+  // the JIT and read slower in both arms. Then the arms' order turns each round, so neither always
+  // runs first.
+  for (const arm of arms) await profile(await fresh(), arm, async () => null);
+  const measured = new Map<Arm, Profile[]>();
   for (let i = 0; i < runs; i++) {
-    const arms: Arm[] = values["limits-only"] ? ["no limits", "limits only", "limits + groups + keys"] : ["no limits", "limits + groups + keys"];
-    for (const arm of arms) {
+    for (const arm of [...arms.slice(i % arms.length), ...arms.slice(0, i % arms.length)]) {
       const p = await profile(await fresh(), arm, serverCpuMs);
+      measured.set(arm, [...(measured.get(arm) ?? []), p]);
       if (p.commands !== null) commandRows.push(...commandTable(arm, p.commands.before, p.commands.after));
       statementRows.push(...p.statements);
       console.log(
@@ -244,6 +252,17 @@ try {
       );
     }
   }
+  // The issue's figure: with ÷ without, round by round (throughput, and the CPU per job without ÷ with).
+  const plain = measured.get("no limits")!;
+  const keyed = measured.get("limits + groups + keys")!;
+  const cpu = (p: Profile) => p.clientCpuMsPer1000 + (p.serverCpuMsPer1000 ?? 0);
+  const throughput = keyed.map((k, i) => k.jobsPerSecond / plain[i]!.jobsPerSecond);
+  const cpuRatio = keyed.map((k, i) => cpu(plain[i]!) / cpu(k));
+  const list = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(", ");
+  console.log(`\nlimits + groups + keys ÷ no limits, per round: throughput ${list(throughput)} (median ${median(throughput).toFixed(2)});`);
+  console.log(
+    `CPU per job (this process${values.backend === "sqlite" ? "" : " + server"}), no limits ÷ limits + groups + keys: ${list(cpuRatio)} (median ${median(cpuRatio).toFixed(2)})`,
+  );
   if (commandRows.length > 0) {
     console.log(`\n| arm | command (scripts' calls included) | calls per 1,000 jobs | Redis usec per 1,000 jobs |`);
     console.log(`| --- | --- | --- | --- |`);
