@@ -10,6 +10,7 @@ import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import type { JobOptions } from "../../src/core/spec.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import type { JobSpec, Lease } from "../../src/core/job.js";
+import { statementsRun } from "../helpers/sqlite-statements.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs("conveyor-sqlite-perf-");
@@ -202,38 +203,19 @@ describe("settling: one statement per finished job on the path its queue takes",
 });
 
 describe("claim naming one job name", () => {
-  /** The SQL text of every statement better-sqlite3 runs with `all` while `fn` runs. */
-  async function statementTexts(fn: () => Promise<unknown>): Promise<string[]> {
-    const probe = new Database(":memory:");
-    const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as { all: (...args: unknown[]) => unknown };
-    probe.close();
-    const texts: string[] = [];
-    const original = proto.all;
-    const spy = vi.spyOn(proto, "all").mockImplementation(function (this: { source: string }, ...args: unknown[]) {
-      texts.push(this.source);
-      return original.apply(this, args);
-    });
-    try {
-      await fn();
-      return texts;
-    } finally {
-      spy.mockRestore();
-    }
-  }
-
   it("matches the name as is, without a JSON array of names, and takes only that name's jobs", async () => {
     const b = await open();
     const named = (i: number, name: string) => buildJobSpec({ queue: "q", name, data: { i }, options: { jobId: `${name}-${i}` } });
     await b.enqueue(Array.from({ length: 12 }, (_, i) => named(i, i % 2 === 0 ? "job" : "other")));
     let claimed: Awaited<ReturnType<Backend["claim"]>> = [];
-    const texts = await statementTexts(async () => {
+    const texts = await statementsRun(async () => {
       claimed = await b.claim({ queues: ["q"], names: ["job"], limit: 4, leaseMs: 60_000, worker: WORKER });
     });
     expect(claimed.map((c) => c.job.id)).toEqual(["job-0", "job-2", "job-4", "job-6"]);
     const candidates = texts.filter((text) => text.includes("ORDER BY priority, run_at, seq"));
     expect(candidates).toHaveLength(1);
     expect(candidates[0]).toContain("AND name = +?");
-    expect(candidates[0]).not.toContain("name IN (SELECT value FROM json_each(?))");
+    expect(candidates[0]).not.toContain("name IN (SELECT value FROM json_each(+?))");
     // Two names still go through the array, and still take both names' jobs in claim order.
     const both = await b.claim({ queues: ["q"], names: ["other", "job"], limit: 6, leaseMs: 60_000, worker: WORKER });
     expect(both.map((c) => c.job.id)).toEqual(["other-1", "other-3", "other-5", "other-7", "job-8", "other-9"]);

@@ -6,11 +6,12 @@
  * that depended on a bound value (a partial index of one state) keeps its index.
  */
 import Database from "better-sqlite3";
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { parameterPositions, pinParameters, planOnce } from "../../src/backend/sqlite/stable-plans.js";
 import { buildJobSpec } from "../../src/core/spec.js";
+import { statementsRun } from "../helpers/sqlite-statements.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs("conveyor-sqlite-plans-");
@@ -65,44 +66,25 @@ describe("pinParameters", () => {
 });
 
 describe("the SQLite backend's statements", () => {
-  /** The source of every statement better-sqlite3 runs while `fn` runs. */
-  async function statementsRun(fn: () => Promise<unknown>): Promise<Set<string>> {
-    const probe = new Database(":memory:");
-    const proto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as Record<"run" | "get" | "all" | "iterate", (...args: unknown[]) => unknown>;
-    probe.close();
-    const sources = new Set<string>();
-    const spies = (["run", "get", "all", "iterate"] as const).map((method) => {
-      const original = proto[method];
-      return vi.spyOn(proto, method).mockImplementation(function (this: { source: string }, ...args: unknown[]) {
-        sources.add(this.source);
-        return original.apply(this, args);
-      });
-    });
-    try {
-      await fn();
-      return sources;
-    } finally {
-      for (const spy of spies) spy.mockRestore();
-    }
-  }
-
   it("are all pinned: enqueue, claim (plain and laned), complete, fail, list, stats, events", async () => {
     const backend: Backend = new SqliteBackend({ path: await temp.file("jobs.db") });
     closeAfterTest.push(backend);
-    const sources = await statementsRun(async () => {
-      await backend.enqueue([0, 1, 2].map((i) => buildJobSpec({ queue: "plain", name: "job", data: { i } })));
-      await backend.enqueue(
-        [0, 1, 2, 3].map((i) => buildJobSpec({ queue: "laned", name: "job", data: { i }, options: { group: { key: `g${i % 2}`, concurrency: 5 } } })),
-      );
-      await backend.setQueueLimits("laned", { rate: { max: 100, durationMs: 1_000 }, maxRunning: 10, maxRunningPerName: {} });
-      const claimed = await backend.claim({ queues: ["plain", "laned"], names: ["job"], limit: 10, leaseMs: 60_000, worker: WORKER });
-      expect(claimed.length).toBe(7);
-      await backend.complete(claimed.slice(0, 5).map((c) => ({ lease: c.lease, result: null })));
-      await backend.fail(claimed.slice(5).map((c) => ({ lease: c.lease, error: { name: "Error", message: "no", stack: null }, retryDelayMs: null })));
-      await backend.list({ queue: "plain", state: "completed" }, { limit: 10 });
-      await backend.stats();
-      await backend.readEvents!("0", 100);
-    });
+    const sources = new Set(
+      await statementsRun(async () => {
+        await backend.enqueue([0, 1, 2].map((i) => buildJobSpec({ queue: "plain", name: "job", data: { i } })));
+        await backend.enqueue(
+          [0, 1, 2, 3].map((i) => buildJobSpec({ queue: "laned", name: "job", data: { i }, options: { group: { key: `g${i % 2}`, concurrency: 5 } } })),
+        );
+        await backend.setQueueLimits("laned", { rate: { max: 100, durationMs: 1_000 }, maxRunning: 10, maxRunningPerName: {} });
+        const claimed = await backend.claim({ queues: ["plain", "laned"], names: ["job"], limit: 10, leaseMs: 60_000, worker: WORKER });
+        expect(claimed.length).toBe(7);
+        await backend.complete(claimed.slice(0, 5).map((c) => ({ lease: c.lease, result: null })));
+        await backend.fail(claimed.slice(5).map((c) => ({ lease: c.lease, error: { name: "Error", message: "no", stack: null }, retryDelayMs: null })));
+        await backend.list({ queue: "plain", state: "completed" }, { limit: 10 });
+        await backend.stats();
+        await backend.readEvents!("0", 100);
+      }),
+    );
     expect(sources.size).toBeGreaterThan(15);
     const bare = [...sources].filter((source) => parameterPositions(source).some((at) => source[at - 1] !== "+"));
     expect(bare).toEqual([]);
