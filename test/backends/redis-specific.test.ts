@@ -775,9 +775,10 @@ describe("faults, with the worker runtime", () => {
 
 /**
  * The event log's entries (layout 5, log_event in src/backend/redis/lua/_common.lua): an "added"
- * entry leaves its type blank (5 bytes of its ~60, for the memory per waiting job), and every entry
- * writes its time (a blank one, read as the stream id's time, is still read). Readers
- * (event-log.ts, prune-events-1.lua) fill the blanks back in.
+ * entry leaves its type blank (5 bytes of its ~60, for the memory per waiting job); an entry at
+ * Redis' own time of its script takes that time as its stream id and leaves its time blank
+ * (about 8 bytes); any other writes its time out. Readers (event-log.ts, prune-events-1.lua) fill
+ * the blanks back in.
  */
 function eventsBackend(clock?: FakeClock) {
   const prefix = testPrefix("events");
@@ -793,19 +794,23 @@ const redisMs = async () => {
 const fieldsOf = (entry: [string, string[]]) => Object.fromEntries(entry[1].flatMap((v, i, all) => (i % 2 === 0 ? [[v, all[i + 1]!]] : [])));
 
 describe("event entries (layout 5)", () => {
-  it("on Redis' own clock: the type of an 'added' entry blank, the time written out as the job's, even late in a long script", async () => {
+  it("on Redis' own clock: the type of an 'added' entry blank, the job's time as the stream id, even late in a long script", async () => {
     const { b, stream } = eventsBackend();
     const cursor = await b.latestEventCursor();
     const ids = Array.from({ length: 2_000 }, (_, i) => `a${i}`);
-    // One script for the whole batch: XADD stamps its stream id when it runs, later than the TIME the
-    // script read for the jobs, so the id's time is not the event's.
+    // One script for the whole batch: every entry's id has the time the script read for the jobs,
+    // however late in the script its XADD runs.
     await b.enqueue(ids.map((id) => eventSpec(id)));
     await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 60_000 });
     const claimed = await b.get("a0");
 
     const entries = await stream();
-    expect(fieldsOf(entries[0]!)).toMatchObject({ t: "", n: "job", j: "a0", a: "0", d: "" });
-    expect(fieldsOf(entries.at(-1)!)).toMatchObject({ t: "active", j: "a0", a: "1", at: String(claimed!.startedAt), d: '{"workerId":"w1"}' });
+    const idTime = (entry: [string, string[]]) => Number(entry[0].split("-")[0]);
+    expect(fieldsOf(entries[0]!)).toEqual({ t: "", n: "job", j: "a0", a: "0", at: "", d: "" });
+    expect(idTime(entries[0]!)).toBe((await b.get("a0"))!.createdAt);
+    expect(idTime(entries[ids.length - 1]!)).toBe((await b.get(ids.at(-1)!))!.createdAt);
+    expect(fieldsOf(entries.at(-1)!)).toEqual({ t: "active", n: "job", j: "a0", a: "1", at: "", d: '{"workerId":"w1"}' });
+    expect(idTime(entries.at(-1)!)).toBe(claimed!.startedAt);
     const events = [];
     for (let after = cursor; ;) {
       const page = await b.readEvents(after, 1_000);
@@ -821,6 +826,23 @@ describe("event entries (layout 5)", () => {
       expect(added.data).toEqual({ state: "waiting", runAt: job.runAt, priority: 0 });
     }
     expect(events.at(-1)).toMatchObject({ type: "active", jobId: "a0", attempt: 1, at: claimed!.startedAt });
+  });
+
+  it("a stream whose last id is later than Redis' time (a clock set back) still takes the entry, with its time written out", async () => {
+    const { prefix, b, stream } = eventsBackend();
+    const cursor = await b.latestEventCursor();
+    const ahead = (await redisMs()) + 3_600_000;
+    await admin.xadd(`${prefix}:{q}:ev`, `${ahead}-0`, "t", "", "n", "job", "j", "future", "a", "0", "at", "", "d", "");
+    await b.enqueue([eventSpec("a")]);
+    const job = (await b.get("a"))!;
+    const last = (await stream()).at(-1)!;
+    expect(fieldsOf(last)).toMatchObject({ j: "a", at: String(job.createdAt) });
+    expect(Number(last[0].split("-")[0])).toBeGreaterThanOrEqual(ahead);
+    const events = (await b.readEvents(cursor, 10)).events;
+    expect(events.map((e) => [e.jobId, e.at])).toEqual([
+      ["future", ahead],
+      ["a", job.createdAt],
+    ]);
   });
 
   it("on an injected clock the time is written out, and a layout 4 entry (type and time in full) reads the same", async () => {

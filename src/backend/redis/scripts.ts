@@ -245,15 +245,17 @@ export function loadScripts(eventLog = true, cluster = false): ReadonlyMap<Scrip
     const keepsReadyIndex = !cluster && writesReady;
     // On a cluster the index is not kept (READY_INDEX false): READY_KEY is defined, never used.
     const readyLine = keepsReadyIndex ? READY_KEY_LINE : writesReady ? "local READY_KEY = false\n" : "";
-    const source =
+    // STREAM_ID_TIME: events may give their stream id's time (`<ms>-*`, log_event), which Redis 7 takes,
+    // the server the `#!lua` variant is sent to; the plain one, for older servers, does not.
+    const source = (streamIdTime: boolean) =>
       `local LAYOUT = ${LAYOUT_VERSION}\nlocal EVENT_LOG = ${String(eventLog)}\nlocal READY_INDEX = ${String(!cluster)}\n` +
-      `local ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${readyLine}${used}\n${body}`;
+      `local STREAM_ID_TIME = ${String(streamIdTime)}\nlocal ADD_ATTEMPT_MEMORY_MS = ${ADD_ATTEMPT_MEMORY_MS}\n${readyLine}${used}\n${body}`;
     scripts.set(name, {
       fullName: `conveyor.${name}.v${LAYOUT_VERSION}${eventLog ? "" : ".no-event-log"}`,
       numberOfKeys: Number(match[2]),
       keepsReadyIndex,
-      plain: text(source),
-      flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source}`),
+      plain: text(source(false)),
+      flagged: text(`#!lua${READ_ONLY.has(name) ? " flags=no-writes" : ""}\n${source(true)}`),
     });
   }
   cache.set(setName, scripts);

@@ -21,11 +21,16 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- The time now_ms last read from Redis (TIME) in this call, false while none was read (an injected
+-- clock's time is never it): an event at this time can take it as its stream id (log_event).
+local REDIS_NOW = false
+
 -- Store time in ms: the injected clock's (ARGV) when given, otherwise Redis' own.
 local function now_ms(arg)
   if arg ~= '' then return tonumber(arg) end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  REDIS_NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return REDIS_NOW
 end
 
 -- Redis' own time in µs (TIME), whatever clock the caller injected: what lease tokens are made of.
@@ -105,13 +110,17 @@ end
 -- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
 -- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;
 -- read and pruned by event-log.ts). Entry fields: t type ('' for "added", the most common), n job
--- name, j job id, a attempt, at store time in ms (always written: the stream id is not it, since
--- XADD stamps the id when it runs, which in a long script is later than the TIME the script read
--- and stored in the job; readers take a blank `at`, which a development build of layout 5 wrote
--- for a while, as the id's time), d details JSON ('' for none, or for an "added" event the common case:
--- see added_details). Layout 5; layout 4 wrote the type in full, which readers still take. The
--- blank type saves 5 of an "added" entry's ~60 bytes. Stream ids come from Redis (`*`), so they
--- only grow within a stream: a reader resumes after the last id it saw of each queue.
+-- name, j job id, a attempt, at store time in ms, d details JSON ('' for none, or for an "added"
+-- event the common case: see added_details). Layout 5; layout 4 wrote the type in full, which
+-- readers still take. The blank type saves 5 of an "added" entry's ~60 bytes.
+-- The time: an event at the Redis time this call read (REDIS_NOW) is written with that time as
+-- its stream id (`<ms>-*`, Redis 7: STREAM_ID_TIME) and a blank `at`, which readers take as the
+-- id's time: about 8 bytes less per entry (docs/performance-redis.md, "Session 13"). Any other
+-- (an injected clock's time, Redis older than 7, or a stream whose last id is later than this
+-- time, which Redis refuses: a clock set back) gets an id stamped by XADD (`*`) and `at` written
+-- out, since XADD stamps its id when it runs, in a long script later than the time the job got.
+-- Either way Redis makes ids only grow within a stream: a reader resumes after the last id it
+-- saw of each queue.
 -- Trimmed approximately (whole stream nodes, cheap) to about EVENT_LOG_MAX_LENGTH entries per
 -- queue; pruneEvents applies the retention policy (age, count) exactly.
 local EVENT_LOG_MAX_LENGTH = 100000 -- DEFAULT_MAX_EVENTS of src/core/queue-events.ts
@@ -120,8 +129,13 @@ local EVENT_LOG_MAX_LENGTH = 100000 -- DEFAULT_MAX_EVENTS of src/core/queue-even
 -- log is off (RedisBackend's eventLog option), where no stream is written at all.
 local function log_event(base, kind, name, id, attempt, at, data)
   if not EVENT_LOG then return end
-  redis.call('XADD', base .. 'ev', 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*',
-    't', kind == 'added' and '' or kind, 'n', name, 'j', id, 'a', int(attempt or 0), 'at', int(at), 'd', data or '')
+  local key, t, a = base .. 'ev', kind == 'added' and '' or kind, int(attempt or 0)
+  if STREAM_ID_TIME and at == REDIS_NOW then
+    local written = redis.pcall('XADD', key, 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, int(at) .. '-*',
+      't', t, 'n', name, 'j', id, 'a', a, 'at', '', 'd', data or '')
+    if type(written) == 'string' then return end
+  end
+  redis.call('XADD', key, 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*', 't', t, 'n', name, 'j', id, 'a', a, 'at', int(at), 'd', data or '')
 end
 
 -- The worker id inside a worker identity JSON, as a JSON string (the "active" event's workerId).
