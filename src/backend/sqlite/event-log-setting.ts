@@ -26,15 +26,14 @@ export function settleSqliteEventLog(db: Database.Database, prefix: string, want
   const record = db.prepare<[string]>(`INSERT INTO ${settings} (name, value) VALUES ('event_log', ?) ON CONFLICT (name) DO NOTHING`);
   const read = db.prepare<[string], string>(`SELECT value FROM ${settings} WHERE name = ?`).pluck();
   const forget = db.prepare(`DELETE FROM ${settings} WHERE name = 'event_log_triggers'`);
-  const names = EVENT_TRIGGERS.map((name) => `${prefix}${name}`);
-  const existing = db.prepare<[string], KeptTrigger>(`SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN (SELECT value FROM json_each(?))`);
-  const matches = (stored: boolean, present: number) => (stored ? present === names.length || read.get("event_log_triggers") === undefined : present === 0);
+  const all = EVENT_TRIGGERS.length;
+  const matches = (stored: boolean, present: number) => (stored ? present === all || read.get("event_log_triggers") === undefined : present === 0);
   // Common case, without the write lock: the setting is recorded and the triggers match it.
   const recorded = read.get("event_log");
   if (recorded !== undefined) {
     const stored = recorded === "on";
     if (stored !== wanted) throw eventLogMismatchError(where, EVENT_LOG_SCOPE, stored, wanted);
-    if (matches(stored, existing.all(JSON.stringify(names)).length)) return;
+    if (matches(stored, presentTriggers(db, prefix).length)) return;
   }
   const settle = db.transaction(() => {
     record.run(wanted ? "on" : "off");
@@ -44,8 +43,8 @@ export function settleSqliteEventLog(db: Database.Database, prefix: string, want
       dropKeepingText(db, prefix);
       return;
     }
-    const present = existing.all(JSON.stringify(names));
-    if (present.length < names.length) {
+    const present = presentTriggers(db, prefix);
+    if (present.length < all) {
       const kept = JSON.parse(read.get("event_log_triggers") ?? "[]") as KeptTrigger[];
       for (const t of kept) if (!present.some((p) => p.name === t.name)) db.exec(t.sql);
       forget.run();
@@ -76,9 +75,7 @@ export function keepEventLogOff(db: Database.Database, prefix: string): void {
 
 function dropKeepingText(db: Database.Database, prefix: string): void {
   const settings = `${prefix}settings`;
-  const present = db
-    .prepare<[string], KeptTrigger>(`SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN (SELECT value FROM json_each(?))`)
-    .all(JSON.stringify(EVENT_TRIGGERS.map((name) => `${prefix}${name}`)));
+  const present = presentTriggers(db, prefix);
   if (present.length === 0) return;
   const keptText = db.prepare(`SELECT value FROM ${settings} WHERE name = 'event_log_triggers'`).pluck().get() as string | undefined;
   const kept = JSON.parse(keptText ?? "[]") as KeptTrigger[];
@@ -86,4 +83,11 @@ function dropKeepingText(db: Database.Database, prefix: string): void {
     JSON.stringify([...kept.filter((k) => !present.some((t) => t.name === k.name)), ...present]),
   );
   for (const t of present) db.exec(`DROP TRIGGER ${t.name}`);
+}
+
+/** The prefix's event triggers that exist, with their text. */
+function presentTriggers(db: Database.Database, prefix: string): KeptTrigger[] {
+  return db
+    .prepare<[string], KeptTrigger>(`SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name IN (SELECT value FROM json_each(?))`)
+    .all(JSON.stringify(EVENT_TRIGGERS.map((name) => `${prefix}${name}`)));
 }
