@@ -21,8 +21,8 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- The time now_ms last read from Redis (TIME) in this call, false while none was read (an injected
--- clock's time is never it): an event at this time can take it as its stream id (log_event).
+-- The time in ms this call last read from Redis (TIME, by now_ms or store_time_us), false while none
+-- was read: an event at this time can take it as its stream id (log_event).
 local REDIS_NOW = false
 
 -- Store time in ms: the injected clock's (ARGV) when given, otherwise Redis' own.
@@ -36,6 +36,7 @@ end
 -- Redis' own time in µs (TIME), whatever clock the caller injected: what lease tokens are made of.
 local function store_time_us()
   local t = redis.call('TIME')
+  REDIS_NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 

@@ -49,8 +49,6 @@ local base = string.sub(meta, 1, -5)
 -- One TIME call serves the tokens and, without an injected clock, the store time in ms.
 local timeUs = store_time_us()
 local now = ARGV[1] ~= '' and tonumber(ARGV[1]) or math.floor(timeUs / 1000)
--- Redis' own time, as now_ms would have recorded it: the claim's events take it as their stream ids (log_event).
-if ARGV[1] == '' then REDIS_NOW = now end
 local NAMES_FROM = 7
 -- Every return of the script's own goes through here: the ready index after this claim, when asked.
 local function answer(reply)
