@@ -3,8 +3,8 @@
  *
  * What a SQLite claim writes, page by page (docs/flow-control.md, "Seventh round (SQLite)"): the
  * loop of bench/flowctl-claim-loop.ts (claim 50, complete them; arms "plain" and "keyed" as there),
- * run --warm cycles so the rate windows fill (one second of claims), then the WAL emptied
- * (`wal_checkpoint(TRUNCATE)`) and --cycles more cycles run. Each transaction's frames in the WAL
+ * run --warm cycles so the rate windows fill (one second of claims), then --cycles more cycles run,
+ * ten at a time with the WAL emptied (`wal_checkpoint(TRUNCATE)`) before each ten. Each transaction's frames in the WAL
  * are its distinct pages; each page is named by SQLite's dbstat table (the table or index it
  * belongs to). Prints pages per claim and per completion batch, by name. Exact whatever the
  * machine's load, unlike CPU time. With --tree (repeatable) it runs other checkouts' code too,
@@ -83,30 +83,33 @@ try {
         const warmMs = Date.now() - warmStart;
         const side = new Database(path);
         try {
-          side.pragma("wal_checkpoint(TRUNCATE)");
-          for (let i = 0; i < cycles; i++) await cycle();
-          const transactions = walTransactions(path);
-          if (transactions.length !== 2 * cycles) throw new Error(`expected ${2 * cycles} transactions in the WAL, found ${transactions.length}`);
-          const names = new Map(
-            (side.prepare("SELECT pageno, name FROM dbstat").all() as Array<{ pageno: number; name: string }>).map((r) => [r.pageno, r.name]),
-          );
-          // Claims and completions alternate: even transactions are claims.
-          for (const [kind, parity] of [
-            ["claim", 0],
-            ["completion batch", 1],
-          ] as const) {
-            const byName = new Map<string, number>();
-            let total = 0;
+          // Read in groups of at most 10 cycles, the WAL emptied before each: more would reach the
+          // backend's automatic checkpoint (1,000 pages), which starts the WAL again mid-group.
+          const byKind = { claim: new Map<string, number>(), "completion batch": new Map<string, number>() };
+          const totals = { claim: 0, "completion batch": 0 };
+          for (let done = 0; done < cycles;) {
+            const group = Math.min(10, cycles - done);
+            side.pragma("wal_checkpoint(TRUNCATE)");
+            for (let i = 0; i < group; i++) await cycle();
+            done += group;
+            const transactions = walTransactions(path);
+            if (transactions.length !== 2 * group) throw new Error(`expected ${2 * group} transactions in the WAL, found ${transactions.length}`);
+            const names = new Map(
+              (side.prepare("SELECT pageno, name FROM dbstat").all() as Array<{ pageno: number; name: string }>).map((r) => [r.pageno, r.name]),
+            );
+            // Claims and completions alternate: even transactions are claims.
             transactions.forEach((pages, i) => {
-              if (i % 2 !== parity) return;
-              total += pages.length;
+              const kind = i % 2 === 0 ? "claim" : "completion batch";
+              totals[kind] += pages.length;
               for (const page of pages) {
                 const name = (names.get(page) ?? `page ${page}`).replace(/^conveyor_/, "");
-                byName.set(name, (byName.get(name) ?? 0) + 1);
+                byKind[kind].set(name, (byKind[kind].get(name) ?? 0) + 1);
               }
             });
-            const parts = [...byName].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${(n / cycles).toFixed(1)}`);
-            console.log(`${tree} | ${arm} | pages per ${kind} ${(total / cycles).toFixed(1)} | ${parts.join(", ")}`);
+          }
+          for (const kind of ["claim", "completion batch"] as const) {
+            const parts = [...byKind[kind]].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name} ${(n / cycles).toFixed(1)}`);
+            console.log(`${tree} | ${arm} | pages per ${kind} ${(totals[kind] / cycles).toFixed(1)} | ${parts.join(", ")}`);
           }
           console.log(`${tree} | ${arm} | warm-up ${warm} cycles in ${warmMs} ms`);
         } finally {

@@ -247,7 +247,10 @@ export class SqliteFlow {
     }
     if (cutoffs.length === 0) return windows;
     const dropped: Record<string, number> = {};
-    for (const { queue: bucket, n } of this.s.dropOldStartsOf.all(JSON.stringify(cutoffs))) dropped[bucket] = (dropped[bucket] ?? 0) - n;
+    const forget = JSON.stringify(cutoffs);
+    for (const drop of [this.s.dropOldStartsOf, this.s.dropOldRecentStartsOf]) {
+      for (const { queue: bucket, n } of drop.all(forget)) dropped[bucket] = (dropped[bucket] ?? 0) - n;
+    }
     this.s.countUpOf.run(JSON.stringify(dropped));
     for (const w of this.s.windowsOf.all(JSON.stringify(cutoffs.map(([bucket]) => bucket)))) {
       windows.set(w.bucket, { n: w.n, oldest: w.n === 0 ? null : w.oldest, heldUntil: w.held_until });
@@ -309,7 +312,8 @@ export class SqliteFlow {
   /**
    * Records the starts of this claim in the rate windows of the rate-limited queues among
    * `flows`, and of every claimed job's limiter key: one row per window with the number of
-   * starts (every start of a claim has the same time; 0009_flow_start_counts).
+   * starts (every start of a claim has the same time; 0009_flow_start_counts), in the recent
+   * starts table, whose rows move to flow_starts together (RECENT_STARTS_MOVED_AT).
    */
   recordStarts(flows: ReadonlyMap<string, FlowRow>, claimed: ReadonlyArray<{ queue: string }>, now: number): void {
     // Two statements for every window the claim filled (json_each), not two per window.
@@ -323,8 +327,14 @@ export class SqliteFlow {
     }
     if (added.size === 0) return;
     const starts = JSON.stringify(Object.fromEntries(added));
-    this.s.addStartsOf.run(now, starts);
+    // The recent table starts its rowids again from 1 once emptied: the last one is how many
+    // rows it holds since the last move.
+    const { lastInsertRowid } = this.s.addStartsOf.run(now, starts);
     this.s.countUpOf.run(starts);
+    if (Number(lastInsertRowid) >= RECENT_STARTS_MOVED_AT) {
+      this.s.moveRecentStarts.run();
+      this.s.clearRecentStarts.run();
+    }
   }
 
   setLimits(queue: string, limits: StoredQueueLimits): void {
@@ -333,6 +343,7 @@ export class SqliteFlow {
     // A rate window outlives no rate limit; a new limit starts with the starts still in it.
     if (rate === null) {
       this.s.clearStarts.run(queue);
+      this.s.clearRecentStartsOf.run(queue);
       this.s.clearCount.run(queue);
     }
     if (isUnlimited(limits)) this.s.dropIfIdle.run(queue);
@@ -356,36 +367,54 @@ export class SqliteFlow {
   }
 }
 
+/**
+ * How many rows the recent starts table (0014_sqlite_flow_recent_starts) takes before a claim
+ * moves them to flow_starts, all at once in window order. Small enough that the table stays a
+ * few pages, so a claim's starts of many windows land on one or two of them; large enough that
+ * a move writes each window's page of flow_starts_window once for many claims (about 23 claims
+ * of ten limiter keys and a rated queue, 256 of a queue's rate alone).
+ */
+const RECENT_STARTS_MOVED_AT = 256;
+
+/** $1: [[bucket, forget starts at or before this ms], ...]; one index range per bucket of `table`. */
+function forgetStartsIn(table: string): string {
+  return `DELETE FROM ${table} WHERE rowid IN (
+            SELECT s.rowid FROM json_each(?) AS b JOIN ${table} AS s
+              ON s.queue = b.value ->> 0 AND s.at <= b.value ->> 1
+          ) RETURNING queue, n`;
+}
+
 function prepare(db: Database.Database, prefix: string) {
   const flow = `${prefix}flow_queues`;
   const starts = `${prefix}flow_starts`;
+  const recent = `${prefix}flow_starts_recent`;
   const jobs = `${prefix}jobs`;
   return {
     rowsAmong: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue IN (SELECT value FROM json_each(?))`),
     row: db.prepare<[string], FlowRow>(`SELECT * FROM ${flow} WHERE queue = ?`),
     clearCount: db.prepare<[string]>(`DELETE FROM ${prefix}flow_counts WHERE bucket = ?`),
-    /* $2: {bucket: starts} */
-    addStartsOf: db.prepare<[number, string]>(`INSERT INTO ${starts} (queue, at, n) SELECT key, ?, value FROM json_each(?)`),
+    /* $2: {bucket: starts}. Into the recent table (0014): see RECENT_STARTS_MOVED_AT. */
+    addStartsOf: db.prepare<[number, string]>(`INSERT INTO ${recent} (queue, at, n) SELECT key, ?, value FROM json_each(?)`),
+    /* In window order, so each window's rows of many claims land together in flow_starts_window. */
+    moveRecentStarts: db.prepare<[]>(`INSERT INTO ${starts} (queue, at, n) SELECT queue, at, n FROM ${recent} ORDER BY queue, at`),
+    clearRecentStarts: db.prepare<[]>(`DELETE FROM ${recent}`),
     countUpOf: db.prepare<[string]>(
       `INSERT INTO ${prefix}flow_counts (bucket, n) SELECT key, value FROM json_each(?) WHERE true
        ON CONFLICT (bucket) DO UPDATE SET n = n + excluded.n`,
     ),
-    /* $1: [[bucket, forget starts at or before this ms], ...]; one index range per bucket */
-    dropOldStartsOf: db.prepare<[string], { queue: string; n: number }>(
-      `DELETE FROM ${starts} WHERE rowid IN (
-         SELECT s.rowid FROM json_each(?) AS b JOIN ${starts} AS s
-           ON s.queue = b.value ->> 0 AND s.at <= b.value ->> 1
-       ) RETURNING queue, n`,
-    ),
+    dropOldStartsOf: db.prepare<[string], { queue: string; n: number }>(forgetStartsIn(starts)),
+    dropOldRecentStartsOf: db.prepare<[string], { queue: string; n: number }>(forgetStartsIn(recent)),
     /* $1: [bucket, ...] */
     windowsOf: db.prepare<[string], { bucket: string; n: number; oldest: number | null; held_until: number | null }>(
       `SELECT b.value AS bucket,
               coalesce((SELECT c.n FROM ${prefix}flow_counts AS c WHERE c.bucket = b.value), 0) AS n,
-              (SELECT s.at FROM ${starts} AS s WHERE s.queue = b.value ORDER BY s.at LIMIT 1) AS oldest,
+              (SELECT min(at) FROM (SELECT min(s.at) AS at FROM ${starts} AS s WHERE s.queue = b.value
+                                    UNION ALL SELECT min(r.at) FROM ${recent} AS r WHERE r.queue = b.value)) AS oldest,
               (SELECT f.held_until FROM ${flow} AS f WHERE f.queue = b.value) AS held_until
        FROM json_each(?) AS b`,
     ),
     clearStarts: db.prepare<[string]>(`DELETE FROM ${starts} WHERE queue = ?`),
+    clearRecentStartsOf: db.prepare<[string]>(`DELETE FROM ${recent} WHERE queue = ?`),
     /* Plan: SEARCH jobs USING INDEX jobs_lease: the active rows, bounded by the fleet's concurrency */
     running: db.prepare<[string], { name: string; n: number }>(`SELECT name, count(*) AS n FROM ${jobs} WHERE queue = ? AND state = 'active' GROUP BY name`),
     upsertLimits: db.prepare<[string, number | null, number | null, number | null, string]>(
