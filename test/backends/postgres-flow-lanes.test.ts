@@ -440,9 +440,13 @@ describe("a laned claim's rate windows (PostgreSQL)", () => {
    * Three claims of 10 of a queue with a rate of `queueMax` per second and five limiter keys of
    * `keyMax` each (six windows), after fifteen claims 100 ms apart filled the windows, on a pool
    * whose statements, nested ones included, send the plans they ran to the client (auto_explain
-   * at LOG, client_min_messages log): the scans of flow_starts those three claims made.
+   * at LOG, client_min_messages log): the scans of flow_starts those three claims made, the rows
+   * flow_starts held before and after them, and more claims 100 ms apart on the same clock.
    */
-  async function windowScans(queueMax: number, keyMax: number): Promise<PlanNode[]> {
+  async function windowScans(
+    queueMax: number,
+    keyMax: number,
+  ): Promise<{ scans: PlanNode[]; storedBefore: number; storedAfter: number; stored: () => Promise<number>; claimNext: () => Promise<number> }> {
     let now = 10_000_000;
     const schema = schemas.create();
     const plans: Array<{ "Query Text": string; Plan: PlanNode }> = [];
@@ -476,14 +480,18 @@ describe("a laned claim's rate windows (PostgreSQL)", () => {
     await b.enqueue(Array.from({ length: 300 }, (_, k) => job("q", { limiter: { key: `k${k % 5}`, max: keyMax, durationMs: 1_000 } })));
     for (let i = 0; i < 15; i++, now += 100) expect(await claimIds(b, "q", 10)).toHaveLength(10);
     const stored = async () => Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.flow_starts`)).rows[0]!.n);
-    // Ten claims' starts in each of the six windows (the claims of the last second).
-    expect(await stored()).toBe(60);
+    const storedBefore = await stored();
     plans.length = 0;
     for (let i = 0; i < 3; i++, now += 100) expect(await claimIds(b, "q", 10)).toHaveLength(10);
-    expect(await stored()).toBe(60);
+    const storedAfter = await stored();
     const scans = plans.flatMap((p) => nodes(p.Plan)).filter((n) => n["Relation Name"] === "flow_starts" && n["Node Type"] !== "ModifyTable");
     expect(scans.filter((n) => n["Node Type"] !== "Index Scan" && n["Node Type"] !== "Index Only Scan").map((n) => n["Node Type"])).toEqual([]);
-    return scans;
+    const claimNext = async () => {
+      const got = (await claimIds(b, "q", 10)).length;
+      now += 100;
+      return got;
+    };
+    return { scans, storedBefore, storedAfter, stored, claimNext };
   }
   const loops = (scans: PlanNode[]) => scans.reduce((sum, n) => sum + (n["Actual Loops"] ?? 0), 0);
 
@@ -491,11 +499,24 @@ describe("a laned claim's rate windows (PostgreSQL)", () => {
     // Limits the claims come near (90 of 105 and 18 of 25 in the window at each claim, 100 and
     // 20 stored): per claim and window, its expired starts and its oldest start in the read, its
     // expired starts in the claim.
-    expect(loops(await windowScans(105, 25))).toBe(3 * 6 * 3);
+    const run = await windowScans(105, 25);
+    expect(loops(run.scans)).toBe(3 * 6 * 3);
+    // Counted exactly, so forgotten on every claim: ten claims' starts in each of the six windows (the last second's).
+    expect([run.storedBefore, run.storedAfter]).toEqual([60, 60]);
   });
 
-  it("are not counted exactly when the claim cannot fill them: the read leaves flow_starts alone, the claim still forgets", async () => {
-    expect(loops(await windowScans(100_000, 100_000))).toBe(3 * 6);
+  it("are not counted exactly when the claim cannot fill them: the read leaves flow_starts alone, the claim forgets once a window length after it last did", async () => {
+    const run = await windowScans(100_000, 100_000);
+    // The claims at 0 ms (nothing to forget yet) and 1,000 ms (the one at 0 ms) forgot; those
+    // at 1,500-1,700 ms neither read nor deleted a start.
+    expect(loops(run.scans)).toBe(0);
+    expect([run.storedBefore, run.storedAfter]).toEqual([14 * 6, 17 * 6]);
+    // 1,800 and 1,900 ms: not yet; 2,000 ms: the starts of 100-1,000 ms go, ten claims' in each window.
+    expect(await run.claimNext()).toBe(10);
+    expect(await run.claimNext()).toBe(10);
+    expect(await run.stored()).toBe(19 * 6);
+    expect(await run.claimNext()).toBe(10);
+    expect(await run.stored()).toBe(10 * 6);
   });
 });
 

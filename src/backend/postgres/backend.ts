@@ -66,6 +66,7 @@ import {
   limitsOf,
   NO_JOB_FLOW,
   OptimisticLanes,
+  WindowForgets,
   retryInMsFromNow,
   type FlowQuery,
   type PgFlowRow,
@@ -1234,6 +1235,8 @@ export class PostgresBackend implements Backend {
 
   /** Laned queues this backend claims without the flow row lock first (flow.ts, claimLanedOptimistically). */
   private readonly optimisticLanes = new OptimisticLanes();
+  /** When this backend's laned claims last forgot each rate window's expired starts (flow.ts). */
+  private readonly windowForgets = new WindowForgets();
 
   private async claimUnderLimits(queues: readonly string[], request: ClaimRequest, limit: number, leaseMs: number): Promise<JobRow[]> {
     // One laned queue: two statements, no transaction, when no other claimer comes between.
@@ -1242,6 +1245,7 @@ export class PostgresBackend implements Backend {
         ? await claimLanedOptimistically<JobRow>(
             <R extends object>(name: FlowQuery, values: unknown[]) => this.query<R & QueryResultRow>(name, values),
             this.optimisticLanes,
+            this.windowForgets,
             queues[0]!,
             request,
             limit,
@@ -1260,6 +1264,7 @@ export class PostgresBackend implements Backend {
           leaseMs,
           this.nowParam(),
           this.optimisticLanes,
+          this.windowForgets,
         ),
         commit: true,
       })));

@@ -93,6 +93,7 @@ export async function claimUnderLimits<Row extends object>(
   leaseMs: number,
   nowParam: number | null,
   hints?: OptimisticLanes,
+  forgets?: WindowForgets,
 ): Promise<{ rows: Row[]; throttles: ClaimThrottle[]; clockReadAt: number | null }> {
   const locked = await run<PgFlowRow>("flow-lock", [nowParam, textArray(queues)]);
   for (const row of locked) hints?.saw(row.queue!, row.lanes === true);
@@ -132,7 +133,7 @@ export async function claimUnderLimits<Row extends object>(
       // under the same lock, only then).
       const names = request.names.filter((name) => (budget.perName.get(name) ?? 1) > 0);
       const lanes = names.length === request.names.length ? first : await read(names, budget.total);
-      const got = await claimLanes<Row>(run, queue, lanes, now, budget, request, leaseMs, limits.rate !== null, null);
+      const got = await claimLanes<Row>(run, queue, lanes, now, budget, request, leaseMs, limits.rate !== null, null, forgets);
       rows.push(...got.rows);
       const throttle = laneThrottle(budget, got);
       if (throttle !== null) throttles.push({ queue, retryInMs: throttle.retryInMs });
@@ -216,8 +217,11 @@ interface LaneRead {
   /** Head jobs of those lanes and of lane "", in claim order. */
   heads: LaneHeadRow[];
   limiterWindow: Map<string, LimiterWindow>;
-  /** The windows counted (the queue's own under its name, each limiter key's bucket) and their length in ms. */
-  windows: Array<{ bucket: string; windowMs: number }>;
+  /**
+   * The windows counted (the queue's own under its name, each limiter key's bucket), their length
+   * in ms, and whether the read counted them exactly (the claim could fill them).
+   */
+  windows: Array<{ bucket: string; windowMs: number; exact: boolean }>;
 }
 
 /**
@@ -233,11 +237,11 @@ async function readLanes(run: RunFlowQuery, queue: string, now: number | null, n
   const prefix = limiterBucketPrefix(queue);
   const [row] = await run<{
     flow: LaneFlowRow | null;
-    rate_window: { n: number; oldest: number | null } | null;
+    rate_window: { n: number; oldest: number | null; exact: boolean } | null;
     running: Array<{ kind: "name" | "group"; key: string; n: number }>;
     lanes: string[];
     heads: LaneHeadArray[];
-    keys: Array<{ key: string; window_ms: number; n: number; oldest: number | null; held_until: number | null }>;
+    keys: Array<{ key: string; window_ms: number; n: number; oldest: number | null; exact: boolean; held_until: number | null }>;
   }>("flow-read-lanes", [
     queue,
     now,
@@ -255,12 +259,12 @@ async function readLanes(run: RunFlowQuery, queue: string, now: number | null, n
     else groupActive.set(r.key, r.n);
   }
   const limiterWindow = new Map(read.keys.map((k): [string, LimiterWindow] => [k.key, { n: k.n, oldest: k.oldest, heldUntil: k.held_until }]));
-  const windows = read.keys.map((k) => ({ bucket: prefix + k.key, windowMs: k.window_ms }));
+  const windows = read.keys.map((k) => ({ bucket: prefix + k.key, windowMs: k.window_ms, exact: k.exact }));
   const rate = read.flow?.rate_duration_ms ?? null;
-  if (read.rate_window !== null && rate !== null) windows.push({ bucket: queue, windowMs: rate });
+  if (read.rate_window !== null && rate !== null) windows.push({ bucket: queue, windowMs: rate, exact: read.rate_window.exact });
   return {
     flow: read.flow,
-    window: read.rate_window,
+    window: read.rate_window === null ? null : { n: read.rate_window.n, oldest: read.rate_window.oldest },
     running,
     groupActive,
     lanes: read.lanes,
@@ -285,7 +289,8 @@ function laneThrottle(
  * its first lanesToVisit(total) lanes, headsPerLane of each, picked round robin under each
  * group's concurrency and each limiter key's rate (pickAcrossLanes), claimed by id with the
  * starts (the queue's rate when `recordQueueRate`, each limiter key's), the windows read
- * forgotten up to now and the lane cursor recorded in the same statement
+ * forgotten up to now (those `forgets` says are due; every one without it) and the lane cursor
+ * recorded in the same statement
  * (flow-claim-lanes.sql). `version`: null under the queue's flow row lock; else the version the
  * unlocked read saw, checked by the statement (no rows back, `stale`, when another claim
  * committed since).
@@ -300,6 +305,7 @@ async function claimLanes<Row extends object>(
   leaseMs: number,
   recordQueueRate: boolean,
   optimistic: { version: string; databaseClock: boolean } | null,
+  forgets: WindowForgets | undefined,
 ): Promise<{ rows: Row[]; throttle: { retryInMs: number | null } | null; stale: boolean }> {
   const total = budget.total;
   const lanes = read.lanes.slice(0, lanesToVisit(total));
@@ -315,6 +321,7 @@ async function claimLanes<Row extends object>(
   const throttle = pick.throttled ? { retryInMs: pick.retryInMs } : null;
   if (pick.picked.length === 0) return { rows: [], throttle, stale: false };
   const { id, host, pid } = request.worker;
+  const forget = forgets === undefined ? read.windows : read.windows.filter((w) => forgets.due(w, now));
   const rows = await run<Row>("flow-claim-lanes", [
     now,
     textArray(pick.picked.map((p) => p.ref)),
@@ -328,12 +335,15 @@ async function claimLanes<Row extends object>(
     pick.lastLane !== null && pick.lastLane !== "" ? pick.lastLane : null,
     optimistic?.version ?? null,
     optimistic?.databaseClock ?? false,
-    textArray(read.windows.map((w) => w.bucket)),
-    integerArray(read.windows.map((w) => now - w.windowMs)),
+    textArray(forget.map((w) => w.bucket)),
+    integerArray(forget.map((w) => now - w.windowMs)),
   ]);
   // With a version, no row back means the check failed (every picked job still waiting is
   // claimed when it holds; a pick whose jobs all went meanwhile is rare and just claims again).
-  return { rows, throttle, stale: optimistic !== null && rows.length === 0 };
+  const stale = optimistic !== null && rows.length === 0;
+  // A stale claim forgot nothing (the statement did nothing); any other one forgot what it was given.
+  if (forgets !== undefined && !stale) for (const w of forget) forgets.forgot(w.bucket, now);
+  return { rows, throttle, stale };
 }
 
 /**
@@ -368,6 +378,38 @@ export class OptimisticLanes {
   }
 }
 
+/**
+ * When a laned claim forgets the starts that left a rate window (flow-claim-lanes.sql, $13/$14),
+ * per backend: a window the read counted exactly (the claim could fill it) on every claim, as its
+ * count needs; another one once a window length after this backend last did, not on every claim.
+ * Such a window's count is flow_counts' stored one, the starts that left it included, an upper
+ * bound that leads the pick to the same decisions (windowNeedsExactCount, src/core/flow.ts), so
+ * the starts that left it only need forgetting before they pile up: most claims then delete
+ * nothing, where each one deleted a row from every window it read (eleven one-row deletes per
+ * claim of the flowctl bench; docs/flow-control.md, "Session 14"). The same rule as SQLite's
+ * windowsOf, which reads each window's oldest start instead of remembering when it forgot.
+ */
+export class WindowForgets {
+  private readonly lastForgotAt = new Map<string, number>();
+
+  /** Whether a claim at `now` (database ms) forgets window `w`'s starts that left it. */
+  due(w: { bucket: string; windowMs: number; exact: boolean }, now: number): boolean {
+    if (w.exact) return true;
+    const last = this.lastForgotAt.get(w.bucket);
+    return last === undefined || now - last >= w.windowMs || now < last;
+  }
+
+  forgot(bucket: string, now: number): void {
+    // Bounded: many limiter keys (one per tenant, say) must not grow it for ever; forgetting it
+    // all only makes each window's next claim forget once more.
+    if (this.lastForgotAt.size >= FORGETS_REMEMBERED && !this.lastForgotAt.has(bucket)) this.lastForgotAt.clear();
+    this.lastForgotAt.set(bucket, now);
+  }
+}
+
+/** How many windows' last forget a backend remembers (WindowForgets) before it starts over. */
+const FORGETS_REMEMBERED = 10_000;
+
 /** How long a queue whose optimistic claim lost claims under the lock, in ms. */
 const CONTENDED_MS = 1_000;
 
@@ -383,6 +425,7 @@ const CONTENDED_MS = 1_000;
 export async function claimLanedOptimistically<Row extends object>(
   run: RunFlowQuery,
   hints: OptimisticLanes,
+  forgets: WindowForgets,
   queue: string,
   request: ClaimRequest,
   limit: number,
@@ -402,10 +445,18 @@ export async function claimLanedOptimistically<Row extends object>(
   const budget = claimBudget(flowSnapshot(flow.now, limits, flow.held_until, read.window, read.running), limit, request.names);
   if (budget.total === 0) return { rows: [], throttles: [{ queue, retryInMs: budget.retryInMs }], clockReadAt: clock };
   if (request.names.some((name) => budget.perName.get(name) === 0)) return null;
-  const got = await claimLanes<Row>(run, queue, read, flow.now, budget, request, leaseMs, limits.rate !== null, {
-    version: flow.version,
-    databaseClock: nowParam === null,
-  });
+  const got = await claimLanes<Row>(
+    run,
+    queue,
+    read,
+    flow.now,
+    budget,
+    request,
+    leaseMs,
+    limits.rate !== null,
+    { version: flow.version, databaseClock: nowParam === null },
+    forgets,
+  );
   if (got.stale) {
     hints.lost(queue);
     return null;

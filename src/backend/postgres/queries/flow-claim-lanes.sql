@@ -24,8 +24,9 @@
 -- $6 worker_pid int    $7 queue text    $8 buckets text[], one per id: its limiter key's bucket or
 -- NULL    $9 the queue has a rate boolean    $10 lane cursor text, NULL: unchanged
 -- $11 version text, NULL: the caller holds the lock    $12 database clock boolean
--- $13 buckets text[] and $14 cutoffs bigint[]: the windows the read counted, whose starts at or
--- before their cutoff (now - window) are forgotten
+-- $13 buckets text[] and $14 cutoffs bigint[]: windows the read counted whose starts at or before
+-- their cutoff (now - window) are forgotten: those it counted exactly, and the others when due
+-- (flow.ts, WindowForgets)
 --
 -- Returns the claimed rows ({{job_columns}}); none when the version check failed.
 WITH locked AS MATERIALIZED (

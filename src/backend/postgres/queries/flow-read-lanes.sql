@@ -10,11 +10,13 @@
 -- - flow: the queue's flow row ({ rate_max, rate_duration_ms, max_running, max_running_per_name,
 --   held_until, lanes, cursor, version, paused, now }), NULL when it has none; `paused`: the queue
 --   is paused (queues.paused, which claim.sql reads for every other queue), so nothing starts;
--- - rate_window: when the queue has a rate, its window at `now` ({ n, oldest }): flow_counts' n
---   less the starts that left the window and are still stored (few: every claim drops the ones
---   of the windows it read), and the oldest start inside it; else NULL. A window this claim
---   cannot fill (flow_counts' n + $6 below its limit) is not counted exactly: n is flow_counts'
---   n and oldest NULL, which lead the pick to the same decisions (see `counted` below);
+-- - rate_window: when the queue has a rate, its window at `now` ({ n, oldest, exact }): flow_counts' n
+--   less the starts that left the window and are still stored, and the oldest start inside it;
+--   else NULL. A window this claim cannot fill (flow_counts' n + $6 below its limit) is not
+--   counted exactly (`exact` false): n is flow_counts' n and oldest NULL, which lead the pick to
+--   the same decisions (see `counted` below). A claim forgets the starts that left an exact
+--   window, and those of another one once a window length after it last did (flow.ts,
+--   WindowForgets), so the stored starts that left a window are few;
 -- - running: active jobs per name and per group (flow_running(), as flow-counts.sql reads them)
 --   ([{ kind: 'name' | 'group', key, n }]);
 -- - lanes: up to $3 lanes with waiting or scheduled jobs, in turn from after the row's cursor: the
@@ -37,7 +39,7 @@
 --   unkeyed jobs of the queue in claim order (reported as lane ''): a walk of jobs_claim, which
 --   holds only jobs without a lane (migration flow_unkeyed_claim), so it reads unkeyed jobs only,
 --   however many keyed ones wait;
--- - keys: the window of every limiter key among the heads ({ key, window_ms, n, oldest,
+-- - keys: the window of every limiter key among the heads ({ key, window_ms, n, oldest, exact,
 --   held_until }), counted like the queue's; its window is the longest duration its head jobs
 --   give, its limit the least max. A key's bucket is $7 || key (limiterBucketPrefix); a held key (RetryLater with pause
 --   "key") has a flow_queues row of its own, named by its bucket.
@@ -136,7 +138,7 @@ counted AS (
   -- all $6, never its last slot taken, so the oldest start is never asked for), and it skips
   -- two probes of flow_starts per window. The others are counted exactly: flow_windows (0016),
   -- each window's stored starts by a plain index scan of flow_starts_window.
-  SELECT w.key, w.bucket, w.window_ms, w.stored - coalesce(fw.expired, 0) AS n, fw.oldest
+  SELECT w.key, w.bucket, w.window_ms, w.stored - coalesce(fw.expired, 0) AS n, fw.oldest, fw.bucket IS NOT NULL AS exact
   FROM windows AS w
   -- Not called at all without such a window: a call pays for its settings even with nothing to do.
   LEFT JOIN (
@@ -146,7 +148,7 @@ counted AS (
 )
 SELECT
   (SELECT row_to_json(f) FROM flow AS f) AS flow,
-  (SELECT json_build_object('n', c.n, 'oldest', c.oldest) FROM counted AS c WHERE c.key IS NULL) AS rate_window,
+  (SELECT json_build_object('n', c.n, 'oldest', c.oldest, 'exact', c.exact) FROM counted AS c WHERE c.key IS NULL) AS rate_window,
   (SELECT coalesce(json_agg(json_build_object('kind', r.kind, 'key', r.key, 'n', r.n)), '[]')
    FROM {{schema}}.flow_running($1) AS r) AS running,
   (SELECT coalesce(json_agg(lane ORDER BY ord), '[]') FROM lanes) AS lanes,
@@ -154,6 +156,6 @@ SELECT
                             ORDER BY h.priority, h.run_at, h.seq), '[]')
    FROM heads AS h) AS heads,
   (SELECT coalesce(json_agg(json_build_object(
-            'key', c.key, 'window_ms', c.window_ms, 'n', c.n, 'oldest', c.oldest,
+            'key', c.key, 'window_ms', c.window_ms, 'n', c.n, 'oldest', c.oldest, 'exact', c.exact,
             'held_until', (SELECT f.held_until FROM {{schema}}.flow_queues AS f WHERE f.queue = c.bucket))), '[]')
    FROM counted AS c WHERE c.key IS NOT NULL) AS keys
