@@ -91,9 +91,12 @@ describe("conveyor worker while the store is down", () => {
       // The store goes away: the relay stops listening and every open connection is cut.
       for (const server of servers.splice(0)) server.close();
       dropRelayed();
-      const during = await queue.add("sleep", { ms: 1 });
       await waitFor(() => /unreachable or busy/.test(w.stderr()), { timeoutMs: 20_000, description: "the worker reports the store as unavailable" });
       expect(w.child.exitCode).toBeNull();
+      // Added once the worker has seen the outage, not before: a claim whose bytes reached the
+      // server just before the cut still runs there, and one that ran after this add would take
+      // the job (the at-least-once lost claim, rescued only when its lease runs out).
+      const during = await queue.add("sleep", { ms: 1 });
       expect((await backend.get(during.id))?.state).toBe("waiting");
 
       await relay(port);
