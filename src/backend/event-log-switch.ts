@@ -4,18 +4,19 @@
  * caller gets the same error whichever store runs with its log off.
  */
 import { ConveyorError, InvalidInputError, UnsupportedByStoreError } from "../core/errors.js";
+import { shown } from "../core/checks.js";
 
 /** `eventLog` as given to a backend's options: `true` (the default) or `false`, nothing else. */
 export function eventLogOption(value: unknown): boolean {
   if (value === undefined) return true;
-  if (typeof value !== "boolean") throw new InvalidInputError(`eventLog must be true or false; got ${JSON.stringify(value)}`);
+  if (typeof value !== "boolean") throw new InvalidInputError(`eventLog must be true or false; got ${shown(value)}`);
   return value;
 }
 
 /** `?eventLog=on|off` in a backend URL: `undefined` when absent; any other value is refused. */
 export function eventLogUrlParam(value: string | undefined): boolean | undefined {
   if (value === undefined) return undefined;
-  if (value !== "on" && value !== "off") throw new InvalidInputError(`?eventLog= takes on or off; got ${JSON.stringify(value.slice(0, 20))}`);
+  if (value !== "on" && value !== "off") throw new InvalidInputError(`?eventLog= takes on or off; got ${shown(value.slice(0, 20))}`);
   return value === "on";
 }
 

@@ -23,7 +23,7 @@ export interface ListArgs {
 function time(field: string, value: number | undefined): number | null {
   if (value === undefined) return null;
   if (!Number.isSafeInteger(value) || value < 0)
-    throw new InvalidInputError(`${field} must be a time in ms since the epoch (a non-negative integer); got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`${field} must be a time in ms since the epoch (a non-negative integer); got ${shown(value)}`);
   return value;
 }
 
@@ -115,7 +115,7 @@ export function checkFinishedWindowArgs(queue: string, fromMs: number, untilMs: 
   const from = time("fromMs", fromMs)!;
   const until = time("untilMs", untilMs)!;
   if (fromMs === undefined || untilMs === undefined || until < from) {
-    throw new InvalidInputError(`finishedWindow needs fromMs <= untilMs (ms since the epoch); got ${JSON.stringify(fromMs)} and ${JSON.stringify(untilMs)}`);
+    throw new InvalidInputError(`finishedWindow needs fromMs <= untilMs (ms since the epoch); got ${shown(fromMs)} and ${JSON.stringify(untilMs)}`);
   }
   const limit = nonNegativeInt("sampleLimit", sampleLimit);
   if (limit > MAX_FINISHED_SAMPLES) throw new InvalidInputError(`sampleLimit must be at most ${MAX_FINISHED_SAMPLES}; got ${limit}`);

@@ -1,6 +1,7 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { Backend } from "../backend/contract.js";
 import { openBackend } from "../backend/open.js";
+import { shown } from "../core/checks.js";
 
 /** A usage mistake: printed with the command's help, exit code 2. */
 export class UsageError extends Error {
@@ -43,7 +44,7 @@ export function intOption(name: string, value: unknown, min = 0): number | undef
   if (value === undefined) return undefined;
   const n = Number(value);
   if (typeof value !== "string" || value.trim() === "" || !Number.isInteger(n) || n < min) {
-    throw new UsageError(`--${name} must be an integer >= ${min}; got ${JSON.stringify(value)}`);
+    throw new UsageError(`--${name} must be an integer >= ${min}; got ${shown(value)}`);
   }
   return n;
 }

@@ -7,6 +7,7 @@ import type { ScalingPolicy } from "../observability/autoscale.js";
 import type { MetricsServer } from "../observability/http.js";
 import type { ConveyorMetrics } from "../observability/metrics.js";
 import { intOption, UsageError, type Options } from "./args.js";
+import { shown } from "../core/checks.js";
 
 export const METRICS_OPTIONS: Options = {
   "metrics-port": { type: "string" },
@@ -47,7 +48,7 @@ function positiveNumber(name: string, value: unknown): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (typeof value !== "string" || value.trim() === "" || !Number.isFinite(n) || n <= 0) {
-    throw new UsageError(`--${name} must be a positive number; got ${JSON.stringify(value)}`);
+    throw new UsageError(`--${name} must be a positive number; got ${shown(value)}`);
   }
   return n;
 }

@@ -8,6 +8,7 @@ import { migrateOutbox, openDeadLetters, openSource, openTarget, outboxLocation 
 import { Relay } from "../outbox/relay.js";
 import { dbUrl, intOption, parse, UsageError } from "./args.js";
 import { duration, printJson, table, time } from "./format.js";
+import { shown } from "../core/checks.js";
 
 export const help = `conveyor relay --db URL --target URL [options]        publish outbox events until SIGTERM
 conveyor relay dead ls --db URL [--limit N] [--json]           events a target refused for good, newest first
@@ -77,7 +78,7 @@ export async function run(argv: string[]): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`unknown subcommand "relay ${positionals[0]}"; use relay dead …, or options only`);
 
   const mode = values.mode;
-  if (mode !== "poll" && mode !== "cdc") throw new UsageError(`--mode must be poll or cdc; got ${JSON.stringify(mode)}`);
+  if (mode !== "poll" && mode !== "cdc") throw new UsageError(`--mode must be poll or cdc; got ${shown(mode)}`);
   const topics =
     typeof values.topic === "string"
       ? values.topic

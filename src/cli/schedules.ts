@@ -3,6 +3,7 @@ import { scheduleInfos, type MisfireOption, type ScheduleInfo, type ScheduleJobO
 import { Queue } from "../producer/queue.js";
 import { intOption, jsonOption, parse, requiredString, UsageError, withBackend } from "./args.js";
 import { printJson, table, time } from "./format.js";
+import { shown } from "../core/checks.js";
 
 export const help = `conveyor schedules ls --db URL [--queue Q] [--json]        cron schedules with their last and next run
 conveyor schedules add ID --db URL --queue Q --cron PATTERN --name JOB [options]
@@ -73,7 +74,7 @@ function addInput(values: Record<string, unknown>) {
   const data = jsonOption<Json>("data", values.data, {});
   const policy = values.misfire as string | undefined;
   if (policy !== undefined && policy !== "skip" && policy !== "once" && policy !== "all")
-    throw new UsageError(`--misfire must be skip, once or all; got ${JSON.stringify(policy)}`);
+    throw new UsageError(`--misfire must be skip, once or all; got ${shown(policy)}`);
   const limit = intOption("misfire-limit", values["misfire-limit"], 1);
   const graceMs = intOption("grace-ms", values["grace-ms"], 0);
   if (limit !== undefined && policy !== "all") throw new UsageError("--misfire-limit goes with --misfire all");

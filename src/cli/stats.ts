@@ -3,6 +3,7 @@ import type { JobRecord } from "../core/job.js";
 import type { QueueFlow } from "../core/flow.js";
 import { intOption, parse, UsageError, withBackend } from "./args.js";
 import { duration, printJson, table } from "./format.js";
+import { shown } from "../core/checks.js";
 
 export const help = `conveyor stats --db URL [--queue NAME] [--window DURATION] [--json]
 
@@ -49,7 +50,7 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_0
 /** "90s", "5m", "1h", "250ms", "30" (seconds) → milliseconds. */
 export function parseDuration(name: string, value: string): number {
   const m = DURATION.exec(value.trim());
-  if (!m) throw new UsageError(`--${name} takes a duration such as 90s, 5m or 1h; got ${JSON.stringify(value)}`);
+  if (!m) throw new UsageError(`--${name} takes a duration such as 90s, 5m or 1h; got ${shown(value)}`);
   return Math.round(Number(m[1]) * UNIT_MS[m[2] ?? "s"]!);
 }
 

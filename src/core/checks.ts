@@ -1,4 +1,7 @@
 import { InvalidInputError } from "./errors.js";
+import { shown } from "./shown.js";
+
+export { shown };
 
 /** The longest delay, timeout, lease, backoff or retention anything takes: ten years, in ms. */
 export const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
@@ -51,22 +54,8 @@ export function positiveMs(field: string, value: number): number {
   return Math.floor(value);
 }
 
-/** A refused value as the error shows it: NaN and Infinity by name (JSON would say null). */
-export function shown(value: unknown): string {
-  if (typeof value === "number") return String(value);
-  return safeString(value);
-}
-
 /** Anything thrown, as an Error; a non-Error value is described in the message. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
-  return new Error(typeof value === "string" ? value : `non-Error thrown: ${safeString(value)}`);
-}
-
-function safeString(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
+  return new Error(typeof value === "string" ? value : `non-Error thrown: ${shown(value)}`);
 }

@@ -2,6 +2,7 @@
  * Errors are values with names. Handlers throw the first three to steer what happens next; the
  * runtime raises the others. Every message says what to do about it.
  */
+import { shown } from "./shown.js";
 
 /** Base class of every error Conveyor raises itself. */
 export class ConveyorError extends Error {
@@ -38,7 +39,7 @@ export class RetryLater extends ConveyorError {
     const options = typeof messageOrOptions === "string" ? { message: messageOrOptions } : messageOrOptions;
     super(options.message ?? `retry requested in ${delayMs} ms${options.pause ? ` (${options.pause} held)` : ""}`);
     if (options.pause !== undefined && options.pause !== "queue" && options.pause !== "key") {
-      throw new InvalidInputError(`RetryLater option pause must be "queue", "key" or left out; got ${JSON.stringify(options.pause)}`);
+      throw new InvalidInputError(`RetryLater option pause must be "queue", "key" or left out; got ${shown(options.pause)}`);
     }
     this.pause = options.pause;
   }

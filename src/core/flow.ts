@@ -8,6 +8,7 @@
 import { InvalidInputError } from "./errors.js";
 import { checkName } from "./spec.js";
 import type { JobFlow } from "./job.js";
+import { shown } from "./checks.js";
 
 /** At most `max` jobs of the queue start in any window of `durationMs` milliseconds. */
 export interface RateLimit {
@@ -58,7 +59,7 @@ export const NO_LIMITS: StoredQueueLimits = Object.freeze({ rate: null, maxRunni
 
 function limitInt(field: string, value: unknown, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > max) {
-    throw new InvalidInputError(`limit ${field} must be an integer from 1 to ${max}; got ${JSON.stringify(value)}`, { field: `limits.${field}` });
+    throw new InvalidInputError(`limit ${field} must be an integer from 1 to ${max}; got ${shown(value)}`, { field: `limits.${field}` });
   }
   return value;
 }
@@ -68,7 +69,7 @@ const KNOWN_LIMITS = new Set(["rate", "maxRunning", "maxRunningPerName"]);
 /** Validates `queue.setLimits` input. Throws InvalidInputError naming the field. */
 export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
-    throw new InvalidInputError(`limits must be an object such as { rate: { max, durationMs }, maxRunning, maxRunningPerName }; got ${JSON.stringify(input)}`, {
+    throw new InvalidInputError(`limits must be an object such as { rate: { max, durationMs }, maxRunning, maxRunningPerName }; got ${shown(input)}`, {
       field: "limits",
     });
   }
@@ -81,7 +82,7 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
   let rate: RateLimit | null = null;
   if (given.rate !== undefined && given.rate !== null) {
     if (typeof given.rate !== "object" || Array.isArray(given.rate)) {
-      throw new InvalidInputError(`limit rate must be { max, durationMs }; got ${JSON.stringify(given.rate)}`, { field: "limits.rate" });
+      throw new InvalidInputError(`limit rate must be { max, durationMs }; got ${shown(given.rate)}`, { field: "limits.rate" });
     }
     const r = given.rate as Record<string, unknown>;
     for (const key of Object.keys(r)) {
@@ -95,7 +96,7 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
   if (given.maxRunningPerName !== undefined && given.maxRunningPerName !== null) {
     const m = given.maxRunningPerName;
     if (typeof m !== "object" || Array.isArray(m)) {
-      throw new InvalidInputError(`limit maxRunningPerName must be an object of job name -> cap; got ${JSON.stringify(m)}`, {
+      throw new InvalidInputError(`limit maxRunningPerName must be an object of job name -> cap; got ${shown(m)}`, {
         field: "limits.maxRunningPerName",
       });
     }
@@ -115,7 +116,7 @@ export function isUnlimited(limits: StoredQueueLimits): boolean {
 /** A hold length in ms, checked (RetryLater with pause, `holdQueue`). */
 export function holdMs(value: unknown): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 1 || value > MAX_HOLD_MS) {
-    throw new InvalidInputError(`a queue hold must be a number of milliseconds from 1 to ${MAX_HOLD_MS}; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`a queue hold must be a number of milliseconds from 1 to ${MAX_HOLD_MS}; got ${shown(value)}`);
   }
   return Math.ceil(value);
 }

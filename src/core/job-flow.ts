@@ -6,10 +6,11 @@ import { InvalidInputError } from "./errors.js";
 import type { JobFlow } from "./job.js";
 import { MAX_RATE_DURATION_MS, MAX_RATE_MAX, MAX_RUNNING_LIMIT } from "./flow.js";
 import { isKeyText } from "./key-text.js";
+import { shown } from "./checks.js";
 
 function checkKey(field: string, value: unknown): string {
   if (!isKeyText(value)) {
-    throw new InvalidInputError(`option ${field} must be a string of 1-255 characters without control characters; got ${JSON.stringify(value)}`, {
+    throw new InvalidInputError(`option ${field} must be a string of 1-255 characters without control characters; got ${shown(value)}`, {
       field: `options.${field}`,
     });
   }
@@ -18,14 +19,14 @@ function checkKey(field: string, value: unknown): string {
 
 function checkInt(field: string, value: unknown, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > max) {
-    throw new InvalidInputError(`option ${field} must be an integer from 1 to ${max}; got ${JSON.stringify(value)}`, { field: `options.${field}` });
+    throw new InvalidInputError(`option ${field} must be an integer from 1 to ${max}; got ${shown(value)}`, { field: `options.${field}` });
   }
   return value;
 }
 
 function checkObject(field: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(`option ${field} must be { ${keys.join(", ")} }; got ${JSON.stringify(value)}`, { field: `options.${field}` });
+    throw new InvalidInputError(`option ${field} must be { ${keys.join(", ")} }; got ${shown(value)}`, { field: `options.${field}` });
   }
   for (const key of Object.keys(value)) {
     if (!keys.includes(key))

@@ -20,6 +20,7 @@ import { InvalidInputError } from "./errors.js";
 import type { JobSpec } from "./job.js";
 import type { Json } from "./json.js";
 import { buildJobSpec, checkName, type JobOptions } from "./spec.js";
+import { shown } from "./checks.js";
 
 /**
  * What happens to ticks that passed while no scheduler ran (downtime, every worker stopped):
@@ -145,7 +146,7 @@ export function checkScheduleId(value: unknown): string {
 export function parseCron(cron: unknown, tz: string): Cron {
   if (typeof cron !== "string" || cron.trim() === "" || cron.length > MAX_CRON_LENGTH) {
     throw new InvalidInputError(
-      `cron must be a pattern of 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, e.g. "0 8 * * MON"; got ${JSON.stringify(cron)}`,
+      `cron must be a pattern of 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first, e.g. "0 8 * * MON"; got ${shown(cron)}`,
       { field: "cron" },
     );
   }
@@ -170,13 +171,13 @@ export function checkTimeZone(tz: unknown): string {
       // falls through to the error below
     }
   }
-  throw new InvalidInputError(`tz must be an IANA time zone name such as "Europe/Berlin" or "UTC"; got ${JSON.stringify(tz)}`, { field: "tz" });
+  throw new InvalidInputError(`tz must be an IANA time zone name such as "Europe/Berlin" or "UTC"; got ${shown(tz)}`, { field: "tz" });
 }
 
 export function normalizeMisfire(value: unknown): Misfire {
   const bad = () =>
     new InvalidInputError(
-      `misfire must be "skip", "once" or "all", or { policy: "skip", graceMs } / { policy: "all", limit } (limit 1-${MAX_MISFIRE_LIMIT}); got ${JSON.stringify(value)}`,
+      `misfire must be "skip", "once" or "all", or { policy: "skip", graceMs } / { policy: "all", limit } (limit 1-${MAX_MISFIRE_LIMIT}); got ${shown(value)}`,
       { field: "misfire" },
     );
   const base: Misfire = { policy: DEFAULT_MISFIRE_POLICY, graceMs: DEFAULT_MISFIRE_GRACE_MS, limit: DEFAULT_MISFIRE_LIMIT };
@@ -200,7 +201,7 @@ export function buildScheduleWrite(queue: string, id: string, input: ScheduleOpt
   checkName("queue", queue);
   checkScheduleId(id);
   if (typeof input !== "object" || input === null) {
-    throw new InvalidInputError(`a schedule needs { cron, name }, e.g. { cron: "0 8 * * MON", name: "digest" }; got ${JSON.stringify(input)}`);
+    throw new InvalidInputError(`a schedule needs { cron, name }, e.g. { cron: "0 8 * * MON", name: "digest" }; got ${shown(input)}`);
   }
   for (const key of Object.keys(input)) {
     if (!KNOWN_SCHEDULE_FIELDS.has(key)) {
@@ -215,7 +216,7 @@ export function buildScheduleWrite(queue: string, id: string, input: ScheduleOpt
   }
   const options = input.options ?? {};
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new InvalidInputError(`schedule options must be an object of job options; got ${JSON.stringify(options)}`, { field: "options" });
+    throw new InvalidInputError(`schedule options must be an object of job options; got ${shown(options)}`, { field: "options" });
   }
   for (const key of TICK_DECIDED_OPTIONS) {
     if (key in options) {

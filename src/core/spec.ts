@@ -6,6 +6,7 @@ import { MAX_JSON_DEPTH, type Json } from "./json.js";
 import { DEFAULT_BACKOFF } from "./retry.js";
 import { jobFlowOf } from "./job-flow.js";
 import { isKeyText } from "./key-text.js";
+import { shown } from "./checks.js";
 
 /** Retention of a finished job: `true` deletes it on finishing, `false` keeps it, or an age. */
 export type RetentionOption = boolean | { ageMs: number };
@@ -104,17 +105,16 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
   if (value === undefined) return undefined;
   const shape = `{ key: string, ttlMs: integer ms, mode?: "drop" | "replace" | "extend" }`;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(`option dedup must be ${shape}; got ${JSON.stringify(value)}`, { field: "options.dedup" });
+    throw new InvalidInputError(`option dedup must be ${shape}; got ${shown(value)}`, { field: "options.dedup" });
   }
   const d = value as Record<string, unknown>;
   for (const k of Object.keys(d)) {
     if (!DEDUP_FIELDS.has(k)) throw new InvalidInputError(`unknown field dedup.${k}; dedup is ${shape}`, { field: `options.dedup.${k}` });
   }
   if (!isKeyText(d.key)) {
-    throw new InvalidInputError(
-      `option dedup.key must be a non-empty string of at most 255 characters, without control characters; got ${JSON.stringify(d.key)}`,
-      { field: "options.dedup.key" },
-    );
+    throw new InvalidInputError(`option dedup.key must be a non-empty string of at most 255 characters, without control characters; got ${shown(d.key)}`, {
+      field: "options.dedup.key",
+    });
   }
   if (d.ttlMs === undefined) {
     throw new InvalidInputError("option dedup.ttlMs is required: how long the window lasts, in ms (e.g. 60000)", { field: "options.dedup.ttlMs" });
@@ -122,7 +122,7 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
   const ttlMs = checkInt("dedup.ttlMs", d.ttlMs, 1, MAX_DELAY);
   const mode = d.mode === undefined ? "drop" : d.mode;
   if (!DEDUP_MODES.includes(mode as DedupMode)) {
-    throw new InvalidInputError(`option dedup.mode must be "drop", "replace" or "extend"; got ${JSON.stringify(d.mode)}`, { field: "options.dedup.mode" });
+    throw new InvalidInputError(`option dedup.mode must be "drop", "replace" or "extend"; got ${shown(d.mode)}`, { field: "options.dedup.mode" });
   }
   return { key: d.key, ttlMs, mode: mode as DedupMode };
 }
@@ -130,7 +130,7 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
 export function checkName(kind: "queue" | "job" | "schedule", value: unknown): string {
   if (typeof value !== "string" || !NAME_PATTERN.test(value)) {
     throw new InvalidInputError(
-      `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` + `or digit; got ${JSON.stringify(value)}`,
+      `${kind} name must be 1-128 characters of letters, digits and . _ : - / starting with a letter ` + `or digit; got ${shown(value)}`,
       { field: kind === "job" ? "name" : kind === "schedule" ? "id" : "queue" },
     );
   }
@@ -141,7 +141,7 @@ export function checkName(kind: "queue" | "job" | "schedule", value: unknown): s
 export function checkJobId(value: unknown): string {
   if (!isKeyText(value)) {
     throw new InvalidInputError(
-      `option jobId must be a non-empty string of at most 255 characters, without control characters or unpaired surrogates; got ${JSON.stringify(value)}`,
+      `option jobId must be a non-empty string of at most 255 characters, without control characters or unpaired surrogates; got ${shown(value)}`,
       { field: "options.jobId" },
     );
   }
@@ -150,7 +150,7 @@ export function checkJobId(value: unknown): string {
 
 function checkInt(field: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`, { field: `options.${field}` });
+    throw new InvalidInputError(`option ${field} must be an integer from ${min} to ${max}; got ${shown(value)}`, { field: `options.${field}` });
   }
   return value;
 }
@@ -178,7 +178,7 @@ function normalizeBackoff(value: unknown): BackoffSpec {
     );
   }
   if (typeof value !== "object" || value === null) {
-    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${JSON.stringify(value)}`, {
+    throw new InvalidInputError(`option backoff must be { type: "exponential" | "fixed", delayMs }; got ${shown(value)}`, {
       field: "options.backoff",
     });
   }
@@ -191,7 +191,7 @@ function normalizeBackoff(value: unknown): BackoffSpec {
   if (b.type === "fixed") {
     return { type: "fixed", delayMs: checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY) };
   }
-  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${JSON.stringify(b.type)}`, { field: "options.backoff.type" });
+  throw new InvalidInputError(`option backoff.type must be "exponential" or "fixed"; got ${shown(b.type)}`, { field: "options.backoff.type" });
 }
 
 function normalizeRetention(field: string, value: unknown, fallback: number): RetentionMs {
@@ -201,7 +201,7 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
   if (typeof value === "object" && value !== null && "ageMs" in value) {
     return checkInt(`${field}.ageMs`, value.ageMs, 0, MAX_DELAY);
   }
-  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${JSON.stringify(value)}`, { field: `options.${field}` });
+  throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${shown(value)}`, { field: `options.${field}` });
 }
 
 /**
@@ -321,8 +321,7 @@ export function buildJobSpec(input: {
   const queue = checkName("queue", input.queue);
   const name = checkName("job", input.name);
   const given = input.options ?? {};
-  if (typeof given !== "object" || given === null)
-    throw new InvalidInputError(`job options must be an object; got ${JSON.stringify(given)}`, { field: "options" });
+  if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${shown(given)}`, { field: "options" });
   for (const key of Object.keys(given)) {
     if (!KNOWN_OPTIONS.has(key)) {
       throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`, { field: `options.${key}` });
@@ -338,7 +337,7 @@ export function buildJobSpec(input: {
     const t = o.runAt instanceof Date ? o.runAt.getTime() : o.runAt;
     if (typeof t !== "number" || !Number.isFinite(t) || t < 0 || t > LATEST_RUN_AT) {
       throw new InvalidInputError(
-        `option runAt must be a Date or milliseconds since the epoch, no later than 9999-12-31T23:59:59.999Z (${LATEST_RUN_AT}); got ${JSON.stringify(o.runAt)}`,
+        `option runAt must be a Date or milliseconds since the epoch, no later than 9999-12-31T23:59:59.999Z (${LATEST_RUN_AT}); got ${shown(o.runAt)}`,
         { field: "options.runAt" },
       );
     }
@@ -350,7 +349,7 @@ export function buildJobSpec(input: {
   let meta: string | null = null;
   if (o.meta !== undefined) {
     if (typeof o.meta !== "object" || o.meta === null || Array.isArray(o.meta)) {
-      throw new InvalidInputError(`option meta must be a plain JSON object; got ${JSON.stringify(o.meta)}`, { field: "options.meta" });
+      throw new InvalidInputError(`option meta must be a plain JSON object; got ${shown(o.meta)}`, { field: "options.meta" });
     }
     meta = serializePayload(name, o.meta, maxBytes, "meta");
     checkSize(name, Buffer.byteLength(payload, "utf8") + Buffer.byteLength(meta, "utf8"), maxBytes);

@@ -27,6 +27,7 @@ import { StoreHistory, type StoreHistoryOptions } from "./store-history.js";
 import { EventTail } from "../producer/event-tail.js";
 import type { QueueEvent } from "../core/queue-events.js";
 import { crossSiteReason, DashboardSessions, SESSION_SECRET_ENV, type SessionOptions } from "./sessions.js";
+import { shown } from "../core/checks.js";
 
 export interface DashboardOptions {
   /** Where the dashboard is served. Default "/ui". */
@@ -92,7 +93,7 @@ const SECURITY_HEADERS = {
 function normalizePath(value: string | undefined): string {
   const p = value ?? "/ui";
   if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p))
-    throw new InvalidInputError(`dashboard.path must start with "/" and not end with one, e.g. "/ui"; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`dashboard.path must start with "/" and not end with one, e.g. "/ui"; got ${shown(value)}`);
   return p;
 }
 

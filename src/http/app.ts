@@ -8,6 +8,7 @@ import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifySer
 import { InvalidInputError } from "../core/errors.js";
 import { answerError, conveyorHttp, safeRequestSerializer, type ConveyorHttpOptions } from "./plugin.js";
 import { problem, sendProblem } from "./problem.js";
+import { shown } from "../core/checks.js";
 
 export interface ServerOptions extends ConveyorHttpOptions {
   /**
@@ -58,8 +59,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     ["requestTimeoutMs", requestTimeoutMs],
     ["connectionTimeoutMs", connectionTimeoutMs],
   ] as const) {
-    if (!Number.isInteger(value) || value < 1)
-      throw new InvalidInputError(`createServer option ${name} must be a positive integer (ms); got ${JSON.stringify(value)}`);
+    if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`createServer option ${name} must be a positive integer (ms); got ${shown(value)}`);
   }
   const heartbeatMs = plugin.events?.heartbeatMs ?? 15_000;
   if (connectionTimeoutMs <= heartbeatMs) {

@@ -25,6 +25,7 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { InvalidInputError } from "../core/errors.js";
+import { shown } from "../core/checks.js";
 
 export type Scope = "enqueue" | "read" | "admin";
 export const SCOPES: readonly Scope[] = ["enqueue", "read", "admin"];
@@ -95,7 +96,7 @@ export class KeyRing {
     this.entries = keys.map((k: ApiKeyConfig, i) => {
       const where = `apiKeys[${i}]`;
       if (typeof k?.id !== "string" || !KEY_ID_PATTERN.test(k.id)) {
-        throw new InvalidInputError(`${where}.id must be 1-64 letters, digits, ".", "_" or "-"; got ${JSON.stringify(k?.id)}`);
+        throw new InvalidInputError(`${where}.id must be 1-64 letters, digits, ".", "_" or "-"; got ${shown(k?.id)}`);
       }
       if (seen.has(k.id)) throw new InvalidInputError(`${where}.id "${k.id}" is used twice; give every key its own id`);
       seen.add(k.id);
@@ -111,7 +112,7 @@ export class KeyRing {
       }
       const given: unknown = k.scopes;
       if (!Array.isArray(given) || given.length === 0 || given.some((s) => !SCOPES.includes(s as Scope))) {
-        throw new InvalidInputError(`${where}.scopes must list one or more of ${SCOPES.join(", ")}; got ${JSON.stringify(k.scopes)}`);
+        throw new InvalidInputError(`${where}.scopes must list one or more of ${SCOPES.join(", ")}; got ${shown(k.scopes)}`);
       }
       const scopes = new Set<Scope>(k.scopes.includes("admin") ? SCOPES : k.scopes);
       return { id: k.id, hash: Buffer.from(hex, "hex"), principal: { id: k.id, scopes } };

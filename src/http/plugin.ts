@@ -42,6 +42,7 @@ import { registerDashboard, type DashboardOptions } from "../dashboard/plugin.js
 import type { OutboxDeadLetters } from "../outbox/dead.js";
 import { outboxRoutes } from "./routes/outbox.js";
 import { scheduleRoutes } from "./routes/schedules.js";
+import { shown } from "../core/checks.js";
 
 export interface CorsOptions {
   /**
@@ -159,16 +160,14 @@ const LONG_LIVED = new Set(["streamJobEvents", "streamQueueEvents"]);
 
 function positive(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < 1)
-    throw new InvalidInputError(`conveyorHttp option ${name} must be a positive integer; got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`conveyorHttp option ${name} must be a positive integer; got ${shown(value)}`);
   return value;
 }
 
 function normalizeBasePath(value: string | undefined): string {
   const p = value ?? "/v1";
   if (p === "" || p === "/") return "";
-  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p))
-    throw new InvalidInputError(`basePath must start with "/" and not end with one, e.g. "/v1"; got ${JSON.stringify(value)}`);
+  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(p)) throw new InvalidInputError(`basePath must start with "/" and not end with one, e.g. "/v1"; got ${shown(value)}`);
   return p;
 }
 

@@ -11,13 +11,14 @@
  */
 import { Type, type SchemaOptions, type Static, type TSchema, type TUnsafe } from "@sinclair/typebox";
 import type { Json } from "../core/json.js";
+import { shown } from "../core/checks.js";
 
 export { Type, type Static, type TSchema };
 
 /** `schema` or null, as `{ type: [<its type>, "null"], … }`. */
 export function Nullable<T extends TSchema>(schema: T, options: SchemaOptions = {}): TUnsafe<Static<T> | null> {
   const type = (schema as { type?: unknown }).type;
-  if (typeof type !== "string") throw new Error(`Nullable() takes a schema with one type; got ${JSON.stringify(type)}`);
+  if (typeof type !== "string") throw new Error(`Nullable() takes a schema with one type; got ${shown(type)}`);
   return Type.Unsafe<Static<T> | null>({ ...schema, type: [type, "null"], ...options });
 }
 

@@ -7,6 +7,7 @@
 import type { Kafka, KafkaConfig, logCreator } from "kafkajs";
 import { InvalidInputError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
+import { shown } from "../core/checks.js";
 
 /** Where a Kafka cluster is: `kafka://host:port[,host:port…][/topic]`. */
 export interface KafkaLocation {
@@ -19,7 +20,7 @@ export interface KafkaLocation {
 /** Parses `kafka://host:port[,host:port…][/topic]`; throws InvalidInputError saying what to fix. */
 export function parseKafkaUrl(url: string): KafkaLocation {
   const match = /^kafka:\/\/([^/?#]+)(?:\/([^?#]*))?$/i.exec(url);
-  if (!match) throw new InvalidInputError(`a Kafka URL looks like kafka://host:9092[,host2:9092][/topic]; got ${JSON.stringify(url)}`);
+  if (!match) throw new InvalidInputError(`a Kafka URL looks like kafka://host:9092[,host2:9092][/topic]; got ${shown(url)}`);
   const brokers = match[1]!
     .split(",")
     .map((b) => b.trim())

@@ -30,6 +30,7 @@ import { errorInfo, type Handlers } from "../runtime/worker.js";
 import { loadKafkajs, openKafka, parseKafkaUrl } from "./client.js";
 import { failureHeaders, HEADER, headerStrings } from "./headers.js";
 import { groupLag, type PartitionLag } from "./lag.js";
+import { shown } from "../core/checks.js";
 
 export interface KafkaWorkerOptions {
   /** `kafka://host:9092[,host2:9092]`. Give `url`, `brokers` or `kafka`. */
@@ -486,6 +487,6 @@ function aborted(signal: AbortSignal): Promise<never> {
 
 function positiveInt(name: string, value: number | undefined, fallback: number, min = 1): number {
   if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < min) throw new InvalidInputError(`${name} must be an integer >= ${min}; got ${JSON.stringify(value)}`);
+  if (!Number.isInteger(value) || value < min) throw new InvalidInputError(`${name} must be an integer >= ${min}; got ${shown(value)}`);
   return value;
 }

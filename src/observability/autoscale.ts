@@ -22,6 +22,7 @@
  * its current throughput keeps busy.
  */
 import { InvalidInputError } from "../core/errors.js";
+import { shown } from "../core/checks.js";
 
 export interface ScalingPolicy {
   /** The oldest-waiting-age objective, seconds. */
@@ -82,16 +83,15 @@ function checkPolicy(policy: ScalingPolicy): Required<ScalingPolicy> {
     ...policy,
   };
   const positive = (name: string, v: number) => {
-    if (!(Number.isFinite(v) && v > 0)) throw new InvalidInputError(`scaling policy ${name} must be a positive number; got ${JSON.stringify(v)}`);
+    if (!(Number.isFinite(v) && v > 0)) throw new InvalidInputError(`scaling policy ${name} must be a positive number; got ${shown(v)}`);
   };
   positive("targetAgeSeconds", p.targetAgeSeconds);
   positive("jobsPerSecondPerWorker", p.jobsPerSecondPerWorker);
   positive("maxStepIn", p.maxStepIn);
   positive("slotsPerWorker", p.slotsPerWorker);
-  if (!(Number.isFinite(p.headroom) && p.headroom >= 0))
-    throw new InvalidInputError(`scaling policy headroom must be a number >= 0; got ${JSON.stringify(p.headroom)}`);
+  if (!(Number.isFinite(p.headroom) && p.headroom >= 0)) throw new InvalidInputError(`scaling policy headroom must be a number >= 0; got ${shown(p.headroom)}`);
   if (!(p.scaleInBelow > 0 && p.scaleInBelow < 1))
-    throw new InvalidInputError(`scaling policy scaleInBelow must be between 0 and 1; got ${JSON.stringify(p.scaleInBelow)}`);
+    throw new InvalidInputError(`scaling policy scaleInBelow must be between 0 and 1; got ${shown(p.scaleInBelow)}`);
   if (!(Number.isInteger(p.minWorkers) && Number.isInteger(p.maxWorkers) && p.minWorkers >= 0 && p.maxWorkers >= Math.max(1, p.minWorkers))) {
     throw new InvalidInputError(`scaling policy needs integers 0 <= minWorkers <= maxWorkers, maxWorkers >= 1; got ${p.minWorkers} and ${p.maxWorkers}`);
   }

@@ -21,6 +21,7 @@ import type { JobTelemetry } from "../core/telemetry.js";
 import { JobCounter, JobHistogram, type HistogramSeries } from "./series.js";
 import type { LagSource } from "../kafka/lag.js";
 import { KafkaLagGauge } from "./kafka-lag.js";
+import { shown } from "../core/checks.js";
 
 /** Seconds, from 1 ms to 10 min: short jobs and slow ones both land in a bucket of their own. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -157,16 +158,16 @@ export class ConveyorMetrics implements JobTelemetry {
     this.storeCacheMs = options.storeCacheMs ?? 5_000;
     if (!Number.isInteger(this.storeCacheMs) || this.storeCacheMs < 1_000) {
       throw new InvalidInputError(
-        `storeCacheMs must be an integer of at least 1000 (ms), so scrapes do not load the store; got ${JSON.stringify(options.storeCacheMs)}`,
+        `storeCacheMs must be an integer of at least 1000 (ms), so scrapes do not load the store; got ${shown(options.storeCacheMs)}`,
       );
     }
     this.maxLabelSets = options.maxLabelSets ?? 1_000;
     if (!Number.isInteger(this.maxLabelSets) || this.maxLabelSets < 1) {
-      throw new InvalidInputError(`maxLabelSets must be a positive integer (distinct queue and job name pairs); got ${JSON.stringify(options.maxLabelSets)}`);
+      throw new InvalidInputError(`maxLabelSets must be a positive integer (distinct queue and job name pairs); got ${shown(options.maxLabelSets)}`);
     }
     this.storeTimeoutMs = options.storeTimeoutMs ?? 5_000;
     if (!Number.isInteger(this.storeTimeoutMs) || this.storeTimeoutMs < 1) {
-      throw new InvalidInputError(`storeTimeoutMs must be a positive integer (ms); got ${JSON.stringify(options.storeTimeoutMs)}`);
+      throw new InvalidInputError(`storeTimeoutMs must be a positive integer (ms); got ${shown(options.storeTimeoutMs)}`);
     }
     const durationBuckets = checkBuckets("durationBuckets", options.durationBuckets ?? DEFAULT_DURATION_BUCKETS);
     const waitBuckets = checkBuckets("waitBuckets", options.waitBuckets ?? durationBuckets);
@@ -561,6 +562,6 @@ export class ConveyorMetrics implements JobTelemetry {
 function checkBuckets(field: string, buckets: readonly number[]): readonly number[] {
   const list: unknown = buckets;
   const ok = Array.isArray(list) && buckets.length > 0 && buckets.every((b, i) => Number.isFinite(b) && b > 0 && (i === 0 || b > buckets[i - 1]!));
-  if (!ok) throw new InvalidInputError(`${field} must be a non-empty list of increasing positive numbers of seconds; got ${JSON.stringify(buckets)}`);
+  if (!ok) throw new InvalidInputError(`${field} must be a non-empty list of increasing positive numbers of seconds; got ${shown(buckets)}`);
   return buckets;
 }

@@ -8,6 +8,7 @@ import { InvalidInputError } from "../core/errors.js";
 import { parseHeaders, type DeadOutboxEvent } from "./event.js";
 import { checkPrefix, checkSchema, outboxChannel, quoteIdent } from "./names.js";
 import type { SqlExecutor } from "./writer.js";
+import { shown } from "../core/checks.js";
 
 interface DeadRow {
   id: string;
@@ -43,8 +44,7 @@ export interface DeadListOptions {
 
 function checkLimit(limit: number | undefined): number {
   const value = limit ?? 50;
-  if (!Number.isInteger(value) || value < 1 || value > 1000)
-    throw new InvalidInputError(`limit must be an integer from 1 to 1000; got ${JSON.stringify(limit)}`);
+  if (!Number.isInteger(value) || value < 1 || value > 1000) throw new InvalidInputError(`limit must be an integer from 1 to 1000; got ${shown(limit)}`);
   return value;
 }
 

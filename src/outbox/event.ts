@@ -4,6 +4,7 @@
  */
 import { InvalidInputError } from "../core/errors.js";
 import type { Json } from "../core/json.js";
+import { shown } from "../core/checks.js";
 
 /** An event to publish, as given to `outbox.publish(tx, event)`. */
 export interface OutboxEventInput {
@@ -119,7 +120,7 @@ function checkName(field: string, value: unknown, required: boolean): void {
   if (typeof value !== "string" || value.length === 0 || value.length > MAX_NAME_LENGTH || /[\0\r\n]/.test(value)) {
     throw new InvalidInputError(
       `outbox event: ${field} must be a non-empty string of at most ${MAX_NAME_LENGTH} characters without NUL, CR or LF` +
-        `${required ? "" : " (or left out)"}; got ${JSON.stringify(value)?.slice(0, 80) ?? String(value)}`,
+        `${required ? "" : " (or left out)"}; got ${shown(value)?.slice(0, 80) ?? String(value)}`,
     );
   }
 }

@@ -26,6 +26,7 @@ import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import { parseHeaders, type OutboxEvent } from "./event.js";
 import { checkSchema, quoteIdent } from "./names.js";
 import type { ClaimedBatch, OutboxSource, RejectedEvent, SourceHooks, SourceLag } from "./relay.js";
+import { shown } from "../core/checks.js";
 
 /** Options of {@link CdcSource}. */
 export interface CdcSourceOptions {
@@ -121,7 +122,7 @@ export class CdcSource implements OutboxSource {
       ["publication", this.publication],
     ] as const) {
       if (!NAME.test(value))
-        throw new InvalidInputError(`${field} must be lower-case letters, digits and _ (at most 63), not starting with a digit; got ${JSON.stringify(value)}`);
+        throw new InvalidInputError(`${field} must be lower-case letters, digits and _ (at most 63), not starting with a digit; got ${shown(value)}`);
     }
     this.connectionString = options.connectionString;
     this.topics = options.topics && options.topics.length > 0 ? new Set(options.topics) : null;

@@ -32,6 +32,7 @@ import { parseHeaders, type OutboxEvent } from "./event.js";
 import { checkPrefix, checkSchema, outboxChannel, quoteIdent } from "./names.js";
 import type { ClaimedBatch, OutboxSource, RejectedEvent, SourceHooks, SourceLag } from "./relay.js";
 import { explainMissingTable } from "./writer.js";
+import { shown } from "../core/checks.js";
 
 /** Options of {@link PostgresPollSource}. Give `connectionString` or `pool`. */
 export interface PostgresPollSourceOptions {
@@ -273,7 +274,7 @@ export class SqlitePollSource implements OutboxSource {
     this.topics = options.topics && options.topics.length > 0 ? [...options.topics] : null;
     this.leaseMs = options.leaseMs ?? 30_000;
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < 1_000)
-      throw new InvalidInputError(`leaseMs must be an integer >= 1000; got ${JSON.stringify(options.leaseMs)}`);
+      throw new InvalidInputError(`leaseMs must be an integer >= 1000; got ${shown(options.leaseMs)}`);
     this.relayName = options.relayName ?? "default";
     this.busyTimeoutMs = options.busyTimeoutMs ?? 5_000;
     this.description = `sqlite:${options.path}`;

@@ -19,6 +19,7 @@ import { consoleLogger, type Logger } from "../core/logger.js";
 import { failpoint } from "../runtime/failpoints.js";
 import type { OutboxEvent } from "./event.js";
 import type { PublishOutcome, Target } from "./target.js";
+import { shown } from "../core/checks.js";
 
 /** How far behind the relay is, as the source measures it. */
 export interface SourceLag {
@@ -405,7 +406,7 @@ export function classify(
 
 function checkInt(field: string, value: number, min: number, max: number): number {
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(`${field} must be an integer from ${min} to ${max}; got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`${field} must be an integer from ${min} to ${max}; got ${shown(value)}`);
   }
   return value;
 }

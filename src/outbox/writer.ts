@@ -11,6 +11,7 @@ import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import { newJobId } from "../core/ids.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, validateEvent, type OutboxEventInput } from "./event.js";
 import { checkPrefix, checkSchema, outboxChannel, quoteIdent } from "./names.js";
+import { shown } from "../core/checks.js";
 
 /** Anything that runs a statement on the caller's open transaction: a pg PoolClient, or an adapter. */
 export interface SqlExecutor {
@@ -134,7 +135,7 @@ export class SqliteOutbox {
 function checkMaxPayload(value: number | undefined): number {
   const bytes = value ?? DEFAULT_MAX_PAYLOAD_BYTES;
   if (!Number.isInteger(bytes) || bytes < 1 || bytes > 64 * 1024 * 1024) {
-    throw new InvalidInputError(`maxPayloadBytes must be an integer from 1 to 67108864 (64 MiB); got ${JSON.stringify(value)}`);
+    throw new InvalidInputError(`maxPayloadBytes must be an integer from 1 to 67108864 (64 MiB); got ${shown(value)}`);
   }
   return bytes;
 }

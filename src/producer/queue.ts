@@ -20,6 +20,7 @@ import {
   type ScheduleOptions,
 } from "../core/schedule.js";
 import { createHash } from "node:crypto";
+import { shown } from "../core/checks.js";
 
 export interface QueueOptions {
   /** Where jobs are stored. */
@@ -194,7 +195,7 @@ export class Queue {
   private async addRepeat(job: string | JobDefinition<unknown>, data: unknown, options: JobOptions, repeat: RepeatOptions, tx: unknown): Promise<AddResult> {
     if (tx !== undefined) throw new InvalidInputError("add({ repeat }) creates a schedule, which cannot join your transaction; drop tx");
     if (typeof repeat !== "object" || repeat === null)
-      throw new InvalidInputError(`option repeat must be { pattern, tz? }; got ${JSON.stringify(repeat)}`, { field: "options.repeat" });
+      throw new InvalidInputError(`option repeat must be { pattern, tz? }; got ${shown(repeat)}`, { field: "options.repeat" });
     const name = typeof job === "string" ? job : job.name;
     if (typeof job !== "string") validatePayload(job.name, job.schema, data);
     const { jobId, delayMs, runAt, ...jobOptions } = options;
@@ -246,7 +247,7 @@ export class Queue {
       if (typeof job !== "object" || job === null) throw new InvalidInputError(`${path} must be { name, data, options, children }`);
       const policy = job.onChildFailure ?? "fail";
       if (policy !== "fail" && policy !== "continue") {
-        throw new InvalidInputError(`${path}.onChildFailure must be "fail" or "continue"; got ${JSON.stringify(job.onChildFailure)}`, {
+        throw new InvalidInputError(`${path}.onChildFailure must be "fail" or "continue"; got ${shown(job.onChildFailure)}`, {
           field: "onChildFailure",
         });
       }

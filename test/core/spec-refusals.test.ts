@@ -7,6 +7,8 @@ import { InvalidInputError } from "../../src/core/errors.js";
 import { buildJobSpec, DEFAULT_MAX_PAYLOAD_BYTES, type JobOptions } from "../../src/core/spec.js";
 import { MAX_JSON_DEPTH } from "../../src/core/json.js";
 import type { JobSpec } from "../../src/core/job.js";
+import { shown, SHOWN_MAX_CHARS } from "../../src/core/shown.js";
+import { Queue } from "../../src/producer/queue.js";
 
 function spec(input: JobOptions & { data?: unknown } = {}): JobSpec {
   const { data = {}, ...options } = input;
@@ -95,5 +97,52 @@ describe("invalid input is refused by buildJobSpec", () => {
     expect(() => spec({ data: atLimit + "x" })).toThrow(/is 262145 bytes, over the limit of 262144/);
     // Bytes, not characters: 2-byte characters reach the limit at half the length.
     expect(() => spec({ data: "é".repeat(DEFAULT_MAX_PAYLOAD_BYTES / 2) })).toThrow(/over the limit/);
+  });
+});
+
+describe("a refused value is quoted, not dumped (shown)", () => {
+  const caught = (fn: () => unknown): unknown => {
+    try {
+      fn();
+    } catch (error) {
+      return error;
+    }
+    throw new Error("expected a throw");
+  };
+
+  it("refuses an object passed as the queue name with a short InvalidInputError, not the object's whole JSON", () => {
+    // The mistake `new Queue({ backend, name })` makes: the first argument is the options object.
+    const big = { backend: { description: "sqlite:/tmp/x.db", statements: Array.from({ length: 500 }, (_, i) => `SELECT ${i}`) }, name: "emails" };
+    const error = caught(() => new Queue(big as unknown as string, { backend: null as never }));
+    expect(error).toBeInstanceOf(InvalidInputError);
+    const message = (error as Error).message;
+    expect(message).toMatch(/^queue name must be 1-128 characters .*; got \{"backend":/);
+    expect(message).toMatch(/… \(an object, \d+ characters as JSON\)$/);
+    expect(message.length).toBeLessThan(500);
+    expect(JSON.stringify(big).length).toBeGreaterThan(5_000);
+  });
+
+  it("refuses a value with a cycle or a BigInt as InvalidInputError (JSON.stringify would throw a TypeError)", () => {
+    class Pool {
+      self = this;
+    }
+    const cyclic = caught(() => buildJobSpec({ queue: new Pool() as unknown as string, name: "job", data: {}, options: {} }));
+    expect(cyclic).toBeInstanceOf(InvalidInputError);
+    expect((cyclic as Error).message).toMatch(/; got an object of class Pool$/);
+    const bigint = caught(() => buildJobSpec({ queue: "q", name: "job", data: {}, options: { priority: 5n as unknown as number } }));
+    expect(bigint).toBeInstanceOf(InvalidInputError);
+    expect((bigint as Error).message).toMatch(/option priority must be an integer .*; got 5n$/);
+  });
+
+  it("quotes short values whole and cuts long ones", () => {
+    expect(shown("emails")).toBe('"emails"');
+    expect(shown(Number.NaN)).toBe("NaN");
+    expect(shown(undefined)).toBe("undefined");
+    expect(shown(() => 1)).toBe("a function");
+    expect(shown(Symbol("s"))).toBe("Symbol(s)");
+    expect(shown([1, 2])).toBe("[1,2]");
+    const long = "x".repeat(10_000);
+    expect(shown(long)).toBe(`"${"x".repeat(SHOWN_MAX_CHARS - 1)}… (a string, 10002 characters as JSON)`);
+    expect(shown(Array.from({ length: 1000 }, () => 1))).toMatch(/… \(an array of 1000 items, 2001 characters as JSON\)$/);
   });
 });

@@ -20,6 +20,7 @@
  */
 import type { Channel } from "amqplib";
 import { InvalidInputError } from "../../core/errors.js";
+import { shown } from "../../core/checks.js";
 
 /** Highest delay bucket: delays up to 2^MAX_BUCKET s (about 48 days) in one hop; longer ones hop again. */
 export const MAX_BUCKET = 22;
@@ -30,7 +31,7 @@ const PREFIX_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 export function checkPrefix(prefix: unknown): string {
   if (typeof prefix !== "string" || !PREFIX_PATTERN.test(prefix)) {
-    throw new InvalidInputError(`AmqpBackend prefix must be 1-64 letters, digits and . _ - starting with a letter or digit; got ${JSON.stringify(prefix)}`);
+    throw new InvalidInputError(`AmqpBackend prefix must be 1-64 letters, digits and . _ - starting with a letter or digit; got ${shown(prefix)}`);
   }
   return prefix;
 }

@@ -64,6 +64,7 @@ import { checkedBackend, featureRefusal } from "../checked.js";
 import { listArgsOf, pageDeadLetters } from "../listing.js";
 import { DeadLetterView, DEAD_MARKER } from "./dead-view.js";
 import { checkTopicPrefix, TopicNames, type TopicKind } from "./topics.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link KafkaBackend}. */
 export interface KafkaBackendOptions {
@@ -191,7 +192,7 @@ export class KafkaBackend implements Backend {
     this.groupId = options.groupId ?? `${this.topics.prefix}.workers`;
     if (typeof this.groupId !== "string" || this.groupId === "") throw new InvalidInputError("the Kafka backend's groupId must be a non-empty string");
     if (options.partitionKey !== undefined && options.partitionKey !== "queue" && options.partitionKey !== "id") {
-      throw new InvalidInputError(`partitionKey must be "queue" or "id"; got ${JSON.stringify(options.partitionKey)}`);
+      throw new InvalidInputError(`partitionKey must be "queue" or "id"; got ${shown(options.partitionKey)}`);
     }
     this.partitionKey = options.partitionKey ?? "queue";
     this.claimWaitMs = nonNegativeInt("option claimWaitMs", options.claimWaitMs ?? 0);

@@ -10,6 +10,7 @@
  * the retry topic of `a`.
  */
 import { InvalidInputError } from "../../core/errors.js";
+import { shown } from "../../core/checks.js";
 
 /** What kind of topic a queue's topic is. */
 export type TopicKind = "work" | "retry" | "dead";
@@ -44,7 +45,7 @@ export class TopicNames {
 /** Checks a topic prefix: 1-64 of `[a-zA-Z0-9_-]`. */
 export function checkTopicPrefix(prefix: unknown): string {
   if (typeof prefix !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(prefix)) {
-    throw new InvalidInputError(`the Kafka backend's prefix must be 1-64 characters of letters, digits, _ and -; got ${JSON.stringify(prefix)}`);
+    throw new InvalidInputError(`the Kafka backend's prefix must be 1-64 characters of letters, digits, _ and -; got ${shown(prefix)}`);
   }
   return prefix;
 }

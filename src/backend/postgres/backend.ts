@@ -99,6 +99,7 @@ import { readQueryFiles } from "../query-files.js";
 import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import { preparedFor } from "../checked-lists.js";
 import { byteOrderRange } from "../named-range.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link PostgresBackend}. Give `connectionString` or `pool`. */
 export interface PostgresBackendOptions {
@@ -414,11 +415,11 @@ export class PostgresBackend implements Backend {
     }
     const schema = given.schema ?? DEFAULT_SCHEMA;
     if (!SCHEMA_PATTERN.test(schema)) {
-      throw new InvalidInputError(`schema must be 1-50 lower-case letters, digits and _, not starting with a digit; got ${JSON.stringify(schema)}`);
+      throw new InvalidInputError(`schema must be 1-50 lower-case letters, digits and _, not starting with a digit; got ${shown(schema)}`);
     }
     const poolSize = given.poolSize ?? DEFAULT_POOL_SIZE;
     if (!Number.isInteger(poolSize) || poolSize < 1) {
-      throw new InvalidInputError(`poolSize must be an integer >= 1; got ${JSON.stringify(poolSize)}`);
+      throw new InvalidInputError(`poolSize must be an integer >= 1; got ${shown(poolSize)}`);
     }
     this.schema = schema;
     this.quotedSchema = pg.escapeIdentifier(schema);

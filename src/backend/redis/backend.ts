@@ -79,6 +79,7 @@ import { ReadyTurns } from "./ready-index.js";
 import { RedisEventLog, type StreamEntry } from "./event-log.js";
 import { eventLogMismatchError, eventLogOffError, eventLogOption } from "../event-log-switch.js";
 import type { EventLogPage, EventPrunePolicy } from "../../core/queue-events.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link RedisBackend}. */
 export interface RedisBackendOptions {
@@ -239,7 +240,7 @@ export class RedisBackend implements Backend {
     const prefix = options.prefix ?? DEFAULT_PREFIX;
     if (!PREFIX_PATTERN.test(prefix)) {
       throw new InvalidInputError(
-        `prefix must be 1-64 letters, digits and _ - . : (no braces: they would break the cluster hash tags); ` + `got ${JSON.stringify(prefix)}`,
+        `prefix must be 1-64 letters, digits and _ - . : (no braces: they would break the cluster hash tags); ` + `got ${shown(prefix)}`,
       );
     }
     this.keys = new PrefixKeys(prefix);

@@ -13,6 +13,7 @@
 import { ConveyorError, InvalidInputError } from "../../core/errors.js";
 import { CONNECTION_DROPPED, isCluster, type Client } from "./connection.js";
 import { hashTagOf } from "./slot-migration.js";
+import { shown } from "../../core/checks.js";
 
 /** What the option takes. */
 export interface WaitForReplicas {
@@ -27,10 +28,10 @@ export const DEFAULT_REPLICA_WAIT_TIMEOUT_MS = 1_000;
 export function checkWaitForReplicas(option: WaitForReplicas): Required<WaitForReplicas> {
   const timeoutMs = option.timeoutMs ?? DEFAULT_REPLICA_WAIT_TIMEOUT_MS;
   if (!Number.isInteger(option.replicas) || option.replicas < 1) {
-    throw new InvalidInputError(`waitForReplicas.replicas must be an integer >= 1; got ${JSON.stringify(option.replicas)}`);
+    throw new InvalidInputError(`waitForReplicas.replicas must be an integer >= 1; got ${shown(option.replicas)}`);
   }
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
-    throw new InvalidInputError(`waitForReplicas.timeoutMs must be an integer >= 1 (ms); got ${JSON.stringify(timeoutMs)}`);
+    throw new InvalidInputError(`waitForReplicas.timeoutMs must be an integer >= 1 (ms); got ${shown(timeoutMs)}`);
   }
   return { replicas: option.replicas, timeoutMs };
 }

@@ -64,6 +64,7 @@ import { toRecord } from "./rows.js";
 import { prepareStatements, type Statements } from "./statements.js";
 import { defineTransactions, flowTransaction, isSqliteBusy, RefusedBatch, typedErrors, type Transactions } from "./transactions.js";
 import { SqliteWakeups, type WakeMarks } from "./wakeups.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link SqliteBackend}. */
 export interface SqliteBackendOptions {
@@ -153,15 +154,15 @@ export class SqliteBackend implements Backend {
     }
     const prefix = options.tablePrefix ?? DEFAULT_TABLE_PREFIX;
     if (!PREFIX_PATTERN.test(prefix)) {
-      throw new InvalidInputError(`tablePrefix must be letters, digits and _ and not start with a digit; got ${JSON.stringify(prefix)}`);
+      throw new InvalidInputError(`tablePrefix must be letters, digits and _ and not start with a digit; got ${shown(prefix)}`);
     }
     const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
     if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
-      throw new InvalidInputError(`busyTimeoutMs must be an integer >= 0; got ${JSON.stringify(busyTimeoutMs)}`);
+      throw new InvalidInputError(`busyTimeoutMs must be an integer >= 0; got ${shown(busyTimeoutMs)}`);
     }
     const synchronous = options.synchronous ?? "NORMAL";
     if (synchronous !== "NORMAL" && synchronous !== "FULL") {
-      throw new InvalidInputError(`synchronous must be "NORMAL" or "FULL"; got ${JSON.stringify(synchronous)}`);
+      throw new InvalidInputError(`synchronous must be "NORMAL" or "FULL"; got ${shown(synchronous)}`);
     }
 
     this.eventLogOn = eventLogOption(options.eventLog);

@@ -15,6 +15,7 @@ import type { OpenStream } from "../sse.js";
 import type { Json } from "../../core/json.js";
 import { Nullable, StringEnum, Type, type Static } from "../typed-schema.js";
 import { iso } from "../views.js";
+import { shown } from "../../core/checks.js";
 
 /** Comma-separated values of one query parameter, each checked. */
 function list<T extends string>(value: string | undefined, field: string, check: (v: string) => T): T[] | undefined {
@@ -24,7 +25,7 @@ function list<T extends string>(value: string | undefined, field: string, check:
     .map((v) => v.trim())
     .filter((v) => v !== "");
   if (items.length === 0 || items.length > 100)
-    throw new HttpProblem(400, "bad-request", `${field} takes 1 to 100 comma-separated values; got ${JSON.stringify(value.slice(0, 100))}`);
+    throw new HttpProblem(400, "bad-request", `${field} takes 1 to 100 comma-separated values; got ${shown(value.slice(0, 100))}`);
   return items.map((v) => {
     try {
       return check(v);

@@ -17,6 +17,7 @@ import type { Logger } from "../../core/logger.js";
 import { loadKafkajs, openKafka, parseKafkaUrl } from "../../kafka/client.js";
 import type { OutboxEvent } from "../event.js";
 import { outboxHeaders, RejectedEventError, type PublishOutcome, type Target } from "../target.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link KafkaTarget}. Give `url` or `brokers` (or your own `kafka` client). */
 export interface KafkaTargetOptions {
@@ -94,9 +95,9 @@ export class KafkaTarget implements Target {
     this.maxMessageBytes = options.maxMessageBytes ?? 1_000_000;
     this.ackTimeoutMs = options.ackTimeoutMs ?? 30_000;
     if (!Number.isInteger(this.maxMessageBytes) || this.maxMessageBytes < 1)
-      throw new InvalidInputError(`maxMessageBytes must be an integer >= 1; got ${JSON.stringify(options.maxMessageBytes)}`);
+      throw new InvalidInputError(`maxMessageBytes must be an integer >= 1; got ${shown(options.maxMessageBytes)}`);
     if (!Number.isInteger(this.ackTimeoutMs) || this.ackTimeoutMs < 1)
-      throw new InvalidInputError(`ackTimeoutMs must be an integer >= 1; got ${JSON.stringify(options.ackTimeoutMs)}`);
+      throw new InvalidInputError(`ackTimeoutMs must be an integer >= 1; got ${shown(options.ackTimeoutMs)}`);
     this.clientId = options.clientId ?? "conveyor-relay";
     this.logger = options.logger;
     const where = this.topic !== null ? this.topic : `${this.topicPrefix}*`;

@@ -11,6 +11,7 @@ import { Redis } from "ioredis";
 import { InvalidInputError } from "../../core/errors.js";
 import type { OutboxEvent } from "../event.js";
 import { outboxHeaders, RejectedEventError, type PublishOutcome, type Target } from "../target.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link RedisStreamTarget}. Give `url` or `redis`. */
 export interface RedisStreamTargetOptions {
@@ -49,7 +50,7 @@ export class RedisStreamTarget implements Target {
     }
     this.streamPrefix = options.streamPrefix ?? "outbox:";
     if (options.maxLen !== undefined && (!Number.isInteger(options.maxLen) || options.maxLen < 1)) {
-      throw new InvalidInputError(`maxLen must be an integer >= 1; got ${JSON.stringify(options.maxLen)}`);
+      throw new InvalidInputError(`maxLen must be an integer >= 1; got ${shown(options.maxLen)}`);
     }
     this.maxLen = options.maxLen ?? null;
     this.maxMessageBytes = options.maxMessageBytes ?? 1024 * 1024;

@@ -13,6 +13,7 @@ import { guardedPost, SsrfGuard, type SsrfPolicy } from "../../http/ssrf.js";
 import { signWebhook } from "../../http/webhooks.js";
 import type { OutboxEvent } from "../event.js";
 import { outboxHeaders, RejectedEventError, type PublishOutcome, type Target } from "../target.js";
+import { shown } from "../../core/checks.js";
 
 /** Options of {@link WebhookTarget}. */
 export interface WebhookTargetOptions {
@@ -49,7 +50,7 @@ export class WebhookTarget implements Target {
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.concurrency = options.concurrency ?? 8;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1)
-      throw new InvalidInputError(`concurrency must be an integer >= 1; got ${JSON.stringify(options.concurrency)}`);
+      throw new InvalidInputError(`concurrency must be an integer >= 1; got ${shown(options.concurrency)}`);
     this.description = `webhook:${url.origin}${url.pathname}`;
   }
 
