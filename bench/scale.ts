@@ -286,15 +286,15 @@ export async function runScale(title: string, header: string, systems: ScaleSyst
         `p50 latency ${(large.p50 / small.p50).toFixed(2)}x; bench process heap ${ps.map((p) => fmt(p.heapMb)).join(" / ")} MB after each cell.`,
     );
     if (options.retained > 0) {
-      const byShape = shapes.filter((s) => s.retained === 0).map((s, k) => `${s.label} ${(ps[2 * k + 1]!.throughput / ps[2 * k]!.throughput).toFixed(2)}x`);
-      console.log(`${system.name} with ${fmt(options.retained)} retained ÷ without, throughput: ${byShape.join("; ")}.`);
-      const cpuByShape = shapes
-        .filter((s) => s.retained === 0)
-        .map(
-          (s, k) =>
-            `${s.label} ${ps[2 * k]!.cpuMsPer1000.toFixed(1)} → ${ps[2 * k + 1]!.cpuMsPer1000.toFixed(1)} (${(ps[2 * k + 1]!.cpuMsPer1000 / ps[2 * k]!.cpuMsPer1000).toFixed(2)}x)`,
-        );
-      console.log(`${system.name} with ${fmt(options.retained)} retained ÷ without, this process's CPU ms per 1,000 jobs: ${cpuByShape.join("; ")}.`);
+      // Shapes come in pairs, without then with the retained jobs (shapesFor).
+      const pairs = shapes.filter((s) => s.retained === 0).map((s, k) => ({ label: s.label, without: ps[2 * k]!, kept: ps[2 * k + 1]! }));
+      const throughputs = pairs.map((p) => `${p.label} ${(p.kept.throughput / p.without.throughput).toFixed(2)}x`);
+      console.log(`${system.name} with ${fmt(options.retained)} retained ÷ without, throughput: ${throughputs.join("; ")}.`);
+      const cpus = pairs.map(
+        (p) =>
+          `${p.label} ${p.without.cpuMsPer1000.toFixed(1)} → ${p.kept.cpuMsPer1000.toFixed(1)} (${(p.kept.cpuMsPer1000 / p.without.cpuMsPer1000).toFixed(2)}x)`,
+      );
+      console.log(`${system.name} with ${fmt(options.retained)} retained ÷ without, this process's CPU ms per 1,000 jobs: ${cpus.join("; ")}.`);
     }
   }
   const loadLine = `load average ${formatLoad(loadStart)} at start, ${formatLoad(loadavg())} at end; ${machineLine()}`;
