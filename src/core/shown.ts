@@ -33,7 +33,9 @@ export function shown(value: unknown): string {
   }
   if (text === undefined) return String(value);
   if (text.length <= SHOWN_MAX_CHARS) return text;
-  return `${text.slice(0, SHOWN_MAX_CHARS)}… (${kindOf(value)}, ${text.length} characters as JSON)`;
+  // Not between the two halves of a surrogate pair (an emoji): half of one is not text.
+  const end = /[\uD800-\uDBFF]/.test(text[SHOWN_MAX_CHARS - 1]!) ? SHOWN_MAX_CHARS - 1 : SHOWN_MAX_CHARS;
+  return `${text.slice(0, end)}… (${kindOf(value)}, ${text.length} characters as JSON)`;
 }
 
 /** "a string", "an array of 3 items", "an object of class Pool", "an object". */

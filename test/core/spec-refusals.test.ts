@@ -144,5 +144,9 @@ describe("a refused value is quoted, not dumped (shown)", () => {
     const long = "x".repeat(10_000);
     expect(shown(long)).toBe(`"${"x".repeat(SHOWN_MAX_CHARS - 1)}… (a string, 10002 characters as JSON)`);
     expect(shown(Array.from({ length: 1000 }, () => 1))).toMatch(/… \(an array of 1000 items, 2001 characters as JSON\)$/);
+    // A cut that would fall inside a surrogate pair falls before it: no half emoji in the message.
+    const emojis = shown(`${"x".repeat(SHOWN_MAX_CHARS - 2)}${"😀".repeat(100)}`);
+    expect(emojis.startsWith(`"${"x".repeat(SHOWN_MAX_CHARS - 2)}…`)).toBe(true);
+    expect(emojis).not.toMatch(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/);
   });
 });
