@@ -19,6 +19,7 @@ import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
+import { childExecArgv } from "./lib.js";
 
 const API_KEY = "cvk_bench-0123456789abcdef0123456789abcdef";
 
@@ -74,7 +75,7 @@ interface RunResult {
 }
 
 async function startChild(url: string): Promise<{ child: ChildProcess; port: number; db: string }> {
-  const child = fork(new URL(import.meta.url).pathname, ["--serve", url], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(new URL(import.meta.url).pathname, ["--serve", url], { execArgv: [...childExecArgv], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   const { port, db } = await new Promise<{ port: number; db: string }>((resolve, reject) => {
     child.once("message", (m) => resolve(m as { port: number; db: string }));
     child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));

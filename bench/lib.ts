@@ -4,7 +4,7 @@
  * taken several times per subject with the subjects interleaved, reported as medians with
  * Conveyor/peer ratios, every run behind them, and the machine's load before and after.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
@@ -151,12 +151,33 @@ export interface Report {
   elapsedS: number;
 }
 
+/**
+ * Whether this benchmark runs compiled (`npm run bench`, scripts/bench.mjs: the JavaScript tsc
+ * makes, as the package ships) or from its sources through tsx (`npx tsx bench/…`). A module it
+ * loads by URL or runs in a child process must take the same form.
+ */
+export const compiled = import.meta.url.endsWith(".js");
+
+/** A module of this tree by its path from the repository root, without extension ("src/backend/sqlite/index"), in the form this benchmark runs in. */
+export function ownModule(path: string): URL {
+  return new URL(`../${path}${compiled ? ".js" : ".ts"}`, import.meta.url);
+}
+
+/** `execArgv` for a child process running one of this tree's modules: tsx's loader for the sources, nothing compiled. */
+export const childExecArgv: readonly string[] = compiled ? [] : ["--import", "tsx"];
+
 /** "graphile-worker 0.18.0, pg-boss 12.38.0": the installed versions of the peers, for the output's header. */
 export function peerVersions(names: readonly string[]): string {
   return names
     .map((name) => {
-      // Read from node_modules directly: some peers' `exports` do not expose their package.json.
-      const { version } = JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), "utf8")) as { version: string };
+      // The package.json above the peer's entry point: some peers' `exports` do not expose it.
+      let dir = new URL(".", import.meta.resolve(name));
+      while (!existsSync(new URL("package.json", dir)) || (JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { name?: string }).name !== name) {
+        const up = new URL("..", dir);
+        if (up.href === dir.href) throw new Error(`no package.json of ${name} above its entry point`);
+        dir = up;
+      }
+      const { version } = JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { version: string };
       return `${name} ${version}`;
     })
     .join(", ");
@@ -167,7 +188,8 @@ export const formatLoad = (load: readonly number[]): string => load.map((x) => x
 
 /** The machine's state in one line, for the top of every benchmark's output. */
 export function machineLine(): string {
-  return `node ${process.version}, ${availableParallelism()} cores, load average ${formatLoad(loadavg())} (1/5/15 min)`;
+  const form = compiled ? "Conveyor compiled by tsc" : "Conveyor's sources through tsx";
+  return `node ${process.version}, ${form}, ${availableParallelism()} cores, load average ${formatLoad(loadavg())} (1/5/15 min)`;
 }
 
 const progress = (msg: string) => process.stderr.write(`  .. ${msg}\n`);

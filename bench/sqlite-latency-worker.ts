@@ -6,8 +6,9 @@
  */
 import type { SqliteBackend as SqliteBackendClass } from "../src/backend/sqlite/index.js";
 import { silentLogger, Worker } from "../src/index.js";
+import { ownModule } from "./lib.js";
 
-const backendModule = process.argv[3] ?? new URL("../src/backend/sqlite/index.ts", import.meta.url).href;
+const backendModule = process.argv[3] ?? ownModule("src/backend/sqlite/index").href;
 const { SqliteBackend } = (await import(backendModule)) as { SqliteBackend: typeof SqliteBackendClass };
 const backend = new SqliteBackend({ path: process.argv[2]!, ...(process.argv[4] === "off" ? { eventLog: false } : {}) });
 const worker = new Worker({

@@ -21,10 +21,12 @@ import { SqliteBackend } from "../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import {
   type BenchSizes,
+  childExecArgv,
   conveyorProcessing,
   conveyorThroughput,
   latencySamples,
   machineLine,
+  ownModule,
   printReport,
   runSideBySide,
   type Subject,
@@ -38,7 +40,7 @@ interface BackendSource {
   readonly module: string;
 }
 
-const THIS_TREE: BackendSource = { Backend: SqliteBackend, module: new URL("../src/backend/sqlite/index.ts", import.meta.url).href };
+const THIS_TREE: BackendSource = { Backend: SqliteBackend, module: ownModule("src/backend/sqlite/index").href };
 
 /** A fresh database file in a temp dir of its own; `cleanup()` removes every dir made. */
 function files(source: BackendSource = THIS_TREE, eventLog = true): { fresh(): { backend: SqliteBackend; path: string }; eventLog: boolean; cleanup(): void } {
@@ -109,8 +111,8 @@ function conveyor(db: ReturnType<typeof files>, name = "Conveyor (SQLite)", sour
     async crossProcessLatency(samples) {
       const { backend, path } = db.fresh();
       const q = new Queue("bench", { backend });
-      const child = fork(new URL("./sqlite-latency-worker.ts", import.meta.url), [path, source.module, db.eventLog ? "on" : "off"], {
-        execArgv: ["--import", "tsx"],
+      const child = fork(ownModule("bench/sqlite-latency-worker"), [path, source.module, db.eventLog ? "on" : "off"], {
+        execArgv: [...childExecArgv],
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       });
       await new Promise<void>((r) => child.once("message", () => r()));

@@ -2,21 +2,29 @@
 // queries, Lua scripts, and whatever asset a module loads from beside itself), next to the compiled
 // modules that load them. Copying by "not .ts" rather than by folder name means a new kind of
 // asset cannot be left out of the package; the pack test checks the tarball holds each one.
+// `node scripts/copy-assets.mjs` copies src/ into dist/ (the package build); scripts/bench.mjs
+// calls copyAssets for its own compiled tree.
 import { copyFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 // The dashboard's browser code is not an asset: scripts/build-dashboard.mjs bundles it.
 const BUNDLED = join("src", "dashboard", "client");
 
-function walk(dir) {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) {
-      if (path !== BUNDLED) walk(path);
-    } else if (!entry.name.endsWith(".ts") && !entry.name.endsWith(".md")) {
-      mkdirSync(dirname(join("dist", path)), { recursive: true });
-      copyFileSync(path, join("dist", path));
+/** Copies every non-TypeScript file under each of `folders` (relative to the cwd) into `outDir`, same paths. */
+export function copyAssets(outDir, folders) {
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        if (path !== BUNDLED) walk(path);
+      } else if (!entry.name.endsWith(".ts") && !entry.name.endsWith(".md")) {
+        mkdirSync(dirname(join(outDir, path)), { recursive: true });
+        copyFileSync(path, join(outDir, path));
+      }
     }
-  }
+  };
+  for (const folder of folders) if (existsSync(folder)) walk(folder);
 }
-if (existsSync("src")) walk("src");
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) copyAssets("dist", ["src"]);
