@@ -23,7 +23,7 @@ import { Queue as BullQueue, type ConnectionOptions } from "bullmq";
 import { Redis } from "ioredis";
 import { loadScripts } from "../src/backend/redis/scripts.js";
 import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
-import { formatLoad, machineLine, median, pairedRatio, peerVersions } from "./lib.js";
+import { formatLoad, machineLine, median, ownModule, pairedRatio, peerVersions } from "./lib.js";
 import { loadavg } from "node:os";
 
 const { values } = parseArgs({
@@ -60,10 +60,11 @@ interface ConveyorModules {
   silentLogger: unknown;
 }
 
-async function conveyorFrom(name: string, root: string, eventLog: boolean): Promise<Subject> {
-  const url = (path: string) => pathToFileURL(resolve(root, path)).href;
-  const { RedisBackend } = (await import(url("src/backend/redis/index.ts"))) as Pick<ConveyorModules, "RedisBackend">;
-  const { Queue, silentLogger } = (await import(url("src/index.ts"))) as Pick<ConveyorModules, "Queue" | "silentLogger">;
+/** Conveyor from this tree (`root` null: in the form this bench runs in, lib.ts ownModule) or from the checkout at `root` (its sources). */
+async function conveyorFrom(name: string, root: string | null, eventLog: boolean): Promise<Subject> {
+  const url = (path: string) => (root === null ? ownModule(path).href : pathToFileURL(resolve(root, `${path}.ts`)).href);
+  const { RedisBackend } = (await import(url("src/backend/redis/index"))) as Pick<ConveyorModules, "RedisBackend">;
+  const { Queue, silentLogger } = (await import(url("src/index"))) as Pick<ConveyorModules, "Queue" | "silentLogger">;
   return {
     name,
     open: async (connection, prefix) => {
@@ -159,8 +160,8 @@ function rawEnqueue(name: string, script: "enqueue" | "return 0"): Subject {
 }
 
 const subjects: Subject[] = [
-  await conveyorFrom("Conveyor", ".", true),
-  await conveyorFrom("Conveyor log off", ".", false),
+  await conveyorFrom("Conveyor", null, true),
+  await conveyorFrom("Conveyor log off", null, false),
   ...(values.base ? [await conveyorFrom("base", values.base, true), await conveyorFrom("base log off", values.base, false)] : []),
   rawEnqueue("enqueue script, raw ioredis", "enqueue"),
   rawEnqueue("EVALSHA return 0, same arguments", "return 0"),

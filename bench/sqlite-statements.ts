@@ -23,7 +23,7 @@ import type { Backend } from "../src/backend/contract.js";
 import type { Lease } from "../src/core/job.js";
 import type { SqliteBackend as SqliteBackendClass } from "../src/backend/sqlite/index.js";
 import { Queue } from "../src/index.js";
-import { chunks, FILL_CHUNK, fmt, formatLoad, machineLine, median, noopJobs } from "./lib.js";
+import { chunks, FILL_CHUNK, fmt, formatLoad, machineLine, median, noopJobs, ownModule } from "./lib.js";
 
 const { values } = parseArgs({
   options: { main: { type: "string" }, jobs: { type: "string", default: "20000" }, runs: { type: "string", default: "3" } },
@@ -39,7 +39,7 @@ const FRAME = 24 + PAGE;
 
 type Backends = { name: string; SqliteBackend: typeof SqliteBackendClass };
 const load = async (name: string, dir: string | undefined): Promise<Backends> => {
-  const url = dir === undefined ? new URL("../src/backend/sqlite/index.ts", import.meta.url).href : pathToFileURL(`${dir}/src/backend/sqlite/index.ts`).href;
+  const url = dir === undefined ? ownModule("src/backend/sqlite/index").href : pathToFileURL(`${dir}/src/backend/sqlite/index.ts`).href;
   return { name, ...((await import(url)) as { SqliteBackend: typeof SqliteBackendClass }) };
 };
 const variants = [await load("this tree", undefined), ...(values.main === undefined ? [] : [await load("main", values.main)])];

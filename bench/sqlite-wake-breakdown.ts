@@ -21,13 +21,10 @@ import { pathToFileURL } from "node:url";
 import type { SqliteBackend as SqliteBackendClass } from "../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
 import { loadavg } from "node:os";
-import { formatLoad, median } from "./lib.js";
+import { childExecArgv, formatLoad, median, ownModule } from "./lib.js";
 
 const { values } = parseArgs({ options: { main: { type: "string" }, child: { type: "string" }, samples: { type: "string", default: "300" } } });
-const module =
-  values.main === undefined
-    ? new URL("../src/backend/sqlite/index.ts", import.meta.url).href
-    : pathToFileURL(`${values.main}/src/backend/sqlite/index.ts`).href;
+const module = values.main === undefined ? ownModule("src/backend/sqlite/index").href : pathToFileURL(`${values.main}/src/backend/sqlite/index.ts`).href;
 const { SqliteBackend } = (await import(module)) as { SqliteBackend: typeof SqliteBackendClass };
 const wallNow = (): number => performance.timeOrigin + performance.now();
 
@@ -64,7 +61,7 @@ if (values.child !== undefined) {
   const path = join(dir, "bench.db");
   const backend = new SqliteBackend({ path });
   const child = fork(new URL(import.meta.url), ["--child", path, ...(values.main === undefined ? [] : ["--main", values.main])], {
-    execArgv: ["--import", "tsx"],
+    execArgv: [...childExecArgv],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   try {

@@ -3,20 +3,23 @@
 //
 // Both run the JavaScript that tsc compiles from the sources (tsconfig.bench.json, into
 // .tmp/bench-build, incrementally: a second run recompiles only what changed), as the published
-// package is compiled, not the sources through tsx. tsx's transform keeps every function's name by
-// wrapping it (esbuild `keepNames`: an Object.defineProperty each time a closure is made), which
-// the worker's hot paths pay per job and the peers, running their published JavaScript, do not:
-// SQLite processing at concurrency 10 read about a tenth slower through tsx (docs/performance-sqlite.md,
-// "Session 16").
+// package is compiled, not the sources through tsx: the peers run their published JavaScript, and
+// so does Conveyor here. tsx's transform keeps every function's name by wrapping it (esbuild
+// `keepNames`: an Object.defineProperty each time a closure is made), which the worker's hot paths
+// paid per job in the benchmarks only (1-5% of the process's CPU in profiles; level within this
+// machine's spread in throughput: docs/performance-sqlite.md, "Session 16").
 //
-// A comparison of two checkouts (--ab, --main, --tree, --base) loads the other checkout's sources,
-// which only tsx can: then both sides run through tsx, like with like.
+// A comparison of two checkouts (--ab, --main, --tree, --base, and the benchmarks of SOURCES_ONLY)
+// loads the other checkout's sources, which only tsx can: then every side runs through tsx, like
+// with like.
 import { spawn, spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { copyAssets } from "./copy-assets.mjs";
 
 const OUT_DIR = ".tmp/bench-build";
 const TWO_CHECKOUTS = ["--ab", "--main", "--tree", "--base"];
+// Comparisons of checkouts that load every side, this one included, from its sources by path.
+const SOURCES_ONLY = ["bench/ab-redis.ts", "bench/ab-script-cost.ts", "bench/flowctl-claim-loop.ts", "bench/sqlite-flow-wal-pages.ts"];
 
 const args = process.argv.slice(2);
 const file = args[0]?.endsWith(".ts") ? args.shift() : "bench/run.ts";
@@ -26,8 +29,8 @@ if (!/^bench\/[\w-]+\.ts$/.test(file)) {
 }
 
 let command;
-if (args.some((a) => TWO_CHECKOUTS.includes(a.split("=")[0]))) {
-  console.error(`bench: ${TWO_CHECKOUTS.join(", ")} load another checkout's sources: both sides run through tsx`);
+if (SOURCES_ONLY.includes(file) || args.some((a) => TWO_CHECKOUTS.includes(a.split("=")[0]))) {
+  console.error(`bench: ${file} ${args.join(" ")} loads checkouts' sources: every side runs through tsx`);
   command = ["--import", "tsx", file, ...args];
 } else {
   const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
