@@ -97,7 +97,10 @@ export interface Statements {
   logDeadBySeq: Database.Statement<[{ seq: number; now: number; error: string }]>;
   promoteDue: Database.Statement<[number]>;
   deleteExpired: Database.Statement<[number, number]>;
-  deleteBeyondCount: Database.Statement<[string, number, number, number]>;
+  /** Completed and cancelled jobs of `queue` beyond the newest `keep` together, at most `limit`. */
+  deleteCompletedBeyondCount: Database.Statement<[{ queue: string; limit: number; keep: number }]>;
+  /** Dead jobs of `queue` beyond the newest `keep`, at most `limit`. */
+  deleteDeadBeyondCount: Database.Statement<[{ queue: string; limit: number; keep: number }]>;
   queueNames: Database.Statement<[], string>;
   deleteExpiredKeys: Database.Statement<[number, number]>;
   getJob: Database.Statement<[string], JobRow>;
@@ -171,7 +174,8 @@ export function prepareStatements(db: Database.Database, prefix: string): Statem
     logDeadBySeq: prepared("log-dead-by-seq"),
     promoteDue: prepared("promote"),
     deleteExpired: prepared("prune-expired"),
-    deleteBeyondCount: prepared("prune-beyond-count"),
+    deleteCompletedBeyondCount: prepared("prune-beyond-count-completed"),
+    deleteDeadBeyondCount: prepared("prune-beyond-count-dead"),
     queueNames: plucked("queue-names"),
     deleteExpiredKeys: prepared("prune-keys"),
     getJob: prepared("get"),

@@ -370,9 +370,9 @@ export function defineTransactions({ db, prefix, s, dedup, flows, eventLog, nowM
     let jobs = s.deleteExpired.run(now, limit).changes;
     for (const queue of s.queueNames.all()) {
       if (jobs >= limit) break;
-      jobs += s.deleteBeyondCount.run(queue, 0, limit - jobs, maxCompleted).changes;
+      jobs += s.deleteCompletedBeyondCount.run({ queue, limit: limit - jobs, keep: maxCompleted }).changes;
       if (jobs >= limit) break;
-      jobs += s.deleteBeyondCount.run(queue, 1, limit - jobs, maxDead).changes;
+      jobs += s.deleteDeadBeyondCount.run({ queue, limit: limit - jobs, keep: maxDead }).changes;
     }
     const idempotencyKeys = s.deleteExpiredKeys.run(now, limit).changes;
     dedup.prune(now, limit);
