@@ -5,6 +5,8 @@ import { positiveInt } from "../../core/checks.js";
 /**
  * The event log on SQLite (table `<prefix>events`, filled by the triggers of migration 0003).
  * One writer at a time makes `seq` commit order, so the cursor is simply the last seq seen.
+ * `seq` is a plain rowid (migration 0016): a new event gets one more than the largest seq in the
+ * table, so the newest event is never pruned, and a seq is never handed out twice.
  */
 export class SqliteEventLog {
   private readonly read: Database.Statement<[number, number], EventLogRow>;
@@ -19,19 +21,21 @@ export class SqliteEventLog {
   ) {
     const events = `${prefix}events`;
     this.read = db.prepare<[number, number], EventLogRow>(
-      `SELECT seq, at, type, queue, name, job_id, attempt, data FROM ${events} WHERE seq > ? ORDER BY seq LIMIT ?`,
+      // A '(cursor)' row (migration 0016) only holds a position; it is no event.
+      `SELECT seq, at, type, queue, name, job_id, attempt, data FROM ${events} WHERE seq > ? AND type <> '(cursor)' ORDER BY seq LIMIT ?`,
     );
     this.latest = db.prepare<[], number>(`SELECT coalesce(max(seq), 0) FROM ${events}`).pluck();
     // Everything below a bound goes: the first event young enough to keep, or the start of the
-    // newest maxEvents, whichever is later. Old events sit at the front, so the scan for the
-    // first young one reads about as many rows as it deletes.
+    // newest maxEvents, whichever is later, but never the newest event, whose seq the next one
+    // counts from (migration 0016). Old events sit at the front, so the scan for the first young
+    // one reads about as many rows as it deletes.
     const firstYoung = db.prepare<[number], number>(`SELECT seq FROM ${events} WHERE at >= ? ORDER BY seq LIMIT 1`).pluck();
     const remove = db.prepare<[number, number]>(`DELETE FROM ${events} WHERE seq IN (SELECT seq FROM ${events} WHERE seq < ? ORDER BY seq LIMIT ?)`);
     const prune = db.transaction((now: number, policy: Required<EventPrunePolicy>): number => {
       const newest = this.latest.get()!;
       const byAge = firstYoung.get(now - policy.maxAgeMs) ?? newest + 1;
       const byCount = newest - policy.maxEvents + 1;
-      return remove.run(Math.max(byAge, byCount), policy.limit).changes;
+      return remove.run(Math.min(Math.max(byAge, byCount), newest), policy.limit).changes;
     });
     this.prune = (now, policy) => prune.immediate(now, policy);
   }
