@@ -3,10 +3,10 @@ import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type
 import { positiveInt } from "../../core/checks.js";
 
 /**
- * The event log on SQLite (table `<prefix>events`, filled by the triggers of migration 0003).
- * One writer at a time makes `seq` commit order, so the cursor is simply the last seq seen.
+ * The event log on SQLite (table `<prefix>events`, filled by the triggers of migrations 0004 and
+ * 0013). One writer at a time makes `seq` commit order, so the cursor is simply the last seq seen.
  * `seq` is a plain rowid (migration 0016): a new event gets one more than the largest seq in the
- * table, so the newest event is never pruned, and a seq is never handed out twice.
+ * table, so pruning keeps the newest event, and no seq is ever handed out twice.
  */
 export class SqliteEventLog {
   private readonly read: Database.Statement<[number, number], EventLogRow>;
