@@ -171,14 +171,12 @@ export function peerVersions(names: readonly string[]): string {
   return names
     .map((name) => {
       // The package.json above the peer's entry point: some peers' `exports` do not expose it.
-      let dir = new URL(".", import.meta.resolve(name));
-      while (!existsSync(new URL("package.json", dir)) || (JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { name?: string }).name !== name) {
-        const up = new URL("..", dir);
-        if (up.href === dir.href) throw new Error(`no package.json of ${name} above its entry point`);
-        dir = up;
+      for (let dir = new URL(".", import.meta.resolve(name)); ; dir = new URL("..", dir)) {
+        const file = new URL("package.json", dir);
+        const pkg = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { name?: string; version: string }) : null;
+        if (pkg?.name === name) return `${name} ${pkg.version}`;
+        if (dir.pathname === "/") throw new Error(`no package.json of ${name} above its entry point`);
       }
-      const { version } = JSON.parse(readFileSync(new URL("package.json", dir), "utf8")) as { version: string };
-      return `${name} ${version}`;
     })
     .join(", ");
 }

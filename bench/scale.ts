@@ -237,8 +237,8 @@ export async function runScale(title: string, header: string, systems: ScaleSyst
           const { rate, consumed } = await opened.throughput();
           const cpu = process.cpuUsage(cpu0);
           rates.push(rate);
-          // µs → ms, per 1,000 jobs of the run (every system's worker runs in this process).
-          cpus.push((cpu.user + cpu.system) / 1000 / (consumed / 1000));
+          // µs per job is ms per 1,000 jobs (every system's worker runs in this process).
+          cpus.push((cpu.user + cpu.system) / consumed);
           await opened.refill(consumed);
           const samples = await opened.latency(options.samples);
           p50s.push(percentile(samples, 50));
