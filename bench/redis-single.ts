@@ -21,7 +21,9 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { Queue as BullQueue, type ConnectionOptions } from "bullmq";
 import { Redis } from "ioredis";
+import { storedJobId } from "../src/backend/redis/codec.js";
 import { loadScripts } from "../src/backend/redis/scripts.js";
+import { newJobId } from "../src/core/ids.js";
 import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
 import { formatLoad, machineLine, median, ownModule, pairedRatio, peerVersions } from "./lib.js";
 import { loadavg } from "node:os";
@@ -127,9 +129,9 @@ function rawEnqueue(name: string, script: "enqueue" | "return 0"): Subject {
       const source = script === "enqueue" ? loadScripts(true).get("enqueue")!.flagged.source : "#!lua\nreturn 0";
       const sha = String(await client.script("LOAD", source));
       const base = `${prefix}:{bench}:`;
-      let n = 0;
-      const add = (i: number) =>
-        client.evalsha(
+      const add = (i: number) => {
+        const id = newJobId();
+        return client.evalsha(
           sha,
           script === "enqueue" ? 5 : 4,
           `${base}meta`,
@@ -143,7 +145,7 @@ function rawEnqueue(name: string, script: "enqueue" | "return 0"): Subject {
           "bench",
           "",
           0,
-          `raw${process.pid}x${String(n++).padStart(12, "0")}`,
+          id,
           "noop",
           JSON.stringify({ i }),
           0,
@@ -152,7 +154,9 @@ function rawEnqueue(name: string, script: "enqueue" | "return 0"): Subject {
           "3|86400000|604800000||e1000,60000",
           "",
           "",
+          storedJobId(id),
         );
+      };
       for (let i = 0; i < WARM_UP; i++) await add(-1 - i);
       return { add, close: async () => void (await client.quit()) };
     },

@@ -13,6 +13,7 @@ import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { inject } from "vitest";
 import { RedisBackend } from "../../src/backend/redis/backend.js";
+import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { READY_FULL_PASS_MS } from "../../src/backend/redis/ready-index.js";
 import { ScriptRunner } from "../../src/backend/redis/scripts.js";
 import { buildJobSpec } from "../../src/core/spec.js";
@@ -323,7 +324,7 @@ describe("Redis ready index: what a claim over many queues visits", { timeout: 6
 });
 
 describe("Redis ready index: upgrade from layout 4", () => {
-  it("data of layout 4 (no index) gets its marks when a layout 5 process first connects", async () => {
+  it("data of layout 4 (no index) gets its marks when a process of layout 5 or later first connects", async () => {
     const prefix = testPrefix("ready-up");
     const before = fresh(prefix);
     await before.add("a");
@@ -336,7 +337,7 @@ describe("Redis ready index: upgrade from layout 4", () => {
 
     const t = fresh(prefix);
     expect(ids(await t.claimAll())).toEqual([`${Q}/a`]);
-    expect(await admin.get(`${prefix}:layout`)).toBe("5");
+    expect(await admin.get(`${prefix}:layout`)).toBe(String(LAYOUT_VERSION));
     t.clock.advance(3_000);
     expect(ids(await t.claimAll())).toEqual(["q0900/later"]);
   });

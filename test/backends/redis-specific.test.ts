@@ -12,6 +12,7 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
+import { storedJobId } from "../../src/backend/redis/codec.js";
 import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { loadScripts } from "../../src/backend/redis/scripts.js";
 import { AmbiguousJobIdError, FakeClock, Queue, silentLogger, Worker, type Logger, type WorkerOptions } from "../../src/index.js";
@@ -774,11 +775,12 @@ describe("faults, with the worker runtime", () => {
 });
 
 /**
- * The event log's entries (layout 5, log_event in src/backend/redis/lua/_common.lua): an "added"
- * entry leaves its type blank (5 bytes of its ~60, for the memory per waiting job); an entry at
- * Redis' own time of its script takes that time as its stream id and leaves its time blank
- * (about 8 bytes); any other writes its time out. Readers (event-log.ts, prune-events-1.lua) fill
- * the blanks back in.
+ * The event log's entries (layout 6, log_event in src/backend/redis/lua/_common.lua): t holds
+ * "<type>[ <attempt>[ <at>]]". An "added" entry leaves its type blank (5 bytes of its ~45, for the
+ * memory per waiting job) and attempt 0 out; an entry at Redis' own time of its script takes that
+ * time as its stream id and leaves its time out (about 8 bytes); any other writes its time out.
+ * Readers (event-log.ts, prune-events-1.lua) fill the blanks back in, and read entries of layouts
+ * 4 and 5 (attempt and time as fields a and at).
  */
 function eventsBackend(clock?: FakeClock) {
   const prefix = testPrefix("events");
@@ -793,7 +795,7 @@ const redisMs = async () => {
 };
 const fieldsOf = (entry: [string, string[]]) => Object.fromEntries(entry[1].flatMap((v, i, all) => (i % 2 === 0 ? [[v, all[i + 1]!]] : [])));
 
-describe("event entries (layout 5)", () => {
+describe("event entries (layout 6)", () => {
   it("on Redis' own clock: the type of an 'added' entry blank, the job's time as the stream id, even late in a long script", async () => {
     const { b, stream } = eventsBackend();
     const cursor = await b.latestEventCursor();
@@ -806,10 +808,11 @@ describe("event entries (layout 5)", () => {
 
     const entries = await stream();
     const idTime = (entry: [string, string[]]) => Number(entry[0].split("-")[0]);
-    expect(fieldsOf(entries[0]!)).toEqual({ t: "", n: "job", j: "a0", a: "0", at: "", d: "" });
+    // Attempt 0 and Redis' own time are left out of t (an id of a caller's shape is stored as it is).
+    expect(fieldsOf(entries[0]!)).toEqual({ t: "", n: "job", j: "a0", d: "" });
     expect(idTime(entries[0]!)).toBe((await b.get("a0"))!.createdAt);
     expect(idTime(entries[ids.length - 1]!)).toBe((await b.get(ids.at(-1)!))!.createdAt);
-    expect(fieldsOf(entries.at(-1)!)).toEqual({ t: "active", n: "job", j: "a0", a: "1", at: "", d: '{"workerId":"w1"}' });
+    expect(fieldsOf(entries.at(-1)!)).toEqual({ t: "active 1", n: "job", j: "a0", d: '{"workerId":"w1"}' });
     expect(idTime(entries.at(-1)!)).toBe(claimed!.startedAt);
     const events = [];
     for (let after = cursor; ;) {
@@ -836,7 +839,7 @@ describe("event entries (layout 5)", () => {
     await b.enqueue([eventSpec("a")]);
     const job = (await b.get("a"))!;
     const last = (await stream()).at(-1)!;
-    expect(fieldsOf(last)).toMatchObject({ j: "a", at: String(job.createdAt) });
+    expect(fieldsOf(last)).toEqual({ t: ` 0 ${job.createdAt}`, n: "job", j: "a", d: "" });
     expect(Number(last[0].split("-")[0])).toBeGreaterThanOrEqual(ahead);
     const events = (await b.readEvents(cursor, 10)).events;
     expect(events.map((e) => [e.jobId, e.at])).toEqual([
@@ -845,19 +848,43 @@ describe("event entries (layout 5)", () => {
     ]);
   });
 
-  it("on an injected clock the time is written out, and a layout 4 entry (type and time in full) reads the same", async () => {
+  it("on an injected clock the time is written out, and entries of layouts 4 and 5 (attempt and time as fields) read the same", async () => {
     const clock = new FakeClock();
     const { prefix, b, stream } = eventsBackend(clock);
     const cursor = await b.latestEventCursor();
-    await b.enqueue([eventSpec("a")]);
-    expect(fieldsOf((await stream())[0]!)).toMatchObject({ t: "", at: String(clock.now()) });
-    await admin.xadd(`${prefix}:{q}:ev`, "*", "t", "added", "n", "job", "j", "old", "a", "0", "at", "1234", "d", "");
-    const events = (await b.readEvents(cursor, 10)).events;
-    expect(events.map((e) => [e.type, e.jobId, e.at])).toEqual([
-      ["added", "a", clock.now()],
-      ["added", "old", 1234],
+    const generated = buildJobSpec({ queue: "q", name: "job", data: {} });
+    await b.enqueue([eventSpec("a"), generated]);
+    const [job] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 60_000 });
+    expect((await stream()).map(fieldsOf)).toEqual([
+      { t: ` 0 ${clock.now()}`, n: "job", j: "a", d: "" },
+      { t: ` 0 ${clock.now()}`, n: "job", j: storedJobId(generated.id), d: "" },
+      { t: `active 1 ${clock.now()}`, n: "job", j: "a", d: '{"workerId":"w1"}' },
     ]);
-    expect(events[1]!.data).toEqual({ state: "waiting", runAt: 1234, priority: 0 });
+    expect(job!.job.id).toBe("a");
+    await admin.xadd(`${prefix}:{q}:ev`, "*", "t", "added", "n", "job", "j", "old", "a", "0", "at", "1234", "d", "");
+    await admin.xadd(`${prefix}:{q}:ev`, "*", "t", "retrying", "n", "job", "j", generated.id, "a", "2", "at", "", "d", "");
+    const events = (await b.readEvents(cursor, 10)).events;
+    const lastIdTime = Number((await stream()).at(-1)![0].split("-")[0]);
+    expect(events.map((e) => [e.type, e.jobId, e.attempt, e.at])).toEqual([
+      ["added", "a", 0, clock.now()],
+      ["added", generated.id, 0, clock.now()],
+      ["active", "a", 1, clock.now()],
+      ["added", "old", 0, 1234],
+      ["retrying", generated.id, 2, lastIdTime],
+    ]);
+    expect(events[3]!.data).toEqual({ state: "waiting", runAt: 1234, priority: 0 });
+  });
+
+  it("pruning by age reads the time written out in t, and an older entry's at", async () => {
+    const clock = new FakeClock();
+    const { prefix, b, stream } = eventsBackend(clock);
+    await admin.xadd(`${prefix}:{q}:ev`, "*", "t", "", "n", "job", "j", "old", "a", "0", "at", String(clock.now() - 100), "d", "");
+    await b.enqueue([eventSpec("a")]);
+    clock.advance(50);
+    await b.enqueue([eventSpec("b")]);
+    // Kept: 30 ms back from now. The first two (100 and 50 ms old) go, by the time each wrote out.
+    expect(await b.pruneEvents({ maxAgeMs: 30 })).toBe(2);
+    expect((await stream()).map((e) => fieldsOf(e).j)).toEqual(["b"]);
   });
 
   it("pruning by age takes entries whose time is their stream id's", async () => {

@@ -66,7 +66,7 @@ import { consoleLogger, type Logger } from "../../core/logger.js";
 import { checkName } from "../../core/spec.js";
 import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { laneOf } from "../../core/job-flow.js";
-import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, toRecord, workerIdOf, type JobFields } from "./codec.js";
+import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, jobIdFromStored, storedJobId, toRecord, workerIdOf, type JobFields } from "./codec.js";
 import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
@@ -455,7 +455,18 @@ export class RedisBackend implements Backend {
     let last = this.lastEncodedOptions;
     for (const spec of specs) {
       if (last === null || !sameOptions(last, spec)) last = { ...optionFieldsOf(spec), text: encodeOptions(spec) };
-      args.push(spec.id, spec.name, spec.payload, spec.priority, spec.runAt ?? "", spec.delayMs, last.text, spec.meta ?? "", flowFieldsArg(spec));
+      args.push(
+        spec.id,
+        spec.name,
+        spec.payload,
+        spec.priority,
+        spec.runAt ?? "",
+        spec.delayMs,
+        last.text,
+        spec.meta ?? "",
+        flowFieldsArg(spec),
+        storedJobId(spec.id),
+      );
     }
     this.lastEncodedOptions = last;
     return args;
@@ -1375,21 +1386,23 @@ export class RedisBackend implements Backend {
       }),
       ...names.map((name) => {
         // A fast lane is oldest first, in seq order: a cursor's place in it is found by bisection.
+        // Its entries are the ids' stored forms (id_store in lua/_common.lua).
+        const laneIds = async (first: number, last: number) => (await this.send((c) => c.lrange(k.fastLane(name), first, last))).map(jobIdFromStored);
         let start: Promise<number> | null = null;
         return new ListSource(chunk, async (from, to) => {
           if (upwards) {
             start ??= lanePosition(name, bounds.afterSeq! + 1);
             const first = await start;
-            return this.readJobs(queue, await this.send((c) => c.lrange(k.fastLane(name), first + from, first + to)), now);
+            return this.readJobs(queue, await laneIds(first + from, first + to), now);
           }
           if (bounds.beforeSeq === null) {
-            const ids = await this.send((c) => c.lrange(k.fastLane(name), -(to + 1), -(from + 1)));
+            const ids = await laneIds(-(to + 1), -(from + 1));
             return this.readJobs(queue, ids.reverse(), now);
           }
           start ??= lanePosition(name, bounds.beforeSeq);
           const end = (await start) - 1 - from;
           if (end < 0) return [];
-          const ids = await this.send((c) => c.lrange(k.fastLane(name), Math.max(0, end - (to - from)), end));
+          const ids = await laneIds(Math.max(0, end - (to - from)), end);
           return this.readJobs(queue, ids.reverse(), now);
         });
       }),

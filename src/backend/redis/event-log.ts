@@ -1,6 +1,7 @@
 import { positiveInt } from "../../core/checks.js";
 import type { Json } from "../../core/json.js";
 import { badEventCursor, eventPrunePolicy, type EventLogPage, type EventPrunePolicy, type QueueEvent, type QueueEventType } from "../../core/queue-events.js";
+import { jobIdFromStored } from "./codec.js";
 
 /**
  * The event log on Redis. Each queue has its own stream, `<prefix>:{<queue>}:ev`, appended to by
@@ -83,15 +84,18 @@ function compareIds(a: string, b: string): number {
 function eventOf(queue: string, [id, fields]: StreamEntry): Omit<QueueEvent, "id"> {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
-  // Blank type and time (layout 5, log_event in lua/_common.lua): "added", and the stream id's time.
-  const type = (f.t || "added") as QueueEventType;
-  const at = f.at ? Number(f.at) : Number(STREAM_ID.exec(id)![1]);
+  // Layout 6 (log_event in lua/_common.lua): t is "<type>[ <attempt>[ <at>]]"; layouts 4 and 5
+  // kept attempt and time in fields a and at. A blank type is "added", a missing time the stream
+  // id's; the id is in its stored form (jobIdFromStored takes an older layout's id as it is).
+  const [typeText, attemptText, atText] = f.a === undefined ? (f.t ?? "").split(" ") : [f.t, f.a, f.at];
+  const type = (typeText || "added") as QueueEventType;
+  const at = atText ? Number(atText) : Number(STREAM_ID.exec(id)![1]);
   return {
     type,
     queue,
     name: f.n ?? "",
-    jobId: f.j ?? "",
-    attempt: Number(f.a ?? 0),
+    jobId: jobIdFromStored(f.j ?? ""),
+    attempt: Number(attemptText || 0),
     at,
     data: f.d ? (JSON.parse(f.d) as { [key: string]: Json }) : type === "added" ? { state: "waiting", runAt: at, priority: 0 } : null,
   };

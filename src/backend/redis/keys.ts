@@ -10,14 +10,16 @@
  *                       wb (buckets in the table of compact jobs [1]), wn (compact jobs [0]),
  *                       do (default options text: the first compact job's; compact records
  *                       with the same options leave them out), rx (the queue's score in the ready index
- *                       <prefix>:ready, written with it; absent: not in it)
+ *                       <prefix>:ready, written with it; absent: not in it), wl (present: the table
+ *                       may hold fields of a layout before 6, under the id as it is; see below)
  *   j:<id>        HASH  one job, fields below
  *   l:<id>        LIST  the job's log (ctx.log), "<at> <attempt> <line>" oldest first; deleted
  *                       with the job (delete_job in _common.lua)
- *   w:<b>         HASH  bucket b of the compact jobs (below): job id -> packed record
+ *   w:<b>         HASH  bucket b of the compact jobs (below): stored job id -> packed record
  *   codes         HASH  short codes of job names in packed records: name -> code, "#<code>" ->
  *                       name, "#" -> the last code given
- *   f:<name>      LIST  fast lane: waiting jobs of priority 0 in claim order (see enqueue-4.lua)
+ *   f:<name>      LIST  fast lane: waiting jobs of priority 0 in claim order (see enqueue-4.lua),
+ *                       as stored job ids
  *   z:<name>      ZSET  slow lane: every other waiting job; score priority, member
  *                       run_at(13 digits) + seq(12 digits) + id, so member order is claim order
  *   names         SET   job names that have lanes in this queue
@@ -64,9 +66,10 @@
  *                       enqueues the tick's jobs in one script (schedule-fire-5.lua).
  *   ev            STREAM the queue's event log (queue.events(), GET /v1/events): one entry per change
  *                       of a job, appended by the script that makes it (log_event in _common.lua),
- *                       fields t type ('' for "added"), n name, j job id, a attempt, at ms ('' when Redis'
- *                       own time: the stream id's), d details JSON or '' (none, or
- *                       an "added" event's common case: added_details in _common.lua).
+ *                       fields t "<type>[ <attempt>[ <at ms>]]" (type '' for "added", attempt left out
+ *                       when 0, time when Redis' own: the stream id's), n name, j stored job id, d
+ *                       details JSON or '' (none, or an "added" event's common case: added_details
+ *                       in _common.lua). Layouts 4 and 5 kept attempt and time in fields a and at.
  *                       Trimmed to about 100,000 entries; pruneEvents applies the retention
  *                       (event-log.ts, lua/prune-events-1.lua)
  *   dw            HASH  dedup windows (JobOptions.dedup): dedup key -> the window's job id
@@ -78,6 +81,14 @@
  *                       twice, JSON, expiring after ADD_ATTEMPT_MEMORY_MS (see attempt_replay in
  *                       _common.lua): a resend answers what the first run did
  *
+ * Stored job ids. Where a key holds one entry per waiting job (a fast lane's entry, a bucket's
+ * field, an "added" event entry's j), an id made by newJobId (22 characters of Crockford base32)
+ * is kept in 16 bytes of ASCII whose first is a control character, which no job id contains
+ * (id_store in _common.lua, storedJobId and jobIdFromStored in codec.ts); any other id as it is.
+ * Other event entries hold either form (log_event in _common.lua). Everywhere else (key names,
+ * sorted set members, replies) an id is itself. A compact record's created_at is then kept as its
+ * distance from the time in the id (compact_pack in _common.lua).
+ *
  * Compact jobs. A job appended to a fast lane at enqueue (due now, priority 0: the bulk of any
  * backlog) has, while it waits there, no hash of its own: it is one field of a bucket hash,
  * `w:<b>`, job id -> "<seq> <created_at> <run_at> <options> <name code> <payload>" (numbers in
@@ -87,7 +98,7 @@
  * or cancelled. A job with meta, an id or record over 64 bytes, or a full bucket gets its hash at
  * once, as every other job does; so does a compact job a shrinking table has no room for. Every
  * script that looks a job up by id asks both places; a job is in exactly one.
- * The buckets are a linear hash table (bucket of an id: the first 32 bits of its SHA-1, modulo
+ * The buckets are a linear hash table (bucket of a field: the first 32 bits of its SHA-1, modulo
  * the table's size in the usual way): it grows by one bucket (splitting one) whenever the queue
  * holds more than 40 compact jobs per bucket and shrinks as they leave, so a bucket holds about
  * 40 at any depth and stays within Redis' limits for the compact listpack encoding
@@ -157,8 +168,17 @@
  *      once a minute (READY_FULL_PASS_MS in ready-index.ts). Event entries leave the type of an
  *      "added" event and a time that is Redis' own blank (log_event in lua/_common.lua); entries of
  *      layout 4 read as before.
+ *   6  fast lanes, bucket fields and "added" event entries hold job ids in their stored form
+ *      (above), a compact record's created_at is its distance from the id's time, and an event
+ *      entry's attempt and time share its field t: about 26 bytes less per waiting job. Layout 5
+ *      data is valid layout 6 data: a lane entry and its bucket field were written in one form by
+ *      one script, readers of event entries and lanes take either form, a record's created_at in
+ *      full reads as before, and a lookup by id in a queue that may hold older fields (meta wl, set
+ *      by the first layout 6 script on a queue with compact jobs, or lv still below 6) tries the id
+ *      as it is after its stored form, until the queue's compact table next empties. Event entries
+ *      with fields a and at (layouts 4 and 5) read as before.
  */
-export const LAYOUT_VERSION = 5;
+export const LAYOUT_VERSION = 6;
 
 /** Key names of one queue. */
 export class QueueKeys {

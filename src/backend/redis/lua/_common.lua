@@ -46,6 +46,93 @@ local function num(value, default)
   return default
 end
 
+-- ── Job ids in lanes, buckets and event entries (layout 6) ──────────────────────────────────
+-- A job id made by Conveyor (newJobId in src/core/ids.ts: 22 characters of lower-case Crockford
+-- base32, 110 bits) is kept in the places that hold one entry per waiting job (its fast lane, its
+-- bucket field, its "added" event entry) in 16 bytes instead of 22, its stored form: its first
+-- digit as one byte (0-31), then each run of 7 digits (35 bits) as five 7-bit bytes. Every byte is
+-- ASCII, so the form passes through ioredis' string replies unchanged, and its first byte is a
+-- control character, which no job id may contain (checked.ts refuses them), so it is never mistaken
+-- for an id kept as it is. Any other id (one a caller chose) is kept as it is.
+-- The enqueue gets each job's stored form from the backend (storedJobId in codec.ts: ~3 µs of
+-- Redis' single thread per job in Lua, under 1 µs in the client); id_store makes it here for the
+-- lookups by id (get, cancel, …). id_store(id_store(x)) == id_store(x).
+-- ID_DIGIT_OF: for a digit's byte c, string.byte(ID_DIGIT_OF, c - 47) - 48 is its value.
+local ID_DIGIT_OF = '0123456789~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~:;<=>?@A~BC~DE~FGHIJ~KLMNO'
+local ID_DIGITS = '0123456789abcdefghjkmnpqrstvwxyz'
+
+local function id_store(id)
+  if #id ~= 22 or string.find(id, '[^0-9a-hjkmnp-tv-z]') then return id end
+  local c = { string.byte(id, 1, 22) }
+  local out = { string.byte(ID_DIGIT_OF, c[1] - 47) - 48 }
+  for g = 2, 16, 7 do
+    local v = 0
+    for k = g, g + 6 do v = v * 32 + string.byte(ID_DIGIT_OF, c[k] - 47) - 48 end
+    local n = #out
+    for k = 5, 1, -1 do
+      local d = v % 128
+      out[n + k] = d
+      v = (v - d) / 128
+    end
+  end
+  return string.char(unpack(out))
+end
+
+-- ID_PAIRS: the 1,024 pairs of digits in order ("00", "01", … "zz"): id_text takes two digits at
+-- a time from it, as one string.sub, which makes it about 4 times as fast as a digit at a time (a
+-- claim from a fast lane turns every job's stored form back into its id). Checked in
+-- test/backends/redis-stored-ids.test.ts.
+local ID_PAIRS = '000102030405060708090a0b0c0d0e0f0g0h0j0k0m0n0p0q0r0s0t0v0w0x0y0z101112131415161718191a1b1c1d1e1f1g1h1j1k1m1n1p1q1r1s1t1v1w1x1y1z202122232425262728292a2b2c2d2e2f2g2h2j2k2m2n2p2q2r2s2t2v2w2x2y2z303132333435363738393a3b3c3d3e3f3g3h3j3k3m3n3p3q3r3s3t3v3w3x3y3z404142434445464748494a4b4c4d4e4f4g4h4j4k4m4n4p4q4r4s4t4v4w4x4y4z505152535455565758595a5b5c5d5e5f5g5h5j5k5m5n5p5q5r5s5t5v5w5x5y5z606162636465666768696a6b6c6d6e6f6g6h6j6k6m6n6p6q6r6s6t6v6w6x6y6z707172737475767778797a7b7c7d7e7f7g7h7j7k7m7n7p7q7r7s7t7v7w7x7y7z808182838485868788898a8b8c8d8e8f8g8h8j8k8m8n8p8q8r8s8t8v8w8x8y8z909192939495969798999a9b9c9d9e9f9g9h9j9k9m9n9p9q9r9s9t9v9w9x9y9za0a1a2a3a4a5a6a7a8a9aaabacadaeafagahajakamanapaqarasatavawaxayazb0b1b2b3b4b5b6b7b8b9babbbcbdbebfbgbhbjbkbmbnbpbqbrbsbtbvbwbxbybzc0c1c2c3c4c5c6c7c8c9cacbcccdcecfcgchcjckcmcncpcqcrcsctcvcwcxcyczd0d1d2d3d4d5d6d7d8d9dadbdcdddedfdgdhdjdkdmdndpdqdrdsdtdvdwdxdydze0e1e2e3e4e5e6e7e8e9eaebecedeeefegehejekemenepeqeresetevewexeyezf0f1f2f3f4f5f6f7f8f9fafbfcfdfefffgfhfjfkfmfnfpfqfrfsftfvfwfxfyfzg0g1g2g3g4g5g6g7g8g9gagbgcgdgegfggghgjgkgmgngpgqgrgsgtgvgwgxgygzh0h1h2h3h4h5h6h7h8h9hahbhchdhehfhghhhjhkhmhnhphqhrhshthvhwhxhyhzj0j1j2j3j4j5j6j7j8j9jajbjcjdjejfjgjhjjjkjmjnjpjqjrjsjtjvjwjxjyjzk0k1k2k3k4k5k6k7k8k9kakbkckdkekfkgkhkjkkkmknkpkqkrksktkvkwkxkykzm0m1m2m3m4m5m6m7m8m9mambmcmdmemfmgmhmjmkmmmnmpmqmrmsmtmvmwmxmymzn0n1n2n3n4n5n6n7n8n9nanbncndnenfngnhnjnknmnnnpnqnrnsntnvnwnxnynzp0p1p2p3p4p5p6p7p8p9papbpcpdpepfpgphpjpkpmpnpppqprpsptpvpwpxpypzq0q1q2q3q4q5q6q7q8q9qaqbqcqdqeqfqgqhqjqkqmqnqpqqqrqsqtqvqwqxqyqzr0r1r2r3r4r5r6r7r8r9rarbrcrdrerfrgrhrjrkrmrnrprqrrrsrtrvrwrxryrzs0s1s2s3s4s5s6s7s8s9sasbscsdsesfsgshsjsksmsnspsqsrssstsvswsxsyszt0t1t2t3t4t5t6t7t8t9tatbtctdtetftgthtjtktmtntptqtrtstttvtwtxtytzv0v1v2v3v4v5v6v7v8v9vavbvcvdvevfvgvhvjvkvmvnvpvqvrvsvtvvvwvxvyvzw0w1w2w3w4w5w6w7w8w9wawbwcwdwewfwgwhwjwkwmwnwpwqwrwswtwvwwwxwywzx0x1x2x3x4x5x6x7x8x9xaxbxcxdxexfxgxhxjxkxmxnxpxqxrxsxtxvxwxxxyxzy0y1y2y3y4y5y6y7y8y9yaybycydyeyfygyhyjykymynypyqyrysytyvywyxyyyzz0z1z2z3z4z5z6z7z8z9zazbzczdzezfzgzhzjzkzmznzpzqzrzsztzvzwzxzyzz'
+
+-- The id a stored form (id_store) stands for. Each 35-bit group of 7 digits is read as three
+-- pairs and one digit.
+local function id_text(stored)
+  if #stored ~= 16 then return stored end
+  local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = string.byte(stored, 1, 16)
+  if b1 >= 32 then return stored end
+  local sub = string.sub
+  local v = (((b2 * 128 + b3) * 128 + b4) * 128 + b5) * 128 + b6
+  local d1 = v % 32
+  v = (v - d1) / 32
+  local p13 = v % 1024
+  v = (v - p13) / 1024
+  local p12 = v % 1024
+  local p11 = (v - p12) / 1024
+  v = (((b7 * 128 + b8) * 128 + b9) * 128 + b10) * 128 + b11
+  local d2 = v % 32
+  v = (v - d2) / 32
+  local p23 = v % 1024
+  v = (v - p23) / 1024
+  local p22 = v % 1024
+  local p21 = (v - p22) / 1024
+  v = (((b12 * 128 + b13) * 128 + b14) * 128 + b15) * 128 + b16
+  local d3 = v % 32
+  v = (v - d3) / 32
+  local p33 = v % 1024
+  v = (v - p33) / 1024
+  local p32 = v % 1024
+  local p31 = (v - p32) / 1024
+  return sub(ID_DIGITS, b1 + 1, b1 + 1) ..
+    sub(ID_PAIRS, 2 * p11 + 1, 2 * p11 + 2) .. sub(ID_PAIRS, 2 * p12 + 1, 2 * p12 + 2) ..
+    sub(ID_PAIRS, 2 * p13 + 1, 2 * p13 + 2) .. sub(ID_DIGITS, d1 + 1, d1 + 1) ..
+    sub(ID_PAIRS, 2 * p21 + 1, 2 * p21 + 2) .. sub(ID_PAIRS, 2 * p22 + 1, 2 * p22 + 2) ..
+    sub(ID_PAIRS, 2 * p23 + 1, 2 * p23 + 2) .. sub(ID_DIGITS, d2 + 1, d2 + 1) ..
+    sub(ID_PAIRS, 2 * p31 + 1, 2 * p31 + 2) .. sub(ID_PAIRS, 2 * p32 + 1, 2 * p32 + 2) ..
+    sub(ID_PAIRS, 2 * p33 + 1, 2 * p33 + 2) .. sub(ID_DIGITS, d3 + 1, d3 + 1)
+end
+
+-- The time in ms an id made by newJobId carries (its first 10 digits), read from its stored form
+-- (id_store); nil for any other. Digits 2-8 are the first five 7-bit bytes after the first, digits
+-- 9 and 10 the top 10 bits of the next five.
+local function id_time(sid)
+  if #sid ~= 16 then return nil end
+  local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11 = string.byte(sid, 1, 11)
+  if b1 >= 32 then return nil end
+  local high = (((b2 * 128 + b3) * 128 + b4) * 128 + b5) * 128 + b6
+  local low = (((b7 * 128 + b8) * 128 + b9) * 128 + b10) * 128 + b11
+  return b1 * 35184372088832 + high * 1024 + math.floor(low / 33554432) -- 32^9, 32^2, 32^5
+end
+
 -- The lease token (job hash field k) of a new claim: greater than the job's last one, and at least
 -- Redis' time in µs (store_time_us) when the claim runs. A counter alone repeats after a failover:
 -- when the promoted replica never received a claim (asynchronous replication), the next claim
@@ -104,22 +191,31 @@ local function layout_guard(meta, stamp)
   if stored > LAYOUT then
     error({ err = 'CONVEYOR_LAYOUT_TOO_NEW ' .. int(stored) .. ' ' .. int(LAYOUT) })
   end
-  if stamp and stored < LAYOUT then redis.call('HSET', meta, 'lv', int(LAYOUT)) end
+  if stamp and stored < LAYOUT then
+    redis.call('HSET', meta, 'lv', int(LAYOUT))
+    -- Compact jobs stored before layout 6 are found under their id as it is (buckets_from).
+    if stored < 6 and redis.call('HGET', meta, 'wn') then redis.call('HSET', meta, 'wl', '1') end
+  end
 end
 
 -- ── Event log ─────────────────────────────────────────────────────────────────────────────
 -- Every change of a job appends one entry to its queue's stream <base>ev in the script that makes
 -- the change, so an event exists exactly when its change happened (queue.events(), GET /v1/events;
--- read and pruned by event-log.ts). Entry fields: t type ('' for "added", the most common), n job
--- name, j job id, a attempt, at store time in ms, d details JSON ('' for none, or for an "added"
--- event the common case: see added_details). Layout 5; layout 4 wrote the type in full, which
--- readers still take. The blank type saves 5 of an "added" entry's ~60 bytes.
+-- read and pruned by event-log.ts). Entry fields (layout 6): t "<type>[ <attempt>[ <at>]]", the
+-- type blank for "added" (the most common), the attempt left out when 0 and the store time in ms
+-- when it is the stream id's (below); n job name; j job id, as the caller passes it: the stored
+-- form (id_store) where the script has it at hand (an add, a claim from a fast lane), which saves
+-- 6 bytes, else the id as it is (packing it in Lua would cost ~3 µs of Redis per event; readers
+-- take either); d details JSON ('' for none, or for an "added" event the common case: see
+-- added_details). So an "added" entry holds an empty t, the name, 16 bytes of id and an empty d.
+-- Layouts 4 and 5 wrote the attempt and time as fields a and at (layout 4 the type in full too):
+-- readers take an entry with a field a that way.
 -- The time: an event at the Redis time this call read (REDIS_NOW) is written with that time as
--- its stream id (`<ms>-*`, Redis 7: STREAM_ID_TIME) and a blank `at`, which readers take as the
+-- its stream id (`<ms>-*`, Redis 7: STREAM_ID_TIME) and no time in t, which readers take as the
 -- id's time: about 8 bytes less per entry (docs/performance-redis.md, "Session 13"). Any other
 -- (an injected clock's time, Redis older than 7, or a stream whose last id is later than this
 -- time, which Redis refuses: a clock set back) gets an id stamped by XADD (`*`) and `at` written
--- out, since XADD stamps its id when it runs, in a long script later than the time the job got.
+-- out in t, since XADD stamps its id when it runs, in a long script later than the time the job got.
 -- Either way Redis makes ids only grow within a stream: a reader resumes after the last id it
 -- saw of each queue.
 -- Trimmed approximately (whole stream nodes, cheap) to about EVENT_LOG_MAX_LENGTH entries per
@@ -133,10 +229,11 @@ local function log_event(base, kind, name, id, attempt, at, data)
   local key, t, a = base .. 'ev', kind == 'added' and '' or kind, int(attempt or 0)
   if STREAM_ID_TIME and at == REDIS_NOW then
     local written = redis.pcall('XADD', key, 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, int(at) .. '-*',
-      't', t, 'n', name, 'j', id, 'a', a, 'at', '', 'd', data or '')
+      't', a == '0' and t or t .. ' ' .. a, 'n', name, 'j', id, 'd', data or '')
     if type(written) == 'string' then return end
   end
-  redis.call('XADD', key, 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*', 't', t, 'n', name, 'j', id, 'a', a, 'at', int(at), 'd', data or '')
+  redis.call('XADD', key, 'MAXLEN', '~', EVENT_LOG_MAX_LENGTH, '*', 't', t .. ' ' .. a .. ' ' .. int(at), 'n', name, 'j', id,
+    'd', data or '')
 end
 
 -- The worker id inside a worker identity JSON, as a JSON string (the "active" event's workerId).
@@ -387,25 +484,36 @@ end
 
 -- The bucket table of the queue at `base`, read from meta; scripts that change it call
 -- buckets_close before they return. `options` is the queue's default options text (meta `do`:
--- the first compact job's), which compact jobs with the same options leave out.
--- buckets_from builds it from those three meta fields read by the caller (enqueue reads them
+-- the first compact job's), which compact jobs with the same options leave out. Legacy: the
+-- table may still hold fields a layout before 6 wrote, under the id as it is rather than its
+-- stored form (id_store), which lookups by id then try too: meta `wl` says so, set when a queue
+-- with compact jobs is first written in layout 6 (layout_guard) and cleared when its table next
+-- empties; a queue still stamped with an older layout `lv` (read before any layout 6 write) may
+-- too. buckets_from builds it from those five meta fields read by the caller (enqueue reads them
 -- with its other meta fields in one HMGET).
-local function buckets_from(base, wb, wn, options)
-  return { base = base, n = num(wb, 1), count = num(wn, 0), options = options, dirty = false, names = {}, codes = {} }
+local function buckets_from(base, wb, wn, options, wl, lv)
+  return { base = base, n = num(wb, 1), count = num(wn, 0), options = options,
+    legacy = (wl or num(lv, 0) < 6) and true or false, dirty = false, names = {}, codes = {} }
 end
 
 local function buckets_open(base)
-  local v = redis.call('HMGET', base .. 'meta', 'wb', 'wn', 'do')
-  return buckets_from(base, v[1], v[2], v[3])
+  local v = redis.call('HMGET', base .. 'meta', 'wb', 'wn', 'do', 'wl', 'lv')
+  return buckets_from(base, v[1], v[2], v[3], v[4], v[5])
 end
 
 local function buckets_close(t)
   if t.dirty then redis.call('HSET', t.base .. 'meta', 'wb', int(t.n), 'wn', int(t.count)) end
+  if t.legacy and t.count == 0 then
+    redis.call('HDEL', t.base .. 'meta', 'wl')
+    t.legacy = false
+  end
 end
 
-local function bucket_key(t, id)
+-- The bucket of a field, hashed as it is stored: a field of layout 6 (id_store's form) and one an
+-- older layout wrote (the id as it is) each sit where their own text hashes.
+local function bucket_key(t, field)
   local low = round_of(t.n)
-  local h = id_hash(id)
+  local h = id_hash(field)
   local b = h % low
   if b < t.n - low then b = h % (low * 2) end
   return t.base .. 'w:' .. b
@@ -436,19 +544,42 @@ end
 
 -- Packed record: "<seq> <created_at> <run_at> <options> <name code> <payload>", numbers in base
 -- 36; run_at is empty when it equals created_at and options when they equal the queue default.
--- The payload is last and taken whole, so it needs no escaping.
-local function compact_pack(t, seq, created, runAt, options, name, payload)
-  -- A batch shares one created_at: encode it once.
-  if t.created ~= created then t.created, t.createdText = created, base36(created) end
-  return base36(seq) .. ' ' .. t.createdText .. ' ' .. (runAt == created and '' or base36(runAt)) .. ' ' ..
+-- created_at is "+<ms>" or "-<ms>" from the time in the job's id when it has one (id_time: an id
+-- made by newJobId, made by the producer just before the add, a few ms at most from the store's
+-- time, so 2-3 bytes instead of 8; layout 6), else in full. The payload is last and taken whole,
+-- so it needs no escaping. `sid`: the job's id_store(id), its field in the bucket.
+local CREATED_DELTA_MAX = 2176782336 -- 36^6 ms (25 days): a delta below it is shorter than a time in full
+local function compact_pack(t, seq, created, runAt, options, name, payload, sid)
+  local createdText
+  local idTime = id_time(sid)
+  if idTime and math.abs(created - idTime) < CREATED_DELTA_MAX then
+    -- The ids of a batch are mostly made in the same ms: encode each distance once.
+    if t.deltaFrom ~= idTime or t.deltaTo ~= created then
+      t.deltaFrom, t.deltaTo = idTime, created
+      t.deltaText = created < idTime and '-' .. base36(idTime - created) or '+' .. base36(created - idTime)
+    end
+    createdText = t.deltaText
+  else
+    -- A batch shares one created_at: encode it once.
+    if t.created ~= created then t.created, t.createdText = created, base36(created) end
+    createdText = t.createdText
+  end
+  return base36(seq) .. ' ' .. createdText .. ' ' .. (runAt == created and '' or base36(runAt)) .. ' ' ..
     (options == t.options and '' or options) .. ' ' .. name_code(t, name) .. ' ' .. payload
 end
 
 -- A packed record as the job hash fields it stands for (a waiting job of priority 0), as a flat
--- field, value list in the order of HSET's arguments.
-local function compact_fields(t, packed)
-  local seq, created, runAt, options, code, payload = string.match(packed, '^(%w+) (%w+) (%w*) ([^ ]*) (%w+) (.*)$')
-  created = int(tonumber(created, 36))
+-- field, value list in the order of HSET's arguments. `field`: its field in the bucket.
+local function compact_fields(t, packed, field)
+  local seq, created, runAt, options, code, payload = string.match(packed, '^(%w+) (%S+) (%w*) ([^ ]*) (%w+) (.*)$')
+  local sign = string.sub(created, 1, 1)
+  if sign == '+' then
+    created = int(id_time(field) + tonumber(string.sub(created, 2), 36))
+  elseif sign == '-' then
+    created = int(id_time(field) - tonumber(string.sub(created, 2), 36))
+  else
+    created = int(tonumber(created, 36))
+  end
   return {
     'n', name_of(t, code),
     'd', payload,
@@ -461,12 +592,21 @@ local function compact_fields(t, packed)
   }
 end
 
--- The packed record of a compact job, or false; and, when the table is not empty, the key of the
--- bucket the id belongs in (compact_add takes it, to hash the id once).
-local function compact_get(t, id)
+-- The packed record of a compact job, or false; and, when the table is not empty, the key of its
+-- bucket and its field there (compact_remove takes both; for an id not found, where compact_add
+-- would put it, to hash it once). `sid`: id_store(id), when the caller has it already.
+local function compact_get(t, id, sid)
   if t.count == 0 then return false end
-  local key = bucket_key(t, id)
-  return redis.call('HGET', key, id), key
+  sid = sid or id_store(id)
+  local key = bucket_key(t, sid)
+  local packed = redis.call('HGET', key, sid)
+  if packed then return packed, key, sid end
+  if t.legacy and sid ~= id then
+    local old = bucket_key(t, id)
+    packed = redis.call('HGET', old, id)
+    if packed then return packed, old, id end
+  end
+  return false, key, sid
 end
 
 -- Splits the next bucket of the round: its jobs whose hash says so move to a new last bucket.
@@ -510,7 +650,7 @@ local function buckets_merge(t)
       kept[#kept + 1] = entries[i + 1]
       room = room - 1
     else
-      redis.call('HSET', t.base .. 'j:' .. entries[i], unpack(compact_fields(t, entries[i + 1])))
+      redis.call('HSET', t.base .. 'j:' .. id_text(entries[i]), unpack(compact_fields(t, entries[i + 1], entries[i])))
       t.count = t.count - 1
     end
   end
@@ -520,12 +660,13 @@ end
 
 -- Stores a new waiting job compactly when it fits: its id and packed record within
 -- hash-max-listpack-value, and its bucket below hash-max-listpack-entries. Returns false when it
--- does not fit (the caller writes its full hash instead). `key`: its bucket, if known.
-local function compact_add(t, id, packed, key)
-  if #id > PACKED_MAX or #packed > PACKED_MAX then return false end
-  key = key or bucket_key(t, id)
+-- does not fit (the caller writes its full hash instead). `sid`: the job's id_store(id); `key`:
+-- its bucket, if known.
+local function compact_add(t, sid, packed, key)
+  if #sid > PACKED_MAX or #packed > PACKED_MAX then return false end
+  key = key or bucket_key(t, sid)
   if redis.call('HLEN', key) >= BUCKET_MAX then return false end
-  redis.call('HSET', key, id, packed)
+  redis.call('HSET', key, sid, packed)
   t.count = t.count + 1
   t.dirty = true
   while t.count > t.n * BUCKET_LOAD do buckets_split(t) end
@@ -535,9 +676,9 @@ end
 -- Forgets a compact job (it is being claimed, cancelled or deleted). The table shrinks with its
 -- jobs: at most two merges per job once it is below a quarter of its load, and back to one
 -- bucket when the last compact job leaves (every bucket is empty then, so nothing moves).
--- `key`: its bucket as compact_get gave it (the table has not changed since).
-local function compact_remove(t, id, key)
-  redis.call('HDEL', key, id)
+-- `key`, `field`: its bucket and field as compact_get gave them (the table has not changed since).
+local function compact_remove(t, key, field)
+  redis.call('HDEL', key, field)
   t.count = t.count - 1
   t.dirty = true
   if t.count <= 0 then
@@ -580,17 +721,24 @@ end
 -- enqueue that looks at windows first deletes a few ended ones, so the two stay as small as the
 -- windows in use.
 
+-- Takes a waiting job out of its name's fast lane (a list: LREM walks it, O(position)). The lane
+-- holds the id's stored form (id_store), or, put there by a layout before 6, the id as it is.
+local function fast_lane_remove(base, name, id)
+  local key, sid = base .. 'f:' .. name, id_store(id)
+  if redis.call('LREM', key, 1, sid) == 0 and sid ~= id then redis.call('LREM', key, 1, id) end
+end
+
 -- Takes a waiting or scheduled job out of wherever it waits (its lane or the scheduled set), as a
 -- full hash indexed in idx, so its run time can change. Returns its name, priority and seq, or nil
 -- when the job has started, finished or is gone.
 local function unlane_pending(base, id)
   local key = base .. 'j:' .. id
   local buckets = buckets_open(base)
-  local packed, bucket = compact_get(buckets, id)
+  local packed, bucket, field = compact_get(buckets, id)
   if packed then
-    local fields = compact_fields(buckets, packed)
-    redis.call('LREM', base .. 'f:' .. fields[2], 1, id)
-    compact_remove(buckets, id, bucket)
+    local fields = compact_fields(buckets, packed, field)
+    fast_lane_remove(base, fields[2], id)
+    compact_remove(buckets, bucket, field)
     buckets_close(buckets)
     redis.call('HSET', key, unpack(fields))
     redis.call('ZADD', base .. 'idx', fields[12], id)
@@ -602,7 +750,7 @@ local function unlane_pending(base, id)
   elseif v[1] == 'w' then
     if redis.call('ZREM', slow_lane_key(base, v[2], v[6]), lane_member(tonumber(v[4]), tonumber(v[5]), id)) == 0 then
       -- The fast lane is a list: LREM walks it, O(position). Only debounced jobs get here.
-      redis.call('LREM', base .. 'f:' .. v[2], 1, id)
+      fast_lane_remove(base, v[2], id)
       redis.call('ZADD', base .. 'idx', v[5], id)
     end
   else

@@ -24,13 +24,13 @@ local key = base .. 'j:' .. id
 
 -- A compact job waits in its fast lane; cancelled, it gets its full hash (unless kept 0 ms).
 local buckets = buckets_open(base)
-local packed, bucket = compact_get(buckets, id)
+local packed, bucket, field = compact_get(buckets, id)
 if packed then
-  local fields = compact_fields(buckets, packed)
+  local fields = compact_fields(buckets, packed, field)
   local name, seq, options = fields[2], fields[12], fields[14]
-  -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
-  redis.call('LREM', base .. 'f:' .. name, 1, id)
-  compact_remove(buckets, id, bucket)
+  -- Cancelling a waiting job is rare: the walk of its fast lane is fine.
+  fast_lane_remove(base, name, id)
+  compact_remove(buckets, bucket, field)
   buckets_close(buckets)
   -- Its queue may hold nothing claimable now: its mark in the ready index says so.
   ready_refresh(base)
@@ -78,8 +78,8 @@ if state == 'wc' then
 elseif redis.call('ZREM', sched, id) == 0 then
   local member = lane_member(tonumber(v[4]), tonumber(v[5]), id)
   if redis.call('ZREM', slow_lane_key(base, v[2], v[12]), member) == 0 then
-    -- The fast lane is a list: LREM walks it, O(position). Cancelling a waiting job is rare.
-    redis.call('LREM', base .. 'f:' .. v[2], 1, id)
+    -- Cancelling a waiting job is rare: the walk of its fast lane is fine.
+    fast_lane_remove(base, v[2], id)
   end
 end
 -- Its queue may hold nothing claimable now: its mark in the ready index says so.

@@ -237,18 +237,20 @@ for i = NAMES_FROM, #ARGV do
 end
 
 -- The claim-order key {priority, run_at, seq, id} of a source's current entry. A fast lane holds
--- priority 0 only; its run_at and seq live in the job's compact record or hash.
+-- priority 0 only; its run_at and seq live in the job's compact record or hash. A fast lane's
+-- entry is the id's stored form (id_store), the same as its bucket field, and stays so (as the
+-- id of the claim-order key) until the claim below takes it.
 local function head(src)
   if src.headPos ~= src.pos then
     local entry = src.items[src.pos]
     if src.fast then
-      local packed = compact_get(buckets, entry)
+      local packed = compact_get(buckets, entry, entry)
       local v
       if packed then
-        local f = compact_fields(buckets, packed)
+        local f = compact_fields(buckets, packed, entry)
         v = { f[8], f[12] }
       else
-        v = redis.call('HMGET', base .. 'j:' .. entry, 'r', 's')
+        v = redis.call('HMGET', base .. 'j:' .. id_text(entry), 'r', 's')
       end
       src.head = { 0, num(v[1], 0), num(v[2], 0), entry }
     else
@@ -607,14 +609,18 @@ local activeArgs, idxArgs = {}, {}
 local started = {} -- running counts this claim adds to (running_note), while the queue counts
 for _, pick in ipairs(taken) do
   local id, fromFast = pick[1], pick[2]
-  local key = base .. 'j:' .. id
   -- A job from a fast lane may be compact: its full hash is written below, with the claim.
-  local packed, bucket = false, nil
-  if fromFast then packed, bucket = compact_get(buckets, id) end
+  local packed, bucket, field = false, nil, nil
+  local sid = id
+  if fromFast then
+    packed, bucket, field = compact_get(buckets, id, id)
+    id = id_text(id)
+  end
+  local key = base .. 'j:' .. id
   local fields
   if packed then
-    fields = compact_fields(buckets, packed)
-    compact_remove(buckets, id, bucket)
+    fields = compact_fields(buckets, packed, field)
+    compact_remove(buckets, bucket, field)
   else
     -- A keyed job's hash was read by the turns (take_turns) already.
     fields = pick[4] or redis.call('HGETALL', key)
@@ -651,7 +657,7 @@ for _, pick in ipairs(taken) do
       end
     end
     redis.call('HSET', key, unpack(packed and fields or updates))
-    log_event(base, 'active', fields[at.n], id, updates[4], now, activeData)
+    log_event(base, 'active', fields[at.n], sid, updates[4], now, activeData)
     activeArgs[#activeArgs + 1] = expires
     activeArgs[#activeArgs + 1] = id
     if fromFast then

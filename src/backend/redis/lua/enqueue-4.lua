@@ -25,12 +25,13 @@
   ARGV[4] '1': all or nothing (when any job is a duplicate, nothing is written); '' otherwise
   ARGV[5] D, the number of jobs with a dedup window (never with all or nothing), followed by 4
           values for each: the job's position among the jobs (from 1), dedup key, ttl ms, mode
-  ARGV[6 + 4D..] 9 values per job: id, name, payload JSON, priority, run_at ms or '' (then
+  ARGV[6 + 4D..] 10 values per job: id, name, payload JSON, priority, run_at ms or '' (then
             now + delay), delay ms, options ("maxAttempts|retainCompleted|retainDead|timeout|backoff"),
             meta JSON or '' for none, flow fields or '' for none (a JSON array of hash fields and
             values: ln lane, gk/gc group key and concurrency, lk/lm/ld limiter key, max and window
             ms; such a job waits in its lane's slow lane, never compact, and its queue's flow hash
-            gets ln = 1: its claims take turns across lanes, see claim-4.lua)
+            gets ln = 1: its claims take turns across lanes, see claim-4.lua), and the id's stored
+            form (id_store in _common.lua: made by the caller, Redis spends ~3 µs on it in Lua)
   Returns one value per job, in input order: 0 inserted (or, all or nothing, would have been),
   1 duplicate, or "<dropped|extended|replaced> <id>" for a job an open dedup window took in.
 ]]
@@ -42,11 +43,11 @@ local base = string.sub(meta, 1, -5)
 local now = now_ms(ARGV[1])
 local windows = tonumber(ARGV[5])
 local FIRST = 6 + windows * 4
-local count = (#ARGV - FIRST + 1) / 9
+local count = (#ARGV - FIRST + 1) / 10
 local taken, replacedDue = {}, false
 if windows > 0 then
   taken, replacedDue = dedup_decide(base, now, ARGV, 6, FIRST - 1, function(pos)
-    local a = FIRST + (pos - 1) * 9
+    local a = FIRST + (pos - 1) * 10
     return ARGV[a], ARGV[a + 2], ARGV[a + 4], ARGV[a + 5]
   end)
 end
@@ -56,8 +57,9 @@ if ARGV[4] == '1' then
   local table0 = buckets_open(base)
   local seen, flags, any = {}, {}, false
   for i = 0, count - 1 do
-    local id = ARGV[FIRST + i * 9]
-    local dup = seen[id] or compact_get(table0, id) or redis.call('EXISTS', base .. 'j:' .. id) == 1
+    local a = FIRST + i * 10
+    local id = ARGV[a]
+    local dup = seen[id] or compact_get(table0, id, ARGV[a + 9]) or redis.call('EXISTS', base .. 'j:' .. id) == 1
     seen[id] = true
     flags[i + 1] = dup and 1 or 0
     any = any or dup
@@ -67,9 +69,9 @@ end
 
 -- The queue's counters in one read, written back in one HSET at the end (a single add is a
 -- dozen commands; each one saved is a measurable share of it): seq (insertion order, one per
--- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do: buckets_open); rx,
--- the queue's mark in the ready index (ready_mark in _common.lua: nothing to write when marked).
-local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do', 'rx')
+-- stored job), fw (the fast-lane watermark) and the bucket table (wb, wn, do, wl, lv: buckets_open);
+-- rx, the queue's mark in the ready index (ready_mark in _common.lua: nothing to write when marked).
+local counters = redis.call('HMGET', meta, 'seq', 'fw', 'wb', 'wn', 'do', 'rx', 'wl', 'lv')
 ready_known(base, counters[6])
 local seq = num(counters[1], 0)
 local startSeq = seq
@@ -80,14 +82,14 @@ local fast = {}      -- name -> ids to append to its fast lane, in order
 local fastNames = {}
 local newNames = {}
 local schedArgs, idxArgs = {}, {}
-local buckets = buckets_from(base, counters[3], counters[4], counters[5])
+local buckets = buckets_from(base, counters[3], counters[4], counters[5], counters[7], counters[8])
 local result = {}
 local due = false
 local firstRunAt = nil -- earliest run_at among the new scheduled jobs
 
 local laned = false
 for i = 0, count - 1 do
-  local a = FIRST + i * 9
+  local a = FIRST + i * 10
   local id, name = ARGV[a], ARGV[a + 1]
   -- Flow control: a job with a group or limiter key (its hash fields), else nil.
   local flowFields = ARGV[a + 8] ~= '' and cjson.decode(ARGV[a + 8]) or nil
@@ -98,7 +100,9 @@ for i = 0, count - 1 do
     end
   end
   local key = base .. 'j:' .. id
-  local packed, bucket = compact_get(buckets, id)
+  -- Its fast lane entry, bucket field and "added" event entry hold its stored form (id_store).
+  local sid = ARGV[a + 9]
+  local packed, bucket = compact_get(buckets, id, sid)
   if taken[i + 1] then
     result[i + 1] = taken[i + 1]
   elseif packed or redis.call('EXISTS', key) == 1 then
@@ -127,7 +131,7 @@ for i = 0, count - 1 do
           fast[name] = lane
           fastNames[#fastNames + 1] = name
         end
-        lane[#lane + 1] = id
+        lane[#lane + 1] = sid
         if ARGV[a + 7] == '' then
           local options = ARGV[a + 6]
           if buckets.options ~= options and (not buckets.options or buckets.count == 0) then
@@ -137,7 +141,7 @@ for i = 0, count - 1 do
             buckets.options = options
             redis.call('HSET', meta, 'do', options)
           end
-          compact = compact_add(buckets, id, compact_pack(buckets, seq, now, runAt, options, name, ARGV[a + 2]), bucket)
+          compact = compact_add(buckets, sid, compact_pack(buckets, seq, now, runAt, options, name, ARGV[a + 2], sid), bucket)
         end
       else
         to_slow_lane(base, id, name, priority, runAt, seq, lane)
@@ -155,7 +159,7 @@ for i = 0, count - 1 do
       end
     end
     newNames[name] = true
-    log_event(base, 'added', name, id, 0, now, added_details(state, runAt, priority, now))
+    log_event(base, 'added', name, sid, 0, now, added_details(state, runAt, priority, now))
   end
 end
 

@@ -12,11 +12,12 @@ local buckets = buckets_open(base)
 local target = tonumber(ARGV[1])
 
 local function seq_at(i)
-  local id = redis.call('LINDEX', KEYS[2], i)
-  if not id then return nil end
-  local s = redis.call('HGET', base .. 'j:' .. id, 's')
+  -- The lane's entry is the id's stored form, the same as its bucket field (id_store).
+  local entry = redis.call('LINDEX', KEYS[2], i)
+  if not entry then return nil end
+  local s = redis.call('HGET', base .. 'j:' .. id_text(entry), 's')
   if s then return tonumber(s) end
-  local packed = compact_get(buckets, id)
+  local packed = compact_get(buckets, entry, entry)
   if packed then return tonumber(string.match(packed, '^(%w+) '), 36) end
   return nil
 end

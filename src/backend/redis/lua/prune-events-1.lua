@@ -21,12 +21,14 @@ while scanning and #doomed < limit do
   local batch = redis.call('XRANGE', key, start, '+', 'COUNT', math.min(CHUNK, limit - #doomed))
   if #batch == 0 then break end
   for _, entry in ipairs(batch) do
+    -- The time written out: third word of t (layout 6), or field at (layouts 4 and 5).
     local at = nil
     local fields = entry[2]
     for i = 1, #fields, 2 do
       if fields[i] == 'at' then at = tonumber(fields[i + 1]) end
+      if fields[i] == 't' then at = at or tonumber(string.match(fields[i + 1], '^%S* %d+ (%d+)$') or '') end
     end
-    -- A blank `at` is the stream id's time (log_event in _common.lua).
+    -- No time written out: the stream id's (log_event in _common.lua).
     at = at or tonumber(string.match(entry[1], '^(%d+)'))
     if #doomed < byCount or (at and at < minAt) then
       doomed[#doomed + 1] = entry[1]

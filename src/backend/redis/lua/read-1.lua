@@ -14,8 +14,8 @@ local out = {}
 for i, id in ipairs(ARGV) do
   local fields = redis.call('HGETALL', base .. 'j:' .. id)
   if #fields == 0 then
-    local packed = compact_get(buckets, id)
-    if packed then fields = compact_fields(buckets, packed) end
+    local packed, _, field = compact_get(buckets, id)
+    if packed then fields = compact_fields(buckets, packed, field) end
   end
   out[i] = #fields > 0 and table.concat(fields, '\0') or false
 end

@@ -12,7 +12,7 @@
   ARGV[2] version the firing was computed from
   ARGV[3] last_tick_at it was computed from, or '' for none yet
   ARGV[4] the new last_tick_at (ms)
-  ARGV[5..] the arguments of enqueue-4.lua (now, channel, queue, all-or-nothing, dedup windows, 9 per job);
+  ARGV[5..] the arguments of enqueue-4.lua (now, channel, queue, all-or-nothing, dedup windows, 10 per job);
             none when the firing enqueues no job
   Returns {0} when refused; {1, then enqueue-4.lua's answer per job (0 inserted, 1 duplicate)}.
 ]]

@@ -34,11 +34,12 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[7])) do
     waiting = waiting + n
     -- A fast lane is sorted by run_at: its head is its oldest job.
     local head = redis.call('LINDEX', fastKey, 0)
-    local packed = compact_get(buckets, head)
+    -- The lane's entry is the id's stored form, the same as its bucket field (id_store).
+    local packed = compact_get(buckets, head, head)
     if packed then
-      seen(tonumber(compact_fields(buckets, packed)[8]))
+      seen(tonumber(compact_fields(buckets, packed, head)[8]))
     else
-      seen(num(redis.call('HGET', base .. 'j:' .. head, 'r'), nil))
+      seen(num(redis.call('HGET', base .. 'j:' .. id_text(head), 'r'), nil))
     end
   end
   local slowKey = base .. 'z:' .. name
