@@ -139,6 +139,29 @@ describe("stored job ids (layout 6)", () => {
   });
 });
 
+describe("stored job ids are not job ids", () => {
+  it("a lookup by a job's stored form finds nothing and changes nothing (no job id has a control character)", async () => {
+    const prefix = stores.prefix("sidx");
+    const b = stores.backend({ prefix, clock: new FakeClock() });
+    const job = spec();
+    await b.enqueue([job]);
+    const stored = storedJobId(job.id);
+    expect(stored).not.toBe(job.id);
+    expect(await b.get(stored, "q")).toBeNull();
+    expect(await b.get(stored)).toBeNull();
+    expect(await b.cancel(stored, "q")).toBe("not-found");
+    expect(await b.remove(stored, "q")).toBe("not-found");
+    expect(await b.replay(stored, "q")).toBe("not-found");
+    expect(await b.flow(stored, "q")).toBeNull();
+    // The job itself is untouched: still waiting under its id, in its lane and bucket.
+    expect(await b.get(job.id, "q")).toMatchObject({ id: job.id, state: "waiting" });
+    expect(await admin.lrange(`${prefix}:{q}:f:job`, 0, -1)).toEqual([stored]);
+    expect(await bucketFields(prefix)).toEqual([stored]);
+    expect(await admin.exists(`${prefix}:{q}:j:${stored}`)).toBe(0);
+    expect(await claimAll(b)).toEqual([job.id]);
+  });
+});
+
 describe("compact records: created_at from the id's time (layout 6)", () => {
   it("a record keeps its created_at as the distance from its id's time, and every read gives the time back", async () => {
     const prefix = stores.prefix("sidc");
@@ -224,6 +247,22 @@ describe("stored job ids: data of layout 5", () => {
     expect(await bucketFields(prefix)).toEqual([]);
     expect(await admin.hget(`${prefix}:{q}:meta`, "wl")).toBeNull();
     expect(await admin.exists(`${prefix}:{q}:f:job`)).toBe(0);
+  });
+
+  it("a queue whose compact table is empty at the upgrade is not marked: its lookups try one form only", async () => {
+    const prefix = stores.prefix("sid5e");
+    const clock = new FakeClock();
+    const before = stores.backend({ prefix, clock });
+    await before.enqueue([spec(layout5Id(clock))]);
+    expect(await claimAll(before)).toHaveLength(1);
+    await before.close();
+    expect(await admin.hget(`${prefix}:{q}:meta`, "wn")).toBe("0");
+    await admin.hset(`${prefix}:{q}:meta`, "lv", "5");
+    await admin.set(`${prefix}:layout`, "5");
+    const b = stores.backend({ prefix, clock });
+    await b.migrate();
+    expect(await admin.hget(`${prefix}:{q}:meta`, "lv")).toBe(String(LAYOUT_VERSION));
+    expect(await admin.hget(`${prefix}:{q}:meta`, "wl")).toBeNull();
   });
 
   it("a queue read before its first layout 6 write (lv still 5) finds its older fields", async () => {

@@ -194,7 +194,7 @@ local function layout_guard(meta, stamp)
   if stamp and stored < LAYOUT then
     redis.call('HSET', meta, 'lv', int(LAYOUT))
     -- Compact jobs stored before layout 6 are found under their id as it is (buckets_from).
-    if stored < 6 and redis.call('HGET', meta, 'wn') then redis.call('HSET', meta, 'wl', '1') end
+    if stored < 6 and num(redis.call('HGET', meta, 'wn'), 0) > 0 then redis.call('HSET', meta, 'wl', '1') end
   end
 end
 
@@ -594,10 +594,16 @@ end
 
 -- The packed record of a compact job, or false; and, when the table is not empty, the key of its
 -- bucket and its field there (compact_remove takes both; for an id not found, where compact_add
--- would put it, to hash it once). `sid`: id_store(id), when the caller has it already.
+-- would put it, to hash it once). `sid`: id_store(id), when the caller has it already (a lane
+-- entry, or an id the backend checked and packed); without it, `id` came from a caller and a
+-- stored form is refused: no job id has a control character, and as an id it would name the
+-- form's own field, a second name for the job under which a cancel would store it.
 local function compact_get(t, id, sid)
   if t.count == 0 then return false end
-  sid = sid or id_store(id)
+  if not sid then
+    if (string.byte(id, 1) or 32) < 32 then return false end
+    sid = id_store(id)
+  end
   local key = bucket_key(t, sid)
   local packed = redis.call('HGET', key, sid)
   if packed then return packed, key, sid end
