@@ -569,7 +569,8 @@ local function compact_pack(t, seq, created, runAt, options, name, payload, sid)
 end
 
 -- A packed record as the job hash fields it stands for (a waiting job of priority 0), as a flat
--- field, value list in the order of HSET's arguments. `field`: its field in the bucket.
+-- field, value list in the order of HSET's arguments (claim-4.lua's COMPACT_AT relies on this
+-- order). `field`: its field in the bucket.
 local function compact_fields(t, packed, field)
   local seq, created, runAt, options, code, payload = string.match(packed, '^(%w+) (%S+) (%w*) ([^ ]*) (%w+) (.*)$')
   local sign = string.sub(created, 1, 1)

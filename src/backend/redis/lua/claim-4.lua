@@ -604,6 +604,10 @@ end
 local expires = int(now + leaseMs)
 local nowText = int(now)
 local activeData = '{"workerId":' .. worker_id_json(worker) .. '}'
+-- A compact job's fields come in compact_fields' fixed order, with no attempt or lease token yet:
+-- where each field sits, and its first lease token (next_lease_token of none), known once.
+local COMPACT_AT = { n = 2, d = 4, p = 6, r = 8, c = 10, s = 12, o = 14, st = 16 }
+local firstToken = int(next_lease_token(nil, timeUs))
 local reply = { false }
 local activeArgs, idxArgs = {}, {}
 local started = {} -- running counts this claim adds to (running_note), while the queue counts
@@ -625,7 +629,7 @@ for _, pick in ipairs(taken) do
     -- A keyed job's hash was read by the turns (take_turns) already.
     fields = pick[4] or redis.call('HGETALL', key)
   end
-  local at = pick[5]
+  local at = pick[5] or (packed and COMPACT_AT)
   if not at then
     at = {}
     for j = 1, #fields, 2 do at[fields[j]] = j + 1 end
@@ -635,8 +639,8 @@ for _, pick in ipairs(taken) do
   if at.st and fields[at.st] == 'w' then
     local updates = {
       'st', 'a',
-      'a', int(num(fields[at.a], 0) + 1),
-      'k', int(next_lease_token(fields[at.k], timeUs)),
+      'a', packed and '1' or int(num(fields[at.a], 0) + 1),
+      'k', packed and firstToken or int(next_lease_token(fields[at.k], timeUs)),
       'le', expires,
       'w', worker,
       'sa', nowText,

@@ -21,7 +21,7 @@ local leaving = {}                                -- running counts to release (
 for i = 2, #ARGV, 3 do
   local id, token = ARGV[i], tonumber(ARGV[i + 1])
   local key = base .. 'j:' .. id
-  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'e', 'sl', 'n', 'rc', 'gk')
+  local v = redis.call('HMGET', key, 'st', 'k', 'o', 'a', 'w', 'sa', 'h', 'e', 'sl', 'n', 'rc', 'gk', 'pi')
   if v[1] == 'a' and num(v[2], 0) == token then
     local _, retain = parse_options(v[3])
     done[#done + 1] = id
@@ -37,7 +37,8 @@ for i = 2, #ARGV, 3 do
       -- lease; nothing reads it once the job is not active.
       if v[8] or v[9] then redis.call('HDEL', key, 'e', 'sl') end
       add_finished(base, 'completed', id, now, retain and now + retain, finished)
-      flow_settled(base, id, 'completed', ARGV[i + 2], nil, now)
+      -- Only a flow's child (pi: its parent) has a parent to tell.
+      if v[13] then flow_settled(base, id, 'completed', ARGV[i + 2], nil, now) end
     end
     result[#result + 1] = 1
   else
