@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 
-const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"; // Crockford base32, lower case
+/** The digits of a job id made by newJobId: Crockford base32, lower case. */
+export const JOB_ID_DIGITS = "0123456789abcdefghjkmnpqrstvwxyz";
 
 let lastMs = 0;
 let counter = 0;
@@ -25,17 +26,17 @@ export function newJobId(now: number = Date.now()): string {
   let out = "";
   let t = lastMs;
   for (let i = 0; i < 10; i++) {
-    out = ALPHABET[t % 32]! + out;
+    out = JOB_ID_DIGITS[t % 32]! + out;
     t = Math.floor(t / 32);
   }
   let c = counter;
   let cs = "";
   for (let i = 0; i < 4; i++) {
-    cs = ALPHABET[c % 32]! + cs;
+    cs = JOB_ID_DIGITS[c % 32]! + cs;
     c = Math.floor(c / 32);
   }
   let r = "";
-  for (let i = 0; i < 8; i++) r += ALPHABET[nextRandomByte() & 31]!;
+  for (let i = 0; i < 8; i++) r += JOB_ID_DIGITS[nextRandomByte() & 31]!;
   return out + cs + r;
 }
 

@@ -11,7 +11,7 @@ import type { RedisBackend } from "../../src/backend/redis/backend.js";
 import { jobIdFromStored, storedJobId } from "../../src/backend/redis/codec.js";
 import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { helpersFor, parseLuaHelpers } from "../../src/backend/redis/lua-helpers.js";
-import { newJobId } from "../../src/core/ids.js";
+import { JOB_ID_DIGITS, newJobId } from "../../src/core/ids.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { FakeClock } from "../../src/index.js";
 import { redisTestStores } from "../helpers/redis-stores.js";
@@ -31,9 +31,8 @@ const claimAll = async (b: RedisBackend) =>
  * process (it would keep the latest time it was given), which would shift every later id.
  */
 function idMadeAt(ms: number): string {
-  const digits = "0123456789abcdefghjkmnpqrstvwxyz";
   let time = "";
-  for (let t = ms, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = digits[t % 32]! + time;
+  for (let t = ms, i = 0; i < 10; i++, t = Math.floor(t / 32)) time = JOB_ID_DIGITS[t % 32]! + time;
   return time + newJobId().slice(10);
 }
 
@@ -91,8 +90,7 @@ describe("stored job ids (layout 6)", () => {
       "0".repeat(21),
     ];
     const replies = (await admin.eval(helpersFor(parseLuaHelpers(common), body) + "\n" + body, 0, ...ids)) as string[][];
-    const digits = "0123456789abcdefghjkmnpqrstvwxyz";
-    const timeOf = (id: string) => [...id.slice(0, 10)].reduce((t, c) => t * 32 + digits.indexOf(c), 0);
+    const timeOf = (id: string) => [...id.slice(0, 10)].reduce((t, c) => t * 32 + JOB_ID_DIGITS.indexOf(c), 0);
     replies.forEach((reply, i) => {
       const id = ids[i]!;
       const canonical = storedJobId(id) !== id;
@@ -100,7 +98,7 @@ describe("stored job ids (layout 6)", () => {
     });
     // id_text reads two digits at a time from the table ID_PAIRS: every one of its 1,024 entries.
     const table = /^local ID_PAIRS = '([^']*)'$/m.exec(common)?.[1];
-    expect(table).toBe(Array.from({ length: 1_024 }, (_, p) => digits[p >> 5]! + digits[p & 31]!).join(""));
+    expect(table).toBe(Array.from({ length: 1_024 }, (_, p) => JOB_ID_DIGITS[p >> 5]! + JOB_ID_DIGITS[p & 31]!).join(""));
   });
 
   it("lanes, buckets and event entries hold the form the TypeScript reader expects; every read gives the ids back", async () => {

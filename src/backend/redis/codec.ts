@@ -15,6 +15,7 @@ import {
   type JobState,
   type WorkerIdentity,
 } from "../../core/job.js";
+import { JOB_ID_DIGITS } from "../../core/ids.js";
 import type { Json } from "../../core/json.js";
 
 const STATES: Record<string, JobState> = {
@@ -38,10 +39,9 @@ export function fieldsFromPacked(packed: string): JobFields {
   return fields;
 }
 
-const ID_DIGITS = "0123456789abcdefghjkmnpqrstvwxyz"; // newJobId's alphabet (src/core/ids.ts)
 /** A digit's value by its character code, -1 for any other character below 128. */
 const DIGIT_VALUE = new Int8Array(128).fill(-1);
-for (let i = 0; i < 32; i++) DIGIT_VALUE[ID_DIGITS.charCodeAt(i)] = i;
+for (let i = 0; i < 32; i++) DIGIT_VALUE[JOB_ID_DIGITS.charCodeAt(i)] = i;
 
 /**
  * A job id as the scripts keep it in fast lanes, bucket fields and "added" event entries (layout
@@ -100,13 +100,13 @@ function byteOf(v: number, unit: number): number {
 /** The job id a stored form (storedJobId) stands for. */
 export function jobIdFromStored(stored: string): string {
   if (stored.length !== 16 || stored.charCodeAt(0) >= 32) return stored;
-  let out = ID_DIGITS[stored.charCodeAt(0)]!;
+  let out = JOB_ID_DIGITS[stored.charCodeAt(0)]!;
   for (let g = 1; g < 16; g += 5) {
     let v = 0;
     for (let k = g; k < g + 5; k++) v = v * 128 + stored.charCodeAt(k);
     let digits = "";
     for (let k = 0; k < 7; k++) {
-      digits = ID_DIGITS[v % 32]! + digits;
+      digits = JOB_ID_DIGITS[v % 32]! + digits;
       v = Math.floor(v / 32);
     }
     out += digits;
