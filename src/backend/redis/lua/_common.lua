@@ -85,7 +85,8 @@ end
 local ID_PAIRS = '000102030405060708090a0b0c0d0e0f0g0h0j0k0m0n0p0q0r0s0t0v0w0x0y0z101112131415161718191a1b1c1d1e1f1g1h1j1k1m1n1p1q1r1s1t1v1w1x1y1z202122232425262728292a2b2c2d2e2f2g2h2j2k2m2n2p2q2r2s2t2v2w2x2y2z303132333435363738393a3b3c3d3e3f3g3h3j3k3m3n3p3q3r3s3t3v3w3x3y3z404142434445464748494a4b4c4d4e4f4g4h4j4k4m4n4p4q4r4s4t4v4w4x4y4z505152535455565758595a5b5c5d5e5f5g5h5j5k5m5n5p5q5r5s5t5v5w5x5y5z606162636465666768696a6b6c6d6e6f6g6h6j6k6m6n6p6q6r6s6t6v6w6x6y6z707172737475767778797a7b7c7d7e7f7g7h7j7k7m7n7p7q7r7s7t7v7w7x7y7z808182838485868788898a8b8c8d8e8f8g8h8j8k8m8n8p8q8r8s8t8v8w8x8y8z909192939495969798999a9b9c9d9e9f9g9h9j9k9m9n9p9q9r9s9t9v9w9x9y9za0a1a2a3a4a5a6a7a8a9aaabacadaeafagahajakamanapaqarasatavawaxayazb0b1b2b3b4b5b6b7b8b9babbbcbdbebfbgbhbjbkbmbnbpbqbrbsbtbvbwbxbybzc0c1c2c3c4c5c6c7c8c9cacbcccdcecfcgchcjckcmcncpcqcrcsctcvcwcxcyczd0d1d2d3d4d5d6d7d8d9dadbdcdddedfdgdhdjdkdmdndpdqdrdsdtdvdwdxdydze0e1e2e3e4e5e6e7e8e9eaebecedeeefegehejekemenepeqeresetevewexeyezf0f1f2f3f4f5f6f7f8f9fafbfcfdfefffgfhfjfkfmfnfpfqfrfsftfvfwfxfyfzg0g1g2g3g4g5g6g7g8g9gagbgcgdgegfggghgjgkgmgngpgqgrgsgtgvgwgxgygzh0h1h2h3h4h5h6h7h8h9hahbhchdhehfhghhhjhkhmhnhphqhrhshthvhwhxhyhzj0j1j2j3j4j5j6j7j8j9jajbjcjdjejfjgjhjjjkjmjnjpjqjrjsjtjvjwjxjyjzk0k1k2k3k4k5k6k7k8k9kakbkckdkekfkgkhkjkkkmknkpkqkrksktkvkwkxkykzm0m1m2m3m4m5m6m7m8m9mambmcmdmemfmgmhmjmkmmmnmpmqmrmsmtmvmwmxmymzn0n1n2n3n4n5n6n7n8n9nanbncndnenfngnhnjnknmnnnpnqnrnsntnvnwnxnynzp0p1p2p3p4p5p6p7p8p9papbpcpdpepfpgphpjpkpmpnpppqprpsptpvpwpxpypzq0q1q2q3q4q5q6q7q8q9qaqbqcqdqeqfqgqhqjqkqmqnqpqqqrqsqtqvqwqxqyqzr0r1r2r3r4r5r6r7r8r9rarbrcrdrerfrgrhrjrkrmrnrprqrrrsrtrvrwrxryrzs0s1s2s3s4s5s6s7s8s9sasbscsdsesfsgshsjsksmsnspsqsrssstsvswsxsyszt0t1t2t3t4t5t6t7t8t9tatbtctdtetftgthtjtktmtntptqtrtstttvtwtxtytzv0v1v2v3v4v5v6v7v8v9vavbvcvdvevfvgvhvjvkvmvnvpvqvrvsvtvvvwvxvyvzw0w1w2w3w4w5w6w7w8w9wawbwcwdwewfwgwhwjwkwmwnwpwqwrwswtwvwwwxwywzx0x1x2x3x4x5x6x7x8x9xaxbxcxdxexfxgxhxjxkxmxnxpxqxrxsxtxvxwxxxyxzy0y1y2y3y4y5y6y7y8y9yaybycydyeyfygyhyjykymynypyqyrysytyvywyxyyyzz0z1z2z3z4z5z6z7z8z9zazbzczdzezfzgzhzjzkzmznzpzqzrzsztzvzwzxzyzz'
 
 -- The id a stored form (id_store) stands for. Each 35-bit group of 7 digits is read as three
--- pairs and one digit.
+-- pairs and one digit. The three groups are written out rather than read by a helper: a claim
+-- turns every claimed job's form back, and a call per group made it 0.57 -> 0.82 µs per id.
 local function id_text(stored)
   if #stored ~= 16 then return stored end
   local b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16 = string.byte(stored, 1, 16)
@@ -577,9 +578,12 @@ local function compact_pack(t, seq, created, runAt, options, name, payload, sid)
     (options == t.options and '' or options) .. ' ' .. name_code(t, name) .. ' ' .. payload
 end
 
+-- Where each field sits in compact_fields' list (its value's index), the same for every record.
+local COMPACT_AT = { n = 2, d = 4, p = 6, r = 8, c = 10, s = 12, o = 14, st = 16 }
+
 -- A packed record as the job hash fields it stands for (a waiting job of priority 0), as a flat
--- field, value list in the order of HSET's arguments (claim-4.lua's COMPACT_AT relies on this
--- order). `field`: its field in the bucket.
+-- field, value list in the order of HSET's arguments, the order COMPACT_AT gives. `field`: its
+-- field in the bucket.
 local function compact_fields(t, packed, field)
   local seq, created, runAt, options, code, payload = string.match(packed, '^(%w+) (%S+) (%w*) ([^ ]*) (%w+) (.*)$')
   local sign = string.sub(created, 1, 1)

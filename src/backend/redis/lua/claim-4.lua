@@ -604,9 +604,8 @@ end
 local expires = int(now + leaseMs)
 local nowText = int(now)
 local activeData = '{"workerId":' .. worker_id_json(worker) .. '}'
--- A compact job's fields come in compact_fields' fixed order, with no attempt or lease token yet:
--- where each field sits, and its first lease token (next_lease_token of none), known once.
-local COMPACT_AT = { n = 2, d = 4, p = 6, r = 8, c = 10, s = 12, o = 14, st = 16 }
+-- A compact job has no attempt or lease token yet: its first token (next_lease_token of none),
+-- known once; where its fields sit: COMPACT_AT.
 local firstToken = int(next_lease_token(nil, timeUs))
 local reply = { false }
 local activeArgs, idxArgs = {}, {}
