@@ -177,6 +177,8 @@ export interface CheckResult {
     recoveryBoundMs: number;
     recoveries: number;
     faults: Record<ExercisedKind | "died-other" | "start-failed", number>;
+    /** SIGSTOPs that froze the worker holding the store's one write lock (SQLite): store down meanwhile. */
+    stopsHoldingWriteLock: number;
     claimsAfterSigterm: number;
     /** Exit codes of the judged SIGTERMs: how many 0 (drained) and 1 (released). */
     termExits: { zero: number; one: number };
@@ -507,6 +509,29 @@ export function workingTime(
   };
 }
 
+/**
+ * The availability spans with each watchdog-killed worker's last blocked stretch cut out: its
+ * event loop was stuck (a pill) for the time its watchdog logged before the kill, so its rescuer
+ * could not run, though the process was up. The watchdog measures afresh after a SIGSTOP, so the
+ * logged time is all after any stop.
+ */
+export function withoutBlockedLoops(
+  available: ReadonlyArray<{ wpid: number; from: number; to: number }>,
+  faults: readonly FaultEvent[],
+): Array<{ wpid: number; from: number; to: number }> {
+  const blockedFrom = new Map<number, number>();
+  for (const f of faults) {
+    if (f.t !== "death" || f.cause !== "watchdog") continue;
+    const ms = /event loop blocked for (\d+) ms/.exec(f.said ?? "")?.[1];
+    if (ms !== undefined) blockedFrom.set(f.wpid, f.at - Number(ms));
+  }
+  return available.flatMap((a) => {
+    const from = blockedFrom.get(a.wpid);
+    if (from === undefined || a.to <= from) return [a];
+    return a.from < from ? [{ ...a, to: from }] : [];
+  });
+}
+
 export function check(input: CheckInput): CheckResult {
   const { config, checks } = input;
   const broker = (input.model ?? "records") === "broker";
@@ -562,8 +587,14 @@ export function check(input: CheckInput): CheckResult {
       if (f.t === "death") observedFaults.push({ ...f, cause: "unknown" });
     }
   }
+  // A worker SIGSTOPped while holding the store's one write lock (SQLite) stopped every other
+  // process's writes until its SIGCONT: for them the store was down, as in a crash (store-wide
+  // window, no working time, acknowledgements held up). It is still counted as a stop, not a crash.
+  const lockedStops = observedFaults.flatMap((f) => (f.t === "stop" && f.heldWriteLock === true ? [{ from: f.from, to: f.to, f }] : []));
   const lapses = input.logs.lapses ?? [];
-  const windows = faultWindows(observedFaults, config.leaseMs).concat(lapseWindows(lapses));
+  const windows = faultWindows(observedFaults, config.leaseMs)
+    .concat(lockedStops.map(({ from, to, f }) => ({ from, to, wpid: null, label: `store write lock held by ${f.slot}/${f.wpid}, SIGSTOPped ${from}..${to}` })))
+    .concat(lapseWindows(lapses));
   // When each worker process ended (death or exit after SIGTERM): a run without an end record
   // ended then, at the latest.
   const processEnds = new Map<number, number[]>();
@@ -822,7 +853,7 @@ export function check(input: CheckInput): CheckResult {
   // Time counts only while some worker had started (and was not stopped) and the store was up.
   const recoveryBoundMs = config.leaseMs + config.rescueIntervalMs + config.recoveryToleranceMs;
   const outages = observedFaults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
-  const workingMs = workingTime(input.available, outages);
+  const workingMs = workingTime(withoutBlockedLoops(input.available, observedFaults), [...outages, ...lockedStops]);
   // The jobs a worker held when it died (or was stopped) are exactly those whose attempt under
   // that worker ended "lease-expired" after that moment; the rescue closed it (finishedAt).
   const expiredOn = new Map<number, Array<{ id: string; startedAt: number; rescuedAt: number }>>();
@@ -834,6 +865,13 @@ export function check(input: CheckInput): CheckResult {
       expiredOn.set(h.pid, list);
     }
   }
+  // What a slow recovery's failure message shows: the faults and the workers' availability between
+  // the death and the take-back, so the evidence explains itself.
+  const meanwhile = (from: number, to: number): string => {
+    const faults = windows.filter((w) => w.jobIds === undefined && w.from <= to && w.to >= from).map((w) => w.label);
+    const up = input.available.filter((a) => a.from <= to && a.to >= from).map((a) => `${a.wpid} ${a.from}..${a.to}`);
+    return `; meanwhile: ${faults.join("; ") || "no fault"}; workers available: ${up.join(", ") || "none"}`;
+  };
   let maxRecoveryMs: number | null = null;
   let maxRecoveryWallMs: number | null = null;
   let maxRunAgainMs: number | null = null;
@@ -879,7 +917,8 @@ export function check(input: CheckInput): CheckResult {
         slowRecoveries++;
         pushExample(
           recoveryEx,
-          `${e.id}: taken back ${ms} ms (working time; ${wall} ms wall) after ${f.t === "death" ? `the death (${f.cause})` : "the SIGSTOP"} of ${f.slot}/${wpid} at ${at}`,
+          `${e.id}: taken back ${ms} ms (working time; ${wall} ms wall) after ${f.t === "death" ? `the death (${f.cause})` : "the SIGSTOP"} of ${f.slot}/${wpid} at ${at}` +
+            meanwhile(at, back),
         );
       }
     }
@@ -929,9 +968,9 @@ export function check(input: CheckInput): CheckResult {
     // With the store down or its connections cut meanwhile, acknowledgements wait for it: the
     // worker keeps trying them until their leases run out, so the limit grows by a lease.
     const end = t.exitAt ?? Infinity;
-    const storeTrouble = observedFaults.some(
-      (f) => (f.t === "outage" && f.from <= end && f.to >= t.sentAt) || (f.t === "cut" && f.at >= t.sentAt && f.at <= end),
-    );
+    const storeTrouble =
+      observedFaults.some((f) => (f.t === "outage" && f.from <= end && f.to >= t.sentAt) || (f.t === "cut" && f.at >= t.sentAt && f.at <= end)) ||
+      lockedStops.some((l) => l.from <= end && l.to >= t.sentAt);
     const limit = config.shutdownGraceMs + config.termToleranceMs + (storeTrouble ? config.leaseMs : 0);
     if (t.forced || took === null || took > limit) {
       slowDrains++;
@@ -1139,6 +1178,7 @@ export function check(input: CheckInput): CheckResult {
       recoveryBoundMs,
       recoveries,
       faults,
+      stopsHoldingWriteLock: lockedStops.length,
       claimsAfterSigterm,
       termExits,
       termInFlight,

@@ -40,6 +40,8 @@ interface Slot {
   stoppedAt: number | null;
   /** /proc showed the process stopped (state T) after the SIGSTOP: the stop is observed. */
   stopSeen: boolean;
+  /** Seen stopped while holding the store's one write lock (FleetOptions.holdsWriteLock). */
+  stopHeldWriteLock: boolean;
   /** Start of the current stretch of availability, or null while unavailable. */
   availableSince: number | null;
   /** The current process said it started ("conveyor worker … on …"): its rescuer runs. */
@@ -63,6 +65,8 @@ export interface FleetOptions {
   producer: Omit<ProducerConfig, "incarnation" | "url" | "dir">;
   /** A planted bug for the workers (CHAOS_PLANT, chaos/handlers.ts): tests only, to prove the checker fails. */
   plant?: string;
+  /** Whether a (stopped) process holds the store's one write lock (Store.holdsWriteLock); absent: no such lock. */
+  holdsWriteLock?: (pid: number) => boolean;
 }
 
 export class Fleet {
@@ -102,6 +106,7 @@ export class Fleet {
       cause: null,
       stoppedAt: null,
       stopSeen: false,
+      stopHeldWriteLock: false,
       availableSince: null,
       ready: false,
       failpoint: null,
@@ -251,7 +256,7 @@ export class Fleet {
     if (slot.stoppedAt !== null) {
       // A SIGSTOP never seen to take hold before the process died (another fault, or its own
       // watchdog, killed it first) is no fault: it is kept as evidence, and its death covers it.
-      if (slot.stopSeen) this.fault({ t: "stop", slot: slot.name, wpid, from: slot.stoppedAt, to: at, seen: true });
+      if (slot.stopSeen) this.fault({ t: "stop", slot: slot.name, wpid, from: slot.stoppedAt, to: at, seen: true, ...this.lockNote(slot) });
       else this.event({ t: "stop-missed", slot: slot.name, wpid, from: slot.stoppedAt, at });
       slot.stoppedAt = null;
     }
@@ -335,6 +340,7 @@ export class Fleet {
     slot.state = "stopped";
     slot.stoppedAt = Date.now();
     slot.stopSeen = false;
+    slot.stopHeldWriteLock = false;
     const child = slot.child;
     this.unavailable(slot, slot.stoppedAt);
     slot.contTimer = setTimeout(() => this.cont(slot), forMs);
@@ -343,10 +349,8 @@ export class Fleet {
     for (let waited = 0; waited < forMs; waited += 20) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       if (slot.child !== child || slot.stoppedAt === null) return slot.stopSeen;
-      if (processState(slot.pid) === "T") {
-        slot.stopSeen = true;
-        return true;
-      }
+      if (processState(slot.pid) === "T") this.seenStopped(slot);
+      if (slot.stopSeen) return true;
     }
     return slot.stopSeen;
   }
@@ -356,13 +360,27 @@ export class Fleet {
     slot.contTimer = null;
     if (!slot.child || slot.stoppedAt === null) return;
     const from = slot.stoppedAt;
-    const seen = slot.stopSeen || processState(slot.pid) === "T";
+    if (!slot.stopSeen && processState(slot.pid) === "T") this.seenStopped(slot);
+    const seen = slot.stopSeen;
     slot.child.kill("SIGCONT");
     const to = Date.now();
     slot.stoppedAt = null;
     slot.state = "up";
     this.available_(slot, to);
-    this.fault({ t: "stop", slot: slot.name, wpid: slot.pid, from, to, seen });
+    this.fault({ t: "stop", slot: slot.name, wpid: slot.pid, from, to, seen, ...this.lockNote(slot) });
+  }
+
+  /**
+   * The process is frozen: what locks it holds cannot change until the SIGCONT, so one look at
+   * them now tells whether the whole store is blocked for the stop's length (SQLite's one writer).
+   */
+  private seenStopped(slot: Slot): void {
+    slot.stopSeen = true;
+    slot.stopHeldWriteLock = this.options.holdsWriteLock?.(slot.pid) ?? false;
+  }
+
+  private lockNote(slot: Slot): { heldWriteLock?: true } {
+    return slot.stopHeldWriteLock ? { heldWriteLock: true } : {};
   }
 
   /**

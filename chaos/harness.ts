@@ -176,6 +176,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     prng: prng.fork("failpoints"),
     events,
     ...(options.plant ? { plant: options.plant } : {}),
+    ...(store.holdsWriteLock ? { holdsWriteLock: (pid: number) => store.holdsWriteLock?.(pid, url) ?? false } : {}),
     producer: {
       seed: prng.fork("producer").seed,
       ratePerSec: def.ratePerSec,

@@ -68,8 +68,12 @@ export type FaultEvent =
    * needs `signal` SIGKILL; "failpoint" and "watchdog" need `said`, the process's own log line.
    */
   | { t: "death"; slot: string; wpid: number; at: number; cause: DeathCause; code: number | null; signal: string | null; said?: string | null }
-  /** A worker was SIGSTOPped at `from` and SIGCONTed at `to`; `seen`: /proc showed it stopped. */
-  | { t: "stop"; slot: string; wpid: number; from: number; to: number; seen?: boolean }
+  /**
+   * A worker was SIGSTOPped at `from` and SIGCONTed at `to`; `seen`: /proc showed it stopped.
+   * `heldWriteLock`: /proc/locks showed it frozen holding the store's one write lock (SQLite's WAL
+   * write lock), so no other process could write until the SIGCONT: the store was down meanwhile.
+   */
+  | { t: "stop"; slot: string; wpid: number; from: number; to: number; seen?: boolean; heldWriteLock?: boolean }
   /** A worker was sent SIGTERM at `from` and exited at `to`. */
   | { t: "term"; slot: string; wpid: number; from: number; to: number; code: number | null; signal: string | null }
   /**

@@ -90,6 +90,7 @@ const ROWS: Row[] = [
     },
   ],
   ["faults: SIGSTOP > lease", (r) => n(r.check?.metrics.faults.stop)],
+  ["  of them holding the write lock (SQLite)", (r) => n(r.check?.metrics.stopsHoldingWriteLock)],
   ["faults: store crashes", (r) => n(r.check?.metrics.faults.outage)],
   ["faults: connection cuts", (r) => n(r.check?.metrics.faults.cut)],
   ["faults: SIGTERM", (r) => n(r.check?.metrics.faults.term)],

@@ -8,6 +8,7 @@
  * SIGKILLed at once, which the runner does itself (crashMode "processes").
  */
 import { execFile } from "node:child_process";
+import { readFileSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { userInfo } from "node:os";
 import { promisify } from "node:util";
@@ -45,6 +46,12 @@ export interface Store {
   probe(): Promise<boolean>;
   /** Cuts every client connection; resolves with how many. Null: not possible here. */
   readonly cut: (() => Promise<number>) | null;
+  /**
+   * A store with one write lock for all its clients (SQLite): whether process `pid` holds it for
+   * the store at `url`. A worker SIGSTOPped while holding it blocks every other process's writes
+   * (claims, heartbeats, rescues) until its SIGCONT: the store is down for that long.
+   */
+  readonly holdsWriteLock?: (pid: number, url: string) => boolean;
   /**
    * Replicated stores (chaos/topologies.ts): kills the primary (the master serving the chaos
    * queue) and resolves once a replica took over, then gives the topology its redundancy back
@@ -138,9 +145,37 @@ function sqliteStore(): Store {
     restart: async () => {},
     probe: async () => true,
     cut: null,
+    holdsWriteLock: (pid, url) => holdsWalWriteLock(pid, url.slice("sqlite:".length)),
     broker: null,
     close: async () => {},
   };
+}
+
+/**
+ * Byte offset of the WAL write lock in a SQLite database's `-shm` file (WALINDEX_LOCK_OFFSET
+ * 120 + WAL_WRITE_LOCK 0, sqlite3's wal.c): the writer holds a POSIX write lock on that byte
+ * from BEGIN IMMEDIATE (or its first write) to COMMIT, and /proc/locks lists it with its pid.
+ */
+const WAL_WRITE_LOCK_BYTE = 120;
+
+/** Whether `pid` holds the WAL write lock of the database file `file` (Linux /proc/locks). */
+export function holdsWalWriteLock(pid: number, file: string, locks?: string): boolean {
+  let inode: number;
+  try {
+    inode = statSync(`${file}-shm`).ino;
+  } catch {
+    return false;
+  }
+  const table = locks ?? readFileSync("/proc/locks", "utf8");
+  // "1: POSIX  ADVISORY  WRITE 18777 fe:00:2148549 120 120"; the end may be EOF.
+  for (const line of table.split("\n")) {
+    const m = /^\d+:\s+POSIX\s+\S+\s+WRITE\s+(\d+)\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s+(\d+)\s+(\d+|EOF)\s*$/.exec(line);
+    if (!m || Number(m[1]) !== pid || Number(m[2]) !== inode) continue;
+    const start = Number(m[3]);
+    const end = m[4] === "EOF" ? Infinity : Number(m[4]);
+    if (start <= WAL_WRITE_LOCK_BYTE && WAL_WRITE_LOCK_BYTE <= end) return true;
+  }
+  return false;
 }
 
 async function postgresStore(): Promise<Store> {

@@ -139,6 +139,22 @@ describe("chaos checker", () => {
     expect(explained.metrics.execBoundBroken).toBe(0);
   });
 
+  it("lets a SIGSTOP of a worker holding the store's write lock explain another worker's duplicate (SQLite: nobody could write)", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+    input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+    // A third worker was frozen from just before j2's first run ended until 8 000: W1's acknowledgement could not be written.
+    const stop = { t: "stop" as const, slot: "w2", wpid: 103, from: 1_100, to: 8_000, seen: true };
+    input.faults.push(stop);
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+    input.faults[0] = { ...stop, heldWriteLock: true };
+    const r = check(input);
+    expect(r.metrics.execBoundBroken).toBe(0);
+    expect(r.metrics.stopsHoldingWriteLock).toBe(1);
+    expect(r.metrics.faults.stop).toBe(1);
+    expect(r.metrics.faults.outage).toBe(0);
+  });
+
   it("lets a watchdog kill explain a duplicate: the loop was blocked before the ack could leave", () => {
     const input = clean();
     input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
@@ -335,6 +351,35 @@ describe("chaos checker", () => {
       const r = check(nobody);
       expect(r.metrics.maxRecoveryMs).toBe(4_000);
       expect(r.metrics.maxRecoveryWallMs).toBe(8_000);
+      expect(r.ok).toBe(true);
+    });
+
+    it("does not count the time a surviving worker's loop was blocked before its watchdog killed it (its rescuer could not run)", () => {
+      const input = died(18_000);
+      // W2, the only other worker, was blocked by a pill for the 4 100 ms its watchdog logged before killing it at 17 000.
+      input.faults.push({ t: "death", slot: "w1", wpid: W2, at: 17_000, cause: "watchdog", code: null, signal: "SIGKILL", said: WATCHDOG_LINE });
+      input.available = [
+        { wpid: W1, from: 0, to: 10_000 },
+        { wpid: W2, from: 0, to: 17_000 },
+        { wpid: 103, from: 17_500, to: 100_000 },
+      ];
+      const r = check(input);
+      expect(r.metrics.maxRecoveryMs).toBe(2_900 + 500);
+      expect(r.bounds.find((b) => b.name.startsWith("recoveries"))?.ok).toBe(true);
+      // Killed by a plain SIGKILL instead, it could have rescued all along.
+      input.faults[input.faults.length - 1] = { t: "death", slot: "w1", wpid: W2, at: 17_000, cause: "killed", code: null, signal: "SIGKILL" };
+      expect(check(input).metrics.maxRecoveryMs).toBe(7_500);
+    });
+
+    it("does not count a SIGSTOP of a worker holding the store's write lock (nobody could rescue), and counts any other", () => {
+      const input = died(18_000);
+      const stop = { t: "stop" as const, slot: "w2", wpid: 103, from: 11_000, to: 16_000, seen: true };
+      input.faults.push(stop);
+      input.available.push({ wpid: 103, from: 0, to: 11_000 }, { wpid: 103, from: 16_000, to: 100_000 });
+      expect(check(input).metrics.maxRecoveryMs).toBe(8_000);
+      input.faults[input.faults.length - 1] = { ...stop, heldWriteLock: true };
+      const r = check(input);
+      expect(r.metrics.maxRecoveryMs).toBe(3_000);
       expect(r.ok).toBe(true);
     });
   });
