@@ -10,7 +10,9 @@
  * against this tree's, side by side in the same interleaved runs; both use this tree's Queue and
  * Worker, so only the backend differs. The ratios are this tree ÷ main, paired run by run.
  * Without `--ab`, a second subject runs Conveyor with its event log off (SqliteBackendOptions.eventLog):
- * its column is the switch's effect, as in the PostgreSQL bench.
+ * its column is the switch's effect, as in the PostgreSQL bench; and SQLite's two floors
+ * (bench/sqlite-floor.ts: the least a queue must do, and the same loop over Conveyor's own rows)
+ * run beside them, every figure also reported as a fraction of the first.
  */
 import { fork } from "node:child_process";
 import { pathToFileURL } from "node:url";
@@ -19,6 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SqliteBackend } from "../src/backend/sqlite/index.js";
 import { Queue, silentLogger, Worker } from "../src/index.js";
+import { sqliteFloorSubjects } from "./sqlite-floor.js";
 import {
   type BenchSizes,
   childExecArgv,
@@ -145,6 +148,8 @@ export async function main(sizes: BenchSizes, options: { abMain?: string } = {})
   try {
     const subjects = [conveyor(db, abMain === undefined ? "Conveyor (SQLite)" : "this tree")];
     if (offDb !== null) subjects.push(conveyor(offDb, "Conveyor (SQLite), event log off"));
+    // What SQLite itself does with the same settings, in the same run (bench/sqlite-floor.ts).
+    if (abMain === undefined) subjects.push(...sqliteFloorSubjects());
     if (mainSource !== null && mainDb !== null) subjects.push(conveyor(mainDb, "main", mainSource));
     const report = await runSideBySide(subjects, sizes);
     console.log("");
