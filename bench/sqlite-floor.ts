@@ -34,7 +34,7 @@ import { chunks, FILL_CHUNK, latencySamples, rate, type Subject } from "./lib.js
 const ROWS_PER_INSERT = 64;
 
 /** One floor: its table, how a job's row is written, and the claim and completion statements. */
-interface FloorKind {
+export interface FloorKind {
   readonly name: string;
   /** Creates the tables on a fresh file (`path`) before the connection opens. */
   setup(db: Database.Database, path: string): Promise<void>;
@@ -48,7 +48,7 @@ interface FloorKind {
   readonly table: string;
 }
 
-const MINIMAL: FloorKind = {
+export const MINIMAL: FloorKind = {
   name: "floor",
   setup: async (db) => {
     db.exec(`CREATE TABLE floor_jobs (id INTEGER PRIMARY KEY, payload TEXT NOT NULL, locked_at INTEGER) STRICT`);
@@ -65,7 +65,7 @@ const MINIMAL: FloorKind = {
 /** A waiting job's backoff as the backend stores its default. */
 const BACKOFF = JSON.stringify({ type: "exponential", delayMs: 1000, maxDelayMs: 3_600_000 });
 
-const CONVEYOR_ROWS: FloorKind = {
+export const CONVEYOR_ROWS: FloorKind = {
   name: "floor, Conveyor's rows",
   // The backend's own migrations, then its connection closed: the floor writes through its own.
   setup: async (_db, path) => {
@@ -88,7 +88,7 @@ const CONVEYOR_ROWS: FloorKind = {
 };
 
 /** A connection as the backend opens one (WAL, synchronous=NORMAL, statements planned once). */
-function connect(path: string): Database.Database {
+export function connect(path: string): Database.Database {
   const db = planOnce(new Database(path));
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
@@ -102,8 +102,8 @@ function insertStatements(db: Database.Database, kind: FloorKind): { many: Datab
   return { many: db.prepare(text(ROWS_PER_INSERT)), one: db.prepare(text(1)) };
 }
 
-/** Stores jobs `start`…`start + n - 1` in one transaction, ROWS_PER_INSERT rows per statement. */
-function fill(db: Database.Database, kind: FloorKind, rows: readonly unknown[][]): void {
+/** Stores `rows` in one transaction, ROWS_PER_INSERT rows per statement (the rest one by one). */
+export function fill(db: Database.Database, kind: FloorKind, rows: readonly unknown[][]): void {
   const { many, one } = insertStatements(db, kind);
   db.transaction(() => {
     let next = 0;
@@ -116,7 +116,7 @@ function fill(db: Database.Database, kind: FloorKind, rows: readonly unknown[][]
  * `concurrency` no-op handlers over every job: a claim of as many jobs as handlers are free, each
  * job run as a microtask, the claim's jobs finished together in one statement once all ran.
  */
-async function processAll(db: Database.Database, kind: FloorKind, n: number, concurrency: number): Promise<void> {
+export async function processAll(db: Database.Database, kind: FloorKind, n: number, concurrency: number): Promise<void> {
   const claim = db.prepare<[{ limit: number; now: number }], { k: number }>(kind.claim);
   const complete = db.prepare<[{ keys: string; now: number }]>(kind.complete);
   let done = 0;
@@ -127,6 +127,12 @@ async function processAll(db: Database.Database, kind: FloorKind, n: number, con
     complete.run({ keys: JSON.stringify(claimed.map((r) => r.k)), now: Date.now() });
     done += claimed.length;
   }
+}
+
+/** Jobs `start`…`start + n - 1` as `kind`'s rows. */
+export function rowsOf(kind: FloorKind, start: number, n: number): unknown[][] {
+  const now = Date.now();
+  return Array.from({ length: n }, (_, k) => kind.row(start + k, now));
 }
 
 function floorSubject(kind: FloorKind): Subject {
@@ -142,17 +148,14 @@ function floorSubject(kind: FloorKind): Subject {
       rmSync(dir, { recursive: true, force: true });
     }
   };
-  const rows = (start: number, n: number): unknown[][] => {
-    const now = Date.now();
-    return Array.from({ length: n }, (_, k) => kind.row(start + k, now));
-  };
+  const rows = (start: number, n: number) => rowsOf(kind, start, n);
   return {
     name: kind.name,
     floor: kind === MINIMAL,
     bulk: (n) =>
       withFresh((db) => {
         const all = rows(0, n);
-        // Prepared inside the timed call, as the backend prepares its batch statements once per connection.
+        // fill() prepares its two INSERTs inside the timed call: microseconds, where the backend prepares them once per connection.
         return rate(n, async () => fill(db, kind, all));
       }),
     single: (n) =>
