@@ -90,7 +90,8 @@ const ROWS: Row[] = [
     },
   ],
   ["faults: SIGSTOP > lease", (r) => n(r.check?.metrics.faults.stop)],
-  ["  of them holding the write lock (SQLite)", (r) => n(r.check?.metrics.stopsHoldingWriteLock)],
+  // Only SQLite has one write lock for every process; on the other stores a stop blocks only its own worker.
+  ["  of them holding the write lock (SQLite)", (r) => (r.backend === "sqlite" ? n(r.check?.metrics.stopsHoldingWriteLock) : "n/a")],
   ["faults: store crashes", (r) => n(r.check?.metrics.faults.outage)],
   ["faults: connection cuts", (r) => n(r.check?.metrics.faults.cut)],
   ["faults: SIGTERM", (r) => n(r.check?.metrics.faults.term)],
