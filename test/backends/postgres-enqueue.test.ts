@@ -9,7 +9,7 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { integerArray, jsonTextArray, textArray } from "../../src/backend/postgres/arrays.js";
-import { PostgresBackend } from "../../src/backend/postgres/backend.js";
+import { oneJobEnqueueText, PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { postgresTestStores } from "../helpers/postgres-stores.js";
 
@@ -68,6 +68,63 @@ describe("PostgreSQL enqueue of generated ids", () => {
     const claimed = await b.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 5, leaseMs: 30_000 });
     expect(claimed.map((c) => c.job.id)).toEqual([spec.id]);
     expect((await b.stats("q"))[0]!.counts).toMatchObject({ waiting: 0, active: 1 });
+  });
+});
+
+describe("PostgreSQL single add (enqueue-one-fresh.sql)", () => {
+  /** The statements the backend sends from now on, by their text. */
+  function sentTexts(b: PostgresBackend): string[] {
+    const sent: string[] = [];
+    const pool = (b as unknown as { pool: pg.Pool }).pool;
+    const query = pool.query.bind(pool) as (config: pg.QueryConfig) => Promise<unknown>;
+    (pool as unknown as { query: (config: pg.QueryConfig) => Promise<unknown> }).query = (config) => {
+      sent.push(config.text);
+      return query(config);
+    };
+    return sent;
+  }
+
+  const COLUMNS = `id, queue, name, payload, meta, state, priority, run_at - created_at AS delay, max_attempts, backoff, timeout_ms,
+                   retain_completed_ms, retain_dead_ms, lane, group_key, limiter_key`;
+  async function rows(b: PostgresBackend): Promise<Array<Record<string, unknown>>> {
+    const s = pg.escapeIdentifier(b.schema);
+    return (await admin.query<Record<string, unknown>>(`SELECT ${COLUMNS} FROM ${s}.jobs ORDER BY seq`)).rows;
+  }
+
+  it("stores one job's values without array literals, the same row a batch stores", async () => {
+    const variants = [
+      { data: { n: 1 } },
+      { data: ["a", 'quote " and \\ backslash', null], options: { priority: 5, meta: { trace: "t" }, timeoutMs: 250, removeOnComplete: true } },
+      { data: "text", options: { delayMs: 60_000, attempts: 7, backoff: { type: "fixed" as const, delayMs: 10 }, removeOnFail: false } },
+    ];
+    const single = await backend();
+    const batched = await backend();
+    const sent = sentTexts(single);
+    for (const v of variants) {
+      const one = buildJobSpec({ queue: "q", name: "job", data: v.data, options: v.options });
+      expect(await single.enqueue([one])).toEqual([{ id: one.id, duplicate: false }]);
+      // The same job in a batch of two (the array statement), with a second job after it.
+      const same = buildJobSpec({ queue: "q", name: "job", data: v.data, options: { ...v.options, jobId: one.id } });
+      await batched.enqueue([{ ...same, idGenerated: true }, fresh({ filler: true })]);
+    }
+    const enqueues = sent.filter((t) => t.includes("INSERT INTO"));
+    expect(enqueues).toHaveLength(3);
+    for (const text of enqueues) {
+      expect(text).toContain("(VALUES ($2::text");
+      expect(text.replace(/--.*$/gm, "")).not.toMatch(/\[\]|unnest|cardinality/);
+    }
+    const fromBatch = (await rows(batched)).filter((r) => !JSON.stringify(r.payload).includes("filler"));
+    expect(await rows(single)).toEqual(fromBatch);
+    expect(await addedEvents(single)).toEqual(fromBatch.map((r) => r.id));
+  });
+
+  it("builds its statement from enqueue-fresh.sql, and refuses an array use it cannot turn into one job's values", () => {
+    const fresh = "SELECT * FROM unnest($2::text[], $3::int[]) AS i(a, b) WHERE cardinality($2::text[]) > 0 AND $4::text[] IS NOT NULL";
+    expect(oneJobEnqueueText("-- x\n{{enqueue}}", fresh)).toBe(
+      "-- x\nSELECT * FROM (VALUES ($2::text, $3::int)) AS i(a, b) WHERE 1 > 0 AND $4::text IS NOT NULL",
+    );
+    expect(() => oneJobEnqueueText("{{enqueue}}", "SELECT array_length($2::text[][], 1)")).toThrow(/enqueue-one-fresh/);
+    expect(() => oneJobEnqueueText("{{enqueue}}", "SELECT unnest(ARRAY[1, 2])")).toThrow(/enqueue-one-fresh/);
   });
 });
 

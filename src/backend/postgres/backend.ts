@@ -233,6 +233,7 @@ const JOB_COLUMNS = [
 const QUERY_FILES = [
   "enqueue",
   "enqueue-fresh",
+  "enqueue-one-fresh",
   "claim",
   "heartbeat",
   "complete",
@@ -478,6 +479,7 @@ export class PostgresBackend implements Backend {
         .replaceAll("{{event_log}}", String(this.eventLogOn));
     }
     this.sql["enqueue-fresh"] = freshEnqueueText(this.sql["enqueue-fresh"], this.sql.enqueue);
+    this.sql["enqueue-one-fresh"] = oneJobEnqueueText(this.sql["enqueue-one-fresh"], this.sql["enqueue-fresh"]);
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
       pool: this.pool,
@@ -542,6 +544,74 @@ export class PostgresBackend implements Backend {
     // 0.3 ms against 3-16 ms for 20,000 ids, and as much again for the answers below).
     const unique = idsGrow(specs);
     const batch = unique ? specs : firstOfEachId(specs);
+    const keyed = jobFlowColumns(batch);
+    const allOrNothing = allOrNothingOf(specs, options);
+    // A single add of a producer-made id without flow keys, outside a caller's transaction: its
+    // values as they are, for enqueue-one-fresh.sql (no array literals to build or to parse).
+    const oneFresh = batch.length === 1 && keyed === null && tx === undefined && !allOrNothing && batch[0]!.idGenerated === true;
+    const values = oneFresh ? this.oneJobValues(batch[0]!) : this.batchValues(batch, keyed);
+    // All or nothing: the statement runs in a transaction (a savepoint in the caller's) that is
+    // rolled back when a duplicate turns up. A concurrent batch with one of its ids waits on the
+    // unique index until that batch commits or rolls back, so of two such batches exactly one
+    // is stored, never a part of each.
+    const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
+    let rows: Array<{ id: string | null }>;
+    if (tx !== undefined) {
+      if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
+      rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
+      if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
+    } else if (allOrNothing) {
+      rows = await this.inTransaction(async (client) => {
+        const found = await this.query<{ id: string | null }>("enqueue", values, client);
+        return { value: found, commit: keepAll(found) };
+      });
+    } else if (oneFresh) {
+      try {
+        rows = await this.query<{ id: string | null }>("enqueue-one-fresh", values);
+      } catch (error) {
+        // As for enqueue-fresh below: an id already stored, reported by the statement that looks.
+        if (!isDuplicateJobId(error)) throw error;
+        rows = await this.query<{ id: string | null }>("enqueue", this.batchValues(batch, keyed));
+      }
+    } else if (batch.every((spec) => spec.idGenerated === true)) {
+      try {
+        rows = await this.query<{ id: string | null }>("enqueue-fresh", values);
+      } catch (error) {
+        // A generated id already stored (the batch sent again after a lost answer): the INSERT
+        // stored nothing; the statement that looks for stored ids reports which.
+        if (!isDuplicateJobId(error)) throw error;
+        rows = await this.query<{ id: string | null }>("enqueue", values);
+      }
+    } else {
+      rows = await this.query<{ id: string | null }>("enqueue", values);
+    }
+    // Jobs with a group or limiter key gave their queue a flow row (enqueue.sql): this process's
+    // claims take the flow path for it at once, not after its view of limited queues next
+    // expires. (In a caller's transaction the row exists only once the caller commits: left to
+    // that expiry.)
+    if (keyed !== null && tx === undefined && keepAll(rows)) for (const queue of keyed.queues) this.flowQueues?.names.add(queue);
+    const existed = new Set<string>();
+    for (const row of rows) if (row.id !== null) existed.add(row.id);
+    // A repeat within the batch is a duplicate of its first occurrence; without repeats there is
+    // nothing to remember.
+    const stored = unique ? null : new Set<string>();
+    const woken = new Set<string>();
+    const results = specs.map((spec): EnqueueResult => {
+      const fresh = !existed.has(spec.id) && !(stored?.has(spec.id) ?? false);
+      if (fresh) {
+        stored?.add(spec.id);
+        // Only for the local fallback wake-up, a hint: the NOTIFY decides by the store's clock.
+        if (spec.runAt === null ? spec.delayMs <= 0 : spec.runAt <= (this.clock ?? systemClock).now()) woken.add(spec.queue);
+      }
+      return { id: spec.id, duplicate: !fresh };
+    });
+    if (allOrNothing && refusedBatch(results)) return results;
+    if (tx === undefined) this.wakeLocally(woken);
+    return results;
+  }
+
+  /** enqueue.sql's parameters for `batch`: one array per column (and the flow columns, six NULLs for none). */
+  private batchValues(batch: readonly JobSpec[], keyed: ReturnType<typeof jobFlowColumns>): unknown[] {
     const n = batch.length;
     const ids = new Array<string>(n);
     const queues = new Array<string>(n);
@@ -579,8 +649,7 @@ export class PostgresBackend implements Backend {
       retainDead[i] = spec.retainDeadMs;
       metas[i] = spec.meta ?? null;
     }
-    const keyed = jobFlowColumns(batch);
-    const values = [
+    return [
       this.nowParam(),
       textArray(ids),
       textArray(queues),
@@ -599,57 +668,29 @@ export class PostgresBackend implements Backend {
       // Flow control: the lanes, groups and limiter keys of new jobs (six NULLs for none).
       ...(keyed?.columns ?? NO_JOB_FLOW),
     ];
-    const allOrNothing = allOrNothingOf(specs, options);
-    // All or nothing: the statement runs in a transaction (a savepoint in the caller's) that is
-    // rolled back when a duplicate turns up. A concurrent batch with one of its ids waits on the
-    // unique index until that batch commits or rolls back, so of two such batches exactly one
-    // is stored, never a part of each.
-    const keepAll = (found: Array<{ id: string | null }>) => !allOrNothing || (found.every((r) => r.id === null) && batch.length === specs.length);
-    let rows: Array<{ id: string | null }>;
-    if (tx !== undefined) {
-      if (allOrNothing) await tx.query("SAVEPOINT conveyor_all_or_nothing");
-      rows = await this.queryCallerTx<{ id: string | null }>(tx, "enqueue", values);
-      if (allOrNothing) await tx.query(keepAll(rows) ? "RELEASE SAVEPOINT conveyor_all_or_nothing" : "ROLLBACK TO SAVEPOINT conveyor_all_or_nothing");
-    } else if (allOrNothing) {
-      rows = await this.inTransaction(async (client) => {
-        const found = await this.query<{ id: string | null }>("enqueue", values, client);
-        return { value: found, commit: keepAll(found) };
-      });
-    } else if (batch.every((spec) => spec.idGenerated === true)) {
-      try {
-        rows = await this.query<{ id: string | null }>("enqueue-fresh", values);
-      } catch (error) {
-        // A generated id already stored (the batch sent again after a lost answer): the INSERT
-        // stored nothing; the statement that looks for stored ids reports which.
-        if (!isDuplicateJobId(error)) throw error;
-        rows = await this.query<{ id: string | null }>("enqueue", values);
-      }
-    } else {
-      rows = await this.query<{ id: string | null }>("enqueue", values);
-    }
-    // Jobs with a group or limiter key gave their queue a flow row (enqueue.sql): this process's
-    // claims take the flow path for it at once, not after its view of limited queues next
-    // expires. (In a caller's transaction the row exists only once the caller commits: left to
-    // that expiry.)
-    if (keyed !== null && tx === undefined && keepAll(rows)) for (const queue of keyed.queues) this.flowQueues?.names.add(queue);
-    const existed = new Set<string>();
-    for (const row of rows) if (row.id !== null) existed.add(row.id);
-    // A repeat within the batch is a duplicate of its first occurrence; without repeats there is
-    // nothing to remember.
-    const stored = unique ? null : new Set<string>();
-    const woken = new Set<string>();
-    const results = specs.map((spec): EnqueueResult => {
-      const fresh = !existed.has(spec.id) && !(stored?.has(spec.id) ?? false);
-      if (fresh) {
-        stored?.add(spec.id);
-        // Only for the local fallback wake-up, a hint: the NOTIFY decides by the store's clock.
-        if (spec.runAt === null ? spec.delayMs <= 0 : spec.runAt <= (this.clock ?? systemClock).now()) woken.add(spec.queue);
-      }
-      return { id: spec.id, duplicate: !fresh };
-    });
-    if (allOrNothing && refusedBatch(results)) return results;
-    if (tx === undefined) this.wakeLocally(woken);
-    return results;
+  }
+
+  /** enqueue-one-fresh.sql's parameters: enqueue.sql's for one job, each array's one element as it is. */
+  private oneJobValues(spec: JobSpec): unknown[] {
+    return [
+      this.nowParam(),
+      spec.id,
+      spec.queue,
+      spec.name,
+      spec.payload,
+      spec.priority,
+      spec.runAt,
+      spec.delayMs,
+      spec.maxAttempts,
+      JSON.stringify(spec.backoff),
+      spec.timeoutMs,
+      spec.retainCompletedMs,
+      spec.retainDeadMs,
+      spec.meta ?? null,
+      spec.queue,
+      // No flow columns: a job with a group or limiter key takes the batch statement.
+      ...NO_JOB_FLOW,
+    ];
   }
 
   /**
@@ -1513,10 +1554,6 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
   }));
 }
 
-/**
- * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
- * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
- */
 /** enqueue-fresh.sql: enqueue.sql without its duplicate check (see that file for why and when). */
 function freshEnqueueText(template: string, enqueue: string): string {
   const skipExisting = "\n  ON CONFLICT (id) DO NOTHING\n";
@@ -1526,6 +1563,29 @@ function freshEnqueueText(template: string, enqueue: string): string {
   return template.replace("{{enqueue}}", () => enqueue.replace(skipExisting, "\n"));
 }
 
+/** An array parameter with its cast, `$n::type[]`. */
+const ARRAY_PARAMETER = /(\$\d+::\w+)\[\]/g;
+
+/**
+ * enqueue-one-fresh.sql: enqueue-fresh.sql with every array parameter passed as its one element
+ * (see that file): `unnest(a[], b[], …)` becomes `(VALUES (a, b, …))`, `cardinality(a[])` 1, any
+ * other `a[]` a. Checked: no array parameter, unnest or cardinality may be left.
+ */
+export function oneJobEnqueueText(template: string, fresh: string): string {
+  const one = fresh
+    .replace(/unnest\(((?:\s*\$\d+::\w+\[\],?)+)\)/g, (_whole, list: string) => `(VALUES (${list.replace(ARRAY_PARAMETER, "$1").trim()}))`)
+    .replace(/cardinality\(\$\d+::\w+\[\]\)/g, "1")
+    .replace(ARRAY_PARAMETER, "$1");
+  if (/\[\]|unnest|cardinality/.test(one.replace(/--.*$/gm, ""))) {
+    throw new ConveyorError("enqueue.sql holds an array use enqueue-one-fresh.sql cannot turn into one job's values (backend.ts, oneJobEnqueueText)");
+  }
+  return template.replace("{{enqueue}}", () => one);
+}
+
+/**
+ * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
+ * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
+ */
 function completeAndClaimText(template: string, complete: string, claim: string): string {
   const lines = complete.trimEnd().split("\n");
   const last = lines.pop();
