@@ -98,6 +98,11 @@ export interface CheckInput {
    * jobs cannot run again while the whole fleet is down, which is the orchestrator's business.
    */
   available: Array<{ wpid: number; from: number; to: number }>;
+  /**
+   * Stretches the runner's own timer fired seconds late (chaos/stall-watch.ts): the machine
+   * stalled, so no process ran, renewed a lease or rescued one. Counted as the store being down.
+   */
+  stalls?: Array<{ from: number; to: number }>;
   logs: LogFacts;
   /** Unparsable ledger lines (torn writes). */
   torn: number;
@@ -179,6 +184,8 @@ export interface CheckResult {
     faults: Record<ExercisedKind | "died-other" | "start-failed", number>;
     /** SIGSTOPs that froze the worker holding the store's one write lock (SQLite): store down meanwhile. */
     stopsHoldingWriteLock: number;
+    /** Times the runner's own timer fired seconds late (the machine stalled): counted as store downtime. */
+    machineStalls: number;
     claimsAfterSigterm: number;
     /** Exit codes of the judged SIGTERMs: how many 0 (drained) and 1 (released). */
     termExits: { zero: number; one: number };
@@ -590,10 +597,19 @@ export function check(input: CheckInput): CheckResult {
   // A worker SIGSTOPped while holding the store's one write lock (SQLite) stopped every other
   // process's writes until its SIGCONT: for them the store was down, as in a crash (store-wide
   // window, no working time, acknowledgements held up). It is still counted as a stop, not a crash.
-  const lockedStops = observedFaults.flatMap((f) => (f.t === "stop" && f.heldWriteLock === true ? [{ from: f.from, to: f.to, f }] : []));
+  // A stall of the whole machine (the runner's own timer seconds late) is the same for every
+  // process: nothing ran, no lease was renewed, and the store's clock went on.
+  const blocked = [
+    ...observedFaults.flatMap((f) =>
+      f.t === "stop" && f.heldWriteLock === true
+        ? [{ from: f.from, to: f.to, label: `store write lock held by ${f.slot}/${f.wpid}, SIGSTOPped ${f.from}..${f.to}` }]
+        : [],
+    ),
+    ...(input.stalls ?? []).map((s) => ({ from: s.from, to: s.to, label: `machine stalled ${s.from}..${s.to} (the runner's timer ${s.to - s.from} ms late)` })),
+  ];
   const lapses = input.logs.lapses ?? [];
   const windows = faultWindows(observedFaults, config.leaseMs)
-    .concat(lockedStops.map(({ from, to, f }) => ({ from, to, wpid: null, label: `store write lock held by ${f.slot}/${f.wpid}, SIGSTOPped ${from}..${to}` })))
+    .concat(blocked.map(({ from, to, label }) => ({ from, to, wpid: null, label })))
     .concat(lapseWindows(lapses));
   // When each worker process ended (death or exit after SIGTERM): a run without an end record
   // ended then, at the latest.
@@ -853,7 +869,7 @@ export function check(input: CheckInput): CheckResult {
   // Time counts only while some worker had started (and was not stopped) and the store was up.
   const recoveryBoundMs = config.leaseMs + config.rescueIntervalMs + config.recoveryToleranceMs;
   const outages = observedFaults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
-  const workingMs = workingTime(withoutBlockedLoops(input.available, observedFaults), [...outages, ...lockedStops]);
+  const workingMs = workingTime(withoutBlockedLoops(input.available, observedFaults), [...outages, ...blocked]);
   // The jobs a worker held when it died (or was stopped) are exactly those whose attempt under
   // that worker ended "lease-expired" after that moment; the rescue closed it (finishedAt).
   const expiredOn = new Map<number, Array<{ id: string; startedAt: number; rescuedAt: number }>>();
@@ -970,7 +986,7 @@ export function check(input: CheckInput): CheckResult {
     const end = t.exitAt ?? Infinity;
     const storeTrouble =
       observedFaults.some((f) => (f.t === "outage" && f.from <= end && f.to >= t.sentAt) || (f.t === "cut" && f.at >= t.sentAt && f.at <= end)) ||
-      lockedStops.some((l) => l.from <= end && l.to >= t.sentAt);
+      blocked.some((l) => l.from <= end && l.to >= t.sentAt);
     const limit = config.shutdownGraceMs + config.termToleranceMs + (storeTrouble ? config.leaseMs : 0);
     if (t.forced || took === null || took > limit) {
       slowDrains++;
@@ -1178,7 +1194,8 @@ export function check(input: CheckInput): CheckResult {
       recoveryBoundMs,
       recoveries,
       faults,
-      stopsHoldingWriteLock: lockedStops.length,
+      stopsHoldingWriteLock: observedFaults.filter((f) => f.t === "stop" && f.heldWriteLock === true).length,
+      machineStalls: input.stalls?.length ?? 0,
       claimsAfterSigterm,
       termExits,
       termInFlight,

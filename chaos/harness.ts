@@ -10,6 +10,7 @@ import { openBackend } from "../src/backend/open.js";
 import { Queue, type Backend } from "../src/index.js";
 import { check, type Bound, type CheckInput, type CheckResult } from "./checker.js";
 import { Fleet, leftovers, TERM_TOLERANCE_MS } from "./fleet.js";
+import { StallWatch } from "./stall-watch.js";
 import { CHAOS_QUEUE } from "./jobs.js";
 import { brokerFinal } from "./broker-final.js";
 import { AppendLog, readLogs } from "./ledger.js";
@@ -192,6 +193,10 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   // ledgers, its dead queue and what is left in its queues (chaos/broker-final.ts).
   const broker = store.broker;
   const monitor = new Monitor(source, 500);
+  // The runner's own timer, late by seconds: the whole machine stalled (chaos/stall-watch.ts).
+  const stallWatch = new StallWatch((stall) => {
+    if (!events.closed) events.append({ t: "stall", ...stall, at: stall.to });
+  });
   const timings: FaultTiming[] = [];
   const left: number[] = [];
   log(`${backend}/${scenario}: seed ${seed}, ${seconds} s, ${plan.length} timed fault(s), dir ${dir}`);
@@ -394,6 +399,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
 
   const runStart = Date.now();
   fleet.start();
+  stallWatch.start();
   if (!broker) monitor.start();
   let outcome: Awaited<ReturnType<typeof phases>>;
   try {
@@ -404,6 +410,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await fleet.shutdown().catch(() => undefined);
     throw error;
   } finally {
+    stallWatch.stop();
     await monitorBackend.close().catch(() => undefined);
     events.close();
     // Anything of this run still alive now was orphaned (all workers have exited).
@@ -432,6 +439,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     final,
     terms: fleet.terms,
     available: fleet.available,
+    stalls: stallWatch.stalls,
     logs: facts,
     torn: enqueues.torn + runs.torn,
     config: {

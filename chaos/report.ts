@@ -93,6 +93,7 @@ const ROWS: Row[] = [
   // Only SQLite has one write lock for every process; on the other stores a stop blocks only its own worker.
   ["  of them holding the write lock (SQLite)", (r) => (r.backend === "sqlite" ? n(r.check?.metrics.stopsHoldingWriteLock) : "n/a")],
   ["faults: store crashes", (r) => n(r.check?.metrics.faults.outage)],
+  ["machine stalls (runner's timer > 1 s late)", (r) => n(r.check?.metrics.machineStalls)],
   ["faults: connection cuts", (r) => n(r.check?.metrics.faults.cut)],
   ["faults: SIGTERM", (r) => n(r.check?.metrics.faults.term)],
   ["faults: pills enqueued", (r) => n(r.check?.metrics.faults.pill)],

@@ -155,6 +155,20 @@ describe("chaos checker", () => {
     expect(r.metrics.faults.outage).toBe(0);
   });
 
+  it("lets a machine stall (the runner's own timer seconds late) explain a duplicate, and not a run after it", () => {
+    const input = clean();
+    input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
+    input.runs.push({ t: "end", id: "j2", attempt: 2, token: 2, pid: W2, wpid: W2, at: 9_050, ok: true });
+    // j2's first run (W1, ended at 1 150) overlapped a stall of the whole machine from 1 100 to 6 500.
+    input.stalls = [{ from: 1_100, to: 6_500 }];
+    const r = check(input);
+    expect(r.metrics.execBoundBroken).toBe(0);
+    expect(r.metrics.machineStalls).toBe(1);
+    // A stall that ended before the run began excuses nothing.
+    input.stalls = [{ from: 100, to: 900 }];
+    expect(check(input).metrics.execBoundBroken).toBe(1);
+  });
+
   it("lets a watchdog kill explain a duplicate: the loop was blocked before the ack could leave", () => {
     const input = clean();
     input.runs.push({ t: "start", id: "j2", name: "work", attempt: 2, token: 2, pid: W2, wpid: W2, slot: "w1", at: 9_000 });
@@ -369,6 +383,14 @@ describe("chaos checker", () => {
       // Killed by a plain SIGKILL instead, it could have rescued all along.
       input.faults[input.faults.length - 1] = { t: "death", slot: "w1", wpid: W2, at: 17_000, cause: "killed", code: null, signal: "SIGKILL" };
       expect(check(input).metrics.maxRecoveryMs).toBe(7_500);
+    });
+
+    it("does not count a machine stall as working time", () => {
+      const input = died(18_000);
+      input.stalls = [{ from: 11_000, to: 16_000 }];
+      const r = check(input);
+      expect(r.metrics.maxRecoveryMs).toBe(3_000);
+      expect(r.metrics.maxRecoveryWallMs).toBe(8_000);
     });
 
     it("does not count a SIGSTOP of a worker holding the store's write lock (nobody could rescue), and counts any other", () => {
