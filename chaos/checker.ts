@@ -599,12 +599,13 @@ export function check(input: CheckInput): CheckResult {
   // window, no working time, acknowledgements held up). It is still counted as a stop, not a crash.
   // A stall of the whole machine (the runner's own timer seconds late) is the same for every
   // process: nothing ran, no lease was renewed, and the store's clock went on.
+  const lockedStops = observedFaults.flatMap((f) =>
+    f.t === "stop" && f.heldWriteLock === true
+      ? [{ from: f.from, to: f.to, label: `store write lock held by ${f.slot}/${f.wpid}, SIGSTOPped ${f.from}..${f.to}` }]
+      : [],
+  );
   const blocked = [
-    ...observedFaults.flatMap((f) =>
-      f.t === "stop" && f.heldWriteLock === true
-        ? [{ from: f.from, to: f.to, label: `store write lock held by ${f.slot}/${f.wpid}, SIGSTOPped ${f.from}..${f.to}` }]
-        : [],
-    ),
+    ...lockedStops,
     ...(input.stalls ?? []).map((s) => ({ from: s.from, to: s.to, label: `machine stalled ${s.from}..${s.to} (the runner's timer ${s.to - s.from} ms late)` })),
   ];
   const lapses = input.logs.lapses ?? [];
@@ -1194,7 +1195,7 @@ export function check(input: CheckInput): CheckResult {
       recoveryBoundMs,
       recoveries,
       faults,
-      stopsHoldingWriteLock: observedFaults.filter((f) => f.t === "stop" && f.heldWriteLock === true).length,
+      stopsHoldingWriteLock: lockedStops.length,
       machineStalls: input.stalls?.length ?? 0,
       claimsAfterSigterm,
       termExits,
