@@ -24,7 +24,9 @@ export interface LeaseLapse {
   lapsedForMs: number;
   /**
    * How late the heartbeat tick that noticed it fired, ms: time this process's event loop did not
-   * run (a handler blocked it, or the machine gave the process no CPU).
+   * run (a handler blocked it, or the machine gave the process no CPU). When the store's answer
+   * (the lease lost: expired) or the start of a buffered job noticed it before the tick did: how
+   * overdue the next tick was then.
    */
   tickLateMs: number;
   /** How long the renewal still out had waited for the store's answer, ms; 0 when none was out. */
@@ -69,6 +71,8 @@ export class LeaseKeeper {
   private beat: Promise<void> | null = null;
   /** When the renewal now out was sent (by the clock), or null. */
   private beatSentAt: number | null = null;
+  /** When the next heartbeat tick is due (by the clock). */
+  private tickDue = 0;
   /** Holds whose lapse was reported already. */
   private readonly lapseReported = new WeakSet<Hold>();
   private stopped = false;
@@ -93,11 +97,11 @@ export class LeaseKeeper {
   /** Starts renewing leases every `heartbeatIntervalMs`. */
   start(): void {
     if (this.timer || this.stopped) return;
-    let due = this.o.clock.now() + this.o.heartbeatIntervalMs;
+    this.tickDue = this.o.clock.now() + this.o.heartbeatIntervalMs;
     const tick = (): void => {
       const now = this.o.clock.now();
-      const lateMs = Math.max(0, now - due);
-      due = now + this.o.heartbeatIntervalMs;
+      const lateMs = this.tickLateMs(now);
+      this.tickDue = now + this.o.heartbeatIntervalMs;
       this.timer = this.o.clock.after(this.o.heartbeatIntervalMs, tick);
       this.noticeLapses(now, lateMs);
       void this.heartbeat();
@@ -105,15 +109,23 @@ export class LeaseKeeper {
     this.timer = this.o.clock.after(this.o.heartbeatIntervalMs, tick);
   }
 
+  /** How overdue the heartbeat tick is at `now`, ms (0 before it is due or when none is planned). */
+  private tickLateMs(now: number): number {
+    return this.timer === null ? 0 : Math.max(0, now - this.tickDue);
+  }
+
   /**
-   * Reports the held leases whose deadline passed before a renewal reached the store. Each
-   * deadline counts from when its last renewal was sent, so this errs towards reporting: the
-   * store may have renewed a little later. Nothing is aborted here: the store decides (the next
-   * renewal reports the lease lost if another worker took the job, and a late settle is fenced).
+   * Reports the held leases (of `among`, or all) whose deadline passed before a renewal reached
+   * the store. Each deadline counts from when its last renewal was sent, so this errs towards
+   * reporting: the store may have renewed a little later. Nothing is aborted here: the store
+   * decides (the next renewal reports the lease lost if another worker took the job, and a late
+   * settle is fenced). The tick looks at every hold; a hold dropped for expiry before a tick saw
+   * it (a stalled process whose renewal's answer came back first) is looked at as it is dropped,
+   * else its lapse would go unreported.
    */
-  private noticeLapses(now: number, tickLateMs: number): void {
+  private noticeLapses(now: number, tickLateMs: number, among?: readonly Hold[]): void {
     if (!this.o.onLapsed) return;
-    const lapsed = [...this.started.values(), ...this.buffer].filter((h) => now > h.deadline && !this.lapseReported.has(h));
+    const lapsed = (among ?? [...this.started.values(), ...this.buffer]).filter((h) => now > h.deadline && !this.lapseReported.has(h));
     if (lapsed.length === 0) return;
     for (const h of lapsed) this.lapseReported.add(h);
     this.o.onLapsed({
@@ -173,7 +185,9 @@ export class LeaseKeeper {
     for (;;) {
       const hold = this.buffer.shift();
       if (!hold) return null;
-      if (this.o.clock.now() >= hold.deadline) {
+      const now = this.o.clock.now();
+      if (now >= hold.deadline) {
+        this.noticeLapses(now, this.tickLateMs(now), [hold]);
         this.marks.forget(hold.claimed.lease);
         this.o.onBufferedLost(hold, "expired");
         // Released rather than left to expire: no attempt used, and no stall counted.
@@ -233,6 +247,10 @@ export class LeaseKeeper {
     try {
       const leases = held.map((h) => h.claimed.lease).concat(buffered.map((h) => h.claimed.lease));
       const { lost } = await this.o.backend.heartbeat(leases, this.o.leaseMs);
+      if (lost.length > 0) {
+        const now = this.o.clock.now();
+        this.noticeLapses(now, this.tickLateMs(now), this.heldOf(lost.filter((l) => l.reason === "expired").map((l) => l.lease)));
+      }
       this.beatSentAt = null;
       const lostTokens = new Map<string, number>();
       const lostStarted: Array<{ hold: Hold; reason: LeaseLossReason }> = [];
@@ -250,6 +268,8 @@ export class LeaseKeeper {
         if (lostTokens.get(h.claimed.lease.jobId) !== h.claimed.lease.token) h.deadline = sentAt + this.o.leaseMs;
       }
     } catch (error) {
+      const now = this.o.clock.now();
+      this.noticeLapses(now, this.tickLateMs(now));
       this.beatSentAt = null;
       this.o.onError(error, "renewing leases");
       // Cannot reach the store: once a lease has surely expired there, another worker may already
@@ -257,6 +277,18 @@ export class LeaseKeeper {
       for (const h of held) if (!this.isLive(h) && this.started.get(h.claimed.job.id) === h) this.o.onRunningLost(h, "expired");
       for (const h of this.buffer.slice()) if (!this.isLive(h)) this.dropBuffered(h.claimed.lease.jobId, h.claimed.lease.token, "expired");
     }
+  }
+
+  /** The holds (started or buffered) of these leases, matched by job id and token. */
+  private heldOf(leases: ReadonlyArray<ClaimedJob["lease"]>): Hold[] {
+    const holds: Hold[] = [];
+    for (const lease of leases) {
+      const ours = (h: Hold | undefined): h is Hold => h !== undefined && h.claimed.lease.jobId === lease.jobId && h.claimed.lease.token === lease.token;
+      const started = this.started.get(lease.jobId);
+      const hold = ours(started) ? started : this.buffer.find(ours);
+      if (hold !== undefined) holds.push(hold);
+    }
+    return holds;
   }
 
   private dropBuffered(jobId: string, token: number, reason: LeaseLossReason): void {

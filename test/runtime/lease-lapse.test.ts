@@ -35,8 +35,15 @@ class StarvableClock implements TimerClock {
     });
   }
   starve(ms: number): void {
+    this.beginStarving(ms);
+    this.endStarving();
+  }
+  /** Moves time on while the worker's timers are held, until endStarving (I/O answers still arrive). */
+  beginStarving(ms: number): void {
     this.starved = true;
     this.store.advance(ms);
+  }
+  endStarving(): void {
     this.starved = false;
     for (const fn of this.held.splice(0)) fn();
   }
@@ -54,6 +61,8 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
   let finish: (() => void) | undefined;
   /** Heartbeat calls the store has answered. */
   let beats: number;
+  /** While set, a heartbeat call waits for it before it reaches the store. */
+  let heartbeatGate: Promise<void> | null;
   /** The worker's log as the CLI writes it (consoleLogger: one JSON line per entry). */
   let logLines: string[];
   let metrics: ConveyorMetrics;
@@ -66,6 +75,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     lapses = [];
     finish = undefined;
     beats = 0;
+    heartbeatGate = null;
     logLines = [];
     const line = (level: string) => (fields: object, msg: string) => logLines.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
     const logger: Logger = { info: () => {}, warn: line("warn"), error: line("error") };
@@ -74,7 +84,12 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
       // only for the store to show it (the worker skips a tick while a renewal is still out).
       backend: new Proxy(backend, {
         get(target, prop) {
-          if (prop === "heartbeat") return (...args: Parameters<Backend["heartbeat"]>) => target.heartbeat(...args).finally(() => beats++);
+          if (prop === "heartbeat") {
+            return async (...args: Parameters<Backend["heartbeat"]>) => {
+              await heartbeatGate;
+              return target.heartbeat(...args).finally(() => beats++);
+            };
+          }
           const value: unknown = Reflect.get(target, prop, target);
           return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
         },
@@ -100,8 +115,8 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
   });
   afterAll(cleanupRuntimeBackends);
 
-  async function startLongJob(): Promise<string> {
-    const { id } = await queue.add("long", {});
+  async function startLongJob(options: { attempts?: number } = {}): Promise<string> {
+    const { id } = await queue.add("long", {}, options);
     await waitFor(async () => (await backend.get(id))?.state === "active" && finish !== undefined, { timeoutMs: 20_000, description: "the job started" });
     return id;
   }
@@ -121,6 +136,26 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("reports a lapse the store's answer tells of before the late tick can (the hold is dropped at once)", async () => {
+    // One attempt: the rescue below makes it dead, so this worker cannot claim it again meanwhile.
+    const id = await startLongJob({ attempts: 1 });
+    let openGate!: () => void;
+    heartbeatGate = new Promise((resolve) => (openGate = resolve));
+    // The first tick sends a renewal, which waits on its way to the store.
+    clock.store.advance(HEARTBEAT_MS);
+    // The process then gets no CPU for 1.5 leases; meanwhile the store rescues the job.
+    clock.beginStarving(450);
+    expect((await backend.rescueExpired()).map((r) => r.id)).toEqual([id]);
+    // The renewal reaches the store and its answer (lost: expired) comes back before any held tick runs.
+    openGate();
+    await waitFor(() => beats === 1, { timeoutMs: 20_000, description: "the renewal answered" });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
+    clock.endStarving();
+    // The late tick does not report it again.
+    expect(lapses).toHaveLength(1);
   });
 
   it("reports nothing while the heartbeats run on time", async () => {
