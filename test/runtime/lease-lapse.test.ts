@@ -63,6 +63,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
   let beats: number;
   /** While set, a heartbeat call waits for it before it reaches the store. */
   let heartbeatGate: Promise<void> | null;
+  let signals: AbortSignal[];
   /** The worker's log as the CLI writes it (consoleLogger: one JSON line per entry). */
   let logLines: string[];
   let metrics: ConveyorMetrics;
@@ -76,6 +77,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     finish = undefined;
     beats = 0;
     heartbeatGate = null;
+    signals = [];
     logLines = [];
     const line = (level: string) => (fields: object, msg: string) => logLines.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
     const logger: Logger = { info: () => {}, warn: line("warn"), error: line("error") };
@@ -100,7 +102,14 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
       leaseMs: LEASE_MS,
       heartbeatIntervalMs: HEARTBEAT_MS,
       maintenance: false,
-      handlers: { long: () => new Promise<void>((resolve) => (finish = resolve)) },
+      handlers: {
+        long: () => new Promise<void>((resolve) => (finish = resolve)),
+        // Runs until aborted; each run's signal is kept.
+        untilAborted: (_job, ctx) => {
+          signals.push(ctx.signal);
+          return new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+        },
+      },
     });
     w.on("worker:leases-lapsed", (lapse) => lapses.push(lapse));
     metrics = new ConveyorMetrics();
@@ -156,6 +165,24 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     clock.endStarving();
     // The late tick does not report it again.
     expect(lapses).toHaveLength(1);
+  });
+
+  it("stops a run whose job the store leased to this worker again (the old lease is gone) before the renewal's answer says so", async () => {
+    const { id } = await queue.add("untilAborted", {}, { attempts: 3, backoff: { type: "fixed", delayMs: 0 } });
+    await waitFor(() => signals.length === 1, { timeoutMs: 20_000, description: "the first run started" });
+    const firstToken = (await backend.get(id))!.lease!.token;
+    heartbeatGate = new Promise(() => {});
+    clock.store.advance(HEARTBEAT_MS);
+    // The process gets no CPU for 1.5 leases; meanwhile the store rescues the job, and once the
+    // process runs again it claims the job again before the renewal (held) has its answer.
+    clock.beginStarving(450);
+    expect((await backend.rescueExpired()).map((r) => r.id)).toEqual([id]);
+    clock.endStarving();
+    await waitFor(() => signals.length === 2, { timeoutMs: 20_000, description: "the second run started" });
+    expect((await backend.get(id))!.lease!.token).toBeGreaterThan(firstToken);
+    expect(signals[0]!.aborted).toBe(true);
+    expect(signals[0]!.reason).toMatchObject({ name: "LeaseLostError" });
+    expect(signals[1]!.aborted).toBe(false);
   });
 
   it("reports nothing while the heartbeats run on time", async () => {
