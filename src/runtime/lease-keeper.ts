@@ -24,8 +24,9 @@ export interface LeaseLapse {
   lapsedForMs: number;
   /**
    * How late the heartbeat tick that noticed it fired, ms: time this process's event loop did not
-   * run (a handler blocked it, or the machine gave the process no CPU). When the store's answer
-   * (the lease lost: expired) or the start of a buffered job noticed it before the tick did: how
+   * run (a handler blocked it, or the machine gave the process no CPU). When something else
+   * noticed it before the tick did (the store's answer that the lease is lost, a renewal that
+   * could not reach the store, the start of a buffered job, a new claim of the same job): how
    * overdue the next tick was then.
    */
   tickLateMs: number;
@@ -49,7 +50,10 @@ export interface LeaseKeeperOptions {
   onError(error: unknown, during: string): void;
   /** The worker's concurrency. Buffered marks are sent only at 1: see the constructor. */
   concurrency: number;
-  /** Held leases lapsed before a renewal reached the store (checked at each heartbeat tick). */
+  /**
+   * Held leases lapsed before a renewal reached the store: checked at each heartbeat tick, and
+   * for a hold as it is dropped or replaced before a tick saw it (LeaseKeeper.noticeLapses).
+   */
   onLapsed?(lapse: LeaseLapse): void;
 }
 
@@ -119,21 +123,27 @@ export class LeaseKeeper {
    * the store. Each deadline counts from when its last renewal was sent, so this errs towards
    * reporting: the store may have renewed a little later. Nothing is aborted here: the store
    * decides (the next renewal reports the lease lost if another worker took the job, and a late
-   * settle is fenced). The tick looks at every hold; a hold dropped for expiry before a tick saw
-   * it (a stalled process whose renewal's answer came back first) is looked at as it is dropped,
-   * else its lapse would go unreported.
+   * settle is fenced). The tick looks at every hold; a hold that leaves before a tick saw it
+   * (the store's answer to a renewal sent before a stall came back first and reported it lost, or
+   * the renewal failed, or the job was claimed again) is looked at as it leaves, else its lapse
+   * would go unreported. A report that throws (a listener's error) is passed to onError: it must
+   * not turn a renewal's answer into a failed renewal.
    */
   private noticeLapses(now: number, tickLateMs: number, among?: readonly Hold[]): void {
     if (!this.o.onLapsed) return;
     const lapsed = (among ?? [...this.started.values(), ...this.buffer]).filter((h) => now > h.deadline && !this.lapseReported.has(h));
     if (lapsed.length === 0) return;
     for (const h of lapsed) this.lapseReported.add(h);
-    this.o.onLapsed({
-      jobIds: lapsed.map((h) => h.claimed.job.id),
-      lapsedForMs: Math.round(now - Math.min(...lapsed.map((h) => h.deadline))),
-      tickLateMs: Math.round(tickLateMs),
-      renewalPendingMs: this.beatSentAt === null ? 0 : Math.round(now - this.beatSentAt),
-    });
+    try {
+      this.o.onLapsed({
+        jobIds: lapsed.map((h) => h.claimed.job.id),
+        lapsedForMs: Math.round(now - Math.min(...lapsed.map((h) => h.deadline))),
+        tickLateMs: Math.round(tickLateMs),
+        renewalPendingMs: this.beatSentAt === null ? 0 : Math.round(now - this.beatSentAt),
+      });
+    } catch (error) {
+      this.o.onError(error, "reporting lapsed leases");
+    }
   }
 
   /**
@@ -194,6 +204,10 @@ export class LeaseKeeper {
         this.o.release(hold.claimed.lease).catch((error: unknown) => this.o.onError(error, `releasing buffered job ${hold.claimed.job.id}`));
         continue;
       }
+      // A run of the same job still here under an older lease (the store rescued the job and
+      // leased it to this worker again): its hold leaves the map now, so look at it first.
+      const replaced = this.started.get(hold.claimed.job.id);
+      if (replaced !== undefined && replaced !== hold) this.noticeLapses(now, this.tickLateMs(now), [replaced]);
       this.started.set(hold.claimed.job.id, hold);
       // Before the handler runs: one that kills this process at once is then on record as started.
       this.marks.started(hold.claimed.lease);
@@ -249,7 +263,8 @@ export class LeaseKeeper {
       const { lost } = await this.o.backend.heartbeat(leases, this.o.leaseMs);
       if (lost.length > 0) {
         const now = this.o.clock.now();
-        this.noticeLapses(now, this.tickLateMs(now), this.heldOf(lost.filter((l) => l.reason === "expired").map((l) => l.lease)));
+        // Whatever the reason ("gone": the job ran elsewhere and was removed), the deadline decides.
+        this.noticeLapses(now, this.tickLateMs(now), this.heldOf(lost.map((l) => l.lease)));
       }
       this.beatSentAt = null;
       const lostTokens = new Map<string, number>();

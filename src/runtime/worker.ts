@@ -646,7 +646,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     // here holds is gone (it expired and the job was rescued), and the renewal whose answer would
     // say so finds this run in its place. That earlier run stops now.
     const earlier = this.running.get(claimed.job.id);
-    if (earlier !== undefined && earlier.claimed.lease.token !== claimed.lease.token) this.loseLease(earlier, "expired");
+    // Tokens only grow: an older lease never stops a newer run.
+    if (earlier !== undefined && earlier.claimed.lease.token < claimed.lease.token) this.loseLease(earlier, "expired");
     this.running.set(claimed.job.id, r);
     this.busySlots++;
     this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });

@@ -173,16 +173,34 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     const firstToken = (await backend.get(id))!.lease!.token;
     heartbeatGate = new Promise(() => {});
     clock.store.advance(HEARTBEAT_MS);
-    // The process gets no CPU for 1.5 leases; meanwhile the store rescues the job, and once the
-    // process runs again it claims the job again before the renewal (held) has its answer.
+    // The worker's timers are held for 1.5 leases; meanwhile the store rescues the job, and the
+    // rescue's wake-up (the store's notification, not a timer) has the worker claim it again
+    // while its renewal (held) still waits for an answer and before any late tick runs.
     clock.beginStarving(450);
     expect((await backend.rescueExpired()).map((r) => r.id)).toEqual([id]);
-    clock.endStarving();
     await waitFor(() => signals.length === 2, { timeoutMs: 20_000, description: "the second run started" });
     expect((await backend.get(id))!.lease!.token).toBeGreaterThan(firstToken);
     expect(signals[0]!.aborted).toBe(true);
     expect(signals[0]!.reason).toMatchObject({ name: "LeaseLostError" });
     expect(signals[1]!.aborted).toBe(false);
+    // The earlier run's lease lapsed, reported as its hold gave way to the new one.
+    expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
+    clock.endStarving();
+    expect(lapses).toHaveLength(1);
+  });
+
+  it("reports a lapse when the renewal fails once the process runs again (the store unreachable)", async () => {
+    const id = await startLongJob();
+    let failRenewal!: (error: Error) => void;
+    heartbeatGate = new Promise((_resolve, reject) => (failRenewal = reject));
+    clock.store.advance(HEARTBEAT_MS);
+    clock.beginStarving(450);
+    failRenewal(new Error("connection refused"));
+    // The failed renewal gives up the job whose lease surely expired: reported before any late tick.
+    await waitFor(() => lapses.length > 0, { timeoutMs: 20_000, description: "the lapse reported" });
+    expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
+    clock.endStarving();
+    expect(lapses).toHaveLength(1);
   });
 
   it("reports nothing while the heartbeats run on time", async () => {
