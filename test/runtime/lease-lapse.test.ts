@@ -79,9 +79,16 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     heartbeatGate = null;
     signals = [];
     logLines = [];
+    metrics = new ConveyorMetrics();
+    startWorker("q");
+  });
+
+  /** A worker of `queues` on the starvable clock, its renewals gated and counted, its lapses kept. */
+  function startWorker(queues: string, slots: { concurrency?: number; prefetch?: number } = {}): Worker {
     const line = (level: string) => (fields: object, msg: string) => logLines.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }));
     const logger: Logger = { info: () => {}, warn: line("warn"), error: line("error") };
     const w = new Worker({
+      ...slots,
       // Counts the heartbeats answered, so a step waits for the worker's renewal to be back, not
       // only for the store to show it (the worker skips a tick while a renewal is still out).
       backend: new Proxy(backend, {
@@ -96,7 +103,7 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
           return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
         },
       }),
-      queues: "q",
+      queues,
       logger,
       clock,
       leaseMs: LEASE_MS,
@@ -112,10 +119,10 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
       },
     });
     w.on("worker:leases-lapsed", (lapse) => lapses.push(lapse));
-    metrics = new ConveyorMetrics();
     metrics.observe(w);
     workers.push(w);
-  });
+    return w;
+  }
 
   afterEach(async () => {
     finish?.();
@@ -201,6 +208,25 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
     clock.endStarving();
     expect(lapses).toHaveLength(1);
+  });
+
+  it("reports a lapse when a buffered job's lease is found expired as its slot frees (before the late tick)", async () => {
+    // One slot and one job claimed ahead, on a queue of their own (the worker above takes "q").
+    startWorker("one-slot", { concurrency: 1, prefetch: 1 });
+    const oneSlot = new Queue("one-slot", { backend });
+    const running = await oneSlot.add("long", {});
+    await waitFor(async () => (await backend.get(running.id))?.state === "active" && finish !== undefined, { timeoutMs: 20_000, description: "the first job started" });
+    const release = finish!;
+    const buffered = await oneSlot.add("long", {});
+    await waitFor(async () => (await backend.get(buffered.id))?.state === "active", { timeoutMs: 20_000, description: "the second job claimed ahead" });
+    heartbeatGate = new Promise(() => {});
+    clock.store.advance(HEARTBEAT_MS);
+    clock.beginStarving(450);
+    // The first job ends while the timers are held: its slot takes the buffered job, whose lease lapsed.
+    release();
+    await waitFor(() => lapses.length > 0, { timeoutMs: 20_000, description: "the lapse reported" });
+    expect(lapses).toEqual([{ jobIds: [buffered.id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
+    clock.endStarving();
   });
 
   it("reports nothing while the heartbeats run on time", async () => {
