@@ -37,6 +37,14 @@ export interface CheckConfig {
    * connection cut later than this after a run's end cannot have cost it its acknowledgement.
    */
   ackSlackMs: number;
+  /**
+   * How long after a store-wide fault (an outage, a connection cut) the backend's rescue still
+   * leaves leases alone once the store answers again, ms (src/backend/lease-hold.ts: a lease); 0
+   * where the backend holds nothing (SQLite, a broker). Not working time for the recovery bound:
+   * the rescue is held by design, and a dead worker's jobs come back up to that much later.
+   * Optional for evidence written before it existed (then 0).
+   */
+  rescueHoldMs?: number;
 }
 
 export interface ScenarioChecks {
@@ -484,6 +492,19 @@ function unexplainedReturns(runs: readonly Run[], windows: readonly Window[], hi
 }
 
 /**
+ * The stretches in which the backend's rescue left leases alone after store trouble: each outage
+ * and connection cut, and `holdMs` after its end (CheckConfig.rescueHoldMs). None when 0.
+ */
+export function rescueHoldWindows(faults: readonly FaultEvent[], holdMs: number): Array<{ from: number; to: number }> {
+  if (holdMs <= 0) return [];
+  return faults.flatMap((f) => {
+    if (f.t === "outage") return [{ from: f.from, to: f.to + holdMs }];
+    if (f.t === "cut") return [{ from: f.from ?? f.at, to: f.at + holdMs }];
+    return [];
+  });
+}
+
+/**
  * A function giving, for [from, to], how long some worker was available while the store was up.
  */
 export function workingTime(
@@ -870,7 +891,8 @@ export function check(input: CheckInput): CheckResult {
   // Time counts only while some worker had started (and was not stopped) and the store was up.
   const recoveryBoundMs = config.leaseMs + config.rescueIntervalMs + config.recoveryToleranceMs;
   const outages = observedFaults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
-  const workingMs = workingTime(withoutBlockedLoops(input.available, observedFaults), [...outages, ...blocked]);
+  const rescueHeld = rescueHoldWindows(observedFaults, config.rescueHoldMs ?? 0);
+  const workingMs = workingTime(withoutBlockedLoops(input.available, observedFaults), [...outages, ...blocked, ...rescueHeld]);
   // The jobs a worker held when it died (or was stopped) are exactly those whose attempt under
   // that worker ended "lease-expired" after that moment; the rescue closed it (finishedAt).
   const expiredOn = new Map<number, Array<{ id: string; startedAt: number; rescuedAt: number }>>();

@@ -31,7 +31,7 @@ import {
   type PlannedFault,
   type ScenarioName,
 } from "./scenarios.js";
-import type { BackendKind, Store } from "./stores.js";
+import { holdsRescueAfterStoreTrouble, type BackendKind, type Store } from "./stores.js";
 
 /**
  * Allowance on top of lease + rescue interval in the recovery bound: the rescuer's timer jitter
@@ -451,6 +451,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       termToleranceMs: TERM_TOLERANCE_MS,
       sandboxedPids: fleet.sandboxedPids,
       ackSlackMs: ACK_SLACK_MS,
+      rescueHoldMs: holdsRescueAfterStoreTrouble(store.kind) ? WORKER.leaseMs : 0,
     },
     checks: {
       sigterm: def.sigtermChecks,

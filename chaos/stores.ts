@@ -93,6 +93,17 @@ export interface ReshardOutcome {
 }
 
 /** Why a backend cannot be used on this machine, or null when it can. */
+/**
+ * Whether this store's backend holds its rescue after store trouble: the PostgreSQL and Redis
+ * backends leave leases alone while the store fails and for a lease after it answers again
+ * (src/backend/lease-hold.ts), so a dead worker's jobs come back up to a lease later when an
+ * outage or a connection cut came between. SQLite has no connection to lose; RabbitMQ's broker
+ * redelivers by itself.
+ */
+export function holdsRescueAfterStoreTrouble(kind: BackendKind): boolean {
+  return kind === "postgres" || kind === "redis";
+}
+
 export async function unavailable(kind: BackendKind): Promise<string | null> {
   if (kind === "postgres" && (await findPostgresBin()) === null) return "no PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql-15)";
   if (kind === "redis" && findRedisServer() === null) return "no redis-server on PATH (apt-get install redis-server)";

@@ -385,6 +385,23 @@ describe("chaos checker", () => {
       expect(check(input).metrics.maxRecoveryMs).toBe(7_500);
     });
 
+    it("does not count the rescue's hold after store trouble (a lease after a cut or an outage) where the backend holds it", () => {
+      // A connection cut at 12 000: the backend's rescue leaves leases alone until a lease after it.
+      const input = died(18_000);
+      input.faults.push({ t: "cut", from: 11_990, at: 12_000, killed: 3 });
+      expect(broken(check(input))).toEqual(["recoveries slower than lease + rescue interval + tolerance"]);
+      input.config.rescueHoldMs = LEASE;
+      const r = check(input);
+      expect(r.metrics.maxRecoveryMs).toBe(8_000 - (12_000 + LEASE - 11_990));
+      expect(r.ok).toBe(true);
+      // An outage likewise, counted from its end.
+      const outage = died(18_000);
+      outage.faults.push({ t: "outage", from: 11_000, to: 12_000, how: "test", probeFailedAt: 11_010 });
+      expect(check(outage).metrics.maxRecoveryMs).toBe(7_000);
+      outage.config.rescueHoldMs = LEASE;
+      expect(check(outage).metrics.maxRecoveryMs).toBe(7_000 - LEASE);
+    });
+
     it("does not count a machine stall as working time", () => {
       const input = died(18_000);
       input.stalls = [{ from: 11_000, to: 16_000 }];
