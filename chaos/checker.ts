@@ -888,7 +888,8 @@ export function check(input: CheckInput): CheckResult {
   // A held job is taken back when the rescuer hands it back (its expired attempt is closed, store
   // clock): that is the mechanism the bound (lease + rescue interval) is about. Running again may
   // also wait for a free slot when the surviving workers are busy; that is reported, not bounded.
-  // Time counts only while some worker had started (and was not stopped) and the store was up.
+  // Time counts only while some worker had started (and was not stopped), the store was up and,
+  // where the backend holds it after store trouble, the rescue was not held (rescueHoldWindows).
   const recoveryBoundMs = config.leaseMs + config.rescueIntervalMs + config.recoveryToleranceMs;
   const outages = observedFaults.filter((f): f is Extract<FaultEvent, { t: "outage" }> => f.t === "outage");
   const rescueHeld = rescueHoldWindows(observedFaults, config.rescueHoldMs ?? 0);

@@ -92,7 +92,6 @@ export interface ReshardOutcome {
   detail: string;
 }
 
-/** Why a backend cannot be used on this machine, or null when it can. */
 /**
  * Whether this store's backend holds its rescue after store trouble: the PostgreSQL and Redis
  * backends leave leases alone while the store fails and for a lease after it answers again
@@ -104,6 +103,7 @@ export function holdsRescueAfterStoreTrouble(kind: BackendKind): boolean {
   return kind === "postgres" || kind === "redis";
 }
 
+/** Why a backend cannot be used on this machine, or null when it can. */
 export async function unavailable(kind: BackendKind): Promise<string | null> {
   if (kind === "postgres" && (await findPostgresBin()) === null) return "no PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql-15)";
   if (kind === "redis" && findRedisServer() === null) return "no redis-server on PATH (apt-get install redis-server)";
