@@ -230,6 +230,33 @@ const JOB_COLUMNS = [
   .join(", ");
 
 /** The statements in queries/, by file name. */
+/** One job parameter of enqueue.sql: how it is read from a spec, and sent for a batch (an array of them). */
+interface EnqueueJobColumn {
+  /** `backoff`: the spec's backoff as JSON, serialised once by the caller. */
+  of(spec: JobSpec, backoff: string): string | number | null;
+  array(values: ReadonlyArray<string | number | null>): string;
+}
+
+/**
+ * enqueue.sql's job parameters $2 to $14, in order. One list for both ways of sending them:
+ * batchValues (one array per column) and oneJobValues (one job's values, enqueue-one-fresh.sql).
+ */
+const ENQUEUE_JOB_COLUMNS: readonly EnqueueJobColumn[] = [
+  { of: (spec) => spec.id, array: textArray },
+  { of: (spec) => spec.queue, array: textArray },
+  { of: (spec) => spec.name, array: textArray },
+  { of: (spec) => spec.payload, array: jsonTextArray },
+  { of: (spec) => spec.priority, array: integerArray },
+  { of: (spec) => spec.runAt, array: integerArray },
+  { of: (spec) => spec.delayMs, array: integerArray },
+  { of: (spec) => spec.maxAttempts, array: integerArray },
+  { of: (_spec, backoff) => backoff, array: jsonTextArray },
+  { of: (spec) => spec.timeoutMs, array: integerArray },
+  { of: (spec) => spec.retainCompletedMs, array: integerArray },
+  { of: (spec) => spec.retainDeadMs, array: integerArray },
+  { of: (spec) => spec.meta ?? null, array: jsonTextArray },
+];
+
 const QUERY_FILES = [
   "enqueue",
   "enqueue-fresh",
@@ -565,22 +592,14 @@ export class PostgresBackend implements Backend {
         const found = await this.query<{ id: string | null }>("enqueue", values, client);
         return { value: found, commit: keepAll(found) };
       });
-    } else if (oneFresh) {
-      try {
-        rows = await this.query<{ id: string | null }>("enqueue-one-fresh", values);
-      } catch (error) {
-        // As for enqueue-fresh below: an id already stored, reported by the statement that looks.
-        if (!isDuplicateJobId(error)) throw error;
-        rows = await this.query<{ id: string | null }>("enqueue", this.batchValues(batch, keyed));
-      }
     } else if (batch.every((spec) => spec.idGenerated === true)) {
       try {
-        rows = await this.query<{ id: string | null }>("enqueue-fresh", values);
+        rows = await this.query<{ id: string | null }>(oneFresh ? "enqueue-one-fresh" : "enqueue-fresh", values);
       } catch (error) {
         // A generated id already stored (the batch sent again after a lost answer): the INSERT
         // stored nothing; the statement that looks for stored ids reports which.
         if (!isDuplicateJobId(error)) throw error;
-        rows = await this.query<{ id: string | null }>("enqueue", values);
+        rows = await this.query<{ id: string | null }>("enqueue", oneFresh ? this.batchValues(batch, keyed) : values);
       }
     } else {
       rows = await this.query<{ id: string | null }>("enqueue", values);
@@ -613,19 +632,7 @@ export class PostgresBackend implements Backend {
   /** enqueue.sql's parameters for `batch`: one array per column (and the flow columns, six NULLs for none). */
   private batchValues(batch: readonly JobSpec[], keyed: ReturnType<typeof jobFlowColumns>): unknown[] {
     const n = batch.length;
-    const ids = new Array<string>(n);
-    const queues = new Array<string>(n);
-    const names = new Array<string>(n);
-    const payloads = new Array<string>(n);
-    const priorities = new Array<number>(n);
-    const runAts = new Array<number | null>(n);
-    const delays = new Array<number>(n);
-    const maxAttempts = new Array<number>(n);
-    const backoffs = new Array<string>(n);
-    const timeouts = new Array<number | null>(n);
-    const retainCompleted = new Array<number | null>(n);
-    const retainDead = new Array<number | null>(n);
-    const metas = new Array<string | null>(n);
+    const columns = ENQUEUE_JOB_COLUMNS.map(() => new Array<string | number | null>(n));
     // Specs built from one set of defaults share their backoff object: serialise it once.
     let lastBackoff: BackoffSpec | null = null;
     let lastBackoffText = "";
@@ -635,36 +642,12 @@ export class PostgresBackend implements Backend {
         lastBackoff = spec.backoff;
         lastBackoffText = JSON.stringify(spec.backoff);
       }
-      ids[i] = spec.id;
-      queues[i] = spec.queue;
-      names[i] = spec.name;
-      payloads[i] = spec.payload;
-      priorities[i] = spec.priority;
-      runAts[i] = spec.runAt;
-      delays[i] = spec.delayMs;
-      maxAttempts[i] = spec.maxAttempts;
-      backoffs[i] = lastBackoffText;
-      timeouts[i] = spec.timeoutMs;
-      retainCompleted[i] = spec.retainCompletedMs;
-      retainDead[i] = spec.retainDeadMs;
-      metas[i] = spec.meta ?? null;
+      for (let c = 0; c < ENQUEUE_JOB_COLUMNS.length; c++) columns[c]![i] = ENQUEUE_JOB_COLUMNS[c]!.of(spec, lastBackoffText);
     }
     return [
       this.nowParam(),
-      textArray(ids),
-      textArray(queues),
-      textArray(names),
-      jsonTextArray(payloads),
-      integerArray(priorities),
-      integerArray(runAts),
-      integerArray(delays),
-      integerArray(maxAttempts),
-      jsonTextArray(backoffs),
-      integerArray(timeouts),
-      integerArray(retainCompleted),
-      integerArray(retainDead),
-      jsonTextArray(metas),
-      textArray([...new Set(queues)]),
+      ...ENQUEUE_JOB_COLUMNS.map((column, c) => column.array(columns[c]!)),
+      textArray([...new Set(batch.map((spec) => spec.queue))]),
       // Flow control: the lanes, groups and limiter keys of new jobs (six NULLs for none).
       ...(keyed?.columns ?? NO_JOB_FLOW),
     ];
@@ -672,21 +655,10 @@ export class PostgresBackend implements Backend {
 
   /** enqueue-one-fresh.sql's parameters: enqueue.sql's for one job, each array's one element as it is. */
   private oneJobValues(spec: JobSpec): unknown[] {
+    const backoffText = JSON.stringify(spec.backoff);
     return [
       this.nowParam(),
-      spec.id,
-      spec.queue,
-      spec.name,
-      spec.payload,
-      spec.priority,
-      spec.runAt,
-      spec.delayMs,
-      spec.maxAttempts,
-      JSON.stringify(spec.backoff),
-      spec.timeoutMs,
-      spec.retainCompletedMs,
-      spec.retainDeadMs,
-      spec.meta ?? null,
+      ...ENQUEUE_JOB_COLUMNS.map((column) => column.of(spec, backoffText)),
       spec.queue,
       // No flow columns: a job with a group or limiter key takes the batch statement.
       ...NO_JOB_FLOW,
