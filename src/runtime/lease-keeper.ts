@@ -261,19 +261,22 @@ export class LeaseKeeper {
     try {
       const leases = held.map((h) => h.claimed.lease).concat(buffered.map((h) => h.claimed.lease));
       const { lost } = await this.o.backend.heartbeat(leases, this.o.leaseMs);
-      if (lost.length > 0) {
+      const lostHolds = lost.flatMap(({ lease, reason }) => {
+        const hold = this.holdOf(lease);
+        return hold === undefined ? [] : [{ hold, reason }];
+      });
+      if (lostHolds.length > 0) {
         const now = this.o.clock.now();
         // Whatever the reason ("gone": the job ran elsewhere and was removed), the deadline decides.
-        this.noticeLapses(now, this.tickLateMs(now), this.heldOf(lost.map((l) => l.lease)));
+        this.noticeLapses(now, this.tickLateMs(now), lostHolds.map((l) => l.hold));
       }
       this.beatSentAt = null;
       const lostTokens = new Map<string, number>();
+      for (const { lease } of lost) lostTokens.set(lease.jobId, lease.token);
       const lostStarted: Array<{ hold: Hold; reason: LeaseLossReason }> = [];
-      for (const { lease, reason } of lost) {
-        lostTokens.set(lease.jobId, lease.token);
-        const hold = this.started.get(lease.jobId);
-        if (hold && hold.claimed.lease.token === lease.token) lostStarted.push({ hold, reason });
-        else this.dropBuffered(lease.jobId, lease.token, reason);
+      for (const { hold, reason } of lostHolds) {
+        if (this.started.get(hold.claimed.job.id) === hold) lostStarted.push({ hold, reason });
+        else this.dropBuffered(hold, reason);
       }
       // Only now: aborting a started job frees its slot, which starts the next buffered job, and
       // that must not be one whose lease this same answer reported lost.
@@ -290,27 +293,22 @@ export class LeaseKeeper {
       // Cannot reach the store: once a lease has surely expired there, another worker may already
       // run the job, so stop ours rather than run it twice at once.
       for (const h of held) if (!this.isLive(h) && this.started.get(h.claimed.job.id) === h) this.o.onRunningLost(h, "expired");
-      for (const h of this.buffer.slice()) if (!this.isLive(h)) this.dropBuffered(h.claimed.lease.jobId, h.claimed.lease.token, "expired");
+      for (const h of this.buffer.slice()) if (!this.isLive(h)) this.dropBuffered(h, "expired");
     }
   }
 
-  /** The holds (started or buffered) of these leases, matched by job id and token. */
-  private heldOf(leases: ReadonlyArray<ClaimedJob["lease"]>): Hold[] {
-    const holds: Hold[] = [];
-    for (const lease of leases) {
-      const ours = (h: Hold | undefined): h is Hold => h !== undefined && h.claimed.lease.jobId === lease.jobId && h.claimed.lease.token === lease.token;
-      const started = this.started.get(lease.jobId);
-      const hold = ours(started) ? started : this.buffer.find(ours);
-      if (hold !== undefined) holds.push(hold);
-    }
-    return holds;
+  /** The hold (started, else buffered) of this lease, matched by job id and token; undefined when none. */
+  private holdOf(lease: ClaimedJob["lease"]): Hold | undefined {
+    const ours = (h: Hold | undefined): h is Hold => h !== undefined && h.claimed.lease.jobId === lease.jobId && h.claimed.lease.token === lease.token;
+    const started = this.started.get(lease.jobId);
+    return ours(started) ? started : this.buffer.find(ours);
   }
 
-  private dropBuffered(jobId: string, token: number, reason: LeaseLossReason): void {
-    const i = this.buffer.findIndex((h) => h.claimed.lease.jobId === jobId && h.claimed.lease.token === token);
+  private dropBuffered(hold: Hold, reason: LeaseLossReason): void {
+    const i = this.buffer.indexOf(hold);
     if (i < 0) return;
-    const [hold] = this.buffer.splice(i, 1);
-    this.marks.forget(hold!.claimed.lease);
-    this.o.onBufferedLost(hold!, reason);
+    this.buffer.splice(i, 1);
+    this.marks.forget(hold.claimed.lease);
+    this.o.onBufferedLost(hold, reason);
   }
 }

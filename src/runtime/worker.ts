@@ -642,11 +642,10 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       logWrite: null,
       logWritten: Promise.resolve(),
     };
-    // The store leased this job to us again, under a newer token: the lease an earlier run of it
-    // here holds is gone (it expired and the job was rescued), and the renewal whose answer would
-    // say so finds this run in its place. That earlier run stops now.
+    // The store leased this job to us again, under a newer token (tokens only grow): the lease an
+    // earlier run of it here holds is gone (it expired and the job was rescued), and the renewal
+    // whose answer would say so finds this run in its place. That earlier run stops now.
     const earlier = this.running.get(claimed.job.id);
-    // Tokens only grow: an older lease never stops a newer run.
     if (earlier !== undefined && earlier.claimed.lease.token < claimed.lease.token) this.loseLease(earlier, "expired");
     this.running.set(claimed.job.id, r);
     this.busySlots++;
