@@ -268,7 +268,11 @@ export class LeaseKeeper {
       if (lostHolds.length > 0) {
         const now = this.o.clock.now();
         // Whatever the reason ("gone": the job ran elsewhere and was removed), the deadline decides.
-        this.noticeLapses(now, this.tickLateMs(now), lostHolds.map((l) => l.hold));
+        this.noticeLapses(
+          now,
+          this.tickLateMs(now),
+          lostHolds.map((l) => l.hold),
+        );
       }
       this.beatSentAt = null;
       const lostTokens = new Map<string, number>();

@@ -215,7 +215,10 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     startWorker("one-slot", { concurrency: 1, prefetch: 1 });
     const oneSlot = new Queue("one-slot", { backend });
     const running = await oneSlot.add("long", {});
-    await waitFor(async () => (await backend.get(running.id))?.state === "active" && finish !== undefined, { timeoutMs: 20_000, description: "the first job started" });
+    await waitFor(async () => (await backend.get(running.id))?.state === "active" && finish !== undefined, {
+      timeoutMs: 20_000,
+      description: "the first job started",
+    });
     const release = finish!;
     const buffered = await oneSlot.add("long", {});
     await waitFor(async () => (await backend.get(buffered.id))?.state === "active", { timeoutMs: 20_000, description: "the second job claimed ahead" });

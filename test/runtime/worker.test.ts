@@ -279,7 +279,9 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
       // Four leases' worth of time, a heartbeat (every 50 ms) at a time, the rescuer after each.
       for (let t = 0, step = 1; t < 600; t += 50, step++) {
         clock.advance(50);
-        await waitFor(async () => answered === step && (await backend.get(id))!.lease?.expiresAt === clock.now() + 150, { description: "the heartbeat renewed the lease" });
+        await waitFor(async () => answered === step && (await backend.get(id))!.lease?.expiresAt === clock.now() + 150, {
+          description: "the heartbeat renewed the lease",
+        });
         // The worker's own bookkeeping after the answer (microtasks) before the next tick.
         await new Promise((resolve) => setImmediate(resolve));
         expect(await backend.rescueExpired()).toEqual([]);
