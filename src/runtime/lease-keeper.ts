@@ -52,7 +52,7 @@ export interface LeaseKeeperOptions {
   concurrency: number;
   /**
    * Held leases lapsed before a renewal reached the store: checked at each heartbeat tick, and
-   * for a hold as it is dropped or replaced before a tick saw it (LeaseKeeper.noticeLapses).
+   * for a hold as it is dropped, replaced or finished before a tick saw it (LeaseKeeper.noticeLapses).
    */
   onLapsed?(lapse: LeaseLapse): void;
 }
@@ -125,7 +125,7 @@ export class LeaseKeeper {
    * decides (the next renewal reports the lease lost if another worker took the job, and a late
    * settle is fenced). The tick looks at every hold; a hold that leaves before a tick saw it
    * (the store's answer to a renewal sent before a stall came back first and reported it lost, or
-   * the renewal failed, or the job was claimed again) is looked at as it leaves, else its lapse
+   * the renewal failed, the job was claimed again, or its run ended) is looked at as it leaves, else its lapse
    * would go unreported. A report that throws (a listener's error) is passed to onError: it must
    * not turn a renewal's answer into a failed renewal.
    */
@@ -215,9 +215,16 @@ export class LeaseKeeper {
     }
   }
 
-  /** The store has the job's outcome, or the worker gave the lease up: stop renewing it. */
+  /**
+   * The store has the job's outcome, or the worker gave the lease up: stop renewing it. A run that
+   * ended after its lease lapsed (the process stalled, nothing rescued the job, the store took the
+   * outcome) leaves here, so its hold is looked at as it leaves, like every other way out.
+   */
   finish(hold: Hold): void {
-    if (this.started.get(hold.claimed.job.id) === hold) this.started.delete(hold.claimed.job.id);
+    if (this.started.get(hold.claimed.job.id) !== hold) return;
+    this.started.delete(hold.claimed.job.id);
+    const now = this.o.clock.now();
+    this.noticeLapses(now, this.tickLateMs(now), [hold]);
   }
 
   /** True while the lease has surely not expired in the store. */

@@ -225,11 +225,33 @@ describe.each(RUNTIME_BACKENDS)("lease lapses on $name", (store) => {
     heartbeatGate = new Promise(() => {});
     clock.store.advance(HEARTBEAT_MS);
     clock.beginStarving(450);
-    // The first job ends while the timers are held: its slot takes the buffered job, whose lease lapsed.
+    // The first job ends while the timers are held: its slot takes the buffered job, whose lease
+    // lapsed (reported at once); then the store takes the first job's outcome, and its own
+    // lapsed lease is reported as its hold leaves.
     release();
-    await waitFor(() => lapses.length > 0, { timeoutMs: 20_000, description: "the lapse reported" });
-    expect(lapses).toEqual([{ jobIds: [buffered.id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
+    await waitFor(() => lapses.length === 2, { timeoutMs: 20_000, description: "both lapses reported" });
+    const lapse = { lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 };
+    expect(lapses).toEqual([
+      { jobIds: [buffered.id], ...lapse },
+      { jobIds: [running.id], ...lapse },
+    ]);
     clock.endStarving();
+    expect(lapses).toHaveLength(2);
+  });
+
+  it("reports a lapse when a job ends after its lease lapsed and the store takes its outcome (no rescue ran)", async () => {
+    const id = await startLongJob();
+    heartbeatGate = new Promise(() => {});
+    clock.store.advance(HEARTBEAT_MS);
+    clock.beginStarving(450);
+    // The job ends while the timers are held and nothing rescued it: its outcome goes to the store
+    // and the hold leaves with the answer, before the late tick could look at it.
+    finish!();
+    await waitFor(async () => (await backend.get(id))?.state !== "active", { timeoutMs: 20_000, description: "the outcome stored" });
+    await waitFor(() => lapses.length > 0, { timeoutMs: 20_000, description: "the lapse reported" });
+    expect(lapses).toEqual([{ jobIds: [id], lapsedForMs: 100 + 450 - LEASE_MS, tickLateMs: 450 - HEARTBEAT_MS, renewalPendingMs: 450 }]);
+    clock.endStarving();
+    expect(lapses).toHaveLength(1);
   });
 
   it("reports nothing while the heartbeats run on time", async () => {
