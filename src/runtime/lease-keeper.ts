@@ -51,8 +51,8 @@ export interface LeaseKeeperOptions {
   /** The worker's concurrency. Buffered marks are sent only at 1: see the constructor. */
   concurrency: number;
   /**
-   * Held leases lapsed before a renewal reached the store: checked at each heartbeat tick, and
-   * for a hold as it is dropped, replaced or finished before a tick saw it (LeaseKeeper.noticeLapses).
+   * Held leases lapsed before a renewal reached the store: checked at each heartbeat tick, and for
+   * a hold as it is dropped, replaced or finished before a tick saw it (LeaseKeeper.noticeLapses).
    */
   onLapsed?(lapse: LeaseLapse): void;
 }
@@ -124,10 +124,10 @@ export class LeaseKeeper {
    * reporting: the store may have renewed a little later. Nothing is aborted here: the store
    * decides (the next renewal reports the lease lost if another worker took the job, and a late
    * settle is fenced). The tick looks at every hold; a hold that leaves before a tick saw it
-   * (the store's answer to a renewal sent before a stall came back first and reported it lost, or
-   * the renewal failed, the job was claimed again, or its run ended) is looked at as it leaves, else its lapse
-   * would go unreported. A report that throws (a listener's error) is passed to onError: it must
-   * not turn a renewal's answer into a failed renewal.
+   * (the store's answer to a renewal sent before a stall came back first and reported it lost,
+   * the renewal failed, the job was claimed again, or its run ended) is looked at as it leaves,
+   * else its lapse would go unreported. A report that throws (a listener's error) is passed to
+   * onError: it must not turn a renewal's answer into a failed renewal.
    */
   private noticeLapses(now: number, tickLateMs: number, among?: readonly Hold[]): void {
     if (!this.o.onLapsed) return;
