@@ -11,10 +11,10 @@
  * conformance suite (test/conformance/checks.ts) feeds every store the same bad values and
  * expects the same error.
  */
-import { intInRange, positiveMs, retryDelayMs } from "../core/checks.js";
+import { intInRange, MAX_COUNT, positiveMs, retryDelayMs, shown } from "../core/checks.js";
 import { InvalidInputError, UnsupportedByStoreError } from "../core/errors.js";
 import type { FlowNodeSpec, JobSpec, Lease } from "../core/job.js";
-import { checkName, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY, MIN_PRIORITY } from "../core/spec.js";
+import { checkName, checkProgress, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_PRIORITY, MIN_PRIORITY } from "../core/spec.js";
 import { holdMs } from "../core/flow.js";
 import type { ScheduleFiring } from "../core/schedule.js";
 import type { EventPrunePolicy } from "../core/queue-events.js";
@@ -46,8 +46,7 @@ export type ResolvedPrunePolicy = Required<PrunePolicy>;
 
 /** `ClaimRequest.limit` ceiling: far above any worker's concurrency plus prefetch. */
 export const MAX_CLAIM_LIMIT = 100_000;
-/** Ceiling of the counts and limits of maintenance calls (they land in 32-bit columns and script arguments). */
-export const MAX_COUNT = 1_000_000_000;
+export { MAX_COUNT };
 
 /** What a store's `rescueExpired` works with when called bare (the facade always passes every field). */
 export const RESCUE_DEFAULTS: ResolvedRescueOptions = Object.freeze({ maxStalls: DEFAULT_MAX_STALLS, limit: DEFAULT_RESCUE_LIMIT });
@@ -137,6 +136,17 @@ type ContractMethods = Omit<Backend, "description" | "capabilities" | "idempoten
 /** The checked method of each contract call, forwarding to `store`. */
 function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["idempotency"] } {
   const caps = (): Capabilities => store.capabilities;
+  /**
+   * A job looked up by id (and, optionally, its queue): any string, since an id no job has finds
+   * nothing; anything else is refused here, before a store turns it into a driver's error.
+   */
+  const lookup = (call: string, id: unknown, queue: unknown): [string, string | undefined] => {
+    if (typeof id !== "string") throw new InvalidInputError(`${call} takes a job id (a string); got ${shown(id)}`, { field: "id" });
+    if (queue !== undefined && typeof queue !== "string") {
+      throw new InvalidInputError(`${call}: the queue, when given, is a queue name (a string); got ${shown(queue)}`, { field: "queue" });
+    }
+    return [id, queue];
+  };
   const need = (call: RefusedCall, subject = ""): void => {
     const { capability } = REFUSALS[call];
     const caps_ = caps();
@@ -182,7 +192,10 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     completeAndClaim: (items, request) => store.completeAndClaim!(checkSettles(items), checkClaim(request)),
     fail: (items) => store.fail(checkFailures(checkSettles(items))),
     release: (leases) => store.release(checkLeases(leases)),
-    progress: (lease, progress) => store.progress(checkLease(lease), progress),
+    progress(lease, progress) {
+      checkProgress(progress);
+      return store.progress(checkLease(lease), progress);
+    },
     appendLogs(lease, lines) {
       if (!Array.isArray(lines) || lines.some((l) => typeof l !== "string"))
         throw new InvalidInputError(`log lines must be an array of strings; got ${describe(lines)}`);
@@ -201,7 +214,7 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
         maxDeadPerQueue: intInRange("maxDeadPerQueue", policy.maxDeadPerQueue ?? DEFAULT_MAX_DEAD_PER_QUEUE, 0, MAX_COUNT),
         limit: intInRange("limit", policy.limit ?? DEFAULT_PRUNE_LIMIT, 1, MAX_COUNT),
       } satisfies ResolvedPrunePolicy),
-    get: (id, queue) => store.get(id, queue),
+    get: (id, queue) => store.get(...lookup("get", id, queue)),
     list(filter: ListFilter = {}, page: Page = {}) {
       const { limit, offset } = checkListArgs(filter, page);
       return store.list(filter, { ...page, limit, offset });
@@ -214,10 +227,10 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
     },
     cancel(id, queue) {
       need("cancel", id);
-      return store.cancel(id, queue);
+      return store.cancel(...lookup("cancel", id, queue));
     },
-    replay: (id, queue) => store.replay(id, queue),
-    remove: (id, queue) => store.remove(id, queue),
+    replay: (id, queue) => store.replay(...lookup("replay", id, queue)),
+    remove: (id, queue) => store.remove(...lookup("remove", id, queue)),
     pause(queue) {
       need("pause", queue);
       return store.pause(checkName("queue", queue));

@@ -6,7 +6,43 @@ export { shown };
 /** The longest delay, timeout, lease, backoff or retention anything takes: ten years, in ms. */
 export const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
 
+/**
+ * The longest a Node.js timer waits, ms (about 24.8 days): a longer one fires after 1 ms (with a
+ * TimeoutOverflowWarning), which would turn a long poll or heartbeat into a busy loop.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Ceiling of the counts and limits of maintenance calls (they land in 32-bit columns and script arguments). */
+export const MAX_COUNT = 1_000_000_000;
+
 /** Checks of numeric options, shared by the backends and the runtime so their errors read alike. */
+
+/** A period or wait the runtime runs on a timer, ms: a whole number from `min` to MAX_TIMER_MS. */
+export function timerMs(field: string, value: unknown, min = 1): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > MAX_TIMER_MS) {
+    throw new InvalidInputError(
+      `${field} must be a whole number of milliseconds from ${min} to ${MAX_TIMER_MS} (about 24.8 days, the longest timer Node.js runs); got ${shown(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * An options object (`what` names it in errors), or undefined. Anything else, and any key it does
+ * not know, is refused: a misspelt option (`concurency`) would otherwise be ignored and its
+ * default used without a word. `known` is a record of every key, so the compiler keeps it
+ * complete when an option is added.
+ */
+export function checkOptionKeys<T extends object>(what: string, value: T | undefined, known: Record<keyof T, true>): T | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(`${what} must be an object; got ${shown(value)}`);
+  }
+  for (const key of Object.keys(value)) {
+    if (!Object.hasOwn(known, key)) throw new InvalidInputError(`unknown ${what} key "${key}"; known keys: ${Object.keys(known).join(", ")}`);
+  }
+  return value;
+}
 
 export function positiveInt(field: string, value: number): number {
   if (!Number.isInteger(value) || value < 1) {

@@ -3,7 +3,8 @@ import type { ChildOutcome, JobRecord } from "./job.js";
 import type { Json } from "./json.js";
 import type { SqlClient } from "../backend/contract.js";
 import type { BackoffFunction } from "./retry.js";
-import type { BackoffOption, JobDefaults } from "./spec.js";
+import { checkJobDefaults, type BackoffOption, type JobDefaults } from "./spec.js";
+import { shown } from "./checks.js";
 
 /**
  * A payload schema: anything that implements Standard Schema v1 (https://standardschema.dev), the
@@ -50,7 +51,7 @@ export interface JobContext {
    * down. Pass it to fetch() and friends; check it between steps of long work.
    */
   signal: AbortSignal;
-  /** Stores a progress report (any JSON) on the job, visible to `get` and the HTTP status API. */
+  /** Stores a progress report (any JSON, at most 64 KiB of it) on the job, visible to `get` and the HTTP status API. */
   progress(value: Json): Promise<void>;
   /**
    * Appends a line to the job's log, kept with the job in the store (`backend.logs(id)`,
@@ -209,11 +210,15 @@ export function defineJob<T, R = unknown, I = T>(
         `as zod 3.24+, valibot 1.0+ and ArkType 2.0+ schemas do`,
     );
   }
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new InvalidInputError(`defineJob("${name}"): options must be an object of default job options; got ${shown(options)}`);
+  }
   const { backoff, ...rest } = options;
   const settings: HandlerSettings = {};
   const defaults: JobDefaults = { ...rest };
   if (typeof backoff === "function") settings.backoff = backoff;
   else if (backoff !== undefined) defaults.backoff = backoff;
+  checkJobDefaults(`defineJob("${name}") options`, defaults);
   if (options.timeoutMs !== undefined) settings.timeoutMs = options.timeoutMs;
   return {
     name,

@@ -38,6 +38,10 @@ export class RetryLater extends ConveyorError {
   ) {
     const options = typeof messageOrOptions === "string" ? { message: messageOrOptions } : messageOrOptions;
     super(options.message ?? `retry requested in ${delayMs} ms${options.pause ? ` (${options.pause} held)` : ""}`);
+    // A NaN, negative or infinite delay would otherwise become a retry at once (decideRetry's floor).
+    if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
+      throw new InvalidInputError(`RetryLater takes a delay in milliseconds, a finite number from 0 up; got ${shown(delayMs)}`);
+    }
     if (options.pause !== undefined && options.pause !== "queue" && options.pause !== "key") {
       throw new InvalidInputError(`RetryLater option pause must be "queue", "key" or left out; got ${shown(options.pause)}`);
     }

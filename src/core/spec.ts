@@ -221,6 +221,28 @@ export function serializePayload(jobName: string, data: unknown, maxBytes: numbe
   return text;
 }
 
+/** Most bytes of JSON a handler's progress value takes (`ctx.progress`): a status, not a result store. */
+export const MAX_PROGRESS_BYTES = 64 * 1024;
+
+/**
+ * A handler's progress value, checked as a payload is before any store sees it: JSON (a cycle or a
+ * BigInt would otherwise fail inside the store's serialiser, NaN turn into null), at most
+ * MAX_PROGRESS_BYTES of it.
+ */
+export function checkProgress(value: unknown): void {
+  const problem = findNonJson(value, "progress");
+  if (problem) throw new InvalidInputError(`ctx.progress takes JSON: ${problem}`, { field: "progress" });
+  const bytes = Buffer.byteLength(JSON.stringify(value === undefined ? null : value), "utf8");
+  if (bytes > MAX_PROGRESS_BYTES) {
+    throw new InvalidInputError(
+      `ctx.progress takes at most ${MAX_PROGRESS_BYTES} bytes of JSON; got ${bytes}. Report a status, and return results from the handler`,
+      {
+        field: "progress",
+      },
+    );
+  }
+}
+
 function checkSize(jobName: string, bytes: number, maxBytes: number): void {
   if (bytes > maxBytes) {
     throw new InvalidInputError(
@@ -268,7 +290,8 @@ function nonJsonIn(value: unknown, ancestors: object[], depth: number): NonJson 
   if (value === null) return null;
   const obj = value as object;
   if (ancestors.includes(obj)) return refused((path) => `${path} contains a cycle`);
-  if (obj instanceof Date) return null;
+  // JSON.stringify writes an invalid Date as null: what arrives would not be what was sent.
+  if (obj instanceof Date) return Number.isNaN(obj.getTime()) ? refused((path) => `${path} is an invalid Date`) : null;
   // Bounded here, before JSON.stringify's own recursion overflows the stack on a deep value.
   if (depth >= MAX_JSON_DEPTH) {
     return refused((path) => `${path.slice(0, 80)}… nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep; flatten it`);
@@ -308,6 +331,48 @@ function nonJsonIn(value: unknown, ancestors: object[], depth: number): NonJson 
 
 /** Defaults a Queue applies to every job it adds, overridden per job. */
 export type JobDefaults = Omit<JobOptions, "jobId" | "runAt" | "dedup">;
+
+/** Job options that name one job (its id, its time, its dedup key): as a default every job would share them. */
+const PER_JOB_OPTIONS = new Set(["jobId", "runAt", "dedup"]);
+
+/**
+ * Default job options (a queue's `defaults`, a definition's, an outbox target's `jobDefaults`),
+ * checked once where they are given: an object of known job options, none of them one that names a
+ * single job (a default `jobId` would make every add after the first a duplicate, its data dropped),
+ * each value checked as a job's own is. Else a bad or misspelt default would be ignored, or refuse
+ * every add later.
+ */
+export function checkJobDefaults(what: string, value: unknown): JobDefaults {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(`${what} must be an object of job options; got ${shown(value)}`, { field: "defaults" });
+  }
+  for (const key of Object.keys(value)) {
+    if (PER_JOB_OPTIONS.has(key)) {
+      throw new InvalidInputError(`${what}: ${key} names one job and cannot be a default; give it to each add instead`, { field: `defaults.${key}` });
+    }
+    if (!KNOWN_OPTIONS.has(key)) {
+      const known = [...KNOWN_OPTIONS].filter((k) => !PER_JOB_OPTIONS.has(k));
+      throw new InvalidInputError(`${what}: unknown job option "${key}"; defaults take: ${known.join(", ")}`, { field: `defaults.${key}` });
+    }
+  }
+  try {
+    buildJobSpec({ queue: "defaults", name: "defaults", data: null, options: value });
+  } catch (error) {
+    if (error instanceof InvalidInputError) error.message = `${what}: ${error.message}`;
+    throw error;
+  }
+  return value;
+}
+
+/** A payload limit, bytes of JSON: a whole number from 1 up (NaN would switch the check off). */
+export function checkMaxPayloadBytes(value: unknown): number {
+  if (value === undefined) return DEFAULT_MAX_PAYLOAD_BYTES;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidInputError(`option maxPayloadBytes must be a whole number of bytes from 1 up (default ${DEFAULT_MAX_PAYLOAD_BYTES}); got ${shown(value)}`);
+  }
+  return value;
+}
 
 /** Validates one job and turns it into a spec. Throws InvalidInputError naming the field. */
 export function buildJobSpec(input: {

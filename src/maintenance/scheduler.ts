@@ -9,6 +9,9 @@
  * added or changed; a change made through a `Queue` of this process wakes it at once.
  */
 import type { Backend, EnqueueResult } from "../backend/contract.js";
+import { checkOptionKeys, MAX_TIMER_MS, shown, timerMs } from "../core/checks.js";
+import { InvalidInputError } from "../core/errors.js";
+import { checkName } from "../core/spec.js";
 import { dueTicks, firingFor, nextRunAt, onSchedulesChanged, type StoredSchedule } from "../core/schedule.js";
 
 /** What the scheduler needs of a backend: its clock, the schedules, and the firing step. */
@@ -25,6 +28,8 @@ export interface SchedulerOptions {
   /** After a store error, wait this long before trying again, in ms (doubling up to refreshMs). Default 1 000. */
   retryMs?: number;
 }
+
+const SCHEDULER_OPTION_KEYS: Record<keyof SchedulerOptions, true> = { refreshMs: true, queues: true, retryMs: true };
 
 export interface SchedulerCallbacks {
   /** A firing this process won: the tick, and the jobs it enqueued (none when the policy dropped the ticks). */
@@ -43,8 +48,6 @@ export const DEFAULT_SCHEDULER_REFRESH_MS = 10_000;
 const DEFAULT_RETRY_MS = 1_000;
 /** After a failed firing, try that schedule again this much later, in ms. */
 const FIRE_RETRY_MS = 1_000;
-/** A setTimeout longer than this (~24.8 days) fires at once; longer sleeps are cut to it. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The result of one pass: what this process fired, and when the next tick falls (store clock). */
 export interface SchedulerPass {
@@ -115,10 +118,13 @@ export class Scheduler {
     private readonly options: SchedulerOptions = {},
     private readonly callbacks: SchedulerCallbacks = {},
   ) {
-    this.refreshMs = options.refreshMs ?? DEFAULT_SCHEDULER_REFRESH_MS;
-    this.retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
-    if (!(this.refreshMs >= 1)) throw new RangeError(`scheduler refreshMs must be >= 1 ms; got ${this.refreshMs}`);
-    if (!(this.retryMs >= 1)) throw new RangeError(`scheduler retryMs must be >= 1 ms; got ${this.retryMs}`);
+    checkOptionKeys("scheduler option", options, SCHEDULER_OPTION_KEYS);
+    this.refreshMs = timerMs("scheduler option refreshMs", options.refreshMs ?? DEFAULT_SCHEDULER_REFRESH_MS);
+    this.retryMs = timerMs("scheduler option retryMs", options.retryMs ?? DEFAULT_RETRY_MS);
+    if (options.queues !== undefined) {
+      if (!Array.isArray(options.queues)) throw new InvalidInputError(`scheduler option queues must be an array of queue names; got ${shown(options.queues)}`);
+      for (const queue of options.queues) checkName("queue", queue);
+    }
   }
 
   start(): void {

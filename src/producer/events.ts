@@ -3,9 +3,9 @@
  * through `followEvents`, so they agree on filtering, resuming and stopping.
  */
 import type { Backend } from "../backend/contract.js";
-import { positiveMs } from "../core/checks.js";
-import { ConveyorError } from "../core/errors.js";
-import { EVENT_READ_LIMIT, matchesEventFilter, type QueueEvent, type QueueEventFilter } from "../core/queue-events.js";
+import { checkOptionKeys, shown, timerMs } from "../core/checks.js";
+import { ConveyorError, InvalidInputError } from "../core/errors.js";
+import { EVENT_READ_LIMIT, matchesEventFilter, QUEUE_EVENT_TYPES, type QueueEvent, type QueueEventFilter } from "../core/queue-events.js";
 
 export interface FollowEventsOptions extends QueueEventFilter {
   /**
@@ -22,6 +22,43 @@ export interface FollowEventsOptions extends QueueEventFilter {
 
 /** `pollIntervalMs`'s default. */
 export const DEFAULT_EVENT_POLL_INTERVAL_MS = 250;
+
+const FOLLOW_EVENTS_OPTION_KEYS: Record<keyof FollowEventsOptions, true> = {
+  queues: true,
+  names: true,
+  jobId: true,
+  types: true,
+  after: true,
+  pollIntervalMs: true,
+  signal: true,
+};
+
+/**
+ * The options of an event stream, checked when it is asked for (a generator's body runs only at
+ * its first `next()`): a filter that can match nothing (a misspelt type) would otherwise wait
+ * forever without a word.
+ */
+export function checkFollowEventsOptions(options: FollowEventsOptions): void {
+  checkOptionKeys("events() option", options, FOLLOW_EVENTS_OPTION_KEYS);
+  const strings = (field: string, value: unknown): void => {
+    if (value !== undefined && (!Array.isArray(value) || value.some((v) => typeof v !== "string"))) {
+      throw new InvalidInputError(`events() option ${field} must be an array of strings; got ${shown(value)}`);
+    }
+  };
+  strings("queues", options.queues);
+  strings("names", options.names);
+  strings("types", options.types);
+  const unknownType = options.types?.find((type) => !(QUEUE_EVENT_TYPES as readonly string[]).includes(type));
+  if (unknownType !== undefined) {
+    throw new InvalidInputError(`events() option types: unknown event type ${shown(unknownType)}; the types are ${QUEUE_EVENT_TYPES.join(", ")}`);
+  }
+  if (options.jobId !== undefined && typeof options.jobId !== "string")
+    throw new InvalidInputError(`events() option jobId must be a job id; got ${shown(options.jobId)}`);
+  if (options.after !== undefined && typeof options.after !== "string") {
+    throw new InvalidInputError(`events() option after must be an event id (a QueueEvent's id, a string); got ${shown(options.after)}`);
+  }
+  if (options.pollIntervalMs !== undefined) timerMs("events() option pollIntervalMs", options.pollIntervalMs);
+}
 
 /** Refuses a backend without an event log, saying which ones have one. */
 export function requireEventLog(backend: Backend): Required<Pick<Backend, "readEvents" | "latestEventCursor">> {
@@ -44,8 +81,9 @@ export function requireEventLog(backend: Backend): Required<Pick<Backend, "readE
  * the iteration with that error (the last event's id resumes it).
  */
 export async function* followEvents(backend: Backend, options: FollowEventsOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
+  checkFollowEventsOptions(options);
   const log = requireEventLog(backend);
-  const pollIntervalMs = positiveMs("pollIntervalMs", options.pollIntervalMs ?? DEFAULT_EVENT_POLL_INTERVAL_MS);
+  const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_EVENT_POLL_INTERVAL_MS;
   const filter: QueueEventFilter = { queues: options.queues, names: options.names, jobId: options.jobId, types: options.types };
   const { signal } = options;
   let cursor = options.after ?? (await log.latestEventCursor());

@@ -6,9 +6,9 @@ import type { ChildFailurePolicy, FlowNodeSpec, JobRecord, JobSpec } from "../co
 import type { JobTelemetry } from "../core/telemetry.js";
 import type { Json } from "../core/json.js";
 import type { QueueEvent } from "../core/queue-events.js";
-import { followEvents, type FollowEventsOptions } from "./events.js";
+import { checkFollowEventsOptions, followEvents, type FollowEventsOptions } from "./events.js";
 import { normalizeQueueLimits, type QueueFlow, type QueueLimits } from "../core/flow.js";
-import { buildJobSpec, checkName, DEFAULT_MAX_PAYLOAD_BYTES, type JobDefaults, type JobOptions } from "../core/spec.js";
+import { buildJobSpec, checkJobDefaults, checkMaxPayloadBytes, checkName, type JobDefaults, type JobOptions } from "../core/spec.js";
 import {
   buildScheduleWrite,
   checkScheduleId,
@@ -20,20 +20,25 @@ import {
   type ScheduleOptions,
 } from "../core/schedule.js";
 import { createHash } from "node:crypto";
-import { shown } from "../core/checks.js";
+import { checkOptionKeys, shown } from "../core/checks.js";
 
 export interface QueueOptions {
   /** Where jobs are stored. */
   backend: Backend;
-  /** Options applied to every job added through this queue, overridden per job. Default: none. */
+  /**
+   * Options applied to every job added through this queue, overridden per job (not `jobId`, `runAt`
+   * or `dedup`, which name one job). Checked here, as a job's own options are. Default: none.
+   */
   defaults?: JobDefaults;
-  /** Largest payload accepted, in bytes of JSON. Default 262 144 (256 KiB). */
+  /** Largest payload accepted, in bytes of JSON (a whole number from 1 up). Default 262 144 (256 KiB). */
   maxPayloadBytes?: number;
   /** Counts and traces what is enqueued (see `conveyor-jobs/metrics`). Default none. */
   telemetry?: JobTelemetry;
 }
 
 /** Options of one `add`: the job's options plus, where the backend supports it, a transaction. */
+const QUEUE_OPTION_KEYS: Record<keyof QueueOptions, true> = { backend: true, defaults: true, maxPayloadBytes: true, telemetry: true };
+
 export interface AddOptions extends JobOptions {
   /**
    * Your database transaction handle; the job commits or rolls back with it. Only for backends
@@ -124,9 +129,10 @@ export class Queue {
   constructor(name: string, options: QueueOptions) {
     this.name = checkName("queue", name);
     if (!options?.backend) throw new InvalidInputError(`new Queue("${name}") needs { backend }, e.g. new SqliteBackend({ path: "jobs.db" })`);
+    checkOptionKeys(`new Queue("${this.name}") option`, options, QUEUE_OPTION_KEYS);
     this.backend = options.backend;
-    this.defaults = options.defaults ?? {};
-    this.maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.defaults = checkJobDefaults(`new Queue("${this.name}") option defaults`, options.defaults);
+    this.maxPayloadBytes = checkMaxPayloadBytes(options.maxPayloadBytes);
     this.telemetry = options.telemetry?.enqueue ? options.telemetry : null;
   }
 
@@ -137,6 +143,10 @@ export class Queue {
   add<T, R, I>(job: JobDefinition<T, R, I>, data: I, options?: AddOptions): Promise<AddResult>;
   add(name: string, data?: Json, options?: AddOptions): Promise<AddResult>;
   async add(job: string | JobDefinition<unknown>, data?: unknown, options: AddOptions = {}): Promise<AddResult> {
+    // Checked before it is taken apart: a string's own properties (String.prototype.repeat) would pass for options.
+    if (typeof options !== "object" || options === null || Array.isArray(options)) {
+      throw new InvalidInputError(`job options must be an object; got ${shown(options)}`, { field: "options" });
+    }
     const { tx, repeat, ...jobOptions } = options;
     if (repeat !== undefined) return this.addRepeat(job, data, jobOptions, repeat, tx);
     const spec = this.toSpec({ name: job, data, options: jobOptions });
@@ -299,6 +309,10 @@ export class Queue {
   }
 
   private toSpec(job: BulkJob, queue: string = this.name): JobSpec {
+    if (typeof job !== "object" || job === null) throw new InvalidInputError(`a job must be { name, data, options }; got ${shown(job)}`);
+    if (typeof job.name !== "string" && (typeof job.name !== "object" || job.name === null || typeof job.name.name !== "string")) {
+      throw new InvalidInputError(`a job's name must be a job name or a definition made by defineJob; got ${shown(job.name)}`, { field: "name" });
+    }
     if (typeof job.name === "string") {
       return buildJobSpec({ queue, name: job.name, data: job.data, options: job.options, defaults: this.defaults, maxPayloadBytes: this.maxPayloadBytes });
     }
@@ -348,7 +362,9 @@ export class Queue {
    * docs/events.md.
    */
   events(options: Omit<FollowEventsOptions, "queues"> = {}): AsyncGenerator<QueueEvent, void, undefined> {
-    return followEvents(this.backend, { ...options, queues: [this.name] });
+    const follow = { ...options, queues: [this.name] };
+    checkFollowEventsOptions(follow);
+    return followEvents(this.backend, follow);
   }
 
   async close(): Promise<void> {

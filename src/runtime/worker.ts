@@ -11,7 +11,7 @@ import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetryAfter } from "../core/retry.js";
-import { nonNegativeInt, positiveInt, toError } from "../core/checks.js";
+import { checkOptionKeys, intInRange, MAX_COUNT, nonNegativeInt, positiveInt, shown, timerMs, toError } from "../core/checks.js";
 import { checkName } from "../core/spec.js";
 import { MAX_HOLD_MS } from "../core/flow.js";
 import { QueueThrottle } from "./throttle.js";
@@ -54,7 +54,8 @@ export interface WorkerOptions {
    * in synchronous code), so an orchestrator restarts it; its jobs are rescued after their leases.
    * A loop that stood still while the process used less than half that on the CPU (a process the
    * machine starved, or a synchronous wait) gets 10 × `stallMs` (see runtime/watchdog.ts).
-   * Default: off (the CLI turns it on with stallMs = leaseMs).
+   * `stallMs` from 200 (two stamps of the watched loop) to 2 147 483 647. Default: off (the CLI
+   * turns it on with stallMs = leaseMs).
    */
   watchdog?: { stallMs: number };
   /** Jobs run at once by this worker. Default 10. */
@@ -72,7 +73,11 @@ export interface WorkerOptions {
    * spreading work evenly matters more. Default 0 (claim only what can start now).
    */
   prefetch?: number;
-  /** Lease length in milliseconds; a worker silent for this long loses its jobs. Default 30 000. */
+  /**
+   * Lease length in milliseconds; a worker silent for this long loses its jobs. Default 30 000. The
+   * timers of this option and the three below take at most 2 147 483 647 ms (about 24.8 days, the
+   * longest timer Node.js runs; a longer one would fire every millisecond).
+   */
   leaseMs?: number;
   /** Heartbeat period in milliseconds (all leases in one call). Default leaseMs / 3. */
   heartbeatIntervalMs?: number;
@@ -133,6 +138,53 @@ export interface MaintenanceOptions {
    * `{ maxAgeMs: 86400000 (24 h), maxEvents: 100000, limit: 10000 }`.
    */
   eventRetention?: EventPrunePolicy;
+}
+
+const WORKER_OPTION_KEYS: Record<keyof WorkerOptions, true> = {
+  backend: true,
+  queues: true,
+  handlers: true,
+  sandbox: true,
+  watchdog: true,
+  concurrency: true,
+  prefetch: true,
+  leaseMs: true,
+  heartbeatIntervalMs: true,
+  pollIntervalMs: true,
+  shutdownGraceMs: true,
+  maintenance: true,
+  scheduler: true,
+  handleSignals: true,
+  workerId: true,
+  logger: true,
+  autostart: true,
+  random: true,
+  telemetry: true,
+  clock: true,
+};
+const SANDBOX_OPTION_KEYS: Record<keyof SandboxOptions, true> = { module: true, abortGraceMs: true, processes: true };
+const MAINTENANCE_OPTION_KEYS: Record<keyof MaintenanceOptions, true> = {
+  rescueIntervalMs: true,
+  maxStalls: true,
+  pruneIntervalMs: true,
+  retention: true,
+  eventRetention: true,
+};
+
+/** Maintenance options as a worker takes them: its timers' periods, the quarantine's count. */
+function checkMaintenanceOptions(m: MaintenanceOptions): void {
+  checkOptionKeys("maintenance option", m, MAINTENANCE_OPTION_KEYS);
+  if (m.rescueIntervalMs !== undefined) timerMs("maintenance option rescueIntervalMs", m.rescueIntervalMs);
+  if (m.pruneIntervalMs !== undefined) timerMs("maintenance option pruneIntervalMs", m.pruneIntervalMs);
+  if (m.maxStalls !== undefined) intInRange("maintenance option maxStalls", m.maxStalls, 1, MAX_COUNT);
+}
+
+/** A worker id as leases and attempt histories show it: 1-200 characters, no control character. */
+function checkWorkerId(value: unknown): string {
+  if (typeof value !== "string" || value.length === 0 || value.length > 200 || /[\u0000-\u001f\u007f]/.test(value)) {
+    throw new InvalidInputError(`option workerId must be 1-200 characters without control characters; got ${shown(value)}`);
+  }
+  return value;
 }
 
 export interface CloseOptions {
@@ -238,30 +290,43 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   constructor(options: WorkerOptions) {
     super();
     if (!options?.backend) throw new InvalidInputError("new Worker() needs { backend, queues, handlers }");
+    checkOptionKeys("new Worker() option", options, WORKER_OPTION_KEYS);
     this.backend = options.backend;
-    const queues = typeof options.queues === "string" ? [options.queues] : [...(options.queues ?? [])];
+    if (typeof options.queues !== "string" && !Array.isArray(options.queues)) {
+      throw new InvalidInputError(`new Worker() option queues must be a queue name or an array of them; got ${shown(options.queues)}`);
+    }
+    const queues: readonly string[] = typeof options.queues === "string" ? [options.queues] : options.queues;
     if (queues.length === 0) throw new InvalidInputError("new Worker() needs at least one queue name in { queues }");
     this.queues = queues.map((q) => checkName("queue", q));
     this.concurrency = positiveInt("option concurrency", options.concurrency ?? 10);
+    const sandbox = checkOptionKeys("sandbox option", options.sandbox, SANDBOX_OPTION_KEYS);
+    if (sandbox !== undefined && (typeof sandbox.module !== "string" || sandbox.module === "")) {
+      throw new InvalidInputError(`sandbox option module must be the path of the handlers module; got ${shown(sandbox.module)}`);
+    }
     // Every slot's process started with the worker, plus a spare for one killed mid-job (a pill).
-    this.sandbox = options.sandbox ? new SandboxPool({ processes: this.concurrency + 1, ...options.sandbox }) : null;
+    this.sandbox = sandbox ? new SandboxPool({ processes: this.concurrency + 1, ...sandbox }) : null;
     if (options.handlers !== undefined) this.registerHandlers(options.handlers);
     else if (!this.sandbox) throw new InvalidInputError("new Worker() needs { handlers } (or { sandbox: { module } })");
-    this.watchdogOptions = options.watchdog ?? null;
+    const watchdog = checkOptionKeys("watchdog option", options.watchdog, { stallMs: true });
+    // Below two stamps of the watched loop (runtime/watchdog.ts, every 100 ms) a healthy process would be killed.
+    this.watchdogOptions = watchdog === undefined ? null : { stallMs: timerMs("watchdog option stallMs", watchdog.stallMs, 200) };
     this.prefetch = nonNegativeInt("option prefetch", options.prefetch ?? 0);
-    this.leaseMs = positiveInt("option leaseMs", options.leaseMs ?? 30_000);
-    this.heartbeatIntervalMs = positiveInt("option heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
+    this.leaseMs = timerMs("option leaseMs", options.leaseMs ?? 30_000);
+    this.heartbeatIntervalMs = timerMs("option heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));
     if (this.heartbeatIntervalMs >= this.leaseMs) {
       throw new InvalidInputError(
         `heartbeatIntervalMs (${this.heartbeatIntervalMs}) must be shorter than leaseMs (${this.leaseMs}); leave it unset for leaseMs / 3`,
       );
     }
-    this.pollIntervalMs = positiveInt("option pollIntervalMs", options.pollIntervalMs ?? 1_000);
-    this.shutdownGraceMs = nonNegativeInt("option shutdownGraceMs", options.shutdownGraceMs ?? 25_000);
+    this.pollIntervalMs = timerMs("option pollIntervalMs", options.pollIntervalMs ?? 1_000);
+    this.shutdownGraceMs = timerMs("option shutdownGraceMs", options.shutdownGraceMs ?? 25_000, 0);
     this.logger = options.logger ?? consoleLogger();
+    if (options.random !== undefined && typeof options.random !== "function") {
+      throw new InvalidInputError(`option random must be a function returning a number in [0, 1); got ${shown(options.random)}`);
+    }
     this.random = options.random ?? Math.random;
     this.telemetry = options.telemetry?.attempt ? options.telemetry : null;
-    this.id = options.workerId ?? newWorkerId();
+    this.id = options.workerId === undefined ? newWorkerId() : checkWorkerId(options.workerId);
     this.identity = { id: this.id, host: hostname(), pid: process.pid };
     this.settler = new Settler(this.backend, () => this.claimRide());
     this.clock = options.clock ?? monotonicClock;
@@ -279,6 +344,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       onLapsed: (lapse) => this.reportLapse(lapse),
     });
     const m = options.maintenance ?? true;
+    if (typeof m !== "boolean") checkMaintenanceOptions(m);
     this.maintenance =
       m === false
         ? null
@@ -289,6 +355,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
           });
     // A store that keeps no schedules (capabilities.schedules false) gets no scheduler loop.
     const sched = this.backend.capabilities.schedules ? (options.scheduler ?? true) : false;
+    if (sched !== true && sched !== false && (typeof sched !== "object" || sched === null)) {
+      throw new InvalidInputError(`option scheduler must be true, false or { refreshMs, queues, retryMs }; got ${shown(sched)}`);
+    }
     this.scheduler =
       sched === false ? null : new Scheduler(this.backend, sched === true ? {} : sched, { onError: (error, during) => this.reportError(error, during) });
     if (options.handleSignals) this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger });

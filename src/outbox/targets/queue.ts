@@ -8,7 +8,7 @@ import type { Backend } from "../../backend/contract.js";
 import { InvalidInputError } from "../../core/errors.js";
 import type { JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
-import { buildJobSpec, type JobDefaults } from "../../core/spec.js";
+import { buildJobSpec, checkJobDefaults, checkName, type JobDefaults } from "../../core/spec.js";
 import type { OutboxEvent } from "../event.js";
 import type { PublishOutcome, Target } from "../target.js";
 
@@ -39,7 +39,8 @@ export class QueueTarget implements Target {
     if (!options?.backend) throw new InvalidInputError("QueueTarget needs { backend, queue }");
     this.backend = options.backend;
     // Validated by the same rules as queue.add, at construction rather than per event.
-    buildJobSpec({ queue: options.queue, name: "probe", data: null, defaults: options.jobDefaults });
+    checkName("queue", options.queue);
+    checkJobDefaults("QueueTarget option jobDefaults", options.jobDefaults);
     this.queue = options.queue;
     this.jobDefaults = options.jobDefaults;
     this.closeBackend = options.closeBackend ?? false;
