@@ -20,7 +20,7 @@ import { InvalidInputError } from "./errors.js";
 import type { JobSpec } from "./job.js";
 import type { Json } from "./json.js";
 import { buildJobSpec, checkName, type JobOptions } from "./spec.js";
-import { shown } from "./checks.js";
+import { MAX_DELAY, shown } from "./checks.js";
 
 /**
  * What happens to ticks that passed while no scheduler ran (downtime, every worker stopped):
@@ -177,7 +177,7 @@ export function checkTimeZone(tz: unknown): string {
 export function normalizeMisfire(value: unknown): Misfire {
   const bad = () =>
     new InvalidInputError(
-      `misfire must be "skip", "once" or "all", or { policy: "skip", graceMs } / { policy: "all", limit } (limit 1-${MAX_MISFIRE_LIMIT}); got ${shown(value)}`,
+      `misfire must be "skip", "once" or "all", or { policy: "skip", graceMs } (graceMs 0-${MAX_DELAY} ms) / { policy: "all", limit } (limit 1-${MAX_MISFIRE_LIMIT}); got ${shown(value)}`,
       { field: "misfire" },
     );
   const base: Misfire = { policy: DEFAULT_MISFIRE_POLICY, graceMs: DEFAULT_MISFIRE_GRACE_MS, limit: DEFAULT_MISFIRE_LIMIT };
@@ -187,7 +187,8 @@ export function normalizeMisfire(value: unknown): Misfire {
   const o = value as { policy?: unknown; graceMs?: unknown; limit?: unknown };
   for (const key of Object.keys(o)) if (key !== "policy" && key !== "graceMs" && key !== "limit") throw bad();
   if (o.policy !== "skip" && o.policy !== "once" && o.policy !== "all") throw bad();
-  if (o.graceMs !== undefined && (o.policy !== "skip" || !Number.isInteger(o.graceMs) || (o.graceMs as number) < 0)) throw bad();
+  if (o.graceMs !== undefined && (o.policy !== "skip" || !Number.isInteger(o.graceMs) || (o.graceMs as number) < 0 || (o.graceMs as number) > MAX_DELAY))
+    throw bad();
   if (o.limit !== undefined && (o.policy !== "all" || !Number.isInteger(o.limit) || (o.limit as number) < 1 || (o.limit as number) > MAX_MISFIRE_LIMIT))
     throw bad();
   return { policy: o.policy, graceMs: (o.graceMs as number | undefined) ?? base.graceMs, limit: (o.limit as number | undefined) ?? base.limit };

@@ -168,6 +168,9 @@ export const MAX_ATTEMPTS = 1_000_000;
  */
 export const LATEST_RUN_AT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 
+const EXPONENTIAL_BACKOFF_FIELDS: readonly string[] = ["type", "delayMs", "maxDelayMs"];
+const FIXED_BACKOFF_FIELDS: readonly string[] = ["type", "delayMs"];
+
 function normalizeBackoff(value: unknown): BackoffSpec {
   if (value === undefined) return DEFAULT_BACKOFF;
   if (typeof value === "function") {
@@ -183,6 +186,13 @@ function normalizeBackoff(value: unknown): BackoffSpec {
     });
   }
   const b = value as Record<string, unknown>;
+  const fields = b.type === "exponential" ? EXPONENTIAL_BACKOFF_FIELDS : b.type === "fixed" ? FIXED_BACKOFF_FIELDS : null;
+  const extra = fields === null ? undefined : Object.keys(b).find((k) => !fields.includes(k));
+  if (extra !== undefined) {
+    throw new InvalidInputError(`unknown field backoff.${extra}; a ${String(b.type)} backoff takes ${fields!.join(", ")}`, {
+      field: `options.backoff.${extra}`,
+    });
+  }
   if (b.type === "exponential") {
     const delayMs = b.delayMs === undefined ? DEFAULT_BACKOFF.delayMs : checkInt("backoff.delayMs", b.delayMs, 0, MAX_DELAY);
     const maxDelayMs = b.maxDelayMs === undefined ? Math.max(60_000, delayMs) : checkInt("backoff.maxDelayMs", b.maxDelayMs, 0, MAX_DELAY);
@@ -199,6 +209,16 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
   if (value === true) return 0;
   if (value === false) return null;
   if (typeof value === "object" && value !== null && "ageMs" in value) {
+    // BullMQ's { age, count } spelling: a count here would be ignored, so it is refused (counts are the pruner's retention policy).
+    const extra = Object.keys(value).find((k) => k !== "ageMs");
+    if (extra !== undefined) {
+      throw new InvalidInputError(
+        `unknown field ${field}.${extra}; ${field} is true, false or { ageMs } (count limits are the worker's maintenance.retention)`,
+        {
+          field: `options.${field}.${extra}`,
+        },
+      );
+    }
     return checkInt(`${field}.ageMs`, value.ageMs, 0, MAX_DELAY);
   }
   throw new InvalidInputError(`option ${field} must be true, false or { ageMs }; got ${shown(value)}`, { field: `options.${field}` });

@@ -38,6 +38,8 @@ export interface QueueOptions {
 
 /** Options of one `add`: the job's options plus, where the backend supports it, a transaction. */
 const QUEUE_OPTION_KEYS: Record<keyof QueueOptions, true> = { backend: true, defaults: true, maxPayloadBytes: true, telemetry: true };
+const REPEAT_OPTION_KEYS: Record<keyof RepeatOptions, true> = { pattern: true, tz: true, misfire: true, key: true };
+const FLOW_JOB_KEYS: Record<keyof FlowJob, true> = { name: true, data: true, queue: true, options: true, children: true, onChildFailure: true };
 
 export interface AddOptions extends JobOptions {
   /**
@@ -206,6 +208,8 @@ export class Queue {
     if (tx !== undefined) throw new InvalidInputError("add({ repeat }) creates a schedule, which cannot join your transaction; drop tx");
     if (typeof repeat !== "object" || repeat === null)
       throw new InvalidInputError(`option repeat must be { pattern, tz? }; got ${shown(repeat)}`, { field: "options.repeat" });
+    // BullMQ's repeat.limit / every / startDate would be ignored here, the schedule running for ever.
+    checkOptionKeys("option repeat", repeat, REPEAT_OPTION_KEYS);
     const name = typeof job === "string" ? job : job.name;
     if (typeof job !== "string") validatePayload(job.name, job.schema, data);
     const { jobId, delayMs, runAt, ...jobOptions } = options;
@@ -255,6 +259,8 @@ export class Queue {
       const { job, parent, queue, path } = stack.pop()!;
       if (nodes.length >= MAX_FLOW_JOBS) throw new InvalidInputError(`a flow holds at most ${MAX_FLOW_JOBS} jobs; split it`);
       if (typeof job !== "object" || job === null) throw new InvalidInputError(`${path} must be { name, data, options, children }`);
+      // A misspelt `children` would store a childless parent that runs at once.
+      checkOptionKeys(path, job, FLOW_JOB_KEYS);
       const policy = job.onChildFailure ?? "fail";
       if (policy !== "fail" && policy !== "continue") {
         throw new InvalidInputError(`${path}.onChildFailure must be "fail" or "continue"; got ${shown(job.onChildFailure)}`, {

@@ -131,6 +131,30 @@ describe("queue.add and addBulk", () => {
     expect(await backend.list({ queue: "q" })).toEqual([]);
   });
 
+  it.each([
+    ["BullMQ's { age, count } retention (the count ignored)", { removeOnComplete: { ageMs: 1000, count: 5 } }, /unknown field removeOnComplete\.count/],
+    [
+      "a backoff field a fixed backoff does not take",
+      { backoff: { type: "fixed", delayMs: 5, maxDelayMs: 10 } },
+      /unknown field backoff\.maxDelayMs; a fixed backoff takes type, delayMs/,
+    ],
+    ["a misspelt backoff field", { backoff: { type: "exponential", delay: 5 } }, /unknown field backoff\.delay/],
+    ["BullMQ's repeat.limit (the schedule would run for ever)", { repeat: { pattern: "* * * * *", limit: 5 } }, /unknown option repeat key "limit"/],
+    ["a misfire grace past ten years", { repeat: { pattern: "* * * * *", misfire: { policy: "skip", graceMs: 1e300 } } }, /graceMs 0-315360000000 ms/],
+  ])("add refuses %s", async (_what, options, message) => {
+    const q = new Queue("q", { backend });
+    expect((await refusal(() => q.add("a", {}, options as never))).message).toMatch(message);
+  });
+
+  it("addFlow refuses a misspelt field (a childless parent would run at once)", async () => {
+    const q = new Queue("q", { backend });
+    expect((await refusal(() => q.addFlow({ name: "parent", chidren: [{ name: "child" }] } as never))).message).toMatch(/unknown flow key "chidren"/);
+    expect((await refusal(() => q.addFlow({ name: "parent", children: [{ name: "child", opts: {} }] } as never))).message).toMatch(
+      /unknown flow\.children\[0\] key "opts"/,
+    );
+    expect(await backend.list({ queue: "q" })).toEqual([]);
+  });
+
   it("refuses an invalid Date in the data (JSON would store it as null)", async () => {
     const q = new Queue("q", { backend });
     expect((await refusal(() => q.add("a", { d: new Date(Number.NaN) } as never))).message).toMatch(/data\.d is an invalid Date/);
