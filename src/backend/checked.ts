@@ -18,6 +18,7 @@ import { checkName, checkProgress, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_P
 import { holdMs } from "../core/flow.js";
 import type { ScheduleFiring } from "../core/schedule.js";
 import type { EventPrunePolicy } from "../core/queue-events.js";
+import { isKeyText } from "../core/key-text.js";
 import { CheckedLists } from "./checked-lists.js";
 import { checkFinishedWindowArgs, checkListArgs } from "./listing.js";
 import {
@@ -414,8 +415,6 @@ function inRange(value: unknown, min: number, max: number): boolean {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= min && value <= max;
 }
 
-const CONTROL_OR_LONE_SURROGATE = /[\u0000-\u001F\u007F]|\p{Cs}/u;
-
 function badSpecField(spec: JobSpec, field: string, what: string, value: unknown): InvalidInputError {
   return new InvalidInputError(`job ${JSON.stringify(spec.id)}: ${field} must be ${what}; got ${describe(value)}`, { field });
 }
@@ -435,7 +434,7 @@ export function checkSpec(spec: JobSpec, caps: Capabilities, store: string, inde
     throw new InvalidInputError(`job spec ${index} must be an object built by buildJobSpec; got ${describe(spec)}`);
   checkName("queue", spec.queue);
   checkName("job", spec.name);
-  if (typeof spec.id !== "string" || spec.id === "" || spec.id.length > 255 || CONTROL_OR_LONE_SURROGATE.test(spec.id)) {
+  if (!isKeyText(spec.id)) {
     throw badSpecField(spec, "options.jobId", "a string of 1-255 characters without control characters", spec.id);
   }
   if (typeof spec.payload !== "string" || spec.payload.includes("\0")) throw badSpecField(spec, "data", "JSON text (serialised by buildJobSpec)", spec.payload);

@@ -1,6 +1,7 @@
 /**
  * The one rule for text that names something in a store (job ids, dedup keys, flow groups and
- * limiter keys): no control characters (PostgreSQL refuses NUL) and no surrogate halves outside a
+ * limiter keys): no control characters, C0, DEL or C1 (PostgreSQL refuses NUL; U+009B is a
+ * terminal's CSI, which a log or `conveyor jobs ls` would interpret) and no surrogate halves outside a
  * pair (stores turn them into U+FFFD, which another name may spell; a well-formed pair is one code
  * point above U+FFFF and passes). `checkJobId` (core/spec.ts), the option checks and the HTTP
  * schemas all use it.
@@ -10,7 +11,7 @@
 export const KEY_TEXT_MAX_LENGTH = 255;
 
 /** The rule as a pattern read in Unicode mode (`new RegExp(p, "u")`, as JSON Schema validators do). */
-export const KEY_TEXT_PATTERN = "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]+$";
+export const KEY_TEXT_PATTERN = "^[^\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uDFFF]+$";
 
 const KEY_TEXT = new RegExp(KEY_TEXT_PATTERN, "u");
 

@@ -155,6 +155,17 @@ describe("queue.add and addBulk", () => {
     expect(await backend.list({ queue: "q" })).toEqual([]);
   });
 
+  it.each([
+    ["NUL", "a\u0000b"],
+    ["DEL", "a\u007fb"],
+    ["a C1 control (a terminal's CSI)", "a\u009b31mb"],
+    ["NEL", "a\u0085b"],
+  ])("refuses a job id with %s, as it refuses every control character", async (_what, jobId) => {
+    const q = new Queue("q", { backend });
+    expect((await refusal(() => q.add("a", {}, { jobId }))).message).toMatch(/without control characters/);
+    expect((await refusal(() => q.add("a", {}, { group: { key: jobId, concurrency: 1 } }))).message).toMatch(/control/);
+  });
+
   it("refuses an invalid Date in the data (JSON would store it as null)", async () => {
     const q = new Queue("q", { backend });
     expect((await refusal(() => q.add("a", { d: new Date(Number.NaN) } as never))).message).toMatch(/data\.d is an invalid Date/);
