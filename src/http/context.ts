@@ -17,6 +17,8 @@ export interface HttpContext {
   backend: Backend;
   /** Stores jobs: `backend.enqueue`, through the group-commit batcher unless it is off. */
   enqueue(specs: readonly JobSpec[]): Promise<EnqueueResult[]>;
+  /** Stores a batch of one queue whole or not at all (`EnqueueOptions.allOrNothing`), with the same telemetry. */
+  enqueueAllOrNothing(specs: readonly JobSpec[]): Promise<EnqueueResult[]>;
   /** Full path prefix of the API as clients see it, e.g. "/v1" or "/jobs-api/v1". No trailing slash. */
   basePath: string;
   /** Registered job definitions by name (empty: any job name is accepted). */

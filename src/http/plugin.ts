@@ -176,12 +176,19 @@ const CREDENTIAL_PARAMETER = /token|key|secret|passw|pwd|auth|credential|signatu
 /** A Conveyor API key (`cvk_…`) wherever it appears. */
 const API_KEY_TEXT = /cvk_[A-Za-z0-9_-]+/g;
 
-function decodeComponent(text: string): string {
-  try {
-    return decodeURIComponent(text.replace(/\+/g, " "));
-  } catch {
-    return text;
+/**
+ * Percent-decodes what a reader of the log could decode, for matching only: each `%XX` of an
+ * ASCII character on its own, so one malformed escape (`%ZZ`, which makes decodeURIComponent
+ * throw) cannot hide `cvk%5F…` beside it, and again while that changes the text (`%255F`).
+ */
+function decodeForMatching(text: string): string {
+  let decoded = text.replace(/\+/g, " ");
+  for (let round = 0; round < 4; round++) {
+    const next = decoded.replace(/%([0-7][0-9A-Fa-f])/g, (_escape, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+    if (next === decoded) break;
+    decoded = next;
   }
+  return decoded;
 }
 
 /**
@@ -194,7 +201,7 @@ export function redactUrl(url: string): string {
   const withoutFragment = hash >= 0 ? url.slice(0, hash) : url;
   const q = withoutFragment.indexOf("?");
   const path = q >= 0 ? withoutFragment.slice(0, q) : withoutFragment;
-  const redactKeys = (text: string) => (decodeComponent(text).match(API_KEY_TEXT) ? "[redacted]" : text.replace(API_KEY_TEXT, "[redacted]"));
+  const redactKeys = (text: string) => (decodeForMatching(text).match(API_KEY_TEXT) ? "[redacted]" : text.replace(API_KEY_TEXT, "[redacted]"));
   if (q < 0) return redactKeys(path);
   const query = withoutFragment
     .slice(q + 1)
@@ -202,7 +209,7 @@ export function redactUrl(url: string): string {
     .map((pair) => {
       const eq = pair.indexOf("=");
       const name = eq >= 0 ? pair.slice(0, eq) : pair;
-      if (CREDENTIAL_PARAMETER.test(decodeComponent(name).toLowerCase())) return eq >= 0 ? `${name}=[redacted]` : name;
+      if (CREDENTIAL_PARAMETER.test(decodeForMatching(name).toLowerCase())) return eq >= 0 ? `${name}=[redacted]` : name;
       return eq >= 0 ? `${name}=${redactKeys(pair.slice(eq + 1))}` : redactKeys(pair);
     })
     .join("&");
@@ -248,6 +255,11 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
       const ctx: HttpContext = {
         backend: options.backend,
         enqueue: telemetry?.enqueue ? (specs) => telemetry.enqueue!(specs, store) : store,
+        enqueueAllOrNothing: (specs) => {
+          // Not through the batcher: its group commits would mix this batch with other requests'.
+          const whole = (batch: readonly JobSpec[]) => options.backend.enqueue(batch, { allOrNothing: true });
+          return telemetry?.enqueue ? telemetry.enqueue(specs, whole) : whole(specs);
+        },
         basePath: scope.prefix,
         jobs,
         strictJobNames: !(options.allowUnregisteredJobs ?? jobs.size === 0),
@@ -436,6 +448,11 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
         },
       );
       const openapi = buildOpenApi(routes, ctx.basePath, options.openapi, payloadJsonSchemas(ctx.jobs));
+      // The 405 check must match exactly the paths the router matches: a path it routes nowhere
+      // (a trailing "/", unless the instance ignores those) is a 404, not a 405 naming the very
+      // method that was used.
+      const config = scope.initialConfig;
+      const trailingSlash = (config.routerOptions?.ignoreTrailingSlash ?? config.ignoreTrailingSlash) === true ? "/?" : "";
       const routePatterns = routes.map((route) => ({
         method: route.method,
         head: route.method === "GET" && !LONG_LIVED.has(route.operationId),
@@ -443,7 +460,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           `^${escapeRegExp(scope.prefix)}${route.url
             .split("/")
             .map((part) => (part.startsWith(":") ? "[^/]+" : escapeRegExp(part)))
-            .join("/")}/?$`,
+            .join("/")}${trailingSlash}$`,
         ),
       }));
       allowedMethods = (path: string): string[] => {

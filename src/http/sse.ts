@@ -122,6 +122,9 @@ function progressHash(value: Json): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("base64url").slice(0, 10);
 }
 
+/** An event id this stream sends: `<n>`, or `<n>.<k>.<hash>` for progress. */
+const EVENT_ID = /^(\d{1,9})(?:\.(\d{1,9})\.([A-Za-z0-9_-]{1,32}))?$/;
+
 /**
  * Where one client is in a job's event sequence. Built from `Last-Event-ID` (or nothing), it
  * turns each new record into the events that client has not seen.
@@ -132,8 +135,25 @@ export class EventCursor {
   private progressCount = 0;
   private progressFingerprint: string | null = null;
 
+  /**
+   * Why `lastEventId` cannot resume a stream of `job`, or null when it can. A cursor past the
+   * job's newest state change would skip every change up to it, the terminal one included, and
+   * one that is no id of this stream would silently replay everything: both are refused, as
+   * `GET /v1/events` refuses a cursor its store never issued.
+   */
+  static problemWith(lastEventId: string, job: JobRecord): string | null {
+    const shown = JSON.stringify(lastEventId.slice(0, 64));
+    const m = EVENT_ID.exec(lastEventId.trim());
+    if (!m) return `Last-Event-ID ${shown} is not an event id of this stream (they look like "3" or "3.1.<hash>"); reconnect without it to get every event`;
+    const newest = transitions(job).length;
+    if (Number(m[1]) > newest) {
+      return `Last-Event-ID ${shown} is beyond this job's newest event (${newest}): it was not sent for this job; reconnect without it to get every event`;
+    }
+    return null;
+  }
+
   constructor(lastEventId?: string | null) {
-    const m = lastEventId ? /^(\d{1,9})(?:\.(\d{1,9})\.([A-Za-z0-9_-]{1,32}))?$/.exec(lastEventId.trim()) : null;
+    const m = lastEventId ? EVENT_ID.exec(lastEventId.trim()) : null;
     if (!m) return;
     this.seq = Number(m[1]);
     if (m[2] !== undefined) {

@@ -63,11 +63,11 @@ for (const c of cases) {
       });
       expect(victim.status).toBe(202);
       // The attacker copies the id into a queue of its own (on Redis ids are unique per queue,
-      // so this is a second job; elsewhere it is a duplicate of the victim's).
+      // so this is a second job; elsewhere the id is taken in another queue: 409, no link).
       const copy = await as<{ status: string }>(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", {
         body: { name: "send", options: { jobId: "order-42", delayMs: 60_000 } },
       });
-      expect([200, 202]).toContain(copy.status);
+      expect([202, 409]).toContain(copy.status);
       for (let i = 0; i < 2; i++) {
         const cancel = await as(KEYS.attacker, "DELETE", "/v1/jobs/order-42");
         // 409 "which queue?" on Redis; 403 where the id names the victim's job alone.
@@ -98,7 +98,7 @@ for (const c of cases) {
       const copy = await as(KEYS.attacker, "POST", "/v1/queues/aaa-attacker/jobs", {
         body: { name: "send", data: { owner: "attacker" }, options: { jobId: "shared-1", delayMs: 60_000 } },
       });
-      expect([200, 202]).toContain(copy.status);
+      expect([202, 409]).toContain(copy.status);
       const copyStored = (await backend.get("shared-1", "aaa-attacker")) !== null;
       // Reads: with ?queue= the victim's job; bare, the victim's job where ids are store-wide, else 409.
       for (const route of ["/v1/jobs/shared-1", "/v1/jobs/shared-1/flow", "/v1/jobs/shared-1/logs"]) {
@@ -137,6 +137,72 @@ for (const c of cases) {
       // The admin acts on the job its request names.
       expect((await as(KEYS.admin, "POST", "/v1/jobs/shared-1/replay?queue=zzz-victim")).status).toBe(200);
       expect(await backend.get("shared-1", "zzz-victim")).toMatchObject({ state: "waiting" });
+    });
+
+    it("an options.jobId held by a job of another queue is 409 without naming it or linking to it; in bulk nothing is stored", async () => {
+      await start();
+      // Redis keeps ids per queue: there the same id in another queue is another job.
+      const idsPerQueue = backend.capabilities.jobIdsPerQueue === true;
+      const held = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q3/jobs", { body: { name: "n", options: { jobId: "shared-id" } } });
+      expect(held.status).toBe(202);
+
+      const other = await as<Obj>(KEYS.attacker, "POST", "/v1/queues/q1/jobs", { body: { name: "n", options: { jobId: "shared-id" } } });
+      if (idsPerQueue) expect(other.status).toBe(202);
+      else {
+        expect(other.status).toBe(409);
+        expect(other.json.type).toContain("job-id-taken");
+        expect(other.json.detail).toMatch(/another queue/);
+        expect(other.headers.get("location")).toBeNull();
+        expect(other.text).not.toContain("q3");
+      }
+
+      // In the job's own queue the duplicate answer stays, and its link reaches the job.
+      const same = await as<{ status: string; pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/q3/jobs", {
+        body: { name: "n", options: { jobId: "shared-id" } },
+      });
+      expect(same.status).toBe(200);
+      expect(same.json.status).toBe("duplicate");
+      expect(same.headers.get("location")).toBe(same.json.pollUrl);
+      expect((await as(KEYS.victim, "GET", same.json.pollUrl)).status).toBe(200);
+
+      const bulk = await as<Obj>(KEYS.attacker, "POST", "/v1/queues/q1/jobs/bulk", {
+        body: { jobs: [{ name: "n", options: { jobId: "fresh-1" } }, { name: "n", options: { jobId: "shared-id" } }, { name: "n" }] },
+      });
+      if (idsPerQueue) expect(bulk.status).toBe(202);
+      else {
+        expect(bulk.status).toBe(409);
+        expect(bulk.json.type).toContain("job-id-taken");
+        expect(bulk.json.errors).toEqual([expect.objectContaining({ pointer: "/jobs/1/options/jobId" })]);
+        expect(bulk.text).not.toContain("q3");
+        // Nothing of the refused batch is stored.
+        expect(await backend.get("fresh-1", "q1")).toBeNull();
+        expect((await as<{ jobs: Obj[] }>(KEYS.admin, "GET", "/v1/queues/q1/jobs")).json.jobs).toEqual([]);
+      }
+
+      // Same-queue duplicates in bulk keep their per-entry answer; the rest is stored.
+      const sameBulk = await as<{ jobs: { status: string; jobId: string; pollUrl: string }[] }>(KEYS.victim, "POST", "/v1/queues/q3/jobs/bulk", {
+        body: {
+          jobs: [
+            { name: "n", options: { jobId: "fresh-2" } },
+            { name: "n", options: { jobId: "shared-id" } },
+            { name: "n", options: { jobId: "fresh-2" } },
+          ],
+        },
+      });
+      expect(sameBulk.status).toBe(202);
+      expect(sameBulk.json.jobs.map((j) => j.status)).toEqual(["queued", "duplicate", "duplicate"]);
+      for (const j of sameBulk.json.jobs) expect((await as(KEYS.victim, "GET", j.pollUrl)).status).toBe(200);
+
+      // Idempotency-Key ids are derived per queue: the same key on two queues makes two jobs, and
+      // a retry in the same queue replays its own answer.
+      const headers = { "idempotency-key": "k-1" };
+      const first = await as<{ jobId: string; pollUrl: string }>(KEYS.victim, "POST", "/v1/queues/q1/jobs", { body: { name: "n" }, headers });
+      const elsewhere = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q3/jobs", { body: { name: "n" }, headers });
+      const retry = await as<{ jobId: string }>(KEYS.victim, "POST", "/v1/queues/q1/jobs", { body: { name: "n" }, headers });
+      expect([first.status, elsewhere.status, retry.status]).toEqual([202, 202, 202]);
+      expect(elsewhere.json.jobId).not.toBe(first.json.jobId);
+      expect(retry.json.jobId).toBe(first.json.jobId);
+      expect(retry.headers.get("idempotent-replayed")).toBe("true");
     });
 
     it("probe 2: runAt past year 9999 is refused at enqueue; a stored row with such a time breaks no view or listing", async () => {
@@ -546,5 +612,101 @@ describe("OpenAPI and methods", () => {
       await app.close();
       await backend.close();
     }
+  });
+});
+
+describe("a tester's findings against conveyor serve", () => {
+  let backend: SqliteBackend | null = null;
+  let app: FastifyInstance | null = null;
+  let base = "";
+  afterEach(async () => {
+    await app?.close();
+    await backend?.close();
+    app = null;
+    backend = null;
+  });
+  async function start(options: Partial<ServerOptions> = {}): Promise<void> {
+    backend = new SqliteBackend({ path: await temp.file("findings.db") });
+    app = await createServer({ backend, apiKeys: API_KEYS, logger: false, ...options });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  }
+  const as = <T = Obj>(key: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> =>
+    send<T>(base, method, path, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } });
+
+  it("a schedule cannot target a reserved queue or claim meta.conveyor: the enqueue route's rules apply", async () => {
+    await start();
+    const forged = await as<Obj>(KEYS.admin, "PUT", "/v1/queues/conveyor.webhooks/schedules/forge", {
+      body: {
+        cron: "* * * * * *",
+        name: "webhook.deliver",
+        data: { target: "callback", url: "http://127.0.0.1:18099/x", event: { type: "job.completed" } },
+      },
+    });
+    expect(forged.status).toBe(403);
+    expect(forged.json.type).toContain("reserved-queue");
+    const owner = await as<Obj>(KEYS.admin, "PUT", "/v1/queues/q/schedules/impostor", {
+      body: { cron: "* * * * * *", name: "n", options: { meta: { conveyor: { principal: "victim" } } } },
+    });
+    expect(owner.status).toBe(422);
+    expect(owner.json.errors).toEqual([expect.objectContaining({ pointer: "/options/meta/conveyor" })]);
+    expect((await as<{ schedules: Obj[] }>(KEYS.admin, "GET", "/v1/schedules")).json.schedules).toEqual([]);
+    // The client's own metadata is still kept.
+    const own = await as<Obj>(KEYS.admin, "PUT", "/v1/queues/q/schedules/mine", { body: { cron: "0 8 * * *", name: "n", options: { meta: { team: "a" } } } });
+    expect(own.status).toBe(201);
+  });
+
+  it("an API key percent-encoded in a URL that does not decode is still redacted from logs", async () => {
+    let log = "";
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        log += chunk.toString();
+        done();
+      },
+    });
+    await start({ logger: { level: "trace", stream } });
+    const rest = KEYS.reader.slice("cvk_".length);
+    await send(base, "GET", `/v1/jobs/%ZZ/cvk%5F${rest}`);
+    await send(base, "GET", `/v1/queues?x=%ZZcvk%5F${rest}`);
+    await send(base, "GET", `/v1/queues?x=%ZZcvk%5f${encodeURIComponent(rest).replace(/-/g, "%2D")}`);
+    await send(base, "GET", `/v1/nowhere/%ZZ%63vk_${rest}`);
+    expect(log).toContain("incoming request");
+    expect(log).not.toContain(rest);
+    expect(log).not.toContain(rest.slice(0, 16));
+    expect(redactUrl(`/v1/jobs/%ZZ/cvk%5F${rest}`)).not.toContain(rest.slice(0, 8));
+    expect(redactUrl(`/v1/queues?x=%ZZcvk%5F${rest}&queue=q`)).toMatch(/queue=q$/);
+  });
+
+  it("a path with a trailing slash is a 404 that names no methods, not a self-contradicting 405", async () => {
+    await start();
+    const trailing = await as<Obj>(KEYS.admin, "GET", "/v1/jobs/x/");
+    expect(trailing.status).toBe(404);
+    expect(trailing.headers.get("allow")).toBeNull();
+    expect((await as(KEYS.admin, "PUT", "/v1/queues/q/jobs/")).status).toBe(404);
+    // Without it, the 405 still names the methods the path takes.
+    expect((await as(KEYS.admin, "PUT", "/v1/jobs/x")).status).toBe(405);
+  });
+
+  it("a job stream's Last-Event-ID beyond the job's events or not an id it sent is 400, as on /v1/events; a valid one still gets the terminal event", async () => {
+    await start();
+    const auth = { authorization: `Bearer ${KEYS.victim}` };
+    const r = await as<{ jobId: string; eventsUrl: string }>(KEYS.victim, "POST", "/v1/queues/q/jobs", { body: { name: "n" } });
+    for (const lastEventId of ["999999999", "999999999.1.abc", "abc", "1.x"]) {
+      // headersOnly: a stream wrongly opened must fail the test, not hang it.
+      const s = await as(KEYS.victim, "GET", r.json.eventsUrl, { headers: { "last-event-id": lastEventId }, headersOnly: true });
+      expect(s.status, lastEventId).toBe(400);
+    }
+    expect((await as(KEYS.victim, "GET", `${r.json.eventsUrl}&lastEventId=999999999`, { headersOnly: true })).status).toBe(400);
+    const explained = await as<Obj>(KEYS.victim, "GET", r.json.eventsUrl, { headers: { "last-event-id": "999999999" } });
+    expect(explained.json.detail).toMatch(/Last-Event-ID/);
+
+    const resumed = await openStream(`${base}${r.json.eventsUrl}`, { ...auth, "last-event-id": "1" });
+    expect(resumed.status).toBe(200);
+    await backend!.cancel(r.json.jobId, "q");
+    await resumed.ended;
+    expect(resumed.events.map((e) => e.data.state)).toEqual(["cancelled"]);
+    // Finished: out of range is still 400 (not a 204 that hides the terminal event); the last id is 204.
+    expect((await as(KEYS.victim, "GET", r.json.eventsUrl, { headers: { "last-event-id": "999999999" }, headersOnly: true })).status).toBe(400);
+    expect((await as(KEYS.victim, "GET", r.json.eventsUrl, { headers: { "last-event-id": "2" } })).status).toBe(204);
   });
 });

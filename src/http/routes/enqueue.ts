@@ -16,7 +16,7 @@ import { createHash } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { checkPayload, type JobDefinition } from "../../core/define.js";
 import { InvalidInputError } from "../../core/errors.js";
-import { refusedBatch } from "../../backend/contract.js";
+import { refusedBatch, type EnqueueResult } from "../../backend/contract.js";
 import type { JobRecord, JobSpec } from "../../core/job.js";
 import type { Json } from "../../core/json.js";
 import { buildJobSpec, LATEST_RUN_AT, type JobOptions } from "../../core/spec.js";
@@ -26,6 +26,7 @@ import { HttpProblem, type FieldError } from "../problem.js";
 import { authResponses, canonicalJson, JOB_ID_SCHEMA, NAME_SCHEMA, problemResponse, QUEUE_PARAMS, type QueueParams } from "../schemas.js";
 import { AnyJson, Nullable, StringEnum, Type, type Static } from "../typed-schema.js";
 import { IDEMPOTENCY_ID_PREFIX, RESERVED_ID_PREFIXES, reservedPrefixOf, type IdDeriver } from "../derived-ids.js";
+import { checkClientQueue, reservedMetaProblem } from "../reserved.js";
 import { jobLinks } from "../views.js";
 
 const MAX_DELAY_MS = 10 * 365 * 24 * 3600 * 1000;
@@ -236,7 +237,8 @@ function prepare(
       `job ids starting with "${reserved}" are reserved for ids the server derives (${RESERVED_ID_PREFIXES.join(", ")}); choose another id`,
     );
   }
-  if (userMeta && Object.hasOwn(userMeta, "conveyor")) fail("/options/meta/conveyor", 'the meta key "conveyor" is reserved; use another key');
+  const metaProblem = reservedMetaProblem(userMeta);
+  if (metaProblem !== null) fail("/options/meta/conveyor", metaProblem);
   const conveyor: ConveyorMeta = { principal: extra.principal.id };
   if (callbackUrl !== undefined) {
     if (!ctx.webhooks) fail("/options/callbackUrl", "callbacks are not enabled on this server (no webhook signing secret configured)");
@@ -271,13 +273,23 @@ function withEstimate(spec: JobSpec, estimate: number | null): JobSpec {
   return { ...spec, meta: JSON.stringify(meta) };
 }
 
-function checkQueue(queue: string): void {
-  // The webhook delivery queue (and any future internal one) is not for clients: a forged
-  // delivery would make the server sign a body of the client's choosing.
-  if (queue.startsWith("conveyor.")) {
-    throw new HttpProblem(403, "reserved-queue", `queue "${queue}" is reserved for Conveyor itself (names starting with "conveyor."); use another queue name`);
-  }
+/**
+ * An `options.jobId` that a job of another queue holds. Ids are unique across the store
+ * (SQLite, PostgreSQL), so this request's queue has no job of that id to link to; the other
+ * queue is not named, as another key may own it.
+ */
+function jobIdTaken(at: string): HttpProblem {
+  const detail = "a job with this options.jobId exists in another queue, and job ids are unique across all queues of this server; choose another id";
+  return new HttpProblem(409, "job-id-taken", `${at ? `${at}: ` : ""}${detail}`, { errors: [{ in: "body", pointer: `${at}/options/jobId`, detail }] });
 }
+
+/** A job that held a duplicate id was deleted every time this request tried again. */
+function jobIdChurning(): HttpProblem {
+  return new HttpProblem(409, "job-id-conflict", "the job holding this options.jobId was deleted while this request ran; retry the request");
+}
+
+/** How many times a request stores again when the job that held its id is deleted meanwhile. */
+const STORE_ATTEMPTS = 3;
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
   const v = request.headers["idempotency-key"];
@@ -290,9 +302,55 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     return { status, jobId, pollUrl: links.self, eventsUrl: links.events, estimatedDurationSeconds: estimate };
   };
 
+  /** Where the job that made `id` a duplicate is, seen from the request's queue. */
+  async function holderOf(id: string, queue: string): Promise<"this-queue" | "other-queue" | "gone"> {
+    if (await ctx.backend.get(id, queue)) return "this-queue";
+    // Where ids are unique per queue (Redis) no other queue's job can have made it a duplicate.
+    if (ctx.backend.capabilities.jobIdsPerQueue === true) return "gone";
+    return (await ctx.backend.get(id)) ? "other-queue" : "gone";
+  }
+
+  /**
+   * Stores a batch without an Idempotency-Key but with caller-chosen ids. An id held in another
+   * queue refuses the whole batch (409) before anything is stored: each round is all or nothing,
+   * so nothing is half-applied. An id held in this queue, or repeating an earlier entry, is that
+   * entry's `duplicate` (the documented per-entry answer) and the others are stored.
+   */
+  async function storeWithCallerIds(specs: readonly JobSpec[], queue: string): Promise<EnqueueResult[]> {
+    const results: EnqueueResult[] = [];
+    let pending = specs.map((_, i) => i);
+    for (let round = 0; pending.length > 0; round++) {
+      // Every round settles at least one entry unless a holder was deleted meanwhile.
+      if (round >= specs.length + STORE_ATTEMPTS) throw jobIdChurning();
+      const batch = pending.map((i) => specs[i]!);
+      const stored = await ctx.enqueueAllOrNothing(batch);
+      if (!refusedBatch(stored)) {
+        pending.forEach((i, j) => (results[i] = stored[j]!));
+        break;
+      }
+      const seen = new Set<string>();
+      const next: number[] = [];
+      for (const [j, i] of pending.entries()) {
+        const id = batch[j]!.id;
+        const repeated = seen.has(id);
+        seen.add(id);
+        if (!stored[j]!.duplicate) next.push(i);
+        else if (repeated) results[i] = stored[j]!;
+        else {
+          const holder = await holderOf(id, queue);
+          if (holder === "other-queue") throw jobIdTaken(`/jobs/${i}`);
+          if (holder === "this-queue") results[i] = stored[j]!;
+          else next.push(i);
+        }
+      }
+      pending = next;
+    }
+    return results;
+  }
+
   async function enqueueOne(request: FastifyRequest, reply: FastifyReply) {
     const { queue } = request.params as QueueParams;
-    checkQueue(queue);
+    checkClientQueue(queue);
     const body = request.body as RequestJob;
     const principal = ctx.principal(request);
     const key = idempotencyKeyOf(request);
@@ -301,7 +359,15 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     const prepared = prepare(ctx, queue, body, "", { principal, ...(jobId ? { jobId } : {}), ...(requestHash ? { requestHash } : {}) });
     const estimate = await ctx.estimator.estimateSeconds(queue, prepared.spec.name, prepared.delayMs);
     const spec = key === null ? prepared.spec : withEstimate(prepared.spec, estimate);
-    const [result] = await ctx.enqueue([spec]);
+    let [result] = await ctx.enqueue([spec]);
+    // Without a key, a duplicate may be another queue's job (ids are global): no link to it.
+    for (let attempt = 1; key === null && result!.duplicate; attempt++) {
+      const holder = await holderOf(result!.id, queue);
+      if (holder === "this-queue") break;
+      if (holder === "other-queue") throw jobIdTaken("");
+      if (attempt === STORE_ATTEMPTS) throw jobIdChurning();
+      [result] = await ctx.enqueue([spec]);
+    }
     const id = result!.id;
     let answer = accepted(queue, id, "queued", estimate);
     let code = 202;
@@ -334,7 +400,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function enqueueBulk(request: FastifyRequest, reply: FastifyReply) {
     const { queue } = request.params as QueueParams;
-    checkQueue(queue);
+    checkClientQueue(queue);
     const body = request.body as BulkBody;
     const principal = ctx.principal(request);
     const key = idempotencyKeyOf(request);
@@ -351,7 +417,9 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
     // With a key the batch is stored whole or not at all, in one step with the check that its
     // ids are new: a reused key (another body, another length) or a racing request can then only
     // find the other request's jobs, never leave part of its own behind.
-    const results = key === null ? await ctx.enqueue(specs) : await ctx.backend.enqueue(specs, { allOrNothing: true });
+    const callerIds = specs.some((spec) => spec.idGenerated !== true);
+    const results =
+      key !== null ? await ctx.backend.enqueue(specs, { allOrNothing: true }) : callerIds ? await storeWithCallerIds(specs, queue) : await ctx.enqueue(specs);
     let replayed = false;
     if (key !== null && refusedBatch(results)) {
       const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id, queue)));
@@ -414,7 +482,9 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         },
         200: { description: "A job with this options.jobId already exists; nothing was added.", schema: acceptedSchema, headers: acceptedHeaders },
         ...errors,
-        409: problemResponse("The job of this Idempotency-Key was deleted while the request ran; retry."),
+        409: problemResponse(
+          "options.jobId is held by a job of another queue (ids are unique across queues; choose another id), or the job of this Idempotency-Key was deleted while the request ran (retry).",
+        ),
       },
       handler: enqueueOne,
     },
@@ -440,7 +510,9 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
           headers: { "Retry-After": acceptedHeaders["Retry-After"] },
         },
         ...errors,
-        409: problemResponse("The jobs of this Idempotency-Key were deleted while the request ran; retry."),
+        409: problemResponse(
+          "An options.jobId is held by a job of another queue (ids are unique across queues; choose another id; nothing of the batch is stored), or the jobs of this Idempotency-Key were deleted while the request ran (retry).",
+        ),
       },
       handler: enqueueBulk,
     },

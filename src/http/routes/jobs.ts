@@ -90,7 +90,11 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
     const job = await findJob(ctx, request);
     const id = job.id;
     const query = request.query as EventsQuery;
-    const lastEventId = typeof request.headers["last-event-id"] === "string" ? request.headers["last-event-id"] : (query.lastEventId ?? null);
+    // An empty header is no resume id, as on GET /v1/events.
+    const header = request.headers["last-event-id"];
+    const lastEventId = typeof header === "string" && header !== "" ? header : (query.lastEventId ?? null);
+    const unusable = lastEventId === null ? null : EventCursor.problemWith(lastEventId, job);
+    if (unusable !== null) throw new HttpProblem(400, "bad-request", unusable);
     const cursor = new EventCursor(lastEventId);
     // A client that already saw the end (EventSource reconnects after every close): 204 tells
     // it to stop reconnecting.
@@ -244,6 +248,7 @@ export function jobRoutes(ctx: HttpContext): RouteSpec[] {
       responses: {
         200: { description: "The event stream.", contentType: "text/event-stream", schema: Type.String() },
         204: { description: "The job finished and the client has seen every event: stop reconnecting." },
+        400: problemResponse("Last-Event-ID (or ?lastEventId=) is not an event id this stream sent for this job; reconnect without it."),
         ...authResponses(),
         404: jobNotFound,
         409: ambiguous,

@@ -16,6 +16,7 @@ import {
 } from "../../core/schedule.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
+import { checkClientQueue, reservedMetaProblem } from "../reserved.js";
 import { authResponses, NAME_SCHEMA, problemResponse, QUEUE_PARAMS, type QueueParams } from "../schemas.js";
 import { AnyJson, Nullable, StringEnum, Type, type Static } from "../typed-schema.js";
 import { iso } from "../views.js";
@@ -142,7 +143,13 @@ export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
 
   async function upsert(request: FastifyRequest, reply: FastifyReply) {
     const { queue, id } = request.params as ScheduleParams;
+    // Every tick enqueues a job: the enqueue route's rules on what a client may write apply.
+    checkClientQueue(queue);
     const body = request.body as ScheduleBody;
+    const metaProblem = reservedMetaProblem(body.options?.meta);
+    if (metaProblem !== null) {
+      throw new HttpProblem(422, "invalid-schedule", metaProblem, { errors: [{ in: "body", pointer: "/options/meta/conveyor", detail: metaProblem }] });
+    }
     const def = ctx.jobs.get(body.name);
     if (!def && ctx.strictJobNames) {
       throw new HttpProblem(
@@ -231,7 +238,10 @@ export function scheduleRoutes(ctx: HttpContext): RouteSpec[] {
         201: { description: "Created.", schema: scheduleViewSchema },
         400: problemResponse("The body does not have the documented shape."),
         ...authResponses(),
-        422: problemResponse("The pattern, time zone, job name, data or options are not valid (the detail says which and why)."),
+        403: problemResponse('The key lacks the scope this route needs, or the queue is reserved for Conveyor itself (names starting with "conveyor.").'),
+        422: problemResponse(
+          "The pattern, time zone, job name, data or options are not valid (the detail says which and why), or options.meta uses the reserved key conveyor.",
+        ),
       },
       handler: upsert,
     },
