@@ -3,11 +3,12 @@
  * `conveyor serve` runs it. To add the API to an app you already have, register
  * `conveyorHttp` instead.
  */
-import type { Server } from "node:http";
-import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { maxHeaderSize, STATUS_CODES, type Server } from "node:http";
+import type { Duplex } from "node:stream";
+import Fastify, { type FastifyError, type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { InvalidInputError } from "../core/errors.js";
-import { answerError, conveyorHttp, safeRequestSerializer, type ConveyorHttpOptions } from "./plugin.js";
-import { problem, sendProblem } from "./problem.js";
+import { answerError, conveyorHttp, redactUrl, safeRequestSerializer, type ConveyorHttpOptions } from "./plugin.js";
+import { problem, PROBLEM_CONTENT_TYPE, sendProblem, type Problem } from "./problem.js";
 import { shown } from "../core/checks.js";
 
 export interface ServerOptions extends ConveyorHttpOptions {
@@ -42,6 +43,9 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 120_000;
 
 /** Fastify's logger options (pino's), e.g. `{ level: "warn", stream }`. */
 export type LoggerConfig = Exclude<FastifyServerOptions["logger"], boolean | undefined>;
+
+/** Longest path segment the router takes, in characters (`routerOptions.maxParamLength`). */
+const MAX_PATH_SEGMENT_LENGTH = 4_096;
 
 const REDACT = ["req.headers.authorization", 'req.headers["x-api-key"]', 'req.headers["cookie"]'];
 
@@ -92,12 +96,11 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
       connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(requestTimeoutMs / 4))),
     },
     // Job ids may be 255 characters; percent-encoded UTF-8 takes up to 12 characters each.
-    routerOptions: { maxParamLength: 4_096, ...extra.routerOptions },
+    routerOptions: { maxParamLength: MAX_PATH_SEGMENT_LENGTH, ...extra.routerOptions },
     // Errors raised before routing (a malformed URL such as /v1/jobs/%) as problem documents too.
-    frameworkErrors: (error, _request, reply) => {
-      const status = typeof error.statusCode === "number" && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
-      void sendProblem(reply, problem(status, "bad-request", `${error.message}; percent-encode reserved characters in path segments`));
-    },
+    frameworkErrors: (error, _request, reply) => void sendProblem(reply, routingProblem(error, extra.routerOptions?.maxParamLength ?? MAX_PATH_SEGMENT_LENGTH)),
+    // Requests Node refuses before Fastify sees them (not HTTP, headers too large, too slow).
+    clientErrorHandler: (error: ClientError, socket: Duplex) => answerClientError(error, socket, requestTimeoutMs),
   };
   const app = Fastify(serverOptions);
 
@@ -105,9 +108,79 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   app.setNotFoundHandler((request, reply) =>
     sendProblem(
       reply,
-      problem(404, "no-route", `no route ${request.method} ${request.url.split("?")[0]!.slice(0, 200)}; the API is under ${plugin.basePath ?? "/v1"}`),
+      problem(
+        404,
+        "no-route",
+        `no route ${request.method} ${redactUrl(request.url.split("?")[0]!).slice(0, 200)}; the API is under ${plugin.basePath ?? "/v1"}`,
+      ),
     ),
   );
   await app.register(conveyorHttp, plugin);
   return app;
+}
+
+/**
+ * The answer to a URL the router cannot take. Never the URL itself: it may carry an access_token
+ * or an API key, and a problem document is as likely to be logged as a request line.
+ */
+function routingProblem(error: FastifyError, maxParamLength: number): Problem {
+  switch (error.code) {
+    case "FST_ERR_MAX_PARAM_LENGTH":
+      return problem(
+        414,
+        "uri-too-long",
+        `the URL is too long: a path segment may be at most ${maxParamLength} characters, percent-encoded; job ids are at most 255 characters`,
+      );
+    case "FST_ERR_BAD_URL":
+      return problem(400, "bad-request", 'the URL path has a malformed percent-escape; percent-encode reserved characters in path segments ("%" as %25)');
+  }
+  const status = typeof error.statusCode === "number" && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  return problem(status, "bad-request", redactUrl(error.message));
+}
+
+/** A `clientError` of Node's HTTP server: `code` names what the parser refused (llhttp's `HPE_…`). */
+type ClientError = Error & { code?: string };
+
+/**
+ * Answers a request Node's HTTP parser refused (`clientError`) with a problem document, as every
+ * other error of the API. The request never reached Fastify; its raw bytes (`rawPacket`, with any
+ * credentials in its headers) are neither echoed nor logged.
+ */
+function answerClientError(error: ClientError, socket: Duplex, requestTimeoutMs: number): void {
+  // A reset connection has no one to answer.
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  const p = clientErrorProblem(error, requestTimeoutMs);
+  if (socket.writable) {
+    const body = JSON.stringify(p);
+    socket.write(
+      `HTTP/1.1 ${p.status} ${STATUS_CODES[p.status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** What to do about a request Node's HTTP parser (llhttp) refused, by its error code. */
+const PARSE_ERROR_ADVICE: Record<string, string> = {
+  HPE_INVALID_TRANSFER_ENCODING: "send either Content-Length or Transfer-Encoding: chunked (not both), and no other transfer coding",
+  HPE_UNEXPECTED_CONTENT_LENGTH: "send either Content-Length or Transfer-Encoding: chunked, not both",
+  HPE_INVALID_CHUNK_SIZE: "send each chunk as its size in hex, CRLF, the data and CRLF, and end with a 0-size chunk",
+  HPE_INVALID_HEADER_TOKEN: "remove control characters (and other characters HTTP does not allow) from header names and values",
+  HPE_INVALID_CONTENT_LENGTH: "send Content-Length as one decimal number of bytes",
+};
+
+function clientErrorProblem(error: ClientError, requestTimeoutMs: number): Problem {
+  switch (error.code) {
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return problem(408, "request-timeout", `the request was not received in full within ${requestTimeoutMs} ms; send the whole request at once`);
+    case "HPE_HEADER_OVERFLOW":
+      return problem(
+        431,
+        "headers-too-large",
+        `the request line and headers are larger than ${maxHeaderSize} bytes in all; send a shorter URL, or fewer or shorter headers (cookies included)`,
+      );
+  }
+  // llhttp's reasons are fixed texts ("Invalid header value char"), never the request's bytes.
+  const reason = error.code?.startsWith("HPE_") ? error.message.replace(/^Parse Error: /, "").slice(0, 200) : (error.code ?? "unknown error");
+  const advice = PARSE_ERROR_ADVICE[error.code ?? ""] ?? "fix the client or proxy that sent it";
+  return problem(400, "bad-http", `the request is not valid HTTP/1.1 (${reason}); ${advice}`);
 }

@@ -73,5 +73,7 @@ export interface RouteSpec {
   responses: Record<number, ResponseSpec>;
   /** Largest accepted body in bytes; default 1 MiB. */
   bodyLimit?: number;
+  /** What to do instead, told by the 413 of a body over `bodyLimit`; default none (the limit alone). */
+  bodyTooLargeAdvice?: string;
   handler(request: FastifyRequest, reply: FastifyReply): Promise<unknown>;
 }

@@ -221,6 +221,55 @@ export function safeRequestSerializer(req: FastifyRequest): Record<string, unkno
   return { method: req.method, url: redactUrl(req.url), remoteAddress: req.ip };
 }
 
+/** Fastify's JSON parser, its callback form. */
+type JsonParser = (request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void) => void;
+
+/**
+ * Parses JSON bodies with Fastify's parser, whose prototype-poisoning protection refuses keys
+ * named __proto__ and constructor.prototype, except that:
+ * - an empty body on a route that takes none is no body, whatever its Content-Type says;
+ * - a refusal says whether the JSON is invalid or only poisoned (Fastify says "invalid" of both).
+ */
+function readJsonBodies(instance: FastifyInstance): void {
+  const parse = instance.getDefaultJsonParser("error", "error") as JsonParser;
+  instance.removeContentTypeParser("application/json");
+  instance.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const text = body as string;
+    if (text.length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined);
+    parse(request, text, (error, value) => {
+      if ((error as FastifyError | null)?.code !== "FST_ERR_CTP_INVALID_JSON_BODY") return done(error, value);
+      done(
+        isJson(text)
+          ? new HttpProblem(
+              400,
+              "invalid-json",
+              "keys named __proto__, and constructor keys holding a prototype key, are refused anywhere in the body (prototype-poisoning protection); rename them",
+            )
+          : new HttpProblem(400, "invalid-json", "the body is not valid JSON; send a JSON object"),
+      );
+    });
+  });
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers["content-length"];
+  return request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
+/** True for no Content-Encoding, or only `identity` (RFC 9110: the body as it is). */
+function isIdentity(encoding: string | undefined): boolean {
+  return encoding === undefined || encoding.split(",").every((coding) => /^\s*(identity)?\s*$/i.test(coding));
+}
+
 export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fastify, options) => {
   if (!options?.backend) throw new InvalidInputError("conveyorHttp needs { backend, apiKeys }");
   if (options.apiKeys === undefined) {
@@ -233,6 +282,17 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
     if (jobs.has(def.name)) throw new InvalidInputError(`two job definitions named "${def.name}" in conveyorHttp's jobs; keep one`);
     jobs.set(def.name, def);
   }
+  // Before the dashboard registers its routes, so that they parse bodies the same way.
+  readJsonBodies(fastify);
+  fastify.addHook("preParsing", async (request) => {
+    if (hasBody(request) && !isIdentity(request.headers["content-encoding"])) {
+      throw new HttpProblem(
+        415,
+        "unsupported-content-encoding",
+        "request bodies must not be content-encoded; send the JSON as is (Content-Encoding: identity, or none)",
+      );
+    }
+  });
   const cors = options.cors ? options.cors : null;
   const events = options.events ?? {};
   const principals = new WeakMap<FastifyRequest, Principal>();
@@ -354,12 +414,26 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           principals.set(request, ANONYMOUS);
           return;
         }
+        // A credential the request names itself (an API key header, or a stream token on a job's
+        // event stream) decides alone: a stale dashboard cookie, sent by the browser to every path
+        // of the origin, must not block it, nor may a valid cookie stand in for a bad one.
         let principal: Principal | null = null;
         const presented = presentedKey(request.headers);
+        const token = access === "events" ? (request.query as { access_token?: unknown }).access_token : undefined;
+        const jobId = (request.params as { id?: unknown }).id;
         if (presented !== null && "invalid" in presented) return unauthorized(reply, "the Authorization header must be Bearer followed by one API key");
         if (presented !== null) {
           principal = keyring.authenticate(presented.key);
           if (!principal) return unauthorized(reply, "the API key is not valid; check it, or ask for a new one");
+        } else if (token !== undefined && typeof jobId === "string") {
+          principal = typeof token === "string" ? ctx.tokens.verify(token, jobId) : null;
+          // A revoked key's tokens are revoked with it.
+          if (principal && !keyring.scopesOf(principal.id)?.has("read")) principal = null;
+          if (!principal)
+            return unauthorized(
+              reply,
+              "the access_token is not valid for this job, it expired, or the key that asked for it was revoked; get a new one from POST /jobs/{id}/events/token",
+            );
         } else if (dashboard) {
           // The dashboard's session cookie, with its CSRF checks (see dashboard/sessions.ts).
           const session = dashboard.sessions.check(request);
@@ -368,20 +442,6 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           if (session.kind === "ok") {
             principal = session.principal;
             if (session.renewed) void reply.header("set-cookie", dashboard.sessions.cookie(session.renewed, request.protocol === "https"));
-          }
-        }
-        if (principal === null && presented === null && access === "events") {
-          const token = (request.query as { access_token?: unknown }).access_token;
-          const id = (request.params as { id?: unknown }).id;
-          if (typeof token === "string" && typeof id === "string") {
-            principal = ctx.tokens.verify(token, id);
-            // A revoked key's tokens are revoked with it.
-            if (principal && !keyring.scopesOf(principal.id)?.has("read")) principal = null;
-            if (!principal)
-              return unauthorized(
-                reply,
-                "the access_token is not valid for this job, it expired, or the key that asked for it was revoked; get a new one from POST /jobs/{id}/events/token",
-              );
           }
         }
         if (!principal) {
@@ -495,7 +555,7 @@ export const conveyorHttp: FastifyPluginAsync<ConveyorHttpOptions> = async (fast
           url: route.url,
           schema: route.schema,
           bodyLimit: route.bodyLimit ?? OTHER_BODY_LIMIT,
-          config: { conveyorAccess: route.access },
+          config: { conveyorAccess: route.access, conveyorBodyTooLargeAdvice: route.bodyTooLargeAdvice },
           // The events stream is long-lived; a HEAD request must not open one.
           exposeHeadRoute: !LONG_LIVED.has(route.operationId),
           logSerializers: { req: safeRequestSerializer },
@@ -535,13 +595,14 @@ export function answerError(error: FastifyError, request: FastifyRequest, reply:
   if (status >= 400 && status < 500) {
     switch (error.code) {
       case "FST_ERR_CTP_BODY_TOO_LARGE": {
-        const limit = request.routeOptions.bodyLimit;
+        const { bodyLimit, config, url } = request.routeOptions;
+        const advice = (config as { conveyorBodyTooLargeAdvice?: string } | undefined)?.conveyorBodyTooLargeAdvice;
         return sendProblem(
           reply,
           problem(
             413,
             "body-too-large",
-            `the body is larger than this route's limit of ${limit} bytes; send ids and load documents in the worker, or split a bulk request`,
+            `the body is larger than the limit of ${url === undefined ? "this route" : `${request.method} ${url}`}, ${bodyLimit} bytes; ${advice ?? "send only what the route takes"}`,
           ),
         );
       }

@@ -474,6 +474,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       access: "enqueue",
       schema: { params: QUEUE_PARAMS, body: jobRequestSchema, headers: enqueueHeaders },
       bodyLimit: ctx.maxBodyBytes,
+      bodyTooLargeAdvice: "send ids and load documents in the worker",
       responses: {
         202: {
           description: "Queued.",
@@ -503,6 +504,7 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         body: bulkBodySchema(ctx.maxBulkJobs),
       },
       bodyLimit: ctx.maxBulkBodyBytes,
+      bodyTooLargeAdvice: "split the jobs across several requests, or send ids and load documents in the worker",
       responses: {
         202: {
           description: "Queued; one entry per job, in request order.",

@@ -48,17 +48,14 @@ async function findJob(ctx: HttpContext, request: FastifyRequest): Promise<JobRe
   const { queue } = request.query as JobQuery;
   const grant = ctx.principal(request).stream;
   if (grant) {
+    const refused = (detail: string) => new HttpProblem(401, "unauthorized", detail, { headers: { "www-authenticate": 'Bearer realm="conveyor"' } });
+    if (queue !== undefined && queue !== grant.queue) {
+      throw refused("the access_token was issued for the job with this id in another queue than ?queue= names; use the eventsUrl that came with the token");
+    }
     // A stream token opens the job it was issued for, not a later one that reuses its id.
     const job = await ctx.backend.get(id, grant.queue);
-    if (!job || job.queue !== grant.queue || job.createdAt !== grant.createdAt || (queue !== undefined && queue !== grant.queue)) {
-      throw new HttpProblem(
-        401,
-        "unauthorized",
-        "the access_token was issued for an earlier job with this id, which no longer exists; get a new one from POST /jobs/{id}/events/token",
-        {
-          headers: { "www-authenticate": 'Bearer realm="conveyor"' },
-        },
-      );
+    if (!job || job.queue !== grant.queue || job.createdAt !== grant.createdAt) {
+      throw refused("the access_token was issued for an earlier job with this id, which no longer exists; get a new one from POST /jobs/{id}/events/token");
     }
     return job;
   }
