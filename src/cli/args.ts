@@ -2,6 +2,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { Backend } from "../backend/contract.js";
 import { openBackend } from "../backend/open.js";
 import { shown } from "../core/checks.js";
+import { ConveyorError } from "../core/errors.js";
 
 /** A usage mistake: printed with the command's help, exit code 2. */
 export class UsageError extends Error {
@@ -16,12 +17,42 @@ export const DB_OPTION: Options = {
   help: { type: "boolean", short: "h", default: false },
 };
 
+/**
+ * String options where an empty value means something: `--db ''` falls back to CONVEYOR_DB as an
+ * absent one does, and an empty prefix or base path puts names and routes at the top level.
+ */
+const EMPTY_MEANS_SOMETHING = new Set(["db", "stream-prefix", "topic-prefix", "base-path"]);
+
 export function parse(argv: string[], options: Options) {
+  let parsed;
   try {
-    return parseArgs({ args: argv, options: { ...DB_OPTION, ...options }, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: argv, options: { ...DB_OPTION, ...options }, allowPositionals: true, strict: true });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+  // An empty value is usually an unset shell variable (--queue "$QUEUE"): taken as given it
+  // would match nothing, or name a queue nobody reads, and the command would still "succeed".
+  for (const [name, value] of Object.entries(parsed.values)) {
+    if (EMPTY_MEANS_SOMETHING.has(name)) continue;
+    for (const one of Array.isArray(value) ? value : [value]) {
+      if (typeof one === "string" && one.trim() === "") throw new UsageError(`--${name} is empty: give it a value, or leave the option out`);
+    }
+  }
+  return parsed;
+}
+
+/**
+ * The subcommand a command such as `conveyor jobs` starts with, checked before anything is
+ * opened; undefined when none is given (the caller prints its help).
+ */
+export function subcommand<S extends string>(command: string, argv: string[], known: readonly S[]): S | undefined {
+  const first = argv[0];
+  if (first === undefined) return undefined;
+  const choices = `${known.slice(0, -1).join(", ")} or ${known.at(-1)!}`;
+  // "conveyor jobs --db x ls" would otherwise take "--db" for the subcommand and "x" for an id.
+  if (first.startsWith("-")) throw new UsageError(`the subcommand comes first: conveyor ${command} SUBCOMMAND [options], one of ${choices}`);
+  if (!(known as readonly string[]).includes(first)) throw new UsageError(`unknown subcommand "${command} ${first}"; use ${choices}`);
+  return first as S;
 }
 
 /** `--db`, else `CONVEYOR_DB`. */
@@ -31,8 +62,37 @@ export function dbUrl(value: unknown): string {
   return url;
 }
 
+/**
+ * Runs `work` on the store `url` names, with a SQLite file that cannot be opened reported as one
+ * line naming the --db value and what is wrong with it (better-sqlite3's errors name neither the
+ * path nor a fix, and some surface only at the first query).
+ */
+export async function namingSqliteProblems<T>(url: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const problem = sqliteOpenProblem(error);
+    if (problem === null) throw error;
+    throw new ConveyorError(`--db ${url}: ${problem}`, { cause: error });
+  }
+}
+
+export async function openStore(url: string): Promise<Backend> {
+  return namingSqliteProblems(url, () => openBackend(url));
+}
+
+function sqliteOpenProblem(error: unknown): string | null {
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : "";
+  if (error instanceof TypeError && /directory does not exist/.test(message)) return "the directory does not exist: create it, or fix the path";
+  if (code === "SQLITE_NOTADB") return "the file is not a SQLite database: name a new file or an existing Conveyor database";
+  // SQLite says only "unable to open database file" for a directory and for a file it may not read and write.
+  if (code === "SQLITE_CANTOPEN") return "cannot open the path as a file: it is a directory, or not readable and writable; name a SQLite file";
+  return null;
+}
+
 export async function withBackend<T>(value: unknown, fn: (backend: Backend) => Promise<T>): Promise<T> {
-  const backend = await openBackend(dbUrl(value));
+  const backend = await openStore(dbUrl(value));
   try {
     return await fn(backend);
   } finally {
@@ -40,12 +100,23 @@ export async function withBackend<T>(value: unknown, fn: (backend: Backend) => P
   }
 }
 
+// Number() would also take "0x10", "1e3", "0b1" and " 7 ": an option reads as the person wrote it.
+const DECIMAL_INTEGER = /^[+-]?\d+$/;
+const DECIMAL_NUMBER = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)$/;
+
 export function intOption(name: string, value: unknown, min = 0): number | undefined {
   if (value === undefined) return undefined;
-  const n = Number(value);
-  if (typeof value !== "string" || value.trim() === "" || !Number.isInteger(n) || n < min) {
-    throw new UsageError(`--${name} must be an integer >= ${min}; got ${shown(value)}`);
+  const n = typeof value === "string" && DECIMAL_INTEGER.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(`--${name} must be an integer >= ${min}; got ${shown(value)} (decimal digits only)`);
   }
+  return n;
+}
+
+export function positiveNumberOption(name: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  const n = typeof value === "string" && DECIMAL_NUMBER.test(value) ? Number(value) : NaN;
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${name} must be a positive number; got ${shown(value)}`);
   return n;
 }
 

@@ -1,6 +1,6 @@
 import type { Backend, ReplayResult } from "../backend/contract.js";
 import { InvalidInputError } from "../core/errors.js";
-import { intOption, parse, UsageError, withBackend } from "./args.js";
+import { intOption, parse, subcommand, UsageError, withBackend } from "./args.js";
 import { printJson } from "./format.js";
 import { listTable, showOne } from "./jobs.js";
 
@@ -11,8 +11,8 @@ conveyor dlq replay --all [--queue Q] --db URL                  every dead job (
                                                                 with progress on stderr`;
 
 export async function run(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  const { values, positionals } = parse(rest, {
+  const sub = subcommand("dlq", argv, ["ls", "show", "replay"]);
+  const { values, positionals } = parse(argv.slice(1), {
     queue: { type: "string" },
     limit: { type: "string" },
     all: { type: "boolean", default: false },
@@ -30,26 +30,24 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     if (sub === "show") return showOne(backend, positionals[0], values.json === true, queue);
-    if (sub === "replay") {
-      const ids = positionals;
-      if (values.all) {
-        if (ids.length) throw new UsageError("give job ids or --all, not both");
-        const result = await replayAllDead(backend, queue, values.json === true ? null : process.stderr);
-        if (values.json) printJson(result);
-        else
-          console.log(
-            `replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${s.id} (${s.outcome})`).join(", ")}` : ""}`,
-          );
-        return result.skipped.length ? 1 : 0;
-      }
-      if (ids.length === 0) throw new UsageError("which jobs? conveyor dlq replay ID [ID...] or --all");
-      const results = [];
-      for (const id of ids) results.push({ id, outcome: await backend.replay(id, queue) });
-      if (values.json) printJson(results);
-      else for (const r of results) console.log(`${r.id}: ${r.outcome}`);
-      return results.every((r) => r.outcome === "replayed") ? 0 : 1;
+    // replay: subcommand() lets no other name through.
+    const ids = positionals;
+    if (values.all) {
+      if (ids.length) throw new UsageError("give job ids or --all, not both");
+      const result = await replayAllDead(backend, queue, values.json === true ? null : process.stderr);
+      if (values.json) printJson(result);
+      else
+        console.log(
+          `replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${s.id} (${s.outcome})`).join(", ")}` : ""}`,
+        );
+      return result.skipped.length ? 1 : 0;
     }
-    throw new UsageError(`unknown subcommand "dlq ${sub}"; use ls, show or replay`);
+    if (ids.length === 0) throw new UsageError("which jobs? conveyor dlq replay ID [ID...] or --all");
+    const results = [];
+    for (const id of ids) results.push({ id, outcome: await backend.replay(id, queue) });
+    if (values.json) printJson(results);
+    else for (const r of results) console.log(`${r.id}: ${r.outcome}`);
+    return results.every((r) => r.outcome === "replayed") ? 0 : 1;
   });
 }
 

@@ -1,6 +1,6 @@
 import { Queue } from "../producer/queue.js";
 import type { Json } from "../core/json.js";
-import type { JobOptions } from "../core/spec.js";
+import { MIN_PRIORITY, type JobOptions } from "../core/spec.js";
 import { printJson } from "./format.js";
 import { intOption, jsonOption, parse, requiredString, UsageError, withBackend } from "./args.js";
 
@@ -38,7 +38,7 @@ export async function run(argv: string[]): Promise<number> {
   if (values.id !== undefined) options.jobId = values.id as string;
   const delayMs = intOption("delay-ms", values["delay-ms"]);
   if (delayMs !== undefined) options.delayMs = delayMs;
-  const priority = values.priority === undefined ? undefined : Number(values.priority);
+  const priority = intOption("priority", values.priority, MIN_PRIORITY);
   if (priority !== undefined) options.priority = priority;
   const attempts = intOption("attempts", values.attempts, 1);
   if (attempts !== undefined) options.attempts = attempts;

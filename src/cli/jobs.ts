@@ -1,6 +1,6 @@
 import type { Backend } from "../backend/contract.js";
 import { JOB_STATES, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
-import { intOption, parse, UsageError, withBackend } from "./args.js";
+import { intOption, parse, subcommand, UsageError, withBackend } from "./args.js";
 import { duration, printJson, table, time } from "./format.js";
 import type { JobLogLine } from "../core/job-log.js";
 
@@ -125,8 +125,8 @@ export async function showOne(backend: Backend, id: string | undefined, json: bo
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  const { values, positionals } = parse(rest, {
+  const sub = subcommand("jobs", argv, ["ls", "show", "cancel", "rm"]);
+  const { values, positionals } = parse(argv.slice(1), {
     queue: { type: "string" },
     state: { type: "string" },
     name: { type: "string" },
@@ -159,14 +159,12 @@ export async function run(argv: string[]): Promise<number> {
       else console.log(`${id}: ${outcome}`);
       return outcome === "cancelled" ? 0 : 1;
     }
-    if (sub === "rm") {
-      const id = positionals[0];
-      if (!id) throw new UsageError("which job? conveyor jobs rm ID");
-      const outcome = await backend.remove(id, queue);
-      if (values.json) printJson({ id, outcome });
-      else console.log(`${id}: ${outcome}${outcome === "not-finished" ? " (cancel it first)" : ""}`);
-      return outcome === "removed" ? 0 : 1;
-    }
-    throw new UsageError(`unknown subcommand "jobs ${sub}"; use ls, show, cancel or rm`);
+    // rm: subcommand() lets no other name through.
+    const id = positionals[0];
+    if (!id) throw new UsageError("which job? conveyor jobs rm ID");
+    const outcome = await backend.remove(id, queue);
+    if (values.json) printJson({ id, outcome });
+    else console.log(`${id}: ${outcome}${outcome === "not-finished" ? " (cancel it first)" : ""}`);
+    return outcome === "removed" ? 0 : 1;
   });
 }

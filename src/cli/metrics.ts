@@ -6,8 +6,7 @@ import type { Backend } from "../backend/contract.js";
 import type { ScalingPolicy } from "../observability/autoscale.js";
 import type { MetricsServer } from "../observability/http.js";
 import type { ConveyorMetrics } from "../observability/metrics.js";
-import { intOption, UsageError, type Options } from "./args.js";
-import { shown } from "../core/checks.js";
+import { intOption, positiveNumberOption, UsageError, type Options } from "./args.js";
 
 export const METRICS_OPTIONS: Options = {
   "metrics-port": { type: "string" },
@@ -44,20 +43,11 @@ export interface MetricsSettings {
   store: boolean;
 }
 
-function positiveNumber(name: string, value: unknown): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (typeof value !== "string" || value.trim() === "" || !Number.isFinite(n) || n <= 0) {
-    throw new UsageError(`--${name} must be a positive number; got ${shown(value)}`);
-  }
-  return n;
-}
-
 /** Checks the metrics flags; null when `--metrics-port` is absent (and then no other may be given). */
 export function metricsSettings(values: Record<string, unknown>): MetricsSettings | null {
   const port = intOption("metrics-port", values["metrics-port"], 0);
-  const targetAgeSeconds = positiveNumber("scale-target-age-seconds", values["scale-target-age-seconds"]);
-  const jobsPerSecondPerWorker = positiveNumber("scale-jobs-per-second", values["scale-jobs-per-second"]);
+  const targetAgeSeconds = positiveNumberOption("scale-target-age-seconds", values["scale-target-age-seconds"]);
+  const jobsPerSecondPerWorker = positiveNumberOption("scale-jobs-per-second", values["scale-jobs-per-second"]);
   const minWorkers = intOption("scale-min-workers", values["scale-min-workers"], 0);
   const maxWorkers = intOption("scale-max-workers", values["scale-max-workers"], 1);
   const storeCacheMs = intOption("metrics-store-cache-ms", values["metrics-store-cache-ms"], 1_000);

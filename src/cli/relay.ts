@@ -6,7 +6,7 @@ import { ConveyorError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
 import { migrateOutbox, openDeadLetters, openSource, openTarget, outboxLocation } from "../outbox/open.js";
 import { Relay } from "../outbox/relay.js";
-import { dbUrl, intOption, parse, UsageError } from "./args.js";
+import { dbUrl, intOption, namingSqliteProblems, parse, UsageError } from "./args.js";
 import { duration, printJson, table, time } from "./format.js";
 import { shown } from "../core/checks.js";
 
@@ -74,7 +74,8 @@ export async function run(argv: string[]): Promise<number> {
     return 0;
   }
   const db = dbUrl(values.db);
-  if (positionals[0] === "dead") return dead(db, positionals.slice(1), values.json === true, intOption("limit", values.limit, 1));
+  if (positionals[0] === "dead")
+    return namingSqliteProblems(db, () => dead(db, positionals.slice(1), values.json === true, intOption("limit", values.limit, 1)));
   if (positionals.length > 0) throw new UsageError(`unknown subcommand "relay ${positionals[0]}"; use relay dead …, or options only`);
 
   const mode = values.mode;
@@ -116,7 +117,7 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof values.target !== "string" || values.target === "") throw new UsageError("--target URL is required");
   const secrets = (values["webhook-secret"] as string[] | undefined) ?? (process.env.CONVEYOR_WEBHOOK_SECRET ? [process.env.CONVEYOR_WEBHOOK_SECRET] : []);
   const maxLen = intOption("maxlen", values.maxlen, 1);
-  await migrateOutbox(db);
+  await namingSqliteProblems(db, () => migrateOutbox(db));
   const target = await openTarget(values.target, {
     ...(typeof values.queue === "string" ? { queue: values.queue } : {}),
     ...(typeof values.exchange === "string" ? { exchange: values.exchange } : {}),

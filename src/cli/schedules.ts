@@ -1,7 +1,8 @@
 import type { Json } from "../core/json.js";
 import { scheduleInfos, type MisfireOption, type ScheduleInfo, type ScheduleJobOptions } from "../core/schedule.js";
 import { Queue } from "../producer/queue.js";
-import { intOption, jsonOption, parse, requiredString, UsageError, withBackend } from "./args.js";
+import { MIN_PRIORITY } from "../core/spec.js";
+import { intOption, jsonOption, parse, requiredString, subcommand, UsageError, withBackend } from "./args.js";
 import { printJson, table, time } from "./format.js";
 import { shown } from "../core/checks.js";
 
@@ -19,8 +20,8 @@ conveyor schedules add ID --db URL --queue Q --cron PATTERN --name JOB [options]
 conveyor schedules rm ID --db URL --queue Q                     delete a schedule (its jobs stay)`;
 
 export async function run(argv: string[]): Promise<number> {
-  const [sub, ...rest] = argv;
-  const { values, positionals } = parse(rest, {
+  const sub = subcommand("schedules", argv, ["ls", "add", "rm"]);
+  const { values, positionals } = parse(argv.slice(1), {
     queue: { type: "string" },
     cron: { type: "string" },
     tz: { type: "string" },
@@ -36,7 +37,6 @@ export async function run(argv: string[]): Promise<number> {
     console.log(help);
     return sub ? 0 : 2;
   }
-  if (sub !== "ls" && sub !== "add" && sub !== "rm") throw new UsageError(`unknown subcommand "schedules ${sub}"; use ls, add or rm`);
   const id = sub === "ls" ? undefined : positionals[0];
   if (sub !== "ls" && !id) throw new UsageError(`which schedule? conveyor schedules ${sub} ID --queue Q …`);
   const add = sub === "add" ? addInput(values) : null;
@@ -82,7 +82,7 @@ function addInput(values: Record<string, unknown>) {
   const misfire: MisfireOption | undefined =
     policy === "all" && limit !== undefined ? { policy, limit } : policy === "skip" && graceMs !== undefined ? { policy, graceMs } : policy;
   const options: ScheduleJobOptions = {};
-  const priority = values.priority === undefined ? undefined : Number(values.priority);
+  const priority = intOption("priority", values.priority, MIN_PRIORITY);
   if (priority !== undefined) options.priority = priority;
   const attempts = intOption("attempts", values.attempts, 1);
   if (attempts !== undefined) options.attempts = attempts;

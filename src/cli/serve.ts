@@ -1,12 +1,11 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { openBackend } from "../backend/open.js";
 import { InvalidInputError } from "../core/errors.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
 import { Worker } from "../runtime/worker.js";
 import { Scheduler } from "../maintenance/scheduler.js";
-import { dbUrl, intOption, listOption, parse, UsageError } from "./args.js";
+import { dbUrl, intOption, listOption, openStore, parse, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 import type { MetricsServer } from "../observability/http.js";
@@ -198,7 +197,7 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
 
-  const backend = await openBackend(url);
+  const backend = await openStore(url);
   const closeables: Closeable[] = [];
   let worker: Worker | null = null;
   let webhooks: InstanceType<typeof http.WebhookDispatcher> | null = null;
@@ -207,7 +206,7 @@ export async function run(argv: string[]): Promise<number> {
   // The dashboard's Relay view reads the outbox's backlog through a polling source's lag() (it never claims).
   let relayLag: Awaited<ReturnType<typeof openSource>> | null = null;
   try {
-    // The outbox tables come with the migrations: --db's are run by openBackend above; a separate
+    // The outbox tables come with the migrations: --db's are run by openStore above; a separate
     // --outbox-db is migrated here (as `conveyor migrate` would), so its tables exist too.
     // Closed in afterClose, after the API, so no request finds its pool gone.
     if (outboxUrl !== null && outboxUrl !== url) await migrateOutbox(outboxUrl);

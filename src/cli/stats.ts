@@ -54,6 +54,17 @@ export function parseDuration(name: string, value: string): number {
   return Math.round(Number(m[1]) * UNIT_MS[m[2] ?? "s"]!);
 }
 
+/**
+ * `--window`: a duration, or a bare 0 to leave the window out. "0m" or "0.1ms" is a window no job
+ * can finish in, more likely a slip than a way to say "none", so it is refused.
+ */
+function windowOption(value: string): number {
+  if (value.trim() === "0") return 0;
+  const windowMs = parseDuration("window", value);
+  if (windowMs === 0) throw new UsageError(`--window ${value} is no time: give a duration such as 90s, 5m or 1h, or 0 to leave the window out`);
+  return windowMs;
+}
+
 function percentiles(values: number[]): Percentiles | null {
   if (values.length === 0) return null;
   const sorted = values.slice().sort((a, b) => a - b);
@@ -116,7 +127,7 @@ export async function run(argv: string[]): Promise<number> {
     console.log(help);
     return 0;
   }
-  const windowMs = typeof values.window === "string" ? parseDuration("window", values.window) : 5 * 60_000;
+  const windowMs = typeof values.window === "string" ? windowOption(values.window) : 5 * 60_000;
   const sample = intOption("sample", values.sample, 1) ?? 5_000;
   return withBackend(values.db, async (backend) => {
     const stats = await backend.stats(values.queue as string | undefined);

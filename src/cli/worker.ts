@@ -1,13 +1,13 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import type { Backend } from "../backend/contract.js";
 import { isStoreTooNew } from "../backend/migration-files.js";
-import { openBackend } from "../backend/open.js";
 import { StoreUnavailableError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals } from "../runtime/shutdown.js";
 import { Worker, type Handlers } from "../runtime/worker.js";
-import { dbUrl, intOption, listOption, parse, requiredString, UsageError } from "./args.js";
+import { dbUrl, intOption, listOption, openStore, parse, requiredString, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 
@@ -123,7 +123,7 @@ export async function run(argv: string[]): Promise<number> {
   };
   let handlers: Handlers | undefined;
   let queues: string[] = [];
-  let backend: Awaited<ReturnType<typeof openBackend>> | null = null;
+  let backend: Backend | null = null;
   try {
     // In a sandbox the module is loaded only by the child processes.
     handlers = values.sandbox ? undefined : await loadHandlers(handlersPath);
@@ -134,7 +134,7 @@ export async function run(argv: string[]): Promise<number> {
     // URL, wrong password, a schema newer than this code) fails at once.
     for (let attempt = 0; backend === null && stopSignal === null; attempt++) {
       try {
-        backend = await openBackend(url);
+        backend = await openStore(url);
       } catch (error) {
         if (!isStoreUnreachable(error)) throw error;
         if (stopSignal !== null) break;

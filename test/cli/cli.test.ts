@@ -127,9 +127,9 @@ describe("conveyor CLI", () => {
   });
 
   it("invalid job options are refused with a clear error and nothing stored", async () => {
-    const r = await runCli(["enqueue", "--db", db, "--queue", "bad", "--name", "n", "--priority", "1.5"]);
+    const r = await runCli(["enqueue", "--db", db, "--queue", "bad", "--name", "n", "--priority", "2000000"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("option priority must be an integer");
+    expect(r.stderr).toContain("option priority must be an integer from -1000000 to 1000000");
     const stats = JSON.parse((await runCli(["stats", "--db", db, "--queue", "bad", "--json"])).stdout) as QueueStats[];
     expect(stats[0]!.counts.waiting).toBe(0);
   });

@@ -19,12 +19,12 @@ it("conveyor stats lists the limits of limited queues", async () => {
   } finally {
     await backend.close();
   }
-  const text = await runCli(["stats", "--db", `sqlite:${path}`, "--window", "0s"]);
+  const text = await runCli(["stats", "--db", `sqlite:${path}`, "--window", "0"]);
   expect(text.code).toBe(0);
   expect(text.stdout).toMatch(/flow control/);
   expect(text.stdout).toMatch(/exports\s+30 \/ 1m 0s\s+5\s+export-report=3\s+-/);
   expect(text.stdout).not.toMatch(/^email\s+\d+ \//m);
-  const json = await runCli(["stats", "--db", `sqlite:${path}`, "--json", "--window", "0s"]);
+  const json = await runCli(["stats", "--db", `sqlite:${path}`, "--json", "--window", "0"]);
   const queues = JSON.parse(json.stdout) as Array<{ queue: string; flow: unknown }>;
   expect(queues.find((q) => q.queue === "exports")!.flow).toEqual({
     limits: { rate: { max: 30, durationMs: 60_000 }, maxRunning: 5, maxRunningPerName: { "export-report": 3 } },
