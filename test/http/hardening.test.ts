@@ -16,7 +16,7 @@ import { IdDeriver } from "../../src/http/derived-ids.js";
 import { redactUrl } from "../../src/http/plugin.js";
 import { TempDirs } from "../helpers/temp.js";
 import { storeCases } from "./stores.js";
-import { openStream, send, type Obj, type Reply, type RequestInit } from "./harness.js";
+import { openStream, send, serverPerTest, type Harness, type Obj, type Reply, type RequestInit } from "./harness.js";
 
 const temp = new TempDirs();
 afterAll(() => temp.removeAll());
@@ -616,20 +616,12 @@ describe("OpenAPI and methods", () => {
 });
 
 describe("a tester's findings against conveyor serve", () => {
-  let backend: SqliteBackend | null = null;
-  let app: FastifyInstance | null = null;
+  const { startTestServer } = serverPerTest();
+  let server: Harness | null = null;
   let base = "";
-  afterEach(async () => {
-    await app?.close();
-    await backend?.close();
-    app = null;
-    backend = null;
-  });
   async function start(options: Partial<ServerOptions> = {}): Promise<void> {
-    backend = new SqliteBackend({ path: await temp.file("findings.db") });
-    app = await createServer({ backend, apiKeys: API_KEYS, logger: false, ...options });
-    await app.listen({ port: 0, host: "127.0.0.1" });
-    base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    server = await startTestServer({ apiKeys: API_KEYS, ...options });
+    base = server.url;
   }
   const as = <T = Obj>(key: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> =>
     send<T>(base, method, path, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } });
@@ -702,7 +694,7 @@ describe("a tester's findings against conveyor serve", () => {
 
     const resumed = await openStream(`${base}${r.json.eventsUrl}`, { ...auth, "last-event-id": "1" });
     expect(resumed.status).toBe(200);
-    await backend!.cancel(r.json.jobId, "q");
+    await server!.backend.cancel(r.json.jobId, "q");
     await resumed.ended;
     expect(resumed.events.map((e) => e.data.state)).toEqual(["cancelled"]);
     // Finished: out of range is still 400 (not a 204 that hides the terminal event); the last id is 204.

@@ -4,15 +4,9 @@
  * each test names the finding it pins and fails with that fix removed.
  */
 import { connect } from "node:net";
-import type { FastifyInstance } from "fastify";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { SqliteBackend } from "../../src/backend/sqlite/index.js";
-import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
-import { TempDirs } from "../helpers/temp.js";
-import { send, type Obj, type Reply, type RequestInit } from "./harness.js";
-
-const temp = new TempDirs();
-afterAll(() => temp.removeAll());
+import { describe, expect, it } from "vitest";
+import { hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
+import { send, serverPerTest, type Obj, type Reply, type RequestInit } from "./harness.js";
 
 const KEYS = {
   reader: "cvk_reader-0123456789abcdef-reader",
@@ -27,22 +21,13 @@ const STALE_COOKIE = "conveyor_session=v1.eyJ4IjoxfQ.abc";
 const SECRET = "s3cr3t-stream-token-value";
 
 describe("a tester's findings against conveyor serve (SQLite)", () => {
-  let backend: SqliteBackend | null = null;
-  let app: FastifyInstance | null = null;
+  const { startTestServer } = serverPerTest();
   let base = "";
   let port = 0;
-  afterEach(async () => {
-    await app?.close();
-    await backend?.close();
-    app = null;
-    backend = null;
-  });
   async function start(options: Partial<ServerOptions> = {}): Promise<void> {
-    backend = new SqliteBackend({ path: await temp.file("findings.db") });
-    app = await createServer({ backend, apiKeys: API_KEYS, logger: false, ...options });
-    await app.listen({ port: 0, host: "127.0.0.1" });
-    port = (app.server.address() as { port: number }).port;
-    base = `http://127.0.0.1:${port}`;
+    const server = await startTestServer({ apiKeys: API_KEYS, ...options });
+    base = server.url;
+    port = Number(new URL(base).port);
   }
   const as = <T = Obj>(key: string, method: string, path: string, init: RequestInit = {}): Promise<Reply<T>> =>
     send<T>(base, method, path, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } });
