@@ -219,4 +219,26 @@ describe("a tester's findings against conveyor serve (SQLite)", () => {
       expect(answer).not.toContain(KEYS.admin);
     }
   });
+
+  it("finding 4: two Idempotency-Key headers are refused (400), not joined into a third key that stores the job again", async () => {
+    await start();
+    const body = '{"name":"n","data":{"x":1}}';
+    const post = (keys: string[]) =>
+      raw(
+        `POST /v1/queues/q/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEYS.admin}\r\nContent-Type: application/json\r\n` +
+          keys.map((k) => `Idempotency-Key: ${k}\r\n`).join("") +
+          `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    const first = problemOf(await post(["a"]));
+    expect(first.status).toBe(202);
+    const twice = problemOf(await post(["a", "b"]));
+    expect(twice.status).toBe(400);
+    expect(twice.body.detail).toMatch(/send one Idempotency-Key header; this request has 2/);
+    expect(twice.body.errors).toEqual([{ in: "headers", pointer: "/idempotency-key", detail: "sent 2 times; send it once" }]);
+    const again = problemOf(await post(["a"]));
+    expect(again.status).toBe(202);
+    expect(again.body.jobId).toBe(first.body.jobId);
+    const listed = await as<{ jobs: unknown[] }>(KEYS.admin, "GET", "/v1/queues/q/jobs?limit=100");
+    expect(listed.json.jobs).toHaveLength(1);
+  });
 });

@@ -139,7 +139,8 @@ const enqueueHeaders = Type.Object({
     Type.String({
       minLength: 1,
       maxLength: 255,
-      description: "Makes retries safe: the same key and body return the same job; a different body is refused (422).",
+      description:
+        "Makes retries safe: the same key and body return the same job; a different body is refused (422). A key belongs to the API key, the queue and the route: the same key on the single and the bulk route names two different requests. Send it once (a repeated header is refused, 400).",
     }),
   ),
 });
@@ -293,7 +294,18 @@ const STORE_ATTEMPTS = 3;
 
 function idempotencyKeyOf(request: FastifyRequest): string | null {
   const v = request.headers["idempotency-key"];
-  return typeof v === "string" ? v : null;
+  if (typeof v !== "string") return null;
+  // Node joins repeated headers with ", ": two keys would become one new key ("a, b") that
+  // matches neither, and a retry carrying only one of them would store the job again.
+  const raw = request.raw.rawHeaders;
+  let sent = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === "idempotency-key") sent++;
+  if (sent > 1) {
+    throw new HttpProblem(400, "bad-request", `send one Idempotency-Key header; this request has ${sent}`, {
+      errors: [{ in: "headers", pointer: "/idempotency-key", detail: `sent ${sent} times; send it once` }],
+    });
+  }
+  return v;
 }
 
 export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
