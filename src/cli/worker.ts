@@ -6,7 +6,7 @@ import { isStoreTooNew } from "../backend/migration-files.js";
 import { StoreUnavailableError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals } from "../runtime/shutdown.js";
-import { Worker, type Handlers } from "../runtime/worker.js";
+import { MIN_WATCHDOG_STALL_MS, Worker, type Handlers } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, openStore, parse, requiredString, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
@@ -29,7 +29,8 @@ ctx.log()). Without --queue, the queues come from MODULE's named export \`queues
   --sandbox              run each handler in a child process, killed at its timeout and
                          replaced (survives handlers that block or call process.exit)
   --watchdog-ms N        kill this process when its event loop is blocked longer than N ms,
-                         so it gets restarted (default: the lease length; 0 turns it off)
+                         so it gets restarted (default: the lease length, at least 200;
+                         0 turns it off; otherwise from 200)
   --no-scheduler         do not fire cron schedules from this worker (fired by default; safe in
                          every worker at once: each tick runs exactly once)
   --verbose              log every job event
@@ -65,6 +66,19 @@ export async function loadHandlers(modulePath: string): Promise<Handlers> {
   return handlers as Handlers;
 }
 
+/**
+ * `--watchdog-ms`: 0 (off) or from MIN_WATCHDOG_STALL_MS; by default the lease length, and at
+ * least that minimum when the lease is shorter (a test fleet's 150 ms lease still starts).
+ */
+function watchdogOption(value: unknown, leaseMs: number): number {
+  const given = intOption("watchdog-ms", value, 0);
+  if (given === undefined) return Math.max(leaseMs, MIN_WATCHDOG_STALL_MS);
+  if (given !== 0 && given < MIN_WATCHDOG_STALL_MS) {
+    throw new UsageError(`--watchdog-ms must be 0 (off) or from ${MIN_WATCHDOG_STALL_MS} (two stamps of the watched loop); got ${given}`);
+  }
+  return given;
+}
+
 export async function run(argv: string[]): Promise<number> {
   const { values } = parse(argv, {
     queue: { type: "string" },
@@ -94,7 +108,7 @@ export async function run(argv: string[]): Promise<number> {
   const handlersPath = requiredString("handlers", values.handlers);
   const logger = consoleLogger({ verbose: values.verbose === true });
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
-  const watchdogMs = intOption("watchdog-ms", values["watchdog-ms"], 0) ?? leaseMs;
+  const watchdogMs = watchdogOption(values["watchdog-ms"], leaseMs);
   const rescueIntervalMs = intOption("rescue-interval-ms", values["rescue-interval-ms"], 1);
   // Every option is checked before the store is waited for: a usage mistake fails at once.
   const concurrency = intOption("concurrency", values.concurrency, 1);

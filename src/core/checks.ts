@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from "./clock.js";
 import { InvalidInputError } from "./errors.js";
 import { shown } from "./shown.js";
 
@@ -6,11 +7,7 @@ export { shown };
 /** The longest delay, timeout, lease, backoff or retention anything takes: ten years, in ms. */
 export const MAX_DELAY = 10 * 365 * 24 * 3600 * 1000;
 
-/**
- * The longest a Node.js timer waits, ms (about 24.8 days): a longer one fires after 1 ms (with a
- * TimeoutOverflowWarning), which would turn a long poll or heartbeat into a busy loop.
- */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
+export { MAX_TIMER_MS };
 
 /** Ceiling of the counts and limits of maintenance calls (they land in 32-bit columns and script arguments). */
 export const MAX_COUNT = 1_000_000_000;
@@ -33,12 +30,20 @@ export function timerMs(field: string, value: unknown, min = 1): number {
  * default used without a word. `known` is a record of every key, so the compiler keeps it
  * complete when an option is added.
  */
+/**
+ * The keys of an options object whose value is not undefined: a key set to undefined is a key
+ * left out (`{ ...base, delayMs: undefined }`), for every check of unknown keys.
+ */
+export function presentKeys(value: object): string[] {
+  return Object.keys(value).filter((key) => (value as Record<string, unknown>)[key] !== undefined);
+}
+
 export function checkOptionKeys<T extends object>(what: string, value: T | undefined, known: Record<keyof T, true>): T | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidInputError(`${what} must be an object; got ${shown(value)}`);
   }
-  for (const key of Object.keys(value)) {
+  for (const key of presentKeys(value)) {
     if (!Object.hasOwn(known, key)) throw new InvalidInputError(`unknown ${what} key "${key}"; known keys: ${Object.keys(known).join(", ")}`);
   }
   return value;

@@ -5,6 +5,13 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
+/**
+ * The longest a Node.js timer waits, ms (about 24.8 days): a longer one fires after 1 ms (with a
+ * TimeoutOverflowWarning), which would turn a long poll or heartbeat into a busy loop and a job's
+ * long timeoutMs into an instant timeout.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A pending call of a `TimerClock`, to cancel it. */
 export interface ClockTimer {
   /** Stops the call if it has not happened yet; harmless afterwards. */
@@ -28,7 +35,13 @@ export interface TimerClock extends Clock {
 export const monotonicClock: TimerClock = {
   now: () => performance.now(),
   after(ms, fn) {
-    const timer = setTimeout(fn, ms);
+    // A wait past Node's longest timer (a job's timeoutMs may be years) runs as a chain of them.
+    const dueAt = performance.now() + ms;
+    let timer: ReturnType<typeof setTimeout>;
+    const arm = (wait: number): void => {
+      timer = wait > MAX_TIMER_MS ? setTimeout(() => arm(dueAt - performance.now()), MAX_TIMER_MS) : setTimeout(fn, wait);
+    };
+    arm(ms);
     return { cancel: () => clearTimeout(timer) };
   },
 };

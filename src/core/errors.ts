@@ -31,17 +31,25 @@ export class RetryLater extends ConveyorError {
   override name = "RetryLater";
   /** What else waits out the delay: "queue" (the job's whole queue) or "key" (its limiter key). Default: only this job. */
   readonly pause: "queue" | "key" | undefined;
+  /** Delay before the next attempt (and of the hold, with `pause`), in milliseconds; a negative one is 0. */
+  readonly delayMs: number;
   constructor(
-    /** Delay before the next attempt (and of the hold, with `pause`), in milliseconds. */
-    readonly delayMs: number,
-    messageOrOptions: string | RetryLaterOptions = `retry requested in ${delayMs} ms`,
+    /**
+     * Delay before the next attempt (and of the hold, with `pause`), in milliseconds. A negative
+     * delay (a deadline just passed, `until - Date.now()`) means at once.
+     */
+    delayMs: number,
+    messageOrOptions?: string | RetryLaterOptions,
   ) {
-    const options = typeof messageOrOptions === "string" ? { message: messageOrOptions } : messageOrOptions;
-    super(options.message ?? `retry requested in ${delayMs} ms${options.pause ? ` (${options.pause} held)` : ""}`);
-    // A NaN, negative or infinite delay would otherwise become a retry at once (decideRetry's floor).
-    if (typeof delayMs !== "number" || !Number.isFinite(delayMs) || delayMs < 0) {
-      throw new InvalidInputError(`RetryLater takes a delay in milliseconds, a finite number from 0 up; got ${shown(delayMs)}`);
+    // NaN (a Retry-After in its HTTP-date form read as a number) or an infinite delay would
+    // otherwise become a retry at once (decideRetry's floor), hammering what asked to wait.
+    if (typeof delayMs !== "number" || !Number.isFinite(delayMs)) {
+      throw new InvalidInputError(`RetryLater takes a delay in milliseconds, a finite number; got ${shown(delayMs)}`);
     }
+    const delay = Math.max(0, delayMs);
+    const options = typeof messageOrOptions === "string" ? { message: messageOrOptions } : (messageOrOptions ?? {});
+    super(options.message ?? `retry requested in ${delay} ms${options.pause ? ` (${options.pause} held)` : ""}`);
+    this.delayMs = delay;
     if (options.pause !== undefined && options.pause !== "queue" && options.pause !== "key") {
       throw new InvalidInputError(`RetryLater option pause must be "queue", "key" or left out; got ${shown(options.pause)}`);
     }

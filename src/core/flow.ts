@@ -8,7 +8,7 @@
 import { InvalidInputError } from "./errors.js";
 import { checkName } from "./spec.js";
 import type { JobFlow } from "./job.js";
-import { shown } from "./checks.js";
+import { presentKeys, shown } from "./checks.js";
 
 /** At most `max` jobs of the queue start in any window of `durationMs` milliseconds. */
 export interface RateLimit {
@@ -74,7 +74,7 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
     });
   }
   const given = input as Record<string, unknown>;
-  for (const key of Object.keys(given)) {
+  for (const key of presentKeys(given)) {
     if (!KNOWN_LIMITS.has(key)) {
       throw new InvalidInputError(`unknown limit "${key}"; known limits: ${[...KNOWN_LIMITS].join(", ")}`, { field: `limits.${key}` });
     }
@@ -85,7 +85,7 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
       throw new InvalidInputError(`limit rate must be { max, durationMs }; got ${shown(given.rate)}`, { field: "limits.rate" });
     }
     const r = given.rate as Record<string, unknown>;
-    for (const key of Object.keys(r)) {
+    for (const key of presentKeys(r)) {
       if (key !== "max" && key !== "durationMs")
         throw new InvalidInputError(`unknown field rate.${key}; rate is { max, durationMs }`, { field: `limits.rate.${key}` });
     }

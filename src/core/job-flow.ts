@@ -6,7 +6,7 @@ import { InvalidInputError } from "./errors.js";
 import type { JobFlow } from "./job.js";
 import { MAX_RATE_DURATION_MS, MAX_RATE_MAX, MAX_RUNNING_LIMIT } from "./flow.js";
 import { isKeyText } from "./key-text.js";
-import { shown } from "./checks.js";
+import { presentKeys, shown } from "./checks.js";
 
 function checkKey(field: string, value: unknown): string {
   if (!isKeyText(value)) {
@@ -28,7 +28,7 @@ function checkObject(field: string, value: unknown, keys: readonly string[]): Re
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidInputError(`option ${field} must be { ${keys.join(", ")} }; got ${shown(value)}`, { field: `options.${field}` });
   }
-  for (const key of Object.keys(value)) {
+  for (const key of presentKeys(value)) {
     if (!keys.includes(key))
       throw new InvalidInputError(`unknown field ${field}.${key}; ${field} is { ${keys.join(", ")} }`, { field: `options.${field}.${key}` });
   }

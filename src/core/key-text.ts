@@ -15,6 +15,14 @@ export const KEY_TEXT_PATTERN = "^[^\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uDFF
 
 const KEY_TEXT = new RegExp(KEY_TEXT_PATTERN, "u");
 
+/**
+ * The rule for text that names something already stored: the one above without the C1 range,
+ * which new ids and keys refuse only since this release (stores may hold ids made before). Lookups
+ * (read, cancel, replay, a listing's cursor) take it, so such a job can still be read and
+ * cancelled; every write of a new id takes KEY_TEXT_PATTERN.
+ */
+export const STORED_KEY_TEXT_PATTERN = "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF]+$";
+
 /** True for 1-255 characters that follow the rule. */
 export function isKeyText(value: unknown): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= KEY_TEXT_MAX_LENGTH && KEY_TEXT.test(value);

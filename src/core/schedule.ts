@@ -20,7 +20,7 @@ import { InvalidInputError } from "./errors.js";
 import type { JobSpec } from "./job.js";
 import type { Json } from "./json.js";
 import { buildJobSpec, checkName, type JobOptions } from "./spec.js";
-import { MAX_DELAY, shown } from "./checks.js";
+import { MAX_DELAY, presentKeys, shown } from "./checks.js";
 
 /**
  * What happens to ticks that passed while no scheduler ran (downtime, every worker stopped):
@@ -185,7 +185,7 @@ export function normalizeMisfire(value: unknown): Misfire {
   if (value === "skip" || value === "once" || value === "all") return { ...base, policy: value };
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw bad();
   const o = value as { policy?: unknown; graceMs?: unknown; limit?: unknown };
-  for (const key of Object.keys(o)) if (key !== "policy" && key !== "graceMs" && key !== "limit") throw bad();
+  for (const key of presentKeys(o)) if (key !== "policy" && key !== "graceMs" && key !== "limit") throw bad();
   if (o.policy !== "skip" && o.policy !== "once" && o.policy !== "all") throw bad();
   if (o.graceMs !== undefined && (o.policy !== "skip" || !Number.isInteger(o.graceMs) || (o.graceMs as number) < 0 || (o.graceMs as number) > MAX_DELAY))
     throw bad();
@@ -204,7 +204,7 @@ export function buildScheduleWrite(queue: string, id: string, input: ScheduleOpt
   if (typeof input !== "object" || input === null) {
     throw new InvalidInputError(`a schedule needs { cron, name }, e.g. { cron: "0 8 * * MON", name: "digest" }; got ${shown(input)}`);
   }
-  for (const key of Object.keys(input)) {
+  for (const key of presentKeys(input)) {
     if (!KNOWN_SCHEDULE_FIELDS.has(key)) {
       throw new InvalidInputError(`unknown schedule field "${key}"; known fields: ${[...KNOWN_SCHEDULE_FIELDS].join(", ")}`, { field: key });
     }

@@ -32,6 +32,9 @@ export function shown(value: unknown): string {
     return kindOf(value);
   }
   if (text === undefined) return String(value);
+  // JSON escapes C0 but leaves DEL and C1 as they are; U+009B is a terminal's CSI, so a refused
+  // id printed by the CLI or a log viewer would run as an escape sequence.
+  text = text.replace(/[\u007F-\u009F]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
   if (text.length <= SHOWN_MAX_CHARS) return text;
   // Not between the two halves of a surrogate pair (an emoji): half of one is not text.
   const end = /[\uD800-\uDBFF]/.test(text[SHOWN_MAX_CHARS - 1]!) ? SHOWN_MAX_CHARS - 1 : SHOWN_MAX_CHARS;

@@ -1,5 +1,5 @@
 import { InvalidInputError } from "./errors.js";
-import { MAX_DELAY } from "./checks.js";
+import { MAX_DELAY, presentKeys } from "./checks.js";
 import type { BackoffSpec, DedupMode, DedupWindow, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
@@ -108,7 +108,7 @@ function normalizeDedup(value: unknown): DedupWindow | undefined {
     throw new InvalidInputError(`option dedup must be ${shape}; got ${shown(value)}`, { field: "options.dedup" });
   }
   const d = value as Record<string, unknown>;
-  for (const k of Object.keys(d)) {
+  for (const k of presentKeys(d)) {
     if (!DEDUP_FIELDS.has(k)) throw new InvalidInputError(`unknown field dedup.${k}; dedup is ${shape}`, { field: `options.dedup.${k}` });
   }
   if (!isKeyText(d.key)) {
@@ -187,7 +187,7 @@ function normalizeBackoff(value: unknown): BackoffSpec {
   }
   const b = value as Record<string, unknown>;
   const fields = b.type === "exponential" ? EXPONENTIAL_BACKOFF_FIELDS : b.type === "fixed" ? FIXED_BACKOFF_FIELDS : null;
-  const extra = fields === null ? undefined : Object.keys(b).find((k) => !fields.includes(k));
+  const extra = fields === null ? undefined : presentKeys(b).find((k) => !fields.includes(k));
   if (extra !== undefined) {
     throw new InvalidInputError(`unknown field backoff.${extra}; a ${String(b.type)} backoff takes ${fields!.join(", ")}`, {
       field: `options.backoff.${extra}`,
@@ -210,7 +210,7 @@ function normalizeRetention(field: string, value: unknown, fallback: number): Re
   if (value === false) return null;
   if (typeof value === "object" && value !== null && "ageMs" in value) {
     // BullMQ's { age, count } spelling: a count here would be ignored, so it is refused (counts are the pruner's retention policy).
-    const extra = Object.keys(value).find((k) => k !== "ageMs");
+    const extra = presentKeys(value).find((k) => k !== "ageMs");
     if (extra !== undefined) {
       throw new InvalidInputError(
         `unknown field ${field}.${extra}; ${field} is true, false or { ageMs } (count limits are the worker's maintenance.retention)`,
@@ -367,7 +367,7 @@ export function checkJobDefaults(what: string, value: unknown): JobDefaults {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidInputError(`${what} must be an object of job options; got ${shown(value)}`, { field: "defaults" });
   }
-  for (const key of Object.keys(value)) {
+  for (const key of presentKeys(value)) {
     if (PER_JOB_OPTIONS.has(key)) {
       throw new InvalidInputError(`${what}: ${key} names one job and cannot be a default; give it to each add instead`, { field: `defaults.${key}` });
     }
@@ -407,7 +407,7 @@ export function buildJobSpec(input: {
   const name = checkName("job", input.name);
   const given = input.options ?? {};
   if (typeof given !== "object" || given === null) throw new InvalidInputError(`job options must be an object; got ${shown(given)}`, { field: "options" });
-  for (const key of Object.keys(given)) {
+  for (const key of presentKeys(given)) {
     if (!KNOWN_OPTIONS.has(key)) {
       throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`, { field: `options.${key}` });
     }

@@ -2,7 +2,7 @@
  * Request schemas shared by several routes, and the error document: TypeBox schemas
  * (typed-schema.ts), each giving the JSON Schema and, by `Static`, the type handlers read.
  */
-import { KEY_TEXT_MAX_LENGTH, KEY_TEXT_PATTERN } from "../core/key-text.js";
+import { KEY_TEXT_MAX_LENGTH, KEY_TEXT_PATTERN, STORED_KEY_TEXT_PATTERN } from "../core/key-text.js";
 import type { ResponseSpec } from "./context.js";
 import { StringEnum, Type, type Static } from "./typed-schema.js";
 
@@ -27,10 +27,22 @@ export const JOB_ID_SCHEMA = Type.String({
   description: "1-255 characters; no control characters, no unpaired surrogates.",
 });
 
+/**
+ * A job id to look up (a path parameter, a replay's ids, a listing's cursor): the rule of ids
+ * already stored (STORED_KEY_TEXT_PATTERN), so a job whose id a later rule refuses can still be
+ * read, cancelled and replayed; new ids take JOB_ID_SCHEMA.
+ */
+export const STORED_JOB_ID_SCHEMA = Type.String({
+  minLength: 1,
+  maxLength: KEY_TEXT_MAX_LENGTH,
+  pattern: STORED_KEY_TEXT_PATTERN,
+  description: "1-255 characters; no C0 control characters or DEL, no unpaired surrogates.",
+});
+
 export const QUEUE_PARAMS = Type.Object({ queue: NAME_SCHEMA });
 export type QueueParams = Static<typeof QUEUE_PARAMS>;
 
-export const JOB_PARAMS = Type.Object({ id: JOB_ID_SCHEMA });
+export const JOB_PARAMS = Type.Object({ id: STORED_JOB_ID_SCHEMA });
 export type JobParams = Static<typeof JOB_PARAMS>;
 
 /** `?queue=` of the routes that take a job id: which queue's job is meant. */

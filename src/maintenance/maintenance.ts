@@ -1,6 +1,7 @@
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { DEFAULT_EVENT_PRUNE_LIMIT, type EventPrunePolicy } from "../core/queue-events.js";
 import { DEFAULT_MAX_STALLS, DEFAULT_PRUNE_LIMIT, type Backend, type PrunePolicy, type RescuedJob } from "../backend/contract.js";
+import { MAX_TIMER_MS } from "../core/clock.js";
 
 export interface MaintenanceSettings {
   /** How often to look for expired leases, ms. Default 5 000. */
@@ -99,7 +100,8 @@ export class Maintenance {
       this.busy.add(run);
     };
     const schedule = () => {
-      const timer = setTimeout(tick, Math.round(intervalMs * (0.8 + 0.4 * Math.random())));
+      // Jitter may take a long interval past Node's longest timer, which would fire at once.
+      const timer = setTimeout(tick, Math.min(MAX_TIMER_MS, Math.round(intervalMs * (0.8 + 0.4 * Math.random()))));
       // Maintenance alone never keeps a process alive.
       timer.unref();
       this.timers.set(during, timer);

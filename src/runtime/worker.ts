@@ -179,10 +179,16 @@ function checkMaintenanceOptions(m: MaintenanceOptions): void {
   if (m.maxStalls !== undefined) intInRange("maintenance option maxStalls", m.maxStalls, 1, MAX_COUNT);
 }
 
-/** A worker id as leases and attempt histories show it: 1-200 characters, no control character. */
+/** Longest workerId: room for a fully qualified host name (253) with a process id and a tag. */
+const WORKER_ID_MAX_LENGTH = 512;
+
+/** The least watchdog stallMs: two stamps of the watched loop. */
+export const MIN_WATCHDOG_STALL_MS = 200;
+
+/** A worker id as leases and attempt histories show it: 1-512 characters, no control character (C0, DEL or C1). */
 function checkWorkerId(value: unknown): string {
-  if (typeof value !== "string" || value.length === 0 || value.length > 200 || /[\u0000-\u001f\u007f]/.test(value)) {
-    throw new InvalidInputError(`option workerId must be 1-200 characters without control characters; got ${shown(value)}`);
+  if (typeof value !== "string" || value.length === 0 || value.length > WORKER_ID_MAX_LENGTH || /[\u0000-\u001f\u007f-\u009f]/.test(value)) {
+    throw new InvalidInputError(`option workerId must be 1-${WORKER_ID_MAX_LENGTH} characters without control characters; got ${shown(value)}`);
   }
   return value;
 }
@@ -309,7 +315,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     else if (!this.sandbox) throw new InvalidInputError("new Worker() needs { handlers } (or { sandbox: { module } })");
     const watchdog = checkOptionKeys("watchdog option", options.watchdog, { stallMs: true });
     // Below two stamps of the watched loop (runtime/watchdog.ts, every 100 ms) a healthy process would be killed.
-    this.watchdogOptions = watchdog === undefined ? null : { stallMs: timerMs("watchdog option stallMs", watchdog.stallMs, 200) };
+    this.watchdogOptions = watchdog === undefined ? null : { stallMs: timerMs("watchdog option stallMs", watchdog.stallMs, MIN_WATCHDOG_STALL_MS) };
     this.prefetch = nonNegativeInt("option prefetch", options.prefetch ?? 0);
     this.leaseMs = timerMs("option leaseMs", options.leaseMs ?? 30_000);
     this.heartbeatIntervalMs = timerMs("option heartbeatIntervalMs", options.heartbeatIntervalMs ?? Math.max(1, Math.floor(this.leaseMs / 3)));

@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { Queue } from "../../src/index.js";
-import { runCli } from "../helpers/cli.js";
+import { runCli, spawnCli } from "../helpers/cli.js";
+import { waitFor } from "../helpers/wait-for.js";
 import { TempDirs } from "../helpers/temp.js";
 
 const temp = new TempDirs();
@@ -145,4 +146,41 @@ describe("CLI input errors", () => {
     expect(noWindow!.code).toBe(0);
     expect(noWindow!.stdout).not.toMatch(/finished jobs the store keeps/);
   });
+
+  it(
+    "worker: a lease under the watchdog's 200 ms minimum still starts (its watchdog at 200); an explicit --watchdog-ms under 200 names that option",
+    { timeout: 60_000 },
+    async () => {
+      const refused = await runCli(["worker", "--db", db, "--queue", "short", "--handlers", "test/fixtures/handlers.ts", "--watchdog-ms", "150"]);
+      expect(refused.code).toBe(2);
+      expect(oneLine(refused.stderr).first).toMatch(/--watchdog-ms must be 0 \(off\) or from 200 .*; got 150/);
+
+      const backend = new SqliteBackend({ path: join(dir, "jobs.db") });
+      try {
+        const { id } = await new Queue("short", { backend }).add("sleep", { ms: 10 });
+        const worker = spawnCli([
+          "worker",
+          "--db",
+          db,
+          "--queue",
+          "short",
+          "--handlers",
+          "test/fixtures/handlers.ts",
+          "--lease-ms",
+          "150",
+          "--poll-interval-ms",
+          "50",
+        ]);
+        try {
+          await waitFor(async () => (await backend.get(id))?.state === "completed", { timeoutMs: 30_000 });
+        } finally {
+          worker.child.kill("SIGTERM");
+          expect(await worker.exited).toBe(0);
+        }
+        expect(worker.stderr()).not.toMatch(/watchdog option/);
+      } finally {
+        await backend.close();
+      }
+    },
+  );
 });

@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { FakeClock, sleepOn } from "../../src/core/clock.js";
+import { describe, expect, it, vi } from "vitest";
+import { FakeClock, MAX_TIMER_MS, monotonicClock, sleepOn } from "../../src/core/clock.js";
 
 describe("FakeClock timers", () => {
   it("fires after() calls in due order as time advances, at their due time, and not before", () => {
@@ -45,5 +45,30 @@ describe("FakeClock timers", () => {
     clock.set(600);
     await sleeping;
     expect(slept).toBe(true);
+  });
+});
+
+describe("monotonicClock", () => {
+  it("waits past Node's longest timer as a chain of timers, not 1 ms (a job's timeoutMs of years), and cancels any link of the chain", () => {
+    // Fake timers as Node runs them: a delay over 2^31-1 ms fires after 1 ms.
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      let fired = 0;
+      monotonicClock.after(MAX_TIMER_MS + 5_000, () => fired++);
+      vi.advanceTimersByTime(1);
+      expect(fired).toBe(0);
+      vi.advanceTimersByTime(MAX_TIMER_MS);
+      expect(fired).toBe(0);
+      vi.advanceTimersByTime(5_000);
+      expect(fired).toBe(1);
+      const cancelled = monotonicClock.after(3 * MAX_TIMER_MS, () => fired++);
+      vi.advanceTimersByTime(MAX_TIMER_MS + 10);
+      cancelled.cancel();
+      vi.advanceTimersByTime(3 * MAX_TIMER_MS);
+      expect(fired).toBe(1);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

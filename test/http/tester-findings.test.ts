@@ -4,6 +4,7 @@
  * each test names the finding it pins and fails with that fix removed.
  */
 import { connect } from "node:net";
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
 import { send, serverPerTest, type Obj, type Reply, type RequestInit } from "./harness.js";
@@ -240,5 +241,35 @@ describe("a tester's findings against conveyor serve (SQLite)", () => {
     expect(again.body.jobId).toBe(first.body.jobId);
     const listed = await as<{ jobs: unknown[] }>(KEYS.admin, "GET", "/v1/queues/q/jobs?limit=100");
     expect(listed.json.jobs).toHaveLength(1);
+  });
+
+  it("finding 5: a job whose id holds a C1 character (stored before new ids refused them) is still read, cancelled and replayed over HTTP", async () => {
+    const server = await startTestServer({ apiKeys: API_KEYS });
+    base = server.url;
+    const old = "order-\u0085-1";
+    const dead = "order-\u0085-2";
+    for (const jobId of ["order-x-1", "order-x-2"]) {
+      expect((await as(KEYS.admin, "POST", "/v1/queues/q/jobs", { body: { name: "n", options: { jobId, delayMs: 60_000 } } })).status).toBe(202);
+    }
+    // What a store written by an earlier version holds: the ids as they were taken then.
+    const db = new Database(server.dbPath);
+    try {
+      db.prepare("UPDATE conveyor_jobs SET id = ? WHERE id = ?").run(old, "order-x-1");
+      db.prepare("UPDATE conveyor_jobs SET id = ?, state = 'dead', finished_at = created_at WHERE id = ?").run(dead, "order-x-2");
+    } finally {
+      db.close();
+    }
+    const path = (id: string) => `/v1/jobs/${encodeURIComponent(id)}?queue=q`;
+    const read = await as<Obj>(KEYS.reader, "GET", path(old));
+    expect(read.status).toBe(200);
+    expect(read.json.state).toBe("scheduled");
+    const replayed = await as<{ replayed: string[] }>(KEYS.admin, "POST", "/v1/queues/q/dead/replay", { body: { ids: [dead] } });
+    expect(replayed.status).toBe(200);
+    expect(replayed.json.replayed).toEqual([dead]);
+    expect((await as(KEYS.admin, "DELETE", path(old))).status).toBeLessThan(300);
+    expect((await as<Obj>(KEYS.reader, "GET", path(old))).json.state).toBe("cancelled");
+    // New ids still refuse it.
+    const fresh = await as<Obj>(KEYS.admin, "POST", "/v1/queues/q/jobs", { body: { name: "n", options: { jobId: "order-\u0085-3" } } });
+    expect(fresh.status).toBe(400);
   });
 });

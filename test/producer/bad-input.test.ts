@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { defineJob, InvalidInputError, Queue, RetryLater, silentLogger, Worker, type Backend } from "../../src/index.js";
 import { createTestBackend } from "../../src/testing/index.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 let backend: Backend;
 beforeEach(() => {
@@ -50,12 +51,31 @@ describe("new Worker() options", () => {
     ["a rescue interval of 0", { maintenance: { rescueIntervalMs: 0 } }, /maintenance option rescueIntervalMs .* from 1/],
     ["a scheduler refresh of 0", { scheduler: { refreshMs: 0 } }, /scheduler option refreshMs .* from 1/],
     ["a scheduler that is a string", { scheduler: "on" }, /option scheduler must be true, false or/],
-    ["an empty workerId", { workerId: "" }, /option workerId must be 1-200 characters/],
-    ["a workerId with a NUL", { workerId: "w\u0000" }, /option workerId must be 1-200 characters without control characters/],
+    ["an empty workerId", { workerId: "" }, /option workerId must be 1-512 characters/],
+    ["a workerId with a NUL", { workerId: "w\u0000" }, /option workerId must be 1-512 characters without control characters/],
     ["a workerId that is a number", { workerId: 5 }, /option workerId must be/],
     ["random that is not a function", { random: 0.5 }, /option random must be a function/],
   ])("refuses %s", async (_what, extra, message) => {
     expect((await refusal(() => worker(extra))).message).toMatch(message);
+  });
+
+  it("runs a job whose timeoutMs is past the longest timer to its end (it timed out after 1 ms)", async () => {
+    const q = new Queue("q", { backend });
+    const { id } = await q.add("a", null, { timeoutMs: 3e9, attempts: 1 });
+    const w = new Worker({
+      backend,
+      queues: "q",
+      handlers: { a: () => new Promise((resolve) => setTimeout(() => resolve("slept"), 100)) },
+      logger: silentLogger,
+      pollIntervalMs: 20,
+    });
+    try {
+      await waitFor(async () => ["completed", "dead"].includes((await q.getJob(id))?.state ?? ""));
+      const job = (await q.getJob(id))!;
+      expect({ state: job.state, result: job.result }).toEqual({ state: "completed", result: "slept" });
+    } finally {
+      await w.close();
+    }
   });
 
   it("takes the longest timer and a watchdog of two stamps", async () => {
@@ -162,8 +182,26 @@ describe("queue.add and addBulk", () => {
     ["NEL", "a\u0085b"],
   ])("refuses a job id with %s, as it refuses every control character", async (_what, jobId) => {
     const q = new Queue("q", { backend });
-    expect((await refusal(() => q.add("a", {}, { jobId }))).message).toMatch(/without control characters/);
+    const refused = await refusal(() => q.add("a", {}, { jobId }));
+    expect(refused.message).toMatch(/without control characters/);
+    // The message quotes the id escaped: a CSI printed as it is would run in the terminal showing it.
+    expect(refused.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
     expect((await refusal(() => q.add("a", {}, { group: { key: jobId, concurrency: 1 } }))).message).toMatch(/control/);
+  });
+
+  it("takes an option key set to undefined as left out, at every level (a spread of optional settings)", async () => {
+    const q = new Queue("q", { backend, defaults: { jobId: undefined, attempts: undefined }, telemetry: undefined } as never);
+    const { id } = await q.add("a", null, {
+      removeOnComplete: { ageMs: 1_000, count: undefined },
+      backoff: { type: "fixed", delayMs: 5, maxDelayMs: undefined },
+      dedup: undefined,
+      lifo: undefined,
+    } as never);
+    expect((await q.getJob(id))!.state).toBe("waiting");
+    const w = new Worker({ backend, queues: "q", handlers: { a: () => null }, autostart: false, logger: silentLogger, concurency: undefined } as never);
+    await w.close();
+    // A key with a value is still checked.
+    expect((await refusal(() => q.add("a", null, { lifo: true } as never))).message).toMatch(/unknown job option "lifo"/);
   });
 
   it("refuses an invalid Date in the data (JSON would store it as null)", async () => {
@@ -188,8 +226,16 @@ describe("lookups, events, RetryLater", () => {
     expect((await refusal(() => q.events({ pollIntervalMs: 3e9 }))).message).toMatch(/pollIntervalMs .* 2147483647/);
   });
 
-  it.each([Number.NaN, -5, Number.POSITIVE_INFINITY, "100"])("RetryLater refuses the delay %s", async (delay) => {
+  it.each([Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, "100"])("RetryLater refuses the delay %s", async (delay) => {
     expect((await refusal(() => new RetryLater(delay as number))).message).toMatch(/RetryLater takes a delay in milliseconds/);
+  });
+
+  it("RetryLater takes a negative delay (a deadline just passed) as 0, with its pause", () => {
+    const late = new RetryLater(-3, { pause: "queue" });
+    expect(late.delayMs).toBe(0);
+    expect(late.pause).toBe("queue");
+    expect(late.message).toBe("retry requested in 0 ms (queue held)");
+    expect(new RetryLater(250).message).toBe("retry requested in 250 ms");
   });
 });
 

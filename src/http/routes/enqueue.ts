@@ -340,20 +340,23 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         pending.forEach((i, j) => (results[i] = stored[j]!));
         break;
       }
+      // Where each duplicate's holder is, looked up together (one round trip each, not one after another).
       const seen = new Set<string>();
+      const firsts = pending.map((_, j) => {
+        const id = batch[j]!.id;
+        const first = !seen.has(id);
+        seen.add(id);
+        return first;
+      });
+      const holders = await Promise.all(pending.map((_, j) => (stored[j]!.duplicate && firsts[j] ? holderOf(batch[j]!.id, queue) : Promise.resolve(null))));
       const next: number[] = [];
       for (const [j, i] of pending.entries()) {
-        const id = batch[j]!.id;
-        const repeated = seen.has(id);
-        seen.add(id);
+        const holder = holders[j];
         if (!stored[j]!.duplicate) next.push(i);
-        else if (repeated) results[i] = stored[j]!;
-        else {
-          const holder = await holderOf(id, queue);
-          if (holder === "other-queue") throw jobIdTaken(`/jobs/${i}`);
-          if (holder === "this-queue") results[i] = stored[j]!;
-          else next.push(i);
-        }
+        else if (!firsts[j]) results[i] = stored[j]!;
+        else if (holder === "other-queue") throw jobIdTaken(`/jobs/${i}`);
+        else if (holder === "this-queue") results[i] = stored[j]!;
+        else next.push(i);
       }
       pending = next;
     }

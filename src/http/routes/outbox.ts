@@ -9,7 +9,7 @@ import type { OutboxDeadLetters } from "../../outbox/dead.js";
 import type { RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
 import type { Json } from "../../core/json.js";
-import { authResponses, JOB_ID_SCHEMA, JOB_PARAMS, problemResponse, type JobParams } from "../schemas.js";
+import { authResponses, JOB_PARAMS, STORED_JOB_ID_SCHEMA, problemResponse, type JobParams } from "../schemas.js";
 import { AnyJson, Nullable, Type, type Static } from "../typed-schema.js";
 
 const deadEventSchema = Type.Object(
@@ -37,7 +37,7 @@ type ListQuery = Static<typeof listQuery>;
 const listResponse = Type.Object({ events: Type.Array(deadEventSchema), total: Type.Integer() });
 
 const replayBody = Type.Object(
-  { ids: Type.Array(JOB_ID_SCHEMA, { minItems: 1, maxItems: 1000, description: "The events to replay." }) },
+  { ids: Type.Array(STORED_JOB_ID_SCHEMA, { minItems: 1, maxItems: 1000, description: "The events to replay." }) },
   { additionalProperties: false },
 );
 type ReplayBody = Static<typeof replayBody>;

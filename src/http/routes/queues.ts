@@ -4,7 +4,7 @@ import { JOB_STATES } from "../../core/job.js";
 import type { ListFilter, Page } from "../../backend/contract.js";
 import type { HttpContext, RouteSpec } from "../context.js";
 import { HttpProblem } from "../problem.js";
-import { authResponses, JOB_ID_SCHEMA, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS, type QueueParams } from "../schemas.js";
+import { authResponses, NAME_SCHEMA, PAGE_QUERY_PROPERTIES, problemResponse, QUEUE_PARAMS, STORED_JOB_ID_SCHEMA, type QueueParams } from "../schemas.js";
 import { deadJobViewSchema, jobViewSchema, queueLimitsSchema, queueViewSchema, toDeadJobView, toJobView, toQueueFlowView, toQueueView } from "../views.js";
 import { normalizeQueueLimits } from "../../core/flow.js";
 import { Nullable, StringEnum, Type, type Static, type TSchema } from "../typed-schema.js";
@@ -16,11 +16,11 @@ const pageQuery = Type.Object(
     limit: Type.Optional(PAGE_QUERY_PROPERTIES.limit),
     offset: Type.Optional(PAGE_QUERY_PROPERTIES.offset),
     after: Type.Optional(
-      Type.String({ ...JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." }),
+      Type.String({ ...STORED_JOB_ID_SCHEMA, description: "Keyset cursor: the `next` of the previous page. Deep pages then cost what the first one does." }),
     ),
     before: Type.Optional(
       Type.String({
-        ...JOB_ID_SCHEMA,
+        ...STORED_JOB_ID_SCHEMA,
         description: "Reverse keyset cursor: the `prev` of the next page, for the page before it (newer jobs). Not with `after`.",
       }),
     ),
@@ -39,7 +39,7 @@ type JobListQuery = Static<typeof jobListQuery>;
 
 const replayBody = Type.Object(
   {
-    ids: Type.Optional(Type.Array(JOB_ID_SCHEMA, { minItems: 1, maxItems: 1000, description: "The dead jobs to replay." })),
+    ids: Type.Optional(Type.Array(STORED_JOB_ID_SCHEMA, { minItems: 1, maxItems: 1000, description: "The dead jobs to replay." })),
     all: Type.Optional(Type.Boolean({ description: "Replay every dead job of the queue (up to limit)." })),
     name: Type.Optional(Type.String({ ...NAME_SCHEMA, description: "With all: only jobs of this name." })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: "With all: at most this many (default 100)." })),
@@ -54,7 +54,7 @@ const replayResponse = Type.Object({
   notFound: Type.Array(Type.String()),
 });
 
-const deadJobParams = Type.Object({ queue: NAME_SCHEMA, id: JOB_ID_SCHEMA });
+const deadJobParams = Type.Object({ queue: NAME_SCHEMA, id: STORED_JOB_ID_SCHEMA });
 type DeadJobParams = Static<typeof deadJobParams>;
 
 const queueListResponse = Type.Object({ queues: Type.Array(queueViewSchema) });
