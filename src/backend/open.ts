@@ -6,6 +6,7 @@
  */
 import type { Backend } from "./contract.js";
 import type { Clock } from "../core/clock.js";
+import type { Logger } from "../core/logger.js";
 import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import { eventLogUrlParam } from "./event-log-switch.js";
 
@@ -13,6 +14,15 @@ import { eventLogUrlParam } from "./event-log-switch.js";
 export interface OpenBackendOptions {
   /** Source of "now" for the backend. Default: the system clock. */
   clock?: Clock;
+  /**
+   * For one call and done (the CLI's commands other than worker, serve and relay): a Redis that
+   * cannot be reached fails the first call after one reconnect attempt, instead of after ioredis'
+   * 20 (about 10 s), and its connection warnings go to `logger`. Default `false`: a long-lived
+   * process waits through an outage.
+   */
+  failFast?: boolean;
+  /** Where the backend reports connection loss and recovery. Default: JSON lines on stderr (warnings and errors). */
+  logger?: Logger;
 }
 
 const SUPPORTED =
@@ -180,6 +190,7 @@ async function openPostgres(url: string, options: OpenBackendOptions): Promise<B
       ...(schema !== undefined ? { schema } : {}),
       ...(eventLog !== undefined ? { eventLog } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
     }),
   );
 }
@@ -207,6 +218,9 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
       ...(waitForReplicas ? { waitForReplicas } : {}),
       ...(eventLog !== undefined ? { eventLog } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+      // One reconnect attempt, then the call fails (ioredis retries 20 times by default).
+      ...(options.failFast ? { clientOptions: { maxRetriesPerRequest: 1 } } : {}),
     }),
   );
 }

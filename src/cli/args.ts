@@ -1,8 +1,9 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { Backend } from "../backend/contract.js";
-import { openBackend } from "../backend/open.js";
+import { openBackend, type OpenBackendOptions } from "../backend/open.js";
 import { shown } from "../core/checks.js";
 import { ConveyorError } from "../core/errors.js";
+import { silentLogger } from "../core/logger.js";
 
 /** A usage mistake: printed with the command's help, exit code 2. */
 export class UsageError extends Error {
@@ -77,8 +78,8 @@ export async function namingSqliteProblems<T>(url: string, work: () => Promise<T
   }
 }
 
-export async function openStore(url: string): Promise<Backend> {
-  return namingSqliteProblems(url, () => openBackend(url));
+export async function openStore(url: string, options: OpenBackendOptions = {}): Promise<Backend> {
+  return namingSqliteProblems(url, () => openBackend(url, options));
 }
 
 function sqliteOpenProblem(error: unknown): string | null {
@@ -91,8 +92,12 @@ function sqliteOpenProblem(error: unknown): string | null {
   return null;
 }
 
+/**
+ * Runs a one-shot command on the store `--db` names. A store that cannot be reached fails it at
+ * once with the command's one-line error (failFast), not after 10 s of reconnect warnings.
+ */
 export async function withBackend<T>(value: unknown, fn: (backend: Backend) => Promise<T>): Promise<T> {
-  const backend = await openStore(dbUrl(value));
+  const backend = await openStore(dbUrl(value), { failFast: true, logger: silentLogger });
   try {
     return await fn(backend);
   } finally {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { Queue } from "../../src/index.js";
 import { runCli, spawnCli } from "../helpers/cli.js";
+import { freePort } from "../helpers/ports.js";
 import { waitFor } from "../helpers/wait-for.js";
 import { TempDirs } from "../helpers/temp.js";
 
@@ -180,6 +181,23 @@ describe("CLI input errors", () => {
         expect(worker.stderr()).not.toMatch(/watchdog option/);
       } finally {
         await backend.close();
+      }
+    },
+  );
+
+  it(
+    "a redis:// store that cannot be reached: one line naming the connection error, after one reconnect attempt, no warnings",
+    { timeout: 60_000 },
+    async () => {
+      const url = `redis://127.0.0.1:${await freePort()}`;
+      const runs = [["stats"], ["jobs", "ls"], ["enqueue", "--queue", "q", "--name", "n"]].map((argv) => runCli([...argv, "--db", url]));
+      for (const result of await Promise.all(runs)) {
+        expect(result.code).toBe(1);
+        const { first, stack } = oneLine(result.stderr);
+        expect(stack).toBe(false);
+        expect(first).toMatch(/is unreachable or busy \(connect ECONNREFUSED 127\.0\.0\.1:\d+; check the URL and that Redis is running\); retry shortly/);
+        // Before: two JSON "reconnecting" warnings over ioredis' 20 attempts (about 15 s), then ioredis' own message.
+        expect(result.stderr.trim()).toBe(first);
       }
     },
   );

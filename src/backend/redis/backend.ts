@@ -46,7 +46,15 @@ import { FULL_STORE_FEATURES } from "../contract.js";
 import { allOrNothingOf } from "../contract.js";
 import type { Clock } from "../../core/clock.js";
 import { asStoreError, errorCodes, SOCKET_ERROR_CODES } from "../store-errors.js";
-import { AmbiguousJobIdError, ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
+import {
+  AmbiguousJobIdError,
+  ConveyorError,
+  InvalidInputError,
+  LeaseExpiredError,
+  quarantineMessage,
+  StoreUnavailableError,
+  type LeaseLossReason,
+} from "../../core/errors.js";
 import {
   type ChildFailurePolicy,
   type ErrorInfo,
@@ -68,6 +76,7 @@ import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../co
 import { laneOf } from "../../core/job-flow.js";
 import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, jobIdFromStored, storedJobId, toRecord, workerIdOf, type JobFields } from "./codec.js";
 import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
+import type { RedisOptions } from "ioredis";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
 import { checkWaitForReplicas, ReplicaWaiter, type WaitForReplicas } from "./replica-wait.js";
@@ -113,6 +122,14 @@ export interface RedisBackendOptions {
   promoteBatch?: number;
   /** Where connection loss and recovery are reported. Default: JSON lines on stderr (warnings and errors). */
   logger?: Logger;
+  /**
+   * ioredis options for the connection Conveyor opens from `connection` (a URL or options; not a
+   * client you pass in), under Conveyor's own (`connectionName`, `autoResendUnfulfilledCommands`).
+   * E.g. `{ maxRetriesPerRequest: 1 }`: a call fails after one reconnect attempt (about 50 ms)
+   * while Redis cannot be reached, as the CLI's one-shot commands want, instead of ioredis'
+   * default 20 (about 10 s of reconnects). Default: none (ioredis' defaults).
+   */
+  clientOptions?: RedisOptions;
   /**
    * Send `WAIT replicas timeoutMs` after every script, in the same round trip, and answer only
    * once that many replicas have the write: an asynchronous replica promoted after a primary's
@@ -251,7 +268,7 @@ export class RedisBackend implements Backend {
     this.logger = options.logger ?? consoleLogger();
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
-    const { client, owned } = connect(options.connection, prefix);
+    const { client, owned } = connect(options.connection, prefix, options.clientOptions);
     this.client = client;
     this.ownsClient = owned;
     if (owned) this.reportConnection(client, "commands");
@@ -1152,12 +1169,14 @@ export class RedisBackend implements Backend {
     if (this.closed) return Promise.reject(new ConveyorError(`${this.description} is closed`));
     this.preparing ??= this.prepare().catch((error: unknown) => {
       this.preparing = null;
-      // ioredis gives up with "Reached the max retries per request limit": say what failed.
-      if (error instanceof Error && error.name === "MaxRetriesPerRequestError") {
-        throw new ConveyorError(
-          `could not reach Redis at ${this.description}: ${this.lastConnectionError || error.message}; ` + `check the URL and that Redis is running`,
-          { cause: error },
-        );
+      // ioredis gives up with "Reached the max retries per request limit" (the store boundary
+      // wraps it as StoreUnavailableError): say what failed instead, still as an unreachable store
+      // (a worker waits for it; the CLI says so in one line).
+      const gaveUp = error instanceof StoreUnavailableError ? error.cause : error;
+      if (gaveUp instanceof Error && gaveUp.name === "MaxRetriesPerRequestError" && this.lastConnectionError !== "") {
+        throw new StoreUnavailableError(this.description, {
+          cause: new Error(`${this.lastConnectionError}; check the URL and that Redis is running`, { cause: gaveUp }),
+        });
       }
       throw error;
     });

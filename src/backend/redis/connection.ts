@@ -23,10 +23,13 @@ export function ownConnectionOptions(prefix: string): RedisOptions {
   };
 }
 
-/** Opens a connection for `connection` unless it already is one; `owned` says who closes it. */
-export function connect(connection: ConnectionOption, prefix: string): { client: Client; owned: boolean } {
+/**
+ * Opens a connection for `connection` unless it already is one; `owned` says who closes it.
+ * `clientOptions` (RedisBackendOptions.clientOptions) go under Conveyor's own.
+ */
+export function connect(connection: ConnectionOption, prefix: string, clientOptions: RedisOptions = {}): { client: Client; owned: boolean } {
   if (isClient(connection)) return { client: connection, owned: false };
-  const options = ownConnectionOptions(prefix);
+  const options = { ...clientOptions, ...ownConnectionOptions(prefix) };
   const topology = typeof connection === "string" ? parseTopologyUrl(connection) : null;
   if (topology !== null) return { client: openTopology(topology, options), owned: true };
   const client = typeof connection === "string" ? new Redis(connection, options) : new Redis({ ...options, ...connection });
