@@ -12,6 +12,7 @@ import { hashApiKey } from "../../src/http/auth.js";
 import { Queue, silentLogger, Worker, type QueueEvent } from "../../src/index.js";
 import { TempDirs } from "../helpers/temp.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { openStream, type SseEvent } from "./harness.js";
 
 const temp = new TempDirs();
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -156,6 +157,36 @@ describe("GET /v1/events", () => {
     await waitFor(() => received.some((e) => e.jobId === second && e.type === "completed"), { timeoutMs: 20_000 });
     expect(received.map((e) => `${e.jobId}:${e.type}`)).toEqual([`${first}:added`, `${first}:completed`, `${second}:added`, `${second}:completed`]);
     expect(new Set(received.map((e) => e.id)).size).toBe(4);
+  });
+
+  it("carries error stacks to admin keys only, as the job views do (a read key's status view has none)", async () => {
+    const ADMIN = "admin-key-0123456789abcdef";
+    const { backend } = await store();
+    const app = await createServer({
+      backend,
+      logger: false,
+      apiKeys: [
+        { id: "reader", sha256: hashApiKey(KEY), scopes: ["read"] },
+        { id: "admin", sha256: hashApiKey(ADMIN), scopes: ["admin"] },
+      ],
+    });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    cleanups.push(() => app.close());
+    const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1/events?type=retrying,dead`;
+    const [asReader, asAdmin] = await Promise.all([KEY, ADMIN].map((key) => openStream(url, { authorization: `Bearer ${key}` })));
+    cleanups.push(
+      () => asReader!.close(),
+      () => asAdmin!.close(),
+    );
+    const { id } = await new Queue("mail", { backend }).add("bad", {}, { attempts: 2, backoff: { type: "fixed", delayMs: 0 } });
+    runWorker(backend, ["mail"]);
+    for (const type of ["retrying", "dead"]) {
+      const [read, admin] = await Promise.all([asReader!, asAdmin!].map((s) => s.waitForEvent((e) => e.event === type && e.data.jobId === id)));
+      const errorOf = (e: SseEvent) => (e.data.data as { error: { message: string; stack: string | null } }).error;
+      expect(errorOf(read!)).toMatchObject({ message: "always fails", stack: null });
+      expect(errorOf(admin!).message).toBe("always fails");
+      expect(errorOf(admin!).stack).toMatch(/always fails\n\s+at /);
+    }
   });
 
   it("answers bad filters and resume ids with 400, no key with 401, a store without a log with 501", async () => {

@@ -74,14 +74,27 @@ export const queueEventViewSchema = Type.Object(
 );
 export type QueueEventView = Static<typeof queueEventViewSchema>;
 
-/** The event as sent in `data:`: times as RFC 3339. */
-function eventData(e: QueueEvent): QueueEventView {
-  return { id: e.id, type: e.type, queue: e.queue, name: e.name, jobId: e.jobId, attempt: e.attempt, at: iso(e.at), data: e.data };
+/**
+ * The event as sent in `data:`: times as RFC 3339. An error's stack (server file paths, lines of
+ * the handler's code) only with `stacks`, an admin key: a read key's view of a job carries none
+ * either (views.ts), so the event stream does not give it what the status view withholds.
+ */
+function eventData(e: QueueEvent, stacks: boolean): QueueEventView {
+  const data = stacks ? e.data : withoutStack(e.data);
+  return { id: e.id, type: e.type, queue: e.queue, name: e.name, jobId: e.jobId, attempt: e.attempt, at: iso(e.at), data };
+}
+
+/** `data` with its `error.stack` (retrying, dead) set to null; anything else as it is. */
+function withoutStack(data: QueueEvent["data"]): QueueEvent["data"] {
+  const error = data?.error;
+  if (typeof error !== "object" || error === null || Array.isArray(error) || !("stack" in error) || error.stack === null) return data;
+  return { ...data, error: { ...error, stack: null } };
 }
 
 export function eventRoutes(ctx: HttpContext): RouteSpec[] {
   async function stream(request: FastifyRequest, reply: FastifyReply) {
     const q = request.query as EventsQuery;
+    const stacks = ctx.principal(request).scopes.has("admin");
     const queues = list(q.queue, "queue", (v) => checkName("queue", v));
     const names = list(q.name, "name", (v) => checkName("job", v));
     const types = list(q.type, "type", eventType);
@@ -145,7 +158,7 @@ export function eventRoutes(ctx: HttpContext): RouteSpec[] {
     void (async () => {
       try {
         for await (const e of followEvents(backend, { after, queues, names, jobId: q.jobId, types, signal: abort.signal })) {
-          res.write(`id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(eventData(e))}\n\n`);
+          res.write(`id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(eventData(e, stacks))}\n\n`);
         }
       } catch (error) {
         // The client reconnects with the last id it got and resumes there.
