@@ -104,6 +104,12 @@ export interface FlowAdded {
   queue: string;
   /** True when this job's id existed already; then nothing of the flow was stored. */
   duplicate: boolean;
+  /**
+   * True when this call stored the flow, every job of it; false when any job's id existed (that
+   * job says `duplicate: true`) and nothing was stored. The same on every node: check the root's
+   * to know, whichever job was the duplicate.
+   */
+  stored: boolean;
   children: FlowAdded[];
 }
 
@@ -305,10 +311,12 @@ export class Queue {
     const forget = () => this.inFlight.delete(sent);
     sent.then(forget, forget);
     const results = await sent;
+    const stored = !results.some((r) => r.duplicate);
     const build = (i: number): FlowAdded => ({
       id: results[i]!.id,
       queue: nodes[i]!.spec.queue,
       duplicate: results[i]!.duplicate,
+      stored,
       children: shape[i]!.children.map(build),
     });
     return build(0);

@@ -120,6 +120,16 @@ describe("flows with real workers", () => {
     expect((await q.getJob(strict.id))!.error).toMatchObject({ name: "ChildFailedError" });
   });
 
+  it("addFlow says on every node whether it stored the flow: false when a child's id existed, though the root is no duplicate", async () => {
+    const { backend } = await store();
+    const reports = new Queue("reports", { backend });
+    const first = await reports.addFlow({ name: "merge", options: { jobId: "r1" }, children: [{ name: "render", options: { jobId: "c1" } }] });
+    expect(first).toMatchObject({ id: "r1", duplicate: false, stored: true, children: [{ id: "c1", duplicate: false, stored: true }] });
+    const again = await reports.addFlow({ name: "merge", options: { jobId: "r2" }, children: [{ name: "render", options: { jobId: "c1" } }] });
+    expect(again).toMatchObject({ id: "r2", duplicate: false, stored: false, children: [{ id: "c1", duplicate: true, stored: false }] });
+    expect(await reports.getJob("r2")).toBeNull();
+  });
+
   it("addFlow refuses bad flows with InvalidInputError and stores nothing", async () => {
     const { backend } = await store();
     const q = new Queue("q", { backend });
