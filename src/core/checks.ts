@@ -25,12 +25,6 @@ export function timerMs(field: string, value: unknown, min = 1): number {
 }
 
 /**
- * An options object (`what` names it in errors), or undefined. Anything else, and any key it does
- * not know, is refused: a misspelt option (`concurency`) would otherwise be ignored and its
- * default used without a word. `known` is a record of every key, so the compiler keeps it
- * complete when an option is added.
- */
-/**
  * The keys of an options object whose value is not undefined: a key set to undefined is a key
  * left out (`{ ...base, delayMs: undefined }`), for every check of unknown keys.
  */
@@ -38,6 +32,12 @@ export function presentKeys(value: object): string[] {
   return Object.keys(value).filter((key) => (value as Record<string, unknown>)[key] !== undefined);
 }
 
+/**
+ * An options object (`what` names it in errors), or undefined. Anything else, and any key it does
+ * not know, is refused: a misspelt option (`concurency`) would otherwise be ignored and its
+ * default used without a word. `known` is a record of every key, so the compiler keeps it
+ * complete when an option is added.
+ */
 export function checkOptionKeys<T extends object>(what: string, value: T | undefined, known: Record<keyof T, true>): T | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
