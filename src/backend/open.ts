@@ -17,11 +17,13 @@ export interface OpenBackendOptions {
   /**
    * For one call and done (the CLI's commands other than worker, serve and relay): a Redis that
    * cannot be reached fails the first call after one reconnect attempt, instead of after ioredis'
-   * 20 (about 10 s), and its connection warnings go to `logger`. Default `false`: a long-lived
-   * process waits through an outage.
+   * 20 (about 10 s). Default `false`: a long-lived process waits through an outage.
    */
   failFast?: boolean;
-  /** Where the backend reports connection loss and recovery. Default: JSON lines on stderr (warnings and errors). */
+  /**
+   * Where the PostgreSQL and Redis backends report connection loss and recovery. Default: JSON
+   * lines on stderr (warnings and errors).
+   */
   logger?: Logger;
 }
 
