@@ -15,9 +15,10 @@ export interface OpenBackendOptions {
   /** Source of "now" for the backend. Default: the system clock. */
   clock?: Clock;
   /**
-   * For one call and done (the CLI's commands other than worker, serve and relay): a Redis that
-   * cannot be reached fails the first call after one reconnect attempt, instead of after ioredis'
-   * 20 (about 10 s). Default `false`: a long-lived process waits through an outage.
+   * For one call and done (the CLI's commands other than worker, serve and relay): a Redis
+   * (`redis://`, `rediss://`; not yet a Cluster or Sentinel URL) that cannot be reached fails the
+   * first call after one reconnect attempt, instead of after ioredis' 20 (about 10 s). Default
+   * `false`: a long-lived process waits through an outage.
    */
   failFast?: boolean;
   /**

@@ -3,7 +3,7 @@ import type { Backend } from "../backend/contract.js";
 import { openBackend, type OpenBackendOptions } from "../backend/open.js";
 import { shown } from "../core/checks.js";
 import { ConveyorError } from "../core/errors.js";
-import { silentLogger } from "../core/logger.js";
+import { consoleLogger, type Logger } from "../core/logger.js";
 
 /** A usage mistake: printed with the command's help, exit code 2. */
 export class UsageError extends Error {
@@ -93,11 +93,25 @@ function sqliteOpenProblem(error: unknown): string | null {
 }
 
 /**
+ * The store's log of a one-shot command: its warnings (a data layout upgraded in place, which is
+ * said once) and errors on stderr, but not Redis' reconnect notices, which the command's own
+ * one-line error replaces when the store cannot be reached.
+ */
+const CONSOLE = consoleLogger();
+const ONE_SHOT_LOGGER: Logger = {
+  info: () => undefined,
+  warn: (fields, message) => {
+    if (!message.startsWith("Redis connection ")) CONSOLE.warn(fields, message);
+  },
+  error: (fields, message) => CONSOLE.error(fields, message),
+};
+
+/**
  * Runs a one-shot command on the store `--db` names. A store that cannot be reached fails it at
  * once with the command's one-line error (failFast), not after 10 s of reconnect warnings.
  */
 export async function withBackend<T>(value: unknown, fn: (backend: Backend) => Promise<T>): Promise<T> {
-  const backend = await openStore(dbUrl(value), { failFast: true, logger: silentLogger });
+  const backend = await openStore(dbUrl(value), { failFast: true, logger: ONE_SHOT_LOGGER });
   try {
     return await fn(backend);
   } finally {

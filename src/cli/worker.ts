@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Backend } from "../backend/contract.js";
 import { isStoreTooNew } from "../backend/migration-files.js";
+import { MAX_TIMER_MS } from "../core/clock.js";
 import { StoreUnavailableError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
 import { installShutdownSignals } from "../runtime/shutdown.js";
@@ -73,8 +74,8 @@ export async function loadHandlers(modulePath: string): Promise<Handlers> {
 function watchdogOption(value: unknown, leaseMs: number): number {
   const given = intOption("watchdog-ms", value, 0);
   if (given === undefined) return Math.max(leaseMs, MIN_WATCHDOG_STALL_MS);
-  if (given !== 0 && given < MIN_WATCHDOG_STALL_MS) {
-    throw new UsageError(`--watchdog-ms must be 0 (off) or from ${MIN_WATCHDOG_STALL_MS} (two stamps of the watched loop); got ${given}`);
+  if ((given !== 0 && given < MIN_WATCHDOG_STALL_MS) || given > MAX_TIMER_MS) {
+    throw new UsageError(`--watchdog-ms must be 0 (off) or from ${MIN_WATCHDOG_STALL_MS} (two stamps of the watched loop) to ${MAX_TIMER_MS}; got ${given}`);
   }
   return given;
 }
@@ -108,6 +109,8 @@ export async function run(argv: string[]): Promise<number> {
   const handlersPath = requiredString("handlers", values.handlers);
   const logger = consoleLogger({ verbose: values.verbose === true });
   const leaseMs = intOption("lease-ms", values["lease-ms"], 1) ?? 30_000;
+  if (leaseMs > MAX_TIMER_MS)
+    throw new UsageError(`--lease-ms must be at most ${MAX_TIMER_MS} (about 24.8 days, the longest timer Node.js runs); got ${leaseMs}`);
   const watchdogMs = watchdogOption(values["watchdog-ms"], leaseMs);
   const rescueIntervalMs = intOption("rescue-interval-ms", values["rescue-interval-ms"], 1);
   // Every option is checked before the store is waited for: a usage mistake fails at once.

@@ -32,6 +32,12 @@ export function presentKeys(value: object): string[] {
   return Object.keys(value).filter((key) => (value as Record<string, unknown>)[key] !== undefined);
 }
 
+/** `value` without its keys set to undefined: for merging options over defaults, where such a key is left out. */
+export function withoutUndefined<T extends object>(value: T | undefined): Partial<T> {
+  if (value === undefined) return {};
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
 /**
  * An options object (`what` names it in errors), or undefined. Anything else, and any key it does
  * not know, is refused: a misspelt option (`concurency`) would otherwise be ignored and its

@@ -101,6 +101,7 @@ export function normalizeQueueLimits(input: unknown): StoredQueueLimits {
       });
     }
     for (const [name, cap] of Object.entries(m as Record<string, unknown>)) {
+      if (cap === undefined) continue;
       checkName("job", name);
       maxRunningPerName[name] = limitInt(`maxRunningPerName.${name}`, cap, MAX_RUNNING_LIMIT);
     }

@@ -1,5 +1,5 @@
 import { InvalidInputError } from "./errors.js";
-import { MAX_DELAY, presentKeys } from "./checks.js";
+import { MAX_DELAY, presentKeys, withoutUndefined } from "./checks.js";
 import type { BackoffSpec, DedupMode, DedupWindow, JobSpec, RetentionMs } from "./job.js";
 import { newJobId } from "./ids.js";
 import { MAX_JSON_DEPTH, type Json } from "./json.js";
@@ -412,7 +412,7 @@ export function buildJobSpec(input: {
       throw new InvalidInputError(`unknown job option "${key}"; known options: ${[...KNOWN_OPTIONS].join(", ")}`, { field: `options.${key}` });
     }
   }
-  const o: JobOptions = { ...input.defaults, ...given };
+  const o: JobOptions = { ...withoutUndefined(input.defaults), ...withoutUndefined(given) };
   let id: string;
   if (o.jobId === undefined) id = newJobId();
   else id = checkJobId(o.jobId);

@@ -17,7 +17,7 @@ import { InvalidInputError } from "../core/errors.js";
 import { ANONYMOUS, presentedKey, type KeyRing, type Principal } from "../http/auth.js";
 import { problem, sendProblem } from "../http/problem.js";
 import { compileValidator } from "../http/schema.js";
-import { JOB_ID_SCHEMA, NAME_SCHEMA } from "../http/schemas.js";
+import { NAME_SCHEMA, STORED_JOB_ID_SCHEMA } from "../http/schemas.js";
 import { StringEnum, Type, type Static } from "../http/typed-schema.js";
 import { toDeadJobView, toJobView, toQueueView } from "../http/views.js";
 import { loadAssets, type Asset } from "./assets.js";
@@ -109,7 +109,7 @@ const LIVE_QUERY = Type.Object(
   {
     topic: StringEnum(["overview", "queue", "job", "relay"] as const),
     queue: Type.Optional(NAME_SCHEMA),
-    id: Type.Optional(JOB_ID_SCHEMA),
+    id: Type.Optional(STORED_JOB_ID_SCHEMA),
   },
   { additionalProperties: false },
 );

@@ -31,6 +31,7 @@ import { loadKafkajs, openKafka, parseKafkaUrl } from "./client.js";
 import { failureHeaders, HEADER, headerStrings } from "./headers.js";
 import { groupLag, type PartitionLag } from "./lag.js";
 import { shown } from "../core/checks.js";
+import { monotonicClock } from "../core/clock.js";
 
 export interface KafkaWorkerOptions {
   /** `kafka://host:9092[,host2:9092]`. Give `url`, `brokers` or `kafka`. */
@@ -304,7 +305,8 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
     };
     const run: Run = { job, controller: new AbortController() };
     this.running.add(run);
-    const timer = timeoutMs !== null ? setTimeout(() => run.controller.abort(new JobTimeoutError(timeoutMs)), timeoutMs) : null;
+    // The chained clock: a timeoutMs past Node's longest timer would fire after 1 ms.
+    const timer = timeoutMs !== null ? monotonicClock.after(timeoutMs, () => run.controller.abort(new JobTimeoutError(timeoutMs))) : null;
     this.emit("job:started", { job, workerId: this.id, waitMs: Math.max(0, startedAt - job.runAt) });
     const started = performance.now();
     try {
@@ -333,7 +335,7 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
         performance.now() - started,
       );
     } finally {
-      if (timer) clearTimeout(timer);
+      timer?.cancel();
       this.running.delete(run);
     }
   }

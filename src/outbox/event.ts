@@ -4,7 +4,7 @@
  */
 import { InvalidInputError } from "../core/errors.js";
 import type { Json } from "../core/json.js";
-import { shown } from "../core/checks.js";
+import { presentKeys, shown } from "../core/checks.js";
 
 /** An event to publish, as given to `outbox.publish(tx, event)`. */
 export interface OutboxEventInput {
@@ -69,7 +69,7 @@ export function validateEvent(event: unknown, maxPayloadBytes: number): Validate
     throw new InvalidInputError("outbox.publish(tx, event): event must be an object { topic, key?, payload, headers? }");
   }
   const { topic, key, payload, headers } = event as Record<string, unknown>;
-  for (const field of Object.keys(event)) {
+  for (const field of presentKeys(event)) {
     if (!["topic", "key", "payload", "headers"].includes(field)) {
       throw new InvalidInputError(`outbox event: unknown field "${field}"; an event has topic, key, payload and headers`);
     }

@@ -20,7 +20,7 @@ import {
   type ScheduleOptions,
 } from "../core/schedule.js";
 import { createHash } from "node:crypto";
-import { checkOptionKeys, shown } from "../core/checks.js";
+import { checkOptionKeys, shown, withoutUndefined } from "../core/checks.js";
 
 export interface QueueOptions {
   /** Where jobs are stored. */
@@ -228,7 +228,7 @@ export class Queue {
     const tz = repeat.tz ?? "UTC";
     const id = repeat.key ?? repeatKey(name, String(repeat.pattern), tz);
     // A queue's default delay means nothing to a tick (its run time is the tick): left out.
-    const defaults: JobDefaults = typeof job === "string" ? { ...this.defaults } : { ...this.defaults, ...job.defaults };
+    const defaults: JobDefaults = typeof job === "string" ? { ...this.defaults } : { ...this.defaults, ...withoutUndefined(job.defaults) };
     delete defaults.delayMs;
     const result = await this.schedule(id, {
       cron: repeat.pattern,
@@ -339,7 +339,7 @@ export class Queue {
       name: def.name,
       data: job.data,
       options: job.options,
-      defaults: { ...this.defaults, ...def.defaults },
+      defaults: { ...this.defaults, ...withoutUndefined(def.defaults) },
       maxPayloadBytes: this.maxPayloadBytes,
     });
   }

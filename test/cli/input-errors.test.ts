@@ -155,6 +155,9 @@ describe("CLI input errors", () => {
       const refused = await runCli(["worker", "--db", db, "--queue", "short", "--handlers", "test/fixtures/handlers.ts", "--watchdog-ms", "150"]);
       expect(refused.code).toBe(2);
       expect(oneLine(refused.stderr).first).toMatch(/--watchdog-ms must be 0 \(off\) or from 200 .*; got 150/);
+      const longLease = await runCli(["worker", "--db", db, "--queue", "short", "--handlers", "test/fixtures/handlers.ts", "--lease-ms", "3000000000"]);
+      expect(longLease.code).toBe(2);
+      expect(oneLine(longLease.stderr).first).toMatch(/--lease-ms must be at most 2147483647 .*; got 3000000000/);
 
       const backend = new SqliteBackend({ path: join(dir, "jobs.db") });
       try {

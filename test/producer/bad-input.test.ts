@@ -202,6 +202,11 @@ describe("queue.add and addBulk", () => {
     await w.close();
     // A key with a value is still checked.
     expect((await refusal(() => q.add("a", null, { lifo: true } as never))).message).toMatch(/unknown job option "lifo"/);
+    // Nor does a key set to undefined take a default's place.
+    const withDefaults = new Queue("d", { backend, defaults: { attempts: 5, priority: 7 } });
+    const { id: kept } = await withDefaults.add("a", null, { attempts: undefined, priority: undefined });
+    expect(await withDefaults.getJob(kept)).toMatchObject({ maxAttempts: 5, priority: 7 });
+    await withDefaults.setLimits({ maxRunning: 3, maxRunningPerName: { a: undefined } as never });
   });
 
   it("refuses an invalid Date in the data (JSON would store it as null)", async () => {
