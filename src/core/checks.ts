@@ -29,7 +29,7 @@ export function timerMs(field: string, value: unknown, min = 1): number {
  * left out (`{ ...base, delayMs: undefined }`), for every check of unknown keys.
  */
 export function presentKeys(value: object): string[] {
-  return Object.keys(value).filter((key) => (value as Record<string, unknown>)[key] !== undefined);
+  return Object.keys(withoutUndefined(value));
 }
 
 /** `value` without its keys set to undefined: for merging options over defaults, where such a key is left out. */
