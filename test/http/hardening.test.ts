@@ -9,6 +9,7 @@ import { Writable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend/contract.js";
+import type { JobRecord } from "../../src/core/job.js";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
 import { createServer, hashApiKey, type ApiKeyConfig, type ServerOptions } from "../../src/http/index.js";
 import { buildJobSpec, LATEST_RUN_AT } from "../../src/core/spec.js";
@@ -35,15 +36,26 @@ const API_KEYS: ApiKeyConfig[] = [
   { id: "admin", sha256: hashApiKey(KEYS.admin), scopes: ["admin"] },
 ];
 
+/** The backend with its `get` replaced by `get(inner, id, queue)`; every other member as it is. */
+function withGet(
+  backend: Backend,
+  get: (inner: (id: string, queue?: string) => Promise<JobRecord | null>, id: string, queue?: string) => Promise<JobRecord | null>,
+): Backend {
+  const inner = (id: string, queue?: string) => (queue === undefined ? backend.get(id) : backend.get(id, queue));
+  return new Proxy(backend, {
+    get: (target, key) => (key === "get" ? (id: string, queue?: string) => get(inner, id, queue) : (Reflect.get(target, key) as unknown)),
+  });
+}
+
 for (const c of cases) {
   describe.skipIf(c.unavailable !== "")(`probe regressions on ${c.name}${c.unavailable ? ` (skipped: ${c.unavailable})` : ""}`, () => {
     let backend: Backend;
     let app: FastifyInstance | null = null;
     let base = "";
 
-    async function start(options: Partial<ServerOptions> = {}): Promise<void> {
+    async function start(options: Partial<ServerOptions> = {}, wrap: (backend: Backend) => Backend = (b) => b): Promise<void> {
       backend = await c.make();
-      app = await createServer({ backend, apiKeys: API_KEYS, logger: false, ...options });
+      app = await createServer({ backend: wrap(backend), apiKeys: API_KEYS, logger: false, ...options });
       await app.listen({ port: 0, host: "127.0.0.1" });
       base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
     }
@@ -203,6 +215,76 @@ for (const c of cases) {
       expect(elsewhere.json.jobId).not.toBe(first.json.jobId);
       expect(retry.json.jobId).toBe(first.json.jobId);
       expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    });
+
+    it("a bulk request with ids held by other queues answers as looking them up in request order would: the first such entry's 409, or the error of a lookup failing before it", async () => {
+      // A failing lookup of p-7 (or of p-3), and a slow one of p-3: the error settles first.
+      let failing = "p-7";
+      await start({}, (b) =>
+        withGet(b, async (get, id, queue) => {
+          if (id === failing) throw new Error(`the store lost the connection looking up ${id}`);
+          if (id === "p-3") await new Promise((resolve) => setTimeout(resolve, 50));
+          return get(id, queue);
+        }),
+      );
+      const idsPerQueue = backend.capabilities.jobIdsPerQueue === true;
+      for (const jobId of ["p-3", "p-7"]) {
+        expect((await as(KEYS.victim, "POST", "/v1/queues/held-elsewhere/jobs", { body: { name: "n", options: { jobId } } })).status).toBe(202);
+      }
+      const jobs = Array.from({ length: 10 }, (_, i) => ({ name: "n", options: { jobId: `p-${i}` } }));
+      const bulk = () => as<{ type: string; errors: Obj[] }>(KEYS.attacker, "POST", "/v1/queues/q1/jobs/bulk", { body: { jobs } });
+      if (idsPerQueue) {
+        // Redis: another queue's id is another job; no lookup is made, nothing is refused.
+        expect((await bulk()).status).toBe(202);
+        return;
+      }
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const r = await bulk();
+        expect(r.status, r.text).toBe(409);
+        expect(r.json.type).toContain("job-id-taken");
+        expect(r.json.errors).toEqual([expect.objectContaining({ pointer: "/jobs/3/options/jobId" })]);
+      }
+      // Entries 3 and 7 both held elsewhere, no lookup failing: always entry 3.
+      failing = "none";
+      for (let attempt = 0; attempt < 3; attempt++) expect((await bulk()).json.errors).toEqual([expect.objectContaining({ pointer: "/jobs/3/options/jobId" })]);
+      // The lookup of entry 3 fails: that error is the answer, though entry 7 is another queue's.
+      failing = "p-3";
+      for (let attempt = 0; attempt < 3; attempt++) expect((await bulk()).status).toBe(500);
+      expect((await as<{ jobs: Obj[] }>(KEYS.admin, "GET", "/v1/queues/q1/jobs")).json.jobs).toEqual([]);
+    });
+
+    it("a bulk request of 500 duplicate ids looks up at most 16 of them at once, and answers each entry as before", async () => {
+      let inFlight = 0;
+      let most = 0;
+      let calls = 0;
+      await start({}, (b) =>
+        withGet(b, async (get, id, queue) => {
+          calls++;
+          most = Math.max(most, ++inFlight);
+          try {
+            // A round trip, as to PostgreSQL: lookups issued together overlap.
+            await new Promise((resolve) => setTimeout(resolve, 2));
+            return await get(id, queue);
+          } finally {
+            inFlight--;
+          }
+        }),
+      );
+      const jobs = Array.from({ length: 500 }, (_, i) => ({ name: "n", options: { jobId: `dup-${i}` } }));
+      const first = await as<{ jobs: Array<{ status: string }> }>(KEYS.victim, "POST", "/v1/queues/qb/jobs/bulk", { body: { jobs } });
+      expect(first.status, first.text).toBe(202);
+      expect(new Set(first.json.jobs.map((j) => j.status))).toEqual(new Set(["queued"]));
+      calls = 0;
+      most = 0;
+      const again = await as<{ jobs: Array<{ status: string; jobId: string }> }>(KEYS.victim, "POST", "/v1/queues/qb/jobs/bulk", {
+        body: { jobs: [...jobs, { name: "n", options: { jobId: "dup-new" } }] },
+      });
+      expect(again.status, again.text).toBe(202);
+      expect(again.json.jobs.map((j) => j.status)).toEqual([...jobs.map(() => "duplicate"), "queued"]);
+      expect(again.json.jobs.map((j) => j.jobId)).toEqual([...jobs.map((j) => j.options.jobId), "dup-new"]);
+      expect(calls).toBeGreaterThanOrEqual(500);
+      expect(most).toBeLessThanOrEqual(16);
+      expect(most).toBeGreaterThan(1);
     });
 
     it("probe 2: runAt past year 9999 is refused at enqueue; a stored row with such a time breaks no view or listing", async () => {

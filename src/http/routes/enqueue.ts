@@ -292,6 +292,46 @@ function jobIdChurning(): HttpProblem {
 /** How many times a request stores again when the job that held its id is deleted meanwhile. */
 const STORE_ATTEMPTS = 3;
 
+/**
+ * Store lookups one bulk request keeps in flight at once (where a duplicate id's holder is, the
+ * jobs of a replayed Idempotency-Key). A batch holds up to maxBulkJobs (1,000) entries: looked up
+ * all at once they queued on PostgreSQL's connection pool (10 connections by default) ahead of
+ * every other request's queries. 16 still overlaps round trips, as `dlq replay --all` does.
+ */
+const LOOKUPS_AT_ONCE = 16;
+
+/**
+ * Runs `tasks` at most `atOnce` at a time, starting them in order, and answers what a loop
+ * awaiting them one after another would have seen: every task is started until one rejects or
+ * fulfils with a value that `decides`, none after it, and each result is at its task's index.
+ * Every task started has settled when this answers (nothing is left running after a rejection),
+ * so which task settles first never changes the answer; a task that throws counts as rejected.
+ */
+async function settleInOrder<R>(
+  tasks: ReadonlyArray<() => Promise<R>>,
+  atOnce: number,
+  decides: (value: R) => boolean = () => false,
+): Promise<Array<PromiseSettledResult<R>>> {
+  const settled: Array<PromiseSettledResult<R>> = [];
+  let started = 0;
+  let decided = false;
+  const lane = async (): Promise<void> => {
+    while (!decided && started < tasks.length) {
+      const i = started++;
+      try {
+        const value = await tasks[i]!();
+        settled[i] = { status: "fulfilled", value };
+        if (decides(value)) decided = true;
+      } catch (reason) {
+        settled[i] = { status: "rejected", reason };
+        decided = true;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(atOnce, tasks.length) }, lane));
+  return settled;
+}
+
 function idempotencyKeyOf(request: FastifyRequest): string | null {
   const v = request.headers["idempotency-key"];
   if (typeof v !== "string") return null;
@@ -340,22 +380,35 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
         pending.forEach((i, j) => (results[i] = stored[j]!));
         break;
       }
-      // Where each duplicate's holder is, looked up together (one round trip each, not one after another).
+      // Where each duplicate's holder is: the first entry of each duplicate id is looked up.
       const seen = new Set<string>();
-      const firsts = pending.map((_, j) => {
+      const lookedUp = pending.flatMap((_, j) => {
         const id = batch[j]!.id;
         const first = !seen.has(id);
         seen.add(id);
-        return first;
+        return stored[j]!.duplicate && first ? [j] : [];
       });
-      const holders = await Promise.all(pending.map((_, j) => (stored[j]!.duplicate && firsts[j] ? holderOf(batch[j]!.id, queue) : Promise.resolve(null))));
+      // Precedence, as a loop looking them up one after another in request order would answer:
+      // the first entry whose id another queue holds (409 naming it) or whose lookup fails (that
+      // error) decides, and a later entry's answer never wins over it. So the same request over
+      // the same store gets the same answer, whichever lookup settles first.
+      const outcomes = await settleInOrder(
+        lookedUp.map((j) => () => holderOf(batch[j]!.id, queue)),
+        LOOKUPS_AT_ONCE,
+        (holder) => holder === "other-queue",
+      );
+      const holders = new Map<number, "this-queue" | "gone">();
+      for (const [k, outcome] of outcomes.entries()) {
+        const j = lookedUp[k]!;
+        if (outcome.status === "rejected") throw outcome.reason;
+        if (outcome.value === "other-queue") throw jobIdTaken(`/jobs/${pending[j]!}`);
+        holders.set(j, outcome.value);
+      }
       const next: number[] = [];
       for (const [j, i] of pending.entries()) {
-        const holder = holders[j];
         if (!stored[j]!.duplicate) next.push(i);
-        else if (!firsts[j]) results[i] = stored[j]!;
-        else if (holder === "other-queue") throw jobIdTaken(`/jobs/${i}`);
-        else if (holder === "this-queue") results[i] = stored[j]!;
+        // Held in this queue, or repeating an earlier entry's id (not looked up again): its duplicate answer.
+        else if (holders.get(j) !== "gone") results[i] = stored[j]!;
         else next.push(i);
       }
       pending = next;
@@ -437,7 +490,15 @@ export function enqueueRoutes(ctx: HttpContext): RouteSpec[] {
       key !== null ? await ctx.backend.enqueue(specs, { allOrNothing: true }) : callerIds ? await storeWithCallerIds(specs, queue) : await ctx.enqueue(specs);
     let replayed = false;
     if (key !== null && refusedBatch(results)) {
-      const existing = await Promise.all(results.filter((r) => r.duplicate).map((r) => ctx.backend.get(r.id, queue)));
+      // Bounded as the holder lookups are; the first lookup to fail in request order is the error.
+      const lookups = await settleInOrder(
+        results.filter((r) => r.duplicate).map((r) => () => ctx.backend.get(r.id, queue)),
+        LOOKUPS_AT_ONCE,
+      );
+      const existing = lookups.map((outcome) => {
+        if (outcome.status === "rejected") throw outcome.reason;
+        return outcome.value;
+      });
       if (existing.some((e) => e !== null && conveyorMetaOf(e).requestHash !== requestHash)) {
         throw new HttpProblem(
           422,
