@@ -1,7 +1,7 @@
 import type { Backend, ReplayResult } from "../backend/contract.js";
 import { InvalidInputError } from "../core/errors.js";
 import { intOption, parse, subcommand, UsageError, withBackend } from "./args.js";
-import { printJson } from "./format.js";
+import { printable, printJson } from "./format.js";
 import { listTable, showOne } from "./jobs.js";
 
 export const help = `conveyor dlq ls --db URL [--queue Q] [--limit N] [--json]     dead jobs, newest first
@@ -38,7 +38,7 @@ export async function run(argv: string[]): Promise<number> {
       if (values.json) printJson(result);
       else
         console.log(
-          `replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${s.id} (${s.outcome})`).join(", ")}` : ""}`,
+          `replayed ${result.replayed} dead job(s)${result.skipped.length ? `; ${result.skipped.length} could not be replayed: ${result.skipped.map((s) => `${printable(s.id)} (${s.outcome})`).join(", ")}` : ""}`,
         );
       return result.skipped.length ? 1 : 0;
     }
@@ -46,7 +46,7 @@ export async function run(argv: string[]): Promise<number> {
     const results = [];
     for (const id of ids) results.push({ id, outcome: await backend.replay(id, queue) });
     if (values.json) printJson(results);
-    else for (const r of results) console.log(`${r.id}: ${r.outcome}`);
+    else for (const r of results) console.log(`${printable(r.id)}: ${r.outcome}`);
     return results.every((r) => r.outcome === "replayed") ? 0 : 1;
   });
 }

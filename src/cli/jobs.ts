@@ -1,7 +1,7 @@
 import type { Backend } from "../backend/contract.js";
 import { JOB_STATES, type FlowInfo, type JobRecord, type JobState } from "../core/job.js";
 import { intOption, parse, subcommand, UsageError, withBackend } from "./args.js";
-import { duration, printJson, table, time } from "./format.js";
+import { duration, printable, printableLines, printJson, table, time } from "./format.js";
 import type { JobLogLine } from "../core/job-log.js";
 
 export const help = `conveyor jobs ls --db URL [--queue Q] [--state S] [--name N] [--limit N] [--offset N] [--json]
@@ -31,7 +31,7 @@ export function listTable(jobs: JobRecord[], now: number): string {
 /** A job that is part of a flow (a parent, or a child): the lines that show it. */
 export function showFlow(flow: FlowInfo): string[] {
   const lines: string[] = [];
-  if (flow.parent) lines.push(`parent       ${flow.parent.id} (queue ${flow.parent.queue})`);
+  if (flow.parent) lines.push(`parent       ${printable(flow.parent.id)} (queue ${printable(flow.parent.queue)})`);
   if (flow.children.length > 0) {
     lines.push(`children     ${flow.children.length}, ${flow.pendingChildren} not settled; on a failed child: ${flow.onChildFailure}`);
     lines.push(
@@ -58,10 +58,15 @@ export function inFlow(flow: FlowInfo | null): flow is FlowInfo {
   return flow !== null && (flow.parent !== null || flow.children.length > 0);
 }
 
+/**
+ * A job for people to read. Every value from the store goes through `printable` (tables do it
+ * themselves): JSON.stringify escapes C0 controls but not DEL and C1, so the payload, progress and
+ * result need it as much as the id does.
+ */
 export function showJob(job: JobRecord, flow: FlowInfo | null = null): string {
   const lines = [
-    `id           ${job.id}`,
-    `queue/name   ${job.queue} / ${job.name}`,
+    `id           ${printable(job.id)}`,
+    `queue/name   ${printable(job.queue)} / ${printable(job.name)}`,
     `state        ${job.state}`,
     `attempt      ${job.attempt} of ${job.maxAttempts}   (replays: ${job.replays}, lease expiries in a row: ${job.stalls})`,
     `priority     ${job.priority}`,
@@ -69,15 +74,15 @@ export function showJob(job: JobRecord, flow: FlowInfo | null = null): string {
     `run at       ${time(job.runAt)}`,
     `started      ${time(job.startedAt)}`,
     `finished     ${time(job.finishedAt)}`,
-    `payload      ${JSON.stringify(job.data)}`,
+    `payload      ${printable(JSON.stringify(job.data))}`,
   ];
   if (inFlow(flow)) lines.push(...showFlow(flow));
-  if (job.lease) lines.push(`lease        token ${job.lease.token} held by ${job.lease.worker.id} until ${time(job.lease.expiresAt)}`);
-  if (job.progress !== null) lines.push(`progress     ${JSON.stringify(job.progress)}`);
-  if (job.result !== null) lines.push(`result       ${JSON.stringify(job.result)}`);
+  if (job.lease) lines.push(`lease        token ${job.lease.token} held by ${printable(job.lease.worker.id)} until ${time(job.lease.expiresAt)}`);
+  if (job.progress !== null) lines.push(`progress     ${printable(JSON.stringify(job.progress))}`);
+  if (job.result !== null) lines.push(`result       ${printable(JSON.stringify(job.result))}`);
   if (job.error) {
-    lines.push(`error        ${job.error.name}: ${job.error.message}`);
-    if (job.error.stack) lines.push(...job.error.stack.split("\n").map((l) => `             ${l}`));
+    lines.push(`error        ${printable(job.error.name)}: ${printableLines(job.error.message)}`);
+    if (job.error.stack) lines.push(...job.error.stack.split("\n").map((l) => `             ${printable(l)}`));
   }
   if (job.history.length) {
     lines.push("history");
@@ -106,14 +111,14 @@ export function showJob(job: JobRecord, flow: FlowInfo | null = null): string {
 /** The job's ctx.log lines under a "log" heading, or nothing when it has none. */
 export function showLogs(logs: readonly JobLogLine[]): string {
   if (logs.length === 0) return "";
-  return "\nlog\n" + logs.map((l) => `  ${time(l.at)}  #${l.attempt}  ${l.line.replaceAll("\n", "\n      ")}`).join("\n");
+  return "\nlog\n" + logs.map((l) => `  ${time(l.at)}  #${l.attempt}  ${printableLines(l.line, "      ")}`).join("\n");
 }
 
 export async function showOne(backend: Backend, id: string | undefined, json: boolean, queue?: string): Promise<number> {
   if (!id) throw new UsageError("which job? conveyor jobs show ID");
   const job = await backend.get(id, queue);
   if (!job) {
-    console.error(`no job ${id} (unknown, or pruned after its retention)`);
+    console.error(`no job ${printable(id)} (unknown, or pruned after its retention)`);
     return 1;
   }
   // A store without flows or job records (RabbitMQ) has neither to show: ask only where they exist.
@@ -156,7 +161,7 @@ export async function run(argv: string[]): Promise<number> {
       if (!id) throw new UsageError("which job? conveyor jobs cancel ID");
       const outcome = await backend.cancel(id, queue);
       if (values.json) printJson({ id, outcome });
-      else console.log(`${id}: ${outcome}`);
+      else console.log(`${printable(id)}: ${outcome}`);
       return outcome === "cancelled" ? 0 : 1;
     }
     // rm: subcommand() lets no other name through.
@@ -164,7 +169,7 @@ export async function run(argv: string[]): Promise<number> {
     if (!id) throw new UsageError("which job? conveyor jobs rm ID");
     const outcome = await backend.remove(id, queue);
     if (values.json) printJson({ id, outcome });
-    else console.log(`${id}: ${outcome}${outcome === "not-finished" ? " (cancel it first)" : ""}`);
+    else console.log(`${printable(id)}: ${outcome}${outcome === "not-finished" ? " (cancel it first)" : ""}`);
     return outcome === "removed" ? 0 : 1;
   });
 }

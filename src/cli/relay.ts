@@ -7,7 +7,7 @@ import { consoleLogger } from "../core/logger.js";
 import { migrateOutbox, openDeadLetters, openSource, openTarget, outboxLocation } from "../outbox/open.js";
 import { Relay } from "../outbox/relay.js";
 import { dbUrl, intOption, namingSqliteProblems, parse, UsageError } from "./args.js";
-import { duration, printJson, table, time } from "./format.js";
+import { duration, printable, printableLines, printJson, table, time } from "./format.js";
 import { shown } from "../core/checks.js";
 
 export const help = `conveyor relay --db URL --target URL [options]        publish outbox events until SIGTERM
@@ -214,14 +214,17 @@ async function dead(db: string, args: string[], json: boolean, limit: number | u
       const event = ids[0] ? await store.get(ids[0]) : null;
       if (!ids[0]) throw new UsageError("which event? conveyor relay dead show ID");
       if (event === null) {
-        console.error(`no set-aside outbox event ${ids[0]}`);
+        console.error(`no set-aside outbox event ${printable(ids[0])}`);
         return 1;
       }
       if (json) printJson(event);
       else {
-        console.log(`id:        ${event.id}\ntopic:     ${event.topic}\nkey:       ${event.key ?? "-"}\ncreated:   ${time(event.createdAt)}`);
+        // Stored text, printable: an event's key, error or payload may hold anything.
         console.log(
-          `set aside: ${time(event.failedAt)} by ${event.target}\nerror:     ${event.error}\nheaders:   ${JSON.stringify(event.headers)}\npayload:   ${event.payloadText}`,
+          `id:        ${printable(event.id)}\ntopic:     ${printable(event.topic)}\nkey:       ${printable(event.key ?? "-")}\ncreated:   ${time(event.createdAt)}`,
+        );
+        console.log(
+          `set aside: ${time(event.failedAt)} by ${printable(event.target)}\nerror:     ${printableLines(event.error)}\nheaders:   ${printable(JSON.stringify(event.headers))}\npayload:   ${printableLines(event.payloadText)}`,
         );
       }
       return 0;
@@ -233,7 +236,7 @@ async function dead(db: string, args: string[], json: boolean, limit: number | u
       if (json) printJson({ [sub === "replay" ? "replayed" : "removed"]: done, missing });
       else {
         console.log(`${sub === "replay" ? "replayed" : "removed"} ${done.length} event(s)`);
-        if (missing.length) console.log(`not set aside: ${missing.join(", ")}`);
+        if (missing.length) console.log(`not set aside: ${missing.map(printable).join(", ")}`);
       }
       return missing.length === 0 ? 0 : 1;
     }

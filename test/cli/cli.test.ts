@@ -1,8 +1,10 @@
 /**
  * The CLI as a contract: commands, exit codes, JSON output. Run as a real process.
  */
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { buildJobSpec } from "../../src/core/spec.js";
 import type { JobRecord, QueueStats } from "../../src/index.js";
 import { runCli } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -109,6 +111,63 @@ describe("conveyor CLI", () => {
     expect((await runCli(["jobs", "cancel", "welcome:u1", "--db", db])).code).toBe(0);
     expect((await runCli(["jobs", "rm", "welcome:u1", "--db", db])).stdout).toContain("welcome:u1: removed");
     expect((await runCli(["jobs", "show", "welcome:u1", "--db", db])).code).toBe(1);
+  });
+
+  it("human output prints control characters of stored ids, names, errors and worker ids escaped; --json keeps them exact", async () => {
+    const path2 = await temp.file("controls.db");
+    const db2 = `sqlite:${path2}`;
+    // U+009B is CSI (ESC [ in one character), as an id stored by an earlier version may hold it.
+    const id = "evil-\u009b2J-\u001b[31m-1";
+    const shownId = String.raw`evil-\u009b2J-\u001b[31m-1`;
+    const backend = new SqliteBackend({ path: path2 });
+    try {
+      await backend.enqueue([buildJobSpec({ queue: "mail", name: "welcome", data: { note: "\u0085" }, options: { jobId: "evil-1", attempts: 1 } })]);
+      const [claimed] = await backend.claim({ queues: ["mail"], names: ["welcome"], worker: { id: "w-1", host: "h", pid: 1 }, limit: 1, leaseMs: 1000 });
+      await backend.fail([
+        {
+          lease: claimed!.lease,
+          error: { name: "TypeError", message: "boom \u001b]0;owned\u0007 \u009b2J", stack: "TypeError: boom\n    at \u001b[1mhandler" },
+          retryDelayMs: null,
+        },
+      ]);
+    } finally {
+      await backend.close();
+    }
+    // What a store written by an earlier version holds: the id and the worker id as they were taken then.
+    const sql = new Database(path2);
+    try {
+      sql.prepare("UPDATE conveyor_jobs SET id = ?, history = json_set(history, '$[0].workerId', ?) WHERE id = ?").run(id, "w-\u009b1", "evil-1");
+    } finally {
+      sql.close();
+    }
+    const raw = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+    const ls = await runCli(["jobs", "ls", "--db", db2]);
+    expect(ls.code).toBe(0);
+    expect(ls.stdout).not.toMatch(raw);
+    expect(ls.stdout).toContain(shownId);
+    // The shown id is the id as a JSON string writes it (and as bash's $'…' reads it).
+    const shownIdLs = /^(evil-\S+)\s/m.exec(ls.stdout)![1]!;
+    expect(JSON.parse(`"${shownIdLs}"`)).toBe(id);
+    expect(ls.stdout).toContain(String.raw`TypeError: boom \u001b]0;owned\u0007 \u009b2J`);
+    for (const args of [
+      ["jobs", "show", id],
+      ["dlq", "show", id],
+    ]) {
+      const show = await runCli([...args, "--db", db2]);
+      expect(show.code, show.stderr).toBe(0);
+      expect(show.stdout).not.toMatch(raw);
+      expect(show.stdout).toContain(`id           ${shownId}\n`);
+      expect(show.stdout).toContain(String.raw`payload      {"note":"\u0085"}`);
+      expect(show.stdout).toContain(String.raw`error        TypeError: boom \u001b]0;owned\u0007 \u009b2J`);
+      expect(show.stdout).toContain(String.raw`at \u001b[1mhandler`);
+      expect(show.stdout).toMatch(/1\s+dead\s+w-\\u009b1\s+h\s+1/);
+    }
+    const dead = await runCli(["dlq", "ls", "--db", db2]);
+    expect(dead.stdout).not.toMatch(raw);
+    expect(dead.stdout).toContain(shownId);
+    // --json stays exact: the id as stored.
+    expect((JSON.parse((await runCli(["jobs", "ls", "--db", db2, "--json"])).stdout) as JobRecord[]).map((j) => j.id)).toEqual([id]);
+    expect((JSON.parse((await runCli(["jobs", "show", id, "--db", db2, "--json"])).stdout) as JobRecord).history[0]!.workerId).toBe("w-\u009b1");
   });
 
   it("usage mistakes exit 2 and say what to do", async () => {
