@@ -25,7 +25,8 @@ import { toError } from "../core/checks.js";
 import { ConveyorError, InvalidInputError } from "../core/errors.js";
 import { parseHeaders, type OutboxEvent } from "./event.js";
 import { checkSchema, quoteIdent } from "./names.js";
-import type { ClaimedBatch, OutboxSource, RejectedEvent, SourceHooks, SourceLag } from "./relay.js";
+import { setAsideReason, type ClaimedBatch, type OutboxSource, type RejectedEvent, type SourceHooks, type SourceLag } from "./relay.js";
+import { storableText } from "../backend/postgres/text.js";
 import { shown } from "../core/checks.js";
 
 /** Options of {@link CdcSource}. */
@@ -381,7 +382,8 @@ export class CdcSource implements OutboxSource {
         rejected.map((r) => (Object.keys(r.event.headers).length ? JSON.stringify(r.event.headers) : null)),
         rejected.map((r) => r.event.createdAt),
         target,
-        rejected.map((r) => r.error.message.slice(0, 4_000)),
+        // PostgreSQL refuses U+0000 in text: a reason holding one failed the whole settle, round after round.
+        rejected.map((r) => storableText(setAsideReason(r))),
       ],
     );
   }

@@ -30,7 +30,8 @@ import { NotificationListener } from "../backend/postgres/listener.js";
 import { planOnce } from "../backend/sqlite/stable-plans.js";
 import { parseHeaders, type OutboxEvent } from "./event.js";
 import { checkPrefix, checkSchema, outboxChannel, quoteIdent } from "./names.js";
-import type { ClaimedBatch, OutboxSource, RejectedEvent, SourceHooks, SourceLag } from "./relay.js";
+import { setAsideReason, type ClaimedBatch, type OutboxSource, type RejectedEvent, type SourceHooks, type SourceLag } from "./relay.js";
+import { storableText } from "../backend/postgres/text.js";
 import { explainMissingTable } from "./writer.js";
 import { shown } from "../core/checks.js";
 
@@ -194,7 +195,8 @@ class PostgresBatch implements ClaimedBatch {
       await this.client.query(this.settleSql, [
         published.map((e) => e.seq),
         rejected.map((r) => r.event.seq),
-        rejected.map((r) => r.error.message.slice(0, 4_000)),
+        // PostgreSQL refuses U+0000 in text: a reason holding one failed the whole settle, round after round.
+        rejected.map((r) => storableText(setAsideReason(r))),
         target,
       ]);
       await this.client.query("COMMIT");
@@ -346,7 +348,7 @@ export class SqlitePollSource implements OutboxSource {
         try {
           db.transaction(() => {
             const now = Date.now();
-            for (const r of rejected) dead.run(now, target, r.error.message.slice(0, 4_000), r.event.seq);
+            for (const r of rejected) dead.run(now, target, setAsideReason(r), r.event.seq);
             for (const e of published) del.run(e.seq);
             for (const r of rejected) del.run(r.event.seq);
           }).immediate();

@@ -37,6 +37,14 @@ export interface RejectedEvent {
   error: Error;
 }
 
+/** The most of a target's error message an event set aside keeps (`outbox_dead.error`), in UTF-16 code units. */
+const SET_ASIDE_REASON_MAX = 4_000;
+
+/** Why an event was set aside, as its `outbox_dead` row keeps it: the target's error message, cut to SET_ASIDE_REASON_MAX. */
+export function setAsideReason(rejected: RejectedEvent): string {
+  return rejected.error.message.slice(0, SET_ASIDE_REASON_MAX);
+}
+
 /** A batch claimed from the source. Exactly one of settle / abandon is called. */
 export interface ClaimedBatch {
   readonly events: readonly OutboxEvent[];

@@ -34,6 +34,18 @@ export function logTests(t: SuiteContext): void {
       expect((await mustGet(t.b, id)).state).toBe("active");
     });
 
+    it("keeps a line holding U+0000 and unpaired surrogates: lines are UTF-8 text, a lone surrogate U+FFFD, U+0000 kept or U+FFFD (PostgreSQL)", async () => {
+      // PostgreSQL's text refused U+0000 and the line was dropped (the worker only logged the error).
+      const id = await enqueueOne(t.b);
+      const c = await claimOne(t.b);
+      expect(await t.b.appendLogs(c.lease, ["a\u0000b\ud800c\udc00d", "plain"])).toBe("applied");
+      const lines = (await t.b.logs(id)).map((l) => l.line);
+      expect([
+        ["a\u0000b\ufffdc\ufffdd", "plain"],
+        ["a\ufffdb\ufffdc\ufffdd", "plain"],
+      ]).toContainEqual(lines);
+    });
+
     it("is fenced: a stale or forged lease, or a finished job, writes nothing", async () => {
       const id = await enqueueOne(t.b, { attempts: 5 });
       const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });

@@ -168,6 +168,28 @@ export function settleTests(t: SuiteContext): void {
     });
 
     itNeeds(t, ["jobRecords", "clockDriven"])(
+      "records an error holding U+0000 and unpaired surrogates, retried and dead: kept, or each such character U+FFFD (PostgreSQL)",
+      async () => {
+        // A handler's error is whatever it threw (a C library's message, binary input quoted):
+        // PostgreSQL refused these characters and the settle failed for as long as it was retried.
+        const odd = "a\u0000b\ud800c\udc00d";
+        const replaced = "a\ufffdb\ufffdc\ufffdd";
+        const error = { name: `Odd${odd}`, message: odd, stack: `Odd${odd}: ${odd}\n    at handler (app.ts:1:1)` };
+        const id = await enqueueOne(t.b, { attempts: 2 });
+        for (const retryDelayMs of [0, null]) {
+          const c = await claimOne(t.b);
+          expect(await t.b.fail([{ lease: c.lease, error, retryDelayMs }])).toEqual(["applied"]);
+        }
+        const job = await mustGet(t.b, id);
+        expect(job.state).toBe("dead");
+        const stored = [job.error!, ...job.history.map((h) => h.error!)];
+        expect(stored).toHaveLength(3);
+        const kept = (text: string) => (text.includes("\ufffd") ? text.replaceAll(replaced, odd) : text);
+        for (const e of stored) expect({ name: kept(e.name), message: kept(e.message), stack: kept(e.stack!) }).toEqual(error);
+      },
+    );
+
+    itNeeds(t, ["jobRecords", "clockDriven"])(
       "retry schedule: each run_at is now + the backoffDelay draw, within [now, now + min(max, base * 2^(attempt-1))]",
       async () => {
         const backoff: BackoffSpec = { type: "exponential", delayMs: 1_000, maxDelayMs: 5_000 };

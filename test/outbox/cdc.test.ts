@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { silentLogger } from "../../src/core/logger.js";
 import { CdcSource, lsnToBigInt, WalLevelError } from "../../src/outbox/relay-cdc.js";
 import { Relay } from "../../src/outbox/relay.js";
+import { OutboxDeadLetters } from "../../src/outbox/dead.js";
+import { RejectedEventError } from "../../src/outbox/target.js";
 import { PostgresOutbox } from "../../src/outbox/writer.js";
 import { runCli } from "../helpers/cli.js";
 import { requireDatabase, startThrowawayPostgres, type ThrowawayPostgres } from "../helpers/postgres.js";
@@ -142,6 +144,38 @@ describe("cdc relay", () => {
     } finally {
       await relay.close();
       const down = exact();
+      await down.teardown();
+      await down.close();
+    }
+  });
+
+  it("sets aside an event whose refusal's reason holds U+0000 (kept as U+FFFD), once, and goes on", async () => {
+    // PostgreSQL's text refuses U+0000: storing the set-aside event failed, round after round.
+    const nulSchema = "cdc_nul";
+    await migrateSchema(server.url, nulSchema);
+    const nul = () => new CdcSource({ connectionString: server.url, schema: nulSchema });
+    const setup = nul();
+    await setup.setup();
+    await setup.close();
+    const target = new RecordingTarget();
+    target.decide = (e) => (e.id === "nul-1" ? { status: "rejected", error: new RejectedEventError("broker said: bad\u0000byte") } : { status: "published" });
+    const relay = new Relay({ source: nul(), target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
+    const rejected: string[] = [];
+    relay.on("relay:rejected", ({ event }) => rejected.push(event.id));
+    await relay.start();
+    try {
+      for (let i = 0; i < 3; i++) {
+        await pool.query(`INSERT INTO ${nulSchema}.outbox (id, topic, key, payload) VALUES ($1, 'nul', 'k', '{}')`, [`nul-${i}`]);
+      }
+      await waitFor(() => target.received.length >= 2, { timeoutMs: 20_000, description: "the events around the refused one relayed" });
+      await waitFor(async () => (await relay.stats()).backlog === 0, { timeoutMs: 10_000, description: "every handled row deleted" });
+      expect(rejected).toEqual(["nul-1"]);
+      expect(target.received.map((e) => e.id)).toEqual(["nul-0", "nul-2"]);
+      const [set] = await OutboxDeadLetters.postgres(pool, { schema: nulSchema }).list();
+      expect(set).toMatchObject({ id: "nul-1", error: "broker said: bad\ufffdbyte" });
+    } finally {
+      await relay.close();
+      const down = nul();
       await down.teardown();
       await down.close();
     }

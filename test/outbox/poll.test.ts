@@ -116,6 +116,29 @@ describe("PostgreSQL poll relay", () => {
     expect(await dead.count()).toBe(0);
   });
 
+  it("sets aside an event whose refusal's reason holds U+0000 (kept as U+FFFD), once, and goes on", async () => {
+    // PostgreSQL's text refuses U+0000: the settle failed, the batch was published again and
+    // refused again, round after round, and the key behind it never moved.
+    const schema = schemas.create("ob");
+    await migrateSchema(url, schema);
+    const target = new RecordingTarget();
+    target.decide = (e) =>
+      (JSON.parse(e.payloadText) as { n: number }).n === 1
+        ? { status: "rejected", error: new RejectedEventError("broker said: bad\u0000byte") }
+        : { status: "published" };
+    const r = relay(schema, target);
+    const rejected: string[] = [];
+    r.on("relay:rejected", ({ event }) => rejected.push(event.id));
+    await r.start();
+    const ids = await writeEvents(pool, schema, 3, { keys: 1, perTx: 3 });
+    await waitFor(() => target.received.length === 2 && rejected.length >= 1, { timeoutMs: 15_000 });
+    await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 10_000 });
+    expect(rejected).toEqual([ids[1]]);
+    expect(sequencesByKey(target.received).get("k0")).toEqual([0, 2]);
+    const [set] = await OutboxDeadLetters.postgres(pool, { schema }).list();
+    expect(set).toMatchObject({ id: ids[1], error: "broker said: bad\ufffdbyte" });
+  });
+
   it("backs off while the target fails; a key never overtakes its failed event; nothing lost", async () => {
     const schema = schemas.create("ob");
     await migrateSchema(url, schema);

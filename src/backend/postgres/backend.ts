@@ -14,6 +14,7 @@
  */
 import { WakeListeners } from "../listeners.js";
 import { serializeError } from "../error-json.js";
+import { storableError, storableText } from "./text.js";
 import { checkedBackend, PRUNE_DEFAULTS, RESCUE_DEFAULTS } from "../checked.js";
 import { boundLogLines, JOB_LOG_MAX_LINES, type JobLogLine } from "../../core/job-log.js";
 import { badEventCursor, eventFromRow, eventPrunePolicy, type EventLogPage, type EventLogRow, type EventPrunePolicy } from "../../core/queue-events.js";
@@ -923,7 +924,7 @@ export class PostgresBackend implements Backend {
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
       integerArray(items.map((i) => i.lease.token)),
-      jsonTextArray(items.map((i) => serializeError(i.error))),
+      jsonTextArray(items.map((i) => storableError(i.error))),
       integerArray(delays),
     ]);
     this.wakeLocally(queuesOf(rows));
@@ -951,7 +952,7 @@ export class PostgresBackend implements Backend {
       this.nowParam(),
       lease.jobId,
       lease.token,
-      textArray(bounded),
+      textArray(bounded.map(storableText)),
       Math.max(0, JOB_LOG_MAX_LINES - bounded.length),
     ]);
     return rows.length === 1 ? "applied" : "stale";
