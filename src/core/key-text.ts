@@ -27,3 +27,25 @@ export const STORED_KEY_TEXT_PATTERN = "^[^\\u0000-\\u001F\\u007F\\uD800-\\uDFFF
 export function isKeyText(value: unknown): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= KEY_TEXT_MAX_LENGTH && KEY_TEXT.test(value);
 }
+
+/**
+ * Characters some store cannot keep as given: U+0000 (PostgreSQL's text refuses it, its jsonb
+ * refuses its JSON escape) and a UTF-16 surrogate without its pair (every store's UTF-8 turns it
+ * into U+FFFD, which other text may spell; PostgreSQL's jsonb refuses its escape).
+ */
+export const UNKEEPABLE_CHARACTER = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Longest idempotency key (`ctx.once`), in UTF-16 code units: at most 1,536 bytes of UTF-8,
+ * inside PostgreSQL's limit for one index entry (2,704 bytes; the keys are its primary key).
+ */
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 512;
+
+/**
+ * True for an idempotency key every store keeps apart from every other: 1-512 characters without
+ * UNKEEPABLE_CHARACTER. Looser than the rule for names (control characters other than U+0000
+ * pass, and the length is twice), since callers build these from their own data.
+ */
+export function isIdempotencyKey(value: unknown): value is string {
+  return typeof value === "string" && value.length > 0 && value.length <= IDEMPOTENCY_KEY_MAX_LENGTH && !UNKEEPABLE_CHARACTER.test(value);
+}

@@ -50,6 +50,25 @@ export function miscTests(t: SuiteContext): void {
       expect(await t.b.idempotency.once("a", 10_000)).toBe(false);
     });
 
+    itNeeds(t, ["idempotencyKeys"])(
+      "keys every store keeps apart: up to 512 characters, control characters and emoji kept; U+0000, a lone surrogate or a longer key refused",
+      async () => {
+        // Before: PostgreSQL failed a U+0000 key or one of about 8 KB with its own DatabaseError, and
+        // "k\ud800" was "k\ufffd" in every store's UTF-8: two keys, one record.
+        const long = "k".repeat(512);
+        expect(await t.b.idempotency.once(long, 10_000)).toBe(true);
+        expect(await t.b.idempotency.once(long, 10_000)).toBe(false);
+        expect(await t.b.idempotency.once("tab\there 🚀", 10_000)).toBe(true);
+        expect(await t.b.idempotency.once("tab\there 🚀", 10_000)).toBe(false);
+        for (const key of ["k\u0000x", "k\ud800", "\udc00k", `${long}k`, "k".repeat(1_000_000), ""]) {
+          await expect(t.b.idempotency.once(key, 10_000)).rejects.toThrow(
+            /an idempotency key \(ctx\.once\) must be a string of 1-512 characters without U\+0000 or unpaired surrogates \(hash a longer key/,
+          );
+        }
+        expect(await t.b.idempotency.once("k\ufffd", 10_000)).toBe(true);
+      },
+    );
+
     itNeeds(t, ["idempotencyKeys"])("concurrent calls with one key: exactly one true", async () => {
       const results = await Promise.all(Array.from({ length: 10 }, () => t.b.idempotency.once("race", 10_000)));
       expect(results.filter(Boolean)).toHaveLength(1);

@@ -1,12 +1,9 @@
 import type { ErrorInfo } from "../../core/job.js";
+import { UNKEEPABLE_CHARACTER } from "../../core/key-text.js";
 import { serializeError } from "../error-json.js";
 
-/**
- * The characters PostgreSQL cannot store: U+0000 (refused in `text`: "invalid byte sequence for
- * encoding UTF8: 0x00", and as the JSON escape \u0000 in `jsonb`: "unsupported Unicode escape
- * sequence") and a UTF-16 surrogate without its pair (its JSON escape is refused in `jsonb`).
- */
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+/** UNKEEPABLE_CHARACTER, every one: PostgreSQL stores none of them. */
+const UNSTORABLE = new RegExp(UNKEEPABLE_CHARACTER.source, "g");
 
 /**
  * Text PostgreSQL can store: each character it refuses (UNSTORABLE) becomes U+FFFD, the
