@@ -102,6 +102,18 @@ export function positiveMs(field: string, value: number): number {
 }
 
 /** Anything thrown, as an Error; a non-Error value is described in the message. */
+/**
+ * `text` cut to at most `max` UTF-16 code units, ending with `mark` when it was cut, and never
+ * between the two halves of a surrogate pair (half of one is not text).
+ */
+export function cutText(text: string, max: number, mark: string): string {
+  if (text.length <= max) return text;
+  let end = max - mark.length;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return text.slice(0, end) + mark;
+}
+
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === "string" ? value : `non-Error thrown: ${shown(value)}`);

@@ -9,6 +9,7 @@
  *   `JOB_LOG_TRUNCATION_MARK`.
  * So one job's log holds at most 1000 × 1000 characters (about 1 MB of ASCII, 3 MB at worst).
  */
+import { cutText } from "./checks.js";
 
 /** Lines kept per job, over all its attempts; the oldest are dropped beyond it. */
 export const JOB_LOG_MAX_LINES = 1_000;
@@ -33,12 +34,5 @@ export interface JobLogLine {
  */
 export function boundLogLines(lines: readonly string[]): string[] {
   const newest = lines.length > JOB_LOG_MAX_LINES ? lines.slice(lines.length - JOB_LOG_MAX_LINES) : lines;
-  return newest.map((line) => {
-    const text = String(line);
-    if (text.length <= JOB_LOG_MAX_LINE_LENGTH) return text;
-    let end = JOB_LOG_MAX_LINE_LENGTH - JOB_LOG_TRUNCATION_MARK.length;
-    const last = text.charCodeAt(end - 1);
-    if (last >= 0xd800 && last <= 0xdbff) end--;
-    return text.slice(0, end) + JOB_LOG_TRUNCATION_MARK;
-  });
+  return newest.map((line) => cutText(String(line), JOB_LOG_MAX_LINE_LENGTH, JOB_LOG_TRUNCATION_MARK));
 }

@@ -11,7 +11,16 @@ export interface ClaimRide {
   failed(error: unknown): void;
 }
 
-type Pending<T> = { item: T; resolve: (r: SettleResult) => void; reject: (e: unknown) => void };
+/** `bytes`: about how much of the statement this item makes (a result's JSON, an error's text). */
+type Pending<T> = { item: T; bytes: number; resolve: (r: SettleResult) => void; reject: (e: unknown) => void };
+
+/**
+ * The most bytes of results or error text one settle call carries; a batch past it goes out in
+ * several calls, one after another. A batch is every settle of one turn of the event loop: fifty
+ * results of 40 MB made one PostgreSQL statement over V8's longest string ("Invalid string
+ * length"), refused every time it was tried again, and none of the fifty jobs could finish.
+ */
+export const SETTLE_CALL_MAX_BYTES = 32 * 1024 * 1024;
 
 /**
  * Collects settle calls made in the same turn of the event loop and sends each kind as one batch:
@@ -42,16 +51,18 @@ export class Settler {
     return this.completes.length > 0 && this.takeClaim !== null && this.backend.capabilities.completeAndClaim === true;
   }
 
-  complete(item: Completion): Promise<SettleResult> {
-    return this.push(this.completes, item);
+  /** `resultBytes`: the size of the result's JSON (what it adds to the batch's statement). */
+  complete(item: Completion, resultBytes = 0): Promise<SettleResult> {
+    return this.push(this.completes, item, resultBytes);
   }
 
   fail(item: Failure): Promise<SettleResult> {
-    return this.push(this.fails, item);
+    const { name, message, stack } = item.error;
+    return this.push(this.fails, item, name.length + message.length + (stack?.length ?? 0));
   }
 
   release(lease: Lease): Promise<SettleResult> {
-    return this.push(this.releases, lease);
+    return this.push(this.releases, lease, 0);
   }
 
   /** Resolves once everything queued so far has reached the store. */
@@ -63,9 +74,16 @@ export class Settler {
   }
 
   /** Completions, with the worker's next claim when it wants one and the backend can carry it. */
-  private async sendCompletes(completes: Pending<Completion>[]): Promise<void> {
+  private async sendCompletes(batch: Pending<Completion>[]): Promise<void> {
     const backend = this.backend;
+    const [completes = [], ...more] = bySize(batch);
     const ride = completes.length > 0 && backend.capabilities.completeAndClaim === true && backend.completeAndClaim ? (this.takeClaim?.() ?? null) : null;
+    await this.sendFirstCompletes(completes, ride);
+    for (const part of more) await send(part, (items) => backend.complete(items));
+  }
+
+  private async sendFirstCompletes(completes: Pending<Completion>[], ride: ClaimRide | null): Promise<void> {
+    const backend = this.backend;
     if (ride === null) return send(completes, (items) => backend.complete(items));
     let claimed: ClaimedJob[] = [];
     let failure: { error: unknown } | null = null;
@@ -84,9 +102,9 @@ export class Settler {
     else ride.failed((failure as { error: unknown }).error);
   }
 
-  private push<T>(list: Pending<T>[], item: T): Promise<SettleResult> {
+  private push<T>(list: Pending<T>[], item: T, bytes: number): Promise<SettleResult> {
     return new Promise((resolve, reject) => {
-      list.push({ item, resolve, reject });
+      list.push({ item, bytes, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => void this.flush());
@@ -106,7 +124,9 @@ export class Settler {
     this.inFlight = this.inFlight.then(async () => {
       await Promise.all([
         this.sendCompletes(completes),
-        send(fails, (items) => this.backend.fail(items)),
+        (async () => {
+          for (const part of bySize(fails)) await send(part, (items) => this.backend.fail(items));
+        })(),
         send(releases, (items) => this.backend.release(items)),
       ]);
     });
@@ -122,4 +142,22 @@ async function send<T>(batch: Pending<T>[], call: (items: T[]) => Promise<Settle
   } catch (error) {
     for (const p of batch) p.reject(error);
   }
+}
+
+/** `batch` in order, in parts of at most SETTLE_CALL_MAX_BYTES (an item larger than that alone). */
+function bySize<T>(batch: Pending<T>[]): Pending<T>[][] {
+  const parts: Pending<T>[][] = [];
+  let part: Pending<T>[] = [];
+  let bytes = 0;
+  for (const p of batch) {
+    if (part.length > 0 && bytes + p.bytes > SETTLE_CALL_MAX_BYTES) {
+      parts.push(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(p);
+    bytes += p.bytes;
+  }
+  if (part.length > 0) parts.push(part);
+  return parts;
 }

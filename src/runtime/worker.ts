@@ -11,7 +11,8 @@ import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
 import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetryAfter } from "../core/retry.js";
-import { checkOptionKeys, intInRange, MAX_COUNT, nonNegativeInt, positiveInt, shown, timerMs, toError } from "../core/checks.js";
+import { checkOptionKeys, cutText, intInRange, MAX_COUNT, nonNegativeInt, positiveInt, shown, timerMs, toError } from "../core/checks.js";
+import { JOB_LOG_TRUNCATION_MARK } from "../core/job-log.js";
 import { checkName } from "../core/spec.js";
 import { MAX_HOLD_MS } from "../core/flow.js";
 import { QueueThrottle } from "./throttle.js";
@@ -60,6 +61,13 @@ export interface WorkerOptions {
   watchdog?: { stallMs: number };
   /** Jobs run at once by this worker. Default 10. */
   concurrency?: number;
+  /**
+   * The largest result a handler may return, in bytes of JSON (UTF-8). A larger one fails the job
+   * at once (UnrecoverableError, dead, the size in its error): store large output elsewhere (a
+   * blob store, a table) and return where it is. Results are kept with the job and read whole by
+   * listings, the dashboard and `GET /v1/jobs/{id}`. Default 1 048 576 (1 MiB).
+   */
+  maxResultBytes?: number;
   /**
    * Jobs claimed ahead of free slots and held in a local buffer, so a slot that frees up starts
    * its next job at once instead of after a round trip to the store, and claims fetch many jobs
@@ -140,6 +148,9 @@ export interface MaintenanceOptions {
   eventRetention?: EventPrunePolicy;
 }
 
+/** The default of WorkerOptions.maxResultBytes: 1 MiB of JSON. */
+export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+
 const WORKER_OPTION_KEYS: Record<keyof WorkerOptions, true> = {
   backend: true,
   queues: true,
@@ -147,6 +158,7 @@ const WORKER_OPTION_KEYS: Record<keyof WorkerOptions, true> = {
   sandbox: true,
   watchdog: true,
   concurrency: true,
+  maxResultBytes: true,
   prefetch: true,
   leaseMs: true,
   heartbeatIntervalMs: true,
@@ -249,6 +261,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly handlers = new Map<string, BoundHandler<unknown>>();
   /** Jobs run at once (the `concurrency` option). */
   readonly concurrency: number;
+  private readonly maxResultBytes: number;
   private readonly leaseMs: number;
   private readonly heartbeatIntervalMs: number;
   private readonly pollIntervalMs: number;
@@ -305,6 +318,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (queues.length === 0) throw new InvalidInputError("new Worker() needs at least one queue name in { queues }");
     this.queues = queues.map((q) => checkName("queue", q));
     this.concurrency = positiveInt("option concurrency", options.concurrency ?? 10);
+    this.maxResultBytes = positiveInt("option maxResultBytes", options.maxResultBytes ?? DEFAULT_MAX_RESULT_BYTES);
     const sandbox = checkOptionKeys("sandbox option", options.sandbox, SANDBOX_OPTION_KEYS);
     if (sandbox !== undefined && (typeof sandbox.module !== "string" || sandbox.module === "")) {
       throw new InvalidInputError(`sandbox option module must be the path of the handlers module; got ${shown(sandbox.module)}`);
@@ -842,18 +856,37 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private async finishSuccess(r: Running, value: unknown): Promise<void> {
     if (!this.takeOutcome(r)) return;
     const durationMs = this.clock.now() - r.startedAt;
-    let result: Json;
+    let result: Json = null;
+    let resultBytes = 0;
     try {
-      result = value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
+      if (value !== undefined) {
+        const text = JSON.stringify(value);
+        result = JSON.parse(text) as Json;
+        // UTF-8 takes at most 3 bytes per UTF-16 code unit: most results are measured by length alone.
+        resultBytes = text.length * 3 <= this.maxResultBytes ? text.length : Buffer.byteLength(text, "utf8");
+      }
     } catch (error) {
       // A result that cannot be stored is the handler's bug; record it rather than lose the job.
       r.done = false;
       await this.finishFailure(r, new UnrecoverableError(`the handler's result is not JSON: ${toError(error).message}`));
       return;
     }
+    if (resultBytes > this.maxResultBytes) {
+      r.done = false;
+      await this.finishFailure(
+        r,
+        new UnrecoverableError(
+          `the handler's result is ${resultBytes} bytes of JSON, over maxResultBytes (${this.maxResultBytes}): store large output ` +
+            `elsewhere (a blob store, a table) and return where it is, or raise maxResultBytes on the Worker`,
+        ),
+      );
+      return;
+    }
     failpoint("after-handler");
     const tx = r.completionTx;
-    const outcome = tx ? await this.commitCompletionTx(r, tx, result) : await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }));
+    const outcome = tx
+      ? await this.commitCompletionTx(r, tx, result)
+      : await this.settle(r, () => this.settler.complete({ lease: r.claimed.lease, result }, resultBytes));
     if (outcome !== "abandoned") failpoint("after-ack");
     if (outcome === "applied") this.emit("job:completed", { job: r.job as JobRecord, result, durationMs });
     else if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "complete" });
@@ -1110,9 +1143,19 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 }
 
-const MAX_STACK_CHARS = 16_384;
+/**
+ * What an attempt's error keeps, in UTF-16 code units; a longer part is cut and ends with
+ * JOB_LOG_TRUNCATION_MARK. A message was kept whole: one of hundreds of megabytes (a handler
+ * quoting its whole input) made the failure's batch too large to send, and every job of the
+ * batch stayed active while the worker tried again (on PostgreSQL: "Invalid string length").
+ */
+export const ERROR_BOUNDS = { nameChars: 256, messageChars: 65_536, stackChars: 16_384 } as const;
 
 export function errorInfo(error: Error): ErrorInfo {
-  const stack = typeof error.stack === "string" ? error.stack.slice(0, MAX_STACK_CHARS) : null;
-  return { name: error.name || "Error", message: String(error.message ?? ""), stack };
+  const cut = (text: string, max: number) => cutText(text, max, JOB_LOG_TRUNCATION_MARK);
+  return {
+    name: cut(String(error.name || "Error"), ERROR_BOUNDS.nameChars),
+    message: cut(String(error.message ?? ""), ERROR_BOUNDS.messageChars),
+    stack: typeof error.stack === "string" ? cut(error.stack, ERROR_BOUNDS.stackChars) : null,
+  };
 }

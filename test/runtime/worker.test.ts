@@ -150,6 +150,43 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
       expect(dead).toEqual([`${id}:unrecoverable`]);
     });
 
+    it("a result over maxResultBytes fails the job at once, saying its size; one at the limit completes", async () => {
+      // 100 bytes of JSON: the string's 98 characters and its quotes; "é" is two bytes of UTF-8.
+      worker({ maxResultBytes: 100, handlers: { out: (job) => (job.data as { text: string }).text } });
+      const fits = await queue.add("out", { text: "a".repeat(98) }, { attempts: 3 });
+      const over = await queue.add("out", { text: "é".repeat(50) }, { attempts: 3 });
+      await waitFor(async () => (await state(fits.id)) === "completed" && (await state(over.id)) === "dead");
+      expect((await backend.get(fits.id))!.result).toBe("a".repeat(98));
+      const dead = (await backend.get(over.id))!;
+      expect(dead.attempt).toBe(1);
+      expect(dead.result).toBeNull();
+      expect(dead.error?.name).toBe("UnrecoverableError");
+      expect(dead.error?.message).toMatch(/^the handler's result is 102 bytes of JSON, over maxResultBytes \(100\): store large output elsewhere/);
+      expect(() => new Worker({ backend, queues: "q", handlers: {}, maxResultBytes: 0, autostart: false })).toThrow(/maxResultBytes/);
+    });
+
+    it("keeps an error's message up to 65,536 characters and its name up to 256, cut with a mark", async () => {
+      // A message of megabytes (a handler quoting its whole input) made its batch too large to send.
+      worker({
+        handlers: {
+          huge: () => {
+            const e = new Error(`start ${"m".repeat(3_000_000)} end`);
+            e.name = `N${"n".repeat(1_000)}`;
+            throw e;
+          },
+        },
+      });
+      const { id } = await queue.add("huge", {}, { attempts: 1 });
+      await waitFor(async () => (await state(id)) === "dead");
+      const error = (await backend.get(id))!.error!;
+      expect(error.message).toHaveLength(65_536);
+      expect(error.message.startsWith("start mmm")).toBe(true);
+      expect(error.message.endsWith("m… [truncated]")).toBe(true);
+      expect(error.name).toHaveLength(256);
+      expect(error.name.endsWith("… [truncated]")).toBe(true);
+      expect(error.stack!.length).toBeLessThanOrEqual(16_384);
+    });
+
     it("keeps full forensics when attempts run out", async () => {
       worker({
         handlers: {
