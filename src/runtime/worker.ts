@@ -8,11 +8,11 @@ import { TypedEmitter, type WorkerEvents } from "../core/events.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import { newWorkerId } from "../core/ids.js";
 import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
-import type { Json } from "../core/json.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetryAfter } from "../core/retry.js";
 import { checkOptionKeys, cutText, intInRange, MAX_COUNT, nonNegativeInt, positiveInt, shown, timerMs, toError } from "../core/checks.js";
 import { JOB_LOG_TRUNCATION_MARK } from "../core/job-log.js";
+import { MAX_JSON_DEPTH, nestedDeeperThan, type Json } from "../core/json.js";
 import { checkName } from "../core/spec.js";
 import { MAX_HOLD_MS } from "../core/flow.js";
 import { QueueThrottle } from "./throttle.js";
@@ -869,6 +869,17 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       // A result that cannot be stored is the handler's bug; record it rather than lose the job.
       r.done = false;
       await this.finishFailure(r, new UnrecoverableError(`the handler's result is not JSON: ${toError(error).message}`));
+      return;
+    }
+    // SQLite's JSON functions refuse past 1,000 levels: its settle failed for as long as it was tried.
+    if (typeof result === "object" && result !== null && nestedDeeperThan(result, MAX_JSON_DEPTH)) {
+      r.done = false;
+      await this.finishFailure(
+        r,
+        new UnrecoverableError(
+          `the handler's result nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep, as no payload may; return a flatter value`,
+        ),
+      );
       return;
     }
     if (resultBytes > this.maxResultBytes) {

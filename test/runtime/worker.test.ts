@@ -165,6 +165,23 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
       expect(() => new Worker({ backend, queues: "q", handlers: {}, maxResultBytes: 0, autostart: false })).toThrow(/maxResultBytes/);
     });
 
+    it("a result nested deeper than 128 levels fails the job at once; one of 128 levels completes", async () => {
+      // SQLite's JSON functions refuse past 1,000 levels: the job stayed active while its settle failed again and again.
+      const nested = (levels: number): unknown => {
+        let value: unknown = 1;
+        for (let i = 0; i < levels; i++) value = [value];
+        return value;
+      };
+      worker({ handlers: { nest: (job) => nested((job.data as { levels: number }).levels) } });
+      const fits = await queue.add("nest", { levels: 128 }, { attempts: 3 });
+      const over = await queue.add("nest", { levels: 3_000 }, { attempts: 3 });
+      await waitFor(async () => (await state(fits.id)) === "completed" && (await state(over.id)) === "dead");
+      expect((await backend.get(fits.id))!.result).toEqual(nested(128));
+      const dead = (await backend.get(over.id))!;
+      expect(dead.attempt).toBe(1);
+      expect(dead.error?.message).toBe("the handler's result nests arrays or objects more than 128 levels deep, as no payload may; return a flatter value");
+    });
+
     it("keeps an error's message up to 65,536 characters and its name up to 256, cut with a mark", async () => {
       // A message of megabytes (a handler quoting its whole input) made its batch too large to send.
       worker({
