@@ -15,10 +15,12 @@ export interface OpenBackendOptions {
   /** Source of "now" for the backend. Default: the system clock. */
   clock?: Clock;
   /**
-   * For one call and done (the CLI's commands other than worker, serve and relay): a Redis
-   * (`redis://`, `rediss://`; not yet a Cluster or Sentinel URL) that cannot be reached fails the
-   * first call after one reconnect attempt, instead of after ioredis' 20 (about 10 s). Default
-   * `false`: a long-lived process waits through an outage.
+   * For one call and done (the CLI's commands other than worker, serve and relay): a Redis that
+   * cannot be reached fails the first call after one reconnect attempt, with one line saying what
+   * could not be reached (RedisBackendOptions.failFast): a server (`redis://`, `rediss://`) instead
+   * of after ioredis' 20 attempts (about 10 s), a Cluster's startup nodes (`redis-cluster://`) or
+   * the sentinels (`redis-sentinel://`) instead of never. Default `false`: a long-lived process
+   * waits through an outage.
    */
   failFast?: boolean;
   /**
@@ -222,8 +224,7 @@ async function openRedis(url: string, options: OpenBackendOptions): Promise<Back
       ...(eventLog !== undefined ? { eventLog } : {}),
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.logger ? { logger: options.logger } : {}),
-      // One reconnect attempt, then the call fails (ioredis retries 20 times by default).
-      ...(options.failFast ? { clientOptions: { maxRetriesPerRequest: 1 } } : {}),
+      ...(options.failFast ? { failFast: true } : {}),
     }),
   );
 }

@@ -33,6 +33,24 @@ beforeAll(async () => {
 });
 afterAll(() => temp.removeAll());
 
+/**
+ * How long a one-shot command on a store that cannot be reached may take, startup included: one
+ * reconnect attempt (about 0.1 s) and a tsx start on a busy machine.
+ */
+const ONE_SHOT_BOUND_MS = 20_000;
+
+/** Runs `conveyor ARGS` to the end, or kills it after `ms` (its code is then "SIGKILL"). */
+async function runCliWithin(ms: number, args: string[]): Promise<{ code: number | string; stdout: string; stderr: string }> {
+  const s = spawnCli(args);
+  const timer = setTimeout(() => s.child.kill("SIGKILL"), ms);
+  try {
+    const code = await s.exited;
+    return { code, stdout: s.stdout(), stderr: s.stderr() };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The first line of stderr, and whether anything that looks like a stack trace followed it. */
 function oneLine(stderr: string): { first: string; stack: boolean } {
   return { first: stderr.split("\n")[0]!, stack: /^\s+at /m.test(stderr) };
@@ -201,6 +219,40 @@ describe("CLI input errors", () => {
         expect(first).toMatch(/is unreachable or busy \(connect ECONNREFUSED 127\.0\.0\.1:\d+; check the URL and that Redis is running\); retry shortly/);
         // Before: two JSON "reconnecting" warnings over ioredis' 20 attempts (about 15 s), then ioredis' own message.
         expect(result.stderr.trim()).toBe(first);
+      }
+    },
+  );
+
+  it(
+    "a redis-cluster:// or redis-sentinel:// store that cannot be reached: one line naming what was unreachable, within seconds, no warnings",
+    { timeout: 60_000 },
+    async () => {
+      const port = await freePort();
+      const stores: Array<[string, RegExp]> = [
+        [
+          `redis-cluster://127.0.0.1:${port}`,
+          /the job store redis-cluster:\/\/127\.0\.0\.1:\d+ \(prefix conveyor\) is unreachable or busy \(none of the cluster's startup nodes answered; check the URL and that the cluster's nodes are running\); retry shortly$/,
+        ],
+        [
+          `redis-sentinel://127.0.0.1:${port}/mymaster`,
+          /the job store redis-sentinel:\/\/127\.0\.0\.1:\d+\/mymaster \(prefix conveyor\) is unreachable or busy \(no sentinel answered with the primary's address; check the URL and that the sentinels are running\); retry shortly$/,
+        ],
+      ];
+      const runs = stores.flatMap(([url, line]) =>
+        [["stats"], ["enqueue", "--queue", "q", "--name", "n"]].map(async (argv) => ({
+          run: `${argv.join(" ")} --db ${url}`,
+          line,
+          result: await runCliWithin(ONE_SHOT_BOUND_MS, [...argv, "--db", url]),
+        })),
+      );
+      for (const { run, line, result } of await Promise.all(runs)) {
+        // Before: no output at all, ioredis retrying the startup nodes or the sentinels for ever.
+        expect(result.code, `${run}: ${result.stderr}`).toBe(1);
+        const { first, stack } = oneLine(result.stderr);
+        expect(stack, run).toBe(false);
+        expect(first, run).toMatch(line);
+        expect(result.stderr.trim(), run).toBe(first);
+        expect(result.stdout, run).toBe("");
       }
     },
   );

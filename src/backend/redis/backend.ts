@@ -75,7 +75,19 @@ import { checkName } from "../../core/spec.js";
 import { reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { laneOf } from "../../core/job-flow.js";
 import { encodeError, encodeOptions, encodeWorker, fieldsFromPacked, jobIdFromStored, storedJobId, toRecord, workerIdOf, type JobFields } from "./codec.js";
-import { CONNECTION_DROPPED, connect, describe, InFlight, isCluster, keepConnecting, quit, type Client, type ConnectionOption } from "./connection.js";
+import {
+  CONNECTION_DROPPED,
+  connect,
+  describe,
+  GAVE_UP_MESSAGES,
+  gaveUpConnecting,
+  InFlight,
+  isCluster,
+  keepConnecting,
+  quit,
+  type Client,
+  type ConnectionOption,
+} from "./connection.js";
 import type { RedisOptions } from "ioredis";
 import { scheduleFromRow } from "../schedule-rows.js";
 import type { ScheduleFiring, ScheduleWrite, StoredSchedule } from "../../core/schedule.js";
@@ -125,11 +137,23 @@ export interface RedisBackendOptions {
   /**
    * ioredis options for the connection Conveyor opens from `connection` (a URL or options; not a
    * client you pass in), under Conveyor's own (`connectionName`, `autoResendUnfulfilledCommands`).
-   * E.g. `{ maxRetriesPerRequest: 1 }`: a call fails after one reconnect attempt (about 50 ms)
-   * while Redis cannot be reached, as the CLI's one-shot commands want, instead of ioredis'
-   * default 20 (about 10 s of reconnects). Default: none (ioredis' defaults).
+   * On a Cluster URL they are each node's (`redisOptions`). E.g. `{ maxRetriesPerRequest: 1 }`:
+   * on a single server a call fails after one reconnect attempt (about 50 ms) while Redis cannot
+   * be reached, instead of ioredis' default 20 (about 10 s of reconnects); `failFast` does that on
+   * every topology. Default: none (ioredis' defaults).
    */
   clientOptions?: RedisOptions;
+  /**
+   * For one call and done (the CLI's one-shot commands): when the store cannot be reached, a call
+   * fails after one reconnect attempt with StoreUnavailableError saying what could not be reached,
+   * on a single server (`maxRetriesPerRequest: 1`), through Sentinel (the sentinels tried twice)
+   * and on a Cluster (its startup nodes tried twice; the cluster client then stays closed, and
+   * later calls fail at once). Only for the connection Conveyor opens from `connection` (a URL or
+   * options), over `clientOptions`. Default `false`: calls wait through an outage, on a single
+   * server for ioredis' 20 reconnects (about 10 s), on a Cluster and through Sentinel until the
+   * store is back.
+   */
+  failFast?: boolean;
   /**
    * Send `WAIT replicas timeoutMs` after every script, in the same round trip, and answer only
    * once that many replicas have the write: an asynchronous replica promoted after a primary's
@@ -268,7 +292,7 @@ export class RedisBackend implements Backend {
     this.logger = options.logger ?? consoleLogger();
     this.idempotency = { once: (key, ttlMs) => this.once(key, ttlMs) };
 
-    const { client, owned } = connect(options.connection, prefix, options.clientOptions);
+    const { client, owned } = connect(options.connection, prefix, options.clientOptions, options.failFast === true);
     this.client = client;
     this.ownsClient = owned;
     if (owned) this.reportConnection(client, "commands");
@@ -1169,15 +1193,13 @@ export class RedisBackend implements Backend {
     if (this.closed) return Promise.reject(new ConveyorError(`${this.description} is closed`));
     this.preparing ??= this.prepare().catch((error: unknown) => {
       this.preparing = null;
-      // ioredis gives up with "Reached the max retries per request limit" (the store boundary
-      // wraps it as StoreUnavailableError): say what failed instead, still as an unreachable store
-      // (a worker waits for it; the CLI says so in one line).
+      // ioredis gives up with "Reached the max retries per request limit", "None of startup nodes
+      // is available" or "All sentinels are unreachable…" (the store boundary wraps them as
+      // StoreUnavailableError): say what could not be reached and what to do instead, still as an
+      // unreachable store (a worker waits for it; the CLI says so in one line).
       const gaveUp = error instanceof StoreUnavailableError ? error.cause : error;
-      if (gaveUp instanceof Error && gaveUp.name === "MaxRetriesPerRequestError" && this.lastConnectionError !== "") {
-        throw new StoreUnavailableError(this.description, {
-          cause: new Error(`${this.lastConnectionError}; check the URL and that Redis is running`, { cause: gaveUp }),
-        });
-      }
+      const unreachable = gaveUpConnecting(gaveUp, this.lastConnectionError);
+      if (unreachable !== null) throw new StoreUnavailableError(this.description, { cause: new Error(unreachable, { cause: gaveUp }) });
       throw error;
     });
     return this.preparing;
@@ -1484,7 +1506,9 @@ export class RedisBackend implements Backend {
     let lost = false;
     connection.on("error", (error: Error) => {
       lastError = error.message;
-      this.lastConnectionError = error.message;
+      // A cluster's "Failed to refresh slots cache." carries the last startup node's own error.
+      const nodeError = (error as { lastNodeError?: unknown }).lastNodeError;
+      this.lastConnectionError = nodeError instanceof Error ? nodeError.message : error.message;
     });
     connection.on("reconnecting", () => {
       lost = true;
@@ -1539,7 +1563,7 @@ class ListSource {
  * while it loads its data set or a cluster is reconfiguring (the first word is Redis' error code).
  */
 const REDIS_BUSY_REPLIES = ["LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY "];
-const IOREDIS_CONNECTION_MESSAGES = ["Connection is closed", "Stream isn't writeable", "Reached the max retries per request limit"];
+const IOREDIS_CONNECTION_MESSAGES = ["Connection is closed", "Stream isn't writeable", "Reached the max retries per request limit", ...GAVE_UP_MESSAGES];
 
 function isRedisUnavailable(error: unknown): boolean {
   if (errorCodes(error).some((code) => SOCKET_ERROR_CODES.has(code) || code === CONNECTION_DROPPED)) return true;

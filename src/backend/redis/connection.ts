@@ -2,7 +2,7 @@
  * The backend's Redis connections: the options of the ones it opens itself, and the guard that
  * makes every command either answer or fail when its connection drops, never hang.
  */
-import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from "ioredis";
 import { ConveyorError, InvalidInputError } from "../../core/errors.js";
 
 /** A connection as the backend uses it: a single server or a cluster. */
@@ -25,15 +25,91 @@ export function ownConnectionOptions(prefix: string): RedisOptions {
 
 /**
  * Opens a connection for `connection` unless it already is one; `owned` says who closes it.
- * `clientOptions` (RedisBackendOptions.clientOptions) go under Conveyor's own.
+ * `clientOptions` (RedisBackendOptions.clientOptions) go under Conveyor's own, and under
+ * {@link FAIL_FAST}'s when `failFast` (RedisBackendOptions.failFast).
  */
-export function connect(connection: ConnectionOption, prefix: string, clientOptions: RedisOptions = {}): { client: Client; owned: boolean } {
+export function connect(connection: ConnectionOption, prefix: string, clientOptions: RedisOptions = {}, failFast = false): { client: Client; owned: boolean } {
   if (isClient(connection)) return { client: connection, owned: false };
-  const options = { ...clientOptions, ...ownConnectionOptions(prefix) };
+  const options = { ...clientOptions, ...(failFast ? FAIL_FAST.redis : {}), ...ownConnectionOptions(prefix) };
   const topology = typeof connection === "string" ? parseTopologyUrl(connection) : null;
-  if (topology !== null) return { client: openTopology(topology, options), owned: true };
+  if (topology !== null) return { client: openTopology(topology, options, failFast ? FAIL_FAST.cluster : {}), owned: true };
   const client = typeof connection === "string" ? new Redis(connection, options) : new Redis({ ...options, ...connection });
   return { client, owned: true };
+}
+
+/**
+ * failFast (RedisBackendOptions.failFast, for one call and done): how many times a connection
+ * tries again after its first attempt failed before the calls waiting on it fail. One rule for
+ * every topology; {@link FAIL_FAST} says it in the ioredis option of each.
+ */
+const FAIL_FAST_RETRIES = 1;
+
+/** The wait before each of those retries, ms (ioredis' own first waits: 50 ms, a cluster 102 ms, the sentinels 10 ms). */
+const FAIL_FAST_RETRY_DELAY_MS = 100;
+
+/** An ioredis retry strategy that stops after {@link FAIL_FAST_RETRIES} retries (null: give up). */
+function failFastRetry(times: number): number | null {
+  return times <= FAIL_FAST_RETRIES ? FAIL_FAST_RETRY_DELAY_MS : null;
+}
+
+/**
+ * failFast in ioredis' options, for what each topology waits on:
+ * - a server (also the primary the sentinels named): a call fails after FAIL_FAST_RETRIES
+ *   reconnects (`maxRetriesPerRequest`); the connection itself keeps reconnecting;
+ * - the sentinels: once none of them named the primary FAIL_FAST_RETRIES + 1 times in a row, the
+ *   connection ends and its calls fail with "All sentinels are unreachable"
+ *   (`sentinelRetryStrategy`; {@link keepConnecting} connects it again 200 ms later);
+ * - a cluster's startup nodes: once none of them answered FAIL_FAST_RETRIES + 1 times in a row,
+ *   the cluster client ends for good and its calls fail with "None of startup nodes is
+ *   available" (`clusterRetryStrategy`).
+ * Without failFast all of them keep trying (ioredis' defaults): a long-lived process waits
+ * through an outage.
+ */
+const FAIL_FAST: { redis: RedisOptions; cluster: Partial<ClusterOptions> } = {
+  redis: { maxRetriesPerRequest: FAIL_FAST_RETRIES, sentinelRetryStrategy: failFastRetry },
+  cluster: { clusterRetryStrategy: failFastRetry },
+};
+
+/** How ioredis says a cluster client gave up on its startup nodes (clusterRetryStrategy returned null). */
+const CLUSTER_GAVE_UP = "None of startup nodes is available";
+/** How ioredis says a Sentinel client gave up on the sentinels (sentinelRetryStrategy returned null). */
+const SENTINELS_GAVE_UP = "All sentinels are unreachable";
+
+/** The messages of the errors calls fail with when ioredis gives up connecting a cluster or through the sentinels. */
+export const GAVE_UP_MESSAGES = [CLUSTER_GAVE_UP, SENTINELS_GAVE_UP];
+
+/**
+ * When `error` is ioredis giving up connecting (failFast, or limits of the caller's own
+ * clientOptions): what could not be reached and what to do, for StoreUnavailableError's cause.
+ * `lastConnectionError`: the message of the connection's last `error` event. Null for any other
+ * error.
+ */
+export function gaveUpConnecting(error: unknown, lastConnectionError: string): string | null {
+  if (!(error instanceof Error)) return null;
+  if (error.name === "MaxRetriesPerRequestError") {
+    return lastConnectionError === "" ? null : `${lastConnectionError}; check the URL and that Redis is running`;
+  }
+  if (error.message.startsWith(CLUSTER_GAVE_UP)) {
+    return `none of the cluster's startup nodes answered${saying(lastConnectionError)}; check the URL and that the cluster's nodes are running`;
+  }
+  if (error.message.startsWith(SENTINELS_GAVE_UP)) {
+    // ioredis names the last sentinel's error, if any sentinel failed rather than answered.
+    const last = / Last error: (.*)$/.exec(error.message)?.[1];
+    if (last === undefined) {
+      return "the sentinels answered but none knows a primary by the name at the end of the URL; check that name";
+    }
+    return `no sentinel answered with the primary's address${saying(last)}; check the URL and that the sentinels are running`;
+  }
+  return null;
+}
+
+/**
+ * `: <error>` to follow what failed, or nothing when ioredis said only "Connection is closed.":
+ * what it fails a cluster node or a sentinel it cannot connect to with (the refusal itself is lost).
+ */
+function saying(error: string): string {
+  const text = error.trim().replace(/\.$/, "");
+  return text === "" || text === "Connection is closed" ? "" : `: ${text}`;
 }
 
 /** A Redis Cluster or a Sentinel-watched primary, as a URL names it (see {@link parseTopologyUrl}). */
@@ -89,7 +165,7 @@ export function parseTopologyUrl(url: string): TopologyUrl | null {
   return { kind: scheme.kind, nodes, masterName, username, password, tls: scheme.tls };
 }
 
-function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
+function openTopology(topology: TopologyUrl, options: RedisOptions, clusterOptions: Partial<ClusterOptions>): Client {
   const auth: RedisOptions = {
     ...(topology.username !== undefined ? { username: topology.username } : {}),
     ...(topology.password !== undefined ? { password: topology.password } : {}),
@@ -98,7 +174,7 @@ function openTopology(topology: TopologyUrl, options: RedisOptions): Client {
   if (topology.kind === "cluster") {
     // Commands wait out a failover or a slot move (CLUSTERDOWN, TRYAGAIN, MOVED/ASK) in ioredis'
     // retry loop; the defaults retry every 100 ms.
-    return new Cluster(topology.nodes, { redisOptions: { ...options, ...auth } });
+    return new Cluster(topology.nodes, { ...clusterOptions, redisOptions: { ...options, ...auth } });
   }
   // ioredis asks the sentinels for the primary on every (re)connect and checks it is one (ROLE),
   // so after a failover it follows the new primary by itself. Two more ways to leave a primary
