@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { InvalidInputError } from "../core/errors.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
-import { installShutdownSignals, type Closeable } from "../runtime/shutdown.js";
+import { DEFAULT_SHUTDOWN_GRACE_MS, installShutdownSignals, shutdownDeadlineMs, type Closeable } from "../runtime/shutdown.js";
 import { Worker } from "../runtime/worker.js";
 import { Scheduler } from "../maintenance/scheduler.js";
 import { dbUrl, intOption, listOption, openStore, parse, UsageError } from "./args.js";
@@ -321,6 +321,8 @@ export async function run(argv: string[]): Promise<number> {
       const metricsListener = metricsServer;
       installShutdownSignals(closeables, {
         logger,
+        // The API drains its requests and the worker (if any) its jobs within the worker's grace period.
+        deadlineMs: shutdownDeadlineMs(worker?.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS),
         // The metrics listener outlives the drain, so Prometheus can scrape it; closed once the
         // worker and the API are done, as `conveyor worker` does.
         afterClose: async () => {

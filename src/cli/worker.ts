@@ -6,7 +6,7 @@ import { isStoreTooNew } from "../backend/migration-files.js";
 import { MAX_TIMER_MS } from "../core/clock.js";
 import { StoreUnavailableError } from "../core/errors.js";
 import { consoleLogger } from "../core/logger.js";
-import { installShutdownSignals } from "../runtime/shutdown.js";
+import { installShutdownSignals, shutdownDeadlineMs } from "../runtime/shutdown.js";
 import { MIN_WATCHDOG_STALL_MS, Worker, type Handlers } from "../runtime/worker.js";
 import { dbUrl, intOption, listOption, openStore, parse, requiredString, UsageError } from "./args.js";
 import { queuesForHandlers } from "./handler-queues.js";
@@ -123,14 +123,17 @@ export async function run(argv: string[]): Promise<number> {
   // with 0 (rather than letting the signal kill it, or waiting out a store that is down).
   let stopSignal: NodeJS.Signals | null = null;
   let wakeRetry: (() => void) | null = null;
+  let stopRequested: () => void = () => undefined;
+  const stopped = new Promise<null>((resolve) => (stopRequested = () => resolve(null)));
   const onEarlySignal = (signal: NodeJS.Signals) => {
     if (stopSignal !== null) {
       // A second signal while something still holds start-up (a handlers module that never
-      // finishes loading, a connect attempt): nothing was claimed, so leave now.
+      // finishes loading): nothing was claimed, so leave now.
       process.exit(0);
     }
     stopSignal = signal;
     wakeRetry?.();
+    stopRequested();
   };
   process.on("SIGTERM", onEarlySignal);
   process.on("SIGINT", onEarlySignal);
@@ -151,7 +154,11 @@ export async function run(argv: string[]): Promise<number> {
     // URL, wrong password, a schema newer than this code) fails at once.
     for (let attempt = 0; backend === null && stopSignal === null; attempt++) {
       try {
-        backend = await openStore(url);
+        // A store that never answers (a Cluster or Sentinel URL whose servers are all down keeps
+        // ioredis connecting for ever) must not hold a SIGTERM: stop waiting for it then.
+        const opening = openStore(url);
+        backend = await Promise.race([opening, stopped]);
+        if (backend === null) void opening.then((late) => late.close()).catch(() => undefined);
       } catch (error) {
         if (!isStoreUnreachable(error)) throw error;
         if (stopSignal !== null) break;
@@ -236,7 +243,7 @@ export async function run(argv: string[]): Promise<number> {
       await metricsServer?.close();
       await store.close();
     };
-    const removeSignals = installShutdownSignals([worker], { logger, afterClose, exit: resolveExit });
+    const removeSignals = installShutdownSignals([worker], { logger, afterClose, exit: resolveExit, deadlineMs: shutdownDeadlineMs(worker.shutdownGraceMs) });
     // The worker stops by itself when another process upgrades the store past this code while it
     // runs: exit 1 then, so the orchestrator restarts it (into a clear refusal until upgraded).
     let storeTooNew = false;

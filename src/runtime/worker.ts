@@ -25,7 +25,7 @@ import { Settler, type ClaimRide } from "./settler.js";
 import { LeaseKeeper, type Hold, type LeaseLapse } from "./lease-keeper.js";
 import { ModeMachine, type WorkerMode } from "./worker-mode.js";
 import { monotonicClock, sleepOn, type ClockTimer, type TimerClock } from "../core/clock.js";
-import { installShutdownSignals } from "./shutdown.js";
+import { DEFAULT_SHUTDOWN_GRACE_MS, installShutdownSignals, shutdownDeadlineMs } from "./shutdown.js";
 import { isStoreTooNew } from "../backend/migration-files.js";
 
 /** Handlers by job name, or handlers bound to definitions (`def.handle(fn)`). */
@@ -265,7 +265,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private readonly leaseMs: number;
   private readonly heartbeatIntervalMs: number;
   private readonly pollIntervalMs: number;
-  private readonly shutdownGraceMs: number;
+  /** How long close() lets in-flight jobs run before it aborts and releases them, ms. */
+  readonly shutdownGraceMs: number;
   private readonly logger: Logger;
   private readonly random: () => number;
   private readonly telemetry: JobTelemetry | null;
@@ -339,7 +340,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       );
     }
     this.pollIntervalMs = timerMs("option pollIntervalMs", options.pollIntervalMs ?? 1_000);
-    this.shutdownGraceMs = timerMs("option shutdownGraceMs", options.shutdownGraceMs ?? 25_000, 0);
+    this.shutdownGraceMs = timerMs("option shutdownGraceMs", options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, 0);
     this.logger = options.logger ?? consoleLogger();
     if (options.random !== undefined && typeof options.random !== "function") {
       throw new InvalidInputError(`option random must be a function returning a number in [0, 1); got ${shown(options.random)}`);
@@ -380,7 +381,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     }
     this.scheduler =
       sched === false ? null : new Scheduler(this.backend, sched === true ? {} : sched, { onError: (error, during) => this.reportError(error, during) });
-    if (options.handleSignals) this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger });
+    if (options.handleSignals)
+      this.removeSignalHandlers = installShutdownSignals([this], { logger: this.logger, deadlineMs: shutdownDeadlineMs(this.shutdownGraceMs) });
     if (options.autostart ?? true) this.run();
   }
 

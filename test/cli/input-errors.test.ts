@@ -256,4 +256,21 @@ describe("CLI input errors", () => {
       }
     },
   );
+  it("a worker whose redis-cluster:// store cannot be reached stops on one SIGTERM: nothing claimed, exit 0", { timeout: 90_000 }, async () => {
+    // It waits for the store at start-up (an outage is waited out), and a cluster client retries
+    // its startup nodes for ever: one SIGTERM set the stop aside until the connect answered,
+    // which it never did (the worker was still running ten minutes after it).
+    const worker = spawnCli(["worker", "--db", `redis-cluster://127.0.0.1:${await freePort()}`, "--queue", "q", "--handlers", "test/fixtures/handlers.ts"]);
+    const killer = setTimeout(() => worker.child.kill("SIGKILL"), 60_000);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const signalled = Date.now();
+      worker.child.kill("SIGTERM");
+      expect(await worker.exited).toBe(0);
+      expect(Date.now() - signalled).toBeLessThan(15_000);
+      expect(worker.stderr()).toMatch(/stopped before the worker started; nothing was claimed; exiting 0/);
+    } finally {
+      clearTimeout(killer);
+    }
+  });
 });
