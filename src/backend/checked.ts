@@ -18,7 +18,7 @@ import { checkName, checkProgress, LATEST_RUN_AT, MAX_ATTEMPTS, MAX_DELAY, MAX_P
 import { holdMs } from "../core/flow.js";
 import type { ScheduleFiring } from "../core/schedule.js";
 import type { EventPrunePolicy } from "../core/queue-events.js";
-import { IDEMPOTENCY_KEY_MAX_LENGTH, isIdempotencyKey, isKeyText } from "../core/key-text.js";
+import { isKeyText, storedIdempotencyKey } from "../core/key-text.js";
 import { CheckedLists } from "./checked-lists.js";
 import { checkFinishedWindowArgs, checkListArgs } from "./listing.js";
 import {
@@ -174,13 +174,8 @@ function facadeOf(store: Backend): ContractMethods & { idempotency: Backend["ide
   const idempotency: Backend["idempotency"] = {
     async once(key, ttlMs) {
       need("once");
-      if (!isIdempotencyKey(key)) {
-        throw new InvalidInputError(
-          `an idempotency key (ctx.once) must be a string of 1-${IDEMPOTENCY_KEY_MAX_LENGTH} characters without U+0000 or unpaired surrogates ` +
-            `(hash a longer key, e.g. to its SHA-256 hex); got ${shown(key)}`,
-        );
-      }
-      return store.idempotency.once(key, positiveMs("ttlMs", ttlMs));
+      if (typeof key !== "string" || key === "") throw new InvalidInputError(`an idempotency key must be a non-empty string; got ${shown(key)}`);
+      return store.idempotency.once(storedIdempotencyKey(key), positiveMs("ttlMs", ttlMs));
     },
   };
   const methods: ContractMethods = {

@@ -24,6 +24,7 @@ ctx.log()). Without --queue, the queues come from MODULE's named export \`queues
   --prefetch N           jobs claimed ahead of free slots and held locally, so slots refill
                          without a round trip; for many short jobs (default 0)
   --lease-ms N           lease length in ms (default 30000)
+  --max-result-bytes N   largest result a handler may return, bytes of JSON (default 1048576)
   --shutdown-grace-ms N  drain time on SIGTERM before releasing jobs, ms (default 25000)
   --poll-interval-ms N   idle poll period, ms (default 1000)
   --rescue-interval-ms N how often this worker looks for expired leases, ms (default 5000)
@@ -87,6 +88,7 @@ export async function run(argv: string[]): Promise<number> {
     concurrency: { type: "string" },
     prefetch: { type: "string" },
     "lease-ms": { type: "string" },
+    "max-result-bytes": { type: "string" },
     "shutdown-grace-ms": { type: "string" },
     "poll-interval-ms": { type: "string" },
     "rescue-interval-ms": { type: "string" },
@@ -117,6 +119,7 @@ export async function run(argv: string[]): Promise<number> {
   const concurrency = intOption("concurrency", values.concurrency, 1);
   const prefetch = intOption("prefetch", values.prefetch, 0);
   const shutdownGraceMs = intOption("shutdown-grace-ms", values["shutdown-grace-ms"], 0);
+  const maxResultBytes = intOption("max-result-bytes", values["max-result-bytes"], 1);
   const pollIntervalMs = intOption("poll-interval-ms", values["poll-interval-ms"], 1);
   const metricsFlags = metricsSettings(values);
   // Until the worker exists nothing is claimed, so a stop request then simply ends the process
@@ -202,6 +205,7 @@ export async function run(argv: string[]): Promise<number> {
     concurrency,
     prefetch,
     leaseMs,
+    maxResultBytes,
     shutdownGraceMs,
     pollIntervalMs,
     ...(rescueIntervalMs !== undefined ? { maintenance: { rescueIntervalMs } } : {}),

@@ -101,7 +101,6 @@ export function positiveMs(field: string, value: number): number {
   return Math.floor(value);
 }
 
-/** Anything thrown, as an Error; a non-Error value is described in the message. */
 /**
  * `text` cut to at most `max` UTF-16 code units, ending with `mark` when it was cut, and never
  * between the two halves of a surrogate pair (half of one is not text).
@@ -114,6 +113,7 @@ export function cutText(text: string, max: number, mark: string): string {
   return text.slice(0, end) + mark;
 }
 
+/** Anything thrown, as an Error; a non-Error value is described in the message. */
 export function toError(value: unknown): Error {
   if (value instanceof Error) return value;
   return new Error(typeof value === "string" ? value : `non-Error thrown: ${shown(value)}`);

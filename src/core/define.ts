@@ -66,8 +66,8 @@ export interface JobContext {
   /**
    * Idempotency guard: true the first time `key` is seen within `ttlMs` milliseconds (default 24 h),
    * false after. Mark the key in the same place you make the side effect, as late as possible.
-   * A key is 1-512 characters without U+0000 or an unpaired surrogate (InvalidInputError
-   * otherwise): hash a longer one, e.g. to its SHA-256 hex.
+   * Any non-empty string: a key of more than 512 characters, or one holding U+0000 or an unpaired
+   * surrogate, is recorded as its SHA-256 (every store keeps it apart from every other key).
    */
   once(key: string, ttlMs?: number): Promise<boolean>;
   /**

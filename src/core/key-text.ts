@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+
 /**
  * The one rule for text that names something in a store (job ids, dedup keys, flow groups and
  * limiter keys): no control characters, C0, DEL or C1 (PostgreSQL refuses NUL; U+009B is a
@@ -36,16 +38,20 @@ export function isKeyText(value: unknown): value is string {
 export const UNKEEPABLE_CHARACTER = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
- * Longest idempotency key (`ctx.once`), in UTF-16 code units: at most 1,536 bytes of UTF-8,
- * inside PostgreSQL's limit for one index entry (2,704 bytes; the keys are its primary key).
+ * Longest idempotency key (`ctx.once`) a store keeps as given, in UTF-16 code units: at most 1,536
+ * bytes of UTF-8, inside PostgreSQL's limit for one index entry (2,704 bytes; the keys are its
+ * primary key).
  */
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 512;
 
 /**
- * True for an idempotency key every store keeps apart from every other: 1-512 characters without
- * UNKEEPABLE_CHARACTER. Looser than the rule for names (control characters other than U+0000
- * pass, and the length is twice), since callers build these from their own data.
+ * An idempotency key as the stores record it: as given when every store keeps it apart from every
+ * other (at most IDEMPOTENCY_KEY_MAX_LENGTH characters, no UNKEEPABLE_CHARACTER), else
+ * `sha256:` and the SHA-256 of its UTF-16 code units in hex. PostgreSQL failed a key holding
+ * U+0000 or of about 8 KB with its own error, and every store's UTF-8 made "k\ud800" and "k\ufffd"
+ * one key; a key built from a URL may well be longer than 512 characters.
  */
-export function isIdempotencyKey(value: unknown): value is string {
-  return typeof value === "string" && value.length > 0 && value.length <= IDEMPOTENCY_KEY_MAX_LENGTH && !UNKEEPABLE_CHARACTER.test(value);
+export function storedIdempotencyKey(key: string): string {
+  if (key.length <= IDEMPOTENCY_KEY_MAX_LENGTH && !UNKEEPABLE_CHARACTER.test(key)) return key;
+  return `sha256:${createHash("sha256").update(key, "utf16le").digest("hex")}`;
 }

@@ -12,7 +12,8 @@
  * target took them: they are published again after it, so the last copy a consumer sees of each
  * is in order.
  */
-import { toError } from "../core/checks.js";
+import { cutText, toError } from "../core/checks.js";
+import { JOB_LOG_TRUNCATION_MARK } from "../core/job-log.js";
 import { InvalidInputError } from "../core/errors.js";
 import { TypedEmitter } from "../core/events.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
@@ -42,7 +43,7 @@ const SET_ASIDE_REASON_MAX = 4_000;
 
 /** Why an event was set aside, as its `outbox_dead` row keeps it: the target's error message, cut to SET_ASIDE_REASON_MAX. */
 export function setAsideReason(rejected: RejectedEvent): string {
-  return rejected.error.message.slice(0, SET_ASIDE_REASON_MAX);
+  return cutText(rejected.error.message, SET_ASIDE_REASON_MAX, JOB_LOG_TRUNCATION_MARK);
 }
 
 /** A batch claimed from the source. Exactly one of settle / abandon is called. */

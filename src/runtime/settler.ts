@@ -11,7 +11,10 @@ export interface ClaimRide {
   failed(error: unknown): void;
 }
 
-/** `bytes`: about how much of the statement this item makes (a result's JSON, an error's text). */
+/**
+ * `bytes`: about how much of the statement this item makes: a result's JSON (UTF-8 bytes, or
+ * UTF-16 code units when that is well under the bound), an error's text (code units).
+ */
 type Pending<T> = { item: T; bytes: number; resolve: (r: SettleResult) => void; reject: (e: unknown) => void };
 
 /**
@@ -82,6 +85,10 @@ export class Settler {
     for (const part of more) await send(part, (items) => backend.complete(items));
   }
 
+  private async sendFails(batch: Pending<Failure>[]): Promise<void> {
+    for (const part of bySize(batch)) await send(part, (items) => this.backend.fail(items));
+  }
+
   private async sendFirstCompletes(completes: Pending<Completion>[], ride: ClaimRide | null): Promise<void> {
     const backend = this.backend;
     if (ride === null) return send(completes, (items) => backend.complete(items));
@@ -122,13 +129,7 @@ export class Settler {
     this.releases = [];
     // Batches go out one after another so a job's release can never overtake its own completion.
     this.inFlight = this.inFlight.then(async () => {
-      await Promise.all([
-        this.sendCompletes(completes),
-        (async () => {
-          for (const part of bySize(fails)) await send(part, (items) => this.backend.fail(items));
-        })(),
-        send(releases, (items) => this.backend.release(items)),
-      ]);
+      await Promise.all([this.sendCompletes(completes), this.sendFails(fails), send(releases, (items) => this.backend.release(items))]);
     });
     return this.inFlight;
   }
@@ -146,6 +147,10 @@ async function send<T>(batch: Pending<T>[], call: (items: T[]) => Promise<Settle
 
 /** `batch` in order, in parts of at most SETTLE_CALL_MAX_BYTES (an item larger than that alone). */
 function bySize<T>(batch: Pending<T>[]): Pending<T>[][] {
+  let total = 0;
+  for (const p of batch) total += p.bytes;
+  // Nearly always: one call, nothing copied.
+  if (total <= SETTLE_CALL_MAX_BYTES) return [batch];
   const parts: Pending<T>[][] = [];
   let part: Pending<T>[] = [];
   let bytes = 0;

@@ -65,7 +65,9 @@ export interface WorkerOptions {
    * The largest result a handler may return, in bytes of JSON (UTF-8). A larger one fails the job
    * at once (UnrecoverableError, dead, the size in its error): store large output elsewhere (a
    * blob store, a table) and return where it is. Results are kept with the job and read whole by
-   * listings, the dashboard and `GET /v1/jobs/{id}`. Default 1 048 576 (1 MiB).
+   * listings, the dashboard and `GET /v1/jobs/{id}`. Not applied on a store that keeps no job
+   * records (RabbitMQ, Kafka), which drops results. Default 1 048 576 (1 MiB); at most
+   * 9 007 199 254 740 991 (no bound in practice).
    */
   maxResultBytes?: number;
   /**
@@ -860,39 +862,23 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const durationMs = this.clock.now() - r.startedAt;
     let result: Json = null;
     let resultBytes = 0;
+    let refused: string | null = null;
     try {
       if (value !== undefined) {
         const text = JSON.stringify(value);
         result = JSON.parse(text) as Json;
         // UTF-8 takes at most 3 bytes per UTF-16 code unit: most results are measured by length alone.
         resultBytes = text.length * 3 <= this.maxResultBytes ? text.length : Buffer.byteLength(text, "utf8");
+        // The bounds protect the stores that keep results (a store without job records drops them).
+        if (this.backend.capabilities.jobRecords) refused = this.refusedResult(text, result, resultBytes);
       }
     } catch (error) {
+      refused = `the handler's result is not JSON: ${toError(error).message}`;
+    }
+    if (refused !== null) {
       // A result that cannot be stored is the handler's bug; record it rather than lose the job.
       r.done = false;
-      await this.finishFailure(r, new UnrecoverableError(`the handler's result is not JSON: ${toError(error).message}`));
-      return;
-    }
-    // SQLite's JSON functions refuse past 1,000 levels: its settle failed for as long as it was tried.
-    if (typeof result === "object" && result !== null && nestedDeeperThan(result, MAX_JSON_DEPTH)) {
-      r.done = false;
-      await this.finishFailure(
-        r,
-        new UnrecoverableError(
-          `the handler's result nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep, as no payload may; return a flatter value`,
-        ),
-      );
-      return;
-    }
-    if (resultBytes > this.maxResultBytes) {
-      r.done = false;
-      await this.finishFailure(
-        r,
-        new UnrecoverableError(
-          `the handler's result is ${resultBytes} bytes of JSON, over maxResultBytes (${this.maxResultBytes}): store large output ` +
-            `elsewhere (a blob store, a table) and return where it is, or raise maxResultBytes on the Worker`,
-        ),
-      );
+      await this.finishFailure(r, new UnrecoverableError(refused));
       return;
     }
     failpoint("after-handler");
@@ -904,6 +890,22 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (outcome === "applied") this.emit("job:completed", { job: r.job as JobRecord, result, durationMs });
     else if (outcome === "stale") this.emit("job:settle-refused", { job: r.job as JobRecord, operation: "complete" });
     this.finished(r);
+  }
+
+  /** Why a store that keeps results cannot take this one (its JSON `text`), or null. */
+  private refusedResult(text: string, result: Json, resultBytes: number): string | null {
+    // SQLite's JSON functions refuse past 1,000 levels: its settle failed for as long as it was tried.
+    // Nesting past the bound takes two brackets a level: a shorter text cannot (no walk, no allocation).
+    if (text.length > 2 * MAX_JSON_DEPTH && nestedDeeperThan(result, MAX_JSON_DEPTH)) {
+      return `the handler's result nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep, as no payload may; return a flatter value`;
+    }
+    if (resultBytes > this.maxResultBytes) {
+      return (
+        `the handler's result is ${resultBytes} bytes of JSON, over maxResultBytes (${this.maxResultBytes}): store large output ` +
+        `elsewhere (a blob store, a table) and return where it is, or raise maxResultBytes on the Worker`
+      );
+    }
+    return null;
   }
 
   /** The handler's transaction carries the completion; if it fails we cannot retry it elsewhere. */

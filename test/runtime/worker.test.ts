@@ -174,12 +174,15 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
       };
       worker({ handlers: { nest: (job) => nested((job.data as { levels: number }).levels) } });
       const fits = await queue.add("nest", { levels: 128 }, { attempts: 3 });
-      const over = await queue.add("nest", { levels: 3_000 }, { attempts: 3 });
-      await waitFor(async () => (await state(fits.id)) === "completed" && (await state(over.id)) === "dead");
+      const over = await queue.add("nest", { levels: 129 }, { attempts: 3 });
+      const far = await queue.add("nest", { levels: 3_000 }, { attempts: 3 });
+      await waitFor(async () => (await state(fits.id)) === "completed" && (await state(over.id)) === "dead" && (await state(far.id)) === "dead");
       expect((await backend.get(fits.id))!.result).toEqual(nested(128));
-      const dead = (await backend.get(over.id))!;
-      expect(dead.attempt).toBe(1);
-      expect(dead.error?.message).toBe("the handler's result nests arrays or objects more than 128 levels deep, as no payload may; return a flatter value");
+      for (const id of [over.id, far.id]) {
+        const dead = (await backend.get(id))!;
+        expect(dead.attempt).toBe(1);
+        expect(dead.error?.message).toBe("the handler's result nests arrays or objects more than 128 levels deep, as no payload may; return a flatter value");
+      }
     });
 
     it("keeps an error's message up to 65,536 characters and its name up to 256, cut with a mark", async () => {
