@@ -177,6 +177,9 @@ const FLOW_QUEUES_TTL_MS = 1_000;
 /** The rescue hold's one scope: every queue lives on the one server. */
 const WHOLE_SERVER = "";
 
+/** PostgreSQL's largest bigint. */
+const MAX_BIGINT = 2n ** 63n - 1n;
+
 const LEASE_EXPIRED_TEXT = serializeError({ name: "LeaseExpiredError", message: new LeaseExpiredError().message, stack: null });
 const QUARANTINE_MESSAGE = quarantineMessage("{stalls}");
 
@@ -967,7 +970,8 @@ export class PostgresBackend implements Backend {
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
     if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", "schema");
     const m = /^(\d{1,19})-(\d{1,19})$/.exec(cursor);
-    if (!m) throw badEventCursor(cursor);
+    // The seq is a bigint (a 19-digit one may not fit: the server's "out of range" was a 500); the xid an xid8, which holds any.
+    if (!m || BigInt(m[2]!) > MAX_BIGINT) throw badEventCursor(cursor);
     const rows = await this.query<EventRow>("read-events", [m[1], m[2], limit]);
     const events = rows.map((row) => eventFromRow(`${row.xid}-${row.seq}`, row));
     return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
