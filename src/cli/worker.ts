@@ -12,6 +12,9 @@ import { dbUrl, intOption, listOption, openStore, parse, requiredString, UsageEr
 import { queuesForHandlers } from "./handler-queues.js";
 import { createMetrics, loadTracing, METRICS_HELP, METRICS_OPTIONS, metricsSettings } from "./metrics.js";
 
+/** How often a worker waiting at start-up for a store that gives no answer says so, ms. */
+const STORE_SILENCE_WARN_MS = 5_000;
+
 export const help = `conveyor worker --db URL [--queue NAME[,NAME]] --handlers MODULE [options]
 
 Runs jobs until SIGTERM/SIGINT. MODULE's default export maps job names to
@@ -160,7 +163,16 @@ export async function run(argv: string[]): Promise<number> {
         // A store that never answers (a Cluster or Sentinel URL whose servers are all down keeps
         // ioredis connecting for ever) must not hold a SIGTERM: stop waiting for it then.
         const opening = openStore(url);
-        backend = await Promise.race([opening, stopped]);
+        // Nor wait in silence: such a store gives no error to log, only no answer.
+        const silence = setInterval(
+          () => logger.warn({}, "the store (--db) has not answered yet; waiting for it (check that its servers are running and the URL)"),
+          STORE_SILENCE_WARN_MS,
+        );
+        try {
+          backend = await Promise.race([opening, stopped]);
+        } finally {
+          clearInterval(silence);
+        }
         if (backend === null) void opening.then((late) => late.close()).catch(() => undefined);
       } catch (error) {
         if (!isStoreUnreachable(error)) throw error;

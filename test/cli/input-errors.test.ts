@@ -173,6 +173,9 @@ describe("CLI input errors", () => {
       const refused = await runCli(["worker", "--db", db, "--queue", "short", "--handlers", "test/fixtures/handlers.ts", "--watchdog-ms", "150"]);
       expect(refused.code).toBe(2);
       expect(oneLine(refused.stderr).first).toMatch(/--watchdog-ms must be 0 \(off\) or from 200 .*; got 150/);
+      const noResult = await runCli(["worker", "--db", db, "--queue", "short", "--handlers", "test/fixtures/handlers.ts", "--max-result-bytes", "0"]);
+      expect(noResult.code).toBe(2);
+      expect(oneLine(noResult.stderr).first).toMatch(/--max-result-bytes/);
       const longLease = await runCli(["worker", "--db", db, "--queue", "short", "--handlers", "test/fixtures/handlers.ts", "--lease-ms", "3000000000"]);
       expect(longLease.code).toBe(2);
       expect(oneLine(longLease.stderr).first).toMatch(/--lease-ms must be at most 2147483647 .*; got 3000000000/);
@@ -263,7 +266,8 @@ describe("CLI input errors", () => {
     const worker = spawnCli(["worker", "--db", `redis-cluster://127.0.0.1:${await freePort()}`, "--queue", "q", "--handlers", "test/fixtures/handlers.ts"]);
     const killer = setTimeout(() => worker.child.kill("SIGKILL"), 60_000);
     try {
-      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      // Not in silence: it says it is waiting (every 5 s), then stops on the signal.
+      await waitFor(() => /the store \(--db\) has not answered yet; waiting for it/.test(worker.stderr()), { timeoutMs: 30_000 });
       const signalled = Date.now();
       worker.child.kill("SIGTERM");
       expect(await worker.exited).toBe(0);
