@@ -128,7 +128,6 @@ export async function run(argv: string[]): Promise<number> {
   // Until the worker exists nothing is claimed, so a stop request then simply ends the process
   // with 0 (rather than letting the signal kill it, or waiting out a store that is down).
   let stopSignal: NodeJS.Signals | null = null;
-  let wakeRetry: (() => void) | null = null;
   let stopRequested: () => void = () => undefined;
   const stopped = new Promise<null>((resolve) => (stopRequested = () => resolve(null)));
   const onEarlySignal = (signal: NodeJS.Signals) => {
@@ -138,7 +137,6 @@ export async function run(argv: string[]): Promise<number> {
       process.exit(0);
     }
     stopSignal = signal;
-    wakeRetry?.();
     stopRequested();
   };
   process.on("SIGTERM", onEarlySignal);
@@ -179,14 +177,9 @@ export async function run(argv: string[]): Promise<number> {
         if (stopSignal !== null) break;
         const delayMs = Math.round(Math.min(30_000, 500 * 2 ** attempt) * (0.5 + Math.random() / 2));
         logger.warn({ err: error instanceof Error ? error.message : String(error), retryInMs: delayMs }, "the store is unreachable; retrying");
-        await new Promise<void>((resolveWait) => {
-          const timer = setTimeout(resolveWait, delayMs);
-          wakeRetry = () => {
-            clearTimeout(timer);
-            resolveWait();
-          };
-        });
-        wakeRetry = null;
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([new Promise<void>((resolveWait) => (timer = setTimeout(resolveWait, delayMs))), stopped]);
+        clearTimeout(timer);
       }
     }
   } catch (error) {

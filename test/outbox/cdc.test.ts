@@ -37,6 +37,23 @@ function source(options: Partial<ConstructorParameters<typeof CdcSource>[0]> = {
   return new CdcSource({ connectionString: server.url, schema, ...options });
 }
 
+/** A second outbox schema on the server, its publication and slot set up; a CdcSource of it each call. */
+async function setUpCdcSchema(name: string): Promise<() => CdcSource> {
+  await migrateSchema(server.url, name);
+  const make = () => new CdcSource({ connectionString: server.url, schema: name });
+  const setup = make();
+  await setup.setup();
+  await setup.close();
+  return make;
+}
+
+/** Drops the publication and slot of a schema set up by setUpCdcSchema. */
+async function tearDownCdcSchema(make: () => CdcSource): Promise<void> {
+  const down = make();
+  await down.teardown();
+  await down.close();
+}
+
 async function slotLsn(slot: string): Promise<string> {
   const { rows } = await pool.query<{ lsn: string }>("SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1", [slot]);
   return rows[0]!.lsn;
@@ -113,11 +130,7 @@ describe("cdc relay", () => {
 
   it("delivers payload and headers exactly as committed: no JSON parse/stringify round trip", async () => {
     const exactSchema = "cdc_exact";
-    await migrateSchema(server.url, exactSchema);
-    const exact = (o: Partial<ConstructorParameters<typeof CdcSource>[0]> = {}) => new CdcSource({ connectionString: server.url, schema: exactSchema, ...o });
-    const setup = exact();
-    await setup.setup();
-    await setup.close();
+    const exact = await setUpCdcSchema(exactSchema);
     // Each text changes under JSON.parse + JSON.stringify: integers past 2^53, 1.0 and 1e3,
     // integer-like keys (JavaScript puts them first, ascending), a duplicate key, whitespace.
     const payloads = [
@@ -143,20 +156,14 @@ describe("cdc relay", () => {
       expect(target.received.map((e) => e.headers)).toEqual(payloads.map(() => ({ "trace-id": "t-1", "9": "x" })));
     } finally {
       await relay.close();
-      const down = exact();
-      await down.teardown();
-      await down.close();
+      await tearDownCdcSchema(exact);
     }
   });
 
   it("sets aside an event whose refusal's reason holds U+0000 (kept as U+FFFD), once, and goes on", async () => {
     // PostgreSQL's text refuses U+0000: storing the set-aside event failed, round after round.
     const nulSchema = "cdc_nul";
-    await migrateSchema(server.url, nulSchema);
-    const nul = () => new CdcSource({ connectionString: server.url, schema: nulSchema });
-    const setup = nul();
-    await setup.setup();
-    await setup.close();
+    const nul = await setUpCdcSchema(nulSchema);
     const target = new RecordingTarget();
     target.decide = (e) => (e.id === "nul-1" ? { status: "rejected", error: new RejectedEventError("broker said: bad\u0000byte") } : { status: "published" });
     const relay = new Relay({ source: nul(), target, logger: silentLogger, backoffBaseMs: 5, backoffMaxMs: 50 });
@@ -175,9 +182,7 @@ describe("cdc relay", () => {
       expect(set).toMatchObject({ id: "nul-1", error: "broker said: bad\ufffdbyte" });
     } finally {
       await relay.close();
-      const down = nul();
-      await down.teardown();
-      await down.close();
+      await tearDownCdcSchema(nul);
     }
   });
 
@@ -189,11 +194,7 @@ describe("cdc relay", () => {
   // comes holds one commit in exactly that moment.
   it("deletes a published row whose transaction was decoded before other sessions could see it", { timeout: 60_000 }, async () => {
     const visSchema = "cdc_visibility";
-    await migrateSchema(server.url, visSchema);
-    const vis = () => new CdcSource({ connectionString: server.url, schema: visSchema });
-    const setup = vis();
-    await setup.setup();
-    await setup.close();
+    const vis = await setUpCdcSchema(visSchema);
     // Only the producer's commit waits for the (absent) standby; the relay's own writes do not.
     // Set before the relay and the producer connect: a new session takes the settings the
     // postmaster has, while an open one applies a reload only when it next gets a command.
@@ -281,9 +282,7 @@ describe("cdc relay", () => {
       await commit?.catch(() => undefined);
       await producer?.end().catch(() => undefined);
       await relay?.close();
-      const down = vis();
-      await down.teardown();
-      await down.close();
+      await tearDownCdcSchema(vis);
     }
   });
 

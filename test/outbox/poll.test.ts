@@ -48,6 +48,17 @@ function relay(schema: string, target: RecordingTarget, options: { pollIntervalM
   return r;
 }
 
+/** A started relay whose target refuses for good the event numbered `n` (RejectedEventError `reason`); the ids it set aside. */
+async function startRefusing(schema: string, target: RecordingTarget, n: number, reason: string): Promise<{ r: Relay; rejected: string[] }> {
+  target.decide = (e) =>
+    (JSON.parse(e.payloadText) as { n: number }).n === n ? { status: "rejected", error: new RejectedEventError(reason) } : { status: "published" };
+  const r = relay(schema, target);
+  const rejected: string[] = [];
+  r.on("relay:rejected", ({ event }) => rejected.push(event.id));
+  await r.start();
+  return { r, rejected };
+}
+
 async function backlog(schema: string): Promise<number> {
   const { rows } = await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${schema}.outbox`);
   return Number(rows[0]!.n);
@@ -90,14 +101,7 @@ describe("PostgreSQL poll relay", () => {
     const schema = schemas.create("ob");
     await migrateSchema(url, schema);
     const target = new RecordingTarget();
-    target.decide = (e) =>
-      (JSON.parse(e.payloadText) as { n: number }).n === 2
-        ? { status: "rejected", error: new RejectedEventError("too large for the target") }
-        : { status: "published" };
-    const r = relay(schema, target);
-    const rejected: string[] = [];
-    r.on("relay:rejected", ({ event }) => rejected.push(event.id));
-    await r.start();
+    const { r, rejected } = await startRefusing(schema, target, 2, "too large for the target");
     const ids = await writeEvents(pool, schema, 6, { keys: 1, perTx: 6 });
     await waitFor(() => target.received.length === 5 && rejected.length === 1, { timeoutMs: 15_000 });
     // The key went on past its refused event.
@@ -122,14 +126,7 @@ describe("PostgreSQL poll relay", () => {
     const schema = schemas.create("ob");
     await migrateSchema(url, schema);
     const target = new RecordingTarget();
-    target.decide = (e) =>
-      (JSON.parse(e.payloadText) as { n: number }).n === 1
-        ? { status: "rejected", error: new RejectedEventError("broker said: bad\u0000byte") }
-        : { status: "published" };
-    const r = relay(schema, target);
-    const rejected: string[] = [];
-    r.on("relay:rejected", ({ event }) => rejected.push(event.id));
-    await r.start();
+    const { rejected } = await startRefusing(schema, target, 1, "broker said: bad\u0000byte");
     const ids = await writeEvents(pool, schema, 3, { keys: 1, perTx: 3 });
     await waitFor(() => target.received.length === 2 && rejected.length >= 1, { timeoutMs: 15_000 });
     await waitFor(async () => (await backlog(schema)) === 0, { timeoutMs: 10_000 });
