@@ -91,11 +91,13 @@ for (const c of cases) {
       const mine = s.events.filter((e) => e.data.jobId === r.json.jobId);
       expect(mine.map((e) => e.event)).toEqual(["added", "active", "completed"]);
       expect(done.data).toMatchObject({ queue: "q", name: "double", attempt: 1, data: { result: 4 } });
-      // Resuming after the first event gives the rest, exactly.
+      // Resuming after the first event gives the rest, exactly (the same events: on Redis an
+      // event of the last second may carry another id when read again, see docs/events.md).
       const resumed = await openStream(`${base}/v1/events?queue=q`, { "last-event-id": mine[0]!.id! });
       await resumed.waitForEvent((e) => e.event === "completed" && e.data.jobId === r.json.jobId);
       resumed.close();
-      expect(resumed.events.filter((e) => e.data.jobId === r.json.jobId).map((e) => e.id)).toEqual(mine.slice(1).map((e) => e.id));
+      const withoutId = (list: typeof mine) => list.map((e) => ({ event: e.event, data: { ...e.data, id: null } }));
+      expect(withoutId(resumed.events.filter((e) => e.data.jobId === r.json.jobId))).toEqual(withoutId(mine.slice(1)));
     });
 
     it("cancel: a waiting job never runs; a running job's signal aborts", async () => {

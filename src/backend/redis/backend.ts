@@ -179,6 +179,11 @@ export interface RedisBackendOptions {
 const DEFAULT_PREFIX = "conveyor";
 const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 const DEFAULT_PROMOTE_BATCH = 1_000;
+/** Redis' TIME reply (seconds, microseconds) in ms. */
+function redisTimeMs(seconds: string | number, micros: string | number): number {
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
 /** Oldest Redis with script effects replication (TIME before writes), which every script needs. */
 const MIN_REDIS_VERSION = [5, 0] as const;
 /** Longest a due-time wake-up timer is set for; the claim it triggers arms the next one. */
@@ -358,7 +363,7 @@ export class RedisBackend implements Backend {
   async now(): Promise<number> {
     if (this.clock !== null) return Math.floor(this.clock.now());
     const [seconds, micros] = await this.send((c) => c.time());
-    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    return redisTimeMs(seconds!, micros!);
   }
 
   // ── producing and claiming ───────────────────────────────────────────────────────────────
@@ -906,10 +911,13 @@ export class RedisBackend implements Backend {
   private readonly eventLog = new RedisEventLog({
     queues: () => this.knownQueues(),
     streamKey: (queue) => this.queue(queue).events,
-    range: (key, start, count) => this.send((c) => c.xrange(key, start, "+", "COUNT", count) as Promise<StreamEntry[]>),
-    lastId: async (key) => {
-      const [last] = (await this.send((c) => c.xrevrange(key, "+", "-", "COUNT", 1))) as StreamEntry[];
-      return last === undefined ? null : last[0];
+    queuesAt: async () => {
+      const [s, us, queues] = (await this.scripts.run("queues-at", [this.keys.queues], [])) as [string, string, string[]];
+      return { queues: queues.sort(), timeMs: redisTimeMs(s, us) };
+    },
+    readStream: async (key, start, count) => {
+      const [s, us, entries] = (await this.scripts.run("read-events", [key], [start, count])) as [string, string, StreamEntry[]];
+      return { entries, timeMs: redisTimeMs(s, us) };
     },
     prune: async (key, minAt, maxEvents, limit) => Number(await this.scripts.run("prune-events", [key], [minAt, maxEvents, limit])),
     now: () => this.now(),

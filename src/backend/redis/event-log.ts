@@ -9,25 +9,47 @@ import { jobIdFromStored } from "./codec.js";
  * slot like every other key of the queue. There is no one stream for the whole prefix: on Redis
  * Cluster a script cannot write outside its queue's slot.
  *
- * So a position in the log is a position in each queue's stream: a cursor is the last stream id
- * read of every queue (base64url JSON `{ "<queue>": "<ms>-<seq>" }`); a queue it does not name is
- * read from its start. Stream ids come from Redis and only grow within a stream, so resuming
- * after an event never skips nor repeats one of its queue. A page merges the queues' streams by
- * stream id (about time order on one server; on a cluster each node has its own clock, and only
- * the order within a queue is guaranteed). An event's id is the cursor right after it: its size
- * grows with the number of queues that have events (about 30 bytes per queue).
+ * So a position in the log is a position in every queue's stream, and a cursor has to say where
+ * each queue stands without naming every queue (an id that grew by 30 bytes per queue could not be
+ * sent back over HTTP past a few hundred queues). A cursor is a watermark and its exceptions:
+ * base64url JSON `[w, { "<queue>": "<ms>-<seq>" }]`. Every event of every queue with a stream id up
+ * to `w` has been read; a queue named in the exceptions has been read up to its own position
+ * (after `w`); no other event after `w` has been read. A page merges the queues' streams by stream
+ * id (about time order on one server; on a cluster each node has its own clock, and only the order
+ * within a queue is guaranteed) and moves `w` as far as it can prove nothing can still appear
+ * before it:
+ *
+ * - in a queue whose read reached the end of its stream: nothing before Redis' time at that read
+ *   (read-events-1.lua reads TIME in the same step), since every event is stamped by a later
+ *   script with its own, later, time, or after the stream's last id when that is ahead of the clock;
+ * - in a queue the page could not read to its end: nothing before its last entry read that the
+ *   page does not hold;
+ * - in a queue registered after the read of the registry: nothing before the registry's time then
+ *   (queues-at-1.lua), since a queue is registered before its first event;
+ * - and nothing before the next entry of the merge that the page does not hand out.
+ *
+ * Each bound by time is taken {@link CLOCK_SKEW_ALLOWANCE_MS} early: on a cluster the queues' nodes
+ * read different clocks, and after a failover a replica's clock may be behind its primary's. So the
+ * exceptions are the queues with events in about the last second, whatever the number of queues; a
+ * page stops before an event whose id would pass {@link MAX_ISSUED_CURSOR_LENGTH}, and hands it out
+ * once the watermark has moved on (at most about that second later). Resuming after an event never
+ * skips nor repeats one of any queue. The cursor of earlier versions, `{ "<queue>": "<ms>-<seq>" }`
+ * for every queue, is still read (the watermark then is zero).
  */
 
 /** What the log needs of the backend. */
 export interface RedisEventLogStore {
   /** Every queue name under the prefix (the registry). */
   queues(): Promise<string[]>;
+  /** The registry and Redis' time of that read, ms (lua/queues-at-1.lua). */
+  queuesAt(): Promise<{ queues: string[]; timeMs: number }>;
   /** The stream key of a queue. */
   streamKey(queue: string): string;
-  /** XRANGE key start end COUNT count. */
-  range(key: string, start: string, count: number): Promise<StreamEntry[]>;
-  /** The id of the last entry of a stream, or null when it has none. */
-  lastId(key: string): Promise<string | null>;
+  /**
+   * Entries from `start` (inclusive), at most `count`, or the last entry alone when `count` is 0;
+   * with Redis' time of that read, ms (lua/read-events-1.lua).
+   */
+  readStream(key: string, start: string, count: number): Promise<{ entries: StreamEntry[]; timeMs: number }>;
   /** Runs lua/prune-events-1.lua on one stream; returns how many entries it deleted. */
   prune(key: string, minAt: number, maxEvents: number, limit: number): Promise<number>;
   /** The store's now, ms. */
@@ -37,18 +59,52 @@ export interface RedisEventLogStore {
 /** One stream entry as ioredis returns it: [id, [field, value, …]]. */
 export type StreamEntry = [string, string[]];
 
+/**
+ * How far behind another node's clock (or an earlier primary's) a Redis clock may be without an
+ * event of its queues going unread, ms. Each bound the watermark takes from a clock is taken this
+ * much earlier; the price is that the queues with events in this last stretch are named in the
+ * cursor one by one.
+ */
+export const CLOCK_SKEW_ALLOWANCE_MS = 1_000;
+/**
+ * The longest event id a page hands out when it names one more queue than the id before it,
+ * characters (or the cursor the page started from, when that was longer): under the 8,192 characters
+ * HTTP's `?lastEventId=` takes and Node.js' 16 KB of headers (`Last-Event-ID`). About a hundred
+ * queues with events in the last second fit.
+ */
+export const MAX_ISSUED_CURSOR_LENGTH = 4_096;
+
 const STREAM_ID = /^(\d{1,15})-(\d{1,20})$/;
-/** A cursor longer than this is refused before decoding (about 2,000 queues). */
+/** A cursor longer than this is refused before decoding (an earlier version's, about 2,000 queues). */
 const MAX_CURSOR_LENGTH = 100_000;
 const U64_MAX = (1n << 64n) - 1n;
+const ZERO = "0-0";
 
-type Positions = Record<string, string>;
-
-function encodeCursor(positions: Positions): string {
-  return Buffer.from(JSON.stringify(positions), "utf8").toString("base64url");
+/**
+ * A point in the merge order of every queue's entries (stream id, then queue name): the entries up
+ * to it. `queue` null is past every queue at that stream id. The merge order of entries at or
+ * before a settled id is final, so a watermark can stop between queues that share a stream id
+ * (several queues' events stamped in one millisecond share `<ms>-0`).
+ */
+interface Mark {
+  id: string;
+  queue: string | null;
 }
 
-function decodeCursor(cursor: string): Positions {
+/** Where a reader stands: see the file's comment. `ahead` holds only positions past `w`. */
+interface Position {
+  w: Mark;
+  ahead: Map<string, string>;
+}
+
+function encodeCursor(w: Mark, ahead: ReadonlyMap<string, string>): string {
+  const doc: unknown[] = [w.id];
+  if (ahead.size > 0 || w.queue !== null) doc.push(Object.fromEntries(ahead));
+  if (w.queue !== null) doc.push(w.queue);
+  return Buffer.from(JSON.stringify(doc), "utf8").toString("base64url");
+}
+
+function decodeCursor(cursor: string): Position {
   if (cursor.length === 0 || cursor.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw badEventCursor(cursor);
   let parsed: unknown;
   try {
@@ -56,29 +112,85 @@ function decodeCursor(cursor: string): Positions {
   } catch {
     throw badEventCursor(cursor);
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw badEventCursor(cursor);
-  const positions: Positions = Object.create(null) as Positions;
-  for (const [queue, id] of Object.entries(parsed)) {
-    if (typeof id !== "string" || !STREAM_ID.test(id)) throw badEventCursor(cursor);
-    positions[queue] = id;
-  }
-  return positions;
+  const streamIds = (doc: unknown): Map<string, string> => {
+    if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw badEventCursor(cursor);
+    const out = new Map<string, string>();
+    for (const [queue, id] of Object.entries(doc)) {
+      if (typeof id !== "string" || !STREAM_ID.test(id)) throw badEventCursor(cursor);
+      out.set(queue, id);
+    }
+    return out;
+  };
+  // An earlier version's cursor: every queue's position, nothing read before it otherwise.
+  if (!Array.isArray(parsed)) return { w: { id: ZERO, queue: null }, ahead: streamIds(parsed) };
+  const [id, ahead, queue] = parsed as unknown[];
+  if (parsed.length > 3 || typeof id !== "string" || !STREAM_ID.test(id) || (queue !== undefined && typeof queue !== "string")) throw badEventCursor(cursor);
+  const w: Mark = { id, queue: queue ?? null };
+  const positions = ahead === undefined ? new Map<string, string>() : streamIds(ahead);
+  for (const [q, at] of positions) if (covers(w, q, at)) throw badEventCursor(cursor);
+  return { w, ahead: positions };
+}
+
+function parts(id: string): [bigint, bigint] {
+  const [, ms, seq] = STREAM_ID.exec(id)!;
+  return [BigInt(ms!), BigInt(seq!)];
 }
 
 /** The stream id right after `id` (XRANGE's start is inclusive; "(" needs Redis 6.2). */
 function after(id: string): string {
-  const [, ms, seq] = STREAM_ID.exec(id)!;
-  const next = BigInt(seq!) + 1n;
-  return next > U64_MAX ? `${BigInt(ms!) + 1n}-0` : `${ms}-${next}`;
+  const [ms, seq] = parts(id);
+  return seq + 1n > U64_MAX ? `${ms + 1n}-0` : `${ms}-${seq + 1n}`;
+}
+
+/** The stream id right before `id` ("0-0", which no entry has, before the first). */
+function before(id: string): string {
+  const [ms, seq] = parts(id);
+  if (seq > 0n) return `${ms}-${seq - 1n}`;
+  return ms > 0n ? `${ms - 1n}-${U64_MAX}` : ZERO;
+}
+
+/** The last stream id a clock reading of `timeMs` proves final, taken with the skew allowance. */
+function settledBy(timeMs: number): string {
+  return before(`${Math.max(0, timeMs - CLOCK_SKEW_ALLOWANCE_MS)}-0`);
 }
 
 function compareIds(a: string, b: string): number {
-  const [, am, as] = STREAM_ID.exec(a)!;
-  const [, bm, bs] = STREAM_ID.exec(b)!;
-  const ms = BigInt(am!) - BigInt(bm!);
-  if (ms !== 0n) return ms < 0n ? -1 : 1;
-  const seq = BigInt(as!) - BigInt(bs!);
-  return seq === 0n ? 0 : seq < 0n ? -1 : 1;
+  const [am, as] = parts(a);
+  const [bm, bs] = parts(b);
+  if (am !== bm) return am < bm ? -1 : 1;
+  return as === bs ? 0 : as < bs ? -1 : 1;
+}
+
+const maxId = (a: string, b: string) => (compareIds(a, b) >= 0 ? a : b);
+const minId = (a: string, b: string) => (compareIds(a, b) <= 0 ? a : b);
+
+function compareMarks(a: Mark, b: Mark): number {
+  const byId = compareIds(a.id, b.id);
+  if (byId !== 0) return byId;
+  if (a.queue === b.queue) return 0;
+  if (a.queue === null) return 1;
+  if (b.queue === null) return -1;
+  return a.queue < b.queue ? -1 : 1;
+}
+
+const minMark = (a: Mark, b: Mark) => (compareMarks(a, b) <= 0 ? a : b);
+const maxMark = (a: Mark, b: Mark) => (compareMarks(a, b) >= 0 ? a : b);
+
+/** Whether `w` already says that `queue` is read through stream id `at`. */
+function covers(w: Mark, queue: string, at: string): boolean {
+  return compareMarks({ id: at, queue }, w) <= 0;
+}
+
+/** The first stream id of `queue` a reader at `w` has not read (XRANGE's inclusive start). */
+function firstUnread(w: Mark, queue: string): string {
+  return covers(w, queue, w.id) ? after(w.id) : w.id;
+}
+
+/** The exceptions that stay once the watermark is `w`. */
+function aheadOf(w: Mark, positions: ReadonlyMap<string, string>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [queue, at] of positions) if (!covers(w, queue, at)) out.set(queue, at);
+  return out;
 }
 
 function eventOf(queue: string, [id, fields]: StreamEntry): Omit<QueueEvent, "id"> {
@@ -105,34 +217,72 @@ export class RedisEventLog {
   constructor(private readonly store: RedisEventLogStore) {}
 
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
-    const positions = decodeCursor(cursor);
+    const from = decodeCursor(cursor);
     positiveInt("limit", limit);
-    const queues = await this.store.queues();
+    const registry = await this.store.queuesAt();
+    // `bound`: the last stream id no event can still appear at or before, in any queue, apart
+    // from the entries of this read that the page does not hand out (see the file's comment).
+    let bound = settledBy(registry.timeMs);
     const perQueue = await Promise.all(
-      queues.map(async (queue) => {
-        const from = positions[queue];
-        const entries = await this.store.range(this.store.streamKey(queue), from === undefined ? "0-0" : after(from), limit);
-        return entries.map((entry) => ({ queue, entry }));
+      registry.queues.map(async (queue) => {
+        const position = from.ahead.get(queue);
+        const start = position === undefined ? firstUnread(from.w, queue) : after(position);
+        const { entries, timeMs } = await this.store.readStream(this.store.streamKey(queue), start, limit);
+        const last = entries.length > 0 ? entries[entries.length - 1]![0] : before(start);
+        return { entries: entries.map((entry) => ({ queue, entry })), settled: entries.length < limit ? maxId(last, settledBy(timeMs)) : last };
       }),
     );
-    // Every queue's entries are in stream order already; sorting the union by stream id keeps
-    // that order, so the first `limit` take a prefix of each queue's entries.
-    const merged = perQueue.flat().sort((a, b) => compareIds(a.entry[0], b.entry[0]) || (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
+    for (const { settled } of perQueue) bound = minId(bound, settled);
+    // Every queue's entries are in stream order already; sorting the union by stream id, then
+    // queue, keeps that order, so the first `limit` take a prefix of each queue's entries.
+    const merged = perQueue
+      .flatMap((q) => q.entries)
+      .sort((a, b) => compareIds(a.entry[0], b.entry[0]) || (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
+    // The watermark once the first `taken` entries of the merge are handed out: up to `bound`,
+    // and not past the last entry handed out (nor, with none, past the next one); it never goes
+    // back. So an event read again once settled (more than the skew allowance ago) gets the same
+    // id from the same start, and an empty page's cursor moves on to `bound`.
+    const settledMark: Mark = { id: bound, queue: null };
+    const watermark = (taken: number): Mark => {
+      const next = merged[taken];
+      const last = merged[taken - 1];
+      let w = settledMark;
+      if (last !== undefined) w = minMark(w, { id: last.entry[0], queue: last.queue });
+      else if (next !== undefined) w = minMark(w, { id: before(next.entry[0]), queue: null });
+      return maxMark(from.w, w);
+    };
+    const longest = Math.max(MAX_ISSUED_CURSOR_LENGTH, cursor.length);
+    let positions = aheadOf(watermark(0), from.ahead);
+    let pageCursor = encodeCursor(watermark(0), positions);
     const events: QueueEvent[] = [];
-    const current: Positions = { ...positions };
-    for (const { queue, entry } of merged.slice(0, limit)) {
-      current[queue] = entry[0];
-      events.push({ id: encodeCursor(current), ...eventOf(queue, entry) });
+    for (const [i, { queue, entry }] of merged.slice(0, limit).entries()) {
+      const w = watermark(i + 1);
+      const ahead = aheadOf(w, new Map(positions).set(queue, entry[0]));
+      const id = encodeCursor(w, ahead);
+      // Too many queues with events in the last second to name one more: the rest waits for the
+      // watermark to pass them (at most about the skew allowance). An id naming no more queues
+      // than the one before it always goes, so a page never stalls.
+      if (id.length > longest && ahead.size > positions.size) break;
+      events.push({ id, ...eventOf(queue, entry) });
+      pageCursor = id;
+      positions = ahead;
     }
-    return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
+    return { events, cursor: pageCursor };
   }
 
   async latestEventCursor(): Promise<string> {
-    const queues = await this.store.queues();
-    const last = await Promise.all(queues.map(async (queue) => [queue, await this.store.lastId(this.store.streamKey(queue))] as const));
-    const positions: Positions = {};
-    for (const [queue, id] of last) if (id !== null) positions[queue] = id;
-    return encodeCursor(positions);
+    const registry = await this.store.queuesAt();
+    let w = settledBy(registry.timeMs);
+    const lasts = await Promise.all(
+      registry.queues.map(async (queue) => {
+        const { entries, timeMs } = await this.store.readStream(this.store.streamKey(queue), ZERO, 0);
+        const last = entries[0]?.[0] ?? ZERO;
+        return { queue, last, settled: maxId(last, settledBy(timeMs)) };
+      }),
+    );
+    for (const { settled } of lasts) w = minId(w, settled);
+    const mark: Mark = { id: w, queue: null };
+    return encodeCursor(mark, aheadOf(mark, new Map(lasts.map(({ queue, last }) => [queue, last]))));
   }
 
   /**

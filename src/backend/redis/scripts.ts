@@ -57,6 +57,8 @@ export type ScriptName =
   | "schedule-list"
   | "schedule-fire"
   | "prune-events"
+  | "read-events"
+  | "queues-at"
   | "ready";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
@@ -84,7 +86,7 @@ export interface Script {
 }
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
-const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position", "ready"]);
+const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position", "ready", "read-events", "queues-at"]);
 
 /**
  * How each script meets the layout guard (`layout_guard` in _common.lua), run before its own body:
@@ -124,6 +126,8 @@ const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
   "schedule-remove": "none",
   "schedule-list": "none",
   "prune-events": "none",
+  "read-events": "none",
+  "queues-at": "none",
   once: "none",
   "prune-keys": "none",
   layout: "none",

@@ -1,0 +1,164 @@
+/**
+ * Redis' event ids stay short whatever the number of queues (event-log.ts): a watermark and the
+ * queues with events in about the last second, not a position per queue. Before, an id named
+ * every queue with events (about 33 bytes each): past about 270 queues a client of
+ * `GET /v1/events` could not send its id back (400 on `?lastEventId=`, 431 on `Last-Event-ID`
+ * past about 500). Each test here checks the one promise that matters besides the length: resuming
+ * after any id hands out every later event once, none earlier.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach, describe, expect, it } from "vitest";
+import type { RedisBackend } from "../../src/backend/redis/backend.js";
+import { CLOCK_SKEW_ALLOWANCE_MS, MAX_ISSUED_CURSOR_LENGTH } from "../../src/backend/redis/event-log.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import type { QueueEvent } from "../../src/core/queue-events.js";
+import { hashApiKey } from "../../src/http/auth.js";
+import { createServer } from "../../src/http/index.js";
+import { redisTestStores } from "../helpers/redis-stores.js";
+import { openStream } from "../http/harness.js";
+
+const stores = redisTestStores({}, { prefixLabel: "evid" });
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const START = Buffer.from("{}").toString("base64url");
+const spec = (queue: string, jobId: string) => buildJobSpec({ queue, name: "job", data: {}, options: { jobId } });
+const key = (e: QueueEvent) => `${e.queue}/${e.jobId}/${e.type}`;
+/** Long enough for every event written before it to be settled (the watermark passes them). */
+const settle = () => sleep(CLOCK_SKEW_ALLOWANCE_MS + 200);
+
+/**
+ * How far past MAX_ISSUED_CURSOR_LENGTH an id may go: only an id naming no more queues than the one
+ * before it passes the bound, by the few characters its queue's new position takes.
+ */
+const LONGEST_ID = MAX_ISSUED_CURSOR_LENGTH + 64;
+
+/**
+ * Every event after `cursor`, in pages of `limit`, until pages have been empty for longer than the
+ * skew allowance (`settled`: events written more than that ago, so the first empty page is the end).
+ */
+async function readToEnd(b: RedisBackend, cursor: string, limit: number, settled = false): Promise<{ events: QueueEvent[]; cursor: string }> {
+  const events: QueueEvent[] = [];
+  let quietSince: number | null = null;
+  for (;;) {
+    const page = await b.readEvents(cursor, limit);
+    for (const e of page.events) expect(e.id.length).toBeLessThanOrEqual(Math.max(LONGEST_ID, cursor.length));
+    if (settled && page.events.length === 0) return { events, cursor };
+    events.push(...page.events);
+    cursor = page.cursor;
+    if (page.events.length > 0) quietSince = null;
+    else if (quietSince === null) quietSince = Date.now();
+    else if (Date.now() - quietSince > CLOCK_SKEW_ALLOWANCE_MS + 200) return { events, cursor };
+    if (page.events.length === 0) await sleep(50);
+  }
+}
+
+describe("Redis event ids", () => {
+  it("stay short with 600 queues, and resuming after any of them hands out exactly the events after it", async () => {
+    const b = stores.backend();
+    const queues = Array.from({ length: 600 }, (_, i) => `q${String(i).padStart(3, "0")}`);
+    for (const q of queues) await b.enqueue([spec(q, `${q}-a`)]);
+    await settle();
+    const all = (await readToEnd(b, START, 97, true)).events;
+    expect(all.map(key).sort()).toEqual(queues.map((q) => `${q}/${q}-a/added`).sort());
+    // Settled events: a watermark alone (a queue more only for a tie of stream ids).
+    expect(Math.max(...all.map((e) => e.id.length))).toBeLessThan(200);
+    for (const i of [0, 1, 299, 598, 599]) {
+      expect((await readToEnd(b, all[i]!.id, 50, true)).events.map(key)).toEqual(all.slice(i + 1).map(key));
+    }
+    // The latest cursor too: nothing before it, the next event after it.
+    const latest = await b.latestEventCursor();
+    expect(latest.length).toBeLessThan(200);
+    await b.enqueue([spec("q123", "q123-b")]);
+    expect((await readToEnd(b, latest, 10)).events.map(key)).toEqual(["q123/q123-b/added"]);
+  });
+
+  it("600 queues with events this very second: pages stop at the longest id and hand out the rest as the watermark moves, each event once", async () => {
+    const b = stores.backend();
+    const from = await b.latestEventCursor();
+    const queues = Array.from({ length: 600 }, (_, i) => `burst-${i}`);
+    await Promise.all(queues.map((q) => b.enqueue([spec(q, "j")])));
+    const first = await b.readEvents(from, 1_000);
+    // About a hundred queues can be named in an id; the rest waits for the watermark.
+    expect(first.events.length).toBeGreaterThan(0);
+    expect(first.events.length).toBeLessThan(600);
+    for (const e of first.events) expect(e.id.length).toBeLessThanOrEqual(LONGEST_ID);
+    const rest = await readToEnd(b, first.cursor, 1_000);
+    const seen = [...first.events, ...rest.events].map(key);
+    expect(seen.slice().sort()).toEqual(queues.map((q) => `${q}/j/added`).sort());
+    expect(new Set(seen).size).toBe(seen.length);
+  });
+
+  it("many writers on many queues while a reader pages through: every event exactly once, in each queue's order", async () => {
+    const prefix = stores.prefix("evid");
+    const b = stores.backend({ prefix });
+    const writer = stores.backend({ prefix });
+    const from = await b.latestEventCursor();
+    const queues = Array.from({ length: 40 }, (_, i) => `w${i}`);
+    let writing = true;
+    const writers = Array.from({ length: 8 }, async (_, w) => {
+      for (let n = 0; writing; n++) {
+        const q = queues[(n * 7 + w) % queues.length]!;
+        await writer.enqueue([spec(q, `${w}-${n}`)]);
+      }
+    });
+    const read: QueueEvent[] = [];
+    let cursor = from;
+    const until = Date.now() + 2_500;
+    while (Date.now() < until) {
+      // Small pages, each resumed from the last id handed out (as an SSE client would).
+      const page = await b.readEvents(cursor, 7);
+      read.push(...page.events);
+      if (page.events.length > 0) cursor = page.events.at(-1)!.id;
+    }
+    writing = false;
+    await Promise.all(writers);
+    read.push(...(await readToEnd(b, cursor, 7)).events);
+    const written = (await readToEnd(b, from, 500)).events;
+    expect(written.length).toBeGreaterThan(100);
+    expect(read.map(key)).toHaveLength(new Set(read.map(key)).size);
+    expect(read.map(key).sort()).toEqual(written.map(key).sort());
+    for (const q of queues) expect(read.filter((e) => e.queue === q).map(key)).toEqual(written.filter((e) => e.queue === q).map(key));
+  });
+
+  it("takes the cursor earlier versions handed out (every queue's position) and resumes after it", async () => {
+    const prefix = stores.prefix("evid");
+    const b = stores.backend({ prefix });
+    for (const q of ["a", "b", "c"]) await b.enqueue([spec(q, "one")]);
+    await settle();
+    const lastId = async (q: string) => ((await stores.admin.xrevrange(`${prefix}:{${q}}:ev`, "+", "-", "COUNT", 1)) as [string, string[]][])[0]![0];
+    const positions: Record<string, string> = { a: await lastId("a"), b: await lastId("b") };
+    const old = Buffer.from(JSON.stringify(positions)).toString("base64url");
+    await b.enqueue([spec("a", "two")]);
+    // Queue c is not named: an earlier version's cursor read it from its start.
+    expect((await readToEnd(b, old, 10)).events.map(key).sort()).toEqual(["a/two/added", "c/one/added"]);
+    // A cursor of the new shape with an exception at or before its watermark was never issued.
+    const forged = Buffer.from(JSON.stringify(["5-0", { a: "4-0" }])).toString("base64url");
+    await expect(b.readEvents(forged, 10)).rejects.toThrow(/not one this store issued/);
+  });
+
+  it("GET /v1/events resumes after Last-Event-ID and ?lastEventId= on a store with 600 queues", async () => {
+    const b = stores.backend();
+    const queues = Array.from({ length: 600 }, (_, i) => `h${i}`);
+    for (const q of queues) await b.enqueue([spec(q, "x")]);
+    const KEY = "read-key-0123456789abcdef";
+    const app = await createServer({ backend: b, logger: false, apiKeys: [{ id: "reader", sha256: hashApiKey(KEY), scopes: ["read"] }] });
+    await app.listen({ port: 0, host: "127.0.0.1" });
+    cleanups.push(() => app.close());
+    const base = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1/events`;
+    const auth = { authorization: `Bearer ${KEY}` };
+    const all = (await readToEnd(b, START, 1_000)).events;
+    expect(all).toHaveLength(600);
+    const after = all[300]!;
+    for (const open of [() => openStream(base, { ...auth, "last-event-id": after.id }), () => openStream(`${base}?lastEventId=${after.id}`, auth)]) {
+      const client = await open();
+      cleanups.push(async () => client.close());
+      expect(client.status).toBe(200);
+      await client.waitForEvent(() => client.events.length >= 299, 10_000);
+      client.close();
+      expect(client.events.map((e) => `${String(e.data.jobId)}@${String(e.data.queue)}`)).toEqual(all.slice(301).map((e) => `x@${e.queue}`));
+    }
+  });
+});
