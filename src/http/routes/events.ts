@@ -50,7 +50,7 @@ const eventsQuery = Type.Object({
     Type.String({
       maxLength: 8_192,
       description:
-        "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis about 30 bytes per queue that has events.",
+        "Resume after this event id (for clients that cannot send the Last-Event-ID header). Ids are short on SQLite and PostgreSQL; on Redis under 4,096 characters whatever the number of queues (longer only in the second after many queues' events).",
     }),
   ),
 });
