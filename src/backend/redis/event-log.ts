@@ -117,7 +117,7 @@ function decodeCursor(cursor: string): Position {
     const out = new Map<string, string>();
     for (const [queue, id] of Object.entries(doc)) {
       if (typeof id !== "string" || !STREAM_ID.test(id)) throw badEventCursor(cursor);
-      out.set(queue, id);
+      out.set(queue, canonicalId(id));
     }
     return out;
   };
@@ -125,7 +125,7 @@ function decodeCursor(cursor: string): Position {
   if (!Array.isArray(parsed)) return { w: { id: ZERO, queue: null }, ahead: streamIds(parsed) };
   const [id, ahead, queue] = parsed as unknown[];
   if (parsed.length > 3 || typeof id !== "string" || !STREAM_ID.test(id) || (queue !== undefined && typeof queue !== "string")) throw badEventCursor(cursor);
-  const w: Mark = { id, queue: queue ?? null };
+  const w: Mark = { id: canonicalId(id), queue: queue ?? null };
   const positions = ahead === undefined ? new Map<string, string>() : streamIds(ahead);
   for (const [q, at] of positions) if (covers(w, q, at)) throw badEventCursor(cursor);
   return { w, ahead: positions };
@@ -151,14 +151,30 @@ function before(id: string): string {
 
 /** The last stream id a clock reading of `timeMs` proves final, taken with the skew allowance. */
 function settledBy(timeMs: number): string {
-  return before(`${Math.max(0, timeMs - CLOCK_SKEW_ALLOWANCE_MS)}-0`);
+  const ms = Math.floor(timeMs) - CLOCK_SKEW_ALLOWANCE_MS;
+  return ms > 0 ? `${ms - 1}-${U64_MAX}` : ZERO;
 }
 
+/** Orders two numbers written without leading zeros, as they are, by length and then digit by digit. */
+function compareDigits(a: string, b: string): number {
+  if (a.length !== b.length) return a.length < b.length ? -1 : 1;
+  return a === b ? 0 : a < b ? -1 : 1;
+}
+
+/**
+ * Orders two stream ids in their canonical form (no leading zeros: Redis' own, and every id a
+ * cursor holds once decoded). Called for every queue and entry of a page, so without BigInt.
+ */
 function compareIds(a: string, b: string): number {
-  const [am, as] = parts(a);
-  const [bm, bs] = parts(b);
-  if (am !== bm) return am < bm ? -1 : 1;
-  return as === bs ? 0 : as < bs ? -1 : 1;
+  const ad = a.indexOf("-");
+  const bd = b.indexOf("-");
+  return compareDigits(a.slice(0, ad), b.slice(0, bd)) || compareDigits(a.slice(ad + 1), b.slice(bd + 1));
+}
+
+/** `id` written without leading zeros, so compareIds can read it. */
+function canonicalId(id: string): string {
+  const [ms, seq] = parts(id);
+  return `${ms}-${seq}`;
 }
 
 const maxId = (a: string, b: string) => (compareIds(a, b) >= 0 ? a : b);
@@ -181,9 +197,9 @@ function covers(w: Mark, queue: string, at: string): boolean {
   return compareMarks({ id: at, queue }, w) <= 0;
 }
 
-/** The first stream id of `queue` a reader at `w` has not read (XRANGE's inclusive start). */
-function firstUnread(w: Mark, queue: string): string {
-  return covers(w, queue, w.id) ? after(w.id) : w.id;
+/** The first stream id of `queue` a reader at `w` has not read (XRANGE's inclusive start); `next` is after(w.id). */
+function firstUnread(w: Mark, queue: string, next: string): string {
+  return covers(w, queue, w.id) ? next : w.id;
 }
 
 /** The exceptions that stay once the watermark is `w`. */
@@ -223,10 +239,11 @@ export class RedisEventLog {
     // `bound`: the last stream id no event can still appear at or before, in any queue, apart
     // from the entries of this read that the page does not hand out (see the file's comment).
     let bound = settledBy(registry.timeMs);
+    const afterW = after(from.w.id);
     const perQueue = await Promise.all(
       registry.queues.map(async (queue) => {
         const position = from.ahead.get(queue);
-        const start = position === undefined ? firstUnread(from.w, queue) : after(position);
+        const start = position === undefined ? firstUnread(from.w, queue, afterW) : after(position);
         const { entries, timeMs } = await this.store.readStream(this.store.streamKey(queue), start, limit);
         const last = entries.length > 0 ? entries[entries.length - 1]![0] : before(start);
         return { entries: entries.map((entry) => ({ queue, entry })), settled: entries.length < limit ? maxId(last, settledBy(timeMs)) : last };
