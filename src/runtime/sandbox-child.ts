@@ -6,6 +6,7 @@
 import { pathToFileURL } from "node:url";
 import { Worker as Thread } from "node:worker_threads";
 import { validatePayload, type BoundHandler, type Handler, type Job, type JobContext } from "../core/define.js";
+import { errorInfo } from "../core/error-info.js";
 import { RetryLater, UnrecoverableError } from "../core/errors.js";
 import type { ErrorInfo } from "../core/job.js";
 import type { Json } from "../core/json.js";
@@ -13,9 +14,9 @@ import type { FromSandbox, ToSandbox } from "./sandbox-protocol.js";
 
 const send = (message: FromSandbox) => process.send!(message);
 
+/** The error as the parent will keep it, cut here already (an IPC message has to fit in one string). */
 function info(error: unknown): ErrorInfo {
-  const e = error instanceof Error ? error : new Error(String(error));
-  return { name: e.name, message: e.message, stack: e.stack ?? null };
+  return errorInfo(error instanceof Error ? error : new Error(String(error)));
 }
 
 async function load(path: string): Promise<Map<string, BoundHandler<unknown>>> {

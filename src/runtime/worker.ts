@@ -7,11 +7,11 @@ import { InvalidInputError, JobTimeoutError, LeaseLostError, RetryLater, Shutdow
 import { TypedEmitter, type WorkerEvents } from "../core/events.js";
 import type { JobTelemetry } from "../core/telemetry.js";
 import { newWorkerId } from "../core/ids.js";
-import type { ErrorInfo, JobRecord, WorkerIdentity } from "../core/job.js";
+import type { JobRecord, WorkerIdentity } from "../core/job.js";
 import { consoleLogger, type Logger } from "../core/logger.js";
 import { decideRetryAfter } from "../core/retry.js";
-import { checkOptionKeys, cutText, intInRange, MAX_COUNT, nonNegativeInt, positiveInt, shown, timerMs, toError } from "../core/checks.js";
-import { JOB_LOG_TRUNCATION_MARK } from "../core/job-log.js";
+import { checkOptionKeys, intInRange, MAX_COUNT, nonNegativeInt, positiveInt, shown, timerMs, toError } from "../core/checks.js";
+import { errorInfo } from "../core/error-info.js";
 import { MAX_JSON_DEPTH, nestedDeeperThan, type Json } from "../core/json.js";
 import { checkName } from "../core/spec.js";
 import { MAX_HOLD_MS } from "../core/flow.js";
@@ -1156,21 +1156,4 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     );
     void this.close({ force: true, reason: `the store was upgraded past this Conveyor: ${error.message}` });
   }
-}
-
-/**
- * What an attempt's error keeps, in UTF-16 code units; a longer part is cut and ends with
- * JOB_LOG_TRUNCATION_MARK. A message was kept whole: one of hundreds of megabytes (a handler
- * quoting its whole input) made the failure's batch too large to send, and every job of the
- * batch stayed active while the worker tried again (on PostgreSQL: "Invalid string length").
- */
-export const ERROR_BOUNDS = { nameChars: 256, messageChars: 65_536, stackChars: 16_384 } as const;
-
-export function errorInfo(error: Error): ErrorInfo {
-  const cut = (text: string, max: number) => cutText(text, max, JOB_LOG_TRUNCATION_MARK);
-  return {
-    name: cut(String(error.name || "Error"), ERROR_BOUNDS.nameChars),
-    message: cut(String(error.message ?? ""), ERROR_BOUNDS.messageChars),
-    stack: typeof error.stack === "string" ? cut(error.stack, ERROR_BOUNDS.stackChars) : null,
-  };
 }

@@ -2,9 +2,13 @@
  * Poison pills: handlers that kill or block their process. In a sandbox they lose only a child
  * process; the watchdog turns a blocked in-process worker into a restartable crash.
  */
+import { fork } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteBackend } from "../../src/backend/sqlite/index.js";
+import { ERROR_BOUNDS } from "../../src/core/error-info.js";
+import { JOB_LOG_TRUNCATION_MARK } from "../../src/core/job-log.js";
+import type { FromSandbox } from "../../src/runtime/sandbox-protocol.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
 import { spawnCli } from "../helpers/cli.js";
 import { TempDirs } from "../helpers/temp.js";
@@ -109,6 +113,28 @@ describe("sandbox", () => {
     const job = (await backend.get(chatty.id))!;
     expect(job.result).toEqual({ first: true, second: false });
     expect(job.progress).toEqual({ step: 1 });
+  });
+
+  it("cuts a handler's error in its own process, before it crosses to the worker (a message quoting 3,000,000 characters)", async () => {
+    // The protocol itself, on a child started as the Worker starts it: what crosses the IPC channel.
+    const child = fork("src/runtime/sandbox-child.ts", ["test/fixtures/pills.ts"], {
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    try {
+      const messages: FromSandbox[] = [];
+      child.on("message", (m: FromSandbox) => messages.push(m));
+      await waitFor(() => messages.some((m) => m.type === "ready"), { timeoutMs: 15_000 });
+      child.send({ type: "run", job: { id: "j1", name: "loud", data: {} } });
+      const failed = await waitFor(() => messages.find((m) => m.type === "failed"), { timeoutMs: 15_000 });
+      if (failed.type !== "failed") throw new Error("unreachable");
+      expect(failed.error.message.startsWith("bad input: xxx")).toBe(true);
+      expect(failed.error.message.length).toBeLessThanOrEqual(ERROR_BOUNDS.messageChars);
+      expect(failed.error.message.endsWith(JOB_LOG_TRUNCATION_MARK)).toBe(true);
+      expect(failed.error.stack!.length).toBeLessThanOrEqual(ERROR_BOUNDS.stackChars);
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 });
 
