@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RedisBackend } from "../../src/backend/redis/backend.js";
 import { CLOCK_SKEW_ALLOWANCE_MS, MAX_ISSUED_CURSOR_LENGTH } from "../../src/backend/redis/event-log.js";
+import { InvalidInputError } from "../../src/core/errors.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import type { QueueEvent } from "../../src/core/queue-events.js";
 import { hashApiKey } from "../../src/http/auth.js";
@@ -137,6 +138,72 @@ describe("Redis event ids", () => {
     // A cursor of the new shape with an exception at or before its watermark was never issued.
     const forged = Buffer.from(JSON.stringify(["5-0", { a: "4-0" }])).toString("base64url");
     await expect(b.readEvents(forged, 10)).rejects.toThrow(/not one this store issued/);
+  });
+
+  it("a queue is in the registry before its first event is written (a reader takes a queue it does not find there to have none before)", async () => {
+    const prefix = stores.prefix("evid");
+    const b = stores.backend({ prefix });
+    const monitor = await stores.admin.duplicate().monitor();
+    cleanups.push(() => monitor.disconnect() as unknown as Promise<void>);
+    const commands: string[][] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => {
+      if (args.some((a) => a.includes(prefix))) commands.push(args.map(String));
+    });
+    await b.enqueue([spec("first", "a")]);
+    await b.enqueue([spec("m1", "a"), spec("m2", "b")]);
+    await sleep(200);
+    for (const q of ["first", "m1", "m2"]) {
+      const registered = commands.findIndex((c) => c[0]!.toLowerCase() === "sadd" && c.slice(2).includes(q));
+      const written = commands.findIndex((c) => /^eval/i.test(c[0]!) && c.some((a) => a.startsWith(`${prefix}:{${q}}:`)));
+      // Before, the add and the registration went out together: the event could come first.
+      expect(registered, q).toBeGreaterThanOrEqual(0);
+      expect(written, q).toBeGreaterThan(registered);
+    }
+  });
+
+  it("the latest cursor stays short after 3,000 queues' events in one burst (it starts at the watermark, repeating that second)", async () => {
+    const b = stores.backend();
+    const queues = Array.from({ length: 3_000 }, (_, i) => `l${i}`);
+    await b.enqueue(queues.map((q) => spec(q, "j")));
+    const latest = await b.latestEventCursor();
+    expect(latest.length).toBeLessThanOrEqual(MAX_ISSUED_CURSOR_LENGTH);
+    await b.enqueue([spec("l7", "after")]);
+    const read = (await readToEnd(b, latest, 500)).events.map(key);
+    // Every event after the cursor, maybe some of the burst again, never none of what follows.
+    expect(read).toContain("l7/after/added");
+    expect(read.filter((k) => k !== "l7/after/added").every((k) => k.endsWith("/j/added"))).toBe(true);
+  });
+
+  it("refuses a cursor whose stream ids Redis would refuse (a sequence past 2^64 - 1) as one it never issued, not as a store error", async () => {
+    const b = stores.backend();
+    await b.enqueue([spec("b", "x")]);
+    for (const doc of [["1-99999999999999999999", {}, "a"], ["1-0", { b: "2-99999999999999999999" }], ["1-99999999999999999999"]]) {
+      await expect(b.readEvents(Buffer.from(JSON.stringify(doc)).toString("base64url"), 10)).rejects.toBeInstanceOf(InvalidInputError);
+    }
+  });
+
+  it("streams stamped an hour ahead of Redis' clock (a clock set back) on 150 queues: every event still comes, ids past the bound rather than a stall", async () => {
+    const prefix = stores.prefix("evid");
+    const b = stores.backend({ prefix });
+    const from = await b.latestEventCursor();
+    const [s] = await stores.admin.time();
+    const ahead = Number(s) * 1000 + 3_600_000;
+    const queues = Array.from({ length: 150 }, (_, i) => `f${i}`);
+    for (const q of queues) {
+      await b.enqueue([spec(q, "before")]);
+      await stores.admin.xadd(`${prefix}:{${q}}:ev`, `${ahead}-0`, "t", "", "n", "job", "j", "future", "d", "");
+      await b.enqueue([spec(q, "after")]);
+    }
+    const started = Date.now();
+    const read: QueueEvent[] = [];
+    let cursor = from;
+    while (read.length < 450 && Date.now() - started < 10_000) {
+      const page = await b.readEvents(cursor, 1_000);
+      read.push(...page.events);
+      cursor = page.cursor;
+      if (page.events.length === 0) await sleep(50);
+    }
+    expect(read.map(key).sort()).toEqual(queues.flatMap((q) => [`${q}/before/added`, `${q}/future/added`, `${q}/after/added`]).sort());
   });
 
   it("GET /v1/events resumes after Last-Event-ID and ?lastEventId= on a store with 600 queues", async () => {

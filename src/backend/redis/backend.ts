@@ -384,9 +384,10 @@ export class RedisBackend implements Backend {
       else positions.push(i);
     });
     const results = new Array<EnqueueResult>(specs.length);
-    await Promise.all([
-      this.register([...byQueue.keys()]),
-      ...[...byQueue].map(async ([queue, positions]) => {
+    // Before any event of theirs (see enqueueOneQueue).
+    await this.register([...byQueue.keys()]);
+    await Promise.all(
+      [...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
         const args = this.enqueueArgs(
           now,
@@ -400,7 +401,7 @@ export class RedisBackend implements Backend {
           results[i] = enqueueAnswer(specs[i]!.id, duplicates[j]!);
         });
       }),
-    ]);
+    );
     return plan.answers(results);
   }
 
@@ -477,8 +478,10 @@ export class RedisBackend implements Backend {
     const k = this.queue(queue);
     const keys = [k.meta, k.sched, k.idx, k.names];
     keys.push(...this.addAttemptKey(k));
-    const stored = this.scripts.run("enqueue", keys, this.enqueueArgs(now, queue, specs, allOrNothing));
-    const flags = (this.registered.has(queue) ? await stored : (await Promise.all([stored, this.register([queue])]))[0]) as Array<number | string>;
+    // Registered before its first event is written: a reader of the event log takes a queue it
+    // does not find in the registry to have no event before the time it read it (event-log.ts).
+    await this.register([queue]);
+    const flags = (await this.scripts.run("enqueue", keys, this.enqueueArgs(now, queue, specs, allOrNothing))) as Array<number | string>;
     const results = new Array<EnqueueResult>(specs.length);
     for (let i = 0; i < specs.length; i++) results[i] = enqueueAnswer(specs[i]!.id, flags[i]!);
     return results;

@@ -12,12 +12,13 @@ import { jobIdFromStored } from "./codec.js";
  * So a position in the log is a position in every queue's stream, and a cursor has to say where
  * each queue stands without naming every queue (an id that grew by 30 bytes per queue could not be
  * sent back over HTTP past a few hundred queues). A cursor is a watermark and its exceptions:
- * base64url JSON `[w, { "<queue>": "<ms>-<seq>" }]`. Every event of every queue with a stream id up
- * to `w` has been read; a queue named in the exceptions has been read up to its own position
- * (after `w`); no other event after `w` has been read. A page merges the queues' streams by stream
- * id (about time order on one server; on a cluster each node has its own clock, and only the order
- * within a queue is guaranteed) and moves `w` as far as it can prove nothing can still appear
- * before it:
+ * base64url JSON `[w, { "<queue>": "<ms>-<seq>" }, wQueue?]`. Every event of every queue with a
+ * stream id before `w` has been read, and at `w` itself those of every queue up to `wQueue` by name
+ * (of every queue when there is none); a queue named in the exceptions has been read up to its own
+ * position (past the watermark); no other event past it has been read. A page merges the queues'
+ * streams by stream id, then queue name (about time order on one server; on a cluster each node
+ * has its own clock, and only the order within a queue is guaranteed) and moves the watermark as
+ * far as it can prove nothing can still appear before it:
  *
  * - in a queue whose read reached the end of its stream: nothing before Redis' time at that read
  *   (read-events-1.lua reads TIME in the same step), since every event is stamped by a later
@@ -25,7 +26,9 @@ import { jobIdFromStored } from "./codec.js";
  * - in a queue the page could not read to its end: nothing before its last entry read that the
  *   page does not hold;
  * - in a queue registered after the read of the registry: nothing before the registry's time then
- *   (queues-at-1.lua), since a queue is registered before its first event;
+ *   (queues-at-1.lua), since a queue is registered before its first event (RedisBackend.enqueue
+ *   waits for the registry's answer before it writes). A registration lost with its node (a
+ *   failover of an unreplicated write on a cluster) would hide the queue's events as it did before;
  * - and nothing before the next entry of the merge that the page does not hand out.
  *
  * Each bound by time is taken {@link CLOCK_SKEW_ALLOWANCE_MS} early: on a cluster the queues' nodes
@@ -33,8 +36,13 @@ import { jobIdFromStored } from "./codec.js";
  * exceptions are the queues with events in about the last second, whatever the number of queues; a
  * page stops before an event whose id would pass {@link MAX_ISSUED_CURSOR_LENGTH}, and hands it out
  * once the watermark has moved on (at most about that second later). Resuming after an event never
- * skips nor repeats one of any queue. The cursor of earlier versions, `{ "<queue>": "<ms>-<seq>" }`
- * for every queue, is still read (the watermark then is zero).
+ * skips nor repeats one of any queue. Two cases do not wait: an event stamped ahead of Redis' clock
+ * (a clock set back: the watermark would pass it only once the clock caught up) goes past the
+ * bound; and the latest cursor, when it would pass it, names no queue and so hands out again the
+ * events of the second before it (a repeat, never a loss). The cursor of earlier versions, `{ "<queue>":
+ * "<ms>-<seq>" }` for every queue, is still read (the watermark then is zero). The bounds by time
+ * assume no clock is set back by more than the allowance: the cursor of earlier versions did not
+ * depend on clocks.
  */
 
 /** What the log needs of the backend. */
@@ -116,16 +124,18 @@ function decodeCursor(cursor: string): Position {
     if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw badEventCursor(cursor);
     const out = new Map<string, string>();
     for (const [queue, id] of Object.entries(doc)) {
-      if (typeof id !== "string" || !STREAM_ID.test(id)) throw badEventCursor(cursor);
-      out.set(queue, canonicalId(id));
+      const canonical = typeof id === "string" && STREAM_ID.test(id) ? canonicalId(id) : null;
+      if (canonical === null) throw badEventCursor(cursor);
+      out.set(queue, canonical);
     }
     return out;
   };
   // An earlier version's cursor: every queue's position, nothing read before it otherwise.
   if (!Array.isArray(parsed)) return { w: { id: ZERO, queue: null }, ahead: streamIds(parsed) };
   const [id, ahead, queue] = parsed as unknown[];
-  if (parsed.length > 3 || typeof id !== "string" || !STREAM_ID.test(id) || (queue !== undefined && typeof queue !== "string")) throw badEventCursor(cursor);
-  const w: Mark = { id: canonicalId(id), queue: queue ?? null };
+  const canonical = typeof id === "string" && STREAM_ID.test(id) ? canonicalId(id) : null;
+  if (parsed.length > 3 || canonical === null || (queue !== undefined && typeof queue !== "string")) throw badEventCursor(cursor);
+  const w: Mark = { id: canonical, queue: queue ?? null };
   const positions = ahead === undefined ? new Map<string, string>() : streamIds(ahead);
   for (const [q, at] of positions) if (covers(w, q, at)) throw badEventCursor(cursor);
   return { w, ahead: positions };
@@ -171,10 +181,10 @@ function compareIds(a: string, b: string): number {
   return compareDigits(a.slice(0, ad), b.slice(0, bd)) || compareDigits(a.slice(ad + 1), b.slice(bd + 1));
 }
 
-/** `id` written without leading zeros, so compareIds can read it. */
-function canonicalId(id: string): string {
+/** `id` written without leading zeros, so compareIds can read it; null when Redis would refuse it. */
+function canonicalId(id: string): string | null {
   const [ms, seq] = parts(id);
-  return `${ms}-${seq}`;
+  return seq > U64_MAX ? null : `${ms}-${seq}`;
 }
 
 const maxId = (a: string, b: string) => (compareIds(a, b) >= 0 ? a : b);
@@ -269,6 +279,7 @@ export class RedisEventLog {
       return maxMark(from.w, w);
     };
     const longest = Math.max(MAX_ISSUED_CURSOR_LENGTH, cursor.length);
+    const clockAhead = `${Math.floor(registry.timeMs) + CLOCK_SKEW_ALLOWANCE_MS}-0`;
     let positions = aheadOf(watermark(0), from.ahead);
     let pageCursor = encodeCursor(watermark(0), positions);
     const events: QueueEvent[] = [];
@@ -278,8 +289,10 @@ export class RedisEventLog {
       const id = encodeCursor(w, ahead);
       // Too many queues with events in the last second to name one more: the rest waits for the
       // watermark to pass them (at most about the skew allowance). An id naming no more queues
-      // than the one before it always goes, so a page never stalls.
-      if (id.length > longest && ahead.size > positions.size) break;
+      // than the one before it always goes, so a page never stalls; so does an event stamped
+      // ahead of Redis' clock (a clock set back), which the watermark would pass only once the
+      // clock caught up: then ids grow past the bound instead.
+      if (id.length > longest && ahead.size > positions.size && compareIds(entry[0], clockAhead) <= 0) break;
       events.push({ id, ...eventOf(queue, entry) });
       pageCursor = id;
       positions = ahead;
@@ -299,7 +312,10 @@ export class RedisEventLog {
     );
     for (const { settled } of lasts) w = minId(w, settled);
     const mark: Mark = { id: w, queue: null };
-    return encodeCursor(mark, aheadOf(mark, new Map(lasts.map(({ queue, last }) => [queue, last]))));
+    const exact = encodeCursor(mark, aheadOf(mark, new Map(lasts.map(({ queue, last }) => [queue, last]))));
+    // More queues with events in the last second than an id can name: start at the watermark
+    // alone, handing out again those events of the second before (a repeat, never a loss).
+    return exact.length <= MAX_ISSUED_CURSOR_LENGTH ? exact : encodeCursor(mark, new Map());
   }
 
   /**
