@@ -385,7 +385,7 @@ export class RedisBackend implements Backend {
     });
     const results = new Array<EnqueueResult>(specs.length);
     // Before any event of theirs (see enqueueOneQueue).
-    await this.register([...byQueue.keys()]);
+    if ([...byQueue.keys()].some((queue) => !this.registered.has(queue))) await this.register([...byQueue.keys()]);
     await Promise.all(
       [...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
@@ -480,7 +480,9 @@ export class RedisBackend implements Backend {
     keys.push(...this.addAttemptKey(k));
     // Registered before its first event is written: a reader of the event log takes a queue it
     // does not find in the registry to have no event before the time it read it (event-log.ts).
-    await this.register([queue]);
+    // Once registered, the script goes out in this same turn (a close begun right after the call
+    // then fails it as closed, as before).
+    if (!this.registered.has(queue)) await this.register([queue]);
     const flags = (await this.scripts.run("enqueue", keys, this.enqueueArgs(now, queue, specs, allOrNothing))) as Array<number | string>;
     const results = new Array<EnqueueResult>(specs.length);
     for (let i = 0; i < specs.length; i++) results[i] = enqueueAnswer(specs[i]!.id, flags[i]!);
