@@ -789,10 +789,6 @@ function eventsBackend(clock?: FakeClock) {
   return { prefix, b, stream };
 }
 const eventSpec = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId } });
-const redisMs = async () => {
-  const [s, us] = await admin.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-};
 const fieldsOf = (entry: [string, string[]]) => Object.fromEntries(entry[1].flatMap((v, i, all) => (i % 2 === 0 ? [[v, all[i + 1]!]] : [])));
 
 describe("event entries (layout 6)", () => {
@@ -834,7 +830,7 @@ describe("event entries (layout 6)", () => {
   it("a stream whose last id is later than Redis' time (a clock set back) still takes the entry, with its time written out", async () => {
     const { prefix, b, stream } = eventsBackend();
     const cursor = await b.latestEventCursor();
-    const ahead = (await redisMs()) + 3_600_000;
+    const ahead = (await stores.redisNow()) + 3_600_000;
     await admin.xadd(`${prefix}:{q}:ev`, `${ahead}-0`, "t", "", "n", "job", "j", "future", "a", "0", "at", "", "d", "");
     await b.enqueue([eventSpec("a")]);
     const job = (await b.get("a"))!;
@@ -892,7 +888,7 @@ describe("event entries (layout 6)", () => {
     await b.enqueue([eventSpec("a"), eventSpec("b")]);
     const written = Number((await stream())[1]![0].split("-")[0]);
     // Redis' clock moves past the entries' time by more than the age kept.
-    await waitFor(async () => (await redisMs()) > written + 5, { timeoutMs: 10_000, description: "Redis' clock 5 ms past the entries" });
+    await waitFor(async () => (await stores.redisNow()) > written + 5, { timeoutMs: 10_000, description: "Redis' clock 5 ms past the entries" });
     expect(await b.pruneEvents({ maxAgeMs: 2 })).toBe(2);
     expect(await stream()).toEqual([]);
   });

@@ -32,6 +32,8 @@ export interface RedisTestStores {
   prefix(label?: string): string;
   /** Closes `closable` (a backend opened otherwise, e.g. by openBackend) after the test, with the others; returns it. */
   readonly closeAfterTest: <T extends Closable>(closable: T) => T;
+  /** The shared server's clock (TIME), ms: what stream ids and event times are stamped with. */
+  redisNow(): Promise<number>;
 }
 
 export function redisTestStores(
@@ -74,5 +76,10 @@ export function redisTestStores(
     },
     prefix: (label) => deleteAfterFile(testPrefix(label)),
     closeAfterTest,
+    async redisNow() {
+      admin ??= new Redis(url);
+      const [seconds, micros] = await admin.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    },
   };
 }

@@ -385,7 +385,8 @@ export class RedisBackend implements Backend {
     });
     const results = new Array<EnqueueResult>(specs.length);
     // Before any event of theirs (see enqueueOneQueue).
-    if ([...byQueue.keys()].some((queue) => !this.registered.has(queue))) await this.register([...byQueue.keys()]);
+    const registering = this.register([...byQueue.keys()]);
+    if (registering !== null) await registering;
     await Promise.all(
       [...byQueue].map(async ([queue, positions]) => {
         const k = this.queue(queue);
@@ -480,9 +481,10 @@ export class RedisBackend implements Backend {
     keys.push(...this.addAttemptKey(k));
     // Registered before its first event is written: a reader of the event log takes a queue it
     // does not find in the registry to have no event before the time it read it (event-log.ts).
-    // Once registered, the script goes out in this same turn (a close begun right after the call
-    // then fails it as closed, as before).
-    if (!this.registered.has(queue)) await this.register([queue]);
+    // Once registered, the script goes out in this same turn (awaiting register's null would
+    // still wait one): a close begun right after the call then fails it as closed, as before.
+    const registering = this.register([queue]);
+    if (registering !== null) await registering;
     const flags = (await this.scripts.run("enqueue", keys, this.enqueueArgs(now, queue, specs, allOrNothing))) as Array<number | string>;
     const results = new Array<EnqueueResult>(specs.length);
     for (let i = 0; i < specs.length; i++) results[i] = enqueueAnswer(specs[i]!.id, flags[i]!);
@@ -1314,12 +1316,16 @@ export class RedisBackend implements Backend {
     return keys;
   }
 
-  /** Adds queues to the registry unless this connection already did. */
-  private async register(queues: readonly string[]): Promise<void> {
+  /**
+   * Adds queues to the registry unless this connection already did. Null when it did for every
+   * one: nothing to wait for, so a caller's next command goes out in the same turn.
+   */
+  private register(queues: readonly string[]): Promise<void> | null {
     const missing = queues.filter((queue) => !this.registered.has(queue));
-    if (missing.length === 0) return;
-    await this.send((c) => c.sadd(this.keys.queues, ...missing));
-    for (const queue of missing) this.registered.add(queue);
+    if (missing.length === 0) return null;
+    return this.send((c) => c.sadd(this.keys.queues, ...missing)).then(() => {
+      for (const queue of missing) this.registered.add(queue);
+    });
   }
 
   private async knownQueues(): Promise<string[]> {

@@ -280,8 +280,9 @@ export class RedisEventLog {
     };
     const longest = Math.max(MAX_ISSUED_CURSOR_LENGTH, cursor.length);
     const clockAhead = `${Math.floor(registry.timeMs) + CLOCK_SKEW_ALLOWANCE_MS}-0`;
-    let positions = aheadOf(watermark(0), from.ahead);
-    let pageCursor = encodeCursor(watermark(0), positions);
+    const start = watermark(0);
+    let positions = aheadOf(start, from.ahead);
+    let pageCursor = encodeCursor(start, positions);
     const events: QueueEvent[] = [];
     for (const [i, { queue, entry }] of merged.slice(0, limit).entries()) {
       const w = watermark(i + 1);
