@@ -7,6 +7,7 @@
  * after any id hands out every later event once, none earlier.
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { EventSource } from "eventsource";
 import { afterEach, describe, expect, it } from "vitest";
 import type { RedisBackend } from "../../src/backend/redis/backend.js";
 import { CLOCK_SKEW_ALLOWANCE_MS, MAX_ISSUED_CURSOR_LENGTH } from "../../src/backend/redis/event-log.js";
@@ -17,6 +18,7 @@ import { hashApiKey } from "../../src/http/auth.js";
 import { createServer } from "../../src/http/index.js";
 import { redisTestStores } from "../helpers/redis-stores.js";
 import { openStream } from "../http/harness.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 const stores = redisTestStores({}, { prefixLabel: "evid" });
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -207,6 +209,48 @@ describe("Redis event ids", () => {
     }
     expect(read.map(key).sort()).toEqual(queues.flatMap((q) => [`${q}/before/added`, `${q}/future/added`, `${q}/after/added`]).sort());
   });
+
+  it(
+    "an EventSource (the eventsource package) on a store with 600 queues reconnects with its Last-Event-ID after the server restarts and misses nothing",
+    { timeout: 60_000 },
+    async () => {
+      const b = stores.backend();
+      const KEY = "read-key-0123456789abcdef";
+      const serve = async (port = 0) => {
+        const app = await createServer({ backend: b, logger: false, apiKeys: [{ id: "reader", sha256: hashApiKey(KEY), scopes: ["read"] }] });
+        await app.listen({ port, host: "127.0.0.1" });
+        cleanups.push(() => app.close());
+        return { app, port: (app.server.address() as { port: number }).port };
+      };
+      let server = await serve();
+      const received: string[] = [];
+      const source = new EventSource(`http://127.0.0.1:${server.port}/v1/events`, {
+        fetch: (input, init) => fetch(input, { ...init, headers: { ...init.headers, authorization: `Bearer ${KEY}` } }),
+      });
+      cleanups.push(async () => source.close());
+      source.addEventListener("added", (e) => {
+        const data = JSON.parse(e.data as string) as { queue: string; jobId: string };
+        received.push(`${data.queue}/${data.jobId}`);
+      });
+      await new Promise<void>((resolve, reject) => {
+        source.onopen = () => resolve();
+        source.onerror = (e) => reject(new Error(`EventSource failed: ${String(e.message)}`));
+      });
+      source.onerror = null;
+      const queues = Array.from({ length: 600 }, (_, i) => `s${i}`);
+      for (const q of queues) await b.enqueue([spec(q, "one")]);
+      await waitFor(() => received.length === 600, { timeoutMs: 20_000 });
+      // Events of 600 queues behind its last id; then the server goes away, more events come, and
+      // a new server on the same port takes the client's reconnect.
+      await server.app.close();
+      for (const q of queues.slice(0, 50)) await b.enqueue([spec(q, "two")]);
+      server = await serve(server.port);
+      await waitFor(() => received.length === 650, { timeoutMs: 20_000 });
+      // Each event once (queues' events of one millisecond come in queue name order, not write order).
+      expect(received.slice().sort()).toEqual([...queues.map((q) => `${q}/one`), ...queues.slice(0, 50).map((q) => `${q}/two`)].sort());
+      for (const q of queues.slice(0, 50)) expect(received.indexOf(`${q}/one`)).toBeLessThan(received.indexOf(`${q}/two`));
+    },
+  );
 
   it("GET /v1/events resumes after Last-Event-ID and ?lastEventId= on a store with 600 queues", async () => {
     const b = stores.backend();
