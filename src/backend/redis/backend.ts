@@ -179,6 +179,17 @@ export interface RedisBackendOptions {
 const DEFAULT_PREFIX = "conveyor";
 const PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 const DEFAULT_PROMOTE_BATCH = 1_000;
+/**
+ * A read-streams call (lua/read-streams-1.lua) reads no further stream once it has this many
+ * entries: a script holds Redis until it ends, so a reader catching up on many queues' backlogs
+ * takes several calls of a few ms each (about 5,000 entries of XRANGE), while an idle read of
+ * hundreds of queues takes one.
+ */
+export const STREAM_ENTRIES_PER_CALL = 5_000;
+
+/** The most streams one read-streams call names (its keys and as many arguments). */
+const STREAMS_PER_CALL = 1_000;
+
 /** Redis' TIME reply (seconds, microseconds) in ms. */
 function redisTimeMs(seconds: string | number, micros: string | number): number {
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
@@ -922,9 +933,37 @@ export class RedisBackend implements Backend {
       const [s, us, queues] = (await this.scripts.run("queues-at", [this.keys.queues], [])) as [string, string, string[]];
       return { queues: queues.sort(), timeMs: redisTimeMs(s, us) };
     },
-    readStream: async (key, start, count) => {
-      const [s, us, entries] = (await this.scripts.run("read-events", [key], [start, count])) as [string, string, StreamEntry[]];
-      return { entries, timeMs: redisTimeMs(s, us) };
+    readStreams: async (reads, count) => {
+      // A cluster's streams live on different nodes: one script per stream, all sent at once.
+      if (isCluster(this.client)) {
+        return Promise.all(
+          reads.map(async ({ key, start }) => {
+            const [s, us, entries] = (await this.scripts.run("read-events", [key], [start, count])) as [string, string, StreamEntry[]];
+            return { entries, timeMs: redisTimeMs(s, us) };
+          }),
+        );
+      }
+      // One server: many streams per script, each call reading until its entries reach a bound.
+      const readPart = async (part: ReadonlyArray<{ key: string; start: string }>): Promise<Array<{ entries: StreamEntry[]; timeMs: number }>> => {
+        const read: Array<{ entries: StreamEntry[]; timeMs: number }> = [];
+        while (read.length < part.length) {
+          const rest = part.slice(read.length);
+          const answer = await this.scripts.run(
+            "read-streams",
+            rest.map((r) => r.key),
+            [count, STREAM_ENTRIES_PER_CALL, ...rest.map((r) => r.start)],
+          );
+          const [s, us, lists] = answer as [string, string, StreamEntry[][]];
+          // It reads its first stream whatever the bound: an answer of none would never end.
+          if (lists.length === 0) throw new ConveyorError(`read-streams answered no stream of ${rest.length}; expected at least the first`);
+          const timeMs = redisTimeMs(s, us);
+          for (const entries of lists) read.push({ entries, timeMs });
+        }
+        return read;
+      };
+      const parts: Array<Promise<Array<{ entries: StreamEntry[]; timeMs: number }>>> = [];
+      for (let i = 0; i < reads.length; i += STREAMS_PER_CALL) parts.push(readPart(reads.slice(i, i + STREAMS_PER_CALL)));
+      return (await Promise.all(parts)).flat();
     },
     prune: async (key, minAt, maxEvents, limit) => Number(await this.scripts.run("prune-events", [key], [minAt, maxEvents, limit])),
     now: () => this.now(),

@@ -54,10 +54,12 @@ export interface RedisEventLogStore {
   /** The stream key of a queue. */
   streamKey(queue: string): string;
   /**
-   * Entries from `start` (inclusive), at most `count`, or the last entry alone when `count` is 0;
-   * with Redis' time of that read, ms (lua/read-events-1.lua).
+   * Each stream's entries from its start (inclusive), at most `count`, or its last entry alone
+   * when `count` is 0; with Redis' time of the read that took them, ms, for each stream (one
+   * script reads many streams on a single server, lua/read-streams-1.lua; a cluster reads each
+   * with lua/read-events-1.lua). In the order of `reads`.
    */
-  readStream(key: string, start: string, count: number): Promise<{ entries: StreamEntry[]; timeMs: number }>;
+  readStreams(reads: ReadonlyArray<{ key: string; start: string }>, count: number): Promise<Array<{ entries: StreamEntry[]; timeMs: number }>>;
   /** Runs lua/prune-events-1.lua on one stream; returns how many entries it deleted. */
   prune(key: string, minAt: number, maxEvents: number, limit: number): Promise<number>;
   /** The store's now, ms. */
@@ -250,15 +252,19 @@ export class RedisEventLog {
     // from the entries of this read that the page does not hand out (see the file's comment).
     let bound = settledBy(registry.timeMs);
     const afterW = after(from.w.id);
-    const perQueue = await Promise.all(
-      registry.queues.map(async (queue) => {
-        const position = from.ahead.get(queue);
-        const start = position === undefined ? firstUnread(from.w, queue, afterW) : after(position);
-        const { entries, timeMs } = await this.store.readStream(this.store.streamKey(queue), start, limit);
-        const last = entries.length > 0 ? entries[entries.length - 1]![0] : before(start);
-        return { entries: entries.map((entry) => ({ queue, entry })), settled: entries.length < limit ? maxId(last, settledBy(timeMs)) : last };
-      }),
+    const starts = registry.queues.map((queue) => {
+      const position = from.ahead.get(queue);
+      return position === undefined ? firstUnread(from.w, queue, afterW) : after(position);
+    });
+    const reads = await this.store.readStreams(
+      registry.queues.map((queue, i) => ({ key: this.store.streamKey(queue), start: starts[i]! })),
+      limit,
     );
+    const perQueue = reads.map(({ entries, timeMs }, i) => {
+      const queue = registry.queues[i]!;
+      const last = entries.length > 0 ? entries[entries.length - 1]![0] : before(starts[i]!);
+      return { entries: entries.map((entry) => ({ queue, entry })), settled: entries.length < limit ? maxId(last, settledBy(timeMs)) : last };
+    });
     for (const { settled } of perQueue) bound = minId(bound, settled);
     // Every queue's entries are in stream order already; sorting the union by stream id, then
     // queue, keeps that order, so the first `limit` take a prefix of each queue's entries.
@@ -304,13 +310,14 @@ export class RedisEventLog {
   async latestEventCursor(): Promise<string> {
     const registry = await this.store.queuesAt();
     let w = settledBy(registry.timeMs);
-    const lasts = await Promise.all(
-      registry.queues.map(async (queue) => {
-        const { entries, timeMs } = await this.store.readStream(this.store.streamKey(queue), ZERO, 0);
-        const last = entries[0]?.[0] ?? ZERO;
-        return { queue, last, settled: maxId(last, settledBy(timeMs)) };
-      }),
+    const reads = await this.store.readStreams(
+      registry.queues.map((queue) => ({ key: this.store.streamKey(queue), start: ZERO })),
+      0,
     );
+    const lasts = reads.map(({ entries, timeMs }, i) => {
+      const last = entries[0]?.[0] ?? ZERO;
+      return { queue: registry.queues[i]!, last, settled: maxId(last, settledBy(timeMs)) };
+    });
     for (const { settled } of lasts) w = minId(w, settled);
     const mark: Mark = { id: w, queue: null };
     const exact = encodeCursor(mark, aheadOf(mark, new Map(lasts.map(({ queue, last }) => [queue, last]))));

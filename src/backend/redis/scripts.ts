@@ -59,6 +59,7 @@ export type ScriptName =
   | "prune-events"
   | "read-events"
   | "queues-at"
+  | "read-streams"
   | "ready";
 
 /** One way of sending a script: its text and the SHA Redis knows it by. */
@@ -86,7 +87,13 @@ export interface Script {
 }
 
 /** Scripts that never write: flagged so Redis runs them on replicas and when memory is full. */
-const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position", "ready", "read-events", "queues-at"]);
+const READ_ONLY: ReadonlySet<string> = new Set(["stats", "read", "schedule-list", "lane-position", "ready", "read-events", "queues-at", "read-streams"]);
+
+/**
+ * Scripts that take any number of keys, at least the number their file name says (one per queue
+ * read, say): the keys a call names are all the keys it touches, as for every other script.
+ */
+const VARIADIC_KEYS: ReadonlySet<ScriptName> = new Set(["read-streams"]);
 
 /**
  * How each script meets the layout guard (`layout_guard` in _common.lua), run before its own body:
@@ -128,6 +135,7 @@ const LAYOUT_GUARD: Readonly<Record<ScriptName, "stamp" | "check" | "none">> = {
   "prune-events": "none",
   "read-events": "none",
   "queues-at": "none",
+  "read-streams": "none",
   once: "none",
   "prune-keys": "none",
   layout: "none",
@@ -299,8 +307,9 @@ export class ScriptRunner {
     const script = this.scripts.get(name);
     if (script === undefined) throw new ConveyorError(`no Redis script named ${name}; the lua folder is incomplete`);
     const attemptKeyed = ATTEMPT_KEYED.has(name) && keys.length === script.numberOfKeys + 1;
-    if (keys.length !== script.numberOfKeys && !attemptKeyed) {
-      throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys} keys, was given ${keys.length}`);
+    const variadic = VARIADIC_KEYS.has(name) && keys.length > script.numberOfKeys;
+    if (keys.length !== script.numberOfKeys && !attemptKeyed && !variadic) {
+      throw new ConveyorError(`${script.fullName} takes ${script.numberOfKeys}${VARIADIC_KEYS.has(name) ? " or more" : ""} keys, was given ${keys.length}`);
     }
     const { sha, source } = this.flagged ? script.flagged : script.plain;
     // One array, built once and never spread into a call: a bulk enqueue has far more arguments
