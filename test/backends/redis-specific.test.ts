@@ -791,6 +791,62 @@ function eventsBackend(clock?: FakeClock) {
 const eventSpec = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId } });
 const fieldsOf = (entry: [string, string[]]) => Object.fromEntries(entry[1].flatMap((v, i, all) => (i % 2 === 0 ? [[v, all[i + 1]!]] : [])));
 
+describe("completed jobs", () => {
+  const worker = { id: "worker-deployment-7d9f8b6c5d-x2k4p:12345:abcdef", host: "worker-deployment-7d9f8b6c5d-x2k4p", pid: 12345 };
+  const claimOne = async (b: RedisBackend) => (await b.claim({ queues: ["q"], names: ["job"], worker, limit: 1, leaseMs: 10_000 }))[0]!;
+
+  it("the completed attempt is not stored in the history field (the hash holds it); a read shows it after the failed ones, once", async () => {
+    const prefix = testPrefix("done");
+    const b = backend({ prefix });
+    await b.enqueue([spec({ jobId: "once" }), spec({ jobId: "twice" })]);
+    const first = await claimOne(b);
+    await b.complete([{ lease: first.lease, result: { ok: 1 } }]);
+    // Before, complete appended a JSON record of about 150 bytes here on every job.
+    expect(await admin.hget(`${prefix}:{q}:j:once`, "h")).toBeNull();
+    const once = (await b.get("once"))!;
+    expect(once.history).toEqual([
+      {
+        attempt: 1,
+        workerId: worker.id,
+        host: worker.host,
+        pid: worker.pid,
+        startedAt: once.startedAt,
+        finishedAt: once.finishedAt,
+        outcome: "completed",
+        error: null,
+      },
+    ]);
+    const failed = await claimOne(b);
+    await b.fail([{ lease: failed.lease, error: { name: "E", message: "m", stack: null }, retryDelayMs: 0 }]);
+    const again = await claimOne(b);
+    await b.complete([{ lease: again.lease, result: null }]);
+    expect(JSON.parse((await admin.hget(`${prefix}:{q}:j:twice`, "h"))!)).toHaveLength(1);
+    const twice = (await b.get("twice"))!;
+    expect(twice.history.map((h) => [h.attempt, h.outcome])).toEqual([
+      [1, "failed"],
+      [2, "completed"],
+    ]);
+    expect(twice.history[1]).toMatchObject({ workerId: worker.id, startedAt: twice.startedAt, finishedAt: twice.finishedAt, error: null });
+  });
+
+  it("a job completed by an earlier version (its completed record stored) shows that record once", async () => {
+    const prefix = testPrefix("done");
+    const b = backend({ prefix });
+    await b.enqueue([spec({ jobId: "old" })]);
+    const c = await claimOne(b);
+    await b.complete([{ lease: c.lease, result: null }]);
+    const key = `${prefix}:{q}:j:old`;
+    const [sa, f] = await admin.hmget(key, "sa", "f");
+    // What the complete script of 0.1.0 stored.
+    const record = { a: 1, w: worker, s: Number(sa), f: Number(f), o: "completed", e: null };
+    await admin.hset(key, "h", JSON.stringify([record]));
+    const job = (await b.get("old"))!;
+    expect(job.history).toEqual([
+      { attempt: 1, workerId: worker.id, host: worker.host, pid: worker.pid, startedAt: Number(sa), finishedAt: Number(f), outcome: "completed", error: null },
+    ]);
+  });
+});
+
 describe("event entries (layout 6)", () => {
   it("on Redis' own clock: the type of an 'added' entry blank, the job's time as the stream id, even late in a long script", async () => {
     const { b, stream } = eventsBackend();

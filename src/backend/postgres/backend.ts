@@ -12,6 +12,7 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
+import { withCompletedAttempt } from "../history.js";
 import { WakeListeners } from "../listeners.js";
 import { serializeError } from "../error-json.js";
 import { storableError, storableText } from "./text.js";
@@ -74,7 +75,6 @@ import {
 } from "./flow.js";
 import {
   effectiveState,
-  type AttemptRecord,
   type BackoffSpec,
   type ChildFailurePolicy,
   type ErrorInfo,
@@ -1493,31 +1493,17 @@ export function isPostgresUnavailable(error: unknown): boolean {
 }
 
 function toRecord(row: JobRow, now: number): JobRecord {
-  return jobRecordFromRow(row, now, row.state === "completed" ? withCompletedAttempt(row) : row.history);
-}
-
-/**
- * The history of a completed row with its completed attempt: complete.sql does not append that
- * record (every field of it is a column of the row, and building the jsonb per job was a third of
- * the statement's cost), so it is added here. A row completed before that change carries the
- * record already (its last entry is this attempt's 'completed' one) and is returned as stored.
- */
-function withCompletedAttempt(row: JobRow): AttemptRecord[] {
-  const last = row.history.at(-1);
-  if (last !== undefined && last.outcome === "completed" && last.attempt === row.attempt) return row.history;
-  return [
-    ...row.history,
-    {
-      attempt: row.attempt,
-      workerId: row.worker_id!,
-      host: row.worker_host!,
-      pid: row.worker_pid!,
-      startedAt: row.started_at!,
-      finishedAt: row.finished_at!,
-      outcome: "completed",
-      error: null,
-    },
-  ];
+  if (row.state !== "completed") return jobRecordFromRow(row, now, row.history);
+  // complete.sql does not append the completed attempt: it is the row's own columns (history.ts).
+  const history = withCompletedAttempt(row.history, {
+    attempt: row.attempt,
+    workerId: row.worker_id!,
+    host: row.worker_host!,
+    pid: row.worker_pid!,
+    startedAt: row.started_at!,
+    finishedAt: row.finished_at!,
+  });
+  return jobRecordFromRow(row, now, history);
 }
 
 /** Claimed rows as the contract answers them: in claim order (RETURNING yields no particular order). */

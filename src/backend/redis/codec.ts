@@ -3,6 +3,7 @@
  * or two letters and default values are left out because every byte of a waiting job is paid
  * once per job in the backlog.
  */
+import { withCompletedAttempt } from "../history.js";
 import { ConveyorError } from "../../core/errors.js";
 import {
   effectiveState,
@@ -192,6 +193,25 @@ export function workerIdOf(text: string | null | undefined): string | null {
   return (JSON.parse(text) as WorkerIdentity).id;
 }
 
+/**
+ * The attempts of a job hash. The complete script does not append the completed attempt
+ * (lua/complete-4.lua): it is the hash's own attempt, worker, start and finish (history.ts).
+ */
+function historyOf(state: JobState, f: JobFields): AttemptRecord[] {
+  const history = f.h === undefined ? [] : (JSON.parse(f.h) as StoredAttempt[]).map(toAttempt);
+  if (state !== "completed") return history;
+  const worker = JSON.parse(f.w ?? "null") as WorkerIdentity | null;
+  const finishedAt = Number(f.f);
+  return withCompletedAttempt(history, {
+    attempt: Number(f.a ?? 0),
+    workerId: worker?.id ?? "",
+    host: worker?.host ?? "",
+    pid: worker?.pid ?? 0,
+    startedAt: f.sa === undefined ? finishedAt : Number(f.sa),
+    finishedAt,
+  });
+}
+
 /** The contract's record of a job hash. `now` decides whether a due scheduled job reads `waiting`. */
 export function toRecord(id: string, queue: string, f: JobFields, now: number): JobRecord {
   const stored = STATES[f.st ?? ""];
@@ -230,7 +250,7 @@ export function toRecord(id: string, queue: string, f: JobFields, now: number): 
     progress: optionalJson(f.pg),
     result: optionalJson(f.rs),
     error: f.e === undefined ? null : (JSON.parse(f.e) as ErrorInfo),
-    history: f.h === undefined ? [] : (JSON.parse(f.h) as StoredAttempt[]).map(toAttempt),
+    history: historyOf(stored, f),
     stalls: Number(f.sl ?? 0),
     replays: Number(f.rp ?? 0),
     meta: f.m === undefined ? null : (JSON.parse(f.m) as { [key: string]: Json }),
