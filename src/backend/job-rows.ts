@@ -3,6 +3,7 @@
  * its mapping to the contract's JobRecord: one place, so the two cannot drift. Each store decodes
  * its own column types first (SQLite's JSON columns are text; pg parses jsonb itself).
  */
+import { withCompletedAttempt } from "./history.js";
 import { effectiveState, type AttemptRecord, type BackoffSpec, type ErrorInfo, type JobRecord, type JobState } from "../core/job.js";
 import type { Json } from "../core/json.js";
 
@@ -40,10 +41,22 @@ export interface SqlJobRow {
 }
 
 /**
- * The job a row holds, as seen at `now` (a due `scheduled` job is reported `waiting`); `history`
- * when the store completes it from the row (PostgreSQL's completed attempt), else the row's.
+ * The job a row holds, as seen at `now` (a due `scheduled` job is reported `waiting`). A completed
+ * row's history gets its completed attempt from the row's own columns: neither store's complete.sql
+ * appends it (history.ts).
  */
-export function jobRecordFromRow(row: SqlJobRow, now: number, history: AttemptRecord[] = row.history): JobRecord {
+export function jobRecordFromRow(row: SqlJobRow, now: number): JobRecord {
+  const history =
+    row.state !== "completed"
+      ? row.history
+      : withCompletedAttempt(row.history, {
+          attempt: row.attempt,
+          workerId: row.worker_id!,
+          host: row.worker_host!,
+          pid: row.worker_pid!,
+          startedAt: row.started_at!,
+          finishedAt: row.finished_at!,
+        });
   return {
     id: row.id,
     queue: row.queue,

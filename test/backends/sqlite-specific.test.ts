@@ -252,6 +252,31 @@ describe("wake-ups through the file", () => {
   });
 });
 
+describe("completed jobs", () => {
+  it("the completed attempt is not written into the history column (the row holds it); a read shows it once, after a failed one", async () => {
+    const path = await temp.file("done.db");
+    const b = open({ path });
+    await b.migrate();
+    await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: {}, options: { jobId: "once" } })]);
+    const [first] = await b.claim({ queues: ["q"], names: ["job"], worker: WORKER, limit: 1, leaseMs: 10_000 });
+    await b.complete([{ lease: first!.lease, result: 1 }]);
+    const stored = () => raw(path).prepare<[string], { history: string }>("SELECT history FROM conveyor_jobs WHERE id = ?").get("once")!.history;
+    // Before, complete rewrote the history's JSON with the record appended on every job.
+    expect(JSON.parse(stored())).toEqual([]);
+    const job = (await b.get("once"))!;
+    expect(job.history).toEqual([
+      { attempt: 1, workerId: "w", host: "h", pid: 1, startedAt: job.startedAt, finishedAt: job.finishedAt, outcome: "completed", error: null },
+    ]);
+    // A row completed by an earlier version holds the record already: read once, not twice.
+    raw(path)
+      .prepare(
+        "UPDATE conveyor_jobs SET history = json_array(json_object('attempt', 1, 'workerId', 'w', 'host', 'h', 'pid', 1, 'startedAt', started_at, 'finishedAt', finished_at, 'outcome', 'completed', 'error', NULL)) WHERE id = 'once'",
+      )
+      .run();
+    expect((await b.get("once"))!.history).toEqual(job.history);
+  });
+});
+
 describe("openBackend", () => {
   it("opens sqlite::memory:, sqlite:PATH and a bare .db path", async () => {
     const memory = await openBackend("sqlite::memory:");

@@ -12,7 +12,6 @@
  * delivers at commit, once per queue per transaction; each backend instance LISTENs on one
  * connection (listener.ts) while anyone subscribes.
  */
-import { withCompletedAttempt } from "../history.js";
 import { WakeListeners } from "../listeners.js";
 import { serializeError } from "../error-json.js";
 import { storableError, storableText } from "./text.js";
@@ -1493,17 +1492,7 @@ export function isPostgresUnavailable(error: unknown): boolean {
 }
 
 function toRecord(row: JobRow, now: number): JobRecord {
-  if (row.state !== "completed") return jobRecordFromRow(row, now, row.history);
-  // complete.sql does not append the completed attempt: it is the row's own columns (history.ts).
-  const history = withCompletedAttempt(row.history, {
-    attempt: row.attempt,
-    workerId: row.worker_id!,
-    host: row.worker_host!,
-    pid: row.worker_pid!,
-    startedAt: row.started_at!,
-    finishedAt: row.finished_at!,
-  });
-  return jobRecordFromRow(row, now, history);
+  return jobRecordFromRow(row, now);
 }
 
 /** Claimed rows as the contract answers them: in claim order (RETURNING yields no particular order). */
