@@ -75,14 +75,9 @@ const VARIANTS: readonly Variant[] = [
     ddl: (s) => `DROP TRIGGER flow_child_settled ON ${s}.jobs; DROP TRIGGER flow_parent_cancelled ON ${s}.jobs;`,
   },
   {
-    name: "no finished-job indexes (done, dead, finished_at, expires)",
-    ddl: (s) => `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at; DROP INDEX ${s}.jobs_expires;`,
-  },
-  {
-    name: "one finished-job index for done, dead, finished_at",
-    ddl: (s) =>
-      `DROP INDEX ${s}.jobs_done; DROP INDEX ${s}.jobs_dead; DROP INDEX ${s}.jobs_finished_at;
-       CREATE INDEX jobs_finished_ablation ON ${s}.jobs (queue, state, finished_at, seq) WHERE state IN ('completed', 'dead', 'cancelled');`,
+    // jobs_finished took the place of jobs_done, jobs_dead and jobs_finished_at (migration 0015).
+    name: "no finished-job indexes (finished, expires)",
+    ddl: (s) => `DROP INDEX ${s}.jobs_finished; DROP INDEX ${s}.jobs_expires;`,
   },
   {
     name: "ids given by the caller (enqueue.sql's ON CONFLICT for every job)",
