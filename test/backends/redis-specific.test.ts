@@ -12,7 +12,7 @@ import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { openBackend } from "../../src/backend/open.js";
 import { RedisBackend, type RedisBackendOptions } from "../../src/backend/redis/backend.js";
-import { storedJobId } from "../../src/backend/redis/codec.js";
+import { decodeWorker, encodeWorker, storedJobId } from "../../src/backend/redis/codec.js";
 import { LAYOUT_VERSION } from "../../src/backend/redis/keys.js";
 import { loadScripts } from "../../src/backend/redis/scripts.js";
 import { AmbiguousJobIdError, FakeClock, Queue, silentLogger, Worker, type Logger, type WorkerOptions } from "../../src/index.js";
@@ -844,6 +844,73 @@ describe("completed jobs", () => {
     expect(job.history).toEqual([
       { attempt: 1, workerId: worker.id, host: worker.host, pid: worker.pid, startedAt: Number(sa), finishedAt: Number(f), outcome: "completed", error: null },
     ]);
+  });
+});
+
+describe("the worker stored with a claim", () => {
+  // A worker id made by newWorkerId holds the host and pid: `<host>:<pid>:<suffix>`.
+  const podHost = "worker-deployment-7d9f8b6c5d-x2k4p";
+  const generated = { id: `${podHost}:12345:abcdef`, host: podHost, pid: 12345 };
+  const claimOne = async (b: RedisBackend, worker: typeof generated) =>
+    (await b.claim({ queues: ["q"], names: ["job"], worker, limit: 1, leaseMs: 10_000 }))[0]!;
+  // Redis 7 says listpack, 6 ziplist: both the small encoding, which a value over 64 bytes ends.
+  const smallEncoding = /^(listpack|ziplist)$/;
+
+  it("is its id alone when the id holds host and pid: a pod-length host name keeps the hash small, and reads give host and pid back", async () => {
+    const prefix = testPrefix("wkr");
+    const b = backend({ prefix });
+    await b.enqueue([spec({ jobId: "a" }), spec({ jobId: "b" })]);
+    const key = `${prefix}:{q}:j:a`;
+    const first = await claimOne(b, generated);
+    expect(await admin.hget(key, "w")).toBe(JSON.stringify({ id: generated.id }));
+    // The whole identity as JSON is 103 bytes: past hash-max-listpack-value, the hash became a
+    // hash table at the claim and stayed one while the completed job was retained.
+    expect(await admin.call("OBJECT", "ENCODING", key)).toMatch(smallEncoding);
+    expect((await b.get("a"))!.lease!.worker).toEqual(generated);
+    await b.complete([{ lease: first.lease, result: { ok: 1 } }]);
+    expect(await admin.call("OBJECT", "ENCODING", key)).toMatch(smallEncoding);
+    expect((await b.get("a"))!.history.map((h) => [h.outcome, h.workerId, h.host, h.pid])).toEqual([["completed", generated.id, podHost, 12345]]);
+    // A failed attempt's record (stored in the history, with the worker as stored) reads the same.
+    const second = await claimOne(b, generated);
+    await b.fail([{ lease: second.lease, error: { name: "E", message: "m", stack: null }, retryDelayMs: 0 }]);
+    const again = await claimOne(b, generated);
+    await b.complete([{ lease: again.lease, result: null }]);
+    expect((await b.get("b"))!.history.map((h) => [h.outcome, h.workerId, h.host, h.pid])).toEqual([
+      ["failed", generated.id, podHost, 12345],
+      ["completed", generated.id, podHost, 12345],
+    ]);
+  });
+
+  it("is the whole identity when the id does not hold them (a caller's own id)", async () => {
+    const prefix = testPrefix("wkr");
+    const b = backend({ prefix });
+    await b.enqueue([spec({ jobId: "a" })]);
+    const own = { id: "billing-worker-1", host: podHost, pid: 7 };
+    await claimOne(b, own);
+    expect(JSON.parse((await admin.hget(`${prefix}:{q}:j:a`, "w"))!)).toEqual(own);
+    expect((await b.get("a"))!.lease!.worker).toEqual(own);
+  });
+
+  it("reads back every identity it encodes, and a whole one as stored before", () => {
+    const identities = [
+      generated,
+      { id: "vm:1:a1b2c3", host: "vm", pid: 1 },
+      { id: ":0:x", host: "", pid: 0 },
+      // A host holding colons: all before the pid is the host.
+      { id: "::1:5:abc", host: "::1", pid: 5 },
+      { id: "h:1:", host: "h", pid: 1 },
+      // Not of the generated form: kept whole.
+      { id: "h:1:x:y", host: "h", pid: 1 },
+      { id: "h:2:x", host: "h", pid: 1 },
+      { id: "h:1", host: "h", pid: 1 },
+      { id: "h:-1:x", host: "h", pid: -1 },
+      { id: "h:1.5:x", host: "h", pid: 1.5 },
+      { id: "anything", host: "h", pid: 9 },
+    ];
+    for (const worker of identities) expect(decodeWorker(encodeWorker(worker))).toEqual(worker);
+    expect(JSON.parse(encodeWorker({ id: "h:1:x:y", host: "h", pid: 1 }))).toEqual({ id: "h:1:x:y", host: "h", pid: 1 });
+    expect(decodeWorker(JSON.stringify(generated))).toEqual(generated);
+    expect(decodeWorker(undefined)).toBeNull();
   });
 });
 

@@ -151,10 +151,10 @@ export function encodeError(error: ErrorInfo): string {
   return JSON.stringify({ name: error.name, message: error.message, stack: error.stack ?? null });
 }
 
-/** A history record as the scripts append it. */
+/** A history record as the scripts append it (`w`: the claim's worker text as it is, see encodeWorker). */
 interface StoredAttempt {
   a: number;
-  w: WorkerIdentity | null;
+  w: StoredWorker | null;
   s: number | null;
   f: number;
   o: AttemptOutcome;
@@ -162,11 +162,12 @@ interface StoredAttempt {
 }
 
 function toAttempt(stored: StoredAttempt): AttemptRecord {
+  const worker = stored.w === null ? null : workerFromStored(stored.w);
   return {
     attempt: stored.a,
-    workerId: stored.w?.id ?? "",
-    host: stored.w?.host ?? "",
-    pid: stored.w?.pid ?? 0,
+    workerId: worker?.id ?? "",
+    host: worker?.host ?? "",
+    pid: worker?.pid ?? 0,
     startedAt: stored.s ?? stored.f,
     finishedAt: stored.f,
     outcome: stored.o,
@@ -182,15 +183,49 @@ function optionalJson(value: string | undefined): Json | null {
   return value === undefined ? null : (JSON.parse(value) as Json);
 }
 
-/** The worker identity stored with an attempt, as JSON. */
+/** A worker as stored: host and pid left out when the id holds them (encodeWorker). */
+interface StoredWorker {
+  id: string;
+  host?: string;
+  pid?: number;
+}
+
+/**
+ * The worker identity a claim stores in the job's hash (`w`) and the scripts copy into its
+ * history records, as JSON. A worker id made by newWorkerId, `<host>:<pid>:<suffix>`, holds the
+ * host and pid already: then only `{"id": …}` is stored and they are read back from the id
+ * (workerFromStored). With a pod-length host name the whole identity is past Redis' 64-byte
+ * listpack value (hash-max-listpack-value), which made every claimed job's hash, and every
+ * completed one retained, a hash table (docs/performance-redis.md, "Session 25"). A Conveyor
+ * before 0.1.1 reads such a worker with an empty host and pid 0 (it shows them, nothing more).
+ */
 export function encodeWorker(worker: WorkerIdentity): string {
-  return JSON.stringify({ id: worker.id, host: worker.host, pid: worker.pid });
+  const prefix = `${worker.host}:${worker.pid}:`;
+  const holdsHostAndPid = worker.id.startsWith(prefix) && !worker.id.includes(":", prefix.length) && Number.isSafeInteger(worker.pid) && worker.pid >= 0;
+  return JSON.stringify(holdsHostAndPid ? { id: worker.id } : { id: worker.id, host: worker.host, pid: worker.pid });
+}
+
+/** The identity of a stored worker (encodeWorker): host and pid from the id when they were left out. */
+function workerFromStored(stored: StoredWorker): WorkerIdentity {
+  if (stored.host !== undefined) return { id: stored.id, host: stored.host, pid: stored.pid ?? 0 };
+  // `<host>:<pid>:<suffix>`, the suffix without a colon (the host may hold one: it is all before the pid).
+  const beforeSuffix = stored.id.lastIndexOf(":");
+  const beforePid = beforeSuffix <= 0 ? -1 : stored.id.lastIndexOf(":", beforeSuffix - 1);
+  const pid = beforePid < 0 ? NaN : Number(stored.id.slice(beforePid + 1, beforeSuffix));
+  if (!Number.isSafeInteger(pid)) return { id: stored.id, host: "", pid: 0 };
+  return { id: stored.id, host: stored.id.slice(0, beforePid), pid };
+}
+
+/** The identity in a job hash's `w` (encodeWorker), or null. */
+export function decodeWorker(text: string | undefined): WorkerIdentity | null {
+  const stored = JSON.parse(text ?? "null") as StoredWorker | null;
+  return stored === null ? null : workerFromStored(stored);
 }
 
 /** Id of the worker in a stored worker JSON, or null. */
 export function workerIdOf(text: string | null | undefined): string | null {
   if (!text) return null;
-  return (JSON.parse(text) as WorkerIdentity).id;
+  return (JSON.parse(text) as StoredWorker).id;
 }
 
 /**
@@ -200,7 +235,7 @@ export function workerIdOf(text: string | null | undefined): string | null {
 function historyOf(state: JobState, f: JobFields): AttemptRecord[] {
   const history = f.h === undefined ? [] : (JSON.parse(f.h) as StoredAttempt[]).map(toAttempt);
   if (state !== "completed") return history;
-  const worker = JSON.parse(f.w ?? "null") as WorkerIdentity | null;
+  const worker = decodeWorker(f.w);
   const finishedAt = Number(f.f);
   return withCompletedAttempt(history, {
     attempt: Number(f.a ?? 0),
@@ -244,7 +279,7 @@ export function toRecord(id: string, queue: string, f: JobFields, now: number): 
             jobId: id,
             token: Number(f.k ?? 0),
             expiresAt: Number(f.le),
-            worker: JSON.parse(f.w ?? "null") as WorkerIdentity,
+            worker: decodeWorker(f.w)!,
           }
         : null,
     progress: optionalJson(f.pg),

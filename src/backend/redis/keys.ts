@@ -109,7 +109,8 @@
  *   o options "maxAttempts|retainCompletedMs|retainDeadMs|timeoutMs|backoff" (empty = null),
  *   st state: w waiting, s scheduled, a active, c completed, d dead, x cancelled,
  *   a attempt [0], k lease token [0], le lease expiry (of the current or last lease; read only
- *   while active), w worker JSON, sa started_at,
+ *   while active), w worker JSON ({id}, or {id, host, pid} when the id does not hold them:
+ *   codec.ts encodeWorker), sa started_at,
  *   f finished_at, sl stalls [0], rp replays [0], pg progress JSON, rs result JSON,
  *   e error JSON, h history JSON array of {a, w, s, f, o, e}, m meta JSON [null];
  *   flows: pi parent id, pq parent queue, pb parent key base, pp position in its flow (children);

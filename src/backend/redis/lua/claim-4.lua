@@ -18,7 +18,7 @@
   ARGV[1] now in ms, or '' for Redis TIME
   ARGV[2] lease length in ms
   ARGV[3] limit, >= 1
-  ARGV[4] worker identity as JSON {"id","host","pid"}
+  ARGV[4] worker identity as JSON {"id","host","pid"}, or {"id"} when the id holds the host and pid (encodeWorker in codec.ts)
   ARGV[5] most due scheduled jobs to promote in this call
   ARGV[6] '1': end the reply with the ready index as this claim leaves it (the queues it lists as
           claimable now, ready-1.lua's answer): a claim over many queues reads it there for its
