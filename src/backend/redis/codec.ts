@@ -196,8 +196,9 @@ interface StoredWorker {
  * host and pid already: then only `{"id": …}` is stored and they are read back from the id
  * (workerFromStored). With a pod-length host name the whole identity is past Redis' 64-byte
  * listpack value (hash-max-listpack-value), which made every claimed job's hash, and every
- * completed one retained, a hash table (docs/performance-redis.md, "Session 25"). A Conveyor
- * before 0.1.1 reads such a worker with an empty host and pid 0 (it shows them, nothing more).
+ * completed one retained, a hash table (docs/performance-redis.md, "Session 25"). A Conveyor of an
+ * earlier version reads such a worker without its host and pid (it only shows them: the scripts
+ * and the fencing use the id alone).
  */
 export function encodeWorker(worker: WorkerIdentity): string {
   const prefix = `${worker.host}:${worker.pid}:`;
