@@ -55,3 +55,17 @@ function nextRandomByte(): number {
 export function newWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
 }
+
+/**
+ * The host and pid a worker id of newWorkerId's form holds (`<host>:<pid>:<suffix>`, the suffix
+ * without a colon; the host is all before the pid and may hold colons), or null for an id of
+ * another form.
+ */
+export function workerIdHostAndPid(id: string): { host: string; pid: number } | null {
+  const beforeSuffix = id.lastIndexOf(":");
+  const beforePid = beforeSuffix <= 0 ? -1 : id.lastIndexOf(":", beforeSuffix - 1);
+  if (beforePid < 0) return null;
+  const pid = id.slice(beforePid + 1, beforeSuffix);
+  if (!/^(0|[1-9]\d{0,15})$/.test(pid) || !Number.isSafeInteger(Number(pid))) return null;
+  return { host: id.slice(0, beforePid), pid: Number(pid) };
+}

@@ -16,7 +16,7 @@ import {
   type JobState,
   type WorkerIdentity,
 } from "../../core/job.js";
-import { JOB_ID_DIGITS } from "../../core/ids.js";
+import { JOB_ID_DIGITS, workerIdHostAndPid } from "../../core/ids.js";
 import type { Json } from "../../core/json.js";
 
 const STATES: Record<string, JobState> = {
@@ -201,20 +201,16 @@ interface StoredWorker {
  * and the fencing use the id alone).
  */
 export function encodeWorker(worker: WorkerIdentity): string {
-  const prefix = `${worker.host}:${worker.pid}:`;
-  const holdsHostAndPid = worker.id.startsWith(prefix) && !worker.id.includes(":", prefix.length) && Number.isSafeInteger(worker.pid) && worker.pid >= 0;
+  const held = workerIdHostAndPid(worker.id);
+  const holdsHostAndPid = held !== null && held.host === worker.host && held.pid === worker.pid;
   return JSON.stringify(holdsHostAndPid ? { id: worker.id } : { id: worker.id, host: worker.host, pid: worker.pid });
 }
 
 /** The identity of a stored worker (encodeWorker): host and pid from the id when they were left out. */
 function workerFromStored(stored: StoredWorker): WorkerIdentity {
   if (stored.host !== undefined) return { id: stored.id, host: stored.host, pid: stored.pid ?? 0 };
-  // `<host>:<pid>:<suffix>`, the suffix without a colon (the host may hold one: it is all before the pid).
-  const beforeSuffix = stored.id.lastIndexOf(":");
-  const beforePid = beforeSuffix <= 0 ? -1 : stored.id.lastIndexOf(":", beforeSuffix - 1);
-  const pid = beforePid < 0 ? NaN : Number(stored.id.slice(beforePid + 1, beforeSuffix));
-  if (!Number.isSafeInteger(pid)) return { id: stored.id, host: "", pid: 0 };
-  return { id: stored.id, host: stored.id.slice(0, beforePid), pid };
+  const held = workerIdHostAndPid(stored.id);
+  return { id: stored.id, host: held?.host ?? "", pid: held?.pid ?? 0 };
 }
 
 /** The identity in a job hash's `w` (encodeWorker), or null. */
