@@ -60,24 +60,33 @@ WHERE id IN (SELECT id FROM floor_jobs WHERE state = 'waiting' ORDER BY id LIMIT
 RETURNING id, payload`;
 const KEEP_COMPLETE = `UPDATE floor_jobs SET state = 'completed', finished_at = now() WHERE id = ANY($1::bigint[])`;
 
-/** The statements of one kind of floor: deleting finished jobs, or keeping them. */
-interface FloorStatements {
+/** The statements of one kind of floor: deleting finished jobs, or keeping them (bench/pg-contract-floor.ts runs the keeping loop over other tables). */
+export interface FloorStatements {
   readonly schema: string;
   readonly claim: string;
   readonly complete: string;
 }
 const DELETING: FloorStatements = { schema: SCHEMA, claim: CLAIM, complete: COMPLETE };
-const KEEPING: FloorStatements = { schema: KEEP_SCHEMA, claim: KEEP_CLAIM, complete: KEEP_COMPLETE };
+export const KEEPING: FloorStatements = { schema: KEEP_SCHEMA, claim: KEEP_CLAIM, complete: KEEP_COMPLETE };
 
 const payloads = (start: number, n: number): string[] => Array.from({ length: n }, (_, k) => JSON.stringify({ i: start + k }));
 
 /**
- * Runs `concurrency` no-op handlers over every job in floor_jobs: a buffer refilled by claims of
+ * Runs `concurrency` no-op handlers over every job `sql` claims (floor_jobs for the floors): a buffer refilled by claims of
  * `prefetch` (the next claim goes out when the buffer holds fewer jobs than there are handlers,
  * as a prefetching worker does), completions of one tick deleted in one statement. Resolves once
- * every deletion has committed.
+ * every deletion has committed. `oneCompletionAtATime` (default false): each tick's statement
+ * waits for the one before it, as Conveyor's Worker sends its batches, instead of going out at once
+ * on another connection.
  */
-async function processAll(pool: pg.Pool, sql: FloorStatements, n: number, concurrency: number, prefetch: number): Promise<void> {
+export async function processAll(
+  pool: pg.Pool,
+  sql: FloorStatements,
+  n: number,
+  concurrency: number,
+  prefetch: number,
+  options: { oneCompletionAtATime?: boolean } = {},
+): Promise<void> {
   const buffer: string[] = [];
   let claiming: Promise<void> | null = null;
   let exhausted = false;
@@ -95,12 +104,15 @@ async function processAll(pool: pg.Pool, sql: FloorStatements, n: number, concur
   let deleted = 0;
   const allDeleted = deferred();
   const failures: unknown[] = [];
+  let previous: Promise<unknown> = Promise.resolve();
   const flush = () => {
     flushScheduled = false;
     const ids = pending;
     pending = [];
-    pool
-      .query({ name: "floor-complete", text: sql.complete, values: [ids] })
+    const send = () => pool.query({ name: "floor-complete", text: sql.complete, values: [ids] });
+    const sent = options.oneCompletionAtATime === true ? previous.then(send) : send();
+    previous = sent.catch(() => undefined);
+    sent
       .then(() => {
         deleted += ids.length;
         if (deleted >= n) allDeleted.resolve();

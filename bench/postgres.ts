@@ -35,10 +35,10 @@ import { floorSubject } from "./pg-floor.js";
  * free slots), graphile-worker's local queue size (500 is what its performance page runs with)
  * and pg-boss's `batchSize`.
  */
-const PREFETCH = 500;
+export const PREFETCH = 500;
 
 /** Creates and later drops one database per measurement on the server at `baseUrl`. */
-class Databases {
+export class Databases {
   private readonly made: string[] = [];
   private n = 0;
 
@@ -122,7 +122,7 @@ function conveyor(dbs: Databases, eventLog = true): Subject {
 /** graphile-worker's logger, silenced: it logs every worker start and stop at info level. */
 const quietGraphile = new Logger(() => () => undefined);
 
-function graphileWorker(dbs: Databases): Subject {
+export function graphileWorker(dbs: Databases): Subject {
   const fresh = async (): Promise<{ url: string; utils: WorkerUtils }> => {
     const url = await dbs.create("graphile");
     const utils = await makeWorkerUtils({ connectionString: url, logger: quietGraphile });

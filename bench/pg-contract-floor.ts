@@ -1,0 +1,312 @@
+/**
+ * `node scripts/bench.mjs bench/pg-contract-floor.ts [--jobs 20000] [--runs 3] [--concurrency 10]`
+ *
+ * Where PostgreSQL processing's time goes between the floor that keeps finished jobs and
+ * Conveyor's Worker, step by step, beside graphile-worker in the same run (docs/performance-postgres.md,
+ * "Session 27"). Every subject processes `--jobs` pre-filled no-op jobs at `--concurrency` (default 10) with
+ * 500 jobs claimed per round trip, on its own fresh database of one throwaway server, the
+ * subjects interleaved run by run; every loop but graphile-worker's sends one completion
+ * statement at a time, as Conveyor's Worker does. Per subject, medians over `--runs`: jobs/s, the paired ratio to
+ * graphile-worker, and CPU time per job of this process (the client) and of the server (every
+ * server process, from /proc). On this 2-core machine the client and the server's two busy
+ * backends share the cores, so both columns count.
+ *
+ * The steps, each one piece more than the one before:
+ * 1. "floor, keeping finished" (bench/pg-floor.ts): the least table that keeps finished jobs
+ *    readable (5 columns, a bigint id, an index of waiting and one of finished rows), the least
+ *    statements and the least client loop.
+ * 2. "narrow table": the same loop and statements over a table with the 18 columns a job's
+ *    claim and completion read or write (text ids, queue, name, priority, run_at, seq, state,
+ *    attempt, lease token and expiry, worker, start and finish, retention deadline, payload,
+ *    result) and the four indexes its contract needs: waiting jobs in claim order, running jobs
+ *    (the rescue of expired leases), finished jobs by queue and time (retention by count, the
+ *    dashboard), retention deadlines (retention by age). No trigger.
+ * 3. "Conveyor's rows, no statement triggers": the same loop and statements over Conveyor's own
+ *    `jobs` table as its migrations make it and its enqueue fills it (every column and index),
+ *    with the statement triggers (event log, counts, fold) dropped.
+ * 4. "Conveyor's rows": the same with the triggers, as shipped.
+ * 5. "Conveyor's calls, least loop": Conveyor's own claim and complete (`backend.claim`,
+ *    `backend.complete`: its statements, their parameters and rows parsed into jobs), driven by
+ *    the floor's loop instead of the Worker.
+ * 6. "Conveyor's Worker": what bench/postgres.ts measures (prefetch 500).
+ *
+ * Steps 2 and 3 are measurements, not designs: a table without Conveyor's other columns has no
+ * history, options or flow fields, and one without triggers has no event log and no counts.
+ */
+import { parseArgs } from "node:util";
+import pg from "pg";
+import type { ClaimedJob, Completion } from "../src/backend/contract.js";
+import { PostgresBackend } from "../src/backend/postgres/index.js";
+import { Queue, silentLogger } from "../src/index.js";
+import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
+import { chunks, conveyorProcessFilled, deferred, FILL_CHUNK, fmt, interleaved, machineLine, median, noopJobs, pairedRatio, rate, serverCpuMs } from "./lib.js";
+import { KEEPING, processAll, type FloorStatements } from "./pg-floor.js";
+import { Databases, graphileWorker, PREFETCH } from "./postgres.js";
+
+const { values } = parseArgs({
+  options: { jobs: { type: "string", default: "20000" }, runs: { type: "string", default: "3" }, concurrency: { type: "string", default: "10" } },
+});
+const jobs = Number(values.jobs);
+const runs = Number(values.runs);
+/** Handlers running at once in every subject (the issue's goals name 10 and 50). */
+const CONCURRENCY = Number(values.concurrency);
+
+/** The store's clock in ms, as Conveyor's statements compute it. */
+const NOW_MS = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint";
+
+/** The least claim and completion over a table of Conveyor's columns (`table`), for the floor's loop. */
+function leastStatements(table: string, laneColumn: boolean): FloorStatements {
+  return {
+    schema: "",
+    claim: `UPDATE ${table} AS j SET state = 'active', attempt = j.attempt + 1, lease_token = j.lease_token + 1,
+        lease_expires_at = ${NOW_MS} + 30000, worker_id = 'w', worker_host = 'h', worker_pid = 1, started_at = ${NOW_MS}
+      WHERE j.id IN (SELECT id FROM ${table} WHERE queue = 'bench' AND state = 'waiting'${laneColumn ? " AND lane IS NULL" : ""}
+                     ORDER BY priority, run_at, seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+      RETURNING j.id, j.name, j.payload, j.attempt, j.lease_token`,
+    complete: `UPDATE ${table} SET state = 'completed', finished_at = ${NOW_MS}, result = 'null', expires_at = ${NOW_MS} + 86400000
+      WHERE id = ANY ($1::text[]) AND state = 'active'`,
+  };
+}
+
+/** Step 2's table, filled from Conveyor's own rows so both hold the same jobs. */
+const NARROW_TABLE = `
+CREATE TABLE narrow_jobs (
+  id text COLLATE "C" PRIMARY KEY, queue text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
+  priority integer NOT NULL, run_at bigint NOT NULL, seq bigint NOT NULL, state text NOT NULL,
+  attempt integer NOT NULL, lease_token bigint NOT NULL, lease_expires_at bigint,
+  worker_id text, worker_host text, worker_pid integer, started_at bigint, finished_at bigint, expires_at bigint,
+  payload json NOT NULL, result json
+) WITH (fillfactor = 80);
+INSERT INTO narrow_jobs
+  SELECT id, queue, name, priority, run_at, seq, state, attempt, lease_token, lease_expires_at, worker_id, worker_host,
+         worker_pid, started_at, finished_at, expires_at, payload, result
+  FROM conveyor.jobs;
+CREATE INDEX narrow_jobs_claim ON narrow_jobs (queue, priority, run_at, seq) WHERE state = 'waiting';
+CREATE INDEX narrow_jobs_active ON narrow_jobs (id) WHERE state = 'active';
+CREATE INDEX narrow_jobs_finished ON narrow_jobs (queue, state, finished_at, seq) WHERE state IN ('completed', 'dead', 'cancelled');
+CREATE INDEX narrow_jobs_expires ON narrow_jobs (expires_at) WHERE expires_at IS NOT NULL;`;
+
+/** Conveyor's statement triggers on jobs (migrations 0007, 0010, 0012): the event log, the counts, their fold. */
+const STATEMENT_TRIGGERS = [
+  "jobs_events_added",
+  "jobs_events_changed",
+  "jobs_counts_added",
+  "jobs_counts_changed",
+  "jobs_counts_removed",
+  "jobs_counts_then_fold",
+];
+
+interface Measured {
+  jobsPerSecond: number;
+  clientUs: number;
+  serverUs: number;
+}
+
+interface Step {
+  readonly name: string;
+  /** Prepares a fresh database and returns the timed processing of every job in it. */
+  readonly run: () => Promise<() => Promise<number>>;
+}
+
+// Autovacuum off: each step's table is vacuumed before its run, and a vacuum waking during a run
+// would land its CPU on whichever step ran then.
+const server = await startThrowawayPostgres({ database: "bench", settings: { autovacuum: "off" } });
+const dbs = new Databases(server.url);
+
+/** A fresh database migrated and filled by Conveyor's own enqueue (`jobs` no-op jobs). */
+async function conveyorFilled(): Promise<{ url: string; backend: PostgresBackend }> {
+  const url = await dbs.create("contract");
+  const backend = new PostgresBackend({ connectionString: url, logger: silentLogger });
+  await backend.migrate();
+  const queue = new Queue("bench", { backend });
+  for (const [start, length] of chunks(jobs, FILL_CHUNK)) await queue.addBulk(noopJobs(start, length));
+  return { url, backend };
+}
+
+/**
+ * Runs `prepare` (outside the timing and the CPU window), then returns the floor's loop
+ * (bench/pg-floor.ts) over `sql`, on a pool of its own.
+ */
+async function leastLoop(url: string, sql: FloorStatements, prepare: string[]): Promise<() => Promise<number>> {
+  const setup = new pg.Client({ connectionString: url });
+  await setup.connect();
+  try {
+    for (const statement of prepare) await setup.query(statement);
+  } finally {
+    await setup.end();
+  }
+  return async () => {
+    const pool = new pg.Pool({ connectionString: url, max: CONCURRENCY + 2 });
+    try {
+      return await rate(jobs, () => processAll(pool, sql, jobs, CONCURRENCY, PREFETCH, { oneCompletionAtATime: true }));
+    } finally {
+      await pool.end();
+    }
+  };
+}
+
+/**
+ * The floor's loop over Conveyor's own calls: claims of PREFETCH when fewer jobs than handlers
+ * are left, every completion of one tick in one `complete`, the next one sent after it returns
+ * (as the Worker's settler does).
+ */
+async function conveyorCallsLoop(backend: PostgresBackend): Promise<void> {
+  const buffer: ClaimedJob[] = [];
+  const request = { queues: ["bench"], names: ["noop"], worker: { id: "w", host: "h", pid: 1 }, limit: PREFETCH, leaseMs: 600_000 };
+  let claiming: Promise<void> | null = null;
+  let exhausted = false;
+  const claim = (): Promise<void> =>
+    (claiming ??= backend
+      .claim(request)
+      .then((got) => {
+        buffer.push(...got);
+        if (got.length === 0) exhausted = true;
+      })
+      .finally(() => (claiming = null)));
+  let pending: Completion[] = [];
+  let scheduled = false;
+  let completed = 0;
+  let settling: Promise<void> = Promise.resolve();
+  const allCompleted = deferred();
+  const flush = () => {
+    scheduled = false;
+    const items = pending;
+    pending = [];
+    settling = settling
+      .then(() => backend.complete(items))
+      .then(() => {
+        completed += items.length;
+        if (completed >= jobs) allCompleted.resolve();
+      });
+  };
+  const handler = async () => {
+    for (;;) {
+      while (buffer.length === 0) {
+        if (exhausted && claiming === null) return;
+        await claim();
+      }
+      const claimed = buffer.shift()!;
+      if (buffer.length < CONCURRENCY && !exhausted) void claim();
+      await Promise.resolve(); // the no-op job
+      pending.push({ lease: claimed.lease, result: null });
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, handler));
+  await allCompleted.promise;
+  await settling;
+}
+
+const gw = graphileWorker(dbs);
+const steps: Step[] = [
+  { name: "graphile-worker", run: async () => () => gw.processing(jobs, CONCURRENCY) },
+  {
+    name: "floor, keeping finished",
+    run: async () => {
+      const url = await dbs.create("keeping");
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      try {
+        await pool.query(KEEPING.schema);
+        for (const [start, length] of chunks(jobs, FILL_CHUNK)) {
+          await pool.query("INSERT INTO floor_jobs (payload) SELECT unnest($1::jsonb[])", [Array.from({ length }, (_, k) => JSON.stringify({ i: start + k }))]);
+        }
+      } finally {
+        await pool.end();
+      }
+      return leastLoop(url, KEEPING, ["VACUUM ANALYZE floor_jobs"]);
+    },
+  },
+  {
+    name: "narrow table (18 columns, 4 indexes)",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(url, leastStatements("narrow_jobs", false), [NARROW_TABLE, "VACUUM ANALYZE narrow_jobs"]);
+    },
+  },
+  {
+    name: "Conveyor's rows, no statement triggers",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(url, leastStatements("conveyor.jobs", true), [
+        ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
+        "VACUUM ANALYZE conveyor.jobs",
+      ]);
+    },
+  },
+  {
+    name: "Conveyor's rows",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(url, leastStatements("conveyor.jobs", true), ["VACUUM ANALYZE conveyor.jobs"]);
+    },
+  },
+  {
+    name: "Conveyor's calls, least loop",
+    run: async () => {
+      const { backend } = await conveyorFilled();
+      return async () => {
+        try {
+          return await rate(jobs, () => conveyorCallsLoop(backend));
+        } finally {
+          await backend.close();
+        }
+      };
+    },
+  },
+  {
+    name: "Conveyor's Worker",
+    run: async () => {
+      const { backend } = await conveyorFilled();
+      return async () => {
+        try {
+          return await conveyorProcessFilled(backend, jobs, CONCURRENCY, PREFETCH);
+        } finally {
+          await backend.close();
+        }
+      };
+    },
+  },
+];
+
+/** graphile-worker fills its own database inside `processing`: its fill falls inside the CPU window, so its CPU columns are left out. */
+const FILLS_INSIDE = new Set(["graphile-worker"]);
+
+async function measure(step: Step): Promise<Measured> {
+  const timed = await step.run();
+  const client0 = process.cpuUsage();
+  const server0 = await serverCpuMs(server.dataDir);
+  const jobsPerSecond = await timed();
+  const client = process.cpuUsage(client0);
+  const server1 = await serverCpuMs(server.dataDir);
+  return { jobsPerSecond, clientUs: (client.user + client.system) / jobs, serverUs: ((server1 - server0) * 1000) / jobs };
+}
+
+try {
+  console.log(`PostgreSQL processing, step by step: ${jobs} no-op jobs, concurrency ${CONCURRENCY}, ${PREFETCH} per claim; ${machineLine()}\n`);
+  // One unreported run of each first: the JIT and the server's caches warm for every subject alike.
+  for (const step of steps) await measure(step);
+  const results = await interleaved(steps, runs, "processing", measure, (m) => `${fmt(m.jobsPerSecond)} jobs/s`);
+  const gwRates = results[0]!.map((m) => m.jobsPerSecond);
+  console.log("| step | jobs/s | ÷ graphile-worker (paired) | client CPU µs/job | server CPU µs/job |");
+  console.log("| --- | ---: | ---: | ---: | ---: |");
+  steps.forEach((step, i) => {
+    const r = results[i]!;
+    const cpu = (pick: (m: Measured) => number) => (FILLS_INSIDE.has(step.name) ? "(fill inside)" : median(r.map(pick)).toFixed(1));
+    console.log(
+      `| ${step.name} | ${fmt(median(r.map((m) => m.jobsPerSecond)))} | ${pairedRatio(
+        r.map((m) => m.jobsPerSecond),
+        gwRates,
+      ).toFixed(2)}x | ${cpu((m) => m.clientUs)} | ${cpu((m) => m.serverUs)} |`,
+    );
+  });
+} finally {
+  await dbs.dropAll();
+  await server.stop();
+}
+process.exit(0);
