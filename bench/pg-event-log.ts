@@ -32,7 +32,7 @@ import { Queue, silentLogger, Worker } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { chunks, deferred, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, rate } from "./lib.js";
 import { loadavg } from "node:os";
-import { enqueueArgs, explain, statements, walLsn, walSince } from "./pg-explain.js";
+import { CLAIM_ARGS, enqueueArgs, explain, statements, walLsn, walSince } from "./pg-explain.js";
 
 const PREFETCH = 500;
 const CONCURRENCY = 10;
@@ -173,7 +173,7 @@ async function explainStatements(store: Store): Promise<void> {
       ids.map((_, i) => ({ i })),
     ),
   );
-  await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null]);
+  await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, CLAIM_ARGS);
   const { rows } = await store.client.query<{ id: string; lease_token: string }>(
     "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
   );
@@ -225,7 +225,7 @@ async function triggerTimes(stores: readonly Store[]): Promise<void> {
     for (const [s, n] of chunks(20_000, FILL_CHUNK)) await q.addBulk(noopJobs(s, n));
     await store.client.query("VACUUM ANALYZE conveyor.jobs");
     const sql = statements(store.backend);
-    const claimArgs = [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null];
+    const claimArgs = CLAIM_ARGS;
     // A batch claimed for good, for the completions to settle (each rolled back).
     await store.client.query(sql.claim!, claimArgs);
     const { rows } = await store.client.query<{ id: string; lease_token: string }>(

@@ -65,8 +65,21 @@ export async function walSince(client: pg.Client, lsn: string): Promise<number> 
   return Number(rows[0]!.n);
 }
 
+/**
+ * claim.sql's parameters as PostgresBackend.claimParams makes them for a worker on queue "bench"
+ * (now, queues, names, limit, lease ms, worker id, host, pid, flow checked, starts at once, the
+ * queue list's first and last name); complete-and-claim takes the same after the completions'.
+ */
+export const CLAIM_ARGS: unknown[] = [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null, "bench", "bench"];
+
 /** EXPLAIN (ANALYZE, BUFFERS) of `sql` with `values`; prints and returns the plan text. */
 export async function explain(client: pg.Client, label: string, sql: string, values: unknown[]): Promise<void> {
+  // The parameter lists here are written by hand: say which one fell behind its statement.
+  const code = sql.replace(/--[^\n]*/g, "");
+  const placeholders = Math.max(0, ...[...code.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+  if (placeholders !== values.length) {
+    throw new Error(`bench/pg-explain.ts: "${label}" passes ${values.length} parameters, its statement takes ${placeholders}: update its argument list`);
+  }
   // A custom plan, as the first five executions of a prepared statement get; the claim hides its
   // parameters in a MATERIALIZED CTE, so its custom and generic plans are the same.
   const { rows } = await client.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, values);
@@ -93,6 +106,14 @@ export function enqueueArgs(ids: readonly string[], data: readonly unknown[]): u
     ids.map(() => null),
     ids.map(() => null),
     ["bench"],
+    // Flow control's six columns (lane, group key and concurrency, limiter key, max and window):
+    // NULL for a batch without groups or limiter keys.
+    null,
+    null,
+    null,
+    null,
+    null,
+    null,
   ];
 }
 
@@ -122,7 +143,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
         specs.map((s) => s.data),
       ),
     );
-    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null]);
+    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, CLAIM_ARGS);
     const claimed = await client.query<{ id: string; lease_token: string }>(
       "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
     );
@@ -144,7 +165,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
     ]);
     if (sql["complete-and-claim"] !== undefined) {
       // Complete-and-claim in one statement (what the worker sends when it wants more work).
-      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null]);
+      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, CLAIM_ARGS);
       const again = await client.query<{ id: string; lease_token: string }>(
         "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
       );
@@ -153,15 +174,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
         again.rows.map((r) => r.id),
         again.rows.map((r) => r.lease_token),
         again.rows.map(() => "null"),
-        ["bench"],
-        ["noop"],
-        BATCH,
-        30_000,
-        "explain-worker",
-        "host",
-        1,
-        false,
-        null,
+        ...CLAIM_ARGS.slice(1),
       ]);
     }
     const t0 = performance.now();
