@@ -65,6 +65,12 @@ export async function walSince(client: pg.Client, lsn: string): Promise<number> 
   return Number(rows[0]!.n);
 }
 
+/** How many parameters a statement takes: its highest `$n` outside comments. */
+export function parameterCount(sql: string): number {
+  const code = sql.replace(/--[^\n]*/g, "");
+  return Math.max(0, ...[...code.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+}
+
 /**
  * claim.sql's parameters as PostgresBackend.claimParams makes them for a worker on queue "bench"
  * (now, queues, names, limit, lease ms, worker id, host, pid, flow checked, starts at once, the
@@ -75,8 +81,7 @@ export const CLAIM_ARGS: unknown[] = [null, ["bench"], ["noop"], BATCH, 30_000, 
 /** EXPLAIN (ANALYZE, BUFFERS) of `sql` with `values`; prints and returns the plan text. */
 export async function explain(client: pg.Client, label: string, sql: string, values: unknown[]): Promise<void> {
   // The parameter lists here are written by hand: say which one fell behind its statement.
-  const code = sql.replace(/--[^\n]*/g, "");
-  const placeholders = Math.max(0, ...[...code.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+  const placeholders = parameterCount(sql);
   if (placeholders !== values.length) {
     throw new Error(`bench/pg-explain.ts: "${label}" passes ${values.length} parameters, its statement takes ${placeholders}: update its argument list`);
   }
