@@ -35,12 +35,12 @@
  */
 import { parseArgs } from "node:util";
 import pg from "pg";
-import type { ClaimedJob, Completion } from "../src/backend/contract.js";
+import type { ClaimedJob } from "../src/backend/contract.js";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { chunks, conveyorProcessFilled, deferred, FILL_CHUNK, fmt, interleaved, machineLine, median, noopJobs, pairedRatio, rate, serverCpuMs } from "./lib.js";
-import { KEEPING, processAll, type FloorStatements } from "./pg-floor.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, interleaved, machineLine, median, noopJobs, pairedRatio, rate, serverCpuMs } from "./lib.js";
+import { drainLoop, KEEPING, processAll, type FloorStatements } from "./pg-floor.js";
 import { Databases, graphileWorker, PREFETCH } from "./postgres.js";
 
 const { values } = parseArgs({
@@ -146,58 +146,21 @@ async function leastLoop(url: string, sql: FloorStatements, prepare: string[]): 
 }
 
 /**
- * The floor's loop over Conveyor's own calls: claims of PREFETCH when fewer jobs than handlers
- * are left, every completion of one tick in one `complete`, the next one sent after it returns
- * (as the Worker's settler does).
+ * The floor's loop (drainLoop) over Conveyor's own calls: claims of PREFETCH when fewer jobs than
+ * handlers are left, every completion of one tick in one `complete`, the next one sent after it
+ * returns (as the Worker's settler does).
  */
 async function conveyorCallsLoop(backend: PostgresBackend): Promise<void> {
-  const buffer: ClaimedJob[] = [];
   const request = { queues: ["bench"], names: ["noop"], worker: { id: "w", host: "h", pid: 1 }, limit: PREFETCH, leaseMs: 600_000 };
-  let claiming: Promise<void> | null = null;
-  let exhausted = false;
-  const claim = (): Promise<void> =>
-    (claiming ??= backend
-      .claim(request)
-      .then((got) => {
-        buffer.push(...got);
-        if (got.length === 0) exhausted = true;
-      })
-      .finally(() => (claiming = null)));
-  let pending: Completion[] = [];
-  let scheduled = false;
-  let completed = 0;
-  let settling: Promise<void> = Promise.resolve();
-  const allCompleted = deferred();
-  const flush = () => {
-    scheduled = false;
-    const items = pending;
-    pending = [];
-    settling = settling
-      .then(() => backend.complete(items))
-      .then(() => {
-        completed += items.length;
-        if (completed >= jobs) allCompleted.resolve();
-      });
-  };
-  const handler = async () => {
-    for (;;) {
-      while (buffer.length === 0) {
-        if (exhausted && claiming === null) return;
-        await claim();
-      }
-      const claimed = buffer.shift()!;
-      if (buffer.length < CONCURRENCY && !exhausted) void claim();
-      await Promise.resolve(); // the no-op job
-      pending.push({ lease: claimed.lease, result: null });
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, handler));
-  await allCompleted.promise;
-  await settling;
+  await drainLoop<ClaimedJob>(
+    {
+      claim: () => backend.claim(request),
+      complete: (batch) => backend.complete(batch.map((claimed) => ({ lease: claimed.lease, result: null }))),
+    },
+    jobs,
+    CONCURRENCY,
+    { oneCompletionAtATime: true },
+  );
 }
 
 const gw = graphileWorker(dbs);

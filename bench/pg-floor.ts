@@ -72,58 +72,57 @@ export const KEEPING: FloorStatements = { schema: KEEP_SCHEMA, claim: KEEP_CLAIM
 const payloads = (start: number, n: number): string[] => Array.from({ length: n }, (_, k) => JSON.stringify({ i: start + k }));
 
 /**
- * Runs `concurrency` no-op handlers over every job `sql` claims (floor_jobs for the floors): a buffer refilled by claims of
- * `prefetch` (the next claim goes out when the buffer holds fewer jobs than there are handlers,
- * as a prefetching worker does), completions of one tick deleted in one statement. Resolves once
- * every deletion has committed. `oneCompletionAtATime` (default false): each tick's statement
- * waits for the one before it, as Conveyor's Worker sends its batches, instead of going out at once
- * on another connection.
+ * The least client loop over any store: `concurrency` no-op handlers take jobs from a buffer
+ * refilled by `claim` (the next claim goes out when the buffer holds fewer jobs than there are
+ * handlers, as a prefetching worker does; an empty answer ends it), and every job finished in one
+ * tick goes to `complete` in one call. Resolves once `n` jobs are completed; the first failed
+ * completion rejects it. `oneCompletionAtATime` (default false): each tick's call waits for the one
+ * before it, as Conveyor's Worker sends its batches, instead of going out at once on another
+ * connection.
  */
-export async function processAll(
-  pool: pg.Pool,
-  sql: FloorStatements,
+export async function drainLoop<T>(
+  store: { claim: () => Promise<readonly T[]>; complete: (batch: T[]) => Promise<unknown> },
   n: number,
   concurrency: number,
-  prefetch: number,
   options: { oneCompletionAtATime?: boolean } = {},
 ): Promise<void> {
-  const buffer: string[] = [];
+  const buffer: T[] = [];
   let claiming: Promise<void> | null = null;
   let exhausted = false;
   const claim = (): Promise<void> =>
-    (claiming ??= pool
-      .query<{ id: string }>({ name: "floor-claim", text: sql.claim, values: [prefetch] })
-      .then(({ rows }) => {
-        for (const r of rows) buffer.push(r.id);
-        if (rows.length === 0) exhausted = true;
+    (claiming ??= store
+      .claim()
+      .then((got) => {
+        buffer.push(...got);
+        if (got.length === 0) exhausted = true;
       })
       .finally(() => (claiming = null)));
 
-  let pending: string[] = [];
+  let pending: T[] = [];
   let flushScheduled = false;
-  let deleted = 0;
-  const allDeleted = deferred();
+  let completed = 0;
+  const allCompleted = deferred();
   const failures: unknown[] = [];
   let previous: Promise<unknown> = Promise.resolve();
   const flush = () => {
     flushScheduled = false;
-    const ids = pending;
+    const batch = pending;
     pending = [];
-    const send = () => pool.query({ name: "floor-complete", text: sql.complete, values: [ids] });
+    const send = () => store.complete(batch);
     const sent = options.oneCompletionAtATime === true ? previous.then(send) : send();
     previous = sent.catch(() => undefined);
     sent
       .then(() => {
-        deleted += ids.length;
-        if (deleted >= n) allDeleted.resolve();
+        completed += batch.length;
+        if (completed >= n) allCompleted.resolve();
       })
       .catch((error: unknown) => {
         failures.push(error);
-        allDeleted.resolve();
+        allCompleted.resolve();
       });
   };
-  const complete = (id: string) => {
-    pending.push(id);
+  const complete = (job: T) => {
+    pending.push(job);
     if (!flushScheduled) {
       flushScheduled = true;
       setImmediate(flush);
@@ -136,15 +135,38 @@ export async function processAll(
         if (exhausted && claiming === null) return;
         await claim();
       }
-      const id = buffer.shift()!;
+      const job = buffer.shift()!;
       if (buffer.length < concurrency && !exhausted) void claim();
       await Promise.resolve(); // the no-op job
-      complete(id);
+      complete(job);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, handler));
-  await allDeleted.promise;
+  await allCompleted.promise;
   if (failures.length > 0) throw failures[0];
+}
+
+/**
+ * `drainLoop` over every job `sql` claims (floor_jobs for the floors), claims of `prefetch`, each
+ * tick's completions in one statement (a deletion, or an update for the floor keeping them).
+ */
+export async function processAll(
+  pool: pg.Pool,
+  sql: FloorStatements,
+  n: number,
+  concurrency: number,
+  prefetch: number,
+  options: { oneCompletionAtATime?: boolean } = {},
+): Promise<void> {
+  await drainLoop(
+    {
+      claim: async () => (await pool.query<{ id: string }>({ name: "floor-claim", text: sql.claim, values: [prefetch] })).rows.map((r) => r.id),
+      complete: (ids) => pool.query({ name: "floor-complete", text: sql.complete, values: [ids] }),
+    },
+    n,
+    concurrency,
+    options,
+  );
 }
 
 /**
