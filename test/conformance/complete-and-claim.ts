@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { ClaimedJob } from "../../src/backend/contract.js";
 import { A, B, claim, enqueueMany, LEASE_MS, mustGet, NAME, QUEUE, type SuiteContext } from "./fixtures.js";
 
 /**
@@ -78,6 +79,45 @@ export function completeAndClaimTests(t: SuiteContext): void {
         const c = await t.b.completeAndClaim!([], request);
         expect(c.settled).toEqual([]);
         expect(c.claimed.map((x) => x.job.id)).toEqual([more]);
+      },
+    );
+
+    it.skipIf(!declared)(
+      "the claim half answers a job exactly as claim does: every field of its record, its lease and deadline [needs capability completeAndClaim]",
+      async () => {
+        // Two jobs alike in everything a record shows (payload, meta, options, a failed attempt
+        // with its error and history), one claimed by claim and one by completeAndClaim: a store
+        // that reads the claim's rows back another way for the second (JSON, say) shows here.
+        const alike = {
+          data: { text: 'é ✓ "quoted" \\ \u0001', big: 9_007_199_254_740_991, nested: [1, { x: null }, [true]], none: null },
+          meta: { tenant: "t-1", tags: ["a", "b"] },
+          priority: 3,
+          attempts: 4,
+          timeoutMs: 1_234,
+        };
+        const [filler] = await enqueueMany(t.b, 1);
+        await enqueueMany(t.b, 2, () => alike);
+        const [c0, c1, c2] = await claim(t.b, { limit: 3 });
+        expect(c0!.job.id).toBe(filler);
+        t.clock.advance(10);
+        const error = { name: "TypeError", message: "it broke ✓", stack: "TypeError: it broke ✓\n    at here" };
+        expect(await t.b.fail([c1!, c2!].map((c) => ({ lease: c.lease, error, retryDelayMs: 0 })))).toEqual(["applied", "applied"]);
+        t.clock.advance(1_000);
+        const request = { queues: [QUEUE], names: [NAME], worker: B, limit: 1, leaseMs: LEASE_MS };
+        const [byClaim] = await t.b.claim(request);
+        const { settled, claimed } = await t.b.completeAndClaim!([{ lease: c0!.lease, result: null }], request);
+        expect(settled).toEqual(["applied"]);
+        const [byRide] = claimed;
+        expect(byClaim!.job.id).toBe(c1!.job.id);
+        expect(byRide!.job.id).toBe(c2!.job.id);
+        expect(byRide!.job).toMatchObject({ attempt: 2, error, data: alike.data, meta: alike.meta });
+        // Apart from the job's id and its lease's token (a fencing token of its own per lease).
+        expect(byRide!.job.lease?.token).toBe(byRide!.lease.token);
+        const apart = (c: ClaimedJob) => {
+          const lease = { ...c.lease, jobId: "(either)", token: 0 };
+          return { ...c, job: { ...c.job, id: "(either)", lease: { ...c.job.lease!, ...lease } }, lease };
+        };
+        expect(apart(byRide!)).toEqual(apart(byClaim!));
       },
     );
   });

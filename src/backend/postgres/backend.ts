@@ -843,7 +843,7 @@ export class PostgresBackend implements Backend {
     this.rescueHold.noteLease(request.leaseMs);
     const limited = await this.limitedQueues();
     if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
-    const rows = await this.query<{ settled_id: string | null; settled_token: number | null; job: JobRow | null }>("complete-and-claim", [
+    const rows = await this.query<JobRow & { settled_ids: string[] | null; settled_tokens: string[] | null }>("complete-and-claim", [
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
       integerArray(items.map((i) => i.lease.token)),
@@ -853,8 +853,9 @@ export class PostgresBackend implements Backend {
     const settled: SettledRow[] = [];
     const claimed: JobRow[] = [];
     for (const row of rows) {
-      if (row.job !== null) claimed.push(row.job);
-      else settled.push({ id: row.settled_id!, lease_token: row.settled_token! });
+      if (row.settled_ids === null) claimed.push(row);
+      // The one row of completions: bigint[] arrives as strings (only bigint itself is parsed to a number, TYPES).
+      else row.settled_ids.forEach((id, i) => settled.push({ id, lease_token: Number(row.settled_tokens![i]) }));
     }
     return {
       settled: settleResults(
@@ -1536,7 +1537,9 @@ export function oneJobEnqueueText(template: string, fresh: string): string {
 
 /**
  * complete-and-claim.sql's template filled with the rendered complete.sql (without its last line,
- * the final SELECT) and claim.sql (its parameters after $1 moved up by three, behind complete's).
+ * the final SELECT), claim.sql (its parameters after $1 moved up by three, behind complete's) and
+ * a NULL for each column claim.sql returns (the settled rows' side of the UNION), counted from its
+ * RETURNING list so a column added there needs nothing here.
  */
 function completeAndClaimText(template: string, complete: string, claim: string): string {
   const lines = complete.trimEnd().split("\n");
@@ -1547,7 +1550,16 @@ function completeAndClaimText(template: string, complete: string, claim: string)
     );
   }
   const shifted = claim.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + 3}`));
-  return template.replace("{{complete}}", () => `${lines.join("\n")}\n`).replace("{{claim}}", () => shifted);
+  const returning = claim.replace(/--.*$/gm, "").split(/\bRETURNING\b/);
+  const list = returning.length === 2 ? returning[1]!.trim() : "";
+  if (list === "" || /[()]/.test(list)) {
+    throw new ConveyorError("claim.sql must end with one RETURNING list of plain columns (complete-and-claim.sql counts them)");
+  }
+  const nulls = Array.from({ length: list.split(",").length }, () => "NULL").join(", ");
+  return template
+    .replace("{{complete}}", () => `${lines.join("\n")}\n`)
+    .replace("{{claim}}", () => shifted)
+    .replace("{{claimed_nulls}}", () => nulls);
 }
 
 /** Whether every id is greater than the one before it (so none repeats). */
