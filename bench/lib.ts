@@ -414,13 +414,16 @@ export async function conveyorProcessing(backend: Backend, n: number, concurrenc
   return conveyorProcessFilled(backend, n, concurrency, prefetch);
 }
 
-/** conveyorProcessing's timed part: jobs/s of one Worker draining `n` jobs already in queue "bench". */
-export async function conveyorProcessFilled(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
+/**
+ * conveyorProcessing's timed part: jobs/s of one Worker draining `n` jobs already in queue "bench".
+ * `handler` (default: a no-op that returns at once) runs each job.
+ */
+export async function conveyorProcessFilled(backend: Backend, n: number, concurrency: number, prefetch = 0, handler: () => unknown = () => null): Promise<number> {
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;
   const r = await rate(n, async () => {
-    worker = new Worker({ backend, queues: "bench", concurrency, prefetch, logger: silentLogger, maintenance: false, handlers: { noop: () => null } });
+    worker = new Worker({ backend, queues: "bench", concurrency, prefetch, logger: silentLogger, maintenance: false, handlers: { noop: handler } });
     worker.on("job:completed", () => {
       if (++completed === n) done.resolve();
     });

@@ -3,8 +3,12 @@
  * /work/main, with its own migrations on its own database) against this tree's, in one process,
  * their runs interleaved (A, B, A, B, …), medians and paired ratios. Figures: bulk enqueue,
  * processing at concurrency 10 with prefetch 500 (bench/postgres.ts' shape), WAL bytes per job
- * in that processing run and in the bulk enqueue, and the many-queues claim (bench/pg-scale.ts: ms per claim of 5, one
- * worker naming 1,000 queues).
+ * in that processing run and in the bulk enqueue, processing of jobs that each wait 1 ms (a timer)
+ * at concurrency 50 with prefetch 500, where the Worker's claims ride with its completions
+ * (`completeAndClaim`; no-op jobs drain the buffer within one turn of the event loop, so their
+ * claims go alone), the server's CPU time per job in both processing runs (every server process,
+ * from /proc; left out with DATABASE_URL), and the many-queues claim (bench/pg-scale.ts: ms per
+ * claim of 5, one worker naming 1,000 queues).
  *
  * A third subject, "this, event log off", is this tree's backend with `eventLog: false`
  * (PostgresBackendOptions.eventLog): what the event log costs, beside main, in the same run.
@@ -17,7 +21,7 @@ import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, pairedRatio, rate } from "./lib.js";
+import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, pairedRatio, rate, serverCpuMs } from "./lib.js";
 import { freshDatabase, manyQueues } from "./pg-scale.js";
 
 type BackendClass = typeof PostgresBackend;
@@ -93,19 +97,29 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
       }),
     );
     rows.push({ label: "WAL per job, bulk enqueue", unit: "bytes", runs: enqueueWal });
-    const wal: number[][] = variants.map(() => []);
-    await figure("processing, concurrency 10, prefetch 500", "jobs/s", (v) =>
-      withBackend(v, async (b, dbUrl) => {
-        const q = new Queue("bench", { backend: b });
-        // Filled first, so the WAL figure counts processing alone.
-        for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
-        const from = await walLsn(dbUrl);
-        const jobsPerS = await conveyorProcessFilled(b, n, 10, 500);
-        wal[variants.indexOf(v)]!.push((await walBytesSince(dbUrl, from)) / n);
-        return jobsPerS;
-      }),
-    );
-    rows.push({ label: "WAL per job, processing", unit: "bytes", runs: wal });
+    const dataDir = server?.dataDir ?? null;
+    /** One processing figure: jobs/s, and beside it the server's CPU µs per job (and WAL bytes per job when `wal`). */
+    const processing = async (label: string, concurrency: number, handler: () => unknown, options: { wal?: boolean } = {}) => {
+      const wal: number[][] = variants.map(() => []);
+      const cpu: number[][] = variants.map(() => []);
+      await figure(label, "jobs/s", (v) =>
+        withBackend(v, async (b, dbUrl) => {
+          const q = new Queue("bench", { backend: b });
+          // Filled first, so the WAL and CPU figures count processing alone.
+          for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
+          const from = await walLsn(dbUrl);
+          const cpu0 = dataDir === null ? 0 : await serverCpuMs(dataDir);
+          const jobsPerS = await conveyorProcessFilled(b, n, concurrency, 500, handler);
+          if (dataDir !== null) cpu[variants.indexOf(v)]!.push((((await serverCpuMs(dataDir)) - cpu0) * 1000) / n);
+          wal[variants.indexOf(v)]!.push((await walBytesSince(dbUrl, from)) / n);
+          return jobsPerS;
+        }),
+      );
+      if (options.wal === true) rows.push({ label: "WAL per job, processing", unit: "bytes", runs: wal });
+      if (dataDir !== null) rows.push({ label: `server CPU per job, ${label}`, unit: "µs", runs: cpu });
+    };
+    await processing("processing, concurrency 10, prefetch 500", 10, () => null, { wal: true });
+    await processing("processing, 1 ms jobs, concurrency 50, prefetch 500", 50, () => new Promise((resolve) => setTimeout(resolve, 1)));
     for (const [label, queues, perQueue, emptyButFirst] of [
       ["claim of 5, 1 queue × 5,000 jobs", 1, 5_000, false],
       ["claim of 5, 1,000 queues × 5 jobs", 1_000, 5, false],
