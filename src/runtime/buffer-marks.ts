@@ -40,6 +40,8 @@ export class BufferMarks {
   }
 
   started(lease: Lease): void {
+    // Nearly always: no marks at all (concurrency 2 or more), so no key to build for every job.
+    if (this.toBuffer.size === 0 && this.sentBuffered.size === 0) return;
     const k = key(lease);
     if (this.toBuffer.delete(k)) return;
     if (!this.sentBuffered.delete(k)) return;

@@ -207,7 +207,7 @@ export class LeaseKeeper {
       // A run of the same job still here under an older lease (the store rescued the job and
       // leased it to this worker again): its hold leaves the map now, so look at it first.
       const replaced = this.started.get(hold.claimed.job.id);
-      if (replaced !== undefined && replaced !== hold) this.noticeLapses(now, this.tickLateMs(now), [replaced]);
+      if (replaced !== undefined && replaced !== hold && now > replaced.deadline) this.noticeLapses(now, this.tickLateMs(now), [replaced]);
       this.started.set(hold.claimed.job.id, hold);
       // Before the handler runs: one that kills this process at once is then on record as started.
       this.marks.started(hold.claimed.lease);
@@ -224,7 +224,8 @@ export class LeaseKeeper {
     if (this.started.get(hold.claimed.job.id) !== hold) return;
     this.started.delete(hold.claimed.job.id);
     const now = this.o.clock.now();
-    this.noticeLapses(now, this.tickLateMs(now), [hold]);
+    // Only a passed deadline can be a lapse (noticeLapses' own test): nothing built for the rest.
+    if (now > hold.deadline) this.noticeLapses(now, this.tickLateMs(now), [hold]);
   }
 
   /** True while the lease has surely not expired in the store. */

@@ -239,14 +239,20 @@ interface Running {
   timer: ClockTimer | null;
   /** Opened when the handler asks for `ctx.tx()`; the completion commits inside it. */
   completionTx: Promise<CompletionTransaction> | null;
-  settled: Promise<void>;
-  resolveSettled: () => void;
+  /** The store has the outcome, or it was abandoned (`finished`). */
+  isFinished: boolean;
+  /** Made only when something waits for the run to end (pause, close: `whenSettled`), not per job. */
+  settled: Promise<void> | null;
+  resolveSettled: (() => void) | null;
   /** ctx.log lines not yet handed to the store, and the write that will take them. */
   logLines: string[];
   logWrite: Promise<void> | null;
-  /** The last log write started: the outcome is stored after it. */
+  /** The last log write started (NO_LOG_WRITTEN until one is): the outcome is stored after it. */
   logWritten: Promise<void>;
 }
+
+/** A run's `logWritten` before any log line: nothing to wait for, and no promise made per job. */
+const NO_LOG_WRITTEN: Promise<void> = Promise.resolve();
 
 /**
  * Runs handlers for jobs claimed from a backend: claim -> run -> settle.
@@ -449,7 +455,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     // A claim already on its way lands in the buffer; wait for it so it is released below.
     await this.claimRound;
     await this.leases.releaseBuffered("paused");
-    await Promise.all([...this.running.values()].map((r) => r.settled));
+    await Promise.all([...this.running.values()].map((r) => this.whenSettled(r)));
   }
 
   /** Takes jobs again after `pause()` (once `run()` has started the worker, with `autostart: false`). */
@@ -715,8 +721,6 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     const claimed = hold.claimed;
     const handler = this.handlers.get(claimed.job.name);
     const controller = new AbortController();
-    let resolveSettled!: () => void;
-    const settled = new Promise<void>((r) => (resolveSettled = r));
     const job = claimed.job as Job<unknown>;
     const r: Running = {
       claimed,
@@ -729,11 +733,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       hold,
       timer: null,
       completionTx: null,
-      settled,
-      resolveSettled,
+      isFinished: false,
+      settled: null,
+      resolveSettled: null,
       logLines: [],
       logWrite: null,
-      logWritten: Promise.resolve(),
+      logWritten: NO_LOG_WRITTEN,
     };
     // The store leased this job to us again, under a newer token (tokens only grow): the lease an
     // earlier run of it here holds is gone (it expired and the job was rescued), and the renewal
@@ -742,7 +747,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (earlier !== undefined && earlier.claimed.lease.token < claimed.lease.token) this.loseLease(earlier, "expired");
     this.running.set(claimed.job.id, r);
     this.busySlots++;
-    this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });
+    if (this.listens("job:started"))
+      this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });
 
     if (!handler) {
       // Cannot happen while claims filter by name; fail safe rather than drop the job.
@@ -864,7 +870,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     let resultBytes = 0;
     let refused: string | null = null;
     try {
-      if (value !== undefined) {
+      // null needs no round trip through JSON (it is its own text, 4 bytes) unless the bound is below it.
+      if (value === null && this.maxResultBytes >= 4) resultBytes = 4;
+      else if (value !== undefined) {
         const text = JSON.stringify(value);
         result = JSON.parse(text) as Json;
         // UTF-8 takes at most 3 bytes per UTF-16 code unit: most results are measured by length alone.
@@ -910,7 +918,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   /** The handler's transaction carries the completion; if it fails we cannot retry it elsewhere. */
   private async commitCompletionTx(r: Running, tx: Promise<CompletionTransaction>, result: Json): Promise<SettleResult | "abandoned"> {
-    await r.logWritten;
+    if (r.logWritten !== NO_LOG_WRITTEN) await r.logWritten;
     try {
       return await (await tx).commit(result);
     } catch (error) {
@@ -977,7 +985,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
    */
   private async settle(r: Running, send: () => Promise<"applied" | "stale">): Promise<"applied" | "stale" | "abandoned"> {
     // The job's log lines first: once the outcome is stored, the fence refuses them.
-    await r.logWritten;
+    if (r.logWritten !== NO_LOG_WRITTEN) await r.logWritten;
     for (let attempt = 0; ; attempt++) {
       try {
         return await send();
@@ -994,7 +1002,14 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private finished(r: Running): void {
     if (this.running.get(r.job.id) === r) this.running.delete(r.job.id);
     this.leases.finish(r.hold);
-    r.resolveSettled();
+    r.isFinished = true;
+    r.resolveSettled?.();
+  }
+
+  /** Resolves once the run has ended (`finished`). */
+  private whenSettled(r: Running): Promise<void> {
+    if (r.isFinished) return Promise.resolve();
+    return (r.settled ??= new Promise<void>((resolve) => (r.resolveSettled = resolve)));
   }
 
   /** The lease is gone: abort the handler and forget the job; the store will refuse its result. */
@@ -1091,7 +1106,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         this.forceNow = resolve;
         timer = this.clock.after(graceMs, resolve);
       });
-      await Promise.race([Promise.all([...this.running.values()].map((r) => r.settled)), forced]);
+      await Promise.race([Promise.all([...this.running.values()].map((r) => this.whenSettled(r))), forced]);
       timer?.cancel();
     }
 
@@ -1124,7 +1139,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       );
     }
     // Jobs still settling (a completion on its way) get to finish: their outcome is decided.
-    await Promise.all([...this.running.values()].map((r) => r.settled));
+    await Promise.all([...this.running.values()].map((r) => this.whenSettled(r)));
     await this.settler.drain();
     await this.leases.stop();
     this.sandbox?.close();
