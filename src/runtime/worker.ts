@@ -229,7 +229,11 @@ interface Running {
   hold: Hold;
   job: Job<unknown>;
   handler: BoundHandler<unknown>;
-  controller: AbortController;
+  /**
+   * Aborts the handler's signal; dropped (null) once the outcome is decided, when nothing aborts
+   * the run any more, so it is not kept while the store acknowledges the outcome.
+   */
+  controller: AbortController | null;
   /** Set once an outcome was decided; later outcomes (a late handler result) are ignored. */
   done: boolean;
   /** Counts against `concurrency` until the handler's outcome is decided (not until it is acknowledged). */
@@ -777,10 +781,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         if (handler.schema) job.data = validatePayload(job.name, handler.schema, job.data);
         result = await (this.telemetry ? this.telemetry.attempt!(claimed.job, async () => handler.run(job, ctx)) : handler.run(job, ctx));
       } catch (error) {
-        await this.finishFailure(r, toError(error));
+        void this.finishFailure(r, toError(error));
         return;
       }
-      await this.finishSuccess(r, result);
+      // Not awaited: this frame holds ctx and its closures, which need not live until the store
+      // has acknowledged the outcome (a round trip in which they would outlive a young collection).
+      void this.finishSuccess(r, result);
     })();
   }
 
@@ -845,6 +851,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (r.done) return false;
     r.done = true;
     r.timer?.cancel();
+    // What only an undecided run needs goes now (see Running.controller).
+    r.timer = null;
+    r.controller = null;
     this.freeSlot(r);
     return true;
   }
@@ -1014,8 +1023,9 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   /** The lease is gone: abort the handler and forget the job; the store will refuse its result. */
   private loseLease(r: Running, reason: LeaseLossReason): void {
+    const controller = r.controller;
     if (!this.takeOutcome(r)) return;
-    r.controller.abort(new LeaseLostError(r.job.id, reason));
+    controller?.abort(new LeaseLostError(r.job.id, reason));
     void this.abandonCompletionTx(r);
     this.emit("job:lease-lost", { job: r.job as JobRecord, reason });
     this.logger.warn({ jobId: r.job.id, reason, workerId: this.id }, "lease lost; aborted the handler, its result will be discarded");
@@ -1117,7 +1127,8 @@ export class Worker extends TypedEmitter<WorkerEvents> {
         r.done = true;
         this.freeSlot(r);
         r.timer?.cancel();
-        r.controller.abort(new ShutdownError());
+        r.controller?.abort(new ShutdownError());
+        r.controller = null;
       }
       await Promise.all(leftover.map((r) => this.abandonCompletionTx(r)));
       const results = await Promise.all(
