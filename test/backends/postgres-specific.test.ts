@@ -530,6 +530,24 @@ describe("PostgresBackend", () => {
     expect(b.description).toMatch(/^postgres:/);
   });
 
+  it("logs nothing about its connections once closed, when the server ends them as they close", async () => {
+    // pg's Pool.end() resolves once its connections are told to end, before their sockets close:
+    // a server ending them meanwhile (a dropped database, a restart) made the closed backend log
+    // "an idle PostgreSQL connection failed; the pool replaces it", about 2 of 5 connections a time.
+    const logger = recordingLogger();
+    const schema = schemas.create();
+    for (let round = 0; round < 5; round++) {
+      const applicationName = `close-${randomBytes(4).toString("hex")}`;
+      const b = new PostgresBackend({ connectionString: url, schema, logger, applicationName });
+      await b.migrate();
+      await Promise.all(Array.from({ length: 5 }, () => b.stats()));
+      await b.close();
+      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [applicationName]);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(logger.entries).toEqual([]);
+  });
+
   it("with preparedStatements: false runs the same statements unprepared", async () => {
     const b = await backend({ preparedStatements: false });
     await b.enqueue([buildJobSpec({ queue: "q", name: "job", data: { x: 1 }, options: { jobId: "u" } })]);

@@ -491,8 +491,10 @@ export class PostgresBackend implements Backend {
       this.ownsPool = true;
       // An idle connection dying (server restart, pg_terminate_backend) is routine: the pool
       // drops it and opens another on demand. Unhandled, the pool's "error" event would end the
-      // process.
+      // process. After close() it is not even news: pg's Pool.end() resolves once its connections
+      // are told to end, before their sockets close, and the server may end them first.
       this.pool.on("error", (error) => {
+        if (this.closed) return;
         this.logger.warn({ backend: this.description, error: error.message }, "an idle PostgreSQL connection failed; the pool replaces it");
       });
     }
