@@ -179,7 +179,8 @@ export class LeaseKeeper {
 
   /** Of `holds`, the ones the free slots did not take stay buffered: the store is told so. */
   noteBuffered(holds: readonly Hold[]): void {
-    if (holds.length === 0 || this.buffer.length === 0) return;
+    // No marks kept (concurrency 2 or more): no set of the buffer to build per claim.
+    if (!this.marks.enabled || holds.length === 0 || this.buffer.length === 0) return;
     const waiting = new Set(this.buffer);
     // Those the claim recorded as buffered already are not sent again.
     this.marks.buffered(holds.filter((h) => waiting.has(h) && h.claimed.markedBuffered !== true).map((h) => h.claimed.lease));
