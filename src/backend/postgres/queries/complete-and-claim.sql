@@ -16,8 +16,8 @@
 -- columns NULL).
 -- The claimed rows go out as columns, as claim.sql's do: wrapped in row_to_json they cost the
 -- server about 4 µs more per job (the function looks up every column's output category row by
--- row). The completions go out as one row: a row each, with claim.sql's thirty NULL columns,
--- cost the client about as much again (docs/performance-postgres.md, "Session 28").
+-- row; docs/performance-postgres.md, "Session 28"). The completions go out as one row of two
+-- arrays, not as a row each padded with claim.sql's thirty NULL columns.
 --
 -- One statement, one snapshot: the claim cannot see the completions, and does not need to (it
 -- takes waiting and due rows, the completions change active ones). A claim that locks nothing
