@@ -418,7 +418,13 @@ export async function conveyorProcessing(backend: Backend, n: number, concurrenc
  * conveyorProcessing's timed part: jobs/s of one Worker draining `n` jobs already in queue "bench".
  * `handler` (default: a no-op that returns at once) runs each job.
  */
-export async function conveyorProcessFilled(backend: Backend, n: number, concurrency: number, prefetch = 0, handler: () => unknown = () => null): Promise<number> {
+export async function conveyorProcessFilled(
+  backend: Backend,
+  n: number,
+  concurrency: number,
+  prefetch = 0,
+  handler: () => unknown = () => null,
+): Promise<number> {
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;

@@ -21,7 +21,20 @@ import pg from "pg";
 import { PostgresBackend } from "../src/backend/postgres/index.js";
 import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { chunks, conveyorProcessFilled, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, pairedRatio, rate, serverCpuMs } from "./lib.js";
+import {
+  chunks,
+  conveyorProcessFilled,
+  FILL_CHUNK,
+  fmt,
+  formatLoad,
+  interleaved,
+  machineLine,
+  median,
+  noopJobs,
+  pairedRatio,
+  rate,
+  serverCpuMs,
+} from "./lib.js";
 import { freshDatabase, manyQueues } from "./pg-scale.js";
 
 type BackendClass = typeof PostgresBackend;
