@@ -24,10 +24,10 @@ import { join, resolve } from "node:path";
 import { PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import pg from "pg";
 import type { Backend } from "../src/backend/contract.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
-import { childExecArgv, chunks, FILL_CHUNK, fmt, machineLine, median, noopJobs, ownModule, pairedRatio } from "./lib.js";
+import { childExecArgv, chunks, conveyorProcessFilled, FILL_CHUNK, fmt, machineLine, median, noopJobs, ownModule, pairedRatio } from "./lib.js";
+import { freshDatabase } from "./pg-scale.js";
 
 const { values } = parseArgs({
   options: {
@@ -82,47 +82,23 @@ async function childDrains(side: string, serverUrl: string | undefined): Promise
       };
     } else {
       const { PostgresBackend } = (await import(sideModule(side, "src/backend/postgres/index"))) as typeof import("../src/backend/postgres/index.js");
-      const admin = new pg.Client({ connectionString: serverUrl });
-      await admin.connect();
-      const name = `ab_worker_${process.pid}_${d}`;
-      await admin.query(`CREATE DATABASE ${name}`);
-      const url = new URL(serverUrl!);
-      url.pathname = `/${name}`;
-      backend = new PostgresBackend({ connectionString: url.toString() });
+      const database = await freshDatabase(serverUrl!, "ab_worker");
+      backend = new PostgresBackend({ connectionString: database.url });
       cleanup = async () => {
         await backend.close();
-        await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-        await admin.end();
+        await database.drop();
       };
     }
     await backend.migrate();
     const queue = new index.Queue("bench", { backend });
     for (const [start, length] of chunks(jobs, FILL_CHUNK)) await queue.addBulk(noopJobs(start, length));
-    let completed = 0;
-    let finish!: () => void;
-    const done = new Promise<void>((r) => (finish = r));
     const gc0 = gcMs;
     const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    const worker = new index.Worker({
-      backend,
-      queues: "bench",
-      concurrency,
-      prefetch: store === "postgres" ? 500 : 0,
-      logger: index.silentLogger,
-      maintenance: false,
-      handlers: { noop: () => null },
-    });
-    worker.on("job:completed", () => {
-      if (++completed === jobs) finish();
-    });
-    await done;
-    const seconds = (performance.now() - t0) / 1000;
+    const jobsPerSecond = await conveyorProcessFilled(backend, jobs, concurrency, store === "postgres" ? 500 : 0, () => null, index.Worker);
     const cpu = process.cpuUsage(cpu0);
     // The last collection's entry arrives after its pause.
     await new Promise((r) => setTimeout(r, 10));
-    await worker.close();
-    if (d > 0) drains.push({ jobsPerSecond: jobs / seconds, clientUs: (cpu.user + cpu.system) / jobs, gcMs: gcMs - gc0 });
+    if (d > 0) drains.push({ jobsPerSecond, clientUs: (cpu.user + cpu.system) / jobs, gcMs: gcMs - gc0 });
     await cleanup();
   }
   return drains;
@@ -134,7 +110,7 @@ if (values.child !== undefined) {
 }
 
 if (values.base === undefined) {
-  console.error("--base DIR: the other checkout, built (`npm run build`), whose Worker runs beside this tree's");
+  console.error("--base DIR: the other checkout (its sources, node_modules linked), whose Worker runs beside this tree's");
   process.exit(2);
 }
 const server = store === "postgres" ? await startThrowawayPostgres({ database: "bench" }) : null;

@@ -416,7 +416,8 @@ export async function conveyorProcessing(backend: Backend, n: number, concurrenc
 
 /**
  * conveyorProcessing's timed part: jobs/s of one Worker draining `n` jobs already in queue "bench".
- * `handler` (default: a no-op that returns at once) runs each job.
+ * `handler` (default: a no-op that returns at once) runs each job; `WorkerClass` (default this
+ * tree's) is the Worker, another checkout's when a bench compares two.
  */
 export async function conveyorProcessFilled(
   backend: Backend,
@@ -424,12 +425,13 @@ export async function conveyorProcessFilled(
   concurrency: number,
   prefetch = 0,
   handler: () => unknown = () => null,
+  WorkerClass: typeof Worker = Worker,
 ): Promise<number> {
   const done = deferred();
   let completed = 0;
   let worker: Worker | undefined;
   const r = await rate(n, async () => {
-    worker = new Worker({ backend, queues: "bench", concurrency, prefetch, logger: silentLogger, maintenance: false, handlers: { noop: handler } });
+    worker = new WorkerClass({ backend, queues: "bench", concurrency, prefetch, logger: silentLogger, maintenance: false, handlers: { noop: handler } });
     worker.on("job:completed", () => {
       if (++completed === n) done.resolve();
     });
