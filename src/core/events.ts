@@ -66,11 +66,6 @@ export class TypedEmitter<Events extends object> {
     return this;
   }
 
-  /** Whether `event` has a listener: an emitter asks before building a payload nobody reads. */
-  protected listens<K extends keyof Events & string>(event: K): boolean {
-    return this.emitter.listenerCount(event) > 0;
-  }
-
   protected emit<K extends keyof Events & string>(event: K, payload: Events[K]): void {
     // listeners() copies the list (a listener may remove itself while it runs): not for none.
     if (this.emitter.listenerCount(event) === 0) return;

@@ -243,8 +243,6 @@ interface Running {
   timer: ClockTimer | null;
   /** Opened when the handler asks for `ctx.tx()`; the completion commits inside it. */
   completionTx: Promise<CompletionTransaction> | null;
-  /** The store has the outcome, or it was abandoned (`finished`). */
-  isFinished: boolean;
   /** Made only when something waits for the run to end (pause, close: `whenSettled`), not per job. */
   settled: Promise<void> | null;
   resolveSettled: (() => void) | null;
@@ -737,7 +735,6 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       hold,
       timer: null,
       completionTx: null,
-      isFinished: false,
       settled: null,
       resolveSettled: null,
       logLines: [],
@@ -751,8 +748,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (earlier !== undefined && earlier.claimed.lease.token < claimed.lease.token) this.loseLease(earlier, "expired");
     this.running.set(claimed.job.id, r);
     this.busySlots++;
-    if (this.listens("job:started"))
-      this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });
+    this.emit("job:started", { job: claimed.job, workerId: this.id, waitMs: Math.max(0, (claimed.job.startedAt ?? claimed.job.runAt) - claimed.job.runAt) });
 
     if (!handler) {
       // Cannot happen while claims filter by name; fail safe rather than drop the job.
@@ -1011,13 +1007,12 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private finished(r: Running): void {
     if (this.running.get(r.job.id) === r) this.running.delete(r.job.id);
     this.leases.finish(r.hold);
-    r.isFinished = true;
     r.resolveSettled?.();
   }
 
-  /** Resolves once the run has ended (`finished`). */
+  /** Resolves once the run has ended (`finished`, which takes it out of `running`). */
   private whenSettled(r: Running): Promise<void> {
-    if (r.isFinished) return Promise.resolve();
+    if (this.running.get(r.job.id) !== r) return Promise.resolve();
     return (r.settled ??= new Promise<void>((resolve) => (r.resolveSettled = resolve)));
   }
 
