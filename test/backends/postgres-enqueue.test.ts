@@ -26,7 +26,7 @@ async function stored(b: PostgresBackend): Promise<Array<{ id: string; payload: 
 
 async function addedEvents(b: PostgresBackend): Promise<string[]> {
   const s = pg.escapeIdentifier(b.schema);
-  return (await admin.query<{ job_id: string }>(`SELECT job_id FROM ${s}.events WHERE type = 'added' ORDER BY xid, seq`)).rows.map((r) => r.job_id);
+  return (await admin.query<{ job_id: string }>(`SELECT job_id FROM ${s}.event_log WHERE type = 'added' ORDER BY xid, seq, i`)).rows.map((r) => r.job_id);
 }
 
 describe("PostgreSQL enqueue of generated ids", () => {

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL event log switched off per schema (PostgresBackendOptions.eventLog,
- * `?eventLog=off`, migration event_log_switch): no `events` row is written by any path (insert, claim,
+ * `?eventLog=off`, migration event_log_switch): no event (a row of `events` or `event_batches`) is written by any path (insert, claim,
  * completion, retry, death, deletion on completion or death, rescue), every reader refuses by name
  * exactly as on Redis, the schema records the setting so a process configured otherwise refuses to
  * start, and per-job event streams still work (by polling). The whole conformance suite also runs
@@ -45,7 +45,7 @@ async function count(schema: string, sql: string): Promise<number> {
   return Number(rows[0]!.n);
 }
 
-const eventRows = (schema: string) => count(schema, "SELECT count(*) AS n FROM {{schema}}.events");
+const eventRows = (schema: string) => count(schema, "SELECT count(*) AS n FROM {{schema}}.event_log");
 const eventTriggers = (schema: string) =>
   count(schema, "SELECT count(*) AS n FROM pg_trigger WHERE tgrelid = '{{schema}}.jobs'::regclass AND tgname IN ('jobs_events_added', 'jobs_events_changed')");
 
@@ -68,7 +68,7 @@ describe("PostgreSQL event log off (eventLog: false)", () => {
     // added, active and completed/retrying/dead for each of the 22 jobs (one runs twice)
     expect(await eventRows(onSchema)).toBeGreaterThanOrEqual(22 * 3);
     // one terminal event per job, also for the 11 deleted as they finished (written by the statement itself)
-    expect(await count(onSchema, "SELECT count(*) AS n FROM {{schema}}.events WHERE type IN ('completed', 'dead')")).toBe(22);
+    expect(await count(onSchema, "SELECT count(*) AS n FROM {{schema}}.event_log WHERE type IN ('completed', 'dead')")).toBe(22);
   });
 
   it("a lease rescued into death writes no event either (rescue.sql)", async () => {

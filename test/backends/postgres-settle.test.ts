@@ -1,7 +1,7 @@
 /**
  * PostgreSQL only: the plain hot path's settle and claim statements (docs/performance-postgres.md,
  * "Sixth pass"): the events claim, complete, complete-and-claim and fail leave (read from the
- * `events` table directly, in (xid, seq) order: every statement here has committed, so no wait
+ * `event_log` view directly, in (xid, seq, i) order: every statement here has committed, so no wait
  * for visibility is needed), the claim over several queues when a winner is held elsewhere, and
  * the one index of finished jobs (migration pg_settle_finished_index) that prune by count and the
  * finished window walk.
@@ -35,7 +35,7 @@ interface EventRow {
 
 async function events(b: PostgresBackend): Promise<EventRow[]> {
   const s = pg.escapeIdentifier(b.schema);
-  return (await admin.query<EventRow>(`SELECT job_id, type, attempt, at, data FROM ${s}.events ORDER BY xid, seq`)).rows;
+  return (await admin.query<EventRow>(`SELECT job_id, type, attempt, at, data FROM ${s}.event_log ORDER BY xid, seq, i`)).rows;
 }
 
 const brief = (rows: EventRow[], jobId: string) => rows.filter((e) => e.job_id === jobId).map((e) => `${e.type}:${e.attempt}`);

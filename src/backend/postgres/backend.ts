@@ -333,9 +333,10 @@ function parseInt8(value: string): number {
   return Number(value);
 }
 
-/** One row of read-events.sql: the log's columns and the writing transaction's id. */
+/** One row of read-events.sql: the log's columns, the writing transaction's id and the event's place in its batch (0: a row of `events`). */
 interface EventRow extends EventLogRow {
   xid: string;
+  i: number | string;
 }
 
 /** One row of the jobs table as the statements return it (pg parses the JSON columns). */
@@ -968,14 +969,18 @@ export class PostgresBackend implements Backend {
     return rows.map((row) => ({ at: Number(row.at), attempt: row.attempt, line: row.line }));
   }
 
-  /** Cursors are "<xid>-<seq>" (see migration 0003: the log is read in that order). */
+  /**
+   * Cursors are "<xid>-<seq>-<i>" for an event of a batch (its place i in the batch, from 1) and
+   * "<xid>-<seq>" for a row of `events` (i = 0): the log is read in (xid, seq, i) order
+   * (migrations 0004 and 0017), and ids handed out before batches existed keep their form.
+   */
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
     if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", "schema");
-    const m = /^(\d{1,19})-(\d{1,19})$/.exec(cursor);
-    // The seq is a bigint (a 19-digit one may not fit: the server's "out of range" was a 500); the xid an xid8, which holds any.
-    if (!m || BigInt(m[2]!) > MAX_BIGINT) throw badEventCursor(cursor);
-    const rows = await this.query<EventRow>("read-events", [m[1], m[2], limit]);
-    const events = rows.map((row) => eventFromRow(`${row.xid}-${row.seq}`, row));
+    const m = /^(\d{1,19})-(\d{1,19})(?:-(\d{1,19}))?$/.exec(cursor);
+    // The seq and i are bigints (a 19-digit one may not fit: the server's "out of range" was a 500); the xid an xid8, which holds any.
+    if (!m || BigInt(m[2]!) > MAX_BIGINT || (m[3] !== undefined && BigInt(m[3]) > MAX_BIGINT)) throw badEventCursor(cursor);
+    const rows = await this.query<EventRow>("read-events", [m[1], m[2], m[3] ?? "0", limit]);
+    const events = rows.map((row) => eventFromRow(Number(row.i) === 0 ? `${row.xid}-${row.seq}` : `${row.xid}-${row.seq}-${row.i}`, row));
     return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
   }
 

@@ -42,16 +42,18 @@ removed AS (
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms = 0
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
--- The event triggers (0004, 0007) fire on INSERT and UPDATE: a job deleted as it completes gets
+-- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it completes gets
 -- its 'completed' event here, with the details the trigger would give, in the same statement.
 removed_events AS (
-  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
-  SELECT c.now, 'completed', r.queue, r.name, r.id, r.attempt, json_build_object('result', i.result::json)
+  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
+  SELECT count(*), max(c.now), array_agg(c.now), array_agg('completed'::text), array_agg(r.queue), array_agg(r.name),
+         array_agg(r.id), array_agg(r.attempt), array_agg(json_build_object('result', i.result::json))
   FROM removed r
   JOIN input i ON i.id = r.id AND i.token = r.lease_token
   CROSS JOIN clock c
   -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
   WHERE {{event_log}}
+  HAVING count(*) > 0
 ),
 completed AS (
   UPDATE {{schema}}.jobs AS j

@@ -43,15 +43,17 @@ removed AS (
     AND j.retain_dead_ms = 0
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
--- The event triggers (0004, 0007) fire on INSERT and UPDATE: a job deleted as it dies gets its
+-- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it dies gets its
 -- 'dead' event here, with the details the trigger would give, in the same statement.
 removed_events AS (
-  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
-  SELECT {{schema}}.now_ms($1), 'dead', r.queue, r.name, r.id, r.attempt, json_build_object('error', i.error::json)
+  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
+  SELECT count(*), {{schema}}.now_ms($1), array_agg({{schema}}.now_ms($1)), array_agg('dead'::text), array_agg(r.queue),
+         array_agg(r.name), array_agg(r.id), array_agg(r.attempt), array_agg(json_build_object('error', i.error::json))
   FROM removed r
   JOIN input i ON i.id = r.id AND i.token = r.lease_token
   -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
   WHERE {{event_log}}
+  HAVING count(*) > 0
 ),
 buried AS (
   UPDATE {{schema}}.jobs AS j

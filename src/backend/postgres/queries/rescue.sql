@@ -97,17 +97,19 @@ removed AS (
 -- The event triggers fire on INSERT and UPDATE: a job deleted as it dies gets its 'dead' event
 -- here, with the error `buried` would have stored.
 removed_events AS (
-  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
-  SELECT {{schema}}.now_ms($1), 'dead', r.queue, r.name, r.id, r.attempt,
-         json_build_object('error', CASE WHEN e.quarantined
-                                         THEN jsonb_build_object('name', 'LeaseExpiredError',
-                                                                 'message', replace($5::text, '{stalls}', (r.stalls + e.stall)::text),
-                                                                 'stack', NULL)
-                                         ELSE $4::jsonb END)
+  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
+  SELECT count(*), {{schema}}.now_ms($1), array_agg({{schema}}.now_ms($1)), array_agg('dead'::text), array_agg(r.queue),
+         array_agg(r.name), array_agg(r.id), array_agg(r.attempt),
+         array_agg(json_build_object('error', CASE WHEN e.quarantined
+                                                   THEN jsonb_build_object('name', 'LeaseExpiredError',
+                                                                           'message', replace($5::text, '{stalls}', (r.stalls + e.stall)::text),
+                                                                           'stack', NULL)
+                                                   ELSE $4::jsonb END))
   FROM removed r
   JOIN expired e ON e.id = r.id
   -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
   WHERE {{event_log}}
+  HAVING count(*) > 0
 ),
 woken AS (
   SELECT count(pg_notify({{channel}}, queue)) AS n FROM (SELECT DISTINCT queue FROM requeued) AS q

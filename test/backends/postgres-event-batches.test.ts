@@ -1,0 +1,160 @@
+/**
+ * PostgreSQL only: the event log as one row per statement (migration 0017_event_batches,
+ * `event_batches`): cursors inside a batch, the events written before the migration (rows of
+ * `events`) read before and beside the batches with the ids they had, a row of `events` and a
+ * batch of the same transaction and seq kept apart, and retention by whole batches.
+ */
+import pg from "pg";
+import { describe, expect, it } from "vitest";
+import type { PostgresBackend } from "../../src/backend/postgres/backend.js";
+import { buildJobSpec } from "../../src/core/spec.js";
+import { InvalidInputError } from "../../src/index.js";
+import type { QueueEvent } from "../../src/core/queue-events.js";
+import { postgresTestStores } from "../helpers/postgres-stores.js";
+import { migrateUpTo } from "../helpers/postgres-migrations.js";
+
+const stores = postgresTestStores({ poolSize: 2 });
+const { schemas, admin } = stores;
+
+const job = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data: null, options: { jobId } });
+const jobs = (prefix: string, n: number) => Array.from({ length: n }, (_, k) => job(`${prefix}${String(k).padStart(4, "0")}`));
+const worker = { id: "w1", host: "h", pid: 1 };
+
+/** Every event after `cursor`, in pages of `pageSize`, each page resumed from the cursor the one before it gave. */
+async function readAll(b: PostgresBackend, cursor: string, pageSize: number): Promise<QueueEvent[]> {
+  const events: QueueEvent[] = [];
+  for (;;) {
+    const page = await b.readEvents(cursor, pageSize);
+    expect(page.events.length).toBeLessThanOrEqual(pageSize);
+    if (page.events.length === 0) return events;
+    events.push(...page.events);
+    cursor = page.cursor;
+  }
+}
+
+const rowsOf = async (schema: string, table: "events" | "event_batches") =>
+  Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.${table}`)).rows[0]!.n);
+
+describe("PostgreSQL: the event log in batches (migration event_batches)", () => {
+  it("writes one row per statement, and a reader pages through a batch from any event of it, each event once and in order", async () => {
+    const b = await stores.open();
+    const start = await b.latestEventCursor();
+    const ids = jobs("a", 120).map((j) => j.id);
+    await b.enqueue(jobs("a", 120));
+    const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 50, leaseMs: 30_000 });
+    await b.complete(claimed.map((c) => ({ lease: c.lease, result: { n: c.job.id } })));
+    // One batch for the enqueue, one for the claim, one for the completions.
+    expect(await rowsOf(b.schema, "event_batches")).toBe(3);
+    expect(await rowsOf(b.schema, "events")).toBe(0);
+
+    const all = await readAll(b, start, 1000);
+    // Each statement's events together, in statement order (within a claim or a completion, the
+    // order of the statement's rows, which is no contract).
+    expect(all.map((e) => e.type)).toEqual([...Array<string>(120).fill("added"), ...Array<string>(50).fill("active"), ...Array<string>(50).fill("completed")]);
+    expect(all.slice(0, 120).map((e) => e.jobId)).toEqual(ids);
+    const claimedIds = claimed.map((c) => c.job.id).sort();
+    expect(
+      all
+        .slice(120, 170)
+        .map((e) => e.jobId)
+        .sort(),
+    ).toEqual(claimedIds);
+    expect(
+      all
+        .slice(170)
+        .map((e) => e.jobId)
+        .sort(),
+    ).toEqual(claimedIds);
+    for (const e of all.slice(170)) expect(e.data).toMatchObject({ result: { n: e.jobId } });
+    expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
+    // Pages of 7 (never a whole batch): the same events.
+    expect((await readAll(b, start, 7)).map((e) => e.id)).toEqual(all.map((e) => e.id));
+    // Resuming from any event gives exactly the ones after it: inside a batch, at its last event,
+    // and at the first event of the next.
+    for (const k of [0, 1, 59, 119, 120, 169, 170, 218]) {
+      expect((await readAll(b, all[k]!.id, 1000)).map((e) => e.id)).toEqual(all.slice(k + 1).map((e) => e.id));
+    }
+  });
+
+  it("refuses a cursor whose place in a batch is not a number it could have issued", async () => {
+    const b = await stores.open();
+    for (const bad of ["1-1-", "1-1-x", "1-1-9223372036854775808", "1-1-1-1", "1--1"]) {
+      await expect(b.readEvents(bad, 10)).rejects.toBeInstanceOf(InvalidInputError);
+    }
+    expect((await b.readEvents("1-1-9223372036854775807", 10)).events).toEqual([]);
+  });
+
+  it("reads the events written before the upgrade first, with the ids they had, then the batches; an old id resumes where it stood", async () => {
+    const schema = schemas.create();
+    const s = pg.escapeIdentifier(schema);
+    await migrateUpTo(admin, schema, "event_batches");
+    // Three jobs added one by one before the upgrade: three rows of `events`.
+    for (const id of ["old1", "old2", "old3"]) await admin.query(`SELECT ${s}.add_job('q', 'job', '{}', $1)`, [JSON.stringify({ jobId: id })]);
+    const oldIds = (await admin.query<{ id: string }>(`SELECT xid::text || '-' || seq AS id FROM ${s}.events ORDER BY xid, seq`)).rows.map((r) => r.id);
+    expect(oldIds).toHaveLength(3);
+
+    const b = await stores.open({ schema });
+    await b.enqueue([job("new1"), job("new2")]);
+    const all = await readAll(b, "0-0", 2);
+    expect(all.map((e) => e.jobId)).toEqual(["old1", "old2", "old3", "new1", "new2"]);
+    // The rows of `events` keep their ids; the batch's events have ids of their own.
+    expect(all.slice(0, 3).map((e) => e.id)).toEqual(oldIds);
+    expect(all[3]!.id).toMatch(/^\d+-\d+-1$/);
+    expect(all[4]!.id).toMatch(/^\d+-\d+-2$/);
+    // An id handed out before the upgrade resumes after its event.
+    expect((await readAll(b, oldIds[1]!, 10)).map((e) => e.jobId)).toEqual(["old3", "new1", "new2"]);
+    expect((await readAll(b, oldIds[2]!, 10)).map((e) => e.jobId)).toEqual(["new1", "new2"]);
+  });
+
+  it("keeps a row of events and a batch of the same transaction and seq apart (a process of the earlier version writing during a rolling upgrade)", async () => {
+    const b = await stores.open();
+    const s = pg.escapeIdentifier(b.schema);
+    const start = await b.latestEventCursor();
+    // One transaction: an earlier version's complete.sql writes its event into `events` as a row
+    // of its own, and a statement's batch of two events comes with the same seq (each table
+    // counts its own).
+    const client = await admin.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(`SELECT setval(pg_get_serial_sequence('${s}.events', 'seq'), 41)`);
+      await client.query(`SELECT setval(pg_get_serial_sequence('${s}.event_batches', 'seq'), 41)`);
+      await client.query(`INSERT INTO ${s}.events (at, type, queue, name, job_id, attempt, data) VALUES (1, 'completed', 'q', 'job', 'row', 1, NULL)`);
+      await client.query(
+        `INSERT INTO ${s}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
+         VALUES (2, 1, '{1,1}', '{added,added}', '{q,q}', '{job,job}', '{batch1,batch2}', '{0,0}', ARRAY[NULL, NULL]::json[])`,
+      );
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    const all = await readAll(b, start, 1);
+    expect(all.map((e) => e.jobId)).toEqual(["row", "batch1", "batch2"]);
+    const [row, first] = all;
+    expect(row!.id.split("-").slice(1)).toEqual(["42"]);
+    expect(first!.id.split("-").slice(1)).toEqual(["42", "1"]);
+    expect((await readAll(b, row!.id, 10)).map((e) => e.jobId)).toEqual(["batch1", "batch2"]);
+    expect((await readAll(b, first!.id, 10)).map((e) => e.jobId)).toEqual(["batch2"]);
+  });
+
+  it("prunes whole batches: by count once a batch's oldest event is past the newest maxEvents, by age once its newest is older", async () => {
+    const b = await stores.open();
+    const start = await b.latestEventCursor();
+    // Batches of 10, 10 and 5 events (the newest).
+    await b.enqueue(jobs("x", 10));
+    await b.enqueue(jobs("y", 10));
+    await b.enqueue(jobs("z", 5));
+    // The newest 25 are all of them: nothing goes.
+    expect(await b.pruneEvents({ maxEvents: 25 })).toBe(0);
+    // 24: the oldest batch holds the 25th newest event, and goes whole (fewer stay, never more).
+    expect(await b.pruneEvents({ maxEvents: 24 })).toBe(10);
+    expect((await readAll(b, start, 100)).map((e) => e.jobId)).toEqual([...jobs("y", 10), ...jobs("z", 5)].map((j) => j.id));
+    // 12: the newest 12 reach into the batch of y, which goes whole too.
+    expect(await b.pruneEvents({ maxEvents: 12 })).toBe(10);
+    expect((await readAll(b, start, 100)).map((e) => e.jobId)).toEqual(jobs("z", 5).map((j) => j.id));
+    expect(await rowsOf(b.schema, "event_batches")).toBe(1);
+    // By age: a batch whose newest event is older than the bound.
+    await admin.query(`UPDATE ${pg.escapeIdentifier(b.schema)}.event_batches SET newest_at = newest_at - 7200000`);
+    expect(await b.pruneEvents({ maxAgeMs: 3_600_000 })).toBe(5);
+    expect(await rowsOf(b.schema, "event_batches")).toBe(0);
+  });
+});
