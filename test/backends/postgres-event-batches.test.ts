@@ -76,6 +76,19 @@ describe("PostgreSQL: the event log in batches (migration event_batches)", () =>
     }
   });
 
+  it("compresses the batches with LZ4 where the server has it", async () => {
+    const b = await stores.open();
+    const serverHasLz4 = await admin
+      .query("CREATE TEMP TABLE lz4_probe (x text COMPRESSION lz4); DROP TABLE lz4_probe")
+      .then(() => true)
+      .catch(() => false);
+    const { rows } = await admin.query<{ attname: string; attcompression: string }>(
+      `SELECT attname, attcompression FROM pg_attribute WHERE attrelid = '${pg.escapeIdentifier(b.schema)}.event_batches'::regclass AND attname = ANY($1) ORDER BY attname`,
+      [["at", "attempt", "data", "job_id", "name", "queue", "type"]],
+    );
+    expect(rows.map((r) => r.attcompression)).toEqual(Array<string>(7).fill(serverHasLz4 ? "l" : ""));
+  });
+
   it("refuses a cursor whose place in a batch is not a number it could have issued", async () => {
     const b = await stores.open();
     for (const bad of ["1-1-", "1-1-x", "1-1-9223372036854775808", "1-1-1-1", "1--1"]) {
