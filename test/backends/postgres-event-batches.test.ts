@@ -1,8 +1,9 @@
 /**
- * PostgreSQL only: the event log as one row per statement (migration 0017_event_batches,
- * `event_batches`): cursors inside a batch, the events written before the migration (rows of
- * `events`) read before and beside the batches with the ids they had, a row of `events` and a
- * batch of the same transaction and seq kept apart, and retention by whole batches.
+ * PostgreSQL only: the event log as one row per statement (migration 0017_event_batches): a
+ * statement of two events or more writes one `events` row holding them as a batch, one of a single
+ * event the plain row it always did. Cursors inside a batch, the events written before the
+ * migration read before the batches with the ids they had, what a reader of an earlier version
+ * finds in a batch's row, and retention by whole rows.
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -20,8 +21,26 @@ const job = (jobId: string) => buildJobSpec({ queue: "q", name: "job", data: nul
 const jobs = (prefix: string, n: number) => Array.from({ length: n }, (_, k) => job(`${prefix}${String(k).padStart(4, "0")}`));
 const worker = { id: "w1", host: "h", pid: 1 };
 
+/**
+ * Waits until readers may see every event written so far: each is read only once its transaction
+ * is older than every one still running (read-events.sql), and other test files run transactions
+ * on the same server meanwhile.
+ */
+async function readable(b: PostgresBackend): Promise<void> {
+  const s = pg.escapeIdentifier(b.schema);
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const { rows } = await admin.query<{ ok: boolean | null }>(
+      `SELECT (SELECT e.xid FROM ${s}.events AS e ORDER BY e.xid DESC, e.seq DESC LIMIT 1) < pg_snapshot_xmin(pg_current_snapshot()) AS ok`,
+    );
+    if (rows[0]!.ok !== false || Date.now() > deadline) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** Every event after `cursor`, in pages of `pageSize`, each page resumed from the cursor the one before it gave. */
 async function readAll(b: PostgresBackend, cursor: string, pageSize: number): Promise<QueueEvent[]> {
+  await readable(b);
   const events: QueueEvent[] = [];
   for (;;) {
     const page = await b.readEvents(cursor, pageSize);
@@ -32,8 +51,13 @@ async function readAll(b: PostgresBackend, cursor: string, pageSize: number): Pr
   }
 }
 
-const rowsOf = async (schema: string, table: "events" | "event_batches") =>
-  Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${pg.escapeIdentifier(schema)}.${table}`)).rows[0]!.n);
+/** Rows of `events` holding a batch, and rows holding one event. */
+async function rowsOf(schema: string): Promise<{ batches: number; single: number }> {
+  const { rows } = await admin.query<{ batches: string; single: string }>(
+    `SELECT count(*) FILTER (WHERE batch_job_id IS NOT NULL) AS batches, count(*) FILTER (WHERE batch_job_id IS NULL) AS single FROM ${pg.escapeIdentifier(schema)}.events`,
+  );
+  return { batches: Number(rows[0]!.batches), single: Number(rows[0]!.single) };
+}
 
 describe("PostgreSQL: the event log in batches (migration event_batches)", () => {
   it("writes one row per statement, and a reader pages through a batch from any event of it, each event once and in order", async () => {
@@ -44,8 +68,7 @@ describe("PostgreSQL: the event log in batches (migration event_batches)", () =>
     const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 50, leaseMs: 30_000 });
     await b.complete(claimed.map((c) => ({ lease: c.lease, result: { n: c.job.id } })));
     // One batch for the enqueue, one for the claim, one for the completions.
-    expect(await rowsOf(b.schema, "event_batches")).toBe(3);
-    expect(await rowsOf(b.schema, "events")).toBe(0);
+    expect(await rowsOf(b.schema)).toEqual({ batches: 3, single: 0 });
 
     const all = await readAll(b, start, 1000);
     // Each statement's events together, in statement order (within a claim or a completion, the
@@ -83,8 +106,8 @@ describe("PostgreSQL: the event log in batches (migration event_batches)", () =>
       .then(() => true)
       .catch(() => false);
     const { rows } = await admin.query<{ attname: string; attcompression: string }>(
-      `SELECT attname, attcompression FROM pg_attribute WHERE attrelid = '${pg.escapeIdentifier(b.schema)}.event_batches'::regclass AND attname = ANY($1) ORDER BY attname`,
-      [["at", "attempt", "data", "job_id", "name", "queue", "type"]],
+      `SELECT attname, attcompression FROM pg_attribute WHERE attrelid = '${pg.escapeIdentifier(b.schema)}.events'::regclass AND attname = ANY($1) ORDER BY attname`,
+      [["batch_at", "batch_attempt", "batch_data", "batch_job_id", "batch_name", "batch_queue", "batch_type"]],
     );
     expect(rows.map((r) => r.attcompression)).toEqual(Array<string>(7).fill(serverHasLz4 ? "l" : ""));
   });
@@ -119,34 +142,28 @@ describe("PostgreSQL: the event log in batches (migration event_batches)", () =>
     expect((await readAll(b, oldIds[2]!, 10)).map((e) => e.jobId)).toEqual(["new1", "new2"]);
   });
 
-  it("keeps a row of events and a batch of the same transaction and seq apart (a process of the earlier version writing during a rolling upgrade)", async () => {
+  it("writes a one-event statement as the plain row it always was, and a batch's row with its first event in the plain columns", async () => {
     const b = await stores.open();
     const s = pg.escapeIdentifier(b.schema);
     const start = await b.latestEventCursor();
-    // One transaction: an earlier version's complete.sql writes its event into `events` as a row
-    // of its own, and a statement's batch of two events comes with the same seq (each table
-    // counts its own).
-    const client = await admin.connect();
-    try {
-      await client.query("BEGIN");
-      await client.query(`SELECT setval(pg_get_serial_sequence('${s}.events', 'seq'), 41)`);
-      await client.query(`SELECT setval(pg_get_serial_sequence('${s}.event_batches', 'seq'), 41)`);
-      await client.query(`INSERT INTO ${s}.events (at, type, queue, name, job_id, attempt, data) VALUES (1, 'completed', 'q', 'job', 'row', 1, NULL)`);
-      await client.query(
-        `INSERT INTO ${s}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
-         VALUES (2, 1, '{1,1}', '{added,added}', '{q,q}', '{job,job}', '{batch1,batch2}', '{0,0}', ARRAY[NULL, NULL]::json[])`,
-      );
-      await client.query("COMMIT");
-    } finally {
-      client.release();
-    }
-    const all = await readAll(b, start, 1);
-    expect(all.map((e) => e.jobId)).toEqual(["row", "batch1", "batch2"]);
-    const [row, first] = all;
-    expect(row!.id.split("-").slice(1)).toEqual(["42"]);
-    expect(first!.id.split("-").slice(1)).toEqual(["42", "1"]);
-    expect((await readAll(b, row!.id, 10)).map((e) => e.jobId)).toEqual(["batch1", "batch2"]);
-    expect((await readAll(b, first!.id, 10)).map((e) => e.jobId)).toEqual(["batch2"]);
+    await b.enqueue([job("one")]);
+    await b.enqueue([job("two"), job("three")]);
+    expect(await rowsOf(b.schema)).toEqual({ batches: 1, single: 1 });
+    const { rows } = await admin.query<Record<string, unknown>>(
+      `SELECT type, job_id, attempt, data, batch_events, batch_job_id, batch_type FROM ${s}.events ORDER BY xid, seq`,
+    );
+    expect(rows[0]).toMatchObject({ type: "added", job_id: "one", attempt: 0, batch_events: null, batch_job_id: null, batch_type: null });
+    expect(rows[0]!.data).toMatchObject({ state: "waiting" });
+    // What a reader of an earlier version sees of the batch: its first event, without details.
+    expect(rows[1]).toMatchObject({ type: "added", job_id: "two", data: null, batch_events: 2, batch_job_id: ["two", "three"] });
+    const all = await readAll(b, start, 10);
+    expect(all.map((e) => [e.jobId, e.data])).toEqual([
+      ["one", expect.objectContaining({ state: "waiting" })],
+      ["two", expect.objectContaining({ state: "waiting" })],
+      ["three", expect.objectContaining({ state: "waiting" })],
+    ]);
+    expect(all[0]!.id).toMatch(/^\d+-\d+$/);
+    expect(all.slice(1).map((e) => e.id.split("-")[2])).toEqual(["1", "2"]);
   });
 
   it("prunes whole batches: by count once a batch's oldest event is past the newest maxEvents, by age once its newest is older", async () => {
@@ -164,10 +181,10 @@ describe("PostgreSQL: the event log in batches (migration event_batches)", () =>
     // 12: the newest 12 reach into the batch of y, which goes whole too.
     expect(await b.pruneEvents({ maxEvents: 12 })).toBe(10);
     expect((await readAll(b, start, 100)).map((e) => e.jobId)).toEqual(jobs("z", 5).map((j) => j.id));
-    expect(await rowsOf(b.schema, "event_batches")).toBe(1);
+    expect(await rowsOf(b.schema)).toEqual({ batches: 1, single: 0 });
     // By age: a batch whose newest event is older than the bound.
-    await admin.query(`UPDATE ${pg.escapeIdentifier(b.schema)}.event_batches SET newest_at = newest_at - 7200000`);
+    await admin.query(`UPDATE ${pg.escapeIdentifier(b.schema)}.events SET batch_newest_at = batch_newest_at - 7200000`);
     expect(await b.pruneEvents({ maxAgeMs: 3_600_000 })).toBe(5);
-    expect(await rowsOf(b.schema, "event_batches")).toBe(0);
+    expect(await rowsOf(b.schema)).toEqual({ batches: 0, single: 0 });
   });
 });

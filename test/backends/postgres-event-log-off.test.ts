@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL event log switched off per schema (PostgresBackendOptions.eventLog,
- * `?eventLog=off`, migration event_log_switch): no event (a row of `events` or `event_batches`) is written by any path (insert, claim,
+ * `?eventLog=off`, migration event_log_switch): no event is written by any path (insert, claim,
  * completion, retry, death, deletion on completion or death, rescue), every reader refuses by name
  * exactly as on Redis, the schema records the setting so a process configured otherwise refuses to
  * start, and per-job event streams still work (by polling). The whole conformance suite also runs

@@ -152,8 +152,8 @@ export interface PostgresBackendOptions {
   /** `application_name` of the connections Conveyor opens, shown in pg_stat_activity. Default `"conveyor"`. */
   applicationName?: string;
   /**
-   * Keep the durable event log (the `event_batches` table, one row per statement, written by
-   * triggers in the statement of each change; migration `event_batches`): what `queue.events()`,
+   * Keep the durable event log (the `events` table, one row per statement, written by triggers
+   * in the statement of each change; migration `event_batches`): what `queue.events()`,
    * `GET /v1/events` and the event-driven dashboard read. It costs about 2% of the WAL bytes and
    * 10-15% of the server's CPU per processed job (docs/performance-postgres.md, "Session 29";
    * 30% of the WAL and 20% of the CPU when it was one row per event). With `false` the schema's event triggers are dropped and nothing is written;
@@ -334,7 +334,7 @@ function parseInt8(value: string): number {
   return Number(value);
 }
 
-/** One row of read-events.sql: the log's columns, the writing transaction's id and the event's place in its batch (0: a row of `events`). */
+/** One row of read-events.sql: an event, the writing transaction's id and the event's place in its row's batch (0: a row of one event). */
 interface EventRow extends EventLogRow {
   xid: string;
   i: number | string;
@@ -971,9 +971,10 @@ export class PostgresBackend implements Backend {
   }
 
   /**
-   * Cursors are "<xid>-<seq>-<i>" for an event of a batch (its place i in the batch, from 1) and
-   * "<xid>-<seq>" for a row of `events` (i = 0): the log is read in (xid, seq, i) order
-   * (migrations 0004 and 0017), and ids handed out before batches existed keep their form.
+   * Cursors are "<xid>-<seq>-<i>" for an event of a row holding a statement's batch (its place i
+   * in the batch, from 1) and "<xid>-<seq>" for a row of one event (i = 0): the log is read in
+   * (xid, seq, i) order (migrations 0004 and 0017), and ids handed out before batches existed
+   * keep their form.
    */
   async readEvents(cursor: string, limit: number): Promise<EventLogPage> {
     if (!this.eventLogOn) throw eventLogOffError(this.description, "read the event log", "schema");

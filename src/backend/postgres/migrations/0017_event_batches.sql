@@ -1,51 +1,42 @@
--- 0017_event_batches: the event log written as one row per statement instead of one per event.
+-- 0017_event_batches: a statement's events written as one row of `events` instead of one row each.
 --
 -- 0007's triggers wrote one `events` row per event: a claim or a completion of 500 jobs inserted
 -- 500 rows of about 150 bytes and 500 `events_pkey` entries. Those rows were the largest cost of
 -- a processed job that is not the job's own row: about 640 of 2,080 WAL bytes and 7.5 µs of
--- server CPU (docs/performance-postgres.md, "Sixth pass" and "Session 29"). Here each statement's
--- events go into one `event_batches` row, as arrays in the order 0007 wrote its rows (one array
--- per field, element i of each making event i), compressed and stored out of line by TOAST like
--- any large value: one heap tuple and one index entry per statement.
+-- server CPU (docs/performance-postgres.md, "Sixth pass" and "Session 29"). Now a statement that
+-- makes two events or more writes one row holding them all (a batch): the `batch_*` columns
+-- below, one array per field, element i of each making event i, in the order 0007 wrote its rows,
+-- compressed and stored out of line by TOAST like any large value. A statement that makes one
+-- event writes the row it always did (the batch columns NULL): one-element arrays would cost
+-- about 185 WAL bytes more per event than the plain row, and one-job statements are what a
+-- lightly loaded queue runs.
 --
--- Order and cursors. Readers read `events` and `event_batches` together (`event_log` below;
--- queries/read-events.sql), in (xid, seq, i) order: i is an event's place in its batch (1, 2, …)
--- and 0 for a row of `events`. Each table takes seq from its own identity, so a batch and an
--- `events` row may share (xid, seq); i tells them apart, and the order stays total. The rule of
--- 0004 (only transactions older than every running one are read) is unchanged. Cursors of rows
--- of `events` keep their form ("xid-seq"), so ids handed out before this migration resume
--- where they stood.
+-- Order and cursors. The log is read in (xid, seq, i) order: i is an event's place in its batch
+-- (1, 2, …) and 0 for a row of one event; seq stays the one identity of `events`, so the order of
+-- the rows, and 0004's rule (only transactions older than every running one are read), are
+-- unchanged. A row of one event keeps its id's form ("xid-seq"); an event of a batch is
+-- "xid-seq-i". Ids handed out before this migration resume where they stood.
 --
--- `events` stays: it holds the events written before this migration, and a process of an earlier
--- version (still running during a rolling upgrade) writes the event of a job deleted as it
--- finishes there itself (complete.sql, fail.sql and rescue.sql of that version): both are read
--- with the batches and pruned with them. Nothing new writes it.
+-- A batch row's own columns (at, type, queue, name, job_id, attempt) hold its first event, so a
+-- process of an earlier version reading the log during a rolling upgrade sees that event of the
+-- batch (and not the others) rather than a row of NULLs; `data` is NULL there (a result may be
+-- large). Nothing of this version reads them for a batch.
 --
--- Retention works on whole batches: pruning by count deletes a batch once its oldest event is
--- past the newest `maxEvents` (so fewer events may stay, never more), and by age once its newest
--- event is older than `maxAgeMs`.
-CREATE TABLE {{schema}}.event_batches (
-  xid      xid8    NOT NULL DEFAULT pg_current_xact_id(),
-  seq      bigint  GENERATED ALWAYS AS IDENTITY,
+-- Retention works on rows: pruning by count deletes a batch once its oldest event is past the
+-- newest `maxEvents` (so fewer events may stay, never more), and by age once its newest event is
+-- older than `maxAgeMs`.
+ALTER TABLE {{schema}}.events
   -- How many events the batch holds, and the time of its newest: what pruning reads, without
   -- opening the arrays.
-  events    integer NOT NULL,
-  newest_at bigint  NOT NULL,
-  -- Element i of each array is event i, with the fields of an `events` row.
-  at       bigint[]  NOT NULL,
-  type     text[]    NOT NULL,
-  queue    text[]    COLLATE "C" NOT NULL,
-  name     text[]    COLLATE "C" NOT NULL,
-  job_id   text[]    COLLATE "C" NOT NULL,
-  attempt  integer[] NOT NULL,
-  data     json[]    NOT NULL,
-  PRIMARY KEY (xid, seq)
-) WITH (
-  autovacuum_vacuum_scale_factor = 0,
-  autovacuum_vacuum_threshold = 500,
-  autovacuum_vacuum_insert_scale_factor = 0,
-  autovacuum_vacuum_insert_threshold = 500
-);
+  ADD COLUMN batch_events    integer,
+  ADD COLUMN batch_newest_at bigint,
+  ADD COLUMN batch_at        bigint[],
+  ADD COLUMN batch_type      text[],
+  ADD COLUMN batch_queue     text[] COLLATE "C",
+  ADD COLUMN batch_name      text[] COLLATE "C",
+  ADD COLUMN batch_job_id    text[] COLLATE "C",
+  ADD COLUMN batch_attempt   integer[],
+  ADD COLUMN batch_data      json[];
 
 -- The arrays are compressed with LZ4 where the server has it (PostgreSQL 14 and later, built with
 -- lz4, as the Debian and official images are): a batch of 10,000 added events was written in
@@ -53,38 +44,65 @@ CREATE TABLE {{schema}}.event_batches (
 -- "Session 29"). Elsewhere the default stays.
 DO $$
 BEGIN
-  EXECUTE 'ALTER TABLE {{schema}}.event_batches
-             ALTER COLUMN at SET COMPRESSION lz4, ALTER COLUMN type SET COMPRESSION lz4,
-             ALTER COLUMN queue SET COMPRESSION lz4, ALTER COLUMN name SET COMPRESSION lz4,
-             ALTER COLUMN job_id SET COMPRESSION lz4, ALTER COLUMN attempt SET COMPRESSION lz4,
-             ALTER COLUMN data SET COMPRESSION lz4';
+  EXECUTE 'ALTER TABLE {{schema}}.events
+             ALTER COLUMN batch_at SET COMPRESSION lz4, ALTER COLUMN batch_type SET COMPRESSION lz4,
+             ALTER COLUMN batch_queue SET COMPRESSION lz4, ALTER COLUMN batch_name SET COMPRESSION lz4,
+             ALTER COLUMN batch_job_id SET COMPRESSION lz4, ALTER COLUMN batch_attempt SET COMPRESSION lz4,
+             ALTER COLUMN batch_data SET COMPRESSION lz4';
 EXCEPTION
   -- Built without lz4 (feature_not_supported), or older than 14 (no SET COMPRESSION).
   WHEN feature_not_supported OR syntax_error THEN NULL;
 END $$;
 
--- Every event of the log, one row each, in no particular order (read in (xid, seq, i) order):
--- the rows of `events` with i = 0, and each batch's events with their place in it.
-CREATE VIEW {{schema}}.event_log AS
-SELECT e.xid, e.seq, 0::bigint AS i, e.at, e.type, e.queue, e.name, e.job_id, e.attempt, e.data
-FROM {{schema}}.events AS e
-UNION ALL
-SELECT b.xid, b.seq, u.i, u.at, u.type, u.queue, u.name, u.job_id, u.attempt, u.data
-FROM {{schema}}.event_batches AS b
-CROSS JOIN LATERAL unnest(b.at, b.type, b.queue, b.name, b.job_id, b.attempt, b.data)
-  WITH ORDINALITY AS u(at, type, queue, name, job_id, attempt, data, i);
+-- The row of `events` that records a statement's events, given as one array per field (element
+-- i of each making event i): none for no event, the plain row for one, a batch for more. The one
+-- rule for every writer: the triggers below and the statements that delete a job as it finishes
+-- (complete.sql, fail.sql, rescue.sql), each as
+--   INSERT INTO events (<the columns below>) SELECT r.* FROM (<arrays>) a, event_row(a...) r
+CREATE FUNCTION {{schema}}.event_row(ats bigint[], types text[], queues text[], names text[], job_ids text[], attempts integer[], datas json[])
+RETURNS TABLE (
+  at bigint, type text, queue text, name text, job_id text, attempt integer, data json,
+  batch_events integer, batch_newest_at bigint, batch_at bigint[], batch_type text[], batch_queue text[],
+  batch_name text[], batch_job_id text[], batch_attempt integer[], batch_data json[]
+)
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT ats[1], types[1], queues[1], names[1], job_ids[1], attempts[1], CASE WHEN c.n = 1 THEN datas[1] END,
+         CASE WHEN c.n > 1 THEN c.n END, CASE WHEN c.n > 1 THEN (SELECT max(a) FROM unnest(ats) AS a) END,
+         CASE WHEN c.n > 1 THEN ats END, CASE WHEN c.n > 1 THEN types END, CASE WHEN c.n > 1 THEN queues END,
+         CASE WHEN c.n > 1 THEN names END, CASE WHEN c.n > 1 THEN job_ids END, CASE WHEN c.n > 1 THEN attempts END,
+         CASE WHEN c.n > 1 THEN datas END
+  FROM (SELECT cardinality(job_ids) AS n) AS c
+  WHERE c.n > 0
+$$;
 
--- 0007's functions, writing one batch per statement: the same events, fields and order, and no
--- row at all when the statement made no event (a heartbeat, an empty claim).
+-- Every event of the log, one row each, in no particular order (read in (xid, seq, i) order).
+CREATE VIEW {{schema}}.event_log AS
+SELECT e.xid, e.seq, u.i, u.at, u.type, u.queue, u.name, u.job_id, u.attempt, u.data
+FROM {{schema}}.events AS e
+CROSS JOIN LATERAL (
+  SELECT 0::bigint AS i, e.at, e.type, e.queue, e.name, e.job_id, e.attempt, e.data
+  WHERE e.batch_job_id IS NULL
+  UNION ALL
+  SELECT b.i, b.at, b.type, b.queue, b.name, b.job_id, b.attempt, b.data
+  FROM unnest(e.batch_at, e.batch_type, e.batch_queue, e.batch_name, e.batch_job_id, e.batch_attempt, e.batch_data)
+    WITH ORDINALITY AS b(at, type, queue, name, job_id, attempt, data, i)
+) AS u;
+
+-- 0007's functions, writing through event_row: the same events, fields and order, one row per
+-- statement, and no row at all when the statement made no event (a heartbeat, an empty claim).
 CREATE OR REPLACE FUNCTION {{schema}}.record_added_events() RETURNS trigger
   LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
-  SELECT count(*), max(n.created_at), array_agg(n.created_at), array_agg('added'::text), array_agg(n.queue),
-         array_agg(n.name), array_agg(n.id), array_agg(n.attempt),
-         array_agg(json_build_object('state', n.state, 'runAt', n.run_at, 'priority', n.priority))
-  FROM added_jobs AS n
-  HAVING count(*) > 0;
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
+                                 batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
+  SELECT r.*
+  FROM (
+    SELECT array_agg(n.created_at) AS ats, array_agg('added'::text) AS types, array_agg(n.queue) AS queues,
+           array_agg(n.name) AS names, array_agg(n.id) AS ids, array_agg(n.attempt) AS attempts,
+           array_agg(json_build_object('state', n.state, 'runAt', n.run_at, 'priority', n.priority)) AS datas
+    FROM added_jobs AS n
+  ) AS a
+  CROSS JOIN LATERAL {{schema}}.event_row(a.ats, a.types, a.queues, a.names, a.ids, a.attempts, a.datas) AS r;
   RETURN NULL;
 END $$;
 
@@ -94,41 +112,45 @@ CREATE OR REPLACE FUNCTION {{schema}}.record_changed_events() RETURNS trigger
   SET enable_nestloop = off
   AS $$
 BEGIN
-  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
-  SELECT count(*), max(ev.at), array_agg(ev.at), array_agg(ev.type), array_agg(ev.queue), array_agg(ev.name),
-         array_agg(ev.id), array_agg(ev.attempt), array_agg(ev.data)
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
+                                 batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
+  SELECT r.*
   FROM (
-    SELECT CASE WHEN e.type = 'progress' THEN {{schema}}.now_ms(NULL)
-                ELSE coalesce(
-                  CASE WHEN n.state = 'active' THEN n.started_at
-                       WHEN n.state IN ('completed', 'dead', 'cancelled') THEN n.finished_at
-                       WHEN o.state = 'active' THEN (n.history -> -1 ->> 'finishedAt')::bigint END,
-                  {{schema}}.now_ms(NULL)) END AS at,
-           e.type, n.queue, n.name, n.id, n.attempt,
-           CASE e.type
-             WHEN 'active' THEN json_build_object('workerId', n.worker_id)
-             WHEN 'completed' THEN json_build_object('result', n.result)
-             WHEN 'retrying' THEN json_build_object('error', n.error, 'runAt', n.run_at)
-             WHEN 'dead' THEN json_build_object('error', n.error)
-             WHEN 'cancelled' THEN json_build_object('previousState', o.state)
-             WHEN 'progress' THEN json_build_object('progress', n.progress)
-             ELSE NULL END AS data
-    FROM changed_after AS n
-    JOIN changed_before AS o ON o.id = n.id
-    CROSS JOIN LATERAL (
-      SELECT CASE
-        WHEN n.state IS DISTINCT FROM o.state THEN CASE
-          WHEN n.state IN ('active', 'completed', 'dead', 'cancelled') THEN n.state
-          WHEN o.state = 'active' THEN CASE n.history -> -1 ->> 'outcome'
-                                         WHEN 'failed' THEN 'retrying' WHEN 'released' THEN 'released' ELSE 'stalled' END
-          WHEN o.state = 'dead' THEN 'replayed'
-          ELSE 'waiting' END
-        WHEN n.state = 'active' AND n.progress IS NOT NULL AND n.progress::text IS DISTINCT FROM o.progress::text
-          THEN 'progress'
-        END AS type
-    ) AS e
-    WHERE e.type IS NOT NULL
-  ) AS ev
-  HAVING count(*) > 0;
+    SELECT array_agg(ev.at) AS ats, array_agg(ev.type) AS types, array_agg(ev.queue) AS queues, array_agg(ev.name) AS names,
+           array_agg(ev.id) AS ids, array_agg(ev.attempt) AS attempts, array_agg(ev.data) AS datas
+    FROM (
+      SELECT CASE WHEN e.type = 'progress' THEN {{schema}}.now_ms(NULL)
+                  ELSE coalesce(
+                    CASE WHEN n.state = 'active' THEN n.started_at
+                         WHEN n.state IN ('completed', 'dead', 'cancelled') THEN n.finished_at
+                         WHEN o.state = 'active' THEN (n.history -> -1 ->> 'finishedAt')::bigint END,
+                    {{schema}}.now_ms(NULL)) END AS at,
+             e.type, n.queue, n.name, n.id, n.attempt,
+             CASE e.type
+               WHEN 'active' THEN json_build_object('workerId', n.worker_id)
+               WHEN 'completed' THEN json_build_object('result', n.result)
+               WHEN 'retrying' THEN json_build_object('error', n.error, 'runAt', n.run_at)
+               WHEN 'dead' THEN json_build_object('error', n.error)
+               WHEN 'cancelled' THEN json_build_object('previousState', o.state)
+               WHEN 'progress' THEN json_build_object('progress', n.progress)
+               ELSE NULL END AS data
+      FROM changed_after AS n
+      JOIN changed_before AS o ON o.id = n.id
+      CROSS JOIN LATERAL (
+        SELECT CASE
+          WHEN n.state IS DISTINCT FROM o.state THEN CASE
+            WHEN n.state IN ('active', 'completed', 'dead', 'cancelled') THEN n.state
+            WHEN o.state = 'active' THEN CASE n.history -> -1 ->> 'outcome'
+                                           WHEN 'failed' THEN 'retrying' WHEN 'released' THEN 'released' ELSE 'stalled' END
+            WHEN o.state = 'dead' THEN 'replayed'
+            ELSE 'waiting' END
+          WHEN n.state = 'active' AND n.progress IS NOT NULL AND n.progress::text IS DISTINCT FROM o.progress::text
+            THEN 'progress'
+          END AS type
+      ) AS e
+      WHERE e.type IS NOT NULL
+    ) AS ev
+  ) AS a
+  CROSS JOIN LATERAL {{schema}}.event_row(a.ats, a.types, a.queues, a.names, a.ids, a.attempts, a.datas) AS r;
   RETURN NULL;
 END $$;

@@ -46,14 +46,20 @@ removed AS (
 -- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it dies gets its
 -- 'dead' event here, with the details the trigger would give, in the same statement.
 removed_events AS (
-  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
-  SELECT count(*), {{schema}}.now_ms($1), array_agg({{schema}}.now_ms($1)), array_agg('dead'::text), array_agg(r.queue),
-         array_agg(r.name), array_agg(r.id), array_agg(r.attempt), array_agg(json_build_object('error', i.error::json))
-  FROM removed r
-  JOIN input i ON i.id = r.id AND i.token = r.lease_token
-  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
-  WHERE {{event_log}}
-  HAVING count(*) > 0
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
+                                 batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
+  SELECT r.*
+  FROM (
+    SELECT array_agg({{schema}}.now_ms($1)) AS ats, array_agg('dead'::text) AS types, array_agg(r.queue) AS queues,
+           array_agg(r.name) AS names, array_agg(r.id) AS ids, array_agg(r.attempt) AS attempts,
+           array_agg(json_build_object('error', i.error::json)) AS datas
+    FROM removed r
+    JOIN input i ON i.id = r.id AND i.token = r.lease_token
+    -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
+    WHERE {{event_log}}
+  ) AS a
+  -- One row for the statement's events (migration event_batches).
+  CROSS JOIN LATERAL {{schema}}.event_row(a.ats, a.types, a.queues, a.names, a.ids, a.attempts, a.datas) AS r
 ),
 buried AS (
   UPDATE {{schema}}.jobs AS j

@@ -97,19 +97,24 @@ removed AS (
 -- The event triggers fire on INSERT and UPDATE: a job deleted as it dies gets its 'dead' event
 -- here, with the error `buried` would have stored.
 removed_events AS (
-  INSERT INTO {{schema}}.event_batches (events, newest_at, at, type, queue, name, job_id, attempt, data)
-  SELECT count(*), {{schema}}.now_ms($1), array_agg({{schema}}.now_ms($1)), array_agg('dead'::text), array_agg(r.queue),
-         array_agg(r.name), array_agg(r.id), array_agg(r.attempt),
-         array_agg(json_build_object('error', CASE WHEN e.quarantined
-                                                   THEN jsonb_build_object('name', 'LeaseExpiredError',
-                                                                           'message', replace($5::text, '{stalls}', (r.stalls + e.stall)::text),
-                                                                           'stack', NULL)
-                                                   ELSE $4::jsonb END))
-  FROM removed r
-  JOIN expired e ON e.id = r.id
-  -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
-  WHERE {{event_log}}
-  HAVING count(*) > 0
+  INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
+                                 batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
+  SELECT r.*
+  FROM (
+    SELECT array_agg({{schema}}.now_ms($1)) AS ats, array_agg('dead'::text) AS types, array_agg(r.queue) AS queues,
+           array_agg(r.name) AS names, array_agg(r.id) AS ids, array_agg(r.attempt) AS attempts,
+           array_agg(json_build_object('error', CASE WHEN e.quarantined
+                                                     THEN jsonb_build_object('name', 'LeaseExpiredError',
+                                                                             'message', replace($5::text, '{stalls}', (r.stalls + e.stall)::text),
+                                                                             'stack', NULL)
+                                                     ELSE $4::jsonb END)) AS datas
+    FROM removed r
+    JOIN expired e ON e.id = r.id
+    -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
+    WHERE {{event_log}}
+  ) AS a
+  -- One row for the statement's events (migration event_batches).
+  CROSS JOIN LATERAL {{schema}}.event_row(a.ats, a.types, a.queues, a.names, a.ids, a.attempts, a.datas) AS r
 ),
 woken AS (
   SELECT count(pg_notify({{channel}}, queue)) AS n FROM (SELECT DISTINCT queue FROM requeued) AS q
