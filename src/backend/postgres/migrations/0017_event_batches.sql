@@ -88,11 +88,62 @@ CROSS JOIN LATERAL (
     WITH ORDINALITY AS b(at, type, queue, name, job_id, attempt, data, i)
 ) AS u;
 
--- 0007's functions, writing through event_row: the same events, fields and order, one row per
--- statement, and no row at all when the statement made no event (a heartbeat, an empty claim).
+-- The event an updated job row makes, 0007's rule, or no row: a state change names the new state
+-- (or, leaving 'active' for a runnable state, what the attempt's history record says happened;
+-- leaving 'dead', a replay); otherwise a changed progress of an active job is a 'progress' event;
+-- anything else (a heartbeat, a progress report repeating the last one) is no event. Written once
+-- for both forms of record_changed_events below (inlined by the planner: a single SELECT).
+CREATE FUNCTION {{schema}}.changed_job_event(
+  new_state text, old_state text, history jsonb, new_progress json, old_progress json, started_at bigint,
+  finished_at bigint, worker_id text, result json, error jsonb, run_at bigint
+) RETURNS TABLE (at bigint, type text, data json)
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN e.type = 'progress' THEN {{schema}}.now_ms(NULL)
+              ELSE coalesce(
+                CASE WHEN new_state = 'active' THEN started_at
+                     WHEN new_state IN ('completed', 'dead', 'cancelled') THEN finished_at
+                     WHEN old_state = 'active' THEN (history -> -1 ->> 'finishedAt')::bigint END,
+                {{schema}}.now_ms(NULL)) END,
+         e.type,
+         CASE e.type
+           WHEN 'active' THEN json_build_object('workerId', worker_id)
+           WHEN 'completed' THEN json_build_object('result', result)
+           WHEN 'retrying' THEN json_build_object('error', error, 'runAt', run_at)
+           WHEN 'dead' THEN json_build_object('error', error)
+           WHEN 'cancelled' THEN json_build_object('previousState', old_state)
+           WHEN 'progress' THEN json_build_object('progress', new_progress)
+           ELSE NULL END
+  FROM (
+    SELECT CASE
+      WHEN new_state IS DISTINCT FROM old_state THEN CASE
+        WHEN new_state IN ('active', 'completed', 'dead', 'cancelled') THEN new_state
+        WHEN old_state = 'active' THEN CASE history -> -1 ->> 'outcome'
+                                       WHEN 'failed' THEN 'retrying' WHEN 'released' THEN 'released' ELSE 'stalled' END
+        WHEN old_state = 'dead' THEN 'replayed'
+        ELSE 'waiting' END
+      WHEN new_state = 'active' AND new_progress IS NOT NULL AND new_progress::text IS DISTINCT FROM old_progress::text
+        THEN 'progress'
+      END AS type
+  ) AS e
+  WHERE e.type IS NOT NULL
+$$;
+
+-- 0007's functions, writing one row per statement: the same events, fields and order, and no row
+-- at all when the statement made no event (a heartbeat, an empty claim). A statement of one job
+-- (what a lightly loaded queue runs) writes its plain row straight away: building the arrays and
+-- going through event_row for one event took 30 µs of the server's time per single add against
+-- 14 for the plain insert, and counting the rows first 19 (docs/performance-postgres.md,
+-- "Session 29").
 CREATE OR REPLACE FUNCTION {{schema}}.record_added_events() RETURNS trigger
   LANGUAGE plpgsql AS $$
 BEGIN
+  IF (SELECT count(*) FROM added_jobs) = 1 THEN
+    INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
+    SELECT n.created_at, 'added', n.queue, n.name, n.id, n.attempt,
+           json_build_object('state', n.state, 'runAt', n.run_at, 'priority', n.priority)
+    FROM added_jobs AS n;
+    RETURN NULL;
+  END IF;
   INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
                                  batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
   SELECT r.*
@@ -112,44 +163,25 @@ CREATE OR REPLACE FUNCTION {{schema}}.record_changed_events() RETURNS trigger
   SET enable_nestloop = off
   AS $$
 BEGIN
+  IF (SELECT count(*) FROM changed_after) = 1 THEN
+    INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data)
+    SELECT e.at, e.type, n.queue, n.name, n.id, n.attempt, e.data
+    FROM changed_after AS n
+    JOIN changed_before AS o ON o.id = n.id
+    CROSS JOIN LATERAL {{schema}}.changed_job_event(n.state, o.state, n.history, n.progress, o.progress, n.started_at,
+                                                    n.finished_at, n.worker_id, n.result, n.error, n.run_at) AS e;
+    RETURN NULL;
+  END IF;
   INSERT INTO {{schema}}.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
                                  batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
   SELECT r.*
   FROM (
-    SELECT array_agg(ev.at) AS ats, array_agg(ev.type) AS types, array_agg(ev.queue) AS queues, array_agg(ev.name) AS names,
-           array_agg(ev.id) AS ids, array_agg(ev.attempt) AS attempts, array_agg(ev.data) AS datas
-    FROM (
-      SELECT CASE WHEN e.type = 'progress' THEN {{schema}}.now_ms(NULL)
-                  ELSE coalesce(
-                    CASE WHEN n.state = 'active' THEN n.started_at
-                         WHEN n.state IN ('completed', 'dead', 'cancelled') THEN n.finished_at
-                         WHEN o.state = 'active' THEN (n.history -> -1 ->> 'finishedAt')::bigint END,
-                    {{schema}}.now_ms(NULL)) END AS at,
-             e.type, n.queue, n.name, n.id, n.attempt,
-             CASE e.type
-               WHEN 'active' THEN json_build_object('workerId', n.worker_id)
-               WHEN 'completed' THEN json_build_object('result', n.result)
-               WHEN 'retrying' THEN json_build_object('error', n.error, 'runAt', n.run_at)
-               WHEN 'dead' THEN json_build_object('error', n.error)
-               WHEN 'cancelled' THEN json_build_object('previousState', o.state)
-               WHEN 'progress' THEN json_build_object('progress', n.progress)
-               ELSE NULL END AS data
-      FROM changed_after AS n
-      JOIN changed_before AS o ON o.id = n.id
-      CROSS JOIN LATERAL (
-        SELECT CASE
-          WHEN n.state IS DISTINCT FROM o.state THEN CASE
-            WHEN n.state IN ('active', 'completed', 'dead', 'cancelled') THEN n.state
-            WHEN o.state = 'active' THEN CASE n.history -> -1 ->> 'outcome'
-                                           WHEN 'failed' THEN 'retrying' WHEN 'released' THEN 'released' ELSE 'stalled' END
-            WHEN o.state = 'dead' THEN 'replayed'
-            ELSE 'waiting' END
-          WHEN n.state = 'active' AND n.progress IS NOT NULL AND n.progress::text IS DISTINCT FROM o.progress::text
-            THEN 'progress'
-          END AS type
-      ) AS e
-      WHERE e.type IS NOT NULL
-    ) AS ev
+    SELECT array_agg(e.at) AS ats, array_agg(e.type) AS types, array_agg(n.queue) AS queues, array_agg(n.name) AS names,
+           array_agg(n.id) AS ids, array_agg(n.attempt) AS attempts, array_agg(e.data) AS datas
+    FROM changed_after AS n
+    JOIN changed_before AS o ON o.id = n.id
+    CROSS JOIN LATERAL {{schema}}.changed_job_event(n.state, o.state, n.history, n.progress, o.progress, n.started_at,
+                                                    n.finished_at, n.worker_id, n.result, n.error, n.run_at) AS e
   ) AS a
   CROSS JOIN LATERAL {{schema}}.event_row(a.ats, a.types, a.queues, a.names, a.ids, a.attempts, a.datas) AS r;
   RETURN NULL;
