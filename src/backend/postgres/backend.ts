@@ -155,12 +155,13 @@ export interface PostgresBackendOptions {
    * Keep the durable event log (the `events` table, one row per statement, written by triggers
    * in the statement of each change; migration `event_batches`): what `queue.events()`,
    * `GET /v1/events` and the event-driven dashboard read. It costs about 2% of the WAL bytes and
-   * 10-15% of the server's CPU per processed job (docs/performance-postgres.md, "Session 29";
-   * 30% of the WAL and 20% of the CPU when it was one row per event). With `false` the schema's event triggers are dropped and nothing is written;
-   * `queue.events()` and `GET /v1/events` refuse by name (`capabilities.eventLog` false) and the
-   * dashboard and job event streams poll instead. One setting per schema (migration `event_log_switch`): the
-   * first process on a schema records it, and a process configured otherwise refuses to start, so
-   * every process on one schema agrees. In URLs: `?eventLog=off`. Default `true`.
+   * 15% of the server's CPU per processed job (docs/performance-postgres.md, "Session 29"; 30%
+   * of the WAL and 20% of the CPU when it was one row per event). With `false` the schema's
+   * event triggers are dropped and nothing is written; `queue.events()` and `GET /v1/events`
+   * refuse by name (`capabilities.eventLog` false) and the dashboard and job event streams poll
+   * instead. One setting per schema (migration `event_log_switch`): the first process on a schema
+   * records it, and a process configured otherwise refuses to start, so every process on one
+   * schema agrees. In URLs: `?eventLog=off`. Default `true`.
    */
   eventLog?: boolean;
 }
