@@ -18,6 +18,7 @@ WITH cut AS MATERIALIZED (
     FROM {{schema}}.events AS e
   ) AS c
   WHERE c.newest_events > $2
+  ORDER BY c.xid DESC, c.seq DESC
   LIMIT 1
 ), head AS (
   SELECT e.xid, e.seq, coalesce(e.batch_newest_at, e.at) AS newest_at FROM {{schema}}.events AS e ORDER BY e.xid, e.seq LIMIT $3
