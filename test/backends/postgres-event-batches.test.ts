@@ -13,6 +13,7 @@ import { InvalidInputError } from "../../src/index.js";
 import type { QueueEvent } from "../../src/core/queue-events.js";
 import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { migrateUpTo } from "../helpers/postgres-migrations.js";
+import { waitFor } from "../helpers/wait-for.js";
 
 const stores = postgresTestStores({ poolSize: 2 });
 const { schemas, admin } = stores;
@@ -28,14 +29,15 @@ const worker = { id: "w1", host: "h", pid: 1 };
  */
 async function readable(b: PostgresBackend): Promise<void> {
   const s = pg.escapeIdentifier(b.schema);
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const { rows } = await admin.query<{ ok: boolean | null }>(
-      `SELECT (SELECT e.xid FROM ${s}.events AS e ORDER BY e.xid DESC, e.seq DESC LIMIT 1) < pg_snapshot_xmin(pg_current_snapshot()) AS ok`,
-    );
-    if (rows[0]!.ok !== false || Date.now() > deadline) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await waitFor(
+    async () => {
+      const { rows } = await admin.query<{ ok: boolean | null }>(
+        `SELECT (SELECT e.xid FROM ${s}.events AS e ORDER BY e.xid DESC, e.seq DESC LIMIT 1) < pg_snapshot_xmin(pg_current_snapshot()) AS ok`,
+      );
+      return rows[0]!.ok !== false;
+    },
+    { description: "every event written so far readable" },
+  );
 }
 
 /** Every event after `cursor`, in pages of `pageSize`, each page resumed from the cursor the one before it gave. */
