@@ -338,7 +338,7 @@ function parseInt8(value: string): number {
 /** One row of read-events.sql: an event, the writing transaction's id and the event's place in its row's batch (0: a row of one event). */
 interface EventRow extends EventLogRow {
   xid: string;
-  i: number | string;
+  i: number;
 }
 
 /** One row of the jobs table as the statements return it (pg parses the JSON columns). */
@@ -983,7 +983,7 @@ export class PostgresBackend implements Backend {
     // The seq and i are bigints (a 19-digit one may not fit: the server's "out of range" was a 500); the xid an xid8, which holds any.
     if (!m || BigInt(m[2]!) > MAX_BIGINT || (m[3] !== undefined && BigInt(m[3]) > MAX_BIGINT)) throw badEventCursor(cursor);
     const rows = await this.query<EventRow>("read-events", [m[1], m[2], m[3] ?? "0", limit]);
-    const events = rows.map((row) => eventFromRow(Number(row.i) === 0 ? `${row.xid}-${row.seq}` : `${row.xid}-${row.seq}-${row.i}`, row));
+    const events = rows.map((row) => eventFromRow(row.i === 0 ? `${row.xid}-${row.seq}` : `${row.xid}-${row.seq}-${row.i}`, row));
     return { events, cursor: events.length > 0 ? events[events.length - 1]!.id : cursor };
   }
 
