@@ -4,7 +4,8 @@
  * against a count of the table itself after every kind of change (enqueue, claim, complete, fail,
  * retry, dead, cancel, replay, remove, rescue, prune; two workers at once), check that prune folds
  * the deltas, and that the migration counts the jobs stored before it. And JIT stays off on the
- * backend's own connections (at a million stored jobs every claim paid a JIT compilation).
+ * backend's own connections (at a million stored jobs every claim paid a JIT compilation), and
+ * off in the functions that turn plan types off, on any connection (migration 0018).
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -493,6 +494,42 @@ describe("settling a batch (PostgreSQL)", () => {
 });
 
 describe("JIT (PostgreSQL)", () => {
+  it("never compiles the jobs' triggers or the flow functions on a caller's pool that keeps JIT on (their plan types turned off cost past every JIT threshold)", async () => {
+    // auto_explain logs every plan this pool's sessions run, the triggers' statements included,
+    // and sends it to the client as a notice: a plan that was JIT-compiled has a "JIT:" section.
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: 3,
+      options:
+        "-c session_preload_libraries=auto_explain -c auto_explain.log_min_duration=0 -c auto_explain.log_nested_statements=on -c client_min_messages=log",
+    });
+    stores.closeAfterTest({ close: () => pool.end() });
+    const plans: string[] = [];
+    pool.on("connect", (client) => client.on("notice", (notice) => plans.push(notice.message ?? "")));
+    const { rows } = await pool.query<{ jit: string; available: boolean }>("SELECT current_setting('jit') AS jit, pg_jit_available() AS available");
+    expect(rows[0], "the server must be able to JIT-compile (PostgreSQL built with LLVM, as Debian's is) and keep it on").toEqual({
+      jit: "on",
+      available: true,
+    });
+
+    const b = await stores.open({ connectionString: undefined, pool });
+    await b.enqueue(Array.from({ length: 300 }, () => job("a", { attempts: 2 })));
+    const claimed = await b.claim({ queues: ["a"], names: ["job"], worker, limit: 300, leaseMs: 30_000 });
+    expect(claimed).toHaveLength(300);
+    await b.complete(claimed.slice(0, 200).map((c) => ({ lease: c.lease, result: null })));
+    await b.fail(claimed.slice(200).map((c) => ({ lease: c.lease, error, retryDelayMs: 0 })));
+    const s = pg.escapeIdentifier(b.schema);
+    await pool.query(`SELECT * FROM ${s}.flow_running('a')`);
+    await pool.query(`SELECT * FROM ${s}.flow_windows(ARRAY['a'], ARRAY[0::bigint])`);
+    await pool.query(`SELECT * FROM ${s}.flow_forget(ARRAY['a'], ARRAY[0::bigint])`);
+
+    // The trigger's statement of a many-job UPDATE (the event batch) was planned and logged.
+    expect(plans.filter((plan) => plan.includes("batch_events") && plan.includes("changed_after")).length).toBeGreaterThanOrEqual(2);
+    expect(plans.filter((plan) => /flow_starts|jobs_active/.test(plan)).length).toBeGreaterThanOrEqual(3);
+    // Each compiled plan named by its statement's first line.
+    expect(plans.filter((plan) => plan.includes("JIT:")).map((plan) => /Query Text: (.*)/.exec(plan)?.[1] ?? plan.slice(0, 120))).toEqual([]);
+  });
+
   it("is off on every connection of the backend's own pool, whatever the server's default", async () => {
     const b = await backend(schemas.create());
     expect((await admin.query<{ jit: string }>("SHOW jit")).rows[0]!.jit).toBe("on");
