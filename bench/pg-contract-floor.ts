@@ -1,5 +1,5 @@
 /**
- * `node scripts/bench.mjs bench/pg-contract-floor.ts [--jobs 20000] [--runs 3] [--concurrency 10]`
+ * `node scripts/bench.mjs bench/pg-contract-floor.ts [--jobs 20000] [--runs 3] [--concurrency 10] [--only 1,2,3] [--statements]`
  *
  * Where PostgreSQL processing's time goes between the floor that keeps finished jobs and
  * Conveyor's Worker, step by step, beside graphile-worker in the same run (docs/performance-postgres.md,
@@ -7,8 +7,10 @@
  * 500 jobs claimed per round trip, on its own fresh database of one throwaway server, the
  * subjects interleaved run by run; every loop but graphile-worker's sends one completion
  * statement at a time, as Conveyor's Worker does. Per subject, medians over `--runs`: jobs/s, the paired ratio to
- * graphile-worker, and CPU time per job of this process (the client) and of the server (every
- * server process, from /proc). On this 2-core machine the client and the server's two busy
+ * graphile-worker, CPU time per job of this process (the client) and of the server (every
+ * server process, from /proc), and WAL bytes per job (the server's WAL position before and after;
+ * `--statements` adds each step's costliest statements, execution µs per job from
+ * pg_stat_statements). On this 2-core machine the client and the server's two busy
  * backends share the cores, so both columns count.
  *
  * The steps, each one piece more than the one before:
@@ -21,6 +23,9 @@
  *    result) and the four indexes its contract needs: waiting jobs in claim order, running jobs
  *    (the rescue of expired leases), finished jobs by queue and time (retention by count, the
  *    dashboard), retention deadlines (retention by age). No trigger.
+ * 2b. "finished jobs in a table of their own (narrow)": step 2's columns and indexes split in two
+ *    tables, a completion moving the row (SPLIT_TABLES below): the finished-job path the issue
+ *    proposes, as a ceiling (no cross-table dedup).
  * 3. "Conveyor's rows, no statement triggers": the same loop and statements over Conveyor's own
  *    `jobs` table as its migrations make it and its enqueue fills it (every column and index),
  *    with the statement triggers (event log, counts, fold) dropped.
@@ -44,7 +49,13 @@ import { drainLoop, KEEPING, processAll, type FloorStatements } from "./pg-floor
 import { Databases, graphileWorker, PREFETCH } from "./postgres.js";
 
 const { values } = parseArgs({
-  options: { jobs: { type: "string", default: "20000" }, runs: { type: "string", default: "3" }, concurrency: { type: "string", default: "10" } },
+  options: {
+    jobs: { type: "string", default: "20000" },
+    runs: { type: "string", default: "3" },
+    concurrency: { type: "string", default: "10" },
+    only: { type: "string" },
+    statements: { type: "boolean" },
+  },
 });
 const jobs = Number(values.jobs);
 const runs = Number(values.runs);
@@ -86,6 +97,46 @@ CREATE INDEX narrow_jobs_active ON narrow_jobs (id) WHERE state = 'active';
 CREATE INDEX narrow_jobs_finished ON narrow_jobs (queue, state, finished_at, seq) WHERE state IN ('completed', 'dead', 'cancelled');
 CREATE INDEX narrow_jobs_expires ON narrow_jobs (expires_at) WHERE expires_at IS NOT NULL;`;
 
+/**
+ * Step 2b's tables: the design the issue proposes for the finished-job path. The jobs not finished
+ * (waiting, running) in a table of step 2's columns less the finish's (finish time, retention
+ * deadline, result), with its indexes of waiting and running jobs; a completion moves the row
+ * into a table of finished jobs by one `WITH … DELETE … RETURNING` + `INSERT`, which has step 2's
+ * two indexes of finished rows besides its primary key (by id: a finished job stays readable).
+ * The claim is step 2's over `split_jobs`. Dedup by id across the two tables (a shared id table,
+ * or a re-check after the insert) is not built, so this step is a ceiling for the design.
+ */
+const SPLIT_TABLES = `
+CREATE TABLE split_jobs (
+  id text COLLATE "C" PRIMARY KEY, queue text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
+  priority integer NOT NULL, run_at bigint NOT NULL, seq bigint NOT NULL, state text NOT NULL,
+  attempt integer NOT NULL, lease_token bigint NOT NULL, lease_expires_at bigint,
+  worker_id text, worker_host text, worker_pid integer, started_at bigint, payload json NOT NULL
+) WITH (fillfactor = 80);
+INSERT INTO split_jobs
+  SELECT id, queue, name, priority, run_at, seq, state, attempt, lease_token, lease_expires_at, worker_id, worker_host,
+         worker_pid, started_at, payload
+  FROM conveyor.jobs;
+CREATE INDEX split_jobs_claim ON split_jobs (queue, priority, run_at, seq) WHERE state = 'waiting';
+CREATE INDEX split_jobs_active ON split_jobs (id) WHERE state = 'active';
+CREATE TABLE split_finished (
+  id text COLLATE "C" PRIMARY KEY, queue text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
+  seq bigint NOT NULL, state text NOT NULL, attempt integer NOT NULL, worker_id text, worker_host text,
+  worker_pid integer, started_at bigint, finished_at bigint NOT NULL, expires_at bigint, payload json NOT NULL, result json
+);
+CREATE INDEX split_finished_window ON split_finished (queue, state, finished_at, seq);
+CREATE INDEX split_finished_expires ON split_finished (expires_at) WHERE expires_at IS NOT NULL;`;
+
+const SPLIT_STATEMENTS: FloorStatements = {
+  schema: "",
+  claim: leastStatements("split_jobs", false).claim,
+  complete: `WITH moved AS (DELETE FROM split_jobs WHERE id = ANY ($1::text[]) AND state = 'active'
+      RETURNING id, queue, name, seq, attempt, worker_id, worker_host, worker_pid, started_at, payload)
+    INSERT INTO split_finished
+      SELECT id, queue, name, seq, 'completed', attempt, worker_id, worker_host, worker_pid, started_at,
+             ${NOW_MS}, ${NOW_MS} + 86400000, payload, 'null' FROM moved`,
+};
+
 /** Conveyor's statement triggers on jobs (migrations 0007, 0010, 0012): the event log, the counts, their fold. */
 const STATEMENT_TRIGGERS = [
   "jobs_events_added",
@@ -100,6 +151,9 @@ interface Measured {
   jobsPerSecond: number;
   clientUs: number;
   serverUs: number;
+  walBytes: number;
+  /** --statements: each statement's execution µs per job in the timed run (its first words as its name). */
+  statements: Map<string, number>;
 }
 
 interface Step {
@@ -110,8 +164,16 @@ interface Step {
 
 // Autovacuum off: each step's table is vacuumed before its run, and a vacuum waking during a run
 // would land its CPU on whichever step ran then.
-const server = await startThrowawayPostgres({ database: "bench", settings: { autovacuum: "off" } });
+const server = await startThrowawayPostgres({
+  database: "bench",
+  settings: { autovacuum: "off", ...(values.statements === true ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "top" } : {}) },
+});
 const dbs = new Databases(server.url);
+/** The server's own connection: WAL positions, and pg_stat_statements with --statements. */
+const admin = new pg.Client({ connectionString: server.url });
+await admin.connect();
+if (values.statements === true) await admin.query("CREATE EXTENSION pg_stat_statements");
+const walPosition = async (): Promise<bigint> => BigInt((await admin.query<{ at: string }>("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS at")).rows[0]!.at);
 
 /** A fresh database migrated and filled by Conveyor's own enqueue (`jobs` no-op jobs). */
 async function conveyorFilled(): Promise<{ url: string; backend: PostgresBackend }> {
@@ -164,7 +226,7 @@ async function conveyorCallsLoop(backend: PostgresBackend): Promise<void> {
 }
 
 const gw = graphileWorker(dbs);
-const steps: Step[] = [
+const allSteps: Step[] = [
   { name: "graphile-worker", run: async () => () => gw.processing(jobs, CONCURRENCY) },
   {
     name: "floor, keeping finished",
@@ -188,6 +250,14 @@ const steps: Step[] = [
       const { url, backend } = await conveyorFilled();
       await backend.close();
       return leastLoop(url, leastStatements("narrow_jobs", false), [NARROW_TABLE, "VACUUM ANALYZE narrow_jobs"]);
+    },
+  },
+  {
+    name: "finished jobs in a table of their own (narrow)",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(url, SPLIT_STATEMENTS, [SPLIT_TABLES, "VACUUM ANALYZE split_jobs", "ANALYZE split_finished"]);
     },
   },
   {
@@ -237,17 +307,42 @@ const steps: Step[] = [
   },
 ];
 
+/** `--only 1,2`: the steps of those positions (0 is graphile-worker, kept always: the ratios are to it). */
+const chosen = values.only === undefined ? null : new Set(values.only.split(",").map(Number));
+if (chosen !== null && [...chosen].some((i) => !Number.isInteger(i) || i < 0 || i >= allSteps.length)) {
+  console.error(`--only ${values.only}: expected step positions from 0 to ${allSteps.length - 1}, by commas`);
+  process.exit(2);
+}
+const steps = allSteps.filter((_, i) => i === 0 || chosen === null || chosen.has(i));
+
 /** graphile-worker fills its own database inside `processing`: its fill falls inside the CPU window, so its CPU columns are left out. */
 const FILLS_INSIDE = new Set(["graphile-worker"]);
 
 async function measure(step: Step): Promise<Measured> {
   const timed = await step.run();
+  if (values.statements === true) await admin.query("SELECT pg_stat_statements_reset()");
+  const wal0 = await walPosition();
   const client0 = process.cpuUsage();
   const server0 = await serverCpuMs(server.dataDir);
   const jobsPerSecond = await timed();
   const client = process.cpuUsage(client0);
   const server1 = await serverCpuMs(server.dataDir);
-  return { jobsPerSecond, clientUs: (client.user + client.system) / jobs, serverUs: ((server1 - server0) * 1000) / jobs };
+  const wal1 = await walPosition();
+  const statements = new Map<string, number>();
+  if (values.statements === true) {
+    const { rows } = await admin.query<{ query: string; ms: number }>(
+      `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, total_exec_time AS ms FROM pg_stat_statements
+       WHERE calls > 0 AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_current_wal_lsn%' ORDER BY total_exec_time DESC LIMIT 4`,
+    );
+    for (const row of rows) statements.set(row.query.slice(0, 48), (row.ms * 1000) / jobs);
+  }
+  return {
+    jobsPerSecond,
+    clientUs: (client.user + client.system) / jobs,
+    serverUs: ((server1 - server0) * 1000) / jobs,
+    walBytes: Number(wal1 - wal0) / jobs,
+    statements,
+  };
 }
 
 try {
@@ -256,8 +351,8 @@ try {
   for (const step of steps) await measure(step);
   const results = await interleaved(steps, runs, "processing", measure, (m) => `${fmt(m.jobsPerSecond)} jobs/s`);
   const gwRates = results[0]!.map((m) => m.jobsPerSecond);
-  console.log("| step | jobs/s | ÷ graphile-worker (paired) | client CPU µs/job | server CPU µs/job |");
-  console.log("| --- | ---: | ---: | ---: | ---: |");
+  console.log("| step | jobs/s | ÷ graphile-worker (paired) | client CPU µs/job | server CPU µs/job | WAL bytes/job |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
   steps.forEach((step, i) => {
     const r = results[i]!;
     const cpu = (pick: (m: Measured) => number) => (FILLS_INSIDE.has(step.name) ? "(fill inside)" : median(r.map(pick)).toFixed(1));
@@ -265,10 +360,22 @@ try {
       `| ${step.name} | ${fmt(median(r.map((m) => m.jobsPerSecond)))} | ${pairedRatio(
         r.map((m) => m.jobsPerSecond),
         gwRates,
-      ).toFixed(2)}x | ${cpu((m) => m.clientUs)} | ${cpu((m) => m.serverUs)} |`,
+      ).toFixed(2)}x | ${cpu((m) => m.clientUs)} | ${cpu((m) => m.serverUs)} | ${cpu((m) => m.walBytes)} |`,
     );
   });
+  if (values.statements === true) {
+    console.log("\nThe statements' execution µs per job (pg_stat_statements, the four costliest of each timed run; medians):");
+    steps.forEach((step, i) => {
+      if (FILLS_INSIDE.has(step.name)) return;
+      const names = new Set(results[i]!.flatMap((m) => [...m.statements.keys()]));
+      for (const name of names) {
+        const each = results[i]!.map((m) => m.statements.get(name)).filter((us): us is number => us !== undefined);
+        console.log(`  ${step.name}: ${median(each).toFixed(1)} µs  ${name}`);
+      }
+    });
+  }
 } finally {
+  await admin.end();
   await dbs.dropAll();
   await server.stop();
 }
