@@ -29,6 +29,8 @@
  * 3. "Conveyor's rows, no statement triggers": the same loop and statements over Conveyor's own
  *    `jobs` table as its migrations make it and its enqueue fills it (every column and index),
  *    with the statement triggers (event log, counts, fold) dropped.
+ * 3b. "Conveyor's rows, no statement triggers, finished jobs in a table of their own": step 3
+ *    with step 2b's design over every column of Conveyor's (CONVEYOR_SPLIT_TABLE below).
  * 4. "Conveyor's rows": the same with the triggers, as shipped.
  * 5. "Conveyor's calls, least loop": Conveyor's own claim and complete (`backend.claim`,
  *    `backend.complete`: its statements, their parameters and rows parsed into jobs), driven by
@@ -136,6 +138,42 @@ const SPLIT_STATEMENTS: FloorStatements = {
       SELECT id, queue, name, seq, 'completed', attempt, worker_id, worker_host, worker_pid, started_at,
              ${NOW_MS}, ${NOW_MS} + 86400000, payload, 'null' FROM moved`,
 };
+
+/**
+ * Step 3b: step 3 with the design of step 2b. Conveyor's own rows after its enqueue, its
+ * statement triggers dropped, and a table of finished jobs made like `jobs` (every column) with
+ * the primary key and the window and retention-deadline indexes; the completion moves the row with
+ * every column. `job_logs`' foreign key to `jobs` (ON DELETE CASCADE) is dropped: with it a move
+ * would delete the job's logs, so the design cannot keep it (the logs would go when the finished
+ * row is pruned or removed instead).
+ */
+const CONVEYOR_SPLIT_TABLE = `
+ALTER TABLE conveyor.job_logs DROP CONSTRAINT job_logs_job_id_fkey;
+CREATE TABLE conveyor.jobs_done (LIKE conveyor.jobs INCLUDING DEFAULTS);
+ALTER TABLE conveyor.jobs_done ADD PRIMARY KEY (id);
+CREATE INDEX jobs_done_window ON conveyor.jobs_done (queue, state, finished_at, seq);
+CREATE INDEX jobs_done_expires ON conveyor.jobs_done (expires_at) WHERE expires_at IS NOT NULL;`;
+
+/** Step 3b's statements: the claim of step 3, a completion moving each row with all of `jobs`' columns (read from the catalog). */
+async function conveyorSplitStatements(url: string): Promise<FloorStatements> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ name: string }>(
+      "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = 'conveyor' AND table_name = 'jobs' ORDER BY ordinal_position",
+    );
+    const finished: Record<string, string> = { state: "'completed'", finished_at: NOW_MS, result: "'null'", expires_at: `${NOW_MS} + 86400000` };
+    const names = rows.map((r) => r.name);
+    return {
+      schema: "",
+      claim: leastStatements("conveyor.jobs", true).claim,
+      complete: `WITH moved AS (DELETE FROM conveyor.jobs WHERE id = ANY ($1::text[]) AND state = 'active' RETURNING *)
+        INSERT INTO conveyor.jobs_done (${names.join(", ")}) SELECT ${names.map((n) => finished[n] ?? n).join(", ")} FROM moved`,
+    };
+  } finally {
+    await client.end();
+  }
+}
 
 /** Conveyor's statement triggers on jobs (migrations 0007, 0010, 0012): the event log, the counts, their fold. */
 const STATEMENT_TRIGGERS = [
@@ -268,6 +306,19 @@ const allSteps: Step[] = [
       return leastLoop(url, leastStatements("conveyor.jobs", true), [
         ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
         "VACUUM ANALYZE conveyor.jobs",
+      ]);
+    },
+  },
+  {
+    name: "Conveyor's rows, no statement triggers, finished jobs in a table of their own",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(url, await conveyorSplitStatements(url), [
+        ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
+        CONVEYOR_SPLIT_TABLE,
+        "VACUUM ANALYZE conveyor.jobs",
+        "ANALYZE conveyor.jobs_done",
       ]);
     },
   },
