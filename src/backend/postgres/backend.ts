@@ -116,7 +116,9 @@ export interface PostgresBackendOptions {
    * EventEmitter error nobody listens to ends the process. Consider `jit = off` for its
    * connections (e.g. `options: "-c jit=off"` or `ALTER ROLE … SET jit = off`): with a million
    * jobs stored, PostgreSQL otherwise JIT-compiles every claim (pools Conveyor opens itself
-   * turn it off, see pool-client.ts).
+   * turn it off, see pool-client.ts). Conveyor leaves your sessions' setting alone; where JIT is
+   * on it runs its stats and lists in transactions of their own with `SET LOCAL jit = off`
+   * (three more round trips each) and says so once in the log.
    */
   pool?: Pool;
   /**
@@ -324,6 +326,12 @@ type QueryName = (typeof QUERY_FILES)[number];
  */
 const UNPREPARED = new Set<QueryName>(["list", "list-waiting", "stats"]);
 
+/**
+ * Whether a session compiles with JIT: its setting on and the server able to (built with LLVM).
+ * Asked once of a caller's pool (queryWithoutJit).
+ */
+const JIT_ON_SQL = "SELECT current_setting('jit') = 'on' AND pg_jit_available() AS on";
+
 /** bigint (int8) columns arrive as JS numbers: every one holds ms or a counter far below 2^53. */
 const INT8_OID = 20;
 const TYPES: CustomTypesConfig = {
@@ -440,6 +448,8 @@ export class PostgresBackend implements Backend {
   private readonly notifications: NotificationListener;
   private schemaReady = false;
   private schemaCheck: Promise<void> | null = null;
+  /** A caller's pool: whether its sessions JIT-compile (asked once, queryWithoutJit); null until asked. */
+  private callerJit: Promise<boolean> | null = null;
   private closed = false;
 
   constructor(options: PostgresBackendOptions) {
@@ -1421,6 +1431,7 @@ export class PostgresBackend implements Backend {
   /** Runs one of the statements in queries/ on the pool (or on `on`) and returns its rows. */
   private async query<R extends QueryResultRow>(name: QueryName, values: unknown[], on?: Queryable): Promise<R[]> {
     this.assertOpen();
+    if (on === undefined && UNPREPARED.has(name) && !this.ownsPool && (await this.callerPoolJits())) return this.queryWithoutJit<R>(name, values);
     try {
       if (!this.schemaReady) await this.checkSchema();
       const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
@@ -1432,6 +1443,48 @@ export class PostgresBackend implements Backend {
       if (isPostgresUnavailable(error)) this.rescueHold.noteFailure(WHOLE_SERVER);
       throw asStoreError(error, this.description, isPostgresUnavailable);
     }
+  }
+
+  /**
+   * Whether a caller's pool (PostgresBackendOptions.pool) compiles with JIT, asked once; said once
+   * in the log when it does. Conveyor's own pools turn JIT off (pool-client.ts); a caller's keeps
+   * its sessions' setting, which Conveyor does not change.
+   */
+  private callerPoolJits(): Promise<boolean> {
+    this.callerJit ??= this.pool.query<{ on: boolean }>(JIT_ON_SQL).then(
+      ({ rows }) => {
+        const on = rows[0]?.on === true;
+        if (on) {
+          this.logger.warn(
+            { backend: this.description },
+            "the pool given to PostgresBackend compiles with JIT: Conveyor turns it off for its stats and lists, but its claims and completions over about a million stored jobs would compile on every call; set jit = off for this pool's connections (e.g. options: '-c jit=off')",
+          );
+        }
+        return on;
+      },
+      (error: unknown) => {
+        // Asked again next time: the server may be down now.
+        this.callerJit = null;
+        throw asStoreError(error, this.description, isPostgresUnavailable);
+      },
+    );
+    return this.callerJit;
+  }
+
+  /**
+   * An unprepared statement (a stats or list read) on a caller's pool whose sessions compile with
+   * JIT: in a transaction of its own with `SET LOCAL jit = off`, so the caller's session keeps its
+   * setting. Planned with its parameters' values on every call, such a statement is estimated per
+   * queue or per page before the tables are analyzed (queues: 1,330 rows assumed), and its cost
+   * passed `jit_above_cost`: stats() took 470 ms on such a pool against 2.5 ms without JIT
+   * (docs/performance-postgres.md, "Session 30"). Three more round trips per call (BEGIN, the SET, COMMIT), on such pools only.
+   */
+  private async queryWithoutJit<R extends QueryResultRow>(name: QueryName, values: unknown[]): Promise<R[]> {
+    return this.inTransaction(async (client) => {
+      await client.query("SET LOCAL jit = off");
+      const result = await client.query<R>({ text: this.sql[name], values, types: TYPES });
+      return { value: result.rows, commit: true };
+    });
   }
 
   /** A pooled connection; a server that cannot be reached is a StoreUnavailableError. */
