@@ -1477,7 +1477,8 @@ export class PostgresBackend implements Backend {
    * setting. Planned with its parameters' values on every call, such a statement is estimated per
    * queue or per page before the tables are analyzed (queues: 1,330 rows assumed), and its cost
    * passed `jit_above_cost`: stats() took 470 ms on such a pool against 2.5 ms without JIT
-   * (docs/performance-postgres.md, "Session 30"). Three more round trips per call (BEGIN, the SET, COMMIT), on such pools only.
+   * (docs/performance-postgres.md, "Session 30"). Three more round trips per call (BEGIN, the
+   * SET, COMMIT), on such pools only.
    */
   private async queryWithoutJit<R extends QueryResultRow>(name: QueryName, values: unknown[]): Promise<R[]> {
     return this.inTransaction(async (client) => {
