@@ -32,6 +32,8 @@
  * 3b. "Conveyor's rows, no statement triggers, finished jobs in a table of their own": step 3
  *    with step 2b's design over every column of Conveyor's (CONVEYOR_SPLIT_TABLE below).
  * 4. "Conveyor's rows": the same with the triggers, as shipped.
+ * 4b. "Conveyor's rows, finished jobs in a table of their own (triggers on both)": step 3b with
+ *    the statement triggers, their work for a completion done on the move (CONVEYOR_SPLIT_TRIGGERS).
  * 5. "Conveyor's calls, least loop": Conveyor's own claim and complete (`backend.claim`,
  *    `backend.complete`: its statements, their parameters and rows parsed into jobs), driven by
  *    the floor's loop instead of the Worker.
@@ -174,6 +176,34 @@ async function conveyorSplitStatements(url: string): Promise<FloorStatements> {
     await client.end();
   }
 }
+
+/**
+ * Step 4b: step 3b with Conveyor's statement triggers kept on `jobs` and the same work done for the
+ * move on `jobs_done`. The claim fires `jobs`' update triggers as in step 4; the completion's
+ * deletion from `jobs` fires its delete triggers (the counts: active less the moved jobs; the
+ * event log has none), and its insert into `jobs_done` fires these: the counts (completed plus
+ * the moved jobs, through 0007's count_added_jobs), the fold (0010), and the "completed" events as
+ * one row per statement (0017's event_row, what `record_changed_events` writes for a completion).
+ */
+const CONVEYOR_SPLIT_TRIGGERS = `
+CREATE FUNCTION conveyor.record_moved_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO conveyor.events (at, type, queue, name, job_id, attempt, data, batch_events, batch_newest_at, batch_at,
+                               batch_type, batch_queue, batch_name, batch_job_id, batch_attempt, batch_data)
+  SELECT r.*
+  FROM (SELECT array_agg(n.finished_at) AS ats, array_agg('completed'::text) AS types, array_agg(n.queue) AS queues,
+               array_agg(n.name) AS names, array_agg(n.id) AS ids, array_agg(n.attempt) AS attempts,
+               array_agg(json_build_object('result', n.result)) AS datas
+        FROM moved_jobs AS n) AS a
+  CROSS JOIN LATERAL conveyor.event_row(a.ats, a.types, a.queues, a.names, a.ids, a.attempts, a.datas) AS r;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_done_events AFTER INSERT ON conveyor.jobs_done
+  REFERENCING NEW TABLE AS moved_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.record_moved_events();
+CREATE TRIGGER jobs_done_counts AFTER INSERT ON conveyor.jobs_done
+  REFERENCING NEW TABLE AS added_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.count_added_jobs();
+CREATE TRIGGER jobs_done_then_fold AFTER INSERT ON conveyor.jobs_done
+  FOR EACH STATEMENT EXECUTE FUNCTION conveyor.fold_job_counts_every_64();`;
 
 /** Conveyor's statement triggers on jobs (migrations 0007, 0010, 0012): the event log, the counts, their fold. */
 const STATEMENT_TRIGGERS = [
@@ -328,6 +358,19 @@ const allSteps: Step[] = [
       const { url, backend } = await conveyorFilled();
       await backend.close();
       return leastLoop(url, leastStatements("conveyor.jobs", true), ["VACUUM ANALYZE conveyor.jobs"]);
+    },
+  },
+  {
+    name: "Conveyor's rows, finished jobs in a table of their own (triggers on both)",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(url, await conveyorSplitStatements(url), [
+        CONVEYOR_SPLIT_TABLE,
+        CONVEYOR_SPLIT_TRIGGERS,
+        "VACUUM ANALYZE conveyor.jobs",
+        "ANALYZE conveyor.jobs_done",
+      ]);
     },
   },
   {
