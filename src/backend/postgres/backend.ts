@@ -56,7 +56,7 @@ import type { FinishedWindow } from "../contract.js";
 import { planDedupBatch } from "../dedup.js";
 import { checkFlow, flowRefused } from "../flows.js";
 import { systemClock, type Clock } from "../../core/clock.js";
-import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, type LeaseLossReason } from "../../core/errors.js";
+import { ConveyorError, InvalidInputError, LeaseExpiredError, quarantineMessage, StoreUnavailableError, type LeaseLossReason } from "../../core/errors.js";
 import type { Json } from "../../core/json.js";
 import { isUnlimited, reportThrottle, type QueueFlow, type StoredQueueLimits } from "../../core/flow.js";
 import { checkName } from "../../core/spec.js";
@@ -330,7 +330,7 @@ const UNPREPARED = new Set<QueryName>(["list", "list-waiting", "stats"]);
  * Whether a session compiles with JIT: its setting on and the server able to (built with LLVM).
  * Asked once of a caller's pool (queryWithoutJit).
  */
-const JIT_ON_SQL = "SELECT current_setting('jit') = 'on' AND pg_jit_available() AS on";
+const JIT_ON_SQL = "SELECT current_setting('jit') = 'on' AND pg_jit_available() AS jit_on";
 
 /** bigint (int8) columns arrive as JS numbers: every one holds ms or a counter far below 2^53. */
 const INT8_OID = 20;
@@ -1451,9 +1451,9 @@ export class PostgresBackend implements Backend {
    * its sessions' setting, which Conveyor does not change.
    */
   private callerPoolJits(): Promise<boolean> {
-    this.callerJit ??= this.pool.query<{ on: boolean }>(JIT_ON_SQL).then(
+    this.callerJit ??= this.pool.query<{ jit_on: boolean }>(JIT_ON_SQL).then(
       ({ rows }) => {
-        const on = rows[0]?.on === true;
+        const on = rows[0]?.jit_on === true;
         if (on) {
           this.logger.warn(
             { backend: this.description },
@@ -1481,11 +1481,19 @@ export class PostgresBackend implements Backend {
    * SET, COMMIT), on such pools only.
    */
   private async queryWithoutJit<R extends QueryResultRow>(name: QueryName, values: unknown[]): Promise<R[]> {
-    return this.inTransaction(async (client) => {
-      await client.query("SET LOCAL jit = off");
-      const result = await client.query<R>({ text: this.sql[name], values, types: TYPES });
-      return { value: result.rows, commit: true };
-    });
+    try {
+      const rows = await this.inTransaction(async (client) => {
+        await client.query("SET LOCAL jit = off");
+        const result = await client.query<R>({ text: this.sql[name], values, types: TYPES });
+        return { value: result.rows, commit: true };
+      });
+      // The rescue's watch of the server hears of these answers and failures as of query()'s.
+      if (this.rescueHold.watching) this.rescueHold.noteAnswer(WHOLE_SERVER);
+      return rows;
+    } catch (error) {
+      if (error instanceof StoreUnavailableError) this.rescueHold.noteFailure(WHOLE_SERVER);
+      throw error;
+    }
   }
 
   /** A pooled connection; a server that cannot be reached is a StoreUnavailableError. */

@@ -14,6 +14,9 @@
 -- and a caller's transaction keep the server's setting. The flow functions below set plan types
 -- off for the same reason; they get the same setting so that no plan they are ever given can
 -- compile either. Each setting holds only while its function runs.
+--
+-- A later migration that redefines one of these functions (CREATE OR REPLACE FUNCTION) replaces
+-- its settings with those it names: it must name `SET jit = off` again.
 ALTER FUNCTION {{schema}}.record_changed_events() SET jit = off;
 ALTER FUNCTION {{schema}}.flow_running(text) SET jit = off;
 ALTER FUNCTION {{schema}}.flow_windows(text[], bigint[]) SET jit = off;
