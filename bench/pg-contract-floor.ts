@@ -181,9 +181,10 @@ async function conveyorSplitStatements(url: string): Promise<FloorStatements> {
  * Step 4b: step 3b with Conveyor's statement triggers kept on `jobs` and the same work done for the
  * move on `jobs_done`. The claim fires `jobs`' update triggers as in step 4; the completion's
  * deletion from `jobs` fires its delete triggers (the counts: active less the moved jobs; the
- * event log has none), and its insert into `jobs_done` fires these: the counts (completed plus
- * the moved jobs, through 0007's count_added_jobs), the fold (0010), and the "completed" events as
- * one row per statement (0017's event_row, what `record_changed_events` writes for a completion).
+ * event log has none; the fold, 0010, counts that statement), and its insert into `jobs_done`
+ * fires these: the counts (completed plus the moved jobs, through 0007's count_added_jobs) and the
+ * "completed" events as one row per statement (0017's event_row, what `record_changed_events`
+ * writes for a completion; without its one-event form, which batches of 500 never take).
  */
 const CONVEYOR_SPLIT_TRIGGERS = `
 CREATE FUNCTION conveyor.record_moved_events() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -201,9 +202,7 @@ END $$;
 CREATE TRIGGER jobs_done_events AFTER INSERT ON conveyor.jobs_done
   REFERENCING NEW TABLE AS moved_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.record_moved_events();
 CREATE TRIGGER jobs_done_counts AFTER INSERT ON conveyor.jobs_done
-  REFERENCING NEW TABLE AS added_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.count_added_jobs();
-CREATE TRIGGER jobs_done_then_fold AFTER INSERT ON conveyor.jobs_done
-  FOR EACH STATEMENT EXECUTE FUNCTION conveyor.fold_job_counts_every_64();`;
+  REFERENCING NEW TABLE AS added_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.count_added_jobs();`;
 
 /** Conveyor's statement triggers on jobs (migrations 0007, 0010, 0012): the event log, the counts, their fold. */
 const STATEMENT_TRIGGERS = [
@@ -257,7 +256,7 @@ async function conveyorFilled(): Promise<{ url: string; backend: PostgresBackend
  * Runs `prepare` (outside the timing and the CPU window), then returns the floor's loop
  * (bench/pg-floor.ts) over `sql`, on a pool of its own.
  */
-async function leastLoop(url: string, sql: FloorStatements, prepare: string[]): Promise<() => Promise<number>> {
+async function leastLoop(url: string, sql: FloorStatements, prepare: string[], finishedCount?: string): Promise<() => Promise<number>> {
   const setup = new pg.Client({ connectionString: url });
   await setup.connect();
   try {
@@ -268,7 +267,13 @@ async function leastLoop(url: string, sql: FloorStatements, prepare: string[]): 
   return async () => {
     const pool = new pg.Pool({ connectionString: url, max: CONCURRENCY + 2 });
     try {
-      return await rate(jobs, () => processAll(pool, sql, jobs, CONCURRENCY, PREFETCH, { oneCompletionAtATime: true }));
+      const jobsPerSecond = await rate(jobs, () => processAll(pool, sql, jobs, CONCURRENCY, PREFETCH, { oneCompletionAtATime: true }));
+      // A completion that moved nothing would still count its batch: the moves are counted where they land.
+      if (finishedCount !== undefined) {
+        const moved = Number((await pool.query<{ n: string }>(finishedCount)).rows[0]!.n);
+        if (moved !== jobs) throw new Error(`${moved} of ${jobs} jobs reached the finished table (${finishedCount})`);
+      }
+      return jobsPerSecond;
     } finally {
       await pool.end();
     }
@@ -325,7 +330,12 @@ const allSteps: Step[] = [
     run: async () => {
       const { url, backend } = await conveyorFilled();
       await backend.close();
-      return leastLoop(url, SPLIT_STATEMENTS, [SPLIT_TABLES, "VACUUM ANALYZE split_jobs", "ANALYZE split_finished"]);
+      return leastLoop(
+        url,
+        SPLIT_STATEMENTS,
+        [SPLIT_TABLES, "VACUUM ANALYZE split_jobs", "ANALYZE split_finished"],
+        "SELECT count(*) AS n FROM split_finished",
+      );
     },
   },
   {
@@ -344,12 +354,17 @@ const allSteps: Step[] = [
     run: async () => {
       const { url, backend } = await conveyorFilled();
       await backend.close();
-      return leastLoop(url, await conveyorSplitStatements(url), [
-        ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
-        CONVEYOR_SPLIT_TABLE,
-        "VACUUM ANALYZE conveyor.jobs",
-        "ANALYZE conveyor.jobs_done",
-      ]);
+      return leastLoop(
+        url,
+        await conveyorSplitStatements(url),
+        [
+          ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
+          CONVEYOR_SPLIT_TABLE,
+          "VACUUM ANALYZE conveyor.jobs",
+          "ANALYZE conveyor.jobs_done",
+        ],
+        "SELECT count(*) AS n FROM conveyor.jobs_done",
+      );
     },
   },
   {
@@ -365,12 +380,12 @@ const allSteps: Step[] = [
     run: async () => {
       const { url, backend } = await conveyorFilled();
       await backend.close();
-      return leastLoop(url, await conveyorSplitStatements(url), [
-        CONVEYOR_SPLIT_TABLE,
-        CONVEYOR_SPLIT_TRIGGERS,
-        "VACUUM ANALYZE conveyor.jobs",
-        "ANALYZE conveyor.jobs_done",
-      ]);
+      return leastLoop(
+        url,
+        await conveyorSplitStatements(url),
+        [CONVEYOR_SPLIT_TABLE, CONVEYOR_SPLIT_TRIGGERS, "VACUUM ANALYZE conveyor.jobs", "ANALYZE conveyor.jobs_done"],
+        "SELECT count(*) AS n FROM conveyor.jobs_done",
+      );
     },
   },
   {
@@ -428,7 +443,8 @@ async function measure(step: Step): Promise<Measured> {
       `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, total_exec_time AS ms FROM pg_stat_statements
        WHERE calls > 0 AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '%pg_current_wal_lsn%' ORDER BY total_exec_time DESC LIMIT 4`,
     );
-    for (const row of rows) statements.set(row.query.slice(0, 48), (row.ms * 1000) / jobs);
+    // Named by their first 48 characters: statements that share them are counted together.
+    for (const row of rows) statements.set(row.query.slice(0, 48), (statements.get(row.query.slice(0, 48)) ?? 0) + (row.ms * 1000) / jobs);
   }
   return {
     jobsPerSecond,
@@ -445,16 +461,16 @@ try {
   for (const step of steps) await measure(step);
   const results = await interleaved(steps, runs, "processing", measure, (m) => `${fmt(m.jobsPerSecond)} jobs/s`);
   const gwRates = results[0]!.map((m) => m.jobsPerSecond);
-  console.log("| step | jobs/s | ÷ graphile-worker (paired) | client CPU µs/job | server CPU µs/job | WAL bytes/job |");
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+  console.log("| --only | step | jobs/s | ÷ graphile-worker (paired) | client CPU µs/job | server CPU µs/job | WAL bytes/job |");
+  console.log("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
   steps.forEach((step, i) => {
     const r = results[i]!;
-    const cpu = (pick: (m: Measured) => number) => (FILLS_INSIDE.has(step.name) ? "(fill inside)" : median(r.map(pick)).toFixed(1));
+    const column = (pick: (m: Measured) => number) => (FILLS_INSIDE.has(step.name) ? "(fill inside)" : median(r.map(pick)).toFixed(1));
     console.log(
-      `| ${step.name} | ${fmt(median(r.map((m) => m.jobsPerSecond)))} | ${pairedRatio(
+      `| ${allSteps.indexOf(step)} | ${step.name} | ${fmt(median(r.map((m) => m.jobsPerSecond)))} | ${pairedRatio(
         r.map((m) => m.jobsPerSecond),
         gwRates,
-      ).toFixed(2)}x | ${cpu((m) => m.clientUs)} | ${cpu((m) => m.serverUs)} | ${cpu((m) => m.walBytes)} |`,
+      ).toFixed(2)}x | ${column((m) => m.clientUs)} | ${column((m) => m.serverUs)} | ${column((m) => m.walBytes)} |`,
     );
   });
   if (values.statements === true) {
