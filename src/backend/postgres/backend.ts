@@ -328,7 +328,7 @@ const UNPREPARED = new Set<QueryName>(["list", "list-waiting", "stats"]);
 
 /**
  * Whether a session compiles with JIT: its setting on and the server able to (built with LLVM).
- * Asked once of a caller's pool (queryWithoutJit).
+ * Asked once of a caller's pool (callerPoolJits).
  */
 const JIT_ON_SQL = "SELECT current_setting('jit') = 'on' AND pg_jit_available() AS jit_on";
 
@@ -448,7 +448,7 @@ export class PostgresBackend implements Backend {
   private readonly notifications: NotificationListener;
   private schemaReady = false;
   private schemaCheck: Promise<void> | null = null;
-  /** A caller's pool: whether its sessions JIT-compile (asked once, queryWithoutJit); null until asked. */
+  /** A caller's pool: whether its sessions JIT-compile (asked once, callerPoolJits); null until asked. */
   private callerJit: Promise<boolean> | null = null;
   private closed = false;
 
@@ -1431,16 +1431,17 @@ export class PostgresBackend implements Backend {
   /** Runs one of the statements in queries/ on the pool (or on `on`) and returns its rows. */
   private async query<R extends QueryResultRow>(name: QueryName, values: unknown[], on?: Queryable): Promise<R[]> {
     this.assertOpen();
-    if (on === undefined && UNPREPARED.has(name) && !this.ownsPool && (await this.callerPoolJits())) return this.queryWithoutJit<R>(name, values);
     try {
       if (!this.schemaReady) await this.checkSchema();
       const config: QueryConfig = { text: this.sql[name], values, types: TYPES };
       if (this.prepared && !UNPREPARED.has(name)) config.name = this.statementPrefix + name;
-      const result = await (on ?? this.pool).query<R>(config);
+      const withoutJit = !this.ownsPool && on === undefined && UNPREPARED.has(name) && (await this.callerPoolJits());
+      const rows = withoutJit ? await this.queryWithoutJit<R>(config) : (await (on ?? this.pool).query<R>(config)).rows;
       if (this.rescueHold.watching) this.rescueHold.noteAnswer(WHOLE_SERVER);
-      return result.rows;
+      return rows;
     } catch (error) {
-      if (isPostgresUnavailable(error)) this.rescueHold.noteFailure(WHOLE_SERVER);
+      // inTransaction (queryWithoutJit) answers an unreachable server as a StoreUnavailableError already.
+      if (error instanceof StoreUnavailableError || isPostgresUnavailable(error)) this.rescueHold.noteFailure(WHOLE_SERVER);
       throw asStoreError(error, this.description, isPostgresUnavailable);
     }
   }
@@ -1465,7 +1466,7 @@ export class PostgresBackend implements Backend {
       (error: unknown) => {
         // Asked again next time: the server may be down now.
         this.callerJit = null;
-        throw asStoreError(error, this.description, isPostgresUnavailable);
+        throw error;
       },
     );
     return this.callerJit;
@@ -1480,20 +1481,11 @@ export class PostgresBackend implements Backend {
    * (docs/performance-postgres.md, "Session 30"). Three more round trips per call (BEGIN, the
    * SET, COMMIT), on such pools only.
    */
-  private async queryWithoutJit<R extends QueryResultRow>(name: QueryName, values: unknown[]): Promise<R[]> {
-    try {
-      const rows = await this.inTransaction(async (client) => {
-        await client.query("SET LOCAL jit = off");
-        const result = await client.query<R>({ text: this.sql[name], values, types: TYPES });
-        return { value: result.rows, commit: true };
-      });
-      // The rescue's watch of the server hears of these answers and failures as of query()'s.
-      if (this.rescueHold.watching) this.rescueHold.noteAnswer(WHOLE_SERVER);
-      return rows;
-    } catch (error) {
-      if (error instanceof StoreUnavailableError) this.rescueHold.noteFailure(WHOLE_SERVER);
-      throw error;
-    }
+  private queryWithoutJit<R extends QueryResultRow>(config: QueryConfig): Promise<R[]> {
+    return this.inTransaction(async (client) => {
+      await client.query("SET LOCAL jit = off");
+      return { value: (await client.query<R>(config)).rows, commit: true };
+    });
   }
 
   /** A pooled connection; a server that cannot be reached is a StoreUnavailableError. */
