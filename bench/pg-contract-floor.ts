@@ -280,6 +280,26 @@ async function leastLoop(url: string, sql: FloorStatements, prepare: string[], f
   };
 }
 
+/** Steps 3 and 3b: Conveyor's statement triggers dropped. */
+const DROP_STATEMENT_TRIGGERS = STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`);
+
+/**
+ * Steps 3, 3b, 4 and 4b: Conveyor's own rows (conveyorFilled) through the least loop, `prepare`
+ * run first; a completion updates each row in place, or with `moved` moves it into `jobs_done`
+ * (CONVEYOR_SPLIT_TABLE, made before `prepare`), checked after the run.
+ */
+async function conveyorRowsLoop(prepare: string[], { moved }: { moved: boolean }): Promise<() => Promise<number>> {
+  const { url, backend } = await conveyorFilled();
+  await backend.close();
+  if (!moved) return leastLoop(url, leastStatements("conveyor.jobs", true), [...prepare, "VACUUM ANALYZE conveyor.jobs"]);
+  return leastLoop(
+    url,
+    await conveyorSplitStatements(url),
+    [CONVEYOR_SPLIT_TABLE, ...prepare, "VACUUM ANALYZE conveyor.jobs", "ANALYZE conveyor.jobs_done"],
+    "SELECT count(*) AS n FROM conveyor.jobs_done",
+  );
+}
+
 /**
  * The floor's loop (drainLoop) over Conveyor's own calls: claims of PREFETCH when fewer jobs than
  * handlers are left, every completion of one tick in one `complete`, the next one sent after it
@@ -338,55 +358,15 @@ const allSteps: Step[] = [
       );
     },
   },
-  {
-    name: "Conveyor's rows, no statement triggers",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(url, leastStatements("conveyor.jobs", true), [
-        ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
-        "VACUUM ANALYZE conveyor.jobs",
-      ]);
-    },
-  },
+  { name: "Conveyor's rows, no statement triggers", run: () => conveyorRowsLoop(DROP_STATEMENT_TRIGGERS, { moved: false }) },
   {
     name: "Conveyor's rows, no statement triggers, finished jobs in a table of their own",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(
-        url,
-        await conveyorSplitStatements(url),
-        [
-          ...STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`),
-          CONVEYOR_SPLIT_TABLE,
-          "VACUUM ANALYZE conveyor.jobs",
-          "ANALYZE conveyor.jobs_done",
-        ],
-        "SELECT count(*) AS n FROM conveyor.jobs_done",
-      );
-    },
+    run: () => conveyorRowsLoop(DROP_STATEMENT_TRIGGERS, { moved: true }),
   },
-  {
-    name: "Conveyor's rows",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(url, leastStatements("conveyor.jobs", true), ["VACUUM ANALYZE conveyor.jobs"]);
-    },
-  },
+  { name: "Conveyor's rows", run: () => conveyorRowsLoop([], { moved: false }) },
   {
     name: "Conveyor's rows, finished jobs in a table of their own (triggers on both)",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(
-        url,
-        await conveyorSplitStatements(url),
-        [CONVEYOR_SPLIT_TABLE, CONVEYOR_SPLIT_TRIGGERS, "VACUUM ANALYZE conveyor.jobs", "ANALYZE conveyor.jobs_done"],
-        "SELECT count(*) AS n FROM conveyor.jobs_done",
-      );
-    },
+    run: () => conveyorRowsLoop([CONVEYOR_SPLIT_TRIGGERS], { moved: true }),
   },
   {
     name: "Conveyor's calls, least loop",
