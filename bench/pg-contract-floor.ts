@@ -131,6 +131,33 @@ CREATE TABLE split_finished (
 CREATE INDEX split_finished_window ON split_finished (queue, state, finished_at, seq);
 CREATE INDEX split_finished_expires ON split_finished (expires_at) WHERE expires_at IS NOT NULL;`;
 
+/**
+ * Step 2c's table: step 2's, partitioned by state into the jobs not finished and the finished
+ * ones (PostgreSQL's own row movement: an UPDATE that changes the partition key deletes the row
+ * from one partition and inserts it into the other). Every statement stays step 2's; the primary
+ * key must hold the partition key, so `id` is unique per partition only.
+ */
+const PARTITIONED_TABLE = `
+CREATE TABLE part_jobs (
+  id text COLLATE "C" NOT NULL, queue text COLLATE "C" NOT NULL, name text COLLATE "C" NOT NULL,
+  priority integer NOT NULL, run_at bigint NOT NULL, seq bigint NOT NULL, state text COLLATE "C" NOT NULL,
+  attempt integer NOT NULL, lease_token bigint NOT NULL, lease_expires_at bigint,
+  worker_id text, worker_host text, worker_pid integer, started_at bigint, finished_at bigint, expires_at bigint,
+  payload json NOT NULL, result json
+) PARTITION BY LIST (state);
+CREATE TABLE part_jobs_finished PARTITION OF part_jobs FOR VALUES IN ('completed', 'dead', 'cancelled');
+CREATE TABLE part_jobs_live PARTITION OF part_jobs DEFAULT WITH (fillfactor = 80);
+ALTER TABLE part_jobs_live ADD PRIMARY KEY (id);
+ALTER TABLE part_jobs_finished ADD PRIMARY KEY (id);
+INSERT INTO part_jobs
+  SELECT id, queue, name, priority, run_at, seq, state, attempt, lease_token, lease_expires_at, worker_id, worker_host,
+         worker_pid, started_at, finished_at, expires_at, payload, result
+  FROM conveyor.jobs;
+CREATE INDEX part_jobs_claim ON part_jobs_live (queue, priority, run_at, seq) WHERE state = 'waiting';
+CREATE INDEX part_jobs_active ON part_jobs_live (id) WHERE state = 'active';
+CREATE INDEX part_jobs_window ON part_jobs_finished (queue, state, finished_at, seq);
+CREATE INDEX part_jobs_expires ON part_jobs_finished (expires_at) WHERE expires_at IS NOT NULL;`;
+
 const SPLIT_STATEMENTS: FloorStatements = {
   schema: "",
   claim: leastStatements("split_jobs", false).claim,
@@ -155,6 +182,84 @@ CREATE TABLE conveyor.jobs_done (LIKE conveyor.jobs INCLUDING DEFAULTS);
 ALTER TABLE conveyor.jobs_done ADD PRIMARY KEY (id);
 CREATE INDEX jobs_done_window ON conveyor.jobs_done (queue, state, finished_at, seq);
 CREATE INDEX jobs_done_expires ON conveyor.jobs_done (expires_at) WHERE expires_at IS NOT NULL;`;
+
+/**
+ * Step "Conveyor's rows, partitioned": Conveyor's `jobs` (as its
+ * migrations make it, filled) turned into a table partitioned by state, the jobs not finished in
+ * `jobs_live` and the finished ones in `jobs_finished`: a completion, a failure to dead or a
+ * cancel is PostgreSQL's row movement (the UPDATE deletes the row from one partition and inserts
+ * it into the other), so every statement of the backend stays as it is. A pricing of the design
+ * (docs/performance-postgres.md, "Session 31"), not a migration: what one would also need is
+ * listed there (dedup by id across the partitions, the flow triggers and `job_logs`' cascade
+ * rewritten, inserts into `jobs_live` directly, a retry of statements that meet a moved row).
+ */
+const PARTITIONED_CONVEYOR = `
+ALTER TABLE conveyor.job_logs DROP CONSTRAINT job_logs_job_id_fkey;
+ALTER TABLE conveyor.jobs RENAME TO jobs_unpartitioned;
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+           WHERE i.indrelid = 'conveyor.jobs_unpartitioned'::regclass LOOP
+    EXECUTE format('ALTER INDEX conveyor.%I RENAME TO %I', r.relname, r.relname || '_unpartitioned');
+  END LOOP;
+END $$;
+CREATE SEQUENCE conveyor.jobs_seq;
+SELECT setval('conveyor.jobs_seq', (SELECT max(seq) FROM conveyor.jobs_unpartitioned));
+CREATE TABLE conveyor.jobs (LIKE conveyor.jobs_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)
+  PARTITION BY LIST (state);
+ALTER TABLE conveyor.jobs ALTER seq SET DEFAULT nextval('conveyor.jobs_seq');
+CREATE TABLE conveyor.jobs_live PARTITION OF conveyor.jobs
+  FOR VALUES IN ('scheduled', 'waiting', 'waiting-children', 'active')
+  WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
+        autovacuum_vacuum_cost_limit = 2000, autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 10000);
+CREATE TABLE conveyor.jobs_finished PARTITION OF conveyor.jobs
+  FOR VALUES IN ('completed', 'dead', 'cancelled')
+  WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 5000,
+        autovacuum_vacuum_cost_limit = 2000, autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 10000);
+INSERT INTO conveyor.jobs SELECT * FROM conveyor.jobs_unpartitioned;
+DROP TABLE conveyor.jobs_unpartitioned;
+
+ALTER TABLE conveyor.jobs_live ADD PRIMARY KEY (id);
+ALTER TABLE conveyor.jobs_finished ADD PRIMARY KEY (id);
+CREATE INDEX jobs_claim ON conveyor.jobs_live (queue, priority, run_at, seq) WHERE state = 'waiting' AND lane IS NULL;
+CREATE INDEX jobs_lanes ON conveyor.jobs_live (queue, lane, priority, run_at, seq)
+  WHERE lane IS NOT NULL AND state IN ('waiting', 'scheduled');
+CREATE INDEX jobs_scheduled ON conveyor.jobs_live (run_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_waiting_seq ON conveyor.jobs_live (queue, seq) WHERE state = 'waiting';
+CREATE INDEX jobs_active ON conveyor.jobs_live (id) WHERE state = 'active';
+CREATE INDEX jobs_active_removed_on_complete ON conveyor.jobs_live (id) WHERE state = 'active' AND retain_completed_ms = 0;
+CREATE INDEX jobs_active_removed_on_fail ON conveyor.jobs_live (id) WHERE state = 'active' AND retain_dead_ms = 0;
+CREATE INDEX jobs_live_expires ON conveyor.jobs_live (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX jobs_live_parent ON conveyor.jobs_live (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX jobs_finished_window ON conveyor.jobs_finished (queue, state, finished_at, seq);
+CREATE INDEX jobs_finished_expires ON conveyor.jobs_finished (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX jobs_finished_parent ON conveyor.jobs_finished (parent_id) WHERE parent_id IS NOT NULL;
+
+-- The statement triggers on the root, as 0007 and 0010 make them: a move is an UPDATE to them
+-- (its rows are in the UPDATE's transition tables), so they count and log it as shipped.
+CREATE TRIGGER jobs_counts_added AFTER INSERT ON conveyor.jobs
+  REFERENCING NEW TABLE AS added_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.count_added_jobs();
+CREATE TRIGGER jobs_counts_changed AFTER UPDATE ON conveyor.jobs
+  REFERENCING OLD TABLE AS changed_before NEW TABLE AS changed_after FOR EACH STATEMENT EXECUTE FUNCTION conveyor.count_changed_jobs();
+CREATE TRIGGER jobs_counts_removed AFTER DELETE ON conveyor.jobs
+  REFERENCING OLD TABLE AS removed_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.count_removed_jobs();
+CREATE TRIGGER jobs_counts_then_fold AFTER INSERT OR UPDATE OR DELETE ON conveyor.jobs
+  FOR EACH STATEMENT EXECUTE FUNCTION conveyor.fold_job_counts_every_64();
+CREATE TRIGGER jobs_events_added AFTER INSERT ON conveyor.jobs
+  REFERENCING NEW TABLE AS added_jobs FOR EACH STATEMENT EXECUTE FUNCTION conveyor.record_added_events();
+CREATE TRIGGER jobs_events_changed AFTER UPDATE ON conveyor.jobs
+  REFERENCING OLD TABLE AS changed_before NEW TABLE AS changed_after FOR EACH STATEMENT EXECUTE FUNCTION conveyor.record_changed_events();
+-- A child's settle is a row arriving in jobs_finished (row-level AFTER UPDATE triggers do not fire
+-- on a move): the flow triggers' conditions, on the arriving row. Their functions read OLD and
+-- would be rewritten on NEW; this bench's jobs have no parent, so the conditions are what is priced.
+CREATE TRIGGER flow_child_settled AFTER INSERT ON conveyor.jobs_finished FOR EACH ROW
+  WHEN (NEW.parent_id IS NOT NULL) EXECUTE FUNCTION conveyor.flow_child_settled();
+CREATE TRIGGER flow_parent_cancelled AFTER INSERT ON conveyor.jobs_finished FOR EACH ROW
+  WHEN (NEW.state = 'cancelled' AND NEW.on_child_failure IS NOT NULL) EXECUTE FUNCTION conveyor.flow_parent_cancelled();`;
 
 /** Step 3b's statements: the claim of step 3, a completion moving each row with all of `jobs`' columns (read from the catalog). */
 async function conveyorSplitStatements(url: string): Promise<FloorStatements> {
@@ -358,6 +463,19 @@ const allSteps: Step[] = [
       );
     },
   },
+  {
+    name: "narrow table partitioned: not finished | finished",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(
+        url,
+        leastStatements("part_jobs", false),
+        [PARTITIONED_TABLE, "VACUUM ANALYZE part_jobs_live", "ANALYZE part_jobs_finished"],
+        "SELECT count(*) AS n FROM part_jobs_finished",
+      );
+    },
+  },
   { name: "Conveyor's rows, no statement triggers", run: () => conveyorRowsLoop(DROP_STATEMENT_TRIGGERS, { moved: false }) },
   {
     name: "Conveyor's rows, no statement triggers, finished jobs in a table of their own",
@@ -367,6 +485,19 @@ const allSteps: Step[] = [
   {
     name: "Conveyor's rows, finished jobs in a table of their own (triggers on both)",
     run: () => conveyorRowsLoop([CONVEYOR_SPLIT_TRIGGERS], { moved: true }),
+  },
+  {
+    name: "Conveyor's rows, partitioned: not finished | finished (triggers on the root)",
+    run: async () => {
+      const { url, backend } = await conveyorFilled();
+      await backend.close();
+      return leastLoop(
+        url,
+        leastStatements("conveyor.jobs", true),
+        [PARTITIONED_CONVEYOR, "VACUUM ANALYZE conveyor.jobs_live", "ANALYZE conveyor.jobs_finished"],
+        "SELECT count(*) AS n FROM conveyor.jobs_finished",
+      );
+    },
   },
   {
     name: "Conveyor's calls, least loop",
