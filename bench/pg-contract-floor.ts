@@ -26,6 +26,8 @@
  * 2b. "finished jobs in a table of their own (narrow)": step 2's columns and indexes split in two
  *    tables, a completion moving the row (SPLIT_TABLES below): the finished-job path the issue
  *    proposes, as a ceiling (no cross-table dedup).
+ * 2c. "narrow table partitioned": step 2's table partitioned by state (PARTITIONED_TABLE below):
+ *    the same move done by PostgreSQL's row movement, step 2's statements unchanged.
  * 3. "Conveyor's rows, no statement triggers": the same loop and statements over Conveyor's own
  *    `jobs` table as its migrations make it and its enqueue fills it (every column and index),
  *    with the statement triggers (event log, counts, fold) dropped.
@@ -34,6 +36,9 @@
  * 4. "Conveyor's rows": the same with the triggers, as shipped.
  * 4b. "Conveyor's rows, finished jobs in a table of their own (triggers on both)": step 3b with
  *    the statement triggers, their work for a completion done on the move (CONVEYOR_SPLIT_TRIGGERS).
+ * 4c. "Conveyor's rows, partitioned": step 4 over Conveyor's table partitioned by state, its
+ *    statement triggers on the parent (PARTITIONED_CONVEYOR below): a pricing, the least loop's
+ *    statements, not Conveyor's own (docs/performance-postgres.md, "Session 31").
  * 5. "Conveyor's calls, least loop": Conveyor's own claim and complete (`backend.claim`,
  *    `backend.complete`: its statements, their parameters and rows parsed into jobs), driven by
  *    the floor's loop instead of the Worker.
