@@ -4,15 +4,31 @@
 // asset cannot be left out of the package; the pack test checks the tarball holds each one.
 // `node scripts/copy-assets.mjs` copies src/ into dist/ (the package build); scripts/bench.mjs
 // calls copyAssets for its own compiled tree.
-import { copyFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 // The dashboard's browser code is not an asset: scripts/build-dashboard.mjs bundles it.
 const BUNDLED = join("src", "dashboard", "client");
 
-/** Copies every non-TypeScript file under each of `folders` (relative to the cwd) into `outDir`, same paths. */
+/** What tsc writes: every other file under a compiled tree is a copied asset. */
+const COMPILED = /\.(js|js\.map|d\.ts|d\.ts\.map|tsbuildinfo)$/;
+
+/**
+ * Copies every non-TypeScript file under each of `folders` (relative to the cwd) into `outDir`, same
+ * paths, and first removes the copies whose source is gone: the migrations are found by listing
+ * their folder, so a migration left from another branch's build would be applied (it was, to a
+ * bench's database: docs/performance-postgres.md, "Session 31").
+ */
 export function copyAssets(outDir, folders) {
+  const prune = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) prune(path);
+      else if (!COMPILED.test(entry.name) && !existsSync(path.slice(outDir.length + 1))) rmSync(path);
+    }
+  };
+  for (const folder of folders) if (existsSync(join(outDir, folder))) prune(join(outDir, folder));
   const walk = (dir) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
