@@ -201,9 +201,9 @@ CREATE INDEX jobs_done_expires ON conveyor.jobs_done (expires_at) WHERE expires_
  * `jobs_live` and the finished ones in `jobs_finished`: a completion, a failure to dead or a
  * cancel is PostgreSQL's row movement (the UPDATE deletes the row from one partition and inserts
  * it into the other), so every statement of the backend stays as it is. A pricing of the design
- * (docs/performance-postgres.md, "Session 31"), not a migration: what one would also need is
- * listed there (dedup by id across the partitions, the flow triggers and `job_logs`' cascade
- * rewritten, inserts into `jobs_live` directly, a retry of statements that meet a moved row).
+ * (docs/performance-postgres.md, "Session 31"), not a migration: the migration built from it,
+ * with what it also needs (dedup by id across the partitions, the flow triggers and `job_logs`'
+ * cascade rewritten, statements that meet a moved row run again), is on the branch pg-partition.
  */
 const PARTITIONED_CONVEYOR = `
 ALTER TABLE conveyor.job_logs DROP CONSTRAINT job_logs_job_id_fkey;
