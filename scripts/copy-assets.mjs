@@ -5,7 +5,7 @@
 // `node scripts/copy-assets.mjs` copies src/ into dist/ (the package build); scripts/bench.mjs
 // calls copyAssets for its own compiled tree.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 // The dashboard's browser code is not an asset: scripts/build-dashboard.mjs bundles it.
@@ -18,14 +18,18 @@ const COMPILED = /\.(js|js\.map|d\.ts|d\.ts\.map|tsbuildinfo)$/;
  * Copies every non-TypeScript file under each of `folders` (relative to the cwd) into `outDir`, same
  * paths, and first removes the copies whose source is gone: the migrations are found by listing
  * their folder, so a migration left from another branch's build would be applied (it was, to a
- * bench's database: docs/performance-postgres.md, "Session 31").
+ * bench's database: docs/performance-postgres.md, "Session 31"). Only folders that exist in the
+ * source are pruned: other build steps write folders of their own beside the copies (the
+ * dashboard's bundle, the API docs' files), which have no source folder and are left alone.
  */
 export function copyAssets(outDir, folders) {
   const prune = (dir) => {
+    const source = relative(outDir, dir);
+    if (!existsSync(source)) return;
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) prune(path);
-      else if (!COMPILED.test(entry.name) && !existsSync(path.slice(outDir.length + 1))) rmSync(path);
+      else if (!COMPILED.test(entry.name) && !existsSync(join(source, entry.name))) rmSync(path);
     }
   };
   for (const folder of folders) if (existsSync(join(outDir, folder))) prune(join(outDir, folder));
