@@ -399,6 +399,16 @@ async function leastLoop(url: string, sql: FloorStatements, prepare: string[], f
   };
 }
 
+/**
+ * Conveyor's rows filled as its enqueue stores them (conveyorFilled), then the least loop over
+ * `sql` after `prepare` (leastLoop): the steps whose table is made from those rows.
+ */
+async function filledLeastLoop(sql: FloorStatements, prepare: string[], finishedCount?: string): Promise<() => Promise<number>> {
+  const { url, backend } = await conveyorFilled();
+  await backend.close();
+  return leastLoop(url, sql, prepare, finishedCount);
+}
+
 /** Steps 3 and 3b: Conveyor's statement triggers dropped. */
 const DROP_STATEMENT_TRIGGERS = STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t} ON conveyor.jobs`);
 
@@ -408,9 +418,9 @@ const DROP_STATEMENT_TRIGGERS = STATEMENT_TRIGGERS.map((t) => `DROP TRIGGER ${t}
  * (CONVEYOR_SPLIT_TABLE, made before `prepare`), checked after the run.
  */
 async function conveyorRowsLoop(prepare: string[], { moved }: { moved: boolean }): Promise<() => Promise<number>> {
+  if (!moved) return filledLeastLoop(leastStatements("conveyor.jobs", true), [...prepare, "VACUUM ANALYZE conveyor.jobs"]);
   const { url, backend } = await conveyorFilled();
   await backend.close();
-  if (!moved) return leastLoop(url, leastStatements("conveyor.jobs", true), [...prepare, "VACUUM ANALYZE conveyor.jobs"]);
   return leastLoop(
     url,
     await conveyorSplitStatements(url),
@@ -458,24 +468,12 @@ const allSteps: Step[] = [
   },
   {
     name: "narrow table (18 columns, 4 indexes)",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(url, leastStatements("narrow_jobs", false), [NARROW_TABLE, "VACUUM ANALYZE narrow_jobs"]);
-    },
+    run: () => filledLeastLoop(leastStatements("narrow_jobs", false), [NARROW_TABLE, "VACUUM ANALYZE narrow_jobs"]),
   },
   {
     name: "finished jobs in a table of their own (narrow)",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(
-        url,
-        SPLIT_STATEMENTS,
-        [SPLIT_TABLES, "VACUUM ANALYZE split_jobs", "ANALYZE split_finished"],
-        "SELECT count(*) AS n FROM split_finished",
-      );
-    },
+    run: () =>
+      filledLeastLoop(SPLIT_STATEMENTS, [SPLIT_TABLES, "VACUUM ANALYZE split_jobs", "ANALYZE split_finished"], "SELECT count(*) AS n FROM split_finished"),
   },
   { name: "Conveyor's rows, no statement triggers", run: () => conveyorRowsLoop(DROP_STATEMENT_TRIGGERS, { moved: false }) },
   {
@@ -515,30 +513,22 @@ const allSteps: Step[] = [
   },
   {
     name: "narrow table partitioned: not finished | finished",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(
-        url,
+    run: () =>
+      filledLeastLoop(
         leastStatements("part_jobs", false, { partitioned: true }),
         [PARTITIONED_TABLE, "VACUUM ANALYZE part_jobs_live", "ANALYZE part_jobs_finished"],
         "SELECT count(*) AS n FROM part_jobs_finished",
-      );
-    },
+      ),
   },
   {
     name: "Conveyor's rows, partitioned: not finished | finished (triggers on the root)",
-    run: async () => {
-      const { url, backend } = await conveyorFilled();
-      await backend.close();
-      return leastLoop(
-        url,
+    run: () =>
+      filledLeastLoop(
         leastStatements("conveyor.jobs", true, { partitioned: true }),
         // Each partition on its own, as autovacuum does (it never analyzes a partitioned parent).
         [PARTITIONED_CONVEYOR, "VACUUM ANALYZE conveyor.jobs_live", "ANALYZE conveyor.jobs_finished"],
         "SELECT count(*) AS n FROM conveyor.jobs_finished",
-      );
-    },
+      ),
   },
 ];
 
