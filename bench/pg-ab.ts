@@ -7,8 +7,9 @@
  * at concurrency 50 with prefetch 500, where the Worker's claims ride with its completions
  * (`completeAndClaim`; no-op jobs drain the buffer within one turn of the event loop, so their
  * claims go alone), the server's CPU time per job in both processing runs (every server process,
- * from /proc; left out with DATABASE_URL), and the many-queues claim (bench/pg-scale.ts: ms per
- * claim of 5, one worker naming 1,000 queues).
+ * from /proc; left out with DATABASE_URL), processing at concurrency 10 without prefetch (the
+ * Worker's default: claims of about ten jobs), enqueue→start latency p50 and p99 (bench/postgres.ts'
+ * figure), and the many-queues claim (bench/pg-scale.ts: ms per claim of 5, one worker naming 1,000 queues).
  *
  * A third subject, "this, event log off", is this tree's backend with `eventLog: false`
  * (PostgresBackendOptions.eventLog): what the event log costs, beside main, in the same run.
@@ -23,6 +24,7 @@ import { Queue, silentLogger } from "../src/index.js";
 import { startThrowawayPostgres, type ThrowawayPostgres } from "../testkit/servers/postgres.js";
 import {
   chunks,
+  conveyorLatency,
   conveyorProcessFilled,
   FILL_CHUNK,
   fmt,
@@ -64,6 +66,9 @@ async function walBytesSince(url: string, from: string): Promise<number> {
     await c.end();
   }
 }
+
+/** Enqueue→start samples per latency run (bench/postgres.ts takes 300). */
+const LATENCY_SAMPLES = 300;
 
 export async function main(options: { mainDir: string; jobs: number; runs: number }): Promise<void> {
   const mainModule = (await import(pathToFileURL(`${options.mainDir}/src/backend/postgres/index.ts`).href)) as { PostgresBackend: BackendClass };
@@ -112,7 +117,7 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
     rows.push({ label: "WAL per job, bulk enqueue", unit: "bytes", runs: enqueueWal });
     const dataDir = server?.dataDir ?? null;
     /** One processing figure: jobs/s, and beside it the server's CPU µs per job (and WAL bytes per job when `wal`). */
-    const processing = async (label: string, concurrency: number, handler: () => unknown, options: { wal?: boolean } = {}) => {
+    const processing = async (label: string, concurrency: number, handler: () => unknown, options: { wal?: boolean; prefetch?: number } = {}) => {
       const wal: number[][] = variants.map(() => []);
       const cpu: number[][] = variants.map(() => []);
       await figure(label, "jobs/s", (v) =>
@@ -122,7 +127,7 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
           for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
           const from = await walLsn(dbUrl);
           const cpu0 = dataDir === null ? 0 : await serverCpuMs(dataDir);
-          const jobsPerS = await conveyorProcessFilled(b, n, concurrency, 500, handler);
+          const jobsPerS = await conveyorProcessFilled(b, n, concurrency, options.prefetch ?? 500, handler);
           if (dataDir !== null) cpu[variants.indexOf(v)]!.push((((await serverCpuMs(dataDir)) - cpu0) * 1000) / n);
           wal[variants.indexOf(v)]!.push((await walBytesSince(dbUrl, from)) / n);
           return jobsPerS;
@@ -133,6 +138,19 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
     };
     await processing("processing, concurrency 10, prefetch 500", 10, () => null, { wal: true });
     await processing("processing, 1 ms jobs, concurrency 50, prefetch 500", 50, () => new Promise((resolve) => setTimeout(resolve, 1)));
+    // The Worker's default (no prefetch): each claim asks for the slots free, about ten jobs.
+    await processing("processing, concurrency 10, no prefetch", 10, () => null, { prefetch: 0 });
+    // Enqueue→start across two backends (bench/postgres.ts' latency figure), p50 and p99 of one set
+    // of samples; conveyorLatency closes both backends (withBackend's close comes after, a no-op).
+    const p99: number[][] = variants.map(() => []);
+    await figure(`latency p50 (${LATENCY_SAMPLES} samples)`, "ms", (v) =>
+      withBackend(v, async (b, dbUrl) => {
+        const samples = (await conveyorLatency(b, v.make(dbUrl), LATENCY_SAMPLES)).sort((x, y) => x - y);
+        p99[variants.indexOf(v)]!.push(samples[Math.floor(samples.length * 0.99)]!);
+        return samples[Math.floor(samples.length / 2)]!;
+      }),
+    );
+    rows.push({ label: `latency p99 (${LATENCY_SAMPLES} samples)`, unit: "ms", runs: p99 });
     for (const [label, queues, perQueue, emptyButFirst] of [
       ["claim of 5, 1 queue × 5,000 jobs", 1, 5_000, false],
       ["claim of 5, 1,000 queues × 5 jobs", 1_000, 5, false],

@@ -196,8 +196,8 @@ describe("claims naming many queues (PostgreSQL)", () => {
   });
 });
 
-/** The claim statement as the backend renders it (queries/claim.sql). */
-const claimSql = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql.claim!;
+/** The claim statement as the backend renders it (queries/claim.sql; `one`: claim-one.sql, what a claim of one queue runs). */
+const claimSql = (b: PostgresBackend, one = false) => (b as unknown as { sql: Record<string, string> }).sql[one ? "claim-one" : "claim"]!;
 
 /** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
 type PlanNode = {
@@ -317,23 +317,28 @@ describe("claims beside a large delayed set (PostgreSQL)", () => {
       await client.query("SET jit = off");
       // claim.sql's $1..$12: now, queues, names, limit, lease_ms, worker id, host, pid, flow_checked, starts_at_once, first and last queue.
       await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b)}`);
+      await client.query(`PREPARE claim_one_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b, true)}`);
       // The generic plan is the one a pooled connection keeps after five executions; the custom
-      // plan the first five get. Each must find the one due job without reading the 100,000 future ones.
-      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+      // plan the first five get. Each must find the one due job without reading the 100,000 future
+      // ones, through claim.sql (a claim of several queues) and claim-one.sql (of one).
+      for (const [statement, mode] of ["claim_probe", "claim_one_probe"].flatMap((st) =>
+        ["force_generic_plan", "force_custom_plan"].map((m) => [st, m] as const),
+      )) {
         await client.query(`SET plan_cache_mode = ${mode}`);
         await client.query("BEGIN");
         const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
-          "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '{q}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', 'q')",
+          `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${statement}(NULL, '{q}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', 'q')`,
         );
         await client.query("ROLLBACK");
         const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
         const seqScans = all.filter((n) => n["Node Type"] === "Seq Scan" && n["Relation Name"] === "jobs");
-        expect(seqScans, mode).toEqual([]);
+        const label = `${statement} ${mode}`;
+        expect(seqScans, label).toEqual([]);
         // The walk of jobs_scheduled (a plain or a bitmap index scan) is bounded by now and reads the one due row.
         const scheduledWalk = all.find((n) => n["Index Name"] === "jobs_scheduled");
-        expect(scheduledWalk?.["Index Cond"], mode).toMatch(/run_at <= /);
-        expect(scheduledWalk!["Actual Rows"], mode).toBe(1);
-        expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], mode).toBe(10);
+        expect(scheduledWalk?.["Index Cond"], label).toMatch(/run_at <= /);
+        expect(scheduledWalk!["Actual Rows"], label).toBe(1);
+        expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], label).toBe(10);
       }
     } finally {
       await client.end();
@@ -374,31 +379,35 @@ describe("claims beside a deep backlog (PostgreSQL)", () => {
     try {
       await client.query("SET jit = off");
       await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b)}`);
+      await client.query(`PREPARE claim_one_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b, true)}`);
       // First as a freshly filled queue is (autovacuum has not analysed the table yet: the case
-      // that went wrong), then with current statistics.
-      for (const [queues, analysed] of [
-        ["{q}", false],
-        ["{q,r}", false],
-        ["{q}", true],
-        ["{q,r}", true],
+      // that went wrong), then with current statistics. One queue through claim.sql and through
+      // claim-one.sql (what the backend runs for it), two through claim.sql.
+      for (const [queues, analysed, statement] of [
+        ["{q}", false, "claim_probe"],
+        ["{q}", false, "claim_one_probe"],
+        ["{q,r}", false, "claim_probe"],
+        ["{q}", true, "claim_probe"],
+        ["{q}", true, "claim_one_probe"],
+        ["{q,r}", true, "claim_probe"],
       ] as const) {
         if (analysed) for (const table of ["jobs", "queues", "flow_queues"]) await admin.query(`VACUUM ANALYZE ${s}.${table}`);
         for (const mode of ["force_generic_plan", "force_custom_plan"]) {
           await client.query(`SET plan_cache_mode = ${mode}`);
           await client.query("BEGIN");
           const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
-            `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe(NULL, '${queues}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', '${queues === "{q}" ? "q" : "r"}')`,
+            `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${statement}(NULL, '${queues}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', '${queues === "{q}" ? "q" : "r"}')`,
           );
           await client.query("ROLLBACK");
           const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
-          expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], `${queues} ${mode} ${analysed}`).toBe(10);
+          expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], `${statement} ${queues} ${mode} ${analysed}`).toBe(10);
           // Every scan of jobs or of one of its indexes yields a few rows per loop: the claim's
           // 10 per queue walked, and the loose scan's one per queue. None reads the backlog.
           const scans = all.filter((n) => n["Index Name"] !== undefined || n["Relation Name"] === "jobs");
           const widest = Math.max(...scans.map((n) => n["Actual Rows"] ?? 0));
           expect(
             widest,
-            `${queues} ${mode} ${analysed ? "analysed" : "not analysed"}: ${JSON.stringify(scans.map((n) => [n["Node Type"], n["Index Name"], n["Actual Rows"]]))}`,
+            `${statement} ${queues} ${mode} ${analysed ? "analysed" : "not analysed"}: ${JSON.stringify(scans.map((n) => [n["Node Type"], n["Index Name"], n["Actual Rows"]]))}`,
           ).toBeLessThanOrEqual(20);
         }
       }

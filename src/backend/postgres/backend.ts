@@ -269,6 +269,7 @@ const QUERY_FILES = [
   "enqueue-fresh",
   "enqueue-one-fresh",
   "claim",
+  "claim-one",
   "heartbeat",
   "complete",
   "fail",
@@ -317,7 +318,9 @@ const QUERY_FILES = [
   "list-waiting",
   "mark-buffered",
 ] as const;
-type QueryName = (typeof QUERY_FILES)[number];
+type QueryFileName = (typeof QUERY_FILES)[number];
+/** A statement built from others, with no file of its own: complete-and-claim.sql over claim-one.sql. */
+type QueryName = QueryFileName | "complete-and-claim-one";
 
 /**
  * Not prepared: their filters are optional parameters, and planned with the actual values
@@ -392,10 +395,10 @@ interface Queryable {
   query<R extends QueryResultRow>(config: QueryConfig): Promise<{ rows: R[] }>;
 }
 
-let cachedQueryFiles: Record<QueryName, string> | null = null;
+let cachedQueryFiles: Record<QueryFileName, string> | null = null;
 
 /** Reads queries/*.sql once per process (the build copies the folder next to backend.js). */
-function queryFiles(): Record<QueryName, string> {
+function queryFiles(): Record<QueryFileName, string> {
   cachedQueryFiles ??= readQueryFiles(new URL("./queries/", import.meta.url), QUERY_FILES, "PostgreSQL", "src/backend/postgres/queries");
   return cachedQueryFiles;
 }
@@ -525,6 +528,8 @@ export class PostgresBackend implements Backend {
     }
     this.sql["enqueue-fresh"] = freshEnqueueText(this.sql["enqueue-fresh"], this.sql.enqueue);
     this.sql["enqueue-one-fresh"] = oneJobEnqueueText(this.sql["enqueue-one-fresh"], this.sql["enqueue-fresh"]);
+    this.sql["claim-one"] = oneQueueClaimText(this.sql["claim-one"], this.sql.claim);
+    this.sql["complete-and-claim-one"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql["claim-one"]);
     this.sql["complete-and-claim"] = completeAndClaimText(this.sql["complete-and-claim"], this.sql.complete, this.sql.claim);
     this.notifications = new NotificationListener({
       pool: this.pool,
@@ -820,7 +825,12 @@ export class PostgresBackend implements Backend {
     // The facade's frozen list itself when none of it is limited: its prepared form (claimParams) is kept.
     const plainQueues = !request.queues.some((q) => limited.has(q)) ? request.queues : request.queues.filter((q) => !limited.has(q));
     const rows =
-      plainQueues.length === 0 ? [] : await this.query<JobRow>("claim", [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
+      plainQueues.length === 0
+        ? []
+        : await this.query<JobRow>(plainQueues.length === 1 ? "claim-one" : "claim", [
+            this.nowParam(),
+            ...this.claimParams({ ...request, queues: plainQueues }, limit),
+          ]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
       rows.push(
         ...(await this.claimUnderLimits(
@@ -858,7 +868,8 @@ export class PostgresBackend implements Backend {
     this.rescueHold.noteLease(request.leaseMs);
     const limited = await this.limitedQueues();
     if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
-    const rows = await this.query<JobRow & { settled_ids: string[] | null; settled_tokens: string[] | null }>("complete-and-claim", [
+    const statement = request.queues.length === 1 ? "complete-and-claim-one" : "complete-and-claim";
+    const rows = await this.query<JobRow & { settled_ids: string[] | null; settled_tokens: string[] | null }>(statement, [
       this.nowParam(),
       textArray(items.map((i) => i.lease.jobId)),
       integerArray(items.map((i) => i.lease.token)),
@@ -1597,6 +1608,26 @@ export function oneJobEnqueueText(template: string, fresh: string): string {
     throw new ConveyorError("enqueue.sql holds an array use enqueue-one-fresh.sql cannot turn into one job's values (backend.ts, oneJobEnqueueText)");
   }
   return template.replace("{{enqueue}}", () => one);
+}
+
+/** claim.sql's lines that begin and end its search of the named queues, which claim-one.sql replaces. */
+const MANY_QUEUES_START = "-- ── the named queues' waiting jobs";
+const MANY_QUEUES_END = "-- ── end of the named queues' waiting jobs ──";
+
+/**
+ * claim-one.sql's template filled with the rendered claim.sql's part before its search of the
+ * named queues (its params CTE) and its part after (the due walk, the buffered mark, the UPDATE).
+ * Checked: each line occurs once, in that order.
+ */
+export function oneQueueClaimText(template: string, claim: string): string {
+  const start = claim.split(MANY_QUEUES_START);
+  const end = claim.split(MANY_QUEUES_END);
+  if (start.length !== 2 || end.length !== 2 || start[0]!.length > end[0]!.length) {
+    throw new ConveyorError(
+      `claim.sql must hold a line starting "${MANY_QUEUES_START}" and, after it, the line "${MANY_QUEUES_END}", once each (claim-one.sql builds on them)`,
+    );
+  }
+  return template.replace("{{claim_head}}", () => start[0]!.trimEnd()).replace("{{claim_tail}}", () => end[1]!.replace(/^\n/, ""));
 }
 
 /**

@@ -36,7 +36,7 @@ import { headsPerLane, jobFlowFromColumns, laneOf, lanesToVisit, limiterBucket, 
 import { integerArray, textArray } from "./arrays.js";
 
 /** The statements this module runs. */
-export type FlowQuery = "flow-lock" | "flow-counts" | "flow-record" | "claim" | "flow-read-lanes" | "flow-claim-lanes";
+export type FlowQuery = "flow-lock" | "flow-counts" | "flow-record" | "claim-one" | "flow-read-lanes" | "flow-claim-lanes";
 
 /** Runs one of the backend's statements on the transaction's client. */
 export type RunFlowQuery = <R extends object>(name: FlowQuery, values: unknown[]) => Promise<R[]>;
@@ -108,7 +108,7 @@ export async function claimUnderLimits<Row extends object>(
   const now = locked.length === 0 ? nowParam : Math.max(...locked.map((row) => row.now!));
   const claimFrom = async (queue: string, names: readonly string[], lim: number, checked: boolean) =>
     // Several claims make up this one: no marks (starts_at_once NULL), the worker sends them.
-    run<Row>("claim", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked, null, queue, queue]);
+    run<Row>("claim-one", [now, textArray([queue]), textArray(names), lim, leaseMs, id, host, pid, checked, null, queue, queue]);
 
   for (const queue of queues) {
     const remaining = limit - rows.length;

@@ -12,6 +12,9 @@
 -- Returns the claimed rows ({{job_columns}}, marked_buffered) in no particular order; the caller
 -- sorts them.
 --
+-- A claim that names one queue (a worker of one queue, the flow path) runs claim-one.sql instead:
+-- this statement with the search of the named queues below replaced by one walk of that queue.
+--
 -- Runnable = waiting, or scheduled and due; queue not paused; name among $3. Order: priority,
 -- then run_at, then seq (insertion order). Per named queue that holds waiting jobs (found by
 -- the loose scan below), one walk of jobs_claim that stops after $4 rows (already in claim
@@ -61,6 +64,8 @@ WITH RECURSIVE params AS MATERIALIZED (
          $9::boolean AS flow_checked, $10::int AS starts_at_once,
          $11::text COLLATE "C" AS first_queue, $12::text COLLATE "C" AS last_queue
 ),
+-- ── the named queues' waiting jobs: from here to the line "end of the named queues' waiting
+-- jobs", claim-one.sql takes this part's place for a claim that names one queue ──
 -- The named queues that hold waiting jobs, found without one probe per named queue: a loose
 -- index scan of the waiting rows' queues (jobs_waiting_seq or jobs_claim, whichever the planner
 -- picks; one descent per distinct queue with waiting jobs, from the first
@@ -165,6 +170,7 @@ waiting AS (
   UNION ALL
   SELECT * FROM won WHERE NOT EXISTS (SELECT 1 FROM walked w WHERE w.id = won.id)
 ),
+-- ── end of the named queues' waiting jobs ──
 -- Due scheduled jobs of every named queue in one walk of jobs_scheduled (its due part: future
 -- jobs are never read), not one walk per named queue.
 --
