@@ -3,8 +3,8 @@
  * transaction: lock the queue's flow row (flow-lock.sql; every claimer of the queue queues here,
  * so no two see the same free slot), read the counts the limits need (flow-counts.sql: the rate
  * window and the running jobs per name and group, one round trip), size the claim with
- * `claimBudget`, run the ordinary claim statement for that queue with that size (claim.sql with
- * flow_checked), and record the starts (flow-record.sql). A laned queue (groups, limiter keys)
+ * `claimBudget`, run the ordinary claim statement for that queue with that size (claim-one.sql,
+ * the one-queue form of claim.sql, with flow_checked), and record the starts (flow-record.sql). A laned queue (groups, limiter keys)
  * reads its counts, lanes, lane heads and limiter keys' windows in one statement
  * (flow-read-lanes.sql), and claims the picked jobs, records their starts and moves its cursor in
  * another (flow-claim-lanes.sql): BEGIN, lock, read, claim, COMMIT. Every round trip is paid
@@ -16,7 +16,7 @@
  * that starts a job changes). Two round trips, one commit; when another claimer came between it
  * claims nothing and the claim runs under the lock as above (and that queue's next claims do, for
  * a second: OptimisticLanes).
- * Queues without limits never come here: claim.sql alone serves them.
+ * Queues without limits never come here: claim.sql (claim-one.sql for one queue) alone serves them.
  */
 import type { ClaimRequest, ClaimThrottle } from "../contract.js";
 import {
