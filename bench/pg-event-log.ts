@@ -173,7 +173,7 @@ async function explainStatements(store: Store): Promise<void> {
       ids.map((_, i) => ({ i })),
     ),
   );
-  await explain(store.client, `claim (${BATCH} jobs)`, sql.claim!, CLAIM_ARGS);
+  await explain(store.client, `claim (${BATCH} jobs, claim-one.sql)`, sql["claim-one"]!, CLAIM_ARGS);
   const { rows } = await store.client.query<{ id: string; lease_token: string }>(
     "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
   );
@@ -227,7 +227,7 @@ async function triggerTimes(stores: readonly Store[]): Promise<void> {
     const sql = statements(store.backend);
     const claimArgs = CLAIM_ARGS;
     // A batch claimed for good, for the completions to settle (each rolled back).
-    await store.client.query(sql.claim!, claimArgs);
+    await store.client.query(sql["claim-one"]!, claimArgs);
     const { rows } = await store.client.query<{ id: string; lease_token: string }>(
       "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
     );
@@ -244,7 +244,7 @@ async function triggerTimes(stores: readonly Store[]): Promise<void> {
               ids.map((_, i) => ({ i })),
             ),
           ),
-        claim: () => timedOnce(store.client, sql.claim!, claimArgs),
+        claim: () => timedOnce(store.client, sql["claim-one"]!, claimArgs),
         complete: () => timedOnce(store.client, sql.complete!, [null, rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => "null")]),
       },
     });

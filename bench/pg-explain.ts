@@ -75,6 +75,8 @@ export function parameterCount(sql: string): number {
  * claim.sql's parameters as PostgresBackend.claimParams makes them for a worker on queue "bench"
  * (now, queues, names, limit, lease ms, worker id, host, pid, flow checked, starts at once, the
  * queue list's first and last name); complete-and-claim takes the same after the completions'.
+ * For one queue the backend sends claim-one.sql (and complete-and-claim over it), which take the
+ * same parameters.
  */
 export const CLAIM_ARGS: unknown[] = [null, ["bench"], ["noop"], BATCH, 30_000, "explain-worker", "host", 1, false, null, "bench", "bench"];
 
@@ -148,7 +150,7 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
         specs.map((s) => s.data),
       ),
     );
-    await explain(client, `claim (${BATCH} jobs)`, sql.claim!, CLAIM_ARGS);
+    await explain(client, `claim (${BATCH} jobs, claim-one.sql: what a worker of one queue sends)`, sql["claim-one"]!, CLAIM_ARGS);
     const claimed = await client.query<{ id: string; lease_token: string }>(
       "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
     );
@@ -168,19 +170,18 @@ async function explainConveyor(baseUrl: string, backlog: number): Promise<void> 
       rest.map(() => error),
       rest.map(() => 0),
     ]);
-    if (sql["complete-and-claim"] !== undefined) {
+    if (sql["complete-and-claim-one"] !== undefined) {
       // Complete-and-claim in one statement (what the worker sends when it wants more work).
-      await explain(client, `claim (${BATCH} jobs)`, sql.claim!, CLAIM_ARGS);
+      await explain(client, `claim (${BATCH} jobs, claim-one.sql: what a worker of one queue sends)`, sql["claim-one"]!, CLAIM_ARGS);
       const again = await client.query<{ id: string; lease_token: string }>(
         "SELECT id, lease_token::text FROM conveyor.jobs WHERE state = 'active' ORDER BY seq",
       );
-      await explain(client, `complete-and-claim: complete ${again.rows.length} + claim ${BATCH} (one statement)`, sql["complete-and-claim"], [
-        null,
-        again.rows.map((r) => r.id),
-        again.rows.map((r) => r.lease_token),
-        again.rows.map(() => "null"),
-        ...CLAIM_ARGS.slice(1),
-      ]);
+      await explain(
+        client,
+        `complete-and-claim: complete ${again.rows.length} + claim ${BATCH} (one statement, over claim-one.sql)`,
+        sql["complete-and-claim-one"],
+        [null, again.rows.map((r) => r.id), again.rows.map((r) => r.lease_token), again.rows.map(() => "null"), ...CLAIM_ARGS.slice(1)],
+      );
     }
     const t0 = performance.now();
     await backend.stats();

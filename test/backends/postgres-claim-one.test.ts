@@ -19,6 +19,10 @@ const backend = () => stores.open();
 
 const job = (queue: string, options: Parameters<typeof buildJobSpec>[0]["options"] = {}, name = "job") => buildJobSpec({ queue, name, data: null, options });
 const worker = { id: "w", host: "h", pid: 1 };
+/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
+type PlanNode = { "Node Type": string; "Index Name"?: string; "Relation Name"?: string; "Actual Rows"?: number; Plans?: PlanNode[] };
+/** Every node of a plan, depth first. */
+const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 const sqlOf = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql;
 
 /** The names of the prepared statements the backend sends from now on (statement prefix left off). */
@@ -48,6 +52,9 @@ describe("claim-one.sql (PostgreSQL)", () => {
       "-- one\n-- head\nWITH params AS (SELECT 1),\nwaiting AS (SELECT 5),\ndue AS (SELECT 3)\nSELECT 4",
     );
     expect(() => oneQueueClaimText("{{claim_head}}{{claim_tail}}", "SELECT 1")).toThrow(/claim-one\.sql/);
+    // A template without one of its placeholders, or with one twice, is refused too (not left unfilled).
+    expect(() => oneQueueClaimText("{{claim_head}}", claim)).toThrow(/\{\{claim_tail\}\} exactly once/);
+    expect(() => oneQueueClaimText("{{claim_head}}{{claim_head}}{{claim_tail}}", claim)).toThrow(/\{\{claim_head\}\} exactly once/);
     // The end before the start: refused too.
     const swapped = ["-- ── end of the named queues' waiting jobs ──", "-- ── the named queues' waiting jobs"].join("\n");
     expect(() => oneQueueClaimText("{{claim_head}}{{claim_tail}}", swapped)).toThrow(/claim-one\.sql/);
@@ -55,8 +62,10 @@ describe("claim-one.sql (PostgreSQL)", () => {
     const b = new PostgresBackend({ connectionString: url });
     try {
       const one = sqlOf(b)["claim-one"]!;
-      expect(one).not.toContain("waiting_queues");
-      expect(one).toContain("FOR UPDATE SKIP LOCKED");
+      const code = one.replace(/--.*$/gm, "");
+      expect(code).not.toContain("waiting_queues");
+      // Its own walk of the queue locks what it takes, skipping rows other claimers hold.
+      expect(code).toMatch(/waiting AS MATERIALIZED \([^;]*?LIMIT \(SELECT lim FROM params\)\s+FOR UPDATE SKIP LOCKED\s+\),/);
       expect(
         one
           .split(/\bRETURNING\b/)
@@ -140,18 +149,84 @@ describe("claim-one.sql (PostgreSQL)", () => {
         ["keyed", ["job"], 10, true, null, 1],
         ["absent", ["job"], 10, false, null, 0],
       ];
-      for (let round = 0; round < 7; round++) {
-        // Seven rounds: from the sixth execution on, PostgreSQL may run each prepared statement's generic plan.
+      // Each case in both plans: the custom one a connection's first five executions get, and the
+      // generic one it keeps after.
+      for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
         for (const [queue, names, limit, flowChecked, startsAtOnce, count] of cases) {
-          const label = `${queue} ${names.join(",")} limit ${limit} flow_checked ${flowChecked} starts_at_once ${startsAtOnce} (round ${round})`;
+          const label = `${queue} ${names.join(",")} limit ${limit} flow_checked ${flowChecked} starts_at_once ${startsAtOnce} (${mode})`;
           const many = await claimWith("many", queue, names, limit, flowChecked, startsAtOnce);
           expect(many, label).toHaveLength(count);
           expect(await claimWith("one", queue, names, limit, flowChecked, startsAtOnce), label).toEqual(many);
         }
       }
+      // Rows another claimer holds are skipped alike: its transaction locks q's best waiting job
+      // (priority 0) and the due one; both statements take the next ones.
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      try {
+        await holder.query("BEGIN");
+        await holder.query(`SELECT 1 FROM ${s}.jobs WHERE queue = 'q' AND (priority = 0 OR state = 'scheduled' AND run_at <= $1) FOR UPDATE`, [now]);
+        for (const limit of [2, 10]) {
+          const many = await claimWith("many", "q", ["job"], limit, false, null);
+          expect(many, `held, limit ${limit}`).toHaveLength(Math.min(limit, 3));
+          expect(await claimWith("one", "q", ["job"], limit, false, null), `held, limit ${limit}`).toEqual(many);
+        }
+      } finally {
+        await holder.query("ROLLBACK");
+        await holder.end();
+      }
       // The marks fell where claim.sql puts them: after the first two in claim order.
       const marked = await claimWith("one", "q", ["job"], 10, false, 2);
       expect(marked.filter((m) => m.endsWith("(buffered)"))).toHaveLength(3);
+    } finally {
+      await client.end();
+    }
+  });
+
+  // With statistics over many queues, `queue = <one of them>` is estimated at a few rows: the
+  // plan must still walk jobs_claim in claim order rather than sort the deep queue's backlog.
+  it("walks a deep queue's first jobs, not its backlog, beside a thousand small queues, in both plans", async () => {
+    const b = await backend();
+    const s = pg.escapeIdentifier(b.schema);
+    await b.enqueue([job("q"), job("small")]);
+    const { rows: columns } = await stores.admin.query<{ c: string }>(
+      "SELECT column_name AS c FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'jobs' AND column_name NOT IN ('id', 'seq', 'queue') ORDER BY ordinal_position",
+      [b.schema],
+    );
+    const list = columns.map((r) => pg.escapeIdentifier(r.c));
+    const copy = (from: string, queue: string, n: number) =>
+      stores.admin.query(
+        `INSERT INTO ${s}.jobs (id, queue, ${list.join(", ")}) SELECT j.id || '-' || g, ${queue}, ${list.map((c) => `j.${c}`).join(", ")} FROM ${s}.jobs j, generate_series(1, $2::int) g WHERE j.queue = $1`,
+        [from, n],
+      );
+    await copy("q", "'q'", 20_000);
+    await copy("small", "'small-' || (g % 1000)", 2_000);
+    await stores.admin.query(`VACUUM ANALYZE ${s}.jobs`);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query("SET jit = off");
+      await client.query(`PREPARE one(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${sqlOf(b)["claim-one"]}`);
+      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        await client.query("BEGIN");
+        const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+          "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE one(NULL, '{q}', '{job}', 10, 30000, 'w', 'h', 1, false, NULL, 'q', 'q')",
+        );
+        await client.query("ROLLBACK");
+        const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+        expect(all.find((n) => n["Node Type"] === "ModifyTable")!["Actual Rows"], mode).toBe(10);
+        const scans = all.filter((n) => n["Index Name"] !== undefined || n["Relation Name"] === "jobs");
+        expect(
+          Math.max(...scans.map((n) => n["Actual Rows"] ?? 0)),
+          `${mode}: ${JSON.stringify(scans.map((n) => [n["Node Type"], n["Index Name"], n["Actual Rows"]]))}`,
+        ).toBeLessThanOrEqual(20);
+        expect(
+          all.find((n) => n["Index Name"] === "jobs_claim"),
+          mode,
+        ).toBeDefined();
+      }
     } finally {
       await client.end();
     }

@@ -23,7 +23,7 @@ const job = (jobId: string, options: Parameters<typeof buildJobSpec>[0]["options
   buildJobSpec({ queue: "q", name: "job", data: null, options: { jobId, ...options } });
 const worker = { id: "w1", host: "h", pid: 1 };
 const error = { name: "Error", message: "boom", stack: null };
-const claimRequest = (limit: number) => ({ queues: ["q"], names: ["job"], worker, limit, leaseMs: 30_000 });
+const claimRequest = (limit: number, queues: readonly string[] = ["q"]) => ({ queues: [...queues], names: ["job"], worker, limit, leaseMs: 30_000 });
 
 interface EventRow {
   job_id: string;
@@ -52,44 +52,51 @@ async function row(b: PostgresBackend, id: string): Promise<TimesRow> {
 }
 
 describe("PostgreSQL: the events of the hot statements", () => {
-  it("records each change of claim, complete, complete-and-claim and fail exactly once, with the trigger's times and details", async () => {
-    const b = await backend();
-    await b.enqueue(["j1", "j2", "j3", "j4", "j5", "j6"].map((id) => job(id, { attempts: id === "j4" ? 1 : 2 })));
-    const first = await b.claim(claimRequest(4)); // claim.sql: j1..j4
-    expect(first.map((c) => c.job.id).sort()).toEqual(["j1", "j2", "j3", "j4"]);
-    const lease = (id: string) => first.find((c) => c.job.id === id)!.lease;
-    expect(await b.complete([{ lease: lease("j1"), result: { n: 1 } }])).toEqual(["applied"]); // complete.sql
-    const both = await b.completeAndClaim([{ lease: lease("j2"), result: { n: 2 } }], claimRequest(2)); // complete-and-claim.sql
-    expect(both.settled).toEqual(["applied"]);
-    expect(both.claimed.map((c) => c.job.id).sort()).toEqual(["j5", "j6"]);
-    // fail.sql: j3 is retried at once (waiting again), j4 has no attempt left (dead).
-    await b.fail([
-      { lease: lease("j3"), error, retryDelayMs: 0 },
-      { lease: lease("j4"), error, retryDelayMs: null },
-    ]);
+  // A worker of one queue claims through claim-one.sql (and complete-and-claim over it), one of
+  // several through claim.sql: both pairs, the second queue empty.
+  for (const [queues, statements] of [
+    [["q"], "claim-one.sql, complete-and-claim over it"],
+    [["q", "other"], "claim.sql, complete-and-claim.sql"],
+  ] as const) {
+    it(`records each change of claim, complete, complete-and-claim and fail exactly once, with the trigger's times and details (${statements})`, async () => {
+      const b = await backend();
+      await b.enqueue(["j1", "j2", "j3", "j4", "j5", "j6"].map((id) => job(id, { attempts: id === "j4" ? 1 : 2 })));
+      const first = await b.claim(claimRequest(4, queues)); // j1..j4
+      expect(first.map((c) => c.job.id).sort()).toEqual(["j1", "j2", "j3", "j4"]);
+      const lease = (id: string) => first.find((c) => c.job.id === id)!.lease;
+      expect(await b.complete([{ lease: lease("j1"), result: { n: 1 } }])).toEqual(["applied"]); // complete.sql
+      const both = await b.completeAndClaim([{ lease: lease("j2"), result: { n: 2 } }], claimRequest(2, queues));
+      expect(both.settled).toEqual(["applied"]);
+      expect(both.claimed.map((c) => c.job.id).sort()).toEqual(["j5", "j6"]);
+      // fail.sql: j3 is retried at once (waiting again), j4 has no attempt left (dead).
+      await b.fail([
+        { lease: lease("j3"), error, retryDelayMs: 0 },
+        { lease: lease("j4"), error, retryDelayMs: null },
+      ]);
 
-    const all = await events(b);
-    expect(brief(all, "j1")).toEqual(["added:0", "active:1", "completed:1"]);
-    expect(brief(all, "j2")).toEqual(["added:0", "active:1", "completed:1"]);
-    expect(brief(all, "j3")).toEqual(["added:0", "active:1", "retrying:1"]);
-    expect(brief(all, "j4")).toEqual(["added:0", "active:1", "dead:1"]);
-    expect(brief(all, "j5")).toEqual(["added:0", "active:1"]);
-    expect(brief(all, "j6")).toEqual(["added:0", "active:1"]);
-    expect(all).toHaveLength(16);
+      const all = await events(b);
+      expect(brief(all, "j1")).toEqual(["added:0", "active:1", "completed:1"]);
+      expect(brief(all, "j2")).toEqual(["added:0", "active:1", "completed:1"]);
+      expect(brief(all, "j3")).toEqual(["added:0", "active:1", "retrying:1"]);
+      expect(brief(all, "j4")).toEqual(["added:0", "active:1", "dead:1"]);
+      expect(brief(all, "j5")).toEqual(["added:0", "active:1"]);
+      expect(brief(all, "j6")).toEqual(["added:0", "active:1"]);
+      expect(all).toHaveLength(16);
 
-    // The times and details record_changed_events (0007) gives: a start at started_at with the
-    // worker, a completion at finished_at with the result, a retry at the failure with the error
-    // and the next run time, a death at finished_at with the error.
-    const of = (id: string, type: string) => all.find((e) => e.job_id === id && e.type === type)!;
-    for (const id of ["j1", "j2", "j3", "j4", "j5", "j6"]) {
-      expect(of(id, "active")).toMatchObject({ at: (await row(b, id)).started_at, data: { workerId: "w1" } });
-    }
-    expect(of("j1", "completed")).toMatchObject({ at: (await row(b, "j1")).finished_at, data: { result: { n: 1 } } });
-    expect(of("j2", "completed")).toMatchObject({ at: (await row(b, "j2")).finished_at, data: { result: { n: 2 } } });
-    const j3 = await row(b, "j3");
-    expect(of("j3", "retrying")).toMatchObject({ at: j3.run_at, data: { error, runAt: Number(j3.run_at) } });
-    expect(of("j4", "dead")).toMatchObject({ at: (await row(b, "j4")).finished_at, data: { error } });
-  });
+      // The times and details record_changed_events (0007) gives: a start at started_at with the
+      // worker, a completion at finished_at with the result, a retry at the failure with the error
+      // and the next run time, a death at finished_at with the error.
+      const of = (id: string, type: string) => all.find((e) => e.job_id === id && e.type === type)!;
+      for (const id of ["j1", "j2", "j3", "j4", "j5", "j6"]) {
+        expect(of(id, "active")).toMatchObject({ at: (await row(b, id)).started_at, data: { workerId: "w1" } });
+      }
+      expect(of("j1", "completed")).toMatchObject({ at: (await row(b, "j1")).finished_at, data: { result: { n: 1 } } });
+      expect(of("j2", "completed")).toMatchObject({ at: (await row(b, "j2")).finished_at, data: { result: { n: 2 } } });
+      const j3 = await row(b, "j3");
+      expect(of("j3", "retrying")).toMatchObject({ at: j3.run_at, data: { error, runAt: Number(j3.run_at) } });
+      expect(of("j4", "dead")).toMatchObject({ at: (await row(b, "j4")).finished_at, data: { error } });
+    });
+  }
 
   it("records the flow parent a child's completion or death releases (a nested change the trigger writes)", async () => {
     const b = await backend();

@@ -23,8 +23,10 @@ describe("pg-explain's hand-written parameter lists", () => {
 
   it("give the claim, the enqueue and complete-and-claim as many parameters as the statements take", () => {
     expect(CLAIM_ARGS).toHaveLength(parameterCount(sql.claim!));
+    expect(CLAIM_ARGS).toHaveLength(parameterCount(sql["claim-one"]!));
     expect(enqueueArgs(["a"], [{}])).toHaveLength(parameterCount(sql.enqueue!));
     // complete-and-claim: now, ids, tokens, results, then the claim's parameters after its `now`.
     expect(4 + CLAIM_ARGS.length - 1).toBe(parameterCount(sql["complete-and-claim"]!));
+    expect(4 + CLAIM_ARGS.length - 1).toBe(parameterCount(sql["complete-and-claim-one"]!));
   });
 });

@@ -827,10 +827,7 @@ export class PostgresBackend implements Backend {
     const rows =
       plainQueues.length === 0
         ? []
-        : await this.query<JobRow>(plainQueues.length === 1 ? "claim-one" : "claim", [
-            this.nowParam(),
-            ...this.claimParams({ ...request, queues: plainQueues }, limit),
-          ]);
+        : await this.query<JobRow>(claimStatementFor(plainQueues).claim, [this.nowParam(), ...this.claimParams({ ...request, queues: plainQueues }, limit)]);
     if (plainQueues.length < request.queues.length && rows.length < limit) {
       rows.push(
         ...(await this.claimUnderLimits(
@@ -868,14 +865,16 @@ export class PostgresBackend implements Backend {
     this.rescueHold.noteLease(request.leaseMs);
     const limited = await this.limitedQueues();
     if (request.queues.some((q) => limited.has(q))) return { settled: await this.complete(items), claimed: await this.claim(request) };
-    const statement = request.queues.length === 1 ? "complete-and-claim-one" : "complete-and-claim";
-    const rows = await this.query<JobRow & { settled_ids: string[] | null; settled_tokens: string[] | null }>(statement, [
-      this.nowParam(),
-      textArray(items.map((i) => i.lease.jobId)),
-      integerArray(items.map((i) => i.lease.token)),
-      jsonTextArray(items.map((i) => JSON.stringify(i.result ?? null))),
-      ...this.claimParams(request, limit),
-    ]);
+    const rows = await this.query<JobRow & { settled_ids: string[] | null; settled_tokens: string[] | null }>(
+      claimStatementFor(request.queues).completeAndClaim,
+      [
+        this.nowParam(),
+        textArray(items.map((i) => i.lease.jobId)),
+        integerArray(items.map((i) => i.lease.token)),
+        jsonTextArray(items.map((i) => JSON.stringify(i.result ?? null))),
+        ...this.claimParams(request, limit),
+      ],
+    );
     const settled: SettledRow[] = [];
     const claimed: JobRow[] = [];
     for (const row of rows) {
@@ -1610,6 +1609,27 @@ export function oneJobEnqueueText(template: string, fresh: string): string {
   return template.replace("{{enqueue}}", () => one);
 }
 
+/**
+ * The statements that claim from `queues` (all without flow limits): claim-one.sql and its
+ * complete-and-claim for one queue, which its search of the named queues would only slow
+ * (docs/performance-postgres.md, "Session 32"), claim.sql's for several. claim-one.sql walks the
+ * one queue its $11 names, so it must never get a longer list.
+ */
+function claimStatementFor(queues: readonly string[]): { claim: QueryName; completeAndClaim: QueryName } {
+  return queues.length === 1 ? { claim: "claim-one", completeAndClaim: "complete-and-claim-one" } : { claim: "claim", completeAndClaim: "complete-and-claim" };
+}
+
+/** Fills each placeholder of `template`, which must hold each exactly once (`file` names the template in the error). */
+function filled(template: string, file: string, values: Record<string, string>): string {
+  let out = template;
+  for (const [name, value] of Object.entries(values)) {
+    const placeholder = `{{${name}}}`;
+    if (template.split(placeholder).length !== 2) throw new ConveyorError(`${file} must hold ${placeholder} exactly once`);
+    out = out.replace(placeholder, () => value);
+  }
+  return out;
+}
+
 /** claim.sql's lines that begin and end its search of the named queues, which claim-one.sql replaces. */
 const MANY_QUEUES_START = "-- ── the named queues' waiting jobs";
 const MANY_QUEUES_END = "-- ── end of the named queues' waiting jobs ──";
@@ -1627,7 +1647,7 @@ export function oneQueueClaimText(template: string, claim: string): string {
       `claim.sql must hold a line starting "${MANY_QUEUES_START}" and, after it, the line "${MANY_QUEUES_END}", once each (claim-one.sql builds on them)`,
     );
   }
-  return template.replace("{{claim_head}}", () => start[0]!.trimEnd()).replace("{{claim_tail}}", () => end[1]!.replace(/^\n/, ""));
+  return filled(template, "claim-one.sql", { claim_head: start[0]!.trimEnd(), claim_tail: end[1]!.replace(/^\n/, "") });
 }
 
 /**
@@ -1651,10 +1671,7 @@ function completeAndClaimText(template: string, complete: string, claim: string)
     throw new ConveyorError("claim.sql must end with one RETURNING list of plain columns (complete-and-claim.sql counts them)");
   }
   const nulls = Array.from({ length: list.split(",").length }, () => "NULL").join(", ");
-  return template
-    .replace("{{complete}}", () => `${lines.join("\n")}\n`)
-    .replace("{{claim}}", () => shifted)
-    .replace("{{claimed_nulls}}", () => nulls);
+  return filled(template, "complete-and-claim.sql", { complete: `${lines.join("\n")}\n`, claim: shifted, claimed_nulls: nulls });
 }
 
 /** Whether every id is greater than the one before it (so none repeats). */

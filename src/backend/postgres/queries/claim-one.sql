@@ -24,7 +24,9 @@ open_queues AS MATERIALIZED (
     AND (p.flow_checked OR NOT EXISTS (SELECT 1 FROM {{schema}}.flow_queues f WHERE f.queue = p.first_queue))
 ),
 -- Its best `lim` waiting jobs, locked as they are walked: claim.sql's `walked` for one open
--- queue (`lane IS NULL`: jobs_claim's predicate, see there). No open queue: a NULL queue, no row.
+-- queue (`lane IS NULL`: jobs_claim's predicate, see there); a change to that walk's filter or
+-- order belongs here too (postgres-claim-one.test.ts holds the two statements to the same jobs).
+-- No open queue: a NULL queue, no row.
 waiting AS MATERIALIZED (
   SELECT id, priority, run_at, seq FROM {{schema}}.jobs
   WHERE queue = (SELECT name FROM open_queues) AND state = 'waiting' AND lane IS NULL

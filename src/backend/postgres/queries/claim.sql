@@ -28,6 +28,7 @@
 -- MATERIALIZED guarantees each runs exactly once (a LIMIT ... SKIP LOCKED subquery the planner
 -- re-ran could lock a different set the second time).
 --
+-- (A claim naming only 'q' runs claim-one.sql now; the plan below is claim.sql's as it was then.)
 -- EXPLAIN (ANALYZE) of the generic plan before the loose scan and the single due walk (third
 -- pass, docs/performance-postgres.md; the waiting walk is unchanged), PostgreSQL 15; 100k waiting and 1k future jobs in
 -- queue 'q', 1k waiting in another queue; claim of 10 from 'q' (sorts, hashes and the
@@ -120,7 +121,9 @@ open_count AS MATERIALIZED (
 -- over 1,000 queues of 5 jobs: a write (and a WAL record) per locked row. When another claimer
 -- holds a winner (or took it meanwhile), `won` comes up short and the claim falls back to the
 -- locking walk of every open queue (`walked`), so the merged order holds under contention too.
--- One open queue (the common case) skips the look: its walk locks exactly what it takes.
+-- One open queue (the common case among several named: the others are empty or paused) skips
+-- the look: its walk locks exactly what it takes. claim-one.sql's `waiting` is this walk for a
+-- claim that names one queue; a change to the walk's filter or order belongs in both.
 -- `lane IS NULL` is jobs_claim's predicate (migration flow_unkeyed_claim): every job of a queue this statement reads has
 -- no lane (keyed jobs live in laned queues, which take the lane path), so it only lets the
 -- planner use the index.
@@ -163,7 +166,7 @@ walked AS MATERIALIZED (
 -- A fallback walk re-takes the winners it locked already (its own locks do not skip), so a
 -- winner can be in both: `won` adds only the ones `walked` lacks. Not UNION: that sorted or hashed
 -- every walked row (0.7 ms of a claim of 510, docs/performance-postgres.md "Fifth pass"), while
--- this anti-join costs nothing when `won` is empty (one open queue, the common case) and one
+-- this anti-join costs nothing when `won` is empty (one open queue) and one
 -- probe per winner otherwise.
 waiting AS (
   SELECT * FROM walked
