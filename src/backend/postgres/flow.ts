@@ -4,12 +4,12 @@
  * so no two see the same free slot), read the counts the limits need (flow-counts.sql: the rate
  * window and the running jobs per name and group, one round trip), size the claim with
  * `claimBudget`, run the ordinary claim statement for that queue with that size (claim-one.sql,
- * the one-queue form of claim.sql, with flow_checked), and record the starts (flow-record.sql). A laned queue (groups, limiter keys)
- * reads its counts, lanes, lane heads and limiter keys' windows in one statement
- * (flow-read-lanes.sql), and claims the picked jobs, records their starts and moves its cursor in
- * another (flow-claim-lanes.sql): BEGIN, lock, read, claim, COMMIT. Every round trip is paid
- * while the queue's flow row is locked, so the claimers of one queue wait for each other's:
- * fewer is faster.
+ * the one-queue form of claim.sql, with flow_checked), and record the starts (flow-record.sql).
+ * A laned queue (groups, limiter keys) reads its counts, lanes, lane heads and limiter keys'
+ * windows in one statement (flow-read-lanes.sql), and claims the picked jobs, records their
+ * starts and moves its cursor in another (flow-claim-lanes.sql): BEGIN, lock, read, claim,
+ * COMMIT. Every round trip is paid while the queue's flow row is locked, so the claimers of one
+ * queue wait for each other's: fewer is faster.
  * A claim of one laned queue first tries without the lock and without a transaction
  * (claimLanedOptimistically): the read, then the claim statement, which locks the row and goes
  * ahead only if no other claim committed since the read (the row's xmin, which every laned claim

@@ -11,7 +11,7 @@
 -- queues, the fallback walk) makes its generic plan 111 nodes against this one's 42, and
 -- PostgreSQL starts and ends every node of a plan on every execution, run or not. For one queue
 -- none of that search is needed: a claim of one job ran 0.23 ms of server time through claim.sql
--- and 0.13 ms through this (statement triggers off; 0.38 against 0.23 ms with them:
+-- and 0.13 ms through this (jobs' user triggers off; 0.38 against 0.23 ms with them:
 -- bench/pg-one-job.ts), and the claim's round trip, as a worker waiting for its next job sees
 -- it, went from 0.68-0.82 ms to 0.54-0.62 (docs/performance-postgres.md, "Session 32"). Claims
 -- of hundreds of jobs save the same 0.1-0.15 ms per statement, which is little per job.
