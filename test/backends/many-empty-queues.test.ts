@@ -26,13 +26,11 @@ import { buildJobSpec } from "../../src/core/spec.js";
 import { InvalidInputError } from "../../src/core/errors.js";
 import { silentLogger } from "../../src/index.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
+import { nodes, statementsOf, type PlanNode } from "../helpers/postgres-plans.js";
 
 const worker = { id: "w", host: "h", pid: 1 };
 const job = (queue: string, priority = 5) => buildJobSpec({ queue, name: "job", data: null, options: { priority } });
 const names = (n: number) => Array.from({ length: n }, (_, i) => `q${String(i).padStart(4, "0")}`);
-
-type PlanNode = { "Node Type": string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe("a claim naming 1,000 queues, 999 of them empty (PostgreSQL)", () => {
   const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
@@ -103,7 +101,7 @@ describe("a claim naming 1,000 queues, 999 of them empty (PostgreSQL)", () => {
       await b.enqueue(Array.from({ length: 20 }, () => job("q0000")));
       await b.enqueue([job("q0500x", 0), job("q0500x", 0)]);
       await admin.query(`VACUUM ANALYZE ${pg.escapeIdentifier(schema)}.jobs, ${pg.escapeIdentifier(schema)}.queues`);
-      const claimSql = (b as unknown as { sql: Record<string, string> }).sql.claim!;
+      const claimSql = statementsOf(b).claim!;
       await admin.query("BEGIN");
       const { rows } = await admin.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${claimSql}`, [
         null,

@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import { oneQueueClaimText, PostgresBackend } from "../../src/backend/postgres/backend.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { postgresTestStores } from "../helpers/postgres-stores.js";
+import { CLAIM_PARAMETER_TYPES, nodes, statementsOf, type PlanNode } from "../helpers/postgres-plans.js";
 
 const stores = postgresTestStores({ poolSize: 2 });
 const { url } = stores;
@@ -19,11 +20,6 @@ const backend = () => stores.open();
 
 const job = (queue: string, options: Parameters<typeof buildJobSpec>[0]["options"] = {}, name = "job") => buildJobSpec({ queue, name, data: null, options });
 const worker = { id: "w", host: "h", pid: 1 };
-/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
-type PlanNode = { "Node Type": string; "Index Name"?: string; "Relation Name"?: string; "Actual Rows"?: number; Plans?: PlanNode[] };
-/** Every node of a plan, depth first. */
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
-const sqlOf = (b: PostgresBackend) => (b as unknown as { sql: Record<string, string> }).sql;
 
 /** The names of the prepared statements the backend sends from now on (statement prefix left off). */
 function sentStatements(b: PostgresBackend): string[] {
@@ -61,7 +57,7 @@ describe("claim-one.sql (PostgreSQL)", () => {
     // The shipped claim.sql holds both lines once: the backend builds it on construction.
     const b = new PostgresBackend({ connectionString: url });
     try {
-      const one = sqlOf(b)["claim-one"]!;
+      const one = statementsOf(b)["claim-one"]!;
       const code = one.replace(/--.*$/gm, "");
       expect(code).not.toContain("waiting_queues");
       // Its own walk of the queue locks what it takes, skipping rows other claimers hold.
@@ -72,7 +68,7 @@ describe("claim-one.sql (PostgreSQL)", () => {
           .at(-1)!
           .trim(),
       ).toBe(
-        sqlOf(b)
+        statementsOf(b)
           .claim!.split(/\bRETURNING\b/)
           .at(-1)!
           .trim(),
@@ -116,9 +112,8 @@ describe("claim-one.sql (PostgreSQL)", () => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
-      const types = "bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text";
-      await client.query(`PREPARE many(${types}) AS ${sqlOf(b).claim}`);
-      await client.query(`PREPARE one(${types}) AS ${sqlOf(b)["claim-one"]}`);
+      await client.query(`PREPARE many(${CLAIM_PARAMETER_TYPES}) AS ${statementsOf(b).claim}`);
+      await client.query(`PREPARE one(${CLAIM_PARAMETER_TYPES}) AS ${statementsOf(b)["claim-one"]}`);
       const now = Number((await client.query<{ now: string }>(`SELECT ${s}.now_ms(NULL) AS now`)).rows[0]!.now);
       /** The ids a statement claims (sorted) with their buffered marks, rolled back after. */
       const claimWith = async (statement: "many" | "one", queue: string, names: string[], limit: number, flowChecked: boolean, startsAtOnce: number | null) => {
@@ -207,7 +202,7 @@ describe("claim-one.sql (PostgreSQL)", () => {
     await client.connect();
     try {
       await client.query("SET jit = off");
-      await client.query(`PREPARE one(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${sqlOf(b)["claim-one"]}`);
+      await client.query(`PREPARE one(${CLAIM_PARAMETER_TYPES}) AS ${statementsOf(b)["claim-one"]}`);
       for (const mode of ["force_generic_plan", "force_custom_plan"]) {
         await client.query(`SET plan_cache_mode = ${mode}`);
         await client.query("BEGIN");

@@ -15,6 +15,7 @@ import { buildJobSpec } from "../../src/core/spec.js";
 import { silentLogger, type Clock } from "../../src/index.js";
 import { requireDatabase, TestSchemas } from "../helpers/postgres.js";
 import { migrateUpTo } from "../helpers/postgres-migrations.js";
+import { nodes, statementsOf, type PlanNode } from "../helpers/postgres-plans.js";
 
 const url = requireDatabase(inject("postgresUrl"), inject("postgresUnavailable"));
 const schemas = new TestSchemas(url);
@@ -56,20 +57,6 @@ async function drain(b: PostgresBackend, queue: string, most = 1_000): Promise<s
   return ids;
 }
 
-/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields read here. */
-type PlanNode = {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Index Name"?: string;
-  "Index Cond"?: string;
-  "Actual Rows"?: number;
-  "Actual Loops"?: number;
-  "Shared Hit Blocks"?: number;
-  "Shared Read Blocks"?: number;
-  Plans?: PlanNode[];
-};
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
-
 describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
   it("are claimed in their turn behind any backlog of keyed jobs, and the read walks no keyed job to find them", async () => {
     const schema = schemas.create();
@@ -82,7 +69,7 @@ describe("a laned queue's unkeyed jobs (PostgreSQL)", () => {
 
     // The read a claim of 6 makes, explained: no scan of jobs returns more rows than the claim
     // could take (the old look-ahead returned 256 keyed rows; a sort of the backlog, 603).
-    const sql = (b as unknown as { sql: Record<string, string> }).sql["flow-read-lanes"]!;
+    const sql = statementsOf(b)["flow-read-lanes"]!;
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
@@ -336,7 +323,7 @@ describe("queues without lanes (PostgreSQL)", () => {
     try {
       // claim.sql, and claim-one.sql: what the backend runs for a claim of one queue.
       for (const name of ["claim", "claim-one"]) {
-        const sql = (b as unknown as { sql: Record<string, string> }).sql[name]!;
+        const sql = statementsOf(b)[name]!;
         await client.query("BEGIN");
         const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, [
           null,
@@ -404,7 +391,7 @@ describe("a laned claim's lane heads (PostgreSQL)", () => {
     const schema = schemas.create();
     const b = await backend(schema);
     for (let i = 0; i < 4; i++) await b.enqueue(Array.from({ length: 500 }, (_, k) => keyed("q", k % 2 === 0 ? "a" : "b")));
-    const sql = (b as unknown as { sql: Record<string, string> }).sql["flow-read-lanes"]!;
+    const sql = statementsOf(b)["flow-read-lanes"]!;
     /** Buffers the heads' scans of jobs_lanes (one per lane: `lane = `) read in the read a claim of 6 makes now. */
     const headBuffers = async () => {
       const client = new pg.Client({ connectionString: url });

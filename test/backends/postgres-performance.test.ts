@@ -15,6 +15,7 @@ import { Queue, silentLogger, Worker } from "../../src/index.js";
 import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { migrateUpTo } from "../helpers/postgres-migrations.js";
 import { waitFor } from "../helpers/wait-for.js";
+import { CLAIM_PARAMETER_TYPES, nodes, statementsOf, type PlanNode } from "../helpers/postgres-plans.js";
 
 const stores = postgresTestStores();
 const { url, schemas, admin } = stores;
@@ -197,24 +198,7 @@ describe("claims naming many queues (PostgreSQL)", () => {
 });
 
 /** The claim statement as the backend renders it (queries/claim.sql; `one`: claim-one.sql, what a claim of one queue runs). */
-const claimSql = (b: PostgresBackend, one = false) => (b as unknown as { sql: Record<string, string> }).sql[one ? "claim-one" : "claim"]!;
-
-/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
-type PlanNode = {
-  "Node Type": string;
-  Operation?: string;
-  "Shared Hit Blocks"?: number;
-  "Shared Read Blocks"?: number;
-  "Index Name"?: string;
-  "Index Cond"?: string;
-  "Relation Name"?: string;
-  "Actual Rows"?: number;
-  "Actual Loops"?: number;
-  Plans?: PlanNode[];
-};
-
-/** Every node of a plan, depth first. */
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+const claimSql = (b: PostgresBackend, one = false) => statementsOf(b)[one ? "claim-one" : "claim"]!;
 
 describe("claims over many busy queues lock only the winners (PostgreSQL)", () => {
   it("lock the claim's limit of rows, not the limit per queue, and take the best jobs across queues", async () => {
@@ -316,8 +300,8 @@ describe("claims beside a large delayed set (PostgreSQL)", () => {
     try {
       await client.query("SET jit = off");
       // claim.sql's $1..$12: now, queues, names, limit, lease_ms, worker id, host, pid, flow_checked, starts_at_once, first and last queue.
-      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b)}`);
-      await client.query(`PREPARE claim_one_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b, true)}`);
+      await client.query(`PREPARE claim_probe(${CLAIM_PARAMETER_TYPES}) AS ${claimSql(b)}`);
+      await client.query(`PREPARE claim_one_probe(${CLAIM_PARAMETER_TYPES}) AS ${claimSql(b, true)}`);
       // The generic plan is the one a pooled connection keeps after five executions; the custom
       // plan the first five get. Each must find the one due job without reading the 100,000 future
       // ones, through claim.sql (a claim of several queues) and claim-one.sql (of one).
@@ -378,8 +362,8 @@ describe("claims beside a deep backlog (PostgreSQL)", () => {
     await client.connect();
     try {
       await client.query("SET jit = off");
-      await client.query(`PREPARE claim_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b)}`);
-      await client.query(`PREPARE claim_one_probe(bigint, text[], text[], int, bigint, text, text, int, boolean, int, text, text) AS ${claimSql(b, true)}`);
+      await client.query(`PREPARE claim_probe(${CLAIM_PARAMETER_TYPES}) AS ${claimSql(b)}`);
+      await client.query(`PREPARE claim_one_probe(${CLAIM_PARAMETER_TYPES}) AS ${claimSql(b, true)}`);
       // First as a freshly filled queue is (autovacuum has not analysed the table yet: the case
       // that went wrong), then with current statistics. One queue through claim.sql and through
       // claim-one.sql (what the backend runs for it), two through claim.sql.
@@ -427,7 +411,7 @@ describe("the queues a reconnected listener looks at (PostgreSQL)", () => {
     await b.enqueue([job("q"), job("r", { delayMs: 1 }), job("idle", { delayMs: 86_400_000 })]);
     await b.enqueue(Array.from({ length: 20_000 }, () => job("q")));
     await new Promise((resolve) => setTimeout(resolve, 20));
-    const sql = (b as unknown as { sql: Record<string, string> }).sql["runnable-queues"]!;
+    const sql = statementsOf(b)["runnable-queues"]!;
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {
@@ -464,7 +448,7 @@ describe("settling a batch (PostgreSQL)", () => {
     const schema = schemas.create();
     const b = await backend(schema);
     await b.enqueue(Array.from({ length: 2_000 }, () => job("q")));
-    const sql = (b as unknown as { sql: Record<string, string> }).sql;
+    const sql = statementsOf(b);
     const client = new pg.Client({ connectionString: url });
     await client.connect();
     try {

@@ -13,6 +13,7 @@ import { buildJobSpec } from "../../src/core/spec.js";
 import { Queue } from "../../src/index.js";
 import { postgresTestStores } from "../helpers/postgres-stores.js";
 import { migrateUpTo } from "../helpers/postgres-migrations.js";
+import { nodes, type PlanNode } from "../helpers/postgres-plans.js";
 
 const stores = postgresTestStores({ poolSize: 2 });
 const { url, schemas, admin } = stores;
@@ -154,10 +155,6 @@ describe("PostgreSQL: the claim over several queues when another transaction hol
     ).toEqual(["a1", "a5", "b2", "b4"]);
   });
 });
-
-/** A node of an EXPLAIN (ANALYZE, FORMAT JSON) plan, with the fields these tests read. */
-type PlanNode = { "Node Type": string; "Index Name"?: string; "Relation Name"?: string; "Actual Rows"?: number; "Actual Loops"?: number; Plans?: PlanNode[] };
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 /**
  * Finishes every job of queue "q" by hand, in a spread that exercises prune by count: by seq k,
