@@ -39,6 +39,7 @@ import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
 import { chunks, conveyorProcessing, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, percentile, sleep } from "./lib.js";
+import pg from "pg";
 import { loadavg } from "node:os";
 
 const { values } = parseArgs({
@@ -78,6 +79,11 @@ for (const [name, v] of Object.entries({ jobs, runs, rate: ratePerSecond, window
 interface Stores {
   label: string;
   fresh(): Promise<string>;
+  /**
+   * Removes one store once measured. PostgreSQL drops its schema: left in place, its finished
+   * jobs were still being vacuumed while the next measurements ran, on the same cores.
+   */
+  discard(store: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -85,7 +91,12 @@ async function stores(kind: string): Promise<Stores> {
   let n = 0;
   if (kind === "sqlite") {
     const dir = await mkdtemp(join(tmpdir(), "conveyor-flowctl-"));
-    return { label: "SQLite file", fresh: async () => `sqlite:${join(dir, `s${n++}.db`)}`, close: () => rm(dir, { recursive: true, force: true }) };
+    return {
+      label: "SQLite file",
+      fresh: async () => `sqlite:${join(dir, `s${n++}.db`)}`,
+      discard: async () => {},
+      close: () => rm(dir, { recursive: true, force: true }),
+    };
   }
   if (kind === "postgres") {
     const server = process.env.DATABASE_URL ? null : await startThrowawayPostgres({ database: "bench" });
@@ -93,6 +104,15 @@ async function stores(kind: string): Promise<Stores> {
     return {
       label: server ? "PostgreSQL (throwaway server)" : "PostgreSQL (DATABASE_URL)",
       fresh: async () => `${base}${base.includes("?") ? "&" : "?"}schema=flowctl_${process.pid}_${n++}`,
+      discard: async (store) => {
+        const admin = new pg.Client({ connectionString: base });
+        await admin.connect();
+        try {
+          await admin.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(new URL(store).searchParams.get("schema")!)} CASCADE`);
+        } finally {
+          await admin.end();
+        }
+      },
       close: async () => void (await server?.stop()),
     };
   }
@@ -107,6 +127,7 @@ async function stores(kind: string): Promise<Stores> {
         prefixes.push(prefix);
         return `${base}${base.includes("?") ? "&" : "?"}prefix=${prefix}`;
       },
+      discard: async () => {},
       close: async () => {
         for (const p of prefixes) await deletePrefix(base, p);
         await server?.stop();
@@ -412,7 +433,14 @@ try {
     [{ name: "no limits" }, { name: "limits (not binding)" }],
     runs,
     `processing ${jobs} jobs`,
-    async (subject) => throughput(await s.fresh(), subject.name !== "no limits"),
+    async (subject) => {
+      const store = await s.fresh();
+      try {
+        return await throughput(store, subject.name !== "no limits");
+      } finally {
+        await s.discard(store);
+      }
+    },
     (x) => `${fmt(x)} jobs/s`,
   );
   const plain = median(tp[0]!);
