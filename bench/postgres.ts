@@ -67,27 +67,19 @@ export class Databases {
   }
 
   /**
-   * Drops the databases made so far once nothing is connected to them: without FORCE, since a
-   * pool whose end() has resolved may still be closing its idle connections, and one terminated
-   * by a forced drop then raised an unhandled 'error' on that pool. A database still in use after
-   * `waitMs` is left to dropAll.
+   * Drops the databases made so far that nothing is connected to: without FORCE, since a pool
+   * whose end() has resolved may still be closing its idle connections, and one terminated by a
+   * forced drop then raised an unhandled 'error' on that pool. PostgreSQL itself waits up to five
+   * seconds for a database's sessions to end before refusing the drop (55006, object in use); a
+   * database still in use after that is left to dropAll.
    */
-  async dropUnused(waitMs = 5_000): Promise<void> {
-    const deadline = Date.now() + waitMs;
+  async dropUnused(): Promise<void> {
     for (const name of this.made.splice(0)) {
-      for (;;) {
-        try {
-          await this.admin((c) => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)}`));
-          break;
-        } catch (error) {
-          // 55006 object_in_use: a connection is still closing.
-          if ((error as { code?: string }).code !== "55006") throw error;
-          if (Date.now() > deadline) {
-            this.made.push(name);
-            break;
-          }
-          await sleep(20);
-        }
+      try {
+        await this.admin((c) => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)}`));
+      } catch (error) {
+        if ((error as { code?: string }).code !== "55006") throw error;
+        this.made.push(name);
       }
     }
   }
