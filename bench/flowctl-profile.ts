@@ -30,7 +30,7 @@ import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { readFileSync, readdirSync } from "node:fs";
 import { Redis } from "ioredis";
 import pg from "pg";
-import { chunks, FILL_CHUNK, fmt, median, noopJobs, percentile } from "./lib.js";
+import { chunks, dropStoreSchema, FILL_CHUNK, fmt, median, noopJobs, percentile } from "./lib.js";
 
 /** CPU ms used so far by a process and its children (reaped and live), from /proc (clock ticks of 10 ms). */
 function treeCpuMs(pid: number): number {
@@ -168,7 +168,7 @@ let fresh: () => Promise<string>;
 let close: () => Promise<void>;
 let serverCpuMs: () => Promise<number | null> = async () => null;
 /**
- * Removes an arm's store once measured. PostgreSQL: its schema, whose 20,000 finished jobs
+ * Removes an arm's store once measured. PostgreSQL: its schema, whose finished jobs (--jobs)
  * autovacuum would otherwise still be vacuuming while the next arms run, on the same cores and
  * inside the server CPU this bench reads (the postmaster's children include autovacuum's workers).
  */
@@ -216,15 +216,7 @@ if (values.backend === "sqlite") {
   const postmaster = Number(readFileSync(`${server.dataDir}/postmaster.pid`, "utf8").split("\n")[0]);
   serverCpuMs = async () => treeCpuMs(postmaster);
   fresh = async () => `${server.url}?schema=prof_${n++}`;
-  discard = async (store) => {
-    const admin = new pg.Client({ connectionString: server.url });
-    await admin.connect();
-    try {
-      await admin.query(`DROP SCHEMA ${pg.escapeIdentifier(new URL(store).searchParams.get("schema")!)} CASCADE`);
-    } finally {
-      await admin.end();
-    }
-  };
+  discard = (store) => dropStoreSchema(server.url, store);
 } else {
   const server = await startThrowawayRedis({ persistence: "none" });
   const info = new Redis(server.url);

@@ -38,8 +38,20 @@ import { openBackend } from "../src/backend/open.js";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 import { startThrowawayPostgres } from "../testkit/servers/postgres.js";
 import { deletePrefix, startThrowawayRedis } from "../testkit/servers/redis.js";
-import { chunks, conveyorProcessing, FILL_CHUNK, fmt, formatLoad, interleaved, machineLine, median, noopJobs, percentile, sleep } from "./lib.js";
-import pg from "pg";
+import {
+  chunks,
+  conveyorProcessing,
+  dropStoreSchema,
+  FILL_CHUNK,
+  fmt,
+  formatLoad,
+  interleaved,
+  machineLine,
+  median,
+  noopJobs,
+  percentile,
+  sleep,
+} from "./lib.js";
 import { loadavg } from "node:os";
 
 const { values } = parseArgs({
@@ -87,6 +99,16 @@ interface Stores {
   close(): Promise<void>;
 }
 
+/** `measure` on a fresh store of `s`, discarded afterwards whatever the outcome. */
+async function onFreshStore<T>(s: Stores, measure: (store: string) => Promise<T>): Promise<T> {
+  const store = await s.fresh();
+  try {
+    return await measure(store);
+  } finally {
+    await s.discard(store);
+  }
+}
+
 async function stores(kind: string): Promise<Stores> {
   let n = 0;
   if (kind === "sqlite") {
@@ -103,16 +125,14 @@ async function stores(kind: string): Promise<Stores> {
     const base = process.env.DATABASE_URL ?? server!.url;
     return {
       label: server ? "PostgreSQL (throwaway server)" : "PostgreSQL (DATABASE_URL)",
-      fresh: async () => `${base}${base.includes("?") ? "&" : "?"}schema=flowctl_${process.pid}_${n++}`,
-      discard: async (store) => {
-        const admin = new pg.Client({ connectionString: base });
-        await admin.connect();
-        try {
-          await admin.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(new URL(store).searchParams.get("schema")!)} CASCADE`);
-        } finally {
-          await admin.end();
-        }
+      // set(), not an appended parameter: a DATABASE_URL naming a schema of its own must not be
+      // the one a store (and its discard) uses.
+      fresh: async () => {
+        const url = new URL(base);
+        url.searchParams.set("schema", `flowctl_${process.pid}_${n++}`);
+        return url.toString();
       },
+      discard: (store) => dropStoreSchema(base, store),
       close: async () => void (await server?.stop()),
     };
   }
@@ -373,7 +393,7 @@ async function accuracy(url: string, keys: number): Promise<Accuracy> {
 /** The per-key accuracy table: --runs fresh stores, each key's median and every run's figure. */
 async function reportKeyAccuracy(): Promise<void> {
   const all: Accuracy[] = [];
-  for (let i = 0; i < runs; i++) all.push(await accuracy(await s.fresh(), keyCount));
+  for (let i = 0; i < runs; i++) all.push(await onFreshStore(s, (store) => accuracy(store, keyCount)));
   console.log(`
 | limiter key | limit | window | observed (store start times, median of ${runs}) | error | runs (starts/s) | slot lateness p50/p90 ms, per run |`);
   console.log(`| --- | --- | --- | --- | --- | --- | --- |`);
@@ -394,7 +414,7 @@ async function reportKeyAccuracy(): Promise<void> {
 /** The accuracy table: --runs fresh stores, medians, and every run's figure. */
 async function reportAccuracy(): Promise<void> {
   const all: Accuracy[] = [];
-  for (let i = 0; i < runs; i++) all.push(await accuracy(await s.fresh(), 0));
+  for (let i = 0; i < runs; i++) all.push(await onFreshStore(s, (store) => accuracy(store, 0)));
   const observed = median(all.map((a) => a.observedPerSecond));
   const claims = median(all.map((a) => a.claimsPerSecond));
   const idle = median(all.map((a) => a.idleClaimsPerSecond));
@@ -433,14 +453,7 @@ try {
     [{ name: "no limits" }, { name: "limits (not binding)" }],
     runs,
     `processing ${jobs} jobs`,
-    async (subject) => {
-      const store = await s.fresh();
-      try {
-        return await throughput(store, subject.name !== "no limits");
-      } finally {
-        await s.discard(store);
-      }
-    },
+    (subject) => onFreshStore(s, (store) => throughput(store, subject.name !== "no limits")),
     (x) => `${fmt(x)} jobs/s`,
   );
   const plain = median(tp[0]!);
@@ -462,7 +475,8 @@ try {
 
 /** The fairness table: the small group's wait behind --big jobs, without groups and with. */
 async function reportFairness(): Promise<void> {
-  const keyed = await openBackend(await s.fresh()).then(async (b) => {
+  const keyed = await onFreshStore(s, async (store) => {
+    const b = await openBackend(store);
     const k = b.capabilities.jobFlowKeys;
     await b.close();
     return k;
@@ -473,8 +487,8 @@ async function reportFairness(): Promise<void> {
   }
   // With groups first: it is the figure the issue asks for, and the arm without groups may run
   // into --fairness-cap (its small group waits behind the whole big one).
-  const withGroups = await fairness(await s.fresh(), bigGroup, true);
-  const without = await fairness(await s.fresh(), bigGroup, false);
+  const withGroups = await onFreshStore(s, (store) => fairness(store, bigGroup, true));
+  const without = await onFreshStore(s, (store) => fairness(store, bigGroup, false));
   const ms = (v: number | null, f: Fairness) => (v === null ? `not all started after ${fmt(f.runSeconds)} s` : `${fmt(v)} ms`);
   console.log(
     `\n| fairness: ${fmt(bigGroup)} jobs of one group, then 100 of another; 4 workers x 20 | small group's wait p50 | p99 | big-group jobs started meanwhile | fill (s) | run (s) |`,

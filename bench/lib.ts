@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
 
 /** The middle value (the mean of the two middle ones for an even count); NaN for none. */
@@ -492,4 +493,21 @@ export async function serverCpuMs(dataDir: string): Promise<number> {
     else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
   }
   return ticks / ticksPerMs;
+}
+
+/**
+ * Drops the schema a PostgreSQL store URL names (`?schema=`) on the server at `serverUrl`, with
+ * everything in it: a measured arm's jobs, so that autovacuum does not go on vacuuming them while
+ * later arms run on the same cores.
+ */
+export async function dropStoreSchema(serverUrl: string, storeUrl: string): Promise<void> {
+  const schema = new URL(storeUrl).searchParams.get("schema");
+  if (schema === null) throw new Error(`dropStoreSchema: ${storeUrl} names no schema`);
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(schema)} CASCADE`);
+  } finally {
+    await admin.end();
+  }
 }

@@ -40,6 +40,8 @@ export const PREFETCH = 500;
 /** Creates and later drops one database per measurement on the server at `baseUrl`. */
 export class Databases {
   private readonly made: string[] = [];
+  /** Databases dropIdle found still in use: dropAll's. */
+  private readonly inUse: string[] = [];
   private n = 0;
 
   constructor(private readonly baseUrl: string) {}
@@ -67,26 +69,31 @@ export class Databases {
   }
 
   /**
-   * Drops the databases made so far that nothing is connected to: without FORCE, since a pool
-   * whose end() has resolved may still be closing its idle connections, and one terminated by a
-   * forced drop then raised an unhandled 'error' on that pool. PostgreSQL itself waits up to five
-   * seconds for a database's sessions to end before refusing the drop (55006, object in use); a
-   * database still in use after that is left to dropAll.
+   * Drops the databases made since the last call that nothing is connected to any more: without
+   * FORCE, since a pool whose end() has resolved may still be closing its idle connections, and
+   * one terminated by a forced drop then raised an unhandled 'error' on that pool. PostgreSQL
+   * itself waits up to five seconds for a database's sessions to end before refusing the drop
+   * (55006, object in use). A database still in use then is named on stderr and left to dropAll,
+   * not tried again after every later measurement.
    */
-  async dropUnused(): Promise<void> {
-    for (const name of this.made.splice(0)) {
+  async dropIdle(): Promise<void> {
+    while (this.made.length > 0) {
+      const name = this.made[0]!;
       try {
         await this.admin((c) => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)}`));
       } catch (error) {
         if ((error as { code?: string }).code !== "55006") throw error;
-        this.made.push(name);
+        console.error(`bench: database ${name} is still in use after its measurement; dropped at the end of the run`);
+        this.inUse.push(name);
       }
+      // Only once dropped or set aside: a failure above leaves the rest for dropAll.
+      this.made.shift();
     }
   }
 
   async dropAll(): Promise<void> {
     // FORCE: a peer that left a connection behind must not keep its database alive (PG 13+).
-    for (const name of this.made.splice(0)) {
+    for (const name of [...this.inUse.splice(0), ...this.made.splice(0)]) {
       await this.admin((c) => c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
     }
   }
@@ -113,7 +120,7 @@ async function settled(url: string, sql: string): Promise<void> {
 
 /**
  * `subject` with the databases of each measurement dropped as soon as it ends. Kept until the
- * end of the run, the databases of the processing figures (20,000 finished jobs each, thirty
+ * end of the run, the databases of the processing figures (20,000 finished jobs each, sixty
  * of them at `--runs 5`) were still being vacuumed while later figures ran on the same two
  * cores, and whichever subject measured then paid for it: the latency figure's p99 most
  * (docs/performance-postgres.md, "Session 33"). Every subject is wrapped alike.
@@ -125,7 +132,7 @@ function droppingEachDatabase(subject: Subject, dbs: Databases): Subject {
       try {
         return await measure(...args);
       } finally {
-        await dbs.dropUnused();
+        await dbs.dropIdle();
       }
     };
   return {

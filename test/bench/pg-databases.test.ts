@@ -1,11 +1,11 @@
 /**
- * bench/postgres.ts' `Databases.dropUnused`, which the side-by-side bench runs after every
+ * bench/postgres.ts' `Databases.dropIdle`, which the side-by-side bench runs after every
  * measurement: it must drop the measurement's databases once nothing is connected to them, and
  * leave one still in use to `dropAll` (FORCE, at the end of the run) instead of terminating the
  * connection, which a pool still closing its idle clients reported as an unhandled 'error'.
  */
 import pg from "pg";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
 import { Databases } from "../../bench/postgres.js";
 import { requireDatabase } from "../helpers/postgres.js";
 
@@ -24,23 +24,28 @@ async function exists(name: string): Promise<boolean> {
 
 const nameOf = (databaseUrl: string) => new URL(databaseUrl).pathname.slice(1);
 
-describe("Databases.dropUnused (bench/postgres.ts)", () => {
-  it("drops a database nothing uses, and leaves one in use to dropAll", async () => {
+describe("Databases.dropIdle (bench/postgres.ts)", () => {
+  it("drops a database nothing uses, and sets one in use aside for dropAll", async () => {
     const dbs = new Databases(url);
     const unused = await dbs.create("unused");
     const held = await dbs.create("held");
     const holder = new pg.Client({ connectionString: held });
     await holder.connect();
+    const stderr = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
-      await dbs.dropUnused();
+      await dbs.dropIdle();
+      expect(stderr.mock.calls).toEqual([[`bench: database ${nameOf(held)} is still in use after its measurement; dropped at the end of the run`]]);
       expect(await exists(nameOf(unused))).toBe(false);
-      // Still connected: not dropped, not terminated, and still dbs' to drop.
+      // Still connected: not dropped, not terminated; set aside, not tried again, for dropAll.
       expect(await exists(nameOf(held))).toBe(true);
       expect((await holder.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
     } finally {
+      stderr.mockRestore();
       await holder.end();
     }
-    await dbs.dropUnused();
+    await dbs.dropIdle();
+    expect(await exists(nameOf(held))).toBe(true);
+    await dbs.dropAll();
     expect(await exists(nameOf(held))).toBe(false);
   });
 
@@ -52,7 +57,7 @@ describe("Databases.dropUnused (bench/postgres.ts)", () => {
     pool.on("error", (error) => errors.push(error));
     await Promise.all([1, 2, 3, 4].map(() => pool.query("SELECT pg_sleep(0.01)")));
     await pool.end();
-    await dbs.dropUnused();
+    await dbs.dropIdle();
     expect(await exists(nameOf(made))).toBe(false);
     expect(errors).toEqual([]);
   });
