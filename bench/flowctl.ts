@@ -93,7 +93,7 @@ interface Stores {
   fresh(): Promise<string>;
   /**
    * Removes one store once measured. PostgreSQL drops its schema: left in place, its finished
-   * jobs were still being vacuumed while the next measurements ran, on the same cores.
+   * jobs could keep autovacuum busy while the next measurements ran, on the same cores.
    */
   discard(store: string): Promise<void>;
   close(): Promise<void>;

@@ -122,8 +122,9 @@ async function settled(url: string, sql: string): Promise<void> {
  * `subject` with the databases of each measurement dropped as soon as it ends. Kept until the
  * end of the run, the databases of the processing figures (20,000 finished jobs each, sixty
  * of them at `--runs 5`) were still being vacuumed while later figures ran on the same two
- * cores, and whichever subject measured then paid for it: the latency figure's p99 most
- * (docs/performance-postgres.md, "Session 33"). Every subject is wrapped alike.
+ * cores; with them dropped, every subject's latency p99 read lower (docs/performance-postgres.md,
+ * "Session 33"). A drop also makes PostgreSQL checkpoint, so each measurement now starts just
+ * after one. Every subject is wrapped alike.
  */
 function droppingEachDatabase(subject: Subject, dbs: Databases): Subject {
   const dropping =
