@@ -1581,13 +1581,24 @@ function toClaimed(rows: JobRow[]): ClaimedJob[] {
   }));
 }
 
+/** Fills each placeholder of `template`, which must hold each exactly once (`file` names the template in the error). */
+function filled(template: string, file: string, values: Record<string, string>): string {
+  let out = template;
+  for (const [name, value] of Object.entries(values)) {
+    const placeholder = `{{${name}}}`;
+    if (template.split(placeholder).length !== 2) throw new ConveyorError(`${file} must hold ${placeholder} exactly once`);
+    out = out.replace(placeholder, () => value);
+  }
+  return out;
+}
+
 /** enqueue-fresh.sql: enqueue.sql without its duplicate check (see that file for why and when). */
 function freshEnqueueText(template: string, enqueue: string): string {
   const skipExisting = "\n  ON CONFLICT (id) DO NOTHING\n";
   if (enqueue.split(skipExisting).length !== 2) {
     throw new ConveyorError(`enqueue.sql must hold the line "  ON CONFLICT (id) DO NOTHING" once (enqueue-fresh.sql builds on it)`);
   }
-  return template.replace("{{enqueue}}", () => enqueue.replace(skipExisting, "\n"));
+  return filled(template, "enqueue-fresh.sql", { enqueue: enqueue.replace(skipExisting, "\n") });
 }
 
 /** An array parameter with its cast, `$n::type[]`. */
@@ -1606,7 +1617,7 @@ export function oneJobEnqueueText(template: string, fresh: string): string {
   if (/\[\]|unnest|cardinality/.test(one.replace(/--.*$/gm, ""))) {
     throw new ConveyorError("enqueue.sql holds an array use enqueue-one-fresh.sql cannot turn into one job's values (backend.ts, oneJobEnqueueText)");
   }
-  return template.replace("{{enqueue}}", () => one);
+  return filled(template, "enqueue-one-fresh.sql", { enqueue: one });
 }
 
 /**
@@ -1617,17 +1628,6 @@ export function oneJobEnqueueText(template: string, fresh: string): string {
  */
 function claimStatementFor(queues: readonly string[]): { claim: QueryName; completeAndClaim: QueryName } {
   return queues.length === 1 ? { claim: "claim-one", completeAndClaim: "complete-and-claim-one" } : { claim: "claim", completeAndClaim: "complete-and-claim" };
-}
-
-/** Fills each placeholder of `template`, which must hold each exactly once (`file` names the template in the error). */
-function filled(template: string, file: string, values: Record<string, string>): string {
-  let out = template;
-  for (const [name, value] of Object.entries(values)) {
-    const placeholder = `{{${name}}}`;
-    if (template.split(placeholder).length !== 2) throw new ConveyorError(`${file} must hold ${placeholder} exactly once`);
-    out = out.replace(placeholder, () => value);
-  }
-  return out;
 }
 
 /** claim.sql's lines that begin and end its search of the named queues, which claim-one.sql replaces. */
