@@ -34,6 +34,7 @@ import {
   median,
   noopJobs,
   pairedRatio,
+  percentile,
   rate,
   serverCpuMs,
 } from "./lib.js";
@@ -145,9 +146,9 @@ export async function main(options: { mainDir: string; jobs: number; runs: numbe
     const p99: number[][] = variants.map(() => []);
     await figure(`latency p50 (${LATENCY_SAMPLES} samples)`, "ms", (v) =>
       withBackend(v, async (b, dbUrl) => {
-        const samples = (await conveyorLatency(b, v.make(dbUrl), LATENCY_SAMPLES)).sort((x, y) => x - y);
-        p99[variants.indexOf(v)]!.push(samples[Math.floor(samples.length * 0.99)]!);
-        return samples[Math.floor(samples.length / 2)]!;
+        const samples = await conveyorLatency(b, v.make(dbUrl), LATENCY_SAMPLES);
+        p99[variants.indexOf(v)]!.push(percentile(samples, 99));
+        return percentile(samples, 50);
       }),
     );
     rows.push({ label: `latency p99 (${LATENCY_SAMPLES} samples)`, unit: "ms", runs: p99 });
