@@ -173,6 +173,15 @@ let serverCpuMs: () => Promise<number | null> = async () => null;
  * inside the server CPU this bench reads (the postmaster's children include autovacuum's workers).
  */
 let discard: (store: string) => Promise<void> = async () => {};
+/** One arm profiled on a fresh store, discarded afterwards whatever the outcome. */
+async function profileOnFreshStore(arm: Arm, serverCpu: () => Promise<number | null>): Promise<Profile> {
+  const store = await fresh();
+  try {
+    return await profile(store, arm, serverCpu);
+  } finally {
+    await discard(store);
+  }
+}
 /** Redis INFO commandstats: command -> { calls, usec } so far (null on other stores). */
 let commandStats: () => Promise<CommandStats | null> = async () => null;
 /** --statements: pg_stat_statements reset before an arm's timed run and read after it. */
@@ -246,17 +255,11 @@ try {
   // One round of every arm first, not reported: the first round ran on code not yet optimised by
   // the JIT and read slower in both arms. Then the arms' order turns each round, so neither always
   // runs first.
-  for (const arm of arms) {
-    const store = await fresh();
-    await profile(store, arm, async () => null);
-    await discard(store);
-  }
+  for (const arm of arms) await profileOnFreshStore(arm, async () => null);
   const measured = new Map<Arm, Profile[]>();
   for (let i = 0; i < runs; i++) {
     for (const arm of [...arms.slice(i % arms.length), ...arms.slice(0, i % arms.length)]) {
-      const store = await fresh();
-      const p = await profile(store, arm, serverCpuMs);
-      await discard(store);
+      const p = await profileOnFreshStore(arm, serverCpuMs);
       measured.set(arm, [...(measured.get(arm) ?? []), p]);
       if (p.commands !== null) commandRows.push(...commandTable(arm, p.commands.before, p.commands.after));
       statementRows.push(...p.statements);
