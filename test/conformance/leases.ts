@@ -127,6 +127,25 @@ export function leaseTests(t: SuiteContext): void {
       },
     );
 
+    itNeeds(t, ["jobRecords", "clockDriven"])(
+      "a job kept for 0 ms (removeOnComplete / removeOnFail: true) re-claimed by B is not deleted by A's late complete or fail; B's complete deletes it",
+      async () => {
+        const id = await enqueueOne(t.b, { attempts: 5, removeOnComplete: true, removeOnFail: true });
+        const a = await claimOne(t.b, { worker: A, leaseMs: 1_000 });
+        t.clock.advance(1_001);
+        expect(await t.b.rescueExpired()).toHaveLength(1);
+        const b = await claimOne(t.b, { worker: B });
+        const before = await mustGet(t.b, id);
+
+        expect(await t.b.complete([{ lease: a.lease, result: { by: "A" } }])).toEqual(["stale"]);
+        expect(await t.b.fail([{ lease: a.lease, error: errorInfo("late A"), retryDelayMs: null }])).toEqual(["stale"]);
+        expect(await mustGet(t.b, id)).toEqual(before);
+
+        expect(await t.b.complete([{ lease: b.lease, result: { by: "B" } }])).toEqual(["applied"]);
+        expect(await t.b.get(id)).toBeNull();
+      },
+    );
+
     itNeeds(t, ["jobRecords", "clockDriven"])("after rescue without a re-claim, the old holder's complete is stale and the job stays waiting", async () => {
       const id = await enqueueOne(t.b);
       const a = await claimOne(t.b, { leaseMs: 1_000 });

@@ -14,6 +14,7 @@ export type PlanNode = {
   "Index Cond"?: string;
   "Actual Rows"?: number;
   "Actual Loops"?: number;
+  "Rows Removed by Join Filter"?: number;
   "Shared Hit Blocks"?: number;
   "Shared Read Blocks"?: number;
   Plans?: PlanNode[];

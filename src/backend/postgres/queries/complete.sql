@@ -26,20 +26,40 @@
 -- 500 jobs prefetched and a batch of 500 that took 0.9 s per statement, and processing fell to
 -- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
 -- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe. (The
--- DELETE of jobs kept for 0 ms, `removed`, compares the literal on purpose: see its comment.)
+-- DELETE of jobs kept for 0 ms, `removed`, finds its jobs by a probe per job of the batch: see
+-- its comment.)
 WITH clock AS MATERIALIZED (
   SELECT {{schema}}.now_ms($1) AS now
 ),
 input AS (
   SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[]) AS i(id, token, result)
 ),
--- The state as a literal here, unlike below: with it the look is a walk of
--- jobs_active_removed_on_complete (0013), which holds only the running jobs kept for 0 ms: empty
--- unless removeOnComplete is used, instead of a jobs_pkey probe per job of the batch.
+-- The batch's jobs kept for 0 ms, found by one probe per job of the batch (LIMIT 1 keeps the
+-- subquery a probe the planner cannot fold into a join of its choosing), and only when some running
+-- job is kept for 0 ms: the EXISTS is a one-time look at jobs_active_removed_on_complete (0013),
+-- which holds only those jobs, so a deployment that never uses removeOnComplete reads one page of an
+-- empty index here instead of a probe per job of every batch.
+doomed AS MATERIALIZED (
+  SELECT i.id, i.token, k.state, k.retain_completed_ms
+  FROM input i
+  CROSS JOIN LATERAL (
+    SELECT r.state, r.retain_completed_ms
+    FROM {{schema}}.jobs AS r
+    WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'active' AND r.retain_completed_ms = 0
+    LIMIT 1
+  ) AS k
+  WHERE EXISTS (SELECT FROM {{schema}}.jobs AS x WHERE x.state = 'active' AND x.retain_completed_ms = 0)
+),
+-- The delete compares the state and the retention with `doomed`'s columns: as join conditions they
+-- are rechecked against a row another transaction changed meanwhile, as the fence needs, but cannot
+-- narrow the planner's estimate of `jobs`. Compared as literals here they made `jobs` (or its
+-- partial index) look like a row or two on a table not analyzed yet, and the plan compared every
+-- such running job, or every row, with every job of the batch: 1.8 s per batch of 510 with 12,860
+-- such jobs running (docs/performance-postgres.md, "Session 34").
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
-  USING input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND j.retain_completed_ms = 0
+  USING doomed d
+  WHERE j.id = d.id AND j.lease_token = d.token AND j.state = d.state AND j.retain_completed_ms = d.retain_completed_ms
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
 -- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it completes gets

@@ -17,7 +17,8 @@
 -- 500 jobs prefetched and a batch of 500 that took 0.9 s per statement, and processing fell to
 -- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
 -- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe. (The
--- DELETE of jobs kept dead for 0 ms, `removed`, compares the literal on purpose: see its comment.)
+-- DELETE of jobs kept dead for 0 ms, `removed`, finds its jobs by a probe per job of the
+-- batch: see its comment.)
 WITH input AS (
   SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(id, token, error, delay_ms)
 ),
@@ -34,13 +35,24 @@ retried AS (
   WHERE j.id = i.id AND j.lease_token = i.token AND j.state = (SELECT 'active'::text) AND i.delay_ms IS NOT NULL
   RETURNING j.id, j.lease_token, j.queue, j.state
 ),
--- The state as a literal here: the look is a walk of jobs_active_removed_on_fail (0013), empty
--- unless removeOnFail is used (see complete.sql's `removed`).
+-- The batch's jobs to bury that are kept dead for 0 ms, found and deleted as complete.sql's
+-- `doomed` and `removed` do (see there), the one-time look at jobs_active_removed_on_fail (0013).
+doomed AS MATERIALIZED (
+  SELECT i.id, i.token, k.state, k.retain_dead_ms
+  FROM input i
+  CROSS JOIN LATERAL (
+    SELECT r.state, r.retain_dead_ms
+    FROM {{schema}}.jobs AS r
+    WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'active' AND r.retain_dead_ms = 0
+    LIMIT 1
+  ) AS k
+  WHERE i.delay_ms IS NULL
+    AND EXISTS (SELECT FROM {{schema}}.jobs AS x WHERE x.state = 'active' AND x.retain_dead_ms = 0)
+),
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
-  USING input i
-  WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'active' AND i.delay_ms IS NULL
-    AND j.retain_dead_ms = 0
+  USING doomed d
+  WHERE j.id = d.id AND j.lease_token = d.token AND j.state = d.state AND j.retain_dead_ms = d.retain_dead_ms
   RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
 ),
 -- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it dies gets its
