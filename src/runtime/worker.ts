@@ -59,7 +59,11 @@ export interface WorkerOptions {
    * turns it on with stallMs = leaseMs).
    */
   watchdog?: { stallMs: number };
-  /** Jobs run at once by this worker. Default 10. */
+  /**
+   * Jobs run at once by this worker. Default 10. A job whose handler has returned frees its slot
+   * while the store records the outcome; once more than 4 × (concurrency + prefetch) such jobs wait
+   * for the store, the worker claims no more until it catches up.
+   */
   concurrency?: number;
   /**
    * The largest result a handler may return, in bytes of JSON (UTF-8). A larger one fails the job
@@ -543,9 +547,30 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     });
   }
 
-  /** Room for claimed jobs: free slots plus free buffer places. */
+  /**
+   * Room for claimed jobs: free slots plus free buffer places, less how far the store's
+   * acknowledgements have fallen behind. A slot frees as its handler returns, so claiming overlaps
+   * settling; but a store slower to settle than to claim would otherwise have this worker claim,
+   * run and heartbeat ever more jobs whose outcome it has not stored (a PostgreSQL completion
+   * made slow by a bad plan left 13,880 of them waiting: docs/performance-postgres.md, "Session
+   * 34"), each to be run again if the process died. So past `settlingBound` each further job
+   * waiting takes a place from the claims.
+   */
   private get room(): number {
-    return this.concurrency - this.busySlots + this.prefetch - this.leases.bufferedCount;
+    const room = this.concurrency - this.busySlots + this.prefetch - this.leases.bufferedCount;
+    const settling = this.running.size - this.busySlots;
+    return settling > this.settlingBound ? room - (settling - this.settlingBound) : room;
+  }
+
+  /**
+   * Finished jobs that may wait for their acknowledgement before claims hold back (see `room`):
+   * four rounds of the slots and the buffer. A store keeping up was seen with up to three waiting
+   * (one batch of completions on its way, more gathering behind it while claims run ahead: 1,530
+   * jobs at concurrency 10 with prefetch 500 on PostgreSQL), where a bound of two held claims back
+   * one to three times per drain of 20,000 jobs.
+   */
+  private get settlingBound(): number {
+    return 4 * (this.concurrency + this.prefetch);
   }
 
   /** A claim round begins: `polling` while claims are allowed (a paused or closing worker stays so). */
@@ -1005,7 +1030,11 @@ export class Worker extends TypedEmitter<WorkerEvents> {
 
   /** The store has the outcome (or it was abandoned): stop heartbeating the job. Its slot was freed earlier. */
   private finished(r: Running): void {
-    if (this.running.get(r.job.id) === r) this.running.delete(r.job.id);
+    if (this.running.get(r.job.id) === r) {
+      // Claims held back by acknowledgements behind (see `room`) go on as they come in.
+      if (this.running.size - this.busySlots > this.settlingBound) this.scheduleFill();
+      this.running.delete(r.job.id);
+    }
     this.leases.finish(r.hold);
     r.resolveSettled?.();
   }
