@@ -9,7 +9,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { Queue, silentLogger, Worker, type Backend } from "../src/index.js";
+import { Queue, silentLogger, Worker, type Backend, type JobDefaults } from "../src/index.js";
 
 /** The middle value (the mean of the two middle ones for an even count); NaN for none. */
 export function median(xs: readonly number[]): number {
@@ -383,34 +383,36 @@ export type WithFreshBackend = <T>(fn: (backend: Backend) => Promise<T>) => Prom
 /**
  * Conveyor's throughput figures, the same on every backend, each on a fresh store: bulk enqueue
  * (one `addBulk`), sequential single enqueues, and processing with `prefetch` (see
- * conveyorProcessing).
+ * conveyorProcessing). `defaults`: job options every job is added with (the queue's `defaults`),
+ * none unless given.
  */
-export function conveyorThroughput(withFreshBackend: WithFreshBackend, prefetch = 0): Pick<Subject, "bulk" | "single" | "processing"> {
+export function conveyorThroughput(withFreshBackend: WithFreshBackend, prefetch = 0, defaults?: JobDefaults): Pick<Subject, "bulk" | "single" | "processing"> {
   return {
     bulk: (n) =>
       withFreshBackend((backend) => {
-        const q = new Queue("bench", { backend });
+        const q = new Queue("bench", { backend, defaults });
         const all = noopJobs(0, n);
         return rate(n, () => q.addBulk(all));
       }),
     single: (n) =>
       withFreshBackend((backend) => {
-        const q = new Queue("bench", { backend });
+        const q = new Queue("bench", { backend, defaults });
         return rate(n, async () => {
           for (let i = 0; i < n; i++) await q.add("noop", { i });
         });
       }),
-    processing: (n, concurrency) => withFreshBackend((backend) => conveyorProcessing(backend, n, concurrency, prefetch)),
+    processing: (n, concurrency) => withFreshBackend((backend) => conveyorProcessing(backend, n, concurrency, prefetch, defaults)),
   };
 }
 
 /**
  * Conveyor's processing figure, the same on every backend: fills queue "bench" with `n` no-op
- * jobs, then times one Worker at `concurrency` until every completion is committed
- * (`job:completed` fires after the store accepted it). Closes the worker, not the backend.
+ * jobs (with the job options `defaults`, when given), then times one Worker at `concurrency` until
+ * every completion is committed (`job:completed` fires after the store accepted it). Closes the
+ * worker, not the backend.
  */
-export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0): Promise<number> {
-  const q = new Queue("bench", { backend });
+export async function conveyorProcessing(backend: Backend, n: number, concurrency: number, prefetch = 0, defaults?: JobDefaults): Promise<number> {
+  const q = new Queue("bench", { backend, defaults });
   for (const [start, length] of chunks(n, FILL_CHUNK)) await q.addBulk(noopJobs(start, length));
   return conveyorProcessFilled(backend, n, concurrency, prefetch);
 }
@@ -445,10 +447,11 @@ export async function conveyorProcessFilled(
 /**
  * Conveyor's enqueue-to-start latency, the same on every server backend: a producer and a worker
  * on separate backends (separate connections), so each wake-up travels through the store as it
- * would between processes, as it does for the peers. Closes both backends.
+ * would between processes, as it does for the peers. `defaults`: job options every job is added
+ * with. Closes both backends.
  */
-export async function conveyorLatency(workerBackend: Backend, producer: Backend, samples: number): Promise<number[]> {
-  const q = new Queue("bench", { backend: producer });
+export async function conveyorLatency(workerBackend: Backend, producer: Backend, samples: number, defaults?: JobDefaults): Promise<number[]> {
+  const q = new Queue("bench", { backend: producer, defaults });
   let onStart: (() => void) | null = null;
   const worker = new Worker({
     backend: workerBackend,

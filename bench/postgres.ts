@@ -4,6 +4,8 @@
  * own, so no system sees another's tables, indexes or dead tuples, and each peer runs with the
  * fast settings its own documentation gives for the version installed (see each subject below).
  * All three wake idle workers through LISTEN/NOTIFY, so every enqueue pays for a NOTIFY alike.
+ * Conveyor runs three ways: as configured by default, with its event log off, and with its event
+ * log off and every job deleted as it completes, which keeps what graphile-worker keeps.
  */
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from "graphile-worker";
 import pg from "pg";
@@ -150,8 +152,14 @@ function droppingEachDatabase(subject: Subject, dbs: Databases): Subject {
   };
 }
 
-/** Conveyor as configured by default, or (`eventLog` false) with the schema's event log off (PostgresBackendOptions.eventLog). */
-function conveyor(dbs: Databases, eventLog = true): Subject {
+/**
+ * Conveyor as configured by default; with `eventLog` false, the schema's event log off
+ * (PostgresBackendOptions.eventLog); with `removeOnComplete`, every job deleted as it completes
+ * (the job option): with both, Conveyor keeps what graphile-worker keeps, no finished job and no
+ * log of events.
+ */
+function conveyor(dbs: Databases, { eventLog = true, removeOnComplete = false } = {}): Subject {
+  const defaults = removeOnComplete ? { removeOnComplete: true } : undefined;
   const withFreshBackend: WithFreshBackend = async (fn) => {
     const backend = new PostgresBackend({ connectionString: await dbs.create("conveyor"), logger: silentLogger, eventLog });
     try {
@@ -162,16 +170,16 @@ function conveyor(dbs: Databases, eventLog = true): Subject {
     }
   };
   return {
-    name: eventLog ? "Conveyor" : "Conveyor, event log off",
+    name: ["Conveyor", ...(eventLog ? [] : ["event log off"]), ...(removeOnComplete ? ["removeOnComplete"] : [])].join(", "),
     // `prefetch`, its documented setting for many short jobs, at graphile-worker's local queue
     // size; completions made in the same tick already go out as one statement (its settler).
-    ...conveyorThroughput(withFreshBackend, PREFETCH),
+    ...conveyorThroughput(withFreshBackend, PREFETCH, defaults),
     async latency(samples) {
       const url = await dbs.create("conveyor");
       const workerBackend = new PostgresBackend({ connectionString: url, logger: silentLogger, eventLog });
       await workerBackend.migrate();
       // A second pool: the wake-up has to travel through PostgreSQL's NOTIFY.
-      return conveyorLatency(workerBackend, new PostgresBackend({ connectionString: url, logger: silentLogger, eventLog }), samples);
+      return conveyorLatency(workerBackend, new PostgresBackend({ connectionString: url, logger: silentLogger, eventLog }), samples, defaults);
     },
   };
 }
@@ -369,10 +377,12 @@ export async function main(sizes: BenchSizes): Promise<void> {
     // (bench/pg-floor.ts). The floor keeping finished jobs is what a queue that keeps them
     // readable, as Conveyor does by default, can reach at best; graphile-worker deletes them.
     // "Conveyor, event log off" right after Conveyor: its column is the switch's effect, and
-    // graphile-worker's ratio to it is Conveyor's with the log off.
+    // graphile-worker's ratio to it is Conveyor's with the log off. The next one also deletes each
+    // job as it completes: it keeps what graphile-worker keeps (no finished job, no event log).
     const subjects = [
       conveyor(dbs),
-      conveyor(dbs, false),
+      conveyor(dbs, { eventLog: false }),
+      conveyor(dbs, { eventLog: false, removeOnComplete: true }),
       graphileWorker(dbs),
       pgBoss(dbs),
       floorSubject(() => dbs.create("floor"), PREFETCH),
