@@ -1,5 +1,5 @@
 import { RetryLater, UnrecoverableError } from "./errors.js";
-import { MAX_DELAY } from "./checks.js";
+import { MAX_DELAY, toError } from "./checks.js";
 import type { BackoffSpec } from "./job.js";
 
 /** The default backoff: full jitter over 1 s doubling up to 60 s. */
@@ -23,8 +23,11 @@ export function backoffDelay(spec: BackoffSpec, attempt: number, random: () => n
   return Math.floor(random() * cap);
 }
 
-/** What a failed attempt leads to. */
-export type RetryDecision = { kind: "retry"; delayMs: number } | { kind: "dead" };
+/**
+ * What a failed attempt leads to. `backoffError`: the handler's backoff function threw, so the
+ * retry comes at once; the runtime reports it (a bug in the function, not in the job).
+ */
+export type RetryDecision = { kind: "retry"; delayMs: number; backoffError?: Error } | { kind: "dead" };
 
 /**
  * Pure decision: retry after a delay, or dead. `unrecoverable` errors and exhausted attempts are dead.
@@ -42,12 +45,22 @@ export function decideRetry(input: {
 }): RetryDecision {
   if (input.unrecoverable || input.attempt >= input.maxAttempts) return { kind: "dead" };
   let delayMs: number;
+  let backoffError: Error | undefined;
   if (input.requestedDelayMs !== undefined) delayMs = input.requestedDelayMs;
-  else if (input.backoffFn) delayMs = input.backoffFn(input.attempt, input.error);
-  else delayMs = backoffDelay(input.backoff, input.attempt, input.random);
+  else if (input.backoffFn) {
+    // A throw here must not escape: the attempt would never be settled, and its job would stay
+    // active under a lease its worker renews for ever. It is treated as a delay it cannot use.
+    try {
+      delayMs = input.backoffFn(input.attempt, input.error);
+    } catch (error) {
+      backoffError = toError(error);
+      delayMs = 0;
+    }
+  } else delayMs = backoffDelay(input.backoff, input.attempt, input.random);
   if (!Number.isFinite(delayMs) || delayMs < 0) delayMs = 0;
   // The stores take delays up to MAX_DELAY (ten years) and refuse longer ones.
-  return { kind: "retry", delayMs: Math.floor(Math.min(delayMs, MAX_DELAY)) };
+  const retry = { kind: "retry" as const, delayMs: Math.floor(Math.min(delayMs, MAX_DELAY)) };
+  return backoffError === undefined ? retry : { ...retry, backoffError };
 }
 
 /**

@@ -363,6 +363,7 @@ export class KafkaWorker extends TypedEmitter<WorkerEvents> {
       backoffFn: this.handlers.get(job.name)?.backoff,
     });
     const unrecoverable = decision.unrecoverable;
+    if (decision.kind === "retry" && decision.backoffError) this.reportError(decision.backoffError, `computing the backoff of job ${job.id} (retried at once)`);
     const now = Date.now();
     const headers: Record<string, string> = {
       ...source.headers,

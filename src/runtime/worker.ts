@@ -973,6 +973,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     });
     const unrecoverable = decision.unrecoverable;
     const retryDelayMs = decision.kind === "retry" ? decision.delayMs : null;
+    if (decision.kind === "retry" && decision.backoffError) this.reportError(decision.backoffError, `computing the backoff of job ${job.id} (retried at once)`);
     if (error instanceof RetryLater && error.pause !== undefined) await this.holdQueue(job, error.pause, error.delayMs);
     const outcome = await this.settle(r, () => this.settler.fail({ lease: r.claimed.lease, error: errorInfo(error), retryDelayMs }));
     if (outcome === "applied") {

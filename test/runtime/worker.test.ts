@@ -278,6 +278,28 @@ describe.each(RUNTIME_BACKENDS)("worker runtime on $name", (store) => {
       expect(job.error?.message).toContain("to:");
     });
 
+    it("a backoff function that throws retries the job at once and reports the throw, instead of leaving the job running", async () => {
+      const flaky = defineJob("flaky", z.object({}), {
+        backoff: () => {
+          throw new Error("backoff bug");
+        },
+      });
+      const errors: string[] = [];
+      const w = worker({
+        handlers: [
+          flaky.handle((job) => {
+            if (job.attempt === 1) throw new Error("first attempt fails");
+            return "second";
+          }),
+        ],
+      });
+      w.on("worker:error", ({ error, during }) => errors.push(`${during}: ${error.message}`));
+      const { id } = await queue.add(flaky, {}, { attempts: 3 });
+      await waitFor(async () => (await state(id)) === "completed", { description: "the retry to complete" });
+      expect((await backend.get(id))!.history.map((a) => a.outcome)).toEqual(["failed", "completed"]);
+      expect(errors).toEqual([expect.stringMatching(/backoff.*backoff bug/) as string]);
+    });
+
     it("validates a defined job's payload at enqueue and stores nothing when invalid", async () => {
       const email = defineJob("email", z.object({ to: z.string().email() }));
       await expect(queue.add(email, { to: "nope" })).rejects.toThrow(/invalid payload for job "email": to:/);
