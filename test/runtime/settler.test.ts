@@ -1,5 +1,6 @@
 /**
- * The settler's batches on a real store: every settle of one turn goes out together, except that
+ * The settler's batches on a real store: every settle of one turn goes out together, and so do those
+ * made while the call before was on its way, except that
  * a batch past SETTLE_CALL_MAX_BYTES of results or error text goes out in several calls, in order
  * (fifty results of 40 MB made one PostgreSQL statement longer than V8's longest string, refused
  * each time it was tried again, and none of those jobs could finish).
@@ -48,6 +49,30 @@ describe("Settler", () => {
     const results = await Promise.all(leases.map((lease) => settler.complete({ lease, result: { ok: true } }, 11)));
     expect(results).toEqual(["applied", "applied", "applied", "applied", "applied"]);
     expect(calls).toEqual([{ kind: "complete", ids: leases.map((l) => l.jobId) }]);
+  });
+
+  it("sends the completions made while a call is on its way together in the next call, not a call per turn", async () => {
+    const { recording, calls, leases } = await recordingStore(5);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const held = Object.create(recording) as Backend;
+    held.complete = async (items: readonly Completion[]) => {
+      const answer = recording.complete(items);
+      await gate;
+      return answer;
+    };
+    const settler = new Settler(held);
+    const results = [settler.complete({ lease: leases[0]!, result: null })];
+    await new Promise((resolve) => setImmediate(resolve));
+    // The first call is on its way; four more completions come in four turns, as handlers that
+    // await their own I/O finish.
+    for (const lease of leases.slice(1)) {
+      results.push(settler.complete({ lease, result: null }));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    open();
+    expect(await Promise.all(results)).toEqual(["applied", "applied", "applied", "applied", "applied"]);
+    expect(calls.map((c) => c.ids)).toEqual([[leases[0]!.jobId], leases.slice(1).map((l) => l.jobId)]);
   });
 
   it("splits one turn's completions past SETTLE_CALL_MAX_BYTES of results into calls in order, each applied", async () => {
