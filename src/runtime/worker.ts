@@ -61,8 +61,9 @@ export interface WorkerOptions {
   watchdog?: { stallMs: number };
   /**
    * Jobs run at once by this worker. Default 10. A job whose handler has returned frees its slot
-   * while the store records the outcome; once more than 4 × (concurrency + prefetch) such jobs wait
-   * for the store, the worker claims no more until it catches up.
+   * while the store records the outcome; while more than 4 × (concurrency + prefetch) such jobs
+   * wait for the store, the worker claims nothing, so it holds at most 5 × (concurrency + prefetch)
+   * jobs in all.
    */
   concurrency?: number;
   /**
@@ -548,26 +549,25 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   }
 
   /**
-   * Room for claimed jobs: free slots plus free buffer places, less how far the store's
-   * acknowledgements have fallen behind. A slot frees as its handler returns, so claiming overlaps
-   * settling; but a store slower to settle than to claim would otherwise have this worker claim,
-   * run and heartbeat ever more jobs whose outcome it has not stored (a PostgreSQL completion
-   * made slow by a bad plan left 13,880 of them waiting: docs/performance-postgres.md, "Session
-   * 34"), each to be run again if the process died. So past `settlingBound` each further job
-   * waiting takes a place from the claims.
+   * Room for claimed jobs: free slots plus free buffer places, or none while more than
+   * `settlingBound` finished jobs wait for the store's acknowledgement. A slot frees as its
+   * handler returns, so claiming overlaps settling; but a store slower to settle than to claim
+   * would otherwise have this worker claim, run and heartbeat ever more jobs whose outcome it has
+   * not stored (a PostgreSQL completion made slow by a bad plan left 13,880 of them waiting:
+   * docs/performance-postgres.md, "Session 34"), each to be run again if the process died. None
+   * rather than less: a room opened one acknowledgement at a time made claims of a job or two.
    */
   private get room(): number {
-    const room = this.concurrency - this.busySlots + this.prefetch - this.leases.bufferedCount;
-    const settling = this.running.size - this.busySlots;
-    return settling > this.settlingBound ? room - (settling - this.settlingBound) : room;
+    if (this.running.size - this.busySlots > this.settlingBound) return 0;
+    return this.concurrency - this.busySlots + this.prefetch - this.leases.bufferedCount;
   }
 
   /**
-   * Finished jobs that may wait for their acknowledgement before claims hold back (see `room`):
-   * four rounds of the slots and the buffer. A store keeping up was seen with up to three waiting
+   * Finished jobs that may wait for their acknowledgement before claims stop (see `room`): four
+   * rounds of the slots and the buffer. A store keeping up was seen with up to three rounds waiting
    * (one batch of completions on its way, more gathering behind it while claims run ahead: 1,530
-   * jobs at concurrency 10 with prefetch 500 on PostgreSQL), where a bound of two held claims back
-   * one to three times per drain of 20,000 jobs.
+   * jobs at concurrency 10 with prefetch 500 on PostgreSQL), where a bound of two rounds held
+   * claims back one to three times per drain of 20,000 jobs.
    */
   private get settlingBound(): number {
     return 4 * (this.concurrency + this.prefetch);
