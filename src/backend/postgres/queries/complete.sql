@@ -40,7 +40,7 @@ input AS (
 -- which holds only those jobs, so a deployment that never uses removeOnComplete reads one page of an
 -- empty index here instead of a probe per job of every batch.
 doomed AS MATERIALIZED (
-  SELECT i.id, i.token, k.state, k.retain_completed_ms
+  SELECT i.id, i.token, i.result, k.state, k.retain_completed_ms
   FROM input i
   CROSS JOIN LATERAL (
     SELECT r.state, r.retain_completed_ms
@@ -60,7 +60,7 @@ removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING doomed d
   WHERE j.id = d.id AND j.lease_token = d.token AND j.state = d.state AND j.retain_completed_ms = d.retain_completed_ms
-  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
+  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt, d.result
 ),
 -- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it completes gets
 -- its 'completed' event here, with the details the trigger would give, in the same statement.
@@ -70,9 +70,8 @@ removed_events AS (
   SELECT r.*
   FROM (
     SELECT array_agg(c.now) AS ats, array_agg('completed'::text) AS types, array_agg(r.queue) AS queues, array_agg(r.name) AS names,
-           array_agg(r.id) AS ids, array_agg(r.attempt) AS attempts, array_agg(json_build_object('result', i.result::json)) AS datas
+           array_agg(r.id) AS ids, array_agg(r.attempt) AS attempts, array_agg(json_build_object('result', r.result::json)) AS datas
     FROM removed r
-    JOIN input i ON i.id = r.id AND i.token = r.lease_token
     CROSS JOIN clock c
     -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
     WHERE {{event_log}}

@@ -38,7 +38,7 @@ retried AS (
 -- The batch's jobs to bury that are kept dead for 0 ms, found and deleted as complete.sql's
 -- `doomed` and `removed` do (see there), the one-time look at jobs_active_removed_on_fail (0013).
 doomed AS MATERIALIZED (
-  SELECT i.id, i.token, k.state, k.retain_dead_ms
+  SELECT i.id, i.token, i.error, k.state, k.retain_dead_ms
   FROM input i
   CROSS JOIN LATERAL (
     SELECT r.state, r.retain_dead_ms
@@ -53,7 +53,7 @@ removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING doomed d
   WHERE j.id = d.id AND j.lease_token = d.token AND j.state = d.state AND j.retain_dead_ms = d.retain_dead_ms
-  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt
+  RETURNING j.id, j.lease_token, j.queue, j.name, j.attempt, d.error
 ),
 -- The event triggers (0007, 0017) fire on INSERT and UPDATE: a job deleted as it dies gets its
 -- 'dead' event here, with the details the trigger would give, in the same statement.
@@ -64,9 +64,8 @@ removed_events AS (
   FROM (
     SELECT array_agg({{schema}}.now_ms($1)) AS ats, array_agg('dead'::text) AS types, array_agg(r.queue) AS queues,
            array_agg(r.name) AS names, array_agg(r.id) AS ids, array_agg(r.attempt) AS attempts,
-           array_agg(json_build_object('error', i.error::json)) AS datas
+           array_agg(json_build_object('error', r.error::json)) AS datas
     FROM removed r
-    JOIN input i ON i.id = r.id AND i.token = r.lease_token
     -- The constant below is false when the schema's event log is off (migration event_log_switch, backend.ts).
     WHERE {{event_log}}
   ) AS a
