@@ -406,35 +406,43 @@ describe("transactional completion (ctx.tx)", () => {
 
 describe("settling a job kept for 0 ms while another transaction changes it", () => {
   // complete.sql and fail.sql find such jobs first and delete them in a second step; a change
-  // committed between the statement's snapshot and its delete (a rescue and re-claim, here a new
-  // lease token) must be rechecked against the lease the settle presents, as the update path is.
+  // committed between the statement's snapshot and its delete must be rechecked against the lease
+  // the settle presents, as the update path is: a re-claim (a new lease token), or a cancel (the
+  // token kept, the state changed).
+  const changes = {
+    "a re-claim (a new lease token)": "lease_token = lease_token + 1",
+    "a cancel (the token kept)": "state = 'cancelled'",
+  };
   for (const settle of ["complete", "fail"] as const) {
-    it(`${settle}: a lease changed by a transaction that commits while the ${settle} waits on the row is stale, and the job stays`, async () => {
-      const b = await backend();
-      await b.enqueue([
-        buildJobSpec({ queue: "q", name: "job", data: null, options: { jobId: "kept-0", removeOnComplete: true, removeOnFail: true, attempts: 1 } }),
-      ]);
-      const [claimed] = await b.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
-      const other = new pg.Client({ connectionString: url });
-      await other.connect();
-      try {
-        await other.query("BEGIN");
-        await other.query(`UPDATE ${table(b.schema, "jobs")} SET lease_token = lease_token + 1 WHERE id = 'kept-0'`);
-        const settled =
-          settle === "complete"
-            ? b.complete([{ lease: claimed!.lease, result: null }])
-            : b.fail([{ lease: claimed!.lease, error: { name: "Error", message: "late", stack: null }, retryDelayMs: null }]);
-        await waitFor(
-          async () => (await admin.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%${settle}:%'`)).rowCount === 1,
-          { timeoutMs: 10_000, description: `the ${settle} to wait on the row` },
-        );
-        await other.query("COMMIT");
-        expect(await settled).toEqual(["stale"]);
-      } finally {
-        await other.end();
-      }
-      expect(await b.get("kept-0")).toMatchObject({ state: "active", lease: { token: claimed!.lease.token + 1 } });
-    });
+    for (const [change, assignment] of Object.entries(changes)) {
+      it(`${settle}: ${change} committed while the ${settle} waits on the row makes it stale, and the job stays`, async () => {
+        const app = `conveyor-kept-0-${randomBytes(4).toString("hex")}`;
+        const b = await backend({ applicationName: app });
+        await b.enqueue([
+          buildJobSpec({ queue: "q", name: "job", data: null, options: { jobId: "kept-0", removeOnComplete: true, removeOnFail: true, attempts: 1 } }),
+        ]);
+        const [claimed] = await b.claim({ queues: ["q"], names: ["job"], worker: { id: "w", host: "h", pid: 1 }, limit: 1, leaseMs: 60_000 });
+        const other = new pg.Client({ connectionString: url });
+        await other.connect();
+        try {
+          await other.query("BEGIN");
+          await other.query(`UPDATE ${table(b.schema, "jobs")} SET ${assignment} WHERE id = 'kept-0'`);
+          const settled =
+            settle === "complete"
+              ? b.complete([{ lease: claimed!.lease, result: null }])
+              : b.fail([{ lease: claimed!.lease, error: { name: "Error", message: "late", stack: null }, retryDelayMs: null }]);
+          await waitFor(
+            async () => (await admin.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [app])).rows.length === 1,
+            { timeoutMs: 10_000, description: `the ${settle} to wait on the row` },
+          );
+          await other.query("COMMIT");
+          expect(await settled).toEqual(["stale"]);
+        } finally {
+          await other.end();
+        }
+        expect(await b.get("kept-0")).not.toBeNull();
+      });
+    }
   }
 });
 
