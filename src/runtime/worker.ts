@@ -315,6 +315,14 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   private pollTimer: ClockTimer | null = null;
   /** Queues whose flow control lets nothing start before a known time (see QueueThrottle). */
   private readonly throttle = new QueueThrottle();
+  /**
+   * Queues whose last claim found jobs held back by running ones (a group's or a name's
+   * concurrency): this worker claims again as soon as one of its own jobs of such a queue is
+   * settled, instead of at its next poll (the store wakes nobody when a job finishes). With ten
+   * groups of concurrency 100 the worker's own jobs filled every slot, a claim found none free,
+   * and it sat out whole poll intervals (docs/flow-control.md, "Session 34").
+   */
+  private readonly waitingOnRunning = new Set<string>();
   private throttleTimer: ClockTimer | null = null;
   private unsubscribe: (() => void) | null = null;
   private closing: Promise<CloseResult> | null = null;
@@ -656,7 +664,10 @@ export class Worker extends TypedEmitter<WorkerEvents> {
       worker: this.identity,
       limit: room,
       leaseMs: this.leaseMs,
-      onThrottle: (t) => this.throttle.note(t.queue, t.retryInMs, this.clock.now()),
+      onThrottle: (t) => {
+        if (t.retryInMs === null) this.waitingOnRunning.add(t.queue);
+        this.throttle.note(t.queue, t.retryInMs, this.clock.now());
+      },
     };
     // The free slots take the first jobs; the store may record the rest as buffered (LeaseKeeper).
     const startsAtOnce = this.leases.startsAtOnce(Math.min(room, this.concurrency - this.busySlots));
@@ -1032,8 +1043,10 @@ export class Worker extends TypedEmitter<WorkerEvents> {
   /** The store has the outcome (or it was abandoned): stop heartbeating the job. Its slot was freed earlier. */
   private finished(r: Running): void {
     if (this.running.get(r.job.id) === r) {
-      // Claims held back by acknowledgements behind (see `room`) go on as they come in.
+      // Claims held back by acknowledgements behind (see `room`) go on as they come in, and so
+      // do claims that found the queue's slots all held (see `waitingOnRunning`).
       if (this.running.size - this.busySlots > this.settlingBound) this.scheduleFill();
+      else if (this.waitingOnRunning.size > 0 && this.waitingOnRunning.delete(r.job.queue)) this.scheduleFill();
       this.running.delete(r.job.id);
     }
     this.leases.finish(r.hold);

@@ -4,9 +4,10 @@
  * with pause "queue" holds the whole queue in the store. Limits are checked from the store's
  * own records (start times), the query count from a wrapper around the backend.
  */
-import { afterEach, expect, it } from "vitest";
+import { afterAll, afterEach, expect, it } from "vitest";
 import { Queue, RetryLater, silentLogger, Worker, type Backend, type Handlers } from "../../src/index.js";
 import { SqliteBackend } from "../../src/backend/sqlite/backend.js";
+import { cleanupRuntimeBackends, RUNTIME_BACKENDS } from "../helpers/runtime-backends.js";
 import { waitFor } from "../helpers/wait-for.js";
 
 let store: Backend | null = null;
@@ -17,6 +18,7 @@ afterEach(async () => {
   worker = null;
   store = null;
 });
+afterAll(cleanupRuntimeBackends);
 
 /** A worker on queue "q" running one job at a time, polling every 5 ms. */
 function oneAtATime(backend: Backend, handlers: Handlers): Worker {
@@ -102,4 +104,29 @@ it("RetryLater with pause 'key' holds the job's limiter key only: another key's 
   expect(await startOf("x-first")).toBeGreaterThanOrEqual(failedAt + HOLD_MS);
   // y is not held: it starts while x waits (the hold is long enough for a loaded machine).
   expect(await startOf("y")).toBeLessThan(failedAt + HOLD_MS);
+});
+
+it.each(RUNTIME_BACKENDS)("on $name, a worker whose own jobs hold a group's slots claims again as they finish, not at its next poll", async (kind) => {
+  store = await kind.open();
+  const queue = new Queue("q", { backend: store });
+  await queue.addBulk(Array.from({ length: 12 }, () => ({ name: "job", options: { group: { key: "tenant", concurrency: 2 } } })));
+  let running = 0;
+  let most = 0;
+  // No poll within the test: every claim after the first must come from this worker's own completions.
+  worker = new Worker({
+    backend: store,
+    queues: "q",
+    concurrency: 10,
+    pollIntervalMs: 60_000,
+    logger: silentLogger,
+    handlers: {
+      job: async () => {
+        most = Math.max(most, ++running);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        running--;
+      },
+    },
+  });
+  await waitFor(async () => (await queue.stats()).counts.completed === 12, { timeoutMs: 10_000, description: "all twelve jobs, two at a time" });
+  expect(most).toBe(2);
 });
