@@ -172,7 +172,8 @@ function conveyor(dbs: Databases, { eventLog = true, removeOnComplete = false } 
   return {
     name: ["Conveyor", ...(eventLog ? [] : ["event log off"]), ...(removeOnComplete ? ["removeOnComplete"] : [])].join(", "),
     // `prefetch`, its documented setting for many short jobs, at graphile-worker's local queue
-    // size; completions made in the same tick already go out as one statement (its settler).
+    // size; completions made in the same tick, or while the batch before was on its way, already
+    // go out as one statement (its settler).
     ...conveyorThroughput(withFreshBackend, PREFETCH, defaults),
     async latency(samples) {
       const url = await dbs.create("conveyor");

@@ -27,7 +27,7 @@
 -- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
 -- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe. (The
 -- DELETE of jobs kept for 0 ms, `removed`, finds its jobs by a probe per job of the batch: see
--- its comment.)
+-- `doomed`.)
 WITH clock AS MATERIALIZED (
   SELECT {{schema}}.now_ms($1) AS now
 ),
@@ -53,9 +53,9 @@ doomed AS MATERIALIZED (
 -- The delete compares the state and the retention with `doomed`'s columns: as join conditions they
 -- are rechecked against a row another transaction changed meanwhile, as the fence needs, but cannot
 -- narrow the planner's estimate of `jobs`. Compared as literals here they made `jobs` (or its
--- partial index) look like a row or two on a table not analyzed yet, and the plan compared every
--- such running job, or every row, with every job of the batch: 1.8 s per batch of 510 with 12,860
--- such jobs running (docs/performance-postgres.md, "Session 34").
+-- partial index) look like a row or two, on a table not analyzed yet or analyzed while no job ran,
+-- and the plan compared every such running job, or every row, with every job of the batch: 1.8 s
+-- per batch of 510 with 12,860 such jobs running (docs/performance-postgres.md, "Session 34").
 removed AS (
   DELETE FROM {{schema}}.jobs AS j
   USING doomed d

@@ -18,7 +18,7 @@
 -- 1,100 jobs/s once delayed jobs sat in the table (docs/performance-postgres.md). Hidden behind an
 -- InitPlan the state cannot match that index, and each batch entry is one jobs_pkey probe. (The
 -- DELETE of jobs kept dead for 0 ms, `removed`, finds its jobs by a probe per job of the
--- batch: see its comment.)
+-- batch: see `doomed`.)
 WITH input AS (
   SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(id, token, error, delay_ms)
 ),
