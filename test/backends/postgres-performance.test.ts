@@ -9,6 +9,7 @@
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import type { ClaimedJob } from "../../src/backend/contract.js";
 import { PostgresBackend } from "../../src/backend/postgres/index.js";
 import { buildJobSpec } from "../../src/core/spec.js";
 import { Queue, silentLogger, Worker } from "../../src/index.js";
@@ -440,48 +441,62 @@ describe("the queues a reconnected listener looks at (PostgreSQL)", () => {
 });
 
 describe("settling a batch (PostgreSQL)", () => {
+  /**
+   * EXPLAIN (ANALYZE, BUFFERS) of complete.sql and of fail.sql burying (no retry delay), each
+   * settling a batch in a transaction rolled back after, under a plan_cache_mode; both statements
+   * prepared once on a connection of their own, closed after the test.
+   */
+  async function settlePlans(b: PostgresBackend) {
+    const sql = statementsOf(b);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    stores.closeAfterTest({ close: () => client.end() });
+    await client.query("SET jit = off");
+    await client.query(`PREPARE complete_probe(bigint, text[], bigint[], text[]) AS ${sql.complete}`);
+    await client.query(`PREPARE fail_probe(bigint, text[], bigint[], text[], bigint[]) AS ${sql.fail}`);
+    return async (batch: readonly ClaimedJob[], mode: "force_generic_plan" | "force_custom_plan") => {
+      await client.query(`SET plan_cache_mode = ${mode}`);
+      const n = batch.length;
+      // EXPLAIN EXECUTE takes no bind parameters: the arrays as literals (ids are [0-9a-z]).
+      const arrays = `'{${batch.map((c) => c.lease.jobId).join(",")}}'::text[], '{${batch.map((c) => c.lease.token).join(",")}}'::bigint[]`;
+      const plans: Array<{ label: string; all: PlanNode[]; deletion: PlanNode }> = [];
+      for (const [statement, rest] of [
+        ["complete_probe", `array_fill('null'::text, ARRAY[${n}])`],
+        ["fail_probe", `array_fill('{"message":"x"}'::text, ARRAY[${n}]), array_fill(NULL::bigint, ARRAY[${n}])`],
+      ] as const) {
+        await client.query("BEGIN");
+        const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${statement}(NULL, ${arrays}, ${rest})`,
+        );
+        await client.query("ROLLBACK");
+        const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
+        const deletion = all.find((node) => node["Node Type"] === "ModifyTable" && node.Operation === "Delete")!;
+        plans.push({ label: `${statement} ${mode}`, all, deletion });
+      }
+      return plans;
+    };
+  }
+  const buffers = (node: PlanNode) => node["Shared Hit Blocks"]! + (node["Shared Read Blocks"] ?? 0);
+
   // complete.sql and fail.sql delete the jobs kept for 0 ms instead of updating them. Looking for
   // those among the batch's ids cost a jobs_pkey probe per job (2,407 buffers for 510 jobs), or a
   // sequential scan of the table in a custom plan, to find none; the partial indexes of migration
   // removal_on_settle hold only such running jobs, so the look reads one page of an empty index.
   it("find the jobs to delete without reading every job of the batch, in both plans", async () => {
-    const schema = schemas.create();
-    const b = await backend(schema);
+    const b = await backend(schemas.create());
     await b.enqueue(Array.from({ length: 2_000 }, () => job("q")));
-    const sql = statementsOf(b);
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      await client.query("SET jit = off");
-      await client.query(`PREPARE complete_probe(bigint, text[], bigint[], text[]) AS ${sql.complete}`);
-      await client.query(`PREPARE fail_probe(bigint, text[], bigint[], text[], bigint[]) AS ${sql.fail}`);
-      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
-        await client.query(`SET plan_cache_mode = ${mode}`);
-        const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 500, leaseMs: 60_000 });
-        expect(claimed).toHaveLength(500);
-        // EXPLAIN EXECUTE takes no bind parameters: the arrays as literals (ids are [0-9a-z]).
-        const batch = `'{${claimed.map((c) => c.lease.jobId).join(",")}}'::text[], '{${claimed.map((c) => c.lease.token).join(",")}}'::bigint[]`;
-        for (const [statement, rest] of [
-          ["complete_probe", "array_fill('null'::text, ARRAY[500])"],
-          ["fail_probe", `array_fill('{"message":"x"}'::text, ARRAY[500]), array_fill(NULL::bigint, ARRAY[500])`],
-        ] as const) {
-          await client.query("BEGIN");
-          const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
-            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${statement}(NULL, ${batch}, ${rest})`,
-          );
-          await client.query("ROLLBACK");
-          const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
-          const deletion = all.find((n) => n["Node Type"] === "ModifyTable" && n.Operation === "Delete")!;
-          // complete has one UPDATE; fail two (retried, buried): every job is settled by one of them.
-          const settled = all.filter((n) => n["Node Type"] === "ModifyTable" && n.Operation === "Update").reduce((sum, n) => sum + n["Actual Rows"]!, 0);
-          expect(settled, `${statement} ${mode}`).toBe(500);
-          expect(deletion["Actual Rows"], `${statement} ${mode}`).toBe(0);
-          expect(deletion["Shared Hit Blocks"]! + (deletion["Shared Read Blocks"] ?? 0), `${statement} ${mode}`).toBeLessThanOrEqual(5);
-        }
-        await b.complete(claimed.map((c) => ({ lease: c.lease, result: null })));
+    const explain = await settlePlans(b);
+    for (const mode of ["force_generic_plan", "force_custom_plan"] as const) {
+      const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 500, leaseMs: 60_000 });
+      expect(claimed).toHaveLength(500);
+      for (const { label, all, deletion } of await explain(claimed, mode)) {
+        // complete has one UPDATE; fail two (retried, buried): every job is settled by one of them.
+        const settled = all.filter((n) => n["Node Type"] === "ModifyTable" && n.Operation === "Update").reduce((sum, n) => sum + n["Actual Rows"]!, 0);
+        expect(settled, label).toBe(500);
+        expect(deletion["Actual Rows"], label).toBe(0);
+        expect(buffers(deletion), label).toBeLessThanOrEqual(5);
       }
-    } finally {
-      await client.end();
+      await b.complete(claimed.map((c) => ({ lease: c.lease, result: null })));
     }
   });
 
@@ -500,38 +515,16 @@ describe("settling a batch (PostgreSQL)", () => {
       if (analyzed) await admin.query(`ANALYZE ${pg.escapeIdentifier(schema)}.jobs`);
       const claimed = await b.claim({ queues: ["q"], names: ["job"], worker, limit: 2_000, leaseMs: 60_000 });
       expect(claimed).toHaveLength(2_000);
-      const batch = claimed.slice(0, 500);
-      const sql = statementsOf(b);
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      try {
-        await client.query("SET jit = off");
-        await client.query(`PREPARE complete_probe(bigint, text[], bigint[], text[]) AS ${sql.complete}`);
-        await client.query(`PREPARE fail_probe(bigint, text[], bigint[], text[], bigint[]) AS ${sql.fail}`);
-        const arrays = `'{${batch.map((c) => c.lease.jobId).join(",")}}'::text[], '{${batch.map((c) => c.lease.token).join(",")}}'::bigint[]`;
-        for (const mode of ["force_generic_plan", "force_custom_plan"]) {
-          await client.query(`SET plan_cache_mode = ${mode}`);
-          for (const [statement, rest] of [
-            ["complete_probe", "array_fill('null'::text, ARRAY[500])"],
-            ["fail_probe", `array_fill('{"message":"x"}'::text, ARRAY[500]), array_fill(NULL::bigint, ARRAY[500])`],
-          ] as const) {
-            await client.query("BEGIN");
-            const { rows } = await client.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
-              `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE ${statement}(NULL, ${arrays}, ${rest})`,
-            );
-            await client.query("ROLLBACK");
-            const all = nodes(rows[0]!["QUERY PLAN"][0]!.Plan);
-            const deletion = all.find((n) => n["Node Type"] === "ModifyTable" && n.Operation === "Delete")!;
-            expect(deletion["Actual Rows"], `${statement} ${mode}`).toBe(500);
-            // Over the whole statement (the deleted jobs' events included), not only the delete.
-            const compared = all.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0), 0);
-            expect(compared, `${statement} ${mode}: rows compared and thrown away`).toBeLessThanOrEqual(500);
-            // The probe that finds the job, the delete's own look-up and its heap page: about 11 pages per job on this table.
-            expect(deletion["Shared Hit Blocks"]! + (deletion["Shared Read Blocks"] ?? 0), `${statement} ${mode}`).toBeLessThanOrEqual(16 * 500);
-          }
+      const explain = await settlePlans(b);
+      for (const mode of ["force_generic_plan", "force_custom_plan"] as const) {
+        for (const { label, all, deletion } of await explain(claimed.slice(0, 500), mode)) {
+          expect(deletion["Actual Rows"], label).toBe(500);
+          // Over the whole statement (the deleted jobs' events included), not only the delete.
+          const compared = all.reduce((sum, n) => sum + (n["Rows Removed by Join Filter"] ?? 0), 0);
+          expect(compared, `${label}: rows compared and thrown away`).toBeLessThanOrEqual(500);
+          // The probe that finds the job, the delete's own look-up and its heap page: about 11 pages per job on this table.
+          expect(buffers(deletion), label).toBeLessThanOrEqual(16 * 500);
         }
-      } finally {
-        await client.end();
       }
     });
   }
