@@ -566,8 +566,13 @@ export class Worker extends TypedEmitter<WorkerEvents> {
    * rather than less: a room opened one acknowledgement at a time made claims of a job or two.
    */
   private get room(): number {
-    if (this.running.size - this.busySlots > this.settlingBound) return 0;
+    if (this.settlingCount > this.settlingBound) return 0;
     return this.concurrency - this.busySlots + this.prefetch - this.leases.bufferedCount;
+  }
+
+  /** Jobs whose handler is done and whose outcome the store has not acknowledged yet: held, slot freed. */
+  private get settlingCount(): number {
+    return this.running.size - this.busySlots;
   }
 
   /**
@@ -1045,7 +1050,7 @@ export class Worker extends TypedEmitter<WorkerEvents> {
     if (this.running.get(r.job.id) === r) {
       // Claims held back by acknowledgements behind (see `room`) go on as they come in, and so
       // do claims that found the queue's slots all held (see `waitingOnRunning`).
-      if (this.running.size - this.busySlots > this.settlingBound) this.scheduleFill();
+      if (this.settlingCount > this.settlingBound) this.scheduleFill();
       else if (this.waitingOnRunning.size > 0 && this.waitingOnRunning.delete(r.job.queue)) this.scheduleFill();
       this.running.delete(r.job.id);
     }
