@@ -59,8 +59,7 @@ export function decideRetry(input: {
   } else delayMs = backoffDelay(input.backoff, input.attempt, input.random);
   if (!Number.isFinite(delayMs) || delayMs < 0) delayMs = 0;
   // The stores take delays up to MAX_DELAY (ten years) and refuse longer ones.
-  const retry = { kind: "retry" as const, delayMs: Math.floor(Math.min(delayMs, MAX_DELAY)) };
-  return backoffError === undefined ? retry : { ...retry, backoffError };
+  return { kind: "retry", delayMs: Math.floor(Math.min(delayMs, MAX_DELAY)), ...(backoffError && { backoffError }) };
 }
 
 /**
