@@ -30,7 +30,7 @@ import { startThrowawayRedis } from "../testkit/servers/redis.js";
 import { readFileSync, readdirSync } from "node:fs";
 import { Redis } from "ioredis";
 import pg from "pg";
-import { chunks, dropStoreSchema, FILL_CHUNK, fmt, median, noopJobs, percentile } from "./lib.js";
+import { chunks, dropStoreSchema, FILL_CHUNK, fmt, median, noopJobs, onFreshStore, percentile } from "./lib.js";
 
 /** CPU ms used so far by a process and its children (reaped and live), from /proc (clock ticks of 10 ms). */
 function treeCpuMs(pid: number): number {
@@ -174,14 +174,8 @@ let serverCpuMs: () => Promise<number | null> = async () => null;
  */
 let discard: (store: string) => Promise<void> = async () => {};
 /** One arm profiled on a fresh store, discarded afterwards whatever the outcome. */
-async function profileOnFreshStore(arm: Arm, serverCpu: () => Promise<number | null>): Promise<Profile> {
-  const store = await fresh();
-  try {
-    return await profile(store, arm, serverCpu);
-  } finally {
-    await discard(store);
-  }
-}
+const profileOnFreshStore = (arm: Arm, serverCpu: () => Promise<number | null>): Promise<Profile> =>
+  onFreshStore(fresh, discard, (store) => profile(store, arm, serverCpu));
 /** Redis INFO commandstats: command -> { calls, usec } so far (null on other stores). */
 let commandStats: () => Promise<CommandStats | null> = async () => null;
 /** --statements: pg_stat_statements reset before an arm's timed run and read after it. */

@@ -498,6 +498,20 @@ export async function serverCpuMs(dataDir: string): Promise<number> {
   return ticks / ticksPerMs;
 }
 
+/** `measure` on a store made by `fresh`, handed to `discard` afterwards whatever the outcome. */
+export async function onFreshStore<T>(
+  fresh: () => Promise<string>,
+  discard: (store: string) => Promise<void>,
+  measure: (store: string) => Promise<T>,
+): Promise<T> {
+  const store = await fresh();
+  try {
+    return await measure(store);
+  } finally {
+    await discard(store);
+  }
+}
+
 /**
  * Drops the schema a PostgreSQL store URL names (`?schema=`) on the server at `serverUrl`, with
  * everything in it: a measured arm's jobs, so that autovacuum does not go on vacuuming them while
